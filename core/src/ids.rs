@@ -1,0 +1,109 @@
+//! Identities: UUIDv7s and readable keys for runs, trials and attempts.
+//!
+//! Run key: `<experiment>-<yyyymmdd>-<4 hex>`; trial key: `<run key>/<task>/<agent>/r<rep>`;
+//! attempt key: `<trial key>/a<n>`. Commands accept either the UUID or the key.
+
+use chrono::{DateTime, Utc};
+use uuid::{timestamp::context::NoContext, Timestamp, Uuid};
+
+/// A new UUIDv7 whose timestamp is `at`.
+pub fn uuid_v7_at(at: DateTime<Utc>) -> Uuid {
+    let secs = u64::try_from(at.timestamp()).unwrap_or(0);
+    Uuid::new_v7(Timestamp::from_unix(NoContext, secs, at.timestamp_subsec_nanos()))
+}
+
+/// True when `id` is a version-7 UUID.
+pub fn is_uuid_v7(id: &Uuid) -> bool {
+    id.get_version_num() == 7
+}
+
+/// A run key: `<experiment>-<yyyymmdd>-<4 hex>`, the hex taken from the run's UUID random bits.
+pub fn run_key(experiment: &str, at: DateTime<Utc>, run_id: &Uuid) -> String {
+    let bytes = run_id.as_bytes();
+    format!(
+        "{}-{}-{:02x}{:02x}",
+        slug(experiment),
+        at.format("%Y%m%d"),
+        bytes[14],
+        bytes[15]
+    )
+}
+
+/// A trial key: `<run key>/<task>/<agent>/r<rep>`.
+pub fn trial_key(run_key: &str, task: &str, agent: &str, repetition: u32) -> String {
+    format!("{run_key}/{}/{}/r{repetition}", slug(task), slug(agent))
+}
+
+/// An attempt key: `<trial key>/a<n>` (attempts count from 1).
+pub fn attempt_key(trial_key: &str, attempt: u32) -> String {
+    format!("{trial_key}/a{attempt}")
+}
+
+/// Lowercases and replaces every character outside `[a-z0-9._-]` with `-`, so a name is safe
+/// inside a key and as a path component.
+pub fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.chars().all(|c| c == '.') {
+        "-".to_string()
+    } else {
+        s
+    }
+}
+
+/// True when `s` is a safe identifier for a task or agent name: `[A-Za-z0-9._-]+`, not
+/// starting with `.` or `-`.
+pub fn is_valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && !s.starts_with('.')
+        && !s.starts_with('-')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn keys_have_the_documented_shape() {
+        let at = Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap();
+        let id = uuid_v7_at(at);
+        assert!(is_uuid_v7(&id));
+        let rk = run_key("My Exp", at, &id);
+        assert!(rk.starts_with("my-exp-20261129-"), "{rk}");
+        assert_eq!(rk.len(), "my-exp-20261129-".len() + 4);
+        let tk = trial_key(&rk, "wordcount-001", "oracle", 2);
+        assert_eq!(tk, format!("{rk}/wordcount-001/oracle/r2"));
+        assert_eq!(attempt_key(&tk, 1), format!("{tk}/a1"));
+    }
+
+    #[test]
+    fn uuid_v7_carries_the_timestamp() {
+        let at = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        let id = uuid_v7_at(at);
+        let (secs, _) = id.get_timestamp().unwrap().to_unix();
+        assert_eq!(secs, at.timestamp() as u64);
+    }
+
+    #[test]
+    fn names_and_slugs() {
+        assert!(is_valid_name("wordcount-001"));
+        assert!(!is_valid_name("../etc"));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("a/b"));
+        assert_eq!(slug("A/b c"), "a-b-c");
+        assert_eq!(slug(".."), "-");
+    }
+}

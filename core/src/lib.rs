@@ -1,0 +1,13 @@
+//! akbench-core: the domain of akbench, pure and synchronous.
+//!
+//! Identities, canonical digests, task and agent formats, the attempt lifecycle and the run
+//! record schema live here. Nothing in this crate talks to a network or a database; the only
+//! I/O is reading task and agent descriptor files from disk in the loaders.
+
+pub mod agent;
+pub mod clock;
+pub mod digest;
+pub mod ids;
+pub mod lifecycle;
+pub mod record;
+pub mod task;

@@ -1,0 +1,108 @@
+use super::*;
+
+/// The whole (state, event) table, written out independently of `apply`.
+fn expected(from: State, event: Event) -> Option<State> {
+    use Event as E;
+    use State as S;
+    if from.is_terminal() {
+        return None;
+    }
+    match (from, event) {
+        (S::Pending, E::Advance) => Some(S::Preparing),
+        (S::Preparing, E::Advance) => Some(S::Validating),
+        (S::Validating, E::Advance) => Some(S::ConfiguringRuntime),
+        (S::ConfiguringRuntime, E::Advance) => Some(S::CreatingWorkspace),
+        (S::CreatingWorkspace, E::Advance) => Some(S::StartingAgent),
+        (S::StartingAgent, E::Advance) => Some(S::Executing),
+        (S::Executing, E::Advance) => Some(S::Collecting),
+        (S::Collecting, E::Advance) => Some(S::Evaluating),
+        (S::Evaluating, E::Advance) => Some(S::Finalizing),
+        (S::Finalizing, E::Advance) => None,
+        (S::Finalizing, E::Complete) => Some(S::Completed),
+        (_, E::Complete) => None,
+        (S::Finalizing, E::FinishUngraded) => Some(S::NotGraded),
+        (_, E::FinishUngraded) => None,
+        (S::Executing, E::AgentFailed) => Some(S::Failed),
+        (_, E::AgentFailed) => None,
+        (S::Executing, E::AgentTimedOut) => Some(S::Timeout),
+        (_, E::AgentTimedOut) => None,
+        (
+            S::Pending
+            | S::Preparing
+            | S::Validating
+            | S::ConfiguringRuntime
+            | S::CreatingWorkspace
+            | S::StartingAgent,
+            E::Rejected,
+        ) => Some(S::InvalidConfiguration),
+        (_, E::Rejected) => None,
+        (_, E::InfrastructureFailed) => Some(S::InfrastructureError),
+        (S::Evaluating, E::EvaluationFailed) => Some(S::EvaluationError),
+        (_, E::EvaluationFailed) => None,
+        (_, E::Cancel) => Some(S::Cancelled),
+        _ => unreachable!("every non-terminal (state, event) pair is listed: {from:?} {event:?}"),
+    }
+}
+
+#[test]
+fn every_state_event_pair_matches_the_table() {
+    let mut allowed = 0;
+    for from in ALL_STATES {
+        for event in ALL_EVENTS {
+            let got = apply(from, event).ok();
+            assert_eq!(got, expected(from, event), "{from:?} + {event:?}");
+            if let Err(e) = apply(from, event) {
+                assert_eq!(e.from, from);
+                assert!(e.to_string().starts_with("failed to apply"));
+            }
+            allowed += usize::from(got.is_some());
+        }
+    }
+    // 9 Advance + Complete + FinishUngraded + AgentFailed + AgentTimedOut
+    // + 6 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel
+    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 6 + 10 + 1 + 10);
+}
+
+#[test]
+fn no_way_out_of_a_terminal_state() {
+    for from in ALL_STATES.into_iter().filter(|s| s.is_terminal()) {
+        for event in ALL_EVENTS {
+            assert!(apply(from, event).is_err(), "{from:?} {event:?}");
+        }
+        for to in ALL_STATES {
+            assert!(!is_valid_step(from, to));
+        }
+    }
+}
+
+#[test]
+fn advance_never_skips_a_step() {
+    let mut s = State::Pending;
+    let mut path = vec![s];
+    while let Ok(n) = apply(s, Event::Advance) {
+        s = n;
+        path.push(s);
+    }
+    assert_eq!(path, CHAIN[..10].to_vec());
+    path.push(apply(s, Event::Complete).unwrap());
+    assert_eq!(path, CHAIN.to_vec());
+    assert!(validate_path(&path).is_ok());
+    // Dropping any intermediate step makes the path invalid.
+    for skip in 1..path.len() - 1 {
+        let mut p = path.clone();
+        p.remove(skip);
+        assert!(validate_path(&p).is_err(), "skipping {:?} passed", path[skip]);
+    }
+}
+
+#[test]
+fn validate_path_rejects_bad_starts_and_states_round_trip() {
+    assert!(validate_path(&[]).is_err());
+    assert!(validate_path(&[State::Preparing]).is_err());
+    for s in ALL_STATES {
+        assert_eq!(State::parse(s.as_str()), Some(s));
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<State>(&json).unwrap(), s);
+    }
+    assert_eq!(ALL_STATES.iter().filter(|s| s.is_terminal()).count(), 8);
+}

@@ -1,0 +1,319 @@
+//! `run_record.json`: the audit trail of one trial, written next to the agent's artifacts.
+//!
+//! A record holds the identities, the task release, the agent condition and one
+//! [`AttemptRecord`] per attempt (retries of infrastructure errors are new attempts). Each
+//! attempt keeps its full transition log, fingerprints, observations and timings; the grade is
+//! a separate section so that grading later replaces the grade only. Paths inside a record are
+//! relative to the folder holding `run_record.json`. The schema is documented in
+//! docs/record.md; bump [`SCHEMA_VERSION`] on any incompatible change.
+
+use crate::agent::AgentCondition;
+use crate::lifecycle::State;
+use crate::task::{Family, TaskRelease};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Version of the record schema.
+pub const SCHEMA_VERSION: u32 = 1;
+/// File name of a record.
+pub const RECORD_FILE: &str = "run_record.json";
+
+/// An identity: UUIDv7 and readable key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Identity {
+    /// UUIDv7.
+    pub id: Uuid,
+    /// Readable key.
+    pub key: String,
+}
+
+/// What a record says about the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// id, version, digest.
+    pub release: TaskRelease,
+    /// Execution family.
+    pub family: Family,
+    /// The repository as git was given it.
+    pub repo: String,
+    /// The pinned commit.
+    pub commit: String,
+    /// Digest of the mutation patch, when the task has one.
+    pub mutation_digest: Option<String>,
+    /// Whether the mutation was applied (false under `--no-mutation`).
+    pub mutation_applied: bool,
+    /// Digest of the hidden tests folder.
+    pub tests_digest: String,
+    /// Digest of the reference solution, when the task has one.
+    pub reference_digest: Option<String>,
+}
+
+/// Options the trial ran with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Runtime name (`direct`).
+    pub runtime: String,
+    /// Infrastructure retry budget.
+    pub infrastructure_retries: u32,
+    /// Whether grading was requested.
+    pub grade: bool,
+    /// Whether the workspace was kept.
+    pub keep_workspace: bool,
+}
+
+/// One transition of an attempt's lifecycle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Position in the attempt's log, from 0.
+    pub seq: u32,
+    /// State entered.
+    pub state: State,
+    /// When it was entered.
+    pub at: DateTime<Utc>,
+    /// A note: "no runtime", the cause of a failure, etc.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Facts about the workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceFacts {
+    /// Where the worktree was (absolute; gone unless kept).
+    pub path: Option<String>,
+    /// The pinned commit the worktree was made from.
+    pub base_commit: Option<String>,
+    /// Git tree id after the mutation (the agent's starting point).
+    pub tree_after_mutation: Option<String>,
+    /// Git tree id of what the agent left.
+    pub tree_after_agent: Option<String>,
+    /// The agent's diff against the post-mutation tree (relative path).
+    pub diff_path: Option<String>,
+    /// Digest of that diff.
+    pub diff_digest: Option<String>,
+    /// Files the diff touches.
+    pub files_changed: Option<u32>,
+    /// Whether the worktree was kept on disk.
+    pub kept: bool,
+}
+
+/// How the agent process ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessFacts {
+    /// The argv launched, with credential values never present (only names reach argv
+    /// templates).
+    pub argv: Vec<String>,
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Whether it was stopped by the timeout.
+    pub timed_out: bool,
+    /// Whether it was stopped by a cancel.
+    pub cancelled: bool,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Captured stdout (relative path).
+    pub stdout_path: Option<String>,
+    /// Captured stderr (relative path).
+    pub stderr_path: Option<String>,
+    /// Bytes the process wrote to stdout (captured up to the cap).
+    pub stdout_bytes: u64,
+    /// Bytes the process wrote to stderr.
+    pub stderr_bytes: u64,
+    /// True when output beyond the cap was dropped.
+    pub output_truncated: bool,
+    /// Processes of the attempt still alive after the group kill, then killed by the sweep.
+    pub stragglers_killed: u32,
+}
+
+/// What the agent's adapter read from its output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observations {
+    /// Model turns.
+    pub turns: Option<u64>,
+    /// Input tokens (uncached).
+    pub input_tokens: Option<u64>,
+    /// Input tokens served from cache.
+    pub cached_input_tokens: Option<u64>,
+    /// Output tokens.
+    pub output_tokens: Option<u64>,
+    /// Cost in US dollars, as the agent reported it.
+    pub cost_usd: Option<f64>,
+    /// The agent's final message.
+    pub final_message: Option<String>,
+    /// The model the agent reported using.
+    pub model: Option<String>,
+    /// Whether the agent reported an error of its own.
+    pub reported_error: Option<bool>,
+}
+
+/// Verdict of one test in a JUnit report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestOutcome {
+    /// Passed.
+    Passed,
+    /// Failed an assertion.
+    Failed,
+    /// Errored.
+    Error,
+    /// Skipped.
+    Skipped,
+}
+
+/// One test's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// `classname::name` or `name`.
+    pub name: String,
+    /// Outcome.
+    pub outcome: TestOutcome,
+    /// Failure message, when any (capped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The grade of an attempt: a separate section that grading later replaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grade {
+    /// True when the task counts as solved.
+    pub ok: bool,
+    /// Score in [0, 1] (reward file, else 1.0 / 0.0 from the exit code).
+    pub score: f64,
+    /// Where the verdict came from: `reward_txt`, `reward_json` or `exit_code`.
+    pub source: String,
+    /// The evaluation command's exit code.
+    pub exit_code: Option<i32>,
+    /// Per-test results from a JUnit XML report, when one was written.
+    pub tests: Vec<TestResult>,
+    /// The evaluator's verbatim output (stdout then stderr), capped.
+    pub report: String,
+    /// True when the report was cut at the cap.
+    pub report_truncated: bool,
+    /// Digest of the tests folder that graded.
+    pub tests_digest: String,
+    /// When grading ran.
+    pub graded_at: DateTime<Utc>,
+    /// How long grading took.
+    pub duration_ms: u64,
+}
+
+/// One attempt of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Attempt identity.
+    pub attempt: Identity,
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The full transition log.
+    pub transitions: Vec<Transition>,
+    /// Terminal state of this attempt.
+    pub state: State,
+    /// Why it ended where it did, for any state but `completed`.
+    pub cause: Option<String>,
+    /// Workspace facts.
+    pub workspace: WorkspaceFacts,
+    /// The agent process, when one ran.
+    pub agent_process: Option<ProcessFacts>,
+    /// What the adapter observed.
+    pub observations: Observations,
+    /// Milliseconds spent in each phase.
+    pub timings_ms: BTreeMap<State, u64>,
+    /// The grade, when grading ran and gave a verdict.
+    pub grade: Option<Grade>,
+    /// Folder of this attempt's artifacts (relative).
+    pub artifacts_dir: String,
+}
+
+/// The trial's outcome, taken from its last attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Terminal state.
+    pub state: State,
+    /// Solved or not; present only when graded.
+    pub ok: Option<bool>,
+    /// Score; absent (never 0) when not graded.
+    pub score: Option<f64>,
+    /// Number of attempts.
+    pub attempts: u32,
+}
+
+/// `run_record.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run: Identity,
+    /// The trial.
+    pub trial: Identity,
+    /// The task.
+    pub task: TaskRef,
+    /// The agent condition.
+    pub agent: AgentCondition,
+    /// Options.
+    pub options: RunOptions,
+    /// Every attempt, in order.
+    pub attempts: Vec<AttemptRecord>,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// When the trial started.
+    pub started_at: DateTime<Utc>,
+    /// When the trial ended.
+    pub finished_at: DateTime<Utc>,
+    /// The akbench version that wrote it.
+    pub written_by: String,
+}
+
+impl RunRecord {
+    /// The outcome implied by the last attempt.
+    pub fn outcome_of(attempts: &[AttemptRecord]) -> Option<Outcome> {
+        let last = attempts.last()?;
+        Some(Outcome {
+            state: last.state,
+            ok: last.grade.as_ref().map(|g| g.ok),
+            score: last.grade.as_ref().map(|g| g.score),
+            attempts: u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Checks a record read from disk: schema version, every attempt's transition log, and
+    /// that the outcome agrees with the last attempt.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(format!(
+                "schema_version {} is not supported (this akbench reads {SCHEMA_VERSION})",
+                self.schema_version
+            ));
+        }
+        if self.attempts.is_empty() {
+            return Err("the record has no attempts".into());
+        }
+        for (i, a) in self.attempts.iter().enumerate() {
+            if a.number as usize != i + 1 {
+                return Err(format!("attempt {} is numbered {}", i + 1, a.number));
+            }
+            let states: Vec<State> = a.transitions.iter().map(|t| t.state).collect();
+            crate::lifecycle::validate_path(&states)
+                .map_err(|e| format!("attempt {}: {e}", a.number))?;
+            if states.last() != Some(&a.state) || !a.state.is_terminal() {
+                return Err(format!(
+                    "attempt {}: state {} is not the end of its transition log",
+                    a.number, a.state
+                ));
+            }
+            if a.grade.is_some() != (a.state == State::Completed) {
+                return Err(format!(
+                    "attempt {}: a grade is present exactly when the state is completed",
+                    a.number
+                ));
+            }
+        }
+        if Self::outcome_of(&self.attempts).as_ref() != Some(&self.outcome) {
+            return Err("the outcome does not match the last attempt".into());
+        }
+        Ok(())
+    }
+}

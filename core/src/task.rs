@@ -1,0 +1,612 @@
+//! The task format and its loader.
+//!
+//! A task is a directory with `task.toml` at its root, laid out like a Harbor /
+//! Terminal-Bench 2.0 task (`task.toml`, `instruction.md`, `tests/test.sh`,
+//! `solution/solve.sh`) plus a `[source]` section that pins a git repository and commit.
+//! See docs/tasks.md for the format. A [`TaskRelease`] is (id, version, digest of the whole
+//! directory's canonical content).
+
+use crate::digest::Hasher;
+use crate::ids::is_valid_name;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Name of the task descriptor file.
+pub const TASK_FILE: &str = "task.toml";
+/// Name of the instruction file.
+pub const INSTRUCTION_FILE: &str = "instruction.md";
+/// Default agent timeout when a task declares none.
+pub const DEFAULT_AGENT_TIMEOUT_SEC: f64 = 600.0;
+/// Default evaluation timeout when a task declares none.
+pub const DEFAULT_VERIFIER_TIMEOUT_SEC: f64 = 300.0;
+
+/// Execution family of a task. Only `artefact` executes today; the others are planned and
+/// accounted with the same identity rules and refused at execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Produces an artefact (a change to a repository) that tests grade.
+    Artefact,
+    /// An interactive world; not executable yet.
+    Interactive,
+    /// A finite lifecycle; not executable yet.
+    Lifecycle,
+}
+
+impl Family {
+    /// The name used in files and keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Artefact => "artefact",
+            Family::Interactive => "interactive",
+            Family::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `task.toml` as written on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    /// Task id; defaults to the directory name.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Task version (Harbor's top-level `version`).
+    pub version: String,
+    /// Execution family; defaults to `artefact`.
+    #[serde(default)]
+    pub family: Option<Family>,
+    /// Free-form metadata (Harbor: author, difficulty, category, tags).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, toml::Value>,
+    /// Agent limits.
+    #[serde(default)]
+    pub agent: AgentSection,
+    /// The evaluation command and its limits.
+    #[serde(default)]
+    pub verifier: VerifierSection,
+    /// Harbor's container environment; kept, not used by the direct runtime.
+    #[serde(default)]
+    pub environment: BTreeMap<String, toml::Value>,
+    /// Harbor's solution settings; kept.
+    #[serde(default)]
+    pub solution: BTreeMap<String, toml::Value>,
+    /// The git repository and pinned commit the workspace is made from.
+    pub source: Option<SourceSection>,
+    /// The optional patch applied on top of the pinned commit.
+    #[serde(default)]
+    pub mutation: Option<MutationSection>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Seconds the agent may run before it is stopped (`timeout`).
+    pub timeout_sec: Option<f64>,
+}
+
+/// `[verifier]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierSection {
+    /// Seconds the evaluation may run before it counts as `evaluation_error`.
+    pub timeout_sec: Option<f64>,
+    /// The evaluation command as argv; placeholders `{tests_dir}`, `{workspace}`,
+    /// `{verifier_dir}`. Defaults to `["bash", "{tests_dir}/test.sh"]`.
+    pub command: Option<Vec<String>>,
+    /// Minimum reward that counts as solved when a reward file is written (default 1.0).
+    pub pass_threshold: Option<f64>,
+    /// Extra environment for the evaluation command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// `[source]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSection {
+    /// A git URL (https, ssh, file) or a path relative to the tasks root.
+    pub repo: String,
+    /// The pinned commit: a full 40-hex commit hash.
+    pub commit: String,
+}
+
+/// `[mutation]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MutationSection {
+    /// Path of the patch, relative to the task directory.
+    pub patch: String,
+}
+
+/// Where a task's repository lives.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "location", rename_all = "snake_case")]
+pub enum RepoLocation {
+    /// A remote URL with an allowed transport (https, ssh, file).
+    Url(String),
+    /// A local path (a repository or a git bundle), absolute after loading.
+    Path(PathBuf),
+}
+
+impl RepoLocation {
+    /// The string git is given.
+    pub fn as_git_arg(&self) -> String {
+        match self {
+            RepoLocation::Url(u) => u.clone(),
+            RepoLocation::Path(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// The identity of a task: id, version and the digest of its directory.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskRelease {
+    /// Task id.
+    pub id: String,
+    /// Task version.
+    pub version: String,
+    /// `sha256:` digest of the directory's canonical content.
+    pub digest: String,
+}
+
+/// A loaded, validated task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The task directory (absolute).
+    pub dir: PathBuf,
+    /// The parsed `task.toml`.
+    pub file: TaskFile,
+    /// id, version, digest.
+    pub release: TaskRelease,
+    /// Execution family.
+    pub family: Family,
+    /// What the agent is told.
+    pub instruction: String,
+    /// The repository.
+    pub repo: RepoLocation,
+    /// The pinned commit (40 lowercase hex).
+    pub commit: String,
+    /// The mutation patch (absolute path) and its digest.
+    pub mutation: Option<(PathBuf, String)>,
+    /// The hidden tests folder (absolute).
+    pub tests_dir: PathBuf,
+    /// Digest of the tests folder.
+    pub tests_digest: String,
+    /// The reference solution folder (absolute) and its digest, when present.
+    pub reference: Option<(PathBuf, String)>,
+    /// Agent timeout in seconds.
+    pub agent_timeout_sec: f64,
+    /// Evaluation timeout in seconds.
+    pub verifier_timeout_sec: f64,
+    /// Evaluation argv (placeholders not yet substituted).
+    pub verifier_command: Vec<String>,
+    /// Reward at or above which the task counts as solved.
+    pub pass_threshold: f64,
+}
+
+/// What was wrong with a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskErrorKind {
+    /// The file could not be read.
+    Io(String),
+    /// The TOML did not parse or did not match the schema.
+    Parse(String),
+    /// A field has a bad value.
+    Field {
+        /// Dotted field path, e.g. `source.commit`.
+        field: String,
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+}
+
+/// A task failed to load; names the file and, where it applies, the field and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to load task {}: {}", file.display(), render_kind(kind))]
+pub struct TaskError {
+    /// The file (or directory) at fault.
+    pub file: PathBuf,
+    /// What was wrong.
+    pub kind: TaskErrorKind,
+}
+
+fn render_kind(kind: &TaskErrorKind) -> String {
+    match kind {
+        TaskErrorKind::Io(e) => e.clone(),
+        TaskErrorKind::Parse(e) => e.trim_end().to_string(),
+        TaskErrorKind::Field {
+            field,
+            problem,
+            fix,
+        } => format!("field `{field}`: {problem}; fix: {fix}"),
+    }
+}
+
+impl TaskError {
+    fn field(file: &Path, field: &str, problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        TaskError {
+            file: file.to_path_buf(),
+            kind: TaskErrorKind::Field {
+                field: field.to_string(),
+                problem: problem.into(),
+                fix: fix.into(),
+            },
+        }
+    }
+}
+
+/// True when `s` is a full 40-hex (sha1) or 64-hex (sha256) commit hash.
+pub fn is_full_commit_hash(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Classifies a `[source] repo` value; refuses transports other than https, ssh and file.
+pub fn parse_repo(repo: &str, tasks_root: &Path) -> Result<RepoLocation, String> {
+    let repo = repo.trim();
+    if repo.is_empty() {
+        return Err("is empty".into());
+    }
+    if let Some((scheme, _)) = repo.split_once("://") {
+        return match scheme {
+            "https" | "ssh" | "file" => Ok(RepoLocation::Url(repo.to_string())),
+            other => Err(format!(
+                "uses the `{other}` transport, which is not allowed (only https, ssh and file)"
+            )),
+        };
+    }
+    if repo.contains("::") {
+        return Err("uses a git remote helper (`::`), which is not allowed".into());
+    }
+    if repo.starts_with('-') {
+        return Err("starts with `-`".into());
+    }
+    // scp-like ssh: user@host:path
+    if let Some((host, _)) = repo.split_once(':') {
+        if host.contains('@') && !host.contains('/') {
+            return Ok(RepoLocation::Url(repo.to_string()));
+        }
+    }
+    let p = Path::new(repo);
+    Ok(RepoLocation::Path(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        tasks_root.join(p)
+    }))
+}
+
+impl Task {
+    /// Loads the task in `dir`. `tasks_root` anchors relative repository paths.
+    pub fn load(dir: &Path, tasks_root: &Path) -> Result<Task, TaskError> {
+        let dir = absolute(dir);
+        let tasks_root = absolute(tasks_root);
+        let toml_path = dir.join(TASK_FILE);
+        let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError {
+            file: toml_path.clone(),
+            kind: TaskErrorKind::Io(format!(
+                "cannot read it ({e}); a task directory needs a task.toml at its root"
+            )),
+        })?;
+        let file: TaskFile = toml::from_str(&text).map_err(|e| TaskError {
+            file: toml_path.clone(),
+            kind: TaskErrorKind::Parse(e.to_string()),
+        })?;
+        Self::from_file(&dir, &tasks_root, file)
+    }
+
+    fn from_file(dir: &Path, tasks_root: &Path, file: TaskFile) -> Result<Task, TaskError> {
+        let toml_path = dir.join(TASK_FILE);
+        let dir_name = dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let id = file.id.clone().unwrap_or_else(|| dir_name.clone());
+        if !is_valid_name(&id) {
+            return Err(TaskError::field(
+                &toml_path,
+                "id",
+                format!("`{id}` is not a valid task id"),
+                "use letters, digits, `.`, `_` and `-` only",
+            ));
+        }
+        if file.version.trim().is_empty() {
+            return Err(TaskError::field(
+                &toml_path,
+                "version",
+                "is empty",
+                "set `version = \"1.0\"` (any non-empty string)",
+            ));
+        }
+        let source = file.source.as_ref().ok_or_else(|| {
+            TaskError::field(
+                &toml_path,
+                "source",
+                "is missing",
+                "add a [source] section with `repo` (URL or path relative to the tasks root) and `commit` (full hash)",
+            )
+        })?;
+        let repo = parse_repo(&source.repo, tasks_root).map_err(|p| {
+            TaskError::field(
+                &toml_path,
+                "source.repo",
+                format!("`{}` {p}", source.repo),
+                "use an https:// or ssh:// URL, file://, or a path relative to the tasks root",
+            )
+        })?;
+        if !is_full_commit_hash(&source.commit) {
+            return Err(TaskError::field(
+                &toml_path,
+                "source.commit",
+                format!(
+                    "`{}` is not a full commit hash (branch names and short hashes are refused: they move or are ambiguous)",
+                    source.commit
+                ),
+                "pin the full 40-character hash, e.g. from `git rev-parse HEAD`",
+            ));
+        }
+        let instruction_path = dir.join(INSTRUCTION_FILE);
+        let instruction = std::fs::read_to_string(&instruction_path).map_err(|e| TaskError {
+            file: instruction_path.clone(),
+            kind: TaskErrorKind::Io(format!(
+                "cannot read it ({e}); write what the agent is told in instruction.md"
+            )),
+        })?;
+        if instruction.trim().is_empty() {
+            return Err(TaskError {
+                file: instruction_path,
+                kind: TaskErrorKind::Io("is empty; write what the agent is told".into()),
+            });
+        }
+        let tests_dir = dir.join("tests");
+        if !tests_dir.is_dir() {
+            return Err(TaskError {
+                file: tests_dir,
+                kind: TaskErrorKind::Io(
+                    "is missing; a task needs a tests/ folder with its evaluation (tests/test.sh by default)"
+                        .into(),
+                ),
+            });
+        }
+        let mutation = match &file.mutation {
+            None => None,
+            Some(m) => {
+                let p = inside(dir, &m.patch).ok_or_else(|| {
+                    TaskError::field(
+                        &toml_path,
+                        "mutation.patch",
+                        format!("`{}` leaves the task directory", m.patch),
+                        "give a path inside the task directory",
+                    )
+                })?;
+                let bytes = std::fs::read(&p).map_err(|e| {
+                    TaskError::field(
+                        &toml_path,
+                        "mutation.patch",
+                        format!("cannot read `{}`: {e}", m.patch),
+                        "point it at an existing patch file (git diff format)",
+                    )
+                })?;
+                Some((p, crate::digest::digest_bytes(&bytes)))
+            }
+        };
+        let family = file.family.unwrap_or(Family::Artefact);
+        let agent_timeout_sec = check_timeout(
+            &toml_path,
+            "agent.timeout_sec",
+            file.agent.timeout_sec,
+            DEFAULT_AGENT_TIMEOUT_SEC,
+        )?;
+        let verifier_timeout_sec = check_timeout(
+            &toml_path,
+            "verifier.timeout_sec",
+            file.verifier.timeout_sec,
+            DEFAULT_VERIFIER_TIMEOUT_SEC,
+        )?;
+        let verifier_command = file
+            .verifier
+            .command
+            .clone()
+            .unwrap_or_else(|| vec!["bash".into(), "{tests_dir}/test.sh".into()]);
+        if verifier_command.is_empty() || verifier_command[0].trim().is_empty() {
+            return Err(TaskError::field(
+                &toml_path,
+                "verifier.command",
+                "is empty",
+                "give the evaluation argv, e.g. [\"bash\", \"{tests_dir}/test.sh\"], or remove it",
+            ));
+        }
+        if file.verifier.command.is_none() && !tests_dir.join("test.sh").is_file() {
+            return Err(TaskError {
+                file: tests_dir.join("test.sh"),
+                kind: TaskErrorKind::Io(
+                    "is missing; add tests/test.sh or set [verifier] command".into(),
+                ),
+            });
+        }
+        let pass_threshold = file.verifier.pass_threshold.unwrap_or(1.0);
+        if !pass_threshold.is_finite() {
+            return Err(TaskError::field(
+                &toml_path,
+                "verifier.pass_threshold",
+                "is not a finite number",
+                "use a number such as 1.0",
+            ));
+        }
+        let tests_digest = dir_digest(&tests_dir).map_err(|e| TaskError {
+            file: tests_dir.clone(),
+            kind: TaskErrorKind::Io(e),
+        })?;
+        let solution_dir = dir.join("solution");
+        let reference = if solution_dir.is_dir() {
+            let d = dir_digest(&solution_dir).map_err(|e| TaskError {
+                file: solution_dir.clone(),
+                kind: TaskErrorKind::Io(e),
+            })?;
+            Some((solution_dir, d))
+        } else {
+            None
+        };
+        let digest = dir_digest(dir).map_err(|e| TaskError {
+            file: dir.to_path_buf(),
+            kind: TaskErrorKind::Io(e),
+        })?;
+        Ok(Task {
+            dir: dir.to_path_buf(),
+            release: TaskRelease {
+                id,
+                version: file.version.clone(),
+                digest,
+            },
+            family,
+            instruction,
+            repo,
+            commit: source.commit.to_ascii_lowercase(),
+            mutation,
+            tests_dir,
+            tests_digest,
+            reference,
+            agent_timeout_sec,
+            verifier_timeout_sec,
+            verifier_command,
+            pass_threshold,
+            file,
+        })
+    }
+}
+
+fn check_timeout(file: &Path, field: &str, v: Option<f64>, default: f64) -> Result<f64, TaskError> {
+    match v {
+        None => Ok(default),
+        Some(t) if t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0 => Ok(t),
+        Some(t) => Err(TaskError::field(
+            file,
+            field,
+            format!("{t} is not a usable timeout"),
+            "give a positive number of seconds (at most a week)",
+        )),
+    }
+}
+
+/// Makes `p` absolute against the current directory without resolving symlinks.
+pub fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// Joins a relative path under `base`, refusing absolute paths and `..` components.
+pub fn inside(base: &Path, rel: &str) -> Option<PathBuf> {
+    let r = Path::new(rel);
+    if r.is_absolute()
+        || r.components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    {
+        return None;
+    }
+    Some(base.join(r))
+}
+
+/// The digest of a directory's canonical content: every entry in byte order of its relative
+/// path, with its kind (file, executable file, symlink), its link target or its content.
+/// `.git` folders are skipped.
+pub fn dir_digest(dir: &Path) -> Result<String, String> {
+    let mut entries = Vec::new();
+    collect(dir, dir, &mut entries)?;
+    entries.sort();
+    let mut h = Hasher::default();
+    for rel in entries {
+        let p = dir.join(&rel);
+        let meta = std::fs::symlink_metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        h.update(rel.as_bytes());
+        h.update(&[0]);
+        if meta.file_type().is_symlink() {
+            let t = std::fs::read_link(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            h.update(b"L");
+            h.update(t.to_string_lossy().as_bytes());
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let exec = meta.permissions().mode() & 0o111 != 0;
+            h.update(if exec { b"X" } else { b"F" });
+            let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+        h.update(&[0]);
+    }
+    Ok(h.finish())
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), String> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let name = entry.file_name();
+        if name == ".git" {
+            continue;
+        }
+        let p = entry.path();
+        let ft = entry
+            .file_type()
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        if ft.is_dir() {
+            collect(root, &p, out)?;
+        } else {
+            let rel = p
+                .strip_prefix(root)
+                .map_err(|e| e.to_string())?
+                .to_string_lossy()
+                .into_owned();
+            out.push(rel);
+        }
+    }
+    Ok(())
+}
+
+/// Loads `<tasks_root>/<id>` (the usual layout: one folder per task).
+pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
+    if !is_valid_name(id) {
+        return Err(TaskError {
+            file: tasks_root.join(id),
+            kind: TaskErrorKind::Io(format!(
+                "`{id}` is not a valid task id (letters, digits, `.`, `_`, `-`)"
+            )),
+        });
+    }
+    let dir = tasks_root.join(id);
+    if !dir.is_dir() {
+        return Err(TaskError {
+            file: dir,
+            kind: TaskErrorKind::Io(format!(
+                "no task `{id}` under the tasks root; check the id or pass --tasks-root"
+            )),
+        });
+    }
+    let task = Task::load(&dir, tasks_root)?;
+    if task.release.id != id {
+        return Err(TaskError::field(
+            &dir.join(TASK_FILE),
+            "id",
+            format!("says `{}` but the folder is `{id}`", task.release.id),
+            "make the folder name and `id` agree, or drop `id`",
+        ));
+    }
+    Ok(task)
+}
+
+#[cfg(test)]
+mod tests;

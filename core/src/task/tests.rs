@@ -1,0 +1,155 @@
+use super::*;
+use std::fs;
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn write_task(root: &Path, name: &str, toml: &str) -> PathBuf {
+    let dir = root.join(name);
+    fs::create_dir_all(dir.join("tests")).unwrap();
+    fs::write(dir.join("task.toml"), toml).unwrap();
+    fs::write(dir.join("instruction.md"), "Fix the bug.\n").unwrap();
+    fs::write(dir.join("tests/test.sh"), "exit 0\n").unwrap();
+    dir
+}
+
+fn good_toml() -> String {
+    format!("version = \"1.0\"\n[source]\nrepo = \"repos/x.bundle\"\ncommit = \"{COMMIT}\"\n")
+}
+
+#[test]
+fn loads_a_minimal_harbor_style_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = write_task(tmp.path(), "t1", &good_toml());
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert_eq!(t.release.id, "t1");
+    assert_eq!(t.release.version, "1.0");
+    assert!(t.release.digest.starts_with("sha256:"));
+    assert_eq!(t.family, Family::Artefact);
+    assert_eq!(t.repo, RepoLocation::Path(tmp.path().join("repos/x.bundle")));
+    assert_eq!(t.agent_timeout_sec, DEFAULT_AGENT_TIMEOUT_SEC);
+    assert!(t.reference.is_none());
+}
+
+#[test]
+fn harbor_sections_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "version = \"1.0\"\n[metadata]\nauthor_name = \"x\"\ndifficulty = \"easy\"\ntags = [\"a\"]\n\
+         [verifier]\ntimeout_sec = 120.0\n[agent]\ntimeout_sec = 600.0\n\
+         [environment]\nbuild_timeout_sec = 600.0\ndocker_image = \"img\"\n\
+         [source]\nrepo = \"https://example.invalid/r.git\"\ncommit = \"{COMMIT}\"\n"
+    );
+    let dir = write_task(tmp.path(), "harbor", &toml);
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert_eq!(t.verifier_timeout_sec, 120.0);
+    assert!(matches!(t.repo, RepoLocation::Url(_)));
+}
+
+fn field_of(e: TaskError) -> String {
+    match e.kind {
+        TaskErrorKind::Field { field, .. } => field,
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+#[test]
+fn branch_names_and_short_hashes_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["main", "0123456", "HEAD", "v1.0"] {
+        let toml = format!("version = \"1\"\n[source]\nrepo = \"r\"\ncommit = \"{bad}\"\n");
+        let dir = write_task(tmp.path(), "t", &toml);
+        let e = Task::load(&dir, tmp.path()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("source.commit") && msg.contains("fix:"), "{msg}");
+        assert_eq!(field_of(e), "source.commit");
+    }
+}
+
+#[test]
+fn disallowed_transports_are_refused() {
+    let root = Path::new("/tasks");
+    for bad in [
+        "http://x/r.git",
+        "git://x/r.git",
+        "ext::sh -c evil",
+        "-uhack",
+        "",
+    ] {
+        assert!(parse_repo(bad, root).is_err(), "{bad}");
+    }
+    for good in [
+        "https://x/r.git",
+        "ssh://git@x/r.git",
+        "git@github.com:o/r.git",
+        "file:///srv/r.git",
+    ] {
+        assert!(matches!(parse_repo(good, root), Ok(RepoLocation::Url(_))), "{good}");
+    }
+    assert_eq!(
+        parse_repo("repos/a.bundle", root).unwrap(),
+        RepoLocation::Path(PathBuf::from("/tasks/repos/a.bundle"))
+    );
+}
+
+#[test]
+fn malformed_tasks_name_the_file_and_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    // unknown top-level key
+    let dir = write_task(tmp.path(), "a", &format!("{}bogus = 1\n", good_toml()));
+    let msg = Task::load(&dir, tmp.path()).unwrap_err().to_string();
+    assert!(msg.contains("task.toml") && msg.contains("bogus"), "{msg}");
+    // missing source
+    let dir = write_task(tmp.path(), "b", "version = \"1\"\n");
+    assert_eq!(field_of(Task::load(&dir, tmp.path()).unwrap_err()), "source");
+    // bad timeout
+    let dir = write_task(tmp.path(), "c", &format!("{}[agent]\ntimeout_sec = -1\n", good_toml()));
+    assert_eq!(
+        field_of(Task::load(&dir, tmp.path()).unwrap_err()),
+        "agent.timeout_sec"
+    );
+    // mutation escaping the task dir
+    let dir = write_task(
+        tmp.path(),
+        "d",
+        &format!("{}[mutation]\npatch = \"../x.patch\"\n", good_toml()),
+    );
+    assert_eq!(
+        field_of(Task::load(&dir, tmp.path()).unwrap_err()),
+        "mutation.patch"
+    );
+    // no instruction
+    let dir = write_task(tmp.path(), "e", &good_toml());
+    fs::remove_file(dir.join("instruction.md")).unwrap();
+    let msg = Task::load(&dir, tmp.path()).unwrap_err().to_string();
+    assert!(msg.contains("instruction.md"), "{msg}");
+    // no task.toml at all
+    let msg = Task::load(&tmp.path().join("nope"), tmp.path())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("task.toml"), "{msg}");
+}
+
+#[test]
+fn load_by_id_checks_names_and_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_task(tmp.path(), "t1", &format!("id = \"other\"\n{}", good_toml()));
+    assert_eq!(field_of(load_by_id(tmp.path(), "t1").unwrap_err()), "id");
+    assert!(load_by_id(tmp.path(), "../t1").is_err());
+    assert!(load_by_id(tmp.path(), "missing").is_err());
+}
+
+#[test]
+fn digest_changes_with_content_and_mode_but_not_with_git_dirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = write_task(tmp.path(), "t", &good_toml());
+    let d0 = dir_digest(&dir).unwrap();
+    fs::create_dir_all(dir.join(".git")).unwrap();
+    fs::write(dir.join(".git/x"), "y").unwrap();
+    assert_eq!(dir_digest(&dir).unwrap(), d0);
+    fs::write(dir.join("tests/test.sh"), "exit 1\n").unwrap();
+    let d1 = dir_digest(&dir).unwrap();
+    assert_ne!(d0, d1);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir.join("tests/test.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert_ne!(dir_digest(&dir).unwrap(), d1);
+}
