@@ -1,0 +1,33 @@
+//! akbench, the command-line client.
+//!
+//! `cli` holds the clap definitions; each command lives in its own module under `cmd`.
+//! Expected errors map to documented exit codes (see [`exit`]); `main.rs` only calls
+//! [`main_with_args`].
+
+pub mod cli;
+pub mod cmd;
+pub mod exit;
+
+use clap::Parser;
+
+/// Runs the CLI with `args` (argv including the program name) and returns the exit code.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::USAGE } else { exit::OK };
+        }
+    };
+    match cmd::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::code_for(&e)
+        }
+    }
+}
