@@ -1,9 +1,176 @@
 //! `akbench run single`: one trial, locally, through the worker's orchestrator.
 
 use crate::cli::SingleArgs;
+use crate::exit::{self, InputError};
+use akbench_core::agent::Agent;
+use akbench_core::clock::SystemClock;
+use akbench_core::ids;
+use akbench_core::lifecycle::State;
+use akbench_core::record::{Identity, Transition};
+use akbench_core::task::{self, Task};
+use akbench_worker::orchestrator::{AttemptOptions, Observer, Orchestrator, TrialRequest};
+use akbench_worker::process::CancelToken;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Runs one trial.
 pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
-    let _ = args;
-    anyhow::bail!("failed to run: `run single` is being built")
+    let task = load_task(&args.task, &args.tasks_root)?;
+    let agent = Agent::load(&args.agents_root, &args.agent)?;
+    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    orch.registry.resolve(&agent).map_err(InputError)?;
+    if let Some(t) = args.agent_timeout {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(InputError(format!(
+                "--agent-timeout {t} is not a positive number of seconds"
+            ))
+            .into());
+        }
+    }
+    let now = orch.clock.now();
+    let run_id = ids::uuid_v7_at(now);
+    let run_key = ids::run_key("single", now, &run_id);
+    let trial_key = ids::trial_key(&run_key, &task.release.id, &agent.name, 0);
+    let out_dir = args.out.join(&trial_key);
+    let req = TrialRequest {
+        task: &task,
+        agent: &agent,
+        run: Identity {
+            id: run_id,
+            key: run_key,
+        },
+        trial: Identity {
+            id: ids::uuid_v7_at(now),
+            key: trial_key,
+        },
+        out_dir,
+        infrastructure_retries: args.infrastructure_retries,
+        options: AttemptOptions {
+            apply_mutation: !args.no_mutation,
+            keep_workspace: args.keep_workspace,
+            agent_timeout_sec: args.agent_timeout,
+            ..AttemptOptions::default()
+        },
+    };
+    let live = Live {
+        start: Instant::now(),
+        quiet: args.json,
+    };
+    if !args.json {
+        eprintln!(
+            "akbench: {} with agent {} ({})",
+            task.release.id, agent.name, req.trial.key
+        );
+    }
+    let cancel = CancelToken::new();
+    let outcome = orch.run_trial(&req, &live, &cancel)?;
+    let rec = &outcome.record;
+    let last = rec.attempts.last().expect("a trial has an attempt");
+    let solved = rec.outcome.state == State::Completed && rec.outcome.ok == Some(true);
+    if args.json {
+        let v = serde_json::json!({
+            "run": rec.run,
+            "trial": rec.trial,
+            "task": rec.task.release,
+            "agent": rec.agent.name,
+            "state": rec.outcome.state,
+            "ok": rec.outcome.ok,
+            "score": rec.outcome.score,
+            "verdict": verdict(rec.outcome.state, rec.outcome.ok),
+            "attempts": rec.outcome.attempts,
+            "cause": last.cause,
+            "workspace": last.workspace.path,
+            "workspace_kept": last.workspace.kept,
+            "record": outcome.record_path,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{}: {}{}",
+            rec.outcome.state,
+            verdict(rec.outcome.state, rec.outcome.ok),
+            rec.outcome
+                .score
+                .map(|s| format!(" (score {s:.2})"))
+                .unwrap_or_default()
+        )?;
+        if let Some(c) = &last.cause {
+            writeln!(out, "cause: {c}")?;
+        }
+        if rec.outcome.attempts > 1 {
+            writeln!(out, "attempts: {}", rec.outcome.attempts)?;
+        }
+        if last.workspace.kept {
+            if let Some(p) = &last.workspace.path {
+                writeln!(out, "workspace: {p}")?;
+            }
+        }
+        writeln!(out, "record: {}", outcome.record_path.display())?;
+    }
+    Ok(if solved { exit::OK } else { exit::NEGATIVE })
+}
+
+/// One word for the result.
+pub fn verdict(state: State, ok: Option<bool>) -> &'static str {
+    match (state, ok) {
+        (State::Completed, Some(true)) => "solved",
+        (State::Completed, _) => "not solved",
+        (State::NotGraded, _) => "not graded",
+        (State::Failed, _) => "agent failed",
+        (State::Timeout, _) => "agent timed out",
+        (State::Cancelled, _) => "cancelled",
+        (State::InfrastructureError, _) => "infrastructure error (not the agent's fault)",
+        (State::InvalidConfiguration, _) => "invalid configuration",
+        (State::EvaluationError, _) => "evaluation error (not the agent's fault)",
+        _ => "unfinished",
+    }
+}
+
+/// Loads a task given as an id under `tasks_root` or as a path to its folder.
+pub fn load_task(spec: &str, tasks_root: &Path) -> anyhow::Result<Task> {
+    let as_path = Path::new(spec);
+    if spec.contains('/') && as_path.join(task::TASK_FILE).is_file() {
+        return Ok(Task::load(as_path, tasks_root)?);
+    }
+    Ok(task::load_by_id(tasks_root, spec)?)
+}
+
+/// The per-host cache root: the flag, else `$XDG_CACHE_HOME/akbench`, else
+/// `~/.cache/akbench`, else a folder in the temp dir.
+pub fn cache_root(flag: Option<&Path>) -> PathBuf {
+    if let Some(p) = flag {
+        return task::absolute(p);
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("akbench");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h).join(".cache").join("akbench");
+    }
+    std::env::temp_dir().join("akbench-cache")
+}
+
+/// Prints each phase as it happens.
+struct Live {
+    start: Instant,
+    quiet: bool,
+}
+
+impl Observer for Live {
+    fn transition(&self, _attempt: &Identity, number: u32, t: &Transition) {
+        if self.quiet {
+            return;
+        }
+        let secs = self.start.elapsed().as_secs_f64();
+        let note = t
+            .note
+            .as_deref()
+            .map(|n| format!("  {n}"))
+            .unwrap_or_default();
+        eprintln!("  [{secs:7.2}s] a{number} {:<22}{note}", t.state.as_str());
+    }
 }

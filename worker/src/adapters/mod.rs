@@ -1,0 +1,172 @@
+//! The agent registry: adapters turn a descriptor into a launch and the agent's output into
+//! observations. The orchestrator only talks to the [`Adapter`] trait.
+
+mod command;
+mod oracle;
+mod scripted;
+
+use akbench_core::agent::Agent;
+use akbench_core::record::Observations;
+use akbench_core::task::Task;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Everything an adapter may use to build a launch.
+#[derive(Debug)]
+pub struct LaunchContext<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The agent.
+    pub agent: &'a Agent,
+    /// The worktree (the agent's cwd).
+    pub workspace: &'a Path,
+    /// The private HOME.
+    pub home: &'a Path,
+    /// The instruction, written to a file in HOME.
+    pub instruction_file: &'a Path,
+}
+
+/// What to start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Launch {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Extra environment (no secrets: credentials are added by the orchestrator).
+    pub env: BTreeMap<String, String>,
+}
+
+/// An agent adapter.
+pub trait Adapter: Send + Sync + std::fmt::Debug {
+    /// Its name in descriptors (`adapter = "..."`).
+    fn name(&self) -> &'static str;
+    /// Checks the descriptor's adapter-specific fields; the message says what to fix.
+    fn validate(&self, agent: &Agent) -> Result<(), String>;
+    /// Checks that the adapter can run this task (e.g. the oracle needs a reference).
+    fn check_task(&self, _task: &Task) -> Result<(), String> {
+        Ok(())
+    }
+    /// Builds the launch.
+    fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String>;
+    /// Reads observations from the agent's (redacted) output.
+    fn observe(&self, _stdout: &str, _stderr: &str) -> Observations {
+        Observations::default()
+    }
+}
+
+/// Adapters by name.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    adapters: BTreeMap<&'static str, Arc<dyn Adapter>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl Registry {
+    /// The built-in adapters: command, scripted, oracle, claude-code, codex.
+    pub fn builtin() -> Self {
+        let mut r = Registry {
+            adapters: BTreeMap::new(),
+        };
+        r.register(Arc::new(command::CommandAdapter));
+        r.register(Arc::new(scripted::ScriptedAdapter));
+        r.register(Arc::new(oracle::OracleAdapter));
+        r
+    }
+
+    /// Adds or replaces an adapter.
+    pub fn register(&mut self, adapter: Arc<dyn Adapter>) {
+        self.adapters.insert(adapter.name(), adapter);
+    }
+
+    /// The adapter for `agent`, with its descriptor validated.
+    pub fn resolve(&self, agent: &Agent) -> Result<Arc<dyn Adapter>, String> {
+        let a = self.adapters.get(agent.descriptor.adapter.as_str()).ok_or_else(|| {
+            format!(
+                "failed to load agent descriptor {}: field `adapter`: unknown adapter `{}`; fix: use one of {}",
+                agent.file.display(),
+                agent.descriptor.adapter,
+                self.names().join(", ")
+            )
+        })?;
+        a.validate(agent).map_err(|e| {
+            format!(
+                "failed to load agent descriptor {}: {e}",
+                agent.file.display()
+            )
+        })?;
+        Ok(a.clone())
+    }
+
+    /// Registered adapter names.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.adapters.keys().copied().collect()
+    }
+}
+
+/// Substitutes `{instruction}`, `{instruction_file}`, `{workspace}`, `{home}` and `{model}`
+/// in an argv template. Unknown placeholders are an error.
+pub fn expand_template(
+    template: &[String],
+    ctx: &LaunchContext<'_>,
+) -> Result<Vec<String>, String> {
+    let model = ctx.agent.descriptor.model.clone().unwrap_or_default();
+    let vars = [
+        ("instruction", ctx.task.instruction.clone()),
+        (
+            "instruction_file",
+            ctx.instruction_file.display().to_string(),
+        ),
+        ("workspace", ctx.workspace.display().to_string()),
+        ("home", ctx.home.display().to_string()),
+        ("model", model),
+    ];
+    template.iter().map(|arg| substitute(arg, &vars)).collect()
+}
+
+fn substitute(arg: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let name = &after[..end];
+        match vars.iter().find(|(k, _)| *k == name) {
+            Some((_, v)) => out.push_str(v),
+            None => {
+                return Err(format!(
+                    "unknown placeholder `{{{name}}}` in `{arg}`; fix: use {{instruction}}, {{instruction_file}}, {{workspace}}, {{home}} or {{model}}"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The environment every adapter gives its agent.
+pub fn common_env(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
+    let mut env = ctx.agent.descriptor.env.clone();
+    env.insert(
+        "AKBENCH_INSTRUCTION_FILE".into(),
+        ctx.instruction_file.display().to_string(),
+    );
+    env.insert(
+        "AKBENCH_WORKSPACE".into(),
+        ctx.workspace.display().to_string(),
+    );
+    env.insert("AKBENCH_TASK_ID".into(), ctx.task.release.id.clone());
+    if let Some(m) = &ctx.agent.descriptor.model {
+        env.insert("AKBENCH_MODEL".into(), m.clone());
+    }
+    env
+}

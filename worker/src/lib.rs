@@ -1,0 +1,18 @@
+//! akbench-worker: the orchestrator that runs one attempt, and the pieces it drives.
+//!
+//! - [`git`]: hardened git invocations.
+//! - [`mirror`]: the per-host cache of bare mirrors, safe under concurrent attempts.
+//! - [`workspace`]: detached worktrees, mutation, fingerprints and the agent's diff.
+//! - [`process`]: the direct runtime: a child in its own process group, reduced
+//!   environment, capped output, SIGTERM then SIGKILL, no survivors.
+//! - [`adapters`]: the agent registry; the orchestrator contains no agent-specific code.
+//! - [`evaluator`]: hidden tests at EVALUATING, reward files and JUnit reports.
+//! - [`orchestrator`]: drives the lifecycle of attempts and writes `run_record.json`.
+
+pub mod adapters;
+pub mod evaluator;
+pub mod git;
+pub mod mirror;
+pub mod orchestrator;
+pub mod process;
+pub mod workspace;

@@ -1,0 +1,267 @@
+//! The orchestrator: drives attempts through the lifecycle and writes `run_record.json`.
+//!
+//! It only uses the generic contracts: the adapter registry, the direct runtime, the
+//! workspace manager and the evaluator. [`Orchestrator::run_attempt`] is the atom the worker
+//! daemon runs for every assignment; [`Orchestrator::run_trial`] adds the local retry loop
+//! (infrastructure errors only, up to the budget) and writes the record.
+
+mod attempt;
+
+use crate::adapters::Registry;
+use crate::mirror::MirrorCache;
+use crate::process::CancelToken;
+use akbench_core::agent::Agent;
+use akbench_core::clock::Clock;
+use akbench_core::ids;
+use akbench_core::lifecycle::State;
+use akbench_core::record::{
+    AttemptRecord, Identity, RunOptions, RunRecord, TaskRef, Transition, RECORD_FILE,
+    SCHEMA_VERSION,
+};
+use akbench_core::task::Task;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Receives every transition as it happens (live output, the worker's stream).
+pub trait Observer: Send + Sync {
+    /// A transition of `attempt` was recorded.
+    fn transition(&self, attempt: &Identity, number: u32, transition: &Transition);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Silent;
+
+impl Observer for Silent {
+    fn transition(&self, _: &Identity, _: u32, _: &Transition) {}
+}
+
+/// How an attempt runs.
+#[derive(Debug, Clone)]
+pub struct AttemptOptions {
+    /// Apply the task's mutation (false: the pristine pinned commit).
+    pub apply_mutation: bool,
+    /// Run the evaluation (false: the attempt ends `not_graded`).
+    pub grade: bool,
+    /// Keep the worktree after the attempt.
+    pub keep_workspace: bool,
+    /// Overrides the task's agent timeout (seconds).
+    pub agent_timeout_sec: Option<f64>,
+    /// Bytes of agent stdout / stderr kept.
+    pub output_cap: u64,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+impl Default for AttemptOptions {
+    fn default() -> Self {
+        Self {
+            apply_mutation: true,
+            grade: true,
+            keep_workspace: false,
+            agent_timeout_sec: None,
+            output_cap: 8 * 1024 * 1024,
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One attempt to run.
+#[derive(Debug)]
+pub struct AttemptRequest<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The agent.
+    pub agent: &'a Agent,
+    /// The attempt's identity.
+    pub attempt: Identity,
+    /// 1 for the first attempt of a trial.
+    pub number: u32,
+    /// Folder for this attempt's artifacts (created if missing).
+    pub artifacts_dir: PathBuf,
+    /// `artifacts_dir` relative to the record's folder, as written in the record.
+    pub artifacts_rel: String,
+    /// Options.
+    pub options: AttemptOptions,
+}
+
+/// One trial to run locally.
+#[derive(Debug)]
+pub struct TrialRequest<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The agent.
+    pub agent: &'a Agent,
+    /// The run this trial belongs to.
+    pub run: Identity,
+    /// The trial.
+    pub trial: Identity,
+    /// Where `run_record.json` and the attempts' artifacts go.
+    pub out_dir: PathBuf,
+    /// Infrastructure retries (agent failures are never retried).
+    pub infrastructure_retries: u32,
+    /// Attempt options.
+    pub options: AttemptOptions,
+}
+
+/// The result of a trial.
+#[derive(Debug, Clone)]
+pub struct TrialOutcome {
+    /// The record written.
+    pub record: RunRecord,
+    /// Its path.
+    pub record_path: PathBuf,
+}
+
+/// The trial could not be recorded.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to write the run record {}: {source}", path.display())]
+pub struct RecordWriteError {
+    /// Path.
+    pub path: PathBuf,
+    /// Cause.
+    pub source: std::io::Error,
+}
+
+/// Runs attempts.
+#[derive(Debug, Clone)]
+pub struct Orchestrator {
+    /// Mirror cache.
+    pub cache: MirrorCache,
+    /// Root for per-attempt work folders (worktree, home, evaluation).
+    pub work_root: PathBuf,
+    /// Adapters.
+    pub registry: Registry,
+    /// Clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Orchestrator {
+    /// An orchestrator keeping mirrors in `<cache>/mirrors` and work in `<cache>/work`.
+    pub fn new(cache_root: &Path, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            cache: MirrorCache::new(cache_root.join("mirrors")),
+            work_root: cache_root.join("work"),
+            registry: Registry::builtin(),
+            clock,
+        }
+    }
+
+    /// Runs one attempt through the lifecycle. Never fails: every problem ends in a terminal
+    /// state with its cause.
+    pub fn run_attempt(
+        &self,
+        req: &AttemptRequest<'_>,
+        observer: &dyn Observer,
+        cancel: &CancelToken,
+    ) -> AttemptRecord {
+        attempt::run(self, req, observer, cancel)
+    }
+
+    /// Runs a trial: attempts until one ends in anything but an infrastructure error or the
+    /// retry budget is spent, then writes `run_record.json` atomically.
+    pub fn run_trial(
+        &self,
+        req: &TrialRequest<'_>,
+        observer: &dyn Observer,
+        cancel: &CancelToken,
+    ) -> Result<TrialOutcome, RecordWriteError> {
+        let started_at = self.clock.now();
+        let mut attempts = Vec::new();
+        for number in 1..=req.infrastructure_retries.saturating_add(1) {
+            let at = self.clock.now();
+            let key = ids::attempt_key(&req.trial.key, number);
+            let rel = format!("a{number}");
+            let a = self.run_attempt(
+                &AttemptRequest {
+                    task: req.task,
+                    agent: req.agent,
+                    attempt: Identity {
+                        id: ids::uuid_v7_at(at),
+                        key,
+                    },
+                    number,
+                    artifacts_dir: req.out_dir.join(&rel),
+                    artifacts_rel: rel,
+                    options: req.options.clone(),
+                },
+                observer,
+                cancel,
+            );
+            let again = a.state == State::InfrastructureError && !cancel.is_cancelled();
+            attempts.push(a);
+            if !again {
+                break;
+            }
+        }
+        let outcome = RunRecord::outcome_of(&attempts).expect("at least one attempt ran");
+        let record = RunRecord {
+            schema_version: SCHEMA_VERSION,
+            run: req.run.clone(),
+            trial: req.trial.clone(),
+            task: task_ref(req.task, req.options.apply_mutation),
+            agent: req.agent.condition.clone(),
+            options: RunOptions {
+                runtime: "direct".into(),
+                infrastructure_retries: req.infrastructure_retries,
+                grade: req.options.grade,
+                keep_workspace: req.options.keep_workspace,
+            },
+            attempts,
+            outcome,
+            started_at,
+            finished_at: self.clock.now(),
+            written_by: format!("akbench {}", env!("CARGO_PKG_VERSION")),
+        };
+        let record_path = req.out_dir.join(RECORD_FILE);
+        write_json_atomic(&record_path, &record).map_err(|source| RecordWriteError {
+            path: record_path.clone(),
+            source,
+        })?;
+        Ok(TrialOutcome {
+            record,
+            record_path,
+        })
+    }
+}
+
+/// What a record says about a task.
+pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
+    TaskRef {
+        release: task.release.clone(),
+        family: task.family,
+        repo: task.repo.as_git_arg(),
+        commit: task.commit.clone(),
+        mutation_digest: task.mutation.as_ref().map(|(_, d)| d.clone()),
+        mutation_applied: mutation_applied && task.mutation.is_some(),
+        tests_digest: task.tests_digest.clone(),
+        reference_digest: task.reference.as_ref().map(|(_, d)| d.clone()),
+    }
+}
+
+/// Writes pretty JSON to a temporary file beside `path`, syncs it and renames it into place.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile_in(dir)?;
+    let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    tmp.1.write_all(&bytes)?;
+    tmp.1.write_all(b"\n")?;
+    tmp.1.sync_all()?;
+    std::fs::rename(&tmp.0, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let p = dir.join(format!(".tmp-{}", uuid::Uuid::now_v7()));
+    let f = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&p)?;
+    Ok((p, f))
+}

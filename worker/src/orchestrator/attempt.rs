@@ -1,0 +1,422 @@
+//! One attempt, phase by phase. Every exit path records a terminal transition with its cause
+//! and removes the workspace unless it is to be kept.
+
+use super::{AttemptRequest, Observer, Orchestrator};
+use crate::evaluator::{evaluate, EvalPlace, EvalResult};
+use crate::process::{base_env, redact_file, spawn, CancelToken, ProcessSpec, SpawnError};
+use crate::workspace::{Workspace, WorkspaceError};
+use akbench_core::digest::digest_bytes;
+use akbench_core::lifecycle::{apply, Event, State};
+use akbench_core::record::{
+    AttemptRecord, Grade, Identity, Observations, ProcessFacts, Transition, WorkspaceFacts,
+};
+use akbench_core::task::Family;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The attempt being built: state, log and facts.
+struct Run<'a> {
+    orch: &'a Orchestrator,
+    attempt: Identity,
+    number: u32,
+    observer: &'a dyn Observer,
+    state: State,
+    entered: Instant,
+    transitions: Vec<Transition>,
+    timings: BTreeMap<State, u64>,
+    cause: Option<String>,
+    workspace: WorkspaceFacts,
+    process: Option<ProcessFacts>,
+    observations: Observations,
+    grade: Option<Grade>,
+}
+
+impl Run<'_> {
+    fn record(&mut self, state: State, note: Option<String>) {
+        let t = Transition {
+            seq: u32::try_from(self.transitions.len()).unwrap_or(u32::MAX),
+            state,
+            at: self.orch.clock.now(),
+            note,
+        };
+        self.observer.transition(&self.attempt, self.number, &t);
+        self.transitions.push(t);
+    }
+
+    fn step(&mut self, event: Event, note: Option<String>) {
+        let to = apply(self.state, event).unwrap_or_else(|e| {
+            panic!("orchestrator bug: {e}");
+        });
+        let ms = u64::try_from(self.entered.elapsed().as_millis()).unwrap_or(u64::MAX);
+        *self.timings.entry(self.state).or_default() += ms;
+        self.entered = Instant::now();
+        self.state = to;
+        if to.is_terminal() && to != State::Completed && to != State::NotGraded {
+            self.cause.clone_from(&note);
+        }
+        self.record(to, note);
+    }
+
+    fn advance(&mut self, note: Option<String>) {
+        self.step(Event::Advance, note);
+    }
+}
+
+/// Ends the attempt early with `event` unless the lifecycle is already terminal.
+macro_rules! end {
+    ($run:expr, $event:expr, $cause:expr) => {{
+        $run.step($event, Some($cause));
+        return;
+    }};
+}
+
+pub(super) fn run(
+    orch: &Orchestrator,
+    req: &AttemptRequest<'_>,
+    observer: &dyn Observer,
+    cancel: &CancelToken,
+) -> AttemptRecord {
+    let mut r = Run {
+        orch,
+        attempt: req.attempt.clone(),
+        number: req.number,
+        observer,
+        state: State::Pending,
+        entered: Instant::now(),
+        transitions: Vec::new(),
+        timings: BTreeMap::new(),
+        cause: None,
+        workspace: WorkspaceFacts::default(),
+        process: None,
+        observations: Observations::default(),
+        grade: None,
+    };
+    r.record(State::Pending, None);
+    let mut ws: Option<Workspace> = None;
+    drive(&mut r, req, cancel, &mut ws);
+    if let Some(w) = ws {
+        if req.options.keep_workspace {
+            r.workspace.kept = true;
+        } else if let Err(e) = w.remove(&orch.cache) {
+            // The verdict stands; the leftover is reported, not hidden.
+            let msg = format!("workspace cleanup failed: {e}");
+            r.cause = Some(match r.cause.take() {
+                Some(c) => format!("{c}; {msg}"),
+                None => msg,
+            });
+        }
+    }
+    AttemptRecord {
+        attempt: r.attempt,
+        number: r.number,
+        transitions: r.transitions,
+        state: r.state,
+        cause: r.cause,
+        workspace: r.workspace,
+        agent_process: r.process,
+        observations: r.observations,
+        timings_ms: r.timings,
+        grade: r.grade,
+        artifacts_dir: req.artifacts_rel.clone(),
+    }
+}
+
+fn drive(
+    r: &mut Run<'_>,
+    req: &AttemptRequest<'_>,
+    cancel: &CancelToken,
+    ws_slot: &mut Option<Workspace>,
+) {
+    let task = req.task;
+    let agent = req.agent;
+    let cancelled = |r: &mut Run<'_>| {
+        if cancel.is_cancelled() {
+            r.step(Event::Cancel, Some("cancelled".into()));
+            true
+        } else {
+            false
+        }
+    };
+
+    // PREPARING: the attempt's folders.
+    r.advance(None);
+    let work = r.orch.work_root.join(req.attempt.id.to_string());
+    if let Err(e) = std::fs::create_dir_all(&req.artifacts_dir) {
+        end!(
+            r,
+            Event::InfrastructureFailed,
+            format!("failed to create {}: {e}", req.artifacts_dir.display())
+        );
+    }
+    if cancelled(r) {
+        return;
+    }
+
+    // VALIDATING: adapter, family, task fit, credentials.
+    r.advance(None);
+    let adapter = match r.orch.registry.resolve(agent) {
+        Ok(a) => a,
+        Err(e) => end!(r, Event::Rejected, e),
+    };
+    if task.family != Family::Artefact {
+        end!(
+            r,
+            Event::Rejected,
+            format!(
+                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact)",
+                task.release.id, task.family
+            )
+        );
+    }
+    if let Err(e) = adapter.check_task(task) {
+        end!(r, Event::Rejected, e);
+    }
+    let mut secrets = Vec::new();
+    for name in &agent.descriptor.credentials {
+        match std::env::var(name) {
+            Ok(v) if !v.is_empty() => secrets.push((name.clone(), v)),
+            _ => end!(
+                r,
+                Event::Rejected,
+                format!(
+                    "credential `{name}` declared by agent `{}` is not set in the launching environment; export it, or remove it from the descriptor",
+                    agent.name
+                )
+            ),
+        }
+    }
+    if cancelled(r) {
+        return;
+    }
+
+    // CONFIGURING_RUNTIME: the direct runtime needs nothing; the step is still recorded.
+    r.advance(Some(
+        "no runtime (direct: child process group, private HOME)".into(),
+    ));
+    if cancelled(r) {
+        return;
+    }
+
+    // CREATING_WORKSPACE.
+    r.advance(None);
+    let ws = match Workspace::create(&r.orch.cache, task, &work, req.options.apply_mutation) {
+        Ok(w) => w,
+        Err(e) => {
+            // Remove whatever part was made.
+            let _ = std::fs::remove_dir_all(&work);
+            let event = match e {
+                WorkspaceError::MutationDoesNotApply { .. } => Event::Rejected,
+                _ => Event::InfrastructureFailed,
+            };
+            end!(r, event, e.to_string());
+        }
+    };
+    r.workspace.path = Some(ws.worktree.display().to_string());
+    r.workspace.base_commit = Some(ws.base_commit.clone());
+    r.workspace.tree_after_mutation = Some(ws.tree_after_mutation.clone());
+    let note = format!(
+        "base {} tree {}{}",
+        ws.base_commit,
+        ws.tree_after_mutation,
+        if ws.mutation_applied {
+            " (mutation applied)"
+        } else {
+            ""
+        }
+    );
+    let worktree = ws.worktree.clone();
+    let home = ws.home.clone();
+    let work_root = ws.root.clone();
+    *ws_slot = Some(ws);
+    if let Some(last) = r.transitions.last_mut() {
+        last.note = Some(note);
+    }
+    if cancelled(r) {
+        return;
+    }
+
+    // STARTING_AGENT.
+    r.advance(None);
+    let instruction_file = home.join("instruction.md");
+    if let Err(e) = std::fs::write(&instruction_file, &task.instruction) {
+        end!(
+            r,
+            Event::InfrastructureFailed,
+            format!("failed to write the instruction: {e}")
+        );
+    }
+    let launch = match adapter.launch(&crate::adapters::LaunchContext {
+        task,
+        agent,
+        workspace: &worktree,
+        home: &home,
+        instruction_file: &instruction_file,
+    }) {
+        Ok(l) => l,
+        Err(e) => end!(r, Event::Rejected, e),
+    };
+    let mut env = base_env(&home);
+    env.extend(launch.env.clone());
+    for (k, v) in &secrets {
+        env.insert(k.clone(), v.clone());
+    }
+    let timeout = req
+        .options
+        .agent_timeout_sec
+        .unwrap_or(task.agent_timeout_sec);
+    let stdout_path = req.artifacts_dir.join("agent.stdout.log");
+    let stderr_path = req.artifacts_dir.join("agent.stderr.log");
+    let running = match spawn(ProcessSpec {
+        argv: launch.argv.clone(),
+        cwd: worktree.clone(),
+        env,
+        stdout_path: stdout_path.clone(),
+        stderr_path: stderr_path.clone(),
+        output_cap: req.options.output_cap,
+        timeout: Duration::from_secs_f64(timeout),
+        grace: req.options.grace,
+        tag: req.attempt.id.to_string(),
+    }) {
+        Ok(p) => p,
+        Err(e @ SpawnError::NotFound { .. }) => end!(
+            r,
+            Event::Rejected,
+            format!("{e}; install the agent or fix the descriptor's program")
+        ),
+        Err(e) => end!(r, Event::InfrastructureFailed, e.to_string()),
+    };
+
+    // EXECUTING.
+    r.advance(Some(format!("pid {}", running.pid())));
+    let end = running.wait(cancel);
+    for p in [&stdout_path, &stderr_path] {
+        let _ = redact_file(p, &secrets);
+    }
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    r.observations = adapter.observe(&stdout, &stderr);
+    let rel = |name: &str| format!("{}/{name}", req.artifacts_rel);
+    r.process = Some(ProcessFacts {
+        argv: launch.argv.clone(),
+        exit_code: end.exit_code,
+        signal: end.signal,
+        timed_out: end.timed_out,
+        cancelled: end.cancelled,
+        duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
+        stdout_path: Some(rel("agent.stdout.log")),
+        stderr_path: Some(rel("agent.stderr.log")),
+        stdout_bytes: end.stdout_bytes,
+        stderr_bytes: end.stderr_bytes,
+        output_truncated: end.truncated,
+        stragglers_killed: end.stragglers_killed,
+    });
+    let agent_event = if end.cancelled {
+        Some((Event::Cancel, "cancelled while the agent ran".to_string()))
+    } else if end.timed_out {
+        Some((
+            Event::AgentTimedOut,
+            format!("the agent ran out of time after {timeout}s and was stopped"),
+        ))
+    } else if end.exit_code != Some(0) {
+        Some((
+            Event::AgentFailed,
+            match (end.exit_code, end.signal) {
+                (Some(c), _) => format!("the agent exited with code {c}"),
+                (None, Some(s)) => format!("the agent was killed by signal {s}"),
+                _ => "the agent ended without an exit status".to_string(),
+            },
+        ))
+    } else if r.observations.reported_error == Some(true) {
+        Some((
+            Event::AgentFailed,
+            "the agent reported an error".to_string(),
+        ))
+    } else {
+        None
+    };
+
+    // COLLECTING (also done, best effort, for an agent that failed or timed out, so its diff
+    // is on record).
+    let ws = ws_slot.as_ref().expect("workspace exists from here on");
+    if agent_event.is_none() {
+        r.advance(None);
+    }
+    let collected = ws.collect();
+    match &collected {
+        Ok(c) => {
+            let diff_path = req.artifacts_dir.join("agent.diff");
+            if let Err(e) = std::fs::write(&diff_path, &c.diff) {
+                if agent_event.is_none() {
+                    end!(
+                        r,
+                        Event::InfrastructureFailed,
+                        format!("failed to save the agent's diff: {e}")
+                    );
+                }
+            }
+            r.workspace.tree_after_agent = Some(c.tree_after_agent.clone());
+            r.workspace.diff_path = Some(rel("agent.diff"));
+            r.workspace.diff_digest = Some(digest_bytes(&c.diff));
+            r.workspace.files_changed = Some(c.files_changed);
+        }
+        Err(e) if agent_event.is_none() => {
+            end!(
+                r,
+                Event::InfrastructureFailed,
+                format!("failed to collect the agent's work: {e}")
+            );
+        }
+        Err(_) => {}
+    }
+    if let Some((event, cause)) = agent_event {
+        end!(r, event, cause);
+    }
+    if cancelled(r) {
+        return;
+    }
+
+    // EVALUATING.
+    if req.options.grade {
+        r.advance(None);
+        let eval_root = work_root.join("eval");
+        match evaluate(
+            task,
+            &EvalPlace {
+                workspace: &worktree,
+                eval_root: &eval_root,
+                artifacts_dir: &req.artifacts_dir,
+            },
+            r.orch.clock.as_ref(),
+            cancel,
+        ) {
+            EvalResult::Graded(g) => {
+                let note = format!(
+                    "{} (score {}, from {})",
+                    if g.ok { "solved" } else { "not solved" },
+                    g.score,
+                    g.source
+                );
+                r.grade = Some(g);
+                if let Some(last) = r.transitions.last_mut() {
+                    last.note = Some(note);
+                }
+            }
+            EvalResult::Broken { cause, report } => {
+                let report_path = req.artifacts_dir.join("evaluator.report.txt");
+                let _ = std::fs::write(report_path, report);
+                end!(r, Event::EvaluationFailed, cause);
+            }
+            EvalResult::Cancelled => end!(r, Event::Cancel, "cancelled while evaluating".into()),
+        }
+    } else {
+        r.advance(Some("grading not requested".into()));
+    }
+
+    // FINALIZING.
+    r.advance(None);
+    if r.grade.is_some() {
+        r.step(Event::Complete, None);
+    } else {
+        r.step(Event::FinishUngraded, None);
+    }
+}

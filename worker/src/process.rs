@@ -1,0 +1,419 @@
+//! The direct runtime: runs a child in its own process group with a reduced environment.
+//!
+//! Output goes to files, each capped (the rest is drained and counted, not stored). On
+//! timeout or cancel the group gets SIGTERM, a grace period, then SIGKILL. Whatever way the
+//! child ends, the group is then killed and every process still carrying the attempt's tag in
+//! its environment (one that left the group with `setsid`) is killed too, so no process of
+//! an attempt survives it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Environment variable carrying the attempt tag, used to find escaped processes.
+pub const TAG_VAR: &str = "AKBENCH_ATTEMPT_TAG";
+
+/// Variables copied from the launching environment when set.
+pub const ENV_ALLOW_LIST: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "RUSTUP_TOOLCHAIN",
+];
+
+/// A shared cancellation flag.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A fresh, uncancelled token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Requests cancellation.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The base environment for a child: the allow-list from this process, plus `HOME`,
+/// `TMPDIR`, and toolchain homes (rustup and cargo keep working with a private HOME).
+pub fn base_env(home: &Path) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for k in ENV_ALLOW_LIST {
+        if let Ok(v) = std::env::var(k) {
+            env.insert((*k).to_string(), v);
+        }
+    }
+    let real_home = std::env::var("HOME").ok();
+    for (k, sub) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
+        match std::env::var(k) {
+            Ok(v) => {
+                env.insert(k.to_string(), v);
+            }
+            Err(_) => {
+                if let Some(h) = &real_home {
+                    let p = Path::new(h).join(sub);
+                    if p.is_dir() {
+                        env.insert(k.to_string(), p.display().to_string());
+                    }
+                }
+            }
+        }
+    }
+    env.entry("PATH".into())
+        .or_insert_with(|| "/usr/local/bin:/usr/bin:/bin".into());
+    env.insert("HOME".into(), home.display().to_string());
+    let tmp = home.join("tmp");
+    env.insert("TMPDIR".into(), tmp.display().to_string());
+    env
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// The complete environment (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// File for stdout.
+    pub stdout_path: PathBuf,
+    /// File for stderr.
+    pub stderr_path: PathBuf,
+    /// Bytes kept per stream.
+    pub output_cap: u64,
+    /// Time limit.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Unique tag of this attempt (put in the environment as [`TAG_VAR`]).
+    pub tag: String,
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessEnd {
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when one did.
+    pub signal: Option<i32>,
+    /// Stopped by the timeout.
+    pub timed_out: bool,
+    /// Stopped by a cancel.
+    pub cancelled: bool,
+    /// Wall time.
+    pub duration: Duration,
+    /// Bytes written to stdout.
+    pub stdout_bytes: u64,
+    /// Bytes written to stderr.
+    pub stderr_bytes: u64,
+    /// True when a stream exceeded the cap.
+    pub truncated: bool,
+    /// Escaped processes found by the sweep and killed.
+    pub stragglers_killed: u32,
+}
+
+/// The process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program does not exist or is not executable.
+    #[error("failed to start `{program}`: {source}")]
+    NotFound {
+        /// Program.
+        program: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Anything else (an infrastructure error).
+    #[error("failed to start `{program}`: {source}")]
+    Other {
+        /// Program.
+        program: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// A started process.
+#[derive(Debug)]
+pub struct Running {
+    spec: ProcessSpec,
+    pid: i32,
+    started: Instant,
+    exited: mpsc::Receiver<std::io::Result<std::process::ExitStatus>>,
+    readers: Vec<std::thread::JoinHandle<(u64, bool)>>,
+}
+
+/// Starts `spec` in a new process group.
+pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let mut cmd = Command::new(&program);
+    cmd.args(&spec.argv[1..])
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(&spec.env)
+        .env(TAG_VAR, &spec.tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child: Child = cmd.spawn().map_err(|source| {
+        if matches!(
+            source.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+        ) {
+            SpawnError::NotFound {
+                program: program.clone(),
+                source,
+            }
+        } else {
+            SpawnError::Other {
+                program: program.clone(),
+                source,
+            }
+        }
+    })?;
+    let started = Instant::now();
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    let mut readers = Vec::new();
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    readers.push(pump(out, spec.stdout_path.clone(), spec.output_cap));
+    readers.push(pump(err, spec.stderr_path.clone(), spec.output_cap));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    Ok(Running {
+        spec,
+        pid,
+        started,
+        exited: rx,
+        readers,
+    })
+}
+
+fn pump(
+    mut from: impl Read + Send + 'static,
+    to: PathBuf,
+    cap: u64,
+) -> std::thread::JoinHandle<(u64, bool)> {
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::create(&to).ok();
+        let mut total: u64 = 0;
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let keep = cap.saturating_sub(total).min(n as u64) as usize;
+                    if keep > 0 {
+                        if let Some(f) = file.as_mut() {
+                            let _ = f.write_all(&buf[..keep]);
+                        }
+                    }
+                    total += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        (total, total > cap)
+    })
+}
+
+impl Running {
+    /// The child's pid (also its process group id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Waits for the end, enforcing the timeout and watching `cancel`. Always leaves no
+    /// process of the attempt alive.
+    pub fn wait(self, cancel: &CancelToken) -> ProcessEnd {
+        let deadline = self.started + self.spec.timeout;
+        let mut end = ProcessEnd::default();
+        let status = loop {
+            let now = Instant::now();
+            if cancel.is_cancelled() {
+                end.cancelled = true;
+                break self.stop();
+            }
+            if now >= deadline {
+                end.timed_out = true;
+                break self.stop();
+            }
+            let tick = (deadline - now).min(Duration::from_millis(50));
+            match self.exited.recv_timeout(tick) {
+                Ok(s) => break s.ok(),
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        end.duration = self.started.elapsed();
+        // Whatever is left of the group, and anything that escaped it, goes now.
+        kill_group(self.pid, libc::SIGKILL);
+        end.stragglers_killed = sweep(&self.spec.tag);
+        for (i, r) in self.readers.into_iter().enumerate() {
+            let (bytes, truncated) = r.join().unwrap_or((0, false));
+            if i == 0 {
+                end.stdout_bytes = bytes;
+            } else {
+                end.stderr_bytes = bytes;
+            }
+            end.truncated |= truncated;
+        }
+        if let Some(s) = status {
+            end.exit_code = s.code();
+            end.signal = s.signal();
+        }
+        end
+    }
+
+    /// SIGTERM to the group, a grace period, then SIGKILL; returns the exit status.
+    fn stop(&self) -> Option<std::process::ExitStatus> {
+        kill_group(self.pid, libc::SIGTERM);
+        match self.exited.recv_timeout(self.spec.grace) {
+            Ok(s) => s.ok(),
+            Err(_) => {
+                kill_group(self.pid, libc::SIGKILL);
+                self.exited.recv().ok().and_then(Result::ok)
+            }
+        }
+    }
+}
+
+fn kill_group(pgid: i32, signal: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory involved.
+        unsafe {
+            libc::kill(-pgid, signal);
+        }
+    }
+}
+
+/// Kills every process whose environment carries `TAG_VAR=tag`; waits (bounded) until they
+/// are gone. Returns how many were found.
+pub fn sweep(tag: &str) -> u32 {
+    let needle = format!("{TAG_VAR}={tag}");
+    let mut killed = Vec::new();
+    for _ in 0..5 {
+        let found = tagged_pids(&needle);
+        if found.is_empty() {
+            break;
+        }
+        for pid in &found {
+            // SAFETY: signalling a pid; no memory involved.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+            if !killed.contains(pid) {
+                killed.push(*pid);
+            }
+        }
+        wait_gone(&found, Duration::from_secs(2));
+    }
+    u32::try_from(killed.len()).unwrap_or(u32::MAX)
+}
+
+fn tagged_pids(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me || is_zombie(pid) {
+            continue;
+        }
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// True when the process does not exist or is a zombie.
+pub fn is_gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn wait_gone(pids: &[i32], limit: Duration) {
+    let until = Instant::now() + limit;
+    while Instant::now() < until && !pids.iter().all(|p| is_gone(*p)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Replaces each secret value in the file with `[REDACTED:<name>]`.
+pub fn redact_file(path: &Path, secrets: &[(String, String)]) -> std::io::Result<()> {
+    if secrets.iter().all(|(_, v)| v.is_empty()) {
+        return Ok(());
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut text = bytes;
+    let mut changed = false;
+    for (name, value) in secrets {
+        if value.is_empty() {
+            continue;
+        }
+        let replacement = format!("[REDACTED:{name}]");
+        let mut out = Vec::with_capacity(text.len());
+        let mut i = 0;
+        let v = value.as_bytes();
+        while i < text.len() {
+            if text[i..].starts_with(v) {
+                out.extend_from_slice(replacement.as_bytes());
+                i += v.len();
+                changed = true;
+            } else {
+                out.push(text[i]);
+                i += 1;
+            }
+        }
+        text = out;
+    }
+    if changed {
+        std::fs::write(path, text)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+use super::*;
+
+fn spec(dir: &Path, script: &str, timeout_ms: u64) -> ProcessSpec {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    ProcessSpec {
+        argv: vec!["bash".into(), "-c".into(), script.into()],
+        cwd: dir.to_path_buf(),
+        env: base_env(&home),
+        stdout_path: dir.join("stdout.log"),
+        stderr_path: dir.join("stderr.log"),
+        output_cap: 1024,
+        timeout: Duration::from_millis(timeout_ms),
+        grace: Duration::from_millis(200),
+        tag: format!("test-{}", uuid::Uuid::now_v7()),
+    }
+}
+
+#[test]
+fn exit_codes_and_output_are_captured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let end = spawn(spec(tmp.path(), "echo out; echo err >&2; exit 7", 10_000))
+        .unwrap()
+        .wait(&CancelToken::new());
+    assert_eq!(end.exit_code, Some(7));
+    assert!(!end.timed_out && !end.cancelled);
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("stdout.log")).unwrap(),
+        "out\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("stderr.log")).unwrap(),
+        "err\n"
+    );
+}
+
+#[test]
+fn output_is_capped_but_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let end = spawn(spec(tmp.path(), "head -c 100000 /dev/zero", 10_000))
+        .unwrap()
+        .wait(&CancelToken::new());
+    assert_eq!(end.stdout_bytes, 100_000);
+    assert!(end.truncated);
+    assert_eq!(
+        std::fs::metadata(tmp.path().join("stdout.log"))
+            .unwrap()
+            .len(),
+        1024
+    );
+}
+
+#[test]
+fn environment_is_reduced_to_the_allow_list() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::env::set_var("AKBENCH_TEST_SECRET_SHOULD_NOT_LEAK", "x");
+    let end = spawn(spec(tmp.path(), "env", 10_000))
+        .unwrap()
+        .wait(&CancelToken::new());
+    assert_eq!(end.exit_code, Some(0));
+    let env = std::fs::read_to_string(tmp.path().join("stdout.log")).unwrap();
+    assert!(
+        !env.contains("AKBENCH_TEST_SECRET_SHOULD_NOT_LEAK"),
+        "{env}"
+    );
+    assert!(env.contains(&format!("HOME={}", tmp.path().join("home").display())));
+    assert!(env.contains(TAG_VAR));
+}
+
+fn pids_in(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+#[test]
+fn timeout_kills_the_whole_group_and_escaped_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pids = tmp.path().join("pids");
+    // A child, a grandchild, and a process that leaves the group with setsid; the parent
+    // ignores SIGTERM so the SIGKILL path runs.
+    let script = format!(
+        "trap '' TERM; sleep 300 & echo $! >> {p}; (sleep 300 & echo $! >> {p}; wait) & \
+         setsid sleep 300 & echo $! >> {p}; echo started; sleep 300",
+        p = pids.display()
+    );
+    let end = spawn(spec(tmp.path(), &script, 700))
+        .unwrap()
+        .wait(&CancelToken::new());
+    assert!(end.timed_out);
+    assert_eq!(end.signal, Some(libc::SIGKILL));
+    let found = pids_in(&pids);
+    assert_eq!(found.len(), 3, "{found:?}");
+    for pid in found {
+        assert!(is_gone(pid), "process {pid} survived the timeout");
+    }
+}
+
+#[test]
+fn sigterm_is_enough_for_a_well_behaved_child() {
+    let tmp = tempfile::tempdir().unwrap();
+    let end = spawn(spec(tmp.path(), "sleep 300", 300))
+        .unwrap()
+        .wait(&CancelToken::new());
+    assert!(end.timed_out);
+    assert_eq!(end.signal, Some(libc::SIGTERM));
+}
+
+#[test]
+fn cancel_stops_the_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let token = CancelToken::new();
+    let running = spawn(spec(tmp.path(), "sleep 300", 60_000)).unwrap();
+    token.cancel();
+    let end = running.wait(&token);
+    assert!(end.cancelled && !end.timed_out);
+}
+
+#[test]
+fn missing_program_is_not_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = spec(tmp.path(), "", 1000);
+    s.argv = vec!["/nonexistent/agent-binary".into()];
+    assert!(matches!(spawn(s), Err(SpawnError::NotFound { .. })));
+}
+
+#[test]
+fn redaction_replaces_secret_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("log");
+    std::fs::write(&f, "key=sk-abc123 and again sk-abc123.").unwrap();
+    redact_file(&f, &[("API_KEY".into(), "sk-abc123".into())]).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "key=[REDACTED:API_KEY] and again [REDACTED:API_KEY]."
+    );
+}

@@ -1,0 +1,474 @@
+//! The orchestrator on real git repositories and real child processes: every terminal state
+//! reached for its real cause.
+
+mod common;
+
+use akbench_core::lifecycle::{State, CHAIN};
+use akbench_core::record::{RunRecord, TestOutcome};
+use akbench_worker::orchestrator::{Observer, Silent};
+use akbench_worker::process::{is_gone, CancelToken};
+use common::{corpus, TEST_SH};
+use std::fs;
+
+fn states(rec: &RunRecord, attempt: usize) -> Vec<State> {
+    rec.attempts[attempt]
+        .transitions
+        .iter()
+        .map(|t| t.state)
+        .collect()
+}
+
+fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
+    let t = c.task(task);
+    let a = c.agent(agent);
+    let out = c
+        .orchestrator()
+        .run_trial(&c.request(&t, &a, name), &Silent, &CancelToken::new())
+        .unwrap();
+    // What was written is what was returned, and it validates.
+    let on_disk: RunRecord = serde_json::from_slice(&fs::read(&out.record_path).unwrap()).unwrap();
+    assert_eq!(on_disk, out.record);
+    on_disk.validate().unwrap();
+    out.record
+}
+
+#[test]
+fn oracle_completes_solved_with_all_eleven_steps() {
+    let c = corpus();
+    let rec = run(&c, "answer", "oracle", "oracle");
+    assert_eq!(states(&rec, 0), CHAIN.to_vec());
+    assert_eq!(rec.outcome.state, State::Completed);
+    assert_eq!(rec.outcome.ok, Some(true));
+    assert_eq!(rec.outcome.score, Some(1.0));
+    let a = &rec.attempts[0];
+    let g = a.grade.as_ref().unwrap();
+    assert_eq!(g.source, "reward_txt");
+    assert_eq!(g.tests.len(), 1);
+    assert_eq!(g.tests[0].outcome, TestOutcome::Passed);
+    assert!(g.report.contains("graded: reward 1"));
+    assert!(a.transitions[3]
+        .note
+        .as_deref()
+        .unwrap()
+        .starts_with("no runtime"));
+    assert_eq!(a.workspace.files_changed, Some(1));
+    let diff = fs::read_to_string(c.root().join("out/oracle/a1/agent.diff")).unwrap();
+    assert!(diff.contains("-41") && diff.contains("+42"), "{diff}");
+    assert_eq!(a.workspace.base_commit.as_deref(), Some(c.commit.as_str()));
+    // The workspace is gone and the mirror's worktree list is pruned.
+    assert!(!std::path::Path::new(a.workspace.path.as_ref().unwrap()).exists());
+}
+
+#[test]
+fn an_agent_that_changes_nothing_completes_unsolved() {
+    let c = corpus();
+    let rec = run(&c, "answer", "noop", "noop");
+    assert_eq!(states(&rec, 0), CHAIN.to_vec());
+    assert_eq!(rec.outcome.state, State::Completed);
+    assert_eq!(rec.outcome.ok, Some(false));
+    assert_eq!(rec.outcome.score, Some(0.0));
+    let g = rec.attempts[0].grade.as_ref().unwrap();
+    assert_eq!(g.tests[0].outcome, TestOutcome::Failed);
+    assert_eq!(g.tests[0].message.as_deref(), Some("wrong answer"));
+    assert_eq!(rec.attempts[0].workspace.files_changed, Some(0));
+}
+
+#[test]
+fn agent_failure_is_failed_and_never_retried() {
+    let c = corpus();
+    c.add_agent(
+        "crash",
+        "adapter = \"scripted\"\nscript = \"crash.sh\"\n",
+        Some("echo broken >&2; echo 7 > value.txt; exit 3\n"),
+    );
+    let t = c.task("answer");
+    let a = c.agent("crash");
+    let mut req = c.request(&t, &a, "crash");
+    req.infrastructure_retries = 3;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    assert_eq!(rec.attempts.len(), 1, "an agent failure is never retried");
+    assert_eq!(rec.outcome.state, State::Failed);
+    assert_eq!(rec.outcome.ok, None);
+    assert_eq!(rec.outcome.score, None);
+    assert_eq!(*states(&rec, 0).last().unwrap(), State::Failed);
+    assert!(rec.attempts[0].cause.as_deref().unwrap().contains("code 3"));
+    // Its diff is still on record.
+    assert_eq!(rec.attempts[0].workspace.files_changed, Some(1));
+    let stderr = fs::read_to_string(c.root().join("out/crash/a1/agent.stderr.log")).unwrap();
+    assert_eq!(stderr, "broken\n");
+}
+
+#[test]
+fn infrastructure_errors_are_retried_up_to_the_budget() {
+    let c = corpus();
+    c.add_task("ghost", &"ab".repeat(20), TEST_SH, "");
+    let t = c.task("ghost");
+    let a = c.agent("oracle");
+    let mut req = c.request(&t, &a, "ghost");
+    req.infrastructure_retries = 2;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    assert_eq!(rec.attempts.len(), 3, "N retries give N+1 attempts");
+    for (i, att) in rec.attempts.iter().enumerate() {
+        assert_eq!(att.number as usize, i + 1);
+        assert_eq!(att.state, State::InfrastructureError);
+        assert_eq!(*states(&rec, i).last().unwrap(), State::InfrastructureError);
+        assert!(
+            att.cause
+                .as_deref()
+                .unwrap()
+                .contains("failed to find commit"),
+            "{:?}",
+            att.cause
+        );
+    }
+    let ids: std::collections::BTreeSet<_> = rec.attempts.iter().map(|a| a.attempt.id).collect();
+    assert_eq!(ids.len(), 3, "each retry has its own id");
+    assert_eq!(rec.outcome.state, State::InfrastructureError);
+    assert_eq!(rec.outcome.attempts, 3);
+}
+
+#[test]
+fn timeout_stops_the_agent_and_leaves_no_process_behind() {
+    let c = corpus();
+    c.add_agent(
+        "hang",
+        "adapter = \"scripted\"\nscript = \"hang.sh\"\n",
+        Some(
+            "trap '' TERM\nsleep 300 & echo $! >> \"$HOME/pids\"\n\
+             (sleep 300 & echo $! >> \"$HOME/pids\"; wait) &\n\
+             setsid sleep 300 & echo $! >> \"$HOME/pids\"\n\
+             echo $$ >> \"$HOME/pids\"\ncp \"$HOME/pids\" /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG\nsleep 300\n",
+        ),
+    );
+    let t = c.task("answer");
+    let a = c.agent("hang");
+    let mut req = c.request(&t, &a, "hang");
+    req.options.agent_timeout_sec = Some(1.0);
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    assert_eq!(rec.outcome.state, State::Timeout);
+    let p = rec.attempts[0].agent_process.as_ref().unwrap();
+    assert!(p.timed_out);
+    assert_eq!(
+        p.stragglers_killed, 1,
+        "the setsid process is found by the sweep"
+    );
+    let tag = rec.attempts[0].attempt.id;
+    let pids_file = format!("/tmp/akbench-hang-{tag}");
+    let pids: Vec<i32> = fs::read_to_string(&pids_file)
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let _ = fs::remove_file(&pids_file);
+    assert_eq!(pids.len(), 4);
+    for pid in pids {
+        assert!(is_gone(pid), "pid {pid} survived the timeout");
+    }
+}
+
+#[test]
+fn cancel_while_the_agent_runs_ends_cancelled() {
+    struct CancelOnExecuting(CancelToken);
+    impl Observer for CancelOnExecuting {
+        fn transition(
+            &self,
+            _: &akbench_core::record::Identity,
+            _: u32,
+            t: &akbench_core::record::Transition,
+        ) {
+            if t.state == State::Executing {
+                self.0.cancel();
+            }
+        }
+    }
+    let c = corpus();
+    c.add_agent(
+        "sleepy",
+        "adapter = \"scripted\"\nscript = \"sleepy.sh\"\n",
+        Some("sleep 300\n"),
+    );
+    let t = c.task("answer");
+    let a = c.agent("sleepy");
+    let token = CancelToken::new();
+    let rec = c
+        .orchestrator()
+        .run_trial(
+            &c.request(&t, &a, "sleepy"),
+            &CancelOnExecuting(token.clone()),
+            &token,
+        )
+        .unwrap()
+        .record;
+    assert_eq!(rec.outcome.state, State::Cancelled);
+    assert!(rec.attempts[0].agent_process.as_ref().unwrap().cancelled);
+}
+
+#[test]
+fn missing_credential_is_invalid_configuration_before_the_agent_starts() {
+    let c = corpus();
+    c.add_agent(
+        "needs-key",
+        "adapter = \"scripted\"\nscript = \"needs-key.sh\"\ncredentials = [\"AKBENCH_TEST_MISSING_KEY_XYZ\"]\n",
+        Some("touch started\n"),
+    );
+    let rec = run(&c, "answer", "needs-key", "needs-key");
+    assert_eq!(rec.outcome.state, State::InvalidConfiguration);
+    assert!(
+        rec.attempts[0].agent_process.is_none(),
+        "the agent never started"
+    );
+    assert!(!states(&rec, 0).contains(&State::Executing));
+    assert!(rec.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap()
+        .contains("AKBENCH_TEST_MISSING_KEY_XYZ"));
+}
+
+#[test]
+fn credential_values_never_reach_the_record_or_the_logs() {
+    let c = corpus();
+    let secret = "sk-test-very-secret-value-123";
+    std::env::set_var("AKBENCH_TEST_PRESENT_KEY", secret);
+    c.add_agent(
+        "leaky",
+        "adapter = \"scripted\"\nscript = \"leaky.sh\"\ncredentials = [\"AKBENCH_TEST_PRESENT_KEY\"]\n",
+        Some("echo \"key is $AKBENCH_TEST_PRESENT_KEY\"; echo \"$AKBENCH_TEST_PRESENT_KEY\" >&2\n"),
+    );
+    let rec = run(&c, "answer", "leaky", "leaky");
+    assert_eq!(rec.outcome.state, State::Completed);
+    let out = c.root().join("out/leaky");
+    let mut seen = 0;
+    for f in [
+        "run_record.json",
+        "a1/agent.stdout.log",
+        "a1/agent.stderr.log",
+    ] {
+        let text = fs::read_to_string(out.join(f)).unwrap();
+        assert!(!text.contains(secret), "{f} leaks the secret");
+        seen += usize::from(text.contains("[REDACTED:AKBENCH_TEST_PRESENT_KEY]"));
+    }
+    assert_eq!(seen, 2, "both logs show the redaction marker");
+}
+
+#[test]
+fn mutation_that_does_not_apply_and_unexecutable_family_are_invalid_configuration() {
+    let c = corpus();
+    c.add_task(
+        "badpatch",
+        &c.commit,
+        TEST_SH,
+        "[mutation]\npatch = \"mutation.patch\"\n",
+    );
+    fs::write(
+        c.tasks().join("badpatch/mutation.patch"),
+        "--- a/value.txt\n+++ b/value.txt\n@@ -1 +1 @@\n-99\n+41\n",
+    )
+    .unwrap();
+    let rec = run(&c, "badpatch", "oracle", "badpatch");
+    assert_eq!(rec.outcome.state, State::InvalidConfiguration);
+    assert!(rec.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap()
+        .contains("mutation"));
+
+    c.add_task("world", &c.commit, TEST_SH, "family = \"interactive\"\n");
+    let rec = run(&c, "world", "oracle", "world");
+    assert_eq!(rec.outcome.state, State::InvalidConfiguration);
+    assert!(rec.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap()
+        .contains("interactive"));
+}
+
+#[test]
+fn a_broken_or_slow_evaluator_is_an_evaluation_error_not_an_agent_failure() {
+    let c = corpus();
+    c.add_task("crashy-eval", &c.commit, "exit 127\n", "");
+    let rec = run(&c, "crashy-eval", "oracle", "crashy-eval");
+    assert_eq!(rec.outcome.state, State::EvaluationError);
+    assert_eq!(rec.outcome.ok, None);
+    assert!(states(&rec, 0).contains(&State::Evaluating));
+
+    c.add_task("slow-eval", &c.commit, "sleep 300\n", "");
+    fs::write(
+        c.tasks().join("slow-eval/task.toml"),
+        fs::read_to_string(c.tasks().join("slow-eval/task.toml"))
+            .unwrap()
+            .replace("timeout_sec = 30", "timeout_sec = 0.5"),
+    )
+    .unwrap();
+    let rec = run(&c, "slow-eval", "oracle", "slow-eval");
+    assert_eq!(rec.outcome.state, State::EvaluationError);
+    assert!(rec.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap()
+        .contains("timed out"));
+
+    c.add_task(
+        "garbage-reward",
+        &c.commit,
+        "echo maybe > \"$AKBENCH_VERIFIER_DIR/reward.txt\"\n",
+        "",
+    );
+    let rec = run(&c, "garbage-reward", "oracle", "garbage-reward");
+    assert_eq!(rec.outcome.state, State::EvaluationError);
+}
+
+#[test]
+fn not_graded_when_grading_is_not_requested() {
+    let c = corpus();
+    let t = c.task("answer");
+    let a = c.agent("oracle");
+    let mut req = c.request(&t, &a, "ungraded");
+    req.options.grade = false;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    assert_eq!(rec.outcome.state, State::NotGraded);
+    assert_eq!(
+        rec.outcome.score, None,
+        "an ungraded score is absent, never 0"
+    );
+    let s = states(&rec, 0);
+    assert_eq!(&s[..10], &CHAIN[..10]);
+    assert_eq!(s[10], State::NotGraded);
+    assert_eq!(
+        rec.attempts[0].transitions[8].note.as_deref(),
+        Some("grading not requested")
+    );
+}
+
+#[test]
+fn no_mutation_gives_the_pinned_commits_tree() {
+    let c = corpus();
+    let t = c.task("answer");
+    let a = c.agent("noop");
+    let mut req = c.request(&t, &a, "pristine");
+    req.options.apply_mutation = false;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    let repo = c.root().join("repo");
+    let pinned_tree = akbench_worker::workspace::tree_of(&repo, &c.commit).unwrap();
+    assert_eq!(
+        rec.attempts[0].workspace.tree_after_mutation.as_deref(),
+        Some(pinned_tree.as_str())
+    );
+    assert_eq!(
+        rec.outcome.ok,
+        Some(true),
+        "the pristine repository passes its tests"
+    );
+    assert!(!rec.task.mutation_applied);
+
+    let rec = run(&c, "answer", "noop", "mutated");
+    assert_ne!(
+        rec.attempts[0].workspace.tree_after_mutation.as_deref(),
+        Some(pinned_tree.as_str())
+    );
+}
+
+#[test]
+fn the_agent_cannot_see_the_tests() {
+    let c = corpus();
+    // The peek agent looks everywhere it can reach from what it is given.
+    c.add_agent(
+        "peek",
+        "adapter = \"scripted\"\nscript = \"peek.sh\"\n",
+        Some(
+            "found=0\n\
+             for d in \"$PWD\" \"$HOME\" \"$(dirname \"$PWD\")\" \"$(dirname \"$HOME\")\"; do\n\
+               if grep -rqs 'graded: reward' \"$d\"; then echo \"PEEK: found in $d\"; found=1; fi\n\
+             done\n\
+             env | grep -qs 'tests' && { echo 'PEEK: env mentions tests'; env | grep tests; found=1; }\n\
+             [ $found = 0 ] && echo 'PEEK: nothing found'\n\
+             exit 0\n",
+        ),
+    );
+    let rec = run(&c, "answer", "peek", "peek");
+    let out = fs::read_to_string(c.root().join("out/peek/a1/agent.stdout.log")).unwrap();
+    assert_eq!(out.trim(), "PEEK: nothing found", "{out}");
+    assert_eq!(rec.outcome.state, State::Completed);
+}
+
+#[test]
+fn eight_parallel_attempts_share_one_mirror_cache() {
+    let c = corpus();
+    let t = c.task("answer");
+    let a = c.agent("oracle");
+    let orch = c.orchestrator();
+    let records: Vec<RunRecord> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let req = c.request(&t, &a, &format!("par{i}"));
+                let orch = &orch;
+                s.spawn(move || {
+                    orch.run_trial(&req, &Silent, &CancelToken::new())
+                        .unwrap()
+                        .record
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &records {
+        assert_eq!(
+            r.outcome.state,
+            State::Completed,
+            "{:?}",
+            r.attempts[0].cause
+        );
+        assert_eq!(r.outcome.ok, Some(true));
+    }
+    let mirrors = fs::read_dir(c.root().join("cache/mirrors"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "git")
+        })
+        .count();
+    assert_eq!(mirrors, 1);
+}
+
+#[test]
+fn keep_workspace_keeps_it() {
+    let c = corpus();
+    let t = c.task("answer");
+    let a = c.agent("oracle");
+    let mut req = c.request(&t, &a, "kept");
+    req.options.keep_workspace = true;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    let ws = rec.attempts[0].workspace.path.clone().unwrap();
+    assert!(rec.attempts[0].workspace.kept);
+    assert_eq!(
+        fs::read_to_string(format!("{ws}/value.txt")).unwrap(),
+        "42\n"
+    );
+}

@@ -1,0 +1,162 @@
+//! A tiny real corpus built in a temp dir: a git repository, tasks and scripted agents.
+#![allow(dead_code)]
+
+use akbench_core::agent::Agent;
+use akbench_core::clock::SystemClock;
+use akbench_core::record::Identity;
+use akbench_core::task::{load_by_id, Task};
+use akbench_worker::orchestrator::{AttemptOptions, Orchestrator, TrialRequest};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+pub struct Corpus {
+    pub dir: tempfile::TempDir,
+    pub commit: String,
+    pub first_commit: String,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Corpus {
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn tasks(&self) -> PathBuf {
+        self.root().join("tasks")
+    }
+    pub fn agents(&self) -> PathBuf {
+        self.root().join("agents")
+    }
+
+    pub fn task(&self, id: &str) -> Task {
+        load_by_id(&self.tasks(), id).unwrap()
+    }
+    pub fn agent(&self, name: &str) -> Agent {
+        Agent::load(&self.agents(), name).unwrap()
+    }
+
+    pub fn orchestrator(&self) -> Orchestrator {
+        Orchestrator::new(&self.root().join("cache"), Arc::new(SystemClock))
+    }
+
+    pub fn request<'a>(&self, task: &'a Task, agent: &'a Agent, name: &str) -> TrialRequest<'a> {
+        TrialRequest {
+            task,
+            agent,
+            run: Identity {
+                id: uuid::Uuid::now_v7(),
+                key: "test-run".into(),
+            },
+            trial: Identity {
+                id: uuid::Uuid::now_v7(),
+                key: format!("test-run/{name}"),
+            },
+            out_dir: self.root().join("out").join(name),
+            infrastructure_retries: 0,
+            options: AttemptOptions {
+                grace: std::time::Duration::from_millis(300),
+                ..AttemptOptions::default()
+            },
+        }
+    }
+
+    /// Adds a task folder; `extra` is appended to task.toml.
+    pub fn add_task(&self, id: &str, commit: &str, test_sh: &str, extra: &str) {
+        let d = self.tasks().join(id);
+        fs::create_dir_all(d.join("tests")).unwrap();
+        fs::create_dir_all(d.join("solution")).unwrap();
+        fs::write(
+            d.join("task.toml"),
+            format!(
+                "version = \"1.0\"\n{extra}\n[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n\
+                 [source]\nrepo = \"../repo\"\ncommit = \"{commit}\"\n"
+            ),
+        )
+        .unwrap();
+        fs::write(
+            d.join("instruction.md"),
+            "value.txt should hold the answer to everything.\n",
+        )
+        .unwrap();
+        fs::write(d.join("tests/test.sh"), test_sh).unwrap();
+        fs::write(d.join("solution/solve.sh"), "echo 42 > value.txt\n").unwrap();
+    }
+
+    pub fn add_agent(&self, name: &str, toml: &str, script: Option<&str>) {
+        fs::create_dir_all(self.agents()).unwrap();
+        fs::write(self.agents().join(format!("{name}.toml")), toml).unwrap();
+        if let Some(s) = script {
+            fs::write(self.agents().join(format!("{name}.sh")), s).unwrap();
+        }
+    }
+}
+
+pub const TEST_SH: &str = r#"set -u
+cd "$AKBENCH_WORKSPACE"
+if [ "$(cat value.txt)" = "42" ]; then r=1; st='<testcase name="answer"/>'; else r=0; st='<testcase name="answer"><failure message="wrong answer"/></testcase>'; fi
+echo "$r" > "$AKBENCH_VERIFIER_DIR/reward.txt"
+echo "<testsuite>$st</testsuite>" > "$AKBENCH_VERIFIER_DIR/junit.xml"
+echo "graded: reward $r"
+"#;
+
+/// A repository whose value.txt holds 42, a task whose mutation changes it to 41, and agents.
+pub fn corpus() -> Corpus {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    fs::write(repo.join("value.txt"), "0\n").unwrap();
+    fs::write(repo.join(".gitignore"), "ignored/\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "first"]);
+    let first_commit = git(&repo, &["rev-parse", "HEAD"]);
+    fs::write(repo.join("value.txt"), "42\n").unwrap();
+    fs::write(repo.join("README"), "the answer\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "second"]);
+    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    let c = Corpus {
+        dir,
+        commit: commit.clone(),
+        first_commit,
+    };
+    let mutation = "--- a/value.txt\n+++ b/value.txt\n@@ -1 +1 @@\n-42\n+41\n";
+    c.add_task(
+        "answer",
+        &commit,
+        TEST_SH,
+        "[mutation]\npatch = \"mutation.patch\"\n",
+    );
+    fs::write(c.tasks().join("answer/mutation.patch"), mutation).unwrap();
+    c.add_agent("oracle", "adapter = \"oracle\"\n", None);
+    c.add_agent(
+        "noop",
+        "adapter = \"scripted\"\nscript = \"noop.sh\"\n",
+        Some("exit 0\n"),
+    );
+    c
+}
