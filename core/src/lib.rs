@@ -3,11 +3,16 @@
 //! Identities, canonical digests, task and agent formats, the attempt lifecycle and the run
 //! record schema live here. Nothing in this crate talks to a network or a database; the only
 //! I/O is reading task and agent descriptor files from disk in the loaders.
+//!
+//! [`observe`] holds the `claude-code` and `codex` adapters' pure halves: the argv that
+//! launches each agent non-interactively and the parser that reads its JSON Lines output
+//! into the record's [`record::Observations`].
 
 pub mod agent;
 pub mod clock;
 pub mod digest;
 pub mod ids;
 pub mod lifecycle;
+pub mod observe;
 pub mod record;
 pub mod task;

@@ -1,0 +1,186 @@
+//! Codex CLI: `codex exec --json ...`.
+//!
+//! Documentation followed:
+//! - "Non-interactive mode" (developers.openai.com/codex/noninteractive) and the CLI
+//!   reference (developers.openai.com/codex/cli/reference): `codex exec [OPTIONS] [PROMPT]`,
+//!   `--json` prints JSON Lines events to stdout, `-m/--model`, `-s/--sandbox read-only |
+//!   workspace-write | danger-full-access`, `--dangerously-bypass-approvals-and-sandbox`
+//!   (alias `--yolo`). `codex exec` never asks for approvals; it defaults to a read-only
+//!   sandbox. `--full-auto` is deprecated (a warning, then a hidden compatibility flag in
+//!   `codex-rs/exec/src/cli.rs`: "use `--sandbox workspace-write` instead"), so it is not used.
+//! - The event schema in `codex-rs/exec/src/exec_events.rs` (openai/codex): `thread.started
+//!   {thread_id}`, `turn.started`, `turn.completed {usage: {input_tokens,
+//!   cached_input_tokens, output_tokens}}`, `turn.failed {error: {message}}`, `item.started`
+//!   / `item.updated` / `item.completed {item: {id, type, ...}}` with item types
+//!   `agent_message {text}`, `reasoning {text}`, `command_execution`, `file_change`,
+//!   `mcp_tool_call`, `web_search`, `todo_list`, `error` (non-fatal), and `error {message}`.
+//!
+//! Token mapping. Codex follows OpenAI's convention: `input_tokens` *includes*
+//! `cached_input_tokens` (codex's own `TokenUsage::non_cached_input` subtracts them), so
+//! the uncached input is `input_tokens - cached_input_tokens`.
+//!
+//! Totals. `codex-rs/exec/src/event_processor_with_jsonl_output.rs` fills `turn.completed`'s
+//! usage from the thread's running *total* (`ThreadTokenUsage.total`), not the turn's own
+//! tokens. Summing over turns would count earlier turns again, so the tokens are those of
+//! the last `turn.completed`. (`codex exec` runs one turn per process, where the two agree.)
+//!
+//! Codex reports no cost and no model in its JSONL events: both stay `None`.
+
+use super::{check_parameters, check_program_and_model, count, json_objects};
+use crate::record::Observations;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Parameters the `codex` adapter accepts.
+pub const PARAMETERS: &[&str] = &["sandbox"];
+
+/// Values of the `sandbox` parameter; `bypass` means
+/// `--dangerously-bypass-approvals-and-sandbox`, for externally isolated runs.
+pub const SANDBOX_MODES: &[&str] = &[
+    "read-only",
+    "workspace-write",
+    "danger-full-access",
+    "bypass",
+];
+
+/// The sandbox used when the descriptor sets none: edits inside the workspace, no network,
+/// no approvals (the documented setting for unattended `codex exec` runs that edit code).
+pub const DEFAULT_SANDBOX: &str = "workspace-write";
+
+/// The non-interactive launch of Codex:
+///
+/// ```text
+/// <program> exec --json [--model M] (--sandbox S | --dangerously-bypass-approvals-and-sandbox)
+///     <extra_args...> -- <instruction>
+/// ```
+///
+/// Parameters: `sandbox`, one of [`SANDBOX_MODES`] (default [`DEFAULT_SANDBOX`]).
+/// Anything else is an error naming it.
+pub fn codex_argv(
+    program: &str,
+    model: Option<&str>,
+    instruction: &str,
+    parameters: &BTreeMap<String, Value>,
+    extra_args: &[String],
+) -> Result<Vec<String>, String> {
+    check_program_and_model("codex", program, model)?;
+    check_parameters("codex", parameters, PARAMETERS)?;
+    let sandbox = match parameters.get("sandbox") {
+        None => DEFAULT_SANDBOX,
+        Some(v) => v
+            .as_str()
+            .filter(|s| SANDBOX_MODES.contains(s))
+            .ok_or_else(|| {
+                format!(
+                    "the codex adapter's parameter `sandbox` is {v}; fix: give one of {}",
+                    SANDBOX_MODES
+                        .iter()
+                        .map(|s| format!("\"{s}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+    };
+    let mut argv: Vec<String> = [program, "exec", "--json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(m) = model {
+        argv.extend(["--model".to_string(), m.to_string()]);
+    }
+    if sandbox == "bypass" {
+        argv.push("--dangerously-bypass-approvals-and-sandbox".to_string());
+    } else {
+        argv.extend(["--sandbox".to_string(), sandbox.to_string()]);
+    }
+    argv.extend(extra_args.iter().cloned());
+    argv.extend(["--".to_string(), instruction.to_string()]);
+    Ok(argv)
+}
+
+/// Reads `codex exec --json` output.
+///
+/// - `turns`: the number of `turn.completed` events, once any Codex event was seen.
+/// - tokens: the usage of the last `turn.completed` (a running total, see the module
+///   documentation); unknown when no turn completed.
+/// - `final_message`: the text of the last completed `agent_message` item.
+/// - `reported_error`: true after a `turn.failed`, or an `error` event not followed by a
+///   `turn.completed` (Codex also emits `error` for a stream retry it then recovers from);
+///   false once a turn completed cleanly; unknown when the stream stopped with neither.
+///   Non-fatal `error` *items* (warnings, deprecation notices) do not count.
+/// - `cost_usd`, `model`: never reported by Codex, always `None`.
+///
+/// Besides the current shape (`item.type`, `agent_message`), the earlier `--json` shape
+/// (`item.item_type`, `assistant_message`) is read too.
+pub fn parse_codex(stdout: &str) -> Observations {
+    let mut seen = false;
+    let mut completed: u64 = 0;
+    let mut usage: Option<(Option<u64>, Option<u64>, Option<u64>)> = None;
+    let mut final_message: Option<String> = None;
+    let mut failed = false;
+    let mut error_pending = false;
+
+    for event in json_objects(stdout) {
+        let Some(kind) = event.get("type").and_then(Value::as_str) else {
+            continue;
+        };
+        match kind {
+            "thread.started" | "turn.started" | "item.started" | "item.updated" => seen = true,
+            "turn.completed" => {
+                seen = true;
+                completed += 1;
+                error_pending = false;
+                if let Some(u) = event.get("usage").and_then(Value::as_object) {
+                    usage = Some((
+                        count(u.get("input_tokens")),
+                        count(u.get("cached_input_tokens")),
+                        count(u.get("output_tokens")),
+                    ));
+                }
+            }
+            "turn.failed" => {
+                seen = true;
+                failed = true;
+            }
+            "error" => {
+                seen = true;
+                error_pending = true;
+            }
+            "item.completed" => {
+                seen = true;
+                let Some(item) = event.get("item") else {
+                    continue;
+                };
+                let item_type = item
+                    .get("type")
+                    .or_else(|| item.get("item_type"))
+                    .and_then(Value::as_str);
+                if matches!(item_type, Some("agent_message" | "assistant_message")) {
+                    if let Some(text) = item.get("text").and_then(Value::as_str) {
+                        final_message = Some(text.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let (input, cached, output) = usage.unwrap_or_default();
+    Observations {
+        turns: seen.then_some(completed),
+        // Uncached input; when the cached count is missing, all input is taken as uncached.
+        input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
+        cached_input_tokens: cached,
+        output_tokens: output,
+        cost_usd: None,
+        final_message,
+        model: None,
+        reported_error: if failed || error_pending {
+            Some(true)
+        } else if completed > 0 {
+            Some(false)
+        } else {
+            None
+        },
+    }
+}
