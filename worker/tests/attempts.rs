@@ -472,3 +472,52 @@ fn keep_workspace_keeps_it() {
         "42\n"
     );
 }
+
+#[test]
+fn cli_agent_adapters_turn_their_event_streams_into_observations() {
+    let c = corpus();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/agents");
+    for (adapter, fixture) in [
+        ("claude-code", "claude-code/success_multi_turn.jsonl"),
+        ("codex", "codex/success.jsonl"),
+    ] {
+        let fake = c.agents().join(format!("fake-{adapter}"));
+        fs::write(
+            &fake,
+            format!(
+                "#!/bin/bash\necho \"$@\" > \"$HOME/argv\"\ncat '{}'\necho 42 > value.txt\n",
+                fixtures.join(fixture).display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+        c.add_agent(
+            adapter,
+            &format!(
+                "adapter = \"{adapter}\"\nmodel = \"m-1\"\nprogram = \"{}\"\n",
+                fake.display()
+            ),
+            None,
+        );
+        let rec = run(&c, "answer", adapter, adapter);
+        assert_eq!(
+            rec.outcome.state,
+            State::Completed,
+            "{:?}",
+            rec.attempts[0].cause
+        );
+        assert_eq!(rec.outcome.ok, Some(true));
+        let o = &rec.attempts[0].observations;
+        assert!(o.turns.unwrap() >= 1, "{o:?}");
+        assert!(o.output_tokens.unwrap() > 0, "{o:?}");
+        assert!(o.final_message.is_some(), "{o:?}");
+        let argv = &rec.attempts[0].agent_process.as_ref().unwrap().argv;
+        assert!(
+            argv.contains(&"--json".to_string()) || argv.contains(&"stream-json".to_string()),
+            "{argv:?}"
+        );
+        assert!(argv.contains(&"m-1".to_string()));
+    }
+}

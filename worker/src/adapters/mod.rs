@@ -1,6 +1,7 @@
 //! The agent registry: adapters turn a descriptor into a launch and the agent's output into
 //! observations. The orchestrator only talks to the [`Adapter`] trait.
 
+mod cli_agents;
 mod command;
 mod oracle;
 mod scripted;
@@ -75,6 +76,8 @@ impl Registry {
         r.register(Arc::new(command::CommandAdapter));
         r.register(Arc::new(scripted::ScriptedAdapter));
         r.register(Arc::new(oracle::OracleAdapter));
+        r.register(Arc::new(cli_agents::claude_code()));
+        r.register(Arc::new(cli_agents::codex()));
         r
     }
 
