@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod clock;
 pub mod digest;
+pub mod grading;
 pub mod ids;
 pub mod lifecycle;
 pub mod observe;

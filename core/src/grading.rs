@@ -1,0 +1,160 @@
+//! The status algebra: how an attempt's execution outcome and its grading combine into a
+//! terminal state, and which attempts owe a grade.
+//!
+//! Grading is a function over a recorded artifact, not a mode of running: an attempt whose
+//! agent ran to the end can be graded now, later, or again; an attempt whose agent failed,
+//! timed out, was cancelled, or never ran (infrastructure error, invalid configuration) has
+//! nothing to grade, and grading never changes what it is. `not_graded` means exactly
+//! "executed, grading not run".
+
+use crate::lifecycle::State;
+use serde::{Deserialize, Serialize};
+
+/// How the execution half of an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Execution {
+    /// The agent exited successfully and its work was collected.
+    Executed,
+    /// The agent reported a failure.
+    AgentFailed,
+    /// The agent ran out of time.
+    TimedOut,
+    /// Cancelled before grading.
+    Cancelled,
+    /// The environment broke.
+    InfrastructureError,
+    /// The configuration was rejected before the agent started.
+    InvalidConfiguration,
+}
+
+/// How the grading half went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grading {
+    /// Grading was not requested (or not yet run).
+    NotRun,
+    /// A verdict.
+    Verdict {
+        /// Solved or not.
+        ok: bool,
+    },
+    /// The evaluation broke.
+    Broken,
+    /// Cancelled while grading.
+    Cancelled,
+}
+
+/// All executions, for table tests.
+pub const ALL_EXECUTIONS: [Execution; 6] = [
+    Execution::Executed,
+    Execution::AgentFailed,
+    Execution::TimedOut,
+    Execution::Cancelled,
+    Execution::InfrastructureError,
+    Execution::InvalidConfiguration,
+];
+
+/// All gradings, for table tests.
+pub const ALL_GRADINGS: [Grading; 5] = [
+    Grading::NotRun,
+    Grading::Verdict { ok: true },
+    Grading::Verdict { ok: false },
+    Grading::Broken,
+    Grading::Cancelled,
+];
+
+/// The terminal state of an attempt. Grading only applies to an executed attempt: every
+/// other execution outcome stays what it is, whatever grading says.
+pub fn terminal_state(execution: Execution, grading: Grading) -> State {
+    match execution {
+        Execution::Executed => match grading {
+            Grading::NotRun => State::NotGraded,
+            Grading::Verdict { .. } => State::Completed,
+            Grading::Broken => State::EvaluationError,
+            Grading::Cancelled => State::Cancelled,
+        },
+        Execution::AgentFailed => State::Failed,
+        Execution::TimedOut => State::Timeout,
+        Execution::Cancelled => State::Cancelled,
+        Execution::InfrastructureError => State::InfrastructureError,
+        Execution::InvalidConfiguration => State::InvalidConfiguration,
+    }
+}
+
+/// True when an attempt in `state` owes a grade: it executed and was never graded. Attempts
+/// with a verdict, and attempts that never ran their agent to the end, owe nothing.
+pub fn owes_grade(state: State) -> bool {
+    state == State::NotGraded
+}
+
+/// True when an attempt in `state` holds an agent's finished work that grading may
+/// (re)grade: not graded yet, or graded already (a re-grade).
+pub fn is_gradable(state: State) -> bool {
+    matches!(state, State::NotGraded | State::Completed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_table() {
+        use Execution as E;
+        use Grading as G;
+        use State as S;
+        let t = G::Verdict { ok: true };
+        let f = G::Verdict { ok: false };
+        let table: &[(E, G, S)] = &[
+            (E::Executed, G::NotRun, S::NotGraded),
+            (E::Executed, t, S::Completed),
+            (E::Executed, f, S::Completed),
+            (E::Executed, G::Broken, S::EvaluationError),
+            (E::Executed, G::Cancelled, S::Cancelled),
+        ];
+        let mut seen = 0;
+        for e in ALL_EXECUTIONS {
+            for g in ALL_GRADINGS {
+                let got = terminal_state(e, g);
+                let want = table
+                    .iter()
+                    .find(|(te, tg, _)| *te == e && *tg == g)
+                    .map(|(_, _, s)| *s)
+                    .unwrap_or_else(|| match e {
+                        E::Executed => unreachable!("all executed rows are listed"),
+                        E::AgentFailed => S::Failed,
+                        E::TimedOut => S::Timeout,
+                        E::Cancelled => S::Cancelled,
+                        E::InfrastructureError => S::InfrastructureError,
+                        E::InvalidConfiguration => S::InvalidConfiguration,
+                    });
+                assert_eq!(got, want, "{e:?} x {g:?}");
+                assert!(got.is_terminal());
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 30);
+    }
+
+    #[test]
+    fn execution_facts_are_never_turned_into_not_graded_or_graded() {
+        for e in ALL_EXECUTIONS
+            .into_iter()
+            .filter(|e| *e != Execution::Executed)
+        {
+            for g in ALL_GRADINGS {
+                let s = terminal_state(e, g);
+                assert_ne!(s, State::NotGraded, "{e:?} {g:?}");
+                assert_ne!(s, State::Completed, "{e:?} {g:?}");
+                assert!(!owes_grade(s));
+            }
+        }
+    }
+
+    #[test]
+    fn only_not_graded_owes_a_grade() {
+        for s in crate::lifecycle::ALL_STATES {
+            assert_eq!(owes_grade(s), s == State::NotGraded, "{s:?}");
+        }
+    }
+}
