@@ -14,7 +14,7 @@ use std::fmt;
 
 /// Every state an attempt can be in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     /// Created, nothing done yet.
     Pending,

@@ -27,6 +27,9 @@ use std::time::Duration;
 pub trait Observer: Send + Sync {
     /// A transition of `attempt` was recorded.
     fn transition(&self, attempt: &Identity, number: u32, transition: &Transition);
+    /// A note was attached to an already recorded transition (the workspace's fingerprint,
+    /// the verdict).
+    fn annotate(&self, _attempt: &Identity, _number: u32, _transition: &Transition) {}
 }
 
 /// An observer that ignores everything.

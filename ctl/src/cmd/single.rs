@@ -171,6 +171,12 @@ impl Observer for Live {
             .as_deref()
             .map(|n| format!("  {n}"))
             .unwrap_or_default();
-        eprintln!("  [{secs:7.2}s] a{number} {:<22}{note}", t.state.as_str());
+        eprintln!("  [{secs:7.2}s] a{number} {:<20}{note}", t.state.as_str());
+    }
+
+    fn annotate(&self, _attempt: &Identity, _number: u32, t: &Transition) {
+        if let (false, Some(n)) = (self.quiet, &t.note) {
+            eprintln!("  {:>9}    {:<20}  {n}", "", "");
+        }
     }
 }

@@ -57,6 +57,14 @@ impl Run<'_> {
         self.record(to, note);
     }
 
+    /// Attaches a note to the last transition (facts known only once its phase has run).
+    fn annotate(&mut self, note: String) {
+        if let Some(last) = self.transitions.last_mut() {
+            last.note = Some(note);
+            self.observer.annotate(&self.attempt, self.number, last);
+        }
+    }
+
     fn advance(&mut self, note: Option<String>) {
         self.step(Event::Advance, note);
     }
@@ -228,9 +236,7 @@ fn drive(
     let home = ws.home.clone();
     let work_root = ws.root.clone();
     *ws_slot = Some(ws);
-    if let Some(last) = r.transitions.last_mut() {
-        last.note = Some(note);
-    }
+    r.annotate(note);
     if cancelled(r) {
         return;
     }
@@ -397,9 +403,7 @@ fn drive(
                     g.source
                 );
                 r.grade = Some(g);
-                if let Some(last) = r.transitions.last_mut() {
-                    last.note = Some(note);
-                }
+                r.annotate(note);
             }
             EvalResult::Broken { cause, report } => {
                 let report_path = req.artifacts_dir.join("evaluator.report.txt");
