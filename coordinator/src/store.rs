@@ -1,9 +1,9 @@
 //! The coordinator's PostgreSQL store: a connection pool, numbered migrations embedded in the
 //! binary, one transaction helper, and SQLSTATE codes mapped to domain errors.
 //!
-//! Schema: see `coordinator/migrations/`. Evidence tables (`run_specs`, `plans`,
-//! `planned_trials`) are append-only, enforced by a trigger that raises SQLSTATE `AKB01`
-//! ([`StoreError::Immutable`]). Operational tables (`runs`, `work_items`, `attempts`,
+//! Schema: see `coordinator/migrations/` (numbered, embedded with `include_str!`) and
+//! `coordinator/sql/`. Evidence tables (`run_specs`, `plans`, `planned_trials`) are
+//! append-only, enforced by a trigger that raises SQLSTATE `AKB01` ([`StoreError::Immutable`]). Operational tables (`runs`, `work_items`, `attempts`,
 //! `leases`, `transitions`, `submissions`, `quarantine`, `workers`) change as work moves.
 
 use std::future::Future;
@@ -30,6 +30,9 @@ pub const SQLSTATE_IMMUTABLE: &str = "AKB01";
 
 /// The advisory lock key that serialises migrators ("akbench" in ASCII).
 const MIGRATION_LOCK: i64 = 0x61_6b62_656e_6368;
+
+/// The bookkeeping table of applied migrations.
+const SCHEMA_MIGRATIONS_SQL: &str = include_str!("../sql/schema_migrations.sql");
 
 /// Connections the pool keeps at most.
 const POOL_SIZE: usize = 16;
@@ -241,6 +244,8 @@ impl Store {
     ///
     /// Serialization failures and deadlocks (from `f` or from the commit) rerun `f` in a new
     /// transaction, up to [`MAX_TX_ATTEMPTS`] times in all, so `f` must be safe to rerun.
+    /// `f` is called once per attempt; capture owned values by reference (`let id = &id;`)
+    /// so that each attempt's `async move` block can borrow them.
     ///
     /// ```no_run
     /// # async fn example(store: &akbench_coordinator::store::Store) -> Result<(), akbench_coordinator::store::StoreError> {
@@ -287,15 +292,7 @@ impl Store {
 
         let tx = client.transaction().await?;
         lock_migrations(&tx).await?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version     integer     PRIMARY KEY,
-                 name        text        NOT NULL,
-                 checksum    text        NOT NULL,
-                 applied_at  timestamptz NOT NULL DEFAULT now()
-             )",
-        )
-        .await?;
+        tx.batch_execute(SCHEMA_MIGRATIONS_SQL).await?;
         for row in tx
             .query("SELECT version, name, checksum FROM schema_migrations", &[])
             .await?
