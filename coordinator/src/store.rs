@@ -1,0 +1,386 @@
+//! The coordinator's PostgreSQL store: a connection pool, numbered migrations embedded in the
+//! binary, one transaction helper, and SQLSTATE codes mapped to domain errors.
+//!
+//! Schema: see `coordinator/migrations/` (numbered, embedded with `include_str!`) and
+//! `coordinator/sql/`. Evidence tables (`run_specs`, `plans`, `planned_trials`) are
+//! append-only, enforced by a trigger that raises SQLSTATE `AKB01` ([`StoreError::Immutable`]). Operational tables (`runs`, `work_items`, `attempts`,
+//! `leases`, `transitions`, `submissions`, `quarantine`, `workers`) change as work moves.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use sha2::{Digest as _, Sha256};
+use tokio_postgres::NoTls;
+
+/// A transaction handed to the closure of [`Store::tx`].
+pub type Tx<'t> = deadpool_postgres::Transaction<'t>;
+
+/// The future a [`Store::tx`] closure returns: boxed, `Send`, borrowing the transaction.
+pub type TxFuture<'t, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>>;
+
+/// How many times [`Store::tx`] runs a transaction that hits a serialization failure or a
+/// deadlock before giving up with [`StoreError::Retryable`].
+pub const MAX_TX_ATTEMPTS: u32 = 5;
+
+/// SQLSTATE raised by the append-only trigger of the evidence tables.
+pub const SQLSTATE_IMMUTABLE: &str = "AKB01";
+
+/// The advisory lock key that serialises migrators ("akbench" in ASCII).
+const MIGRATION_LOCK: i64 = 0x61_6b62_656e_6368;
+
+/// The bookkeeping table of applied migrations.
+const SCHEMA_MIGRATIONS_SQL: &str = include_str!("../sql/schema_migrations.sql");
+
+/// Connections the pool keeps at most.
+const POOL_SIZE: usize = 16;
+
+/// One numbered schema migration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// The number in the file name (`NNNN_name.sql`), from 1, contiguous.
+    pub version: i32,
+    /// The name in the file name.
+    pub name: &'static str,
+    /// The SQL, run as one transaction.
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// sha256 of the SQL, hex: an applied migration must never change.
+    pub fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+/// Every migration this binary knows, in order.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// Why a store operation failed, by what the caller can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database URL cannot be parsed.
+    #[error("failed to parse the database URL: {0}")]
+    InvalidUrl(String),
+    /// The database cannot be reached or the connection broke (SQLSTATE class 08, 57P0x,
+    /// 53300, pool timeouts, I/O errors). Retry later.
+    #[error("failed to reach the database: {0}")]
+    Unavailable(String),
+    /// A unique constraint refused a duplicate (SQLSTATE 23505).
+    #[error("failed to write: a row with the same {constraint} already exists ({message})")]
+    Conflict {
+        /// The unique constraint or index.
+        constraint: String,
+        /// The server's message.
+        message: String,
+    },
+    /// A referenced row does not exist (SQLSTATE 23503).
+    #[error("failed to write: a referenced row does not exist ({constraint}: {message})")]
+    ForeignKey {
+        /// The foreign-key constraint.
+        constraint: String,
+        /// The server's message.
+        message: String,
+    },
+    /// An UPDATE, DELETE or TRUNCATE of append-only evidence (SQLSTATE AKB01).
+    #[error("failed to change {table}: evidence is append-only ({message})")]
+    Immutable {
+        /// The evidence table.
+        table: String,
+        /// The server's message.
+        message: String,
+    },
+    /// A serialization failure or deadlock (SQLSTATE 40001, 40P01) that persisted through
+    /// [`MAX_TX_ATTEMPTS`] attempts. Safe to retry the whole operation.
+    #[error("failed to commit after retries: {0}")]
+    Retryable(String),
+    /// Data refused by a check, not-null or type constraint (SQLSTATE class 22, 23502, 23514).
+    #[error("failed to store invalid data: {0}")]
+    Invalid(String),
+    /// The database has a migration this binary does not know: it was migrated by a newer
+    /// coordinator.
+    #[error(
+        "failed to start: the database has migration {version} ({name}) that this coordinator \
+         does not know; upgrade the coordinator"
+    )]
+    UnknownMigration {
+        /// The unknown version.
+        version: i32,
+        /// Its recorded name.
+        name: String,
+    },
+    /// An applied migration differs from the one embedded in this binary.
+    #[error(
+        "failed to start: migration {version} ({name}) applied to the database differs from \
+         this coordinator's copy; the migration file was edited after it was applied"
+    )]
+    MigrationMismatch {
+        /// The version.
+        version: i32,
+        /// Its name.
+        name: String,
+    },
+    /// A migration's SQL failed.
+    #[error("failed to apply migration {version} ({name}): {source}")]
+    Migration {
+        /// The version.
+        version: i32,
+        /// Its name.
+        name: &'static str,
+        /// What went wrong.
+        source: Box<StoreError>,
+    },
+    /// Any other database error.
+    #[error("failed to query the database: {0}")]
+    Database(#[source] tokio_postgres::Error),
+}
+
+impl StoreError {
+    /// True for serialization failures and deadlocks: rerunning the transaction may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Retryable(_))
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        let Some(db) = error.as_db_error() else {
+            let io = std::error::Error::source(&error)
+                .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+            return if error.is_closed() || io {
+                Self::Unavailable(error.to_string())
+            } else {
+                Self::Database(error)
+            };
+        };
+        let message = db.message().to_string();
+        let constraint = || db.constraint().unwrap_or("constraint").to_string();
+        match db.code().code() {
+            "23505" => Self::Conflict {
+                constraint: constraint(),
+                message,
+            },
+            "23503" => Self::ForeignKey {
+                constraint: constraint(),
+                message,
+            },
+            "40001" | "40P01" => Self::Retryable(message),
+            SQLSTATE_IMMUTABLE => Self::Immutable {
+                table: db.table().unwrap_or("evidence").to_string(),
+                message,
+            },
+            "23502" | "23514" => Self::Invalid(message),
+            "57P01" | "57P02" | "57P03" | "53300" => Self::Unavailable(message),
+            code if code.starts_with("08") => Self::Unavailable(message),
+            code if code.starts_with("22") => Self::Invalid(message),
+            _ => Self::Database(error),
+        }
+    }
+}
+
+impl From<PoolError> for StoreError {
+    fn from(error: PoolError) -> Self {
+        match error {
+            PoolError::Backend(e) => e.into(),
+            other => Self::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// The coordinator's database: a pool of connections.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("status", &self.pool.status())
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens a pool on `url` (`postgres://user@host:port/db`) and checks that it connects.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::InvalidUrl(format!("{url:?}: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        drop(pool.get().await?);
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool (for queries that need no transaction).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A connection from the pool.
+    pub async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Runs `f` in a transaction and commits it; rolls back when `f` fails.
+    ///
+    /// Serialization failures and deadlocks (from `f` or from the commit) rerun `f` in a new
+    /// transaction, up to [`MAX_TX_ATTEMPTS`] times in all, so `f` must be safe to rerun.
+    /// `f` is called once per attempt; capture owned values by reference (`let id = &id;`)
+    /// so that each attempt's `async move` block can borrow them.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &akbench_coordinator::store::Store) -> Result<(), akbench_coordinator::store::StoreError> {
+    /// let workers: i64 = store
+    ///     .tx(|tx| Box::pin(async move {
+    ///         Ok(tx.query_one("SELECT count(*) FROM workers", &[]).await?.get(0))
+    ///     }))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn tx<T, F>(&self, mut f: F) -> Result<T, StoreError>
+    where
+        F: for<'t> FnMut(&'t Tx<'t>) -> TxFuture<'t, T> + Send,
+        T: Send,
+    {
+        let mut client = self.client().await?;
+        let mut attempt = 1;
+        loop {
+            let tx = client.transaction().await?;
+            let result = match f(&tx).await {
+                Ok(value) => tx.commit().await.map(|()| value).map_err(StoreError::from),
+                Err(error) => {
+                    // Dropping the transaction would also roll back; an explicit rollback
+                    // keeps the connection clean for the retry.
+                    let _ = tx.rollback().await;
+                    Err(error)
+                }
+            };
+            match result {
+                Err(error) if error.is_retryable() && attempt < MAX_TX_ATTEMPTS => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Applies the migrations this binary knows and the database lacks, each in its own
+    /// transaction under an advisory lock, so concurrent coordinators migrate once. Returns
+    /// the versions applied by this call (empty when the schema was current).
+    ///
+    /// Refuses a database that has a migration this binary does not know, or whose applied
+    /// migration differs from the embedded one.
+    pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
+        let mut client = self.client().await?;
+
+        let tx = client.transaction().await?;
+        lock_migrations(&tx).await?;
+        tx.batch_execute(SCHEMA_MIGRATIONS_SQL).await?;
+        for row in tx
+            .query("SELECT version, name, checksum FROM schema_migrations", &[])
+            .await?
+        {
+            let (version, name, checksum): (i32, String, String) =
+                (row.get(0), row.get(1), row.get(2));
+            match MIGRATIONS.iter().find(|m| m.version == version) {
+                None => return Err(StoreError::UnknownMigration { version, name }),
+                Some(known) => check_checksum(known, &checksum)?,
+            }
+        }
+        tx.commit().await?;
+
+        let mut applied = Vec::new();
+        for migration in MIGRATIONS {
+            let tx = client.transaction().await?;
+            lock_migrations(&tx).await?;
+            let existing = tx
+                .query_opt(
+                    "SELECT checksum FROM schema_migrations WHERE version = $1",
+                    &[&migration.version],
+                )
+                .await?;
+            if let Some(row) = existing {
+                // Applied earlier, or by a concurrent migrator while this one waited.
+                check_checksum(migration, row.get(0))?;
+                continue;
+            }
+            let failed = |e: tokio_postgres::Error| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                source: Box::new(e.into()),
+            };
+            tx.batch_execute(migration.sql).await.map_err(failed)?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                &[&migration.version, &migration.name, &migration.checksum()],
+            )
+            .await?;
+            tx.commit().await.map_err(failed)?;
+            applied.push(migration.version);
+        }
+        Ok(applied)
+    }
+}
+
+async fn lock_migrations(tx: &Tx<'_>) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    Ok(())
+}
+
+fn check_checksum(migration: &Migration, applied: &str) -> Result<(), StoreError> {
+    if migration.checksum() == applied {
+        Ok(())
+    } else {
+        Err(StoreError::MigrationMismatch {
+            version: migration.version,
+            name: migration.name.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i32 + 1, "{}", m.name);
+            assert!(!m.sql.trim().is_empty(), "{}", m.name);
+        }
+    }
+
+    #[test]
+    fn every_migration_file_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+            .collect();
+        assert_eq!(files, embedded);
+    }
+}

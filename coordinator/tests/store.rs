@@ -1,0 +1,259 @@
+//! The store on a real private cluster: migrations, the transaction helper and the mapping
+//! of SQLSTATE codes to domain errors.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::store::{Store, StoreError, MAX_TX_ATTEMPTS, MIGRATIONS};
+
+const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+async fn migrated() -> Store {
+    let store = Store::connect(&test_support::fresh_database().await)
+        .await
+        .expect("connects");
+    store.migrate().await.expect("migrates");
+    store
+}
+
+async fn insert_spec(store: &Store, key: &str) -> Result<(), StoreError> {
+    let client = store.client().await?;
+    client
+        .execute(
+            "INSERT INTO run_specs (run_id, run_key, digest, document)
+             VALUES (gen_random_uuid(), $1, $2, '{}'::jsonb)",
+            &[&key, &DIGEST],
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn migrating_twice_is_a_no_op() {
+    let store = Store::connect(&test_support::fresh_database().await)
+        .await
+        .unwrap();
+    let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+    assert_eq!(store.migrate().await.unwrap(), all);
+    assert_eq!(store.migrate().await.unwrap(), Vec::<i32>::new());
+    let client = store.client().await.unwrap();
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, MIGRATIONS.len() as i64);
+}
+
+#[tokio::test]
+async fn concurrent_migrators_apply_each_migration_once() {
+    let url = test_support::fresh_database().await;
+    let a = Store::connect(&url).await.unwrap();
+    let b = Store::connect(&url).await.unwrap();
+    let c = Store::connect(&url).await.unwrap();
+    let (ra, rb, rc) = tokio::join!(a.migrate(), b.migrate(), c.migrate());
+    let mut applied: Vec<i32> = [ra.unwrap(), rb.unwrap(), rc.unwrap()]
+        .into_iter()
+        .flatten()
+        .collect();
+    applied.sort();
+    let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+    assert_eq!(applied, all);
+}
+
+#[tokio::test]
+async fn a_database_with_an_unknown_migration_is_refused() {
+    let store = migrated().await;
+    let client = store.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'future', '')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = store.migrate().await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::UnknownMigration { version: 9999, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade the coordinator"), "{err}");
+
+    client
+        .execute("DELETE FROM schema_migrations WHERE version = 9999", &[])
+        .await
+        .unwrap();
+    client
+        .execute("UPDATE schema_migrations SET checksum = 'edited'", &[])
+        .await
+        .unwrap();
+    let err = store.migrate().await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::MigrationMismatch { version: 1, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn evidence_is_append_only() {
+    let store = migrated().await;
+    insert_spec(&store, "exp-20250101-abcd").await.unwrap();
+    let client = store.client().await.unwrap();
+    for sql in [
+        "UPDATE run_specs SET document = '{\"x\":1}'",
+        "DELETE FROM run_specs",
+        "TRUNCATE run_specs CASCADE",
+    ] {
+        let err = StoreError::from(client.execute(sql, &[]).await.unwrap_err());
+        match &err {
+            StoreError::Immutable { table, .. } => assert_eq!(table, "run_specs"),
+            other => panic!("{sql}: expected Immutable, got {other:?}"),
+        }
+        assert!(
+            err.to_string().starts_with("failed to change run_specs"),
+            "{err}"
+        );
+    }
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM run_specs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+}
+
+#[tokio::test]
+async fn constraint_violations_map_to_domain_errors() {
+    let store = migrated().await;
+    insert_spec(&store, "exp-20250101-abcd").await.unwrap();
+    match insert_spec(&store, "exp-20250101-abcd").await.unwrap_err() {
+        StoreError::Conflict { constraint, .. } => assert_eq!(constraint, "run_specs_run_key_key"),
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+
+    let client = store.client().await.unwrap();
+    let err: StoreError = client
+        .execute(
+            "INSERT INTO plans (run_id, stage, digest, document)
+             VALUES (gen_random_uuid(), 'draft', $1, '{}')",
+            &[&DIGEST],
+        )
+        .await
+        .unwrap_err()
+        .into();
+    assert!(
+        matches!(err, StoreError::ForeignKey { ref constraint, .. } if constraint == "plans_run_id_fkey"),
+        "{err:?}"
+    );
+
+    let err: StoreError = client
+        .execute(
+            "INSERT INTO run_specs (run_id, run_key, digest, document)
+             VALUES (gen_random_uuid(), 'k', 'not-a-digest', '{}')",
+            &[],
+        )
+        .await
+        .unwrap_err()
+        .into();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn tx_commits_rolls_back_and_retries_serialization_failures() {
+    let store = migrated().await;
+
+    // Commit.
+    let slots: i32 = store
+        .tx(|tx| {
+            Box::pin(async move {
+                tx.execute(
+                    "INSERT INTO workers (worker_id, slots) VALUES ('w1', 4)",
+                    &[],
+                )
+                .await?;
+                Ok(tx.query_one("SELECT slots FROM workers", &[]).await?.get(0))
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(slots, 4);
+
+    // Roll back on error: the insert before the failure is not kept.
+    let err = store
+        .tx(|tx| {
+            Box::pin(async move {
+                tx.execute(
+                    "INSERT INTO workers (worker_id, slots) VALUES ('w2', 1)",
+                    &[],
+                )
+                .await?;
+                tx.execute(
+                    "INSERT INTO workers (worker_id, slots) VALUES ('w1', 1)",
+                    &[],
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+    let client = store.client().await.unwrap();
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM workers", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+
+    // A serialization failure reruns the closure.
+    let raise = "DO $$ BEGIN RAISE EXCEPTION 'simulated' USING ERRCODE = '40001'; END $$";
+    let calls = AtomicU32::new(0);
+    let value = store
+        .tx(|tx| {
+            let call = calls.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if call == 0 {
+                    tx.batch_execute(raise).await?;
+                }
+                Ok(call)
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!((value, calls.load(Ordering::SeqCst)), (1, 2));
+
+    // ... a bounded number of times.
+    let calls = AtomicU32::new(0);
+    let err = store
+        .tx(|tx| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                tx.batch_execute(
+                    "DO $$ BEGIN RAISE EXCEPTION 'dl' USING ERRCODE = '40P01'; END $$",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), MAX_TX_ATTEMPTS);
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_unavailable() {
+    // A port that nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = Store::connect(&format!("postgres://postgres@127.0.0.1:{port}/x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let err = Store::connect("not a url").await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidUrl(_)), "{err:?}");
+}
