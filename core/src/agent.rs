@@ -253,7 +253,11 @@ mod tests {
     #[test]
     fn scripted_digest_follows_the_script() {
         let tmp = tempfile::tempdir().unwrap();
-        fs::write(tmp.path().join("s.toml"), "adapter = \"scripted\"\nscript = \"s.sh\"\n").unwrap();
+        fs::write(
+            tmp.path().join("s.toml"),
+            "adapter = \"scripted\"\nscript = \"s.sh\"\n",
+        )
+        .unwrap();
         fs::write(tmp.path().join("s.sh"), "exit 0").unwrap();
         let d0 = Agent::load(tmp.path(), "s").unwrap().condition.digest;
         fs::write(tmp.path().join("s.sh"), "exit 1").unwrap();
@@ -265,17 +269,26 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cases = [
             ("adapter = \"command\"\nbogus = 1\n", "bogus"),
-            ("adapter = \"command\"\ncredentials = [\"sk-123 secret\"]\n", "credentials"),
+            (
+                "adapter = \"command\"\ncredentials = [\"sk-123 secret\"]\n",
+                "credentials",
+            ),
             ("name = \"other\"\nadapter = \"command\"\n", "name"),
             ("adapter = \"scripted\"\nscript = \"../x.sh\"\n", "script"),
-            ("adapter = \"scripted\"\nscript = \"missing.sh\"\n", "script"),
+            (
+                "adapter = \"scripted\"\nscript = \"missing.sh\"\n",
+                "script",
+            ),
             ("model = \"m\"\n", "adapter"),
         ];
         for (i, (text, needle)) in cases.iter().enumerate() {
             let name = format!("bad{i}");
             fs::write(tmp.path().join(format!("{name}.toml")), text).unwrap();
             let e = Agent::load(tmp.path(), &name).unwrap_err().to_string();
-            assert!(e.contains(needle) && e.contains(&format!("{name}.toml")), "{e}");
+            assert!(
+                e.contains(needle) && e.contains(&format!("{name}.toml")),
+                "{e}"
+            );
         }
     }
 

@@ -9,7 +9,11 @@ use uuid::{timestamp::context::NoContext, Timestamp, Uuid};
 /// A new UUIDv7 whose timestamp is `at`.
 pub fn uuid_v7_at(at: DateTime<Utc>) -> Uuid {
     let secs = u64::try_from(at.timestamp()).unwrap_or(0);
-    Uuid::new_v7(Timestamp::from_unix(NoContext, secs, at.timestamp_subsec_nanos()))
+    Uuid::new_v7(Timestamp::from_unix(
+        NoContext,
+        secs,
+        at.timestamp_subsec_nanos(),
+    ))
 }
 
 /// True when `id` is a version-7 UUID.

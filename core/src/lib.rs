@@ -9,5 +9,6 @@ pub mod clock;
 pub mod digest;
 pub mod ids;
 pub mod lifecycle;
+pub mod manifest;
 pub mod record;
 pub mod task;

@@ -513,8 +513,12 @@ pub fn absolute(p: &Path) -> PathBuf {
 pub fn inside(base: &Path, rel: &str) -> Option<PathBuf> {
     let r = Path::new(rel);
     if r.is_absolute()
-        || r.components()
-            .any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+        || r.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
     {
         return None;
     }

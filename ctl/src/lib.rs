@@ -20,7 +20,11 @@ where
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { exit::USAGE } else { exit::OK };
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
         }
     };
     match cmd::dispatch(cli) {

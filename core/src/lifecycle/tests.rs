@@ -91,7 +91,11 @@ fn advance_never_skips_a_step() {
     for skip in 1..path.len() - 1 {
         let mut p = path.clone();
         p.remove(skip);
-        assert!(validate_path(&p).is_err(), "skipping {:?} passed", path[skip]);
+        assert!(
+            validate_path(&p).is_err(),
+            "skipping {:?} passed",
+            path[skip]
+        );
     }
 }
 

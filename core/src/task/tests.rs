@@ -25,7 +25,10 @@ fn loads_a_minimal_harbor_style_task() {
     assert_eq!(t.release.version, "1.0");
     assert!(t.release.digest.starts_with("sha256:"));
     assert_eq!(t.family, Family::Artefact);
-    assert_eq!(t.repo, RepoLocation::Path(tmp.path().join("repos/x.bundle")));
+    assert_eq!(
+        t.repo,
+        RepoLocation::Path(tmp.path().join("repos/x.bundle"))
+    );
     assert_eq!(t.agent_timeout_sec, DEFAULT_AGENT_TIMEOUT_SEC);
     assert!(t.reference.is_none());
 }
@@ -60,7 +63,10 @@ fn branch_names_and_short_hashes_are_refused() {
         let dir = write_task(tmp.path(), "t", &toml);
         let e = Task::load(&dir, tmp.path()).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("source.commit") && msg.contains("fix:"), "{msg}");
+        assert!(
+            msg.contains("source.commit") && msg.contains("fix:"),
+            "{msg}"
+        );
         assert_eq!(field_of(e), "source.commit");
     }
 }
@@ -83,7 +89,10 @@ fn disallowed_transports_are_refused() {
         "git@github.com:o/r.git",
         "file:///srv/r.git",
     ] {
-        assert!(matches!(parse_repo(good, root), Ok(RepoLocation::Url(_))), "{good}");
+        assert!(
+            matches!(parse_repo(good, root), Ok(RepoLocation::Url(_))),
+            "{good}"
+        );
     }
     assert_eq!(
         parse_repo("repos/a.bundle", root).unwrap(),
@@ -100,9 +109,16 @@ fn malformed_tasks_name_the_file_and_the_problem() {
     assert!(msg.contains("task.toml") && msg.contains("bogus"), "{msg}");
     // missing source
     let dir = write_task(tmp.path(), "b", "version = \"1\"\n");
-    assert_eq!(field_of(Task::load(&dir, tmp.path()).unwrap_err()), "source");
+    assert_eq!(
+        field_of(Task::load(&dir, tmp.path()).unwrap_err()),
+        "source"
+    );
     // bad timeout
-    let dir = write_task(tmp.path(), "c", &format!("{}[agent]\ntimeout_sec = -1\n", good_toml()));
+    let dir = write_task(
+        tmp.path(),
+        "c",
+        &format!("{}[agent]\ntimeout_sec = -1\n", good_toml()),
+    );
     assert_eq!(
         field_of(Task::load(&dir, tmp.path()).unwrap_err()),
         "agent.timeout_sec"
@@ -132,7 +148,11 @@ fn malformed_tasks_name_the_file_and_the_problem() {
 #[test]
 fn load_by_id_checks_names_and_ids() {
     let tmp = tempfile::tempdir().unwrap();
-    write_task(tmp.path(), "t1", &format!("id = \"other\"\n{}", good_toml()));
+    write_task(
+        tmp.path(),
+        "t1",
+        &format!("id = \"other\"\n{}", good_toml()),
+    );
     assert_eq!(field_of(load_by_id(tmp.path(), "t1").unwrap_err()), "id");
     assert!(load_by_id(tmp.path(), "../t1").is_err());
     assert!(load_by_id(tmp.path(), "missing").is_err());
