@@ -23,6 +23,20 @@ pub fn digest_of<T: Serialize + ?Sized>(value: &T) -> String {
     digest_bytes(canonical_json(value).as_bytes())
 }
 
+/// The digest of a sealed document: the canonical JSON of `value` with its own top-level
+/// `digest` field left out, so a document can carry the digest of its content.
+pub fn sealed_digest<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut v = serde_json::to_value(value).expect("domain values always serialize to JSON");
+    if let Some(o) = v.as_object_mut() {
+        o.remove("digest");
+    }
+    digest_bytes(
+        serde_json::to_string(&v)
+            .expect("a JSON value always serializes")
+            .as_bytes(),
+    )
+}
+
 /// The digest of raw bytes.
 pub fn digest_bytes(bytes: &[u8]) -> String {
     format!("{DIGEST_PREFIX}{}", hex::encode(Sha256::digest(bytes)))

@@ -10,5 +10,8 @@ pub mod digest;
 pub mod ids;
 pub mod lifecycle;
 pub mod manifest;
+pub mod plan;
 pub mod record;
+pub mod spec;
 pub mod task;
+pub mod testkit;
