@@ -13,5 +13,6 @@ pub mod manifest;
 pub mod plan;
 pub mod record;
 pub mod spec;
+pub mod spec_diff;
 pub mod task;
 pub mod testkit;
