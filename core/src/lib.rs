@@ -4,6 +4,7 @@
 //! record schema live here. Nothing in this crate talks to a network or a database; the only
 //! I/O is reading task and agent descriptor files from disk in the loaders.
 
+pub mod accounting;
 pub mod agent;
 pub mod clock;
 pub mod digest;
@@ -11,6 +12,7 @@ pub mod ids;
 pub mod lifecycle;
 pub mod manifest;
 pub mod plan;
+pub mod rates;
 pub mod record;
 pub mod spec;
 pub mod spec_diff;
