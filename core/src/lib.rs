@@ -8,6 +8,7 @@ pub mod accounting;
 pub mod agent;
 pub mod clock;
 pub mod digest;
+pub mod evidence;
 pub mod ids;
 pub mod lifecycle;
 pub mod manifest;
