@@ -26,7 +26,10 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, T) {
 
 fn main() {
     let clock = SystemClock;
-    println!("{:>8} {:>12} {:>14} {:>12} {:>14}", "trials", "plan (s)", "serialize (s)", "reconcile (s)", "per trial (us)");
+    println!(
+        "{:>8} {:>12} {:>14} {:>12} {:>14}",
+        "trials", "plan (s)", "serialize (s)", "reconcile (s)", "per trial (us)"
+    );
     for tasks in [100usize, 1_000] {
         let spec = synthetic_spec(tasks, 10, 10, &clock);
         let (t_plan, p) = best_of(3, || plan(&spec, &clock));

@@ -25,7 +25,11 @@ struct Canon<'a> {
 
 impl Canon<'_> {
     fn target(&mut self) -> &mut Vec<u8> {
-        match self.frames.last_mut().expect("the root frame is never popped") {
+        match self
+            .frames
+            .last_mut()
+            .expect("the root frame is never popped")
+        {
             Frame::Buf(b) => b,
             Frame::Obj {
                 in_key: true, key, ..
