@@ -55,16 +55,22 @@ pub fn run(args: ReconcileArgs) -> anyhow::Result<i32> {
                 q.observations.len()
             );
         }
-        for t in &a.trials {
-            if args.all || matches!(t.bucket, Bucket::Missing | Bucket::Quarantined) {
-                println!(
-                    "  {:>6} {:<21}{} {}",
-                    t.ordinal,
-                    t.bucket.as_str(),
-                    t.trial_id,
-                    t.key
-                );
+        // Without --all, list at most 20 missing or quarantined trials.
+        let mut more = 0usize;
+        let listed = a
+            .trials
+            .iter()
+            .filter(|t| args.all || matches!(t.bucket, Bucket::Missing | Bucket::Quarantined));
+        for (n, t) in listed.enumerate() {
+            if args.all || n < 20 {
+                let (o, b, id, k) = (t.ordinal, t.bucket.as_str(), t.trial_id, &t.key);
+                println!("  {o:>6} {b:<21}{id} {k}");
+            } else {
+                more += 1;
             }
+        }
+        if more > 0 {
+            println!("  ... {more} more (use --all or --json)");
         }
     }
     Ok(if a.valid {
