@@ -3,6 +3,8 @@
 //! A digest is `sha256:<hex>` of the canonical JSON encoding of a value: object keys sorted,
 //! no insignificant whitespace. Two documents with the same content always share a digest.
 
+mod canon;
+
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
@@ -11,9 +13,15 @@ pub const DIGEST_PREFIX: &str = "sha256:";
 
 /// Encodes `value` as canonical JSON (sorted keys, compact).
 ///
-/// `serde_json::Value` keeps objects in a `BTreeMap` (the `preserve_order` feature is never
-/// enabled in this workspace), so a round trip through `Value` sorts every key.
+/// Byte-identical to a round trip through `serde_json::Value` (whose objects are `BTreeMap`s;
+/// `preserve_order` is never enabled in this workspace), without building the tree.
 pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> String {
+    String::from_utf8(canon::to_canonical(value, false)).expect("JSON is UTF-8")
+}
+
+/// The reference encoding: a round trip through `serde_json::Value`. Slower; kept to check
+/// [`canonical_json`] against.
+pub fn canonical_json_via_value<T: Serialize + ?Sized>(value: &T) -> String {
     let value = serde_json::to_value(value).expect("domain values always serialize to JSON");
     serde_json::to_string(&value).expect("a JSON value always serializes")
 }
@@ -21,6 +29,20 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> String {
 /// The digest of `value`'s canonical JSON.
 pub fn digest_of<T: Serialize + ?Sized>(value: &T) -> String {
     digest_bytes(canonical_json(value).as_bytes())
+}
+
+/// The digest of a sealed document: the canonical JSON of `value` with its own top-level
+/// `digest` field left out, so a document can carry the digest of its content.
+pub fn sealed_digest<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut v = serde_json::to_value(value).expect("domain values always serialize to JSON");
+    if let Some(o) = v.as_object_mut() {
+        o.remove("digest");
+    }
+    digest_bytes(
+        serde_json::to_string(&v)
+            .expect("a JSON value always serializes")
+            .as_bytes(),
+    )
 }
 
 /// The digest of raw bytes.
@@ -43,6 +65,9 @@ impl Hasher {
         format!("{DIGEST_PREFIX}{}", hex::encode(self.0.finalize()))
     }
 }
+
+#[cfg(test)]
+mod canon_tests;
 
 #[cfg(test)]
 mod tests {

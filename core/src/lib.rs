@@ -8,12 +8,20 @@
 //! launches each agent non-interactively and the parser that reads its JSON Lines output
 //! into the record's [`record::Observations`].
 
+pub mod accounting;
 pub mod agent;
 pub mod clock;
 pub mod digest;
+pub mod evidence;
 pub mod grading;
 pub mod ids;
 pub mod lifecycle;
+pub mod manifest;
 pub mod observe;
+pub mod plan;
+pub mod rates;
 pub mod record;
+pub mod spec;
+pub mod spec_diff;
 pub mod task;
+pub mod testkit;

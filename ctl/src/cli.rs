@@ -25,6 +25,80 @@ pub enum Command {
 pub enum RunCommand {
     /// Run one trial locally: prepare, execute, evaluate, record. No server needed.
     Single(SingleArgs),
+    /// Resolve an experiment manifest and store its spec, draft plan and ready plan.
+    Plan(PlanArgs),
+    /// Show a stored run: its condition, plan summary and state.
+    Inspect(InspectArgs),
+    /// Compare two stored runs' conditions field by field (exit 0 identical, 1 different).
+    Diff(DiffArgs),
+    /// Account for a run's outcomes against its plan (exit 1 when the accounting is invalid).
+    Reconcile(ReconcileArgs),
+}
+
+/// Where runs are stored.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The evidence store: one folder per run key.
+    #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
+    pub store_root: PathBuf,
+    /// Print one JSON document instead of human output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `akbench run plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The experiment manifest (experiment.yaml; see docs/manifest.md).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Folder holding the tasks (default: the manifest's `tasks.root`).
+    #[arg(long, env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: Option<PathBuf>,
+    /// Folder holding the agent descriptors (default: the manifest's `agents.root`).
+    #[arg(long, env = "AKBENCH_AGENTS_ROOT")]
+    pub agents_root: Option<PathBuf>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Run key or UUID.
+    pub run: String,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Left run (key or UUID).
+    pub left: String,
+    /// Right run (key or UUID).
+    pub right: String,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Run key or UUID.
+    pub run: String,
+    /// Observations file (JSON Lines; see docs/observations.md).
+    #[arg(long)]
+    pub observations: PathBuf,
+    /// List every trial in human output, not only the problems.
+    #[arg(long)]
+    pub all: bool,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `akbench run single`.

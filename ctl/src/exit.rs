@@ -21,6 +21,9 @@ pub fn code_for(e: &anyhow::Error) -> i32 {
         c.is::<InputError>()
             || c.is::<akbench_core::task::TaskError>()
             || c.is::<akbench_core::agent::AgentError>()
+            || c.is::<akbench_core::manifest::ManifestError>()
+            || c.is::<akbench_core::spec::ResolveError>()
+            || c.is::<akbench_core::accounting::ObservationsError>()
     }) {
         USAGE
     } else {

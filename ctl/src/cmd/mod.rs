@@ -1,5 +1,9 @@
 //! One module per command.
 
+pub mod diff;
+pub mod inspect;
+pub mod plan;
+pub mod reconcile;
 pub mod single;
 
 use crate::cli::{Cli, Command, RunCommand};
@@ -8,5 +12,37 @@ use crate::cli::{Cli, Command, RunCommand};
 pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(RunCommand::Single(args)) => single::run(args),
+        Command::Run(RunCommand::Plan(args)) => plan::run(args),
+        Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
+        Command::Run(RunCommand::Diff(args)) => diff::run(args),
+        Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
     }
+}
+
+/// Finds a stored run; an unknown key or UUID is bad input (exit 2).
+pub(crate) fn find_run(
+    store: &akbench_core::evidence::EvidenceStore,
+    run: &str,
+) -> anyhow::Result<akbench_core::evidence::StoredRun> {
+    use akbench_core::evidence::EvidenceError;
+    store.find(run).map_err(|e| match e {
+        EvidenceError::NotFound { .. } => crate::exit::InputError(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    })
+}
+
+/// Prints `value` as one JSON document.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Renders a summary map as `a=1 b=2`.
+pub(crate) fn counts<K: std::fmt::Display, V: std::fmt::Display>(
+    m: &std::collections::BTreeMap<K, V>,
+) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

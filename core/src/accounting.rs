@@ -1,0 +1,315 @@
+//! Run accounting: typed trial outcomes matched against the exact planned membership.
+//!
+//! This module owns [`reconcile`] and [`RunAccounting`]. Every planned trial lands in exactly
+//! one [`Bucket`]; observations for identities outside the plan are reported as unexpected;
+//! an identical duplicate counts once; conflicting duplicates are quarantined (the trial goes
+//! to the `quarantined` bucket) and make the accounting invalid, as do unexpected identities.
+//! Accepted records stay in plan order. The observations file format lives in
+//! [`observations`].
+
+pub mod observations;
+
+pub use observations::{load_observations, parse_observations, Observation, ObservationsError};
+
+use crate::lifecycle::State;
+use crate::plan::RunPlan;
+use crate::rates::Rates;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// Where a planned trial is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    /// `completed` with `ok: true`.
+    Succeeded,
+    /// `completed` with `ok: false`, or `failed` (the agent's failure).
+    Failed,
+    /// `cancelled`.
+    Cancelled,
+    /// `timeout`.
+    TimedOut,
+    /// `invalid_configuration`.
+    Invalid,
+    /// `not_graded`.
+    NotGraded,
+    /// `infrastructure_error`: never counted as an agent failure.
+    InfrastructureError,
+    /// `evaluation_error`: the measurement broke.
+    EvaluationError,
+    /// Conflicting observations; none accepted.
+    Quarantined,
+    /// No observation.
+    Missing,
+}
+
+/// Every bucket, in report order.
+pub const ALL_BUCKETS: [Bucket; 10] = [
+    Bucket::Succeeded,
+    Bucket::Failed,
+    Bucket::Cancelled,
+    Bucket::TimedOut,
+    Bucket::Invalid,
+    Bucket::NotGraded,
+    Bucket::InfrastructureError,
+    Bucket::EvaluationError,
+    Bucket::Quarantined,
+    Bucket::Missing,
+];
+
+impl Bucket {
+    /// The bucket of an accepted observation.
+    pub fn of(o: &Observation) -> Bucket {
+        match o.state {
+            State::Completed if o.ok == Some(true) => Bucket::Succeeded,
+            State::Completed | State::Failed => Bucket::Failed,
+            State::Cancelled => Bucket::Cancelled,
+            State::Timeout => Bucket::TimedOut,
+            State::InvalidConfiguration => Bucket::Invalid,
+            State::NotGraded => Bucket::NotGraded,
+            State::InfrastructureError => Bucket::InfrastructureError,
+            State::EvaluationError => Bucket::EvaluationError,
+            // Parsing refuses non-terminal states; should one arrive, nothing is accepted.
+            _ => Bucket::Quarantined,
+        }
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Succeeded => "succeeded",
+            Bucket::Failed => "failed",
+            Bucket::Cancelled => "cancelled",
+            Bucket::TimedOut => "timed_out",
+            Bucket::Invalid => "invalid",
+            Bucket::NotGraded => "not_graded",
+            Bucket::InfrastructureError => "infrastructure_error",
+            Bucket::EvaluationError => "evaluation_error",
+            Bucket::Quarantined => "quarantined",
+            Bucket::Missing => "missing",
+        }
+    }
+}
+
+/// Trials per bucket; the fields sum to the planned count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketCounts {
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+    /// Timed out.
+    pub timed_out: u64,
+    /// Invalid configuration.
+    pub invalid: u64,
+    /// Not graded.
+    pub not_graded: u64,
+    /// Infrastructure errors.
+    pub infrastructure_error: u64,
+    /// Evaluation errors.
+    pub evaluation_error: u64,
+    /// Quarantined (conflicting duplicates).
+    pub quarantined: u64,
+    /// Missing.
+    pub missing: u64,
+}
+
+impl BucketCounts {
+    fn slot(&mut self, b: Bucket) -> &mut u64 {
+        match b {
+            Bucket::Succeeded => &mut self.succeeded,
+            Bucket::Failed => &mut self.failed,
+            Bucket::Cancelled => &mut self.cancelled,
+            Bucket::TimedOut => &mut self.timed_out,
+            Bucket::Invalid => &mut self.invalid,
+            Bucket::NotGraded => &mut self.not_graded,
+            Bucket::InfrastructureError => &mut self.infrastructure_error,
+            Bucket::EvaluationError => &mut self.evaluation_error,
+            Bucket::Quarantined => &mut self.quarantined,
+            Bucket::Missing => &mut self.missing,
+        }
+    }
+
+    /// The count of one bucket.
+    pub fn get(&self, b: Bucket) -> u64 {
+        let mut c = *self;
+        *c.slot(b)
+    }
+
+    /// The sum over all buckets: the planned trial count.
+    pub fn planned(&self) -> u64 {
+        ALL_BUCKETS.iter().map(|b| self.get(*b)).sum()
+    }
+}
+
+/// One planned trial and where it landed, in plan order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccountedTrial {
+    /// Plan ordinal.
+    pub ordinal: u64,
+    /// Trial UUID.
+    pub trial_id: Uuid,
+    /// Trial key.
+    pub key: String,
+    /// Its bucket.
+    pub bucket: Bucket,
+    /// The accepted observation (absent for missing and quarantined trials).
+    pub outcome: Option<Observation>,
+}
+
+/// A trial observed more than once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicate {
+    /// Trial UUID.
+    pub trial_id: Uuid,
+    /// How many observations named it.
+    pub count: usize,
+    /// True when all of them are identical (counted once); false when they conflict.
+    pub identical: bool,
+}
+
+/// Observations kept apart from the aggregate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quarantined {
+    /// The trial they name.
+    pub trial_id: Uuid,
+    /// Why: `conflicting_duplicate` or `unexpected_identity`.
+    pub reason: String,
+    /// The observations, in input order.
+    pub observations: Vec<Observation>,
+}
+
+/// The result of reconciling outcomes with a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunAccounting {
+    /// The run.
+    pub run_id: Uuid,
+    /// The run key.
+    pub run_key: String,
+    /// Digest of the plan accounted against.
+    pub plan_digest: String,
+    /// Planned trials.
+    pub planned: u64,
+    /// Observations read.
+    pub observations: u64,
+    /// Trials per bucket.
+    pub counts: BucketCounts,
+    /// Rates over the counts.
+    pub rates: Rates,
+    /// True when no conflicting duplicate and no unexpected identity was found.
+    pub valid: bool,
+    /// True when every planned trial has an accepted outcome.
+    pub complete: bool,
+    /// Every planned trial, in plan order.
+    pub trials: Vec<AccountedTrial>,
+    /// Trials observed more than once.
+    pub duplicates: Vec<Duplicate>,
+    /// UUIDs observed that the plan does not hold, in input order.
+    pub unexpected: Vec<Uuid>,
+    /// Conflicting duplicates and unexpected identities, kept apart.
+    pub quarantined: Vec<Quarantined>,
+}
+
+impl RunAccounting {
+    /// The accepted records, in plan order.
+    pub fn accepted(&self) -> impl Iterator<Item = (&AccountedTrial, &Observation)> {
+        self.trials
+            .iter()
+            .filter_map(|t| t.outcome.as_ref().map(|o| (t, o)))
+    }
+}
+
+/// Matches `observations` to `plan`'s exact UUID set.
+pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting {
+    let index: HashMap<Uuid, usize> = plan
+        .trials
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.trial_id, i))
+        .collect();
+    // Per planned trial: indices of its observations.
+    let mut seen: Vec<Vec<usize>> = vec![Vec::new(); plan.trials.len()];
+    let mut unexpected_order: Vec<Uuid> = Vec::new();
+    let mut unexpected: HashMap<Uuid, Vec<Observation>> = HashMap::new();
+    for (j, o) in observations.iter().enumerate() {
+        match index.get(&o.trial_id) {
+            Some(&i) => seen[i].push(j),
+            None => {
+                let e = unexpected.entry(o.trial_id).or_default();
+                if e.is_empty() {
+                    unexpected_order.push(o.trial_id);
+                }
+                e.push(o.clone());
+            }
+        }
+    }
+    let mut counts = BucketCounts::default();
+    let mut trials = Vec::with_capacity(plan.trials.len());
+    let mut duplicates = Vec::new();
+    let mut quarantined = Vec::new();
+    for (t, obs) in plan.trials.iter().zip(&seen) {
+        let (bucket, outcome) = match obs.as_slice() {
+            [] => (Bucket::Missing, None),
+            [j] => {
+                let o = &observations[*j];
+                (Bucket::of(o), Some(o.clone()))
+            }
+            [first, rest @ ..] => {
+                let o = &observations[*first];
+                let identical = rest.iter().all(|j| observations[*j] == *o);
+                duplicates.push(Duplicate {
+                    trial_id: t.trial_id,
+                    count: obs.len(),
+                    identical,
+                });
+                if identical {
+                    (Bucket::of(o), Some(o.clone()))
+                } else {
+                    quarantined.push(Quarantined {
+                        trial_id: t.trial_id,
+                        reason: "conflicting_duplicate".into(),
+                        observations: obs.iter().map(|j| observations[*j].clone()).collect(),
+                    });
+                    (Bucket::Quarantined, None)
+                }
+            }
+        };
+        *counts.slot(bucket) += 1;
+        trials.push(AccountedTrial {
+            ordinal: t.ordinal,
+            trial_id: t.trial_id,
+            key: t.key.clone(),
+            bucket,
+            outcome,
+        });
+    }
+    for id in &unexpected_order {
+        quarantined.push(Quarantined {
+            trial_id: *id,
+            reason: "unexpected_identity".into(),
+            observations: unexpected.remove(id).unwrap_or_default(),
+        });
+    }
+    let valid = counts.quarantined == 0 && unexpected_order.is_empty();
+    RunAccounting {
+        run_id: plan.run_id,
+        run_key: plan.run_key.clone(),
+        plan_digest: plan.digest.clone(),
+        planned: plan.trials.len() as u64,
+        observations: observations.len() as u64,
+        rates: Rates::from_counts(&counts),
+        valid,
+        complete: counts.missing == 0 && counts.quarantined == 0,
+        counts,
+        trials,
+        duplicates,
+        unexpected: unexpected_order,
+        quarantined,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,119 @@
+//! The observations file: one typed trial outcome per line (JSON Lines), documented in
+//! docs/observations.md. A malformed line refuses the whole file, naming its line.
+
+use crate::lifecycle::State;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+/// One typed trial outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    /// The planned trial's UUID.
+    pub trial_id: Uuid,
+    /// The terminal state, snake_case (`completed`, `failed`, ...).
+    #[serde(with = "state_name")]
+    pub state: State,
+    /// For `completed`: whether the task was solved. `null` otherwise.
+    pub ok: Option<bool>,
+    /// Score, when graded.
+    pub score: Option<f64>,
+    /// The attempt that produced the outcome.
+    pub attempt_id: Option<Uuid>,
+    /// Where the outcome came from (a harness, a file).
+    pub source: Option<String>,
+}
+
+mod state_name {
+    use crate::lifecycle::State;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &State, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(s.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<State, D::Error> {
+        let s = String::deserialize(de)?;
+        match State::parse(&s) {
+            Some(st) if st.is_terminal() => Ok(st),
+            Some(_) => Err(serde::de::Error::custom(format!(
+                "state `{s}` is not terminal (expected completed, failed, timeout, cancelled, infrastructure_error, invalid_configuration, evaluation_error or not_graded)"
+            ))),
+            None => Err(serde::de::Error::custom(format!("unknown state `{s}`"))),
+        }
+    }
+}
+
+/// The observations file could not be read or is malformed; nothing was accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to read observations {}{}: {problem}; fix: see docs/observations.md (one JSON object per line)", file.display(), line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+pub struct ObservationsError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line of the first error, when the file was readable.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl Observation {
+    /// Checks the fields against each other.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.state, self.ok) {
+            (State::Completed, None) => {
+                return Err("`completed` needs `ok`: true or false".into());
+            }
+            (State::Completed, Some(_)) => {}
+            (s, Some(true)) => return Err(format!("`{s}` cannot have `ok: true`")),
+            _ => {}
+        }
+        if let Some(x) = self.score {
+            if !x.is_finite() {
+                return Err("`score` is not a finite number".into());
+            }
+            if self.state == State::NotGraded {
+                return Err("`not_graded` cannot have a score (it was never measured)".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses observations text (JSON Lines; blank lines are skipped). `file` names the input in
+/// errors.
+pub fn parse_observations(text: &str, file: &Path) -> Result<Vec<Observation>, ObservationsError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() {
+            continue;
+        }
+        let err = |problem: String| ObservationsError {
+            file: file.to_path_buf(),
+            line: Some(i + 1),
+            problem,
+        };
+        let o: Observation = serde_json::from_str(l).map_err(|e| {
+            let mut m = e.to_string();
+            // serde_json appends " at line 1 column C": the line is the file's, reported above.
+            if let Some(i) = m.rfind(" at line ") {
+                m.truncate(i);
+            }
+            err(format!("{m} (column {})", e.column()))
+        })?;
+        o.check().map_err(err)?;
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// Reads and parses an observations file.
+pub fn load_observations(file: &Path) -> Result<Vec<Observation>, ObservationsError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ObservationsError {
+        file: file.to_path_buf(),
+        line: None,
+        problem: e.to_string(),
+    })?;
+    parse_observations(&text, file)
+}

@@ -1,0 +1,201 @@
+use super::*;
+use crate::clock::{Clock, ManualClock};
+use crate::plan::plan;
+use crate::testkit::synthetic_spec;
+use chrono::{TimeZone, Utc};
+use proptest::prelude::*;
+use std::path::Path;
+
+fn clock() -> ManualClock {
+    ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 4, 0, 0, 0).unwrap())
+}
+
+fn obs(id: Uuid, state: State, ok: Option<bool>) -> Observation {
+    Observation {
+        trial_id: id,
+        state,
+        ok,
+        score: None,
+        attempt_id: None,
+        source: Some("test".into()),
+    }
+}
+
+#[test]
+fn every_bucket() {
+    let p = plan(&synthetic_spec(10, 1, 1, &clock()), &clock());
+    let id = |i: usize| p.trials[i].trial_id;
+    let o = vec![
+        obs(id(0), State::Completed, Some(true)),
+        obs(id(1), State::Completed, Some(false)),
+        obs(id(2), State::Failed, None),
+        obs(id(3), State::Cancelled, None),
+        obs(id(4), State::Timeout, None),
+        obs(id(5), State::InvalidConfiguration, None),
+        obs(id(6), State::NotGraded, None),
+        obs(id(7), State::InfrastructureError, None),
+        obs(id(8), State::EvaluationError, None),
+    ];
+    let a = reconcile(&p, &o);
+    let buckets: Vec<Bucket> = a.trials.iter().map(|t| t.bucket).collect();
+    assert_eq!(
+        buckets,
+        [
+            Bucket::Succeeded,
+            Bucket::Failed,
+            Bucket::Failed,
+            Bucket::Cancelled,
+            Bucket::TimedOut,
+            Bucket::Invalid,
+            Bucket::NotGraded,
+            Bucket::InfrastructureError,
+            Bucket::EvaluationError,
+            Bucket::Missing,
+        ]
+    );
+    assert_eq!(a.counts.failed, 2);
+    assert_eq!(a.counts.infrastructure_error, 1);
+    assert_eq!(a.counts.missing, 1);
+    assert_eq!(a.counts.planned(), 10);
+    assert!(a.valid);
+    assert!(!a.complete);
+    assert_eq!(a.rates.pass_rate, Some(1.0 / 3.0));
+    assert_eq!(a.accepted().count(), 9);
+}
+
+#[test]
+fn identical_duplicate_counts_once() {
+    let p = plan(&synthetic_spec(2, 1, 1, &clock()), &clock());
+    let o = obs(p.trials[0].trial_id, State::Completed, Some(true));
+    let a = reconcile(&p, &[o.clone(), o.clone(), o]);
+    assert!(a.valid);
+    assert_eq!(a.counts.succeeded, 1);
+    assert_eq!(
+        a.duplicates,
+        [Duplicate {
+            trial_id: p.trials[0].trial_id,
+            count: 3,
+            identical: true
+        }]
+    );
+    assert!(a.quarantined.is_empty());
+}
+
+#[test]
+fn conflicting_duplicate_is_quarantined_and_invalidates() {
+    let p = plan(&synthetic_spec(2, 1, 1, &clock()), &clock());
+    let id = p.trials[1].trial_id;
+    let a = reconcile(
+        &p,
+        &[
+            obs(id, State::Completed, Some(true)),
+            obs(id, State::Completed, Some(false)),
+        ],
+    );
+    assert!(!a.valid);
+    assert_eq!(a.counts.quarantined, 1);
+    assert_eq!(a.counts.succeeded + a.counts.failed, 0);
+    assert_eq!(a.trials[1].bucket, Bucket::Quarantined);
+    assert!(a.trials[1].outcome.is_none());
+    assert_eq!(a.quarantined[0].reason, "conflicting_duplicate");
+    assert_eq!(a.quarantined[0].observations.len(), 2);
+    assert!(!a.duplicates[0].identical);
+}
+
+#[test]
+fn unexpected_identities_are_reported_and_invalidate() {
+    let p = plan(&synthetic_spec(1, 1, 2, &clock()), &clock());
+    let stranger = crate::ids::uuid_v7_at(clock().now());
+    let a = reconcile(
+        &p,
+        &[
+            obs(stranger, State::Completed, Some(true)),
+            obs(p.trials[0].trial_id, State::Failed, None),
+        ],
+    );
+    assert!(!a.valid);
+    assert_eq!(a.unexpected, [stranger]);
+    assert_eq!(a.quarantined[0].reason, "unexpected_identity");
+    assert_eq!(a.counts.failed, 1);
+    assert_eq!(a.counts.missing, 1);
+    assert_eq!(a.counts.planned(), 2);
+}
+
+#[test]
+fn accepted_records_are_in_plan_order_whatever_the_input_order() {
+    let p = plan(&synthetic_spec(5, 1, 1, &clock()), &clock());
+    let o: Vec<Observation> = p
+        .trials
+        .iter()
+        .rev()
+        .map(|t| obs(t.trial_id, State::Completed, Some(true)))
+        .collect();
+    let a = reconcile(&p, &o);
+    let ord: Vec<u64> = a.accepted().map(|(t, _)| t.ordinal).collect();
+    assert_eq!(ord, [0, 1, 2, 3, 4]);
+    assert!(a.complete && a.valid);
+}
+
+#[test]
+fn observations_file_format() {
+    let id = crate::ids::uuid_v7_at(clock().now());
+    let good = format!(
+        "{{\"trial_id\":\"{id}\",\"state\":\"completed\",\"ok\":true,\"score\":1.0,\"attempt_id\":null,\"source\":\"x\"}}\n\n\
+         {{\"trial_id\":\"{id}\",\"state\":\"not_graded\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null}}\n"
+    );
+    let o = parse_observations(&good, Path::new("o.jsonl")).unwrap();
+    assert_eq!(o.len(), 2);
+    assert_eq!(o[1].state, State::NotGraded);
+    let line = |body: &str| {
+        format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null}}\n{body}\n")
+    };
+    let cases = [
+        (line("{\"trial_id\":\"nope\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null}"), "UUID"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"executing\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null}}")), "not terminal"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"completed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null}}")), "needs `ok`"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"not_graded\",\"ok\":null,\"score\":0.0,\"attempt_id\":null,\"source\":null}}")), "never measured"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null,\"extra\":1}}")), "extra"),
+        (line("not json"), "expected"),
+    ];
+    for (text, needle) in cases {
+        let e = parse_observations(&text, Path::new("o.jsonl")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let s = e.to_string();
+        assert!(s.contains(needle) && s.contains("line 2"), "{needle}: {s}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn buckets_always_partition_the_plan(
+        picks in proptest::collection::vec((0usize..30, 0usize..9, any::<bool>()), 0..80)
+    ) {
+        let p = plan(&synthetic_spec(5, 2, 2, &clock()), &clock());
+        let states = [
+            State::Completed, State::Completed, State::Failed, State::Cancelled, State::Timeout,
+            State::InvalidConfiguration, State::NotGraded, State::InfrastructureError,
+            State::EvaluationError,
+        ];
+        let strangers: Vec<Uuid> = (0..10).map(|_| crate::ids::uuid_v7_at(clock().now())).collect();
+        let o: Vec<Observation> = picks
+            .iter()
+            .map(|(i, s, ok)| {
+                let id = if *i < 20 { p.trials[*i].trial_id } else { strangers[*i - 20] };
+                let st = states[*s];
+                obs(id, st, if st == State::Completed { Some(*ok) } else { None })
+            })
+            .collect();
+        let a = reconcile(&p, &o);
+        prop_assert_eq!(a.counts.planned(), 20);
+        prop_assert_eq!(a.trials.len(), 20);
+        for b in ALL_BUCKETS {
+            let n = a.trials.iter().filter(|t| t.bucket == b).count() as u64;
+            prop_assert_eq!(n, a.counts.get(b));
+        }
+        let ords: Vec<u64> = a.trials.iter().map(|t| t.ordinal).collect();
+        prop_assert_eq!(ords, (0..20).collect::<Vec<_>>());
+        prop_assert_eq!(a.valid, a.counts.quarantined == 0 && a.unexpected.is_empty());
+        let graded = a.counts.succeeded + a.counts.failed;
+        prop_assert_eq!(a.rates.pass_rate.is_none(), graded == 0);
+    }
+}

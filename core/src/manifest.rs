@@ -1,0 +1,449 @@
+//! The experiment manifest (`experiment.yaml`): what a user asks for.
+//!
+//! This module owns the on-disk format (see docs/manifest.md), its parsing with
+//! `serde_norway` and the checks that need no other file. Unknown fields are errors that
+//! name the field and the line. Turning a manifest into exact task releases and agent
+//! conditions is [`crate::spec::resolve`]'s job.
+
+use crate::agent::is_env_name;
+use crate::ids::is_valid_name;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `experiment.yaml` as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentManifest {
+    /// Experiment name; the first part of the run key.
+    pub experiment: String,
+    /// One line saying what the experiment measures.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Which tasks to run.
+    pub tasks: TaskSelection,
+    /// The agent conditions.
+    pub agents: AgentSelection,
+    /// Trials per (task, agent) pair; default 1.
+    #[serde(default)]
+    pub repetitions: Option<u32>,
+    /// Resources and limits of one trial.
+    #[serde(default)]
+    pub compute: ComputeSection,
+    /// How trials execute.
+    #[serde(default)]
+    pub execution: ExecutionSection,
+    /// Whether and how trials are graded.
+    #[serde(default)]
+    pub evaluation: EvaluationSection,
+    /// Who may see the results; default `private`.
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
+    /// Environment-variable names the run needs (never values).
+    #[serde(default)]
+    pub credentials: Vec<String>,
+    /// Optional references to external authorities.
+    #[serde(default)]
+    pub references: References,
+}
+
+/// `tasks:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSelection {
+    /// Folder holding one folder per task, relative to the manifest; `--tasks-root` wins.
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+    /// Task ids selected explicitly.
+    #[serde(default)]
+    pub ids: Vec<String>,
+    /// Globs (`*`, `?`) over task folder names.
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Globs removing tasks from the selection (applied last).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// `agents:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSelection {
+    /// Folder holding `<name>.toml` descriptors, relative to the manifest; `--agents-root`
+    /// wins.
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+    /// The agent conditions, in the order trials are planned.
+    pub conditions: Vec<AgentEntry>,
+}
+
+/// One agent condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEntry {
+    /// Descriptor name (`<agents root>/<descriptor>.toml`).
+    pub descriptor: String,
+    /// Label used in trial keys; defaults to the descriptor name. Needed when one
+    /// descriptor appears twice (e.g. with two models).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Model override; defaults to the descriptor's model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Adapter parameters, merged over the descriptor's.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, serde_json::Value>,
+    /// Provider route the agent's calls go through (for concurrency caps).
+    #[serde(default)]
+    pub provider_route: Option<String>,
+}
+
+/// `compute:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeSection {
+    /// CPUs per trial; default 1.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory per trial in MiB; default 2048.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    /// Agent timeout in seconds; default: each task's own.
+    #[serde(default)]
+    pub agent_timeout_sec: Option<f64>,
+    /// Evaluation timeout in seconds; default: each task's own.
+    #[serde(default)]
+    pub verifier_timeout_sec: Option<f64>,
+}
+
+/// `execution:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionSection {
+    /// Runtime: `direct`, `sandbox` or `container`; default `direct`.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// Retries after an infrastructure error (never after an agent failure); default 0.
+    #[serde(default)]
+    pub infrastructure_retries: Option<u32>,
+    /// Best-of-N candidates per trial; default 1.
+    #[serde(default)]
+    pub candidates: Option<u32>,
+    /// Concurrency caps.
+    #[serde(default)]
+    pub concurrency: Concurrency,
+}
+
+/// `execution.concurrency:`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Concurrency {
+    /// Cap on trials running at once for the whole run; default none.
+    #[serde(default)]
+    pub max_trials: Option<u32>,
+    /// Caps per agent label.
+    #[serde(default)]
+    pub per_agent: BTreeMap<String, u32>,
+    /// Caps per provider route.
+    #[serde(default)]
+    pub per_provider_route: BTreeMap<String, u32>,
+}
+
+/// How the agent process is isolated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// A child process with a reduced environment.
+    Direct,
+    /// bubblewrap namespaces.
+    Sandbox,
+    /// docker / podman.
+    Container,
+}
+
+impl Runtime {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Direct => "direct",
+            Runtime::Sandbox => "sandbox",
+            Runtime::Container => "container",
+        }
+    }
+}
+
+/// `evaluation:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationSection {
+    /// Run the hidden tests; default true. `false` ends trials `not_graded`.
+    #[serde(default)]
+    pub grade: Option<bool>,
+    /// Evaluation profile name; default `default`.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Optional reviewer (e.g. a model or a person) that reviews graded results.
+    #[serde(default)]
+    pub reviewer: Option<String>,
+}
+
+/// Who may see a run's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Only the people who ran it.
+    Private,
+    /// The organisation.
+    Internal,
+    /// Anyone.
+    Public,
+}
+
+impl Visibility {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Private => "private",
+            Visibility::Internal => "internal",
+            Visibility::Public => "public",
+        }
+    }
+}
+
+/// `references:`: optional names of external authorities.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct References {
+    /// Who authorised the run (a ticket, an approval id).
+    #[serde(default)]
+    pub authority: Option<String>,
+    /// An external evaluation definition.
+    #[serde(default)]
+    pub evaluation: Option<String>,
+    /// The provider-route table the run uses.
+    #[serde(default)]
+    pub provider_route: Option<String>,
+}
+
+/// A manifest could not be read or is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("failed to read manifest {}: {message}; fix: pass an existing experiment.yaml with --config", file.display())]
+    Io {
+        /// The manifest.
+        file: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    /// The YAML did not parse or did not match the format.
+    #[error("failed to parse manifest {}{}: {message}; fix: see docs/manifest.md for the format", file.display(), line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+    Parse {
+        /// The manifest.
+        file: PathBuf,
+        /// 1-based line of the error, when known.
+        line: Option<usize>,
+        /// What the parser said (names the unknown field).
+        message: String,
+    },
+    /// A field has a bad value.
+    #[error("failed to accept manifest {}: field `{field}`: {problem}; fix: {fix}", file.display())]
+    Field {
+        /// The manifest.
+        file: PathBuf,
+        /// Dotted field path.
+        field: String,
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+}
+
+impl ExperimentManifest {
+    /// Reads and checks `file`.
+    pub fn load(file: &Path) -> Result<ExperimentManifest, ManifestError> {
+        let text = std::fs::read_to_string(file).map_err(|e| ManifestError::Io {
+            file: file.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text, file)
+    }
+
+    /// Parses and checks manifest text; `file` is only used in messages.
+    pub fn parse(text: &str, file: &Path) -> Result<ExperimentManifest, ManifestError> {
+        let m: ExperimentManifest = serde_norway::from_str(text).map_err(|e| {
+            let line = e.location().map(|l| l.line());
+            let mut message = e.to_string();
+            // The parser appends " at line L column C"; the line is reported separately.
+            if let Some(i) = message.find(" at line ") {
+                message.truncate(i);
+            }
+            ManifestError::Parse {
+                file: file.to_path_buf(),
+                line,
+                message,
+            }
+        })?;
+        m.check(file)?;
+        Ok(m)
+    }
+
+    fn check(&self, file: &Path) -> Result<(), ManifestError> {
+        let bad = |field: &str, problem: String, fix: &str| ManifestError::Field {
+            file: file.to_path_buf(),
+            field: field.to_string(),
+            problem,
+            fix: fix.to_string(),
+        };
+        if !is_valid_name(&self.experiment) {
+            return Err(bad(
+                "experiment",
+                format!("`{}` is not a valid name", self.experiment),
+                "use letters, digits, `.`, `_` and `-` only",
+            ));
+        }
+        let sel = &self.tasks;
+        if sel.ids.is_empty() && sel.include.is_empty() {
+            return Err(bad(
+                "tasks",
+                "selects no task".into(),
+                "list task ids under `ids` or globs under `include`",
+            ));
+        }
+        for id in &sel.ids {
+            if !is_valid_name(id) {
+                return Err(bad(
+                    "tasks.ids",
+                    format!("`{id}` is not a valid task id"),
+                    "use letters, digits, `.`, `_` and `-` only",
+                ));
+            }
+        }
+        for g in sel.include.iter().chain(&sel.exclude) {
+            if g.is_empty() || g.contains('/') {
+                return Err(bad(
+                    "tasks.include/exclude",
+                    format!("`{g}` is not a glob over task folder names"),
+                    "use `*` and `?` over names, e.g. `wordcount-*`",
+                ));
+            }
+        }
+        if self.agents.conditions.is_empty() {
+            return Err(bad(
+                "agents.conditions",
+                "is empty".into(),
+                "list at least one `- descriptor: <name>`",
+            ));
+        }
+        let mut labels = std::collections::BTreeSet::new();
+        for a in &self.agents.conditions {
+            let label = a.label();
+            if !is_valid_name(&a.descriptor) || !is_valid_name(label) {
+                return Err(bad(
+                    "agents.conditions",
+                    format!("`{label}` is not a valid agent name"),
+                    "use letters, digits, `.`, `_` and `-` only",
+                ));
+            }
+            if !labels.insert(label.to_string()) {
+                return Err(bad(
+                    "agents.conditions",
+                    format!("the label `{label}` appears twice"),
+                    "give each condition of the same descriptor its own `name`",
+                ));
+            }
+        }
+        for k in self.execution.concurrency.per_agent.keys() {
+            if !labels.contains(k) {
+                return Err(bad(
+                    "execution.concurrency.per_agent",
+                    format!("`{k}` is not one of the agent conditions"),
+                    "use the agent labels listed under `agents.conditions`",
+                ));
+            }
+        }
+        if self.repetitions == Some(0) {
+            return Err(bad(
+                "repetitions",
+                "is 0".into(),
+                "use 1 or more (or drop it for 1)",
+            ));
+        }
+        if self.execution.candidates == Some(0) {
+            return Err(bad(
+                "execution.candidates",
+                "is 0".into(),
+                "use 1 or more (or drop it for 1)",
+            ));
+        }
+        if self.compute.cpus == Some(0) || self.compute.memory_mb == Some(0) {
+            return Err(bad(
+                "compute",
+                "asks for 0 cpus or 0 memory".into(),
+                "give positive numbers or drop them for the defaults",
+            ));
+        }
+        for (field, t) in [
+            ("compute.agent_timeout_sec", self.compute.agent_timeout_sec),
+            (
+                "compute.verifier_timeout_sec",
+                self.compute.verifier_timeout_sec,
+            ),
+        ] {
+            if let Some(t) = t {
+                if !(t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0) {
+                    return Err(bad(
+                        field,
+                        format!("{t} is not a usable timeout"),
+                        "give a positive number of seconds (at most a week)",
+                    ));
+                }
+            }
+        }
+        for c in &self.credentials {
+            if !is_env_name(c) {
+                return Err(bad(
+                    "credentials",
+                    format!("`{c}` is not an environment-variable name"),
+                    "list variable names such as ANTHROPIC_API_KEY, never values",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AgentEntry {
+    /// The label used in keys: `name`, else the descriptor name.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.descriptor)
+    }
+}
+
+/// Matches `name` against a glob with `*` (any run) and `?` (one character).
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    let (mut gi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if gi < g.len() && (g[gi] == '?' || g[gi] == n[ni]) {
+            gi += 1;
+            ni += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some(gi);
+            mark = ni;
+            gi += 1;
+        } else if let Some(s) = star {
+            gi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests;

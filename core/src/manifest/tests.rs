@@ -1,0 +1,97 @@
+use super::*;
+
+const GOOD: &str = "\
+experiment: demo
+tasks:
+  include: [\"wordcount-*\"]
+  exclude: [\"broken-*\"]
+agents:
+  conditions:
+    - descriptor: oracle
+    - descriptor: fail
+      model: m1
+repetitions: 2
+evaluation:
+  grade: true
+";
+
+fn parse(text: &str) -> Result<ExperimentManifest, ManifestError> {
+    ExperimentManifest::parse(text, Path::new("experiment.yaml"))
+}
+
+#[test]
+fn parses_a_minimal_manifest() {
+    let m = parse(GOOD).unwrap();
+    assert_eq!(m.experiment, "demo");
+    assert_eq!(m.repetitions, Some(2));
+    assert_eq!(m.agents.conditions[1].label(), "fail");
+    assert_eq!(m.agents.conditions[1].model.as_deref(), Some("m1"));
+}
+
+#[test]
+fn unknown_field_names_the_field_and_the_line() {
+    let text = GOOD.replace("repetitions: 2", "repetitions: 2\nrepetitons: 3");
+    let e = parse(&text).unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("repetitons") && s.contains("line 11"), "{s}");
+    assert!(matches!(e, ManifestError::Parse { line: Some(11), .. }));
+    let text = GOOD.replace("      model: m1", "      modle: m1");
+    let s = parse(&text).unwrap_err().to_string();
+    assert!(s.contains("modle") && s.contains("line 9"), "{s}");
+}
+
+#[test]
+fn bad_values_name_the_field() {
+    let cases = [
+        (
+            GOOD.replace("repetitions: 2", "repetitions: 0"),
+            "repetitions",
+        ),
+        (
+            GOOD.replace("experiment: demo", "experiment: a/b"),
+            "experiment",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "credentials: [\"sk-live 123\"]"),
+            "credentials",
+        ),
+        (
+            GOOD.replace("      model: m1", "      name: oracle"),
+            "appears twice",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "execution:\n  candidates: 0"),
+            "candidates",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "compute:\n  agent_timeout_sec: -1"),
+            "agent_timeout_sec",
+        ),
+        (
+            GOOD.replace(
+                "repetitions: 2",
+                "execution:\n  concurrency:\n    per_agent: {x: 1}",
+            ),
+            "per_agent",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "visibility: everyone"),
+            "visibility",
+        ),
+    ];
+    for (text, needle) in cases {
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains(needle), "{needle}: {e}");
+        assert!(e.starts_with("failed to"), "{e}");
+    }
+}
+
+#[test]
+fn globs() {
+    assert!(glob_match("wordcount-*", "wordcount-001"));
+    assert!(glob_match("*", "x"));
+    assert!(glob_match("w?rd*", "word"));
+    assert!(!glob_match("wordcount-*", "broken-1"));
+    assert!(glob_match("*-00?", "pyslug-003"));
+    assert!(!glob_match("a", "ab"));
+}

@@ -1,0 +1,114 @@
+use super::*;
+use crate::spec::resolve;
+use crate::spec::tests::{clock, fixture, inputs, manifest};
+use crate::testkit::{synthetic_condition, synthetic_spec, synthetic_task};
+use proptest::prelude::*;
+
+#[test]
+fn three_tasks_two_agents_three_reps_plan_eighteen_trials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let spec = resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap();
+    let p = plan(&spec, &clock());
+    assert_eq!(p.trials.len(), 18);
+    p.check().unwrap();
+    assert!(p.verify());
+    let ordinals: Vec<u64> = p.trials.iter().map(|t| t.ordinal).collect();
+    assert_eq!(ordinals, (0..18).collect::<Vec<_>>());
+    // Stable order: task x agent x repetition.
+    let k = &spec.identity.run_key;
+    assert_eq!(p.trials[0].key, format!("{k}/a-001/oracle/r1"));
+    assert_eq!(p.trials[2].key, format!("{k}/a-001/oracle/r3"));
+    assert_eq!(p.trials[3].key, format!("{k}/a-001/fail/r1"));
+    assert_eq!(p.trials[17].key, format!("{k}/a-003/fail/r3"));
+    let s = &p.summary;
+    assert_eq!(s.trials, 18);
+    assert_eq!(s.by_task.values().copied().collect::<Vec<_>>(), [6, 6, 6]);
+    assert_eq!(s.by_agent["oracle"], 9);
+    assert_eq!(s.by_agent["fail"], 9);
+    assert_eq!(
+        s.by_repetition.values().copied().collect::<Vec<_>>(),
+        [6, 6, 6]
+    );
+    assert_eq!(s.by_family["artefact"], 18);
+    assert_eq!(s.by_backend["direct"], 18);
+    assert_eq!(s.by_visibility["private"], 18);
+    assert_eq!(s.by_lifecycle["pending"], 18);
+    assert!(p.trials.iter().all(|t| t.run_id == spec.identity.run_id));
+    assert_eq!(p.trials[0].attempt.max_attempts, 1);
+}
+
+#[test]
+fn planning_twice_gives_the_same_keys_and_fresh_uuids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let a = plan(
+        &resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap(),
+        &clock(),
+    );
+    let b = plan(
+        &resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap(),
+        &clock(),
+    );
+    let keys = |p: &RunPlan| p.trials.iter().map(|t| t.key.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&a), keys(&b));
+    assert_eq!(a.summary, b.summary);
+    assert!(a
+        .trials
+        .iter()
+        .zip(&b.trials)
+        .all(|(x, y)| x.trial_id != y.trial_id));
+}
+
+#[test]
+fn every_family_plans_the_same_way() {
+    let mut c = synthetic_condition(0, 2, 2);
+    c.tasks = vec![
+        synthetic_task("art", "1", Family::Artefact),
+        synthetic_task("int", "1", Family::Interactive),
+        synthetic_task("life", "1", Family::Lifecycle),
+    ];
+    let spec = ResolvedRunSpec::assemble(c, Default::default(), &clock());
+    let p = plan(&spec, &clock());
+    p.check().unwrap();
+    for f in ["artefact", "interactive", "lifecycle"] {
+        assert_eq!(p.summary.by_family[f], 4, "{f}");
+    }
+}
+
+#[test]
+fn ready_keeps_membership_and_changes_the_digest() {
+    let spec = synthetic_spec(2, 2, 2, &clock());
+    let d = plan(&spec, &clock());
+    let r = d.ready();
+    assert_eq!(r.stage, PlanStage::Ready);
+    assert_eq!(r.trials, d.trials);
+    assert_ne!(r.digest, d.digest);
+    assert!(r.verify());
+}
+
+#[test]
+fn check_catches_broken_plans() {
+    let spec = synthetic_spec(2, 1, 2, &clock());
+    let mut p = plan(&spec, &clock());
+    p.trials[1].ordinal = 5;
+    assert!(p.check().is_err());
+    let mut p = plan(&spec, &clock());
+    p.trials[1].trial_id = p.trials[0].trial_id;
+    assert!(p.check().unwrap_err().contains("twice"));
+    let mut p = plan(&spec, &clock());
+    p.summary.trials = 9;
+    assert!(p.check().is_err());
+}
+
+proptest! {
+    #[test]
+    fn plans_always_hold_their_invariants(t in 1usize..6, a in 1usize..4, r in 1u32..4) {
+        let spec = synthetic_spec(t, a, r, &clock());
+        let p = plan(&spec, &clock());
+        prop_assert_eq!(p.trials.len(), t * a * r as usize);
+        prop_assert!(p.check().is_ok());
+        prop_assert_eq!(p.summary.by_task.len(), t);
+        prop_assert!(p.summary.by_agent.values().all(|n| *n == (t * r as usize) as u64));
+    }
+}

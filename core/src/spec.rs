@@ -1,0 +1,499 @@
+//! The resolved run spec: the complete requested condition of one run.
+//!
+//! This module owns [`ResolvedRunSpec`] and [`resolve`], which turns an
+//! [`ExperimentManifest`] into exact task releases (loaded with [`crate::task::load_by_id`])
+//! and agent conditions (loaded with [`Agent::load`]) with every default made explicit.
+//! The spec is canonical JSON with its own digest; credentials appear only as
+//! environment-variable names. The run key's 4 hex come from the digest of the condition,
+//! so resolving the same manifest on the same day gives the same key.
+
+use crate::agent::{Agent, AgentCondition, AgentError};
+use crate::clock::Clock;
+use crate::digest::{digest_of, sealed_digest};
+use crate::ids::{slug, uuid_v7_at};
+use crate::manifest::{
+    glob_match, Concurrency, ExperimentManifest, References, Runtime, Visibility,
+};
+use crate::task::{load_by_id, Family, TaskError, TaskRelease};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+/// Schema tag of a spec document.
+pub const SPEC_SCHEMA: &str = "akbench.spec/v1";
+/// Default CPUs per trial.
+pub const DEFAULT_CPUS: u32 = 1;
+/// Default memory per trial, MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 2048;
+/// Default evaluation profile.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// The complete requested condition of one run, with its identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedRunSpec {
+    /// Always [`SPEC_SCHEMA`].
+    pub schema: String,
+    /// Who this run is (never compared by diff).
+    pub identity: RunIdentity,
+    /// Where the inputs came from (never compared by diff).
+    pub provenance: Provenance,
+    /// What was asked for: the comparable part.
+    pub condition: RunCondition,
+    /// Digest of `condition`; two runs with equal condition digests asked for the same thing.
+    pub condition_digest: String,
+    /// Digest of this document without this field.
+    pub digest: String,
+}
+
+/// A run's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunIdentity {
+    /// UUIDv7.
+    pub run_id: Uuid,
+    /// `<experiment>-<yyyymmdd>-<4 hex>` (a `-2`, `-3` suffix when a store already holds the
+    /// key for another run).
+    pub run_key: String,
+    /// When the spec was resolved.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Where the inputs came from; informative only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// The manifest path as given.
+    pub manifest: Option<String>,
+    /// Digest of the manifest bytes.
+    pub manifest_digest: Option<String>,
+    /// The tasks root used.
+    pub tasks_root: Option<String>,
+    /// The agents root used.
+    pub agents_root: Option<String>,
+}
+
+/// The requested condition, every default explicit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunCondition {
+    /// Experiment name.
+    pub experiment: String,
+    /// Description, when given.
+    pub description: Option<String>,
+    /// Task releases, sorted by id.
+    pub tasks: Vec<SpecTask>,
+    /// Agent conditions, in manifest order.
+    pub agents: Vec<SpecAgent>,
+    /// Trials per (task, agent).
+    pub repetitions: u32,
+    /// Resources per trial.
+    pub compute: ComputePolicy,
+    /// Execution policy.
+    pub execution: ExecutionPolicy,
+    /// Evaluation policy.
+    pub evaluation: EvaluationPolicy,
+    /// Visibility of results.
+    pub visibility: Visibility,
+    /// Credential environment-variable names: the manifest's plus every agent's declared
+    /// ones, sorted. Never values.
+    pub credentials: Vec<String>,
+    /// Optional references.
+    pub references: References,
+}
+
+/// One exact task release and what planning needs from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpecTask {
+    /// id, version, digest.
+    pub release: TaskRelease,
+    /// Execution family.
+    pub family: Family,
+    /// `[source] repo` as written in task.toml.
+    pub source_repo: String,
+    /// The pinned commit.
+    pub source_commit: String,
+    /// Digest of the mutation patch, when any.
+    pub mutation_digest: Option<String>,
+    /// Digest of the hidden tests.
+    pub tests_digest: String,
+    /// Digest of the reference solution, when any.
+    pub reference_digest: Option<String>,
+    /// Effective agent timeout (the manifest's, else the task's).
+    pub agent_timeout_sec: f64,
+    /// Effective evaluation timeout (the manifest's, else the task's).
+    pub verifier_timeout_sec: f64,
+    /// The task's free-form metadata.
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+/// One agent condition as planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpecAgent {
+    /// Label used in trial keys.
+    pub label: String,
+    /// The descriptor's condition, as loaded.
+    pub descriptor: AgentCondition,
+    /// Effective model (manifest override, else the descriptor's).
+    pub model: Option<String>,
+    /// Effective parameters (descriptor's, overridden by the manifest's).
+    pub parameters: BTreeMap<String, serde_json::Value>,
+    /// Provider route, when given.
+    pub provider_route: Option<String>,
+    /// Digest of all fields above.
+    pub digest: String,
+}
+
+/// Resources per trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputePolicy {
+    /// CPUs.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub memory_mb: u64,
+    /// Manifest-wide agent timeout; `null` means each task's own (see [`SpecTask`]).
+    pub agent_timeout_sec: Option<f64>,
+    /// Manifest-wide evaluation timeout; `null` means each task's own.
+    pub verifier_timeout_sec: Option<f64>,
+}
+
+/// Execution policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionPolicy {
+    /// Runtime (the backend).
+    pub runtime: Runtime,
+    /// Infrastructure retries.
+    pub infrastructure_retries: u32,
+    /// Best-of-N candidates.
+    pub candidates: u32,
+    /// Concurrency caps.
+    pub concurrency: Concurrency,
+}
+
+/// Evaluation policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationPolicy {
+    /// Grade or not.
+    pub grade: bool,
+    /// Profile name.
+    pub profile: String,
+    /// Reviewer, when any.
+    pub reviewer: Option<String>,
+}
+
+/// Where resolve reads tasks and agents from.
+#[derive(Debug, Clone, Default)]
+pub struct ResolveInputs {
+    /// The manifest file (for relative roots and provenance).
+    pub manifest_path: Option<PathBuf>,
+    /// `--tasks-root`, overriding the manifest's `tasks.root`.
+    pub tasks_root: Option<PathBuf>,
+    /// `--agents-root`, overriding the manifest's `agents.root`.
+    pub agents_root: Option<PathBuf>,
+}
+
+/// Resolving failed; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// A selected task failed to load.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    /// An agent failed to load.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// Other selection problems.
+    #[error("failed to resolve the manifest: {problem}; fix: {fix}")]
+    Selection {
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+}
+
+fn selection(problem: impl Into<String>, fix: impl Into<String>) -> ResolveError {
+    ResolveError::Selection {
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+fn root_of(
+    flag: &Option<PathBuf>,
+    manifest_root: &Option<PathBuf>,
+    manifest_path: &Option<PathBuf>,
+    what: &str,
+) -> Result<PathBuf, ResolveError> {
+    if let Some(p) = flag {
+        return Ok(p.clone());
+    }
+    match manifest_root {
+        Some(r) if r.is_absolute() => Ok(r.clone()),
+        Some(r) => Ok(manifest_path
+            .as_deref()
+            .and_then(Path::parent)
+            .map(|d| d.join(r))
+            .unwrap_or_else(|| r.clone())),
+        None => Err(selection(
+            format!("no {what} root is given"),
+            format!("pass --{what}s-root or set `{what}s.root` in the manifest"),
+        )),
+    }
+}
+
+/// Task ids a selection picks from the folders under `tasks_root`, sorted.
+pub fn select_task_ids(
+    manifest: &ExperimentManifest,
+    tasks_root: &Path,
+) -> Result<Vec<String>, ResolveError> {
+    let sel = &manifest.tasks;
+    let mut ids: BTreeSet<String> = sel.ids.iter().cloned().collect();
+    if !sel.include.is_empty() {
+        let rd = std::fs::read_dir(tasks_root).map_err(|e| {
+            selection(
+                format!("cannot read the tasks root {}: {e}", tasks_root.display()),
+                "pass an existing folder with --tasks-root",
+            )
+        })?;
+        let mut names: Vec<String> = rd
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        for g in &sel.include {
+            let hits: Vec<&String> = names.iter().filter(|n| glob_match(g, n)).collect();
+            if hits.is_empty() {
+                return Err(selection(
+                    format!(
+                        "the include glob `{g}` matches no task under {}",
+                        tasks_root.display()
+                    ),
+                    "check the glob or the tasks root",
+                ));
+            }
+            ids.extend(hits.into_iter().cloned());
+        }
+    }
+    ids.retain(|id| !sel.exclude.iter().any(|g| glob_match(g, id)));
+    if ids.is_empty() {
+        return Err(selection(
+            "the task selection is empty after `exclude`",
+            "loosen `tasks.exclude`",
+        ));
+    }
+    Ok(ids.into_iter().collect())
+}
+
+/// Resolves `manifest` into a spec: loads every selected task and agent from disk.
+pub fn resolve(
+    manifest: &ExperimentManifest,
+    inputs: &ResolveInputs,
+    clock: &dyn Clock,
+) -> Result<ResolvedRunSpec, ResolveError> {
+    let tasks_root = root_of(
+        &inputs.tasks_root,
+        &manifest.tasks.root,
+        &inputs.manifest_path,
+        "task",
+    )?;
+    let agents_root = root_of(
+        &inputs.agents_root,
+        &manifest.agents.root,
+        &inputs.manifest_path,
+        "agent",
+    )?;
+    let ids = select_task_ids(manifest, &tasks_root)?;
+    let compute = ComputePolicy {
+        cpus: manifest.compute.cpus.unwrap_or(DEFAULT_CPUS),
+        memory_mb: manifest.compute.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),
+        agent_timeout_sec: manifest.compute.agent_timeout_sec,
+        verifier_timeout_sec: manifest.compute.verifier_timeout_sec,
+    };
+    let mut tasks = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let t = load_by_id(&tasks_root, id)?;
+        let metadata = t
+            .file
+            .metadata
+            .iter()
+            .map(|(k, v)| {
+                let j = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+                (k.clone(), j)
+            })
+            .collect();
+        tasks.push(SpecTask {
+            family: t.family,
+            source_repo: t
+                .file
+                .source
+                .as_ref()
+                .map(|s| s.repo.clone())
+                .unwrap_or_default(),
+            source_commit: t.commit.clone(),
+            mutation_digest: t.mutation.as_ref().map(|m| m.1.clone()),
+            tests_digest: t.tests_digest.clone(),
+            reference_digest: t.reference.as_ref().map(|r| r.1.clone()),
+            agent_timeout_sec: compute.agent_timeout_sec.unwrap_or(t.agent_timeout_sec),
+            verifier_timeout_sec: compute
+                .verifier_timeout_sec
+                .unwrap_or(t.verifier_timeout_sec),
+            metadata,
+            release: t.release,
+        });
+    }
+    let mut agents = Vec::new();
+    let mut credentials: BTreeSet<String> = manifest.credentials.iter().cloned().collect();
+    for entry in &manifest.agents.conditions {
+        let a = Agent::load(&agents_root, &entry.descriptor)?;
+        credentials.extend(a.condition.credentials.iter().cloned());
+        let mut parameters = a.descriptor.parameters.clone();
+        parameters.extend(entry.parameters.clone());
+        agents.push(SpecAgent::new(
+            entry.label().to_string(),
+            a.condition.clone(),
+            entry.model.clone().or_else(|| a.condition.model.clone()),
+            parameters,
+            entry.provider_route.clone(),
+        ));
+    }
+    let condition = RunCondition {
+        experiment: manifest.experiment.clone(),
+        description: manifest.description.clone(),
+        tasks,
+        agents,
+        repetitions: manifest.repetitions.unwrap_or(1),
+        compute,
+        execution: ExecutionPolicy {
+            runtime: manifest.execution.runtime.unwrap_or(Runtime::Direct),
+            infrastructure_retries: manifest.execution.infrastructure_retries.unwrap_or(0),
+            candidates: manifest.execution.candidates.unwrap_or(1),
+            concurrency: manifest.execution.concurrency.clone(),
+        },
+        evaluation: EvaluationPolicy {
+            grade: manifest.evaluation.grade.unwrap_or(true),
+            profile: manifest
+                .evaluation
+                .profile
+                .clone()
+                .unwrap_or_else(|| DEFAULT_PROFILE.to_string()),
+            reviewer: manifest.evaluation.reviewer.clone(),
+        },
+        visibility: manifest.visibility.unwrap_or(Visibility::Private),
+        credentials: credentials.into_iter().collect(),
+        references: manifest.references.clone(),
+    };
+    let manifest_digest = inputs
+        .manifest_path
+        .as_deref()
+        .and_then(|p| std::fs::read(p).ok())
+        .map(|b| crate::digest::digest_bytes(&b));
+    let provenance = Provenance {
+        manifest: inputs
+            .manifest_path
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        manifest_digest,
+        tasks_root: Some(tasks_root.display().to_string()),
+        agents_root: Some(agents_root.display().to_string()),
+    };
+    Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
+}
+
+impl SpecAgent {
+    /// Builds an agent condition and its digest.
+    pub fn new(
+        label: String,
+        descriptor: AgentCondition,
+        model: Option<String>,
+        parameters: BTreeMap<String, serde_json::Value>,
+        provider_route: Option<String>,
+    ) -> SpecAgent {
+        let mut a = SpecAgent {
+            label,
+            descriptor,
+            model,
+            parameters,
+            provider_route,
+            digest: String::new(),
+        };
+        a.digest = sealed_digest(&a);
+        a
+    }
+}
+
+impl ResolvedRunSpec {
+    /// Gives a condition its identity: a fresh UUIDv7 and a key whose 4 hex come from the
+    /// condition's digest. Pure apart from the clock and the UUID's random bits.
+    pub fn assemble(
+        condition: RunCondition,
+        provenance: Provenance,
+        clock: &dyn Clock,
+    ) -> ResolvedRunSpec {
+        let now = clock.now();
+        let condition_digest = digest_of(&condition);
+        let hex = condition_digest
+            .strip_prefix(crate::digest::DIGEST_PREFIX)
+            .unwrap_or(&condition_digest);
+        let run_key = format!(
+            "{}-{}-{}",
+            slug(&condition.experiment),
+            now.format("%Y%m%d"),
+            &hex[..4]
+        );
+        let mut spec = ResolvedRunSpec {
+            schema: SPEC_SCHEMA.to_string(),
+            identity: RunIdentity {
+                run_id: uuid_v7_at(now),
+                run_key,
+                created_at: now,
+            },
+            provenance,
+            condition,
+            condition_digest,
+            digest: String::new(),
+        };
+        spec.digest = sealed_digest(&spec);
+        spec
+    }
+
+    /// The same spec under another run key (used by the evidence store on a key collision).
+    pub fn with_run_key(mut self, run_key: String) -> ResolvedRunSpec {
+        self.identity.run_key = run_key;
+        self.digest = sealed_digest(&self);
+        self
+    }
+
+    /// True when the stored digests match the content.
+    pub fn verify(&self) -> bool {
+        self.digest == sealed_digest(self) && self.condition_digest == digest_of(&self.condition)
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> Uuid {
+        self.identity.run_id
+    }
+
+    /// The run key.
+    pub fn run_key(&self) -> &str {
+        &self.identity.run_key
+    }
+
+    /// Number of trials the plan will hold.
+    pub fn trial_count(&self) -> u64 {
+        self.condition.tasks.len() as u64
+            * self.condition.agents.len() as u64
+            * u64::from(self.condition.repetitions)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

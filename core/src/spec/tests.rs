@@ -1,0 +1,139 @@
+use super::*;
+use crate::clock::ManualClock;
+use crate::testkit::{write_agent, write_task};
+use chrono::TimeZone;
+
+pub(crate) fn clock() -> ManualClock {
+    ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 4, 5, 6, 7).unwrap())
+}
+
+/// tasks a-001, a-002, a-003, broken-1 (no tests folder); agents oracle, fail.
+pub(crate) fn fixture(root: &Path) -> (PathBuf, PathBuf) {
+    let tasks = root.join("tasks");
+    let agents = root.join("agents");
+    for id in ["a-001", "a-002", "a-003"] {
+        write_task(&tasks, id, "1.0");
+    }
+    std::fs::create_dir_all(tasks.join("broken-1")).unwrap();
+    write_agent(&agents, "oracle", "oracle");
+    write_agent(&agents, "fail", "scripted-missing");
+    (tasks, agents)
+}
+
+pub(crate) fn manifest(reps: u32) -> ExperimentManifest {
+    let text = format!(
+        "experiment: demo\ntasks:\n  include: [\"a-*\"]\n  exclude: [\"broken-*\"]\n\
+         agents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\n\
+         repetitions: {reps}\ncredentials: [API_TOKEN]\n"
+    );
+    ExperimentManifest::parse(&text, Path::new("experiment.yaml")).unwrap()
+}
+
+pub(crate) fn inputs(tasks: &Path, agents: &Path) -> ResolveInputs {
+    ResolveInputs {
+        manifest_path: None,
+        tasks_root: Some(tasks.to_path_buf()),
+        agents_root: Some(agents.to_path_buf()),
+    }
+}
+
+#[test]
+fn resolves_exact_releases_and_explicit_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let spec = resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap();
+    let c = &spec.condition;
+    let ids: Vec<&str> = c.tasks.iter().map(|t| t.release.id.as_str()).collect();
+    assert_eq!(ids, ["a-001", "a-002", "a-003"]);
+    assert!(c
+        .tasks
+        .iter()
+        .all(|t| t.release.digest.starts_with("sha256:")));
+    assert_eq!(
+        c.tasks[0].agent_timeout_sec,
+        crate::task::DEFAULT_AGENT_TIMEOUT_SEC
+    );
+    assert_eq!(c.agents.len(), 2);
+    assert_eq!(c.repetitions, 3);
+    assert_eq!(c.execution.runtime, Runtime::Direct);
+    assert_eq!(c.execution.infrastructure_retries, 0);
+    assert_eq!(c.execution.candidates, 1);
+    assert!(c.evaluation.grade);
+    assert_eq!(c.evaluation.profile, "default");
+    assert_eq!(c.credentials, ["API_TOKEN"]);
+    assert!(crate::ids::is_uuid_v7(&spec.identity.run_id));
+    assert!(spec.identity.run_key.starts_with("demo-20260304-"));
+    assert!(spec.verify());
+    // The canonical JSON round-trips to the same digest.
+    let back: ResolvedRunSpec =
+        serde_json::from_str(&crate::digest::canonical_json(&spec)).unwrap();
+    assert!(back.verify());
+    assert_eq!(back, spec);
+}
+
+#[test]
+fn same_manifest_same_day_same_key_fresh_uuid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let a = resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap();
+    let b = resolve(&manifest(3), &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(a.identity.run_key, b.identity.run_key);
+    assert_ne!(a.identity.run_id, b.identity.run_id);
+    assert_eq!(a.condition_digest, b.condition_digest);
+    let c = resolve(&manifest(2), &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_ne!(a.condition_digest, c.condition_digest);
+}
+
+#[test]
+fn manifest_timeouts_override_the_tasks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.compute.agent_timeout_sec = Some(42.0);
+    let spec = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert!(spec
+        .condition
+        .tasks
+        .iter()
+        .all(|t| t.agent_timeout_sec == 42.0));
+}
+
+#[test]
+fn a_broken_task_or_unknown_agent_fails_with_the_loaders_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.tasks.exclude.clear();
+    m.tasks.include.push("broken-*".into());
+    let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(matches!(e, ResolveError::Task(_)), "{e}");
+    assert!(e.to_string().contains("broken-1"), "{e}");
+
+    let mut m = manifest(1);
+    m.agents.conditions[1].descriptor = "nobody".into();
+    let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(matches!(e, ResolveError::Agent(_)), "{e}");
+
+    let mut m = manifest(1);
+    m.tasks.include = vec!["zzz-*".into()];
+    let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(e.to_string().contains("zzz-*"), "{e}");
+}
+
+#[test]
+fn roots_come_from_the_manifest_relative_to_its_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    fixture(tmp.path());
+    let mut m = manifest(1);
+    m.tasks.root = Some("tasks".into());
+    m.agents.root = Some("agents".into());
+    let inputs = ResolveInputs {
+        manifest_path: Some(tmp.path().join("experiment.yaml")),
+        ..ResolveInputs::default()
+    };
+    let spec = resolve(&m, &inputs, &clock()).unwrap();
+    assert_eq!(spec.condition.tasks.len(), 3);
+    m.tasks.root = None;
+    let e = resolve(&m, &inputs, &clock()).unwrap_err();
+    assert!(e.to_string().contains("--tasks-root"), "{e}");
+}

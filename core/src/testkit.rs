@@ -1,0 +1,130 @@
+//! Fixtures for tests and benchmarks: tiny task folders and agent descriptors on disk, and
+//! synthetic specs built in memory (no disk I/O) for planning and accounting at scale.
+
+use crate::agent::AgentCondition;
+use crate::clock::Clock;
+use crate::manifest::{Concurrency, References, Runtime, Visibility};
+use crate::spec::{
+    ComputePolicy, EvaluationPolicy, ExecutionPolicy, Provenance, ResolvedRunSpec, RunCondition,
+    SpecAgent, SpecTask,
+};
+use crate::task::{Family, TaskRelease};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A pinned commit for fixtures.
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// Writes a minimal valid task `<root>/<id>` with `version`.
+pub fn write_task(root: &Path, id: &str, version: &str) {
+    let dir = root.join(id);
+    std::fs::create_dir_all(dir.join("tests")).expect("create task dir");
+    std::fs::write(
+        dir.join("task.toml"),
+        format!(
+            "version = \"{version}\"\n[source]\nrepo = \"repos/x.bundle\"\ncommit = \"{COMMIT}\"\n"
+        ),
+    )
+    .expect("write task.toml");
+    std::fs::write(dir.join("instruction.md"), format!("Solve {id}.\n")).expect("write");
+    std::fs::write(dir.join("tests/test.sh"), "exit 0\n").expect("write test.sh");
+}
+
+/// Writes an agent descriptor `<root>/<name>.toml` with `adapter`.
+pub fn write_agent(root: &Path, name: &str, adapter: &str) {
+    std::fs::create_dir_all(root).expect("create agents dir");
+    std::fs::write(
+        root.join(format!("{name}.toml")),
+        format!("adapter = \"{adapter}\"\n"),
+    )
+    .expect("write agent");
+}
+
+/// A synthetic task release (nothing on disk).
+pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
+    SpecTask {
+        release: TaskRelease {
+            id: id.to_string(),
+            version: version.to_string(),
+            digest: crate::digest::digest_of(&(id, version)),
+        },
+        family,
+        source_repo: "repos/x.bundle".into(),
+        source_commit: COMMIT.into(),
+        mutation_digest: None,
+        tests_digest: crate::digest::digest_of(&id),
+        reference_digest: None,
+        agent_timeout_sec: 600.0,
+        verifier_timeout_sec: 300.0,
+        metadata: BTreeMap::new(),
+    }
+}
+
+/// A synthetic agent condition (nothing on disk).
+pub fn synthetic_agent(label: &str, model: Option<&str>) -> SpecAgent {
+    let mut descriptor = AgentCondition {
+        name: label.to_string(),
+        adapter: "scripted".into(),
+        model: model.map(str::to_string),
+        credentials: vec![],
+        descriptor_digest: crate::digest::digest_of(&label),
+        digest: String::new(),
+    };
+    descriptor.digest = crate::digest::digest_of(&descriptor);
+    SpecAgent::new(
+        label.to_string(),
+        descriptor,
+        model.map(str::to_string),
+        BTreeMap::new(),
+        None,
+    )
+}
+
+/// A synthetic condition with `tasks` x `agents` x `repetitions` trials.
+pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> RunCondition {
+    RunCondition {
+        experiment: "synthetic".into(),
+        description: None,
+        tasks: (0..tasks)
+            .map(|i| synthetic_task(&format!("task-{i:05}"), "1.0", Family::Artefact))
+            .collect(),
+        agents: (0..agents)
+            .map(|i| synthetic_agent(&format!("agent-{i:02}"), None))
+            .collect(),
+        repetitions,
+        compute: ComputePolicy {
+            cpus: 1,
+            memory_mb: 2048,
+            agent_timeout_sec: None,
+            verifier_timeout_sec: None,
+        },
+        execution: ExecutionPolicy {
+            runtime: Runtime::Direct,
+            infrastructure_retries: 0,
+            candidates: 1,
+            concurrency: Concurrency::default(),
+        },
+        evaluation: EvaluationPolicy {
+            grade: true,
+            profile: "default".into(),
+            reviewer: None,
+        },
+        visibility: Visibility::Private,
+        credentials: vec![],
+        references: References::default(),
+    }
+}
+
+/// A synthetic spec (see [`synthetic_condition`]).
+pub fn synthetic_spec(
+    tasks: usize,
+    agents: usize,
+    repetitions: u32,
+    clock: &dyn Clock,
+) -> ResolvedRunSpec {
+    ResolvedRunSpec::assemble(
+        synthetic_condition(tasks, agents, repetitions),
+        Provenance::default(),
+        clock,
+    )
+}
