@@ -8,6 +8,10 @@
 //! A transition that skips a step or leaves a terminal state is an error. Each terminal
 //! failure state can only be entered from the phases where its cause can happen, so an
 //! infrastructure error is never read as an agent failure.
+//!
+//! The one way out of a terminal state is [`Event::Regrade`]: an attempt whose agent ran to
+//! the end (`not_graded`, `completed`, `evaluation_error`) may be graded again later, which
+//! appends EVALUATING and FINALIZING entries to its history. The agent never runs again.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -189,10 +193,13 @@ pub enum Event {
     EvaluationFailed,
     /// Cancelled (any non-terminal state).
     Cancel,
+    /// Grade an executed attempt later (from `not_graded`, `completed` or
+    /// `evaluation_error` only): back to EVALUATING.
+    Regrade,
 }
 
 /// All events, for table tests.
-pub const ALL_EVENTS: [Event; 9] = [
+pub const ALL_EVENTS: [Event; 10] = [
     Event::Advance,
     Event::Complete,
     Event::FinishUngraded,
@@ -202,6 +209,7 @@ pub const ALL_EVENTS: [Event; 9] = [
     Event::InfrastructureFailed,
     Event::EvaluationFailed,
     Event::Cancel,
+    Event::Regrade,
 ];
 
 /// A transition that the lifecycle does not allow.
@@ -217,6 +225,12 @@ pub struct TransitionError {
 /// The state `event` moves `from` to, or an error when the lifecycle forbids it.
 pub fn apply(from: State, event: Event) -> Result<State, TransitionError> {
     let err = Err(TransitionError { from, event });
+    if event == Event::Regrade {
+        return match from {
+            State::NotGraded | State::Completed | State::EvaluationError => Ok(State::Evaluating),
+            _ => err,
+        };
+    }
     if from.is_terminal() {
         return err;
     }

@@ -80,7 +80,8 @@ pub struct Transition {
 /// Facts about the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkspaceFacts {
-    /// Where the worktree was (absolute; gone unless kept).
+    /// The kept worktree, relative to the record's folder (`a<n>/workspace`); absent when
+    /// the worktree was removed.
     pub path: Option<String>,
     /// The pinned commit the worktree was made from.
     pub base_commit: Option<String>,

@@ -178,6 +178,21 @@ impl Workspace {
         })
     }
 
+    /// Moves the worktree to `dest` (inside the run directory, so a kept workspace travels
+    /// with its record) and removes the rest of the attempt folder.
+    pub fn keep_at(&self, cache: &MirrorCache, dest: &Path) -> Result<(), WorkspaceError> {
+        {
+            let _lock = cache.lock(&self.mirror)?;
+            let mut c = git(Some(&self.mirror));
+            c.args(["worktree", "move", "--"])
+                .arg(&self.worktree)
+                .arg(dest);
+            run(c)?;
+        }
+        make_writable(&self.root);
+        std::fs::remove_dir_all(&self.root).map_err(io(&self.root))
+    }
+
     /// Removes the worktree (and prunes the mirror's worktree list) and the attempt folder.
     pub fn remove(&self, cache: &MirrorCache) -> Result<(), WorkspaceError> {
         let result = {

@@ -56,7 +56,13 @@ fn oracle_completes_solved_with_all_eleven_steps() {
     assert!(diff.contains("-41") && diff.contains("+42"), "{diff}");
     assert_eq!(a.workspace.base_commit.as_deref(), Some(c.commit.as_str()));
     // The workspace is gone and the mirror's worktree list is pruned.
-    assert!(!std::path::Path::new(a.workspace.path.as_ref().unwrap()).exists());
+    assert!(a.workspace.path.is_none() && !a.workspace.kept);
+    let work = c.root().join("cache/work");
+    assert_eq!(
+        fs::read_dir(&work).unwrap().count(),
+        0,
+        "attempt folders are removed"
+    );
 }
 
 #[test]
@@ -466,11 +472,23 @@ fn keep_workspace_keeps_it() {
         .unwrap()
         .record;
     let ws = rec.attempts[0].workspace.path.clone().unwrap();
-    assert!(rec.attempts[0].workspace.kept);
     assert_eq!(
-        fs::read_to_string(format!("{ws}/value.txt")).unwrap(),
+        ws, "a1/workspace",
+        "a kept workspace travels with its record"
+    );
+    assert!(rec.attempts[0].workspace.kept);
+    let dir = c.root().join("out/kept");
+    assert_eq!(
+        fs::read_to_string(dir.join(&ws).join("value.txt")).unwrap(),
         "42\n"
     );
+    // It is still a working git worktree.
+    let st = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir.join(&ws))
+        .output()
+        .unwrap();
+    assert!(st.status.success());
 }
 
 #[test]

@@ -4,6 +4,13 @@ use super::*;
 fn expected(from: State, event: Event) -> Option<State> {
     use Event as E;
     use State as S;
+    match (from, event) {
+        (S::NotGraded | S::Completed | S::EvaluationError, E::Regrade) => {
+            return Some(S::Evaluating)
+        }
+        (_, E::Regrade) => return None,
+        _ => {}
+    }
     if from.is_terminal() {
         return None;
     }
@@ -59,19 +66,43 @@ fn every_state_event_pair_matches_the_table() {
         }
     }
     // 9 Advance + Complete + FinishUngraded + AgentFailed + AgentTimedOut
-    // + 6 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel
-    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 6 + 10 + 1 + 10);
+    // + 6 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel + 3 Regrade
+    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 6 + 10 + 1 + 10 + 3);
 }
 
 #[test]
-fn no_way_out_of_a_terminal_state() {
+fn no_way_out_of_a_terminal_state_but_a_regrade_of_executed_work() {
     for from in ALL_STATES.into_iter().filter(|s| s.is_terminal()) {
+        let regradable = matches!(
+            from,
+            State::NotGraded | State::Completed | State::EvaluationError
+        );
         for event in ALL_EVENTS {
-            assert!(apply(from, event).is_err(), "{from:?} {event:?}");
+            let ok = apply(from, event).is_ok();
+            assert_eq!(
+                ok,
+                regradable && event == Event::Regrade,
+                "{from:?} {event:?}"
+            );
         }
         for to in ALL_STATES {
-            assert!(!is_valid_step(from, to));
+            assert_eq!(
+                is_valid_step(from, to),
+                regradable && to == State::Evaluating,
+                "{from:?} -> {to:?}"
+            );
         }
+    }
+    // A timeout, an agent failure, a cancel, an infrastructure error or a rejected
+    // configuration can never be graded.
+    for s in [
+        State::Timeout,
+        State::Failed,
+        State::Cancelled,
+        State::InfrastructureError,
+        State::InvalidConfiguration,
+    ] {
+        assert!(apply(s, Event::Regrade).is_err());
     }
 }
 

@@ -81,7 +81,7 @@ pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
             "verdict": verdict(rec.outcome.state, rec.outcome.ok),
             "attempts": rec.outcome.attempts,
             "cause": last.cause,
-            "workspace": last.workspace.path,
+            "workspace": last.workspace.path.as_ref().map(|p| outcome.record_path.parent().unwrap_or(Path::new(".")).join(p)),
             "workspace_kept": last.workspace.kept,
             "record": outcome.record_path,
         });
@@ -106,7 +106,8 @@ pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
         }
         if last.workspace.kept {
             if let Some(p) = &last.workspace.path {
-                writeln!(out, "workspace: {p}")?;
+                let dir = outcome.record_path.parent().unwrap_or(Path::new("."));
+                writeln!(out, "workspace: {}", dir.join(p).display())?;
             }
         }
         writeln!(out, "record: {}", outcome.record_path.display())?;

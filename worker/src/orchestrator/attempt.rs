@@ -103,9 +103,16 @@ pub(super) fn run(
     let mut ws: Option<Workspace> = None;
     drive(&mut r, req, cancel, &mut ws);
     if let Some(w) = ws {
-        if req.options.keep_workspace {
-            r.workspace.kept = true;
-        } else if let Err(e) = w.remove(&orch.cache) {
+        let result = if req.options.keep_workspace {
+            let dest = req.artifacts_dir.join("workspace");
+            w.keep_at(&orch.cache, &dest).map(|()| {
+                r.workspace.kept = true;
+                r.workspace.path = Some(format!("{}/workspace", req.artifacts_rel));
+            })
+        } else {
+            w.remove(&orch.cache)
+        };
+        if let Err(e) = result {
             // The verdict stands; the leftover is reported, not hidden.
             let msg = format!("workspace cleanup failed: {e}");
             r.cause = Some(match r.cause.take() {
@@ -219,7 +226,6 @@ fn drive(
             end!(r, event, e.to_string());
         }
     };
-    r.workspace.path = Some(ws.worktree.display().to_string());
     r.workspace.base_commit = Some(ws.base_commit.clone());
     r.workspace.tree_after_mutation = Some(ws.tree_after_mutation.clone());
     let note = format!(
