@@ -24,8 +24,10 @@ use uuid::Uuid;
 pub enum Bucket {
     /// `completed` with `ok: true`.
     Succeeded,
-    /// `completed` with `ok: false`, or `failed` (the agent's failure).
+    /// `completed` with `ok: false`: graded, not solved.
     Failed,
+    /// `failed`: the agent reported its own failure (no verdict).
+    AgentFailed,
     /// `cancelled`.
     Cancelled,
     /// `timeout`.
@@ -45,9 +47,10 @@ pub enum Bucket {
 }
 
 /// Every bucket, in report order.
-pub const ALL_BUCKETS: [Bucket; 10] = [
+pub const ALL_BUCKETS: [Bucket; 11] = [
     Bucket::Succeeded,
     Bucket::Failed,
+    Bucket::AgentFailed,
     Bucket::Cancelled,
     Bucket::TimedOut,
     Bucket::Invalid,
@@ -63,7 +66,8 @@ impl Bucket {
     pub fn of(o: &Observation) -> Bucket {
         match o.state {
             State::Completed if o.ok == Some(true) => Bucket::Succeeded,
-            State::Completed | State::Failed => Bucket::Failed,
+            State::Completed => Bucket::Failed,
+            State::Failed => Bucket::AgentFailed,
             State::Cancelled => Bucket::Cancelled,
             State::Timeout => Bucket::TimedOut,
             State::InvalidConfiguration => Bucket::Invalid,
@@ -80,6 +84,7 @@ impl Bucket {
         match self {
             Bucket::Succeeded => "succeeded",
             Bucket::Failed => "failed",
+            Bucket::AgentFailed => "agent_failed",
             Bucket::Cancelled => "cancelled",
             Bucket::TimedOut => "timed_out",
             Bucket::Invalid => "invalid",
@@ -97,8 +102,11 @@ impl Bucket {
 pub struct BucketCounts {
     /// Succeeded.
     pub succeeded: u64,
-    /// Failed.
+    /// Graded, not solved.
     pub failed: u64,
+    /// The agent reported its own failure.
+    #[serde(default)]
+    pub agent_failed: u64,
     /// Cancelled.
     pub cancelled: u64,
     /// Timed out.
@@ -122,6 +130,7 @@ impl BucketCounts {
         match b {
             Bucket::Succeeded => &mut self.succeeded,
             Bucket::Failed => &mut self.failed,
+            Bucket::AgentFailed => &mut self.agent_failed,
             Bucket::Cancelled => &mut self.cancelled,
             Bucket::TimedOut => &mut self.timed_out,
             Bucket::Invalid => &mut self.invalid,

@@ -1,8 +1,11 @@
 //! Rates computed from bucket counts; every surface prints rates through [`Rates`].
 //!
 //! The pass rate is succeeded / graded, where graded = succeeded + failed (trials that reached
-//! a verdict). A rate over nothing is `None`, rendered `n/a`, never 0.0: "not measured" and
-//! "measured zero" must never look alike.
+//! a verdict). The solve rate also counts the agent's own failures and timeouts as unsolved:
+//! succeeded / (graded + agent_failed + timed_out); it too is absent when nothing was graded,
+//! so an execute-only sweep in which one agent crashed does not publish a measured-looking 0%.
+//! A rate over nothing is `None`, rendered `n/a`, never 0.0: "not measured" and "measured
+//! zero" must never look alike.
 
 use crate::accounting::BucketCounts;
 use serde::{Deserialize, Serialize};
@@ -15,6 +18,8 @@ pub struct Rates {
     pub graded: u64,
     /// succeeded / graded; `None` when nothing was graded.
     pub pass_rate: Option<f64>,
+    /// succeeded / (graded + agent failures + timeouts); `None` when nothing was graded.
+    pub solve_rate: Option<f64>,
     /// Trials with an accepted outcome / planned; `None` for an empty plan.
     pub coverage: Option<f64>,
     /// infrastructure errors / trials with an accepted outcome; `None` when none has one.
@@ -33,6 +38,11 @@ impl Rates {
         Rates {
             graded,
             pass_rate: ratio(c.succeeded, graded),
+            solve_rate: if graded == 0 {
+                None
+            } else {
+                ratio(c.succeeded, graded + c.agent_failed + c.timed_out)
+            },
             coverage: ratio(observed, c.planned()),
             infrastructure_error_rate: ratio(c.infrastructure_error, observed),
         }
@@ -61,9 +71,10 @@ impl fmt::Display for Rates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pass rate {} ({} graded), coverage {}, infrastructure errors {}",
+            "pass rate {} ({} graded), solve rate {}, coverage {}, infrastructure errors {}",
             Pct(self.pass_rate),
             self.graded,
+            Pct(self.solve_rate),
             Pct(self.coverage),
             Pct(self.infrastructure_error_rate)
         )
@@ -82,6 +93,7 @@ mod tests {
         };
         let r = Rates::from_counts(&c);
         assert_eq!(r.pass_rate, None);
+        assert_eq!(r.solve_rate, None);
         assert_eq!(Pct(r.pass_rate).to_string(), "n/a");
         assert_eq!(r.coverage, Some(1.0));
     }
@@ -97,8 +109,33 @@ mod tests {
         };
         let r = Rates::from_counts(&c);
         assert_eq!(r.pass_rate, Some(0.25));
+        assert_eq!(r.solve_rate, Some(0.25));
         assert_eq!(Pct(r.pass_rate).to_string(), "25.0%");
         assert_eq!(r.infrastructure_error_rate, Some(0.5));
         assert_eq!(Rates::from_counts(&BucketCounts::default()).coverage, None);
+    }
+
+    #[test]
+    fn agent_failures_without_any_verdict_are_not_a_measured_zero() {
+        // An execute-only sweep: 9 not graded, 1 agent crash, 1 timeout.
+        let c = BucketCounts {
+            not_graded: 9,
+            agent_failed: 1,
+            timed_out: 1,
+            ..BucketCounts::default()
+        };
+        let r = Rates::from_counts(&c);
+        assert_eq!((r.pass_rate, r.solve_rate), (None, None));
+        // Once something is graded, the agent's own failures count against its solve rate.
+        let c = BucketCounts {
+            succeeded: 2,
+            failed: 2,
+            agent_failed: 3,
+            timed_out: 1,
+            ..BucketCounts::default()
+        };
+        let r = Rates::from_counts(&c);
+        assert_eq!(r.pass_rate, Some(0.5));
+        assert_eq!(r.solve_rate, Some(0.25));
     }
 }

@@ -318,3 +318,56 @@ impl RunRecord {
         Ok(())
     }
 }
+
+/// Resolves `rel`, a path read from an untrusted run directory, inside `run_dir`: absolute
+/// paths and `..` are refused, symlinks are followed and the result must still be inside
+/// the (canonical) run directory. The path must exist.
+pub fn resolve_inside(run_dir: &std::path::Path, rel: &str) -> Result<std::path::PathBuf, String> {
+    let root = run_dir.canonicalize().map_err(|e| {
+        format!(
+            "cannot resolve the run directory {}: {e}",
+            run_dir.display()
+        )
+    })?;
+    let joined = crate::task::inside(&root, rel).ok_or_else(|| {
+        format!("`{rel}` is absolute or climbs out with `..`; a run directory may only point inside itself")
+    })?;
+    let real = joined
+        .canonicalize()
+        .map_err(|e| format!("`{rel}` cannot be resolved: {e}"))?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "`{rel}` resolves to {} (through a symlink), outside the run directory {}",
+            real.display(),
+            root.display()
+        ));
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_inside_refuses_escapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        std::fs::create_dir_all(run.join("a1")).unwrap();
+        std::fs::write(run.join("a1/agent.diff"), "").unwrap();
+        std::fs::create_dir_all(tmp.path().join("elsewhere")).unwrap();
+        std::fs::write(tmp.path().join("elsewhere/agent.diff"), "").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("elsewhere"), run.join("a2")).unwrap();
+        std::os::unix::fs::symlink("a1", run.join("a3")).unwrap();
+        assert!(resolve_inside(&run, "a1/agent.diff").is_ok());
+        assert!(
+            resolve_inside(&run, "a3/agent.diff").is_ok(),
+            "a symlink inside is fine"
+        );
+        let e = resolve_inside(&run, "a2/agent.diff").unwrap_err();
+        assert!(e.contains("outside the run directory"), "{e}");
+        assert!(resolve_inside(&run, "../elsewhere/agent.diff").is_err());
+        assert!(resolve_inside(&run, "/etc/passwd").is_err());
+        assert!(resolve_inside(&run, "a1/missing").is_err());
+    }
+}

@@ -42,6 +42,9 @@ pub struct EvalPlace<'a> {
     pub eval_root: &'a Path,
     /// Where the evaluator's stdout/stderr files go.
     pub artifacts_dir: &'a Path,
+    /// Prefix of those files' names, so a later grade never overwrites an earlier log
+    /// (`""` for the first grade, `"grade-2."` for the second...).
+    pub log_prefix: &'a str,
 }
 
 /// Runs the task's evaluation.
@@ -95,8 +98,12 @@ pub fn evaluate(
         "AKBENCH_WORKSPACE".into(),
         place.workspace.display().to_string(),
     );
-    let stdout_path = place.artifacts_dir.join("evaluator.stdout.log");
-    let stderr_path = place.artifacts_dir.join("evaluator.stderr.log");
+    let stdout_path = place
+        .artifacts_dir
+        .join(format!("{}evaluator.stdout.log", place.log_prefix));
+    let stderr_path = place
+        .artifacts_dir
+        .join(format!("{}evaluator.stderr.log", place.log_prefix));
     let spec = ProcessSpec {
         argv: argv.clone(),
         cwd: place.workspace.to_path_buf(),

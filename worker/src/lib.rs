@@ -15,4 +15,5 @@ pub mod git;
 pub mod mirror;
 pub mod orchestrator;
 pub mod process;
+pub mod regrade;
 pub mod workspace;

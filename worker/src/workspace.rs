@@ -139,17 +139,11 @@ impl Workspace {
     /// Reads what the agent left: fingerprint and diff against the post-mutation tree,
     /// new files included, through a private index.
     pub fn collect(&self) -> Result<Collected, WorkspaceError> {
-        let index = self.root.join("collect.index");
-        let _ = std::fs::remove_file(&index);
-        let with_index = |args: &[&str]| {
-            let mut c = git(Some(&self.worktree));
-            c.env("GIT_INDEX_FILE", &index).args(args);
-            c
-        };
-        run(with_index(&["read-tree", &self.tree_after_mutation]))?;
-        run(with_index(&["add", "--all", "--", "."]))?;
-        let after = run_text(with_index(&["write-tree"]))?;
-        let _ = std::fs::remove_file(&index);
+        let after = fingerprint(
+            &self.worktree,
+            &self.tree_after_mutation,
+            &self.root.join("collect.index"),
+        )?;
         let mut c = git(Some(&self.worktree));
         c.args([
             "diff-tree",
@@ -176,6 +170,16 @@ impl Workspace {
             diff,
             files_changed: u32::try_from(files_changed).unwrap_or(u32::MAX),
         })
+    }
+
+    /// Applies a recorded agent diff on top of the post-mutation tree (rebuilding the agent's
+    /// work on any host, any time later).
+    pub fn apply_diff(&self, diff: &Path) -> Result<(), WorkspaceError> {
+        let mut c = git(Some(&self.worktree));
+        c.args(["apply", "--binary", "--whitespace=nowarn", "--"])
+            .arg(diff);
+        run(c)?;
+        Ok(())
     }
 
     /// Moves the worktree to `dest` (inside the run directory, so a kept workspace travels
@@ -237,6 +241,23 @@ fn make_writable(root: &Path) {
             }
         }
     }
+}
+
+/// The tree id of a worktree's files as they are (tracked and untracked, ignored files
+/// excluded), computed through a private index seeded with `base_tree` so the worktree's own
+/// index is never touched.
+pub fn fingerprint(worktree: &Path, base_tree: &str, index: &Path) -> Result<String, GitError> {
+    let _ = std::fs::remove_file(index);
+    let with_index = |args: &[&str]| {
+        let mut c = git(Some(worktree));
+        c.env("GIT_INDEX_FILE", index).args(args);
+        c
+    };
+    let result = run(with_index(&["read-tree", base_tree]))
+        .and_then(|_| run(with_index(&["add", "--all", "--", "."])))
+        .and_then(|_| run_text(with_index(&["write-tree"])));
+    let _ = std::fs::remove_file(index);
+    result
 }
 
 /// The tree id of a commit in a repository.

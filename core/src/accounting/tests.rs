@@ -43,7 +43,7 @@ fn every_bucket() {
         [
             Bucket::Succeeded,
             Bucket::Failed,
-            Bucket::Failed,
+            Bucket::AgentFailed,
             Bucket::Cancelled,
             Bucket::TimedOut,
             Bucket::Invalid,
@@ -53,13 +53,17 @@ fn every_bucket() {
             Bucket::Missing,
         ]
     );
-    assert_eq!(a.counts.failed, 2);
+    assert_eq!(a.counts.failed, 1);
+    assert_eq!(a.counts.agent_failed, 1);
     assert_eq!(a.counts.infrastructure_error, 1);
     assert_eq!(a.counts.missing, 1);
     assert_eq!(a.counts.planned(), 10);
     assert!(a.valid);
     assert!(!a.complete);
-    assert_eq!(a.rates.pass_rate, Some(1.0 / 3.0));
+    // Verdicts only: 1 solved of 2 graded; the agent's failure and the timeout count
+    // against the solve rate.
+    assert_eq!(a.rates.pass_rate, Some(0.5));
+    assert_eq!(a.rates.solve_rate, Some(0.25));
     assert_eq!(a.accepted().count(), 9);
 }
 
@@ -116,7 +120,7 @@ fn unexpected_identities_are_reported_and_invalidate() {
     assert!(!a.valid);
     assert_eq!(a.unexpected, [stranger]);
     assert_eq!(a.quarantined[0].reason, "unexpected_identity");
-    assert_eq!(a.counts.failed, 1);
+    assert_eq!(a.counts.agent_failed, 1);
     assert_eq!(a.counts.missing, 1);
     assert_eq!(a.counts.planned(), 2);
 }

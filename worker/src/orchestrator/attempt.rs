@@ -397,6 +397,7 @@ fn drive(
                 workspace: &worktree,
                 eval_root: &eval_root,
                 artifacts_dir: &req.artifacts_dir,
+                log_prefix: "",
             },
             r.orch.clock.as_ref(),
             cancel,
@@ -419,7 +420,7 @@ fn drive(
             EvalResult::Cancelled => end!(r, Event::Cancel, "cancelled while evaluating".into()),
         }
     } else {
-        r.advance(Some("grading not requested".into()));
+        r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
     }
 
     // FINALIZING.

@@ -1,0 +1,397 @@
+//! Grading a recorded attempt later: the pure function (task release, base commit, mutation,
+//! the agent's recorded diff) -> grade, applied to an untrusted run directory.
+//!
+//! The run directory is untrusted: every path read from it is resolved inside it, the record
+//! must validate, the recorded diff must match its digest, and the task must still be the
+//! exact release the run used (its digest covers the tests, the mutation and the reference),
+//! else grading is refused, saying why. The workspace is either the preserved one, adopted in
+//! place after checking it still holds exactly what the agent left, or rebuilt from the record
+//! (pinned commit + mutation + diff) and checked against the recorded fingerprint. The grade is
+//! written back atomically; the record as it was before is kept beside it; the agent's timings
+//! and logs are never touched.
+
+use crate::evaluator::{evaluate, EvalPlace, EvalResult};
+use crate::orchestrator::{write_json_atomic, Orchestrator};
+use crate::process::CancelToken;
+use crate::workspace::{fingerprint, Workspace};
+use akbench_core::digest::digest_bytes;
+use akbench_core::lifecycle::{apply, Event, State};
+use akbench_core::record::{resolve_inside, RunRecord, Transition, RECORD_FILE};
+use akbench_core::task::{load_by_id, Task};
+use std::path::{Path, PathBuf};
+
+/// The note of an EVALUATING step that did not grade.
+pub const NOT_REQUESTED: &str = "grading not requested";
+
+/// Where grading happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceMode {
+    /// In place when the run kept its workspace, else a rebuilt copy.
+    Auto,
+    /// The preserved workspace, adopted in place (refused when there is none).
+    InPlace,
+    /// A copy rebuilt from the record; the run directory's workspace is left alone.
+    Copy,
+}
+
+/// What grading did.
+#[derive(Debug, Clone)]
+pub struct Regraded {
+    /// The record as written.
+    pub record: RunRecord,
+    /// Its path.
+    pub record_path: PathBuf,
+    /// Where the record as it was before grading was kept.
+    pub backup_path: PathBuf,
+    /// `in_place` or `copy`.
+    pub workspace_used: &'static str,
+}
+
+/// Why grading was refused or failed. Nothing is written in any of these cases.
+#[derive(Debug, thiserror::Error)]
+pub enum RegradeError {
+    /// A path in the run directory escapes it, or the directory itself is unusable.
+    #[error("failed to grade {}: {reason}", run_dir.display())]
+    Untrusted {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The record does not parse or validate.
+    #[error("failed to grade {}: the run record is invalid: {reason}; nothing was changed", run_dir.display())]
+    InvalidRecord {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The attempt holds nothing to grade.
+    #[error("failed to grade {}: its last attempt ended `{state}`, which {why}; nothing was changed", run_dir.display())]
+    NotGradable {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The attempt's state.
+        state: State,
+        /// Why that cannot be graded.
+        why: &'static str,
+    },
+    /// The task is not the release the run used.
+    #[error("failed to grade {}: {reason}; grading now would score the agent's work against a different task, so it is refused", run_dir.display())]
+    TaskChanged {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// What changed.
+        reason: String,
+    },
+    /// The workspace could not be adopted or rebuilt faithfully.
+    #[error("failed to grade {}: {reason}", run_dir.display())]
+    Workspace {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Cancelled while grading.
+    #[error("failed to grade {}: cancelled", run_dir.display())]
+    Cancelled {
+        /// The run directory.
+        run_dir: PathBuf,
+    },
+}
+
+impl RegradeError {
+    /// True when the user's input is at fault (a refusal), false for an environment failure.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, RegradeError::Cancelled { .. })
+    }
+}
+
+fn why_not(state: State) -> &'static str {
+    match state {
+        State::Failed => "is the agent's own failure: there is no finished work to grade",
+        State::Timeout => "means the agent ran out of time: its work is not a finished answer",
+        State::Cancelled => "was cancelled before its work was finished",
+        State::InfrastructureError => "never ran the agent to the end (an infrastructure error)",
+        State::InvalidConfiguration => "never started the agent (invalid configuration)",
+        _ => "is not a finished attempt",
+    }
+}
+
+/// Reads and validates the record of a run directory.
+pub fn read_record(run_dir: &Path) -> Result<(PathBuf, RunRecord), RegradeError> {
+    let untrusted = |reason: String| RegradeError::Untrusted {
+        run_dir: run_dir.to_path_buf(),
+        reason,
+    };
+    let path = resolve_inside(run_dir, RECORD_FILE).map_err(untrusted)?;
+    let bytes = std::fs::read(&path).map_err(|e| RegradeError::Untrusted {
+        run_dir: run_dir.to_path_buf(),
+        reason: format!("cannot read {}: {e}", path.display()),
+    })?;
+    let record: RunRecord =
+        serde_json::from_slice(&bytes).map_err(|e| RegradeError::InvalidRecord {
+            run_dir: run_dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    record
+        .validate()
+        .map_err(|reason| RegradeError::InvalidRecord {
+            run_dir: run_dir.to_path_buf(),
+            reason,
+        })?;
+    Ok((path, record))
+}
+
+/// Grades the last attempt of the run in `run_dir` and writes the grade back.
+pub fn regrade(
+    orch: &Orchestrator,
+    run_dir: &Path,
+    tasks_root: &Path,
+    mode: WorkspaceMode,
+    cancel: &CancelToken,
+) -> Result<Regraded, RegradeError> {
+    let (record_path, mut record) = read_record(run_dir)?;
+    let run_dir = record_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| run_dir.to_path_buf());
+    let err_ws = |reason: String| RegradeError::Workspace {
+        run_dir: run_dir.clone(),
+        reason,
+    };
+    let untrusted = |reason: String| RegradeError::Untrusted {
+        run_dir: run_dir.clone(),
+        reason,
+    };
+    let before = record.clone();
+    let attempt = record
+        .attempts
+        .last()
+        .expect("validated: at least one attempt");
+    if apply(attempt.state, Event::Regrade).is_err() {
+        return Err(RegradeError::NotGradable {
+            run_dir,
+            state: attempt.state,
+            why: why_not(attempt.state),
+        });
+    }
+    let task =
+        load_by_id(tasks_root, &record.task.release.id).map_err(|e| RegradeError::TaskChanged {
+            run_dir: run_dir.clone(),
+            reason: format!("the task cannot be loaded ({e})"),
+        })?;
+    check_same_task(&record, &task).map_err(|reason| RegradeError::TaskChanged {
+        run_dir: run_dir.clone(),
+        reason,
+    })?;
+    let artifacts = resolve_inside(&run_dir, &attempt.artifacts_dir).map_err(untrusted)?;
+    let ws = &attempt.workspace;
+    let (Some(tree_mut), Some(tree_agent), Some(diff_rel), Some(diff_digest)) = (
+        ws.tree_after_mutation.as_deref(),
+        ws.tree_after_agent.as_deref(),
+        ws.diff_path.as_deref(),
+        ws.diff_digest.as_deref(),
+    ) else {
+        return Err(RegradeError::InvalidRecord {
+            run_dir,
+            reason: "the attempt has no recorded fingerprints or diff".into(),
+        });
+    };
+    let kept = match (&ws.path, ws.kept) {
+        (Some(p), true) => Some(resolve_inside(&run_dir, p).map_err(untrusted)?),
+        _ => None,
+    };
+    let in_place = match (mode, &kept) {
+        (WorkspaceMode::InPlace, None) => return Err(err_ws(
+            "the run kept no workspace to grade in place; use --copy to rebuild it from the record"
+                .into(),
+        )),
+        (WorkspaceMode::Copy, _) | (WorkspaceMode::Auto, None) => None,
+        (_, Some(p)) => Some(p.clone()),
+    };
+
+    let prior_grades = grades_of(attempt);
+    let grade_number = prior_grades + 1;
+    let scratch = orch
+        .work_root
+        .join(format!("grade-{}", uuid::Uuid::now_v7()));
+    let result = (|| {
+        std::fs::create_dir_all(&scratch)
+            .map_err(|e| err_ws(format!("cannot create {}: {e}", scratch.display())))?;
+        let mut rebuilt: Option<Workspace> = None;
+        let worktree = match &in_place {
+            Some(p) => {
+                let now = fingerprint(p, tree_mut, &scratch.join("fp.index"))
+                    .map_err(|e| err_ws(e.to_string()))?;
+                if now != tree_agent {
+                    return Err(err_ws(format!(
+                        "the preserved workspace no longer holds what the agent left (tree {now}, recorded {tree_agent}); grade a rebuilt copy with --copy"
+                    )));
+                }
+                p.clone()
+            }
+            None => {
+                let diff = resolve_inside(&run_dir, diff_rel).map_err(untrusted)?;
+                let bytes = std::fs::read(&diff)
+                    .map_err(|e| untrusted(format!("cannot read the recorded diff: {e}")))?;
+                if digest_bytes(&bytes) != diff_digest {
+                    return Err(RegradeError::InvalidRecord {
+                        run_dir: run_dir.clone(),
+                        reason: format!("the recorded diff {diff_rel} does not match its digest"),
+                    });
+                }
+                let w = Workspace::create(
+                    &orch.cache,
+                    &task,
+                    &scratch.join("rebuild"),
+                    record.task.mutation_applied,
+                )
+                .map_err(|e| err_ws(e.to_string()))?;
+                let path = w.worktree.clone();
+                rebuilt = Some(w);
+                let w = rebuilt.as_ref().expect("just set");
+                if w.tree_after_mutation != tree_mut {
+                    return Err(err_ws(format!(
+                        "the rebuilt starting tree {} differs from the recorded {tree_mut}",
+                        w.tree_after_mutation
+                    )));
+                }
+                if !bytes.is_empty() {
+                    w.apply_diff(&diff).map_err(|e| err_ws(e.to_string()))?;
+                }
+                let now = w
+                    .collect()
+                    .map_err(|e| err_ws(e.to_string()))?
+                    .tree_after_agent;
+                if now != tree_agent {
+                    return Err(err_ws(format!(
+                        "the rebuilt workspace (tree {now}) does not match the recorded fingerprint {tree_agent}"
+                    )));
+                }
+                path
+            }
+        };
+        let prefix = format!("grade-{grade_number}.");
+        let outcome = evaluate(
+            &task,
+            &EvalPlace {
+                workspace: &worktree,
+                eval_root: &scratch.join("eval"),
+                artifacts_dir: &artifacts,
+                log_prefix: &prefix,
+            },
+            orch.clock.as_ref(),
+            cancel,
+        );
+        if let Some(w) = rebuilt {
+            let _ = w.remove(&orch.cache);
+        }
+        Ok(outcome)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let outcome = result?;
+
+    let attempt = record.attempts.last_mut().expect("validated");
+    let how = if in_place.is_some() {
+        "in place"
+    } else {
+        "rebuilt from the recorded diff"
+    };
+    let mut push = |state: State, note: Option<String>| {
+        let seq = u32::try_from(attempt.transitions.len()).unwrap_or(u32::MAX);
+        attempt.transitions.push(Transition {
+            seq,
+            state,
+            at: orch.clock.now(),
+            note,
+        });
+        attempt.state = state;
+    };
+    match outcome {
+        EvalResult::Cancelled => return Err(RegradeError::Cancelled { run_dir }),
+        EvalResult::Graded(g) => {
+            push(
+                State::Evaluating,
+                Some(format!(
+                    "graded later ({how}): {} (score {}, from {})",
+                    if g.ok { "solved" } else { "not solved" },
+                    g.score,
+                    g.source
+                )),
+            );
+            push(State::Finalizing, None);
+            push(State::Completed, None);
+            attempt.grade = Some(g);
+            attempt.cause = None;
+        }
+        EvalResult::Broken { cause, report } => {
+            let _ = std::fs::write(
+                artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
+                report,
+            );
+            push(State::Evaluating, Some(format!("graded later ({how})")));
+            push(State::EvaluationError, Some(cause.clone()));
+            attempt.grade = None;
+            attempt.cause = Some(cause);
+        }
+    }
+    record.outcome = RunRecord::outcome_of(&record.attempts).expect("validated");
+    record
+        .validate()
+        .expect("a regraded record keeps the lifecycle rules");
+    let backup_name = if prior_grades == 0 {
+        "run_record.execute.json".to_string()
+    } else {
+        format!("run_record.pre-grade-{grade_number}.json")
+    };
+    let backup_path = run_dir.join(backup_name);
+    if !backup_path.exists() {
+        write_json_atomic(&backup_path, &before)
+            .map_err(|e| untrusted(format!("cannot keep the pre-grade record: {e}")))?;
+    }
+    write_json_atomic(&record_path, &record)
+        .map_err(|e| untrusted(format!("cannot write the graded record: {e}")))?;
+    Ok(Regraded {
+        record,
+        record_path,
+        backup_path,
+        workspace_used: if in_place.is_some() {
+            "in_place"
+        } else {
+            "copy"
+        },
+    })
+}
+
+/// How many times an attempt was actually graded (a no-op EVALUATING does not count).
+fn grades_of(attempt: &akbench_core::record::AttemptRecord) -> usize {
+    attempt
+        .transitions
+        .iter()
+        .filter(|t| t.state == State::Evaluating && t.note.as_deref() != Some(NOT_REQUESTED))
+        .count()
+}
+
+/// Checks that `task` is exactly the release, source and tests the record was made with.
+pub fn check_same_task(record: &RunRecord, task: &Task) -> Result<(), String> {
+    let r = &record.task;
+    if task.release != r.release {
+        return Err(format!(
+            "the task `{}` changed since this run (now version {} digest {}, recorded version {} digest {})",
+            r.release.id, task.release.version, task.release.digest, r.release.version, r.release.digest
+        ));
+    }
+    if task.commit != r.commit || task.tests_digest != r.tests_digest {
+        return Err("the task's pinned commit or tests differ from the record".into());
+    }
+    if task.reference.as_ref().map(|(_, d)| d) != r.reference_digest.as_ref() {
+        return Err(
+            "the task's reference solution no longer matches the recorded reference digest".into(),
+        );
+    }
+    if task.mutation.as_ref().map(|(_, d)| d) != r.mutation_digest.as_ref() {
+        return Err("the task's mutation no longer matches the recorded mutation digest".into());
+    }
+    Ok(())
+}
