@@ -142,6 +142,11 @@ impl BucketCounts {
         }
     }
 
+    /// Counts one more trial in `b`.
+    pub fn add(&mut self, b: Bucket) {
+        *self.slot(b) += 1;
+    }
+
     /// The count of one bucket.
     pub fn get(&self, b: Bucket) -> u64 {
         let mut c = *self;

@@ -25,6 +25,14 @@ pub enum Command {
 pub enum RunCommand {
     /// Run one trial locally: prepare, execute, evaluate, record. No server needed.
     Single(SingleArgs),
+    /// Run one trial locally without grading it: it ends `not_graded` (grade it later with
+    /// `run evaluate`).
+    Execute(SingleArgs),
+    /// Grade a recorded run directory (from `run single` or `run execute`) and write the
+    /// grade back, keeping the record as it was beside it.
+    Evaluate(EvaluateArgs),
+    /// Rebuild a summary from the run records under a folder: JSON, markdown, JUnit XML.
+    Aggregate(AggregateArgs),
     /// Resolve an experiment manifest and store its spec, draft plan and ready plan.
     Plan(PlanArgs),
     /// Show a stored run: its condition, plan summary and state.
@@ -136,4 +144,44 @@ pub struct SingleArgs {
     /// Per-host cache of bare mirrors (default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench).
     #[arg(long, env = "AKBENCH_CACHE")]
     pub cache: Option<PathBuf>,
+}
+
+/// `akbench run evaluate`.
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// The run directory: the folder holding `run_record.json`.
+    pub run_dir: PathBuf,
+    /// Folder holding the tasks (the task must be the exact release the run used).
+    #[arg(long, default_value = "examples/tasks", env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: PathBuf,
+    /// Grade a copy rebuilt from the record (pinned commit + mutation + the agent's diff),
+    /// leaving the run's preserved workspace untouched.
+    #[arg(long, conflicts_with = "in_place")]
+    pub copy: bool,
+    /// Grade the preserved workspace in place (refused when the run kept none). The default
+    /// is in place when a workspace was kept, else a copy.
+    #[arg(long)]
+    pub in_place: bool,
+    /// Print one JSON object instead of human output.
+    #[arg(long)]
+    pub json: bool,
+    /// Per-host cache of bare mirrors.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
+}
+
+/// `akbench run aggregate`.
+#[derive(Debug, Args)]
+pub struct AggregateArgs {
+    /// Folder to search for `run_record.json` files (recursively).
+    pub dir: PathBuf,
+    /// Print the summary as JSON instead of a markdown table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the markdown table to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also write a JUnit XML report to this file (not-graded trials are `skipped`).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
 }

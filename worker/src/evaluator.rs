@@ -154,7 +154,11 @@ pub fn evaluate(
     };
     let (tests_results, junit_note) = match std::fs::read_to_string(verifier.join("junit.xml")) {
         Ok(xml) => match parse_junit(&xml) {
-            Ok(t) => (t, None),
+            Ok(mut t) => {
+                // Test runners report in completion order, which varies between runs.
+                t.sort_by(|a, b| a.name.cmp(&b.name));
+                (t, None)
+            }
             Err(e) => (
                 Vec::new(),
                 Some(format!("\n[akbench: junit.xml ignored: {e}]")),

@@ -1,6 +1,8 @@
 //! One module per command.
 
+pub mod aggregate;
 pub mod diff;
+pub mod evaluate;
 pub mod inspect;
 pub mod plan;
 pub mod reconcile;
@@ -11,7 +13,10 @@ use crate::cli::{Cli, Command, RunCommand};
 /// Runs the parsed command and returns its exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Run(RunCommand::Single(args)) => single::run(args),
+        Command::Run(RunCommand::Single(args)) => single::run(args, true),
+        Command::Run(RunCommand::Execute(args)) => single::run(args, false),
+        Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
+        Command::Run(RunCommand::Aggregate(args)) => aggregate::run(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

@@ -1,4 +1,5 @@
-//! `akbench run single`: one trial, locally, through the worker's orchestrator.
+//! `akbench run single` and `akbench run execute`: one trial, locally, through the worker's
+//! orchestrator; `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
 use crate::exit::{self, InputError};
@@ -15,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Runs one trial.
-pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
+/// Runs one trial; with `grade` false it ends `not_graded` (exit 0) unless the run itself
+/// failed.
+pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
@@ -49,6 +51,7 @@ pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
         infrastructure_retries: args.infrastructure_retries,
         options: AttemptOptions {
             apply_mutation: !args.no_mutation,
+            grade,
             keep_workspace: args.keep_workspace,
             agent_timeout_sec: args.agent_timeout,
             ..AttemptOptions::default()
@@ -68,7 +71,11 @@ pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
     let outcome = orch.run_trial(&req, &live, &cancel)?;
     let rec = &outcome.record;
     let last = rec.attempts.last().expect("a trial has an attempt");
-    let solved = rec.outcome.state == State::Completed && rec.outcome.ok == Some(true);
+    let success = if grade {
+        rec.outcome.state == State::Completed && rec.outcome.ok == Some(true)
+    } else {
+        rec.outcome.state == State::NotGraded
+    };
     if args.json {
         let v = serde_json::json!({
             "run": rec.run,
@@ -112,7 +119,7 @@ pub fn run(args: SingleArgs) -> anyhow::Result<i32> {
         }
         writeln!(out, "record: {}", outcome.record_path.display())?;
     }
-    Ok(if solved { exit::OK } else { exit::NEGATIVE })
+    Ok(if success { exit::OK } else { exit::NEGATIVE })
 }
 
 /// One word for the result.
