@@ -225,6 +225,28 @@ fn selection(problem: impl Into<String>, fix: impl Into<String>) -> ResolveError
     }
 }
 
+/// The tasks root and agents root a manifest resolves with: the flags, else the manifest's
+/// roots relative to its file.
+pub fn roots(
+    manifest: &ExperimentManifest,
+    inputs: &ResolveInputs,
+) -> Result<(PathBuf, PathBuf), ResolveError> {
+    Ok((
+        root_of(
+            &inputs.tasks_root,
+            &manifest.tasks.root,
+            &inputs.manifest_path,
+            "task",
+        )?,
+        root_of(
+            &inputs.agents_root,
+            &manifest.agents.root,
+            &inputs.manifest_path,
+            "agent",
+        )?,
+    ))
+}
+
 fn root_of(
     flag: &Option<PathBuf>,
     manifest_root: &Option<PathBuf>,

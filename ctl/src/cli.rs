@@ -18,6 +18,9 @@ pub enum Command {
     /// Plan, run and account for runs.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Run a whole experiment on this machine: plan it, run every trial, print the
+    /// accounting and a results table, leave the records on disk.
+    Sweep(SweepArgs),
 }
 
 /// `akbench run ...`
@@ -184,4 +187,33 @@ pub struct AggregateArgs {
     /// Also write a JUnit XML report to this file (not-graded trials are `skipped`).
     #[arg(long)]
     pub junit: Option<PathBuf>,
+}
+
+/// `akbench sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The experiment manifest (see docs/manifest.md).
+    pub config: PathBuf,
+    /// Folder holding the tasks (default: the manifest's `tasks.root`).
+    #[arg(long, env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: Option<PathBuf>,
+    /// Folder holding the agent descriptors (default: the manifest's `agents.root`).
+    #[arg(long, env = "AKBENCH_AGENTS_ROOT")]
+    pub agents_root: Option<PathBuf>,
+    /// The evidence store (spec and plans).
+    #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
+    pub store_root: PathBuf,
+    /// Where run records and artifacts are written (one folder per trial key).
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// Trials run at once (default: the number of CPUs), further limited by the plan's
+    /// concurrency caps.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Per-host cache of bare mirrors.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// Print one JSON document (accounting and summary) instead of human output.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -16,6 +16,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    restore_sigpipe();
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -33,5 +34,14 @@ where
             eprintln!("error: {e:#}");
             exit::code_for(&e)
         }
+    }
+}
+
+/// Restores the default SIGPIPE action, so `akbench ... | head` ends quietly instead of
+/// panicking on a closed pipe (Rust ignores SIGPIPE by default).
+fn restore_sigpipe() {
+    // SAFETY: setting a signal disposition to its default; no handler code is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -16,4 +16,5 @@ pub mod mirror;
 pub mod orchestrator;
 pub mod process;
 pub mod regrade;
+pub mod trial;
 pub mod workspace;

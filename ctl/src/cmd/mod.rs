@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod plan;
 pub mod reconcile;
 pub mod single;
+pub mod sweep;
 
 use crate::cli::{Cli, Command, RunCommand};
 
@@ -17,6 +18,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),
         Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
         Command::Run(RunCommand::Aggregate(args)) => aggregate::run(args),
+        Command::Sweep(args) => sweep::run(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

@@ -1,0 +1,326 @@
+//! `akbench sweep experiment.yaml`: plan, run every trial on this machine, account.
+//!
+//! This executor runs the plan in-process with a pool of threads, each trial through the
+//! same orchestrator as `run single`, honouring the plan's concurrency caps (whole run, per
+//! agent, per provider route). Records land in `<out>/<trial key>/run_record.json`; the
+//! accounting reconciles them against the exact planned set and the results table prints
+//! rates through `Rates` ("n/a" when nothing was graded). Ctrl-C cancels: running agents are
+//! stopped and their trials end `cancelled`; trials not started are reported missing.
+
+use crate::cli::SweepArgs;
+use crate::cmd::single::{cache_root, verdict};
+use crate::exit::{self, InputError};
+use akbench_core::accounting::{reconcile, Observation};
+use akbench_core::clock::SystemClock;
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::manifest::ExperimentManifest;
+use akbench_core::plan::{plan, PlannedTrial};
+use akbench_core::record::Identity;
+use akbench_core::report::{summarize, ReportTrial};
+use akbench_core::spec::{resolve, roots, ResolveInputs};
+use akbench_worker::orchestrator::{AttemptOptions, Orchestrator, Silent, TrialRequest};
+use akbench_worker::process::CancelToken;
+use akbench_worker::trial::{prepare, spec_agent, PreparedTrial};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Instant;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Runs the sweep.
+pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+    let clock = SystemClock;
+    let manifest = ExperimentManifest::load(&args.config)?;
+    let inputs = ResolveInputs {
+        manifest_path: Some(args.config.clone()),
+        tasks_root: args.tasks_root.clone(),
+        agents_root: args.agents_root.clone(),
+    };
+    let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
+    let spec = resolve(&manifest, &inputs, &clock)?;
+    // Everything a trial needs is checked before anything is written or run.
+    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(clock));
+    let draft = plan(&spec, &clock);
+    let mut prepared: HashMap<(String, String), Arc<PreparedTrial>> = HashMap::new();
+    for t in &draft.trials {
+        let k = (t.task.id.clone(), t.agent.label.clone());
+        if prepared.contains_key(&k) {
+            continue;
+        }
+        let sa = spec_agent(&spec, t).ok_or_else(|| {
+            InputError(format!(
+                "failed to find agent condition `{}` in the spec",
+                t.agent.label
+            ))
+        })?;
+        let p = prepare(t, sa, &tasks_root, &agents_root).map_err(|e| InputError(e.to_string()))?;
+        orch.registry.resolve(&p.agent).map_err(InputError)?;
+        prepared.insert(k, Arc::new(p));
+    }
+    let store = EvidenceStore::new(&args.store_root);
+    let spec = store.create_run(spec)?;
+    // `create_run` may have given the run a suffixed key; plan against the stored spec.
+    let draft = plan(&spec, &clock);
+    store.put_plan(&draft)?;
+    let ready = draft.ready();
+    store.put_plan(&ready)?;
+    let total = ready.trials.len();
+    if !args.json {
+        eprintln!(
+            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions",
+            spec.run_key(),
+            spec.run_id(),
+            total,
+            ready.summary.by_task.len(),
+            ready.summary.by_agent.len(),
+            spec.condition.repetitions
+        );
+    }
+
+    let cancel = CancelToken::new();
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let caps = Caps::new(&spec.condition.execution.concurrency, &spec, jobs);
+    let run_identity = Identity {
+        id: spec.run_id(),
+        key: spec.run_key().to_string(),
+    };
+    let grade = spec.condition.evaluation.grade;
+    let queue: Mutex<std::collections::VecDeque<&PlannedTrial>> =
+        Mutex::new(ready.trials.iter().collect());
+    let (tx, rx) = mpsc::channel();
+    let started = Instant::now();
+    let mut observations = Vec::new();
+    let mut report = Vec::new();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let (queue, caps, cancel, orch, prepared, run_identity) =
+                (&queue, &caps, &cancel, &orch, &prepared, &run_identity);
+            let out = &args.out;
+            s.spawn(move || loop {
+                if cancel.is_cancelled() {
+                    return;
+                }
+                let Some(t) = caps.take(queue) else { return };
+                let p = &prepared[&(t.task.id.clone(), t.agent.label.clone())];
+                let req = TrialRequest {
+                    task: &p.task,
+                    agent: &p.agent,
+                    run: run_identity.clone(),
+                    trial: Identity {
+                        id: t.trial_id,
+                        key: t.key.clone(),
+                    },
+                    out_dir: out.join(&t.key),
+                    infrastructure_retries: t.attempt.infrastructure_retries,
+                    options: AttemptOptions {
+                        grade,
+                        ..AttemptOptions::default()
+                    },
+                };
+                let r = orch.run_trial(&req, &Silent, cancel);
+                caps.release(t);
+                let _ = tx.send((t, r));
+            });
+        }
+        drop(tx);
+        let watcher_cancel = cancel.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let done2 = done.clone();
+        s.spawn(move || {
+            while !done2.load(Ordering::SeqCst) {
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    watcher_cancel.cancel();
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        let mut finished = 0usize;
+        for (t, r) in rx {
+            finished += 1;
+            match r {
+                Ok(outcome) => {
+                    let rec = &outcome.record;
+                    if !args.json {
+                        eprintln!(
+                            "[{finished:>width$}/{total}] {:<50} {}",
+                            t.key,
+                            verdict(rec.outcome.state, rec.outcome.ok),
+                            width = total.to_string().len()
+                        );
+                    }
+                    observations.push(Observation {
+                        trial_id: rec.trial.id,
+                        state: rec.outcome.state,
+                        ok: rec.outcome.ok,
+                        score: rec.outcome.score,
+                        attempt_id: rec.attempts.last().map(|a| a.attempt.id),
+                        source: Some(outcome.record_path.display().to_string()),
+                    });
+                    report.push(ReportTrial {
+                        key: t.key.clone(),
+                        agent: t.agent.label.clone(),
+                        task: t.task.id.clone(),
+                        observation: observations.last().expect("just pushed").clone(),
+                        cause: rec.attempts.last().and_then(|a| a.cause.clone()),
+                    });
+                }
+                Err(e) => eprintln!("[{finished}/{total}] {}: {e}", t.key),
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    // SAFETY: restores the default disposition.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+    let accounting = reconcile(&ready, &observations);
+    let summary = summarize(&report);
+    if args.json {
+        crate::cmd::print_json(&serde_json::json!({
+            "run_key": spec.run_key(),
+            "run_id": spec.run_id(),
+            "out": args.out,
+            "seconds": started.elapsed().as_secs_f64(),
+            "interrupted": cancel.is_cancelled(),
+            "accounting": {
+                "valid": accounting.valid,
+                "complete": accounting.complete,
+                "planned": accounting.planned,
+                "counts": accounting.counts,
+                "rates": accounting.rates,
+            },
+            "summary": summary,
+        }))?;
+    } else {
+        println!();
+        print!("{}", summary.to_markdown());
+        println!();
+        println!(
+            "run {}: {} planned, {} recorded, accounting {}{} ({:.1}s)",
+            spec.run_key(),
+            accounting.planned,
+            accounting.observations,
+            if accounting.valid { "valid" } else { "INVALID" },
+            if accounting.complete {
+                ""
+            } else {
+                ", incomplete"
+            },
+            started.elapsed().as_secs_f64()
+        );
+        println!("records: {}", args.out.join(spec.run_key()).display());
+    }
+    Ok(if accounting.valid && accounting.complete {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
+}
+
+/// The plan's concurrency caps, enforced when a thread takes the next trial.
+struct Caps {
+    state: Mutex<CapState>,
+    freed: Condvar,
+    max_trials: usize,
+    per_agent: BTreeMap<String, u32>,
+    per_route: BTreeMap<String, u32>,
+    route_of: BTreeMap<String, String>,
+}
+
+#[derive(Default)]
+struct CapState {
+    running: usize,
+    by_agent: BTreeMap<String, u32>,
+    by_route: BTreeMap<String, u32>,
+}
+
+impl Caps {
+    fn new(
+        c: &akbench_core::manifest::Concurrency,
+        spec: &akbench_core::spec::ResolvedRunSpec,
+        jobs: usize,
+    ) -> Caps {
+        Caps {
+            state: Mutex::new(CapState::default()),
+            freed: Condvar::new(),
+            max_trials: c.max_trials.map_or(jobs, |m| (m as usize).min(jobs)),
+            per_agent: c.per_agent.clone(),
+            per_route: c.per_provider_route.clone(),
+            route_of: spec
+                .condition
+                .agents
+                .iter()
+                .filter_map(|a| a.provider_route.clone().map(|r| (a.label.clone(), r)))
+                .collect(),
+        }
+    }
+
+    fn fits(&self, st: &CapState, t: &PlannedTrial) -> bool {
+        let label = &t.agent.label;
+        let agent_ok = self
+            .per_agent
+            .get(label)
+            .is_none_or(|cap| st.by_agent.get(label).copied().unwrap_or(0) < *cap);
+        let route_ok = self.route_of.get(label).is_none_or(|r| {
+            self.per_route
+                .get(r)
+                .is_none_or(|cap| st.by_route.get(r).copied().unwrap_or(0) < *cap)
+        });
+        st.running < self.max_trials && agent_ok && route_ok
+    }
+
+    /// The first queued trial that fits the caps, waiting while none does.
+    fn take<'a>(
+        &self,
+        queue: &Mutex<std::collections::VecDeque<&'a PlannedTrial>>,
+    ) -> Option<&'a PlannedTrial> {
+        let mut st = self.state.lock().expect("caps lock");
+        loop {
+            {
+                let mut q = queue.lock().expect("queue lock");
+                if q.is_empty() {
+                    return None;
+                }
+                if let Some(i) = q.iter().position(|t| self.fits(&st, t)) {
+                    let t = q.remove(i).expect("index in range");
+                    st.running += 1;
+                    *st.by_agent.entry(t.agent.label.clone()).or_default() += 1;
+                    if let Some(r) = self.route_of.get(&t.agent.label) {
+                        *st.by_route.entry(r.clone()).or_default() += 1;
+                    }
+                    return Some(t);
+                }
+            }
+            st = self.freed.wait(st).expect("caps lock");
+        }
+    }
+
+    fn release(&self, t: &PlannedTrial) {
+        let mut st = self.state.lock().expect("caps lock");
+        st.running -= 1;
+        if let Some(n) = st.by_agent.get_mut(&t.agent.label) {
+            *n -= 1;
+        }
+        if let Some(r) = self.route_of.get(&t.agent.label) {
+            if let Some(n) = st.by_route.get_mut(r) {
+                *n -= 1;
+            }
+        }
+        self.freed.notify_all();
+    }
+}

@@ -1,0 +1,113 @@
+//! `akbench sweep` over the example corpus, in-process.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn sweep(tmp: &Path, manifest: &str) -> (i32, Value) {
+    let m = tmp.join("experiment.yaml");
+    std::fs::write(&m, manifest).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("sweep")
+        .arg(&m)
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--store-root")
+        .arg(tmp.join("runs"))
+        .arg("--out")
+        .arg(tmp.join("out"))
+        .arg("--cache")
+        .arg(tmp.join("cache"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn a_graded_sweep_accounts_for_every_planned_trial() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, v) = sweep(
+        tmp.path(),
+        "experiment: t\ntasks:\n  ids: [pyslug-001, pyslug-002]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: crash\nrepetitions: 2\nexecution:\n  concurrency:\n    per_agent: {crash: 1}\n",
+    );
+    assert_eq!(code, 0, "{v}");
+    let a = &v["accounting"];
+    assert_eq!(a["valid"], true);
+    assert_eq!(a["complete"], true);
+    assert_eq!(a["planned"], 8);
+    assert_eq!(a["counts"]["succeeded"], 4);
+    assert_eq!(a["counts"]["agent_failed"], 4);
+    assert_eq!(
+        v["summary"]["by_agent"]["oracle"]["rates"]["pass_rate"],
+        1.0
+    );
+    // The crashing agent never reached a verdict: neither rate is measured for it, and
+    // neither is printed as 0.
+    assert!(v["summary"]["by_agent"]["crash"]["rates"]["pass_rate"].is_null());
+    assert!(v["summary"]["by_agent"]["crash"]["rates"]["solve_rate"].is_null());
+    let records = walk(&tmp.path().join("out"));
+    assert_eq!(records, 8, "exactly one record per planned trial");
+}
+
+#[test]
+fn an_ungraded_sweep_reports_na_never_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, v) = sweep(
+        tmp.path(),
+        "experiment: t\ntasks:\n  ids: [pyslug-003]\nagents:\n  conditions:\n    - descriptor: oracle\nevaluation:\n  grade: false\n",
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["accounting"]["counts"]["not_graded"], 1);
+    assert!(v["accounting"]["rates"]["pass_rate"].is_null());
+    assert!(v["summary"]["total"]["rates"]["pass_rate"].is_null());
+}
+
+#[test]
+fn a_broken_task_in_the_selection_stops_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("experiment.yaml");
+    std::fs::write(
+        &m,
+        "experiment: t\ntasks:\n  ids: [pyslug-001, broken-malformed]\nagents:\n  conditions:\n    - descriptor: oracle\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("sweep")
+        .arg(&m)
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--store-root")
+        .arg(tmp.path().join("runs"))
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken-malformed"));
+    assert!(!tmp.path().join("out").exists() && !tmp.path().join("runs").exists());
+}
+
+fn walk(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            n += walk(&p);
+        } else if p.file_name().unwrap() == "run_record.json" {
+            n += 1;
+        }
+    }
+    n
+}
