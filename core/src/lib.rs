@@ -26,3 +26,4 @@ pub mod spec;
 pub mod spec_diff;
 pub mod task;
 pub mod testkit;
+pub mod work;
