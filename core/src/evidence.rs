@@ -12,6 +12,7 @@ use crate::digest::canonical_json;
 use crate::plan::{PlanStage, RunPlan};
 use crate::spec::ResolvedRunSpec;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
@@ -92,12 +93,40 @@ pub struct StoredRun {
     pub draft: Option<RunPlan>,
     /// The ready plan, when written.
     pub ready: Option<RunPlan>,
+    /// The latest outcome of executing the run (`outcome.json`), when it was executed.
+    /// Operational, not evidence: rewritten by each execution.
+    pub outcome: Option<RunOutcome>,
 }
 
+/// What executing a run gave: written by `akbench sweep` beside the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    /// `finished`, or `interrupted` when cancelled before every trial ran.
+    pub state: String,
+    /// Where the records are.
+    pub records: String,
+    /// Whether the accounting is valid.
+    pub valid: bool,
+    /// Whether every planned trial has an outcome.
+    pub complete: bool,
+    /// Counts per bucket.
+    pub counts: crate::accounting::BucketCounts,
+    /// The rates.
+    pub rates: crate::rates::Rates,
+    /// When it was written.
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// File of the run's latest execution outcome.
+pub const OUTCOME_FILE: &str = "outcome.json";
+
 impl StoredRun {
-    /// `resolved`, `draft` or `ready`: how far the documents go.
-    pub fn state(&self) -> &'static str {
-        if self.ready.is_some() {
+    /// `resolved`, `draft` or `ready`: how far the documents go; `finished` or
+    /// `interrupted` once the run was executed.
+    pub fn state(&self) -> &str {
+        if let Some(o) = &self.outcome {
+            o.state.as_str()
+        } else if self.ready.is_some() {
             "ready"
         } else if self.draft.is_some() {
             "draft"
@@ -230,6 +259,17 @@ impl EvidenceStore {
         Ok(path)
     }
 
+    /// Records the outcome of executing a run (replaces an earlier one).
+    pub fn put_outcome(&self, run_key: &str, outcome: &RunOutcome) -> Result<(), EvidenceError> {
+        let dir = self.root.join(run_key);
+        let p = dir.join(OUTCOME_FILE);
+        let tmp = dir.join(format!(".{OUTCOME_FILE}.tmp"));
+        let bytes = serde_json::to_vec_pretty(outcome).expect("an outcome serializes");
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &p))
+            .map_err(|e| io(&p, e))
+    }
+
     /// Run keys in the store, sorted.
     pub fn keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = std::fs::read_dir(&self.root)
@@ -301,11 +341,15 @@ impl EvidenceStore {
         }
         let ready = plans.pop().flatten();
         let draft = plans.pop().flatten();
+        let outcome = std::fs::read(dir.join(OUTCOME_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
         Ok(StoredRun {
             dir,
             spec,
             draft,
             ready,
+            outcome,
         })
     }
 }

@@ -57,6 +57,21 @@ fn a_graded_sweep_accounts_for_every_planned_trial() {
     assert!(v["summary"]["by_agent"]["crash"]["rates"]["solve_rate"].is_null());
     let records = walk(&tmp.path().join("out"));
     assert_eq!(records, 8, "exactly one record per planned trial");
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args([
+            "run",
+            "inspect",
+            v["run_key"].as_str().unwrap(),
+            "--json",
+            "--store-root",
+        ])
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    let inspect: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inspect["state"], "finished");
+    assert_eq!(inspect["outcome"]["valid"], true);
+    assert_eq!(inspect["outcome"]["counts"]["succeeded"], 4);
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<i32> {
             "run_key": r.spec.run_key(),
             "run_id": r.spec.run_id(),
             "state": r.state(),
+            "outcome": r.outcome,
             "created_at": r.spec.identity.created_at,
             "spec_digest": r.spec.digest,
             "condition_digest": r.spec.condition_digest,
@@ -27,6 +28,15 @@ pub fn run(args: InspectArgs) -> anyhow::Result<i32> {
     let c = &s.condition;
     println!("run          {} ({})", s.run_key(), s.run_id());
     println!("state        {}", r.state());
+    if let Some(o) = &r.outcome {
+        println!(
+            "outcome      accounting {}{}, {}; records in {}",
+            if o.valid { "valid" } else { "INVALID" },
+            if o.complete { "" } else { ", incomplete" },
+            o.rates,
+            o.records
+        );
+    }
     println!("created      {}", s.identity.created_at.to_rfc3339());
     println!("condition    {}", s.condition_digest);
     println!("experiment   {}", c.experiment);

@@ -12,7 +12,7 @@ use crate::cmd::single::{cache_root, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{reconcile, Observation};
 use akbench_core::clock::SystemClock;
-use akbench_core::evidence::EvidenceStore;
+use akbench_core::evidence::{EvidenceStore, RunOutcome};
 use akbench_core::manifest::ExperimentManifest;
 use akbench_core::plan::{plan, PlannedTrial};
 use akbench_core::record::Identity;
@@ -190,6 +190,23 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     }
     let accounting = reconcile(&ready, &observations);
     let summary = summarize(&report);
+    store.put_outcome(
+        spec.run_key(),
+        &RunOutcome {
+            state: if cancel.is_cancelled() {
+                "interrupted"
+            } else {
+                "finished"
+            }
+            .into(),
+            records: args.out.join(spec.run_key()).display().to_string(),
+            valid: accounting.valid,
+            complete: accounting.complete,
+            counts: accounting.counts,
+            rates: accounting.rates,
+            at: chrono::Utc::now(),
+        },
+    )?;
     if args.json {
         crate::cmd::print_json(&serde_json::json!({
             "run_key": spec.run_key(),
