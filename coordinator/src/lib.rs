@@ -9,3 +9,4 @@
 pub mod pgcluster;
 pub mod scheduler;
 pub mod store;
+pub mod workers_service;
