@@ -9,6 +9,8 @@ CREATE TABLE run_catalog (
     run_key      text        NOT NULL UNIQUE,
     experiment   text        NOT NULL,
     trial_count  bigint      NOT NULL CHECK (trial_count >= 0),
+    -- Planned trials by agent label (the plan summary's `by_agent`).
+    by_agent     jsonb       NOT NULL,
     spec_digest  text        NOT NULL,
     plan_digest  text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now()

@@ -302,6 +302,7 @@ pub async fn submit(
     let spec_text = canonical_json(&spec);
     let experiment = spec.condition.experiment.clone();
     let trial_count = trials.len() as i64;
+    let by_agent = canonical_json(&ready.summary.by_agent);
     let mut client = store.client().await.map_err(ControlError::store(ACTION))?;
     let tx = client
         .transaction()
@@ -329,6 +330,7 @@ pub async fn submit(
                 &ready_header,
                 &experiment,
                 &trial_count,
+                &by_agent,
             ],
         )
         .await?;

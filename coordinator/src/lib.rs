@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod control_service;
+pub mod convert;
 pub mod error;
 pub mod evidence;
 pub mod http;
