@@ -165,7 +165,9 @@ impl Tokens {
                 pairs.push((role, token.trim().to_string()));
             }
         }
-        Ok(Tokens::from_pairs(pairs.iter().map(|(r, t)| (*r, t.as_str()))))
+        Ok(Tokens::from_pairs(
+            pairs.iter().map(|(r, t)| (*r, t.as_str())),
+        ))
     }
 
     /// True when no token is configured: the coordinator is open (local mode).
@@ -199,7 +201,9 @@ impl Tokens {
     }
 
     fn authenticate_metadata(&self, metadata: &MetadataMap) -> Result<Role, Status> {
-        let value = metadata.get("authorization").map(|v| v.to_str().unwrap_or(""));
+        let value = metadata
+            .get("authorization")
+            .map(|v| v.to_str().unwrap_or(""));
         self.authenticate(value).map_err(|why| {
             Status::unauthenticated(format!(
                 "failed to authenticate: {why}; fix: send `authorization: Bearer <token>` with an operator or viewer token"

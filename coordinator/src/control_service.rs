@@ -127,10 +127,17 @@ impl ControlService {
 fn parse_observations(text: &str) -> Result<Vec<Observation>, ControlError> {
     let invalid = |p: String| ControlError::invalid("reconcile", "observations_json", p);
     let observations: Vec<Observation> = if text.trim_start().starts_with('[') {
-        serde_json::from_str(text).map_err(|e| invalid(format!("is not a JSON array of observations: {e}; fix: see docs/observations.md")))?
+        serde_json::from_str(text).map_err(|e| {
+            invalid(format!(
+                "is not a JSON array of observations: {e}; fix: see docs/observations.md"
+            ))
+        })?
     } else {
-        akbench_core::accounting::parse_observations(text, std::path::Path::new("observations_json"))
-            .map_err(|e| invalid(e.to_string()))?
+        akbench_core::accounting::parse_observations(
+            text,
+            std::path::Path::new("observations_json"),
+        )
+        .map_err(|e| invalid(e.to_string()))?
     };
     for (i, o) in observations.iter().enumerate() {
         o.check()
@@ -214,7 +221,9 @@ impl Control for ControlService {
         let mut runs = evidence::list_runs(&self.store, size + 1, after, &r.key_prefix).await?;
         let next_page_token = if runs.len() > size as usize {
             runs.truncate(size as usize);
-            runs.last().map(|s| s.run_id.to_string()).unwrap_or_default()
+            runs.last()
+                .map(|s| s.run_id.to_string())
+                .unwrap_or_default()
         } else {
             String::new()
         };
@@ -393,7 +402,11 @@ impl Control for ControlService {
             valid: accounting.valid,
             partitions,
             duplicates: accounting.duplicates.iter().filter(|d| d.identical).count() as u64,
-            conflicts: accounting.duplicates.iter().filter(|d| !d.identical).count() as u64,
+            conflicts: accounting
+                .duplicates
+                .iter()
+                .filter(|d| !d.identical)
+                .count() as u64,
             unexpected: accounting.unexpected.len() as u64,
             report_json,
             report_digest,
@@ -413,7 +426,9 @@ impl Control for ControlService {
             .client()
             .await
             .map_err(ControlError::store("fetch records"))?;
-        let db = |e: tokio_postgres::Error| -> Status { ControlError::store("fetch records")(e.into()).into() };
+        let db = |e: tokio_postgres::Error| -> Status {
+            ControlError::store("fetch records")(e.into()).into()
+        };
         let mut ids: Vec<Uuid> = Vec::new();
         if !r.trials.is_empty() {
             let rows = client
@@ -427,7 +442,11 @@ impl Control for ControlService {
             let unknown: Vec<&String> = r
                 .trials
                 .iter()
-                .filter(|t| !rows.iter().any(|row| row.get::<_, &str>(1) == t.as_str() || row.get::<_, &str>(2) == t.as_str()))
+                .filter(|t| {
+                    !rows.iter().any(|row| {
+                        row.get::<_, &str>(1) == t.as_str() || row.get::<_, &str>(2) == t.as_str()
+                    })
+                })
                 .collect();
             if !unknown.is_empty() {
                 return Err(ControlError::invalid(
@@ -441,7 +460,16 @@ impl Control for ControlService {
         }
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
-            let rows = match client.query_raw(RECORDS_SQL, [&run.run_id as &(dyn tokio_postgres::types::ToSql + Sync), &ids]).await {
+            let rows = match client
+                .query_raw(
+                    RECORDS_SQL,
+                    [
+                        &run.run_id as &(dyn tokio_postgres::types::ToSql + Sync),
+                        &ids,
+                    ],
+                )
+                .await
+            {
                 Ok(rows) => rows,
                 Err(e) => {
                     let _ = tx.send(Err(db(e))).await;
@@ -452,8 +480,9 @@ impl Control for ControlService {
             while let Some(row) = rows.next().await {
                 let message = row.map_err(db).and_then(|row| {
                     let text: &str = row.get(3);
-                    let value: serde_json::Value = serde_json::from_str(text)
-                        .map_err(|e| Status::internal(format!("failed to read a stored record: {e}")))?;
+                    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                        Status::internal(format!("failed to read a stored record: {e}"))
+                    })?;
                     let record_json = canonical_json(&value);
                     Ok(pb::RunRecord {
                         trial_id: row.get::<_, Uuid>(0).to_string(),
@@ -480,12 +509,19 @@ mod tests {
     #[test]
     fn observations_parse_as_array_or_lines_and_are_checked() {
         let id = "019a0000-0000-7000-8000-000000000000";
-        let one = format!(r#"{{"trial_id":"{id}","state":"not_graded","ok":null,"score":null,"attempt_id":null,"source":null}}"#);
+        let one = format!(
+            r#"{{"trial_id":"{id}","state":"not_graded","ok":null,"score":null,"attempt_id":null,"source":null}}"#
+        );
         assert_eq!(parse_observations(&format!("[{one}]")).unwrap().len(), 1);
         assert_eq!(parse_observations(&one).unwrap().len(), 1);
-        let bad = format!(r#"[{{"trial_id":"{id}","state":"completed","ok":null,"score":null,"attempt_id":null,"source":null}}]"#);
+        let bad = format!(
+            r#"[{{"trial_id":"{id}","state":"completed","ok":null,"score":null,"attempt_id":null,"source":null}}]"#
+        );
         let e = parse_observations(&bad).unwrap_err().to_string();
-        assert!(e.contains("observations_json") && e.contains("observation 1"), "{e}");
+        assert!(
+            e.contains("observations_json") && e.contains("observation 1"),
+            "{e}"
+        );
         assert!(parse_observations("[{").is_err());
     }
 }

@@ -179,7 +179,11 @@ fn parse_request(
     }
     check_digest_syntax("spec_digest", spec_digest)?;
     let spec: ResolvedRunSpec = serde_json::from_str(spec_json).map_err(|e| {
-        ControlError::invalid(ACTION, "spec_json", format!("is not a ResolvedRunSpec: {e}"))
+        ControlError::invalid(
+            ACTION,
+            "spec_json",
+            format!("is not a ResolvedRunSpec: {e}"),
+        )
     })?;
     if spec.digest != spec_digest {
         return Err(ControlError::invalid(
@@ -379,8 +383,9 @@ async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Resu
         text.push_str(&canonical_json(t));
         let ordinal = i32::try_from(t.ordinal)
             .map_err(|_| StoreError::Invalid(format!("ordinal {} is too large", t.ordinal)))?;
-        let repetition = i32::try_from(t.repetition)
-            .map_err(|_| StoreError::Invalid(format!("repetition {} is too large", t.repetition)))?;
+        let repetition = i32::try_from(t.repetition).map_err(|_| {
+            StoreError::Invalid(format!("repetition {} is too large", t.repetition))
+        })?;
         writer
             .as_mut()
             .write(&[
@@ -463,7 +468,10 @@ fn same_or_conflict(
 
 /// The run named by `run`: a UUID or a run key.
 pub async fn find_run(store: &Store, run: &str) -> Result<RunSummary, ControlError> {
-    let client = store.client().await.map_err(ControlError::store("find run"))?;
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("find run"))?;
     find_run_with(&client, run).await
 }
 
@@ -503,7 +511,10 @@ pub async fn list_runs(
     after: Option<Uuid>,
     key_prefix: &str,
 ) -> Result<Vec<RunSummary>, ControlError> {
-    let client = store.client().await.map_err(ControlError::store("list runs"))?;
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("list runs"))?;
     let sql = format!(
         "{SUMMARY_SQL} WHERE ($1::uuid IS NULL OR c.run_id < $1) \
          AND starts_with(c.run_key, $2) ORDER BY c.run_id DESC LIMIT $3"
@@ -517,7 +528,10 @@ pub async fn list_runs(
 
 /// The stored spec of a run, checked against its digest.
 pub async fn spec(store: &Store, run: &RunSummary) -> Result<ResolvedRunSpec, ControlError> {
-    let client = store.client().await.map_err(ControlError::store("read spec"))?;
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read spec"))?;
     let row = client
         .query_one(
             "SELECT document::text FROM run_specs WHERE run_id = $1",
@@ -546,7 +560,10 @@ pub async fn ready_plan(store: &Store, run: &RunSummary) -> Result<RunPlan, Cont
         run: run.run_key.clone(),
         problem,
     };
-    let client = store.client().await.map_err(ControlError::store("read plan"))?;
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read plan"))?;
     let header = client
         .query_one(
             "SELECT document::text FROM plans WHERE run_id = $1 AND stage = 'ready'",

@@ -17,7 +17,8 @@ pub const OUTCOMES: [&str; 8] = [
 ];
 
 /// Upper bounds (seconds) of the dispatch latency histogram buckets.
-pub const DISPATCH_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+pub const DISPATCH_BUCKETS: [f64; 10] =
+    [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
 
 /// Counters and gauges of the coordinator.
 #[derive(Debug, Default)]
@@ -57,33 +58,73 @@ impl Metrics {
             .position(|b| secs <= *b)
             .unwrap_or(DISPATCH_BUCKETS.len());
         self.dispatch_latency[i].fetch_add(1, Relaxed);
-        self.dispatch_latency_sum_us
-            .fetch_add(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        self.dispatch_latency_sum_us.fetch_add(
+            u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            Relaxed,
+        );
     }
 
     /// The Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::new();
         let mut one = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         };
-        one("akbench_queue_depth", "gauge", "Work items ready to claim.", self.queue_depth.load(Relaxed));
-        one("akbench_live_leases", "gauge", "Live leases.", self.live_leases.load(Relaxed));
-        one("akbench_lease_expiries_total", "counter", "Leases expired by the reaper.", self.lease_expiries.load(Relaxed));
-        one("akbench_retries_total", "counter", "Attempts retried after infrastructure errors.", self.retries.load(Relaxed));
-        one("akbench_workers_connected", "gauge", "Workers with an open session.", self.workers_connected.load(Relaxed));
+        one(
+            "akbench_queue_depth",
+            "gauge",
+            "Work items ready to claim.",
+            self.queue_depth.load(Relaxed),
+        );
+        one(
+            "akbench_live_leases",
+            "gauge",
+            "Live leases.",
+            self.live_leases.load(Relaxed),
+        );
+        one(
+            "akbench_lease_expiries_total",
+            "counter",
+            "Leases expired by the reaper.",
+            self.lease_expiries.load(Relaxed),
+        );
+        one(
+            "akbench_retries_total",
+            "counter",
+            "Attempts retried after infrastructure errors.",
+            self.retries.load(Relaxed),
+        );
+        one(
+            "akbench_workers_connected",
+            "gauge",
+            "Workers with an open session.",
+            self.workers_connected.load(Relaxed),
+        );
         let _ = writeln!(out, "# HELP akbench_attempts_total Attempts finished, by outcome.\n# TYPE akbench_attempts_total counter");
         for (name, n) in OUTCOMES.iter().zip(&self.attempts_by_outcome) {
-            let _ = writeln!(out, "akbench_attempts_total{{outcome=\"{name}\"}} {}", n.load(Relaxed));
+            let _ = writeln!(
+                out,
+                "akbench_attempts_total{{outcome=\"{name}\"}} {}",
+                n.load(Relaxed)
+            );
         }
         let _ = writeln!(out, "# HELP akbench_dispatch_latency_seconds Time from claim to assignment sent.\n# TYPE akbench_dispatch_latency_seconds histogram");
         let mut cumulative = 0;
         for (bound, n) in DISPATCH_BUCKETS.iter().zip(&self.dispatch_latency) {
             cumulative += n.load(Relaxed);
-            let _ = writeln!(out, "akbench_dispatch_latency_seconds_bucket{{le=\"{bound}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "akbench_dispatch_latency_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+            );
         }
         cumulative += self.dispatch_latency[DISPATCH_BUCKETS.len()].load(Relaxed);
-        let _ = writeln!(out, "akbench_dispatch_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(
+            out,
+            "akbench_dispatch_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+        );
         let sum = self.dispatch_latency_sum_us.load(Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "akbench_dispatch_latency_seconds_sum {sum}\nakbench_dispatch_latency_seconds_count {cumulative}");
         out
