@@ -6,6 +6,8 @@
 -- same transaction as the evidence and, like it, never changed.
 CREATE TABLE run_catalog (
     run_id       uuid        PRIMARY KEY REFERENCES run_specs (run_id),
+    -- Submission order: ListRuns pages newest first by it.
+    seq          bigint      GENERATED ALWAYS AS IDENTITY UNIQUE,
     run_key      text        NOT NULL UNIQUE,
     experiment   text        NOT NULL,
     trial_count  bigint      NOT NULL CHECK (trial_count >= 0),
@@ -34,3 +36,6 @@ CREATE INDEX work_items_done_at ON work_items (run_id, updated_at) WHERE state =
 
 -- Status: the agent of each planned trial without reading its document.
 CREATE INDEX planned_trials_run_agent ON planned_trials (run_id) INCLUDE (trial_id, agent);
+
+-- Status: retries (attempts beyond the first of their trial; few).
+CREATE INDEX attempts_retries ON attempts (trial_id) WHERE number > 1;

@@ -208,9 +208,9 @@ impl Control for ControlService {
             0 => DEFAULT_PAGE_SIZE,
             n => n.min(MAX_PAGE_SIZE),
         };
-        let after = match r.page_token.as_str() {
+        let before = match r.page_token.as_str() {
             "" => None,
-            t => Some(Uuid::parse_str(t).map_err(|_| {
+            t => Some(t.parse::<i64>().map_err(|_| {
                 ControlError::invalid(
                     "list runs",
                     "page_token",
@@ -218,17 +218,17 @@ impl Control for ControlService {
                 )
             })?),
         };
-        let mut runs = evidence::list_runs(&self.store, size + 1, after, &r.key_prefix).await?;
+        let mut runs = evidence::list_runs(&self.store, size + 1, before, &r.key_prefix).await?;
         let next_page_token = if runs.len() > size as usize {
             runs.truncate(size as usize);
             runs.last()
-                .map(|s| s.run_id.to_string())
+                .map(|(seq, _)| seq.to_string())
                 .unwrap_or_default()
         } else {
             String::new()
         };
         Ok(Response::new(pb::ListRunsResponse {
-            runs: runs.iter().map(convert::summary).collect(),
+            runs: runs.iter().map(|(_, s)| convert::summary(s)).collect(),
             next_page_token,
         }))
     }

@@ -13,7 +13,7 @@
 
 use std::pin::pin;
 
-use akbench_core::digest::{canonical_json, sealed_digest};
+use akbench_core::digest::{canonical_json, digest_bytes};
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
 use akbench_core::spec::ResolvedRunSpec;
 use bytes::{BufMut, BytesMut};
@@ -31,7 +31,7 @@ const INSERT_SQL: &str = include_str!("../sql/control/insert_evidence.sql");
 const COPY_TRIALS_SQL: &str = "COPY planned_trials (trial_id, run_id, ordinal, key, task_id, \
                                agent, repetition, document) FROM STDIN BINARY";
 /// The advisory lock that serialises submissions ("akb-sub" in ASCII).
-const SUBMIT_LOCK: i64 = 0x616b_622d_7375_62;
+const SUBMIT_LOCK: i64 = 0x0061_6b62_2d73_7562;
 const ACTION: &str = "submit plan";
 
 /// What every response says about a run (the proto's `RunSummary`).
@@ -150,14 +150,14 @@ fn parse_request(
             ),
         ));
     }
-    if !plan.verify() {
+    let computed = sealed_plan_digest(&plan, plan.stage);
+    if computed != plan.digest {
         return Err(ControlError::invalid(
             ACTION,
             "plan_json",
             format!(
-                "its content does not match its digest {} (computed {}); fix: the plan was edited or damaged, plan again",
-                plan.digest,
-                sealed_digest(&plan)
+                "its content does not match its digest {} (computed {computed}); fix: the plan was edited or damaged, plan again",
+                plan.digest
             ),
         ));
     }
@@ -229,11 +229,54 @@ fn to_ready(plan: RunPlan) -> RunPlan {
         PlanStage::Ready => plan,
         PlanStage::Draft => {
             let mut p = plan;
+            p.digest = sealed_plan_digest(&p, PlanStage::Ready);
             p.stage = PlanStage::Ready;
-            p.digest = sealed_digest(&p);
             p
         }
     }
+}
+
+/// The plan's content without its `digest` field, borrowed: its canonical JSON is what
+/// `sealed_digest` hashes, computed without building a `serde_json::Value` tree (a
+/// 100,000-trial plan would need about 1 GiB for it).
+#[derive(Serialize)]
+struct SealedPlan<'a> {
+    schema: &'a str,
+    run_id: &'a Uuid,
+    run_key: &'a str,
+    spec_digest: &'a str,
+    stage: PlanStage,
+    created_at: &'a DateTime<Utc>,
+    trials: &'a [PlannedTrial],
+    summary: &'a akbench_core::plan::PlanSummary,
+}
+
+/// `sealed_digest(plan)` with `stage` in place of the plan's own, streaming.
+fn sealed_plan_digest(plan: &RunPlan, stage: PlanStage) -> String {
+    let RunPlan {
+        schema,
+        run_id,
+        run_key,
+        spec_digest,
+        stage: _,
+        created_at,
+        trials,
+        summary,
+        digest: _,
+    } = plan;
+    digest_bytes(
+        canonical_json(&SealedPlan {
+            schema,
+            run_id,
+            run_key,
+            spec_digest,
+            stage,
+            created_at,
+            trials,
+            summary,
+        })
+        .as_bytes(),
+    )
 }
 
 trait CloneHeader {
@@ -265,7 +308,9 @@ pub async fn submit(
     plan_json: &str,
     plan_digest: &str,
 ) -> Result<Submitted, ControlError> {
+    let started = std::time::Instant::now();
     let (spec, mut ready) = parse_request(spec_json, spec_digest, plan_json, plan_digest)?;
+    tracing::debug!(elapsed = ?started.elapsed(), trials = ready.trials.len(), "submission parsed and checked");
     let run_id = ready.run_id;
     let run_key = ready.run_key.clone();
     let client = store.client().await.map_err(ControlError::store(ACTION))?;
@@ -285,15 +330,7 @@ pub async fn submit(
         });
     };
     // The draft digest is computed over the full draft, before the trials move out.
-    let draft_digest = {
-        let stage = ready.stage;
-        let digest = std::mem::take(&mut ready.digest);
-        ready.stage = PlanStage::Draft;
-        let d = sealed_digest(&ready);
-        ready.stage = stage;
-        ready.digest = digest;
-        d
-    };
+    let draft_digest = sealed_plan_digest(&ready, PlanStage::Draft);
     let trials = std::mem::take(&mut ready.trials);
     // Headers: the documents with `"trials": []`; the trials are rows of planned_trials.
     let ready_header = canonical_json(&ready);
@@ -338,7 +375,9 @@ pub async fn submit(
             ],
         )
         .await?;
+        tracing::debug!(elapsed = ?started.elapsed(), "documents inserted");
         copy_trials(&tx, ready.run_id, &trials).await?;
+        tracing::debug!(elapsed = ?started.elapsed(), "planned trials copied");
         Ok::<_, StoreError>(Ok(()))
     };
     let outcome = match write.await {
@@ -503,27 +542,31 @@ pub async fn find_run_with(
         .ok_or_else(|| ControlError::RunNotFound(run.to_string()))
 }
 
-/// Runs, newest first (by UUIDv7), `limit` at most, after the run `after` (keyset paging),
-/// whose key starts with `key_prefix`.
+/// Runs, newest submission first, `limit` at most, submitted before the run whose
+/// submission number is `before` (keyset paging), whose key starts with `key_prefix`; each
+/// with its submission number.
 pub async fn list_runs(
     store: &Store,
     limit: u32,
-    after: Option<Uuid>,
+    before: Option<i64>,
     key_prefix: &str,
-) -> Result<Vec<RunSummary>, ControlError> {
+) -> Result<Vec<(i64, RunSummary)>, ControlError> {
     let client = store
         .client()
         .await
         .map_err(ControlError::store("list runs"))?;
     let sql = format!(
-        "{SUMMARY_SQL} WHERE ($1::uuid IS NULL OR c.run_id < $1) \
-         AND starts_with(c.run_key, $2) ORDER BY c.run_id DESC LIMIT $3"
+        "{SUMMARY_SQL} WHERE ($1::bigint IS NULL OR c.seq < $1) \
+         AND starts_with(c.run_key, $2) ORDER BY c.seq DESC LIMIT $3"
     );
     let rows = client
-        .query(&sql, &[&after, &key_prefix, &i64::from(limit)])
+        .query(&sql, &[&before, &key_prefix, &i64::from(limit)])
         .await
         .map_err(|e| ControlError::store("list runs")(e.into()))?;
-    Ok(rows.iter().map(RunSummary::from_row).collect())
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, i64>(9), RunSummary::from_row(r)))
+        .collect())
 }
 
 /// The stored spec of a run, checked against its digest.
@@ -585,8 +628,28 @@ pub async fn ready_plan(store: &Store, run: &RunSummary) -> Result<RunPlan, Cont
         .map(|r| serde_json::from_str::<PlannedTrial>(r.get(0)))
         .collect::<Result<_, _>>()
         .map_err(|e| corrupt(format!("a planned trial does not parse: {e}")))?;
-    if !plan.verify() || plan.digest != run.plan_digest {
+    if sealed_plan_digest(&plan, plan.stage) != plan.digest || plan.digest != run.plan_digest {
         return Err(corrupt("the plan does not match its digest".into()));
     }
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use akbench_core::clock::SystemClock;
+    use akbench_core::testkit::synthetic_spec;
+
+    #[test]
+    fn streaming_plan_digest_equals_core_sealed_digest() {
+        let spec = synthetic_spec(3, 2, 2, &SystemClock);
+        let draft = akbench_core::plan::plan(&spec, &SystemClock);
+        let ready = draft.ready();
+        assert_eq!(sealed_plan_digest(&draft, PlanStage::Draft), draft.digest);
+        assert_eq!(sealed_plan_digest(&draft, PlanStage::Ready), ready.digest);
+        assert_eq!(
+            sealed_plan_digest(&ready, PlanStage::Ready),
+            akbench_core::digest::sealed_digest(&ready)
+        );
+    }
 }

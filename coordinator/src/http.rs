@@ -221,9 +221,9 @@ pub fn render_page(s: &RunStatus) -> String {
             a.rates.graded
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "</table><p>as of {}</p></body></html>\n",
+        "</table><p>as of {}</p></body></html>",
         s.as_of.format("%Y-%m-%d %H:%M:%S%.3f UTC")
     );
     o

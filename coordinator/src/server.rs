@@ -225,7 +225,7 @@ pub async fn serve_with(
     let grpc_task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(control)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stopped()),
+            .serve_with_incoming_shutdown(nodelay(TcpListenerStream::new(grpc)), stopped()),
     );
     let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
     let http_task = tokio::spawn(async move { http_server.await });
@@ -269,6 +269,19 @@ pub async fn serve_with(
         store,
         metrics: services.metrics,
         task,
+    })
+}
+
+/// Accepted gRPC connections with Nagle's algorithm off (small responses go out at once
+/// instead of waiting for the peer's delayed ACK, about 40 ms).
+fn nodelay(
+    incoming: TcpListenerStream,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt as _;
+    incoming.map(|conn| {
+        conn.inspect(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
     })
 }
 

@@ -26,6 +26,7 @@ const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql"
 const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
+const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
 const ACTION: &str = "read run status";
 
 /// Windows of the projection.
@@ -164,14 +165,18 @@ pub async fn run_status(
 ) -> Result<RunStatus, ControlError> {
     let client = store.client().await.map_err(ControlError::store(ACTION))?;
     let summary = find_run_with(&client, run).await?;
+    // The outcome aggregate is the heavy query: it runs on a second connection, in parallel
+    // with the others.
+    let heavy = store.client().await.map_err(ControlError::store(ACTION))?;
     let id = summary.run_id;
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, clock) = tokio::try_join!(
+    let (items, phases, outcomes, retries, clock) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
-        async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
+        async { heavy.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
+        async { client.query_one(RETRIES_SQL, &[&id]).await.map_err(db) },
         async {
             client
                 .query_one(CLOCK_SQL, &[&id, &window, &workers_window])
@@ -188,12 +193,11 @@ pub async fn run_status(
     let recent = count(clock.get(2));
     let workers = u32::try_from(clock.get::<_, i64>(3)).unwrap_or(u32::MAX);
 
-    let mut work_items = BTreeMap::new();
-    let mut retries = 0;
-    for row in &items {
-        work_items.insert(row.get::<_, String>(0), count(row.get(1)));
-        retries += count(row.get(2));
-    }
+    let work_items: BTreeMap<String, u64> = items
+        .iter()
+        .map(|r| (r.get::<_, String>(0), count(r.get(1))))
+        .collect();
+    let retries = count(retries.get(0));
     let phases: BTreeMap<String, u64> = phases
         .iter()
         .map(|r| (r.get::<_, String>(0), count(r.get(1))))
