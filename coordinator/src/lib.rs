@@ -5,8 +5,26 @@
 //! - [`store`]: the PostgreSQL store: pool, embedded migrations, transactions, error mapping.
 //! - [`scheduler`]: work items, attempts, leases and fencing epochs.
 //! - [`workers_service`]: the `Workers.Session` gRPC service.
+//! - [`evidence`]: specs, plans and planned trials as immutable evidence in PostgreSQL.
+//! - [`status`]: the run progress projection (gRPC, HTTP, web page and TUI show the same).
+//! - [`auth`]: bearer tokens and roles (`worker`, `operator`, `viewer`).
+//! - [`control_service`]: the gRPC `Control` service; [`work_control`] is the scheduler seam.
+//! - [`http`]: the HTTP API, `/metrics`, health checks and the status page; [`metrics`].
+//! - [`server`]: [`server::Config`] and [`server::serve`], the whole process.
 
+pub mod auth;
+pub mod control_service;
+pub mod convert;
+pub mod error;
+pub mod evidence;
+pub mod http;
+pub mod metrics;
 pub mod pgcluster;
 pub mod scheduler;
+pub mod server;
+pub mod status;
 pub mod store;
+pub mod work_control;
 pub mod workers_service;
+
+pub use error::ControlError;

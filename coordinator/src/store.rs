@@ -67,6 +67,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "scheduler",
         sql: include_str!("../migrations/0002_scheduler.sql"),
     },
+    Migration {
+        version: 3,
+        name: "control",
+        sql: include_str!("../migrations/0003_control.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
@@ -368,9 +373,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn migrations_are_numbered_from_one_without_gaps() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i32 + 1, "{}", m.name);
+    fn migrations_are_numbered_from_one_in_increasing_order() {
+        assert_eq!(MIGRATIONS[0].version, 1);
+        for pair in MIGRATIONS.windows(2) {
+            assert!(pair[0].version < pair[1].version, "{}", pair[1].name);
+        }
+        for m in MIGRATIONS {
             assert!(!m.sql.trim().is_empty(), "{}", m.name);
         }
     }

@@ -144,7 +144,12 @@ impl BucketCounts {
 
     /// Counts one more trial in `b`.
     pub fn add(&mut self, b: Bucket) {
-        *self.slot(b) += 1;
+        self.add_n(b, 1);
+    }
+
+    /// Counts `n` more trials in `b`.
+    pub fn add_n(&mut self, b: Bucket, n: u64) {
+        *self.slot(b) += n;
     }
 
     /// The count of one bucket.

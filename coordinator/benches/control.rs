@@ -1,0 +1,210 @@
+//! Control-plane benchmark: store a 100,000-trial plan through `SubmitPlan`, then time
+//! `GetStatus` on it (20 calls, p50/p99) before and after half its trials finished, and read
+//! the coordinator's RSS (a child process running the real binary) before and after, against
+//! a 1,000-trial run, to show that status memory does not grow with plan size.
+//!
+//! Run: `cargo bench -p akbench-coordinator --bench control` (needs the PostgreSQL binaries).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::plan::plan;
+use akbench_core::testkit::synthetic_spec;
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use tonic::transport::Channel;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn status_times(client: &mut ControlClient<Channel>, run: &str) -> (Duration, Duration) {
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        client
+            .get_status(pb::GetStatusRequest { run: run.into() })
+            .await
+            .unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (times[9], times[19])
+}
+
+fn submit_request(tasks: usize, reps: u32) -> (String, pb::SubmitPlanRequest) {
+    let spec = synthetic_spec(tasks, 2, reps, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    (
+        key,
+        pb::SubmitPlanRequest {
+            spec_json: canonical_json(&spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(&ready),
+            plan_digest: ready.digest.clone(),
+        },
+    )
+}
+
+/// Half the trials done (one attempt and record each; a quarter solved), 100 live attempts.
+async fn half_finished(url: &str, run: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "BEGIN;
+             INSERT INTO work_items (trial_id, run_id, ordinal)
+               SELECT p.trial_id, p.run_id, p.ordinal FROM planned_trials p
+               JOIN run_catalog c ON c.run_id = p.run_id WHERE c.run_key = '{run}';
+             UPDATE runs SET state = 'running', started_at = now() - interval '10 minutes'
+               WHERE run_id = (SELECT run_id FROM run_catalog WHERE run_key = '{run}');
+             CREATE TEMP TABLE this_run AS SELECT run_id FROM run_catalog WHERE run_key = '{run}';
+             CREATE TEMP TABLE picked AS
+               SELECT trial_id, ordinal, gen_random_uuid() AS attempt_id FROM work_items
+               WHERE ordinal % 2 = 0 AND run_id = (SELECT run_id FROM this_run);
+             INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
+               SELECT attempt_id, trial_id, 1, 'execute', 'completed', 1, now(), 'completed' FROM picked;
+             INSERT INTO submissions (attempt_id, digest, record)
+               SELECT attempt_id, 'sha256:' || repeat('0', 64),
+                      jsonb_build_object('outcome', jsonb_build_object('state', 'completed', 'ok', ordinal % 4 = 0))
+               FROM picked;
+             UPDATE work_items SET state = 'done', attempts_used = 1,
+                    updated_at = now() - (ordinal % 600) * interval '1 second'
+               WHERE trial_id IN (SELECT trial_id FROM picked);
+             INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch)
+               SELECT gen_random_uuid(), trial_id, 1, 'execute', 'executing', 2 FROM work_items
+               WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
+             UPDATE work_items SET state = 'leased'
+               WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
+             COMMIT;"
+        ))
+        .await
+        .unwrap();
+    client.batch_execute("VACUUM ANALYZE").await.unwrap();
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let url = test_support::fresh_database().await;
+    let (grpc, http) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_akbench-coordinator"))
+        .args(["--database-url", &url])
+        .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
+        .args(["--http-listen", &format!("127.0.0.1:{http}")])
+        .env(
+            "RUST_LOG",
+            std::env::var("AKBENCH_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .env_remove("AKBENCH_OPERATOR_TOKEN")
+        .env_remove("AKBENCH_VIEWER_TOKEN")
+        .env_remove("AKBENCH_WORKER_TOKEN")
+        .stdout(if std::env::var_os("AKBENCH_BENCH_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("starts akbench-coordinator");
+    let child = Killed(child);
+    let pid = child.0.id();
+    let endpoint = Channel::from_shared(format!("http://127.0.0.1:{grpc}")).unwrap();
+    let channel = loop {
+        match endpoint.connect().await {
+            Ok(c) => break c,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let mut client = ControlClient::new(channel)
+        .max_encoding_message_size(512 << 20)
+        .max_decoding_message_size(512 << 20);
+    println!("coordinator RSS at start: {} MiB", rss_kib(pid) / 1024);
+
+    let (small_key, small) = submit_request(500, 1);
+    client.submit_plan(small).await.unwrap();
+    half_finished(&url, &small_key).await;
+    let (p50, p99) = status_times(&mut client, &small_key).await;
+    let rss_small = rss_kib(pid);
+    println!(
+        "1,000-trial run, half finished: GetStatus p50 {p50:?} p99 {p99:?}; RSS {} MiB",
+        rss_small / 1024
+    );
+
+    let (key, large) = submit_request(5_000, 10);
+    let bytes = large.plan_json.len() + large.spec_json.len();
+    let t = Instant::now();
+    let r = client.submit_plan(large).await.unwrap().into_inner();
+    let submit = t.elapsed();
+    assert_eq!(r.run.unwrap().trial_count, 100_000);
+    println!(
+        "SubmitPlan 100,000 trials ({} MiB of JSON): {submit:?}; RSS after {} MiB",
+        bytes >> 20,
+        rss_kib(pid) / 1024
+    );
+    let (p50, p99) = status_times(&mut client, &key).await;
+    println!("100,000-trial run, planned: GetStatus p50 {p50:?} p99 {p99:?}");
+    half_finished(&url, &key).await;
+    let before = rss_kib(pid);
+    let (p50, p99) = status_times(&mut client, &key).await;
+    let after = rss_kib(pid);
+    println!(
+        "100,000-trial run, 50,000 finished + 100 live: GetStatus p50 {p50:?} p99 {p99:?}; RSS before {} MiB, after 20 calls {} MiB",
+        before / 1024,
+        after / 1024
+    );
+    if std::env::var_os("AKBENCH_BENCH_EXPLAIN").is_some() {
+        explain(&url, &key).await;
+    }
+    drop(child);
+}
+
+async fn explain(url: &str, run: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let id: uuid::Uuid = client
+        .query_one("SELECT run_id FROM run_catalog WHERE run_key = $1", &[&run])
+        .await
+        .unwrap()
+        .get(0);
+    for sql in [
+        include_str!("../sql/control/status_work_items.sql"),
+        include_str!("../sql/control/status_phases.sql"),
+        include_str!("../sql/control/status_outcomes.sql"),
+    ] {
+        let text =
+            format!("EXPLAIN (ANALYZE, BUFFERS) {sql}").replace("$1", &format!("'{id}'::uuid"));
+        for row in client.query(&text, &[]).await.unwrap() {
+            println!("{}", row.get::<_, String>(0));
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! The gRPC `Control` service (what the `akbench` CLI asks of the coordinator).
+//!
+//! Reads go to [`evidence`] and [`status`]; `StartRun`, `ResumeRun` and `CancelRun` go to a
+//! [`WorkControl`] (the scheduler). Every failure is a [`ControlError`] converted once to a
+//! `tonic::Status`; a malformed request is refused before anything is written. Write calls
+//! need an operator token ([`auth::require_operator`]); the interceptor
+//! ([`auth::control_interceptor`]) has already refused unknown and worker tokens.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use akbench_core::accounting::{reconcile, Observation, ALL_BUCKETS};
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::lifecycle::State;
+use akbench_core::spec_diff::{diff, ChangeKind};
+use akbench_proto::control_server::{Control, ControlServer};
+use akbench_proto::v1 as pb;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::auth::{self, require_operator};
+use crate::convert;
+use crate::error::ControlError;
+use crate::evidence::{self, RunSummary};
+use crate::status::{self, StatusOptions};
+use crate::store::Store;
+use crate::work_control::WorkControl;
+
+const OBSERVATIONS_SQL: &str = include_str!("../sql/control/observations.sql");
+const RECORDS_SQL: &str = include_str!("../sql/control/records.sql");
+/// `ListRuns` page size when the request says 0, and the most it may ask for.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// The largest page `ListRuns` returns.
+pub const MAX_PAGE_SIZE: u32 = 500;
+/// `WatchStatus` polls the database at most this often.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// Largest request accepted (a 100,000-trial plan is about 100 MB of JSON).
+pub const MAX_REQUEST_BYTES: usize = 512 * 1024 * 1024;
+
+type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The `Control` service.
+#[derive(Debug, Clone)]
+pub struct ControlService {
+    store: Store,
+    work: Arc<dyn WorkControl>,
+    status: StatusOptions,
+}
+
+impl ControlService {
+    /// A service over `store`, starting, resuming and cancelling through `work`.
+    pub fn new(store: Store, work: Arc<dyn WorkControl>, status: StatusOptions) -> Self {
+        ControlService {
+            store,
+            work,
+            status,
+        }
+    }
+
+    /// The tonic server with the auth interceptor and large-request limits.
+    pub fn into_server(
+        self,
+        tokens: auth::Tokens,
+    ) -> tonic::service::interceptor::InterceptedService<
+        ControlServer<ControlService>,
+        impl tonic::service::Interceptor + Clone,
+    > {
+        let server = ControlServer::new(self)
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
+            .max_encoding_message_size(MAX_REQUEST_BYTES);
+        tonic::service::interceptor::InterceptedService::new(
+            server,
+            auth::control_interceptor(tokens),
+        )
+    }
+
+    async fn run(&self, run: &str) -> Result<RunSummary, ControlError> {
+        evidence::find_run(&self.store, run).await
+    }
+
+    async fn own_observations(&self, run: &RunSummary) -> Result<Vec<Observation>, ControlError> {
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(ControlError::store("reconcile"))?;
+        let rows = client
+            .query(OBSERVATIONS_SQL, &[&run.run_id])
+            .await
+            .map_err(|e| ControlError::store("reconcile")(e.into()))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let (trial_id, attempt_id, terminal): (Uuid, Uuid, String) =
+                (row.get(0), row.get(1), row.get(2));
+            let (record_state, ok, score): (Option<String>, Option<bool>, Option<f64>) =
+                (row.get(3), row.get(4), row.get(5));
+            let state = record_state.as_deref().unwrap_or(&terminal);
+            let Some(state) = State::parse(state).filter(|s| s.is_terminal()) else {
+                continue;
+            };
+            // A `completed` attempt whose record has not arrived has no outcome yet.
+            if state == State::Completed && ok.is_none() {
+                continue;
+            }
+            out.push(Observation {
+                trial_id,
+                state,
+                ok,
+                score,
+                attempt_id: Some(attempt_id),
+                source: Some(if record_state.is_some() {
+                    "coordinator:record".into()
+                } else {
+                    "coordinator:attempt".into()
+                }),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Observations sent in a request: a JSON array, or JSON Lines; each checked.
+fn parse_observations(text: &str) -> Result<Vec<Observation>, ControlError> {
+    let invalid = |p: String| ControlError::invalid("reconcile", "observations_json", p);
+    let observations: Vec<Observation> = if text.trim_start().starts_with('[') {
+        serde_json::from_str(text).map_err(|e| {
+            invalid(format!(
+                "is not a JSON array of observations: {e}; fix: see docs/observations.md"
+            ))
+        })?
+    } else {
+        akbench_core::accounting::parse_observations(
+            text,
+            std::path::Path::new("observations_json"),
+        )
+        .map_err(|e| invalid(e.to_string()))?
+    };
+    for (i, o) in observations.iter().enumerate() {
+        o.check()
+            .map_err(|e| invalid(format!("observation {} ({}): {e}", i + 1, o.trial_id)))?;
+    }
+    Ok(observations)
+}
+
+fn section_and_path(path: &str) -> (String, String) {
+    match path.split_once('.') {
+        Some((section, rest)) => (section.to_string(), rest.to_string()),
+        None => (path.to_string(), String::new()),
+    }
+}
+
+/// Sections whose changes make two runs incomparable (task, agent, execution, evaluation).
+const COMPARABILITY_SECTIONS: [&str; 4] = ["tasks", "agents", "execution", "evaluation"];
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn submit_plan(
+        &self,
+        request: Request<pb::SubmitPlanRequest>,
+    ) -> Result<Response<pb::SubmitPlanResponse>, Status> {
+        require_operator(&request, "submit plan")?;
+        let r = request.into_inner();
+        let submitted = evidence::submit(
+            &self.store,
+            &r.spec_json,
+            &r.spec_digest,
+            &r.plan_json,
+            &r.plan_digest,
+        )
+        .await?;
+        tracing::info!(run = %submitted.run.run_key, created = submitted.created, "plan submitted");
+        Ok(Response::new(pb::SubmitPlanResponse {
+            run: Some(convert::summary(&submitted.run)),
+            created: submitted.created,
+        }))
+    }
+
+    async fn get_run(
+        &self,
+        request: Request<pb::GetRunRequest>,
+    ) -> Result<Response<pb::GetRunResponse>, Status> {
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        let (spec_json, plan_json) = if r.include_documents {
+            let spec = evidence::spec(&self.store, &run).await?;
+            let plan = evidence::ready_plan(&self.store, &run).await?;
+            (canonical_json(&spec), canonical_json(&plan))
+        } else {
+            (String::new(), String::new())
+        };
+        Ok(Response::new(pb::GetRunResponse {
+            run: Some(convert::summary(&run)),
+            spec_json,
+            plan_json,
+        }))
+    }
+
+    async fn list_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let r = request.into_inner();
+        let size = match r.page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            n => n.min(MAX_PAGE_SIZE),
+        };
+        let before = match r.page_token.as_str() {
+            "" => None,
+            t => Some(t.parse::<i64>().map_err(|_| {
+                ControlError::invalid(
+                    "list runs",
+                    "page_token",
+                    "is not a token this server gave; fix: pass next_page_token unchanged",
+                )
+            })?),
+        };
+        let mut runs = evidence::list_runs(&self.store, size + 1, before, &r.key_prefix).await?;
+        let next_page_token = if runs.len() > size as usize {
+            runs.truncate(size as usize);
+            runs.last()
+                .map(|(seq, _)| seq.to_string())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: runs.iter().map(|(_, s)| convert::summary(s)).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn diff_runs(
+        &self,
+        request: Request<pb::DiffRunsRequest>,
+    ) -> Result<Response<pb::DiffRunsResponse>, Status> {
+        let r = request.into_inner();
+        let (left, right) = (self.run(&r.left).await?, self.run(&r.right).await?);
+        let (ls, rs) = (
+            evidence::spec(&self.store, &left).await?,
+            evidence::spec(&self.store, &right).await?,
+        );
+        let d = diff(&ls, &rs);
+        let changes: Vec<pb::SpecChange> = d
+            .changes
+            .iter()
+            .map(|c| {
+                let (section, path) = section_and_path(&c.path);
+                pb::SpecChange {
+                    section,
+                    path,
+                    kind: match c.kind {
+                        ChangeKind::Added => pb::ChangeKind::Added,
+                        ChangeKind::Removed => pb::ChangeKind::Removed,
+                        ChangeKind::Changed => pb::ChangeKind::Changed,
+                    } as i32,
+                    left_json: c.left.as_ref().map(canonical_json).unwrap_or_default(),
+                    right_json: c.right.as_ref().map(canonical_json).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let comparable = !changes
+            .iter()
+            .any(|c| COMPARABILITY_SECTIONS.contains(&c.section.as_str()));
+        Ok(Response::new(pb::DiffRunsResponse {
+            left: Some(convert::summary(&left)),
+            right: Some(convert::summary(&right)),
+            comparable,
+            changes,
+        }))
+    }
+
+    async fn start_run(
+        &self,
+        request: Request<pb::StartRunRequest>,
+    ) -> Result<Response<pb::StartRunResponse>, Status> {
+        require_operator(&request, "start run")?;
+        let run = self.run(&request.get_ref().run).await?;
+        let created = self.work.start(run.run_id).await?;
+        let run = self.run(&run.run_id.to_string()).await?;
+        tracing::info!(run = %run.run_key, created, "run started");
+        Ok(Response::new(pb::StartRunResponse {
+            run: Some(convert::summary(&run)),
+            work_items_created: created,
+        }))
+    }
+
+    async fn resume_run(
+        &self,
+        request: Request<pb::ResumeRunRequest>,
+    ) -> Result<Response<pb::ResumeRunResponse>, Status> {
+        require_operator(&request, "resume run")?;
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        let requeued = self.work.resume(run.run_id, r.grade).await?;
+        let run = self.run(&run.run_id.to_string()).await?;
+        tracing::info!(run = %run.run_key, requeued, "run resumed");
+        Ok(Response::new(pb::ResumeRunResponse {
+            run: Some(convert::summary(&run)),
+            requeued,
+        }))
+    }
+
+    async fn cancel_run(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        require_operator(&request, "cancel run")?;
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        let cancelling = self.work.cancel(run.run_id, r.reason).await?;
+        let run = self.run(&run.run_id.to_string()).await?;
+        tracing::info!(run = %run.run_key, cancelling, "run cancelled");
+        Ok(Response::new(pb::CancelRunResponse {
+            run: Some(convert::summary(&run)),
+            attempts_cancelling: cancelling,
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::RunStatus>, Status> {
+        let s = status::run_status(&self.store, &request.get_ref().run, self.status).await?;
+        Ok(Response::new(convert::status(&s)))
+    }
+
+    type WatchStatusStream = Stream_<pb::RunStatus>;
+
+    async fn watch_status(
+        &self,
+        request: Request<pb::WatchStatusRequest>,
+    ) -> Result<Response<Self::WatchStatusStream>, Status> {
+        let r = request.into_inner();
+        // The first projection is taken here, so an unknown run fails the call itself.
+        let first = status::run_status(&self.store, &r.run, self.status).await?;
+        let interval = WATCH_INTERVAL.max(Duration::from_millis(u64::from(r.min_interval_ms)));
+        let (tx, rx) = mpsc::channel(4);
+        let (store, options) = (self.store.clone(), self.status);
+        let run = first.run.run_id.to_string();
+        tokio::spawn(async move {
+            let mut last = first;
+            if tx.send(Ok(convert::status(&last))).await.is_err() {
+                return;
+            }
+            while !last.run.is_over() {
+                tokio::select! {
+                    () = tx.closed() => return,
+                    () = tokio::time::sleep(interval) => {}
+                }
+                match status::run_status(&store, &run, options).await {
+                    Ok(now) => {
+                        if now.progressed_from(&last) {
+                            if tx.send(Ok(convert::status(&now))).await.is_err() {
+                                return;
+                            }
+                            last = now;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into())).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn reconcile(
+        &self,
+        request: Request<pb::ReconcileRequest>,
+    ) -> Result<Response<pb::ReconcileResponse>, Status> {
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        // Parse first: a malformed file fails fast, before the plan is read.
+        let sent = if r.observations_json.trim().is_empty() {
+            None
+        } else {
+            Some(parse_observations(&r.observations_json)?)
+        };
+        let plan = evidence::ready_plan(&self.store, &run).await?;
+        let observations = match sent {
+            Some(o) => o,
+            None => self.own_observations(&run).await?,
+        };
+        let accounting = reconcile(&plan, &observations);
+        let report_json = canonical_json(&accounting);
+        let report_digest = digest_bytes(report_json.as_bytes());
+        let partitions = ALL_BUCKETS
+            .iter()
+            .map(|b| pb::StateCount {
+                state: b.as_str().to_string(),
+                count: accounting.counts.get(*b),
+            })
+            .collect();
+        Ok(Response::new(pb::ReconcileResponse {
+            run: Some(convert::summary(&run)),
+            valid: accounting.valid,
+            partitions,
+            duplicates: accounting.duplicates.iter().filter(|d| d.identical).count() as u64,
+            conflicts: accounting
+                .duplicates
+                .iter()
+                .filter(|d| !d.identical)
+                .count() as u64,
+            unexpected: accounting.unexpected.len() as u64,
+            report_json,
+            report_digest,
+        }))
+    }
+
+    type FetchRecordsStream = Stream_<pb::RunRecord>;
+
+    async fn fetch_records(
+        &self,
+        request: Request<pb::FetchRecordsRequest>,
+    ) -> Result<Response<Self::FetchRecordsStream>, Status> {
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(ControlError::store("fetch records"))?;
+        let db = |e: tokio_postgres::Error| -> Status {
+            ControlError::store("fetch records")(e.into()).into()
+        };
+        let mut ids: Vec<Uuid> = Vec::new();
+        if !r.trials.is_empty() {
+            let rows = client
+                .query(
+                    "SELECT trial_id, trial_id::text, key FROM planned_trials \
+                     WHERE run_id = $1 AND (trial_id::text = ANY($2) OR key = ANY($2))",
+                    &[&run.run_id, &r.trials],
+                )
+                .await
+                .map_err(db)?;
+            let unknown: Vec<&String> = r
+                .trials
+                .iter()
+                .filter(|t| {
+                    !rows.iter().any(|row| {
+                        row.get::<_, &str>(1) == t.as_str() || row.get::<_, &str>(2) == t.as_str()
+                    })
+                })
+                .collect();
+            if !unknown.is_empty() {
+                return Err(ControlError::invalid(
+                    "fetch records",
+                    "trials",
+                    format!("{unknown:?} are not trials of run `{}`; fix: pass trial UUIDs or keys of this run", run.run_key),
+                )
+                .into());
+            }
+            ids = rows.iter().map(|row| row.get(0)).collect();
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            let rows = match client
+                .query_raw(
+                    RECORDS_SQL,
+                    [
+                        &run.run_id as &(dyn tokio_postgres::types::ToSql + Sync),
+                        &ids,
+                    ],
+                )
+                .await
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    let _ = tx.send(Err(db(e))).await;
+                    return;
+                }
+            };
+            let mut rows = std::pin::pin!(rows);
+            while let Some(row) = rows.next().await {
+                let message = row.map_err(db).and_then(|row| {
+                    let text: &str = row.get(3);
+                    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                        Status::internal(format!("failed to read a stored record: {e}"))
+                    })?;
+                    let record_json = canonical_json(&value);
+                    Ok(pb::RunRecord {
+                        trial_id: row.get::<_, Uuid>(0).to_string(),
+                        attempt_id: row.get::<_, Uuid>(1).to_string(),
+                        ordinal: u64::try_from(row.get::<_, i32>(2)).unwrap_or(0),
+                        digest: digest_bytes(record_json.as_bytes()),
+                        record_json,
+                    })
+                });
+                let stop = message.is_err();
+                if tx.send(message).await.is_err() || stop {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_parse_as_array_or_lines_and_are_checked() {
+        let id = "019a0000-0000-7000-8000-000000000000";
+        let one = format!(
+            r#"{{"trial_id":"{id}","state":"not_graded","ok":null,"score":null,"attempt_id":null,"source":null}}"#
+        );
+        assert_eq!(parse_observations(&format!("[{one}]")).unwrap().len(), 1);
+        assert_eq!(parse_observations(&one).unwrap().len(), 1);
+        let bad = format!(
+            r#"[{{"trial_id":"{id}","state":"completed","ok":null,"score":null,"attempt_id":null,"source":null}}]"#
+        );
+        let e = parse_observations(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("observations_json") && e.contains("observation 1"),
+            "{e}"
+        );
+        assert!(parse_observations("[{").is_err());
+    }
+}

@@ -1,0 +1,87 @@
+//! Conversions from the control plane's values to the proto messages.
+
+use akbench_core::rates::Rates;
+use akbench_proto::v1 as pb;
+
+use crate::evidence::RunSummary;
+use crate::status::{AgentStatus, RunStatus};
+
+fn ms(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// The proto `RunState` of a stored state name.
+pub fn run_state(state: &str) -> pb::RunState {
+    match state {
+        "planned" => pb::RunState::Planned,
+        "running" => pb::RunState::Running,
+        "cancelling" => pb::RunState::Cancelling,
+        "cancelled" => pb::RunState::Cancelled,
+        "finished" => pb::RunState::Finished,
+        _ => pb::RunState::Unspecified,
+    }
+}
+
+/// The proto `RunSummary`.
+pub fn summary(s: &RunSummary) -> pb::RunSummary {
+    pb::RunSummary {
+        run_id: s.run_id.to_string(),
+        run_key: s.run_key.clone(),
+        experiment: s.experiment.clone(),
+        state: run_state(&s.state) as i32,
+        spec_digest: s.spec_digest.clone(),
+        plan_digest: s.plan_digest.clone(),
+        trial_count: s.trial_count,
+        created_at_unix_ms: ms(s.created_at),
+        started_at_unix_ms: s.started_at.map(ms).unwrap_or(0),
+    }
+}
+
+/// The proto `Rates` (absent stays absent).
+pub fn rates(r: &Rates) -> pb::Rates {
+    pb::Rates {
+        graded: r.graded,
+        pass_rate: r.pass_rate,
+        coverage: r.coverage,
+        infrastructure_error_rate: r.infrastructure_error_rate,
+    }
+}
+
+fn counts<'a>(m: impl IntoIterator<Item = (&'a String, &'a u64)>) -> Vec<pb::StateCount> {
+    m.into_iter()
+        .map(|(state, count)| pb::StateCount {
+            state: state.clone(),
+            count: *count,
+        })
+        .collect()
+}
+
+fn agent(a: &AgentStatus) -> pb::AgentStatus {
+    pb::AgentStatus {
+        agent: a.agent.clone(),
+        planned: a.planned,
+        outcomes: counts(&a.outcomes),
+        rates: Some(rates(&a.rates)),
+    }
+}
+
+/// The proto `RunStatus`.
+pub fn status(s: &RunStatus) -> pb::RunStatus {
+    pb::RunStatus {
+        run: Some(summary(&s.run)),
+        planned: s.planned,
+        queued: s.queued,
+        running: s.running,
+        finished: s.finished,
+        phases: counts(&s.phases),
+        outcomes: counts(&s.outcomes),
+        retries: s.retries,
+        workers: s.workers,
+        as_of_unix_ms: ms(s.as_of),
+        work_items: counts(&s.work_items),
+        rates: Some(rates(&s.rates)),
+        agents: s.agents.iter().map(agent).collect(),
+        throughput_per_minute: s.throughput_per_minute,
+        eta_unix_ms: s.eta.map(ms),
+    }
+}

@@ -1,0 +1,655 @@
+//! Evidence in PostgreSQL: a run's resolved spec, its draft and ready plan and its planned
+//! trials, stored once, never changed, and found again by run key or UUID.
+//!
+//! [`submit`] checks everything before writing anything: both documents parse as core types,
+//! each digest matches the document's content (`core::digest::sealed_digest`) and the digest
+//! in the request, the plan expands that spec (run id, run key, spec digest, trial count) and
+//! holds its invariants (`RunPlan::check`). It then writes, in one transaction: the spec, the
+//! draft and ready plan *headers* (the plan documents with `"trials": []`: the trials are
+//! the rows of `planned_trials`, one per trial with its canonical JSON, written by binary
+//! `COPY`), a `run_catalog` row and the `runs` row. Submitting the same documents again is a
+//! no-op; different documents under the same run id or key are refused. [`ready_plan`]
+//! reassembles the ready plan and checks its digest again.
+
+use std::pin::pin;
+
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
+use akbench_core::spec::ResolvedRunSpec;
+use bytes::{BufMut, BytesMut};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use uuid::Uuid;
+
+use crate::error::ControlError;
+use crate::store::{Store, StoreError, Tx};
+
+const SUMMARY_SQL: &str = include_str!("../sql/control/run_summary.sql");
+const INSERT_SQL: &str = include_str!("../sql/control/insert_evidence.sql");
+const COPY_TRIALS_SQL: &str = "COPY planned_trials (trial_id, run_id, ordinal, key, task_id, \
+                               agent, repetition, document) FROM STDIN BINARY";
+/// The advisory lock that serialises submissions ("akb-sub" in ASCII).
+const SUBMIT_LOCK: i64 = 0x0061_6b62_2d73_7562;
+const ACTION: &str = "submit plan";
+
+/// What every response says about a run (the proto's `RunSummary`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    /// UUIDv7.
+    pub run_id: Uuid,
+    /// Readable key.
+    pub run_key: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// `planned`, `running`, `cancelling`, `cancelled` or `finished`.
+    pub state: String,
+    /// Digest of the resolved spec.
+    pub spec_digest: String,
+    /// Digest of the ready plan.
+    pub plan_digest: String,
+    /// Planned trials.
+    pub trial_count: u64,
+    /// When the plan was stored.
+    pub created_at: DateTime<Utc>,
+    /// When the run was started.
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+impl RunSummary {
+    fn from_row(row: &tokio_postgres::Row) -> RunSummary {
+        RunSummary {
+            run_id: row.get(0),
+            run_key: row.get(1),
+            experiment: row.get(2),
+            state: row.get(3),
+            spec_digest: row.get(4),
+            plan_digest: row.get(5),
+            trial_count: u64::try_from(row.get::<_, i64>(6)).unwrap_or(0),
+            created_at: row.get(7),
+            started_at: row.get(8),
+        }
+    }
+
+    /// True when nothing more will happen to the run (`finished` or `cancelled`).
+    pub fn is_over(&self) -> bool {
+        matches!(self.state.as_str(), "finished" | "cancelled")
+    }
+}
+
+/// The result of [`submit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// The run as stored.
+    pub run: RunSummary,
+    /// False when exactly these documents were already stored.
+    pub created: bool,
+}
+
+/// A `jsonb` parameter from JSON text, sent in binary without building a tree.
+#[derive(Debug)]
+struct Jsonb<'a>(&'a str);
+
+impl ToSql for Jsonb<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.put_u8(1); // jsonb binary format version
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB
+    }
+
+    to_sql_checked!();
+}
+
+fn check_digest_syntax(field: &'static str, digest: &str) -> Result<(), ControlError> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(ControlError::invalid(
+            ACTION,
+            field,
+            format!("`{digest}` is not a digest; fix: send `sha256:` and 64 lowercase hex digits (the document's `digest` field)"),
+        ))
+    }
+}
+
+/// Parses and checks the request; returns the spec (when sent) and the ready plan.
+fn parse_request(
+    spec_json: &str,
+    spec_digest: &str,
+    plan_json: &str,
+    plan_digest: &str,
+) -> Result<(Option<ResolvedRunSpec>, RunPlan), ControlError> {
+    if plan_json.trim().is_empty() {
+        return Err(ControlError::invalid(
+            ACTION,
+            "plan_json",
+            "is empty; fix: send the RunPlan made by `akbench plan`",
+        ));
+    }
+    check_digest_syntax("plan_digest", plan_digest)?;
+    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| {
+        ControlError::invalid(ACTION, "plan_json", format!("is not a RunPlan: {e}"))
+    })?;
+    if plan.digest != plan_digest {
+        return Err(ControlError::invalid(
+            ACTION,
+            "plan_digest",
+            format!(
+                "`{plan_digest}` differs from the plan's digest field `{}`; fix: send the plan's own digest",
+                plan.digest
+            ),
+        ));
+    }
+    let computed = sealed_plan_digest(&plan, plan.stage);
+    if computed != plan.digest {
+        return Err(ControlError::invalid(
+            ACTION,
+            "plan_json",
+            format!(
+                "its content does not match its digest {} (computed {computed}); fix: the plan was edited or damaged, plan again",
+                plan.digest
+            ),
+        ));
+    }
+    plan.check().map_err(|e| {
+        ControlError::invalid(ACTION, "plan_json", format!("is not a valid plan: {e}"))
+    })?;
+    if spec_json.trim().is_empty() {
+        if !spec_digest.is_empty() && spec_digest != plan.spec_digest {
+            return Err(ControlError::invalid(
+                ACTION,
+                "spec_digest",
+                format!(
+                    "`{spec_digest}` differs from the plan's spec digest `{}`",
+                    plan.spec_digest
+                ),
+            ));
+        }
+        return Ok((None, to_ready(plan)));
+    }
+    check_digest_syntax("spec_digest", spec_digest)?;
+    let spec: ResolvedRunSpec = serde_json::from_str(spec_json).map_err(|e| {
+        ControlError::invalid(
+            ACTION,
+            "spec_json",
+            format!("is not a ResolvedRunSpec: {e}"),
+        )
+    })?;
+    if spec.digest != spec_digest {
+        return Err(ControlError::invalid(
+            ACTION,
+            "spec_digest",
+            format!(
+                "`{spec_digest}` differs from the spec's digest field `{}`; fix: send the spec's own digest",
+                spec.digest
+            ),
+        ));
+    }
+    if !spec.verify() {
+        return Err(ControlError::invalid(
+            ACTION,
+            "spec_json",
+            "its content does not match its digest; fix: the spec was edited or damaged, resolve it again",
+        ));
+    }
+    let belongs = [
+        ("run_id", plan.run_id.to_string(), spec.run_id().to_string()),
+        ("run_key", plan.run_key.clone(), spec.run_key().to_string()),
+        ("spec_digest", plan.spec_digest.clone(), spec.digest.clone()),
+        (
+            "trial count",
+            plan.trials.len().to_string(),
+            spec.trial_count().to_string(),
+        ),
+    ];
+    for (what, in_plan, in_spec) in belongs {
+        if in_plan != in_spec {
+            return Err(ControlError::invalid(
+                ACTION,
+                "plan_json",
+                format!("its {what} `{in_plan}` differs from the spec's `{in_spec}`: the plan does not expand this spec; fix: send the spec the plan was made from"),
+            ));
+        }
+    }
+    Ok((Some(spec), to_ready(plan)))
+}
+
+fn to_ready(plan: RunPlan) -> RunPlan {
+    match plan.stage {
+        PlanStage::Ready => plan,
+        PlanStage::Draft => {
+            let mut p = plan;
+            p.digest = sealed_plan_digest(&p, PlanStage::Ready);
+            p.stage = PlanStage::Ready;
+            p
+        }
+    }
+}
+
+/// The plan's content without its `digest` field, borrowed: its canonical JSON is what
+/// `sealed_digest` hashes, computed without building a `serde_json::Value` tree (a
+/// 100,000-trial plan would need about 1 GiB for it).
+#[derive(Serialize)]
+struct SealedPlan<'a> {
+    schema: &'a str,
+    run_id: &'a Uuid,
+    run_key: &'a str,
+    spec_digest: &'a str,
+    stage: PlanStage,
+    created_at: &'a DateTime<Utc>,
+    trials: &'a [PlannedTrial],
+    summary: &'a akbench_core::plan::PlanSummary,
+}
+
+/// `sealed_digest(plan)` with `stage` in place of the plan's own, streaming.
+fn sealed_plan_digest(plan: &RunPlan, stage: PlanStage) -> String {
+    let RunPlan {
+        schema,
+        run_id,
+        run_key,
+        spec_digest,
+        stage: _,
+        created_at,
+        trials,
+        summary,
+        digest: _,
+    } = plan;
+    digest_bytes(
+        canonical_json(&SealedPlan {
+            schema,
+            run_id,
+            run_key,
+            spec_digest,
+            stage,
+            created_at,
+            trials,
+            summary,
+        })
+        .as_bytes(),
+    )
+}
+
+trait CloneHeader {
+    fn clone_header(&self) -> RunPlan;
+}
+
+impl CloneHeader for RunPlan {
+    fn clone_header(&self) -> RunPlan {
+        RunPlan {
+            schema: self.schema.clone(),
+            run_id: self.run_id,
+            run_key: self.run_key.clone(),
+            spec_digest: self.spec_digest.clone(),
+            stage: self.stage,
+            created_at: self.created_at,
+            trials: Vec::new(),
+            summary: self.summary.clone(),
+            digest: self.digest.clone(),
+        }
+    }
+}
+
+/// Stores a spec and its plan (see the module docs). `spec_json` may be empty to submit a
+/// plan for a spec stored earlier.
+pub async fn submit(
+    store: &Store,
+    spec_json: &str,
+    spec_digest: &str,
+    plan_json: &str,
+    plan_digest: &str,
+) -> Result<Submitted, ControlError> {
+    let started = std::time::Instant::now();
+    let (spec, mut ready) = parse_request(spec_json, spec_digest, plan_json, plan_digest)?;
+    tracing::debug!(elapsed = ?started.elapsed(), trials = ready.trials.len(), "submission parsed and checked");
+    let run_id = ready.run_id;
+    let run_key = ready.run_key.clone();
+    let client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let existing = existing_run(&client, run_id, &run_key).await?;
+    if let Some(found) = existing {
+        return same_or_conflict(found, &ready, spec.as_ref());
+    }
+    drop(client);
+    let Some(spec) = spec else {
+        return Err(ControlError::Precondition {
+            action: ACTION,
+            run: run_key,
+            problem: format!(
+                "its spec (run id {run_id}, digest {}) is not stored; fix: send spec_json with the plan",
+                ready.spec_digest
+            ),
+        });
+    };
+    // The draft digest is computed over the full draft, before the trials move out.
+    let draft_digest = sealed_plan_digest(&ready, PlanStage::Draft);
+    let trials = std::mem::take(&mut ready.trials);
+    // Headers: the documents with `"trials": []`; the trials are rows of planned_trials.
+    let ready_header = canonical_json(&ready);
+    let draft_header = {
+        let mut draft = ready.clone_header();
+        draft.stage = PlanStage::Draft;
+        draft.digest = draft_digest.clone();
+        canonical_json(&draft)
+    };
+    let spec_text = canonical_json(&spec);
+    let experiment = spec.condition.experiment.clone();
+    let trial_count = trials.len() as i64;
+    let by_agent = canonical_json(&ready.summary.by_agent);
+    let mut client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| ControlError::store(ACTION)(e.into()))?;
+    let write = async {
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SUBMIT_LOCK])
+            .await?;
+        if let Some(found) = existing_run(&tx, ready.run_id, &ready.run_key)
+            .await
+            .map_err(|e| StoreError::Invalid(e.to_string()))?
+        {
+            return Ok(Err(found));
+        }
+        tx.execute(
+            INSERT_SQL,
+            &[
+                &ready.run_id,
+                &ready.run_key,
+                &spec.digest,
+                &spec_text,
+                &draft_digest,
+                &draft_header,
+                &ready.digest,
+                &ready_header,
+                &experiment,
+                &trial_count,
+                &by_agent,
+            ],
+        )
+        .await?;
+        tracing::debug!(elapsed = ?started.elapsed(), "documents inserted");
+        copy_trials(&tx, ready.run_id, &trials).await?;
+        tracing::debug!(elapsed = ?started.elapsed(), "planned trials copied");
+        Ok::<_, StoreError>(Ok(()))
+    };
+    let outcome = match write.await {
+        Ok(outcome) => {
+            tx.commit()
+                .await
+                .map_err(|e| ControlError::store(ACTION)(e.into()))?;
+            outcome
+        }
+        Err(e) => {
+            let _ = tx.rollback().await;
+            return Err(ControlError::store(ACTION)(e));
+        }
+    };
+    drop(client);
+    match outcome {
+        // A concurrent submitter stored this run first.
+        Err(found) => same_or_conflict(found, &ready, Some(&spec)),
+        Ok(()) => Ok(Submitted {
+            run: find_run(store, &ready.run_id.to_string()).await?,
+            created: true,
+        }),
+    }
+}
+
+async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Result<(), StoreError> {
+    let sink = tx.copy_in(COPY_TRIALS_SQL).await?;
+    let types = [
+        Type::UUID,
+        Type::UUID,
+        Type::INT4,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT4,
+        Type::JSONB,
+    ];
+    let mut writer = pin!(BinaryCopyInWriter::new(sink, &types));
+    let mut text = String::new();
+    for t in trials {
+        text.clear();
+        text.push_str(&canonical_json(t));
+        let ordinal = i32::try_from(t.ordinal)
+            .map_err(|_| StoreError::Invalid(format!("ordinal {} is too large", t.ordinal)))?;
+        let repetition = i32::try_from(t.repetition).map_err(|_| {
+            StoreError::Invalid(format!("repetition {} is too large", t.repetition))
+        })?;
+        writer
+            .as_mut()
+            .write(&[
+                &t.trial_id,
+                &run_id,
+                &ordinal,
+                &t.key,
+                &t.task.id,
+                &t.agent.label,
+                &repetition,
+                &Jsonb(&text),
+            ])
+            .await?;
+    }
+    writer.finish().await?;
+    Ok(())
+}
+
+/// A run stored under `run_id` or `run_key`, with its stored spec digest.
+async fn existing_run(
+    client: &impl deadpool_postgres::GenericClient,
+    run_id: Uuid,
+    run_key: &str,
+) -> Result<Option<RunSummary>, ControlError> {
+    let sql = format!("{SUMMARY_SQL} WHERE c.run_id = $1 OR c.run_key = $2");
+    let row = client
+        .query_opt(&sql, &[&run_id, &run_key])
+        .await
+        .map_err(|e| ControlError::store(ACTION)(e.into()))?;
+    if let Some(row) = row {
+        return Ok(Some(RunSummary::from_row(&row)));
+    }
+    // A spec stored without a plan cannot exist (both go in one transaction), but a key
+    // taken in run_specs alone must still be refused.
+    let taken = client
+        .query_opt(
+            "SELECT run_id FROM run_specs WHERE run_id = $1 OR run_key = $2",
+            &[&run_id, &run_key],
+        )
+        .await
+        .map_err(|e| ControlError::store(ACTION)(e.into()))?;
+    match taken {
+        Some(_) => Err(ControlError::Conflict(format!(
+            "run {run_id} / `{run_key}` has a spec without a catalog entry"
+        ))),
+        None => Ok(None),
+    }
+}
+
+fn same_or_conflict(
+    found: RunSummary,
+    ready: &RunPlan,
+    spec: Option<&ResolvedRunSpec>,
+) -> Result<Submitted, ControlError> {
+    if found.run_id != ready.run_id {
+        return Err(ControlError::Conflict(format!(
+            "run key `{}` already names run {}, not {}",
+            found.run_key, found.run_id, ready.run_id
+        )));
+    }
+    if spec.is_some_and(|s| s.digest != found.spec_digest) {
+        return Err(ControlError::Conflict(format!(
+            "run `{}` already has spec {}, not {}",
+            found.run_key,
+            found.spec_digest,
+            spec.map(|s| s.digest.as_str()).unwrap_or_default()
+        )));
+    }
+    if found.plan_digest != ready.digest {
+        return Err(ControlError::Conflict(format!(
+            "run `{}` already has ready plan {}, not {}",
+            found.run_key, found.plan_digest, ready.digest
+        )));
+    }
+    Ok(Submitted {
+        run: found,
+        created: false,
+    })
+}
+
+/// The run named by `run`: a UUID or a run key.
+pub async fn find_run(store: &Store, run: &str) -> Result<RunSummary, ControlError> {
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("find run"))?;
+    find_run_with(&client, run).await
+}
+
+/// [`find_run`] on a given connection.
+pub async fn find_run_with(
+    client: &impl deadpool_postgres::GenericClient,
+    run: &str,
+) -> Result<RunSummary, ControlError> {
+    let run = run.trim();
+    if run.is_empty() {
+        return Err(ControlError::invalid(
+            "find run",
+            "run",
+            "is empty; fix: pass a run UUID or key",
+        ));
+    }
+    let row = match Uuid::parse_str(run) {
+        Ok(id) => {
+            let sql = format!("{SUMMARY_SQL} WHERE c.run_id = $1");
+            client.query_opt(&sql, &[&id]).await
+        }
+        Err(_) => {
+            let sql = format!("{SUMMARY_SQL} WHERE c.run_key = $1");
+            client.query_opt(&sql, &[&run]).await
+        }
+    }
+    .map_err(|e| ControlError::store("find run")(e.into()))?;
+    row.map(|r| RunSummary::from_row(&r))
+        .ok_or_else(|| ControlError::RunNotFound(run.to_string()))
+}
+
+/// Runs, newest submission first, `limit` at most, submitted before the run whose
+/// submission number is `before` (keyset paging), whose key starts with `key_prefix`; each
+/// with its submission number.
+pub async fn list_runs(
+    store: &Store,
+    limit: u32,
+    before: Option<i64>,
+    key_prefix: &str,
+) -> Result<Vec<(i64, RunSummary)>, ControlError> {
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("list runs"))?;
+    let sql = format!(
+        "{SUMMARY_SQL} WHERE ($1::bigint IS NULL OR c.seq < $1) \
+         AND starts_with(c.run_key, $2) ORDER BY c.seq DESC LIMIT $3"
+    );
+    let rows = client
+        .query(&sql, &[&before, &key_prefix, &i64::from(limit)])
+        .await
+        .map_err(|e| ControlError::store("list runs")(e.into()))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, i64>(9), RunSummary::from_row(r)))
+        .collect())
+}
+
+/// The stored spec of a run, checked against its digest.
+pub async fn spec(store: &Store, run: &RunSummary) -> Result<ResolvedRunSpec, ControlError> {
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read spec"))?;
+    let row = client
+        .query_one(
+            "SELECT document::text FROM run_specs WHERE run_id = $1",
+            &[&run.run_id],
+        )
+        .await
+        .map_err(|e| ControlError::store("read spec")(e.into()))?;
+    let spec: ResolvedRunSpec =
+        serde_json::from_str(row.get(0)).map_err(|e| ControlError::Corrupt {
+            run: run.run_key.clone(),
+            problem: format!("the spec does not parse: {e}"),
+        })?;
+    if !spec.verify() || spec.digest != run.spec_digest {
+        return Err(ControlError::Corrupt {
+            run: run.run_key.clone(),
+            problem: "the spec does not match its digest".into(),
+        });
+    }
+    Ok(spec)
+}
+
+/// The stored ready plan of a run, reassembled from its header and planned trials and
+/// checked against its digest.
+pub async fn ready_plan(store: &Store, run: &RunSummary) -> Result<RunPlan, ControlError> {
+    let corrupt = |problem: String| ControlError::Corrupt {
+        run: run.run_key.clone(),
+        problem,
+    };
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read plan"))?;
+    let header = client
+        .query_one(
+            "SELECT document::text FROM plans WHERE run_id = $1 AND stage = 'ready'",
+            &[&run.run_id],
+        )
+        .await
+        .map_err(|e| ControlError::store("read plan")(e.into()))?;
+    let mut plan: RunPlan = serde_json::from_str(header.get(0))
+        .map_err(|e| corrupt(format!("the plan header does not parse: {e}")))?;
+    let rows = client
+        .query(
+            "SELECT document::text FROM planned_trials WHERE run_id = $1 ORDER BY ordinal",
+            &[&run.run_id],
+        )
+        .await
+        .map_err(|e| ControlError::store("read plan")(e.into()))?;
+    plan.trials = rows
+        .iter()
+        .map(|r| serde_json::from_str::<PlannedTrial>(r.get(0)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| corrupt(format!("a planned trial does not parse: {e}")))?;
+    if sealed_plan_digest(&plan, plan.stage) != plan.digest || plan.digest != run.plan_digest {
+        return Err(corrupt("the plan does not match its digest".into()));
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use akbench_core::clock::SystemClock;
+    use akbench_core::testkit::synthetic_spec;
+
+    #[test]
+    fn streaming_plan_digest_equals_core_sealed_digest() {
+        let spec = synthetic_spec(3, 2, 2, &SystemClock);
+        let draft = akbench_core::plan::plan(&spec, &SystemClock);
+        let ready = draft.ready();
+        assert_eq!(sealed_plan_digest(&draft, PlanStage::Draft), draft.digest);
+        assert_eq!(sealed_plan_digest(&draft, PlanStage::Ready), ready.digest);
+        assert_eq!(
+            sealed_plan_digest(&ready, PlanStage::Ready),
+            akbench_core::digest::sealed_digest(&ready)
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! The HTTP side of the coordinator (axum, same process as gRPC):
+//!
+//! - `GET /api/runs/{run}/status`: the [`RunStatus`] projection as JSON (run UUID or key;
+//!   404 when unknown). Rates over nothing are `null`.
+//! - `GET /runs/{run}`: the same projection as a plain server-side HTML page that refreshes
+//!   itself every 2 seconds (no JavaScript); rates over nothing read "n/a".
+//! - `GET /metrics`: Prometheus text format ([`Metrics`]).
+//! - `GET /healthz`: the process is up. `GET /readyz`: the database answers and carries every
+//!   migration this binary knows.
+//!
+//! `/api/*` and `/runs/*` need a viewer or operator bearer token (401 otherwise) unless the
+//! coordinator is open (no token configured).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use akbench_core::rates::Pct;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::auth::{authorize_http, Tokens};
+use crate::error::ControlError;
+use crate::metrics::Metrics;
+use crate::status::{run_status, RunStatus, StatusOptions};
+use crate::store::{Store, MIGRATIONS};
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    /// The database.
+    pub store: Store,
+    /// Bearer tokens.
+    pub tokens: Tokens,
+    /// Process metrics.
+    pub metrics: Arc<Metrics>,
+    /// Status windows.
+    pub status: StatusOptions,
+}
+
+/// The router of every route above.
+pub fn router(state: HttpState) -> Router {
+    let guarded = Router::new()
+        .route("/api/runs/{run}/status", get(status_json))
+        .route("/runs/{run}", get(status_page))
+        .route_layer(middleware::from_fn_with_state(state.clone(), bearer));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(guarded)
+        .with_state(state)
+}
+
+async fn bearer(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let value = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    match authorize_http(&state.tokens, value) {
+        Ok(_) => next.run(request).await,
+        Err(why) => {
+            let mut r = (
+                StatusCode::UNAUTHORIZED,
+                format!("failed to authenticate: {why}; fix: send `Authorization: Bearer <token>` with a viewer or operator token\n"),
+            )
+                .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r
+        }
+    }
+}
+
+fn error_response(e: ControlError) -> Response {
+    let code = match &e {
+        ControlError::RunNotFound(_) => StatusCode::NOT_FOUND,
+        ControlError::Invalid { .. } => StatusCode::BAD_REQUEST,
+        ControlError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = serde_json::json!({ "error": e.to_string() }).to_string();
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn status_json(State(state): State<HttpState>, Path(run): Path<String>) -> Response {
+    match run_status(&state.store, &run, state.status).await {
+        Ok(s) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::to_string(&s).unwrap_or_default(),
+        )
+            .into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn status_page(State(state): State<HttpState>, Path(run): Path<String>) -> Response {
+    match run_status(&state.store, &run, state.status).await {
+        Ok(s) => (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            render_page(&s),
+        )
+            .into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn readyz(State(state): State<HttpState>) -> Response {
+    let expected = MIGRATIONS.iter().map(|m| m.version).collect::<Vec<_>>();
+    let check = async {
+        let client = state.store.client().await.map_err(|e| e.to_string())?;
+        let rows = client
+            .query(
+                "SELECT version FROM schema_migrations ORDER BY version",
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let applied: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        if expected.iter().all(|v| applied.contains(v)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "migrations applied {applied:?}, expected {expected:?}"
+            ))
+        }
+    };
+    match check.await {
+        Ok(()) => (StatusCode::OK, "ready\n".to_string()).into_response(),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// HTML-escapes text.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+fn table<'a>(out: &mut String, title: &str, rows: impl IntoIterator<Item = (&'a String, &'a u64)>) {
+    let _ = write!(out, "<h2>{}</h2><table>", esc(title));
+    let mut any = false;
+    for (k, v) in rows {
+        any = true;
+        let _ = write!(out, "<tr><td>{}</td><td>{v}</td></tr>", esc(k));
+    }
+    if !any {
+        out.push_str("<tr><td>none</td><td></td></tr>");
+    }
+    out.push_str("</table>");
+}
+
+/// The status page of one run.
+pub fn render_page(s: &RunStatus) -> String {
+    let mut o = String::new();
+    let key = esc(&s.run.run_key);
+    let _ = write!(
+        o,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">\
+         <title>{key}</title><style>body{{font-family:sans-serif}}td{{padding:0 1em}}</style></head><body>\
+         <h1>{key}</h1><p>state <b>{}</b>, experiment {}, run {}</p>\
+         <p>planned {}, queued {}, running {}, finished {}, retries {}, workers {}</p>",
+        esc(&s.run.state),
+        esc(&s.run.experiment),
+        s.run.run_id,
+        s.planned,
+        s.queued,
+        s.running,
+        s.finished,
+        s.retries,
+        s.workers
+    );
+    let _ = write!(
+        o,
+        "<p>pass rate {} ({} graded), coverage {}, infrastructure errors {}</p>",
+        Pct(s.rates.pass_rate),
+        s.rates.graded,
+        Pct(s.rates.coverage),
+        Pct(s.rates.infrastructure_error_rate)
+    );
+    let throughput = s
+        .throughput_per_minute
+        .map(|t| format!("{t:.1} trials/min"))
+        .unwrap_or_else(|| "n/a".into());
+    let eta = s
+        .eta
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "n/a".into());
+    let _ = write!(o, "<p>throughput {throughput}, ETA {eta}</p>");
+    table(&mut o, "Work items", &s.work_items);
+    table(&mut o, "Live attempts", &s.phases);
+    table(&mut o, "Outcomes", &s.outcomes);
+    o.push_str("<h2>Agents</h2><table><tr><th>agent</th><th>planned</th><th>outcomes</th><th>pass rate</th></tr>");
+    for a in &s.agents {
+        let outcomes: Vec<String> = a.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({} graded)</td></tr>",
+            esc(&a.agent),
+            a.planned,
+            esc(&outcomes.join(", ")),
+            Pct(a.rates.pass_rate),
+            a.rates.graded
+        );
+    }
+    let _ = writeln!(
+        o,
+        "</table><p>as of {}</p></body></html>",
+        s.as_of.format("%Y-%m-%d %H:%M:%S%.3f UTC")
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::esc;
+
+    #[test]
+    fn escapes_html() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! The whole coordinator process: [`Config`] (flags and environment variables), [`serve`]
+//! (migrate, bind gRPC and HTTP, run until a shutdown future resolves, then stop accepting
+//! and finish in-flight requests) and [`init_logging`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::auth::{AuthError, Tokens};
+use crate::control_service::ControlService;
+use crate::http::{router, HttpState};
+use crate::metrics::Metrics;
+use crate::status::StatusOptions;
+use crate::store::{Store, StoreError};
+use crate::work_control::{NoScheduler, WorkControl};
+
+/// The coordinator's configuration (the scheduler reads its lease settings from here too).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "akbench-coordinator",
+    version,
+    about = "akbench coordinator: plans, leases and work over gRPC"
+)]
+pub struct Config {
+    /// PostgreSQL URL (`postgres://user@host:port/db`).
+    #[arg(long, env = "AKBENCH_DATABASE_URL")]
+    pub database_url: String,
+    /// gRPC listen address (port 0 picks a free port).
+    #[arg(long, env = "AKBENCH_GRPC_LISTEN", default_value = "127.0.0.1:7400")]
+    pub grpc_listen: SocketAddr,
+    /// HTTP listen address (status API, /metrics, health checks, status page).
+    #[arg(long, env = "AKBENCH_HTTP_LISTEN", default_value = "127.0.0.1:7401")]
+    pub http_listen: SocketAddr,
+    /// Token file (one `role:token` per line; role worker, operator or viewer); repeatable.
+    /// Tokens also come from AKBENCH_OPERATOR_TOKEN, AKBENCH_VIEWER_TOKEN and
+    /// AKBENCH_WORKER_TOKEN. With none at all the coordinator is open (local mode).
+    #[arg(long = "token-file")]
+    pub token_files: Vec<PathBuf>,
+    /// Lease time-to-live, milliseconds.
+    #[arg(long, env = "AKBENCH_LEASE_TTL_MS", default_value_t = 30_000)]
+    pub lease_ttl_ms: u64,
+    /// Heartbeat interval asked of workers, milliseconds (default: half the lease TTL).
+    #[arg(long, env = "AKBENCH_HEARTBEAT_INTERVAL_MS")]
+    pub heartbeat_interval_ms: Option<u64>,
+    /// Log JSON lines instead of text.
+    #[arg(long, env = "AKBENCH_LOG_JSON")]
+    pub log_json: bool,
+}
+
+impl Config {
+    /// A configuration for `database_url` with every default, listening on loopback port 0.
+    pub fn local(database_url: impl Into<String>) -> Config {
+        Config {
+            database_url: database_url.into(),
+            grpc_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token_files: Vec::new(),
+            lease_ttl_ms: 30_000,
+            heartbeat_interval_ms: None,
+            log_json: false,
+        }
+    }
+
+    /// The lease time-to-live.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
+    }
+
+    /// The heartbeat interval (half the lease TTL unless set).
+    pub fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_interval_ms.unwrap_or(self.lease_ttl_ms / 2))
+    }
+
+    /// Status windows: workers count as connected for two lease TTLs after last seen.
+    pub fn status_options(&self) -> StatusOptions {
+        StatusOptions {
+            worker_window: self.lease_ttl() * 2,
+            ..StatusOptions::default()
+        }
+    }
+}
+
+/// What [`serve_with`] plugs in beside the configuration.
+#[derive(Debug, Clone)]
+pub struct Services {
+    /// Starts, resumes and cancels runs (the scheduler); [`NoScheduler`] refuses.
+    pub work: Arc<dyn WorkControl>,
+    /// Tokens; `None` loads them from the configuration's files and the environment.
+    pub tokens: Option<Tokens>,
+    /// Process metrics (shared with the scheduler).
+    pub metrics: Arc<Metrics>,
+}
+
+impl Default for Services {
+    fn default() -> Self {
+        Services {
+            work: Arc::new(NoScheduler),
+            tokens: None,
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+}
+
+/// The coordinator could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The database refused or migrations failed.
+    #[error(
+        "failed to prepare the database: {0}; fix: check --database-url / AKBENCH_DATABASE_URL"
+    )]
+    Store(#[from] StoreError),
+    /// Tokens could not be loaded.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// An address could not be bound.
+    #[error("failed to listen on {addr}: {source}; fix: pick a free address (--grpc-listen / --http-listen)")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A server failed while running.
+    #[error("failed to serve {what}: {message}")]
+    Serve {
+        /// `grpc` or `http`.
+        what: &'static str,
+        /// The error.
+        message: String,
+    },
+}
+
+/// A running coordinator.
+#[derive(Debug)]
+pub struct ServeHandle {
+    /// The bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// The bound HTTP address.
+    pub http_addr: SocketAddr,
+    /// The database.
+    pub store: Store,
+    /// Process metrics.
+    pub metrics: Arc<Metrics>,
+    task: JoinHandle<Result<(), ServeError>>,
+}
+
+impl ServeHandle {
+    /// Waits until both servers have stopped (after the shutdown future resolved and the
+    /// in-flight requests finished).
+    pub async fn wait(self) -> Result<(), ServeError> {
+        self.task.await.map_err(|e| ServeError::Serve {
+            what: "coordinator",
+            message: e.to_string(),
+        })?
+    }
+}
+
+/// [`serve_with`] with no scheduler and tokens from the configuration and environment.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<ServeHandle, ServeError> {
+    serve_with(config, Services::default(), shutdown).await
+}
+
+/// Connects, applies migrations, binds both listeners and serves until `shutdown` resolves.
+/// Returns once the listeners are bound, with their addresses.
+pub async fn serve_with(
+    config: Config,
+    services: Services,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<ServeHandle, ServeError> {
+    let store = Store::connect(&config.database_url).await?;
+    let applied = store.migrate().await?;
+    tracing::info!(?applied, "database migrated");
+    let tokens = match services.tokens {
+        Some(t) => t,
+        None => Tokens::load(&config.token_files, |n| std::env::var(n).ok())?,
+    };
+    if tokens.is_open() {
+        tracing::warn!(
+            "no tokens configured: the coordinator is open to anyone who can reach it (local mode)"
+        );
+    }
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })
+    };
+    let grpc = bind(config.grpc_listen).await?;
+    let http = bind(config.http_listen).await?;
+    let (grpc_addr, http_addr) = (
+        grpc.local_addr().map_err(|source| ServeError::Bind {
+            addr: config.grpc_listen,
+            source,
+        })?,
+        http.local_addr().map_err(|source| ServeError::Bind {
+            addr: config.http_listen,
+            source,
+        })?,
+    );
+    let status = config.status_options();
+    let control =
+        ControlService::new(store.clone(), services.work, status).into_server(tokens.clone());
+    let app = router(HttpState {
+        store: store.clone(),
+        tokens,
+        metrics: services.metrics.clone(),
+        status,
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let grpc_task = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(control)
+            .serve_with_incoming_shutdown(nodelay(TcpListenerStream::new(grpc)), stopped()),
+    );
+    let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
+    let http_task = tokio::spawn(async move { http_server.await });
+    tracing::info!(%grpc_addr, %http_addr, "coordinator listening");
+    let task = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        let grpc = grpc_task.await;
+        let http = http_task.await;
+        match grpc {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(ServeError::Serve {
+                    what: "grpc",
+                    message: e.to_string(),
+                })
+            }
+            Err(e) => {
+                return Err(ServeError::Serve {
+                    what: "grpc",
+                    message: e.to_string(),
+                })
+            }
+        }
+        match http {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ServeError::Serve {
+                what: "http",
+                message: e.to_string(),
+            }),
+            Err(e) => Err(ServeError::Serve {
+                what: "http",
+                message: e.to_string(),
+            }),
+        }
+    });
+    Ok(ServeHandle {
+        grpc_addr,
+        http_addr,
+        store,
+        metrics: services.metrics,
+        task,
+    })
+}
+
+/// Accepted gRPC connections with Nagle's algorithm off (small responses go out at once
+/// instead of waiting for the peer's delayed ACK, about 40 ms).
+fn nodelay(
+    incoming: TcpListenerStream,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt as _;
+    incoming.map(|conn| {
+        conn.inspect(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Installs the `tracing` subscriber: `RUST_LOG`-style filter (default `info`), text or JSON.
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

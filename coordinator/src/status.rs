@@ -1,0 +1,280 @@
+//! The run progress projection: one [`RunStatus`] value that gRPC (`GetStatus`,
+//! `WatchStatus`), HTTP (`/api/runs/{run}/status`), the status page and the CLI all show.
+//!
+//! It is a handful of aggregate queries (`GROUP BY` over indexed columns, see
+//! `sql/control/status_*.sql`) pipelined on one connection, so its cost and memory do not
+//! depend on the plan's size beyond those scans. Outcomes are counted per planned trial from
+//! its last finished attempt and that attempt's accepted record, in core's accounting
+//! buckets; a `completed` attempt whose record has not arrived is not counted yet. Every rate
+//! goes through core's [`Rates`]: a rate over nothing is `None` (JSON `null`, shown "n/a").
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use akbench_core::accounting::{Bucket, BucketCounts, Observation};
+use akbench_core::lifecycle::State;
+use akbench_core::rates::Rates;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::ControlError;
+use crate::evidence::{find_run_with, RunSummary};
+use crate::store::Store;
+
+const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql");
+const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
+const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
+const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
+const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
+const ACTION: &str = "read run status";
+
+/// Windows of the projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusOptions {
+    /// Throughput is measured over this much recent time (or since the start, if shorter).
+    pub throughput_window: Duration,
+    /// A worker seen within this much time counts as connected.
+    pub worker_window: Duration,
+}
+
+impl Default for StatusOptions {
+    fn default() -> Self {
+        StatusOptions {
+            throughput_window: Duration::from_secs(300),
+            worker_window: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The finished trials of one agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentStatus {
+    /// Agent label.
+    pub agent: String,
+    /// Planned trials of this agent.
+    pub planned: u64,
+    /// Finished trials by bucket name (only non-zero buckets, `missing` left out).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Rates over this agent's planned trials.
+    pub rates: Rates,
+}
+
+/// A run's progress projection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunStatus {
+    /// The run.
+    pub run: RunSummary,
+    /// Planned trials.
+    pub planned: u64,
+    /// Trials waiting for a worker (work items `ready`).
+    pub queued: u64,
+    /// Trials with a live lease (work items `leased`).
+    pub running: u64,
+    /// Trials done (work items `done`).
+    pub finished: u64,
+    /// Work items by state.
+    pub work_items: BTreeMap<String, u64>,
+    /// Live attempts by lifecycle state.
+    pub phases: BTreeMap<String, u64>,
+    /// Finished trials by accounting bucket (non-zero only).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Attempts made beyond the first of each trial.
+    pub retries: u64,
+    /// Workers seen recently.
+    pub workers: u32,
+    /// Rates over the run (core's `Rates`).
+    pub rates: Rates,
+    /// Per agent.
+    pub agents: Vec<AgentStatus>,
+    /// Trials finished per minute over the recent window; `None` when none finished in it.
+    pub throughput_per_minute: Option<f64>,
+    /// When the remaining trials should be done at that throughput.
+    pub eta: Option<DateTime<Utc>>,
+    /// When the projection was taken (the database's clock).
+    pub as_of: DateTime<Utc>,
+}
+
+impl RunStatus {
+    /// True when the counts differ (the clock, throughput and ETA left aside): what
+    /// `WatchStatus` sends an update for.
+    pub fn progressed_from(&self, before: &RunStatus) -> bool {
+        self.run.state != before.run.state
+            || self.work_items != before.work_items
+            || self.phases != before.phases
+            || self.outcomes != before.outcomes
+            || self.retries != before.retries
+            || self.workers != before.workers
+    }
+}
+
+/// The bucket of a trial whose last finished attempt ended in `terminal_state` with an
+/// accepted record saying `ok`; `None` for a `completed` attempt without its record yet, or a
+/// state core does not know.
+pub fn bucket_of(terminal_state: &str, ok: Option<bool>) -> Option<Bucket> {
+    let state = State::parse(terminal_state).filter(|s| s.is_terminal())?;
+    if state == State::Completed && ok.is_none() {
+        return None;
+    }
+    Some(Bucket::of(&Observation {
+        trial_id: Uuid::nil(),
+        state,
+        ok,
+        score: None,
+        attempt_id: None,
+        source: None,
+    }))
+}
+
+fn add(c: &mut BucketCounts, bucket: Bucket, n: u64) {
+    c.add_n(bucket, n);
+}
+
+/// Completes `counts` with `missing = planned - observed` and names the non-zero buckets.
+fn finish_counts(counts: &mut BucketCounts, planned: u64) -> BTreeMap<String, u64> {
+    counts.missing = planned.saturating_sub(counts.planned() - counts.missing);
+    akbench_core::accounting::ALL_BUCKETS
+        .iter()
+        .filter(|b| **b != Bucket::Missing)
+        .map(|b| (b.as_str().to_string(), counts.get(*b)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The projection of the run named `run` (UUID or key).
+pub async fn run_status(
+    store: &Store,
+    run: &str,
+    options: StatusOptions,
+) -> Result<RunStatus, ControlError> {
+    let client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let summary = find_run_with(&client, run).await?;
+    // The outcome aggregate is the heavy query: it runs on a second connection, in parallel
+    // with the others.
+    let heavy = store.client().await.map_err(ControlError::store(ACTION))?;
+    let id = summary.run_id;
+    let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
+    let window = options.throughput_window.as_secs_f64();
+    let workers_window = options.worker_window.as_secs_f64();
+    let (items, phases, outcomes, retries, clock) = tokio::try_join!(
+        async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
+        async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
+        async { heavy.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
+        async { client.query_one(RETRIES_SQL, &[&id]).await.map_err(db) },
+        async {
+            client
+                .query_one(CLOCK_SQL, &[&id, &window, &workers_window])
+                .await
+                .map_err(db)
+        },
+    )?;
+    let as_of: DateTime<Utc> = clock.get(0);
+    let by_agent: BTreeMap<String, u64> =
+        serde_json::from_str(clock.get(1)).map_err(|e| ControlError::Corrupt {
+            run: summary.run_key.clone(),
+            problem: format!("run_catalog.by_agent does not parse: {e}"),
+        })?;
+    let recent = count(clock.get(2));
+    let workers = u32::try_from(clock.get::<_, i64>(3)).unwrap_or(u32::MAX);
+
+    let work_items: BTreeMap<String, u64> = items
+        .iter()
+        .map(|r| (r.get::<_, String>(0), count(r.get(1))))
+        .collect();
+    let retries = count(retries.get(0));
+    let phases: BTreeMap<String, u64> = phases
+        .iter()
+        .map(|r| (r.get::<_, String>(0), count(r.get(1))))
+        .collect();
+
+    let mut total = BucketCounts::default();
+    let mut per_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
+    for row in &outcomes {
+        let (agent, state, ok, n): (String, String, Option<bool>, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        if let Some(bucket) = bucket_of(&state, ok) {
+            add(&mut total, bucket, count(n));
+            add(per_agent.entry(agent).or_default(), bucket, count(n));
+        }
+    }
+    let planned = summary.trial_count;
+    let outcomes = finish_counts(&mut total, planned);
+    let agents = by_agent
+        .iter()
+        .map(|(agent, planned)| {
+            let mut c = per_agent.remove(agent).unwrap_or_default();
+            let outcomes = finish_counts(&mut c, *planned);
+            AgentStatus {
+                agent: agent.clone(),
+                planned: *planned,
+                outcomes,
+                rates: Rates::from_counts(&c),
+            }
+        })
+        .collect();
+
+    let finished = work_items.get("done").copied().unwrap_or(0);
+    let span_secs = summary
+        .started_at
+        .map(|s| (as_of - s).num_milliseconds().max(0) as f64 / 1000.0)
+        .unwrap_or(window)
+        .min(window);
+    let throughput_per_minute =
+        (recent > 0 && span_secs > 0.0).then(|| recent as f64 * 60.0 / span_secs);
+    let remaining = planned.saturating_sub(finished + work_items.get("cancelled").unwrap_or(&0));
+    let eta = match throughput_per_minute {
+        Some(per_minute) if remaining > 0 && summary.state == "running" => {
+            let ms = (remaining as f64 / per_minute * 60_000.0).min(1e15) as i64;
+            Some(as_of + chrono::Duration::milliseconds(ms))
+        }
+        _ => None,
+    };
+    Ok(RunStatus {
+        planned,
+        queued: work_items.get("ready").copied().unwrap_or(0),
+        running: work_items.get("leased").copied().unwrap_or(0),
+        finished,
+        work_items,
+        phases,
+        outcomes,
+        retries,
+        workers,
+        rates: Rates::from_counts(&total),
+        agents,
+        throughput_per_minute,
+        eta,
+        as_of,
+        run: summary,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completed_needs_its_record_before_it_counts() {
+        assert_eq!(bucket_of("completed", None), None);
+        assert_eq!(bucket_of("completed", Some(true)), Some(Bucket::Succeeded));
+        assert_eq!(bucket_of("completed", Some(false)), Some(Bucket::Failed));
+        assert_eq!(bucket_of("timeout", None), Some(Bucket::TimedOut));
+        assert_eq!(bucket_of("not_graded", None), Some(Bucket::NotGraded));
+        assert_eq!(bucket_of("executing", None), None);
+        assert_eq!(bucket_of("bogus", None), None);
+    }
+
+    #[test]
+    fn missing_fills_up_to_planned() {
+        let mut c = BucketCounts::default();
+        add(&mut c, Bucket::Succeeded, 2);
+        add(&mut c, Bucket::NotGraded, 1);
+        let names = finish_counts(&mut c, 10);
+        assert_eq!(c.missing, 7);
+        assert_eq!(c.planned(), 10);
+        assert_eq!(names.len(), 2);
+    }
+}

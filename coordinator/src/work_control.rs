@@ -1,0 +1,57 @@
+//! The seam between the control service and the scheduler: [`WorkControl`] starts, resumes
+//! and cancels runs. The scheduler implements it; this crate holds no implementation, and a
+//! coordinator built without one answers those three calls with `UNAVAILABLE`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use uuid::Uuid;
+
+use crate::error::ControlError;
+
+/// A boxed, `Send` future returned by [`WorkControl`].
+pub type WorkFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ControlError>> + Send + 'a>>;
+
+/// Starts, resumes and cancels runs (the scheduler's side of `StartRun`, `ResumeRun` and
+/// `CancelRun`). Each call names a run that exists (the control service has looked it up).
+pub trait WorkControl: Send + Sync + std::fmt::Debug {
+    /// Fixes the run's ready plan and creates its work items; returns how many this call
+    /// created (0 when the run was already started).
+    fn start(&self, run_id: Uuid) -> WorkFuture<'_, u64>;
+    /// Re-queues the trials without an accepted outcome (grading what was only executed when
+    /// `grade`); returns how many work items went back in the queue.
+    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, u64>;
+    /// Stops scheduling the run and cancels its live attempts with `reason`; returns how many
+    /// live attempts were asked to stop.
+    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, u64>;
+}
+
+/// The [`WorkControl`] of a coordinator with no scheduler wired in: every call is refused as
+/// unavailable.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoScheduler;
+
+impl NoScheduler {
+    fn refuse<T: Send + 'static>(action: &'static str) -> WorkFuture<'static, T> {
+        Box::pin(async move {
+            Err(ControlError::Unavailable {
+                action,
+                problem: "this coordinator has no scheduler wired in".into(),
+            })
+        })
+    }
+}
+
+impl WorkControl for NoScheduler {
+    fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
+        Self::refuse("start run")
+    }
+
+    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, u64> {
+        Self::refuse("resume run")
+    }
+
+    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
+        Self::refuse("cancel run")
+    }
+}

@@ -1,0 +1,962 @@
+//! The control plane end to end: a real private PostgreSQL, the coordinator served
+//! in-process on loopback port 0, a tonic client speaking the real proto, and raw HTTP/1.1.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use akbench_coordinator::auth::{Role, Tokens};
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
+use akbench_coordinator::store::Store;
+use akbench_coordinator::work_control::{WorkControl, WorkFuture};
+use akbench_core::clock::ManualClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::plan::{plan, RunPlan};
+use akbench_core::spec::ResolvedRunSpec;
+use akbench_core::testkit::{synthetic_condition, synthetic_spec};
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use chrono::TimeZone;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+use uuid::Uuid;
+
+const OPERATOR: &str = "operator-token-0123";
+const VIEWER: &str = "viewer-token-4567";
+const WORKER: &str = "worker-token-89ab";
+
+/// The test double of the scheduler: counts calls, returns fixed numbers.
+#[derive(Debug, Default)]
+struct FakeWork {
+    starts: AtomicU64,
+}
+
+impl WorkControl for FakeWork {
+    fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(6) })
+    }
+    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, u64> {
+        Box::pin(async { Ok(2) })
+    }
+    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
+        Box::pin(async { Ok(1) })
+    }
+}
+
+struct Coordinator {
+    handle: Option<ServeHandle>,
+    stop: Option<oneshot::Sender<()>>,
+    work: Arc<FakeWork>,
+}
+
+impl Coordinator {
+    async fn start(tokens: Tokens) -> Coordinator {
+        let url = test_support::fresh_database().await;
+        let work = Arc::new(FakeWork::default());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = serve_with(
+            Config::local(url),
+            Services {
+                work: work.clone(),
+                tokens: Some(tokens),
+                ..Services::default()
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .expect("serves");
+        Coordinator {
+            handle: Some(handle),
+            stop: Some(stop),
+            work,
+        }
+    }
+
+    async fn open() -> Coordinator {
+        Coordinator::start(Tokens::default()).await
+    }
+
+    fn handle(&self) -> &ServeHandle {
+        self.handle.as_ref().unwrap()
+    }
+
+    fn store(&self) -> &Store {
+        &self.handle().store
+    }
+
+    async fn client(
+        &self,
+        token: Option<&str>,
+    ) -> ControlClient<
+        tonic::service::interceptor::InterceptedService<
+            Channel,
+            impl FnMut(Request<()>) -> Result<Request<()>, tonic::Status> + Clone,
+        >,
+    > {
+        let channel = Channel::from_shared(format!("http://{}", self.handle().grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connects");
+        let header = token.map(|t| {
+            format!("Bearer {t}")
+                .parse::<tonic::metadata::MetadataValue<_>>()
+                .unwrap()
+        });
+        ControlClient::with_interceptor(channel, move |mut r: Request<()>| {
+            if let Some(h) = header.clone() {
+                r.metadata_mut().insert("authorization", h);
+            }
+            Ok(r)
+        })
+        .max_decoding_message_size(512 << 20)
+        .max_encoding_message_size(512 << 20)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.handle
+            .take()
+            .unwrap()
+            .wait()
+            .await
+            .expect("stops cleanly");
+    }
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap())
+}
+
+/// A spec with `tasks` x 2 agents x `reps` trials and its ready plan.
+fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
+    let c = clock();
+    let spec = synthetic_spec(tasks, 2, reps, &c);
+    let ready = plan(&spec, &c).ready();
+    (spec, ready)
+}
+
+fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanRequest {
+    pb::SubmitPlanRequest {
+        spec_json: canonical_json(spec),
+        spec_digest: spec.digest.clone(),
+        plan_json: canonical_json(plan),
+        plan_digest: plan.digest.clone(),
+    }
+}
+
+async fn row_counts(store: &Store) -> Vec<i64> {
+    let client = store.client().await.unwrap();
+    let mut out = Vec::new();
+    for table in [
+        "run_specs",
+        "plans",
+        "planned_trials",
+        "runs",
+        "run_catalog",
+    ] {
+        let n: i64 = client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        out.push(n);
+    }
+    out
+}
+
+/// A raw HTTP/1.1 GET: (status code, body).
+async fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response).to_string();
+    let code = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// Creates the work items of a submitted run by hand (what the scheduler's start does).
+async fn start_by_hand(store: &Store, run_id: Uuid) {
+    let client = store.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO work_items (trial_id, run_id, ordinal)
+             SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE runs SET state = 'running', started_at = now() - interval '1 minute' WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap();
+}
+
+/// Finishes trial `ordinal` with one attempt ending in `terminal` and, when `ok` is given
+/// (or the state is not `completed`), an accepted record.
+async fn finish_trial(
+    store: &Store,
+    plan: &RunPlan,
+    ordinal: usize,
+    number: i32,
+    terminal: &str,
+    ok: Option<bool>,
+) -> Uuid {
+    let trial = &plan.trials[ordinal];
+    let attempt = Uuid::now_v7();
+    let client = store.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
+             VALUES ($1, $2, $3, 'execute', $4, 1, now(), $4)",
+            &[&attempt, &trial.trial_id, &number, &terminal],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE work_items SET state = 'done', attempts_used = $2, updated_at = now() WHERE trial_id = $1",
+            &[&trial.trial_id, &number],
+        )
+        .await
+        .unwrap();
+    let record = serde_json::json!({
+        "trial": {"id": trial.trial_id, "key": trial.key},
+        "outcome": {"state": terminal, "ok": ok, "score": ok.map(|o| if o { 1.0 } else { 0.0 }), "attempts": number},
+    });
+    client
+        .execute(
+            "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",
+            &[&attempt, &akbench_core::digest::digest_of(&record), &record],
+        )
+        .await
+        .unwrap();
+    attempt
+}
+
+/// A live attempt on trial `ordinal` in lifecycle state `state`.
+async fn live_attempt(store: &Store, plan: &RunPlan, ordinal: usize, state: &str) {
+    let trial = &plan.trials[ordinal];
+    let client = store.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch)
+             VALUES ($1, $2, 1, 'execute', $3, 1)",
+            &[&Uuid::now_v7(), &trial.trial_id, &state],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE work_items SET state = 'leased', attempts_used = 1 WHERE trial_id = $1",
+            &[&trial.trial_id],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_get_list_and_diff_runs() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec_a, plan_a) = run_docs(2, 2);
+    let r = client
+        .submit_plan(submit_request(&spec_a, &plan_a))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.created);
+    let run = r.run.unwrap();
+    assert_eq!(run.run_key, spec_a.identity.run_key);
+    assert_eq!(run.trial_count, 8);
+    assert_eq!(run.state, pb::RunState::Planned as i32);
+    assert_eq!(run.plan_digest, plan_a.digest);
+
+    for name in [run.run_key.clone(), run.run_id.clone()] {
+        let got = client
+            .get_run(pb::GetRunRequest {
+                run: name,
+                include_documents: true,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(got.run.as_ref().unwrap().run_id, run.run_id);
+        assert_eq!(got.spec_json, canonical_json(&spec_a));
+        assert_eq!(got.plan_json, canonical_json(&plan_a));
+    }
+    let missing = client
+        .get_run(pb::GetRunRequest {
+            run: "nope-20260101-0000".into(),
+            include_documents: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+
+    // A second run with one more task and another experiment name.
+    let c = clock();
+    let mut condition = synthetic_condition(3, 2, 2);
+    condition.experiment = "other".into();
+    let spec_b = ResolvedRunSpec::assemble(condition, Default::default(), &c);
+    let plan_b = plan(&spec_b, &c).ready();
+    client
+        .submit_plan(submit_request(&spec_b, &plan_b))
+        .await
+        .unwrap();
+
+    let page1 = client
+        .list_runs(pb::ListRunsRequest {
+            page_size: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page1.runs.len(), 1);
+    assert_eq!(
+        page1.runs[0].run_key, spec_b.identity.run_key,
+        "newest first"
+    );
+    let page2 = client
+        .list_runs(pb::ListRunsRequest {
+            page_size: 1,
+            page_token: page1.next_page_token,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page2.runs[0].run_key, spec_a.identity.run_key);
+    assert!(page2.next_page_token.is_empty());
+    let other = client
+        .list_runs(pb::ListRunsRequest {
+            key_prefix: "other-".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(other.runs.len(), 1);
+    let bad_token = client
+        .list_runs(pb::ListRunsRequest {
+            page_token: "garbage".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_token.code(), Code::InvalidArgument);
+
+    let d = client
+        .diff_runs(pb::DiffRunsRequest {
+            left: run.run_key.clone(),
+            right: spec_b.identity.run_id.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!d.comparable);
+    assert!(
+        d.changes.iter().any(|c| c.section == "tasks"
+            && c.path == "task-00002"
+            && c.kind == pb::ChangeKind::Added as i32),
+        "{:?}",
+        d.changes
+    );
+    assert!(d.changes.iter().any(|c| c.section == "experiment"));
+    let same = client
+        .diff_runs(pb::DiffRunsRequest {
+            left: run.run_key.clone(),
+            right: run.run_key.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(same.comparable && same.changes.is_empty());
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resubmission_is_idempotent_and_conflicts_are_refused() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let before = row_counts(coordinator.store()).await;
+    assert_eq!(before, vec![1, 2, 4, 1, 1]);
+
+    let again = client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.created);
+    // The plan alone, for the stored spec, is idempotent too.
+    let mut plan_only = submit_request(&spec, &ready);
+    plan_only.spec_json.clear();
+    assert!(
+        !client
+            .submit_plan(plan_only)
+            .await
+            .unwrap()
+            .into_inner()
+            .created
+    );
+
+    // Planning the same spec again gives other trial UUIDs: a different plan.
+    let replanned = plan(&spec, &clock()).ready();
+    let conflict = client
+        .submit_plan(submit_request(&spec, &replanned))
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code(), Code::AlreadyExists, "{conflict:?}");
+    assert!(
+        conflict.message().starts_with("failed to submit plan"),
+        "{}",
+        conflict.message()
+    );
+    assert_eq!(row_counts(coordinator.store()).await, before);
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_submissions_are_refused_and_change_nothing() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1);
+    let (other_spec, other_plan) = run_docs(3, 1);
+    let good = submit_request(&spec, &ready);
+    let before = row_counts(coordinator.store()).await;
+
+    let mut bad_plan_digest = good.clone();
+    bad_plan_digest.plan_digest = format!("sha256:{}", "0".repeat(64));
+    let mut bad_spec_digest = good.clone();
+    bad_spec_digest.spec_digest = "md5:1234".into();
+    let mut broken_json = good.clone();
+    broken_json
+        .plan_json
+        .truncate(broken_json.plan_json.len() / 2);
+    let mut broken_spec = good.clone();
+    broken_spec.spec_json = "{\"schema\": 1}".into();
+    let mut tampered = good.clone();
+    tampered.plan_json = tampered
+        .plan_json
+        .replacen("\"repetition\":1", "\"repetition\":7", 1);
+    let mut unknown_spec = submit_request(&other_spec, &other_plan);
+    unknown_spec.spec_json.clear();
+    let mut wrong_spec = submit_request(&spec, &other_plan);
+    wrong_spec.plan_digest = other_plan.digest.clone();
+    let empty = pb::SubmitPlanRequest::default();
+
+    let cases = [
+        (
+            "plan digest",
+            bad_plan_digest,
+            Code::InvalidArgument,
+            "plan_digest",
+        ),
+        (
+            "spec digest",
+            bad_spec_digest,
+            Code::InvalidArgument,
+            "spec_digest",
+        ),
+        (
+            "broken plan JSON",
+            broken_json,
+            Code::InvalidArgument,
+            "plan_json",
+        ),
+        (
+            "broken spec JSON",
+            broken_spec,
+            Code::InvalidArgument,
+            "spec_json",
+        ),
+        (
+            "tampered plan",
+            tampered,
+            Code::InvalidArgument,
+            "plan_json",
+        ),
+        (
+            "plan for an unknown spec",
+            unknown_spec,
+            Code::FailedPrecondition,
+            "spec",
+        ),
+        (
+            "plan of another spec",
+            wrong_spec,
+            Code::InvalidArgument,
+            "plan_json",
+        ),
+        ("empty request", empty, Code::InvalidArgument, "plan_json"),
+    ];
+    for (what, request, code, field) in cases {
+        let e = client.submit_plan(request).await.unwrap_err();
+        assert_eq!(e.code(), code, "{what}: {e:?}");
+        assert!(e.message().contains(field), "{what}: {}", e.message());
+        assert!(
+            e.message().starts_with("failed to"),
+            "{what}: {}",
+            e.message()
+        );
+    }
+    assert_eq!(row_counts(coordinator.store()).await, before);
+    assert_eq!(before, vec![0, 0, 0, 0, 0]);
+    // The coordinator still works.
+    client.submit_plan(good).await.unwrap();
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_projection_counts_work_attempts_and_outcomes() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let http = coordinator.handle().http_addr;
+
+    // Before the start: nothing graded, pass rate n/a (null), never 0.
+    let (code, body) = http_get(http, &format!("/api/runs/{key}/status"), None).await;
+    assert_eq!(code, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["planned"], 6);
+    assert!(json["rates"]["pass_rate"].is_null(), "{json}");
+    assert_eq!(json["rates"]["graded"], 0);
+    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    assert!(page.contains("<meta http-equiv=\"refresh\" content=\"2\">"));
+    assert!(page.contains("pass rate n/a"), "{page}");
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.rates.unwrap().pass_rate, None);
+
+    let store = coordinator.store();
+    start_by_hand(store, ready.run_id).await;
+    // Only not-graded outcomes: still n/a.
+    finish_trial(store, &ready, 0, 1, "not_graded", None).await;
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.finished, 1);
+    assert_eq!(s.rates.as_ref().unwrap().pass_rate, None);
+    assert_eq!(s.rates.as_ref().unwrap().graded, 0);
+
+    finish_trial(store, &ready, 1, 1, "completed", Some(true)).await;
+    finish_trial(store, &ready, 2, 2, "completed", Some(false)).await;
+    finish_trial(store, &ready, 3, 1, "timeout", None).await;
+    live_attempt(store, &ready, 4, "executing").await;
+    let s = client
+        .get_status(pb::GetStatusRequest {
+            run: ready.run_id.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.planned, 6);
+    assert_eq!(s.queued, 1);
+    assert_eq!(s.running, 1);
+    assert_eq!(s.finished, 4);
+    assert_eq!(s.retries, 1);
+    assert_eq!(s.run.as_ref().unwrap().state, pb::RunState::Running as i32);
+    let count = |v: &[pb::StateCount], k: &str| v.iter().find(|c| c.state == k).map(|c| c.count);
+    assert_eq!(count(&s.phases, "executing"), Some(1));
+    assert_eq!(count(&s.outcomes, "succeeded"), Some(1));
+    assert_eq!(count(&s.outcomes, "failed"), Some(1));
+    assert_eq!(count(&s.outcomes, "timed_out"), Some(1));
+    assert_eq!(count(&s.outcomes, "not_graded"), Some(1));
+    assert_eq!(count(&s.work_items, "done"), Some(4));
+    let rates = s.rates.unwrap();
+    assert_eq!(rates.graded, 2);
+    assert_eq!(rates.pass_rate, Some(0.5));
+    assert!(s.throughput_per_minute.unwrap() > 0.0);
+    assert!(s.eta_unix_ms.is_some());
+    // Ordinals 0..=2 are task-00000 x agents: agent-00 has ordinals 0 and 2 (reps = 1).
+    let agents: Vec<(&str, u64, Option<f64>)> = s
+        .agents
+        .iter()
+        .map(|a| {
+            (
+                a.agent.as_str(),
+                a.planned,
+                a.rates.as_ref().unwrap().pass_rate,
+            )
+        })
+        .collect();
+    assert_eq!(
+        agents,
+        vec![("agent-00", 3, Some(0.0)), ("agent-01", 3, Some(1.0))]
+    );
+
+    let (_, body) = http_get(http, &format!("/api/runs/{}/status", ready.run_id), None).await;
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["rates"]["pass_rate"], 0.5);
+    assert_eq!(json["outcomes"]["succeeded"], 1);
+    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    assert!(page.contains("pass rate 50.0% (2 graded)"), "{page}");
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
+    let tokens = Tokens::from_pairs([
+        (Role::Operator, OPERATOR),
+        (Role::Viewer, VIEWER),
+        (Role::Worker, WORKER),
+    ]);
+    let coordinator = Coordinator::start(tokens).await;
+    let (spec, ready) = run_docs(1, 1);
+    let key = spec.identity.run_key.clone();
+    let status = || pb::GetStatusRequest { run: key.clone() };
+
+    let mut anonymous = coordinator.client(None).await;
+    let e = anonymous.get_status(status()).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    let mut wrong = coordinator.client(Some("operator-token-0124")).await;
+    assert_eq!(
+        wrong.get_status(status()).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+    let mut worker = coordinator.client(Some(WORKER)).await;
+    assert_eq!(
+        worker.get_status(status()).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+
+    let mut viewer = coordinator.client(Some(VIEWER)).await;
+    let e = viewer
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let mut operator = coordinator.client(Some(OPERATOR)).await;
+    operator
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    viewer.get_status(status()).await.unwrap();
+    let e = viewer
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert_eq!(coordinator.work.starts.load(Ordering::SeqCst), 0);
+    let started = operator
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, 6);
+    assert_eq!(coordinator.work.starts.load(Ordering::SeqCst), 1);
+    let resumed = operator
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(resumed.requeued, 2);
+    let cancelled = operator
+        .cancel_run(pb::CancelRunRequest {
+            run: key.clone(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.attempts_cancelling, 1);
+    let e = operator
+        .start_run(pb::StartRunRequest {
+            run: "unknown-run".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+
+    let http = coordinator.handle().http_addr;
+    let path = format!("/api/runs/{key}/status");
+    assert_eq!(http_get(http, &path, None).await.0, 401);
+    assert_eq!(http_get(http, &path, Some("nope")).await.0, 401);
+    assert_eq!(http_get(http, &path, Some(WORKER)).await.0, 401);
+    assert_eq!(http_get(http, &path, Some(VIEWER)).await.0, 200);
+    assert_eq!(http_get(http, &path, Some(OPERATOR)).await.0, 200);
+    assert_eq!(http_get(http, &format!("/runs/{key}"), None).await.0, 401);
+    // Health and metrics stay open.
+    assert_eq!(http_get(http, "/healthz", None).await.0, 200);
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_health_readiness_metrics_and_unknown_runs() {
+    let coordinator = Coordinator::open().await;
+    let http = coordinator.handle().http_addr;
+    assert_eq!(http_get(http, "/healthz", None).await, (200, "ok\n".into()));
+    assert_eq!(
+        http_get(http, "/readyz", None).await,
+        (200, "ready\n".into())
+    );
+    coordinator
+        .handle()
+        .metrics
+        .queue_depth
+        .store(42, Ordering::Relaxed);
+    let (code, text) = http_get(http, "/metrics", None).await;
+    assert_eq!(code, 200);
+    for name in [
+        "akbench_queue_depth 42",
+        "akbench_live_leases",
+        "akbench_attempts_total{outcome=\"completed\"}",
+        "akbench_lease_expiries_total",
+        "akbench_retries_total",
+        "akbench_workers_connected",
+        "akbench_dispatch_latency_seconds_bucket{le=\"+Inf\"}",
+    ] {
+        assert!(text.contains(name), "{name} in {text}");
+    }
+    let (code, body) = http_get(http, "/api/runs/nope-20260101-0000/status", None).await;
+    assert_eq!(code, 404);
+    assert!(body.contains("failed to find run"), "{body}");
+    assert_eq!(http_get(http, "/runs/nope", None).await.0, 404);
+    assert_eq!(http_get(http, "/nothing", None).await.0, 404);
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_status_sends_a_new_status_after_a_change_and_ends_with_the_run() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(1, 2); // 4 trials
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let store = coordinator.store().clone();
+    start_by_hand(&store, ready.run_id).await;
+    let mut stream = client
+        .watch_status(pb::WatchStatusRequest {
+            run: spec.identity.run_key.clone(),
+            min_interval_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.finished, 0);
+    finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
+    let next = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("an update within 10 s")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.finished, 1);
+    assert_eq!(next.rates.unwrap().pass_rate, Some(1.0));
+    store
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE runs SET state = 'finished' WHERE run_id = $1",
+            &[&ready.run_id],
+        )
+        .await
+        .unwrap();
+    let last = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.run.unwrap().state, pb::RunState::Finished as i32);
+    let end = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(end.is_none(), "the stream ends with the run");
+    let unknown = client
+        .watch_status(pb::WatchStatusRequest {
+            run: "nope".into(),
+            min_interval_ms: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_and_fetch_records() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1); // 4 trials
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = coordinator.store().clone();
+    start_by_hand(&store, ready.run_id).await;
+    finish_trial(&store, &ready, 2, 1, "completed", Some(true)).await;
+    finish_trial(&store, &ready, 0, 1, "infrastructure_error", None).await;
+    // The retry of trial 0 succeeds: its last attempt is the one that counts.
+    finish_trial(&store, &ready, 0, 2, "completed", Some(false)).await;
+
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: key.clone(),
+            observations_json: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let count = |r: &pb::ReconcileResponse, k: &str| {
+        r.partitions.iter().find(|c| c.state == k).unwrap().count
+    };
+    assert!(r.valid);
+    assert_eq!(count(&r, "succeeded"), 1);
+    assert_eq!(count(&r, "failed"), 1);
+    assert_eq!(count(&r, "missing"), 2);
+    assert_eq!(
+        r.report_digest,
+        akbench_core::digest::digest_bytes(r.report_json.as_bytes())
+    );
+    let report: serde_json::Value = serde_json::from_str(&r.report_json).unwrap();
+    assert!(report["rates"]["pass_rate"] == 0.5);
+
+    // Observations from elsewhere: a duplicate, a conflict and an unexpected identity.
+    let obs = |id: Uuid, state: &str, ok: Option<bool>| serde_json::json!({"trial_id": id, "state": state, "ok": ok, "score": null, "attempt_id": null, "source": "file"});
+    let t = &ready.trials;
+    let observations = serde_json::json!([
+        obs(t[0].trial_id, "completed", Some(true)),
+        obs(t[0].trial_id, "completed", Some(true)),
+        obs(t[1].trial_id, "completed", Some(true)),
+        obs(t[1].trial_id, "failed", None),
+        obs(Uuid::now_v7(), "not_graded", None),
+    ]);
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: key.clone(),
+            observations_json: observations.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.valid);
+    assert_eq!((r.duplicates, r.conflicts, r.unexpected), (1, 1, 1));
+    assert_eq!(count(&r, "succeeded"), 1);
+    assert_eq!(count(&r, "quarantined"), 1);
+    let e = client
+        .reconcile(pb::ReconcileRequest {
+            run: key.clone(),
+            observations_json: "[{\"trial_id\": 1}]".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("observations_json"), "{}", e.message());
+
+    let mut records = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: key.clone(),
+            trials: vec![],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(r) = records.message().await.unwrap() {
+        assert_eq!(
+            r.digest,
+            akbench_core::digest::digest_bytes(r.record_json.as_bytes())
+        );
+        got.push((r.ordinal, r.trial_id));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (0, t[0].trial_id.to_string()),
+            (2, t[2].trial_id.to_string())
+        ]
+    );
+    let mut one = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: key.clone(),
+            trials: vec![t[2].key.clone()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one.message().await.unwrap().unwrap().ordinal, 2);
+    assert!(one.message().await.unwrap().is_none());
+    let e = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: key,
+            trials: vec!["not-a-trial".into()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_scheduler_start_is_unavailable() {
+    let url = test_support::fresh_database().await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handle = akbench_coordinator::server::serve(Config::local(url), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = ControlClient::new(channel).max_encoding_message_size(64 << 20);
+    let (spec, ready) = run_docs(1, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let e = client
+        .start_run(pb::StartRunRequest {
+            run: spec.identity.run_key.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
