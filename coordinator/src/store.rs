@@ -56,11 +56,18 @@ impl Migration {
 }
 
 /// Every migration this binary knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "scheduler",
+        sql: include_str!("../migrations/0002_scheduler.sql"),
+    },
+];
 
 /// Why a store operation failed, by what the caller can do about it.
 #[derive(Debug, thiserror::Error)]

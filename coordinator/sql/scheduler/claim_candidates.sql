@@ -1,0 +1,13 @@
+-- Ready work in plan order, skipping rows other claimers hold. $1 limit; $2 trial ids
+-- already refused in this transaction; $3/$4 full (run, agent) pairs; $5/$6 full
+-- (run, provider route) pairs.
+SELECT trial_id, run_id, agent, provider_route
+FROM work_items
+WHERE state = 'ready'
+  AND ready_at <= now()
+  AND NOT (trial_id = ANY ($2::uuid[]))
+  AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
+  AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
+ORDER BY run_id, ordinal
+FOR UPDATE SKIP LOCKED
+LIMIT $1

@@ -1,0 +1,25 @@
+-- Leases the chosen items: one attempt each (number = attempts_used + 1), a lease with a new
+-- fencing epoch. $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds.
+WITH taken AS (
+    SELECT * FROM unnest($2::uuid[], $3::uuid[]) AS t (trial_id, attempt_id)
+), items AS (
+    UPDATE work_items w
+    SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
+    FROM taken t
+    WHERE w.trial_id = t.trial_id AND w.state = 'ready'
+    RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, t.attempt_id
+), created AS (
+    INSERT INTO attempts (attempt_id, trial_id, number, kind, worker_id, epoch)
+    SELECT attempt_id, trial_id, attempts_used, kind, $1, nextval('lease_epochs')
+    FROM items
+    RETURNING attempt_id, trial_id, number, kind, epoch
+), leased AS (
+    INSERT INTO leases (attempt_id, worker_id, epoch, expires_at)
+    SELECT attempt_id, $1, epoch, now() + $4::bigint * interval '1 millisecond'
+    FROM created
+)
+SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch, p.document
+FROM created c
+JOIN items i ON i.trial_id = c.trial_id
+JOIN planned_trials p ON p.trial_id = c.trial_id
+ORDER BY i.run_id, i.ordinal

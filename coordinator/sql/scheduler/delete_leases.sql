@@ -1,0 +1,1 @@
+DELETE FROM leases WHERE attempt_id = ANY ($1::uuid[])

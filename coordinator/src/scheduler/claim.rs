@@ -1,0 +1,216 @@
+//! [`Scheduler::claim`]: leasing ready work to a worker, respecting per-run caps.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{ttl_ms, Assignment, Caps, Scheduler, SchedulerError, WorkKind};
+use crate::store::{StoreError, Tx};
+
+const CANDIDATES_SQL: &str = include_str!("../../sql/scheduler/claim_candidates.sql");
+const CAPS_SQL: &str = include_str!("../../sql/scheduler/claim_caps.sql");
+const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/claim_lock_runs.sql");
+const LIVE_COUNTS_SQL: &str = include_str!("../../sql/scheduler/claim_live_counts.sql");
+const CREATE_SQL: &str = include_str!("../../sql/scheduler/claim_create.sql");
+
+/// Candidate rounds per claim: each round either takes rows or marks a cap full.
+const MAX_ROUNDS: usize = 8;
+
+/// One ready row.
+struct Candidate {
+    trial_id: Uuid,
+    run_id: Uuid,
+    agent: String,
+    route: Option<String>,
+}
+
+/// Caps and live counts of the capped runs seen so far in one claim.
+#[derive(Default)]
+struct CapState {
+    /// `None`: the run has no caps.
+    caps: HashMap<Uuid, Option<Caps>>,
+    agent_live: HashMap<(Uuid, String), i64>,
+    route_live: HashMap<(Uuid, String), i64>,
+    full_agents: HashSet<(Uuid, String)>,
+    full_routes: HashSet<(Uuid, String)>,
+}
+
+impl CapState {
+    /// Loads the caps of runs not seen yet; locks and counts the capped ones.
+    async fn load(&mut self, tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
+        let new: Vec<Uuid> = runs
+            .iter()
+            .filter(|r| !self.caps.contains_key(r))
+            .copied()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut capped = Vec::new();
+        for row in tx.query(CAPS_SQL, &[&new]).await? {
+            let run: Uuid = row.get(0);
+            // Caps that do not parse are ignored rather than blocking the run.
+            let caps: Caps = serde_json::from_value(row.get(1)).unwrap_or_default();
+            if caps != Caps::default() {
+                capped.push(run);
+                self.caps.insert(run, Some(caps));
+            }
+        }
+        for run in &new {
+            self.caps.entry(*run).or_insert(None);
+        }
+        if capped.is_empty() {
+            return Ok(());
+        }
+        tx.execute(LOCK_RUNS_SQL, &[&capped]).await?;
+        for row in tx.query(LIVE_COUNTS_SQL, &[&capped]).await? {
+            let run: Uuid = row.get(0);
+            let agent: String = row.get(1);
+            let route: Option<String> = row.get(2);
+            let n: i64 = row.get(3);
+            *self.agent_live.entry((run, agent)).or_default() += n;
+            if let Some(route) = route {
+                *self.route_live.entry((run, route)).or_default() += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a place for `c` when its run's caps allow it.
+    fn admit(&mut self, c: &Candidate) -> bool {
+        let Some(Some(caps)) = self.caps.get(&c.run_id) else {
+            return true;
+        };
+        let agent_key = (c.run_id, c.agent.clone());
+        let agent_cap = caps.per_agent.get(&c.agent).copied();
+        let route_key = c.route.clone().map(|r| (c.run_id, r));
+        let route_cap = c
+            .route
+            .as_ref()
+            .and_then(|r| caps.per_provider.get(r).copied());
+        let agent_live = self.agent_live.get(&agent_key).copied().unwrap_or(0);
+        let route_live = route_key
+            .as_ref()
+            .and_then(|k| self.route_live.get(k).copied())
+            .unwrap_or(0);
+        if agent_cap.is_some_and(|cap| agent_live >= cap) {
+            self.full_agents.insert(agent_key);
+            return false;
+        }
+        if route_cap.is_some_and(|cap| route_live >= cap) {
+            if let Some(k) = route_key {
+                self.full_routes.insert(k);
+            }
+            return false;
+        }
+        *self.agent_live.entry(agent_key).or_default() += 1;
+        if let Some(k) = route_key {
+            *self.route_live.entry(k).or_default() += 1;
+        }
+        true
+    }
+}
+
+impl Scheduler {
+    /// Leases up to `n` ready work items to `worker_id` in ONE transaction: ready items in
+    /// plan order (`ORDER BY run_id, ordinal FOR UPDATE SKIP LOCKED`), within each run's caps
+    /// per agent and per provider route (live attempts counted under a per-run advisory lock,
+    /// so concurrent claimers cannot overshoot), each given a new attempt (number =
+    /// attempts_used + 1, UUIDv7) and a lease with a new epoch expiring `ttl` from now.
+    pub async fn claim(
+        &self,
+        worker_id: &str,
+        n: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Assignment>, SchedulerError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let ttl = ttl_ms(ttl);
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        let worker_id = worker_id.to_string();
+        let assignments = self
+            .store
+            .tx(|tx| {
+                let worker_id = worker_id.clone();
+                Box::pin(async move {
+                    let chosen = choose(tx, limit).await?;
+                    if chosen.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let attempt_ids: Vec<Uuid> = chosen.iter().map(|_| Uuid::now_v7()).collect();
+                    let rows = tx
+                        .query(CREATE_SQL, &[&worker_id, &chosen, &attempt_ids, &ttl])
+                        .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| Assignment {
+                            attempt_id: r.get(0),
+                            trial_id: r.get(1),
+                            run_id: r.get(2),
+                            number: r.get(3),
+                            kind: WorkKind::parse(r.get(4)).unwrap_or(WorkKind::Execute),
+                            epoch: r.get(5),
+                            document: r.get(6),
+                        })
+                        .collect())
+                })
+            })
+            .await?;
+        Ok(assignments)
+    }
+}
+
+/// Picks up to `limit` ready items within caps, locked for this transaction.
+async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+    let mut caps = CapState::default();
+    let mut chosen: Vec<Uuid> = Vec::new();
+    let mut refused: Vec<Uuid> = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        let want = limit - chosen.len() as i64;
+        if want <= 0 {
+            break;
+        }
+        let (fa_runs, fa_agents): (Vec<Uuid>, Vec<String>) =
+            caps.full_agents.iter().cloned().unzip();
+        let (fr_runs, fr_routes): (Vec<Uuid>, Vec<String>) =
+            caps.full_routes.iter().cloned().unzip();
+        let rows = tx
+            .query(
+                CANDIDATES_SQL,
+                &[&want, &refused, &fa_runs, &fa_agents, &fr_runs, &fr_routes],
+            )
+            .await?;
+        if rows.is_empty() {
+            break;
+        }
+        let candidates: Vec<Candidate> = rows
+            .iter()
+            .map(|r| Candidate {
+                trial_id: r.get(0),
+                run_id: r.get(1),
+                agent: r.get(2),
+                route: r.get(3),
+            })
+            .collect();
+        let runs: Vec<Uuid> = candidates.iter().map(|c| c.run_id).collect();
+        caps.load(tx, &runs).await?;
+        let mut refused_any = false;
+        for c in &candidates {
+            if caps.admit(c) {
+                chosen.push(c.trial_id);
+            } else {
+                refused.push(c.trial_id);
+                refused_any = true;
+            }
+        }
+        if !refused_any {
+            // Fewer rows than wanted means the queue is empty for us; otherwise done.
+            break;
+        }
+    }
+    Ok(chosen)
+}

@@ -1,0 +1,168 @@
+//! The scheduler: work items, attempts and leases in PostgreSQL.
+//!
+//! - [`Scheduler::enqueue`] creates the work items of a started run (one statement).
+//! - [`Scheduler::claim`] leases ready work to a worker in one transaction (`FOR UPDATE SKIP
+//!   LOCKED`, plan order, per-run caps per agent and per provider route): one attempt, one
+//!   lease and a new fencing epoch per item.
+//! - [`Scheduler::heartbeat`] extends a worker's leases in one statement.
+//! - [`Scheduler::report`] stores what workers say about attempts (transitions, finishes,
+//!   records), many at once, each checked against its epoch and the core lifecycle, each
+//!   accepted or refused on its own; [`Scheduler::record_transitions`],
+//!   [`Scheduler::finish`] and [`Scheduler::upload_record`] are the one-report forms.
+//! - [`Scheduler::reap`] takes back expired leases; [`Scheduler::cancel_run`] cancels a run.
+//!
+//! Fencing: an epoch is valid for an attempt while it equals `attempts.epoch` and the
+//! attempt was not reaped (`attempts.fenced`). A finished attempt keeps its epoch, so its
+//! worker may still upload its record. Locks are always taken attempts first, then leases,
+//! then work items.
+//!
+//! Transition seqs start at 1. The state before seq 1 is an implicit `pending`, which seq 1
+//! may state again (`pending`) or leave (`preparing`, or a failure state).
+
+mod claim;
+mod error;
+mod reap;
+mod record;
+mod report;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+mod types;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use akbench_core::clock::{Clock, SystemClock};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::store::Store;
+
+pub use error::SchedulerError;
+pub use types::{
+    Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck,
+    TransitionIn, WorkKind,
+};
+
+const ENQUEUE_SQL: &str = include_str!("../../sql/scheduler/enqueue.sql");
+const HEARTBEAT_SQL: &str = include_str!("../../sql/scheduler/heartbeat.sql");
+const REGISTER_WORKER_SQL: &str = include_str!("../../sql/scheduler/register_worker.sql");
+
+/// The scheduler: a store, a clock and the in-process wake-up for idle sessions.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    work_available: Arc<Notify>,
+}
+
+impl Scheduler {
+    /// A scheduler on `store` with the system clock.
+    pub fn new(store: Store) -> Self {
+        Self::with_clock(store, Arc::new(SystemClock))
+    }
+
+    /// A scheduler with an injected clock (what [`Scheduler::now`] returns).
+    pub fn with_clock(store: Store, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            clock,
+            work_available: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The current instant by the injected clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// Notified (all waiters) whenever work may have become claimable: items enqueued or
+    /// re-queued. Sessions of this process wait on it; other replicas poll.
+    pub fn work_available(&self) -> &Arc<Notify> {
+        &self.work_available
+    }
+
+    /// Creates the work items of `run_id`, all in one statement. The planned trials and the
+    /// run must exist. Returns how many were created.
+    pub async fn enqueue(
+        &self,
+        run_id: Uuid,
+        items: &[NewWorkItem],
+    ) -> Result<u64, SchedulerError> {
+        let trial_ids: Vec<Uuid> = items.iter().map(|i| i.trial_id).collect();
+        if trial_ids.iter().collect::<HashSet<_>>().len() != items.len() {
+            return Err(SchedulerError::malformed(
+                "the work items",
+                "a trial appears more than once",
+            ));
+        }
+        let ordinals: Vec<i32> = items.iter().map(|i| i.ordinal).collect();
+        let budgets: Vec<i32> = items.iter().map(|i| i.retry_budget).collect();
+        let agents: Vec<&str> = items.iter().map(|i| i.agent.as_str()).collect();
+        let routes: Vec<Option<&str>> = items.iter().map(|i| i.provider_route.as_deref()).collect();
+        let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
+        let client = self.store.client().await?;
+        let created = client
+            .execute(
+                ENQUEUE_SQL,
+                &[
+                    &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds,
+                ],
+            )
+            .await?;
+        self.work_available.notify_waiters();
+        Ok(created)
+    }
+
+    /// Registers (or re-registers) a worker that opened a session.
+    pub async fn register_worker(
+        &self,
+        worker_id: &str,
+        slots: u32,
+        labels: &BTreeMap<String, String>,
+        version: &str,
+    ) -> Result<(), SchedulerError> {
+        let labels = serde_json::to_value(labels).unwrap_or_default();
+        let slots = i32::try_from(slots).unwrap_or(i32::MAX);
+        let client = self.store.client().await?;
+        client
+            .execute(
+                REGISTER_WORKER_SQL,
+                &[&worker_id, &slots, &labels, &version],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Extends every lease in `held` that this worker still holds with that epoch, in one
+    /// statement, and returns the ones that are no longer valid: the worker must stop them.
+    pub async fn heartbeat(
+        &self,
+        worker_id: &str,
+        held: &[(Uuid, i64)],
+        ttl: Duration,
+    ) -> Result<Vec<(Uuid, i64)>, SchedulerError> {
+        let ids: Vec<Uuid> = held.iter().map(|h| h.0).collect();
+        let epochs: Vec<i64> = held.iter().map(|h| h.1).collect();
+        let client = self.store.client().await?;
+        let rows = client
+            .query(HEARTBEAT_SQL, &[&worker_id, &ids, &epochs, &ttl_ms(ttl)])
+            .await?;
+        let extended: HashSet<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(held
+            .iter()
+            .filter(|(id, _)| !extended.contains(id))
+            .copied()
+            .collect())
+    }
+}
+
+/// A TTL in whole milliseconds, for SQL.
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}

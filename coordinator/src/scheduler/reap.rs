@@ -1,0 +1,145 @@
+//! [`Scheduler::reap`] (expired leases) and [`Scheduler::cancel_run`].
+
+use akbench_core::lifecycle::State;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
+use super::{CancelReport, Disposition, Reaped, Scheduler, SchedulerError};
+
+const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
+const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
+const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
+
+impl Scheduler {
+    /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
+    /// `infrastructure_error` ("lease expired: worker <id> went silent", with a terminal
+    /// transition when it was not already in a terminal state) and is fenced, so its epoch
+    /// stays stale; the lease is deleted; the trial is re-queued while its retry budget
+    /// lasts, else done. Leases whose attempt another transaction holds are left for the
+    /// next pass.
+    pub async fn reap(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
+        let reaped = self
+            .store
+            .tx(|tx| {
+                Box::pin(async move {
+                    let rows = tx.query(REAP_EXPIRED_SQL, &[&now]).await?;
+                    if rows.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let mut ids = Vec::new();
+                    let mut trials = Vec::new();
+                    let mut workers: Vec<String> = Vec::new();
+                    let mut states = Vec::new();
+                    let mut seqs = Vec::new();
+                    let mut causes = Vec::new();
+                    let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    for r in &rows {
+                        let id: Uuid = r.get(0);
+                        let worker: String = r.get(2);
+                        let state = State::parse(r.get(3)).unwrap_or(State::Pending);
+                        let mut seq: i32 = r.get(4);
+                        let cause = format!("lease expired: worker {worker} went silent");
+                        if !state.is_terminal() {
+                            seq += 1;
+                            t_ids.push(id);
+                            t_seqs.push(seq);
+                            t_states.push(State::InfrastructureError.as_str());
+                            t_ats.push(Utc::now());
+                            t_notes.push(cause.clone());
+                        }
+                        ids.push(id);
+                        trials.push(r.get::<_, Uuid>(1));
+                        workers.push(worker);
+                        states.push(if state.is_terminal() {
+                            state.as_str()
+                        } else {
+                            State::InfrastructureError.as_str()
+                        });
+                        seqs.push(seq);
+                        causes.push(cause);
+                    }
+                    if !t_ids.is_empty() {
+                        tx.execute(
+                            INSERT_TRANSITIONS_SQL,
+                            &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
+                        )
+                        .await?;
+                    }
+                    let terminals = vec![State::InfrastructureError.as_str(); ids.len()];
+                    let fenced = vec![true; ids.len()];
+                    tx.execute(
+                        UPDATE_ATTEMPTS_SQL,
+                        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
+                    )
+                    .await?;
+                    tx.execute(DELETE_LEASES_SQL, &[&ids]).await?;
+                    let settled = settle(tx, &trials, &terminals).await?;
+                    Ok(ids
+                        .iter()
+                        .zip(trials.iter().zip(workers))
+                        .map(|(id, (trial, worker_id))| Reaped {
+                            attempt_id: *id,
+                            trial_id: *trial,
+                            worker_id,
+                            disposition: if settled.get(trial) == Some(&true) {
+                                Disposition::Requeued
+                            } else {
+                                Disposition::Done(State::InfrastructureError)
+                            },
+                        })
+                        .collect())
+                })
+            })
+            .await?;
+        if reaped
+            .iter()
+            .any(|r: &Reaped| r.disposition == Disposition::Requeued)
+        {
+            self.work_available.notify_waiters();
+        }
+        Ok(reaped)
+    }
+
+    /// Cancels a run: queued items become `cancelled` at once and the run `cancelling`
+    /// (`cancelled` when nothing is live). Returns the live attempts and their workers, to
+    /// be sent `Cancel`; when their workers report `cancelled` they finish normally (and an
+    /// infrastructure error is no longer retried).
+    pub async fn cancel_run(&self, run_id: Uuid) -> Result<CancelReport, SchedulerError> {
+        let report = self
+            .store
+            .tx(|tx| {
+                Box::pin(async move {
+                    let exists = tx
+                        .query_opt("SELECT 1 FROM runs WHERE run_id = $1", &[&run_id])
+                        .await?;
+                    if exists.is_none() {
+                        return Ok(None);
+                    }
+                    let row = tx.query_one(CANCEL_RUN_SQL, &[&run_id]).await?;
+                    let items: i64 = row.get(1);
+                    let live: Vec<(Uuid, String)> = tx
+                        .query(LIVE_OF_RUN_SQL, &[&run_id])
+                        .await?
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect();
+                    if live.is_empty() {
+                        tx.execute(
+                            "UPDATE runs SET state = 'cancelled', updated_at = now() \
+                             WHERE run_id = $1",
+                            &[&run_id],
+                        )
+                        .await?;
+                    }
+                    Ok(Some(CancelReport {
+                        cancelled_items: u64::try_from(items).unwrap_or(0),
+                        live,
+                    }))
+                })
+            })
+            .await?;
+        report.ok_or_else(|| SchedulerError::NotFound(format!("run {run_id}")))
+    }
+}

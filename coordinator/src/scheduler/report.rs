@@ -1,0 +1,607 @@
+//! [`Scheduler::report`]: transitions, finishes and records from workers, many per
+//! transaction, each checked (epoch, lifecycle, digest) and accepted or refused on its own.
+//! A refused report changes nothing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use akbench_core::lifecycle::{is_valid_step, State};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::record::check_record;
+use super::{Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
+use crate::store::{StoreError, Tx};
+
+const LOCK_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/lock_attempts.sql");
+const STORED_TRANSITIONS_SQL: &str = include_str!("../../sql/scheduler/stored_transitions.sql");
+pub(super) const INSERT_TRANSITIONS_SQL: &str =
+    include_str!("../../sql/scheduler/insert_transitions.sql");
+pub(super) const UPDATE_ATTEMPTS_SQL: &str =
+    include_str!("../../sql/scheduler/update_attempts.sql");
+pub(super) const DELETE_LEASES_SQL: &str = include_str!("../../sql/scheduler/delete_leases.sql");
+pub(super) const SETTLE_ITEMS_SQL: &str = include_str!("../../sql/scheduler/settle_items.sql");
+const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
+const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
+const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
+
+type Outcome = Result<ReportAck, SchedulerError>;
+
+/// An attempt row, locked, with what this batch changes.
+struct AttemptRow {
+    trial_id: Uuid,
+    epoch: i64,
+    fenced: bool,
+    state: State,
+    last_seq: u32,
+    terminal: Option<State>,
+    cause: Option<String>,
+    dirty: bool,
+}
+
+/// A stored (or to-be-stored) transition's content, for comparing re-sends.
+type Content = (State, i64, String);
+
+fn content(t: &TransitionIn) -> Content {
+    (t.state, t.at.timestamp_micros(), t.note.clone())
+}
+
+/// Rows to write at the end of a batch.
+#[derive(Default)]
+pub(super) struct Writes {
+    pub(super) transitions: Vec<(Uuid, i32, String, DateTime<Utc>, String)>,
+    submissions: Vec<(Uuid, String, String)>,
+    quarantine: Vec<(Uuid, String, String, String)>,
+}
+
+impl Writes {
+    pub(super) async fn insert_transitions(&self, tx: &Tx<'_>) -> Result<(), StoreError> {
+        if self.transitions.is_empty() {
+            return Ok(());
+        }
+        let t = &self.transitions;
+        let ids: Vec<Uuid> = t.iter().map(|r| r.0).collect();
+        let seqs: Vec<i32> = t.iter().map(|r| r.1).collect();
+        let states: Vec<&str> = t.iter().map(|r| r.2.as_str()).collect();
+        let ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.3).collect();
+        let notes: Vec<&str> = t.iter().map(|r| r.4.as_str()).collect();
+        tx.execute(
+            INSERT_TRANSITIONS_SQL,
+            &[&ids, &seqs, &states, &ats, &notes],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+impl Scheduler {
+    /// Stores `reports` (as few transactions as their order allows, usually one) and returns
+    /// one outcome per report, in order. Each report is accepted or refused on its own; a
+    /// refused one changes nothing. A database failure refuses the reports of its
+    /// transaction with [`SchedulerError::Store`].
+    pub async fn report(&self, reports: &[Report]) -> Vec<Outcome> {
+        let mut outcomes: Vec<Option<Outcome>> =
+            reports.iter().map(|r| precheck(r).err().map(Err)).collect();
+        // Chunks: a transition batch that follows a finish of the same attempt in the
+        // current chunk starts a new one, so each chunk can be applied phase by phase.
+        let mut chunks: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut finished_in_chunk: Vec<Uuid> = Vec::new();
+        for (i, r) in reports.iter().enumerate() {
+            if outcomes[i].is_some() {
+                continue;
+            }
+            match r {
+                Report::Transitions { attempt_id, .. }
+                    if finished_in_chunk.contains(attempt_id) =>
+                {
+                    chunks.push(Vec::new());
+                    finished_in_chunk.clear();
+                }
+                Report::Finished { attempt_id, .. } => finished_in_chunk.push(*attempt_id),
+                _ => {}
+            }
+            if let Some(chunk) = chunks.last_mut() {
+                chunk.push(i);
+            }
+        }
+        for chunk in chunks.iter().filter(|c| !c.is_empty()) {
+            let batch: Arc<Vec<(usize, Report)>> =
+                Arc::new(chunk.iter().map(|&i| (i, reports[i].clone())).collect());
+            let result = self
+                .store
+                .tx(|tx| {
+                    let batch = Arc::clone(&batch);
+                    Box::pin(async move { apply(tx, &batch).await })
+                })
+                .await;
+            match result {
+                Ok(results) => {
+                    let requeued = results.iter().any(|(_, o)| {
+                        matches!(o, Ok(ReportAck::Finished(Some(Disposition::Requeued))))
+                    });
+                    for (i, o) in results {
+                        outcomes[i] = Some(o);
+                    }
+                    if requeued {
+                        self.work_available.notify_waiters();
+                    }
+                }
+                Err(error) => {
+                    let text = error.to_string();
+                    let mut first = Some(error);
+                    for &i in chunk {
+                        let e = first
+                            .take()
+                            .unwrap_or_else(|| StoreError::Unavailable(text.clone()));
+                        outcomes[i] = Some(Err(SchedulerError::Store(e)));
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(SchedulerError::malformed("a report", "not processed")))
+            })
+            .collect()
+    }
+
+    /// Stores transitions of one attempt; returns the highest seq now stored. See
+    /// [`Scheduler::report`].
+    pub async fn record_transitions(
+        &self,
+        attempt_id: Uuid,
+        epoch: i64,
+        transitions: &[TransitionIn],
+    ) -> Result<u32, SchedulerError> {
+        let report = Report::Transitions {
+            attempt_id,
+            epoch,
+            transitions: transitions.to_vec(),
+        };
+        match self.report_one(report).await? {
+            ReportAck::Transitions { last_seq } => Ok(last_seq),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Finishes an attempt in `terminal` and decides its trial: an infrastructure error with
+    /// budget left is re-queued, anything else is done. `None` when the attempt had already
+    /// finished identically.
+    pub async fn finish(
+        &self,
+        attempt_id: Uuid,
+        epoch: i64,
+        terminal: State,
+        cause: &str,
+    ) -> Result<Option<Disposition>, SchedulerError> {
+        let report = Report::Finished {
+            attempt_id,
+            epoch,
+            terminal,
+            cause: cause.to_string(),
+        };
+        match self.report_one(report).await? {
+            ReportAck::Finished(d) => Ok(d),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Stores an attempt's record; `true` for the first upload, `false` for an identical
+    /// re-upload. A different record is quarantined and refused.
+    pub async fn upload_record(
+        &self,
+        attempt_id: Uuid,
+        epoch: i64,
+        record_json: &str,
+        digest: &str,
+    ) -> Result<bool, SchedulerError> {
+        let report = Report::Record {
+            attempt_id,
+            epoch,
+            record_json: record_json.to_string(),
+            digest: digest.to_string(),
+        };
+        match self.report_one(report).await? {
+            ReportAck::Record { stored } => Ok(stored),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn report_one(&self, report: Report) -> Outcome {
+        self.report(std::slice::from_ref(&report))
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(SchedulerError::malformed("a report", "not processed")))
+    }
+}
+
+fn unexpected(ack: ReportAck) -> SchedulerError {
+    SchedulerError::malformed("a report", format!("unexpected acknowledgement {ack:?}"))
+}
+
+/// Checks that need no database.
+fn precheck(report: &Report) -> Result<(), SchedulerError> {
+    match report {
+        Report::Transitions { transitions, .. } => {
+            let Some(first) = transitions.first() else {
+                return Err(SchedulerError::malformed(
+                    "a transition batch",
+                    "it is empty",
+                ));
+            };
+            if first.seq == 0 {
+                return Err(SchedulerError::Malformed {
+                    what: "a transition batch".into(),
+                    reason: "seqs start at 1".into(),
+                    seq: 0,
+                });
+            }
+            for pair in transitions.windows(2) {
+                if pair[1].seq != pair[0].seq.saturating_add(1) {
+                    return Err(SchedulerError::Malformed {
+                        what: "a transition batch".into(),
+                        reason: format!(
+                            "seq {} follows seq {}: seqs must be contiguous and increasing",
+                            pair[1].seq, pair[0].seq
+                        ),
+                        seq: pair[1].seq,
+                    });
+                }
+            }
+            Ok(())
+        }
+        Report::Finished {
+            attempt_id,
+            terminal,
+            ..
+        } if !terminal.is_terminal() => Err(SchedulerError::InvalidTransition {
+            attempt_id: *attempt_id,
+            seq: 0,
+            reason: format!("{terminal} is not a terminal state"),
+        }),
+        Report::Finished { .. } => Ok(()),
+        Report::Record {
+            attempt_id,
+            record_json,
+            digest,
+            ..
+        } => check_record(*attempt_id, record_json, digest),
+    }
+}
+
+fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
+    SchedulerError::StaleEpoch { attempt_id, epoch }
+}
+
+/// Applies a chunk of prechecked reports in one transaction.
+async fn apply(
+    tx: &Tx<'_>,
+    batch: &[(usize, Report)],
+) -> Result<Vec<(usize, Outcome)>, StoreError> {
+    let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut rows: HashMap<Uuid, AttemptRow> = HashMap::new();
+    for r in tx.query(LOCK_ATTEMPTS_SQL, &[&ids]).await? {
+        let state: &str = r.get(4);
+        let terminal: Option<&str> = r.get(6);
+        let last_seq: i32 = r.get(5);
+        rows.insert(
+            r.get(0),
+            AttemptRow {
+                trial_id: r.get(1),
+                epoch: r.get(2),
+                fenced: r.get(3),
+                state: State::parse(state).unwrap_or(State::Pending),
+                last_seq: u32::try_from(last_seq).unwrap_or(0),
+                terminal: terminal.and_then(State::parse),
+                cause: r.get(7),
+                dirty: false,
+            },
+        );
+    }
+
+    // Stored content of re-sent seqs.
+    let mut known: HashMap<(Uuid, u32), Content> = HashMap::new();
+    let (mut q_ids, mut q_seqs) = (Vec::new(), Vec::new());
+    for (_, r) in batch {
+        if let Report::Transitions {
+            attempt_id,
+            transitions,
+            ..
+        } = r
+        {
+            let stored = rows.get(attempt_id).map_or(0, |row| row.last_seq);
+            for t in transitions.iter().filter(|t| t.seq <= stored) {
+                q_ids.push(*attempt_id);
+                q_seqs.push(i32::try_from(t.seq).unwrap_or(i32::MAX));
+            }
+        }
+    }
+    if !q_ids.is_empty() {
+        for r in tx.query(STORED_TRANSITIONS_SQL, &[&q_ids, &q_seqs]).await? {
+            let seq: i32 = r.get(1);
+            let state: &str = r.get(2);
+            let at: DateTime<Utc> = r.get(3);
+            let key = (r.get(0), u32::try_from(seq).unwrap_or(0));
+            let state = State::parse(state).unwrap_or(State::Pending);
+            known.insert(key, (state, at.timestamp_micros(), r.get(4)));
+        }
+    }
+
+    // Accepted records, to tell identical re-uploads from conflicts.
+    let record_ids: Vec<Uuid> = batch
+        .iter()
+        .filter(|(_, r)| matches!(r, Report::Record { .. }))
+        .map(|(_, r)| r.attempt_id())
+        .collect();
+    let mut accepted: HashMap<Uuid, String> = HashMap::new();
+    if !record_ids.is_empty() {
+        for r in tx.query(SUBMISSIONS_OF_SQL, &[&record_ids]).await? {
+            accepted.insert(r.get(0), r.get(1));
+        }
+    }
+
+    let mut writes = Writes::default();
+    let mut out: Vec<(usize, Outcome)> = Vec::with_capacity(batch.len());
+    let mut finishing: Vec<(usize, Uuid, Uuid, State)> = Vec::new();
+    for (i, report) in batch {
+        let i = *i;
+        let id = report.attempt_id();
+        let Some(row) = rows.get_mut(&id) else {
+            out.push((i, Err(SchedulerError::NotFound(format!("attempt {id}")))));
+            continue;
+        };
+        let outcome = match report {
+            Report::Transitions {
+                epoch, transitions, ..
+            } => transitions_of(id, *epoch, transitions, row, &mut known, &mut writes),
+            Report::Finished {
+                epoch,
+                terminal,
+                cause,
+                ..
+            } => {
+                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes);
+                if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
+                    finishing.push((i, id, row.trial_id, *terminal));
+                }
+                o
+            }
+            Report::Record {
+                epoch,
+                record_json,
+                digest,
+                ..
+            } => {
+                if *epoch != row.epoch || row.fenced {
+                    Err(stale(id, *epoch))
+                } else {
+                    match accepted.get(&id) {
+                        None => {
+                            accepted.insert(id, digest.clone());
+                            writes
+                                .submissions
+                                .push((id, digest.clone(), record_json.clone()));
+                            Ok(ReportAck::Record { stored: true })
+                        }
+                        Some(d) if d == digest => Ok(ReportAck::Record { stored: false }),
+                        Some(d) => {
+                            writes.quarantine.push((
+                                id,
+                                digest.clone(),
+                                record_json.clone(),
+                                format!("conflicts with the accepted record {d}"),
+                            ));
+                            Err(SchedulerError::RecordConflict {
+                                attempt_id: id,
+                                accepted: d.clone(),
+                                digest: digest.clone(),
+                            })
+                        }
+                    }
+                }
+            }
+        };
+        out.push((i, outcome));
+    }
+
+    writes.insert_transitions(tx).await?;
+    update_attempts(tx, &rows).await?;
+    if !finishing.is_empty() {
+        let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
+        tx.execute(DELETE_LEASES_SQL, &[&ids]).await?;
+        let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
+        let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
+        let settled = settle(tx, &trials, &states).await?;
+        for (i, _, trial, terminal) in &finishing {
+            let d = match settled.get(trial) {
+                Some(true) => Disposition::Requeued,
+                _ => Disposition::Done(*terminal),
+            };
+            if let Some(slot) = out.iter_mut().find(|(j, _)| j == i) {
+                slot.1 = Ok(ReportAck::Finished(Some(d)));
+            }
+        }
+    }
+    if !writes.submissions.is_empty() {
+        let s = &writes.submissions;
+        let ids: Vec<Uuid> = s.iter().map(|r| r.0).collect();
+        let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
+        let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
+        tx.execute(INSERT_SUBMISSIONS_SQL, &[&ids, &digests, &records])
+            .await?;
+    }
+    if !writes.quarantine.is_empty() {
+        let q = &writes.quarantine;
+        let ids: Vec<Uuid> = q.iter().map(|r| r.0).collect();
+        let digests: Vec<&str> = q.iter().map(|r| r.1.as_str()).collect();
+        let records: Vec<&str> = q.iter().map(|r| r.2.as_str()).collect();
+        let reasons: Vec<&str> = q.iter().map(|r| r.3.as_str()).collect();
+        tx.execute(INSERT_QUARANTINE_SQL, &[&ids, &digests, &records, &reasons])
+            .await?;
+    }
+    Ok(out)
+}
+
+/// Settles finished trials; returns trial -> re-queued.
+pub(super) async fn settle(
+    tx: &Tx<'_>,
+    trials: &[Uuid],
+    states: &[&str],
+) -> Result<HashMap<Uuid, bool>, StoreError> {
+    let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, Uuid>(0), r.get::<_, &str>(1) == "ready"))
+        .collect())
+}
+
+async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Result<(), StoreError> {
+    let dirty: Vec<(&Uuid, &AttemptRow)> = rows.iter().filter(|(_, r)| r.dirty).collect();
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = dirty.iter().map(|(id, _)| **id).collect();
+    let states: Vec<&str> = dirty.iter().map(|(_, r)| r.state.as_str()).collect();
+    let seqs: Vec<i32> = dirty
+        .iter()
+        .map(|(_, r)| i32::try_from(r.last_seq).unwrap_or(i32::MAX))
+        .collect();
+    let terminals: Vec<Option<&str>> = dirty
+        .iter()
+        .map(|(_, r)| r.terminal.map(State::as_str))
+        .collect();
+    let causes: Vec<Option<&str>> = dirty.iter().map(|(_, r)| r.cause.as_deref()).collect();
+    let fenced: Vec<bool> = dirty.iter().map(|(_, r)| r.fenced).collect();
+    tx.execute(
+        UPDATE_ATTEMPTS_SQL,
+        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The state a transition at `last_seq + 1` steps from (`None`: the implicit start).
+fn step_allowed(row_state: State, last_seq: u32, to: State) -> bool {
+    if last_seq == 0 {
+        to == State::Pending || is_valid_step(State::Pending, to)
+    } else {
+        is_valid_step(row_state, to)
+    }
+}
+
+fn transitions_of(
+    id: Uuid,
+    epoch: i64,
+    transitions: &[TransitionIn],
+    row: &mut AttemptRow,
+    known: &mut HashMap<(Uuid, u32), Content>,
+    writes: &mut Writes,
+) -> Outcome {
+    if epoch != row.epoch || row.fenced {
+        return Err(stale(id, epoch));
+    }
+    let (mut state, mut last) = (row.state, row.last_seq);
+    let mut added: Vec<&TransitionIn> = Vec::new();
+    for t in transitions {
+        if t.seq <= last {
+            if known.get(&(id, t.seq)) != Some(&content(t)) {
+                return Err(SchedulerError::InvalidTransition {
+                    attempt_id: id,
+                    seq: t.seq,
+                    reason: format!(
+                        "seq {} was already stored with different content (state, time or note)",
+                        t.seq
+                    ),
+                });
+            }
+            continue;
+        }
+        if t.seq != last + 1 {
+            return Err(SchedulerError::Malformed {
+                what: format!("transitions of attempt {id}"),
+                reason: format!(
+                    "seq {} leaves a gap: the next expected seq is {}",
+                    t.seq,
+                    last + 1
+                ),
+                seq: t.seq,
+            });
+        }
+        if !step_allowed(state, last, t.state) {
+            return Err(SchedulerError::InvalidTransition {
+                attempt_id: id,
+                seq: t.seq,
+                reason: format!("{state} -> {} is not a step the lifecycle allows", t.state),
+            });
+        }
+        added.push(t);
+        state = t.state;
+        last = t.seq;
+    }
+    for t in added {
+        known.insert((id, t.seq), content(t));
+        writes.transitions.push((
+            id,
+            i32::try_from(t.seq).unwrap_or(i32::MAX),
+            t.state.as_str().to_string(),
+            t.at,
+            t.note.clone(),
+        ));
+    }
+    if last != row.last_seq {
+        row.state = state;
+        row.last_seq = last;
+        row.dirty = true;
+    }
+    Ok(ReportAck::Transitions { last_seq: last })
+}
+
+fn finish_of(
+    id: Uuid,
+    epoch: i64,
+    terminal: State,
+    cause: &str,
+    row: &mut AttemptRow,
+    writes: &mut Writes,
+) -> Outcome {
+    if epoch != row.epoch || row.fenced {
+        return Err(stale(id, epoch));
+    }
+    let refuse = |reason: String| SchedulerError::InvalidTransition {
+        attempt_id: id,
+        seq: 0,
+        reason,
+    };
+    if let Some(done) = row.terminal {
+        return if done == terminal && row.cause.as_deref().unwrap_or("") == cause {
+            Ok(ReportAck::Finished(None))
+        } else {
+            Err(refuse(format!("the attempt already finished as {done}")))
+        };
+    }
+    if row.state != terminal {
+        if !step_allowed(row.state, row.last_seq, terminal) {
+            return Err(refuse(format!(
+                "{} -> {terminal} is not a step the lifecycle allows",
+                row.state
+            )));
+        }
+        row.last_seq += 1;
+        writes.transitions.push((
+            id,
+            i32::try_from(row.last_seq).unwrap_or(i32::MAX),
+            terminal.as_str().to_string(),
+            Utc::now(),
+            cause.to_string(),
+        ));
+        row.state = terminal;
+    }
+    row.terminal = Some(terminal);
+    row.cause = Some(cause.to_string());
+    row.dirty = true;
+    // The disposition is filled in once the work item is settled.
+    Ok(ReportAck::Finished(Some(Disposition::Done(terminal))))
+}

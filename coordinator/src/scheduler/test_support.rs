@@ -1,0 +1,83 @@
+//! Test and benchmark helpers: a minimal spec, planned trials and run, so that work items
+//! (which reference them) can be enqueued.
+
+use akbench_core::digest::digest_of;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{Caps, NewWorkItem, SchedulerError, WorkKind};
+use crate::store::Store;
+
+/// A seeded run: its id and its planned trials in plan order.
+#[derive(Debug, Clone)]
+pub struct SeededRun {
+    /// The run.
+    pub run_id: Uuid,
+    /// Planned trial ids, by ordinal.
+    pub trial_ids: Vec<Uuid>,
+}
+
+impl SeededRun {
+    /// Work items for every trial, all of `agent`, with `retry_budget`.
+    pub fn items(&self, agent: &str, retry_budget: i32) -> Vec<NewWorkItem> {
+        self.trial_ids
+            .iter()
+            .enumerate()
+            .map(|(i, t)| NewWorkItem {
+                trial_id: *t,
+                ordinal: i32::try_from(i).unwrap_or(i32::MAX),
+                retry_budget,
+                agent: agent.to_string(),
+                provider_route: None,
+                kind: WorkKind::Execute,
+            })
+            .collect()
+    }
+}
+
+/// Inserts a spec, `trials` planned trials (agent `agent`) and a `running` run with `caps`.
+/// Documents are small valid JSON with correct digests.
+pub async fn seed_run(
+    store: &Store,
+    trials: usize,
+    agent: &str,
+    caps: &Caps,
+) -> Result<SeededRun, SchedulerError> {
+    let run_id = Uuid::now_v7();
+    let key = format!("run-{run_id}");
+    let spec = json!({"run_id": run_id, "run_key": key, "kind": "test"});
+    let trial_ids: Vec<Uuid> = (0..trials).map(|_| Uuid::now_v7()).collect();
+    let ordinals: Vec<i32> = (0..trials)
+        .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
+        .collect();
+    let keys: Vec<String> = trial_ids.iter().map(|t| format!("trial-{t}")).collect();
+    let docs: Vec<serde_json::Value> = trial_ids
+        .iter()
+        .zip(&ordinals)
+        .map(|(t, o)| json!({"trial_id": t, "ordinal": o, "task": "noop", "agent": agent}))
+        .collect();
+    let caps = serde_json::to_value(caps).unwrap_or_default();
+    let client = store.client().await?;
+    client
+        .execute(
+            "INSERT INTO run_specs (run_id, run_key, digest, document) VALUES ($1, $2, $3, $4)",
+            &[&run_id, &key, &digest_of(&spec), &spec],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent, \
+             repetition, document) \
+             SELECT t, $1, o, k, 'noop', $5, 0, d \
+             FROM unnest($2::uuid[], $3::int4[], $4::text[], $6::jsonb[]) AS u (t, o, k, d)",
+            &[&run_id, &trial_ids, &ordinals, &keys, &agent, &docs],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO runs (run_id, state, started_at, caps) VALUES ($1, 'running', now(), $2)",
+            &[&run_id, &caps],
+        )
+        .await?;
+    Ok(SeededRun { run_id, trial_ids })
+}

@@ -1,0 +1,192 @@
+//! Inputs and outputs of the scheduler.
+
+use std::collections::BTreeMap;
+
+use akbench_core::lifecycle::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// What a work item asks a worker to do (`work_items.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkKind {
+    /// Run the agent (and grade, unless the plan says not to).
+    Execute,
+    /// Grade an attempt executed earlier.
+    Grade,
+}
+
+impl WorkKind {
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Execute => "execute",
+            Self::Grade => "grade",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "execute" => Some(Self::Execute),
+            "grade" => Some(Self::Grade),
+            _ => None,
+        }
+    }
+}
+
+/// One work item to create for a planned trial of a started run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWorkItem {
+    /// The planned trial (must exist in `planned_trials`).
+    pub trial_id: Uuid,
+    /// Its ordinal in the plan.
+    pub ordinal: i32,
+    /// Infrastructure retries allowed.
+    pub retry_budget: i32,
+    /// The agent condition's name (what per-agent caps count).
+    pub agent: String,
+    /// The provider route (what per-provider caps count), when the agent uses one.
+    pub provider_route: Option<String>,
+    /// Execute or grade.
+    pub kind: WorkKind,
+}
+
+/// Per-run concurrency caps, stored as jsonb on `runs.caps`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caps {
+    /// At most this many live attempts per agent name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_agent: BTreeMap<String, i64>,
+    /// At most this many live attempts per provider route.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_provider: BTreeMap<String, i64>,
+}
+
+/// A new attempt leased to a worker by [`super::Scheduler::claim`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    /// The new attempt (UUIDv7).
+    pub attempt_id: Uuid,
+    /// The planned trial.
+    pub trial_id: Uuid,
+    /// The run.
+    pub run_id: Uuid,
+    /// Attempt number within the trial, from 1.
+    pub number: i32,
+    /// The lease's fencing epoch.
+    pub epoch: i64,
+    /// Execute or grade.
+    pub kind: WorkKind,
+    /// The planned trial's document (`planned_trials.document`).
+    pub document: serde_json::Value,
+}
+
+/// One lifecycle transition reported by a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionIn {
+    /// Position in the attempt's history, from 1, without gaps.
+    pub seq: u32,
+    /// The state entered.
+    pub state: State,
+    /// When (worker clock).
+    pub at: DateTime<Utc>,
+    /// Detail; may be empty.
+    pub note: String,
+}
+
+/// A worker's report about one attempt, as [`super::Scheduler::report`] takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// Transitions, in increasing seq.
+    Transitions {
+        /// The attempt.
+        attempt_id: Uuid,
+        /// The lease epoch the worker holds.
+        epoch: i64,
+        /// The transitions.
+        transitions: Vec<TransitionIn>,
+    },
+    /// The attempt reached a terminal state.
+    Finished {
+        /// The attempt.
+        attempt_id: Uuid,
+        /// The lease epoch the worker holds.
+        epoch: i64,
+        /// The terminal state.
+        terminal: State,
+        /// Why; may be empty for `completed`.
+        cause: String,
+    },
+    /// The attempt's record.
+    Record {
+        /// The attempt.
+        attempt_id: Uuid,
+        /// The lease epoch the worker holds.
+        epoch: i64,
+        /// Canonical JSON of the attempt record.
+        record_json: String,
+        /// `sha256:<hex>` of the canonical JSON.
+        digest: String,
+    },
+}
+
+impl Report {
+    /// The attempt the report is about.
+    pub fn attempt_id(&self) -> Uuid {
+        match self {
+            Self::Transitions { attempt_id, .. }
+            | Self::Finished { attempt_id, .. }
+            | Self::Record { attempt_id, .. } => *attempt_id,
+        }
+    }
+}
+
+/// What the coordinator decided for a trial whose attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Back to `ready`: a new attempt later (infrastructure error within budget).
+    Requeued,
+    /// Done with this outcome.
+    Done(State),
+}
+
+/// What a stored report did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportAck {
+    /// Transitions stored (or re-sent identically); the highest seq now stored.
+    Transitions {
+        /// Highest stored seq.
+        last_seq: u32,
+    },
+    /// The attempt finished (or had already finished identically: `None`).
+    Finished(Option<Disposition>),
+    /// The record was stored (`false`: an identical record was already stored).
+    Record {
+        /// True for the first upload.
+        stored: bool,
+    },
+}
+
+/// One attempt whose lease expired, from [`super::Scheduler::reap`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    /// The attempt (now `infrastructure_error`).
+    pub attempt_id: Uuid,
+    /// Its trial.
+    pub trial_id: Uuid,
+    /// The worker that went silent.
+    pub worker_id: String,
+    /// What became of the trial.
+    pub disposition: Disposition,
+}
+
+/// What [`super::Scheduler::cancel_run`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelReport {
+    /// Queued items marked `cancelled`.
+    pub cancelled_items: u64,
+    /// Live attempts and their workers: send them `Cancel`.
+    pub live: Vec<(Uuid, String)>,
+}

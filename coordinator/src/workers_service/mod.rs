@@ -1,0 +1,232 @@
+//! The `Workers` gRPC service: one long-lived `Session` stream per worker.
+//!
+//! Protocol as implemented:
+//! 1. The worker sends `Hello` first (within [`HELLO_TIMEOUT`]); anything else, or a bad
+//!    `Hello` (empty or over-long worker id), ends the stream with `INVALID_ARGUMENT`. The
+//!    coordinator registers the worker (upsert of `workers`), checks the re-presented held
+//!    leases (valid ones are kept and extended, the others are listed in
+//!    `Welcome.revoked_attempt_ids`) and answers `Welcome` (lease TTL, heartbeat interval =
+//!    TTL / 3).
+//! 2. While the worker has free slots (its `Hello.slots` minus the attempts it holds) and is
+//!    not draining, the coordinator claims up to that many items and sends one `Assignment`
+//!    each. It tries again when work is enqueued or re-queued in this process (a `Notify`),
+//!    when a slot frees, and every poll interval (work enqueued by other replicas).
+//! 3. `Heartbeat` extends the listed leases; each one no longer valid gets a `Cancel`
+//!    ("lease lost") and is forgotten. `TransitionBatch`, `AttemptFinished` and
+//!    `RecordUpload` are answered with `Ack` or `Refusal{code, message}` each; messages that
+//!    arrive together are stored in one transaction where their order allows.
+//!    Refusal codes: `STALE_EPOCH`, `UNKNOWN_ATTEMPT`, `INVALID_TRANSITION`,
+//!    `RECORD_CONFLICT`, `DIGEST_MISMATCH`, `MALFORMED` (bad UUID, unknown state, seq gap,
+//!    record not JSON or not an attempt record, a second `Hello`, an empty message) and
+//!    `UNAVAILABLE` (the database failed; send again). A refused message changes nothing.
+//! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts;
+//!    [`WorkersService::drain_all`] sends `Drain` (no more assignments). The reaper
+//!    ([`WorkersService::spawn_reaper`], every TTL / 2) takes back expired leases and sends
+//!    `Cancel` ("lease expired") to their worker when it is still connected.
+//! 5. When the stream ends the session is forgotten; its leases expire and are reaped.
+
+mod convert;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use akbench_proto::v1::{CoordinatorMessage, WorkerMessage};
+use akbench_proto::workers_server::{Workers, WorkersServer};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use uuid::Uuid;
+
+use crate::scheduler::{CancelReport, Scheduler, SchedulerError};
+
+pub use convert::wire_state;
+
+/// How long a new stream may take to send its `Hello`.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Timings and limits of the service.
+#[derive(Debug, Clone)]
+pub struct WorkersConfig {
+    /// How long a lease lives without a heartbeat.
+    pub lease_ttl: Duration,
+    /// How often an idle session with free slots polls for work enqueued elsewhere.
+    pub poll_interval: Duration,
+    /// The most slots one worker may claim (larger `Hello.slots` are capped).
+    pub max_slots: u32,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(250),
+            max_slots: 256,
+        }
+    }
+}
+
+/// What the service asks a live session to do.
+#[derive(Debug)]
+pub(crate) enum Control {
+    /// Send `Cancel`; `forget`: the lease is gone, free the slot now.
+    Cancel {
+        attempt_id: Uuid,
+        reason: String,
+        forget: bool,
+    },
+    /// Send `Drain` and assign nothing more.
+    Drain(String),
+}
+
+#[derive(Debug)]
+struct Entry {
+    serial: u64,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+/// Live sessions by worker id.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    sessions: Mutex<HashMap<String, Entry>>,
+    next: AtomicU64,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a session (replacing an older one of the same worker); returns its serial.
+    pub(crate) fn insert(&self, worker_id: &str, control: mpsc::UnboundedSender<Control>) -> u64 {
+        let serial = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock()
+            .insert(worker_id.to_string(), Entry { serial, control });
+        serial
+    }
+
+    /// Forgets a session, unless a newer one of the same worker replaced it.
+    pub(crate) fn remove(&self, worker_id: &str, serial: u64) {
+        let mut sessions = self.lock();
+        if sessions.get(worker_id).is_some_and(|e| e.serial == serial) {
+            sessions.remove(worker_id);
+        }
+    }
+
+    fn send(&self, worker_id: &str, control: Control) -> bool {
+        self.lock()
+            .get(worker_id)
+            .is_some_and(|e| e.control.send(control).is_ok())
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// The `Workers` service.
+#[derive(Debug, Clone)]
+pub struct WorkersService {
+    scheduler: Scheduler,
+    config: Arc<WorkersConfig>,
+    registry: Arc<Registry>,
+}
+
+impl WorkersService {
+    /// A service over `scheduler`.
+    pub fn new(scheduler: Scheduler, config: WorkersConfig) -> Self {
+        Self {
+            scheduler,
+            config: Arc::new(config),
+            registry: Arc::new(Registry::default()),
+        }
+    }
+
+    /// The tonic server to add to a `tonic::transport::Server`.
+    pub fn into_server(self) -> WorkersServer<Self> {
+        WorkersServer::new(self)
+    }
+
+    /// The scheduler.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Workers with a live session on this replica.
+    pub fn connected(&self) -> usize {
+        self.registry.len()
+    }
+
+    /// Cancels a run (see [`Scheduler::cancel_run`]) and sends `Cancel` for each live
+    /// attempt to its worker's session, when it is connected here.
+    pub async fn cancel_run(&self, run_id: Uuid) -> Result<CancelReport, SchedulerError> {
+        let report = self.scheduler.cancel_run(run_id).await?;
+        for (attempt_id, worker_id) in &report.live {
+            self.registry.send(
+                worker_id,
+                Control::Cancel {
+                    attempt_id: *attempt_id,
+                    reason: "run cancelled by user".into(),
+                    forget: false,
+                },
+            );
+        }
+        Ok(report)
+    }
+
+    /// Asks every connected worker to drain; returns how many were asked.
+    pub fn drain_all(&self, reason: &str) -> usize {
+        let sessions = self.registry.lock();
+        sessions
+            .values()
+            .filter(|e| e.control.send(Control::Drain(reason.to_string())).is_ok())
+            .count()
+    }
+
+    /// Starts the reaper: every TTL / 2, [`Scheduler::reap`] at the scheduler's clock, and a
+    /// `Cancel` to each reaped attempt's worker when it is still connected here.
+    pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(this.config.lease_ttl / 2);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match this.scheduler.reap(this.scheduler.now()).await {
+                    Ok(reaped) => {
+                        for r in reaped {
+                            tracing::info!(attempt = %r.attempt_id, worker = %r.worker_id,
+                                disposition = ?r.disposition, "lease expired");
+                            this.registry.send(
+                                &r.worker_id,
+                                Control::Cancel {
+                                    attempt_id: r.attempt_id,
+                                    reason: "lease expired".into(),
+                                    forget: true,
+                                },
+                            );
+                        }
+                    }
+                    Err(e) => tracing::warn!("reaper: {e}"),
+                }
+            }
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl Workers for WorkersService {
+    type SessionStream = ReceiverStream<Result<CoordinatorMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<WorkerMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let inbound = request.into_inner();
+        let (out, rx) = mpsc::channel(256);
+        tokio::spawn(session::run(self.clone(), inbound, out));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,200 @@
+//! Shared helpers of the scheduler and session tests.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::scheduler::test_support::{seed_run, SeededRun};
+use akbench_coordinator::scheduler::{Caps, Scheduler};
+use akbench_coordinator::store::Store;
+use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::lifecycle::State;
+use akbench_proto::v1::{
+    coordinator_message::Body as Out, worker_message::Body as In, CoordinatorMessage, Hello,
+    Welcome, WorkerMessage,
+};
+use akbench_proto::workers_client::WorkersClient;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use uuid::Uuid;
+
+/// A scheduler on a fresh migrated database.
+pub async fn scheduler() -> Scheduler {
+    let store = Store::connect(&test_support::fresh_database().await)
+        .await
+        .expect("connects");
+    store.migrate().await.expect("migrates");
+    Scheduler::new(store)
+}
+
+/// Seeds a run of `n` trials of agent "oracle" and enqueues them with `budget`.
+pub async fn enqueued(s: &Scheduler, n: usize, budget: i32, caps: &Caps) -> SeededRun {
+    let run = seed_run(s.store(), n, "oracle", caps).await.expect("seeds");
+    s.enqueue(run.run_id, &run.items("oracle", budget))
+        .await
+        .expect("enqueues");
+    run
+}
+
+/// One count per table, to show that refused messages change nothing.
+pub async fn counts(s: &Scheduler) -> Vec<(String, i64)> {
+    let c = s.store().client().await.unwrap();
+    let mut out = Vec::new();
+    for q in [
+        "SELECT count(*) FROM attempts",
+        "SELECT count(*) FROM leases",
+        "SELECT count(*) FROM transitions",
+        "SELECT count(*) FROM submissions",
+        "SELECT count(*) FROM quarantine",
+        "SELECT count(*) FROM work_items WHERE state = 'ready'",
+        "SELECT count(*) FROM work_items WHERE state = 'done'",
+        "SELECT count(*) FROM attempts WHERE finished_at IS NOT NULL",
+        "SELECT coalesce(sum(last_seq), 0)::bigint FROM attempts",
+    ] {
+        out.push((q.to_string(), c.query_one(q, &[]).await.unwrap().get(0)));
+    }
+    out
+}
+
+/// A scalar query.
+pub async fn scalar<T: for<'a> tokio_postgres::types::FromSql<'a>>(s: &Scheduler, q: &str) -> T {
+    s.store()
+        .client()
+        .await
+        .unwrap()
+        .query_one(q, &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The chain through `not_graded`: 11 states.
+pub fn chain() -> Vec<State> {
+    use State::*;
+    vec![
+        Pending,
+        Preparing,
+        Validating,
+        ConfiguringRuntime,
+        CreatingWorkspace,
+        StartingAgent,
+        Executing,
+        Collecting,
+        Evaluating,
+        Finalizing,
+        NotGraded,
+    ]
+}
+
+/// A valid attempt record (canonical JSON) and its digest; `note` varies the content.
+pub fn record(attempt_id: Uuid, note: &str) -> (String, String) {
+    let transitions: Vec<_> = chain()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
+        .collect();
+    let value = json!({
+        "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
+        "number": 1,
+        "transitions": transitions,
+        "state": "not_graded",
+        "cause": note,
+        "workspace": {"kept": false},
+        "agent_process": null,
+        "observations": {},
+        "timings_ms": {},
+        "grade": null,
+        "artifacts_dir": "a",
+    });
+    let json = canonical_json(&value);
+    let digest = digest_bytes(json.as_bytes());
+    (json, digest)
+}
+
+/// A coordinator serving `Workers` on loopback.
+pub async fn serve(s: &Scheduler, ttl: Duration) -> (WorkersService, SocketAddr) {
+    let service = WorkersService::new(
+        s.clone(),
+        WorkersConfig {
+            lease_ttl: ttl,
+            poll_interval: Duration::from_millis(100),
+            max_slots: 64,
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = service.clone().into_server();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    (service, addr)
+}
+
+/// A test worker speaking the real protocol.
+pub struct Worker {
+    pub tx: mpsc::Sender<WorkerMessage>,
+    pub rx: tonic::Streaming<CoordinatorMessage>,
+}
+
+impl Worker {
+    /// Opens a session; returns the worker and its `Welcome`.
+    pub async fn connect(addr: SocketAddr, hello: Hello) -> (Self, Welcome) {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = WorkersClient::new(channel);
+        let (tx, rx) = mpsc::channel(1024);
+        tx.send(WorkerMessage {
+            body: Some(In::Hello(hello)),
+        })
+        .await
+        .unwrap();
+        let rx = client
+            .session(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut w = Self { tx, rx };
+        match w.next().await {
+            Out::Welcome(welcome) => (w, welcome),
+            other => panic!("expected Welcome, got {other:?}"),
+        }
+    }
+
+    /// A worker with `slots` and no held leases.
+    pub async fn simple(addr: SocketAddr, id: &str, slots: u32) -> Self {
+        let hello = Hello {
+            worker_id: id.into(),
+            slots,
+            ..Default::default()
+        };
+        Self::connect(addr, hello).await.0
+    }
+
+    pub async fn send(&self, body: In) {
+        self.tx
+            .send(WorkerMessage { body: Some(body) })
+            .await
+            .unwrap();
+    }
+
+    /// The next message (bounded wait: the server acts by itself).
+    pub async fn next(&mut self) -> Out {
+        tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+            .await
+            .expect("a message within 10 s")
+            .expect("stream ok")
+            .expect("stream open")
+            .body
+            .expect("a body")
+    }
+}

@@ -1,0 +1,436 @@
+//! The scheduler on a real private PostgreSQL: claims, caps, fencing, retries, records.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use akbench_coordinator::scheduler::{Caps, Disposition, SchedulerError, TransitionIn};
+use akbench_core::lifecycle::State;
+use chrono::Utc;
+use common::{chain, counts, enqueued, record, scalar, scheduler};
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn transitions(states: &[State], from_seq: u32) -> Vec<TransitionIn> {
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| TransitionIn {
+            seq: from_seq + i as u32,
+            state: *s,
+            at,
+            note: String::new(),
+        })
+        .collect()
+}
+
+async fn worker(s: &akbench_coordinator::scheduler::Scheduler, id: &str) {
+    s.register_worker(id, 8, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn claim_streams_transitions_uploads_and_finishes() {
+    let s = scheduler().await;
+    let run = enqueued(&s, 3, 0, &Caps::default()).await;
+    worker(&s, "w1").await;
+    let got = s.claim("w1", 2, TTL).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].trial_id, run.trial_ids[0], "plan order");
+    assert_eq!(got[0].number, 1);
+    assert_eq!(got[0].document["ordinal"], 0);
+    let a = &got[0];
+    let last = s
+        .record_transitions(a.attempt_id, a.epoch, &transitions(&chain(), 1))
+        .await
+        .unwrap();
+    assert_eq!(last, 11);
+    // An identical re-send is accepted; different content for a stored seq is refused.
+    assert_eq!(
+        s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..3], 1))
+            .await
+            .unwrap(),
+        11
+    );
+    let mut changed = transitions(&chain()[..2], 1);
+    changed[1].note = "different".into();
+    assert!(matches!(
+        s.record_transitions(a.attempt_id, a.epoch, &changed).await,
+        Err(SchedulerError::InvalidTransition { seq: 2, .. })
+    ));
+    let (json, digest) = record(a.attempt_id, "x");
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    let d = s
+        .finish(a.attempt_id, a.epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+    assert_eq!(d, Some(Disposition::Done(State::NotGraded)));
+    // The same finish again is acknowledged without change.
+    assert_eq!(
+        s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+            .await
+            .unwrap(),
+        None
+    );
+    // Upload after finish with the same epoch is fine.
+    assert!(!s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    let outcome: Option<String> = scalar(
+        &s,
+        &format!(
+            "SELECT outcome FROM work_items WHERE trial_id = '{}'",
+            a.trial_id
+        ),
+    )
+    .await;
+    assert_eq!(outcome.as_deref(), Some("not_graded"));
+    assert_eq!(scalar::<i64>(&s, "SELECT count(*) FROM leases").await, 1);
+    assert_eq!(
+        scalar::<i64>(&s, "SELECT count(*) FROM transitions").await,
+        11
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claimers_never_get_the_same_item() {
+    let s = scheduler().await;
+    enqueued(&s, 300, 0, &Caps::default()).await;
+    let mut tasks = Vec::new();
+    for w in 0..6 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("w{w}");
+            worker(&s, &id).await;
+            let mut mine = Vec::new();
+            loop {
+                let got = s.claim(&id, 3, TTL).await.unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                mine.extend(got.into_iter().map(|a| a.trial_id));
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let distinct: HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 300);
+    assert_eq!(distinct.len(), 300);
+}
+
+#[tokio::test]
+async fn caps_per_agent_and_per_provider_are_respected() {
+    let s = scheduler().await;
+    let caps = Caps {
+        per_agent: [("oracle".to_string(), 2)].into(),
+        per_provider: BTreeMap::new(),
+    };
+    enqueued(&s, 5, 0, &caps).await;
+    worker(&s, "w1").await;
+    let first = s.claim("w1", 5, TTL).await.unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(s.claim("w1", 5, TTL).await.unwrap().is_empty());
+    s.finish(
+        first[0].attempt_id,
+        first[0].epoch,
+        State::Cancelled,
+        "stop",
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.claim("w1", 5, TTL).await.unwrap().len(), 1);
+
+    // Per provider, across agents, and an uncapped run alongside is not blocked.
+    let caps = Caps {
+        per_agent: BTreeMap::new(),
+        per_provider: [("anthropic".to_string(), 1)].into(),
+    };
+    let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)
+        .await
+        .unwrap();
+    let mut items = run.items("a", 0);
+    for i in &mut items {
+        i.provider_route = Some("anthropic".into());
+    }
+    s.enqueue(run.run_id, &items).await.unwrap();
+    enqueued(&s, 2, 0, &Caps::default()).await;
+    let got = s.claim("w1", 10, TTL).await.unwrap();
+    let capped = got.iter().filter(|a| a.run_id == run.run_id).count();
+    assert_eq!(capped, 1);
+    assert_eq!(
+        got.len(),
+        3,
+        "one of the provider-capped run, two of the free run"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_requeues_and_fences_the_late_worker() {
+    let s = scheduler().await;
+    enqueued(&s, 1, 1, &Caps::default()).await;
+    worker(&s, "slow").await;
+    let a = s
+        .claim("slow", 1, Duration::from_millis(300))
+        .await
+        .unwrap()
+        .remove(0);
+    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..3], 1))
+        .await
+        .unwrap();
+    assert!(
+        s.reap(Utc::now()).await.unwrap().is_empty(),
+        "not expired yet"
+    );
+    let reaped = s
+        .reap(Utc::now() + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(reaped.len(), 1);
+    assert_eq!(reaped[0].disposition, Disposition::Requeued);
+    assert_eq!(reaped[0].worker_id, "slow");
+    let cause: String = scalar(&s, "SELECT cause FROM attempts").await;
+    assert_eq!(cause, "lease expired: worker slow went silent");
+    let last: String = scalar(
+        &s,
+        "SELECT state FROM transitions ORDER BY seq DESC LIMIT 1",
+    )
+    .await;
+    assert_eq!(last, "infrastructure_error");
+
+    let before = counts(&s).await;
+    let stale = |r: Result<_, SchedulerError>| {
+        assert!(matches!(r, Err(SchedulerError::StaleEpoch { .. })), "{r:?}")
+    };
+    stale(
+        s.record_transitions(
+            a.attempt_id,
+            a.epoch,
+            &transitions(&[State::ConfiguringRuntime], 4),
+        )
+        .await
+        .map(|_| ()),
+    );
+    let (json, digest) = record(a.attempt_id, "late");
+    stale(
+        s.upload_record(a.attempt_id, a.epoch, &json, &digest)
+            .await
+            .map(|_| ()),
+    );
+    stale(
+        s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+            .await
+            .map(|_| ()),
+    );
+    assert!(
+        s.heartbeat("slow", &[(a.attempt_id, a.epoch)], TTL)
+            .await
+            .unwrap()
+            .len()
+            == 1
+    );
+    assert_eq!(counts(&s).await, before, "refusals change nothing");
+
+    let b = s.claim("fast", 1, TTL).await;
+    assert!(
+        b.is_err(),
+        "an unregistered worker cannot lease (foreign key)"
+    );
+    worker(&s, "fast").await;
+    let b = s.claim("fast", 1, TTL).await.unwrap().remove(0);
+    assert_eq!(b.trial_id, a.trial_id);
+    assert_eq!(b.number, 2);
+    assert!(b.epoch > a.epoch);
+    // Budget exhausted: the second expiry ends the trial.
+    let reaped = s
+        .reap(Utc::now() + chrono::Duration::seconds(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        reaped[0].disposition,
+        Disposition::Done(State::InfrastructureError)
+    );
+}
+
+#[tokio::test]
+async fn identical_reupload_is_accepted_once_and_a_conflict_is_quarantined() {
+    let s = scheduler().await;
+    enqueued(&s, 1, 0, &Caps::default()).await;
+    worker(&s, "w").await;
+    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    let (json, digest) = record(a.attempt_id, "one");
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    assert!(!s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    let (other, other_digest) = record(a.attempt_id, "two");
+    assert!(matches!(
+        s.upload_record(a.attempt_id, a.epoch, &other, &other_digest)
+            .await,
+        Err(SchedulerError::RecordConflict { .. })
+    ));
+    assert_eq!(
+        scalar::<i64>(&s, "SELECT count(*) FROM submissions").await,
+        1
+    );
+    assert_eq!(
+        scalar::<i64>(&s, "SELECT count(*) FROM quarantine").await,
+        1
+    );
+    let kept: String = scalar(&s, "SELECT digest FROM submissions").await;
+    assert_eq!(kept, digest);
+}
+
+#[tokio::test]
+async fn infrastructure_errors_retry_within_budget_agent_failures_never() {
+    let s = scheduler().await;
+    let run = enqueued(&s, 2, 1, &Caps::default()).await;
+    worker(&s, "w").await;
+    let got = s.claim("w", 2, TTL).await.unwrap();
+    let (infra, agent) = (&got[0], &got[1]);
+    let d = s
+        .finish(
+            infra.attempt_id,
+            infra.epoch,
+            State::InfrastructureError,
+            "disk full",
+        )
+        .await
+        .unwrap();
+    assert_eq!(d, Some(Disposition::Requeued));
+    let d = s
+        .record_transitions(
+            agent.attempt_id,
+            agent.epoch,
+            &transitions(&chain()[..7], 1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d, 7);
+    let d = s
+        .finish(agent.attempt_id, agent.epoch, State::Failed, "exit 1")
+        .await
+        .unwrap();
+    assert_eq!(d, Some(Disposition::Done(State::Failed)));
+    let retry = s.claim("w", 2, TTL).await.unwrap();
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].trial_id, run.trial_ids[0]);
+    assert_eq!(retry[0].number, 2);
+    let d = s
+        .finish(
+            retry[0].attempt_id,
+            retry[0].epoch,
+            State::InfrastructureError,
+            "again",
+        )
+        .await
+        .unwrap();
+    assert_eq!(d, Some(Disposition::Done(State::InfrastructureError)));
+    assert!(s.claim("w", 2, TTL).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn invalid_reports_are_refused_and_change_nothing() {
+    let s = scheduler().await;
+    enqueued(&s, 1, 0, &Caps::default()).await;
+    worker(&s, "w").await;
+    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..2], 1))
+        .await
+        .unwrap();
+    let before = counts(&s).await;
+    let id = a.attempt_id;
+    let e = a.epoch;
+    let r = s
+        .record_transitions(id, e, &transitions(&[State::Executing], 3))
+        .await;
+    assert!(
+        matches!(r, Err(SchedulerError::InvalidTransition { seq: 3, .. })),
+        "{r:?}"
+    );
+    let r = s
+        .record_transitions(id, e, &transitions(&[State::Validating], 4))
+        .await;
+    assert!(
+        matches!(r, Err(SchedulerError::Malformed { seq: 4, .. })),
+        "{r:?}"
+    );
+    // A valid first step followed by an invalid one: the whole batch is refused.
+    let r = s
+        .record_transitions(
+            id,
+            e,
+            &transitions(&[State::Validating, State::Completed], 3),
+        )
+        .await;
+    assert!(
+        matches!(r, Err(SchedulerError::InvalidTransition { seq: 4, .. })),
+        "{r:?}"
+    );
+    let r = s
+        .record_transitions(id, e + 1, &transitions(&[State::Validating], 3))
+        .await;
+    assert!(matches!(r, Err(SchedulerError::StaleEpoch { .. })), "{r:?}");
+    let r = s
+        .record_transitions(uuid::Uuid::now_v7(), e, &transitions(&[State::Pending], 1))
+        .await;
+    assert!(matches!(r, Err(SchedulerError::NotFound(_))), "{r:?}");
+    let r = s.finish(id, e, State::Completed, "").await;
+    assert!(
+        matches!(r, Err(SchedulerError::InvalidTransition { .. })),
+        "{r:?}"
+    );
+    let r = s.finish(id, e, State::Executing, "").await;
+    assert!(
+        matches!(r, Err(SchedulerError::InvalidTransition { .. })),
+        "{r:?}"
+    );
+    let (json, digest) = record(id, "x");
+    let r = s.upload_record(id, e, &json, "sha256:00").await;
+    assert!(
+        matches!(r, Err(SchedulerError::DigestMismatch { .. })),
+        "{r:?}"
+    );
+    let r = s.upload_record(id, e, "not json", &digest).await;
+    assert!(matches!(r, Err(SchedulerError::Malformed { .. })), "{r:?}");
+    let (other, other_digest) = record(uuid::Uuid::now_v7(), "x");
+    let r = s.upload_record(id, e, &other, &other_digest).await;
+    assert!(matches!(r, Err(SchedulerError::Malformed { .. })), "{r:?}");
+    assert_eq!(counts(&s).await, before);
+}
+
+#[tokio::test]
+async fn cancel_run_cancels_queued_items_and_lists_live_attempts() {
+    let s = scheduler().await;
+    let run = enqueued(&s, 4, 1, &Caps::default()).await;
+    worker(&s, "w").await;
+    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    let report = s.cancel_run(run.run_id).await.unwrap();
+    assert_eq!(report.cancelled_items, 3);
+    assert_eq!(report.live, vec![(a.attempt_id, "w".to_string())]);
+    assert!(s.claim("w", 4, TTL).await.unwrap().is_empty());
+    // Even an infrastructure error is not retried once the run is being cancelled.
+    let d = s
+        .finish(a.attempt_id, a.epoch, State::Cancelled, "run cancelled")
+        .await
+        .unwrap();
+    assert_eq!(d, Some(Disposition::Done(State::Cancelled)));
+    assert!(matches!(
+        s.cancel_run(uuid::Uuid::now_v7()).await,
+        Err(SchedulerError::NotFound(_))
+    ));
+}
