@@ -107,8 +107,9 @@ impl Handle {
     /// Waits until `pred` holds for the status (or the daemon is gone); returns that status.
     pub async fn wait_for(&self, pred: impl Fn(&Status) -> bool) -> Status {
         let mut rx = self.status.clone();
-        match rx.wait_for(|s| pred(s)).await {
-            Ok(s) => s.clone(),
+        let got = rx.wait_for(|s| pred(s)).await.map(|s| s.clone());
+        match got {
+            Ok(s) => s,
             Err(_) => rx.borrow().clone(),
         }
     }
