@@ -101,8 +101,9 @@ async fn through_session(coord: &Coord, c: &common::Corpus, n: usize, slots: u32
 
 fn direct(c: &common::Corpus, n: usize) -> f64 {
     let items = work_items(c, "noop", 1, true);
-    let p = akbench_worker::trial::prepare(&items[0].trial, &items[0].agent, &c.tasks(), &c.agents())
-        .unwrap();
+    let p =
+        akbench_worker::trial::prepare(&items[0].trial, &items[0].agent, &c.tasks(), &c.agents())
+            .unwrap();
     let orch = Orchestrator::new(&c.root().join("cache"), Arc::new(SystemClock));
     let started = Instant::now();
     for i in 0..n {

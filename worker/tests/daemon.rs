@@ -67,7 +67,11 @@ fn states(ts: &[(i32, String)]) -> Vec<&str> {
 
 fn assert_contiguous(ts: &[(i32, String)]) {
     for (i, (seq, _)) in ts.iter().enumerate() {
-        assert_eq!(*seq, i32::try_from(i).unwrap() + 1, "seqs from 1 without gaps: {ts:?}");
+        assert_eq!(
+            *seq,
+            i32::try_from(i).unwrap() + 1,
+            "seqs from 1 without gaps: {ts:?}"
+        );
     }
 }
 
@@ -91,10 +95,8 @@ async fn runs_an_assignment_end_to_end_and_stores_its_artifacts() {
     assert_eq!(states(&ts), CHAIN.to_vec());
     assert_contiguous(&ts);
     // The record: a valid AttemptRecord, stored under the digest of its canonical JSON.
-    let (record, digest, value) = eventually(30, "the record", || async {
-        coord.record(a.id).await
-    })
-    .await;
+    let (record, digest, value) =
+        eventually(30, "the record", || async { coord.record(a.id).await }).await;
     assert_eq!(digest, digest_of(&value));
     assert_eq!(digest, digest_of(&record));
     assert_eq!(record.attempt.id, a.id);
@@ -110,7 +112,12 @@ async fn runs_an_assignment_end_to_end_and_stores_its_artifacts() {
     let stored: akbench_core::record::AttemptRecord =
         serde_json::from_slice(&std::fs::read(dir.join("attempt_record.json")).unwrap()).unwrap();
     assert_eq!(canonical_json(&stored), canonical_json(&record));
-    assert!(!c.root().join("out").join(&items[0].trial.key).join("a1").exists());
+    assert!(!c
+        .root()
+        .join("out")
+        .join(&items[0].trial.key)
+        .join("a1")
+        .exists());
     // The lease is released once everything was acknowledged.
     let s = h.wait_for(|s| s.held.is_empty() && s.running == 0).await;
     assert_eq!(s.assignments, 1);
@@ -214,7 +221,11 @@ async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on
     let c = full_corpus();
     let bad = Uuid::now_v7();
     let (_, bad_trials) = coord
-        .enqueue(&[(bad, "noop".into(), serde_json::json!({"not": "a work item"}))])
+        .enqueue(&[(
+            bad,
+            "noop".into(),
+            serde_json::json!({"not": "a work item"}),
+        )])
         .await;
     // A work item whose task changed since it was planned fails preparation.
     let mut changed = work_items(&c, "noop", 1, true).remove(0);
@@ -228,7 +239,11 @@ async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on
         let a = coord
             .wait_attempt(trial, "the attempt to end", |a| a.terminal.is_some())
             .await;
-        assert_eq!(a.terminal.as_deref(), Some("invalid_configuration"), "{a:?}");
+        assert_eq!(
+            a.terminal.as_deref(),
+            Some("invalid_configuration"),
+            "{a:?}"
+        );
         assert_eq!(
             states(&coord.transitions(a.id).await),
             vec!["pending", "invalid_configuration"]
@@ -238,10 +253,19 @@ async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on
         assert_eq!(record.state, State::InvalidConfiguration);
         assert!(!a.cause.clone().unwrap_or_default().is_empty(), "{a:?}");
     }
-    let cause = coord.attempts(bad_trials[0]).await[0].cause.clone().unwrap();
+    let cause = coord.attempts(bad_trials[0]).await[0]
+        .cause
+        .clone()
+        .unwrap();
     assert!(cause.contains("work item"), "{cause}");
-    let cause = coord.attempts(changed_trials[0]).await[0].cause.clone().unwrap();
-    assert!(cause.contains("changed since the run was planned"), "{cause}");
+    let cause = coord.attempts(changed_trials[0]).await[0]
+        .cause
+        .clone()
+        .unwrap();
+    assert!(
+        cause.contains("changed since the run was planned"),
+        "{cause}"
+    );
     // The same daemon then runs a good one (ungraded: ends not_graded).
     let a = coord
         .wait_attempt(good_trials[0], "the good attempt", |a| a.terminal.is_some())
@@ -271,7 +295,11 @@ async fn reconnects_presents_its_lease_and_delivers_the_rest() {
     h.wait_for(|s| !s.connected).await;
     open_gate(&c);
     let s = h.wait_for(|s| s.running == 0).await;
-    assert_eq!(s.held, vec![(a.id.to_string(), a.epoch)], "the lease is still held");
+    assert_eq!(
+        s.held,
+        vec![(a.id.to_string(), a.epoch)],
+        "the lease is still held"
+    );
     assert_eq!(coord.attempts(trials[0]).await[0].terminal, None);
     // The network comes back: the daemon reconnects, presents its lease, re-sends.
     coord.proxy.refuse(false);
@@ -313,7 +341,10 @@ async fn coordinator_drain_lets_the_running_attempt_finish_and_takes_nothing_new
     let a = coord.attempts(trials[0]).await.remove(0);
     assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
     assert!(coord.record(a.id).await.is_some());
-    assert!(coord.attempts(trials[1]).await.is_empty(), "nothing new was taken");
+    assert!(
+        coord.attempts(trials[1]).await.is_empty(),
+        "nothing new was taken"
+    );
     assert_eq!(h.status().assignments, 1);
 }
 
@@ -356,7 +387,14 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     std::fs::write(&token, "t0ken\n").unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
         .env("AKBENCH_COORDINATOR", coord.url().as_str())
-        .args(["--slots", "1", "--worker-id", "w-bin", "--label", "kind=test"])
+        .args([
+            "--slots",
+            "1",
+            "--worker-id",
+            "w-bin",
+            "--label",
+            "kind=test",
+        ])
         .arg("--token-file")
         .arg(&token)
         .arg("--cache")
@@ -384,7 +422,10 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let log2 = log.clone();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             let mut l = log2.lock().unwrap();
             l.push_str(&line);
             l.push('\n');

@@ -128,11 +128,7 @@ impl ArtifactStore {
         if let Some(p) = &self.prefix {
             parts.extend(p.parts().map(|p| p.as_ref().to_string()));
         }
-        parts.extend(
-            rel.split('/')
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
-        );
+        parts.extend(rel.split('/').filter(|s| !s.is_empty()).map(str::to_string));
         ObjectPath::from_iter(parts)
     }
 
@@ -193,11 +189,20 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", src.path().join("link")).unwrap();
         let dst = tempfile::tempdir().unwrap();
         let store = ArtifactStore::open(dst.path().join("store").to_str().unwrap()).unwrap();
-        let n = store.put_dir(src.path(), "run/task/agent/r1/a1").await.unwrap();
+        let n = store
+            .put_dir(src.path(), "run/task/agent/r1/a1")
+            .await
+            .unwrap();
         assert_eq!(n, 2);
         let root = dst.path().join("store/run/task/agent/r1/a1");
-        assert_eq!(std::fs::read_to_string(root.join("agent.diff")).unwrap(), "diff");
-        assert_eq!(std::fs::read_to_string(root.join("eval/log.txt")).unwrap(), "log");
+        assert_eq!(
+            std::fs::read_to_string(root.join("agent.diff")).unwrap(),
+            "diff"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("eval/log.txt")).unwrap(),
+            "log"
+        );
         assert!(!root.join("link").exists());
     }
 

@@ -16,7 +16,12 @@ pub struct Args {
     #[arg(long, env = "AKBENCH_COORDINATOR")]
     pub coordinator: url::Url,
     /// Bearer token for the session.
-    #[arg(long, env = "AKBENCH_WORKER_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+    #[arg(
+        long,
+        env = "AKBENCH_WORKER_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
     pub token: Option<String>,
     /// File holding the bearer token (surrounding whitespace ignored).
     #[arg(long)]
@@ -85,7 +90,10 @@ impl Args {
             (None, None) => None,
         };
         if !self.grace.is_finite() || self.grace < 0.0 {
-            anyhow::bail!("--grace {} must be a non-negative number of seconds", self.grace);
+            anyhow::bail!(
+                "--grace {} must be a non-negative number of seconds",
+                self.grace
+            );
         }
         let mut c = WorkerConfig::new(
             self.coordinator,
@@ -162,9 +170,10 @@ where
         let handle = daemon.handle();
         let signals = tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut int)) =
-                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-            else {
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
                 tracing::error!("failed to install signal handlers");
                 return;
             };

@@ -99,8 +99,7 @@ pub(super) async fn run(
         events: events.clone(),
     };
     let ctx2 = ctx.clone();
-    let blocking =
-        tokio::task::spawn_blocking(move || execute(&ctx2, &a, &cancel, &fwd)).await;
+    let blocking = tokio::task::spawn_blocking(move || execute(&ctx2, &a, &cancel, &fwd)).await;
     let (record, artifacts) = match blocking {
         Ok(r) => r,
         Err(e) => {
@@ -261,10 +260,9 @@ fn execute(
         fwd,
         cancel,
     );
-    if let Err(e) = crate::orchestrator::write_json_atomic(
-        &artifacts_dir.join(ATTEMPT_RECORD_FILE),
-        &record,
-    ) {
+    if let Err(e) =
+        crate::orchestrator::write_json_atomic(&artifacts_dir.join(ATTEMPT_RECORD_FILE), &record)
+    {
         tracing::warn!(attempt = %key, "failed to write {ATTEMPT_RECORD_FILE}: {e}");
     }
     let art = Artifacts {

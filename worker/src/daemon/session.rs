@@ -195,7 +195,11 @@ impl Daemon {
 }
 
 fn endpoint(config: &WorkerConfig) -> Endpoint {
-    let url = config.coordinator.as_str().trim_end_matches('/').to_string();
+    let url = config
+        .coordinator
+        .as_str()
+        .trim_end_matches('/')
+        .to_string();
     Endpoint::from_shared(url)
         .expect("validated URL")
         .connect_timeout(Duration::from_secs(5))
@@ -499,12 +503,19 @@ impl Supervisor {
     fn start_drain(&mut self, reason: &str) {
         match &mut self.drain {
             Some(d) => {
-                tracing::info!(reason, "asked again to drain: cancelling running attempts now");
+                tracing::info!(
+                    reason,
+                    "asked again to drain: cancelling running attempts now"
+                );
                 d.grace_end = Instant::now();
             }
             None => {
-                tracing::info!(reason, grace_secs = self.config.grace.as_secs_f64(),
-                    running = self.attempts.values().filter(|e| e.running).count(), "draining");
+                tracing::info!(
+                    reason,
+                    grace_secs = self.config.grace.as_secs_f64(),
+                    running = self.attempts.values().filter(|e| e.running).count(),
+                    "draining"
+                );
                 self.drain = Some(Drain {
                     grace_end: Instant::now() + self.config.grace,
                     cancelled: false,
@@ -635,7 +646,11 @@ impl Supervisor {
     fn lose(&mut self, attempt_id: &str, why: &str) {
         if let Some(e) = self.attempts.get_mut(attempt_id) {
             if !e.lost {
-                tracing::warn!(attempt_id, why, "lease lost: cancelling the attempt and dropping what it owes");
+                tracing::warn!(
+                    attempt_id,
+                    why,
+                    "lease lost: cancelling the attempt and dropping what it owes"
+                );
                 self.status.lost += 1;
             }
             e.lost = true;
@@ -653,8 +668,8 @@ impl Supervisor {
                 self.welcomed = true;
                 self.backoff = BACKOFF_MIN;
                 self.status.sessions += 1;
-                self.heartbeat_period =
-                    Duration::from_millis(w.heartbeat_interval_ms.max(50)).min(DEFAULT_HEARTBEAT * 6);
+                self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
+                    .min(DEFAULT_HEARTBEAT * 6);
                 tracing::info!(coordinator = %self.config.coordinator, worker_id = %self.config.worker_id,
                     held = self.attempts.len(), revoked = w.revoked_attempt_ids.len(), "session open");
                 for id in &w.revoked_attempt_ids {
@@ -697,7 +712,10 @@ impl Supervisor {
         let code = pb::RefusalCode::try_from(r.code).unwrap_or(pb::RefusalCode::Unspecified);
         match code {
             pb::RefusalCode::StaleEpoch | pb::RefusalCode::UnknownAttempt => {
-                self.lose(&r.attempt_id, &format!("{}: {}", code.as_str_name(), r.message));
+                self.lose(
+                    &r.attempt_id,
+                    &format!("{}: {}", code.as_str_name(), r.message),
+                );
             }
             pb::RefusalCode::Unavailable => {
                 tracing::warn!(attempt_id = %r.attempt_id, "coordinator unavailable, sending again later: {}", r.message);

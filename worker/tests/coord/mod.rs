@@ -251,7 +251,10 @@ impl Coord {
     }
 
     /// The stored record of an attempt and its digest.
-    pub async fn record(&self, attempt: Uuid) -> Option<(AttemptRecord, String, serde_json::Value)> {
+    pub async fn record(
+        &self,
+        attempt: Uuid,
+    ) -> Option<(AttemptRecord, String, serde_json::Value)> {
         self.client()
             .await
             .query_opt(
@@ -280,7 +283,9 @@ pub struct AttemptRow {
 /// Work items from a real spec and plan over the corpus: `reps` trials of task `answer` with
 /// agent `agent`.
 pub fn work_items(corpus: &Corpus, agent: &str, reps: u32, grade: bool) -> Vec<WorkItem> {
-    let manifest = corpus.root().join(format!("experiment-{agent}-{}.yaml", Uuid::now_v7()));
+    let manifest = corpus
+        .root()
+        .join(format!("experiment-{agent}-{}.yaml", Uuid::now_v7()));
     std::fs::write(
         &manifest,
         format!(
@@ -337,7 +342,11 @@ pub fn spawn(config: WorkerConfig) -> (Handle, tokio::task::JoinHandle<Exit>) {
 
 /// The agent home of an attempt.
 pub fn home_of(corpus: &Corpus, attempt: Uuid) -> PathBuf {
-    corpus.root().join("cache/work").join(attempt.to_string()).join("home")
+    corpus
+        .root()
+        .join("cache/work")
+        .join(attempt.to_string())
+        .join("home")
 }
 
 /// Pids listed in a file of `role pid` or `pid` lines.
