@@ -1,1 +1,338 @@
-fn main() {}
+//! Coordinator dispatch benchmark: N synthetic worker sessions over real gRPC against the
+//! real coordinator and a private PostgreSQL cluster (fsync on). Each attempt is claim ->
+//! 11 transitions (one batch) -> record upload -> finish. Reports attempts/s, the
+//! enqueue-to-assignment latency with idle slots (p50/p99), and a raw pgbench loop (one
+//! SKIP LOCKED claim+complete per transaction, 8 clients) on the same cluster.
+//!
+//! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
+//! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10).
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use akbench_coordinator::pgcluster::PrivateCluster;
+use akbench_coordinator::scheduler::test_support::seed_run;
+use akbench_coordinator::scheduler::{Caps, Scheduler};
+use akbench_coordinator::store::Store;
+use akbench_coordinator::workers_service::{wire_state, WorkersConfig, WorkersService};
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::lifecycle::State;
+use akbench_proto::v1::{
+    coordinator_message::Body as Out, worker_message::Body as In, AttemptFinished, Hello,
+    RecordUpload, Subject, Transition, TransitionBatch, WorkerMessage,
+};
+use akbench_proto::workers_client::WorkersClient;
+use serde_json::json;
+use tokio::sync::{mpsc, Notify};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const CHAIN: [State; 11] = [
+    State::Pending,
+    State::Preparing,
+    State::Validating,
+    State::ConfiguringRuntime,
+    State::CreatingWorkspace,
+    State::StartingAgent,
+    State::Executing,
+    State::Collecting,
+    State::Evaluating,
+    State::Finalizing,
+    State::NotGraded,
+];
+
+/// Shared counters of the synthetic workers.
+struct Progress {
+    finished: AtomicU64,
+    assigned: AtomicU64,
+    last_assigned: std::sync::Mutex<Option<Instant>>,
+    changed: Notify,
+}
+
+fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
+    let now = chrono::Utc::now().timestamp_millis();
+    let transitions = CHAIN
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Transition {
+            seq: i as u32 + 1,
+            state: wire_state(*s) as i32,
+            at_unix_ms: now,
+            note: String::new(),
+        })
+        .collect();
+    let record = json!({
+        "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
+        "number": 1,
+        "transitions": CHAIN.iter().enumerate()
+            .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
+            .collect::<Vec<_>>(),
+        "state": "not_graded", "cause": null, "workspace": {"kept": false},
+        "agent_process": null, "observations": {}, "timings_ms": {}, "grade": null,
+        "artifacts_dir": "a",
+    });
+    let record_json = canonical_json(&record);
+    let digest = digest_bytes(record_json.as_bytes());
+    let m = |body| WorkerMessage { body: Some(body) };
+    [
+        m(In::Transitions(TransitionBatch {
+            attempt_id: attempt_id.into(),
+            epoch,
+            transitions,
+        })),
+        m(In::Record(RecordUpload {
+            attempt_id: attempt_id.into(),
+            epoch,
+            record_json,
+            digest,
+        })),
+        m(In::Finished(AttemptFinished {
+            attempt_id: attempt_id.into(),
+            epoch,
+            terminal_state: wire_state(State::NotGraded) as i32,
+            cause: String::new(),
+        })),
+    ]
+}
+
+async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Arc<Progress>) {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(4096);
+    tx.send(WorkerMessage {
+        body: Some(In::Hello(Hello {
+            worker_id: id,
+            slots,
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut inbound = WorkersClient::new(channel)
+        .session(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    while let Ok(Some(m)) = inbound.message().await {
+        match m.body {
+            Some(Out::Assignment(a)) => {
+                *progress.last_assigned.lock().unwrap() = Some(Instant::now());
+                progress.assigned.fetch_add(1, Ordering::Relaxed);
+                progress.changed.notify_waiters();
+                for m in messages(&a.attempt_id, a.epoch) {
+                    tx.send(m).await.unwrap();
+                }
+            }
+            Some(Out::Ack(a)) if a.subject == Subject::Finished as i32 => {
+                progress.finished.fetch_add(1, Ordering::Relaxed);
+                progress.changed.notify_waiters();
+            }
+            Some(Out::Refusal(r)) => panic!("refused: {r:?}"),
+            _ => {}
+        }
+    }
+}
+
+async fn wait_until(progress: &Progress, f: impl Fn(&Progress) -> bool) {
+    loop {
+        let changed = progress.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if f(progress) {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn pgbench(cluster: &PrivateCluster, db: &str, seconds: usize) -> Option<f64> {
+    let bin = ["/usr/lib/postgresql/15/bin/pgbench", "pgbench"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())?;
+    let dir = tempfile::tempdir().ok()?;
+    let script = dir.path().join("claim_complete.sql");
+    std::fs::write(
+        &script,
+        "BEGIN;\n\
+         WITH c AS (SELECT id FROM raw_jobs WHERE state = 'ready' ORDER BY id \
+         FOR UPDATE SKIP LOCKED LIMIT 1) \
+         UPDATE raw_jobs j SET state = 'done', done_at = now() FROM c WHERE j.id = c.id;\n\
+         COMMIT;\n",
+    )
+    .ok()?;
+    let out = Command::new(bin)
+        .args(["-n", "-c", "8", "-j", "2", "-T", &seconds.to_string(), "-f"])
+        .arg(&script)
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &cluster.port().to_string(),
+            "-U",
+            "postgres",
+            db,
+        ])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tps = text
+        .lines()
+        .find(|l| l.starts_with("tps = "))?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok();
+    println!(
+        "pgbench: {}",
+        text.lines()
+            .filter(|l| l.starts_with("tps") || l.contains("latency average"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    tps
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let attempts = env("ATTEMPTS", 20_000);
+    let sessions = env("SESSIONS", 8);
+    let slots = env("SLOTS", 8) as u32;
+    let samples = env("LATENCY_SAMPLES", 200);
+    let pg_seconds = env("PGBENCH_SECONDS", 10);
+
+    let cluster = PrivateCluster::start(None).expect("private cluster");
+    let url = cluster.create_database("bench").await.expect("database");
+    let store = Store::connect(&url).await.expect("connects");
+    store.migrate().await.expect("migrates");
+    let scheduler = Scheduler::new(store.clone());
+    let service = WorkersService::new(
+        scheduler.clone(),
+        WorkersConfig {
+            lease_ttl: Duration::from_secs(30),
+            ..Default::default()
+        },
+    );
+    let _reaper = service.spawn_reaper();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = service.clone().into_server();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let progress = Arc::new(Progress {
+        finished: AtomicU64::new(0),
+        assigned: AtomicU64::new(0),
+        last_assigned: std::sync::Mutex::new(None),
+        changed: Notify::new(),
+    });
+    for i in 0..sessions {
+        tokio::spawn(worker(
+            addr,
+            format!("bench-{i}"),
+            slots,
+            Arc::clone(&progress),
+        ));
+    }
+    while service.connected() < sessions {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // Dispatch latency with idle slots: one item at a time.
+    let run = seed_run(&store, samples, "noop", &Caps::default())
+        .await
+        .unwrap();
+    let items = run.items("noop", 0);
+    let mut latencies = Vec::with_capacity(samples);
+    for item in &items {
+        let before = progress.finished.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        scheduler
+            .enqueue(run.run_id, std::slice::from_ref(item))
+            .await
+            .unwrap();
+        wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) > before).await;
+        let at = progress.last_assigned.lock().unwrap().unwrap();
+        latencies.push(at.saturating_duration_since(t0));
+    }
+    latencies.sort();
+
+    // Throughput: everything enqueued at once.
+    let run = seed_run(&store, attempts, "noop", &Caps::default())
+        .await
+        .unwrap();
+    let items = run.items("noop", 0);
+    let base = progress.finished.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    scheduler.enqueue(run.run_id, &items).await.unwrap();
+    let target = base + attempts as u64;
+    wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
+    let elapsed = t0.elapsed();
+    let rate = attempts as f64 / elapsed.as_secs_f64();
+
+    // The raw loop on the same cluster.
+    let raw_db = "raw";
+    let raw_url = cluster.create_database(raw_db).await.expect("raw database");
+    let raw = Store::connect(&raw_url).await.unwrap();
+    raw.client()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE TABLE raw_jobs (id bigserial PRIMARY KEY, state text NOT NULL, done_at timestamptz);
+             INSERT INTO raw_jobs (state) SELECT 'ready' FROM generate_series(1, 400000);
+             CREATE INDEX raw_jobs_ready ON raw_jobs (id) WHERE state = 'ready';",
+        )
+        .await
+        .unwrap();
+    raw.client()
+        .await
+        .unwrap()
+        .batch_execute("VACUUM ANALYZE raw_jobs")
+        .await
+        .unwrap();
+    drop(raw);
+    let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
+
+    println!("coordinator dispatch benchmark");
+    println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
+    println!(
+        "  throughput: {rate:.0} attempts/s ({attempts} in {:.2} s)",
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  dispatch latency (enqueue -> assignment, idle slots, {samples} samples): p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3
+    );
+    match raw_tps {
+        Some(tps) => println!(
+            "  raw pgbench SKIP LOCKED claim+complete (8 clients): {tps:.0} tx/s; ratio {:.2}",
+            rate / tps
+        ),
+        None => println!("  raw pgbench: not available"),
+    }
+    drop(service);
+    let _ = cluster.stop();
+}

@@ -136,32 +136,40 @@ impl Scheduler {
             .store
             .tx(|tx| {
                 let worker_id = worker_id.clone();
-                Box::pin(async move {
-                    let chosen = choose(tx, limit).await?;
-                    if chosen.is_empty() {
-                        return Ok(Vec::new());
-                    }
-                    let attempt_ids: Vec<Uuid> = chosen.iter().map(|_| Uuid::now_v7()).collect();
-                    let rows = tx
-                        .query(CREATE_SQL, &[&worker_id, &chosen, &attempt_ids, &ttl])
-                        .await?;
-                    Ok(rows
-                        .iter()
-                        .map(|r| Assignment {
-                            attempt_id: r.get(0),
-                            trial_id: r.get(1),
-                            run_id: r.get(2),
-                            number: r.get(3),
-                            kind: WorkKind::parse(r.get(4)).unwrap_or(WorkKind::Execute),
-                            epoch: r.get(5),
-                            document: r.get(6),
-                        })
-                        .collect())
-                })
+                Box::pin(async move { claim_in(tx, &worker_id, limit, ttl).await })
             })
             .await?;
         Ok(assignments)
     }
+}
+
+/// Claims up to `limit` items for `worker_id` inside `tx` (see [`Scheduler::claim`]).
+pub(super) async fn claim_in(
+    tx: &Tx<'_>,
+    worker_id: &str,
+    limit: i64,
+    ttl_ms: i64,
+) -> Result<Vec<Assignment>, StoreError> {
+    let chosen = choose(tx, limit).await?;
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    let attempt_ids: Vec<Uuid> = chosen.iter().map(|_| Uuid::now_v7()).collect();
+    let rows = tx
+        .query(CREATE_SQL, &[&worker_id, &chosen, &attempt_ids, &ttl_ms])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Assignment {
+            attempt_id: r.get(0),
+            trial_id: r.get(1),
+            run_id: r.get(2),
+            number: r.get(3),
+            kind: WorkKind::parse(r.get(4)).unwrap_or(WorkKind::Execute),
+            epoch: r.get(5),
+            document: r.get(6),
+        })
+        .collect())
 }
 
 /// Picks up to `limit` ready items within caps, locked for this transaction.

@@ -39,6 +39,7 @@ use uuid::Uuid;
 use crate::store::Store;
 
 pub use error::SchedulerError;
+pub use report::ClaimAfter;
 pub use types::{
     Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck,
     TransitionIn, WorkKind,

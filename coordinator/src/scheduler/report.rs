@@ -9,8 +9,9 @@ use akbench_core::lifecycle::{is_valid_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::claim::claim_in;
 use super::record::check_record;
-use super::{Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
+use super::{Assignment, Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
 use crate::store::{StoreError, Tx};
 
 const LOCK_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/lock_attempts.sql");
@@ -80,6 +81,19 @@ impl Scheduler {
     /// refused one changes nothing. A database failure refuses the reports of its
     /// transaction with [`SchedulerError::Store`].
     pub async fn report(&self, reports: &[Report]) -> Vec<Outcome> {
+        self.report_and_claim(reports, None).await.0
+    }
+
+    /// [`Scheduler::report`], then, in the same (last) transaction, a claim for the
+    /// session described by `claim`: up to its free slots plus those freed by these reports
+    /// (finished or stale attempts it held). Saves a commit per dispatch round.
+    pub async fn report_and_claim(
+        &self,
+        reports: &[Report],
+        claim: Option<ClaimAfter>,
+    ) -> (Vec<Outcome>, Vec<Assignment>) {
+        let claim = claim.map(Arc::new);
+        let mut assigned = Vec::new();
         let mut outcomes: Vec<Option<Outcome>> =
             reports.iter().map(|r| precheck(r).err().map(Err)).collect();
         // Chunks: a transition batch that follows a finish of the same attempt in the
@@ -104,18 +118,50 @@ impl Scheduler {
                 chunk.push(i);
             }
         }
-        for chunk in chunks.iter().filter(|c| !c.is_empty()) {
+        chunks.retain(|c| !c.is_empty());
+        let n_chunks = chunks.len();
+        for (k, chunk) in chunks.iter().enumerate() {
             let batch: Arc<Vec<(usize, Report)>> =
                 Arc::new(chunk.iter().map(|&i| (i, reports[i].clone())).collect());
+            let claim = if k + 1 == n_chunks {
+                claim.clone()
+            } else {
+                None
+            };
+            let earlier_freed = claim.as_ref().map_or(0, |c| freed(c, reports, &outcomes));
             let result = self
                 .store
                 .tx(|tx| {
                     let batch = Arc::clone(&batch);
-                    Box::pin(async move { apply(tx, &batch).await })
+                    let claim = claim.clone();
+                    Box::pin(async move {
+                        let results = apply(tx, &batch).await?;
+                        let mut got = Vec::new();
+                        if let Some(c) = claim {
+                            let mut n = c.free + earlier_freed;
+                            for (i, o) in &results {
+                                let id = batch
+                                    .iter()
+                                    .find(|(j, _)| j == i)
+                                    .map(|(_, r)| r.attempt_id());
+                                let frees = matches!(o, Ok(ReportAck::Finished(_)))
+                                    || matches!(o, Err(SchedulerError::StaleEpoch { .. }));
+                                if frees && id.is_some_and(|id| c.held.contains(&id)) {
+                                    n += 1;
+                                }
+                            }
+                            n = n.min(c.slots);
+                            if n > 0 {
+                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms).await?;
+                            }
+                        }
+                        Ok((results, got))
+                    })
                 })
                 .await;
             match result {
-                Ok(results) => {
+                Ok((results, got)) => {
+                    assigned = got;
                     let requeued = results.iter().any(|(_, o)| {
                         matches!(o, Ok(ReportAck::Finished(Some(Disposition::Requeued))))
                     });
@@ -138,12 +184,13 @@ impl Scheduler {
                 }
             }
         }
-        outcomes
+        let outcomes = outcomes
             .into_iter()
             .map(|o| {
                 o.unwrap_or_else(|| Err(SchedulerError::malformed("a report", "not processed")))
             })
-            .collect()
+            .collect();
+        (outcomes, assigned)
     }
 
     /// Stores transitions of one attempt; returns the highest seq now stored. See
@@ -214,6 +261,36 @@ impl Scheduler {
             .pop()
             .unwrap_or_else(|| Err(SchedulerError::malformed("a report", "not processed")))
     }
+}
+
+/// A session's claim to make after its reports (see [`Scheduler::report_and_claim`]).
+#[derive(Debug, Clone)]
+pub struct ClaimAfter {
+    /// The worker.
+    pub worker_id: String,
+    /// Slots free before these reports.
+    pub free: usize,
+    /// The most attempts to claim.
+    pub slots: usize,
+    /// Attempts the session holds (a finish or stale refusal of one frees its slot).
+    pub held: std::collections::HashSet<Uuid>,
+    /// Lease TTL in milliseconds.
+    pub ttl_ms: i64,
+}
+
+/// Slots freed by the outcomes decided so far.
+fn freed(c: &ClaimAfter, reports: &[Report], outcomes: &[Option<Outcome>]) -> usize {
+    reports
+        .iter()
+        .zip(outcomes)
+        .filter(|(r, o)| {
+            c.held.contains(&r.attempt_id())
+                && matches!(
+                    o,
+                    Some(Ok(ReportAck::Finished(_))) | Some(Err(SchedulerError::StaleEpoch { .. }))
+                )
+        })
+        .count()
 }
 
 fn unexpected(ack: ReportAck) -> SchedulerError {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
 use super::{Control, WorkersService, HELLO_TIMEOUT};
-use crate::scheduler::{Report, ReportAck, SchedulerError};
+use crate::scheduler::{ClaimAfter, Report, ReportAck, SchedulerError};
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
@@ -307,7 +307,19 @@ impl Session {
             }
         }
         if !reports.is_empty() {
-            let outcomes = self.service.scheduler.report(&reports).await;
+            let claim = (!self.draining).then(|| ClaimAfter {
+                worker_id: self.worker_id.clone(),
+                free: self.free(),
+                slots: self.slots,
+                held: self.held.keys().copied().collect(),
+                ttl_ms: i64::try_from(self.service.config.lease_ttl.as_millis())
+                    .unwrap_or(i64::MAX),
+            });
+            let (outcomes, assigned) = self
+                .service
+                .scheduler
+                .report_and_claim(&reports, claim)
+                .await;
             for ((report, outcome), (i, id, subject)) in
                 reports.iter().zip(&outcomes).zip(&report_of)
             {
@@ -317,6 +329,14 @@ impl Session {
                     freed = true;
                 }
                 answers[*i] = Some(answer(id, *subject, outcome));
+            }
+            if !self.draining {
+                // The claim already used the freed slots.
+                freed = false;
+            }
+            for a in &assigned {
+                self.held.insert(a.attempt_id, a.epoch);
+                answers.push(Some(convert::assignment(a)));
             }
         }
         for a in answers.into_iter().flatten() {
