@@ -449,14 +449,19 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let a = coord.attempts(trials[0]).await.remove(0);
     assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
     assert!(coord.record(a.id).await.is_some());
-    // The second trial never ran here: not assigned, or (when the coordinator assigned it
-    // before the session closed) ended at once without starting.
+    // The second trial never ran here. The coordinator does not read `Heartbeat.free_slots`,
+    // so it may still lease it to the draining worker when the first one finishes: then it
+    // either ended at once without starting (`infrastructure_error`, "draining") or, when the
+    // worker had already left, its lease is left to expire and be reaped.
     for b in coord.attempts(trials[1]).await {
-        assert_eq!(b.terminal.as_deref(), Some("infrastructure_error"), "{b:?}");
-        assert_eq!(
-            states(&coord.transitions(b.id).await),
-            vec!["pending", "infrastructure_error"]
+        let ts = coord.transitions(b.id).await;
+        assert!(
+            ts.iter().all(|(_, s)| s != "preparing"),
+            "the second trial never started here: {b:?} {ts:?}"
         );
-        assert!(b.cause.unwrap_or_default().contains("draining"));
+        if let Some(t) = &b.terminal {
+            assert_eq!(t, "infrastructure_error", "{b:?}");
+            assert!(b.cause.clone().unwrap_or_default().contains("draining"));
+        }
     }
 }
