@@ -1,0 +1,62 @@
+//! The worker daemon: a client of the coordinator's `Workers.Session` stream that runs every
+//! assignment with the same [`Orchestrator`](crate::orchestrator::Orchestrator) as
+//! `akbench run single`, streams its transitions as they happen, uploads its record and
+//! artifacts, and holds nothing the coordinator cannot take back.
+//!
+//! # Protocol as implemented
+//!
+//! - **Connect**: HTTP/2 with keepalive pings every 10 s (5 s timeout, also while idle), so a
+//!   dead connection is noticed within seconds; `authorization: Bearer <token>` in the
+//!   metadata when a token is configured. The first message is `Hello{worker_id, slots,
+//!   labels, version, held_leases}`; nothing else is sent before the `Welcome`.
+//! - **Welcome**: its `heartbeat_interval_ms` sets the heartbeat period; every attempt listed
+//!   in `revoked_attempt_ids` is cancelled (its agent's process group is killed) and
+//!   forgotten: nothing more is sent about it. Then everything still owed is sent again.
+//! - **Heartbeat** every interval: free slots (0 while draining) and every lease still held.
+//! - **Assignment**: the work item is decoded ([`WorkItem::decode`](akbench_core::work::WorkItem::decode)) and prepared
+//!   ([`crate::trial::prepare`]); a bad work item, a failed preparation, a `GRADE` kind (not
+//!   supported by this worker yet) or an unsafe trial key ends the attempt
+//!   `invalid_configuration` with the cause, never the daemon. Otherwise the attempt runs on
+//!   a blocking thread with its own [`CancelToken`](crate::process::CancelToken); every transition is sent at once as a
+//!   `TransitionBatch{attempt_id, epoch, [transition]}` (wire `seq` = record `seq` + 1, so
+//!   from 1). Grading follows the work item (`trial.evaluation.grade`). Artifacts go to
+//!   `<out>/<trial key>/a<n>/` (with `attempt_record.json`) and, when an artifact store is
+//!   configured, are copied to it under the same key and removed locally. Then
+//!   `RecordUpload{record_json = canonical JSON of the AttemptRecord, digest}` and
+//!   `AttemptFinished{terminal_state, cause}` are sent, in that order.
+//! - **Acks**: every message about an attempt stays owed until acknowledged (transitions up
+//!   to the acknowledged `seq`). On reconnect the owed messages are sent again: transitions
+//!   are idempotent by (attempt, seq), records by digest.
+//! - **Cancel**: the attempt's token is cancelled; it ends `cancelled` and is reported.
+//! - **Refusal**: `STALE_EPOCH` or `UNKNOWN_ATTEMPT`: the lease is lost; the attempt is
+//!   cancelled and everything owed about it is dropped. `UNAVAILABLE`: sent again on the next
+//!   heartbeat. Any other code (a message the coordinator will never accept): logged and
+//!   that message dropped.
+//! - **Reconnect**: when the stream fails or ends, attempts keep running; the daemon
+//!   reconnects with exponential backoff (100 ms doubling to 5 s, +-20% jitter), presents its
+//!   held leases in `Hello` and re-sends what is owed.
+//! - **Drain** (the coordinator's `Drain`, SIGTERM or SIGINT, or [`Handle::drain`]): no new
+//!   work (free slots 0; an assignment that arrives anyway is not started and is reported
+//!   `infrastructure_error`, "worker draining", so the coordinator can re-queue it within its
+//!   retry budget); running attempts get `--grace` to finish, then are cancelled; what is owed
+//!   is delivered (for up to [`FLUSH_TIMEOUT`] more), then the daemon exits. A second signal
+//!   ends the grace period at once.
+//!
+//! # Exit codes of `akbench-worker`
+//!
+//! - `0`: drained; everything owed was acknowledged.
+//! - `1`: could not start (bad configuration, unreadable token file, artifact store).
+//! - `2`: bad command line (from clap).
+//! - `3`: drained, but some owed messages could not be delivered before the deadline (the
+//!   coordinator was unreachable); their leases will expire and be reaped.
+
+mod artifacts;
+mod cli;
+mod config;
+mod runner;
+mod session;
+
+pub use artifacts::{ArtifactError, ArtifactStore};
+pub use cli::{main_with_args, Args};
+pub use config::{ConfigError, WorkerConfig};
+pub use session::{Daemon, Exit, Handle, Status, FLUSH_TIMEOUT};

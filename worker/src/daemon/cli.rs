@@ -1,0 +1,242 @@
+//! The `akbench-worker` command line.
+
+use super::config::{default_worker_id, WorkerConfig};
+use super::session::Daemon;
+use clap::Parser;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// akbench worker daemon: runs the coordinator's assignments on this host.
+#[derive(Debug, Parser)]
+#[command(name = "akbench-worker", version)]
+pub struct Args {
+    /// The coordinator's gRPC endpoint, e.g. http://coordinator:7443.
+    #[arg(long, env = "AKBENCH_COORDINATOR")]
+    pub coordinator: url::Url,
+    /// Bearer token for the session.
+    #[arg(
+        long,
+        env = "AKBENCH_WORKER_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// File holding the bearer token (surrounding whitespace ignored).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Attempts run at once.
+    #[arg(long, default_value_t = 1)]
+    pub slots: u32,
+    /// A label advertised to the coordinator, `key=value`; repeatable.
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// Stable worker identity [default: <hostname>-<pid>].
+    #[arg(long)]
+    pub worker_id: Option<String>,
+    /// Mirror cache and work folders [default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench].
+    #[arg(long = "cache")]
+    pub cache: Option<PathBuf>,
+    /// Where attempts' artifacts are written first.
+    #[arg(long = "out", default_value = "akbench-worker-out")]
+    pub out: PathBuf,
+    /// Artifact store the artifacts are copied to: a folder, file:///folder, or
+    /// s3://bucket/prefix (with the `s3` feature; AWS_* environment). Without it artifacts
+    /// stay under --out.
+    #[arg(long)]
+    pub artifacts: Option<String>,
+    /// The task corpus the plans were made from.
+    #[arg(long)]
+    pub tasks_root: PathBuf,
+    /// The agent descriptors the plans were made from.
+    #[arg(long)]
+    pub agents_root: PathBuf,
+    /// Seconds running attempts may take to finish once draining starts.
+    #[arg(long, default_value_t = 60.0)]
+    pub grace: f64,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("label {s:?} must be key=value")),
+    }
+}
+
+fn cache_default() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("akbench");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".cache/akbench"),
+        None => std::env::temp_dir().join("akbench-cache"),
+    }
+}
+
+impl Args {
+    /// The configuration these flags describe.
+    pub fn into_config(self) -> anyhow::Result<WorkerConfig> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(t.trim().to_string()),
+            (None, Some(f)) => Some(
+                std::fs::read_to_string(f)
+                    .map_err(|e| {
+                        anyhow::anyhow!("failed to read --token-file {}: {e}", f.display())
+                    })?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        if !self.grace.is_finite() || self.grace < 0.0 {
+            anyhow::bail!(
+                "--grace {} must be a non-negative number of seconds",
+                self.grace
+            );
+        }
+        let mut c = WorkerConfig::new(
+            self.coordinator,
+            self.cache.unwrap_or_else(cache_default),
+            self.out,
+            self.tasks_root,
+            self.agents_root,
+        );
+        c.token = token;
+        c.slots = self.slots;
+        c.labels = self.labels.into_iter().collect::<BTreeMap<_, _>>();
+        c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
+        c.artifacts = self.artifacts;
+        c.grace = Duration::from_secs_f64(self.grace);
+        Ok(c)
+    }
+}
+
+fn init_tracing() {
+    let level = std::env::var("AKBENCH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}
+
+/// Parses `args` (the program name first), runs the daemon until it is drained, and returns
+/// the process exit code (see the [module docs](super)). SIGTERM and SIGINT start a drain;
+/// a second one cancels the running attempts at once. Logs go to stderr (`AKBENCH_LOG` sets
+/// the level: error, warn, info, debug, trace).
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    init_tracing();
+    let config = match args.into_config() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return 1;
+        }
+    };
+    let daemon = match Daemon::new(config) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("failed to start the async runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        let handle = daemon.handle();
+        let signals = tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::error!("failed to install signal handlers");
+                return;
+            };
+            loop {
+                let name = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "SIGINT",
+                };
+                handle.drain(name);
+            }
+        });
+        let exit = daemon.run().await;
+        signals.abort();
+        exit.code()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flags_into_a_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let d = dir.path().to_str().unwrap();
+        let args = Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--slots",
+            "4",
+            "--label",
+            "arch=x86_64",
+            "--label",
+            "gpu=",
+            "--worker-id",
+            "w1",
+            "--tasks-root",
+            d,
+            "--agents-root",
+            d,
+            "--grace",
+            "1.5",
+        ])
+        .unwrap();
+        let c = args.into_config().unwrap();
+        assert_eq!(c.token.as_deref(), Some("s3cret"));
+        assert_eq!(c.slots, 4);
+        assert_eq!(c.labels["arch"], "x86_64");
+        assert_eq!(c.labels["gpu"], "");
+        assert_eq!(c.worker_id, "w1");
+        assert_eq!(c.grace, Duration::from_millis(1500));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        assert_eq!(main_with_args(["akbench-worker", "--slots", "x"]), 2);
+        assert!(parse_label("novalue").is_err());
+        assert!(parse_label("=v").is_err());
+    }
+}

@@ -1,0 +1,203 @@
+//! What a worker daemon needs to know: where the coordinator is, its identity and capacity,
+//! and where tasks, agents, caches and artifacts live.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use url::Url;
+
+/// The configuration of one worker daemon.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    /// The coordinator's gRPC endpoint (`http://host:port`).
+    pub coordinator: Url,
+    /// Bearer token sent as `authorization: Bearer <token>` on the session.
+    pub token: Option<String>,
+    /// Stable identity of this worker (`<hostname>-<pid>` by default).
+    pub worker_id: String,
+    /// How many attempts run at once (at least 1).
+    pub slots: u32,
+    /// Labels advertised in `Hello`.
+    pub labels: BTreeMap<String, String>,
+    /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
+    pub cache_root: PathBuf,
+    /// Local folder where each attempt's artifacts are written first
+    /// (`<out>/<trial key>/a<n>/`).
+    pub out_root: PathBuf,
+    /// Artifact store the artifacts are copied to (`None`: they stay under `out_root`).
+    pub artifacts: Option<String>,
+    /// The task corpus the plan was made from.
+    pub tasks_root: PathBuf,
+    /// The agent descriptors the plan was made from.
+    pub agents_root: PathBuf,
+    /// How long running attempts may take to finish once draining starts.
+    pub grace: Duration,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerConfig")
+            .field("coordinator", &self.coordinator.as_str())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("worker_id", &self.worker_id)
+            .field("slots", &self.slots)
+            .field("labels", &self.labels)
+            .field("cache_root", &self.cache_root)
+            .field("out_root", &self.out_root)
+            .field("artifacts", &self.artifacts)
+            .field("tasks_root", &self.tasks_root)
+            .field("agents_root", &self.agents_root)
+            .field("grace", &self.grace)
+            .finish()
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The coordinator URL is not usable.
+    #[error("coordinator `{url}` is not usable: {reason}; give an http:// URL such as http://coordinator:7443")]
+    Coordinator {
+        /// As given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// A value is invalid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl WorkerConfig {
+    /// A configuration with defaults: 1 slot, no labels, `<hostname>-<pid>`, grace 60 s.
+    pub fn new(
+        coordinator: Url,
+        cache_root: PathBuf,
+        out_root: PathBuf,
+        tasks_root: PathBuf,
+        agents_root: PathBuf,
+    ) -> Self {
+        Self {
+            coordinator,
+            token: None,
+            worker_id: default_worker_id(),
+            slots: 1,
+            labels: BTreeMap::new(),
+            cache_root,
+            out_root,
+            artifacts: None,
+            tasks_root,
+            agents_root,
+            grace: Duration::from_secs(60),
+        }
+    }
+
+    /// Checks what can be checked before connecting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self.coordinator.scheme() {
+            "http" => {}
+            "https" => {
+                return Err(ConfigError::Coordinator {
+                    url: self.coordinator.to_string(),
+                    reason: "this worker is built without TLS; reach the coordinator over plain http:// (inside the cluster or through a TLS-terminating proxy)".into(),
+                })
+            }
+            s => {
+                return Err(ConfigError::Coordinator {
+                    url: self.coordinator.to_string(),
+                    reason: format!("scheme `{s}` is not http"),
+                })
+            }
+        }
+        if self.coordinator.host_str().is_none_or(str::is_empty) {
+            return Err(ConfigError::Coordinator {
+                url: self.coordinator.to_string(),
+                reason: "it names no host".into(),
+            });
+        }
+        if self.slots == 0 {
+            return Err(ConfigError::Invalid(
+                "--slots must be at least 1".to_string(),
+            ));
+        }
+        if self.worker_id.is_empty() || self.worker_id.chars().any(char::is_control) {
+            return Err(ConfigError::Invalid(format!(
+                "--worker-id {:?} must be non-empty printable text",
+                self.worker_id
+            )));
+        }
+        if let Some(t) = &self.token {
+            if t.is_empty() || t.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(ConfigError::Invalid(
+                    "the worker token is empty or contains spaces or control characters"
+                        .to_string(),
+                ));
+            }
+        }
+        for (dir, what) in [
+            (&self.tasks_root, "--tasks-root"),
+            (&self.agents_root, "--agents-root"),
+        ] {
+            if !dir.is_dir() {
+                return Err(ConfigError::Invalid(format!(
+                    "{what} {} is not a folder; point it at the corpus the plan was made from",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `<hostname>-<pid>`.
+pub fn default_worker_id() -> String {
+    format!("{}-{}", hostname(), std::process::id())
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success
+    // (and we stop at the first NUL or the end).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "worker".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    if name.is_empty() {
+        "worker".into()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> WorkerConfig {
+        let d = std::env::temp_dir();
+        WorkerConfig::new(url.parse().unwrap(), d.clone(), d.clone(), d.clone(), d)
+    }
+
+    #[test]
+    fn validates_urls_slots_and_tokens() {
+        assert!(config("http://127.0.0.1:7443").validate().is_ok());
+        assert!(config("ftp://x").validate().is_err());
+        let mut c = config("http://x:1");
+        c.slots = 0;
+        assert!(c.validate().is_err());
+        c.slots = 2;
+        c.token = Some("a b".into());
+        assert!(c.validate().is_err());
+        c.token = Some("secret".into());
+        assert!(c.validate().is_ok());
+        assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[test]
+    fn default_worker_id_names_host_and_pid() {
+        let id = default_worker_id();
+        assert!(id.ends_with(&format!("-{}", std::process::id())), "{id}");
+    }
+}

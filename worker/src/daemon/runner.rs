@@ -1,0 +1,367 @@
+//! One assignment: decode and prepare the work item, run the attempt on a blocking thread,
+//! forward its transitions as they happen, store its artifacts, and hand back the record and
+//! the terminal state. Nothing here talks to the network; the session sends what it gets.
+
+use super::artifacts::ArtifactStore;
+use crate::orchestrator::{AttemptOptions, AttemptRequest, Observer, Orchestrator};
+use crate::process::CancelToken;
+use crate::trial::prepare;
+use akbench_core::digest::{canonical_json, digest_of};
+use akbench_core::ids;
+use akbench_core::lifecycle::State;
+use akbench_core::record::{AttemptRecord, Identity, Observations, Transition, WorkspaceFacts};
+use akbench_core::work::WorkItem;
+use akbench_proto::v1 as pb;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tokio::sync::mpsc::UnboundedSender;
+use uuid::Uuid;
+
+/// File name of the attempt record written beside the artifacts.
+pub const ATTEMPT_RECORD_FILE: &str = "attempt_record.json";
+
+/// What runners tell the session.
+#[derive(Debug)]
+pub(super) enum Event {
+    /// A transition of a running attempt.
+    Transition {
+        attempt_id: String,
+        transition: pb::Transition,
+    },
+    /// The attempt ended; its record and finish are owed to the coordinator.
+    Done {
+        attempt_id: String,
+        record_json: String,
+        digest: String,
+        terminal: pb::AttemptState,
+        cause: String,
+    },
+}
+
+/// What every runner shares.
+#[derive(Debug)]
+pub(super) struct Context {
+    pub orchestrator: Orchestrator,
+    pub tasks_root: PathBuf,
+    pub agents_root: PathBuf,
+    pub out_root: PathBuf,
+    pub artifacts: Option<ArtifactStore>,
+}
+
+/// The wire state of a lifecycle state.
+pub(super) fn wire_state(state: State) -> pb::AttemptState {
+    pb::AttemptState::from_str_name(&format!("ATTEMPT_STATE_{}", state.as_str().to_uppercase()))
+        .unwrap_or(pb::AttemptState::Unspecified)
+}
+
+/// The wire form of a recorded transition (wire seqs start at 1, record seqs at 0).
+pub(super) fn wire_transition(t: &Transition) -> pb::Transition {
+    pb::Transition {
+        seq: t.seq.saturating_add(1),
+        state: wire_state(t.state) as i32,
+        at_unix_ms: t.at.timestamp_millis(),
+        note: t.note.clone().unwrap_or_default(),
+    }
+}
+
+/// Forwards every transition to the session the moment it is recorded.
+struct Forward {
+    attempt_id: String,
+    events: UnboundedSender<Event>,
+}
+
+impl Observer for Forward {
+    fn transition(&self, _: &Identity, _: u32, t: &Transition) {
+        let _ = self.events.send(Event::Transition {
+            attempt_id: self.attempt_id.clone(),
+            transition: wire_transition(t),
+        });
+    }
+}
+
+/// Where a finished attempt's artifacts are, to be stored.
+struct Artifacts {
+    dir: PathBuf,
+    key: String,
+}
+
+/// Runs an assignment to its end and sends its events.
+pub(super) async fn run(
+    ctx: std::sync::Arc<Context>,
+    a: pb::Assignment,
+    cancel: CancelToken,
+    events: UnboundedSender<Event>,
+) {
+    let started = Instant::now();
+    let attempt_id = a.attempt_id.clone();
+    let fwd = Forward {
+        attempt_id: attempt_id.clone(),
+        events: events.clone(),
+    };
+    let ctx2 = ctx.clone();
+    let blocking = tokio::task::spawn_blocking(move || execute(&ctx2, &a, &cancel, &fwd)).await;
+    let (record, artifacts) = match blocking {
+        Ok(r) => r,
+        Err(e) => {
+            // The orchestrator never fails; a panic is a bug, reported as the host's failure.
+            tracing::error!(attempt = %attempt_id, "the attempt's thread failed: {e}");
+            let record = synthetic_record(
+                &attempt_id,
+                &format!("attempt-{attempt_id}"),
+                1,
+                State::InfrastructureError,
+                format!("the worker's attempt thread failed: {e}"),
+            );
+            for t in &record.transitions {
+                let _ = events.send(Event::Transition {
+                    attempt_id: attempt_id.clone(),
+                    transition: wire_transition(t),
+                });
+            }
+            (record, None)
+        }
+    };
+    if let (Some(store), Some(art)) = (&ctx.artifacts, artifacts) {
+        store_artifacts(store, &ctx.out_root, &art).await;
+    }
+    tracing::info!(
+        attempt = %record.attempt.key,
+        attempt_id = %attempt_id,
+        state = %record.state,
+        cause = record.cause.as_deref().unwrap_or(""),
+        secs = started.elapsed().as_secs_f64(),
+        "assignment finished"
+    );
+    done(&events, attempt_id, &record);
+}
+
+/// Ends an assignment without running it (`state` is a terminal reachable from pending).
+pub(super) fn end_unstarted(
+    a: &pb::Assignment,
+    state: State,
+    cause: String,
+    events: &UnboundedSender<Event>,
+) {
+    let key = key_of(a);
+    let record = synthetic_record(&a.attempt_id, &key, a.attempt_number.max(1), state, cause);
+    for t in &record.transitions {
+        let _ = events.send(Event::Transition {
+            attempt_id: a.attempt_id.clone(),
+            transition: wire_transition(t),
+        });
+    }
+    tracing::info!(attempt = %key, attempt_id = %a.attempt_id, state = %record.state,
+        cause = record.cause.as_deref().unwrap_or(""), "assignment not started");
+    done(events, a.attempt_id.clone(), &record);
+}
+
+fn done(events: &UnboundedSender<Event>, attempt_id: String, record: &AttemptRecord) {
+    let _ = events.send(Event::Done {
+        attempt_id,
+        record_json: canonical_json(record),
+        digest: digest_of(record),
+        terminal: wire_state(record.state),
+        cause: record.cause.clone().unwrap_or_default(),
+    });
+}
+
+/// The attempt key: from the work item when it parses, else from the trial id.
+fn key_of(a: &pb::Assignment) -> String {
+    let n = a.attempt_number.max(1);
+    match serde_json::from_str::<WorkItem>(&a.work_item_json) {
+        Ok(w) => ids::attempt_key(&w.trial.key, n),
+        Err(_) => ids::attempt_key(&a.trial_id, n),
+    }
+}
+
+/// A trial key is used as a relative path: every component must be a plain name.
+fn safe_key(key: &str) -> Result<(), String> {
+    let ok = !key.is_empty()
+        && key.split('/').all(|c| {
+            !c.is_empty() && c != "." && c != ".." && !c.contains('\0') && !c.contains('\\')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "trial key {key:?} cannot name an artifact folder (empty, `.` or `..` components)"
+        ))
+    }
+}
+
+fn execute(
+    ctx: &Context,
+    a: &pb::Assignment,
+    cancel: &CancelToken,
+    fwd: &Forward,
+) -> (AttemptRecord, Option<Artifacts>) {
+    let number = a.attempt_number.max(1);
+    let invalid = |cause: String| {
+        let key = key_of(a);
+        tracing::info!(attempt = %key, attempt_id = %a.attempt_id, "assignment started");
+        let record = synthetic_record(
+            &a.attempt_id,
+            &key,
+            number,
+            State::InvalidConfiguration,
+            cause,
+        );
+        for t in &record.transitions {
+            fwd.transition(&record.attempt, number, t);
+        }
+        (record, None)
+    };
+    if a.kind != pb::WorkKind::Execute as i32 {
+        return invalid(format!(
+            "work kind {} is not supported by this worker (only EXECUTE); grade with `akbench run evaluate`",
+            pb::WorkKind::try_from(a.kind).map_or_else(|_| a.kind.to_string(), |k| k.as_str_name().to_string())
+        ));
+    }
+    let Ok(attempt_uuid) = Uuid::parse_str(&a.attempt_id) else {
+        return invalid(format!("attempt_id {:?} is not a UUID", a.attempt_id));
+    };
+    let work = match WorkItem::decode(&a.work_item_json, &a.work_item_digest) {
+        Ok(w) => w,
+        Err(e) => return invalid(format!("invalid work item: {e}")),
+    };
+    if work.trial.trial_id.to_string() != a.trial_id {
+        return invalid(format!(
+            "the work item is trial {}, the assignment says {}",
+            work.trial.trial_id, a.trial_id
+        ));
+    }
+    if let Err(e) = safe_key(&work.trial.key) {
+        return invalid(e);
+    }
+    let prepared = match prepare(&work.trial, &work.agent, &ctx.tasks_root, &ctx.agents_root) {
+        Ok(p) => p,
+        Err(e) => return invalid(e.to_string()),
+    };
+    let key = ids::attempt_key(&work.trial.key, number);
+    tracing::info!(attempt = %key, attempt_id = %a.attempt_id, epoch = a.epoch, "assignment started");
+    let rel = format!("a{number}");
+    let artifacts_dir = ctx.out_root.join(&work.trial.key).join(&rel);
+    let record = ctx.orchestrator.run_attempt(
+        &AttemptRequest {
+            task: &prepared.task,
+            agent: &prepared.agent,
+            attempt: Identity {
+                id: attempt_uuid,
+                key: key.clone(),
+            },
+            number,
+            artifacts_dir: artifacts_dir.clone(),
+            artifacts_rel: rel.clone(),
+            options: AttemptOptions {
+                grade: work.trial.evaluation.grade,
+                ..AttemptOptions::default()
+            },
+        },
+        fwd,
+        cancel,
+    );
+    if let Err(e) =
+        crate::orchestrator::write_json_atomic(&artifacts_dir.join(ATTEMPT_RECORD_FILE), &record)
+    {
+        tracing::warn!(attempt = %key, "failed to write {ATTEMPT_RECORD_FILE}: {e}");
+    }
+    let art = Artifacts {
+        dir: artifacts_dir,
+        key: format!("{}/{rel}", work.trial.key),
+    };
+    (record, Some(art))
+}
+
+/// Copies the attempt's artifacts to the store and removes the local copy; on failure the
+/// local copy stays (the verdict stands either way).
+async fn store_artifacts(store: &ArtifactStore, out_root: &Path, art: &Artifacts) {
+    if !art.dir.is_dir() {
+        return;
+    }
+    // A local store over the output folder itself already holds them.
+    if let (Some(root), Ok(out)) = (store.local_root(), out_root.canonicalize()) {
+        if root == out {
+            return;
+        }
+    }
+    match store.put_dir(&art.dir, &art.key).await {
+        Ok(n) => {
+            tracing::debug!(key = %art.key, files = n, store = store.url(), "artifacts stored");
+            if let Err(e) = std::fs::remove_dir_all(&art.dir) {
+                tracing::warn!("failed to remove {}: {e}", art.dir.display());
+            }
+        }
+        Err(e) => tracing::warn!(key = %art.key, "artifacts kept locally: {e}"),
+    }
+}
+
+/// The record of an attempt that ended before anything ran: pending, then `state`.
+fn synthetic_record(
+    attempt_id: &str,
+    key: &str,
+    number: u32,
+    state: State,
+    cause: String,
+) -> AttemptRecord {
+    let now = chrono::Utc::now();
+    AttemptRecord {
+        attempt: Identity {
+            id: Uuid::parse_str(attempt_id).unwrap_or(Uuid::nil()),
+            key: key.to_string(),
+        },
+        number,
+        transitions: vec![
+            Transition {
+                seq: 0,
+                state: State::Pending,
+                at: now,
+                note: None,
+            },
+            Transition {
+                seq: 1,
+                state,
+                at: now,
+                note: Some(cause.clone()),
+            },
+        ],
+        state,
+        cause: Some(cause),
+        workspace: WorkspaceFacts::default(),
+        agent_process: None,
+        observations: Observations::default(),
+        timings_ms: Default::default(),
+        grade: None,
+        artifacts_dir: format!("a{number}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use akbench_core::lifecycle::{validate_path, ALL_STATES};
+
+    #[test]
+    fn every_state_has_a_wire_state() {
+        for s in ALL_STATES {
+            assert_ne!(wire_state(s), pb::AttemptState::Unspecified, "{s}");
+        }
+    }
+
+    #[test]
+    fn synthetic_records_are_valid_paths() {
+        for s in [State::InvalidConfiguration, State::InfrastructureError] {
+            let r = synthetic_record(&Uuid::now_v7().to_string(), "k/a1", 1, s, "why".into());
+            let states: Vec<_> = r.transitions.iter().map(|t| t.state).collect();
+            validate_path(&states).unwrap();
+            assert_eq!(wire_transition(&r.transitions[0]).seq, 1);
+        }
+    }
+
+    #[test]
+    fn trial_keys_must_be_plain_relative_paths() {
+        assert!(safe_key("run-1/task/agent/r1").is_ok());
+        for bad in ["", "/abs", "a/../b", "a//b", "./a", "a/.."] {
+            assert!(safe_key(bad).is_err(), "{bad}");
+        }
+    }
+}

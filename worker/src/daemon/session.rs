@@ -1,0 +1,786 @@
+//! The session supervisor: one task that owns the connection, the held leases and every
+//! message still owed to the coordinator. Runners report to it over a channel; it sends,
+//! re-sends after a reconnect, and forgets what is acknowledged or revoked.
+
+use super::artifacts::{ArtifactError, ArtifactStore};
+use super::config::{ConfigError, WorkerConfig};
+use super::runner::{self, Context, Event};
+use crate::orchestrator::Orchestrator;
+use crate::process::CancelToken;
+use akbench_core::clock::SystemClock;
+use akbench_core::lifecycle::State;
+use akbench_proto::v1 as pb;
+use akbench_proto::v1::coordinator_message::Body as In;
+use akbench_proto::v1::worker_message::Body as Out;
+use akbench_proto::workers_client::WorkersClient;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::Endpoint;
+
+/// How long a draining daemon keeps trying to deliver what it owes once its attempts ended.
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Heartbeat period until a `Welcome` says otherwise.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How the daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Drained; everything owed was acknowledged.
+    Drained,
+    /// Drained, but some owed messages were never acknowledged.
+    Undelivered,
+}
+
+impl Exit {
+    /// The process exit code (see the module docs).
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Drained => 0,
+            Exit::Undelivered => 3,
+        }
+    }
+}
+
+/// The daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The artifact store cannot be opened.
+    #[error(transparent)]
+    Artifacts(#[from] ArtifactError),
+}
+
+/// What the daemon is doing, published after every change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// A session is open and welcomed.
+    pub connected: bool,
+    /// Sessions welcomed so far (1 after the first connect; more after reconnects).
+    pub sessions: u64,
+    /// Draining: no new work.
+    pub draining: bool,
+    /// Attempts still running on this host.
+    pub running: usize,
+    /// Leases held (attempt id, epoch), sorted.
+    pub held: Vec<(String, i64)>,
+    /// Assignments received so far.
+    pub assignments: u64,
+    /// Assignments received while draining and not started.
+    pub not_started: u64,
+    /// Attempts whose lease was lost or revoked.
+    pub lost: u64,
+}
+
+#[derive(Debug)]
+enum Control {
+    Drain(String),
+}
+
+/// Controls a running daemon and observes its [`Status`].
+#[derive(Debug, Clone)]
+pub struct Handle {
+    control: mpsc::UnboundedSender<Control>,
+    status: watch::Receiver<Status>,
+}
+
+impl Handle {
+    /// Starts draining; a second call ends the grace period at once.
+    pub fn drain(&self, reason: &str) {
+        let _ = self.control.send(Control::Drain(reason.to_string()));
+    }
+
+    /// The latest status.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Waits until `pred` holds for the status (or the daemon is gone); returns that status.
+    pub async fn wait_for(&self, pred: impl Fn(&Status) -> bool) -> Status {
+        let mut rx = self.status.clone();
+        let got = rx.wait_for(|s| pred(s)).await.map(|s| s.clone());
+        match got {
+            Ok(s) => s,
+            Err(_) => rx.borrow().clone(),
+        }
+    }
+}
+
+/// A worker daemon, ready to [`run`](Daemon::run).
+#[derive(Debug)]
+pub struct Daemon {
+    config: WorkerConfig,
+    ctx: Arc<Context>,
+    control_tx: mpsc::UnboundedSender<Control>,
+    control_rx: mpsc::UnboundedReceiver<Control>,
+    status_tx: watch::Sender<Status>,
+}
+
+impl Daemon {
+    /// Checks the configuration and opens the artifact store.
+    pub fn new(config: WorkerConfig) -> Result<Self, StartError> {
+        config.validate()?;
+        let artifacts = config
+            .artifacts
+            .as_deref()
+            .map(ArtifactStore::open)
+            .transpose()?;
+        std::fs::create_dir_all(&config.out_root).map_err(|e| {
+            ConfigError::Invalid(format!(
+                "--out {} cannot be created: {e}",
+                config.out_root.display()
+            ))
+        })?;
+        let ctx = Arc::new(Context {
+            orchestrator: Orchestrator::new(&config.cache_root, Arc::new(SystemClock)),
+            tasks_root: config.tasks_root.clone(),
+            agents_root: config.agents_root.clone(),
+            out_root: config.out_root.clone(),
+            artifacts,
+        });
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (status_tx, _) = watch::channel(Status::default());
+        Ok(Self {
+            config,
+            ctx,
+            control_tx,
+            control_rx,
+            status_tx,
+        })
+    }
+
+    /// A handle to drain the daemon and watch it.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            control: self.control_tx.clone(),
+            status: self.status_tx.subscribe(),
+        }
+    }
+
+    /// Runs until drained.
+    pub async fn run(self) -> Exit {
+        let endpoint = endpoint(&self.config);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        let mut s = Supervisor {
+            config: self.config,
+            ctx: self.ctx,
+            endpoint,
+            events_tx,
+            attempts: HashMap::new(),
+            tx: None,
+            welcomed: false,
+            backoff: BACKOFF_MIN,
+            heartbeat_period: DEFAULT_HEARTBEAT,
+            rng: seed | 1,
+            drain: None,
+            flush_deadline: None,
+            status: Status::default(),
+            status_tx: self.status_tx,
+        };
+        s.run(events_rx, self.control_rx).await
+    }
+}
+
+fn endpoint(config: &WorkerConfig) -> Endpoint {
+    let url = config
+        .coordinator
+        .as_str()
+        .trim_end_matches('/')
+        .to_string();
+    Endpoint::from_shared(url)
+        .expect("validated URL")
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true)
+}
+
+/// One attempt this worker holds, and what it still owes about it.
+#[derive(Debug)]
+struct Entry {
+    epoch: i64,
+    cancel: CancelToken,
+    /// The runner has not sent `Done` yet.
+    running: bool,
+    /// The lease is gone: nothing more is sent; forgotten once the runner ends.
+    lost: bool,
+    /// Unacknowledged transitions, in seq order.
+    transitions: Vec<pb::Transition>,
+    /// Highest seq sent on the current stream.
+    sent_upto: u32,
+    record: Option<pb::RecordUpload>,
+    record_sent: bool,
+    finished: Option<pb::AttemptFinished>,
+    finished_sent: bool,
+    /// Send everything owed again at the next heartbeat (`UNAVAILABLE`).
+    retry: bool,
+}
+
+impl Entry {
+    fn settled(&self) -> bool {
+        !self.running
+            && (self.lost
+                || (self.transitions.is_empty()
+                    && self.record.is_none()
+                    && self.finished.is_none()))
+    }
+
+    fn resend_all(&mut self) {
+        self.sent_upto = 0;
+        self.record_sent = false;
+        self.finished_sent = false;
+        self.retry = false;
+    }
+}
+
+struct Drain {
+    grace_end: Instant,
+    cancelled: bool,
+}
+
+type Connecting = Pin<
+    Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        mpsc::UnboundedSender<pb::WorkerMessage>,
+                        tonic::Streaming<pb::CoordinatorMessage>,
+                    ),
+                    String,
+                >,
+            > + Send,
+    >,
+>;
+
+struct Supervisor {
+    config: WorkerConfig,
+    ctx: Arc<Context>,
+    endpoint: Endpoint,
+    events_tx: mpsc::UnboundedSender<Event>,
+    attempts: HashMap<String, Entry>,
+    tx: Option<mpsc::UnboundedSender<pb::WorkerMessage>>,
+    welcomed: bool,
+    backoff: Duration,
+    heartbeat_period: Duration,
+    rng: u64,
+    drain: Option<Drain>,
+    flush_deadline: Option<Instant>,
+    status: Status,
+    status_tx: watch::Sender<Status>,
+}
+
+impl Supervisor {
+    async fn run(
+        &mut self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut control: mpsc::UnboundedReceiver<Control>,
+    ) -> Exit {
+        let far = || Instant::now() + Duration::from_secs(86_400 * 365);
+        let mut connecting: Option<Connecting> = Some(self.connect());
+        let mut inbound: Option<tonic::Streaming<pb::CoordinatorMessage>> = None;
+        let mut retry_at: Option<Instant> = None;
+        let mut heartbeat = tokio::time::interval(DEFAULT_HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut control_open = true;
+        loop {
+            self.publish();
+            if let Some(exit) = self.finished() {
+                // Closing the request stream ends the session on the coordinator.
+                self.tx = None;
+                tracing::info!(?exit, "worker drained; exiting");
+                return exit;
+            }
+            let grace_end = match &self.drain {
+                Some(d) if !d.cancelled => d.grace_end,
+                _ => far(),
+            };
+            let flush_deadline = self.flush_deadline.unwrap_or_else(far);
+            tokio::select! {
+                biased;
+                c = control.recv(), if control_open => match c {
+                    Some(Control::Drain(reason)) => self.start_drain(&reason),
+                    None => control_open = false,
+                },
+                Some(ev) = events.recv() => {
+                    self.on_event(ev);
+                    while let Ok(ev) = events.try_recv() {
+                        self.on_event(ev);
+                    }
+                    self.flush();
+                }
+                m = next_message(&mut inbound), if inbound.is_some() => match m {
+                    Ok(Some(m)) => {
+                        let welcomed = self.welcomed;
+                        self.on_message(m);
+                        if !welcomed && self.welcomed {
+                            let period = self.heartbeat_period;
+                            heartbeat = tokio::time::interval_at(Instant::now() + period, period);
+                            heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        match m {
+                            Err(e) => tracing::warn!("session failed: {e}"),
+                            _ => tracing::warn!("session ended by the coordinator"),
+                        }
+                        inbound = None;
+                        retry_at = Some(self.disconnected());
+                    }
+                },
+                r = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
+                    connecting = None;
+                    match r {
+                        Ok((tx, rx)) => {
+                            self.tx = Some(tx);
+                            inbound = Some(rx);
+                        }
+                        Err(e) => {
+                            tracing::warn!(coordinator = %self.config.coordinator, "connect failed: {e}");
+                            retry_at = Some(self.disconnected());
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => {
+                    retry_at = None;
+                    connecting = Some(self.connect());
+                }
+                _ = heartbeat.tick() => self.heartbeat(),
+                _ = tokio::time::sleep_until(grace_end), if grace_end < far() => self.grace_over(),
+                _ = tokio::time::sleep_until(flush_deadline), if self.flush_deadline.is_some() => {
+                    tracing::warn!(owed = self.attempts.len(), "could not deliver everything owed before the deadline");
+                    self.tx = None;
+                    return Exit::Undelivered;
+                }
+            }
+        }
+    }
+}
+
+/// The next message of an open stream.
+async fn next_message(
+    inbound: &mut Option<tonic::Streaming<pb::CoordinatorMessage>>,
+) -> Result<Option<pb::CoordinatorMessage>, tonic::Status> {
+    match inbound {
+        Some(s) => s.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Supervisor {
+    fn connect(&self) -> Connecting {
+        let endpoint = self.endpoint.clone();
+        let token = self.config.token.clone();
+        let hello = pb::Hello {
+            worker_id: self.config.worker_id.clone(),
+            slots: self.config.slots,
+            labels: self.config.labels.clone().into_iter().collect(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            held_leases: self.held_leases(),
+        };
+        tracing::debug!(coordinator = %self.config.coordinator, held = hello.held_leases.len(), "connecting");
+        Box::pin(async move {
+            let channel = endpoint.connect().await.map_err(|e| {
+                let mut s = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(c) = src {
+                    s.push_str(&format!(": {c}"));
+                    src = c.source();
+                }
+                s
+            })?;
+            let mut client = WorkersClient::new(channel);
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = tx.send(pb::WorkerMessage {
+                body: Some(Out::Hello(hello)),
+            });
+            let mut req = tonic::Request::new(UnboundedReceiverStream::new(rx));
+            if let Some(t) = token {
+                let v = format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| "the token is not valid in a header".to_string())?;
+                req.metadata_mut().insert("authorization", v);
+            }
+            let stream = client
+                .session(req)
+                .await
+                .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+                .into_inner();
+            Ok((tx, stream))
+        })
+    }
+
+    /// Forgets the stream; returns when to try again.
+    fn disconnected(&mut self) -> Instant {
+        self.tx = None;
+        self.welcomed = false;
+        // Exponential backoff with +-20% jitter.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let jitter = 0.8 + 0.4 * ((self.rng >> 11) as f64 / (1u64 << 53) as f64);
+        let wait = self.backoff.mul_f64(jitter);
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        tracing::info!(retry_in_ms = wait.as_millis() as u64, "reconnecting");
+        Instant::now() + wait
+    }
+
+    fn held_leases(&self) -> Vec<pb::HeldLease> {
+        let mut v: Vec<_> = self
+            .attempts
+            .iter()
+            .filter(|(_, e)| !e.lost)
+            .map(|(id, e)| pb::HeldLease {
+                attempt_id: id.clone(),
+                epoch: e.epoch,
+            })
+            .collect();
+        v.sort_by(|a, b| a.attempt_id.cmp(&b.attempt_id));
+        v
+    }
+
+    fn free_slots(&self) -> u32 {
+        if self.drain.is_some() {
+            return 0;
+        }
+        let used = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
+        self.config.slots.saturating_sub(used)
+    }
+
+    fn send(&self, body: Out) {
+        if let (Some(tx), true) = (&self.tx, self.welcomed) {
+            let _ = tx.send(pb::WorkerMessage { body: Some(body) });
+        }
+    }
+
+    fn publish(&mut self) {
+        let mut held: Vec<(String, i64)> = self
+            .held_leases()
+            .into_iter()
+            .map(|l| (l.attempt_id, l.epoch))
+            .collect();
+        held.sort();
+        self.status.connected = self.welcomed;
+        self.status.draining = self.drain.is_some();
+        self.status.running = self.attempts.values().filter(|e| e.running).count();
+        self.status.held = held;
+        let s = self.status.clone();
+        self.status_tx.send_if_modified(|old| {
+            if *old == s {
+                false
+            } else {
+                *old = s;
+                true
+            }
+        });
+    }
+
+    /// `Some` once draining and nothing is left.
+    fn finished(&mut self) -> Option<Exit> {
+        self.drain.as_ref()?;
+        if self.attempts.is_empty() {
+            return Some(Exit::Drained);
+        }
+        if self.flush_deadline.is_none() && self.attempts.values().all(|e| !e.running) {
+            self.flush_deadline = Some(Instant::now() + FLUSH_TIMEOUT);
+        }
+        None
+    }
+
+    fn start_drain(&mut self, reason: &str) {
+        match &mut self.drain {
+            Some(d) => {
+                tracing::info!(
+                    reason,
+                    "asked again to drain: cancelling running attempts now"
+                );
+                d.grace_end = Instant::now();
+            }
+            None => {
+                tracing::info!(
+                    reason,
+                    grace_secs = self.config.grace.as_secs_f64(),
+                    running = self.attempts.values().filter(|e| e.running).count(),
+                    "draining"
+                );
+                self.drain = Some(Drain {
+                    grace_end: Instant::now() + self.config.grace,
+                    cancelled: false,
+                });
+                // Advertise no free slots at once.
+                self.heartbeat();
+            }
+        }
+    }
+
+    fn grace_over(&mut self) {
+        if let Some(d) = &mut self.drain {
+            d.cancelled = true;
+        }
+        for (id, e) in &self.attempts {
+            if e.running {
+                tracing::info!(attempt_id = %id, "grace period over: cancelling");
+                e.cancel.cancel();
+            }
+        }
+    }
+
+    fn heartbeat(&mut self) {
+        if !self.welcomed {
+            return;
+        }
+        let mut retried = false;
+        for e in self.attempts.values_mut() {
+            if e.retry {
+                e.resend_all();
+                retried = true;
+            }
+        }
+        if retried {
+            self.flush();
+        }
+        self.send(Out::Heartbeat(pb::Heartbeat {
+            free_slots: self.free_slots(),
+            leases: self.held_leases(),
+        }));
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Transition {
+                attempt_id,
+                transition,
+            } => {
+                if let Some(e) = self.attempts.get_mut(&attempt_id) {
+                    if !e.lost {
+                        e.transitions.push(transition);
+                    }
+                }
+            }
+            Event::Done {
+                attempt_id,
+                record_json,
+                digest,
+                terminal,
+                cause,
+            } => {
+                let Some(e) = self.attempts.get_mut(&attempt_id) else {
+                    return;
+                };
+                e.running = false;
+                if !e.lost {
+                    e.record = Some(pb::RecordUpload {
+                        attempt_id: attempt_id.clone(),
+                        epoch: e.epoch,
+                        record_json,
+                        digest,
+                    });
+                    e.finished = Some(pb::AttemptFinished {
+                        attempt_id: attempt_id.clone(),
+                        epoch: e.epoch,
+                        terminal_state: terminal as i32,
+                        cause,
+                    });
+                }
+                self.settle(&attempt_id);
+            }
+        }
+    }
+
+    /// Sends everything owed that was not sent on this stream yet.
+    fn flush(&mut self) {
+        let (Some(tx), true) = (&self.tx, self.welcomed) else {
+            return;
+        };
+        let send = |body| {
+            let _ = tx.send(pb::WorkerMessage { body: Some(body) });
+        };
+        for (id, e) in &mut self.attempts {
+            if e.lost {
+                continue;
+            }
+            let new: Vec<pb::Transition> = e
+                .transitions
+                .iter()
+                .filter(|t| t.seq > e.sent_upto)
+                .cloned()
+                .collect();
+            if let Some(last) = new.last() {
+                e.sent_upto = last.seq;
+                send(Out::Transitions(pb::TransitionBatch {
+                    attempt_id: id.clone(),
+                    epoch: e.epoch,
+                    transitions: new,
+                }));
+            }
+            if let (Some(r), false) = (&e.record, e.record_sent) {
+                e.record_sent = true;
+                send(Out::Record(r.clone()));
+            }
+            if let (Some(f), false) = (&e.finished, e.finished_sent) {
+                e.finished_sent = true;
+                send(Out::Finished(f.clone()));
+            }
+        }
+    }
+
+    fn settle(&mut self, attempt_id: &str) {
+        if self.attempts.get(attempt_id).is_some_and(Entry::settled) {
+            self.attempts.remove(attempt_id);
+        }
+    }
+
+    fn lose(&mut self, attempt_id: &str, why: &str) {
+        if let Some(e) = self.attempts.get_mut(attempt_id) {
+            if !e.lost {
+                tracing::warn!(
+                    attempt_id,
+                    why,
+                    "lease lost: cancelling the attempt and dropping what it owes"
+                );
+                self.status.lost += 1;
+            }
+            e.lost = true;
+            e.cancel.cancel();
+            e.transitions.clear();
+            e.record = None;
+            e.finished = None;
+        }
+        self.settle(attempt_id);
+    }
+
+    fn on_message(&mut self, m: pb::CoordinatorMessage) {
+        match m.body {
+            Some(In::Welcome(w)) => {
+                self.welcomed = true;
+                self.backoff = BACKOFF_MIN;
+                self.status.sessions += 1;
+                self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
+                    .min(DEFAULT_HEARTBEAT * 6);
+                tracing::info!(coordinator = %self.config.coordinator, worker_id = %self.config.worker_id,
+                    held = self.attempts.len(), revoked = w.revoked_attempt_ids.len(), "session open");
+                for id in &w.revoked_attempt_ids {
+                    self.lose(id, "revoked by the coordinator at reconnect");
+                }
+                for e in self.attempts.values_mut() {
+                    e.resend_all();
+                }
+                self.flush();
+                if self.drain.is_some() {
+                    self.heartbeat();
+                }
+            }
+            Some(In::Assignment(a)) => self.on_assignment(a),
+            Some(In::Cancel(c)) => {
+                if let Some(e) = self.attempts.get(&c.attempt_id) {
+                    tracing::info!(attempt_id = %c.attempt_id, reason = %c.reason, "cancel");
+                    e.cancel.cancel();
+                }
+            }
+            Some(In::Drain(d)) => self.start_drain(&format!("coordinator: {}", d.reason)),
+            Some(In::Ack(a)) => {
+                let Some(e) = self.attempts.get_mut(&a.attempt_id) else {
+                    return;
+                };
+                match pb::Subject::try_from(a.subject) {
+                    Ok(pb::Subject::Transitions) => e.transitions.retain(|t| t.seq > a.seq),
+                    Ok(pb::Subject::Record) => e.record = None,
+                    Ok(pb::Subject::Finished) => e.finished = None,
+                    _ => {}
+                }
+                self.settle(&a.attempt_id);
+            }
+            Some(In::Refusal(r)) => self.on_refusal(r),
+            None => {}
+        }
+    }
+
+    fn on_refusal(&mut self, r: pb::Refusal) {
+        let code = pb::RefusalCode::try_from(r.code).unwrap_or(pb::RefusalCode::Unspecified);
+        match code {
+            pb::RefusalCode::StaleEpoch | pb::RefusalCode::UnknownAttempt => {
+                self.lose(
+                    &r.attempt_id,
+                    &format!("{}: {}", code.as_str_name(), r.message),
+                );
+            }
+            pb::RefusalCode::Unavailable => {
+                tracing::warn!(attempt_id = %r.attempt_id, "coordinator unavailable, sending again later: {}", r.message);
+                if let Some(e) = self.attempts.get_mut(&r.attempt_id) {
+                    e.retry = true;
+                }
+            }
+            _ => {
+                tracing::error!(attempt_id = %r.attempt_id, code = code.as_str_name(), seq = r.seq,
+                    "message refused, dropped: {}", r.message);
+                let Some(e) = self.attempts.get_mut(&r.attempt_id) else {
+                    return;
+                };
+                match pb::Subject::try_from(r.subject) {
+                    Ok(pb::Subject::Transitions) => e.transitions.clear(),
+                    Ok(pb::Subject::Record) => e.record = None,
+                    Ok(pb::Subject::Finished) => e.finished = None,
+                    _ => {}
+                }
+                self.settle(&r.attempt_id);
+            }
+        }
+    }
+
+    fn on_assignment(&mut self, a: pb::Assignment) {
+        if self.attempts.contains_key(&a.attempt_id) {
+            tracing::warn!(attempt_id = %a.attempt_id, "duplicate assignment ignored");
+            return;
+        }
+        self.status.assignments += 1;
+        let cancel = CancelToken::new();
+        self.attempts.insert(
+            a.attempt_id.clone(),
+            Entry {
+                epoch: a.epoch,
+                cancel: cancel.clone(),
+                running: true,
+                lost: false,
+                transitions: Vec::new(),
+                sent_upto: 0,
+                record: None,
+                record_sent: false,
+                finished: None,
+                finished_sent: false,
+                retry: false,
+            },
+        );
+        if self.drain.is_some() {
+            self.status.not_started += 1;
+            runner::end_unstarted(
+                &a,
+                State::InfrastructureError,
+                format!(
+                    "worker {} is draining and did not start the attempt",
+                    self.config.worker_id
+                ),
+                &self.events_tx,
+            );
+            return;
+        }
+        tokio::spawn(runner::run(
+            self.ctx.clone(),
+            a,
+            cancel,
+            self.events_tx.clone(),
+        ));
+    }
+}

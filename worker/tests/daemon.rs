@@ -1,0 +1,467 @@
+//! The worker daemon against the real coordinator (scheduler + `Workers` gRPC service on a
+//! private PostgreSQL, over loopback TCP), with real git, real child processes and the
+//! real `akbench-worker` binary for the signal test. No mocks, no sleeps as synchronisation:
+//! every wait is a bounded poll on a condition.
+
+mod common;
+mod coord;
+
+use akbench_core::digest::{canonical_json, digest_of};
+use akbench_core::lifecycle::State;
+use akbench_worker::daemon::Exit;
+use akbench_worker::process::is_gone;
+use common::{corpus, Corpus};
+use coord::{config, eventually, home_of, pids_in, spawn, work_items, Coord};
+use std::path::Path;
+use std::time::Duration;
+use uuid::Uuid;
+
+const TTL: Duration = Duration::from_secs(30);
+
+const CHAIN: [&str; 11] = [
+    "pending",
+    "preparing",
+    "validating",
+    "configuring_runtime",
+    "creating_workspace",
+    "starting_agent",
+    "executing",
+    "collecting",
+    "evaluating",
+    "finalizing",
+    "completed",
+];
+
+/// The corpus plus `hang` (the example corpus's script) and `gate` (waits for `<root>/gate`,
+/// then exits 0 without changing anything).
+fn full_corpus() -> Corpus {
+    let c = corpus();
+    let hang = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents/scripts/hang.sh"),
+    )
+    .unwrap();
+    c.add_agent(
+        "hang",
+        "adapter = \"scripted\"\nscript = \"hang.sh\"\n",
+        Some(&hang),
+    );
+    let gate = c.root().join("gate");
+    c.add_agent(
+        "gate",
+        "adapter = \"scripted\"\nscript = \"gate.sh\"\n",
+        Some(&format!(
+            "echo $$ > \"$HOME/pids\"\nwhile [ ! -e '{}' ]; do sleep 0.02; done\nexit 0\n",
+            gate.display()
+        )),
+    );
+    c
+}
+
+fn open_gate(c: &Corpus) {
+    std::fs::write(c.root().join("gate"), "").unwrap();
+}
+
+fn states(ts: &[(i32, String)]) -> Vec<&str> {
+    ts.iter().map(|(_, s)| s.as_str()).collect()
+}
+
+fn assert_contiguous(ts: &[(i32, String)]) {
+    for (i, (seq, _)) in ts.iter().enumerate() {
+        assert_eq!(
+            *seq,
+            i32::try_from(i).unwrap() + 1,
+            "seqs from 1 without gaps: {ts:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_an_assignment_end_to_end_and_stores_its_artifacts() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "oracle", 1, true);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let mut cfg = config(&c, &coord, "w-e2e", 1);
+    let store = c.root().join("artifact-store");
+    cfg.artifacts = Some(store.display().to_string());
+    cfg.labels.insert("arch".into(), "test".into());
+    let (h, run) = spawn(cfg);
+
+    let a = coord
+        .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a.terminal.as_deref(), Some("completed"), "{a:?}");
+    let ts = coord.transitions(a.id).await;
+    assert_eq!(states(&ts), CHAIN.to_vec());
+    assert_contiguous(&ts);
+    // The record: a valid AttemptRecord, stored under the digest of its canonical JSON.
+    let (record, digest, value) =
+        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    assert_eq!(digest, digest_of(&value));
+    assert_eq!(digest, digest_of(&record));
+    assert_eq!(record.attempt.id, a.id);
+    assert_eq!(record.attempt.key, format!("{}/a1", items[0].trial.key));
+    assert_eq!(record.state, State::Completed);
+    assert_eq!(record.grade.as_ref().map(|g| g.ok), Some(true));
+    assert_eq!(record.transitions.len(), CHAIN.len());
+    // Artifacts went to the store and left the local output folder.
+    let dir = store.join(&items[0].trial.key).join("a1");
+    for f in ["agent.stdout.log", "agent.diff", "attempt_record.json"] {
+        assert!(dir.join(f).is_file(), "{f} in {}", dir.display());
+    }
+    let stored: akbench_core::record::AttemptRecord =
+        serde_json::from_slice(&std::fs::read(dir.join("attempt_record.json")).unwrap()).unwrap();
+    assert_eq!(canonical_json(&stored), canonical_json(&record));
+    assert!(!c
+        .root()
+        .join("out")
+        .join(&items[0].trial.key)
+        .join("a1")
+        .exists());
+    // The lease is released once everything was acknowledged.
+    let s = h.wait_for(|s| s.held.is_empty() && s.running == 0).await;
+    assert_eq!(s.assignments, 1);
+    assert_eq!(s.sessions, 1);
+
+    coord.service.drain_all("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_a_hanging_agent_and_its_whole_process_tree() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "hang", 1, true);
+    let (run_id, trials) = coord.enqueue_items(&items).await;
+    let (h, run) = spawn(config(&c, &coord, "w-cancel", 1));
+
+    let a = coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    let pids_file = home_of(&c, a.id).join("pids");
+    let pids = eventually(30, "the hang agent's three pids", || async {
+        let p = pids_in(&pids_file);
+        (p.len() == 3).then_some(p)
+    })
+    .await;
+    let report = coord.service.cancel_run(run_id).await.unwrap();
+    assert_eq!(report.live.len(), 1);
+
+    let a = coord
+        .wait_attempt(trials[0], "the attempt to end", |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a.terminal.as_deref(), Some("cancelled"), "{a:?}");
+    for pid in pids {
+        assert!(is_gone(pid), "pid {pid} survived the cancel");
+    }
+    let ts = coord.transitions(a.id).await;
+    assert_eq!(ts.last().unwrap().1, "cancelled");
+    assert_contiguous(&ts);
+    let (record, _, _) = eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    assert_eq!(record.state, State::Cancelled);
+    assert!(record.agent_process.unwrap().cancelled);
+    h.wait_for(|s| s.held.is_empty()).await;
+
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_epoch_refusal_cancels_the_attempt_and_drops_what_it_owes() {
+    // A long TTL: no heartbeat (every TTL / 3) comes between the epoch change and the
+    // worker's next message, so the refusal alone must stop the attempt.
+    let coord = Coord::start(Duration::from_secs(90)).await;
+    let c = full_corpus();
+    // The evaluation would hang: only a cancel ends this attempt.
+    let eval_pids = c.root().join("eval-pids");
+    std::fs::write(
+        c.tasks().join("answer/tests/test.sh"),
+        format!("echo $$ >> '{}'\nexec sleep 3600\n", eval_pids.display()),
+    )
+    .unwrap();
+    let items = work_items(&c, "gate", 1, true);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let (h, run) = spawn(config(&c, &coord, "w-stale", 1));
+
+    let a = coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    // Another lease replaces this one (as after a reap and a re-claim).
+    coord
+        .client()
+        .await
+        .execute(
+            "UPDATE attempts SET epoch = epoch + 1 WHERE attempt_id = $1",
+            &[&a.id],
+        )
+        .await
+        .unwrap();
+    open_gate(&c);
+
+    let s = h
+        .wait_for(|s| s.lost == 1 && s.running == 0 && s.held.is_empty())
+        .await;
+    assert_eq!(s.assignments, 1);
+    // Nothing after the refused message was stored: no record, no finish.
+    let a = coord.attempts(trials[0]).await.remove(0);
+    assert_eq!(a.last_seq, 7, "{a:?}");
+    assert_eq!(a.terminal, None);
+    assert!(coord.record(a.id).await.is_none());
+    for pid in pids_in(&eval_pids) {
+        assert!(is_gone(pid), "evaluator pid {pid} survived");
+    }
+
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let bad = Uuid::now_v7();
+    let (_, bad_trials) = coord
+        .enqueue(&[(
+            bad,
+            "noop".into(),
+            serde_json::json!({"not": "a work item"}),
+        )])
+        .await;
+    // A work item whose task changed since it was planned fails preparation.
+    let mut changed = work_items(&c, "noop", 1, true).remove(0);
+    changed.trial.task.digest = digest_of(&"something else");
+    let (_, changed_trials) = coord.enqueue_items(&[changed]).await;
+    let good = work_items(&c, "noop", 1, false);
+    let (_, good_trials) = coord.enqueue_items(&good).await;
+    let (h, run) = spawn(config(&c, &coord, "w-bad", 1));
+
+    for trial in [bad_trials[0], changed_trials[0]] {
+        let a = coord
+            .wait_attempt(trial, "the attempt to end", |a| a.terminal.is_some())
+            .await;
+        assert_eq!(
+            a.terminal.as_deref(),
+            Some("invalid_configuration"),
+            "{a:?}"
+        );
+        assert_eq!(
+            states(&coord.transitions(a.id).await),
+            vec!["pending", "invalid_configuration"]
+        );
+        let (record, _, _) =
+            eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        assert_eq!(record.state, State::InvalidConfiguration);
+        assert!(!a.cause.clone().unwrap_or_default().is_empty(), "{a:?}");
+    }
+    let cause = coord.attempts(bad_trials[0]).await[0]
+        .cause
+        .clone()
+        .unwrap();
+    assert!(cause.contains("work item"), "{cause}");
+    let cause = coord.attempts(changed_trials[0]).await[0]
+        .cause
+        .clone()
+        .unwrap();
+    assert!(
+        cause.contains("changed since the run was planned"),
+        "{cause}"
+    );
+    // The same daemon then runs a good one (ungraded: ends not_graded).
+    let a = coord
+        .wait_attempt(good_trials[0], "the good attempt", |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    assert_eq!(h.status().sessions, 1);
+
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_presents_its_lease_and_delivers_the_rest() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "gate", 1, true);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let (h, run) = spawn(config(&c, &coord, "w-reconnect", 1));
+
+    let a = coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    h.wait_for(|s| s.connected).await;
+    // The network fails and stays down while the attempt finishes.
+    coord.proxy.refuse(true);
+    coord.proxy.cut();
+    h.wait_for(|s| !s.connected).await;
+    open_gate(&c);
+    let s = h.wait_for(|s| s.running == 0).await;
+    assert_eq!(
+        s.held,
+        vec![(a.id.to_string(), a.epoch)],
+        "the lease is still held"
+    );
+    assert_eq!(coord.attempts(trials[0]).await[0].terminal, None);
+    // The network comes back: the daemon reconnects, presents its lease, re-sends.
+    coord.proxy.refuse(false);
+    let a2 = coord
+        .wait_attempt(trials[0], "the rest to arrive", |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a2.id, a.id);
+    // "gate" changes nothing: graded, not solved, and the attempt is completed.
+    assert_eq!(a2.terminal.as_deref(), Some("completed"));
+    let ts = coord.transitions(a.id).await;
+    assert_eq!(states(&ts), CHAIN.to_vec());
+    assert_contiguous(&ts);
+    let (record, digest, _) =
+        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    assert_eq!(digest, digest_of(&record));
+    let s = h.wait_for(|s| s.held.is_empty()).await;
+    assert!(s.sessions >= 2, "{s:?}");
+    assert_eq!(s.lost, 0);
+
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinator_drain_lets_the_running_attempt_finish_and_takes_nothing_new() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "gate", 2, false);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let (h, run) = spawn(config(&c, &coord, "w-drain", 1));
+
+    coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    assert_eq!(coord.service.drain_all("maintenance"), 1);
+    h.wait_for(|s| s.draining).await;
+    open_gate(&c);
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+    let a = coord.attempts(trials[0]).await.remove(0);
+    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    assert!(coord.record(a.id).await.is_some());
+    assert!(
+        coord.attempts(trials[1]).await.is_empty(),
+        "nothing new was taken"
+    );
+    assert_eq!(h.status().assignments, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_grace_expiry_cancels_what_still_runs() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "hang", 1, true);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let mut cfg = config(&c, &coord, "w-grace", 1);
+    cfg.grace = Duration::from_millis(200);
+    let (h, run) = spawn(cfg);
+
+    let a = coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    let pids_file = home_of(&c, a.id).join("pids");
+    let pids = eventually(30, "the hang agent's pids", || async {
+        let p = pids_in(&pids_file);
+        (p.len() == 3).then_some(p)
+    })
+    .await;
+    h.drain("SIGTERM (test)");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+    let a = coord.attempts(trials[0]).await.remove(0);
+    assert_eq!(a.terminal.as_deref(), Some("cancelled"), "{a:?}");
+    assert!(coord.record(a.id).await.is_some());
+    for pid in pids {
+        assert!(is_gone(pid), "pid {pid} survived the drain");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_drains_on_sigterm_and_exits_zero() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "gate", 2, false);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let token = c.root().join("token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
+        .env("AKBENCH_COORDINATOR", coord.url().as_str())
+        .args([
+            "--slots",
+            "1",
+            "--worker-id",
+            "w-bin",
+            "--label",
+            "kind=test",
+        ])
+        .arg("--token-file")
+        .arg(&token)
+        .arg("--cache")
+        .arg(c.root().join("cache"))
+        .arg("--out")
+        .arg(c.root().join("out"))
+        .arg("--tasks-root")
+        .arg(c.tasks())
+        .arg("--agents-root")
+        .arg(c.agents())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    coord
+        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
+        .await;
+    // SAFETY: signals a child this test started.
+    unsafe {
+        libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM);
+    }
+    // Logs are collected as they come, to see the drain start before the gate opens.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let log2 = log.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut l = log2.lock().unwrap();
+            l.push_str(&line);
+            l.push('\n');
+        }
+    });
+    eventually(30, "the worker to start draining", || async {
+        log.lock().unwrap().contains("draining").then_some(())
+    })
+    .await;
+    open_gate(&c);
+    let waited = tokio::task::spawn_blocking(move || child.wait().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(120), waited)
+        .await
+        .expect("the worker exits")
+        .unwrap();
+    reader.join().unwrap();
+    let stderr = log.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(stderr.contains("draining"), "{stderr}");
+    assert!(stderr.contains("assignment finished"), "{stderr}");
+    let a = coord.attempts(trials[0]).await.remove(0);
+    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    assert!(coord.record(a.id).await.is_some());
+    // The second trial never ran here. The coordinator does not read `Heartbeat.free_slots`,
+    // so it may still lease it to the draining worker when the first one finishes: then it
+    // either ended at once without starting (`infrastructure_error`, "draining") or, when the
+    // worker had already left, its lease is left to expire and be reaped.
+    for b in coord.attempts(trials[1]).await {
+        let ts = coord.transitions(b.id).await;
+        assert!(
+            ts.iter().all(|(_, s)| s != "preparing"),
+            "the second trial never started here: {b:?} {ts:?}"
+        );
+        if let Some(t) = &b.terminal {
+            assert_eq!(t, "infrastructure_error", "{b:?}");
+            assert!(b.cause.clone().unwrap_or_default().contains("draining"));
+        }
+    }
+}
