@@ -72,6 +72,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "control",
         sql: include_str!("../migrations/0003_control.sql"),
     },
+    Migration {
+        version: 4,
+        name: "work_documents",
+        sql: include_str!("../migrations/0004_work_documents.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -270,6 +270,9 @@ impl Running {
         end.duration = self.started.elapsed();
         // Whatever is left of the group, and anything that escaped it, goes now.
         kill_group(self.pid, libc::SIGKILL);
+        // SIGKILL is delivered asynchronously: let the group die before looking for
+        // processes that escaped it, so only true escapees count as stragglers.
+        wait_group_gone(self.pid, Duration::from_secs(5));
         end.stragglers_killed = sweep(&self.spec.tag);
         for (i, r) in self.readers.into_iter().enumerate() {
             let (bytes, truncated) = r.join().unwrap_or((0, false));
@@ -331,6 +334,37 @@ pub fn sweep(tag: &str) -> u32 {
         wait_gone(&found, Duration::from_secs(2));
     }
     u32::try_from(killed.len()).unwrap_or(u32::MAX)
+}
+
+/// Waits (bounded) until no live process is left in process group `pgid`.
+fn wait_group_gone(pgid: i32, limit: Duration) {
+    let until = Instant::now() + limit;
+    while Instant::now() < until && !group_members(pgid).is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let (_, rest) = s.rsplit_once(')')?;
+                    let mut f = rest.split_whitespace();
+                    let state = f.next()?;
+                    let _ppid = f.next()?;
+                    let pgrp: i32 = f.next()?.parse().ok()?;
+                    Some(pgrp == pgid && state != "Z")
+                })
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 fn tagged_pids(needle: &str) -> Vec<i32> {

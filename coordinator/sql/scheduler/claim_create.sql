@@ -7,7 +7,7 @@ WITH taken AS (
     SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
     FROM taken t
     WHERE w.trial_id = t.trial_id AND w.state = 'ready'
-    RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, t.attempt_id
+    RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.document, t.attempt_id
 ), created AS (
     INSERT INTO attempts (attempt_id, trial_id, number, kind, worker_id, epoch)
     SELECT attempt_id, trial_id, attempts_used, kind, $1, nextval('lease_epochs')
@@ -18,7 +18,8 @@ WITH taken AS (
     SELECT attempt_id, $1, epoch, now() + $4::bigint * interval '1 millisecond'
     FROM created
 )
-SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch, p.document
+SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
+       COALESCE(i.document, p.document) AS document
 FROM created c
 JOIN items i ON i.trial_id = c.trial_id
 JOIN planned_trials p ON p.trial_id = c.trial_id

@@ -107,12 +107,14 @@ impl Scheduler {
         let agents: Vec<&str> = items.iter().map(|i| i.agent.as_str()).collect();
         let routes: Vec<Option<&str>> = items.iter().map(|i| i.provider_route.as_deref()).collect();
         let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
+        let documents: Vec<Option<&serde_json::Value>> =
+            items.iter().map(|i| i.document.as_ref()).collect();
         let client = self.store.client().await?;
         let created = client
             .execute(
                 ENQUEUE_SQL,
                 &[
-                    &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds,
+                    &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
                 ],
             )
             .await?;

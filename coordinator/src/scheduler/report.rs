@@ -22,6 +22,7 @@ pub(super) const UPDATE_ATTEMPTS_SQL: &str =
     include_str!("../../sql/scheduler/update_attempts.sql");
 pub(super) const DELETE_LEASES_SQL: &str = include_str!("../../sql/scheduler/delete_leases.sql");
 pub(super) const SETTLE_ITEMS_SQL: &str = include_str!("../../sql/scheduler/settle_items.sql");
+pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
@@ -529,6 +530,16 @@ pub(super) async fn settle(
     states: &[&str],
 ) -> Result<HashMap<Uuid, bool>, StoreError> {
     let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
+    let runs: Vec<Uuid> = tx
+        .query(
+            "SELECT DISTINCT run_id FROM work_items WHERE trial_id = ANY($1::uuid[])",
+            &[&trials],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.execute(FINISH_RUNS_SQL, &[&runs]).await?;
     Ok(rows
         .iter()
         .map(|r| (r.get::<_, Uuid>(0), r.get::<_, &str>(1) == "ready"))

@@ -30,6 +30,7 @@ impl SeededRun {
                 agent: agent.to_string(),
                 provider_route: None,
                 kind: WorkKind::Execute,
+                document: None,
             })
             .collect()
     }

@@ -51,6 +51,9 @@ pub struct NewWorkItem {
     pub provider_route: Option<String>,
     /// Execute or grade.
     pub kind: WorkKind,
+    /// The document the worker receives (core's `WorkItem`); `None` falls back to the
+    /// planned trial's document.
+    pub document: Option<serde_json::Value>,
 }
 
 /// Per-run concurrency caps, stored as jsonb on `runs.caps`.

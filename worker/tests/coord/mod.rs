@@ -172,6 +172,7 @@ impl Coord {
                 agent: agent.clone(),
                 provider_route: None,
                 kind: WorkKind::Execute,
+                document: None,
             });
         }
         c.execute(
