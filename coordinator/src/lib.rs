@@ -20,6 +20,7 @@ pub mod evidence;
 pub mod http;
 pub mod metrics;
 pub mod pgcluster;
+pub mod run_work;
 pub mod scheduler;
 pub mod server;
 pub mod status;

@@ -13,13 +13,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::auth::authorize_worker_session;
 use crate::auth::{AuthError, Tokens};
 use crate::control_service::ControlService;
 use crate::http::{router, HttpState};
 use crate::metrics::Metrics;
+use crate::run_work::SchedulerWork;
+use crate::scheduler::Scheduler;
 use crate::status::StatusOptions;
 use crate::store::{Store, StoreError};
-use crate::work_control::{NoScheduler, WorkControl};
+use crate::work_control::WorkControl;
+use crate::workers_service::{WorkersConfig, WorkersService};
+use akbench_proto::workers_server::WorkersServer;
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
 #[derive(Debug, Clone, clap::Parser)]
@@ -90,8 +95,10 @@ impl Config {
 /// What [`serve_with`] plugs in beside the configuration.
 #[derive(Debug, Clone)]
 pub struct Services {
-    /// Starts, resumes and cancels runs (the scheduler); [`NoScheduler`] refuses.
-    pub work: Arc<dyn WorkControl>,
+    /// Starts, resumes and cancels runs; `None` (the default) uses the coordinator's own
+    /// scheduler ([`SchedulerWork`]); tests may plug in a double or
+    /// [`crate::work_control::NoScheduler`].
+    pub work: Option<Arc<dyn WorkControl>>,
     /// Tokens; `None` loads them from the configuration's files and the environment.
     pub tokens: Option<Tokens>,
     /// Process metrics (shared with the scheduler).
@@ -101,7 +108,7 @@ pub struct Services {
 impl Default for Services {
     fn default() -> Self {
         Services {
-            work: Arc::new(NoScheduler),
+            work: None,
             tokens: None,
             metrics: Arc::new(Metrics::default()),
         }
@@ -207,8 +214,25 @@ pub async fn serve_with(
         })?,
     );
     let status = config.status_options();
-    let control =
-        ControlService::new(store.clone(), services.work, status).into_server(tokens.clone());
+    let workers = WorkersService::new(
+        Scheduler::new(store.clone()),
+        WorkersConfig {
+            lease_ttl: config.lease_ttl(),
+            ..WorkersConfig::default()
+        },
+    );
+    let work: Arc<dyn WorkControl> = match services.work {
+        Some(w) => w,
+        None => Arc::new(SchedulerWork::new(workers.clone())),
+    };
+    let control = ControlService::new(store.clone(), work, status).into_server(tokens.clone());
+    let worker_tokens = tokens.clone();
+    let workers_server =
+        WorkersServer::with_interceptor(workers.clone(), move |req: tonic::Request<()>| {
+            authorize_worker_session(&worker_tokens, req.metadata())?;
+            Ok(req)
+        });
+    let reaper = workers.spawn_reaper();
     let app = router(HttpState {
         store: store.clone(),
         tokens,
@@ -225,6 +249,7 @@ pub async fn serve_with(
     let grpc_task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(control)
+            .add_service(workers_server)
             .serve_with_incoming_shutdown(nodelay(TcpListenerStream::new(grpc)), stopped()),
     );
     let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
@@ -234,7 +259,18 @@ pub async fn serve_with(
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         let _ = stop_tx.send(true);
-        let grpc = grpc_task.await;
+        reaper.abort();
+        // Worker sessions are long-lived streams that never finish on their own: give
+        // in-flight requests a moment, then close what is left. Workers reconnect (to this
+        // coordinator's successor) and re-present their leases.
+        let grpc_abort = grpc_task.abort_handle();
+        let grpc = match tokio::time::timeout(Duration::from_secs(3), grpc_task).await {
+            Ok(r) => r,
+            Err(_) => {
+                grpc_abort.abort();
+                Ok(Ok(()))
+            }
+        };
         let http = http_task.await;
         match grpc {
             Ok(Ok(())) => {}

@@ -62,7 +62,7 @@ impl Coordinator {
         let handle = serve_with(
             Config::local(url),
             Services {
-                work: work.clone(),
+                work: Some(work.clone()),
                 tokens: Some(tokens),
                 ..Services::default()
             },
@@ -931,7 +931,7 @@ async fn reconcile_and_fetch_records() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_scheduler_start_is_unavailable() {
+async fn start_creates_one_work_item_per_trial_once_and_cancel_ends_the_run() {
     let url = test_support::fresh_database().await;
     let (stop, stopped) = oneshot::channel::<()>();
     let handle = akbench_coordinator::server::serve(Config::local(url), async move {
@@ -945,18 +945,59 @@ async fn without_a_scheduler_start_is_unavailable() {
         .await
         .unwrap();
     let mut client = ControlClient::new(channel).max_encoding_message_size(64 << 20);
-    let (spec, ready) = run_docs(1, 1);
+    let (spec, ready) = run_docs(3, 2);
     client
         .submit_plan(submit_request(&spec, &ready))
         .await
         .unwrap();
-    let e = client
-        .start_run(pb::StartRunRequest {
-            run: spec.identity.run_key.clone(),
+    let key = spec.identity.run_key.clone();
+    let started = client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, ready.trials.len() as u64);
+    let again = client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.work_items_created, 0, "a run starts once");
+    // Every work item carries the WorkItem document a worker runs, with a matching digest.
+    let c = handle.store.client().await.unwrap();
+    let docs = c
+        .query(
+            "SELECT document::text FROM work_items WHERE run_id = $1",
+            &[&spec.identity.run_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(docs.len(), ready.trials.len());
+    for row in docs {
+        let text: String = row.get(0);
+        let item: akbench_core::work::WorkItem = serde_json::from_str(&text).unwrap();
+        let (_, digest) = item.encode();
+        akbench_core::work::WorkItem::decode(&akbench_core::digest::canonical_json(&item), &digest)
+            .unwrap();
+    }
+    let cancelled = client
+        .cancel_run(pb::CancelRunRequest {
+            run: key.clone(),
+            ..Default::default()
         })
         .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.attempts_cancelling, 0, "nothing was running");
+    let state: String = c
+        .query_one(
+            "SELECT state FROM runs WHERE run_id = $1",
+            &[&spec.identity.run_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "cancelled");
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }

@@ -1,0 +1,173 @@
+//! [`SchedulerWork`]: the scheduler's implementation of [`WorkControl`] (`StartRun`,
+//! `ResumeRun`, `CancelRun`).
+//!
+//! Starting a run fixes its ready plan: one work item per planned trial, each carrying the
+//! canonical [`WorkItem`] document (the trial plus its exact agent condition) that workers
+//! run, with the plan's retry budget and the run's concurrency caps. A run starts once; a
+//! second start creates nothing. Resuming expires stale leases (their attempts are recorded as
+//! infrastructure errors and re-queued within budget) and wakes the dispatchers. Cancelling
+//! cancels queued items at once and tells the workers of running attempts to stop.
+
+use crate::error::ControlError;
+use crate::evidence::{find_run, ready_plan, spec, RunSummary};
+use crate::scheduler::{Caps, NewWorkItem, SchedulerError, WorkKind};
+use crate::work_control::{WorkControl, WorkFuture};
+use crate::workers_service::WorkersService;
+use akbench_core::work::WorkItem;
+use uuid::Uuid;
+
+/// The [`WorkControl`] of a coordinator with its scheduler.
+#[derive(Debug, Clone)]
+pub struct SchedulerWork {
+    workers: WorkersService,
+}
+
+impl SchedulerWork {
+    /// Runs start, resume and cancel through `workers` (its scheduler and session registry).
+    pub fn new(workers: WorkersService) -> Self {
+        Self { workers }
+    }
+
+    async fn summary(&self, run_id: Uuid) -> Result<RunSummary, ControlError> {
+        find_run(self.workers.scheduler().store(), &run_id.to_string()).await
+    }
+
+    async fn start_run(&self, run_id: Uuid) -> Result<u64, ControlError> {
+        let store = self.workers.scheduler().store();
+        let run = self.summary(run_id).await?;
+        if run.state != "planned" {
+            return Ok(0);
+        }
+        let spec = spec(store, &run).await?;
+        let plan = ready_plan(store, &run).await?;
+        let c = &spec.condition.execution.concurrency;
+        if c.max_trials.is_some() {
+            tracing::warn!(run = %run.run_key, "concurrency.max_trials is not enforced by the coordinator yet; per-agent and per-route caps are");
+        }
+        let caps = Caps {
+            per_agent: c
+                .per_agent
+                .iter()
+                .map(|(k, v)| (k.clone(), i64::from(*v)))
+                .collect(),
+            per_provider: c
+                .per_provider_route
+                .iter()
+                .map(|(k, v)| (k.clone(), i64::from(*v)))
+                .collect(),
+        };
+        let mut items = Vec::with_capacity(plan.trials.len());
+        for t in &plan.trials {
+            let agent = spec
+                .condition
+                .agents
+                .iter()
+                .find(|a| a.label == t.agent.label)
+                .ok_or_else(|| ControlError::Corrupt {
+                    run: run.run_key.clone(),
+                    problem: format!(
+                        "trial {} names agent `{}`, absent from the spec",
+                        t.key, t.agent.label
+                    ),
+                })?;
+            let document = serde_json::to_value(WorkItem {
+                trial: t.clone(),
+                agent: agent.clone(),
+            })
+            .map_err(|e| ControlError::Corrupt {
+                run: run.run_key.clone(),
+                problem: e.to_string(),
+            })?;
+            items.push(NewWorkItem {
+                trial_id: t.trial_id,
+                ordinal: i32::try_from(t.ordinal).unwrap_or(i32::MAX),
+                retry_budget: i32::try_from(t.attempt.infrastructure_retries).unwrap_or(i32::MAX),
+                agent: t.agent.label.clone(),
+                provider_route: agent.provider_route.clone(),
+                kind: WorkKind::Execute,
+                document: Some(document),
+            });
+        }
+        // Only the call that moves the run from planned to running creates its items.
+        let caps_json = serde_json::to_value(&caps).unwrap_or_default();
+        let client = store
+            .client()
+            .await
+            .map_err(ControlError::store("start run"))?;
+        let moved = client
+            .execute(
+                "UPDATE runs SET state = 'running', started_at = now(), updated_at = now(), caps = $2 \
+                 WHERE run_id = $1 AND state = 'planned'",
+                &[&run_id, &caps_json],
+            )
+            .await
+            .map_err(|e| ControlError::store("start run")(e.into()))?;
+        if moved == 0 {
+            return Ok(0);
+        }
+        let created = self
+            .workers
+            .scheduler()
+            .enqueue(run_id, &items)
+            .await
+            .map_err(|e| scheduler_error("start run", e))?;
+        tracing::info!(run = %run.run_key, created, "run started");
+        Ok(created)
+    }
+
+    async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<u64, ControlError> {
+        let run = self.summary(run_id).await?;
+        if grade {
+            return Err(ControlError::Precondition {
+                action: "resume",
+                run: run.run_key,
+                problem: "grading on resume is not available in this coordinator yet; grade run directories with `akbench run evaluate`".into(),
+            });
+        }
+        if run.state == "planned" {
+            return self.start_run(run_id).await;
+        }
+        let s = self.workers.scheduler();
+        let reaped = s
+            .reap(s.now())
+            .await
+            .map_err(|e| scheduler_error("resume run", e))?;
+        s.work_available().notify_waiters();
+        Ok(reaped.len() as u64)
+    }
+
+    async fn cancel_run(&self, run_id: Uuid, reason: String) -> Result<u64, ControlError> {
+        let _ = self.summary(run_id).await?;
+        let report = self
+            .workers
+            .cancel_run(run_id)
+            .await
+            .map_err(|e| scheduler_error("cancel run", e))?;
+        tracing::info!(%run_id, %reason, queued = report.cancelled_items, live = report.live.len(), "run cancelled");
+        Ok(report.live.len() as u64)
+    }
+}
+
+fn scheduler_error(action: &'static str, e: SchedulerError) -> ControlError {
+    match e {
+        SchedulerError::Store(s) => ControlError::store(action)(s),
+        other => ControlError::Unavailable {
+            action,
+            problem: other.to_string(),
+        },
+    }
+}
+
+impl WorkControl for SchedulerWork {
+    fn start(&self, run_id: Uuid) -> WorkFuture<'_, u64> {
+        Box::pin(self.start_run(run_id))
+    }
+
+    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, u64> {
+        Box::pin(self.resume_run(run_id, grade))
+    }
+
+    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, u64> {
+        Box::pin(self.cancel_run(run_id, reason))
+    }
+}
