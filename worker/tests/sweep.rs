@@ -1,0 +1,281 @@
+//! A whole sweep across processes: a real coordinator (in this process) on a private
+//! PostgreSQL, three `akbench-worker` processes, the example corpus, real gRPC over loopback.
+//! Ends with valid accounting and exactly one accepted record per planned trial, also when a
+//! worker is killed with SIGKILL mid-attempt.
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::server::{serve, Config, ServeHandle};
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::manifest::ExperimentManifest;
+use akbench_core::plan::{plan, RunPlan};
+use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+struct Sweep {
+    tmp: tempfile::TempDir,
+    handle: Option<ServeHandle>,
+    stop: Option<oneshot::Sender<()>>,
+    client: ControlClient<Channel>,
+    spec: ResolvedRunSpec,
+    plan: RunPlan,
+    workers: Vec<Child>,
+}
+
+impl Sweep {
+    /// A coordinator with `lease_ttl_ms`, and a run of the python example tasks, oracle and
+    /// fail, `reps` repetitions, `retries` infrastructure retries; submitted and started.
+    async fn start(lease_ttl_ms: u64, reps: u32, retries: u32) -> Sweep {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = test_support::fresh_database().await;
+        let mut config = Config::local(url);
+        config.lease_ttl_ms = lease_ttl_ms;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = serve(config, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+        let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = ControlClient::new(channel)
+            .max_encoding_message_size(64 << 20)
+            .max_decoding_message_size(64 << 20);
+        let manifest = tmp.path().join("experiment.yaml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "experiment: e2e\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\n\
+                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n"
+            ),
+        )
+        .unwrap();
+        let m = ExperimentManifest::load(&manifest).unwrap();
+        let spec = resolve(
+            &m,
+            &ResolveInputs {
+                manifest_path: Some(manifest),
+                tasks_root: Some(examples().join("tasks")),
+                agents_root: Some(examples().join("agents")),
+            },
+            &SystemClock,
+        )
+        .unwrap();
+        let plan = plan(&spec, &SystemClock).ready();
+        client
+            .submit_plan(pb::SubmitPlanRequest {
+                spec_json: canonical_json(&spec),
+                spec_digest: spec.digest.clone(),
+                plan_json: canonical_json(&plan),
+                plan_digest: plan.digest.clone(),
+            })
+            .await
+            .unwrap();
+        let started = client
+            .start_run(pb::StartRunRequest {
+                run: spec.identity.run_key.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(started.work_items_created, plan.trials.len() as u64);
+        Sweep {
+            tmp,
+            handle: Some(handle),
+            stop: Some(stop),
+            client,
+            spec,
+            plan,
+            workers: Vec::new(),
+        }
+    }
+
+    fn spawn_worker(&mut self, n: usize, slots: u32) {
+        let dir = self.tmp.path().join(format!("w{n}"));
+        let child = Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
+            .arg("--coordinator")
+            .arg(format!("http://{}", self.handle.as_ref().unwrap().grpc_addr))
+            .args(["--slots", &slots.to_string(), "--worker-id", &format!("w{n}")])
+            .arg("--cache")
+            .arg(dir.join("cache"))
+            .arg("--out")
+            .arg(dir.join("out"))
+            .arg("--tasks-root")
+            .arg(examples().join("tasks"))
+            .arg("--agents-root")
+            .arg(examples().join("agents"))
+            .args(["--grace", "5"])
+            .env("AKBENCH_LOG", "warn")
+            .spawn()
+            .unwrap();
+        self.workers.push(child);
+    }
+
+    async fn status(&mut self) -> pb::RunStatus {
+        self.client
+            .get_status(pb::GetStatusRequest {
+                run: self.spec.identity.run_key.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    async fn run_state(&self) -> String {
+        let c = self.handle.as_ref().unwrap().store.client().await.unwrap();
+        c.query_one(
+            "SELECT state FROM runs WHERE run_id = $1",
+            &[&self.spec.identity.run_id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+
+    async fn wait_finished(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        loop {
+            let state = self.run_state().await;
+            if state == "finished" || state == "cancelled" {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "the run did not finish in {limit:?}: {:?}",
+                self.status().await
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn reconcile(&mut self) -> (pb::ReconcileResponse, serde_json::Value) {
+        let r = self
+            .client
+            .reconcile(pb::ReconcileRequest {
+                run: self.spec.identity.run_key.clone(),
+                observations_json: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let report = serde_json::from_str(&r.report_json).unwrap();
+        (r, report)
+    }
+
+    async fn stop(mut self) {
+        for w in &mut self.workers {
+            // SAFETY: signalling a child we spawned.
+            unsafe {
+                libc::kill(w.id() as i32, libc::SIGTERM);
+            }
+        }
+        for w in &mut self.workers {
+            let _ = w.wait();
+        }
+        let _ = self.stop.take().unwrap().send(());
+        self.handle.take().unwrap().wait().await.unwrap();
+    }
+}
+
+async fn accepted_records_per_trial(s: &Sweep) -> Vec<i64> {
+    let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    c.query(
+        "SELECT count(sub.attempt_id) FROM work_items w \
+         LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
+         LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
+         WHERE w.run_id = $1 GROUP BY w.trial_id",
+        &[&s.spec.identity.run_id],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
+    let mut s = Sweep::start(10_000, 4, 0).await;
+    assert_eq!(s.plan.trials.len(), 32);
+    for n in 0..3 {
+        s.spawn_worker(n, 2);
+    }
+    s.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = s.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["counts"]["succeeded"], 16);
+    assert_eq!(report["counts"]["failed"], 16);
+    let per_trial = accepted_records_per_trial(&s).await;
+    assert_eq!(per_trial.len(), 32);
+    assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+    let st = s.status().await;
+    assert_eq!(st.run.as_ref().unwrap().state, pb::RunState::Finished as i32);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() {
+    let mut s = Sweep::start(2_000, 2, 2).await;
+    s.spawn_worker(0, 2);
+    // Wait until worker 0 holds a live lease, then kill it without warning.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+        let live: i64 = c
+            .query_one("SELECT count(*) FROM leases WHERE worker_id = 'w0'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if live > 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "worker 0 never took work");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.workers[0].kill().unwrap();
+    s.workers[0].wait().unwrap();
+    for n in 1..3 {
+        s.spawn_worker(n, 2);
+    }
+    s.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = s.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["counts"]["infrastructure_error"], 0, "rescued within the budget");
+    assert_eq!(report["counts"]["succeeded"], 8);
+    assert_eq!(report["counts"]["failed"], 8);
+    // The killed attempts are in the history as infrastructure errors, never agent failures.
+    let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    let killed: Vec<(String, Option<String>)> = c
+        .query(
+            "SELECT terminal_state, cause FROM attempts WHERE worker_id = 'w0' AND fenced",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(!killed.is_empty());
+    for (state, cause) in &killed {
+        assert_eq!(state, "infrastructure_error");
+        assert!(cause.as_deref().unwrap_or("").contains("lease expired"), "{cause:?}");
+    }
+    let per_trial = accepted_records_per_trial(&s).await;
+    assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+    s.stop().await;
+}
