@@ -1,12 +1,12 @@
 //! `akbench run records <run> --out DIR`: the run's accepted records, streamed by
-//! `FetchRecords` in plan order, written as `DIR/<trial key>/run_record.json` (the layout
+//! `FetchRecords` in plan order, written as `DIR/<trial key>/run_record.json` (trial keys are `<run>/<task>/<agent>/r<n>`; the layout
 //! `akbench sweep` leaves, so `akbench run aggregate DIR` reads them).
 //!
 //! Each file holds exactly the record's canonical JSON as sent (its `sha256:` digest is
 //! checked before writing), written to a temporary file in the same folder and renamed into
-//! place, so a reader never sees half a record. Trial keys come from the run's plan; a key
-//! that is not one plain path component (`/`, `..`, ...) or whose folder is a symlink is
-//! refused, so nothing is written outside DIR.
+//! place, so a reader never sees half a record. Trial keys (`<run key>/<task>/<agent>/r<n>`)
+//! come from the run's plan; a key with an empty, `.` or `..` component, a leading `/`, or a
+//! folder on its way that is a symlink is refused, so nothing is written outside DIR.
 
 use super::Client;
 use crate::cli::RecordsArgs;
@@ -99,13 +99,14 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
     Ok(exit::OK)
 }
 
-/// True when `key` is one plain path component (no separator, not `.` or `..`).
+/// True when `key` is a relative path of plain components (`run/task/agent/r0`): no empty,
+/// `.` or `..` component, no leading `/`, no backslash or NUL.
 pub fn is_safe_key(key: &str) -> bool {
-    let mut parts = Path::new(key).components();
-    matches!(
-        (parts.next(), parts.next()),
-        (Some(Component::Normal(p)), None) if p == key
-    ) && !key.contains(['/', '\\', '\0'])
+    !key.is_empty()
+        && !key.contains(['\\', '\0'])
+        && key
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
 /// Writes `DIR/<key>/run_record.json` atomically (temporary file, then rename).
@@ -116,14 +117,19 @@ pub fn write_record(out: &Path, key: &str, bytes: &[u8]) -> anyhow::Result<PathB
             out.display()
         );
     }
-    let dir = out.join(key);
-    if let Ok(m) = std::fs::symlink_metadata(&dir) {
-        if !m.is_dir() || m.file_type().is_symlink() {
-            anyhow::bail!(
-                "failed to write the record of trial `{key}`: {} exists and is not a folder \
-                 (symlinks are refused)",
-                dir.display()
-            );
+    // Every folder on the way must be a real folder (or not exist yet): a symlink could
+    // lead outside DIR.
+    let mut dir = out.to_path_buf();
+    for part in key.split('/') {
+        dir.push(part);
+        if let Ok(m) = std::fs::symlink_metadata(&dir) {
+            if !m.is_dir() || m.file_type().is_symlink() {
+                anyhow::bail!(
+                    "failed to write the record of trial `{key}`: {} exists and is not a \
+                     folder (symlinks are refused)",
+                    dir.display()
+                );
+            }
         }
     }
     std::fs::create_dir_all(&dir)
@@ -149,17 +155,22 @@ mod tests {
 
     #[test]
     fn keys_that_would_escape_are_refused() {
-        for bad in ["", ".", "..", "../x", "a/b", "/abs", "a\\b", "x\0"] {
+        for bad in [
+            "", ".", "..", "../x", "a/../b", "a//b", "a/./b", "a/", "/abs", "a\\b", "x\0",
+        ] {
             assert!(!is_safe_key(bad), "{bad:?}");
         }
         assert!(is_safe_key(
-            "examples-20260101-abcd-wordcount-001-oracle-r0"
+            "examples-20260101-abcd/wordcount-001/oracle/r0"
         ));
         let dir = tempfile::tempdir().unwrap();
         assert!(write_record(dir.path(), "../evil", b"{}").is_err());
         let p = write_record(dir.path(), "k", b"{}").unwrap();
         assert_eq!(std::fs::read(p).unwrap(), b"{}");
+        let p = write_record(dir.path(), "run/task/agent/r0", b"{}").unwrap();
+        assert!(p.ends_with("run/task/agent/r0/run_record.json"));
         std::os::unix::fs::symlink(dir.path(), dir.path().join("link")).unwrap();
         assert!(write_record(dir.path(), "link", b"{}").is_err());
+        assert!(write_record(dir.path(), "link/x/r0", b"{}").is_err());
     }
 }
