@@ -25,15 +25,10 @@ pub struct RemoteArgs {
     pub coordinator: Option<String>,
     /// Bearer token for the coordinator (prefer --token-file or AKBENCH_TOKEN: a flag is
     /// visible to other users in the process list).
-    #[arg(
-        long,
-        global = true,
-        env = "AKBENCH_TOKEN",
-        hide_env_values = true,
-        conflicts_with = "token_file"
-    )]
+    #[arg(long, global = true, env = "AKBENCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// File holding the bearer token (surrounding whitespace ignored).
+    /// File holding the bearer token (surrounding whitespace ignored); wins over --token and
+    /// AKBENCH_TOKEN.
     #[arg(long, global = true, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
 }

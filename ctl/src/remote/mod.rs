@@ -119,7 +119,10 @@ impl Remote {
                 let mut why = e.to_string();
                 let mut source = e.source();
                 while let Some(s) = source {
-                    why = format!("{why}: {s}");
+                    let s_text = s.to_string();
+                    if !why.contains(&s_text) {
+                        why = format!("{why}: {s_text}");
+                    }
                     source = s.source();
                 }
                 unavailable(&self.url, &why)

@@ -17,7 +17,7 @@ use akbench_core::plan::RunPlan;
 use akbench_proto::v1 as pb;
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The file name of each record.
 pub const RECORD_FILE: &str = "run_record.json";

@@ -34,7 +34,7 @@ fn counts(counts: &[pb::StateCount]) -> String {
 }
 
 fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
-    let r = r.cloned().unwrap_or_default();
+    let r = r.copied().unwrap_or_default();
     serde_json::json!({
         "graded": r.graded,
         "pass_rate": r.pass_rate,
@@ -44,7 +44,7 @@ fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
 }
 
 fn rates_text(r: Option<&pb::Rates>) -> String {
-    let r = r.cloned().unwrap_or_default();
+    let r = r.copied().unwrap_or_default();
     format!(
         "pass rate {} ({} graded)  coverage {}  infrastructure errors {}",
         Pct(r.pass_rate),
@@ -145,7 +145,7 @@ pub fn block(s: &pb::RunStatus) -> String {
 /// The view on one line (a watch whose output is not a terminal prints one per update).
 pub fn line(s: &pb::RunStatus) -> String {
     let run = s.run.clone().unwrap_or_default();
-    let r = s.rates.clone().unwrap_or_default();
+    let r = s.rates.unwrap_or_default();
     format!(
         "{} {} {}: {}/{} finished, {} queued, {} running; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}",
         time(s.as_of_unix_ms),
