@@ -7,9 +7,30 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "akbench", version, about, long_about = None)]
 pub struct Cli {
+    /// Remote mode: the coordinator to talk to, and the token.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Global flags of remote mode (see docs/remote.md). With `--coordinator`, `run plan`,
+/// `inspect`, `diff`, `reconcile`, `submit`, `start`, `resume`, `cancel`, `status` and
+/// `records` talk to the coordinator's Control service instead of the local store.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// The coordinator's gRPC URL (`http://host:7400`; a bare `host:port` means http).
+    #[arg(long, global = true, env = "AKBENCH_COORDINATOR", value_name = "URL")]
+    pub coordinator: Option<String>,
+    /// Bearer token for the coordinator (prefer --token-file or AKBENCH_TOKEN: a flag is
+    /// visible to other users in the process list).
+    #[arg(long, global = true, env = "AKBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// File holding the bearer token (surrounding whitespace ignored); wins over --token and
+    /// AKBENCH_TOKEN.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Top-level commands.
@@ -44,6 +65,78 @@ pub enum RunCommand {
     Diff(DiffArgs),
     /// Account for a run's outcomes against its plan (exit 1 when the accounting is invalid).
     Reconcile(ReconcileArgs),
+    /// Remote: submit a run planned locally (in --store-root) to the coordinator; the same
+    /// documents again are an idempotent no-op.
+    Submit(InspectArgs),
+    /// Remote: start a submitted run (fixes its plan and queues its trials).
+    Start(RemoteRunArgs),
+    /// Remote: re-queue the trials of a run that have no accepted outcome.
+    Resume(ResumeArgs),
+    /// Remote: stop scheduling a run and cancel its live attempts.
+    Cancel(CancelArgs),
+    /// Remote: a run's progress (exit 0; with --watch, 0 when the run ends with a valid
+    /// accounting, 1 otherwise).
+    Status(StatusArgs),
+    /// Remote: download a run's accepted records into a folder, one per trial key.
+    Records(RecordsArgs),
+}
+
+/// A remote command naming one run.
+#[derive(Debug, Args)]
+pub struct RemoteRunArgs {
+    /// Run key or UUID.
+    pub run: String,
+    /// Print one JSON document instead of human output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `akbench run resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RemoteRunArgs,
+    /// Grade the attempts that were executed but not graded instead of running them again.
+    #[arg(long)]
+    pub grade: bool,
+}
+
+/// `akbench run cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RemoteRunArgs,
+    /// Why; recorded as the cause of every cancelled attempt.
+    #[arg(long, default_value = "cancelled by the operator")]
+    pub reason: String,
+}
+
+/// `akbench run status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RemoteRunArgs,
+    /// Follow the run until it ends (redrawn in place on a terminal, one line per update
+    /// otherwise; with --json one JSON document per line).
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// `akbench run records`.
+#[derive(Debug, Args)]
+pub struct RecordsArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RemoteRunArgs,
+    /// Folder to write `<trial key>/run_record.json` into (created when missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Only these trials (UUIDs or keys); repeatable. Default: every accepted record.
+    #[arg(long = "trial")]
+    pub trials: Vec<String>,
 }
 
 /// Where runs are stored.
@@ -101,9 +194,11 @@ pub struct DiffArgs {
 pub struct ReconcileArgs {
     /// Run key or UUID.
     pub run: String,
-    /// Observations file (JSON Lines; see docs/observations.md).
+    /// Observations file (JSON Lines; see docs/observations.md). Required locally; in remote
+    /// mode it is sent to the coordinator, and without it the coordinator's own records are
+    /// reconciled.
     #[arg(long)]
-    pub observations: PathBuf,
+    pub observations: Option<PathBuf>,
     /// List every trial in human output, not only the problems.
     #[arg(long)]
     pub all: bool,

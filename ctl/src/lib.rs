@@ -1,12 +1,14 @@
 //! akbench, the command-line client.
 //!
-//! `cli` holds the clap definitions; each command lives in its own module under `cmd`.
+//! `cli` holds the clap definitions; each command lives in its own module under `cmd`;
+//! `remote` turns the `run` commands into calls to a coordinator (`--coordinator URL`).
 //! Expected errors map to documented exit codes (see [`exit`]); `main.rs` only calls
 //! [`main_with_args`].
 
 pub mod cli;
 pub mod cmd;
 pub mod exit;
+pub mod remote;
 
 use clap::Parser;
 

@@ -2,33 +2,50 @@
 
 use crate::cli::InspectArgs;
 use crate::cmd::{counts, find_run, print_json};
-use akbench_core::evidence::EvidenceStore;
+use akbench_core::evidence::{EvidenceStore, RunOutcome};
+use akbench_core::plan::RunPlan;
+use akbench_core::spec::ResolvedRunSpec;
 
 /// Shows a run.
 pub fn run(args: InspectArgs) -> anyhow::Result<i32> {
     let store = EvidenceStore::new(&args.store.store_root);
     let r = find_run(&store, &args.run)?;
-    let plan = r.plan();
-    if args.store.json {
+    show(
+        &r.spec,
+        r.plan(),
+        r.state(),
+        r.outcome.as_ref(),
+        args.store.json,
+    )
+}
+
+/// Prints a run (shared with remote mode, where the state is the coordinator's).
+pub(crate) fn show(
+    s: &ResolvedRunSpec,
+    plan: Option<&RunPlan>,
+    state: &str,
+    outcome: Option<&RunOutcome>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    if json {
         print_json(&serde_json::json!({
-            "run_key": r.spec.run_key(),
-            "run_id": r.spec.run_id(),
-            "state": r.state(),
-            "outcome": r.outcome,
-            "created_at": r.spec.identity.created_at,
-            "spec_digest": r.spec.digest,
-            "condition_digest": r.spec.condition_digest,
+            "run_key": s.run_key(),
+            "run_id": s.run_id(),
+            "state": state,
+            "outcome": outcome,
+            "created_at": s.identity.created_at,
+            "spec_digest": s.digest,
+            "condition_digest": s.condition_digest,
             "plan_digest": plan.map(|p| p.digest.clone()),
-            "condition": r.spec.condition,
+            "condition": s.condition,
             "summary": plan.map(|p| p.summary.clone()),
         }))?;
         return Ok(crate::exit::OK);
     }
-    let s = &r.spec;
     let c = &s.condition;
     println!("run          {} ({})", s.run_key(), s.run_id());
-    println!("state        {}", r.state());
-    if let Some(o) = &r.outcome {
+    println!("state        {state}");
+    if let Some(o) = outcome {
         println!(
             "outcome      accounting {}{}, {}; records in {}",
             if o.valid { "valid" } else { "INVALID" },

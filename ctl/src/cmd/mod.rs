@@ -13,7 +13,11 @@ use crate::cli::{Cli, Command, RunCommand};
 
 /// Runs the parsed command and returns its exit code.
 pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    match cli.command {
+    let command = match crate::remote::dispatch(&cli.remote, cli.command) {
+        crate::remote::Dispatch::Done(result) => return result,
+        crate::remote::Dispatch::Local(command) => command,
+    };
+    match command {
         Command::Run(RunCommand::Single(args)) => single::run(args, true),
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),
         Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
@@ -23,6 +27,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
         Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
+        Command::Run(
+            rc @ (RunCommand::Submit(_)
+            | RunCommand::Start(_)
+            | RunCommand::Resume(_)
+            | RunCommand::Cancel(_)
+            | RunCommand::Status(_)
+            | RunCommand::Records(_)),
+        ) => Err(crate::remote::needs_coordinator(&rc)),
     }
 }
 

@@ -6,11 +6,39 @@ use crate::cmd::{counts, print_json};
 use akbench_core::clock::SystemClock;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
-use akbench_core::plan::plan;
-use akbench_core::spec::{resolve, ResolveInputs};
+use akbench_core::plan::{plan, RunPlan};
+use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
+use std::path::PathBuf;
 
 /// Plans a run.
 pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
+    let (spec, ready, dir) = plan_and_store(&args)?;
+    if args.store.json {
+        print_json(&serde_json::json!({
+            "run_key": spec.run_key(),
+            "run_id": spec.run_id(),
+            "dir": dir,
+            "spec_digest": spec.digest,
+            "condition_digest": spec.condition_digest,
+            "plan_digest": ready.digest,
+            "state": "ready",
+            "summary": ready.summary,
+        }))?;
+    } else {
+        println!("run      {}", spec.run_key());
+        println!("uuid     {}", spec.run_id());
+        println!("stored   {}", dir.display());
+        print_summary(&spec, &ready);
+        println!("state    ready ({})", counts(&ready.summary.by_lifecycle));
+    }
+    Ok(crate::exit::OK)
+}
+
+/// Resolves the manifest, plans, and stores spec, draft and ready plan in the local store;
+/// returns the spec, the ready plan and the run's folder (remote mode submits them next).
+pub(crate) fn plan_and_store(
+    args: &PlanArgs,
+) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf)> {
     let clock = SystemClock;
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
@@ -26,34 +54,21 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
     let ready = draft.ready();
     store.put_plan(&ready)?;
     let dir = args.store.store_root.join(spec.run_key());
-    if args.store.json {
-        print_json(&serde_json::json!({
-            "run_key": spec.run_key(),
-            "run_id": spec.run_id(),
-            "dir": dir,
-            "spec_digest": spec.digest,
-            "condition_digest": spec.condition_digest,
-            "plan_digest": ready.digest,
-            "state": "ready",
-            "summary": ready.summary,
-        }))?;
-    } else {
-        let s = &ready.summary;
-        println!("run      {}", spec.run_key());
-        println!("uuid     {}", spec.run_id());
-        println!("stored   {}", dir.display());
-        println!(
-            "trials   {} = {} tasks x {} agents x {} repetitions",
-            s.trials,
-            s.by_task.len(),
-            s.by_agent.len(),
-            spec.condition.repetitions
-        );
-        println!("agents   {}", counts(&s.by_agent));
-        println!("families {}", counts(&s.by_family));
-        println!("backend  {}", counts(&s.by_backend));
-        println!("visible  {}", counts(&s.by_visibility));
-        println!("state    ready ({})", counts(&s.by_lifecycle));
-    }
-    Ok(crate::exit::OK)
+    Ok((spec, ready, dir))
+}
+
+/// Prints the plan summary lines (trials, agents, families, backend, visibility).
+pub(crate) fn print_summary(spec: &ResolvedRunSpec, ready: &RunPlan) {
+    let s = &ready.summary;
+    println!(
+        "trials   {} = {} tasks x {} agents x {} repetitions",
+        s.trials,
+        s.by_task.len(),
+        s.by_agent.len(),
+        spec.condition.repetitions
+    );
+    println!("agents   {}", counts(&s.by_agent));
+    println!("families {}", counts(&s.by_family));
+    println!("backend  {}", counts(&s.by_backend));
+    println!("visible  {}", counts(&s.by_visibility));
 }

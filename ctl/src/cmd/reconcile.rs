@@ -3,7 +3,7 @@
 
 use crate::cli::ReconcileArgs;
 use crate::cmd::{find_run, print_json};
-use akbench_core::accounting::{load_observations, reconcile, Bucket, ALL_BUCKETS};
+use akbench_core::accounting::{load_observations, reconcile, Bucket, RunAccounting, ALL_BUCKETS};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::rates::Pct;
 
@@ -18,10 +18,23 @@ pub fn run(args: ReconcileArgs) -> anyhow::Result<i32> {
         ))
         .into());
     };
-    let observations = load_observations(&args.observations)?;
+    let Some(path) = args.observations.as_ref() else {
+        return Err(crate::exit::InputError(
+            "failed to reconcile: --observations FILE is required locally; fix: pass the \
+             observations file, or reconcile the coordinator's own records with --coordinator URL"
+                .into(),
+        )
+        .into());
+    };
+    let observations = load_observations(path)?;
     let a = reconcile(plan, &observations);
-    if args.store.json {
-        print_json(&a)?;
+    show(&a, args.all, args.store.json)
+}
+
+/// Prints an accounting and returns the exit code (shared with remote mode).
+pub(crate) fn show(a: &RunAccounting, all: bool, json: bool) -> anyhow::Result<i32> {
+    if json {
+        print_json(a)?;
     } else {
         println!("run        {} ({})", a.run_key, a.run_id);
         println!(
@@ -60,9 +73,9 @@ pub fn run(args: ReconcileArgs) -> anyhow::Result<i32> {
         let listed = a
             .trials
             .iter()
-            .filter(|t| args.all || matches!(t.bucket, Bucket::Missing | Bucket::Quarantined));
+            .filter(|t| all || matches!(t.bucket, Bucket::Missing | Bucket::Quarantined));
         for (n, t) in listed.enumerate() {
-            if args.all || n < 20 {
+            if all || n < 20 {
                 let (o, b, id, k) = (t.ordinal, t.bucket.as_str(), t.trial_id, &t.key);
                 println!("  {o:>6} {b:<21}{id} {k}");
             } else {

@@ -1,0 +1,465 @@
+//! The remote forms of the `run` commands. Each connects once, makes its calls and prints
+//! the same shapes as the local command (inspect, diff, reconcile) or its own (submit,
+//! start, resume, cancel, status, records; see docs/remote.md).
+
+use super::{block_on, is_over, state_name, view, Client, Remote};
+use crate::cli::{
+    CancelArgs, DiffArgs, InspectArgs, PlanArgs, ReconcileArgs, RemoteRunArgs, ResumeArgs,
+    RunCommand, StatusArgs,
+};
+use crate::cmd::{self, counts, print_json};
+use crate::exit::{self, InputError};
+use akbench_core::accounting::{load_observations, RunAccounting};
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::plan::RunPlan;
+use akbench_core::spec::ResolvedRunSpec;
+use akbench_core::spec_diff::{Change, ChangeKind, SpecDiff};
+use akbench_proto::v1 as pb;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+/// True for the `run` commands that have a remote form.
+pub fn is_remote(rc: &RunCommand) -> bool {
+    matches!(
+        rc,
+        RunCommand::Plan(_)
+            | RunCommand::Inspect(_)
+            | RunCommand::Diff(_)
+            | RunCommand::Reconcile(_)
+            | RunCommand::Submit(_)
+            | RunCommand::Start(_)
+            | RunCommand::Resume(_)
+            | RunCommand::Cancel(_)
+            | RunCommand::Status(_)
+            | RunCommand::Records(_)
+    )
+}
+
+/// The subcommand's name, for messages.
+pub fn name(rc: &RunCommand) -> &'static str {
+    match rc {
+        RunCommand::Single(_) => "single",
+        RunCommand::Execute(_) => "execute",
+        RunCommand::Evaluate(_) => "evaluate",
+        RunCommand::Aggregate(_) => "aggregate",
+        RunCommand::Plan(_) => "plan",
+        RunCommand::Inspect(_) => "inspect",
+        RunCommand::Diff(_) => "diff",
+        RunCommand::Reconcile(_) => "reconcile",
+        RunCommand::Submit(_) => "submit",
+        RunCommand::Start(_) => "start",
+        RunCommand::Resume(_) => "resume",
+        RunCommand::Cancel(_) => "cancel",
+        RunCommand::Status(_) => "status",
+        RunCommand::Records(_) => "records",
+    }
+}
+
+/// Runs a remote command.
+pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
+    // Local work (resolving the manifest, reading the store or the observations file) comes
+    // first: bad input fails with exit 2 before anything is sent.
+    match rc {
+        RunCommand::Plan(args) => {
+            let (spec, ready, dir) = cmd::plan::plan_and_store(&args)?;
+            with_client(remote, |c| async move {
+                submit(&c, &spec, &ready, &dir, &args).await
+            })
+        }
+        RunCommand::Submit(args) => {
+            let store = EvidenceStore::new(&args.store.store_root);
+            let r = cmd::find_run(&store, &args.run)?;
+            let Some(ready) = r.ready.clone() else {
+                return Err(InputError(format!(
+                    "failed to submit run {}: it has no ready plan; fix: plan it with \
+                     `akbench run plan`",
+                    r.spec.run_key()
+                ))
+                .into());
+            };
+            let plan_args = PlanArgs {
+                config: Default::default(),
+                tasks_root: None,
+                agents_root: None,
+                store: args.store,
+            };
+            with_client(remote, |c| async move {
+                submit(&c, &r.spec, &ready, &r.dir, &plan_args).await
+            })
+        }
+        RunCommand::Inspect(args) => with_client(remote, |c| inspect(c, args)),
+        RunCommand::Diff(args) => with_client(remote, |c| diff(c, args)),
+        RunCommand::Reconcile(args) => {
+            let observations = match &args.observations {
+                Some(path) => Some(serde_json::to_string(&load_observations(path)?)?),
+                None => None,
+            };
+            with_client(remote, |c| reconcile(c, args, observations))
+        }
+        RunCommand::Start(args) => with_client(remote, |c| start(c, args)),
+        RunCommand::Resume(args) => with_client(remote, |c| resume(c, args)),
+        RunCommand::Cancel(args) => with_client(remote, |c| cancel(c, args)),
+        RunCommand::Status(args) => with_client(remote, |c| status(c, args)),
+        RunCommand::Records(args) => with_client(remote, |c| super::records::run(c, args)),
+        other => Err(InputError(format!(
+            "`akbench run {}` runs locally only; drop --coordinator",
+            name(&other)
+        ))
+        .into()),
+    }
+}
+
+fn with_client<F, Fut>(remote: &Remote, f: F) -> anyhow::Result<i32>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<i32>>,
+{
+    block_on(async move {
+        let client = remote.connect().await?;
+        f(client).await
+    })?
+}
+
+/// A run summary as JSON (the shape of the coordinator's HTTP status API).
+pub fn summary_json(s: Option<&pb::RunSummary>) -> serde_json::Value {
+    let Some(s) = s else {
+        return serde_json::Value::Null;
+    };
+    serde_json::json!({
+        "run_id": s.run_id,
+        "run_key": s.run_key,
+        "experiment": s.experiment,
+        "state": state_name(s.state),
+        "spec_digest": s.spec_digest,
+        "plan_digest": s.plan_digest,
+        "trial_count": s.trial_count,
+        "created_at": view::time(s.created_at_unix_ms),
+        "started_at": (s.started_at_unix_ms != 0).then(|| view::time(s.started_at_unix_ms)),
+    })
+}
+
+async fn submit(
+    c: &Client,
+    spec: &ResolvedRunSpec,
+    ready: &RunPlan,
+    dir: &Path,
+    args: &PlanArgs,
+) -> anyhow::Result<i32> {
+    let request = pb::SubmitPlanRequest {
+        spec_json: canonical_json(spec),
+        spec_digest: spec.digest.clone(),
+        plan_json: canonical_json(ready),
+        plan_digest: ready.digest.clone(),
+    };
+    let r = c
+        .inner
+        .clone()
+        .submit_plan(c.request(request))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let run = r.run.unwrap_or_default();
+    if args.store.json {
+        print_json(&serde_json::json!({
+            "run_key": run.run_key,
+            "run_id": run.run_id,
+            "dir": dir,
+            "coordinator": c.url(),
+            "created": r.created,
+            "state": state_name(run.state),
+            "spec_digest": spec.digest,
+            "condition_digest": spec.condition_digest,
+            "plan_digest": ready.digest,
+            "summary": ready.summary,
+        }))?;
+    } else {
+        println!("run      {}", run.run_key);
+        println!("uuid     {}", run.run_id);
+        println!("stored   {} (local copy)", dir.display());
+        cmd::plan::print_summary(spec, ready);
+        println!(
+            "state    {} ({})",
+            state_name(run.state),
+            counts(&ready.summary.by_lifecycle)
+        );
+        if r.created {
+            println!("submitted to {}", c.url());
+        } else {
+            println!(
+                "already submitted to {}: identical resubmission, nothing changed",
+                c.url()
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+async fn inspect(c: Client, args: InspectArgs) -> anyhow::Result<i32> {
+    let r = c.get_run(&args.run, true).await?;
+    let summary = r.run.unwrap_or_default();
+    let spec: ResolvedRunSpec = serde_json::from_str(&r.spec_json).map_err(|e| {
+        anyhow::anyhow!(
+            "failed to read the spec of run {} from {}: {e}",
+            summary.run_key,
+            c.url()
+        )
+    })?;
+    let plan: Option<RunPlan> = if r.plan_json.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_str(&r.plan_json).map_err(|e| {
+            anyhow::anyhow!(
+                "failed to read the plan of run {} from {}: {e}",
+                summary.run_key,
+                c.url()
+            )
+        })?)
+    };
+    cmd::inspect::show(
+        &spec,
+        plan.as_ref(),
+        &state_name(summary.state),
+        None,
+        args.store.json,
+    )
+}
+
+async fn diff(c: Client, args: DiffArgs) -> anyhow::Result<i32> {
+    let r = c
+        .inner
+        .clone()
+        .diff_runs(c.request(pb::DiffRunsRequest {
+            left: args.left,
+            right: args.right,
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let value = |j: &str| -> anyhow::Result<Option<serde_json::Value>> {
+        if j.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(serde_json::from_str(j)?))
+        }
+    };
+    let mut changes = Vec::with_capacity(r.changes.len());
+    for ch in &r.changes {
+        let kind = match pb::ChangeKind::try_from(ch.kind) {
+            Ok(pb::ChangeKind::Added) => ChangeKind::Added,
+            Ok(pb::ChangeKind::Removed) => ChangeKind::Removed,
+            _ => ChangeKind::Changed,
+        };
+        changes.push(Change {
+            path: if ch.path.is_empty() {
+                ch.section.clone()
+            } else {
+                format!("{}.{}", ch.section, ch.path)
+            },
+            kind,
+            left: value(&ch.left_json)?,
+            right: value(&ch.right_json)?,
+        });
+    }
+    let (l, rt) = (r.left.unwrap_or_default(), r.right.unwrap_or_default());
+    cmd::diff::show(
+        (l.run_key, l.run_id),
+        (rt.run_key, rt.run_id),
+        &SpecDiff { changes },
+        args.store.json,
+    )
+}
+
+async fn reconcile(
+    c: Client,
+    args: ReconcileArgs,
+    observations: Option<String>,
+) -> anyhow::Result<i32> {
+    let a = reconcile_call(&c, &args.run, observations).await?;
+    cmd::reconcile::show(&a, args.all, args.store.json)
+}
+
+/// Reconciles on the coordinator and checks the report's digest.
+async fn reconcile_call(
+    c: &Client,
+    run: &str,
+    observations: Option<String>,
+) -> anyhow::Result<RunAccounting> {
+    let r = c
+        .inner
+        .clone()
+        .reconcile(c.request(pb::ReconcileRequest {
+            run: run.to_string(),
+            observations_json: observations.unwrap_or_default(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let digest = digest_bytes(r.report_json.as_bytes());
+    if digest != r.report_digest {
+        anyhow::bail!(
+            "the coordinator at {} sent a reconciliation report whose digest does not match \
+             ({} vs {digest})",
+            c.url(),
+            r.report_digest
+        );
+    }
+    serde_json::from_str(&r.report_json).map_err(|e| {
+        anyhow::anyhow!(
+            "failed to read the reconciliation report from {}: {e}",
+            c.url()
+        )
+    })
+}
+
+fn print_action(
+    args: &RemoteRunArgs,
+    run: Option<&pb::RunSummary>,
+    field: &str,
+    n: u64,
+    line: String,
+) -> anyhow::Result<i32> {
+    if args.json {
+        print_json(&serde_json::json!({ "run": summary_json(run), field: n }))?;
+    } else {
+        println!("{line}");
+    }
+    Ok(exit::OK)
+}
+
+async fn start(c: Client, args: RemoteRunArgs) -> anyhow::Result<i32> {
+    let r = c
+        .inner
+        .clone()
+        .start_run(c.request(pb::StartRunRequest {
+            run: args.run.clone(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let run = r.run.as_ref();
+    let key = run.map(|s| s.run_key.as_str()).unwrap_or(&args.run);
+    let line = if r.work_items_created == 0 {
+        format!("run {key} was already started (nothing created)")
+    } else {
+        format!("started run {key}: {} trials queued", r.work_items_created)
+    };
+    print_action(&args, run, "work_items_created", r.work_items_created, line)
+}
+
+async fn resume(c: Client, args: ResumeArgs) -> anyhow::Result<i32> {
+    let r = c
+        .inner
+        .clone()
+        .resume_run(c.request(pb::ResumeRunRequest {
+            run: args.run.run.clone(),
+            grade: args.grade,
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let run = r.run.as_ref();
+    let key = run.map(|s| s.run_key.as_str()).unwrap_or(&args.run.run);
+    let line = format!(
+        "resumed run {key}: {} trials re-queued{}",
+        r.requeued,
+        if args.grade {
+            " (executed-only attempts are graded, not run again)"
+        } else {
+            ""
+        }
+    );
+    print_action(&args.run, run, "requeued", r.requeued, line)
+}
+
+async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {
+    let r = c
+        .inner
+        .clone()
+        .cancel_run(c.request(pb::CancelRunRequest {
+            run: args.run.run.clone(),
+            reason: args.reason.clone(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let run = r.run.as_ref();
+    let key = run.map(|s| s.run_key.as_str()).unwrap_or(&args.run.run);
+    let line = format!(
+        "cancelling run {key}: {} live attempts asked to stop (reason: {})",
+        r.attempts_cancelling, args.reason
+    );
+    print_action(
+        &args.run,
+        run,
+        "attempts_cancelling",
+        r.attempts_cancelling,
+        line,
+    )
+}
+
+async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
+    if !args.watch {
+        let s = c
+            .inner
+            .clone()
+            .get_status(c.request(pb::GetStatusRequest {
+                run: args.run.run.clone(),
+            }))
+            .await
+            .map_err(|s| c.error(s))?
+            .into_inner();
+        if args.run.json {
+            print_json(&view::status_json(&s))?;
+        } else {
+            print!("{}", view::block(&s));
+        }
+        return Ok(exit::OK);
+    }
+    let mut stream = c
+        .inner
+        .clone()
+        .watch_status(c.request(pb::WatchStatusRequest {
+            run: args.run.run.clone(),
+            min_interval_ms: 0,
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let tty = std::io::stdout().is_terminal() && !args.run.json;
+    let mut last: Option<pb::RunStatus> = None;
+    while let Some(s) = stream.message().await.map_err(|s| c.error(s))? {
+        let mut out = std::io::stdout().lock();
+        if args.run.json {
+            writeln!(out, "{}", view::status_json(&s))?;
+        } else if tty {
+            // Clear the screen, cursor home, then the whole view.
+            write!(out, "\x1b[H\x1b[2J{}", view::block(&s))?;
+        } else {
+            writeln!(out, "{}", view::line(&s))?;
+        }
+        out.flush()?;
+        last = Some(s);
+    }
+    let Some(last) = last else {
+        anyhow::bail!("the coordinator at {} sent no status", c.url());
+    };
+    let summary = last.run.clone().unwrap_or_default();
+    if !is_over(summary.state) {
+        return Err(super::from_status(
+            &tonic::Status::unavailable("the status stream ended before the run did"),
+            c.url(),
+            false,
+        ));
+    }
+    // The run is over: exit 0 when its accounting is valid.
+    let a = reconcile_call(&c, &summary.run_id, None).await?;
+    eprintln!(
+        "run {} {}: accounting {} ({})",
+        summary.run_key,
+        state_name(summary.state),
+        if a.valid { "valid" } else { "INVALID" },
+        a.rates
+    );
+    Ok(if a.valid { exit::OK } else { exit::NEGATIVE })
+}

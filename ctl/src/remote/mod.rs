@@ -1,0 +1,295 @@
+//! Remote mode: with `--coordinator URL` (or `AKBENCH_COORDINATOR`) the `run` commands become
+//! calls to the coordinator's gRPC `Control` service (see docs/remote.md).
+//!
+//! - [`Remote`]: the URL and the bearer token, from the global flags.
+//! - [`Client`]: one tonic client on one connection, driven by a current-thread runtime
+//!   inside the command ([`block_on`]).
+//! - [`from_status`]: the ONE mapping from a gRPC status (or a failed connection) to an
+//!   error and so to an exit code.
+//! - [`commands`]: the commands; [`view`]: the status projection as text and JSON;
+//!   [`records`]: the record export.
+
+pub mod commands;
+pub mod records;
+pub mod view;
+
+use crate::cli::{Command, RemoteArgs, RunCommand};
+use crate::exit::InputError;
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use std::future::Future;
+use std::time::Duration;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+/// The largest message sent or received (a 100,000-trial plan is about 100 MB of JSON; the
+/// coordinator accepts up to 512 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
+/// How long connecting to the coordinator may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What [`dispatch`] did with a command.
+#[derive(Debug)]
+pub enum Dispatch {
+    /// Remote mode ran it.
+    Done(anyhow::Result<i32>),
+    /// Not remote mode, or a command that always runs locally: run it locally.
+    Local(Command),
+}
+
+/// Runs `command` against the coordinator when `--coordinator` is given and the command has
+/// a remote form; otherwise hands it back.
+pub fn dispatch(args: &RemoteArgs, command: Command) -> Dispatch {
+    let Some(url) = args.coordinator.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Dispatch::Local(command);
+    };
+    let Command::Run(rc) = command else {
+        return Dispatch::Local(command);
+    };
+    if !commands::is_remote(&rc) {
+        return Dispatch::Local(Command::Run(rc));
+    }
+    Dispatch::Done(Remote::new(url, args).and_then(|remote| commands::run(&remote, rc)))
+}
+
+/// The error of a remote-only command run without a coordinator (exit 2).
+pub fn needs_coordinator(rc: &RunCommand) -> anyhow::Error {
+    InputError(format!(
+        "failed to run `akbench run {}`: it talks to a coordinator; fix: pass --coordinator URL \
+         or set AKBENCH_COORDINATOR",
+        commands::name(rc)
+    ))
+    .into()
+}
+
+/// The coordinator and the credentials to use.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The gRPC URL, with its scheme.
+    pub url: String,
+    token: Option<String>,
+}
+
+impl Remote {
+    /// From the global flags: a bare `host:port` gets `http://`; the token comes from
+    /// `--token`/`AKBENCH_TOKEN` or `--token-file`.
+    pub fn new(url: &str, args: &RemoteArgs) -> anyhow::Result<Remote> {
+        let url = url.trim().trim_end_matches('/');
+        let url = if url.contains("://") {
+            url.to_string()
+        } else {
+            format!("http://{url}")
+        };
+        let token = match (&args.token, &args.token_file) {
+            (_, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    InputError(format!(
+                        "failed to read the token file {}: {e}; fix: pass a readable file \
+                         holding the token (--token-file)",
+                        path.display()
+                    ))
+                })?;
+                Some(text.trim().to_string())
+            }
+            (Some(t), None) => Some(t.trim().to_string()),
+            (None, None) => None,
+        };
+        Ok(Remote {
+            url,
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// Connects (once; every call of the command reuses the connection).
+    pub async fn connect(&self) -> anyhow::Result<Client> {
+        let endpoint = Endpoint::from_shared(self.url.clone()).map_err(|e| {
+            InputError(format!(
+                "failed to use coordinator URL `{}`: {e}; fix: pass --coordinator http://HOST:PORT",
+                self.url
+            ))
+        })?;
+        let channel = endpoint
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(|e| {
+                use std::error::Error as _;
+                let mut why = e.to_string();
+                let mut source = e.source();
+                while let Some(s) = source {
+                    let s_text = s.to_string();
+                    if !why.contains(&s_text) {
+                        why = format!("{why}: {s_text}");
+                    }
+                    source = s.source();
+                }
+                unavailable(&self.url, &why)
+            })?;
+        let header = match &self.token {
+            Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| {
+                InputError(
+                    "failed to use the token: it holds characters a header cannot carry; fix: \
+                     check --token / --token-file / AKBENCH_TOKEN"
+                        .into(),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Client {
+            inner: ControlClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            header,
+            url: self.url.clone(),
+            has_token: self.token.is_some(),
+        })
+    }
+}
+
+/// A connected `Control` client that adds the bearer token to every request.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// The generated client.
+    pub inner: ControlClient<Channel>,
+    header: Option<MetadataValue<Ascii>>,
+    url: String,
+    has_token: bool,
+}
+
+impl Client {
+    /// `message` as a request carrying the token.
+    pub fn request<T>(&self, message: T) -> Request<T> {
+        let mut r = Request::new(message);
+        if let Some(h) = &self.header {
+            r.metadata_mut().insert("authorization", h.clone());
+        }
+        r
+    }
+
+    /// The error for a failed call.
+    pub fn error(&self, status: Status) -> anyhow::Error {
+        from_status(&status, &self.url, self.has_token)
+    }
+
+    /// The coordinator's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// One run's summary and, with `documents`, its spec and plan.
+    pub async fn get_run(&self, run: &str, documents: bool) -> anyhow::Result<pb::GetRunResponse> {
+        let mut c = self.inner.clone();
+        c.get_run(self.request(pb::GetRunRequest {
+            run: run.to_string(),
+            include_documents: documents,
+        }))
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| self.error(s))
+    }
+}
+
+/// Maps a gRPC status to an error, and so to an exit code (see `exit::code_for`). This is
+/// the one place that decides:
+///
+/// - NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION: exit 2, with the
+///   server's message (it already says what failed and how to fix it);
+/// - UNAUTHENTICATED, PERMISSION_DENIED: exit 2, with a hint about the token;
+/// - UNAVAILABLE (the coordinator or a dependency of it is down, the connection failed):
+///   exit 3, naming the coordinator URL;
+/// - anything else (INTERNAL, UNKNOWN, ...): exit 3.
+pub fn from_status(status: &Status, url: &str, has_token: bool) -> anyhow::Error {
+    let message = status.message();
+    match status.code() {
+        Code::NotFound | Code::InvalidArgument | Code::AlreadyExists | Code::FailedPrecondition => {
+            InputError(message.to_string()).into()
+        }
+        Code::Unauthenticated | Code::PermissionDenied => {
+            let sent = if has_token {
+                "the token sent was refused"
+            } else {
+                "no token was sent"
+            };
+            InputError(format!(
+                "{message}\nhint: {sent}; the coordinator at {url} wants a bearer token: pass \
+                 --token-file FILE or set AKBENCH_TOKEN (an operator token for plan, submit, \
+                 start, resume and cancel; a viewer token is enough to read)"
+            ))
+            .into()
+        }
+        Code::Unavailable => unavailable(url, message),
+        code => anyhow::anyhow!(
+            "the coordinator at {url} failed ({}): {message}",
+            code.description()
+        ),
+    }
+}
+
+/// The coordinator cannot be reached or cannot serve now (exit 3).
+fn unavailable(url: &str, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the coordinator at {url} is unavailable: {why}; fix: check that it is running and \
+         reachable, and that --coordinator / AKBENCH_COORDINATOR names it, then retry"
+    )
+}
+
+/// Runs `future` to completion on a current-thread runtime made for this command.
+pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("failed to start the async runtime: {e}"))?;
+    Ok(rt.block_on(future))
+}
+
+/// The snake_case name of a run state (`planned`, `running`, ...).
+pub fn state_name(state: i32) -> String {
+    pb::RunState::try_from(state)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("RUN_STATE_")
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|_| format!("unknown({state})"))
+}
+
+/// True when nothing more will happen to a run in `state`.
+pub fn is_over(state: i32) -> bool {
+    state == pb::RunState::Finished as i32 || state == pb::RunState::Cancelled as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_exit_codes() {
+        let code = |c: Code| crate::exit::code_for(&from_status(&Status::new(c, "m"), "u", false));
+        for c in [
+            Code::NotFound,
+            Code::InvalidArgument,
+            Code::AlreadyExists,
+            Code::FailedPrecondition,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+        ] {
+            assert_eq!(code(c), crate::exit::USAGE, "{c:?}");
+        }
+        for c in [Code::Unavailable, Code::Internal, Code::Unknown] {
+            assert_eq!(code(c), crate::exit::FAILURE, "{c:?}");
+        }
+        let e = from_status(&Status::unauthenticated("no"), "http://x:1", true).to_string();
+        assert!(e.contains("AKBENCH_TOKEN") && e.contains("refused"), "{e}");
+        let e = from_status(&Status::unavailable("down"), "http://x:1", false).to_string();
+        assert!(e.contains("http://x:1"), "{e}");
+    }
+
+    #[test]
+    fn run_states_have_snake_case_names() {
+        assert_eq!(state_name(pb::RunState::Planned as i32), "planned");
+        assert_eq!(state_name(pb::RunState::Cancelling as i32), "cancelling");
+        assert_eq!(state_name(42), "unknown(42)");
+    }
+}

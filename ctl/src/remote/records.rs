@@ -1,0 +1,176 @@
+//! `akbench run records <run> --out DIR`: the run's accepted records, streamed by
+//! `FetchRecords` in plan order, written as `DIR/<trial key>/run_record.json` (trial keys are `<run>/<task>/<agent>/r<n>`; the layout
+//! `akbench sweep` leaves, so `akbench run aggregate DIR` reads them).
+//!
+//! Each file holds exactly the record's canonical JSON as sent (its `sha256:` digest is
+//! checked before writing), written to a temporary file in the same folder and renamed into
+//! place, so a reader never sees half a record. Trial keys (`<run key>/<task>/<agent>/r<n>`)
+//! come from the run's plan; a key with an empty, `.` or `..` component, a leading `/`, or a
+//! folder on its way that is a symlink is refused, so nothing is written outside DIR.
+
+use super::Client;
+use crate::cli::RecordsArgs;
+use crate::cmd::print_json;
+use crate::exit;
+use akbench_core::digest::digest_bytes;
+use akbench_core::plan::RunPlan;
+use akbench_proto::v1 as pb;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The file name of each record.
+pub const RECORD_FILE: &str = "run_record.json";
+
+/// Downloads the records.
+pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
+    let got = c.get_run(&args.run.run, true).await?;
+    let summary = got.run.unwrap_or_default();
+    let plan: RunPlan = serde_json::from_str(&got.plan_json).map_err(|e| {
+        anyhow::anyhow!(
+            "failed to read the plan of run {} from {}: {e}",
+            summary.run_key,
+            c.url()
+        )
+    })?;
+    let keys: HashMap<String, &str> = plan
+        .trials
+        .iter()
+        .map(|t| (t.trial_id.to_string(), t.key.as_str()))
+        .collect();
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", args.out.display()))?;
+    let mut stream = c
+        .inner
+        .clone()
+        .fetch_records(c.request(pb::FetchRecordsRequest {
+            run: summary.run_id.clone(),
+            trials: args.trials.clone(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let mut written = Vec::new();
+    while let Some(r) = stream.message().await.map_err(|s| c.error(s))? {
+        let Some(key) = keys.get(&r.trial_id) else {
+            anyhow::bail!(
+                "the coordinator at {} sent a record of trial {} that is not in the plan of run {}",
+                c.url(),
+                r.trial_id,
+                summary.run_key
+            );
+        };
+        let digest = digest_bytes(r.record_json.as_bytes());
+        if digest != r.digest {
+            anyhow::bail!(
+                "the record of trial {key} from {} does not match its digest ({} vs {digest})",
+                c.url(),
+                r.digest
+            );
+        }
+        let path = write_record(&args.out, key, r.record_json.as_bytes())?;
+        written.push((r, key.to_string(), path));
+    }
+    if args.run.json {
+        print_json(&serde_json::json!({
+            "run_key": summary.run_key,
+            "run_id": summary.run_id,
+            "out": args.out,
+            "planned": plan.trials.len(),
+            "records": written.len(),
+            "trials": written.iter().map(|(r, key, path)| serde_json::json!({
+                "ordinal": r.ordinal,
+                "key": key,
+                "trial_id": r.trial_id,
+                "attempt_id": r.attempt_id,
+                "digest": r.digest,
+                "path": path,
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!(
+            "wrote {} records of run {} ({} planned trials) to {}",
+            written.len(),
+            summary.run_key,
+            plan.trials.len(),
+            args.out.display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// True when `key` is a relative path of plain components (`run/task/agent/r0`): no empty,
+/// `.` or `..` component, no leading `/`, no backslash or NUL.
+pub fn is_safe_key(key: &str) -> bool {
+    !key.is_empty()
+        && !key.contains(['\\', '\0'])
+        && key
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// Writes `DIR/<key>/run_record.json` atomically (temporary file, then rename).
+pub fn write_record(out: &Path, key: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+    if !is_safe_key(key) {
+        anyhow::bail!(
+            "failed to write the record of trial `{key}`: its key would escape {}; refused",
+            out.display()
+        );
+    }
+    // Every folder on the way must be a real folder (or not exist yet): a symlink could
+    // lead outside DIR.
+    let mut dir = out.to_path_buf();
+    for part in key.split('/') {
+        dir.push(part);
+        if let Ok(m) = std::fs::symlink_metadata(&dir) {
+            if !m.is_dir() || m.file_type().is_symlink() {
+                anyhow::bail!(
+                    "failed to write the record of trial `{key}`: {} exists and is not a \
+                     folder (symlinks are refused)",
+                    dir.display()
+                );
+            }
+        }
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
+    let path = dir.join(RECORD_FILE);
+    let tmp = dir.join(format!(".{RECORD_FILE}.{}.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("failed to write {}: {e}", path.display())
+    })?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_would_escape_are_refused() {
+        for bad in [
+            "", ".", "..", "../x", "a/../b", "a//b", "a/./b", "a/", "/abs", "a\\b", "x\0",
+        ] {
+            assert!(!is_safe_key(bad), "{bad:?}");
+        }
+        assert!(is_safe_key(
+            "examples-20260101-abcd/wordcount-001/oracle/r0"
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_record(dir.path(), "../evil", b"{}").is_err());
+        let p = write_record(dir.path(), "k", b"{}").unwrap();
+        assert_eq!(std::fs::read(p).unwrap(), b"{}");
+        let p = write_record(dir.path(), "run/task/agent/r0", b"{}").unwrap();
+        assert!(p.ends_with("run/task/agent/r0/run_record.json"));
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("link")).unwrap();
+        assert!(write_record(dir.path(), "link", b"{}").is_err());
+        assert!(write_record(dir.path(), "link/x/r0", b"{}").is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! The run progress projection (`RunStatus`) as text and JSON. Every rate goes through
+//! core's [`Pct`]: a rate over nothing is "n/a" (JSON `null`), never 0%.
+
+use super::commands::summary_json;
+use super::state_name;
+use akbench_core::rates::Pct;
+use akbench_proto::v1 as pb;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Milliseconds since the Unix epoch as a UTC time (RFC 3339).
+pub fn time(unix_ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(unix_ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+fn map(counts: &[pb::StateCount]) -> BTreeMap<&str, u64> {
+    counts.iter().map(|c| (c.state.as_str(), c.count)).collect()
+}
+
+fn counts(counts: &[pb::StateCount]) -> String {
+    let nonzero: Vec<String> = counts
+        .iter()
+        .filter(|c| c.count > 0)
+        .map(|c| format!("{}={}", c.state, c.count))
+        .collect();
+    if nonzero.is_empty() {
+        "-".into()
+    } else {
+        nonzero.join(" ")
+    }
+}
+
+fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
+    let r = r.copied().unwrap_or_default();
+    serde_json::json!({
+        "graded": r.graded,
+        "pass_rate": r.pass_rate,
+        "coverage": r.coverage,
+        "infrastructure_error_rate": r.infrastructure_error_rate,
+    })
+}
+
+fn rates_text(r: Option<&pb::Rates>) -> String {
+    let r = r.copied().unwrap_or_default();
+    format!(
+        "pass rate {} ({} graded)  coverage {}  infrastructure errors {}",
+        Pct(r.pass_rate),
+        r.graded,
+        Pct(r.coverage),
+        Pct(r.infrastructure_error_rate)
+    )
+}
+
+/// One status as JSON (the shape of the coordinator's `/api/runs/{run}/status`; absent
+/// rates, throughput and ETA are `null`).
+pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
+    serde_json::json!({
+        "run": summary_json(s.run.as_ref()),
+        "planned": s.planned,
+        "queued": s.queued,
+        "running": s.running,
+        "finished": s.finished,
+        "work_items": map(&s.work_items),
+        "phases": map(&s.phases),
+        "outcomes": map(&s.outcomes),
+        "retries": s.retries,
+        "workers": s.workers,
+        "rates": rates_json(s.rates.as_ref()),
+        "agents": s.agents.iter().map(|a| serde_json::json!({
+            "agent": a.agent,
+            "planned": a.planned,
+            "outcomes": map(&a.outcomes),
+            "rates": rates_json(a.rates.as_ref()),
+        })).collect::<Vec<_>>(),
+        "throughput_per_minute": s.throughput_per_minute,
+        "eta": s.eta_unix_ms.map(time),
+        "as_of": time(s.as_of_unix_ms),
+    })
+}
+
+fn throughput(s: &pb::RunStatus) -> String {
+    match s.throughput_per_minute {
+        Some(t) => format!("{t:.1} trials/min"),
+        None => "n/a".into(),
+    }
+}
+
+fn eta(s: &pb::RunStatus) -> String {
+    match s.eta_unix_ms {
+        Some(ms) => {
+            let left = (ms - s.as_of_unix_ms).max(0) / 1000;
+            let (h, m, sec) = (left / 3600, left / 60 % 60, left % 60);
+            let within = if h > 0 {
+                format!("{h}h{m:02}m")
+            } else if m > 0 {
+                format!("{m}m{sec:02}s")
+            } else {
+                format!("{sec}s")
+            };
+            format!("{} (in {within})", time(ms))
+        }
+        None => "n/a".into(),
+    }
+}
+
+/// The full view, several lines (the terminal view redraws it in place).
+pub fn block(s: &pb::RunStatus) -> String {
+    let run = s.run.clone().unwrap_or_default();
+    let mut o = String::new();
+    let _ = writeln!(o, "run        {} ({})", run.run_key, run.run_id);
+    let _ = writeln!(o, "state      {}", state_name(run.state));
+    let _ = writeln!(
+        o,
+        "trials     {} planned  {} queued  {} running  {} finished  {} retries",
+        s.planned, s.queued, s.running, s.finished, s.retries
+    );
+    let _ = writeln!(o, "phases     {}", counts(&s.phases));
+    let _ = writeln!(o, "outcomes   {}", counts(&s.outcomes));
+    let _ = writeln!(o, "work       {}", counts(&s.work_items));
+    let _ = writeln!(o, "workers    {} connected", s.workers);
+    let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
+    if !s.agents.is_empty() {
+        let width = s.agents.iter().map(|a| a.agent.len()).max().unwrap_or(0);
+        let _ = writeln!(o, "agents");
+        for a in &s.agents {
+            let _ = writeln!(
+                o,
+                "  {:<width$}  {} planned  {}  {}",
+                a.agent,
+                a.planned,
+                counts(&a.outcomes),
+                rates_text(a.rates.as_ref())
+            );
+        }
+    }
+    let _ = writeln!(o, "throughput {}", throughput(s));
+    let _ = writeln!(o, "eta        {}", eta(s));
+    let _ = writeln!(o, "as of      {}", time(s.as_of_unix_ms));
+    o
+}
+
+/// The view on one line (a watch whose output is not a terminal prints one per update).
+pub fn line(s: &pb::RunStatus) -> String {
+    let run = s.run.clone().unwrap_or_default();
+    let r = s.rates.unwrap_or_default();
+    format!(
+        "{} {} {}: {}/{} finished, {} queued, {} running; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}",
+        time(s.as_of_unix_ms),
+        run.run_key,
+        state_name(run.state),
+        s.finished,
+        s.planned,
+        s.queued,
+        s.running,
+        counts(&s.outcomes),
+        s.workers,
+        Pct(r.pass_rate),
+        r.graded,
+        Pct(r.coverage),
+        throughput(s),
+        eta(s),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_graded_is_na_and_null() {
+        let s = pb::RunStatus {
+            planned: 4,
+            rates: Some(pb::Rates::default()),
+            ..Default::default()
+        };
+        assert!(block(&s).contains("pass rate n/a (0 graded)"));
+        assert!(line(&s).contains("pass rate n/a"));
+        assert!(status_json(&s)["rates"]["pass_rate"].is_null());
+        let s = pb::RunStatus {
+            rates: Some(pb::Rates {
+                graded: 2,
+                pass_rate: Some(0.5),
+                ..Default::default()
+            }),
+            ..s
+        };
+        assert!(block(&s).contains("pass rate 50.0% (2 graded)"));
+    }
+}

@@ -1,0 +1,634 @@
+//! Remote mode end to end: a real coordinator served in-process on a fresh database of a
+//! private PostgreSQL cluster, and the real `akbench` binary talking to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use akbench_coordinator::auth::{Role, Tokens};
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
+use akbench_coordinator::store::Store;
+use akbench_coordinator::work_control::{NoScheduler, WorkControl, WorkFuture};
+use akbench_coordinator::ControlError;
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::plan::RunPlan;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+const OPERATOR: &str = "operator-token-0123";
+const VIEWER: &str = "viewer-token-4567";
+
+/// The scheduler's test double: counts calls; `refuse` answers FAILED_PRECONDITION.
+#[derive(Debug, Default)]
+struct FakeWork {
+    calls: AtomicU64,
+    refuse: bool,
+}
+
+impl FakeWork {
+    fn answer(&self, action: &'static str, n: u64) -> WorkFuture<'_, u64> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let refuse = self.refuse;
+        Box::pin(async move {
+            if refuse {
+                Err(ControlError::Precondition {
+                    action,
+                    run: "r".into(),
+                    problem: "it is cancelled; fix: plan a new run".into(),
+                })
+            } else {
+                Ok(n)
+            }
+        })
+    }
+}
+
+impl WorkControl for FakeWork {
+    fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
+        self.answer("start", 6)
+    }
+    fn resume(&self, _run_id: Uuid, grade: bool) -> WorkFuture<'_, u64> {
+        self.answer("resume", if grade { 3 } else { 2 })
+    }
+    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
+        self.answer("cancel", 1)
+    }
+}
+
+struct Coordinator {
+    handle: Option<ServeHandle>,
+    stop: Option<oneshot::Sender<()>>,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Coordinator {
+    async fn start(work: Arc<dyn WorkControl>, tokens: Tokens) -> Coordinator {
+        let db = test_support::fresh_database().await;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = serve_with(
+            Config::local(db),
+            Services {
+                work,
+                tokens: Some(tokens),
+                ..Services::default()
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .expect("serves");
+        Coordinator {
+            url: format!("http://{}", handle.grpc_addr),
+            handle: Some(handle),
+            stop: Some(stop),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    async fn open() -> Coordinator {
+        Coordinator::start(Arc::new(NoScheduler), Tokens::default()).await
+    }
+
+    fn store(&self) -> &Store {
+        &self.handle.as_ref().unwrap().store
+    }
+
+    fn store_root(&self) -> PathBuf {
+        self.dir.path().join("runs")
+    }
+
+    /// `akbench --coordinator URL <args>` in the coordinator's temporary folder.
+    fn akbench(&self, args: &[&str]) -> Output {
+        self.akbench_env(args, &[])
+    }
+
+    fn akbench_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = command(self.dir.path());
+        c.arg("--coordinator").arg(&self.url).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("run akbench")
+    }
+
+    /// Plans and submits `manifest` (default: the example corpus); returns the run key.
+    fn plan(&self, manifest: Option<&Path>) -> String {
+        let root = repo();
+        let config = manifest
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| root.join("examples/experiment.yaml"));
+        let store_root = self.store_root();
+        let o = self.akbench(&[
+            "run",
+            "plan",
+            "--config",
+            config.to_str().unwrap(),
+            "--tasks-root",
+            root.join("examples/tasks").to_str().unwrap(),
+            "--agents-root",
+            root.join("examples/agents").to_str().unwrap(),
+            "--store-root",
+            store_root.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["created"], true, "{v}");
+        assert_eq!(v["state"], "planned");
+        v["run_key"].as_str().unwrap().to_string()
+    }
+
+    /// The ready plan of a run planned here.
+    fn ready(&self, key: &str) -> RunPlan {
+        EvidenceStore::new(self.store_root())
+            .find(key)
+            .unwrap()
+            .ready
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.handle.take().unwrap().wait().await.expect("stops");
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn command(cwd: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));
+    c.current_dir(cwd);
+    for v in [
+        "AKBENCH_COORDINATOR",
+        "AKBENCH_TOKEN",
+        "AKBENCH_STORE_ROOT",
+        "AKBENCH_TASKS_ROOT",
+        "AKBENCH_AGENTS_ROOT",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+async fn sql(store: &Store, statement: &str, run_id: Uuid) {
+    store
+        .client()
+        .await
+        .unwrap()
+        .execute(statement, &[&run_id])
+        .await
+        .unwrap();
+}
+
+/// Creates the work items of a run by hand (what the scheduler's start does).
+async fn start_by_hand(store: &Store, run_id: Uuid) {
+    sql(
+        store,
+        "INSERT INTO work_items (trial_id, run_id, ordinal)
+         SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+        run_id,
+    )
+    .await;
+    sql(
+        store,
+        "UPDATE runs SET state = 'running', started_at = now() WHERE run_id = $1",
+        run_id,
+    )
+    .await;
+}
+
+/// Finishes trial `ordinal` with one attempt and an accepted record.
+async fn finish_trial(store: &Store, plan: &RunPlan, ordinal: usize, ok: bool) {
+    let trial = &plan.trials[ordinal];
+    let attempt = Uuid::now_v7();
+    let client = store.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
+             VALUES ($1, $2, 1, 'execute', 'completed', 1, now(), 'completed')",
+            &[&attempt, &trial.trial_id],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE work_items SET state = 'done', attempts_used = 1, updated_at = now() WHERE trial_id = $1",
+            &[&trial.trial_id],
+        )
+        .await
+        .unwrap();
+    let record = serde_json::json!({
+        "run": {"id": plan.run_id, "key": plan.run_key},
+        "trial": {"id": trial.trial_id, "key": trial.key},
+        "outcome": {"state": "completed", "ok": ok, "score": if ok { 1.0 } else { 0.0 }, "attempts": 1},
+    });
+    client
+        .execute(
+            "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",
+            &[&attempt, &akbench_core::digest::digest_of(&record), &record],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_submit_resubmit_inspect_and_diff() {
+    let c = Coordinator::open().await;
+    let key = c.plan(None);
+    let ready = c.ready(&key);
+    assert_eq!(ready.trials.len(), 32, "8 tasks x 2 agents x 2 repetitions");
+
+    // The same documents again: idempotent, said so.
+    let o = c.akbench(&[
+        "run",
+        "submit",
+        &key,
+        "--store-root",
+        c.store_root().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stdout(&o).contains("identical resubmission"),
+        "{}",
+        text(&o)
+    );
+
+    // Inspect by key and by UUID: the local command's shape, the coordinator's state.
+    for name in [key.clone(), ready.run_id.to_string()] {
+        let o = c.akbench(&["run", "inspect", &name]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = stdout(&o);
+        assert!(out.contains(&format!("run          {key}")), "{out}");
+        assert!(out.contains("state        planned"), "{out}");
+        assert!(out.contains("plan         ready (32 trials"), "{out}");
+    }
+    let o = c.akbench(&["run", "inspect", &key, "--json"]);
+    let v = json(&o);
+    assert_eq!(v["plan_digest"], ready.digest.as_str());
+    assert_eq!(v["summary"]["trials"], 32);
+
+    let o = c.akbench(&["run", "inspect", "nope-20260101-0000"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("failed to find run"), "{}", text(&o));
+
+    // A second plan of the same manifest: identical conditions (exit 0); one with fewer
+    // repetitions differs (exit 1).
+    let same = c.plan(None);
+    let o = c.akbench(&["run", "diff", &key, &same]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stdout(&o).contains("identical conditions"), "{}", text(&o));
+    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
+        .unwrap()
+        .replace("repetitions: 2", "repetitions: 1");
+    let path = c.dir.path().join("one-rep.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let other = c.plan(Some(&path));
+    let o = c.akbench(&["run", "diff", &key, &other]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(stdout(&o).contains("repetitions"), "{}", text(&o));
+    let v = json(&c.akbench(&["run", "diff", &key, &other, "--json"]));
+    assert_eq!(v["identical"], false);
+    assert_eq!(v["left"]["run_key"], key.as_str());
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reconcile_and_records() {
+    let c = Coordinator::open().await;
+    let key = c.plan(None);
+    let ready = c.ready(&key);
+
+    // Nothing graded: null in JSON, "n/a" for people, never 0%.
+    let v = json(&c.akbench(&["run", "status", &key, "--json"]));
+    assert!(v["rates"]["pass_rate"].is_null(), "{v}");
+    assert_eq!(v["planned"], 32);
+    assert_eq!(v["run"]["state"], "planned");
+    let o = c.akbench(&["run", "status", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stdout(&o).contains("pass rate n/a (0 graded)"),
+        "{}",
+        text(&o)
+    );
+
+    let store = c.store();
+    start_by_hand(store, ready.run_id).await;
+    finish_trial(store, &ready, 0, true).await;
+    finish_trial(store, &ready, 3, false).await;
+    let v = json(&c.akbench(&["run", "status", &key, "--json"]));
+    assert_eq!(v["rates"]["pass_rate"], 0.5, "{v}");
+    assert_eq!(v["finished"], 2);
+
+    // Reconcile the coordinator's own records: valid, 30 missing.
+    let o = c.akbench(&["run", "reconcile", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stdout(&o).contains("accounting valid"), "{}", text(&o));
+    let v = json(&c.akbench(&["run", "reconcile", &key, "--json"]));
+    assert_eq!(v["counts"]["missing"], 30, "{v}");
+    assert_eq!(v["rates"]["pass_rate"], 0.5);
+
+    // A file of observations with a conflicting duplicate: invalid, exit 1.
+    let t = &ready.trials;
+    let line = |id: Uuid, ok: bool| {
+        serde_json::json!({"trial_id": id, "state": "completed", "ok": ok, "score": null, "attempt_id": null, "source": "file"})
+            .to_string()
+    };
+    let file = c.dir.path().join("observations.jsonl");
+    std::fs::write(
+        &file,
+        [line(t[0].trial_id, true), line(t[0].trial_id, false)].join("\n"),
+    )
+    .unwrap();
+    let o = c.akbench(&[
+        "run",
+        "reconcile",
+        &key,
+        "--observations",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(stdout(&o).contains("accounting INVALID"), "{}", text(&o));
+    assert!(stdout(&o).contains("1 conflicting"), "{}", text(&o));
+    // A malformed file is bad input: exit 2, nothing sent.
+    std::fs::write(&file, "{not json").unwrap();
+    let o = c.akbench(&[
+        "run",
+        "reconcile",
+        &key,
+        "--observations",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
+    // Records: every accepted record in plan order, one folder per trial key.
+    let out = c.dir.path().join("records");
+    let o = c.akbench(&[
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["records"], 2, "{v}");
+    assert_eq!(v["trials"][0]["ordinal"], 0);
+    assert_eq!(v["trials"][1]["ordinal"], 3);
+    for i in [0, 3] {
+        let path = out.join(&t[i].key).join("run_record.json");
+        let bytes = std::fs::read(&path).unwrap();
+        let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(record["trial"]["key"], t[i].key.as_str());
+        assert_eq!(
+            akbench_core::digest::digest_bytes(&bytes),
+            v["trials"][if i == 0 { 0 } else { 1 }]["digest"]
+                .as_str()
+                .unwrap()
+        );
+    }
+    let o = c.akbench(&["run", "records", &key, "--out", out.to_str().unwrap()]);
+    assert!(stdout(&o).starts_with("wrote 2 records"), "{}", text(&o));
+    let o = c.akbench(&[
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--trial",
+        "not-a-trial",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_follows_the_run_until_it_ends() {
+    let c = Coordinator::open().await;
+    let key = c.plan(None);
+    let ready = c.ready(&key);
+    let store = c.store().clone();
+    start_by_hand(&store, ready.run_id).await;
+
+    // Not a terminal: one line per update.
+    let mut child = command(c.dir.path())
+        .args(["--coordinator", &c.url, "run", "status", &key, "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(
+        first.contains(&key) && first.contains("0/32 finished"),
+        "{first}"
+    );
+    assert!(first.contains("pass rate n/a"), "{first}");
+    finish_trial(&store, &ready, 1, true).await;
+    let next = lines.next().unwrap().unwrap();
+    assert!(next.contains("1/32 finished"), "{next}");
+    assert!(next.contains("pass rate 100.0% (1 graded)"), "{next}");
+    sql(
+        &store,
+        "UPDATE runs SET state = 'finished' WHERE run_id = $1",
+        ready.run_id,
+    )
+    .await;
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(rest.last().unwrap().contains("finished:"), "{rest:?}");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("accounting valid"), "{}", text(&o));
+
+    // JSON Lines; a cancelled run ends the watch too.
+    let other = c.plan(None);
+    let other_id = c.ready(&other).run_id;
+    let mut child = command(c.dir.path())
+        .args([
+            "--coordinator",
+            &c.url,
+            "run",
+            "status",
+            &other,
+            "--watch",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["run"]["state"], "planned");
+    assert!(first["rates"]["pass_rate"].is_null());
+    sql(
+        &store,
+        "UPDATE runs SET state = 'cancelled' WHERE run_id = $1",
+        other_id,
+    )
+    .await;
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert_eq!(rest.last().unwrap()["run"]["state"], "cancelled");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_resume_cancel_and_tokens() {
+    let work = Arc::new(FakeWork::default());
+    let tokens = Tokens::from_pairs([(Role::Operator, OPERATOR), (Role::Viewer, VIEWER)]);
+    let c = Coordinator::start(work.clone(), tokens).await;
+    let token_file = c.dir.path().join("token");
+    std::fs::write(&token_file, format!("{OPERATOR}\n")).unwrap();
+    let tf = token_file.to_str().unwrap().to_string();
+
+    // Planning needs an operator token; without one: exit 2 with a hint about the token.
+    let root = repo();
+    let plan_args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        for a in [
+            "run",
+            "plan",
+            "--config",
+            root.join("examples/experiment.yaml").to_str().unwrap(),
+            "--tasks-root",
+            root.join("examples/tasks").to_str().unwrap(),
+            "--agents-root",
+            root.join("examples/agents").to_str().unwrap(),
+            "--store-root",
+            c.store_root().to_str().unwrap(),
+            "--json",
+        ] {
+            v.push(a.to_string());
+        }
+        v
+    };
+    let args = plan_args(&[]);
+    let o = c.akbench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no token was sent"), "{}", text(&o));
+    let args = plan_args(&["--token-file", &tf]);
+    let o = c.akbench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let key = json(&o)["run_key"].as_str().unwrap().to_string();
+
+    // A wrong token: exit 2, with a hint about the token.
+    let o = c.akbench(&["--token", "wrong-token", "run", "status", &key]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("AKBENCH_TOKEN"), "{}", text(&o));
+    assert!(text(&o).contains("refused"), "{}", text(&o));
+    // A viewer reads (the token from the environment) but may not start.
+    let viewer = [("AKBENCH_TOKEN", VIEWER)];
+    let o = c.akbench_env(&["run", "status", &key], &viewer);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = c.akbench_env(&["run", "start", &key], &viewer);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("operator token"), "{}", text(&o));
+    assert_eq!(work.calls.load(Ordering::SeqCst), 0);
+
+    // The operator starts, resumes and cancels: each call reaches the scheduler.
+    let o = c.akbench(&["--token-file", &tf, "run", "start", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stdout(&o).contains("6 trials queued"), "{}", text(&o));
+    let o = c.akbench(&[
+        "--token-file",
+        &tf,
+        "run",
+        "resume",
+        &key,
+        "--grade",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["requeued"], 3);
+    let o = c.akbench(&[
+        "--token", OPERATOR, "run", "cancel", &key, "--reason", "enough",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stdout(&o).contains("1 live attempts"), "{}", text(&o));
+    assert_eq!(work.calls.load(Ordering::SeqCst), 3);
+    // An unknown run: NOT_FOUND, exit 2 with the server's message.
+    let o = c.akbench(&["--token-file", &tf, "run", "start", "nope-20260101-0000"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("failed to find run"), "{}", text(&o));
+    c.stop().await;
+
+    // A scheduler that refuses: FAILED_PRECONDITION, exit 2 with the server's message.
+    let refusing = Arc::new(FakeWork {
+        refuse: true,
+        ..FakeWork::default()
+    });
+    let c = Coordinator::start(refusing, Tokens::default()).await;
+    let key = c.plan(None);
+    let o = c.akbench(&["run", "cancel", &key]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("it is cancelled"), "{}", text(&o));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_scheduler_and_coordinator_down_exit_3() {
+    // No scheduler wired in: UNAVAILABLE, exit 3 naming the coordinator.
+    let c = Coordinator::open().await;
+    let key = c.plan(None);
+    for args in [
+        vec!["run", "start", key.as_str()],
+        vec!["run", "resume", key.as_str()],
+        vec!["run", "cancel", key.as_str()],
+    ] {
+        let o = c.akbench(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(&c.url), "{}", text(&o));
+        assert!(text(&o).contains("no scheduler"), "{}", text(&o));
+    }
+    let url = c.url.clone();
+    c.stop().await;
+
+    // The coordinator is gone: connection refused, exit 3 naming the URL.
+    let dir = tempfile::tempdir().unwrap();
+    let o = command(dir.path())
+        .args(["run", "status", &key])
+        .env("AKBENCH_COORDINATOR", &url)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains(&url), "{}", text(&o));
+    assert!(text(&o).contains("unavailable"), "{}", text(&o));
+
+    // Remote-only commands without a coordinator: exit 2, saying what is missing.
+    for args in [
+        vec!["run", "start", "x"],
+        vec!["run", "status", "x", "--watch"],
+        vec!["run", "records", "x", "--out", "o"],
+    ] {
+        let o = command(dir.path()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("--coordinator"), "{}", text(&o));
+    }
+}
