@@ -23,10 +23,13 @@ CREATE TRIGGER run_catalog_append_only BEFORE UPDATE OR DELETE ON run_catalog
 CREATE TRIGGER run_catalog_no_truncate BEFORE TRUNCATE ON run_catalog
     FOR EACH STATEMENT EXECUTE FUNCTION akbench_refuse_mutation();
 
--- Whether an accepted record says the task was solved (`outcome.ok`), computed once when the
--- record is stored so that status never parses records.
+-- Whether an accepted record says the task was solved, computed once when the record is
+-- stored so that status never parses records. Workers upload attempt records (`grade.ok`);
+-- a trial record (`outcome.ok`) is read too.
 ALTER TABLE submissions
-    ADD COLUMN ok boolean GENERATED ALWAYS AS ((record -> 'outcome' ->> 'ok')::boolean) STORED;
+    ADD COLUMN ok boolean GENERATED ALWAYS AS (
+        COALESCE((record -> 'outcome' ->> 'ok')::boolean, (record -> 'grade' ->> 'ok')::boolean)
+    ) STORED;
 
 -- Status: live attempts by phase (a handful of rows per worker slot).
 CREATE INDEX attempts_live ON attempts (trial_id) INCLUDE (state) WHERE finished_at IS NULL;

@@ -72,7 +72,7 @@ impl Coordinator {
         let handle = serve_with(
             Config::local(db),
             Services {
-                work,
+                work: Some(work),
                 tokens: Some(tokens),
                 ..Services::default()
             },

@@ -107,8 +107,16 @@ impl Sweep {
         let dir = self.tmp.path().join(format!("w{n}"));
         let child = Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
             .arg("--coordinator")
-            .arg(format!("http://{}", self.handle.as_ref().unwrap().grpc_addr))
-            .args(["--slots", &slots.to_string(), "--worker-id", &format!("w{n}")])
+            .arg(format!(
+                "http://{}",
+                self.handle.as_ref().unwrap().grpc_addr
+            ))
+            .args([
+                "--slots",
+                &slots.to_string(),
+                "--worker-id",
+                &format!("w{n}"),
+            ])
             .arg("--cache")
             .arg(dir.join("cache"))
             .arg("--out")
@@ -190,6 +198,43 @@ impl Sweep {
     }
 }
 
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+/// Every attempt's (trial key, number, terminal state, cause, has record), for failures.
+async fn history(s: &Sweep) -> String {
+    let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    let rows = c
+        .query(
+            "SELECT p.key, a.number, a.terminal_state, a.cause, sub.attempt_id IS NOT NULL \
+             FROM attempts a JOIN planned_trials p ON p.trial_id = a.trial_id \
+             LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
+             WHERE p.run_id = $1 ORDER BY p.ordinal, a.number",
+            &[&s.spec.identity.run_id],
+        )
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| {
+            format!(
+                "{} a{} {:?} {:?} record={}",
+                r.get::<_, String>(0),
+                r.get::<_, i32>(1),
+                r.get::<_, Option<String>>(2),
+                r.get::<_, Option<String>>(3),
+                r.get::<_, bool>(4)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn accepted_records_per_trial(s: &Sweep) -> Vec<i64> {
     let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
     c.query(
@@ -216,14 +261,17 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
     s.wait_finished(Duration::from_secs(600)).await;
     let (r, report) = s.reconcile().await;
     assert!(r.valid, "{report}");
-    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["complete"], true, "{}", history(&s).await);
     assert_eq!(report["counts"]["succeeded"], 16);
     assert_eq!(report["counts"]["failed"], 16);
     let per_trial = accepted_records_per_trial(&s).await;
     assert_eq!(per_trial.len(), 32);
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
     let st = s.status().await;
-    assert_eq!(st.run.as_ref().unwrap().state, pb::RunState::Finished as i32);
+    assert_eq!(
+        st.run.as_ref().unwrap().state,
+        pb::RunState::Finished as i32
+    );
     s.stop().await;
 }
 
@@ -254,8 +302,11 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
     s.wait_finished(Duration::from_secs(600)).await;
     let (r, report) = s.reconcile().await;
     assert!(r.valid, "{report}");
-    assert_eq!(report["complete"], true, "{report}");
-    assert_eq!(report["counts"]["infrastructure_error"], 0, "rescued within the budget");
+    assert_eq!(report["complete"], true, "{}", history(&s).await);
+    assert_eq!(
+        report["counts"]["infrastructure_error"], 0,
+        "rescued within the budget"
+    );
     assert_eq!(report["counts"]["succeeded"], 8);
     assert_eq!(report["counts"]["failed"], 8);
     // The killed attempts are in the history as infrastructure errors, never agent failures.
@@ -273,7 +324,10 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
     assert!(!killed.is_empty());
     for (state, cause) in &killed {
         assert_eq!(state, "infrastructure_error");
-        assert!(cause.as_deref().unwrap_or("").contains("lease expired"), "{cause:?}");
+        assert!(
+            cause.as_deref().unwrap_or("").contains("lease expired"),
+            "{cause:?}"
+        );
     }
     let per_trial = accepted_records_per_trial(&s).await;
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");

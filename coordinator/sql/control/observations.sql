@@ -2,7 +2,8 @@
 -- outcome of that attempt's accepted record when there is one.
 SELECT DISTINCT ON (w.ordinal)
        w.trial_id, a.attempt_id, a.terminal_state,
-       s.record -> 'outcome' ->> 'state', s.ok, (s.record -> 'outcome' ->> 'score')::float8
+       COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state'), s.ok,
+       COALESCE(s.record -> 'outcome' ->> 'score', s.record -> 'grade' ->> 'score')::float8
 FROM work_items w
 JOIN attempts a ON a.trial_id = w.trial_id
 LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
