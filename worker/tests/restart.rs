@@ -1,0 +1,234 @@
+//! The coordinator process killed with SIGKILL mid-sweep and restarted on the same database
+//! and address: workers reconnect, re-present their leases, and the sweep ends with valid
+//! accounting and exactly one accepted record per planned trial.
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::manifest::ExperimentManifest;
+use akbench_core::plan::plan;
+use akbench_core::spec::{resolve, ResolveInputs};
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// The `akbench-coordinator` binary of this workspace (built on demand when a narrower
+/// `cargo test -p akbench-worker` did not build it).
+fn coordinator_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir.join("akbench-coordinator");
+    if !bin.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "akbench-coordinator",
+                "--bin",
+                "akbench-coordinator",
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    assert!(bin.is_file(), "{} missing", bin.display());
+    bin
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {
+    Command::new(coordinator_bin())
+        .arg("--database-url")
+        .arg(url)
+        .arg("--grpc-listen")
+        .arg(grpc.to_string())
+        .arg("--http-listen")
+        .arg(http.to_string())
+        .args(["--lease-ttl-ms", "5000"])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap()
+}
+
+async fn connect(grpc: SocketAddr) -> ControlClient<Channel> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            return ControlClient::new(ch)
+                .max_encoding_message_size(64 << 20)
+                .max_decoding_message_size(64 << 20);
+        }
+        assert!(
+            Instant::now() < until,
+            "the coordinator never listened on {grpc}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn done(db: &tokio_postgres::Client) -> i64 {
+    db.query_one("SELECT count(*) FROM work_items WHERE state = 'done'", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = test_support::fresh_database().await;
+    let (grpc, http) = (free_addr(), free_addr());
+    let mut procs = Procs(vec![start_coordinator(&url, grpc, http)]);
+    let mut client = connect(grpc).await;
+
+    let manifest = tmp.path().join("experiment.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: restart\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 4\nexecution:\n  infrastructure_retries: 2\n",
+    )
+    .unwrap();
+    let spec = resolve(
+        &ExperimentManifest::load(&manifest).unwrap(),
+        &ResolveInputs {
+            manifest_path: Some(manifest),
+            tasks_root: Some(examples().join("tasks")),
+            agents_root: Some(examples().join("agents")),
+        },
+        &SystemClock,
+    )
+    .unwrap();
+    let ready = plan(&spec, &SystemClock).ready();
+    client
+        .submit_plan(pb::SubmitPlanRequest {
+            spec_json: canonical_json(&spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(&ready),
+            plan_digest: ready.digest.clone(),
+        })
+        .await
+        .unwrap();
+    let run = spec.identity.run_key.clone();
+    client
+        .start_run(pb::StartRunRequest { run: run.clone() })
+        .await
+        .unwrap();
+    for n in 0..2 {
+        let dir = tmp.path().join(format!("w{n}"));
+        procs.0.push(
+            Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
+                .arg("--coordinator")
+                .arg(format!("http://{grpc}"))
+                .args([
+                    "--slots",
+                    "2",
+                    "--worker-id",
+                    &format!("w{n}"),
+                    "--grace",
+                    "5",
+                ])
+                .arg("--cache")
+                .arg(dir.join("cache"))
+                .arg("--out")
+                .arg(dir.join("out"))
+                .arg("--tasks-root")
+                .arg(examples().join("tasks"))
+                .arg("--agents-root")
+                .arg(examples().join("agents"))
+                .env("AKBENCH_LOG", "error")
+                .spawn()
+                .unwrap(),
+        );
+    }
+    // Let part of the sweep finish, then kill the coordinator without warning.
+    let store_url = url.clone();
+    let (db, conn) = tokio_postgres::connect(&store_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let until = Instant::now() + Duration::from_secs(300);
+    while done(&db).await < 4 {
+        assert!(Instant::now() < until, "no progress before the kill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = done(&db).await;
+    procs.0[0].kill().unwrap();
+    procs.0[0].wait().unwrap();
+    assert!(before < 32, "the kill must land mid-sweep (done: {before})");
+
+    // Restart on the same database and address.
+    procs.0[0] = start_coordinator(&url, grpc, http);
+    let mut client = connect(grpc).await;
+    let until = Instant::now() + Duration::from_secs(600);
+    loop {
+        let state: String = db
+            .query_one("SELECT state FROM runs", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if state == "finished" {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the run did not finish after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: run.clone(),
+            observations_json: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let report: serde_json::Value = serde_json::from_str(&r.report_json).unwrap();
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["counts"]["succeeded"], 16, "{report}");
+    assert_eq!(report["counts"]["failed"], 16, "{report}");
+    let per_trial: Vec<i64> = db
+        .query(
+            "SELECT count(sub.attempt_id) FROM work_items w \
+             JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
+             LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id GROUP BY w.trial_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(per_trial.len(), 32);
+    assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+}
