@@ -39,9 +39,13 @@ pub enum Command {
     /// Plan, run and account for runs.
     #[command(subcommand)]
     Run(RunCommand),
-    /// Run a whole experiment on this machine: plan it, run every trial, print the
-    /// accounting and a results table, leave the records on disk.
+    /// Run a whole experiment on this machine: start the embedded default (a private
+    /// PostgreSQL, a coordinator, local workers), plan and start the run, follow it live,
+    /// print the accounting and a results table, leave the records on disk.
     Sweep(SweepArgs),
+    /// Start the embedded default (a private PostgreSQL, a coordinator and local workers),
+    /// print its addresses, and serve until Ctrl-C.
+    Up(UpArgs),
 }
 
 /// `akbench run ...`
@@ -311,4 +315,54 @@ pub struct SweepArgs {
     /// Print one JSON document (accounting and summary) instead of human output.
     #[arg(long)]
     pub json: bool,
+    /// Run every trial in this process, with no database or coordinator.
+    #[arg(long)]
+    pub local: bool,
+    /// The embedded system's options (ignored with --local).
+    #[command(flatten)]
+    pub embedded: EmbeddedArgs,
+}
+
+/// Options of the embedded default.
+#[derive(Debug, Clone, Args)]
+pub struct EmbeddedArgs {
+    /// Local workers.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Slots per worker (default: CPUs / workers, at least 1).
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// PostgreSQL data folder, kept between runs (default: $AKBENCH_DATA/postgres, or
+    /// /var/lib/akbench/postgres as root, else ~/.local/share/akbench/postgres).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Lease TTL in milliseconds (a silent worker's attempt is rescued after it).
+    #[arg(long, default_value_t = 10_000)]
+    pub lease_ttl_ms: u64,
+}
+
+/// `akbench up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Folder holding the tasks the local workers run.
+    #[arg(long, default_value = "examples/tasks", env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: PathBuf,
+    /// Folder holding the agent descriptors.
+    #[arg(long, default_value = "examples/agents", env = "AKBENCH_AGENTS_ROOT")]
+    pub agents_root: PathBuf,
+    /// Where the local workers write attempt artifacts.
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// gRPC address of the coordinator.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub grpc_listen: std::net::SocketAddr,
+    /// HTTP address (status API, metrics, status page).
+    #[arg(long, default_value = "127.0.0.1:7401")]
+    pub http_listen: std::net::SocketAddr,
+    /// Per-host cache of bare mirrors.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// The embedded system's options.
+    #[command(flatten)]
+    pub embedded: EmbeddedArgs,
 }

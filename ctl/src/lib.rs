@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod embedded;
 pub mod exit;
 pub mod remote;
 

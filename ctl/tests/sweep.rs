@@ -9,11 +9,25 @@ fn examples() -> PathBuf {
 }
 
 fn sweep(tmp: &Path, manifest: &str) -> (i32, Value) {
+    sweep_with(tmp, manifest, true)
+}
+
+/// Runs `akbench sweep` in this process (`local`) or on the embedded default (a private
+/// PostgreSQL whose data folder is in `tmp`, a coordinator and local workers).
+fn sweep_with(tmp: &Path, manifest: &str, local: bool) -> (i32, Value) {
     let m = tmp.join("experiment.yaml");
     std::fs::write(&m, manifest).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
+    cmd.arg("sweep").arg(&m);
+    if local {
+        cmd.arg("--local");
+    } else {
+        // The PostgreSQL account (as root: `postgres`) must reach the data folder.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        cmd.env("AKBENCH_DATA", tmp.join("data"));
+    }
+    let out = cmd
         .arg("--tasks-root")
         .arg(examples().join("tasks"))
         .arg("--agents-root")
@@ -75,6 +89,25 @@ fn a_graded_sweep_accounts_for_every_planned_trial() {
 }
 
 #[test]
+fn the_embedded_default_runs_a_sweep_through_coordinator_and_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = "experiment: t\ntasks:\n  ids: [pyslug-001, pyslug-002]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: crash\nrepetitions: 2\n";
+    let (code, v) = sweep_with(tmp.path(), manifest, false);
+    assert_eq!(code, 0, "{v}");
+    let a = &v["accounting"];
+    assert_eq!(a["valid"], true);
+    assert_eq!(a["complete"], true);
+    assert_eq!(a["planned"], 8);
+    assert_eq!(a["counts"]["succeeded"], 4);
+    assert_eq!(a["counts"]["agent_failed"], 4);
+    assert!(v["summary"]["by_agent"]["crash"]["rates"]["pass_rate"].is_null());
+    // The coordinator's records are exported, one per planned trial.
+    assert_eq!(walk(&tmp.path().join("out")), 8);
+    // The data folder is kept for the next run.
+    assert!(tmp.path().join("data/postgres/PG_VERSION").is_file());
+}
+
+#[test]
 fn an_ungraded_sweep_reports_na_never_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let (code, v) = sweep(
@@ -99,6 +132,7 @@ fn a_broken_task_in_the_selection_stops_before_anything_runs() {
     let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
         .arg("sweep")
         .arg(&m)
+        .arg("--local")
         .arg("--tasks-root")
         .arg(examples().join("tasks"))
         .arg("--agents-root")

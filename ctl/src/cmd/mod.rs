@@ -8,6 +8,8 @@ pub mod plan;
 pub mod reconcile;
 pub mod single;
 pub mod sweep;
+pub mod sweep_embedded;
+pub mod up;
 
 use crate::cli::{Cli, Command, RunCommand};
 
@@ -22,7 +24,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),
         Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
         Command::Run(RunCommand::Aggregate(args)) => aggregate::run(args),
-        Command::Sweep(args) => sweep::run(args),
+        Command::Sweep(args) if args.local => sweep::run(args),
+        Command::Sweep(args) => sweep_embedded::run(args),
+        Command::Up(args) => up::run(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

@@ -32,8 +32,26 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// Runs the sweep.
-pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+/// A sweep's run, planned and stored, with every trial's task and agent checked.
+#[derive(Debug)]
+pub struct PlannedSweep {
+    /// The stored spec.
+    pub spec: akbench_core::spec::ResolvedRunSpec,
+    /// The ready plan.
+    pub ready: akbench_core::plan::RunPlan,
+    /// The evidence store.
+    pub store: EvidenceStore,
+    /// Resolved tasks root.
+    pub tasks_root: std::path::PathBuf,
+    /// Resolved agents root.
+    pub agents_root: std::path::PathBuf,
+    /// Task and agent of each (task id, agent label).
+    pub prepared: HashMap<(String, String), Arc<PreparedTrial>>,
+}
+
+/// Resolves, checks and stores the run: bad input fails (exit 2) before anything is
+/// written or started.
+pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<PlannedSweep> {
     let clock = SystemClock;
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
@@ -43,8 +61,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     };
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
     let spec = resolve(&manifest, &inputs, &clock)?;
-    // Everything a trial needs is checked before anything is written or run.
-    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(clock));
     let draft = plan(&spec, &clock);
     let mut prepared: HashMap<(String, String), Arc<PreparedTrial>> = HashMap::new();
     for t in &draft.trials {
@@ -69,6 +85,27 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     store.put_plan(&draft)?;
     let ready = draft.ready();
     store.put_plan(&ready)?;
+    Ok(PlannedSweep {
+        spec,
+        ready,
+        store,
+        tasks_root: akbench_core::task::absolute(&tasks_root),
+        agents_root: akbench_core::task::absolute(&agents_root),
+        prepared,
+    })
+}
+
+/// Runs the sweep in this process (`--local`).
+pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+    let clock = SystemClock;
+    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(clock));
+    let PlannedSweep {
+        spec,
+        ready,
+        store,
+        prepared,
+        ..
+    } = plan_run(&args, &orch)?;
     let total = ready.trials.len();
     if !args.json {
         eprintln!(

@@ -24,7 +24,58 @@ pub const RECORD_FILE: &str = "run_record.json";
 
 /// Downloads the records.
 pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
-    let got = c.get_run(&args.run.run, true).await?;
+    let Exported {
+        summary,
+        planned,
+        written,
+    } = export(&c, &args.run.run, &args.out, &args.trials).await?;
+    if args.run.json {
+        print_json(&serde_json::json!({
+            "run_key": summary.run_key,
+            "run_id": summary.run_id,
+            "out": args.out,
+            "planned": planned,
+            "records": written.len(),
+            "trials": written.iter().map(|(r, key, path)| serde_json::json!({
+                "ordinal": r.ordinal,
+                "key": key,
+                "trial_id": r.trial_id,
+                "attempt_id": r.attempt_id,
+                "digest": r.digest,
+                "path": path,
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!(
+            "wrote {} records of run {} ({} planned trials) to {}",
+            written.len(),
+            summary.run_key,
+            planned,
+            args.out.display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// What [`export`] wrote.
+#[derive(Debug)]
+pub struct Exported {
+    /// The run.
+    pub summary: pb::RunSummary,
+    /// Planned trials.
+    pub planned: usize,
+    /// Each record written, its trial key and path.
+    pub written: Vec<(pb::RunRecord, String, PathBuf)>,
+}
+
+/// Writes every accepted record of `run` (or only `trials`) under `out`, in plan order.
+pub async fn export(
+    c: &Client,
+    run: &str,
+    out: &Path,
+    trials: &[String],
+) -> anyhow::Result<Exported> {
+    let got = c.get_run(run, true).await?;
     let summary = got.run.unwrap_or_default();
     let plan: RunPlan = serde_json::from_str(&got.plan_json).map_err(|e| {
         anyhow::anyhow!(
@@ -38,14 +89,14 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|t| (t.trial_id.to_string(), t.key.as_str()))
         .collect();
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", args.out.display()))?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
     let mut stream = c
         .inner
         .clone()
         .fetch_records(c.request(pb::FetchRecordsRequest {
             run: summary.run_id.clone(),
-            trials: args.trials.clone(),
+            trials: trials.to_vec(),
         }))
         .await
         .map_err(|s| c.error(s))?
@@ -68,35 +119,14 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
                 r.digest
             );
         }
-        let path = write_record(&args.out, key, r.record_json.as_bytes())?;
+        let path = write_record(out, key, r.record_json.as_bytes())?;
         written.push((r, key.to_string(), path));
     }
-    if args.run.json {
-        print_json(&serde_json::json!({
-            "run_key": summary.run_key,
-            "run_id": summary.run_id,
-            "out": args.out,
-            "planned": plan.trials.len(),
-            "records": written.len(),
-            "trials": written.iter().map(|(r, key, path)| serde_json::json!({
-                "ordinal": r.ordinal,
-                "key": key,
-                "trial_id": r.trial_id,
-                "attempt_id": r.attempt_id,
-                "digest": r.digest,
-                "path": path,
-            })).collect::<Vec<_>>(),
-        }))?;
-    } else {
-        println!(
-            "wrote {} records of run {} ({} planned trials) to {}",
-            written.len(),
-            summary.run_key,
-            plan.trials.len(),
-            args.out.display()
-        );
-    }
-    Ok(exit::OK)
+    Ok(Exported {
+        summary,
+        planned: plan.trials.len(),
+        written,
+    })
 }
 
 /// True when `key` is a relative path of plain components (`run/task/agent/r0`): no empty,

@@ -1,0 +1,232 @@
+//! `akbench sweep experiment.yaml` on the embedded default: a private PostgreSQL, a
+//! coordinator and local workers in this process; the run is planned locally (bad input
+//! fails before anything starts), submitted, started and followed live; at the end the
+//! coordinator's accounting and the results table are printed and every accepted record is
+//! exported under `<out>/<trial key>/`. Ctrl-C cancels the run (every unfinished trial ends
+//! `cancelled`) and still prints the accounting.
+
+use crate::cli::{RemoteArgs, SweepArgs};
+use crate::cmd::single::cache_root;
+use crate::cmd::sweep::{plan_run, PlannedSweep};
+use crate::embedded::Embedded;
+use crate::exit;
+use crate::remote::{view, Remote};
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::evidence::RunOutcome;
+use akbench_core::report::{summarize, ReportTrial};
+use akbench_proto::v1 as pb;
+use akbench_worker::orchestrator::Orchestrator;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Runs the sweep on the embedded default.
+pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    let PlannedSweep {
+        spec,
+        ready,
+        store,
+        tasks_root,
+        agents_root,
+        ..
+    } = plan_run(&args, &orch)?;
+    let o = super::up::options(
+        &args.embedded,
+        &tasks_root,
+        &agents_root,
+        args.cache.as_deref(),
+        &args.out.join(".workers"),
+        "127.0.0.1:0".parse()?,
+        "127.0.0.1:0".parse()?,
+    );
+    let json = args.json;
+    let key = spec.run_key().to_string();
+    let total = ready.trials.len();
+    let started = Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (report, interrupted) = rt.block_on(async {
+        let e = Embedded::start(&o).await?;
+        if !json {
+            eprintln!(
+                "akbench sweep: run {key} ({}), {total} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
+                spec.run_id(),
+                e.grpc_addr(),
+                e.http_addr(),
+                o.workers,
+                o.slots
+            );
+        }
+        let remote = Remote::new(
+            &format!("http://{}", e.grpc_addr()),
+            &RemoteArgs {
+                coordinator: None,
+                token: None,
+                token_file: None,
+            },
+        )?;
+        let result = follow(&remote, &spec, &ready, json, &args.out).await;
+        e.stop().await?;
+        result
+    })?;
+    let trials: HashMap<String, &akbench_core::plan::PlannedTrial> = ready
+        .trials
+        .iter()
+        .map(|t| (t.trial_id.to_string(), t))
+        .collect();
+    let accounting: akbench_core::accounting::RunAccounting = serde_json::from_value(report)?;
+    let mut report_trials = Vec::new();
+    for t in &accounting.trials {
+        let (Some(p), Some(outcome)) = (trials.get(&t.trial_id.to_string()), &t.outcome) else {
+            continue;
+        };
+        report_trials.push(ReportTrial {
+            key: p.key.clone(),
+            agent: p.agent.label.clone(),
+            task: p.task.id.clone(),
+            observation: outcome.clone(),
+            cause: None,
+        });
+    }
+    let summary = summarize(&report_trials);
+    let records = args.out.join(&key);
+    store.put_outcome(
+        &key,
+        &RunOutcome {
+            state: if interrupted {
+                "interrupted"
+            } else {
+                "finished"
+            }
+            .into(),
+            records: records.display().to_string(),
+            valid: accounting.valid,
+            complete: accounting.complete,
+            counts: accounting.counts,
+            rates: accounting.rates,
+            at: chrono::Utc::now(),
+        },
+    )?;
+    if json {
+        crate::cmd::print_json(&serde_json::json!({
+            "run_key": key,
+            "run_id": spec.run_id(),
+            "out": args.out,
+            "seconds": started.elapsed().as_secs_f64(),
+            "interrupted": interrupted,
+            "accounting": {
+                "valid": accounting.valid,
+                "complete": accounting.complete,
+                "planned": accounting.planned,
+                "counts": accounting.counts,
+                "rates": accounting.rates,
+            },
+            "summary": summary,
+        }))?;
+    } else {
+        println!();
+        print!("{}", summary.to_markdown());
+        println!();
+        println!(
+            "run {key}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
+            accounting.planned,
+            accounting.observations,
+            if accounting.valid { "valid" } else { "INVALID" },
+            if accounting.complete {
+                ""
+            } else {
+                ", incomplete"
+            },
+            started.elapsed().as_secs_f64()
+        );
+        println!("records: {}", records.display());
+    }
+    Ok(if accounting.valid && accounting.complete && !interrupted {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
+}
+
+/// Submits and starts the run, follows it to its end (Ctrl-C cancels), exports the records;
+/// returns the coordinator's accounting report and whether it was interrupted.
+async fn follow(
+    remote: &Remote,
+    spec: &akbench_core::spec::ResolvedRunSpec,
+    ready: &akbench_core::plan::RunPlan,
+    json: bool,
+    out: &std::path::Path,
+) -> anyhow::Result<(serde_json::Value, bool)> {
+    let c = remote.connect().await?;
+    let mut inner = c.inner.clone();
+    inner
+        .submit_plan(c.request(pb::SubmitPlanRequest {
+            spec_json: canonical_json(spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(ready),
+            plan_digest: ready.digest.clone(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?;
+    let run = spec.run_key().to_string();
+    inner
+        .start_run(c.request(pb::StartRunRequest { run: run.clone() }))
+        .await
+        .map_err(|s| c.error(s))?;
+    let mut interrupted = false;
+    let mut last = String::new();
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let s = inner
+            .get_status(c.request(pb::GetStatusRequest { run: run.clone() }))
+            .await
+            .map_err(|s| c.error(s))?
+            .into_inner();
+        let line = view::line(&s);
+        // Print on progress only (the timestamp, throughput and ETA move on every poll).
+        let progress = line
+            .split_once(' ')
+            .map_or(line.as_str(), |(_, rest)| rest)
+            .split("; throughput")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !json && progress != last {
+            eprintln!("{line}");
+            last = progress;
+        }
+        if s.run
+            .as_ref()
+            .is_some_and(|r| crate::remote::is_over(r.state))
+        {
+            break;
+        }
+        tokio::select! {
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                eprintln!("akbench sweep: cancelling (Ctrl-C); running agents are stopped");
+                inner
+                    .cancel_run(c.request(pb::CancelRunRequest { run: run.clone(), reason: "interrupted (Ctrl-C)".into() }))
+                    .await
+                    .map_err(|s| c.error(s))?;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    let r = inner
+        .reconcile(c.request(pb::ReconcileRequest {
+            run: run.clone(),
+            observations_json: String::new(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    if let Err(e) = crate::remote::records::export(&c, &run, out, &[]).await {
+        eprintln!("akbench sweep: exporting records failed: {e:#}");
+    }
+    Ok((serde_json::from_str(&r.report_json)?, interrupted))
+}

@@ -1,0 +1,73 @@
+//! `akbench up`: the embedded default, served until Ctrl-C.
+
+use crate::cli::{EmbeddedArgs, UpArgs};
+use crate::cmd::single::cache_root;
+use crate::embedded::{abs, default_data_dir, Embedded, EmbeddedOptions};
+use crate::exit;
+use std::time::Duration;
+
+/// Options of the embedded system from the flags.
+pub fn options(
+    e: &EmbeddedArgs,
+    tasks_root: &std::path::Path,
+    agents_root: &std::path::Path,
+    cache: Option<&std::path::Path>,
+    work_out: &std::path::Path,
+    grpc_listen: std::net::SocketAddr,
+    http_listen: std::net::SocketAddr,
+) -> EmbeddedOptions {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+    let workers = e.workers.max(1);
+    EmbeddedOptions {
+        data_dir: e
+            .data_dir
+            .clone()
+            .map(|d| abs(&d))
+            .unwrap_or_else(default_data_dir),
+        grpc_listen,
+        http_listen,
+        workers,
+        slots: e.slots.unwrap_or_else(|| (cpus / workers as u32).max(1)),
+        tasks_root: abs(tasks_root),
+        agents_root: abs(agents_root),
+        cache: cache_root(cache),
+        work_out: abs(work_out),
+        lease_ttl: Duration::from_millis(e.lease_ttl_ms.max(1000)),
+    }
+}
+
+/// Serves until Ctrl-C.
+pub fn run(args: UpArgs) -> anyhow::Result<i32> {
+    let o = options(
+        &args.embedded,
+        &args.tasks_root,
+        &args.agents_root,
+        args.cache.as_deref(),
+        &args.out.join(".workers"),
+        args.grpc_listen,
+        args.http_listen,
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let e = Embedded::start(&o).await?;
+        println!("akbench up: PostgreSQL data in {}", o.data_dir.display());
+        println!("  database     {}", e.database_url);
+        println!(
+            "  coordinator  http://{}   (export AKBENCH_COORDINATOR=http://{})",
+            e.grpc_addr(),
+            e.grpc_addr()
+        );
+        println!(
+            "  http         http://{}   (/api/runs/<run>/status, /runs/<run>, /metrics)",
+            e.http_addr()
+        );
+        println!("  workers      {} x {} slots", o.workers, o.slots);
+        println!("Ctrl-C stops everything.");
+        tokio::signal::ctrl_c().await?;
+        eprintln!("akbench up: stopping (workers drain, coordinator and PostgreSQL stop)");
+        e.stop().await?;
+        Ok::<_, anyhow::Error>(exit::OK)
+    })
+}
