@@ -94,8 +94,9 @@ impl ControlService {
             .map_err(|e| ControlError::store("reconcile")(e.into()))?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let (trial_id, attempt_id, terminal): (Uuid, Uuid, String) =
+            let (trial_id, attempt_id, terminal): (Uuid, Option<Uuid>, Option<String>) =
                 (row.get(0), row.get(1), row.get(2));
+            let Some(terminal) = terminal else { continue };
             let (record_state, ok, score): (Option<String>, Option<bool>, Option<f64>) =
                 (row.get(3), row.get(4), row.get(5));
             let state = record_state.as_deref().unwrap_or(&terminal);
@@ -111,7 +112,7 @@ impl ControlService {
                 state,
                 ok,
                 score,
-                attempt_id: Some(attempt_id),
+                attempt_id,
                 source: Some(if record_state.is_some() {
                     "coordinator:record".into()
                 } else {

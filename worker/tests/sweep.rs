@@ -36,6 +36,17 @@ impl Sweep {
     /// A coordinator with `lease_ttl_ms`, and a run of the python example tasks, oracle and
     /// fail, `reps` repetitions, `retries` infrastructure retries; submitted and started.
     async fn start(lease_ttl_ms: u64, reps: u32, retries: u32) -> Sweep {
+        Self::start_with(lease_ttl_ms, reps, retries, "pyslug-*", &["oracle", "fail"]).await
+    }
+
+    /// Like [`Sweep::start`] for the tasks matching `include` and the given agents.
+    async fn start_with(
+        lease_ttl_ms: u64,
+        reps: u32,
+        retries: u32,
+        include: &str,
+        agents: &[&str],
+    ) -> Sweep {
         let tmp = tempfile::tempdir().unwrap();
         let url = test_support::fresh_database().await;
         let mut config = Config::local(url);
@@ -58,8 +69,12 @@ impl Sweep {
         std::fs::write(
             &manifest,
             format!(
-                "experiment: e2e\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\n\
-                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n"
+                "experiment: e2e\ntasks:\n  include: [\"{include}\"]\nagents:\n  conditions:\n{}\
+                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n",
+                agents
+                    .iter()
+                    .map(|a| format!("    - descriptor: {a}\n"))
+                    .collect::<String>()
             ),
         )
         .unwrap();
@@ -331,5 +346,90 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
     }
     let per_trial = accepted_records_per_trial(&s).await;
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+    s.stop().await;
+}
+
+/// Processes on this host still carrying the tag of one of `attempts` (the orchestrator tags
+/// every process of an attempt).
+fn surviving_processes(attempts: &[uuid::Uuid]) -> Vec<i32> {
+    let needles: Vec<String> = attempts
+        .iter()
+        .map(|a| format!("AKBENCH_ATTEMPT_TAG={a}"))
+        .collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie
+            && env
+                .split(|b| *b == 0)
+                .any(|kv| needles.iter().any(|n| kv == n.as_bytes()))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_mid_sweep_ends_every_trial_cancelled_and_leaves_no_agent_process() {
+    let mut s = Sweep::start_with(10_000, 6, 0, "pyslug-001", &["hang"]).await;
+    for n in 0..2 {
+        s.spawn_worker(n, 1);
+    }
+    // Wait until both workers run a hanging agent, then cancel the run.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+        let executing: i64 = c
+            .query_one(
+                "SELECT count(*) FROM attempts WHERE state = 'executing' AND finished_at IS NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if executing == 2 {
+            break;
+        }
+        assert!(Instant::now() < until, "the agents never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled = s
+        .client
+        .cancel_run(pb::CancelRunRequest {
+            run: s.spec.identity.run_key.clone(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.attempts_cancelling, 2);
+    s.wait_finished(Duration::from_secs(120)).await;
+    assert_eq!(s.run_state().await, "cancelled");
+    let (r, report) = s.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{}", history(&s).await);
+    assert_eq!(report["counts"]["cancelled"], 6, "{report}");
+    let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    let attempts: Vec<uuid::Uuid> = c
+        .query("SELECT attempt_id FROM attempts", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(attempts.len(), 2, "queued trials never started");
+    assert!(surviving_processes(&attempts).is_empty());
     s.stop().await;
 }
