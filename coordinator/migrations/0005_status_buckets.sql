@@ -17,6 +17,11 @@
 --   (only the old outcome aggregate read it) and the unique index on `key` (trial keys start
 --   with the run key, itself unique in run_catalog, and `RunPlan::check` refuses duplicate
 --   keys within a plan; lookups by key are within a run, through (run_id, ordinal)).
+-- - The foreign key planned_trials.run_id -> run_specs is checked once per statement (one
+--   anti-join over the inserted rows) instead of once per row by the row-level RI trigger, a
+--   quarter of the cost of storing a plan. It is the same guarantee: run_specs rows can be
+--   neither deleted nor changed (append-only), nor can planned trials, so only inserts need
+--   the check; a violation raises SQLSTATE 23503 naming the same constraint.
 
 -- Core's `Bucket::of` for a terminal state and a record's `ok` (NULL: not counted yet).
 CREATE FUNCTION akbench_bucket(terminal text, ok boolean) RETURNS text
@@ -110,3 +115,28 @@ CREATE INDEX work_items_outcomes ON work_items (run_id, agent, bucket) WHERE sta
 DROP INDEX planned_trials_run_agent;
 ALTER TABLE planned_trials DROP CONSTRAINT planned_trials_key_key;
 ALTER TABLE planned_trials ALTER COLUMN document TYPE json USING document::json;
+
+ALTER TABLE planned_trials DROP CONSTRAINT planned_trials_run_id_fkey;
+
+CREATE FUNCTION akbench_planned_trials_run_exists() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    missing uuid;
+BEGIN
+    SELECT n.run_id INTO missing
+    FROM (SELECT DISTINCT run_id FROM inserted) n
+    WHERE NOT EXISTS (SELECT 1 FROM run_specs s WHERE s.run_id = n.run_id)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "planned_trials" violates foreign key constraint "planned_trials_run_id_fkey"'
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'planned_trials_run_id_fkey',
+                  TABLE = 'planned_trials', SCHEMA = TG_TABLE_SCHEMA,
+                  DETAIL = format('Key (run_id)=(%s) is not present in table "run_specs".', missing);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER planned_trials_run_exists AFTER INSERT ON planned_trials
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION akbench_planned_trials_run_exists();

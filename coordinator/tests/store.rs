@@ -280,3 +280,35 @@ async fn sql_bucket_mapping_is_cores() {
         }
     }
 }
+
+/// planned_trials.run_id is checked per statement (migration 0005), with the same error as
+/// the foreign key it replaces.
+#[tokio::test]
+async fn planned_trials_of_an_unknown_run_are_refused() {
+    let store = migrated().await;
+    let client = store.client().await.unwrap();
+    let err: StoreError = client
+        .execute(
+            "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent,
+                                         repetition, document)
+             VALUES (gen_random_uuid(), gen_random_uuid(), 0, 'k', 't', 'a', 0, '{}')",
+            &[],
+        )
+        .await
+        .unwrap_err()
+        .into();
+    assert!(
+        matches!(err, StoreError::ForeignKey { ref constraint, .. } if constraint == "planned_trials_run_id_fkey"),
+        "{err:?}"
+    );
+    insert_spec(&store, "known").await.unwrap();
+    client
+        .execute(
+            "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent,
+                                         repetition, document)
+             SELECT gen_random_uuid(), run_id, 0, 'k', 't', 'a', 0, '{}' FROM run_specs",
+            &[],
+        )
+        .await
+        .unwrap();
+}
