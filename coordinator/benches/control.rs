@@ -172,6 +172,7 @@ async fn main() {
     let (p50, p99) = status_times(&mut client, &key).await;
     println!("100,000-trial run, planned: GetStatus p50 {p50:?} p99 {p99:?}");
     half_finished(&url, &key).await;
+    check_outcomes(&mut client, &key, 25_000, 25_000).await;
     let before = rss_kib(pid);
     let (p50, p99) = status_times(&mut client, &key).await;
     let after = rss_kib(pid);
@@ -184,6 +185,35 @@ async fn main() {
         explain(&url, &key).await;
     }
     drop(child);
+}
+
+/// The projection of the half-finished run counts what `half_finished` wrote: every even
+/// ordinal done, those divisible by four solved.
+async fn check_outcomes(
+    client: &mut ControlClient<Channel>,
+    run: &str,
+    succeeded: u64,
+    failed: u64,
+) {
+    let s = client
+        .get_status(pb::GetStatusRequest { run: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let of = |counts: &[pb::StateCount], name: &str| {
+        counts
+            .iter()
+            .find(|c| c.state == name)
+            .map_or(0, |c| c.count)
+    };
+    assert_eq!(of(&s.outcomes, "succeeded"), succeeded, "{:?}", s.outcomes);
+    assert_eq!(of(&s.outcomes, "failed"), failed, "{:?}", s.outcomes);
+    let by_agent: u64 = s
+        .agents
+        .iter()
+        .map(|a| of(&a.outcomes, "succeeded") + of(&a.outcomes, "failed"))
+        .sum();
+    assert_eq!(by_agent, succeeded + failed, "{:?}", s.agents);
 }
 
 async fn explain(url: &str, run: &str) {

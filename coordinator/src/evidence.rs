@@ -16,7 +16,7 @@ use std::pin::pin;
 use akbench_core::digest::{canonical_json, digest_bytes};
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
 use akbench_core::spec::ResolvedRunSpec;
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
@@ -87,23 +87,24 @@ pub struct Submitted {
     pub created: bool,
 }
 
-/// A `jsonb` parameter from JSON text, sent in binary without building a tree.
+/// A `json` parameter from JSON text, sent in binary as is (the server checks its syntax and
+/// stores the text; `planned_trials.document` is `json`, see migration 0005).
 #[derive(Debug)]
-struct Jsonb<'a>(&'a str);
+struct Json<'a>(&'a str);
 
-impl ToSql for Jsonb<'_> {
+impl ToSql for Json<'_> {
     fn to_sql(
         &self,
         _ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.put_u8(1); // jsonb binary format version
+        // The binary form of `json` is its text.
         out.extend_from_slice(self.0.as_bytes());
         Ok(IsNull::No)
     }
 
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSONB
+        *ty == Type::JSON
     }
 
     to_sql_checked!();
@@ -413,7 +414,7 @@ async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Resu
         Type::TEXT,
         Type::TEXT,
         Type::INT4,
-        Type::JSONB,
+        Type::JSON,
     ];
     let mut writer = pin!(BinaryCopyInWriter::new(sink, &types));
     let mut text = String::new();
@@ -435,7 +436,7 @@ async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Resu
                 &t.task.id,
                 &t.agent.label,
                 &repetition,
-                &Jsonb(&text),
+                &Json(&text),
             ])
             .await?;
     }

@@ -5,7 +5,10 @@
 //! `sql/control/status_*.sql`) pipelined on one connection, so its cost and memory do not
 //! depend on the plan's size beyond those scans. Outcomes are counted per planned trial from
 //! its last finished attempt and that attempt's accepted record, in core's accounting
-//! buckets; a `completed` attempt whose record has not arrived is not counted yet. Every rate
+//! buckets: the scheduler stores each done trial's bucket (`work_items.bucket`, SQL
+//! `akbench_bucket`, the same mapping as [`bucket_of`]) when it settles the trial and when
+//! that attempt's record arrives, so status groups one index; a `completed` attempt whose
+//! record has not arrived is not counted yet. Every rate
 //! goes through core's [`Rates`]: a rate over nothing is `None` (JSON `null`, shown "n/a").
 
 use std::collections::BTreeMap;
@@ -126,6 +129,14 @@ pub fn bucket_of(terminal_state: &str, ok: Option<bool>) -> Option<Bucket> {
     }))
 }
 
+/// The bucket stored under `name` (`Bucket::as_str`) in `work_items.bucket`.
+pub fn bucket_named(name: &str) -> Option<Bucket> {
+    akbench_core::accounting::ALL_BUCKETS
+        .iter()
+        .copied()
+        .find(|b| b.as_str() == name)
+}
+
 fn add(c: &mut BucketCounts, bucket: Bucket, n: u64) {
     c.add_n(bucket, n);
 }
@@ -153,9 +164,6 @@ pub async fn run_status(
 ) -> Result<RunStatus, ControlError> {
     let client = store.client().await.map_err(ControlError::store(ACTION))?;
     let summary = find_run_with(&client, run).await?;
-    // The outcome aggregate is the heavy query: it runs on a second connection, in parallel
-    // with the others.
-    let heavy = store.client().await.map_err(ControlError::store(ACTION))?;
     let id = summary.run_id;
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
@@ -163,7 +171,7 @@ pub async fn run_status(
     let (items, phases, outcomes, retries, clock) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
-        async { heavy.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
+        async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
         async { client.query_one(RETRIES_SQL, &[&id]).await.map_err(db) },
         async {
             client
@@ -194,12 +202,13 @@ pub async fn run_status(
     let mut total = BucketCounts::default();
     let mut per_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
     for row in &outcomes {
-        let (agent, state, ok, n): (String, String, Option<bool>, i64) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        if let Some(bucket) = bucket_of(&state, ok) {
-            add(&mut total, bucket, count(n));
-            add(per_agent.entry(agent).or_default(), bucket, count(n));
-        }
+        let (agent, name, n): (String, &str, i64) = (row.get(0), row.get(1), row.get(2));
+        let bucket = bucket_named(name).ok_or_else(|| ControlError::Corrupt {
+            run: summary.run_key.clone(),
+            problem: format!("work_items.bucket `{name}` is not a bucket"),
+        })?;
+        add(&mut total, bucket, count(n));
+        add(per_agent.entry(agent).or_default(), bucket, count(n));
     }
     let planned = summary.trial_count;
     let outcomes = finish_counts(&mut total, planned);
@@ -265,6 +274,14 @@ mod tests {
         assert_eq!(bucket_of("not_graded", None), Some(Bucket::NotGraded));
         assert_eq!(bucket_of("executing", None), None);
         assert_eq!(bucket_of("bogus", None), None);
+    }
+
+    #[test]
+    fn every_bucket_is_found_by_its_name() {
+        for b in akbench_core::accounting::ALL_BUCKETS {
+            assert_eq!(bucket_named(b.as_str()), Some(b));
+        }
+        assert_eq!(bucket_named("bogus"), None);
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "work_documents",
         sql: include_str!("../migrations/0004_work_documents.sql"),
     },
+    Migration {
+        version: 5,
+        name: "status_buckets",
+        sql: include_str!("../migrations/0005_status_buckets.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

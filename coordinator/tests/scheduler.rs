@@ -434,3 +434,91 @@ async fn cancel_run_cancels_queued_items_and_lists_live_attempts() {
         Err(SchedulerError::NotFound(_))
     ));
 }
+
+/// A graded, `completed` record of `attempt_id` saying `ok`.
+fn completed_record(attempt_id: uuid::Uuid, ok: bool) -> (String, String) {
+    let (json, _) = record(attempt_id, "graded");
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut path = chain();
+    *path.last_mut().unwrap() = State::Completed;
+    value["transitions"] = path
+        .iter()
+        .enumerate()
+        .map(|(i, s)| serde_json::json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
+        .collect();
+    value["state"] = serde_json::json!("completed");
+    value["grade"] = serde_json::json!({
+        "ok": ok, "score": if ok { 1.0 } else { 0.0 }, "source": "exit_code",
+        "exit_code": 0, "tests": [], "report": "", "report_truncated": false,
+        "tests_digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        "graded_at": "2026-01-01T00:00:00Z", "duration_ms": 1,
+    });
+    let json = akbench_core::digest::canonical_json(&value);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    (json, digest)
+}
+
+/// Status counts `work_items.bucket`: a `completed` trial takes its bucket from its record's
+/// `ok` whether the record arrives before the finish or after it (NULL in between).
+#[tokio::test]
+async fn done_items_take_their_bucket_in_either_order() {
+    let s = scheduler().await;
+    let run = enqueued(&s, 3, 0, &Caps::default()).await;
+    worker(&s, "w1").await;
+    let got = s.claim("w1", 3, TTL).await.unwrap();
+    assert_eq!(got.len(), 3);
+    let bucket = |trial: uuid::Uuid| {
+        let s = s.clone();
+        async move {
+            scalar::<Option<String>>(
+                &s,
+                &format!("SELECT bucket FROM work_items WHERE trial_id = '{trial}'"),
+            )
+            .await
+        }
+    };
+    for (x, n) in got.iter().zip([10, 10, 7]) {
+        s.record_transitions(x.attempt_id, x.epoch, &transitions(&chain()[..n], 1))
+            .await
+            .unwrap();
+    }
+    // Record first, then the finish.
+    let a = &got[0];
+    let (json, digest) = completed_record(a.attempt_id, true);
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    assert_eq!(bucket(a.trial_id).await, None, "not done yet");
+    s.finish(a.attempt_id, a.epoch, State::Completed, "")
+        .await
+        .unwrap();
+    assert_eq!(bucket(a.trial_id).await.as_deref(), Some("succeeded"));
+    // The finish first: not counted until the record arrives.
+    let b = &got[1];
+    s.finish(b.attempt_id, b.epoch, State::Completed, "")
+        .await
+        .unwrap();
+    assert_eq!(bucket(b.trial_id).await, None);
+    let (json, digest) = completed_record(b.attempt_id, false);
+    assert!(s
+        .upload_record(b.attempt_id, b.epoch, &json, &digest)
+        .await
+        .unwrap());
+    assert_eq!(bucket(b.trial_id).await.as_deref(), Some("failed"));
+    // Not completed: the state alone decides.
+    let c = &got[2];
+    s.finish(c.attempt_id, c.epoch, State::Timeout, "slow")
+        .await
+        .unwrap();
+    assert_eq!(bucket(c.trial_id).await.as_deref(), Some("timed_out"));
+    let agents: i64 = scalar(
+        &s,
+        &format!(
+            "SELECT count(*) FROM work_items WHERE run_id = '{}' AND agent = 'oracle'",
+            run.run_id
+        ),
+    )
+    .await;
+    assert_eq!(agents, 3);
+}

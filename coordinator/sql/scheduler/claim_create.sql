@@ -1,5 +1,6 @@
 -- Leases the chosen items: one attempt each (number = attempts_used + 1), a lease with a new
--- fencing epoch. $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds.
+-- fencing epoch (planned_trials.document is `json`: read as jsonb like work_items.document).
+-- $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds.
 WITH taken AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[]) AS t (trial_id, attempt_id)
 ), items AS (
@@ -19,7 +20,7 @@ WITH taken AS (
     FROM created
 )
 SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
-       COALESCE(i.document, p.document) AS document
+       COALESCE(i.document, p.document::jsonb) AS document
 FROM created c
 JOIN items i ON i.trial_id = c.trial_id
 JOIN planned_trials p ON p.trial_id = c.trial_id
