@@ -96,7 +96,10 @@ async fn round(ttl_ms: u64, n: usize) -> f64 {
     let db = handle.store.client().await.unwrap();
     // Worker a runs the agent; only then does b join, so b is idle when a dies.
     while db
-        .query_one("SELECT count(*) FROM attempts WHERE state = 'executing'", &[])
+        .query_one(
+            "SELECT count(*) FROM attempts WHERE state = 'executing'",
+            &[],
+        )
         .await
         .unwrap()
         .get::<_, i64>(0)
@@ -146,8 +149,14 @@ async fn round(ttl_ms: u64, n: usize) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let ttl_ms: u64 = std::env::var("RESCUE_TTL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let rounds: usize = std::env::var("RESCUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let ttl_ms: u64 = std::env::var("RESCUE_TTL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let rounds: usize = std::env::var("RESCUE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let mut times = Vec::new();
     for n in 0..rounds {
         let t = round(ttl_ms, n).await;
