@@ -287,7 +287,61 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
         st.run.as_ref().unwrap().state,
         pb::RunState::Finished as i32
     );
+    // The CLI against the same coordinator: reconcile and export every record.
+    let url = format!("http://{}", s.handle.as_ref().unwrap().grpc_addr);
+    let key = s.spec.identity.run_key.clone();
+    let out = s.tmp.path().join("exported");
+    let ctl = ctl_bin();
+    let rec = Command::new(&ctl)
+        .args(["run", "reconcile", &key, "--json", "--coordinator", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        rec.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&rec.stdout).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+    let exp = Command::new(&ctl)
+        .args([
+            "run",
+            "records",
+            &key,
+            "--json",
+            "--coordinator",
+            &url,
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        exp.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&exp.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&exp.stdout).unwrap();
+    assert_eq!(v["records"], 32, "{v}");
     s.stop().await;
+}
+
+/// The `akbench` CLI binary of this workspace (built on demand when a narrower
+/// `cargo test -p akbench-worker` did not build it).
+fn ctl_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("akbench");
+    if !bin.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "akbench", "--bin", "akbench"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    bin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
