@@ -124,6 +124,13 @@ pub fn read_record(run_dir: &Path) -> Result<(PathBuf, RunRecord), RegradeError>
         run_dir: run_dir.to_path_buf(),
         reason,
     };
+    if !run_dir.join(RECORD_FILE).exists()
+        && std::fs::symlink_metadata(run_dir.join(RECORD_FILE)).is_err()
+    {
+        return Err(untrusted(format!(
+            "it is not a run directory (no {RECORD_FILE}); fix: pass the folder holding the record printed by `run single` / `run execute`"
+        )));
+    }
     let path = resolve_inside(run_dir, RECORD_FILE).map_err(untrusted)?;
     let bytes = std::fs::read(&path).map_err(|e| RegradeError::Untrusted {
         run_dir: run_dir.to_path_buf(),
