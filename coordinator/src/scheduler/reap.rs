@@ -25,6 +25,17 @@ impl Scheduler {
                 Box::pin(async move {
                     let rows = tx.query(REAP_EXPIRED_SQL, &[&now]).await?;
                     if rows.is_empty() {
+                        // A safety net on every tick: end any run left with nothing to do.
+                        let open: Vec<Uuid> = tx
+                            .query(
+                                "SELECT run_id FROM runs WHERE state IN ('running', 'cancelling')",
+                                &[],
+                            )
+                            .await?
+                            .iter()
+                            .map(|r| r.get(0))
+                            .collect();
+                        super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
                     let mut ids = Vec::new();

@@ -539,11 +539,28 @@ pub(super) async fn settle(
         .iter()
         .map(|r| r.get(0))
         .collect();
-    tx.execute(FINISH_RUNS_SQL, &[&runs]).await?;
+    finish_runs(tx, &runs).await?;
     Ok(rows
         .iter()
         .map(|r| (r.get::<_, Uuid>(0), r.get::<_, &str>(1) == "ready"))
         .collect())
+}
+
+/// Ends the runs among `runs` that have nothing ready or leased. The run rows are locked
+/// first (in a fixed order), so two transactions settling a run's last two trials at once
+/// serialize here and the second one, taking a fresh snapshot after the lock, sees the first
+/// one's work: a run can never stay `running` with all its items done.
+pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
+    if runs.is_empty() {
+        return Ok(());
+    }
+    tx.query(
+        "SELECT 1 FROM runs WHERE run_id = ANY($1::uuid[]) ORDER BY run_id FOR UPDATE",
+        &[&runs],
+    )
+    .await?;
+    tx.execute(FINISH_RUNS_SQL, &[&runs]).await?;
+    Ok(())
 }
 
 async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Result<(), StoreError> {
