@@ -42,8 +42,13 @@ fn sweep_with(tmp: &Path, manifest: &str, local: bool) -> (i32, Value) {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let v = serde_json::from_str(&stdout)
-        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        panic!(
+            "akbench sweep ended {:?} with stdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (out.status.code().unwrap(), v)
 }
 

@@ -157,7 +157,11 @@ pub struct Running {
     spec: ProcessSpec,
     pid: i32,
     started: Instant,
-    exited: mpsc::Receiver<std::io::Result<std::process::ExitStatus>>,
+    /// The leader, reaped only after its group was killed: while it is an unreaped zombie its
+    /// pid (the group id) cannot be reused, so signalling the group never hits a stranger.
+    child: Child,
+    /// Fires when the leader has exited (observed with `WNOWAIT`, not reaped).
+    exited: mpsc::Receiver<()>,
     readers: Vec<std::thread::JoinHandle<(u64, bool)>>,
 }
 
@@ -199,12 +203,14 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
     readers.push(pump(err, spec.stderr_path.clone(), spec.output_cap));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        wait_exited_no_reap(pid);
+        let _ = tx.send(());
     });
     Ok(Running {
         spec,
         pid,
         started,
+        child,
         exited: rx,
         readers,
     })
@@ -247,33 +253,36 @@ impl Running {
 
     /// Waits for the end, enforcing the timeout and watching `cancel`. Always leaves no
     /// process of the attempt alive.
-    pub fn wait(self, cancel: &CancelToken) -> ProcessEnd {
+    pub fn wait(mut self, cancel: &CancelToken) -> ProcessEnd {
         let deadline = self.started + self.spec.timeout;
         let mut end = ProcessEnd::default();
-        let status = loop {
+        loop {
             let now = Instant::now();
             if cancel.is_cancelled() {
                 end.cancelled = true;
-                break self.stop();
+                self.stop();
+                break;
             }
             if now >= deadline {
                 end.timed_out = true;
-                break self.stop();
+                self.stop();
+                break;
             }
             let tick = (deadline - now).min(Duration::from_millis(50));
             match self.exited.recv_timeout(tick) {
-                Ok(s) => break s.ok(),
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
             }
-        };
+        }
         end.duration = self.started.elapsed();
-        // Whatever is left of the group, and anything that escaped it, goes now.
+        // Whatever is left of the group, and anything that escaped it, goes now. The leader
+        // is not reaped yet, so the group id is still ours.
         kill_group(self.pid, libc::SIGKILL);
         // SIGKILL is delivered asynchronously: let the group die before looking for
         // processes that escaped it, so only true escapees count as stragglers.
         wait_group_gone(self.pid, Duration::from_secs(5));
         end.stragglers_killed = sweep(&self.spec.tag);
+        let status = self.child.wait().ok();
         for (i, r) in self.readers.into_iter().enumerate() {
             let (bytes, truncated) = r.join().unwrap_or((0, false));
             if i == 0 {
@@ -290,15 +299,31 @@ impl Running {
         end
     }
 
-    /// SIGTERM to the group, a grace period, then SIGKILL; returns the exit status.
-    fn stop(&self) -> Option<std::process::ExitStatus> {
+    /// SIGTERM to the group, a grace period, then SIGKILL; returns once the leader exited.
+    fn stop(&self) {
         kill_group(self.pid, libc::SIGTERM);
-        match self.exited.recv_timeout(self.spec.grace) {
-            Ok(s) => s.ok(),
-            Err(_) => {
-                kill_group(self.pid, libc::SIGKILL);
-                self.exited.recv().ok().and_then(Result::ok)
-            }
+        if self.exited.recv_timeout(self.spec.grace).is_err() {
+            kill_group(self.pid, libc::SIGKILL);
+            let _ = self.exited.recv();
+        }
+    }
+}
+
+/// Blocks until process `pid` (our child) has exited, without reaping it.
+fn wait_exited_no_reap(pid: i32) {
+    loop {
+        // SAFETY: `info` is a plain struct waitid fills in; `pid` is our own child.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
         }
     }
 }
@@ -323,11 +348,7 @@ pub fn sweep(tag: &str) -> u32 {
             break;
         }
         for pid in &found {
-            // SAFETY: signalling a pid; no memory involved.
-            unsafe {
-                libc::kill(*pid, libc::SIGKILL);
-            }
-            if !killed.contains(pid) {
+            if kill_if_tagged(*pid, &needle) && !killed.contains(pid) {
                 killed.push(*pid);
             }
         }
@@ -365,6 +386,36 @@ fn group_members(pgid: i32) -> Vec<i32> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+/// SIGKILLs `pid` only if it still carries `needle` in its environment, through a pidfd so
+/// that a pid reused by another process between the check and the signal is never hit.
+fn kill_if_tagged(pid: i32, needle: &str) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return false;
+    }
+    let fd = fd as i32;
+    let still_ours = std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        .unwrap_or(false);
+    let sent = still_ours
+        // SAFETY: signals the process the pidfd refers to; the other arguments are null/0.
+        && unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        } == 0;
+    // SAFETY: closing the fd we opened.
+    unsafe {
+        libc::close(fd);
+    }
+    sent
 }
 
 fn tagged_pids(needle: &str) -> Vec<i32> {
