@@ -229,7 +229,7 @@ pub struct References {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
     /// The file could not be read.
-    #[error("failed to read manifest {}: {message}; fix: pass an existing experiment.yaml with --config", file.display())]
+    #[error("failed to read manifest {}: {message}; fix: check the path of the experiment manifest (run plan --config FILE, sweep FILE)", file.display())]
     Io {
         /// The manifest.
         file: PathBuf,

@@ -79,9 +79,14 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
         prepared.insert(k, Arc::new(p));
     }
     let store = EvidenceStore::new(&args.store_root);
+    let planned_key = spec.run_key().to_string();
     let spec = store.create_run(spec)?;
-    // `create_run` may have given the run a suffixed key; plan against the stored spec.
-    let draft = plan(&spec, &clock);
+    // `create_run` gives the run a suffixed key when the key is taken: plan again only then.
+    let draft = if spec.run_key() == planned_key {
+        draft
+    } else {
+        plan(&spec, &clock)
+    };
     store.put_plan(&draft)?;
     let ready = draft.ready();
     store.put_plan(&ready)?;
@@ -226,17 +231,46 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         libc::signal(libc::SIGINT, libc::SIG_DFL);
     }
     let accounting = reconcile(&ready, &observations);
-    let summary = summarize(&report);
+    let interrupted = cancel.is_cancelled();
+    show_result(
+        &store,
+        &spec,
+        &args,
+        &accounting,
+        &report,
+        started,
+        interrupted,
+    )?;
+    Ok(if accounting.valid && accounting.complete {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
+}
+
+/// Records the run's outcome beside its evidence and prints the accounting and the results
+/// table (or one JSON document): shared by the local and the embedded sweep.
+pub fn show_result(
+    store: &EvidenceStore,
+    spec: &akbench_core::spec::ResolvedRunSpec,
+    args: &SweepArgs,
+    accounting: &akbench_core::accounting::RunAccounting,
+    trials: &[ReportTrial],
+    started: Instant,
+    interrupted: bool,
+) -> anyhow::Result<()> {
+    let summary = summarize(trials);
+    let records = args.out.join(spec.run_key());
     store.put_outcome(
         spec.run_key(),
         &RunOutcome {
-            state: if cancel.is_cancelled() {
+            state: if interrupted {
                 "interrupted"
             } else {
                 "finished"
             }
             .into(),
-            records: args.out.join(spec.run_key()).display().to_string(),
+            records: records.display().to_string(),
             valid: accounting.valid,
             complete: accounting.complete,
             counts: accounting.counts,
@@ -250,7 +284,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             "run_id": spec.run_id(),
             "out": args.out,
             "seconds": started.elapsed().as_secs_f64(),
-            "interrupted": cancel.is_cancelled(),
+            "interrupted": interrupted,
             "accounting": {
                 "valid": accounting.valid,
                 "complete": accounting.complete,
@@ -265,7 +299,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         print!("{}", summary.to_markdown());
         println!();
         println!(
-            "run {}: {} planned, {} recorded, accounting {}{} ({:.1}s)",
+            "run {}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
             spec.run_key(),
             accounting.planned,
             accounting.observations,
@@ -277,13 +311,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             },
             started.elapsed().as_secs_f64()
         );
-        println!("records: {}", args.out.join(spec.run_key()).display());
+        println!("records: {}", records.display());
     }
-    Ok(if accounting.valid && accounting.complete {
-        exit::OK
-    } else {
-        exit::NEGATIVE
-    })
+    Ok(())
 }
 
 /// The plan's concurrency caps, enforced when a thread takes the next trial.

@@ -13,8 +13,7 @@ use crate::exit;
 use crate::remote::{view, Remote};
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
-use akbench_core::evidence::RunOutcome;
-use akbench_core::report::{summarize, ReportTrial};
+use akbench_core::report::ReportTrial;
 use akbench_proto::v1 as pb;
 use akbench_worker::orchestrator::Orchestrator;
 use std::collections::HashMap;
@@ -91,59 +90,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             cause: None,
         });
     }
-    let summary = summarize(&report_trials);
-    let records = args.out.join(&key);
-    store.put_outcome(
-        &key,
-        &RunOutcome {
-            state: if interrupted {
-                "interrupted"
-            } else {
-                "finished"
-            }
-            .into(),
-            records: records.display().to_string(),
-            valid: accounting.valid,
-            complete: accounting.complete,
-            counts: accounting.counts,
-            rates: accounting.rates,
-            at: chrono::Utc::now(),
-        },
+    crate::cmd::sweep::show_result(
+        &store,
+        &spec,
+        &args,
+        &accounting,
+        &report_trials,
+        started,
+        interrupted,
     )?;
-    if json {
-        crate::cmd::print_json(&serde_json::json!({
-            "run_key": key,
-            "run_id": spec.run_id(),
-            "out": args.out,
-            "seconds": started.elapsed().as_secs_f64(),
-            "interrupted": interrupted,
-            "accounting": {
-                "valid": accounting.valid,
-                "complete": accounting.complete,
-                "planned": accounting.planned,
-                "counts": accounting.counts,
-                "rates": accounting.rates,
-            },
-            "summary": summary,
-        }))?;
-    } else {
-        println!();
-        print!("{}", summary.to_markdown());
-        println!();
-        println!(
-            "run {key}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
-            accounting.planned,
-            accounting.observations,
-            if accounting.valid { "valid" } else { "INVALID" },
-            if accounting.complete {
-                ""
-            } else {
-                ", incomplete"
-            },
-            started.elapsed().as_secs_f64()
-        );
-        println!("records: {}", records.display());
-    }
     Ok(if accounting.valid && accounting.complete && !interrupted {
         exit::OK
     } else {
