@@ -388,6 +388,11 @@ fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Live processes on this host carrying attempt tag `tag` (what [`sweep`] would kill).
+pub fn processes_tagged(tag: &str) -> Vec<i32> {
+    tagged_pids(&format!("{TAG_VAR}={tag}"))
+}
+
 /// SIGKILLs `pid` only if it still carries `needle` in its environment, through a pidfd so
 /// that a pid reused by another process between the check and the signal is never hit.
 fn kill_if_tagged(pid: i32, needle: &str) -> bool {

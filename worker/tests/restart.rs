@@ -3,45 +3,20 @@
 //! accounting and exactly one accepted record per planned trial.
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_core::clock::SystemClock;
+mod e2e;
+
 use akbench_core::digest::canonical_json;
-use akbench_core::manifest::ExperimentManifest;
-use akbench_core::plan::plan;
-use akbench_core::spec::{resolve, ResolveInputs};
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
+use e2e::examples;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// The `akbench-coordinator` binary of this workspace (built on demand when a narrower
-/// `cargo test -p akbench-worker` did not build it).
 fn coordinator_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let bin = dir.join("akbench-coordinator");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "akbench-coordinator",
-                "--bin",
-                "akbench-coordinator",
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    assert!(bin.is_file(), "{} missing", bin.display());
-    bin
+    e2e::workspace_bin("akbench-coordinator", "akbench-coordinator")
 }
 
 fn free_addr() -> SocketAddr {
@@ -111,23 +86,10 @@ async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
     let mut procs = Procs(vec![start_coordinator(&url, grpc, http)]);
     let mut client = connect(grpc).await;
 
-    let manifest = tmp.path().join("experiment.yaml");
-    std::fs::write(
-        &manifest,
+    let (spec, ready) = e2e::plan_run(
+        tmp.path(),
         "experiment: restart\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 4\nexecution:\n  infrastructure_retries: 2\n",
-    )
-    .unwrap();
-    let spec = resolve(
-        &ExperimentManifest::load(&manifest).unwrap(),
-        &ResolveInputs {
-            manifest_path: Some(manifest),
-            tasks_root: Some(examples().join("tasks")),
-            agents_root: Some(examples().join("agents")),
-        },
-        &SystemClock,
-    )
-    .unwrap();
-    let ready = plan(&spec, &SystemClock).ready();
+    );
     client
         .submit_plan(pb::SubmitPlanRequest {
             spec_json: canonical_json(&spec),
@@ -217,18 +179,7 @@ async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
     assert_eq!(report["complete"], true, "{report}");
     assert_eq!(report["counts"]["succeeded"], 16, "{report}");
     assert_eq!(report["counts"]["failed"], 16, "{report}");
-    let per_trial: Vec<i64> = db
-        .query(
-            "SELECT count(sub.attempt_id) FROM work_items w \
-             JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
-             LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id GROUP BY w.trial_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let per_trial = e2e::accepted_records_per_trial(&db, spec.identity.run_id).await;
     assert_eq!(per_trial.len(), 32);
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
 }

@@ -5,22 +5,18 @@
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve, Config, ServeHandle};
-use akbench_core::clock::SystemClock;
+mod e2e;
+
 use akbench_core::digest::canonical_json;
-use akbench_core::manifest::ExperimentManifest;
-use akbench_core::plan::{plan, RunPlan};
-use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
+use akbench_core::plan::RunPlan;
+use akbench_core::spec::ResolvedRunSpec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
-use std::path::{Path, PathBuf};
+use e2e::examples;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 struct Sweep {
     tmp: tempfile::TempDir,
@@ -65,10 +61,9 @@ impl Sweep {
         let mut client = ControlClient::new(channel)
             .max_encoding_message_size(64 << 20)
             .max_decoding_message_size(64 << 20);
-        let manifest = tmp.path().join("experiment.yaml");
-        std::fs::write(
-            &manifest,
-            format!(
+        let (spec, plan) = e2e::plan_run(
+            tmp.path(),
+            &format!(
                 "experiment: e2e\ntasks:\n  include: [\"{include}\"]\nagents:\n  conditions:\n{}\
                  repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n",
                 agents
@@ -76,20 +71,7 @@ impl Sweep {
                     .map(|a| format!("    - descriptor: {a}\n"))
                     .collect::<String>()
             ),
-        )
-        .unwrap();
-        let m = ExperimentManifest::load(&manifest).unwrap();
-        let spec = resolve(
-            &m,
-            &ResolveInputs {
-                manifest_path: Some(manifest),
-                tasks_root: Some(examples().join("tasks")),
-                agents_root: Some(examples().join("agents")),
-            },
-            &SystemClock,
-        )
-        .unwrap();
-        let plan = plan(&spec, &SystemClock).ready();
+        );
         client
             .submit_plan(pb::SubmitPlanRequest {
                 spec_json: canonical_json(&spec),
@@ -252,18 +234,7 @@ async fn history(s: &Sweep) -> String {
 
 async fn accepted_records_per_trial(s: &Sweep) -> Vec<i64> {
     let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
-    c.query(
-        "SELECT count(sub.attempt_id) FROM work_items w \
-         LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
-         LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
-         WHERE w.run_id = $1 GROUP BY w.trial_id",
-        &[&s.spec.identity.run_id],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.get(0))
-    .collect()
+    e2e::accepted_records_per_trial(&c, s.spec.identity.run_id).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,7 +262,7 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
     let url = format!("http://{}", s.handle.as_ref().unwrap().grpc_addr);
     let key = s.spec.identity.run_key.clone();
     let out = s.tmp.path().join("exported");
-    let ctl = ctl_bin();
+    let ctl = e2e::workspace_bin("akbench", "akbench");
     let rec = Command::new(&ctl)
         .args(["run", "reconcile", &key, "--json", "--coordinator", &url])
         .output()
@@ -326,22 +297,6 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
     let v: serde_json::Value = serde_json::from_slice(&exp.stdout).unwrap();
     assert_eq!(v["records"], 32, "{v}");
     s.stop().await;
-}
-
-/// The `akbench` CLI binary of this workspace (built on demand when a narrower
-/// `cargo test -p akbench-worker` did not build it).
-fn ctl_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().unwrap().parent().unwrap().join("akbench");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", "akbench", "--bin", "akbench"])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    bin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,33 +361,10 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
 /// Processes on this host still carrying the tag of one of `attempts` (the orchestrator tags
 /// every process of an attempt).
 fn surviving_processes(attempts: &[uuid::Uuid]) -> Vec<i32> {
-    let needles: Vec<String> = attempts
+    attempts
         .iter()
-        .map(|a| format!("AKBENCH_ATTEMPT_TAG={a}"))
-        .collect();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie
-            && env
-                .split(|b| *b == 0)
-                .any(|kv| needles.iter().any(|n| kv == n.as_bytes()))
-        {
-            out.push(pid);
-        }
-    }
-    out
+        .flat_map(|a| akbench_worker::process::processes_tagged(&a.to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,67 @@
+//! Helpers shared by the multi-process end-to-end tests (sweep, restart).
+#![allow(dead_code)]
+
+use akbench_core::clock::SystemClock;
+use akbench_core::manifest::ExperimentManifest;
+use akbench_core::plan::{plan, RunPlan};
+use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uuid::Uuid;
+
+/// The example corpus.
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A binary of this workspace from another package (`akbench`, `akbench-coordinator`), built
+/// on demand when a narrower `cargo test -p akbench-worker` did not build it.
+pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join(bin);
+    if !path.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", package, "--bin", bin])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    assert!(path.is_file(), "{} missing", path.display());
+    path
+}
+
+/// Writes `manifest` to `dir/experiment.yaml` and resolves and plans it over the example
+/// corpus: the spec and the ready plan.
+pub fn plan_run(dir: &Path, manifest: &str) -> (ResolvedRunSpec, RunPlan) {
+    let path = dir.join("experiment.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let spec = resolve(
+        &ExperimentManifest::load(&path).unwrap(),
+        &ResolveInputs {
+            manifest_path: Some(path),
+            tasks_root: Some(examples().join("tasks")),
+            agents_root: Some(examples().join("agents")),
+        },
+        &SystemClock,
+    )
+    .unwrap();
+    let ready = plan(&spec, &SystemClock).ready();
+    (spec, ready)
+}
+
+/// Accepted records of each trial's deciding attempt, one count per work item of `run_id`.
+pub async fn accepted_records_per_trial(db: &tokio_postgres::Client, run_id: Uuid) -> Vec<i64> {
+    db.query(
+        "SELECT count(sub.attempt_id) FROM work_items w \
+         LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
+         LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
+         WHERE w.run_id = $1 GROUP BY w.trial_id",
+        &[&run_id],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
