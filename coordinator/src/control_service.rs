@@ -296,12 +296,15 @@ impl Control for ControlService {
         require_operator(&request, "resume run")?;
         let r = request.into_inner();
         let run = self.run(&r.run).await?;
-        let requeued = self.work.resume(run.run_id, r.grade).await?;
+        let resumed = self.work.resume(run.run_id, r.grade).await?;
         let run = self.run(&run.run_id.to_string()).await?;
-        tracing::info!(run = %run.run_key, requeued, "run resumed");
+        tracing::info!(run = %run.run_key, requeued = resumed.requeued, grading = resumed.grading,
+            not_gradable = resumed.not_gradable, "run resumed");
         Ok(Response::new(pb::ResumeRunResponse {
             run: Some(convert::summary(&run)),
-            requeued,
+            requeued: resumed.requeued,
+            grading: resumed.grading,
+            not_gradable: resumed.not_gradable,
         }))
     }
 

@@ -17,6 +17,7 @@ pub mod control_service;
 pub mod convert;
 pub mod error;
 pub mod evidence;
+pub mod grade_work;
 pub mod http;
 pub mod metrics;
 pub mod pgcluster;

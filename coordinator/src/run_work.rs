@@ -5,13 +5,15 @@
 //! canonical [`WorkItem`] document (the trial plus its exact agent condition) that workers
 //! run, with the plan's retry budget and the run's concurrency caps. A run starts once; a
 //! second start creates nothing. Resuming expires stale leases (their attempts are recorded as
-//! infrastructure errors and re-queued within budget) and wakes the dispatchers. Cancelling
+//! infrastructure errors and re-queued within budget) and wakes the dispatchers; with grading
+//! on it also queues grade work for what was executed but not graded
+//! ([`crate::grade_work`]). Cancelling
 //! cancels queued items at once and tells the workers of running attempts to stop.
 
 use crate::error::ControlError;
 use crate::evidence::{find_run, ready_plan, spec, RunSummary};
 use crate::scheduler::{Caps, NewWorkItem, SchedulerError, WorkKind};
-use crate::work_control::{WorkControl, WorkFuture};
+use crate::work_control::{Resumed, WorkControl, WorkFuture};
 use crate::workers_service::WorkersService;
 use akbench_core::work::WorkItem;
 use uuid::Uuid;
@@ -73,6 +75,7 @@ impl SchedulerWork {
             let document = serde_json::to_value(WorkItem {
                 trial: t.clone(),
                 agent: agent.clone(),
+                grade: None,
             })
             .map_err(|e| ControlError::Corrupt {
                 run: run.run_key.clone(),
@@ -115,25 +118,41 @@ impl SchedulerWork {
         Ok(created)
     }
 
-    async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<u64, ControlError> {
+    async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<Resumed, ControlError> {
         let run = self.summary(run_id).await?;
-        if grade {
+        if grade && matches!(run.state.as_str(), "cancelling" | "cancelled") {
             return Err(ControlError::Precondition {
-                action: "resume",
+                action: "grade",
                 run: run.run_key,
-                problem: "grading on resume is not available in this coordinator yet; grade run directories with `akbench run evaluate`".into(),
+                problem: "the run was cancelled; its trials keep the outcomes they had. Grade executed run directories with `akbench run evaluate`, or plan and start a new run".into(),
             });
         }
         if run.state == "planned" {
-            return self.start_run(run_id).await;
+            // Nothing ran yet: starting it is all resuming can do (there is nothing to grade).
+            let requeued = self.start_run(run_id).await?;
+            return Ok(Resumed {
+                requeued,
+                ..Resumed::default()
+            });
         }
         let s = self.workers.scheduler();
         let reaped = s
             .reap(s.now())
             .await
             .map_err(|e| scheduler_error("resume run", e))?;
+        let mut resumed = Resumed {
+            requeued: reaped.len() as u64,
+            ..Resumed::default()
+        };
+        if grade {
+            let queued = crate::grade_work::queue_grading(s, run_id)
+                .await
+                .map_err(ControlError::store("grade run"))?;
+            resumed.grading = queued.queued;
+            resumed.not_gradable = queued.skipped.len() as u64;
+        }
         s.work_available().notify_waiters();
-        Ok(reaped.len() as u64)
+        Ok(resumed)
     }
 
     async fn cancel_run(&self, run_id: Uuid, reason: String) -> Result<u64, ControlError> {
@@ -163,7 +182,7 @@ impl WorkControl for SchedulerWork {
         Box::pin(self.start_run(run_id))
     }
 
-    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, u64> {
+    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, Resumed> {
         Box::pin(self.resume_run(run_id, grade))
     }
 

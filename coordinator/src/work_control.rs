@@ -12,15 +12,28 @@ use crate::error::ControlError;
 /// A boxed, `Send` future returned by [`WorkControl`].
 pub type WorkFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ControlError>> + Send + 'a>>;
 
+/// What resuming a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resumed {
+    /// Work items put back in the queue by expiring stale leases (or created by starting a
+    /// planned run).
+    pub requeued: u64,
+    /// Trials queued for grading (executed, not graded; only with `grade`).
+    pub grading: u64,
+    /// Trials owed a grade that could not be queued (their stored work item or record is
+    /// unusable); they keep their `not_graded` outcome.
+    pub not_gradable: u64,
+}
+
 /// Starts, resumes and cancels runs (the scheduler's side of `StartRun`, `ResumeRun` and
 /// `CancelRun`). Each call names a run that exists (the control service has looked it up).
 pub trait WorkControl: Send + Sync + std::fmt::Debug {
     /// Fixes the run's ready plan and creates its work items; returns how many this call
     /// created (0 when the run was already started).
     fn start(&self, run_id: Uuid) -> WorkFuture<'_, u64>;
-    /// Re-queues the trials without an accepted outcome (grading what was only executed when
-    /// `grade`); returns how many work items went back in the queue.
-    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, u64>;
+    /// Re-queues the trials without an accepted outcome and, when `grade`, queues grading for
+    /// the trials that were executed but not graded (never running their agent again).
+    fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, Resumed>;
     /// Stops scheduling the run and cancels its live attempts with `reason`; returns how many
     /// live attempts were asked to stop.
     fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, u64>;
@@ -47,7 +60,7 @@ impl WorkControl for NoScheduler {
         Self::refuse("start run")
     }
 
-    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, u64> {
+    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, Resumed> {
         Self::refuse("resume run")
     }
 

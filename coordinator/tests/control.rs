@@ -10,7 +10,7 @@ use akbench_coordinator::auth::{Role, Tokens};
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::work_control::{WorkControl, WorkFuture};
+use akbench_coordinator::work_control::{Resumed, WorkControl, WorkFuture};
 use akbench_core::clock::ManualClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{plan, RunPlan};
@@ -40,8 +40,13 @@ impl WorkControl for FakeWork {
         self.starts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(6) })
     }
-    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, u64> {
-        Box::pin(async { Ok(2) })
+    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, Resumed> {
+        Box::pin(async {
+            Ok(Resumed {
+                requeued: 2,
+                ..Resumed::default()
+            })
+        })
     }
     fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
         Box::pin(async { Ok(1) })

@@ -226,6 +226,12 @@ pub struct AttemptRecord {
     pub grade: Option<Grade>,
     /// Folder of this attempt's artifacts (relative).
     pub artifacts_dir: String,
+    /// Set on an attempt that graded, later, the recorded work of an earlier attempt of the
+    /// same trial (a distributed grade): that attempt's identity. Its transition log up to
+    /// that attempt's terminal state, its workspace facts, agent process, observations and
+    /// timings are copied from it; what follows is the grading. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graded_from: Option<Identity>,
 }
 
 /// The trial's outcome, taken from its last attempt.

@@ -74,8 +74,14 @@ pub enum RunCommand {
     Submit(InspectArgs),
     /// Remote: start a submitted run (fixes its plan and queues its trials).
     Start(RemoteRunArgs),
-    /// Remote: re-queue the trials of a run that have no accepted outcome.
+    /// Remote: re-queue the trials of a run that have no accepted outcome (with --grade, also
+    /// grade what was executed but not graded).
     Resume(ResumeArgs),
+    /// Remote: grade the trials of a run that were executed but not graded (a plan with
+    /// `evaluation.grade: false`): workers rebuild each agent's workspace from its stored diff
+    /// and grade it; no agent runs again. Trials with a verdict, and trials whose agent failed,
+    /// timed out or never ran, are left as they are. Same as `run resume --grade`.
+    Grade(RemoteRunArgs),
     /// Remote: stop scheduling a run and cancel its live attempts.
     Cancel(CancelArgs),
     /// Remote: a run's progress (exit 0; with --watch, 0 when the run ends with a valid

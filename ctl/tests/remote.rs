@@ -11,7 +11,7 @@ use akbench_coordinator::auth::{Role, Tokens};
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::work_control::{NoScheduler, WorkControl, WorkFuture};
+use akbench_coordinator::work_control::{NoScheduler, Resumed, WorkControl, WorkFuture};
 use akbench_coordinator::ControlError;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::plan::RunPlan;
@@ -50,8 +50,22 @@ impl WorkControl for FakeWork {
     fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
         self.answer("start", 6)
     }
-    fn resume(&self, _run_id: Uuid, grade: bool) -> WorkFuture<'_, u64> {
-        self.answer("resume", if grade { 3 } else { 2 })
+    fn resume(&self, _run_id: Uuid, grade: bool) -> WorkFuture<'_, Resumed> {
+        let answer = self.answer("resume", if grade { 3 } else { 2 });
+        Box::pin(async move {
+            let n = answer.await?;
+            Ok(if grade {
+                Resumed {
+                    grading: n,
+                    ..Resumed::default()
+                }
+            } else {
+                Resumed {
+                    requeued: n,
+                    ..Resumed::default()
+                }
+            })
+        })
     }
     fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
         self.answer("cancel", 1)
@@ -566,7 +580,8 @@ async fn start_resume_cancel_and_tokens() {
         "--json",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(json(&o)["requeued"], 3);
+    assert_eq!(json(&o)["grading"], 3, "{}", text(&o));
+    assert_eq!(json(&o)["requeued"], 0);
     let o = c.akbench(&[
         "--token", OPERATOR, "run", "cancel", &key, "--reason", "enough",
     ]);

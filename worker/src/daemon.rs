@@ -53,6 +53,7 @@
 mod artifacts;
 mod cli;
 mod config;
+mod grade;
 mod runner;
 mod session;
 

@@ -14,9 +14,10 @@ use crate::evaluator::{evaluate, EvalPlace, EvalResult};
 use crate::orchestrator::{write_json_atomic, Orchestrator};
 use crate::process::CancelToken;
 use crate::workspace::{fingerprint, Workspace};
+use akbench_core::clock::Clock;
 use akbench_core::digest::digest_bytes;
 use akbench_core::lifecycle::{apply, Event, State};
-use akbench_core::record::{resolve_inside, RunRecord, Transition, RECORD_FILE};
+use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, Transition, RECORD_FILE};
 use akbench_core::task::{load_by_id, Task};
 use std::path::{Path, PathBuf};
 
@@ -248,34 +249,20 @@ pub fn regrade(
                         reason: format!("the recorded diff {diff_rel} does not match its digest"),
                     });
                 }
-                let w = Workspace::create(
-                    &orch.cache,
+                let w = rebuild(
+                    orch,
                     &task,
-                    &scratch.join("rebuild"),
                     record.task.mutation_applied,
+                    &RecordedWork {
+                        tree_after_mutation: tree_mut,
+                        tree_after_agent: tree_agent,
+                        diff: &bytes,
+                    },
+                    &scratch,
                 )
                 .map_err(|e| err_ws(e.to_string()))?;
                 let path = w.worktree.clone();
                 rebuilt = Some(w);
-                let w = rebuilt.as_ref().expect("just set");
-                if w.tree_after_mutation != tree_mut {
-                    return Err(err_ws(format!(
-                        "the rebuilt starting tree {} differs from the recorded {tree_mut}",
-                        w.tree_after_mutation
-                    )));
-                }
-                if !bytes.is_empty() {
-                    w.apply_diff(&diff).map_err(|e| err_ws(e.to_string()))?;
-                }
-                let now = w
-                    .collect()
-                    .map_err(|e| err_ws(e.to_string()))?
-                    .tree_after_agent;
-                if now != tree_agent {
-                    return Err(err_ws(format!(
-                        "the rebuilt workspace (tree {now}) does not match the recorded fingerprint {tree_agent}"
-                    )));
-                }
                 path
             }
         };
@@ -305,43 +292,18 @@ pub fn regrade(
     } else {
         "rebuilt from the recorded diff"
     };
-    let mut push = |state: State, note: Option<String>| {
-        let seq = u32::try_from(attempt.transitions.len()).unwrap_or(u32::MAX);
-        attempt.transitions.push(Transition {
-            seq,
-            state,
-            at: orch.clock.now(),
-            note,
-        });
-        attempt.state = state;
-    };
-    match outcome {
-        EvalResult::Cancelled => return Err(RegradeError::Cancelled { run_dir }),
-        EvalResult::Graded(g) => {
-            push(
-                State::Evaluating,
-                Some(format!(
-                    "graded later ({how}): {} (score {}, from {})",
-                    if g.ok { "solved" } else { "not solved" },
-                    g.score,
-                    g.source
-                )),
-            );
-            push(State::Finalizing, None);
-            push(State::Completed, None);
-            attempt.grade = Some(g);
-            attempt.cause = None;
-        }
-        EvalResult::Broken { cause, report } => {
-            let _ = std::fs::write(
-                artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
-                report,
-            );
-            push(State::Evaluating, Some(format!("graded later ({how})")));
-            push(State::EvaluationError, Some(cause.clone()));
-            attempt.grade = None;
-            attempt.cause = Some(cause);
-        }
+    let note = format!("graded later ({how})");
+    if record_grade(
+        attempt,
+        outcome,
+        &note,
+        orch.clock.as_ref(),
+        &artifacts,
+        grade_number,
+    )
+    .is_err()
+    {
+        return Err(RegradeError::Cancelled { run_dir });
     }
     record.outcome = RunRecord::outcome_of(&record.attempts).expect("validated");
     record
@@ -371,8 +333,148 @@ pub fn regrade(
     })
 }
 
+/// What a grade is computed from: the recorded fingerprints and the agent's diff.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordedWork<'a> {
+    /// Git tree id of the agent's starting point (after the mutation).
+    pub tree_after_mutation: &'a str,
+    /// Git tree id of what the agent left.
+    pub tree_after_agent: &'a str,
+    /// The agent's diff against the starting point, as recorded (digest already checked).
+    pub diff: &'a [u8],
+}
+
+/// Why a workspace could not be rebuilt from a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RebuildError {
+    /// The host could not set it up (scratch folder, mirror, worktree): may work elsewhere.
+    #[error("failed to rebuild the workspace: {0}")]
+    Setup(String),
+    /// It was rebuilt but does not reproduce the recorded trees: grading it would score
+    /// something other than what the agent left.
+    #[error("failed to rebuild the workspace faithfully: {0}")]
+    Mismatch(String),
+}
+
+/// Rebuilds, under `scratch`, the workspace the agent left: the task's pinned commit, its
+/// mutation when `mutation_applied`, then the recorded diff; checks both recorded tree
+/// fingerprints. The caller grades it and removes it with [`Workspace::remove`].
+pub fn rebuild(
+    orch: &Orchestrator,
+    task: &Task,
+    mutation_applied: bool,
+    work: &RecordedWork<'_>,
+    scratch: &Path,
+) -> Result<Workspace, RebuildError> {
+    let setup = |e: &dyn std::fmt::Display| RebuildError::Setup(e.to_string());
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| RebuildError::Setup(format!("cannot create {}: {e}", scratch.display())))?;
+    let w = Workspace::create(
+        &orch.cache,
+        task,
+        &scratch.join("rebuild"),
+        mutation_applied,
+    )
+    .map_err(|e| setup(&e))?;
+    let checked = (|| {
+        if w.tree_after_mutation != work.tree_after_mutation {
+            return Err(RebuildError::Mismatch(format!(
+                "the rebuilt starting tree {} differs from the recorded {}",
+                w.tree_after_mutation, work.tree_after_mutation
+            )));
+        }
+        if !work.diff.is_empty() {
+            let path = scratch.join("recorded.diff");
+            std::fs::write(&path, work.diff).map_err(|e| {
+                RebuildError::Setup(format!("cannot write {}: {e}", path.display()))
+            })?;
+            w.apply_diff(&path).map_err(|e| {
+                RebuildError::Mismatch(format!("the recorded diff does not apply: {e}"))
+            })?;
+        }
+        let now = w.collect().map_err(|e| setup(&e))?.tree_after_agent;
+        if now != work.tree_after_agent {
+            return Err(RebuildError::Mismatch(format!(
+                "the rebuilt workspace (tree {now}) does not match the recorded fingerprint {}",
+                work.tree_after_agent
+            )));
+        }
+        Ok(())
+    })();
+    match checked {
+        Ok(()) => Ok(w),
+        Err(e) => {
+            let _ = w.remove(&orch.cache);
+            Err(e)
+        }
+    }
+}
+
+/// The attempt was cancelled while grading; nothing was appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GradingCancelled;
+
+/// Appends a grade to `attempt`: EVALUATING (noted `note` and the verdict), FINALIZING,
+/// COMPLETED with the grade, or EVALUATING, EVALUATION_ERROR with the cause (the evaluator's
+/// report kept as `grade-<n>.evaluator.report.txt` in `artifacts`). The agent's timings, logs
+/// and observations are left as they are; the grade carries its own time.
+pub fn record_grade(
+    attempt: &mut AttemptRecord,
+    outcome: EvalResult,
+    note: &str,
+    clock: &dyn Clock,
+    artifacts: &Path,
+    grade_number: usize,
+) -> Result<(), GradingCancelled> {
+    fn push(attempt: &mut AttemptRecord, clock: &dyn Clock, state: State, note: Option<String>) {
+        let seq = u32::try_from(attempt.transitions.len()).unwrap_or(u32::MAX);
+        attempt.transitions.push(Transition {
+            seq,
+            state,
+            at: clock.now(),
+            note,
+        });
+        attempt.state = state;
+    }
+    // A caller that announced the grading already entered EVALUATING: the verdict joins
+    // that transition's note instead of a second EVALUATING.
+    let evaluating = attempt.state == State::Evaluating;
+    match outcome {
+        EvalResult::Cancelled => return Err(GradingCancelled),
+        EvalResult::Graded(g) => {
+            let verdict = format!(
+                "{note}: {} (score {}, from {})",
+                if g.ok { "solved" } else { "not solved" },
+                g.score,
+                g.source
+            );
+            match attempt.transitions.last_mut() {
+                Some(t) if evaluating => t.note = Some(verdict),
+                _ => push(attempt, clock, State::Evaluating, Some(verdict)),
+            }
+            push(attempt, clock, State::Finalizing, None);
+            push(attempt, clock, State::Completed, None);
+            attempt.grade = Some(g);
+            attempt.cause = None;
+        }
+        EvalResult::Broken { cause, report } => {
+            let _ = std::fs::write(
+                artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
+                report,
+            );
+            if !evaluating {
+                push(attempt, clock, State::Evaluating, Some(note.to_string()));
+            }
+            push(attempt, clock, State::EvaluationError, Some(cause.clone()));
+            attempt.grade = None;
+            attempt.cause = Some(cause);
+        }
+    }
+    Ok(())
+}
+
 /// How many times an attempt was actually graded (a no-op EVALUATING does not count).
-fn grades_of(attempt: &akbench_core::record::AttemptRecord) -> usize {
+pub fn grades_of(attempt: &akbench_core::record::AttemptRecord) -> usize {
     attempt
         .transitions
         .iter()

@@ -9,6 +9,7 @@ mod e2e;
 
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::RunPlan;
+use akbench_core::record::AttemptRecord;
 use akbench_core::spec::ResolvedRunSpec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
@@ -32,7 +33,15 @@ impl Sweep {
     /// A coordinator with `lease_ttl_ms`, and a run of the python example tasks, oracle and
     /// fail, `reps` repetitions, `retries` infrastructure retries; submitted and started.
     async fn start(lease_ttl_ms: u64, reps: u32, retries: u32) -> Sweep {
-        Self::start_with(lease_ttl_ms, reps, retries, "pyslug-*", &["oracle", "fail"]).await
+        Self::start_with(
+            lease_ttl_ms,
+            reps,
+            retries,
+            "pyslug-*",
+            &["oracle", "fail"],
+            "",
+        )
+        .await
     }
 
     /// Like [`Sweep::start`] for the tasks matching `include` and the given agents.
@@ -42,6 +51,7 @@ impl Sweep {
         retries: u32,
         include: &str,
         agents: &[&str],
+        extra_manifest: &str,
     ) -> Sweep {
         let tmp = tempfile::tempdir().unwrap();
         let url = test_support::fresh_database().await;
@@ -65,7 +75,7 @@ impl Sweep {
             tmp.path(),
             &format!(
                 "experiment: e2e\ntasks:\n  include: [\"{include}\"]\nagents:\n  conditions:\n{}\
-                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n",
+                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n{extra_manifest}",
                 agents
                     .iter()
                     .map(|a| format!("    - descriptor: {a}\n"))
@@ -118,6 +128,12 @@ impl Sweep {
             .arg(dir.join("cache"))
             .arg("--out")
             .arg(dir.join("out"))
+            // One artifact store for all workers: a grading worker fetches the agent's diff
+            // that another worker stored.
+            .arg("--artifacts")
+            .arg(self.tmp.path().join("artifacts"))
+            // The claude-code agent's credential is absent: its trials never start.
+            .env_remove("ANTHROPIC_API_KEY")
             .arg("--tasks-root")
             .arg(examples().join("tasks"))
             .arg("--agents-root")
@@ -369,7 +385,7 @@ fn surviving_processes(attempts: &[uuid::Uuid]) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_mid_sweep_ends_every_trial_cancelled_and_leaves_no_agent_process() {
-    let mut s = Sweep::start_with(10_000, 6, 0, "pyslug-001", &["hang"]).await;
+    let mut s = Sweep::start_with(10_000, 6, 0, "pyslug-001", &["hang"], "").await;
     for n in 0..2 {
         s.spawn_worker(n, 1);
     }
@@ -418,4 +434,184 @@ async fn cancelling_mid_sweep_ends_every_trial_cancelled_and_leaves_no_agent_pro
     assert_eq!(attempts.len(), 2, "queued trials never started");
     assert!(surviving_processes(&attempts).is_empty());
     s.stop().await;
+}
+
+/// The deciding attempt of each trial of `s`'s run, by (task id, agent label): its number,
+/// its kind and its accepted record.
+async fn deciding_records(
+    s: &Sweep,
+) -> std::collections::BTreeMap<(String, String), (i32, String, Option<AttemptRecord>)> {
+    let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    c.query(
+        "SELECT p.task_id, p.agent, a.number, a.kind, sub.record::text \
+         FROM work_items w JOIN planned_trials p ON p.trial_id = w.trial_id \
+         JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
+         LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
+         WHERE w.run_id = $1",
+        &[&s.spec.identity.run_id],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| {
+        let record: Option<String> = r.get(4);
+        (
+            (r.get(0), r.get(1)),
+            (
+                r.get(2),
+                r.get(3),
+                record.map(|j| serde_json::from_str(&j).unwrap()),
+            ),
+        )
+    })
+    .collect()
+}
+
+/// What a verdict is made of: terminal state, solved, score, source, exit code, tests digest
+/// and every test's name and outcome.
+fn verdict(r: &AttemptRecord) -> serde_json::Value {
+    serde_json::json!({
+        "state": r.state,
+        "ok": r.grade.as_ref().map(|g| g.ok),
+        "score": r.grade.as_ref().map(|g| g.score),
+        "source": r.grade.as_ref().map(|g| g.source.clone()),
+        "exit_code": r.grade.as_ref().map(|g| g.exit_code),
+        "tests_digest": r.grade.as_ref().map(|g| g.tests_digest.clone()),
+        "tests": r.grade.as_ref().map(|g| g.tests.iter().map(|t| (t.name.clone(), t.outcome)).collect::<Vec<_>>()),
+    })
+}
+
+/// The differential test of distributed grading: a `grade: false` sweep followed by `run
+/// grade` gives each trial the verdict a grading sweep of the same plan gives it; trials
+/// whose agent failed or never ran are never graded, and the agent never runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execute_only_sweep_graded_later_matches_a_grading_sweep() {
+    let agents = ["oracle", "fail", "crash", "claude-code"];
+    // Two globs in the manifest's include list.
+    let tasks = r#"pyslug-001", "pyslug-002"#;
+    // Execute only.
+    let mut a = Sweep::start_with(
+        10_000,
+        1,
+        1,
+        tasks,
+        &agents,
+        "evaluation:\n  grade: false\n",
+    )
+    .await;
+    for n in 0..2 {
+        a.spawn_worker(n, 2);
+    }
+    a.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = a.reconcile().await;
+    assert!(r.valid, "{report}");
+    let counts = &report["counts"];
+    assert_eq!(counts["not_graded"], 4, "{report}\n{}", history(&a).await);
+    assert_eq!(counts["agent_failed"], 2, "{report}");
+    assert_eq!(counts["invalid"], 2, "{report}");
+    let st = a.status().await;
+    let rates = st.rates.as_ref().expect("rates");
+    assert_eq!(
+        rates.pass_rate, None,
+        "nothing graded: the pass rate is absent, not 0"
+    );
+    let executed = deciding_records(&a).await;
+
+    // `akbench run grade` through the CLI against the same coordinator.
+    let url = format!("http://{}", a.handle.as_ref().unwrap().grpc_addr);
+    let key = a.spec.identity.run_key.clone();
+    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let o = Command::new(&ctl)
+        .args(["run", "grade", &key, "--json", "--coordinator", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["grading"], 4, "{v}");
+    assert_eq!(v["not_gradable"], 0, "{v}");
+    a.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = a.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{}", history(&a).await);
+    let counts = &report["counts"];
+    assert_eq!(counts["succeeded"], 2, "{report}\n{}", history(&a).await);
+    assert_eq!(counts["failed"], 2, "{report}");
+    assert_eq!(counts["agent_failed"], 2, "{report}");
+    assert_eq!(counts["invalid"], 2, "{report}");
+    assert_eq!(counts["not_graded"], 0, "{report}");
+    let graded = deciding_records(&a).await;
+    for (k, (number, kind, record)) in &graded {
+        let (before_n, before_kind, before) = &executed[k];
+        let before = before.as_ref().unwrap();
+        let record = record.as_ref().unwrap();
+        if k.1 == "oracle" || k.1 == "fail" {
+            // Graded by a new attempt of its own, from the executed attempt's record.
+            assert_eq!((*number, kind.as_str()), (before_n + 1, "grade"), "{k:?}");
+            assert_eq!(record.graded_from.as_ref(), Some(&before.attempt), "{k:?}");
+            assert_eq!(
+                record.timings_ms, before.timings_ms,
+                "the agent's timings stay"
+            );
+            assert_eq!(record.agent_process, before.agent_process);
+            assert_eq!(record.observations, before.observations);
+            assert_eq!(
+                record.transitions[..before.transitions.len()],
+                before.transitions[..],
+                "the agent run's log is kept as it was"
+            );
+            assert!(record.grade.is_some(), "{k:?}");
+        } else {
+            // Never touched: the agent failed (crash) or never ran (missing credential).
+            assert_eq!((number, kind), (before_n, before_kind), "{k:?}");
+            assert_eq!(record, before, "{k:?}");
+            assert_eq!(*number, 1, "{k:?}");
+        }
+    }
+    // No agent ran again: every execute attempt of the run is still the first one.
+    let c = a.handle.as_ref().unwrap().store.client().await.unwrap();
+    let executes: i64 = c
+        .query_one(
+            "SELECT count(*) FROM attempts a JOIN work_items w ON w.trial_id = a.trial_id \
+             WHERE w.run_id = $1 AND a.kind = 'execute'",
+            &[&a.spec.identity.run_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(executes, 8);
+    // Grading again finds nothing owed.
+    let again = a
+        .client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((again.grading, again.not_gradable), (0, 0));
+    a.stop().await;
+
+    // The same plan, grading as it goes.
+    let mut b = Sweep::start_with(10_000, 1, 1, tasks, &agents, "").await;
+    for n in 0..2 {
+        b.spawn_worker(n, 2);
+    }
+    b.wait_finished(Duration::from_secs(600)).await;
+    let direct = deciding_records(&b).await;
+    assert_eq!(direct.len(), graded.len());
+    for (k, (_, _, record)) in &direct {
+        let later = graded[k].2.as_ref().unwrap();
+        assert_eq!(
+            verdict(later),
+            verdict(record.as_ref().unwrap()),
+            "{k:?}: graded later vs graded at once"
+        );
+    }
+    b.stop().await;
 }

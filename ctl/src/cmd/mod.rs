@@ -35,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)
             | RunCommand::Resume(_)
+            | RunCommand::Grade(_)
             | RunCommand::Cancel(_)
             | RunCommand::Status(_)
             | RunCommand::Records(_)),

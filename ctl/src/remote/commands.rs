@@ -30,6 +30,7 @@ pub fn is_remote(rc: &RunCommand) -> bool {
             | RunCommand::Submit(_)
             | RunCommand::Start(_)
             | RunCommand::Resume(_)
+            | RunCommand::Grade(_)
             | RunCommand::Cancel(_)
             | RunCommand::Status(_)
             | RunCommand::Records(_)
@@ -50,6 +51,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Submit(_) => "submit",
         RunCommand::Start(_) => "start",
         RunCommand::Resume(_) => "resume",
+        RunCommand::Grade(_) => "grade",
         RunCommand::Cancel(_) => "cancel",
         RunCommand::Status(_) => "status",
         RunCommand::Records(_) => "records",
@@ -99,6 +101,9 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
         }
         RunCommand::Start(args) => with_client(remote, |c| start(c, args)),
         RunCommand::Resume(args) => with_client(remote, |c| resume(c, args)),
+        RunCommand::Grade(run) => {
+            with_client(remote, |c| resume(c, ResumeArgs { run, grade: true }))
+        }
         RunCommand::Cancel(args) => with_client(remote, |c| cancel(c, args)),
         RunCommand::Status(args) => with_client(remote, |c| status(c, args)),
         RunCommand::Records(args) => with_client(remote, |c| super::records::run(c, args)),
@@ -360,16 +365,30 @@ async fn resume(c: Client, args: ResumeArgs) -> anyhow::Result<i32> {
         .into_inner();
     let run = r.run.as_ref();
     let key = run.map(|s| s.run_key.as_str()).unwrap_or(&args.run.run);
-    let line = format!(
-        "resumed run {key}: {} trials re-queued{}",
-        r.requeued,
-        if args.grade {
-            " (executed-only attempts are graded, not run again)"
-        } else {
-            ""
+    if args.run.json {
+        print_json(&serde_json::json!({
+            "run": summary_json(run),
+            "requeued": r.requeued,
+            "grading": args.grade.then_some(r.grading),
+            "not_gradable": args.grade.then_some(r.not_gradable),
+        }))?;
+        return Ok(exit::OK);
+    }
+    let mut line = format!("resumed run {key}: {} trials re-queued", r.requeued);
+    if args.grade {
+        line.push_str(&format!(
+            "; {} executed, not graded trials queued for grading (their agents do not run again)",
+            r.grading
+        ));
+        if r.not_gradable > 0 {
+            line.push_str(&format!(
+                "; {} could not be queued (unusable stored work item or record: see the coordinator's log) and stay not_graded",
+                r.not_gradable
+            ));
         }
-    );
-    print_action(&args.run, run, "requeued", r.requeued, line)
+    }
+    println!("{line}");
+    Ok(exit::OK)
 }
 
 async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {

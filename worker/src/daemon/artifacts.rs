@@ -7,7 +7,7 @@
 //! `<prefix>/<trial key>/a<n>/<file>`.
 
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutOptions, PutPayload};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,6 +29,20 @@ pub enum ArtifactError {
         path: PathBuf,
         /// Cause.
         source: std::io::Error,
+    },
+    /// The store has no such object.
+    #[error("artifact `{key}` is not in the store")]
+    Missing {
+        /// Object key.
+        key: String,
+    },
+    /// The store failed a read.
+    #[error("failed to fetch artifact `{key}`: {source}")]
+    Get {
+        /// Object key.
+        key: String,
+        /// Cause.
+        source: object_store::Error,
     },
     /// The store refused or failed a write.
     #[error("failed to store artifact `{key}`: {source}")]
@@ -174,6 +188,22 @@ impl ArtifactStore {
         }
         Ok(count)
     }
+
+    /// The bytes of the object at `rel` (`<trial key>/a<n>/<file>`, as [`Self::put_dir`]
+    /// stored it).
+    pub async fn get(&self, rel: &str) -> Result<Vec<u8>, ArtifactError> {
+        let location = self.key(rel);
+        let key = location.to_string();
+        let fetched = match self.store.get(&location).await {
+            Ok(r) => r.bytes().await,
+            Err(e) => Err(e),
+        };
+        match fetched {
+            Ok(b) => Ok(b.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => Err(ArtifactError::Missing { key }),
+            Err(source) => Err(ArtifactError::Get { key, source }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -194,6 +224,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 2);
+        assert_eq!(
+            store.get("run/task/agent/r1/a1/agent.diff").await.unwrap(),
+            b"diff"
+        );
+        assert!(matches!(
+            store.get("run/task/agent/r1/a1/absent").await,
+            Err(ArtifactError::Missing { .. })
+        ));
         let root = dst.path().join("store/run/task/agent/r1/a1");
         assert_eq!(
             std::fs::read_to_string(root.join("agent.diff")).unwrap(),

@@ -65,7 +65,7 @@ pub(super) fn wire_transition(t: &Transition) -> pb::Transition {
 }
 
 /// Forwards every transition to the session the moment it is recorded.
-struct Forward {
+pub(super) struct Forward {
     attempt_id: String,
     events: UnboundedSender<Event>,
 }
@@ -80,9 +80,9 @@ impl Observer for Forward {
 }
 
 /// Where a finished attempt's artifacts are, to be stored.
-struct Artifacts {
-    dir: PathBuf,
-    key: String,
+pub(super) struct Artifacts {
+    pub dir: PathBuf,
+    pub key: String,
 }
 
 /// Runs an assignment to its end and sends its events.
@@ -175,7 +175,7 @@ fn key_of(a: &pb::Assignment) -> String {
 }
 
 /// A trial key is used as a relative path: every component must be a plain name.
-fn safe_key(key: &str) -> Result<(), String> {
+pub(super) fn safe_key(key: &str) -> Result<(), String> {
     let ok = !key.is_empty()
         && key.split('/').all(|c| {
             !c.is_empty() && c != "." && c != ".." && !c.contains('\0') && !c.contains('\\')
@@ -211,10 +211,11 @@ fn execute(
         }
         (record, None)
     };
-    if a.kind != pb::WorkKind::Execute as i32 {
+    let kind = pb::WorkKind::try_from(a.kind).unwrap_or(pb::WorkKind::Unspecified);
+    if !matches!(kind, pb::WorkKind::Execute | pb::WorkKind::Grade) {
         return invalid(format!(
-            "work kind {} is not supported by this worker (only EXECUTE); grade with `akbench run evaluate`",
-            pb::WorkKind::try_from(a.kind).map_or_else(|_| a.kind.to_string(), |k| k.as_str_name().to_string())
+            "work kind {} is not one this worker runs (EXECUTE or GRADE)",
+            a.kind
         ));
     }
     let Ok(attempt_uuid) = Uuid::parse_str(&a.attempt_id) else {
@@ -232,6 +233,18 @@ fn execute(
     }
     if let Err(e) = safe_key(&work.trial.key) {
         return invalid(e);
+    }
+    match (kind, &work.grade) {
+        (pb::WorkKind::Grade, Some(source)) => {
+            return super::grade::grade(ctx, a, &work, source, attempt_uuid, cancel, fwd)
+        }
+        (pb::WorkKind::Grade, None) => {
+            return invalid("a GRADE assignment without the attempt to grade (work item `grade` is missing)".into())
+        }
+        (_, Some(_)) => {
+            return invalid("an EXECUTE assignment carrying an attempt to grade; the coordinator sent a grade work item as EXECUTE".into())
+        }
+        _ => {}
     }
     let prepared = match prepare(&work.trial, &work.agent, &ctx.tasks_root, &ctx.agents_root) {
         Ok(p) => p,
@@ -296,7 +309,7 @@ async fn store_artifacts(store: &ArtifactStore, out_root: &Path, art: &Artifacts
 }
 
 /// The record of an attempt that ended before anything ran: pending, then `state`.
-fn synthetic_record(
+pub(super) fn synthetic_record(
     attempt_id: &str,
     key: &str,
     number: u32,
@@ -332,6 +345,7 @@ fn synthetic_record(
         timings_ms: Default::default(),
         grade: None,
         artifacts_dir: format!("a{number}"),
+        graded_from: None,
     }
 }
 

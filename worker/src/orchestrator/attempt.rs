@@ -133,6 +133,7 @@ pub(super) fn run(
         timings_ms: r.timings,
         grade: r.grade,
         artifacts_dir: req.artifacts_rel.clone(),
+        graded_from: None,
     }
 }
 

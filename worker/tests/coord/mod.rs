@@ -315,6 +315,7 @@ pub fn work_items(corpus: &Corpus, agent: &str, reps: u32, grade: bool) -> Vec<W
         .map(|t| WorkItem {
             trial: t.clone(),
             agent: akbench_worker::trial::spec_agent(&spec, t).unwrap().clone(),
+            grade: None,
         })
         .collect()
 }

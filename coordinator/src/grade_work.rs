@@ -1,0 +1,115 @@
+//! Queuing grade work (`ResumeRun{grade: true}`, `akbench run grade`): the trials of a run
+//! that were executed but not graded become grade work items, leased and fenced like any
+//! other, that workers answer by rebuilding the agent's workspace from its stored diff and
+//! grading it; the agent never runs again.
+//!
+//! Only a done trial whose deciding attempt ended `not_graded` with an accepted record is
+//! selected (`sql/grading/owed.sql`): a trial with a verdict, one whose agent failed, timed out
+//! or never ran (invalid configuration, infrastructure error, cancelled) and one still queued
+//! or running are never touched. Each selected work item becomes `kind = 'grade'`, `ready`,
+//! with a document carrying the trial, its agent condition and the accepted record of the
+//! attempt to grade ([`GradeSource`]), and the plan's retry budget again. All of it happens in
+//! one transaction; a finished run runs again until the grades are in.
+
+use crate::scheduler::Scheduler;
+use crate::store::StoreError;
+use akbench_core::record::AttemptRecord;
+use akbench_core::work::{GradeSource, WorkItem};
+use uuid::Uuid;
+
+const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");
+const REQUEUE_SQL: &str = include_str!("../sql/grading/requeue.sql");
+const REOPEN_RUN_SQL: &str = include_str!("../sql/grading/reopen_run.sql");
+
+/// What [`queue_grading`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GradingQueued {
+    /// Trials queued for grading.
+    pub queued: u64,
+    /// Trials owed a grade that could not be queued, with why (their stored documents do not
+    /// parse or cannot be graded); they keep their `not_graded` outcome.
+    pub skipped: Vec<(Uuid, String)>,
+}
+
+/// The grade work document of one owed trial, or why there cannot be one.
+fn grade_document(
+    document: Option<&str>,
+    record: &str,
+) -> Result<(serde_json::Value, i32), String> {
+    let document =
+        document.ok_or("the work item has no document (it was not created by StartRun)")?;
+    let work: WorkItem = serde_json::from_str(document)
+        .map_err(|e| format!("the stored work item does not parse: {e}"))?;
+    let attempt: AttemptRecord = serde_json::from_str(record)
+        .map_err(|e| format!("the accepted record does not parse: {e}"))?;
+    let source = GradeSource { attempt };
+    source.check(u32::MAX)?;
+    let budget = i32::try_from(work.trial.attempt.infrastructure_retries).unwrap_or(i32::MAX);
+    let graded = WorkItem {
+        grade: Some(source),
+        ..work
+    };
+    let value = serde_json::to_value(&graded).map_err(|e| e.to_string())?;
+    Ok((value, budget))
+}
+
+/// Queues grade work for every trial of `run_id` owed a grade, in one transaction, and wakes
+/// the dispatchers.
+pub async fn queue_grading(
+    scheduler: &Scheduler,
+    run_id: Uuid,
+) -> Result<GradingQueued, StoreError> {
+    let done = scheduler
+        .store()
+        .tx(|tx| {
+            Box::pin(async move {
+                let rows = tx.query(OWED_SQL, &[&run_id]).await?;
+                let mut out = GradingQueued::default();
+                let mut ids = Vec::new();
+                let mut documents = Vec::new();
+                let mut budgets = Vec::new();
+                for r in &rows {
+                    let trial: Uuid = r.get(0);
+                    match grade_document(r.get(1), r.get(2)) {
+                        Ok((doc, budget)) => {
+                            ids.push(trial);
+                            documents.push(doc);
+                            budgets.push(budget);
+                        }
+                        Err(why) => out.skipped.push((trial, why)),
+                    }
+                }
+                if !ids.is_empty() {
+                    out.queued = tx
+                        .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets])
+                        .await?;
+                    tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
+                }
+                Ok(out)
+            })
+        })
+        .await?;
+    for (trial, why) in &done.skipped {
+        tracing::warn!(%run_id, %trial, "not queued for grading: {why}");
+    }
+    if done.queued > 0 {
+        tracing::info!(%run_id, queued = done.queued, "grading queued");
+        scheduler.work_available().notify_waiters();
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_unparsable_document_or_record_is_refused_with_the_reason() {
+        assert!(grade_document(None, "{}")
+            .unwrap_err()
+            .contains("no document"));
+        assert!(grade_document(Some("{"), "{}")
+            .unwrap_err()
+            .contains("work item does not parse"));
+    }
+}

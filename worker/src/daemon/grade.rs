@@ -1,0 +1,235 @@
+//! A `GRADE` assignment: grade, on this host, the recorded work of an attempt executed
+//! earlier (perhaps on another host). The agent is never run.
+//!
+//! The work item carries the accepted record of the executed attempt. The grading attempt's
+//! record starts as a copy of it (its transition log up to `not_graded`, workspace facts,
+//! agent process, observations and timings: the agent's run stays as it was) under the new
+//! attempt's identity, with `graded_from` naming the source; then EVALUATING, the workspace
+//! rebuilt from the task release (pinned commit + mutation) and the agent's stored diff,
+//! checked against both recorded tree fingerprints, and the grade (FINALIZING, COMPLETED) or
+//! `evaluation_error`. The copied transitions are streamed first, so the coordinator's log of
+//! the attempt is a valid lifecycle path from `pending`.
+//!
+//! Refused before anything starts (`invalid_configuration`): a source that cannot be graded,
+//! a task that is no longer the planned release (grading would score another task), a stored
+//! diff that does not match its recorded digest. `infrastructure_error` (retried by the
+//! coordinator within the trial's budget): the diff cannot be fetched, or the workspace
+//! cannot be set up on this host.
+
+use super::runner::{safe_key, synthetic_record, Artifacts, Context, Forward, ATTEMPT_RECORD_FILE};
+use crate::orchestrator::{write_json_atomic, Observer};
+use crate::process::CancelToken;
+use crate::regrade::{grades_of, rebuild, record_grade, RebuildError, RecordedWork};
+use akbench_core::digest::digest_bytes;
+use akbench_core::ids;
+use akbench_core::lifecycle::State;
+use akbench_core::record::{resolve_inside, AttemptRecord, Identity, Transition};
+use akbench_core::task::load_by_id;
+use akbench_core::work::{GradeSource, WorkItem};
+use akbench_proto::v1 as pb;
+use uuid::Uuid;
+
+/// Runs a grade assignment to its end (on the blocking thread of the assignment).
+pub(super) fn grade(
+    ctx: &Context,
+    a: &pb::Assignment,
+    work: &WorkItem,
+    source: &GradeSource,
+    attempt_uuid: Uuid,
+    cancel: &CancelToken,
+    fwd: &Forward,
+) -> (AttemptRecord, Option<Artifacts>) {
+    let number = a.attempt_number.max(1);
+    let key = ids::attempt_key(&work.trial.key, number);
+    let refuse = |state: State, cause: String| {
+        let record = synthetic_record(&a.attempt_id, &key, number, state, cause);
+        for t in &record.transitions {
+            fwd.transition(&record.attempt, number, t);
+        }
+        (record, None)
+    };
+    if let Err(e) = source.check(number) {
+        return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"));
+    }
+    let src = &source.attempt;
+    let mut task = match load_by_id(&ctx.tasks_root, &work.trial.task.id) {
+        Ok(t) => t,
+        Err(e) => {
+            return refuse(
+                State::InvalidConfiguration,
+                format!("cannot grade: the task cannot be loaded ({e})"),
+            )
+        }
+    };
+    if task.release != work.trial.task {
+        return refuse(
+            State::InvalidConfiguration,
+            format!(
+                "cannot grade: task `{}` changed since the run was planned (now {} {}, planned {} {}); grading now would score the agent's work against a different task, so it is refused; restore the task release",
+                work.trial.task.id, task.release.version, task.release.digest, work.trial.task.version, work.trial.task.digest
+            ),
+        );
+    }
+    task.verifier_timeout_sec = work.trial.compute.verifier_timeout_sec;
+    let ws = &src.workspace;
+    let (Some(tree_mut), Some(tree_agent), Some(diff_rel), Some(diff_digest)) = (
+        ws.tree_after_mutation.as_deref(),
+        ws.tree_after_agent.as_deref(),
+        ws.diff_path.as_deref(),
+        ws.diff_digest.as_deref(),
+    ) else {
+        unreachable!("GradeSource::check requires the fingerprints and the diff")
+    };
+    if let Err(e) = safe_key(diff_rel) {
+        return refuse(
+            State::InvalidConfiguration,
+            format!("cannot grade: the recorded diff path is unusable: {e}"),
+        );
+    }
+    let diff = match fetch_diff(ctx, &work.trial.key, diff_rel) {
+        Ok(d) => d,
+        Err(e) => return refuse(State::InfrastructureError, e),
+    };
+    if digest_bytes(&diff) != diff_digest {
+        return refuse(
+            State::InvalidConfiguration,
+            format!(
+                "cannot grade: the stored diff `{}/{diff_rel}` does not match the digest recorded by attempt {}; the artifact was changed or corrupted",
+                work.trial.key, src.attempt.key
+            ),
+        );
+    }
+
+    tracing::info!(attempt = %key, attempt_id = %a.attempt_id, epoch = a.epoch, source = %src.attempt.key, "grading started");
+    let rel = format!("a{number}");
+    let artifacts_dir = ctx.out_root.join(&work.trial.key).join(&rel);
+    let _ = std::fs::create_dir_all(&artifacts_dir);
+    let mut record = src.clone();
+    record.attempt = Identity {
+        id: attempt_uuid,
+        key: key.clone(),
+    };
+    record.number = number;
+    record.artifacts_dir = rel.clone();
+    record.graded_from = Some(src.attempt.clone());
+    record.workspace.path = None;
+    record.workspace.kept = false;
+    let clock = ctx.orchestrator.clock.as_ref();
+    let push = |record: &mut AttemptRecord, state: State, note: Option<String>| {
+        let t = Transition {
+            seq: u32::try_from(record.transitions.len()).unwrap_or(u32::MAX),
+            state,
+            at: clock.now(),
+            note,
+        };
+        record.transitions.push(t);
+        record.state = state;
+    };
+    push(
+        &mut record,
+        State::Evaluating,
+        Some(format!(
+            "grading attempt {}'s recorded work, rebuilt from its stored diff",
+            src.attempt.key
+        )),
+    );
+    for t in &record.transitions {
+        fwd.transition(&record.attempt, number, t);
+    }
+    let sent = record.transitions.len();
+
+    let scratch = ctx
+        .orchestrator
+        .work_root
+        .join(format!("grade-{attempt_uuid}"));
+    let recorded = RecordedWork {
+        tree_after_mutation: tree_mut,
+        tree_after_agent: tree_agent,
+        diff: &diff,
+    };
+    // Daemon attempts always apply the mutation; the starting-tree check would catch one
+    // that did not.
+    let outcome = match rebuild(&ctx.orchestrator, &task, true, &recorded, &scratch) {
+        Err(RebuildError::Setup(e)) => Err((State::InfrastructureError, e)),
+        Err(RebuildError::Mismatch(e)) => Err((State::EvaluationError, e)),
+        Ok(w) => {
+            let prefix = format!("grade-{}.", grades_of(src) + 1);
+            let result = crate::evaluator::evaluate(
+                &task,
+                &crate::evaluator::EvalPlace {
+                    workspace: &w.worktree,
+                    eval_root: &scratch.join("eval"),
+                    artifacts_dir: &artifacts_dir,
+                    log_prefix: &prefix,
+                },
+                clock,
+                cancel,
+            );
+            let _ = w.remove(&ctx.orchestrator.cache);
+            Ok(result)
+        }
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    match outcome {
+        Ok(result) => {
+            let note = "graded later (rebuilt from the recorded diff)";
+            if record_grade(
+                &mut record,
+                result,
+                note,
+                clock,
+                &artifacts_dir,
+                grades_of(src) + 1,
+            )
+            .is_err()
+            {
+                let cause = "cancelled while grading".to_string();
+                push(&mut record, State::Cancelled, Some(cause.clone()));
+                record.cause = Some(cause);
+            }
+        }
+        Err((state, cause)) => {
+            push(&mut record, state, Some(cause.clone()));
+            record.grade = None;
+            record.cause = Some(cause);
+        }
+    }
+    for t in &record.transitions[sent..] {
+        fwd.transition(&record.attempt, number, t);
+    }
+    if let Err(e) = write_json_atomic(&artifacts_dir.join(ATTEMPT_RECORD_FILE), &record) {
+        tracing::warn!(attempt = %key, "failed to write {ATTEMPT_RECORD_FILE}: {e}");
+    }
+    let art = Artifacts {
+        dir: artifacts_dir,
+        key: format!("{}/{rel}", work.trial.key),
+    };
+    (record, Some(art))
+}
+
+/// The agent's stored diff: from the artifact store when one is configured, else (or when
+/// the store does not have it) from this worker's own output folder.
+fn fetch_diff(ctx: &Context, trial_key: &str, diff_rel: &str) -> Result<Vec<u8>, String> {
+    let object = format!("{trial_key}/{diff_rel}");
+    let mut tried = Vec::new();
+    if let Some(store) = &ctx.artifacts {
+        let got = tokio::runtime::Handle::current().block_on(store.get(&object));
+        match got {
+            Ok(b) => return Ok(b),
+            Err(e) => tried.push(format!("{e} (store {})", store.url())),
+        }
+    }
+    let trial_dir = ctx.out_root.join(trial_key);
+    match resolve_inside(&trial_dir, diff_rel)
+        .and_then(|p| std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display())))
+    {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            tried.push(format!("not under {}: {e}", ctx.out_root.display()));
+            Err(format!(
+                "cannot fetch the agent's stored diff `{object}`: {}; a worker that grades needs the artifact store the executing workers wrote to (--artifacts)",
+                tried.join("; ")
+            ))
+        }
+    }
+}
