@@ -107,3 +107,155 @@ impl WorkItem {
         Ok(w)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::State;
+    use crate::record::{Identity, Observations, Transition, WorkspaceFacts};
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    /// An attempt numbered 1 that took `path` (from pending), with a recorded diff.
+    fn attempt(path: &[State]) -> AttemptRecord {
+        let at = Utc::now();
+        AttemptRecord {
+            attempt: Identity {
+                id: Uuid::now_v7(),
+                key: "run/t/a/r1/a1".into(),
+            },
+            number: 1,
+            transitions: path
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Transition {
+                    seq: i as u32,
+                    state: *s,
+                    at,
+                    note: None,
+                })
+                .collect(),
+            state: *path.last().unwrap(),
+            cause: None,
+            workspace: WorkspaceFacts {
+                tree_after_mutation: Some("t0".into()),
+                tree_after_agent: Some("t1".into()),
+                diff_path: Some("a1/agent.diff".into()),
+                diff_digest: Some("sha256:00".into()),
+                ..WorkspaceFacts::default()
+            },
+            agent_process: None,
+            observations: Observations::default(),
+            timings_ms: Default::default(),
+            grade: None,
+            artifacts_dir: "a1".into(),
+            graded_from: None,
+        }
+    }
+
+    /// The happy path up to EXECUTING, then `tail`.
+    fn executed(tail: &[State]) -> AttemptRecord {
+        use State::*;
+        let mut p = vec![
+            Pending,
+            Preparing,
+            Validating,
+            ConfiguringRuntime,
+            CreatingWorkspace,
+            StartingAgent,
+            Executing,
+        ];
+        p.extend_from_slice(tail);
+        attempt(&p)
+    }
+
+    #[test]
+    fn only_executed_attempts_with_a_diff_are_gradable() {
+        use State::*;
+        let ungraded = executed(&[Collecting, Evaluating, Finalizing, NotGraded]);
+        let cases: Vec<(&str, AttemptRecord, bool)> = vec![
+            ("not graded", ungraded.clone(), true),
+            (
+                "evaluation error",
+                executed(&[Collecting, Evaluating, EvaluationError]),
+                true,
+            ),
+            ("agent failed", executed(&[Failed]), false),
+            ("timed out", executed(&[Timeout]), false),
+            ("cancelled", executed(&[Cancelled]), false),
+            ("infrastructure", executed(&[InfrastructureError]), false),
+            (
+                "never started",
+                attempt(&[Pending, InvalidConfiguration]),
+                false,
+            ),
+            (
+                "no diff",
+                {
+                    let mut a = ungraded.clone();
+                    a.workspace.diff_path = None;
+                    a
+                },
+                false,
+            ),
+            (
+                "log does not end in its state",
+                {
+                    let mut a = ungraded.clone();
+                    a.state = Completed;
+                    a
+                },
+                false,
+            ),
+            (
+                "invalid log",
+                {
+                    let mut a = ungraded.clone();
+                    a.transitions.remove(3);
+                    a
+                },
+                false,
+            ),
+        ];
+        for (name, a, ok) in cases {
+            let got = GradeSource { attempt: a }.check(2);
+            assert_eq!(got.is_ok(), ok, "{name}: {got:?}");
+        }
+        // The grading attempt comes after the one it grades.
+        let err = GradeSource { attempt: ungraded }.check(1).unwrap_err();
+        assert!(err.contains("not before"), "{err}");
+    }
+
+    #[test]
+    fn a_work_item_never_grades_a_grading_attempt() {
+        let spec = crate::testkit::synthetic_spec(1, 1, 1, &crate::clock::SystemClock);
+        let trial = crate::plan::plan(&spec, &crate::clock::SystemClock).trials[0].clone();
+        let agent = spec.condition.agents[0].clone();
+        let mut source = executed(&[
+            State::Collecting,
+            State::Evaluating,
+            State::Finalizing,
+            State::NotGraded,
+        ]);
+        let plain = WorkItem {
+            trial: trial.clone(),
+            agent: agent.clone(),
+            grade: None,
+        };
+        let (json, digest) = plain.encode();
+        assert!(
+            !json.contains("\"grade\":{"),
+            "execute work carries no grade field"
+        );
+        assert_eq!(WorkItem::decode(&json, &digest).unwrap(), plain);
+        source.graded_from = Some(source.attempt.clone());
+        let w = WorkItem {
+            trial,
+            agent,
+            grade: Some(GradeSource { attempt: source }),
+        };
+        let (json, digest) = w.encode();
+        let err = WorkItem::decode(&json, &digest).unwrap_err();
+        assert!(err.contains("itself a grading attempt"), "{err}");
+    }
+}

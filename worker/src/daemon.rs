@@ -14,9 +14,11 @@
 //!   forgotten: nothing more is sent about it. Then everything still owed is sent again.
 //! - **Heartbeat** every interval: free slots (0 while draining) and every lease still held.
 //! - **Assignment**: the work item is decoded ([`WorkItem::decode`](akbench_core::work::WorkItem::decode)) and prepared
-//!   ([`crate::trial::prepare`]); a bad work item, a failed preparation, a `GRADE` kind (not
-//!   supported by this worker yet) or an unsafe trial key ends the attempt
-//!   `invalid_configuration` with the cause, never the daemon. Otherwise the attempt runs on
+//!   ([`crate::trial::prepare`]); a bad work item, a failed preparation, an unknown kind or an
+//!   unsafe trial key ends the attempt `invalid_configuration` with the cause, never the
+//!   daemon. A `GRADE` assignment grades the recorded attempt its work item carries without
+//!   running the agent (`daemon::grade`: the diff from the artifact store, the workspace
+//!   rebuilt and checked against the recorded fingerprints). Otherwise the attempt runs on
 //!   a blocking thread with its own [`CancelToken`](crate::process::CancelToken); every transition is sent at once as a
 //!   `TransitionBatch{attempt_id, epoch, [transition]}` (wire `seq` = record `seq` + 1, so
 //!   from 1). Grading follows the work item (`trial.evaluation.grade`). Artifacts go to

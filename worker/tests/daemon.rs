@@ -465,3 +465,154 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
         }
     }
 }
+
+/// Executes `n` oracle trials of `answer` without grading on a daemon with an artifact store,
+/// waits until each ended `not_graded`, and gives their work items documents (as `StartRun`
+/// does) so that the coordinator can queue their grading. Returns the run, its trials and
+/// the store.
+async fn executed_not_graded(
+    coord: &Coord,
+    c: &Corpus,
+    n: u32,
+) -> (Uuid, Vec<Uuid>, std::path::PathBuf) {
+    let items = work_items(c, "oracle", n, false);
+    let (run, trials) = coord.enqueue_items(&items).await;
+    coord
+        .client()
+        .await
+        .execute(
+            "UPDATE work_items w SET document = p.document::jsonb FROM planned_trials p \
+             WHERE p.trial_id = w.trial_id AND w.run_id = $1",
+            &[&run],
+        )
+        .await
+        .unwrap();
+    for t in &trials {
+        let a = coord
+            .wait_attempt(*t, "the executed attempt", |a| a.terminal.is_some())
+            .await;
+        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+        eventually(30, "its record", || async { coord.record(a.id).await }).await;
+    }
+    (run, trials, c.root().join("artifact-store"))
+}
+
+/// The grading attempt (number 2) of `trial`, once it ended, and its record.
+async fn graded(
+    coord: &Coord,
+    trial: Uuid,
+) -> (coord::AttemptRow, akbench_core::record::AttemptRecord) {
+    let a = eventually(120, "the grading attempt to end", || async {
+        coord
+            .attempts(trial)
+            .await
+            .into_iter()
+            .nth(1)
+            .filter(|a| a.terminal.is_some())
+    })
+    .await;
+    let (record, _, _) = eventually(30, "its record", || async { coord.record(a.id).await }).await;
+    (a, record)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered_one() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let mut cfg = config(&c, &coord, "w-grade", 1);
+    cfg.artifacts = Some(c.root().join("artifact-store").display().to_string());
+    let (h, run) = spawn(cfg);
+    let (run_id, trials, store) = executed_not_graded(&coord, &c, 2).await;
+    // Trial 2's stored diff is changed after the fact.
+    let first_of = |t: Uuid| {
+        let coord = &coord;
+        async move {
+            let a = coord.attempts(t).await.remove(0);
+            coord.record(a.id).await.unwrap().0
+        }
+    };
+    let executed = first_of(trials[1]).await;
+    let key = executed
+        .attempt
+        .key
+        .strip_suffix("/a1")
+        .unwrap()
+        .to_string();
+    let tampered = store.join(key).join("a1/agent.diff");
+    let mut diff = std::fs::read(&tampered).unwrap();
+    assert!(!diff.is_empty(), "the oracle changed files");
+    diff.extend_from_slice(b"\n");
+    std::fs::write(&tampered, diff).unwrap();
+
+    let queued = akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id)
+        .await
+        .unwrap();
+    assert_eq!(queued.queued, 2, "{queued:?}");
+    let (a, record) = graded(&coord, trials[0]).await;
+    assert_eq!(a.terminal.as_deref(), Some("completed"), "{a:?}");
+    assert_eq!(record.grade.as_ref().map(|g| g.ok), Some(true));
+    let first = coord
+        .record(coord.attempts(trials[0]).await[0].id)
+        .await
+        .unwrap()
+        .0;
+    assert_eq!(record.graded_from.as_ref(), Some(&first.attempt));
+    // The coordinator's log of the grading attempt is a valid path: the executed attempt's
+    // log, then the grade.
+    let ts = coord.transitions(a.id).await;
+    assert_contiguous(&ts);
+    // (The executed attempt went evaluating "grading not requested" -> finalizing ->
+    // not_graded.)
+    let mut want = CHAIN[..10].to_vec();
+    want.extend(["not_graded", "evaluating", "finalizing", "completed"]);
+    assert_eq!(states(&ts), want);
+
+    let (a, record) = graded(&coord, trials[1]).await;
+    assert_eq!(
+        a.terminal.as_deref(),
+        Some("invalid_configuration"),
+        "{a:?}"
+    );
+    assert!(record.grade.is_none());
+    let cause = a.cause.unwrap_or_default();
+    assert!(cause.contains("does not match the digest"), "{cause}");
+    // Nothing is owed any more: grading again queues nothing.
+    let again = akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id)
+        .await
+        .unwrap();
+    assert_eq!(again.queued, 0);
+    assert_eq!(h.status().sessions, 1);
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grade_assignment_refuses_a_task_that_changed_since_the_run() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let (h, run) = spawn(config(&c, &coord, "w-grade-changed", 1));
+    let (run_id, trials, _) = executed_not_graded(&coord, &c, 1).await;
+    // The reference solution is edited after the run: the release digest no longer matches.
+    let solution = c.tasks().join("answer/solution/solve.sh");
+    let mut s = std::fs::read_to_string(&solution).unwrap();
+    s.push_str("\n# edited after the run\n");
+    std::fs::write(&solution, s).unwrap();
+    let queued = akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id)
+        .await
+        .unwrap();
+    assert_eq!(queued.queued, 1);
+    let (a, record) = graded(&coord, trials[0]).await;
+    assert_eq!(
+        a.terminal.as_deref(),
+        Some("invalid_configuration"),
+        "{a:?}"
+    );
+    assert!(record.grade.is_none());
+    let cause = a.cause.unwrap_or_default();
+    assert!(
+        cause.contains("changed since the run was planned"),
+        "{cause}"
+    );
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
