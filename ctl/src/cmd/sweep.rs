@@ -312,6 +312,24 @@ pub fn show_result(
             started.elapsed().as_secs_f64()
         );
         println!("records: {}", records.display());
+        if accounting.counts.not_graded > 0 {
+            println!(
+                "{} trials were executed but not graded (evaluation.grade: false); {}",
+                accounting.counts.not_graded,
+                if args.local {
+                    format!(
+                        "grade each with `akbench run evaluate {}/<trial key>`",
+                        records.display()
+                    )
+                } else {
+                    format!(
+                        "grade them on workers, without running the agents again: `akbench up --out {}` (same data folder), then `akbench run grade {} --coordinator http://127.0.0.1:7400`",
+                        args.out.display(),
+                        spec.run_key()
+                    )
+                }
+            );
+        }
     }
     Ok(())
 }
