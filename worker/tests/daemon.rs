@@ -544,6 +544,29 @@ async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered
     diff.extend_from_slice(b"\n");
     std::fs::write(&tampered, diff).unwrap();
 
+    // What the executed attempt stored (agent logs, diff, its record), to compare after.
+    let first = first_of(trials[0]).await;
+    let executed_dir = store.join(first.attempt.key.as_str());
+    let snapshot = |dir: &Path| {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = snapshot(&executed_dir);
+    assert!(
+        before.iter().any(|(n, _)| n == "agent.stdout.log"),
+        "{before:?}"
+    );
     let queued = akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id)
         .await
         .unwrap();
@@ -551,12 +574,20 @@ async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered
     let (a, record) = graded(&coord, trials[0]).await;
     assert_eq!(a.terminal.as_deref(), Some("completed"), "{a:?}");
     assert_eq!(record.grade.as_ref().map(|g| g.ok), Some(true));
-    let first = coord
-        .record(coord.attempts(trials[0]).await[0].id)
-        .await
-        .unwrap()
-        .0;
     assert_eq!(record.graded_from.as_ref(), Some(&first.attempt));
+    // Grading wrote its own attempt folder and left the agent's run untouched.
+    assert_eq!(
+        snapshot(&executed_dir),
+        before,
+        "the executed attempt's artifacts"
+    );
+    let grading_dir = store.join(record.attempt.key.as_str());
+    let names: Vec<String> = snapshot(&grading_dir).into_iter().map(|f| f.0).collect();
+    assert!(names.iter().any(|n| n.starts_with("grade-1.")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "attempt_record.json"),
+        "{names:?}"
+    );
     // The coordinator's log of the grading attempt is a valid path: the executed attempt's
     // log, then the grade.
     let ts = coord.transitions(a.id).await;
