@@ -302,3 +302,48 @@ async fn cancel_run_sends_cancel_and_the_attempt_finishes_cancelled() {
     assert_eq!(svc.drain_all("shutting down"), 1);
     assert!(matches!(w.next().await, Out::Drain(_)));
 }
+
+/// Workers connected now (the status projection's count, without its recency window).
+async fn connected(s: &akbench_coordinator::scheduler::Scheduler) -> i64 {
+    scalar(
+        s,
+        "SELECT count(*) FROM workers WHERE disconnected_at IS NULL",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_worker_whose_session_ended_is_not_counted_as_connected() {
+    let s = scheduler().await;
+    let (_svc, addr) = serve(&s, TTL).await;
+    let w = Worker::simple(addr, "w-gone", 1).await;
+    assert_eq!(connected(&s).await, 1);
+    drop(w);
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while connected(&s).await != 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the ended session is still counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_older_session_ending_leaves_the_newer_one_connected() {
+    let s = scheduler().await;
+    let labels = std::collections::BTreeMap::new();
+    let first = s.register_worker("w-re", 1, &labels, "t").await.unwrap();
+    let second = s.register_worker("w-re", 1, &labels, "t").await.unwrap();
+    assert!(second > first);
+    s.disconnect_worker("w-re", first).await.unwrap();
+    assert_eq!(
+        connected(&s).await,
+        1,
+        "the newer session is still connected"
+    );
+    s.disconnect_worker("w-re", second).await.unwrap();
+    assert_eq!(connected(&s).await, 0);
+    s.register_worker("w-re", 1, &labels, "t").await.unwrap();
+    assert_eq!(connected(&s).await, 1, "reconnecting clears the disconnect");
+}

@@ -12,7 +12,8 @@
 //! - **Welcome**: its `heartbeat_interval_ms` sets the heartbeat period; every attempt listed
 //!   in `revoked_attempt_ids` is cancelled (its agent's process group is killed) and
 //!   forgotten: nothing more is sent about it. Then everything still owed is sent again.
-//! - **Heartbeat** every interval: free slots (0 while draining) and every lease still held.
+//! - **Heartbeat** every interval (and at once when draining starts): free slots (0 while
+//!   draining), `draining`, and every lease still held; a draining worker is offered nothing.
 //! - **Assignment**: the work item is decoded ([`WorkItem::decode`](akbench_core::work::WorkItem::decode)) and prepared
 //!   ([`crate::trial::prepare`]); a bad work item, a failed preparation, an unknown kind or an
 //!   unsafe trial key ends the attempt `invalid_configuration` with the cause, never the

@@ -48,6 +48,7 @@ pub use types::{
 const ENQUEUE_SQL: &str = include_str!("../../sql/scheduler/enqueue.sql");
 const HEARTBEAT_SQL: &str = include_str!("../../sql/scheduler/heartbeat.sql");
 const REGISTER_WORKER_SQL: &str = include_str!("../../sql/scheduler/register_worker.sql");
+const DISCONNECT_WORKER_SQL: &str = include_str!("../../sql/scheduler/disconnect_worker.sql");
 
 /// The scheduler: a store, a clock and the in-process wake-up for idle sessions.
 #[derive(Debug, Clone)]
@@ -122,22 +123,37 @@ impl Scheduler {
         Ok(created)
     }
 
-    /// Registers (or re-registers) a worker that opened a session.
+    /// Registers (or re-registers) a worker that opened a session; returns the session's
+    /// connection instant, which [`Scheduler::disconnect_worker`] takes back.
     pub async fn register_worker(
         &self,
         worker_id: &str,
         slots: u32,
         labels: &BTreeMap<String, String>,
         version: &str,
-    ) -> Result<(), SchedulerError> {
+    ) -> Result<chrono::DateTime<chrono::Utc>, SchedulerError> {
         let labels = serde_json::to_value(labels).unwrap_or_default();
         let slots = i32::try_from(slots).unwrap_or(i32::MAX);
         let client = self.store.client().await?;
-        client
-            .execute(
+        let row = client
+            .query_one(
                 REGISTER_WORKER_SQL,
                 &[&worker_id, &slots, &labels, &version],
             )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Marks the worker disconnected after the session that connected at `connected_at`
+    /// ended (a newer session of the same worker is left alone).
+    pub async fn disconnect_worker(
+        &self,
+        worker_id: &str,
+        connected_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), SchedulerError> {
+        let client = self.store.client().await?;
+        client
+            .execute(DISCONNECT_WORKER_SQL, &[&worker_id, &connected_at])
             .await?;
         Ok(())
     }

@@ -67,6 +67,14 @@ pub(super) async fn run(
         .service
         .registry
         .remove(&session.worker_id, session.serial);
+    if let Err(e) = session
+        .service
+        .scheduler
+        .disconnect_worker(&session.worker_id, session.connected_at)
+        .await
+    {
+        tracing::warn!(worker = %session.worker_id, "failed to record the disconnect: {e}");
+    }
 }
 
 fn check_hello(hello: &Hello) -> Result<(), String> {
@@ -83,6 +91,8 @@ struct Session {
     service: WorkersService,
     worker_id: String,
     serial: u64,
+    /// When this session registered the worker (its identity in `workers.connected_at`).
+    connected_at: chrono::DateTime<chrono::Utc>,
     slots: usize,
     /// Attempts this worker holds, with their epochs.
     held: HashMap<Uuid, i64>,
@@ -100,7 +110,7 @@ impl Session {
         let scheduler = &service.scheduler;
         let slots = hello.slots.min(service.config.max_slots);
         let labels: BTreeMap<String, String> = hello.labels.clone().into_iter().collect();
-        scheduler
+        let connected_at = scheduler
             .register_worker(&hello.worker_id, slots, &labels, &hello.version)
             .await?;
         let mut revoked = Vec::new();
@@ -132,6 +142,7 @@ impl Session {
             service,
             worker_id: hello.worker_id,
             serial,
+            connected_at,
             slots: slots as usize,
             held,
             draining: false,
@@ -275,6 +286,10 @@ impl Session {
                     Subject::Record,
                 ),
                 Some(In::Heartbeat(h)) => {
+                    if h.draining && !self.draining {
+                        tracing::info!(worker = %self.worker_id, "worker draining: no new work for it");
+                        self.draining = true;
+                    }
                     let lost = self.heartbeat(h).await?;
                     freed |= lost;
                     continue;

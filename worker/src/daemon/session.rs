@@ -555,6 +555,7 @@ impl Supervisor {
         self.send(Out::Heartbeat(pb::Heartbeat {
             free_slots: self.free_slots(),
             leases: self.held_leases(),
+            draining: self.drain.is_some(),
         }));
     }
 
