@@ -18,7 +18,7 @@ use akbench_proto::control_server::{Control, ControlServer};
 use akbench_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::{Stream, StreamExt};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -31,7 +31,6 @@ use crate::store::Store;
 use crate::work_control::WorkControl;
 
 const OBSERVATIONS_SQL: &str = include_str!("../sql/control/observations.sql");
-const RECORDS_SQL: &str = include_str!("../sql/control/records.sql");
 /// `ListRuns` page size when the request says 0, and the most it may ask for.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// The largest page `ListRuns` returns.
@@ -462,46 +461,9 @@ impl Control for ControlService {
             }
             ids = rows.iter().map(|row| row.get(0)).collect();
         }
+        let spec = evidence::spec(&self.store, &run).await?;
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(async move {
-            let rows = match client
-                .query_raw(
-                    RECORDS_SQL,
-                    [
-                        &run.run_id as &(dyn tokio_postgres::types::ToSql + Sync),
-                        &ids,
-                    ],
-                )
-                .await
-            {
-                Ok(rows) => rows,
-                Err(e) => {
-                    let _ = tx.send(Err(db(e))).await;
-                    return;
-                }
-            };
-            let mut rows = std::pin::pin!(rows);
-            while let Some(row) = rows.next().await {
-                let message = row.map_err(db).and_then(|row| {
-                    let text: &str = row.get(3);
-                    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-                        Status::internal(format!("failed to read a stored record: {e}"))
-                    })?;
-                    let record_json = canonical_json(&value);
-                    Ok(pb::RunRecord {
-                        trial_id: row.get::<_, Uuid>(0).to_string(),
-                        attempt_id: row.get::<_, Uuid>(1).to_string(),
-                        ordinal: u64::try_from(row.get::<_, i32>(2)).unwrap_or(0),
-                        digest: digest_bytes(record_json.as_bytes()),
-                        record_json,
-                    })
-                });
-                let stop = message.is_err();
-                if tx.send(message).await.is_err() || stop {
-                    return;
-                }
-            }
-        });
+        tokio::spawn(crate::trial_records::send(client, spec, ids, tx, db));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }

@@ -26,6 +26,7 @@ pub mod scheduler;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod trial_records;
 pub mod work_control;
 pub mod workers_service;
 

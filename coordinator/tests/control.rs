@@ -244,10 +244,14 @@ async fn finish_trial(
         )
         .await
         .unwrap();
-    let record = serde_json::json!({
-        "trial": {"id": trial.trial_id, "key": trial.key},
-        "outcome": {"state": terminal, "ok": ok, "score": ok.map(|o| if o { 1.0 } else { 0.0 }), "attempts": number},
-    });
+    let record = serde_json::to_value(akbench_core::testkit::attempt_record(
+        attempt,
+        &trial.key,
+        u32::try_from(number).unwrap(),
+        akbench_core::lifecycle::State::parse(terminal).unwrap(),
+        ok,
+    ))
+    .unwrap();
     client
         .execute(
             "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",
@@ -905,6 +909,17 @@ async fn reconcile_and_fetch_records() {
             r.digest,
             akbench_core::digest::digest_bytes(r.record_json.as_bytes())
         );
+        // Each is the trial's whole run_record.json: every attempt, validated.
+        let record: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json).unwrap();
+        record.validate().unwrap();
+        assert_eq!(record.trial.id.to_string(), r.trial_id);
+        assert_eq!(record.run.key, spec.identity.run_key);
+        if r.ordinal == 0 {
+            let states: Vec<_> = record.attempts.iter().map(|a| a.state.as_str()).collect();
+            assert_eq!(states, ["infrastructure_error", "completed"]);
+            assert_eq!(record.outcome.ok, Some(false));
+            assert_eq!(r.attempt_id, record.attempts[1].attempt.id.to_string());
+        }
         got.push((r.ordinal, r.trial_id));
     }
     assert_eq!(

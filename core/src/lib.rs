@@ -26,4 +26,5 @@ pub mod spec;
 pub mod spec_diff;
 pub mod task;
 pub mod testkit;
+pub mod trial_record;
 pub mod work;

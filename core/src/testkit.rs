@@ -3,6 +3,7 @@
 
 use crate::agent::AgentCondition;
 use crate::clock::Clock;
+use crate::lifecycle::State;
 use crate::manifest::{Concurrency, References, Runtime, Visibility};
 use crate::spec::{
     ComputePolicy, EvaluationPolicy, ExecutionPolicy, Provenance, ResolvedRunSpec, RunCondition,
@@ -127,4 +128,65 @@ pub fn synthetic_spec(
         Provenance::default(),
         clock,
     )
+}
+
+/// A valid attempt record: the whole chain for `completed` (graded `ok`), else pending then
+/// `terminal`.
+pub fn attempt_record(
+    id: uuid::Uuid,
+    trial_key: &str,
+    number: u32,
+    terminal: State,
+    ok: Option<bool>,
+) -> crate::record::AttemptRecord {
+    let at = chrono::Utc::now();
+    let path: Vec<State> = if terminal == State::Completed {
+        let mut p = vec![State::Pending];
+        while let Some(next) = p.last().unwrap().next_in_chain() {
+            p.push(next);
+        }
+        p.push(State::Completed);
+        p
+    } else {
+        vec![State::Pending, terminal]
+    };
+    let transitions = path
+        .iter()
+        .enumerate()
+        .map(|(i, s)| crate::record::Transition {
+            seq: u32::try_from(i).unwrap(),
+            state: *s,
+            at,
+            note: None,
+        })
+        .collect();
+    let grade = ok.map(|ok| crate::record::Grade {
+        ok,
+        score: if ok { 1.0 } else { 0.0 },
+        source: "reward_txt".into(),
+        exit_code: Some(0),
+        tests: vec![],
+        report: String::new(),
+        report_truncated: false,
+        tests_digest: "sha256:00".into(),
+        graded_at: at,
+        duration_ms: 1,
+    });
+    crate::record::AttemptRecord {
+        attempt: crate::record::Identity {
+            id,
+            key: format!("{trial_key}/a{number}"),
+        },
+        number,
+        transitions,
+        state: terminal,
+        cause: (terminal != State::Completed).then(|| "test".to_string()),
+        workspace: Default::default(),
+        agent_process: None,
+        observations: Default::default(),
+        timings_ms: Default::default(),
+        grade,
+        artifacts_dir: format!("a{number}"),
+        graded_from: None,
+    }
 }

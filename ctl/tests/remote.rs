@@ -254,11 +254,14 @@ async fn finish_trial(store: &Store, plan: &RunPlan, ordinal: usize, ok: bool) {
         )
         .await
         .unwrap();
-    let record = serde_json::json!({
-        "run": {"id": plan.run_id, "key": plan.run_key},
-        "trial": {"id": trial.trial_id, "key": trial.key},
-        "outcome": {"state": "completed", "ok": ok, "score": if ok { 1.0 } else { 0.0 }, "attempts": 1},
-    });
+    let record = serde_json::to_value(akbench_core::testkit::attempt_record(
+        attempt,
+        &trial.key,
+        1,
+        akbench_core::lifecycle::State::Completed,
+        Some(ok),
+    ))
+    .unwrap();
     client
         .execute(
             "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",

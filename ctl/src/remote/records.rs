@@ -1,6 +1,7 @@
-//! `akbench run records <run> --out DIR`: the run's accepted records, streamed by
-//! `FetchRecords` in plan order, written as `DIR/<trial key>/run_record.json` (trial keys are `<run>/<task>/<agent>/r<n>`; the layout
-//! `akbench sweep` leaves, so `akbench run aggregate DIR` reads them).
+//! `akbench run records <run> --out DIR`: each trial's run record (assembled by the
+//! coordinator from every attempt, docs/remote.md), streamed by `FetchRecords` in plan order,
+//! written as `DIR/<trial key>/run_record.json` (trial keys are `<run>/<task>/<agent>/r<n>`;
+//! the layout `akbench sweep` leaves, so `akbench run aggregate DIR` reads them).
 //!
 //! Each file holds exactly the record's canonical JSON as sent (its `sha256:` digest is
 //! checked before writing), written to a temporary file in the same folder and renamed into

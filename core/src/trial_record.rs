@@ -1,0 +1,282 @@
+//! A trial's `run_record.json` assembled from what a coordinator stores: the resolved spec,
+//! the planned trial, and each finished attempt either as its worker's accepted
+//! [`AttemptRecord`] or, when that record never arrived (a lease that expired, a worker that
+//! was lost), reconstructed from the transitions the coordinator stored and the terminal state
+//! it decided. The result is the same document `run single` writes, so `run aggregate`,
+//! `run evaluate` and reconciliation read exported runs like local ones.
+//!
+//! A `completed` attempt whose record has not arrived cannot be reconstructed (its grade is
+//! in the record): the trial is refused until it arrives, never exported without it.
+
+use crate::ids::attempt_key;
+use crate::lifecycle::State;
+use crate::plan::PlannedTrial;
+use crate::record::{
+    AttemptRecord, Identity, Observations, RunOptions, RunRecord, TaskRef, Transition,
+    WorkspaceFacts, SCHEMA_VERSION,
+};
+use crate::spec::ResolvedRunSpec;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// One finished attempt of a trial as the coordinator stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAttempt {
+    /// The attempt's UUID.
+    pub id: Uuid,
+    /// Its number, from 1.
+    pub number: u32,
+    /// The terminal state the coordinator decided.
+    pub terminal: State,
+    /// Why it ended so, when known.
+    pub cause: Option<String>,
+    /// When it finished.
+    pub finished_at: DateTime<Utc>,
+    /// The worker's accepted record, when it arrived.
+    pub record: Option<AttemptRecord>,
+    /// The transitions the coordinator stored (record numbering: from 0), used when there is
+    /// no record.
+    pub transitions: Vec<Transition>,
+}
+
+/// The note of a terminal transition the coordinator added to a reconstructed attempt.
+pub const RECONSTRUCTED: &str = "recorded by the coordinator: the worker's record never arrived";
+
+/// The attempt's record, or one reconstructed from the coordinator's own facts.
+fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, String> {
+    if let Some(r) = a.record {
+        return Ok(r);
+    }
+    if a.terminal == State::Completed {
+        return Err(format!(
+            "attempt {} completed but its record (with the grade) has not arrived yet",
+            a.number
+        ));
+    }
+    let mut transitions = a.transitions;
+    // The coordinator's log starts with an implicit `pending` (a worker may state it or not).
+    if transitions.first().map(|t| t.state) != Some(State::Pending) {
+        let at = transitions.first().map_or(a.finished_at, |t| t.at);
+        transitions.insert(
+            0,
+            Transition {
+                seq: 0,
+                state: State::Pending,
+                at,
+                note: None,
+            },
+        );
+        for (i, t) in transitions.iter_mut().enumerate() {
+            t.seq = u32::try_from(i).unwrap_or(u32::MAX);
+        }
+    }
+    if transitions.last().map(|t| t.state) != Some(a.terminal) {
+        transitions.push(Transition {
+            seq: u32::try_from(transitions.len()).unwrap_or(u32::MAX),
+            state: a.terminal,
+            at: a.finished_at,
+            note: a.cause.clone(),
+        });
+    }
+    // The terminal transition says the record is the coordinator's, not the worker's.
+    if let Some(t) = transitions.last_mut() {
+        t.note = Some(match t.note.take() {
+            Some(n) if !n.is_empty() => format!("{n} ({RECONSTRUCTED})"),
+            _ => RECONSTRUCTED.to_string(),
+        });
+    }
+    Ok(AttemptRecord {
+        attempt: Identity {
+            id: a.id,
+            key: attempt_key(&trial.key, a.number),
+        },
+        number: a.number,
+        transitions,
+        state: a.terminal,
+        cause: a.cause,
+        workspace: WorkspaceFacts::default(),
+        agent_process: None,
+        observations: Observations::default(),
+        timings_ms: Default::default(),
+        grade: None,
+        artifacts_dir: format!("a{}", a.number),
+        graded_from: None,
+    })
+}
+
+/// The trial's record: every finished attempt in order (numbered from 1 without gaps), the
+/// task and agent condition from the spec, the options from the plan. Validated before it is
+/// returned; an error says why the trial cannot be exported yet.
+pub fn assemble(
+    spec: &ResolvedRunSpec,
+    trial: &PlannedTrial,
+    attempts: Vec<StoredAttempt>,
+    written_by: &str,
+) -> Result<RunRecord, String> {
+    let task = spec
+        .condition
+        .tasks
+        .iter()
+        .find(|t| t.release == trial.task)
+        .ok_or_else(|| format!("task release {} is not in the run's spec", trial.task.id))?;
+    let agent = spec
+        .condition
+        .agents
+        .iter()
+        .find(|a| a.label == trial.agent.label)
+        .ok_or_else(|| format!("agent `{}` is not in the run's spec", trial.agent.label))?;
+    let attempts = attempts
+        .into_iter()
+        .map(|a| attempt_of(trial, a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcome = RunRecord::outcome_of(&attempts).ok_or("no attempt has finished")?;
+    let first = attempts.first().and_then(|a| a.transitions.first());
+    let last = attempts.last().and_then(|a| a.transitions.last());
+    let (Some(started_at), Some(finished_at)) = (first.map(|t| t.at), last.map(|t| t.at)) else {
+        return Err("an attempt has no transitions".into());
+    };
+    let mut condition = agent.descriptor.clone();
+    condition.name = agent.label.clone();
+    condition.model = agent.model.clone();
+    condition.digest = agent.digest.clone();
+    let record = RunRecord {
+        schema_version: SCHEMA_VERSION,
+        run: Identity {
+            id: spec.identity.run_id,
+            key: spec.identity.run_key.clone(),
+        },
+        trial: Identity {
+            id: trial.trial_id,
+            key: trial.key.clone(),
+        },
+        task: TaskRef {
+            release: task.release.clone(),
+            family: task.family,
+            repo: task.source_repo.clone(),
+            commit: task.source_commit.clone(),
+            mutation_digest: task.mutation_digest.clone(),
+            // Workers always apply the task's mutation.
+            mutation_applied: task.mutation_digest.is_some(),
+            tests_digest: task.tests_digest.clone(),
+            reference_digest: task.reference_digest.clone(),
+        },
+        agent: condition,
+        options: RunOptions {
+            runtime: trial.compute.runtime.as_str().to_string(),
+            infrastructure_retries: trial.attempt.infrastructure_retries,
+            grade: trial.evaluation.grade,
+            keep_workspace: false,
+        },
+        attempts,
+        outcome,
+        started_at,
+        finished_at,
+        written_by: written_by.to_string(),
+    };
+    record.validate()?;
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::plan::plan;
+    use crate::testkit::synthetic_spec;
+
+    fn transitions(states: &[State]) -> Vec<Transition> {
+        states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Transition {
+                seq: i as u32,
+                state: *s,
+                at: Utc::now(),
+                note: None,
+            })
+            .collect()
+    }
+
+    fn stored(number: u32, terminal: State, states: &[State]) -> StoredAttempt {
+        StoredAttempt {
+            id: Uuid::now_v7(),
+            number,
+            terminal,
+            cause: Some("lease expired".into()),
+            finished_at: Utc::now(),
+            record: None,
+            transitions: transitions(states),
+        }
+    }
+
+    #[test]
+    fn a_lost_attempt_is_reconstructed_and_the_record_validates() {
+        use State::*;
+        let spec = synthetic_spec(1, 1, 1, &SystemClock);
+        let trial = plan(&spec, &SystemClock).trials[0].clone();
+        let lost = stored(
+            1,
+            InfrastructureError,
+            &[Pending, Preparing, Validating, ConfiguringRuntime],
+        );
+        let mut failed = stored(2, Failed, &[]);
+        let mut r = attempt_of(&trial, failed.clone()).unwrap();
+        r.transitions = transitions(&[
+            Pending,
+            Preparing,
+            Validating,
+            ConfiguringRuntime,
+            CreatingWorkspace,
+            StartingAgent,
+            Executing,
+            Failed,
+        ]);
+        failed.record = Some(r.clone());
+        let record = assemble(&spec, &trial, vec![lost, failed], "test").unwrap();
+        assert_eq!(record.attempts.len(), 2);
+        let first = &record.attempts[0];
+        assert_eq!(first.state, InfrastructureError);
+        assert_eq!(
+            first.transitions.len(),
+            5,
+            "the stored path plus the terminal"
+        );
+        let note = first.transitions[4].note.as_deref().unwrap();
+        assert!(
+            note.contains("lease expired") && note.contains(RECONSTRUCTED),
+            "{note}"
+        );
+        // A stored log that already ends in the terminal state is marked, not extended.
+        let ended = stored(1, InfrastructureError, &[Pending, InfrastructureError]);
+        let marked = attempt_of(&trial, ended).unwrap();
+        assert_eq!(marked.transitions.len(), 2);
+        assert_eq!(marked.transitions[1].note.as_deref(), Some(RECONSTRUCTED));
+        // A worker lost before it reported anything: the reaper's terminal transition alone.
+        let silent = stored(1, InfrastructureError, &[InfrastructureError]);
+        let rebuilt = attempt_of(&trial, silent).unwrap();
+        let states: Vec<State> = rebuilt.transitions.iter().map(|t| t.state).collect();
+        assert_eq!(states, [Pending, InfrastructureError]);
+        assert_eq!(rebuilt.transitions[1].seq, 1);
+        assert_eq!(record.attempts[1], r, "an accepted record is kept as it is");
+        assert_eq!(record.outcome.state, Failed);
+        assert_eq!(record.outcome.ok, None);
+        assert_eq!(record.trial.key, trial.key);
+        assert_eq!(record.agent.name, trial.agent.label);
+    }
+
+    #[test]
+    fn a_completed_attempt_without_its_record_is_refused() {
+        let spec = synthetic_spec(1, 1, 1, &SystemClock);
+        let trial = plan(&spec, &SystemClock).trials[0].clone();
+        let err = assemble(
+            &spec,
+            &trial,
+            vec![stored(1, State::Completed, &[State::Pending])],
+            "test",
+        )
+        .unwrap_err();
+        assert!(err.contains("has not arrived"), "{err}");
+        let err = assemble(&spec, &trial, vec![], "test").unwrap_err();
+        assert!(err.contains("no attempt"), "{err}");
+    }
+}
