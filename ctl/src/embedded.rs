@@ -29,9 +29,12 @@ pub struct EmbeddedOptions {
     pub agents_root: PathBuf,
     /// Mirror cache.
     pub cache: PathBuf,
-    /// Where workers write attempt artifacts (`w<n>/` while an attempt runs, then the shared
-    /// store `artifacts/<trial key>/a<n>/`).
+    /// Where workers write attempt artifacts while an attempt runs (`w<n>/`).
     pub work_out: PathBuf,
+    /// The artifact store all local workers share (`<trial key>/a<n>/`): any worker can grade
+    /// what another executed (`akbench run grade`), also after a restart on the same folder,
+    /// and exported trial records find their attempts' artifacts beside them.
+    pub artifacts: PathBuf,
     /// Lease TTL.
     pub lease_ttl: Duration,
 }
@@ -105,9 +108,7 @@ impl Embedded {
                 o.agents_root.clone(),
             );
             wc.worker_id = format!("local-{}-{n}", std::process::id());
-            // One artifact store for the local workers: any of them can grade what another
-            // executed (`akbench run grade`), also after a restart with the same --out.
-            wc.artifacts = Some(o.work_out.join("artifacts").display().to_string());
+            wc.artifacts = Some(o.artifacts.display().to_string());
             wc.slots = o.slots;
             wc.grace = Duration::from_secs(10);
             let daemon = Daemon::new(wc)?;

@@ -106,8 +106,30 @@ fn the_embedded_default_runs_a_sweep_through_coordinator_and_workers() {
     assert_eq!(a["counts"]["succeeded"], 4);
     assert_eq!(a["counts"]["agent_failed"], 4);
     assert!(v["summary"]["by_agent"]["crash"]["rates"]["pass_rate"].is_null());
-    // The coordinator's records are exported, one per planned trial.
+    // The coordinator's records are exported, one per planned trial, with each attempt's
+    // artifacts beside its trial record: `run aggregate` reads them like local records.
     assert_eq!(walk(&tmp.path().join("out")), 8);
+    let agg = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "aggregate", "--json"])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        agg.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&agg.stderr)
+    );
+    let agg: Value = serde_json::from_slice(&agg.stdout).unwrap();
+    assert_eq!(agg["records"], 8, "{agg}");
+    assert_eq!(agg["summary"]["total"]["counts"]["succeeded"], 4, "{agg}");
+    let key = v["run_key"].as_str().unwrap();
+    let trial = tmp
+        .path()
+        .join("out")
+        .join(key)
+        .join("pyslug-001/oracle/r1");
+    assert!(trial.join("a1/agent.diff").is_file(), "{}", trial.display());
     // The data folder is kept for the next run.
     assert!(tmp.path().join("data/postgres/PG_VERSION").is_file());
 }

@@ -36,7 +36,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         &tasks_root,
         &agents_root,
         args.cache.as_deref(),
-        &args.out.join(".workers"),
+        &args.out,
         "127.0.0.1:0".parse()?,
         "127.0.0.1:0".parse()?,
     );

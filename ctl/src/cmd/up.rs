@@ -6,13 +6,15 @@ use crate::embedded::{abs, default_data_dir, Embedded, EmbeddedOptions};
 use crate::exit;
 use std::time::Duration;
 
-/// Options of the embedded system from the flags.
+/// Options of the embedded system from the flags. Workers write attempts under
+/// `<out>/.workers/` and store their artifacts under `<out>/<trial key>/a<n>/`, beside the
+/// trial records the sweep exports there.
 pub fn options(
     e: &EmbeddedArgs,
     tasks_root: &std::path::Path,
     agents_root: &std::path::Path,
     cache: Option<&std::path::Path>,
-    work_out: &std::path::Path,
+    out: &std::path::Path,
     grpc_listen: std::net::SocketAddr,
     http_listen: std::net::SocketAddr,
 ) -> EmbeddedOptions {
@@ -31,7 +33,8 @@ pub fn options(
         tasks_root: abs(tasks_root),
         agents_root: abs(agents_root),
         cache: cache_root(cache),
-        work_out: abs(work_out),
+        work_out: abs(&out.join(".workers")),
+        artifacts: abs(out),
         lease_ttl: Duration::from_millis(e.lease_ttl_ms.max(1000)),
     }
 }
@@ -43,7 +46,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<i32> {
         &args.tasks_root,
         &args.agents_root,
         args.cache.as_deref(),
-        &args.out.join(".workers"),
+        &args.out,
         args.grpc_listen,
         args.http_listen,
     );
