@@ -99,6 +99,31 @@ pub struct WorkspaceFacts {
     pub kept: bool,
 }
 
+/// What a workspace can be rebuilt from: the recorded fingerprints and the agent's diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedChange<'a> {
+    /// Git tree id after the mutation (the agent's starting point).
+    pub tree_after_mutation: &'a str,
+    /// Git tree id of what the agent left.
+    pub tree_after_agent: &'a str,
+    /// The agent's diff (relative path).
+    pub diff_path: &'a str,
+    /// Digest of that diff.
+    pub diff_digest: &'a str,
+}
+
+impl WorkspaceFacts {
+    /// The fingerprints and diff that rebuild the agent's workspace, when all were recorded.
+    pub fn recorded_change(&self) -> Option<RecordedChange<'_>> {
+        Some(RecordedChange {
+            tree_after_mutation: self.tree_after_mutation.as_deref()?,
+            tree_after_agent: self.tree_after_agent.as_deref()?,
+            diff_path: self.diff_path.as_deref()?,
+            diff_digest: self.diff_digest.as_deref()?,
+        })
+    }
+}
+
 /// How the agent process ended.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessFacts {

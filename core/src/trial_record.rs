@@ -221,16 +221,10 @@ mod tests {
         );
         let mut failed = stored(2, Failed, &[]);
         let mut r = attempt_of(&trial, failed.clone()).unwrap();
-        r.transitions = transitions(&[
-            Pending,
-            Preparing,
-            Validating,
-            ConfiguringRuntime,
-            CreatingWorkspace,
-            StartingAgent,
-            Executing,
-            Failed,
-        ]);
+        // pending .. executing, then the agent's failure.
+        let mut path = crate::lifecycle::CHAIN[..7].to_vec();
+        path.push(Failed);
+        r.transitions = transitions(&path);
         failed.record = Some(r.clone());
         let record = assemble(&spec, &trial, vec![lost, failed], "test").unwrap();
         assert_eq!(record.attempts.len(), 2);

@@ -62,12 +62,7 @@ impl GradeSource {
                 a.attempt.key, a.number
             ));
         }
-        let w = &a.workspace;
-        if w.tree_after_mutation.is_none()
-            || w.tree_after_agent.is_none()
-            || w.diff_path.is_none()
-            || w.diff_digest.is_none()
-        {
+        if a.workspace.recorded_change().is_none() {
             return Err(format!(
                 "the recorded attempt {} has no fingerprints or diff to rebuild its workspace from",
                 a.attempt.key
@@ -155,16 +150,8 @@ mod tests {
 
     /// The happy path up to EXECUTING, then `tail`.
     fn executed(tail: &[State]) -> AttemptRecord {
-        use State::*;
-        let mut p = vec![
-            Pending,
-            Preparing,
-            Validating,
-            ConfiguringRuntime,
-            CreatingWorkspace,
-            StartingAgent,
-            Executing,
-        ];
+        // CHAIN[..7]: pending .. executing.
+        let mut p = crate::lifecycle::CHAIN[..7].to_vec();
         p.extend_from_slice(tail);
         attempt(&p)
     }

@@ -195,17 +195,18 @@ pub fn regrade(
     })?;
     let artifacts = resolve_inside(&run_dir, &attempt.artifacts_dir).map_err(untrusted)?;
     let ws = &attempt.workspace;
-    let (Some(tree_mut), Some(tree_agent), Some(diff_rel), Some(diff_digest)) = (
-        ws.tree_after_mutation.as_deref(),
-        ws.tree_after_agent.as_deref(),
-        ws.diff_path.as_deref(),
-        ws.diff_digest.as_deref(),
-    ) else {
+    let Some(change) = ws.recorded_change() else {
         return Err(RegradeError::InvalidRecord {
             run_dir,
             reason: "the attempt has no recorded fingerprints or diff".into(),
         });
     };
+    let (tree_mut, tree_agent, diff_rel, diff_digest) = (
+        change.tree_after_mutation,
+        change.tree_after_agent,
+        change.diff_path,
+        change.diff_digest,
+    );
     let kept = match (&ws.path, ws.kept) {
         (Some(p), true) => Some(resolve_inside(&run_dir, p).map_err(untrusted)?),
         _ => None,

@@ -279,38 +279,20 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
     let key = s.spec.identity.run_key.clone();
     let out = s.tmp.path().join("exported");
     let ctl = e2e::workspace_bin("akbench", "akbench");
-    let rec = Command::new(&ctl)
-        .args(["run", "reconcile", &key, "--json", "--coordinator", &url])
-        .output()
-        .unwrap();
-    assert_eq!(
-        rec.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&rec.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&rec.stdout).unwrap();
+    let v = akbench_json(&ctl, &["run", "reconcile", &key, "--coordinator", &url]);
     assert_eq!(v["valid"], true, "{v}");
-    let exp = Command::new(&ctl)
-        .args([
+    let v = akbench_json(
+        &ctl,
+        &[
             "run",
             "records",
             &key,
-            "--json",
             "--coordinator",
             &url,
             "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        exp.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&exp.stderr)
+            out.to_str().unwrap(),
+        ],
     );
-    let v: serde_json::Value = serde_json::from_slice(&exp.stdout).unwrap();
     assert_eq!(v["records"], 32, "{v}");
     // The export is a folder of trial records `run aggregate` reads like local ones.
     let agg = aggregate(&ctl, &out);
@@ -381,23 +363,17 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
     let url = format!("http://{}", s.handle.as_ref().unwrap().grpc_addr);
     let out = s.tmp.path().join("exported");
     let ctl = e2e::workspace_bin("akbench", "akbench");
-    let exp = Command::new(&ctl)
-        .args([
+    akbench_json(
+        &ctl,
+        &[
             "run",
             "records",
             &s.spec.identity.run_key,
             "--coordinator",
             &url,
             "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        exp.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&exp.stderr)
+            out.to_str().unwrap(),
+        ],
     );
     let agg = aggregate(&ctl, &out);
     assert_eq!(agg["records"], 16, "{agg}");
@@ -427,15 +403,16 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
 
 /// `akbench run aggregate DIR --json`, which must succeed.
 fn aggregate(ctl: &std::path::Path, dir: &std::path::Path) -> serde_json::Value {
-    let o = Command::new(ctl)
-        .args(["run", "aggregate", "--json"])
-        .arg(dir)
-        .output()
-        .unwrap();
+    akbench_json(ctl, &["run", "aggregate", dir.to_str().unwrap()])
+}
+
+/// `akbench ARGS --json`: must exit 0; its JSON output.
+fn akbench_json(ctl: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let o = Command::new(ctl).args(args).arg("--json").output().unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),
-        "{}",
+        "akbench {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
@@ -588,17 +565,7 @@ async fn an_execute_only_sweep_graded_later_matches_a_grading_sweep() {
     let url = format!("http://{}", a.handle.as_ref().unwrap().grpc_addr);
     let key = a.spec.identity.run_key.clone();
     let ctl = e2e::workspace_bin("akbench", "akbench");
-    let o = Command::new(&ctl)
-        .args(["run", "grade", &key, "--json", "--coordinator", &url])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = akbench_json(&ctl, &["run", "grade", &key, "--coordinator", &url]);
     assert_eq!(v["grading"], 4, "{v}");
     assert_eq!(v["not_gradable"], 0, "{v}");
     a.wait_finished(Duration::from_secs(600)).await;

@@ -71,15 +71,10 @@ pub(super) fn grade(
         );
     }
     task.verifier_timeout_sec = work.trial.compute.verifier_timeout_sec;
-    let ws = &src.workspace;
-    let (Some(tree_mut), Some(tree_agent), Some(diff_rel), Some(diff_digest)) = (
-        ws.tree_after_mutation.as_deref(),
-        ws.tree_after_agent.as_deref(),
-        ws.diff_path.as_deref(),
-        ws.diff_digest.as_deref(),
-    ) else {
+    let Some(change) = src.workspace.recorded_change() else {
         unreachable!("GradeSource::check requires the fingerprints and the diff")
     };
+    let (diff_rel, diff_digest) = (change.diff_path, change.diff_digest);
     if let Err(e) = safe_key(diff_rel) {
         return refuse(
             State::InvalidConfiguration,
@@ -143,8 +138,8 @@ pub(super) fn grade(
         .work_root
         .join(format!("grade-{attempt_uuid}"));
     let recorded = RecordedWork {
-        tree_after_mutation: tree_mut,
-        tree_after_agent: tree_agent,
+        tree_after_mutation: change.tree_after_mutation,
+        tree_after_agent: change.tree_after_agent,
         diff: &diff,
     };
     // Daemon attempts always apply the mutation; the starting-tree check would catch one
