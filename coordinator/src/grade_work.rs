@@ -3,10 +3,12 @@
 //! other, that workers answer by rebuilding the agent's workspace from its stored diff and
 //! grading it; the agent never runs again.
 //!
-//! Only a done trial whose deciding attempt ended `not_graded` with an accepted record is
-//! selected (`sql/grading/owed.sql`): a trial with a verdict, one whose agent failed, timed out
-//! or never ran (invalid configuration, infrastructure error, cancelled) and one still queued
-//! or running are never touched. Each selected work item becomes `kind = 'grade'`, `ready`,
+//! Only a done trial whose agent ran and that has no verdict is selected
+//! (`sql/grading/owed.sql`): its deciding attempt ended `not_graded` or `evaluation_error`,
+//! or was a grading attempt that ended `infrastructure_error`; what is graded is the record of
+//! its latest execute attempt that ended `not_graded` or `evaluation_error`. A trial with a
+//! verdict, one whose agent failed, timed out or never ran (invalid configuration,
+//! infrastructure error, cancelled) and one still queued or running are never touched. Each selected work item becomes `kind = 'grade'`, `ready`,
 //! with a document carrying the trial, its agent condition and the accepted record of the
 //! attempt to grade ([`GradeSource`]), and the plan's retry budget again. All of it happens in
 //! one transaction; a finished run runs again until the grades are in.

@@ -637,3 +637,51 @@ async fn a_grade_assignment_refuses_a_task_that_changed_since_the_run() {
     h.drain("test over");
     assert_eq!(run.await.unwrap(), Exit::Drained);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grading_that_could_not_fetch_the_diff_is_retried_by_grading_again() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let mut cfg = config(&c, &coord, "w-grade-again", 1);
+    cfg.artifacts = Some(c.root().join("artifact-store").display().to_string());
+    let (h, run) = spawn(cfg);
+    let (run_id, trials, store) = executed_not_graded(&coord, &c, 1).await;
+    let executed = coord.attempts(trials[0]).await.remove(0);
+    let key = coord.record(executed.id).await.unwrap().0.attempt.key;
+    let diff = store.join(&key).join("agent.diff");
+    let aside = c.root().join("agent.diff.aside");
+    std::fs::rename(&diff, &aside).unwrap();
+
+    let queue = || akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id);
+    assert_eq!(queue().await.unwrap().queued, 1);
+    let (a, _) = graded(&coord, trials[0]).await;
+    assert_eq!(a.terminal.as_deref(), Some("infrastructure_error"), "{a:?}");
+    let cause = a.cause.unwrap_or_default();
+    assert!(
+        cause.contains("cannot fetch the agent's stored diff"),
+        "{cause}"
+    );
+    // The diff is back: grading again grades it (a third attempt, never the agent).
+    std::fs::rename(&aside, &diff).unwrap();
+    assert_eq!(queue().await.unwrap().queued, 1);
+    let third = eventually(120, "the second grading attempt to end", || async {
+        coord
+            .attempts(trials[0])
+            .await
+            .into_iter()
+            .nth(2)
+            .filter(|a| a.terminal.is_some())
+    })
+    .await;
+    assert_eq!(third.terminal.as_deref(), Some("completed"), "{third:?}");
+    let (record, _, _) =
+        eventually(30, "its record", || async { coord.record(third.id).await }).await;
+    assert_eq!(record.graded_from.map(|g| g.id), Some(executed.id));
+    assert_eq!(
+        queue().await.unwrap().queued,
+        0,
+        "a verdict is never graded again"
+    );
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}

@@ -1,12 +1,25 @@
--- The trials of a run owed a grade, locked: done, and their deciding attempt (number =
--- attempts_used) ran the agent and ended `not_graded` with an accepted record. Trials that
--- have a verdict, ended any other way (failed, timeout, cancelled, infrastructure or
--- configuration errors: the agent never finished or never ran) or are not done are never
--- selected. $1 run id.
+-- The trials of a run owed a grade, locked, each with the record to grade. A trial is owed a
+-- grade when it is done and its deciding attempt (number = attempts_used) ran the agent and
+-- has no verdict: it ended `not_graded` or `evaluation_error`, or it was itself a grading
+-- attempt that ended `infrastructure_error` (grading could not run on its worker). The record
+-- graded is that of the trial's latest execute attempt that ended `not_graded` or
+-- `evaluation_error` with an accepted record. Trials with a verdict, trials whose agent
+-- failed, timed out or never ran (invalid configuration, infrastructure error, cancelled) and
+-- trials not done are never selected. $1 run id.
 SELECT w.trial_id, w.document::text, s.record::text
 FROM work_items w
-JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used
-JOIN submissions s ON s.attempt_id = a.attempt_id
-WHERE w.run_id = $1 AND w.state = 'done' AND a.terminal_state = 'not_graded'
+JOIN attempts d ON d.trial_id = w.trial_id AND d.number = w.attempts_used
+JOIN LATERAL (
+    SELECT a.attempt_id
+    FROM attempts a
+    WHERE a.trial_id = w.trial_id AND a.kind = 'execute'
+      AND a.terminal_state IN ('not_graded', 'evaluation_error')
+    ORDER BY a.number DESC
+    LIMIT 1
+) src ON true
+JOIN submissions s ON s.attempt_id = src.attempt_id
+WHERE w.run_id = $1 AND w.state = 'done'
+  AND (d.terminal_state IN ('not_graded', 'evaluation_error')
+       OR (d.kind = 'grade' AND d.terminal_state = 'infrastructure_error'))
 ORDER BY w.ordinal
 FOR UPDATE OF w
