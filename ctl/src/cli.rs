@@ -257,8 +257,13 @@ pub struct SingleArgs {
 /// `akbench run evaluate`.
 #[derive(Debug, Args)]
 pub struct EvaluateArgs {
-    /// The run directory: the folder holding `run_record.json`.
+    /// The run directory: the folder holding `run_record.json` (with --all: a folder of them,
+    /// such as a sweep's `out/<run key>`).
     pub run_dir: PathBuf,
+    /// Grade every run directory below RUN_DIR whose trial was executed but not graded
+    /// (others are left alone); exit 0 when every one got a grade, 1 when any was refused.
+    #[arg(long)]
+    pub all: bool,
     /// Folder holding the tasks (the task must be the exact release the run used).
     #[arg(long, default_value = "examples/tasks", env = "AKBENCH_TASKS_ROOT")]
     pub tasks_root: PathBuf,

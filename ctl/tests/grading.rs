@@ -360,3 +360,37 @@ fn aggregate_refuses_invalid_records_without_using_them() {
     assert_eq!(v["refused"].as_array().unwrap().len(), 1);
     assert_eq!(v["summary"]["total"]["counts"]["succeeded"], 1);
 }
+
+#[test]
+fn evaluate_all_grades_every_executed_trial_under_a_folder_once() {
+    let env = Env::new();
+    for (task, agent) in [("pyslug-001", "oracle"), ("pyslug-002", "fail")] {
+        let (code, v) = env.json(&["run", "execute", task, "--agent", agent, "--json"]);
+        assert_eq!((code, v["state"].as_str()), (0, Some("not_graded")), "{v}");
+    }
+    // A trial with a verdict already and one whose agent crashed are left alone.
+    let (_, v) = env.json(&["run", "single", "pyslug-003", "--agent", "oracle", "--json"]);
+    assert_eq!(v["state"], "completed");
+    let (_, v) = env.json(&["run", "single", "pyslug-003", "--agent", "crash", "--json"]);
+    assert_eq!(v["state"], "failed");
+    let out = env.tmp.path().join("out");
+    let (code, v) = env.json(&["run", "evaluate", "--all", out.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["graded"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["left_alone"], 2, "{v}");
+    let oks: Vec<&Value> = v["graded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["ok"])
+        .collect();
+    assert!(
+        oks.contains(&&Value::Bool(true)) && oks.contains(&&Value::Bool(false)),
+        "{v}"
+    );
+    // Everything has a verdict now: nothing more to grade.
+    let (code, v) = env.json(&["run", "evaluate", "--all", out.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["graded"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["left_alone"], 4, "{v}");
+}

@@ -85,7 +85,8 @@ fn read(f: &Path) -> Result<RunRecord, String> {
     Ok(r)
 }
 
-fn find_records(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `run_record.json` under `dir` (kept workspaces are not searched).
+pub(crate) fn find_records(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };

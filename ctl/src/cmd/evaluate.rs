@@ -1,16 +1,18 @@
-//! `akbench run evaluate <run_dir>`: grades a recorded run later and writes the grade back.
+//! `akbench run evaluate <run_dir>`: grades a recorded run later and writes the grade back;
+//! `--all` grades every run directory below a folder whose trial owes a grade.
 
 use crate::cli::EvaluateArgs;
 use crate::cmd::single::{cache_root, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
+use akbench_core::grading::owes_grade;
 use akbench_core::lifecycle::State;
 use akbench_worker::orchestrator::Orchestrator;
 use akbench_worker::process::CancelToken;
-use akbench_worker::regrade::{regrade, RegradeError, WorkspaceMode};
+use akbench_worker::regrade::{read_record, regrade, RegradeError, WorkspaceMode};
 use std::sync::Arc;
 
-/// Grades the run directory.
+/// Grades the run directory (or, with `--all`, every one below it that owes a grade).
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
     let mode = match (args.copy, args.in_place) {
@@ -18,6 +20,9 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         (_, true) => WorkspaceMode::InPlace,
         _ => WorkspaceMode::Auto,
     };
+    if args.all {
+        return run_all(&args, &orch, mode);
+    }
     let done = match regrade(
         &orch,
         &args.run_dir,
@@ -60,6 +65,92 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         println!("before grading: {}", done.backup_path.display());
     }
     Ok(if o.state == State::Completed && o.ok == Some(true) {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
+}
+
+/// `--all`: grades, in path order, every run directory below `args.run_dir` whose last
+/// attempt ended `not_graded`; the others (graded, failed, never ran) are left alone and
+/// counted. A record that does not validate and a refusal (task changed, diff tampered) are
+/// reported and the next one graded.
+fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> anyhow::Result<i32> {
+    if !args.run_dir.is_dir() {
+        return Err(InputError(format!(
+            "failed to grade {}: not a folder; give the folder holding run directories (e.g. out/<run key>)",
+            args.run_dir.display()
+        ))
+        .into());
+    }
+    let mut files = Vec::new();
+    crate::cmd::aggregate::find_records(&args.run_dir, &mut files);
+    files.sort();
+    let (mut graded, mut refused, mut skipped) = (Vec::new(), Vec::new(), 0usize);
+    let cancel = CancelToken::new();
+    for f in &files {
+        let dir = f.parent().unwrap_or(&args.run_dir);
+        match read_record(dir) {
+            Ok((_, r)) if owes_grade(r.outcome.state) => {}
+            Ok(_) => {
+                skipped += 1;
+                continue;
+            }
+            Err(e) => {
+                if !args.json {
+                    eprintln!("refused {}: {e}", dir.display());
+                }
+                refused.push(serde_json::json!({"dir": dir, "reason": e.to_string()}));
+                continue;
+            }
+        }
+        match regrade(orch, dir, &args.tasks_root, mode, &cancel) {
+            Ok(d) => {
+                let o = &d.record.outcome;
+                if !args.json {
+                    println!(
+                        "{}: {} {}{}",
+                        d.record.trial.key,
+                        o.state,
+                        verdict(o.state, o.ok),
+                        o.score
+                            .map(|s| format!(" (score {s:.2})"))
+                            .unwrap_or_default()
+                    );
+                }
+                graded.push(serde_json::json!({
+                    "trial": d.record.trial,
+                    "state": o.state,
+                    "ok": o.ok,
+                    "score": o.score,
+                    "record": d.record_path,
+                }));
+            }
+            Err(e @ RegradeError::Cancelled { .. }) => return Err(e.into()),
+            Err(e) => {
+                if !args.json {
+                    eprintln!("refused {}: {e}", dir.display());
+                }
+                refused.push(serde_json::json!({"dir": dir, "reason": e.to_string()}));
+            }
+        }
+    }
+    if args.json {
+        crate::cmd::print_json(&serde_json::json!({
+            "graded": graded,
+            "refused": refused,
+            "left_alone": skipped,
+        }))?;
+    } else {
+        println!(
+            "graded {} run directories under {}; {} refused; {} left alone (graded already, or the agent failed or never ran)",
+            graded.len(),
+            args.run_dir.display(),
+            refused.len(),
+            skipped
+        );
+    }
+    Ok(if refused.is_empty() {
         exit::OK
     } else {
         exit::NEGATIVE

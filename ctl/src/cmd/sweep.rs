@@ -318,14 +318,15 @@ pub fn show_result(
                 accounting.counts.not_graded,
                 if args.local {
                     format!(
-                        "grade each with `akbench run evaluate {}/<trial key>`",
+                        "grade them here, without running the agents again: `akbench run evaluate --all {}`",
                         records.display()
                     )
                 } else {
                     format!(
-                        "grade them on workers, without running the agents again: `akbench up --out {}` (same data folder), then `akbench run grade {} --coordinator http://127.0.0.1:7400`",
+                        "grade them without running the agents again, on workers: `akbench up --out {}` (same data folder), then `akbench run grade {} --coordinator http://127.0.0.1:7400`; or here: `akbench run evaluate --all {}`",
                         args.out.display(),
-                        spec.run_key()
+                        spec.run_key(),
+                        records.display()
                     )
                 }
             );
