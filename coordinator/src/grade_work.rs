@@ -10,8 +10,11 @@
 //! verdict, one whose agent failed, timed out or never ran (invalid configuration,
 //! infrastructure error, cancelled) and one still queued or running are never touched. Each selected work item becomes `kind = 'grade'`, `ready`,
 //! with a document carrying the trial, its agent condition and the accepted record of the
-//! attempt to grade ([`GradeSource`]), and the plan's retry budget again. All of it happens in
-//! one transaction; a finished run runs again until the grades are in.
+//! attempt to grade ([`GradeSource`]), and the plan's retry budget again. Trials are queued a
+//! page of [`PAGE`] at a time in plan order, each page in one transaction (a large run never
+//! holds every record in memory at once; workers start grading the first page while the next
+//! is queued; calling again after a failure queues what is left). A finished run runs again
+//! until the grades are in.
 
 use crate::scheduler::Scheduler;
 use crate::store::StoreError;
@@ -22,6 +25,9 @@ use uuid::Uuid;
 const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");
 const REQUEUE_SQL: &str = include_str!("../sql/grading/requeue.sql");
 const REOPEN_RUN_SQL: &str = include_str!("../sql/grading/reopen_run.sql");
+
+/// Trials queued per transaction.
+pub const PAGE: i64 = 500;
 
 /// What [`queue_grading`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,42 +67,66 @@ pub async fn queue_grading(
     scheduler: &Scheduler,
     run_id: Uuid,
 ) -> Result<GradingQueued, StoreError> {
-    let done = scheduler
-        .store()
-        .tx(|tx| {
-            Box::pin(async move {
-                let rows = tx.query(OWED_SQL, &[&run_id]).await?;
-                let mut out = GradingQueued::default();
-                let mut ids = Vec::new();
-                let mut documents = Vec::new();
-                let mut budgets = Vec::new();
-                for r in &rows {
-                    let trial: Uuid = r.get(0);
-                    match grade_document(r.get(1), r.get(2)) {
-                        Ok((doc, budget)) => {
-                            ids.push(trial);
-                            documents.push(doc);
-                            budgets.push(budget);
+    queue_grading_paged(scheduler, run_id, PAGE).await
+}
+
+/// [`queue_grading`] with `page` trials per transaction.
+pub async fn queue_grading_paged(
+    scheduler: &Scheduler,
+    run_id: Uuid,
+    page: i64,
+) -> Result<GradingQueued, StoreError> {
+    let page_size = page.max(1);
+    let mut done = GradingQueued::default();
+    let mut after: i32 = -1;
+    loop {
+        let page = scheduler
+            .store()
+            .tx(|tx| {
+                Box::pin(async move {
+                    let rows = tx.query(OWED_SQL, &[&run_id, &after, &page_size]).await?;
+                    let mut out = GradingQueued::default();
+                    let last = rows.last().map(|r| r.get::<_, i32>(3));
+                    let mut ids = Vec::new();
+                    let mut documents = Vec::new();
+                    let mut budgets = Vec::new();
+                    for r in &rows {
+                        let trial: Uuid = r.get(0);
+                        match grade_document(r.get(1), r.get(2)) {
+                            Ok((doc, budget)) => {
+                                ids.push(trial);
+                                documents.push(doc);
+                                budgets.push(budget);
+                            }
+                            Err(why) => out.skipped.push((trial, why)),
                         }
-                        Err(why) => out.skipped.push((trial, why)),
                     }
-                }
-                if !ids.is_empty() {
-                    out.queued = tx
-                        .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets])
-                        .await?;
-                    tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
-                }
-                Ok(out)
+                    if !ids.is_empty() {
+                        out.queued = tx
+                            .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets])
+                            .await?;
+                        tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
+                    }
+                    Ok((out, last))
+                })
             })
-        })
-        .await?;
-    for (trial, why) in &done.skipped {
-        tracing::warn!(%run_id, %trial, "not queued for grading: {why}");
+            .await?;
+        let (out, last) = page;
+        for (trial, why) in &out.skipped {
+            tracing::warn!(%run_id, %trial, "not queued for grading: {why}");
+        }
+        if out.queued > 0 {
+            scheduler.work_available().notify_waiters();
+        }
+        done.queued += out.queued;
+        done.skipped.extend(out.skipped);
+        match last {
+            Some(ordinal) => after = ordinal,
+            None => break,
+        }
     }
     if done.queued > 0 {
         tracing::info!(%run_id, queued = done.queued, "grading queued");
-        scheduler.work_available().notify_waiters();
     }
     Ok(done)
 }

@@ -557,7 +557,8 @@ async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered
         before.iter().any(|(n, _)| n == "agent.stdout.log"),
         "{before:?}"
     );
-    let queued = akbench_coordinator::grade_work::queue_grading(&coord.scheduler, run_id)
+    // One trial per transaction: two pages.
+    let queued = akbench_coordinator::grade_work::queue_grading_paged(&coord.scheduler, run_id, 1)
         .await
         .unwrap();
     assert_eq!(queued.queued, 2, "{queued:?}");

@@ -5,8 +5,9 @@
 -- graded is that of the trial's latest execute attempt that ended `not_graded` or
 -- `evaluation_error` with an accepted record. Trials with a verdict, trials whose agent
 -- failed, timed out or never ran (invalid configuration, infrastructure error, cancelled) and
--- trials not done are never selected. $1 run id.
-SELECT w.trial_id, w.document::text, s.record::text
+-- trials not done are never selected. In plan order, a page at a time: $1 run id; $2 only
+-- ordinals above this; $3 at most this many.
+SELECT w.trial_id, w.document::text, s.record::text, w.ordinal
 FROM work_items w
 JOIN attempts d ON d.trial_id = w.trial_id AND d.number = w.attempts_used
 JOIN LATERAL (
@@ -18,8 +19,9 @@ JOIN LATERAL (
     LIMIT 1
 ) src ON true
 JOIN submissions s ON s.attempt_id = src.attempt_id
-WHERE w.run_id = $1 AND w.state = 'done'
+WHERE w.run_id = $1 AND w.state = 'done' AND w.ordinal > $2
   AND (d.terminal_state IN ('not_graded', 'evaluation_error')
        OR (d.kind = 'grade' AND d.terminal_state = 'infrastructure_error'))
 ORDER BY w.ordinal
+LIMIT $3
 FOR UPDATE OF w
