@@ -43,9 +43,6 @@ impl SchedulerWork {
         let spec = spec(store, &run).await?;
         let plan = ready_plan(store, &run).await?;
         let c = &spec.condition.execution.concurrency;
-        if c.max_trials.is_some() {
-            tracing::warn!(run = %run.run_key, "concurrency.max_trials is not enforced by the coordinator yet; per-agent and per-route caps are");
-        }
         let caps = Caps {
             per_agent: c
                 .per_agent
@@ -57,6 +54,7 @@ impl SchedulerWork {
                 .iter()
                 .map(|(k, v)| (k.clone(), i64::from(*v)))
                 .collect(),
+            max_trials: c.max_trials.map(i64::from),
         };
         let mut items = Vec::with_capacity(plan.trials.len());
         for t in &plan.trials {

@@ -130,11 +130,46 @@ async fn concurrent_claimers_never_get_the_same_item() {
 }
 
 #[tokio::test]
+async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() {
+    let s = scheduler().await;
+    let caps = Caps {
+        max_trials: Some(3),
+        ..Caps::default()
+    };
+    let run = enqueued(&s, 6, 0, &caps).await;
+    worker(&s, "w1").await;
+    worker(&s, "w2").await;
+    let first = s.claim("w1", 2, TTL).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let second = s.claim("w2", 5, TTL).await.unwrap();
+    assert_eq!(second.len(), 1, "one place left of 3");
+    assert!(s.claim("w1", 5, TTL).await.unwrap().is_empty());
+    // An uncapped run alongside is not held back by the full one.
+    let other = enqueued(&s, 2, 0, &Caps::default()).await;
+    let got = s.claim("w2", 5, TTL).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|a| a.run_id == other.run_id));
+    // A finished attempt frees its place.
+    s.finish(
+        first[0].attempt_id,
+        first[0].epoch,
+        State::Cancelled,
+        "stop",
+    )
+    .await
+    .unwrap();
+    let next = s.claim("w1", 5, TTL).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].run_id, run.run_id);
+}
+
+#[tokio::test]
 async fn caps_per_agent_and_per_provider_are_respected() {
     let s = scheduler().await;
     let caps = Caps {
         per_agent: [("oracle".to_string(), 2)].into(),
         per_provider: BTreeMap::new(),
+        max_trials: None,
     };
     enqueued(&s, 5, 0, &caps).await;
     worker(&s, "w1").await;
@@ -155,6 +190,7 @@ async fn caps_per_agent_and_per_provider_are_respected() {
     let caps = Caps {
         per_agent: BTreeMap::new(),
         per_provider: [("anthropic".to_string(), 1)].into(),
+        max_trials: None,
     };
     let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)
         .await

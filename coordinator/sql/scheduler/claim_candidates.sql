@@ -1,6 +1,6 @@
 -- Ready work in plan order, skipping rows other claimers hold. $1 limit; $2 trial ids
 -- already refused in this transaction; $3/$4 full (run, agent) pairs; $5/$6 full
--- (run, provider route) pairs.
+-- (run, provider route) pairs; $7 full runs.
 SELECT trial_id, run_id, agent, provider_route
 FROM work_items
 WHERE state = 'ready'
@@ -8,6 +8,7 @@ WHERE state = 'ready'
   AND NOT (trial_id = ANY ($2::uuid[]))
   AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
   AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
+  AND NOT (run_id = ANY ($7::uuid[]))
 ORDER BY run_id, ordinal
 FOR UPDATE SKIP LOCKED
 LIMIT $1

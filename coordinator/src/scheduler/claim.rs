@@ -1,4 +1,5 @@
-//! [`Scheduler::claim`]: leasing ready work to a worker, respecting per-run caps.
+//! [`Scheduler::claim`]: leasing ready work to a worker, respecting per-run caps (live attempts
+//! per run, per agent and per provider route).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -30,8 +31,10 @@ struct Candidate {
 struct CapState {
     /// `None`: the run has no caps.
     caps: HashMap<Uuid, Option<Caps>>,
+    run_live: HashMap<Uuid, i64>,
     agent_live: HashMap<(Uuid, String), i64>,
     route_live: HashMap<(Uuid, String), i64>,
+    full_runs: HashSet<Uuid>,
     full_agents: HashSet<(Uuid, String)>,
     full_routes: HashSet<(Uuid, String)>,
 }
@@ -71,6 +74,7 @@ impl CapState {
             let agent: String = row.get(1);
             let route: Option<String> = row.get(2);
             let n: i64 = row.get(3);
+            *self.run_live.entry(run).or_default() += n;
             *self.agent_live.entry((run, agent)).or_default() += n;
             if let Some(route) = route {
                 *self.route_live.entry((run, route)).or_default() += n;
@@ -91,6 +95,11 @@ impl CapState {
             .route
             .as_ref()
             .and_then(|r| caps.per_provider.get(r).copied());
+        let run_live = self.run_live.get(&c.run_id).copied().unwrap_or(0);
+        if caps.max_trials.is_some_and(|cap| run_live >= cap) {
+            self.full_runs.insert(c.run_id);
+            return false;
+        }
         let agent_live = self.agent_live.get(&agent_key).copied().unwrap_or(0);
         let route_live = route_key
             .as_ref()
@@ -106,6 +115,7 @@ impl CapState {
             }
             return false;
         }
+        *self.run_live.entry(c.run_id).or_default() += 1;
         *self.agent_live.entry(agent_key).or_default() += 1;
         if let Some(k) = route_key {
             *self.route_live.entry(k).or_default() += 1;
@@ -186,10 +196,13 @@ async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
             caps.full_agents.iter().cloned().unzip();
         let (fr_runs, fr_routes): (Vec<Uuid>, Vec<String>) =
             caps.full_routes.iter().cloned().unzip();
+        let full_runs: Vec<Uuid> = caps.full_runs.iter().copied().collect();
         let rows = tx
             .query(
                 CANDIDATES_SQL,
-                &[&want, &refused, &fa_runs, &fa_agents, &fr_runs, &fr_routes],
+                &[
+                    &want, &refused, &fa_runs, &fa_agents, &fr_runs, &fr_routes, &full_runs,
+                ],
             )
             .await?;
         if rows.is_empty() {

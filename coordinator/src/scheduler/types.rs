@@ -65,6 +65,9 @@ pub struct Caps {
     /// At most this many live attempts per provider route.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub per_provider: BTreeMap<String, i64>,
+    /// At most this many live attempts in the run (`concurrency.max_trials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_trials: Option<i64>,
 }
 
 /// A new attempt leased to a worker by [`super::Scheduler::claim`].
