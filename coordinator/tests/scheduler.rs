@@ -558,3 +558,30 @@ async fn done_items_take_their_bucket_in_either_order() {
     .await;
     assert_eq!(agents, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settling_a_runs_last_trials_at_once_always_ends_the_run() {
+    // Two sessions finishing a run's last two attempts in concurrent transactions: whichever
+    // commits second must see the first one's work and end the run. Repeated, so that both
+    // interleavings (and a tie) happen; a run left `running` with every item done fails.
+    let s = scheduler().await;
+    worker(&s, "w1").await;
+    for round in 0..40 {
+        let run = enqueued(&s, 2, 0, &Caps::default()).await;
+        let got = s.claim("w1", 2, TTL).await.unwrap();
+        assert_eq!(got.len(), 2, "round {round}");
+        let (a, b) = (&got[0], &got[1]);
+        let (ra, rb) = tokio::join!(
+            s.finish(a.attempt_id, a.epoch, State::Cancelled, "a"),
+            s.finish(b.attempt_id, b.epoch, State::Cancelled, "b"),
+        );
+        ra.unwrap();
+        rb.unwrap();
+        let state: String = scalar(
+            &s,
+            &format!("SELECT state FROM runs WHERE run_id = '{}'", run.run_id),
+        )
+        .await;
+        assert_eq!(state, "finished", "round {round}");
+    }
+}
