@@ -82,6 +82,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "status_buckets",
         sql: include_str!("../migrations/0005_status_buckets.sql"),
     },
+    Migration {
+        version: 6,
+        name: "perf_bucket_lookups",
+        sql: include_str!("../migrations/0006_perf_bucket_lookups.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -16,4 +16,4 @@ FROM (
     JOIN runs r ON r.run_id = wi.run_id
 ) s
 WHERE w.trial_id = s.trial_id AND w.state = 'leased'
-RETURNING w.trial_id, w.state
+RETURNING w.trial_id, w.state, w.run_id

@@ -49,6 +49,10 @@ const ENQUEUE_SQL: &str = include_str!("../../sql/scheduler/enqueue.sql");
 const HEARTBEAT_SQL: &str = include_str!("../../sql/scheduler/heartbeat.sql");
 const REGISTER_WORKER_SQL: &str = include_str!("../../sql/scheduler/register_worker.sql");
 
+/// An enqueue of at least this many items refreshes the planner's statistics of
+/// `work_items` at once (see [`Scheduler::enqueue`]).
+const ANALYZE_AFTER_ENQUEUED: u64 = 1000;
+
 /// The scheduler: a store, a clock and the in-process wake-up for idle sessions.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -118,6 +122,16 @@ impl Scheduler {
                 ],
             )
             .await?;
+        if created >= ANALYZE_AFTER_ENQUEUED {
+            // Until autovacuum analyzes the table (up to a minute later), the planner would
+            // believe there are few ready items and have every claim sort all of them
+            // instead of walking `work_items_ready` in plan order up to its limit; claims
+            // that take long also keep rows other claimers took locked longer, which delays
+            // their settles.
+            if let Err(e) = client.batch_execute("ANALYZE work_items").await {
+                tracing::warn!("failed to analyze work_items after an enqueue: {e}");
+            }
+        }
         self.work_available.notify_waiters();
         Ok(created)
     }

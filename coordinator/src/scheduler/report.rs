@@ -23,6 +23,8 @@ pub(super) const UPDATE_ATTEMPTS_SQL: &str =
 pub(super) const DELETE_LEASES_SQL: &str = include_str!("../../sql/scheduler/delete_leases.sql");
 pub(super) const SETTLE_ITEMS_SQL: &str = include_str!("../../sql/scheduler/settle_items.sql");
 pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
+const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
+const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
@@ -529,16 +531,15 @@ pub(super) async fn settle(
     trials: &[Uuid],
     states: &[&str],
 ) -> Result<HashMap<Uuid, bool>, StoreError> {
-    let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
-    let runs: Vec<Uuid> = tx
+    let rows = tx
         .query(
-            "SELECT DISTINCT run_id FROM work_items WHERE trial_id = ANY($1::uuid[])",
-            &[&trials],
+            &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
+            &[&trials, &states],
         )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await?;
+    let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
+    runs.sort();
+    runs.dedup();
     finish_runs(tx, &runs).await?;
     Ok(rows
         .iter()
@@ -546,20 +547,31 @@ pub(super) async fn settle(
         .collect())
 }
 
-/// Ends the runs among `runs` that have nothing ready or leased. The run rows are locked
-/// first (in a fixed order), so two transactions settling a run's last two trials at once
-/// serialize here and the second one, taking a fresh snapshot after the lock, sees the first
-/// one's work: a run can never stay `running` with all its items done.
+/// Ends the runs among `runs` that have nothing ready or leased.
+///
+/// Most calls settle one trial of a run with many left: a run with a ready or leased item
+/// that no other transaction is changing stays open, and that item is share-locked until
+/// commit (`runs_still_pending.sql`, never waits), so the transaction that later settles it
+/// waits for this one's commit and sees its work. For the other runs the run rows are
+/// locked (in a fixed order), so two transactions settling a run's last two trials at once
+/// serialize here and the second one, taking a fresh snapshot after the lock, sees the
+/// first one's work: a run can never stay `running` with all its items done.
 pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
     if runs.is_empty() {
         return Ok(());
     }
-    tx.query(
-        "SELECT 1 FROM runs WHERE run_id = ANY($1::uuid[]) ORDER BY run_id FOR UPDATE",
-        &[&runs],
-    )
-    .await?;
-    tx.execute(FINISH_RUNS_SQL, &[&runs]).await?;
+    let open: Vec<Uuid> = tx
+        .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let undecided: Vec<Uuid> = runs.iter().filter(|r| !open.contains(r)).copied().collect();
+    if undecided.is_empty() {
+        return Ok(());
+    }
+    tx.query(LOCK_RUNS_SQL, &[&undecided]).await?;
+    tx.execute(FINISH_RUNS_SQL, &[&undecided]).await?;
     Ok(())
 }
 
