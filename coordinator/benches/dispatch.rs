@@ -163,6 +163,45 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// CPU seconds used so far by this process and by the cluster's server processes (the
+/// postmaster and its children), from `/proc`; `None` where `/proc` is not readable.
+fn cpu_seconds(cluster: &PrivateCluster) -> Option<(f64, f64)> {
+    let tick: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0);
+    // Fields after the command name: state (3), ppid (4), ..., utime (14), stime (15),
+    // cutime (16), cstime (17): exited backends count in their postmaster's cutime/cstime.
+    let stat = |pid: &str| -> Option<(u32, f64)> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &text[text.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ppid = fields.get(1)?.parse().ok()?;
+        let mut ticks = 0.0;
+        for field in &fields[11..15] {
+            ticks += field.parse::<f64>().ok()?;
+        }
+        Some((ppid, ticks / tick))
+    };
+    let own = stat("self")?.1;
+    let pid_file = std::fs::read_to_string(cluster.data_dir().join("postmaster.pid")).ok()?;
+    let postmaster: u32 = pid_file.lines().next()?.trim().parse().ok()?;
+    let mut server = stat(&postmaster.to_string())?.1;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some((ppid, cpu)) = stat(&name) {
+                if ppid == postmaster {
+                    server += cpu;
+                }
+            }
+        }
+    }
+    Some((own, server))
+}
+
 /// The statements of the throughput phase by total (planning + execution) time.
 async fn print_statements(store: &Store) {
     let c = store.client().await.unwrap();
@@ -342,12 +381,14 @@ async fn main() {
             .await
             .unwrap();
     }
+    let cpu0 = cpu_seconds(&cluster);
     let t0 = Instant::now();
     scheduler.enqueue(run.run_id, &items).await.unwrap();
     let target = base + attempts as u64;
     wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
     let elapsed = t0.elapsed();
     let rate = attempts as f64 / elapsed.as_secs_f64();
+    let cpu1 = cpu_seconds(&cluster);
     if stats {
         print_statements(&store).await;
     }
@@ -373,7 +414,9 @@ async fn main() {
         .await
         .unwrap();
     drop(raw);
+    let cpu2 = cpu_seconds(&cluster);
     let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
+    let cpu3 = cpu_seconds(&cluster);
 
     println!("coordinator dispatch benchmark");
     println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
@@ -385,6 +428,25 @@ async fn main() {
         "  dispatch latency (enqueue -> assignment, idle slots, {samples} samples): p50 {:.2} ms, p99 {:.2} ms",
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3
+    );
+    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+        println!(
+            "  CPU per attempt: {:.3} ms this process (coordinator + synthetic workers), {:.3} ms PostgreSQL",
+            (b.0 - a.0) * 1e3 / attempts as f64,
+            (b.1 - a.1) * 1e3 / attempts as f64
+        );
+    }
+    if let (Some(a), Some(b), Some(tps)) = (cpu2, cpu3, raw_tps) {
+        println!(
+            "  CPU per raw pgbench transaction: {:.3} ms PostgreSQL",
+            (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)
+        );
+    }
+    println!(
+        "  load average at the end: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
     match raw_tps {
         Some(tps) => println!(

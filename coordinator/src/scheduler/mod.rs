@@ -86,10 +86,18 @@ impl Scheduler {
         self.clock.now()
     }
 
-    /// Notified (all waiters) whenever work may have become claimable: items enqueued or
-    /// re-queued. Sessions of this process wait on it; other replicas poll.
+    /// Notified whenever work may have become claimable: items enqueued or re-queued.
+    /// Sessions of this process with a free slot wait on it; other replicas poll. The
+    /// scheduler wakes one session ([`Scheduler::wake_claimer`]), and a session that
+    /// claims all it asked for wakes the next, so that one item does not wake every idle
+    /// session to race for it.
     pub fn work_available(&self) -> &Arc<Notify> {
         &self.work_available
+    }
+
+    /// Wakes one idle session (or the next one to wait) to claim.
+    pub fn wake_claimer(&self) {
+        self.work_available.notify_one();
     }
 
     /// Creates the work items of `run_id`, all in one statement. The planned trials and the
@@ -116,7 +124,7 @@ impl Scheduler {
         let client = self.store.client().await?;
         let created = client
             .execute(
-                ENQUEUE_SQL,
+                &client.prepare_cached(ENQUEUE_SQL).await?,
                 &[
                     &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
                 ],
@@ -132,7 +140,7 @@ impl Scheduler {
                 tracing::warn!("failed to analyze work_items after an enqueue: {e}");
             }
         }
-        self.work_available.notify_waiters();
+        self.wake_claimer();
         Ok(created)
     }
 

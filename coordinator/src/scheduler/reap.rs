@@ -73,7 +73,7 @@ impl Scheduler {
                     }
                     if !t_ids.is_empty() {
                         tx.execute(
-                            INSERT_TRANSITIONS_SQL,
+                            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
                             &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
                         )
                         .await?;
@@ -108,7 +108,7 @@ impl Scheduler {
             .iter()
             .any(|r: &Reaped| r.disposition == Disposition::Requeued)
         {
-            self.work_available.notify_waiters();
+            self.wake_claimer();
         }
         Ok(reaped)
     }

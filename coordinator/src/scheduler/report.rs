@@ -70,7 +70,7 @@ impl Writes {
         let ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.3).collect();
         let notes: Vec<&str> = t.iter().map(|r| r.4.as_str()).collect();
         tx.execute(
-            INSERT_TRANSITIONS_SQL,
+            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
             &[&ids, &seqs, &states, &ats, &notes],
         )
         .await?;
@@ -172,7 +172,7 @@ impl Scheduler {
                         outcomes[i] = Some(o);
                     }
                     if requeued {
-                        self.work_available.notify_waiters();
+                        self.wake_claimer();
                     }
                 }
                 Err(error) => {
@@ -510,8 +510,11 @@ async fn apply(
         let ids: Vec<Uuid> = s.iter().map(|r| r.0).collect();
         let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
         let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
-        tx.execute(INSERT_SUBMISSIONS_SQL, &[&ids, &digests, &records])
-            .await?;
+        tx.execute(
+            &tx.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
+            &[&ids, &digests, &records],
+        )
+        .await?;
     }
     if !writes.quarantine.is_empty() {
         let q = &writes.quarantine;
@@ -519,8 +522,11 @@ async fn apply(
         let digests: Vec<&str> = q.iter().map(|r| r.1.as_str()).collect();
         let records: Vec<&str> = q.iter().map(|r| r.2.as_str()).collect();
         let reasons: Vec<&str> = q.iter().map(|r| r.3.as_str()).collect();
-        tx.execute(INSERT_QUARANTINE_SQL, &[&ids, &digests, &records, &reasons])
-            .await?;
+        tx.execute(
+            &tx.prepare_cached(INSERT_QUARANTINE_SQL).await?,
+            &[&ids, &digests, &records, &reasons],
+        )
+        .await?;
     }
     Ok(out)
 }
@@ -531,12 +537,7 @@ pub(super) async fn settle(
     trials: &[Uuid],
     states: &[&str],
 ) -> Result<HashMap<Uuid, bool>, StoreError> {
-    let rows = tx
-        .query(
-            &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
-            &[&trials, &states],
-        )
-        .await?;
+    let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
     let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
     runs.sort();
     runs.dedup();
@@ -561,7 +562,7 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
         return Ok(());
     }
     let open: Vec<Uuid> = tx
-        .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
+        .query(RUNS_STILL_PENDING_SQL, &[&runs])
         .await?
         .iter()
         .map(|r| r.get(0))
