@@ -1,13 +1,12 @@
-//! A submitted plan's sealed digests and the canonical JSON of its trials, from one
-//! serialization of the trials.
+//! A submitted plan's draft and ready digests from one serialization of its trials.
 //!
 //! A plan's sealed digest is sha256 of the canonical JSON of the plan without its `digest`
 //! field ([`sealed_plan_digest`]). Its keys sort with `trials` last, so that JSON is a
 //! header (every other field, ending in `"trials":`), then `[`, the trials' own canonical
-//! JSON joined by `,`, then `]}`. [`seal`] serializes the trials once (on two threads), and
-//! hashes those texts under the draft and the ready header (on two threads); `COPY` then
-//! stores the same texts as the planned trials' documents. Submitting used to serialize a
-//! 100,000-trial plan four times (verify, ready digest, draft digest, `COPY`).
+//! JSON joined by `,`, then `]}`. [`seal`] serializes each trial once and feeds it to two
+//! hashers, one behind the draft header and one behind the ready header. Submitting used
+//! to serialize a 100,000-trial plan three times for its digests (the sent stage, the ready
+//! stage, the draft stage).
 
 use akbench_core::digest::{canonical_json, digest_bytes, Hasher};
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
@@ -53,14 +52,12 @@ pub(super) fn sealed_plan_digest(plan: &RunPlan, stage: PlanStage) -> String {
     digest_bytes(canonical_json(&SealedPlan::of(plan, stage, &plan.trials)).as_bytes())
 }
 
-/// Both sealed digests of a plan and its trials' canonical JSON, in plan order.
+/// Both sealed digests of a plan.
 pub(super) struct Sealed {
     /// The digest of the plan as a draft.
     pub draft_digest: String,
     /// The digest of the plan as ready.
     pub ready_digest: String,
-    /// `canonical_json(trial)` for each trial.
-    pub trials: Vec<String>,
 }
 
 impl Sealed {
@@ -73,9 +70,8 @@ impl Sealed {
     }
 }
 
-/// Serializes the trials once and computes both sealed digests from those texts.
+/// Serializes the trials once, hashing each text under both headers.
 pub(super) fn seal(plan: &RunPlan) -> Sealed {
-    let trials = trial_texts(&plan.trials);
     let (Some(draft_head), Some(ready_head)) = (
         header(plan, PlanStage::Draft),
         header(plan, PlanStage::Ready),
@@ -84,63 +80,40 @@ pub(super) fn seal(plan: &RunPlan) -> Sealed {
         return Sealed {
             draft_digest: sealed_plan_digest(plan, PlanStage::Draft),
             ready_digest: sealed_plan_digest(plan, PlanStage::Ready),
-            trials,
         };
     };
-    let (draft_digest, ready_digest) = std::thread::scope(|s| {
-        let draft = s.spawn(|| hash(&draft_head, &trials));
-        let ready = hash(&ready_head, &trials);
-        (join(draft), ready)
-    });
+    let mut draft = Hasher::default();
+    let mut ready = Hasher::default();
+    for (hasher, head) in [(&mut draft, &draft_head), (&mut ready, &ready_head)] {
+        hasher.update(head.as_bytes());
+        hasher.update(b"[");
+    }
+    for (i, trial) in plan.trials.iter().enumerate() {
+        let text = canonical_json(trial);
+        for hasher in [&mut draft, &mut ready] {
+            if i > 0 {
+                hasher.update(b",");
+            }
+            hasher.update(text.as_bytes());
+        }
+    }
+    for hasher in [&mut draft, &mut ready] {
+        hasher.update(b"]}");
+    }
     Sealed {
-        draft_digest,
-        ready_digest,
-        trials,
+        draft_digest: draft.finish(),
+        ready_digest: ready.finish(),
     }
 }
 
 /// The canonical JSON of the plan at `stage` up to and including `"trials":`.
 fn header(plan: &RunPlan, stage: PlanStage) -> Option<String> {
     let mut text = canonical_json(&SealedPlan::of(plan, stage, &[]));
-    let cut = text
-        .len()
-        .checked_sub(EMPTY_TRIALS_END.len() - "\"trials\":".len())?;
+    let cut = text.len().checked_sub("[]}".len())?;
     text.ends_with(EMPTY_TRIALS_END).then(|| {
         text.truncate(cut);
         text
     })
-}
-
-fn hash(header: &str, trials: &[String]) -> String {
-    let mut hasher = Hasher::default();
-    hasher.update(header.as_bytes());
-    hasher.update(b"[");
-    for (i, t) in trials.iter().enumerate() {
-        if i > 0 {
-            hasher.update(b",");
-        }
-        hasher.update(t.as_bytes());
-    }
-    hasher.update(b"]}");
-    hasher.finish()
-}
-
-/// `canonical_json` of each trial, the two halves on two threads.
-fn trial_texts(trials: &[PlannedTrial]) -> Vec<String> {
-    let (first, second) = trials.split_at(trials.len() / 2);
-    let texts = |ts: &[PlannedTrial]| ts.iter().map(canonical_json).collect::<Vec<_>>();
-    std::thread::scope(|s| {
-        let later = s.spawn(|| texts(second));
-        let mut all = texts(first);
-        all.extend(join(later));
-        all
-    })
-}
-
-fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 #[cfg(test)]
@@ -163,7 +136,7 @@ mod tests {
     }
 
     #[test]
-    fn seal_gives_both_digests_and_each_trials_canonical_json() {
+    fn seal_gives_both_digests() {
         for (tasks, agents, reps) in [(3, 2, 2), (1, 1, 1), (5, 3, 3)] {
             let spec = synthetic_spec(tasks, agents, reps, &SystemClock);
             let draft = akbench_core::plan::plan(&spec, &SystemClock);
@@ -173,8 +146,6 @@ mod tests {
                 assert_eq!(sealed.draft_digest, draft.digest);
                 assert_eq!(sealed.ready_digest, ready.digest);
                 assert_eq!(sealed.digest(plan.stage), plan.digest);
-                let expected: Vec<String> = plan.trials.iter().map(canonical_json).collect();
-                assert_eq!(sealed.trials, expected);
             }
         }
         // No trials: the header alone, with `"trials":[]`.
@@ -190,6 +161,5 @@ mod tests {
             sealed.ready_digest,
             sealed_plan_digest(&empty, PlanStage::Ready)
         );
-        assert!(sealed.trials.is_empty());
     }
 }
