@@ -187,6 +187,15 @@ impl Scheduler {
     }
 }
 
+const KEYED_PLANS_SQL: &str = include_str!("../../sql/scheduler/keyed_plans.sql");
+
+/// Starts a scheduler transaction: its statements are planned as keyed lookups
+/// (`keyed_plans.sql`), which makes their prepared, cached plans safe to keep.
+async fn keyed_plans(tx: &crate::store::Tx<'_>) -> Result<(), crate::store::StoreError> {
+    tx.batch_execute(KEYED_PLANS_SQL).await?;
+    Ok(())
+}
+
 /// A TTL in whole milliseconds, for SQL.
 fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)

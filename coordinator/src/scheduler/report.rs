@@ -138,6 +138,7 @@ impl Scheduler {
                     let batch = Arc::clone(&batch);
                     let claim = claim.clone();
                     Box::pin(async move {
+                        super::keyed_plans(tx).await?;
                         let results = apply(tx, &batch).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
@@ -363,7 +364,10 @@ async fn apply(
     ids.sort();
     ids.dedup();
     let mut rows: HashMap<Uuid, AttemptRow> = HashMap::new();
-    for r in tx.query(LOCK_ATTEMPTS_SQL, &[&ids]).await? {
+    for r in tx
+        .query(&tx.prepare_cached(LOCK_ATTEMPTS_SQL).await?, &[&ids])
+        .await?
+    {
         let state: &str = r.get(4);
         let terminal: Option<&str> = r.get(6);
         let last_seq: i32 = r.get(5);
@@ -400,7 +404,13 @@ async fn apply(
         }
     }
     if !q_ids.is_empty() {
-        for r in tx.query(STORED_TRANSITIONS_SQL, &[&q_ids, &q_seqs]).await? {
+        for r in tx
+            .query(
+                &tx.prepare_cached(STORED_TRANSITIONS_SQL).await?,
+                &[&q_ids, &q_seqs],
+            )
+            .await?
+        {
             let seq: i32 = r.get(1);
             let state: &str = r.get(2);
             let at: DateTime<Utc> = r.get(3);
@@ -418,7 +428,13 @@ async fn apply(
         .collect();
     let mut accepted: HashMap<Uuid, String> = HashMap::new();
     if !record_ids.is_empty() {
-        for r in tx.query(SUBMISSIONS_OF_SQL, &[&record_ids]).await? {
+        for r in tx
+            .query(
+                &tx.prepare_cached(SUBMISSIONS_OF_SQL).await?,
+                &[&record_ids],
+            )
+            .await?
+        {
             accepted.insert(r.get(0), r.get(1));
         }
     }
@@ -491,7 +507,8 @@ async fn apply(
     update_attempts(tx, &rows).await?;
     if !finishing.is_empty() {
         let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
-        tx.execute(DELETE_LEASES_SQL, &[&ids]).await?;
+        tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
+            .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
         let settled = settle(tx, &trials, &states).await?;
@@ -537,7 +554,12 @@ pub(super) async fn settle(
     trials: &[Uuid],
     states: &[&str],
 ) -> Result<HashMap<Uuid, bool>, StoreError> {
-    let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
+    let rows = tx
+        .query(
+            &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
+            &[&trials, &states],
+        )
+        .await?;
     let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
     runs.sort();
     runs.dedup();
@@ -562,7 +584,7 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
         return Ok(());
     }
     let open: Vec<Uuid> = tx
-        .query(RUNS_STILL_PENDING_SQL, &[&runs])
+        .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
         .await?
         .iter()
         .map(|r| r.get(0))
@@ -571,8 +593,10 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
     if undecided.is_empty() {
         return Ok(());
     }
-    tx.query(LOCK_RUNS_SQL, &[&undecided]).await?;
-    tx.execute(FINISH_RUNS_SQL, &[&undecided]).await?;
+    tx.query(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&undecided])
+        .await?;
+    tx.execute(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
+        .await?;
     Ok(())
 }
 
@@ -594,7 +618,7 @@ async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Resul
     let causes: Vec<Option<&str>> = dirty.iter().map(|(_, r)| r.cause.as_deref()).collect();
     let fenced: Vec<bool> = dirty.iter().map(|(_, r)| r.fenced).collect();
     tx.execute(
-        UPDATE_ATTEMPTS_SQL,
+        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
         &[&ids, &states, &seqs, &terminals, &causes, &fenced],
     )
     .await?;
