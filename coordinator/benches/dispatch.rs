@@ -5,14 +5,16 @@
 //! SKIP LOCKED claim+complete per transaction, 8 clients) on the same cluster.
 //!
 //! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
-//! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10).
+//! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
+//! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements of the
+//! throughput phase by total time.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use akbench_coordinator::pgcluster::PrivateCluster;
+use akbench_coordinator::pgcluster::{ClusterOptions, PrivateCluster};
 use akbench_coordinator::scheduler::test_support::seed_run;
 use akbench_coordinator::scheduler::{Caps, Scheduler};
 use akbench_coordinator::store::Store;
@@ -161,6 +163,66 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// CPU seconds used so far by this process and by the cluster's server processes (the
+/// postmaster and its children), from `/proc`; `None` where `/proc` is not readable.
+fn cpu_seconds(cluster: &PrivateCluster) -> Option<(f64, f64)> {
+    let tick: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0);
+    // Fields after the command name: state (3), ppid (4), ..., utime (14), stime (15),
+    // cutime (16), cstime (17): exited backends count in their postmaster's cutime/cstime.
+    let stat = |pid: &str| -> Option<(u32, f64)> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &text[text.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ppid = fields.get(1)?.parse().ok()?;
+        let mut ticks = 0.0;
+        for field in &fields[11..15] {
+            ticks += field.parse::<f64>().ok()?;
+        }
+        Some((ppid, ticks / tick))
+    };
+    let own = stat("self")?.1;
+    let pid_file = std::fs::read_to_string(cluster.data_dir().join("postmaster.pid")).ok()?;
+    let postmaster: u32 = pid_file.lines().next()?.trim().parse().ok()?;
+    let mut server = stat(&postmaster.to_string())?.1;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some((ppid, cpu)) = stat(&name) {
+                if ppid == postmaster {
+                    server += cpu;
+                }
+            }
+        }
+    }
+    Some((own, server))
+}
+
+/// The statements of the throughput phase by total (planning + execution) time.
+async fn print_statements(store: &Store) {
+    let c = store.client().await.unwrap();
+    let rows = c
+        .query(
+            "SELECT calls, total_plan_time, total_exec_time, rows,
+                    regexp_replace(left(query, 110), '\\s+', ' ', 'g')
+             FROM pg_stat_statements
+             ORDER BY total_plan_time + total_exec_time DESC LIMIT 25",
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("statements by total time (ms): calls, plan, exec, rows, query");
+    for r in rows {
+        let (calls, plan, exec, n, q): (i64, f64, f64, i64, String) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        println!("{calls:>7} {plan:>9.0} {exec:>9.0} {n:>8}  {q}");
+    }
+}
+
 fn pgbench(cluster: &PrivateCluster, db: &str, seconds: usize) -> Option<f64> {
     let bin = ["/usr/lib/postgresql/15/bin/pgbench", "pgbench"]
         .into_iter()
@@ -219,10 +281,38 @@ async fn main() {
     let samples = env("LATENCY_SAMPLES", 200);
     let pg_seconds = env("PGBENCH_SECONDS", 10);
 
-    let cluster = PrivateCluster::start(None).expect("private cluster");
+    let stats = std::env::var_os("AKBENCH_BENCH_STATS").is_some();
+    let settings = if stats {
+        vec![
+            (
+                "shared_preload_libraries".into(),
+                "pg_stat_statements".into(),
+            ),
+            ("pg_stat_statements.track_planning".into(), "on".into()),
+            ("session_preload_libraries".into(), "auto_explain".into()),
+            ("auto_explain.log_min_duration".into(), "30ms".into()),
+            ("auto_explain.log_analyze".into(), "on".into()),
+            ("auto_explain.log_nested_statements".into(), "on".into()),
+            ("log_lock_waits".into(), "on".into()),
+            ("deadlock_timeout".into(), "20ms".into()),
+        ]
+    } else {
+        Vec::new()
+    };
+    let cluster = PrivateCluster::start_with(ClusterOptions {
+        settings,
+        ..ClusterOptions::default()
+    })
+    .expect("private cluster");
     let url = cluster.create_database("bench").await.expect("database");
     let store = Store::connect(&url).await.expect("connects");
     store.migrate().await.expect("migrates");
+    if stats {
+        let c = store.client().await.unwrap();
+        c.batch_execute("CREATE EXTENSION pg_stat_statements")
+            .await
+            .unwrap();
+    }
     let scheduler = Scheduler::new(store.clone());
     let service = WorkersService::new(
         scheduler.clone(),
@@ -285,12 +375,23 @@ async fn main() {
         .unwrap();
     let items = run.items("noop", 0);
     let base = progress.finished.load(Ordering::Relaxed);
+    if stats {
+        let c = store.client().await.unwrap();
+        c.batch_execute("SELECT pg_stat_statements_reset()")
+            .await
+            .unwrap();
+    }
+    let cpu0 = cpu_seconds(&cluster);
     let t0 = Instant::now();
     scheduler.enqueue(run.run_id, &items).await.unwrap();
     let target = base + attempts as u64;
     wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
     let elapsed = t0.elapsed();
     let rate = attempts as f64 / elapsed.as_secs_f64();
+    let cpu1 = cpu_seconds(&cluster);
+    if stats {
+        print_statements(&store).await;
+    }
 
     // The raw loop on the same cluster.
     let raw_db = "raw";
@@ -313,7 +414,9 @@ async fn main() {
         .await
         .unwrap();
     drop(raw);
+    let cpu2 = cpu_seconds(&cluster);
     let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
+    let cpu3 = cpu_seconds(&cluster);
 
     println!("coordinator dispatch benchmark");
     println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
@@ -326,6 +429,25 @@ async fn main() {
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3
     );
+    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+        println!(
+            "  CPU per attempt: {:.3} ms this process (coordinator + synthetic workers), {:.3} ms PostgreSQL",
+            (b.0 - a.0) * 1e3 / attempts as f64,
+            (b.1 - a.1) * 1e3 / attempts as f64
+        );
+    }
+    if let (Some(a), Some(b), Some(tps)) = (cpu2, cpu3, raw_tps) {
+        println!(
+            "  CPU per raw pgbench transaction: {:.3} ms PostgreSQL",
+            (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)
+        );
+    }
+    println!(
+        "  load average at the end: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
     match raw_tps {
         Some(tps) => println!(
             "  raw pgbench SKIP LOCKED claim+complete (8 clients): {tps:.0} tx/s; ratio {:.2}",
@@ -334,5 +456,14 @@ async fn main() {
         None => println!("  raw pgbench: not available"),
     }
     drop(service);
+    if stats {
+        let log = std::env::temp_dir().join("akbench-dispatch-postmaster.log");
+        if std::fs::copy(cluster.data_dir().join("postmaster.log"), &log).is_ok() {
+            println!(
+                "  server log (auto_explain > 30 ms, lock waits > 20 ms): {}",
+                log.display()
+            );
+        }
+    }
     let _ = cluster.stop();
 }

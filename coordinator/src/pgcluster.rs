@@ -327,6 +327,9 @@ pub struct ClusterOptions {
     pub data_dir: Option<PathBuf>,
     /// Where to look for the binaries.
     pub search: SearchPath,
+    /// Extra server settings, passed as `-c name=value` at start (benchmarks load
+    /// `pg_stat_statements` this way).
+    pub settings: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -334,6 +337,7 @@ impl Default for ClusterOptions {
         Self {
             data_dir: None,
             search: SearchPath::system(),
+            settings: Vec::new(),
         }
     }
 }
@@ -348,6 +352,8 @@ pub struct PrivateCluster {
     running: bool,
     /// The temporary folder of a throwaway cluster; dropped (removed) after the stop.
     temp: Option<tempfile::TempDir>,
+    /// Extra `-c name=value` server settings.
+    settings: Vec<(String, String)>,
 }
 
 impl PrivateCluster {
@@ -378,6 +384,7 @@ impl PrivateCluster {
             port: 0,
             running: false,
             temp,
+            settings: options.settings,
         };
         if !cluster.data_dir.join("PG_VERSION").exists() {
             cluster.initdb()?;
@@ -488,10 +495,13 @@ impl PrivateCluster {
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
-            let options = format!(
+            let mut options = format!(
                 "-p {port} -c listen_addresses=127.0.0.1 -k {}",
                 sh_quote(&self.data_dir.to_string_lossy())
             );
+            for (name, value) in &self.settings {
+                options.push_str(&format!(" -c {}", sh_quote(&format!("{name}={value}"))));
+            }
             let output = self
                 .pg_command(&self.binaries.pg_ctl)
                 .arg("start")
@@ -731,6 +741,7 @@ mod tests {
         let options = ClusterOptions {
             data_dir: None,
             search: SearchPath::empty(),
+            settings: Vec::new(),
         };
         let err = PrivateCluster::start_with(options).unwrap_err();
         assert!(

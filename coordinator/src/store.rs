@@ -84,8 +84,13 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
+        name: "perf_bucket_lookups",
+        sql: include_str!("../migrations/0006_perf_bucket_lookups.sql"),
+    },
+    Migration {
+        version: 7,
         name: "worker_disconnects",
-        sql: include_str!("../migrations/0006_worker_disconnects.sql"),
+        sql: include_str!("../migrations/0007_worker_disconnects.sql"),
     },
 ];
 

@@ -129,6 +129,46 @@ async fn concurrent_claimers_never_get_the_same_item() {
     assert_eq!(distinct.len(), 300);
 }
 
+/// Finishes settled at once, from many transactions, never leave a run `running` with all
+/// its items done: whichever transaction settles the last item ends the run (the reaper's
+/// safety net is not running here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_finishes_end_the_run() {
+    let s = scheduler().await;
+    worker(&s, "w1").await;
+    for round in 0..6 {
+        let n = 2 + round * 3;
+        let run = enqueued(&s, n, 0, &Caps::default()).await;
+        let mut leased = Vec::new();
+        while leased.len() < n {
+            leased.extend(s.claim("w1", n, TTL).await.unwrap());
+        }
+        let tasks: Vec<_> = leased
+            .into_iter()
+            .map(|a| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain(), 1))
+                        .await
+                        .unwrap();
+                    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), Some(Disposition::Done(State::NotGraded)));
+        }
+        let state: String = scalar(
+            &s,
+            &format!("SELECT state FROM runs WHERE run_id = '{}'", run.run_id),
+        )
+        .await;
+        assert_eq!(state, "finished", "round {round}, {n} items");
+    }
+}
+
 #[tokio::test]
 async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() {
     let s = scheduler().await;

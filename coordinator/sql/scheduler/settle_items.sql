@@ -15,5 +15,8 @@ FROM (
     JOIN work_items wi ON wi.trial_id = f.trial_id
     JOIN runs r ON r.run_id = wi.run_id
 ) s
-WHERE w.trial_id = s.trial_id AND w.state = 'leased'
-RETURNING w.trial_id, w.state
+-- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the partial
+-- index `work_items_leased`, whose stale estimate of one row made generic plans scan every
+-- leased item per settle instead of looking the settled ones up by key.
+WHERE w.trial_id = s.trial_id AND w.state COLLATE "C" = 'leased'
+RETURNING w.trial_id, w.state, w.run_id

@@ -53,7 +53,10 @@ impl CapState {
             return Ok(());
         }
         let mut capped = Vec::new();
-        for row in tx.query(CAPS_SQL, &[&new]).await? {
+        for row in tx
+            .query(&tx.prepare_cached(CAPS_SQL).await?, &[&new])
+            .await?
+        {
             let run: Uuid = row.get(0);
             // Caps that do not parse are ignored rather than blocking the run.
             let caps: Caps = serde_json::from_value(row.get(1)).unwrap_or_default();
@@ -68,8 +71,12 @@ impl CapState {
         if capped.is_empty() {
             return Ok(());
         }
-        tx.execute(LOCK_RUNS_SQL, &[&capped]).await?;
-        for row in tx.query(LIVE_COUNTS_SQL, &[&capped]).await? {
+        tx.execute(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&capped])
+            .await?;
+        for row in tx
+            .query(&tx.prepare_cached(LIVE_COUNTS_SQL).await?, &[&capped])
+            .await?
+        {
             let run: Uuid = row.get(0);
             let agent: String = row.get(1);
             let route: Option<String> = row.get(2);
@@ -146,7 +153,10 @@ impl Scheduler {
             .store
             .tx(|tx| {
                 let worker_id = worker_id.clone();
-                Box::pin(async move { claim_in(tx, &worker_id, limit, ttl).await })
+                Box::pin(async move {
+                    super::keyed_plans(tx).await?;
+                    claim_in(tx, &worker_id, limit, ttl).await
+                })
             })
             .await?;
         Ok(assignments)
@@ -166,7 +176,10 @@ pub(super) async fn claim_in(
     }
     let attempt_ids: Vec<Uuid> = chosen.iter().map(|_| Uuid::now_v7()).collect();
     let rows = tx
-        .query(CREATE_SQL, &[&worker_id, &chosen, &attempt_ids, &ttl_ms])
+        .query(
+            &tx.prepare_cached(CREATE_SQL).await?,
+            &[&worker_id, &chosen, &attempt_ids, &ttl_ms],
+        )
         .await?;
     Ok(rows
         .iter()
@@ -199,7 +212,7 @@ async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         let full_runs: Vec<Uuid> = caps.full_runs.iter().copied().collect();
         let rows = tx
             .query(
-                CANDIDATES_SQL,
+                &tx.prepare_cached(CANDIDATES_SQL).await?,
                 &[
                     &want, &refused, &fa_runs, &fa_agents, &fr_runs, &fr_routes, &full_runs,
                 ],

@@ -50,6 +50,10 @@ const HEARTBEAT_SQL: &str = include_str!("../../sql/scheduler/heartbeat.sql");
 const REGISTER_WORKER_SQL: &str = include_str!("../../sql/scheduler/register_worker.sql");
 const DISCONNECT_WORKER_SQL: &str = include_str!("../../sql/scheduler/disconnect_worker.sql");
 
+/// An enqueue of at least this many items refreshes the planner's statistics of
+/// `work_items` at once (see [`Scheduler::enqueue`]).
+const ANALYZE_AFTER_ENQUEUED: u64 = 1000;
+
 /// The scheduler: a store, a clock and the in-process wake-up for idle sessions.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -83,10 +87,18 @@ impl Scheduler {
         self.clock.now()
     }
 
-    /// Notified (all waiters) whenever work may have become claimable: items enqueued or
-    /// re-queued. Sessions of this process wait on it; other replicas poll.
+    /// Notified whenever work may have become claimable: items enqueued or re-queued.
+    /// Sessions of this process with a free slot wait on it; other replicas poll. The
+    /// scheduler wakes one session ([`Scheduler::wake_claimer`]), and a session that
+    /// claims all it asked for wakes the next, so that one item does not wake every idle
+    /// session to race for it.
     pub fn work_available(&self) -> &Arc<Notify> {
         &self.work_available
+    }
+
+    /// Wakes one idle session (or the next one to wait) to claim.
+    pub fn wake_claimer(&self) {
+        self.work_available.notify_one();
     }
 
     /// Creates the work items of `run_id`, all in one statement. The planned trials and the
@@ -113,13 +125,23 @@ impl Scheduler {
         let client = self.store.client().await?;
         let created = client
             .execute(
-                ENQUEUE_SQL,
+                &client.prepare_cached(ENQUEUE_SQL).await?,
                 &[
                     &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
                 ],
             )
             .await?;
-        self.work_available.notify_waiters();
+        if created >= ANALYZE_AFTER_ENQUEUED {
+            // Until autovacuum analyzes the table (up to a minute later), the planner would
+            // believe there are few ready items and have every claim sort all of them
+            // instead of walking `work_items_ready` in plan order up to its limit; claims
+            // that take long also keep rows other claimers took locked longer, which delays
+            // their settles.
+            if let Err(e) = client.batch_execute("ANALYZE work_items").await {
+                tracing::warn!("failed to analyze work_items after an enqueue: {e}");
+            }
+        }
+        self.wake_claimer();
         Ok(created)
     }
 
@@ -179,6 +201,15 @@ impl Scheduler {
             .copied()
             .collect())
     }
+}
+
+const KEYED_PLANS_SQL: &str = include_str!("../../sql/scheduler/keyed_plans.sql");
+
+/// Starts a scheduler transaction: its statements are planned as keyed lookups
+/// (`keyed_plans.sql`), which makes their prepared, cached plans safe to keep.
+async fn keyed_plans(tx: &crate::store::Tx<'_>) -> Result<(), crate::store::StoreError> {
+    tx.batch_execute(KEYED_PLANS_SQL).await?;
+    Ok(())
 }
 
 /// A TTL in whole milliseconds, for SQL.

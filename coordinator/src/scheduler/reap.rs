@@ -23,7 +23,10 @@ impl Scheduler {
             .store
             .tx(|tx| {
                 Box::pin(async move {
-                    let rows = tx.query(REAP_EXPIRED_SQL, &[&now]).await?;
+                    super::keyed_plans(tx).await?;
+                    let rows = tx
+                        .query(&tx.prepare_cached(REAP_EXPIRED_SQL).await?, &[&now])
+                        .await?;
                     if rows.is_empty() {
                         // A safety net on every tick: end any run left with nothing to do.
                         let open: Vec<Uuid> = tx
@@ -73,7 +76,7 @@ impl Scheduler {
                     }
                     if !t_ids.is_empty() {
                         tx.execute(
-                            INSERT_TRANSITIONS_SQL,
+                            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
                             &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
                         )
                         .await?;
@@ -81,11 +84,12 @@ impl Scheduler {
                     let terminals = vec![State::InfrastructureError.as_str(); ids.len()];
                     let fenced = vec![true; ids.len()];
                     tx.execute(
-                        UPDATE_ATTEMPTS_SQL,
+                        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
                         &[&ids, &states, &seqs, &terminals, &causes, &fenced],
                     )
                     .await?;
-                    tx.execute(DELETE_LEASES_SQL, &[&ids]).await?;
+                    tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
+                        .await?;
                     let settled = settle(tx, &trials, &terminals).await?;
                     Ok(ids
                         .iter()
@@ -108,7 +112,7 @@ impl Scheduler {
             .iter()
             .any(|r: &Reaped| r.disposition == Disposition::Requeued)
         {
-            self.work_available.notify_waiters();
+            self.wake_claimer();
         }
         Ok(reaped)
     }
@@ -122,16 +126,19 @@ impl Scheduler {
             .store
             .tx(|tx| {
                 Box::pin(async move {
+                    super::keyed_plans(tx).await?;
                     let exists = tx
                         .query_opt("SELECT 1 FROM runs WHERE run_id = $1", &[&run_id])
                         .await?;
                     if exists.is_none() {
                         return Ok(None);
                     }
-                    let row = tx.query_one(CANCEL_RUN_SQL, &[&run_id]).await?;
+                    let row = tx
+                        .query_one(&tx.prepare_cached(CANCEL_RUN_SQL).await?, &[&run_id])
+                        .await?;
                     let items: i64 = row.get(1);
                     let live: Vec<(Uuid, String)> = tx
-                        .query(LIVE_OF_RUN_SQL, &[&run_id])
+                        .query(&tx.prepare_cached(LIVE_OF_RUN_SQL).await?, &[&run_id])
                         .await?
                         .iter()
                         .map(|r| (r.get(0), r.get(1)))

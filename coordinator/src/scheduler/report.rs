@@ -23,6 +23,8 @@ pub(super) const UPDATE_ATTEMPTS_SQL: &str =
 pub(super) const DELETE_LEASES_SQL: &str = include_str!("../../sql/scheduler/delete_leases.sql");
 pub(super) const SETTLE_ITEMS_SQL: &str = include_str!("../../sql/scheduler/settle_items.sql");
 pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
+const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
+const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
@@ -68,7 +70,7 @@ impl Writes {
         let ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.3).collect();
         let notes: Vec<&str> = t.iter().map(|r| r.4.as_str()).collect();
         tx.execute(
-            INSERT_TRANSITIONS_SQL,
+            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
             &[&ids, &seqs, &states, &ats, &notes],
         )
         .await?;
@@ -136,6 +138,7 @@ impl Scheduler {
                     let batch = Arc::clone(&batch);
                     let claim = claim.clone();
                     Box::pin(async move {
+                        super::keyed_plans(tx).await?;
                         let results = apply(tx, &batch).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
@@ -170,7 +173,7 @@ impl Scheduler {
                         outcomes[i] = Some(o);
                     }
                     if requeued {
-                        self.work_available.notify_waiters();
+                        self.wake_claimer();
                     }
                 }
                 Err(error) => {
@@ -361,7 +364,10 @@ async fn apply(
     ids.sort();
     ids.dedup();
     let mut rows: HashMap<Uuid, AttemptRow> = HashMap::new();
-    for r in tx.query(LOCK_ATTEMPTS_SQL, &[&ids]).await? {
+    for r in tx
+        .query(&tx.prepare_cached(LOCK_ATTEMPTS_SQL).await?, &[&ids])
+        .await?
+    {
         let state: &str = r.get(4);
         let terminal: Option<&str> = r.get(6);
         let last_seq: i32 = r.get(5);
@@ -398,7 +404,13 @@ async fn apply(
         }
     }
     if !q_ids.is_empty() {
-        for r in tx.query(STORED_TRANSITIONS_SQL, &[&q_ids, &q_seqs]).await? {
+        for r in tx
+            .query(
+                &tx.prepare_cached(STORED_TRANSITIONS_SQL).await?,
+                &[&q_ids, &q_seqs],
+            )
+            .await?
+        {
             let seq: i32 = r.get(1);
             let state: &str = r.get(2);
             let at: DateTime<Utc> = r.get(3);
@@ -416,7 +428,13 @@ async fn apply(
         .collect();
     let mut accepted: HashMap<Uuid, String> = HashMap::new();
     if !record_ids.is_empty() {
-        for r in tx.query(SUBMISSIONS_OF_SQL, &[&record_ids]).await? {
+        for r in tx
+            .query(
+                &tx.prepare_cached(SUBMISSIONS_OF_SQL).await?,
+                &[&record_ids],
+            )
+            .await?
+        {
             accepted.insert(r.get(0), r.get(1));
         }
     }
@@ -489,7 +507,8 @@ async fn apply(
     update_attempts(tx, &rows).await?;
     if !finishing.is_empty() {
         let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
-        tx.execute(DELETE_LEASES_SQL, &[&ids]).await?;
+        tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
+            .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
         let settled = settle(tx, &trials, &states).await?;
@@ -508,8 +527,11 @@ async fn apply(
         let ids: Vec<Uuid> = s.iter().map(|r| r.0).collect();
         let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
         let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
-        tx.execute(INSERT_SUBMISSIONS_SQL, &[&ids, &digests, &records])
-            .await?;
+        tx.execute(
+            &tx.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
+            &[&ids, &digests, &records],
+        )
+        .await?;
     }
     if !writes.quarantine.is_empty() {
         let q = &writes.quarantine;
@@ -517,8 +539,11 @@ async fn apply(
         let digests: Vec<&str> = q.iter().map(|r| r.1.as_str()).collect();
         let records: Vec<&str> = q.iter().map(|r| r.2.as_str()).collect();
         let reasons: Vec<&str> = q.iter().map(|r| r.3.as_str()).collect();
-        tx.execute(INSERT_QUARANTINE_SQL, &[&ids, &digests, &records, &reasons])
-            .await?;
+        tx.execute(
+            &tx.prepare_cached(INSERT_QUARANTINE_SQL).await?,
+            &[&ids, &digests, &records, &reasons],
+        )
+        .await?;
     }
     Ok(out)
 }
@@ -529,16 +554,15 @@ pub(super) async fn settle(
     trials: &[Uuid],
     states: &[&str],
 ) -> Result<HashMap<Uuid, bool>, StoreError> {
-    let rows = tx.query(SETTLE_ITEMS_SQL, &[&trials, &states]).await?;
-    let runs: Vec<Uuid> = tx
+    let rows = tx
         .query(
-            "SELECT DISTINCT run_id FROM work_items WHERE trial_id = ANY($1::uuid[])",
-            &[&trials],
+            &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
+            &[&trials, &states],
         )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await?;
+    let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
+    runs.sort();
+    runs.dedup();
     finish_runs(tx, &runs).await?;
     Ok(rows
         .iter()
@@ -546,20 +570,33 @@ pub(super) async fn settle(
         .collect())
 }
 
-/// Ends the runs among `runs` that have nothing ready or leased. The run rows are locked
-/// first (in a fixed order), so two transactions settling a run's last two trials at once
-/// serialize here and the second one, taking a fresh snapshot after the lock, sees the first
-/// one's work: a run can never stay `running` with all its items done.
+/// Ends the runs among `runs` that have nothing ready or leased.
+///
+/// Most calls settle one trial of a run with many left: a run with a ready or leased item
+/// that no other transaction is changing stays open, and that item is share-locked until
+/// commit (`runs_still_pending.sql`, never waits), so the transaction that later settles it
+/// waits for this one's commit and sees its work. For the other runs the run rows are
+/// locked (in a fixed order), so two transactions settling a run's last two trials at once
+/// serialize here and the second one, taking a fresh snapshot after the lock, sees the
+/// first one's work: a run can never stay `running` with all its items done.
 pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
     if runs.is_empty() {
         return Ok(());
     }
-    tx.query(
-        "SELECT 1 FROM runs WHERE run_id = ANY($1::uuid[]) ORDER BY run_id FOR UPDATE",
-        &[&runs],
-    )
-    .await?;
-    tx.execute(FINISH_RUNS_SQL, &[&runs]).await?;
+    let open: Vec<Uuid> = tx
+        .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let undecided: Vec<Uuid> = runs.iter().filter(|r| !open.contains(r)).copied().collect();
+    if undecided.is_empty() {
+        return Ok(());
+    }
+    tx.query(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&undecided])
+        .await?;
+    tx.execute(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
+        .await?;
     Ok(())
 }
 
@@ -581,7 +618,7 @@ async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Resul
     let causes: Vec<Option<&str>> = dirty.iter().map(|(_, r)| r.cause.as_deref()).collect();
     let fenced: Vec<bool> = dirty.iter().map(|(_, r)| r.fenced).collect();
     tx.execute(
-        UPDATE_ATTEMPTS_SQL,
+        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
         &[&ids, &states, &seqs, &terminals, &causes, &fenced],
     )
     .await?;

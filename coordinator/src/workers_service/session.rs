@@ -155,6 +155,11 @@ impl Session {
         self.slots.saturating_sub(self.held.len())
     }
 
+    /// Whether this session would claim now: a free slot and not draining.
+    fn can_claim(&self) -> bool {
+        !self.draining && self.free() > 0
+    }
+
     async fn send(&self, m: CoordinatorMessage) -> bool {
         self.out.send(Ok(m)).await.is_ok()
     }
@@ -174,14 +179,21 @@ impl Session {
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut want_claim = true;
         loop {
-            let notified = work.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if want_claim && !self.draining && self.free() > 0 {
+            // Registered before the claim, so that work enqueued meanwhile is not missed; kept
+            // only while this session can take work: a wake-up it cannot use is handed to
+            // another waiting session when the registration is dropped (tokio `Notify`).
+            let mut notified = Some(Box::pin(work.notified()));
+            if let Some(n) = notified.as_mut() {
+                n.as_mut().enable();
+            }
+            if want_claim && self.can_claim() {
                 want_claim = false;
                 if !self.dispatch().await {
                     break;
                 }
+            }
+            if !self.can_claim() {
+                notified = None;
             }
             tokio::select! {
                 biased;
@@ -203,7 +215,15 @@ impl Session {
                         None => break,
                     }
                 }
-                _ = &mut notified => want_claim = true,
+                Some(()) = async {
+                    match notified.as_mut() {
+                        Some(n) => {
+                            n.as_mut().await;
+                            Some(())
+                        }
+                        None => None,
+                    }
+                } => want_claim = true,
                 _ = poll.tick() => want_claim = true,
             }
         }
@@ -213,11 +233,16 @@ impl Session {
     /// Claims up to the free slots and sends the assignments; false when the worker is gone.
     async fn dispatch(&mut self) -> bool {
         let scheduler = &self.service.scheduler;
+        let wanted = self.free();
         let claimed = scheduler
-            .claim(&self.worker_id, self.free(), self.service.config.lease_ttl)
+            .claim(&self.worker_id, wanted, self.service.config.lease_ttl)
             .await;
         match claimed {
             Ok(assignments) => {
+                if assignments.len() == wanted {
+                    // There may be more: pass the wake-up on to another idle session.
+                    scheduler.wake_claimer();
+                }
                 for a in &assignments {
                     self.held.insert(a.attempt_id, a.epoch);
                     if !self.send(convert::assignment(a)).await {

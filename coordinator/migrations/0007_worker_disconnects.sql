@@ -1,4 +1,4 @@
--- 0006_worker_disconnects: a worker whose session ended is not "connected".
+-- 0007_worker_disconnects: a worker whose session ended is not "connected".
 --
 -- workers.disconnected_at is set when the worker's session ends (cleanly or not) and cleared
 -- when it opens a new one; status counts a worker as connected only while it has no
