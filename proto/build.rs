@@ -6,7 +6,10 @@ use std::path::Path;
 const PROTOS: &[&str] = &["akbench/v1/control.proto", "akbench/v1/workers.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read at run time: `env!` would bake in the folder the build script was compiled in,
+    // and cargo reuses that binary for another checkout sharing the target directory.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")?;
+    let root = Path::new(&manifest_dir);
     for proto in PROTOS {
         println!("cargo:rerun-if-changed={}", root.join(proto).display());
     }
