@@ -92,6 +92,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "worker_disconnects",
         sql: include_str!("../migrations/0007_worker_disconnects.sql"),
     },
+    Migration {
+        version: 8,
+        name: "transitions_statement_checks",
+        sql: include_str!("../migrations/0008_transitions_statement_checks.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -312,3 +312,33 @@ async fn planned_trials_of_an_unknown_run_are_refused() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_transition_needs_its_attempt_and_attempts_are_never_deleted() {
+    let store = migrated().await;
+    let client = store.client().await.unwrap();
+    // Checked once per statement since 0008, with the same error as the foreign key.
+    let err = StoreError::from(
+        client
+            .execute(
+                "INSERT INTO transitions (attempt_id, seq, state, at) \
+                 VALUES (gen_random_uuid(), 1, 'pending', now()), (gen_random_uuid(), 1, 'pending', now())",
+                &[],
+            )
+            .await
+            .unwrap_err(),
+    );
+    match &err {
+        StoreError::ForeignKey { constraint, .. } => {
+            assert_eq!(constraint, "transitions_attempt_id_fkey")
+        }
+        other => panic!("expected ForeignKey, got {other:?}"),
+    }
+    for sql in ["DELETE FROM attempts", "TRUNCATE attempts CASCADE"] {
+        let err = StoreError::from(client.execute(sql, &[]).await.unwrap_err());
+        assert!(
+            matches!(err, StoreError::Immutable { .. }),
+            "{sql}: {err:?}"
+        );
+    }
+}
