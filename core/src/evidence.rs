@@ -198,6 +198,16 @@ impl EvidenceStore {
     /// Stores a new run's spec, first of its documents. Takes the spec's key, or the first
     /// free `<key>-N` when another run holds it, and returns the spec as stored.
     pub fn create_run(&self, spec: ResolvedRunSpec) -> Result<ResolvedRunSpec, EvidenceError> {
+        self.create_run_avoiding(spec, &|_| false)
+    }
+
+    /// [`EvidenceStore::create_run`], also skipping the keys `taken_elsewhere` names (runs a
+    /// coordinator already holds under that key).
+    pub fn create_run_avoiding(
+        &self,
+        spec: ResolvedRunSpec,
+        taken_elsewhere: &dyn Fn(&str) -> bool,
+    ) -> Result<ResolvedRunSpec, EvidenceError> {
         std::fs::create_dir_all(&self.root).map_err(|e| io(&self.root, e))?;
         let base = spec.identity.run_key.clone();
         for n in 1u32.. {
@@ -206,6 +216,9 @@ impl EvidenceStore {
             } else {
                 format!("{base}-{n}")
             };
+            if taken_elsewhere(&key) {
+                continue;
+            }
             let dir = self.root.join(&key);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}

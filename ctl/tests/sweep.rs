@@ -132,6 +132,16 @@ fn the_embedded_default_runs_a_sweep_through_coordinator_and_workers() {
     assert!(trial.join("a1/agent.diff").is_file(), "{}", trial.display());
     // The data folder is kept for the next run.
     assert!(tmp.path().join("data/postgres/PG_VERSION").is_file());
+    // The same manifest again the same day from a fresh local store (another clone): the
+    // coordinator already holds the key, so the run takes the next free one.
+    std::fs::remove_dir_all(tmp.path().join("runs")).unwrap();
+    let (code, again) = sweep_with(tmp.path(), manifest, false);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(
+        again["run_key"].as_str().unwrap(),
+        format!("{key}-2"),
+        "{again}"
+    );
 }
 
 #[test]

@@ -49,9 +49,63 @@ pub struct PlannedSweep {
     pub prepared: HashMap<(String, String), Arc<PreparedTrial>>,
 }
 
+/// A sweep's run resolved and planned, every trial's task and agent checked; nothing stored.
+#[derive(Debug)]
+pub struct CheckedRun {
+    spec: akbench_core::spec::ResolvedRunSpec,
+    draft: akbench_core::plan::RunPlan,
+    /// Resolved tasks root.
+    pub tasks_root: std::path::PathBuf,
+    /// Resolved agents root.
+    pub agents_root: std::path::PathBuf,
+    prepared: HashMap<(String, String), Arc<PreparedTrial>>,
+}
+
+impl CheckedRun {
+    /// The run key as planned (before the store picks a free one).
+    pub fn planned_key(&self) -> &str {
+        self.spec.run_key()
+    }
+
+    /// Stores the run under its key, or the first free `<key>-N` in the local store that
+    /// `taken_elsewhere` does not name either (a coordinator's runs).
+    pub fn store(
+        self,
+        args: &SweepArgs,
+        taken_elsewhere: &dyn Fn(&str) -> bool,
+    ) -> anyhow::Result<PlannedSweep> {
+        let store = EvidenceStore::new(&args.store_root);
+        let planned_key = self.spec.run_key().to_string();
+        let spec = store.create_run_avoiding(self.spec, taken_elsewhere)?;
+        // The run got a suffixed key when its key was taken: plan again only then.
+        let draft = if spec.run_key() == planned_key {
+            self.draft
+        } else {
+            plan(&spec, &SystemClock)
+        };
+        store.put_plan(&draft)?;
+        let ready = draft.ready();
+        store.put_plan(&ready)?;
+        Ok(PlannedSweep {
+            spec,
+            ready,
+            store,
+            tasks_root: akbench_core::task::absolute(&self.tasks_root),
+            agents_root: akbench_core::task::absolute(&self.agents_root),
+            prepared: self.prepared,
+        })
+    }
+}
+
 /// Resolves, checks and stores the run: bad input fails (exit 2) before anything is
 /// written or started.
 pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<PlannedSweep> {
+    check_run(args, orch)?.store(args, &|_| false)
+}
+
+/// Resolves and plans the run and checks every trial's task and agent; writes nothing. Bad
+/// input fails here (exit 2).
+pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<CheckedRun> {
     let clock = SystemClock;
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
@@ -78,24 +132,11 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
         orch.registry.resolve(&p.agent).map_err(InputError)?;
         prepared.insert(k, Arc::new(p));
     }
-    let store = EvidenceStore::new(&args.store_root);
-    let planned_key = spec.run_key().to_string();
-    let spec = store.create_run(spec)?;
-    // `create_run` gives the run a suffixed key when the key is taken: plan again only then.
-    let draft = if spec.run_key() == planned_key {
-        draft
-    } else {
-        plan(&spec, &clock)
-    };
-    store.put_plan(&draft)?;
-    let ready = draft.ready();
-    store.put_plan(&ready)?;
-    Ok(PlannedSweep {
+    Ok(CheckedRun {
         spec,
-        ready,
-        store,
-        tasks_root: akbench_core::task::absolute(&tasks_root),
-        agents_root: akbench_core::task::absolute(&agents_root),
+        draft,
+        tasks_root,
+        agents_root,
         prepared,
     })
 }

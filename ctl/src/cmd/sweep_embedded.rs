@@ -7,7 +7,7 @@
 
 use crate::cli::{RemoteArgs, SweepArgs};
 use crate::cmd::single::cache_root;
-use crate::cmd::sweep::{plan_run, PlannedSweep};
+use crate::cmd::sweep::{check_run, PlannedSweep};
 use crate::embedded::Embedded;
 use crate::exit;
 use crate::remote::{view, Remote};
@@ -23,32 +23,52 @@ use std::time::{Duration, Instant};
 /// Runs the sweep on the embedded default.
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
-    let PlannedSweep {
-        spec,
-        ready,
-        store,
-        tasks_root,
-        agents_root,
-        ..
-    } = plan_run(&args, &orch)?;
+    // Bad input fails here, before PostgreSQL starts.
+    let checked = check_run(&args, &orch)?;
     let o = super::up::options(
         &args.embedded,
-        &tasks_root,
-        &agents_root,
+        &checked.tasks_root,
+        &checked.agents_root,
         args.cache.as_deref(),
         &args.out,
         "127.0.0.1:0".parse()?,
         "127.0.0.1:0".parse()?,
     );
     let json = args.json;
-    let key = spec.run_key().to_string();
-    let total = ready.trials.len();
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (report, interrupted) = rt.block_on(async {
+    let (report, interrupted, spec, ready, store) = rt.block_on(async {
         let e = Embedded::start(&o).await?;
+        let remote = Remote::new(
+            &format!("http://{}", e.grpc_addr()),
+            &RemoteArgs {
+                coordinator: None,
+                token: None,
+                token_file: None,
+            },
+        )?;
+        // The data folder outlives runs: a key the coordinator already holds (the same
+        // manifest planned earlier today from another folder) is skipped like a local one.
+        let taken = match coordinator_keys(&remote, checked.planned_key()).await {
+            Ok(t) => t,
+            Err(err) => {
+                let _ = e.stop().await;
+                return Err(err);
+            }
+        };
+        let PlannedSweep {
+            spec, ready, store, ..
+        } = match checked.store(&args, &|k| taken.contains(k)) {
+            Ok(p) => p,
+            Err(err) => {
+                let _ = e.stop().await;
+                return Err(err);
+            }
+        };
+        let key = spec.run_key().to_string();
+        let total = ready.trials.len();
         if !json {
             eprintln!(
                 "akbench sweep: run {key} ({}), {total} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
@@ -59,17 +79,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 o.slots
             );
         }
-        let remote = Remote::new(
-            &format!("http://{}", e.grpc_addr()),
-            &RemoteArgs {
-                coordinator: None,
-                token: None,
-                token_file: None,
-            },
-        )?;
         let result = follow(&remote, &spec, &ready, json, &args.out).await;
         e.stop().await?;
-        result
+        let (report, interrupted) = result?;
+        Ok::<_, anyhow::Error>((report, interrupted, spec, ready, store))
     })?;
     let trials: HashMap<String, &akbench_core::plan::PlannedTrial> = ready
         .trials
@@ -104,6 +117,34 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     } else {
         exit::NEGATIVE
     })
+}
+
+/// The keys of the coordinator's runs that start with `base` (`base`, `base-2`, ...).
+async fn coordinator_keys(
+    remote: &Remote,
+    base: &str,
+) -> anyhow::Result<std::collections::HashSet<String>> {
+    let c = remote.connect().await?;
+    let mut keys = std::collections::HashSet::new();
+    let mut page_token = String::new();
+    loop {
+        let page = c
+            .inner
+            .clone()
+            .list_runs(c.request(pb::ListRunsRequest {
+                page_size: 0,
+                page_token: page_token.clone(),
+                key_prefix: base.to_string(),
+            }))
+            .await
+            .map_err(|s| c.error(s))?
+            .into_inner();
+        keys.extend(page.runs.into_iter().map(|r| r.run_key));
+        if page.next_page_token.is_empty() {
+            return Ok(keys);
+        }
+        page_token = page.next_page_token;
+    }
 }
 
 /// Submits and starts the run, follows it to its end (Ctrl-C cancels), exports the records;
