@@ -116,7 +116,7 @@ pub async fn queue_grading_paged(
             tracing::warn!(%run_id, %trial, "not queued for grading: {why}");
         }
         if out.queued > 0 {
-            scheduler.work_available().notify_waiters();
+            scheduler.wake_claimer();
         }
         done.queued += out.queued;
         done.skipped.extend(out.skipped);

@@ -149,7 +149,7 @@ impl SchedulerWork {
             resumed.grading = queued.queued;
             resumed.not_gradable = queued.skipped.len() as u64;
         }
-        s.work_available().notify_waiters();
+        s.wake_claimer();
         Ok(resumed)
     }
 
