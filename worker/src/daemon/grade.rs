@@ -16,7 +16,9 @@
 //! coordinator within the trial's budget): the diff cannot be fetched, or the workspace
 //! cannot be set up on this host.
 
-use super::runner::{safe_key, synthetic_record, Artifacts, Context, Forward, ATTEMPT_RECORD_FILE};
+use super::runner::{
+    ended_before_start, safe_key, Artifacts, Context, Forward, ATTEMPT_RECORD_FILE,
+};
 use crate::orchestrator::{write_json_atomic, Observer};
 use crate::process::CancelToken;
 use crate::regrade::{grades_of, rebuild, record_grade, RebuildError, RecordedWork};
@@ -41,13 +43,7 @@ pub(super) fn grade(
 ) -> (AttemptRecord, Option<Artifacts>) {
     let number = a.attempt_number.max(1);
     let key = ids::attempt_key(&work.trial.key, number);
-    let refuse = |state: State, cause: String| {
-        let record = synthetic_record(&a.attempt_id, &key, number, state, cause);
-        for t in &record.transitions {
-            fwd.transition(&record.attempt, number, t);
-        }
-        (record, None)
-    };
+    let refuse = |state: State, cause: String| ended_before_start(a, &key, state, cause, fwd);
     if let Err(e) = source.check(number) {
         return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"));
     }

@@ -199,17 +199,7 @@ fn execute(
     let invalid = |cause: String| {
         let key = key_of(a);
         tracing::info!(attempt = %key, attempt_id = %a.attempt_id, "assignment started");
-        let record = synthetic_record(
-            &a.attempt_id,
-            &key,
-            number,
-            State::InvalidConfiguration,
-            cause,
-        );
-        for t in &record.transitions {
-            fwd.transition(&record.attempt, number, t);
-        }
-        (record, None)
+        ended_before_start(a, &key, State::InvalidConfiguration, cause, fwd)
     };
     let kind = pb::WorkKind::try_from(a.kind).unwrap_or(pb::WorkKind::Unspecified);
     if !matches!(kind, pb::WorkKind::Execute | pb::WorkKind::Grade) {
@@ -283,6 +273,23 @@ fn execute(
         key: format!("{}/{rel}", work.trial.key),
     };
     (record, Some(art))
+}
+
+/// The attempt ends in `state` before anything ran (pending, then `state`); its transitions
+/// are forwarded as for any attempt.
+pub(super) fn ended_before_start(
+    a: &pb::Assignment,
+    key: &str,
+    state: State,
+    cause: String,
+    fwd: &Forward,
+) -> (AttemptRecord, Option<Artifacts>) {
+    let number = a.attempt_number.max(1);
+    let record = synthetic_record(&a.attempt_id, key, number, state, cause);
+    for t in &record.transitions {
+        fwd.transition(&record.attempt, number, t);
+    }
+    (record, None)
 }
 
 /// Copies the attempt's artifacts to the store and removes the local copy; on failure the
