@@ -41,48 +41,40 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .build()?;
     let (report, interrupted, spec, ready, store) = rt.block_on(async {
         let e = Embedded::start(&o).await?;
-        let remote = Remote::new(
-            &format!("http://{}", e.grpc_addr()),
-            &RemoteArgs {
-                coordinator: None,
-                token: None,
-                token_file: None,
-            },
-        )?;
-        // The data folder outlives runs: a key the coordinator already holds (the same
-        // manifest planned earlier today from another folder) is skipped like a local one.
-        let taken = match coordinator_keys(&remote, checked.planned_key()).await {
-            Ok(t) => t,
-            Err(err) => {
-                let _ = e.stop().await;
-                return Err(err);
+        // Whatever happens next, the embedded system is stopped before returning.
+        let outcome = async {
+            let remote = Remote::new(
+                &format!("http://{}", e.grpc_addr()),
+                &RemoteArgs {
+                    coordinator: None,
+                    token: None,
+                    token_file: None,
+                },
+            )?;
+            // The data folder outlives runs: a key the coordinator already holds (the same
+            // manifest planned earlier today from another folder) is skipped like a local one.
+            let taken = coordinator_keys(&remote, checked.planned_key()).await?;
+            let PlannedSweep {
+                spec, ready, store, ..
+            } = checked.store(&args, &|k| taken.contains(k))?;
+            let key = spec.run_key().to_string();
+            if !json {
+                eprintln!(
+                    "akbench sweep: run {key} ({}), {} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
+                    spec.run_id(),
+                    ready.trials.len(),
+                    e.grpc_addr(),
+                    e.http_addr(),
+                    o.workers,
+                    o.slots
+                );
             }
-        };
-        let PlannedSweep {
-            spec, ready, store, ..
-        } = match checked.store(&args, &|k| taken.contains(k)) {
-            Ok(p) => p,
-            Err(err) => {
-                let _ = e.stop().await;
-                return Err(err);
-            }
-        };
-        let key = spec.run_key().to_string();
-        let total = ready.trials.len();
-        if !json {
-            eprintln!(
-                "akbench sweep: run {key} ({}), {total} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
-                spec.run_id(),
-                e.grpc_addr(),
-                e.http_addr(),
-                o.workers,
-                o.slots
-            );
+            let (report, interrupted) = follow(&remote, &spec, &ready, json, &args.out).await?;
+            Ok::<_, anyhow::Error>((report, interrupted, spec, ready, store))
         }
-        let result = follow(&remote, &spec, &ready, json, &args.out).await;
+        .await;
         e.stop().await?;
-        let (report, interrupted) = result?;
-        Ok::<_, anyhow::Error>((report, interrupted, spec, ready, store))
+        outcome
     })?;
     let trials: HashMap<String, &akbench_core::plan::PlannedTrial> = ready
         .trials
