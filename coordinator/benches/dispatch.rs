@@ -20,7 +20,7 @@ use akbench_coordinator::scheduler::{Caps, Scheduler};
 use akbench_coordinator::store::Store;
 use akbench_coordinator::workers_service::{wire_state, WorkersConfig, WorkersService};
 use akbench_core::digest::{canonical_json, digest_bytes};
-use akbench_core::lifecycle::State;
+use akbench_core::lifecycle::{self, State};
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, AttemptFinished, Hello,
     RecordUpload, Subject, Transition, TransitionBatch, WorkerMessage,
@@ -37,19 +37,12 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-const CHAIN: [State; 11] = [
-    State::Pending,
-    State::Preparing,
-    State::Validating,
-    State::ConfiguringRuntime,
-    State::CreatingWorkspace,
-    State::StartingAgent,
-    State::Executing,
-    State::Collecting,
-    State::Evaluating,
-    State::Finalizing,
-    State::NotGraded,
-];
+/// An ungraded no-op attempt's path: the lifecycle chain up to FINALIZING, then NOT_GRADED.
+static PATH: std::sync::LazyLock<Vec<State>> = std::sync::LazyLock::new(|| {
+    let mut p = lifecycle::CHAIN[..10].to_vec();
+    p.push(State::NotGraded);
+    p
+});
 
 /// Shared counters of the synthetic workers.
 struct Progress {
@@ -61,7 +54,7 @@ struct Progress {
 
 fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
     let now = chrono::Utc::now().timestamp_millis();
-    let transitions = CHAIN
+    let transitions = PATH
         .iter()
         .enumerate()
         .map(|(i, s)| Transition {
@@ -74,7 +67,7 @@ fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
     let record = json!({
         "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
         "number": 1,
-        "transitions": CHAIN.iter().enumerate()
+        "transitions": PATH.iter().enumerate()
             .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
             .collect::<Vec<_>>(),
         "state": "not_graded", "cause": null, "workspace": {"kept": false},
