@@ -208,6 +208,9 @@ pub enum ResolveError {
     /// An agent failed to load.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// The manifest asks for something akbench would accept and then not honour.
+    #[error("failed to plan the manifest: {0}; nothing was written")]
+    Unsupported(String),
     /// Other selection problems.
     #[error("failed to resolve the manifest: {problem}; fix: {fix}")]
     Selection {
@@ -387,6 +390,11 @@ pub fn resolve(
             entry.provider_route.clone(),
         ));
     }
+    crate::support::refusal(&crate::support::undeclared_credentials(
+        &manifest.credentials,
+        &agents,
+    ))
+    .map_err(ResolveError::Unsupported)?;
     let condition = RunCondition {
         experiment: manifest.experiment.clone(),
         description: manifest.description.clone(),
@@ -413,6 +421,7 @@ pub fn resolve(
         credentials: credentials.into_iter().collect(),
         references: manifest.references.clone(),
     };
+    crate::support::check_executable(&condition).map_err(ResolveError::Unsupported)?;
     let manifest_digest = inputs
         .manifest_path
         .as_deref()

@@ -274,3 +274,23 @@ fn reconcile_valid_invalid_and_malformed() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("line 5"), "{t}");
 }
+
+#[test]
+fn a_field_akbench_would_ignore_is_refused_with_exit_2_and_nothing_written() {
+    let tmp = fixture();
+    for (field, yaml) in [
+        ("execution.runtime", "execution:\n  runtime: container\n"),
+        ("execution.candidates", "execution:\n  candidates: 3\n"),
+        ("evaluation.profile", "evaluation:\n  profile: strict\n"),
+        ("credentials", "credentials: [NOT_DECLARED_BY_ANY_AGENT]\n"),
+    ] {
+        // Replace the manifest's own `evaluation:` block so the field is set once.
+        let base = MANIFEST.replace("evaluation:\n  grade: true\n", "");
+        std::fs::write(tmp.path().join("bad.yaml"), format!("{base}{yaml}")).unwrap();
+        let o = akbench(&["run", "plan", "--config", "bad.yaml"], tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{field}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.contains(field) && t.contains("not supported"), "{field}: {t}");
+        assert!(!tmp.path().join("runs").exists(), "{field}: something was written");
+    }
+}

@@ -16,6 +16,12 @@ pub(crate) fn fixture(root: &Path) -> (PathBuf, PathBuf) {
     }
     std::fs::create_dir_all(tasks.join("broken-1")).unwrap();
     write_agent(&agents, "oracle", "oracle");
+    // The manifest's run-level credential is one an agent declares (see `manifest`).
+    std::fs::write(
+        agents.join("oracle.toml"),
+        "adapter = \"oracle\"\ncredentials = [\"API_TOKEN\"]\n",
+    )
+    .unwrap();
     write_agent(&agents, "fail", "scripted-missing");
     (tasks, agents)
 }
@@ -82,6 +88,27 @@ fn same_manifest_same_day_same_key_fresh_uuid() {
     assert_eq!(a.condition_digest, b.condition_digest);
     let c = resolve(&manifest(2), &inputs(&tasks, &agents), &clock()).unwrap();
     assert_ne!(a.condition_digest, c.condition_digest);
+}
+
+#[test]
+fn a_run_level_credential_no_agent_declares_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.credentials.push("NOBODY_USES_IT".into());
+    let err = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(matches!(err, ResolveError::Unsupported(_)), "{err}");
+    assert!(err.to_string().contains("NOBODY_USES_IT"), "{err}");
+}
+
+#[test]
+fn a_value_akbench_would_ignore_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.execution.candidates = Some(3);
+    let err = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(err.to_string().contains("execution.candidates"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,209 @@
+//! What akbench can execute today: the gate between a resolved condition and a plan.
+//!
+//! A manifest field either changes what runs, is recorded for provenance only (and the docs
+//! say so), or is refused here. This module owns the refusals: [`check_executable`] looks at
+//! a [`RunCondition`] and names every field whose value akbench would otherwise accept and
+//! then ignore (a record would state an isolation, a reviewer or a selection rule that never
+//! happened). `resolve` calls it, so `run plan`, `sweep` and `sweep --local` all refuse the
+//! same things, before anything is written. docs/manifest.md has the full table of fields.
+
+use crate::manifest::Runtime;
+use crate::spec::{RunCondition, SpecAgent, DEFAULT_PROFILE};
+use crate::task::Family;
+use std::fmt;
+
+/// One field whose value akbench cannot honour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The manifest field (dotted path), or the task file field.
+    pub field: String,
+    /// The value that was asked for.
+    pub value: String,
+    /// Why it cannot run and what to do instead.
+    pub fix: String,
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}: {}` is not supported; {}",
+            self.field, self.value, self.fix
+        )
+    }
+}
+
+/// Every value of `condition` that akbench would accept and then not honour, in field order.
+pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
+    let mut out = Vec::new();
+    let mut refuse = |field: &str, value: String, fix: &str| {
+        out.push(Unsupported {
+            field: field.to_string(),
+            value,
+            fix: fix.to_string(),
+        })
+    };
+    if condition.execution.runtime == Runtime::Container {
+        refuse(
+            "execution.runtime",
+            "container".into(),
+            "no container runtime is built; use `sandbox` (bubblewrap) or `direct`",
+        );
+    }
+    if condition.execution.candidates != 1 {
+        refuse(
+            "execution.candidates",
+            condition.execution.candidates.to_string(),
+            "best-of-N candidates are not executed yet; remove the field (default 1)",
+        );
+    }
+    if condition.evaluation.profile != DEFAULT_PROFILE {
+        refuse(
+            "evaluation.profile",
+            condition.evaluation.profile.clone(),
+            "only the `default` profile (the task's own tests) exists; remove the field",
+        );
+    }
+    if let Some(reviewer) = &condition.evaluation.reviewer {
+        refuse(
+            "evaluation.reviewer",
+            reviewer.clone(),
+            "no reviewer grades trials yet; remove the field",
+        );
+    }
+    for task in &condition.tasks {
+        if task.family != Family::Artefact {
+            refuse(
+                &format!("family (task {})", task.release.id),
+                task.family.to_string(),
+                "only `artefact` tasks execute; exclude the task (tasks.exclude)",
+            );
+        }
+    }
+    out
+}
+
+/// Manifest-level `credentials` that no agent of the run declares: nothing would check or pass
+/// them (an attempt checks and passes exactly its agent's declared credentials), so listing one
+/// is refused rather than recorded as if it mattered.
+pub fn undeclared_credentials(manifest_names: &[String], agents: &[SpecAgent]) -> Vec<Unsupported> {
+    manifest_names
+        .iter()
+        .filter(|n| !agents.iter().any(|a| a.descriptor.credentials.contains(n)))
+        .map(|n| Unsupported {
+            field: "credentials".into(),
+            value: n.clone(),
+            fix: format!(
+                "no agent of the run declares `{n}`; declare it in the `credentials` of the agent descriptor that needs it (attempts check and pass only their agent's credentials)"
+            ),
+        })
+        .collect()
+}
+
+/// `Ok` when every value of `condition` is one akbench honours; else the first refusal and a
+/// count of the others (the message lists them all).
+pub fn check_executable(condition: &RunCondition) -> Result<(), String> {
+    let all = unsupported(condition);
+    refusal(&all)
+}
+
+/// `Ok` for no refusals, else one message listing them all.
+pub fn refusal(all: &[Unsupported]) -> Result<(), String> {
+    if all.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = all.iter().map(|u| u.to_string()).collect();
+    Err(listed.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::synthetic_condition;
+
+    fn base() -> RunCondition {
+        synthetic_condition(2, 1, 1)
+    }
+
+    #[test]
+    fn the_defaults_run() {
+        assert_eq!(unsupported(&base()), vec![]);
+        assert!(check_executable(&base()).is_ok());
+    }
+
+    #[test]
+    fn each_field_that_would_be_ignored_is_named() {
+        type Edit = fn(&mut RunCondition);
+        let table: &[(&str, Edit, &str)] = &[
+            (
+                "execution.runtime",
+                |c| c.execution.runtime = Runtime::Container,
+                "container",
+            ),
+            (
+                "execution.candidates",
+                |c| c.execution.candidates = 3,
+                "3",
+            ),
+            (
+                "evaluation.profile",
+                |c| c.evaluation.profile = "strict".into(),
+                "strict",
+            ),
+            (
+                "evaluation.reviewer",
+                |c| c.evaluation.reviewer = Some("gpt".into()),
+                "gpt",
+            ),
+            (
+                "family (task task-00000)",
+                |c| c.tasks[0].family = Family::Interactive,
+                "interactive",
+            ),
+            (
+                "family (task task-00001)",
+                |c| c.tasks[1].family = Family::Lifecycle,
+                "lifecycle",
+            ),
+        ];
+        for (field, edit, value) in table {
+            let mut c = base();
+            edit(&mut c);
+            let got = unsupported(&c);
+            assert_eq!(got.len(), 1, "{field}: {got:?}");
+            assert_eq!(got[0].field, *field);
+            assert_eq!(got[0].value, *value);
+            let msg = check_executable(&c).unwrap_err();
+            assert!(msg.contains(field) && msg.contains("not supported"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn recorded_only_fields_and_the_other_runtimes_pass() {
+        let mut c = base();
+        c.execution.runtime = Runtime::Sandbox;
+        c.visibility = crate::manifest::Visibility::Public;
+        c.references.authority = Some("TICKET-1".into());
+        assert_eq!(unsupported(&c), vec![]);
+    }
+
+    #[test]
+    fn a_manifest_credential_no_agent_declares_is_refused() {
+        let mut c = base();
+        c.agents[0].descriptor.credentials = vec!["API_KEY".into()];
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(undeclared_credentials(&names(&["API_KEY"]), &c.agents), vec![]);
+        let got = undeclared_credentials(&names(&["API_KEY", "OTHER"]), &c.agents);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].field.as_str(), got[0].value.as_str()), ("credentials", "OTHER"));
+    }
+
+    #[test]
+    fn every_refusal_is_listed() {
+        let mut c = base();
+        c.execution.candidates = 2;
+        c.evaluation.reviewer = Some("r".into());
+        let msg = check_executable(&c).unwrap_err();
+        assert!(msg.contains("execution.candidates") && msg.contains("evaluation.reviewer"));
+    }
+}
