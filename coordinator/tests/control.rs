@@ -983,22 +983,40 @@ async fn start_creates_one_work_item_per_trial_once_and_cancel_ends_the_run() {
         .unwrap()
         .into_inner();
     assert_eq!(again.work_items_created, 0, "a run starts once");
-    // Every work item carries the WorkItem document a worker runs, with a matching digest.
+    // Every work item carries the document a worker runs: exactly its planned trial and that
+    // trial's agent condition from the spec, so its digest is the one the plan implies.
     let c = handle.store.client().await.unwrap();
     let docs = c
         .query(
-            "SELECT document::text FROM work_items WHERE run_id = $1",
+            "SELECT trial_id, document::text FROM work_items WHERE run_id = $1",
             &[&spec.identity.run_id],
         )
         .await
         .unwrap();
     assert_eq!(docs.len(), ready.trials.len());
     for row in docs {
-        let text: String = row.get(0);
-        let item: akbench_core::work::WorkItem = serde_json::from_str(&text).unwrap();
-        let (_, digest) = item.encode();
-        akbench_core::work::WorkItem::decode(&akbench_core::digest::canonical_json(&item), &digest)
+        let trial_id: uuid::Uuid = row.get(0);
+        let text: String = row.get(1);
+        let trial = ready
+            .trials
+            .iter()
+            .find(|t| t.trial_id == trial_id)
             .unwrap();
+        let agent = spec
+            .condition
+            .agents
+            .iter()
+            .find(|a| a.label == trial.agent.label)
+            .unwrap();
+        let expected = akbench_core::work::WorkItem {
+            trial: trial.clone(),
+            agent: agent.clone(),
+            grade: None,
+        };
+        let (_, planned_digest) = expected.encode();
+        let stored = akbench_core::work::WorkItem::decode(&text, &planned_digest)
+            .unwrap_or_else(|e| panic!("work item of trial {trial_id}: {e}"));
+        assert_eq!(stored, expected);
     }
     let cancelled = client
         .cancel_run(pb::CancelRunRequest {

@@ -140,11 +140,7 @@ mod tests {
                 |c| c.execution.runtime = Runtime::Container,
                 "container",
             ),
-            (
-                "execution.candidates",
-                |c| c.execution.candidates = 3,
-                "3",
-            ),
+            ("execution.candidates", |c| c.execution.candidates = 3, "3"),
             (
                 "evaluation.profile",
                 |c| c.evaluation.profile = "strict".into(),
@@ -174,7 +170,10 @@ mod tests {
             assert_eq!(got[0].field, *field);
             assert_eq!(got[0].value, *value);
             let msg = check_executable(&c).unwrap_err();
-            assert!(msg.contains(field) && msg.contains("not supported"), "{msg}");
+            assert!(
+                msg.contains(field) && msg.contains("not supported"),
+                "{msg}"
+            );
         }
     }
 
@@ -192,10 +191,16 @@ mod tests {
         let mut c = base();
         c.agents[0].descriptor.credentials = vec!["API_KEY".into()];
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(undeclared_credentials(&names(&["API_KEY"]), &c.agents), vec![]);
+        assert_eq!(
+            undeclared_credentials(&names(&["API_KEY"]), &c.agents),
+            vec![]
+        );
         let got = undeclared_credentials(&names(&["API_KEY", "OTHER"]), &c.agents);
         assert_eq!(got.len(), 1);
-        assert_eq!((got[0].field.as_str(), got[0].value.as_str()), ("credentials", "OTHER"));
+        assert_eq!(
+            (got[0].field.as_str(), got[0].value.as_str()),
+            ("credentials", "OTHER")
+        );
     }
 
     #[test]

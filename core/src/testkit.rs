@@ -190,3 +190,19 @@ pub fn attempt_record(
         graded_from: None,
     }
 }
+
+/// Set (to anything but empty) by `.ci/run` once it has installed everything the tests need:
+/// a test that would skip for want of a tool or privilege then fails instead.
+pub const REQUIRE_ALL_TESTS_ENV: &str = "AKBENCH_REQUIRE_ALL_TESTS";
+
+/// Reports that `test` cannot run here because of `why` (say how to make it run) and returns,
+/// so the caller can `return` from the test. Under [`REQUIRE_ALL_TESTS_ENV`] it panics: CI never
+/// passes a test that did not run.
+pub fn skip(test: &str, why: &str) {
+    if std::env::var_os(REQUIRE_ALL_TESTS_ENV).is_some_and(|v| !v.is_empty()) {
+        panic!(
+            "{test} cannot run here ({why}) and {REQUIRE_ALL_TESTS_ENV} requires every test to run"
+        );
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}

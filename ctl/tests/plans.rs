@@ -11,6 +11,8 @@ fn akbench(args: &[&str], cwd: &Path) -> Output {
         .env_remove("AKBENCH_STORE_ROOT")
         .env_remove("AKBENCH_TASKS_ROOT")
         .env_remove("AKBENCH_AGENTS_ROOT")
+        // Keys carry the planning date: fixed, so planning twice never straddles midnight.
+        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z")
         .output()
         .expect("run akbench")
 }
@@ -69,7 +71,7 @@ fn plan_prints_key_uuid_and_summary_and_stores_three_documents() {
     let o = akbench(&["run", "plan", "--config", "experiment.yaml"], tmp.path());
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("run      demo-"), "{t}");
+    assert!(t.contains("run      demo-20260304-"), "{t}");
     assert!(
         t.contains("trials   18 = 3 tasks x 2 agents x 3 repetitions"),
         "{t}"
@@ -290,7 +292,27 @@ fn a_field_akbench_would_ignore_is_refused_with_exit_2_and_nothing_written() {
         let o = akbench(&["run", "plan", "--config", "bad.yaml"], tmp.path());
         assert_eq!(o.status.code(), Some(2), "{field}: {}", text(&o));
         let t = text(&o);
-        assert!(t.contains(field) && t.contains("not supported"), "{field}: {t}");
-        assert!(!tmp.path().join("runs").exists(), "{field}: something was written");
+        assert!(
+            t.contains(field) && t.contains("not supported"),
+            "{field}: {t}"
+        );
+        assert!(
+            !tmp.path().join("runs").exists(),
+            "{field}: something was written"
+        );
     }
+}
+
+#[test]
+fn a_bad_plan_time_is_refused_naming_the_variable() {
+    let tmp = fixture();
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "plan", "--config", "experiment.yaml"])
+        .current_dir(tmp.path())
+        .env("AKBENCH_PLAN_TIME", "yesterday")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("AKBENCH_PLAN_TIME"), "{}", text(&o));
+    assert!(!tmp.path().join("runs").exists());
 }

@@ -168,7 +168,11 @@ fn hang_is_stopped_at_the_timeout_and_crash_is_an_agent_failure() {
 #[test]
 fn peek_finds_no_tests() {
     let env = Env::new();
-    let (_, v, all) = env.akbench(&["wordcount-003", "--agent", "peek", "--json"]);
+    let (code, v, all) = env.akbench(&["wordcount-003", "--agent", "peek", "--json"]);
+    // It exits 0 having fixed nothing: graded, not solved, so `run single` says no.
+    assert_eq!(code, 1, "{all}");
+    assert_eq!(v["state"], "completed", "{all}");
+    assert_eq!(v["ok"], false, "{all}");
     let rec = env.record(&v);
     let dir = Path::new(v["record"].as_str().unwrap()).parent().unwrap();
     let stdout = std::fs::read_to_string(

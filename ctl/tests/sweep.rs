@@ -18,7 +18,10 @@ fn sweep_with(tmp: &Path, manifest: &str, local: bool) -> (i32, Value) {
     let m = tmp.join("experiment.yaml");
     std::fs::write(&m, manifest).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
-    cmd.arg("sweep").arg(&m);
+    // Planned at a fixed instant: the keys of two sweeps are comparable across UTC midnight.
+    cmd.arg("sweep")
+        .arg(&m)
+        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z");
     if local {
         cmd.arg("--local");
     } else {

@@ -43,6 +43,29 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// The variable that fixes the instant a run is planned at (RFC 3339, e.g.
+/// `2026-03-04T05:06:07Z`): run keys carry the planning date, so scripted replays and tests
+/// that plan twice get keys that do not depend on when they ran (across UTC midnight).
+pub const PLAN_TIME_ENV: &str = "AKBENCH_PLAN_TIME";
+
+/// The clock planning reads: [`PLAN_TIME_ENV`] when set, else the system clock. A value that
+/// is not an RFC 3339 instant is bad input (exit 2) naming the variable.
+pub(crate) fn planning_clock() -> anyhow::Result<Box<dyn akbench_core::clock::Clock>> {
+    match std::env::var(PLAN_TIME_ENV) {
+        Ok(v) if !v.is_empty() => {
+            let at = chrono::DateTime::parse_from_rfc3339(&v).map_err(|e| {
+                crate::exit::InputError(format!(
+                    "failed to read {PLAN_TIME_ENV}={v:?}: {e}; fix: give an RFC 3339 instant such as 2026-03-04T05:06:07Z, or unset it"
+                ))
+            })?;
+            Ok(Box::new(akbench_core::clock::ManualClock::new(
+                at.with_timezone(&chrono::Utc),
+            )))
+        }
+        _ => Ok(Box::new(akbench_core::clock::SystemClock)),
+    }
+}
+
 /// Finds a stored run; an unknown key or UUID is bad input (exit 2).
 pub(crate) fn find_run(
     store: &akbench_core::evidence::EvidenceStore,

@@ -3,7 +3,6 @@
 
 use crate::cli::PlanArgs;
 use crate::cmd::{counts, print_json};
-use akbench_core::clock::SystemClock;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
 use akbench_core::plan::{plan, RunPlan};
@@ -39,17 +38,18 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
 pub(crate) fn plan_and_store(
     args: &PlanArgs,
 ) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf)> {
-    let clock = SystemClock;
+    let clock = super::planning_clock()?;
+    let clock = clock.as_ref();
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
         manifest_path: Some(args.config.clone()),
         tasks_root: args.tasks_root.clone(),
         agents_root: args.agents_root.clone(),
     };
-    let spec = resolve(&manifest, &inputs, &clock)?;
+    let spec = resolve(&manifest, &inputs, clock)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
-    let draft = plan(&spec, &clock);
+    let draft = plan(&spec, clock);
     store.put_plan(&draft)?;
     let ready = draft.ready();
     store.put_plan(&ready)?;

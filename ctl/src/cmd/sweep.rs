@@ -81,7 +81,7 @@ impl CheckedRun {
         let draft = if spec.run_key() == planned_key {
             self.draft
         } else {
-            plan(&spec, &SystemClock)
+            plan(&spec, super::planning_clock()?.as_ref())
         };
         store.put_plan(&draft)?;
         let ready = draft.ready();
@@ -106,7 +106,8 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
 /// Resolves and plans the run and checks every trial's task and agent; writes nothing. Bad
 /// input fails here (exit 2).
 pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<CheckedRun> {
-    let clock = SystemClock;
+    let clock = super::planning_clock()?;
+    let clock = clock.as_ref();
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
         manifest_path: Some(args.config.clone()),
@@ -114,8 +115,8 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
         agents_root: args.agents_root.clone(),
     };
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
-    let spec = resolve(&manifest, &inputs, &clock)?;
-    let draft = plan(&spec, &clock);
+    let spec = resolve(&manifest, &inputs, clock)?;
+    let draft = plan(&spec, clock);
     let mut prepared: HashMap<(String, String), Arc<PreparedTrial>> = HashMap::new();
     for t in &draft.trials {
         let k = (t.task.id.clone(), t.agent.label.clone());
