@@ -15,19 +15,24 @@ pub fn examples() -> PathBuf {
 }
 
 /// A binary of this workspace from another package (`akbench`, `akbench-coordinator`), built
-/// on demand when a narrower `cargo test -p akbench-worker` did not build it.
+/// from the current tree every time: `cargo build` is a quick no-op when it is fresh, and a
+/// narrower `cargo test -p akbench-worker` would otherwise run a stale binary from an earlier
+/// build of the other crates.
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let path = exe.parent().unwrap().parent().unwrap().join(bin);
-    if !path.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", package, "--bin", bin])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    assert!(path.is_file(), "{} missing", path.display());
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "failed to build {bin}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(path.is_file(), "{} missing after the build", path.display());
     path
 }
 
