@@ -11,6 +11,7 @@
 pub mod accounting;
 pub mod agent;
 pub mod clock;
+pub mod compare;
 pub mod digest;
 pub mod evidence;
 pub mod grading;

@@ -89,6 +89,40 @@ pub enum RunCommand {
     Status(StatusArgs),
     /// Remote: download a run's accepted records into a folder, one per trial key.
     Records(RecordsArgs),
+    /// Compare two runs trial by trial (paired by task release, repetition and agent): rates
+    /// with intervals, the paired difference, McNemar's test, every flip (docs/compare.md).
+    Compare(CompareArgs),
+}
+
+/// `akbench run compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline run: a folder of run records (a sweep's `out/<run key>`), or a run key or
+    /// UUID (records under `--out/<run key>`; with --coordinator, the coordinator's run).
+    pub left: String,
+    /// The compared run, given the same way.
+    pub right: String,
+    /// Compare this agent label of the left run ...
+    #[arg(long, requires = "right_agent")]
+    pub left_agent: Option<String>,
+    /// ... with this agent label of the right run (default: equal labels).
+    #[arg(long, requires = "left_agent")]
+    pub right_agent: Option<String>,
+    /// Compare even when the task releases or the evaluation differ (with a warning).
+    #[arg(long)]
+    pub allow_different: bool,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = akbench_core::compare::stats::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = akbench_core::compare::stats::DEFAULT_RESAMPLES)]
+    pub resamples: u32,
+    /// Where run records are, one folder per run key (for runs named by key).
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// A remote command naming one run.

@@ -1,12 +1,14 @@
 //! One module per command.
 
 pub mod aggregate;
+pub mod compare;
 pub mod diff;
 pub mod evaluate;
 pub mod inspect;
 pub mod plan;
 pub mod reconcile;
 pub mod single;
+pub mod source;
 pub mod sweep;
 pub mod sweep_embedded;
 pub mod up;
@@ -31,6 +33,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
         Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
+        Command::Run(RunCommand::Compare(args)) => compare::run(args, &cli.remote),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

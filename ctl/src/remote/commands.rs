@@ -55,6 +55,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Cancel(_) => "cancel",
         RunCommand::Status(_) => "status",
         RunCommand::Records(_) => "records",
+        RunCommand::Compare(_) => "compare",
     }
 }
 
