@@ -23,6 +23,7 @@ pub mod plan;
 pub mod rates;
 pub mod record;
 pub mod report;
+pub mod run_list;
 pub mod spec;
 pub mod spec_diff;
 pub mod task;

@@ -92,6 +92,27 @@ pub enum RunCommand {
     /// Compare two runs trial by trial (paired by task release, repetition and agent): rates
     /// with intervals, the paired difference, McNemar's test, every flip (docs/compare.md).
     Compare(CompareArgs),
+    /// List runs (local store, or the coordinator's with --coordinator): key, experiment,
+    /// state, trials, progress, created; newest first.
+    List(ListArgs),
+}
+
+/// `akbench run list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only runs of this experiment.
+    #[arg(long)]
+    pub experiment: Option<String>,
+    /// Only runs in this state (local: resolved, draft, ready, finished, interrupted;
+    /// coordinator: planned, running, cancelling, cancelled, finished).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only runs created since: an RFC 3339 instant, a date (2026-11-30) or an age (24h, 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `akbench run compare`.

@@ -83,6 +83,17 @@ fn akbench(tmp: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `akbench <args> --store-root <tmp>/runs`.
+fn akbench_store(tmp: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(args)
+        .arg("--store-root")
+        .arg(tmp.join("runs"))
+        .env_remove("AKBENCH_COORDINATOR")
+        .output()
+        .unwrap()
+}
+
 fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
         panic!(
@@ -272,6 +283,43 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("WARNING"));
     assert_eq!(json(&o)["conditions"]["compared_anyway"], true);
+    // `run list` of the local store: newest first, with filters.
+    let list = |extra: &[&str]| {
+        let mut args = vec!["run", "list", "--json"];
+        args.extend_from_slice(extra);
+        let o = akbench_store(t, &args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json(&o)["runs"].as_array().unwrap().clone()
+    };
+    let all = list(&[]);
+    assert_eq!(all.len(), 3, "{all:?}");
+    let base = list(&["--experiment", "base"]);
+    assert_eq!(base.len(), 1);
+    assert_eq!(base[0]["key"], a.as_str());
+    assert_eq!(base[0]["state"], "finished");
+    assert_eq!(
+        (base[0]["trials"].as_u64(), base[0]["finished"].as_u64()),
+        (Some(10), Some(10))
+    );
+    assert_eq!(list(&["--state", "finished", "--since", "1d"]).len(), 3);
+    assert_eq!(list(&["--state", "ready"]).len(), 0);
+    assert_eq!(list(&["--since", "2999-01-01"]).len(), 0);
+    let o = akbench_store(t, &["run", "list", "--since", "last tuesday"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = akbench_store(t, &["run", "list"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&a) && text.contains("10/10"), "{text}");
+
     // Unknown agents named: exit 2.
     let o = akbench(
         t,

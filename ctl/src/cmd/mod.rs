@@ -5,6 +5,7 @@ pub mod compare;
 pub mod diff;
 pub mod evaluate;
 pub mod inspect;
+pub mod list;
 pub mod plan;
 pub mod reconcile;
 pub mod single;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
         Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
         Command::Run(RunCommand::Compare(args)) => compare::run(args, &cli.remote),
+        Command::Run(RunCommand::List(args)) => list::run(args, &cli.remote),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

@@ -56,6 +56,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Status(_) => "status",
         RunCommand::Records(_) => "records",
         RunCommand::Compare(_) => "compare",
+        RunCommand::List(_) => "list",
     }
 }
 
