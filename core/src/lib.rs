@@ -15,6 +15,7 @@ pub mod compare;
 pub mod digest;
 pub mod evidence;
 pub mod grading;
+pub mod harbor;
 pub mod ids;
 pub mod lifecycle;
 pub mod manifest;

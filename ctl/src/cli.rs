@@ -95,6 +95,47 @@ pub enum RunCommand {
     /// List runs (local store, or the coordinator's with --coordinator): key, experiment,
     /// state, trials, progress, created; newest first.
     List(ListArgs),
+    /// Write a planned run as Harbor input: one task folder per planned trial (named by its
+    /// UUID) and one Harbor job configuration per agent (docs/harbor.md).
+    ExportHarbor(ExportHarborArgs),
+    /// Read Harbor's per-trial result.json files into an observations file and reconcile it
+    /// against the run's plan (exit 0 valid, 1 invalid or unidentified results).
+    ImportHarbor(ImportHarborArgs),
+}
+
+/// `akbench run export-harbor`.
+#[derive(Debug, Args)]
+pub struct ExportHarborArgs {
+    /// Run key or UUID (a planned run of the local store).
+    pub run: String,
+    /// The folder to write (must not exist, or be empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Folder holding the tasks (default: the one the run was planned with).
+    #[arg(long, env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: Option<PathBuf>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run import-harbor`.
+#[derive(Debug, Args)]
+pub struct ImportHarborArgs {
+    /// Run key or UUID.
+    pub run: String,
+    /// Harbor's jobs folder (searched recursively for result.json).
+    pub dir: PathBuf,
+    /// The export folder (its akbench-harbor.json gives each trial's pass threshold; without
+    /// it the threshold is 1.0).
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+    /// Where to write the observations (default: DIR/akbench-observations.jsonl).
+    #[arg(long)]
+    pub observations: Option<PathBuf>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `akbench run list`.

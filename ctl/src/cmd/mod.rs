@@ -4,6 +4,8 @@ pub mod aggregate;
 pub mod compare;
 pub mod diff;
 pub mod evaluate;
+pub mod harbor_export;
+pub mod harbor_import;
 pub mod inspect;
 pub mod list;
 pub mod plan;
@@ -36,6 +38,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
         Command::Run(RunCommand::Compare(args)) => compare::run(args, &cli.remote),
         Command::Run(RunCommand::List(args)) => list::run(args, &cli.remote),
+        Command::Run(RunCommand::ExportHarbor(args)) => harbor_export::run(args),
+        Command::Run(RunCommand::ImportHarbor(args)) => harbor_import::run(args),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

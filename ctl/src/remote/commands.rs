@@ -57,6 +57,8 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Records(_) => "records",
         RunCommand::Compare(_) => "compare",
         RunCommand::List(_) => "list",
+        RunCommand::ExportHarbor(_) => "export-harbor",
+        RunCommand::ImportHarbor(_) => "import-harbor",
     }
 }
 
