@@ -24,6 +24,7 @@ pub mod plan;
 pub mod rates;
 pub mod record;
 pub mod report;
+pub mod report_view;
 pub mod run_list;
 pub mod spec;
 pub mod spec_diff;

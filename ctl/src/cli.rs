@@ -101,6 +101,39 @@ pub enum RunCommand {
     /// Read Harbor's per-trial result.json files into an observations file and reconcile it
     /// against the run's plan (exit 0 valid, 1 invalid or unidentified results).
     ImportHarbor(ImportHarborArgs),
+    /// Write one self-contained HTML report of a run (or, with --compare, of two runs
+    /// compared): rates with intervals, the task-by-agent matrix, cost and tokens,
+    /// infrastructure errors by cause, a timeline of attempts.
+    Report(ReportArgs),
+}
+
+/// `akbench run report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run: a folder of run records, or a run key or UUID (omit with --compare).
+    #[arg(required_unless_present = "compare", conflicts_with = "compare")]
+    pub run: Option<String>,
+    /// Report the comparison of two runs (given as for `run compare`).
+    #[arg(long, num_args = 2, value_names = ["LEFT", "RIGHT"])]
+    pub compare: Option<Vec<String>>,
+    /// The HTML file to write.
+    #[arg(long)]
+    pub html: PathBuf,
+    /// With --compare: this agent label of the left run ...
+    #[arg(long, requires = "right_agent")]
+    pub left_agent: Option<String>,
+    /// ... against this one of the right run.
+    #[arg(long, requires = "left_agent")]
+    pub right_agent: Option<String>,
+    /// With --compare: compare even when task releases or evaluation differ.
+    #[arg(long)]
+    pub allow_different: bool,
+    /// Where run records are, one folder per run key (for runs named by key).
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// Store options (--json prints where the report went as JSON).
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `akbench run export-harbor`.

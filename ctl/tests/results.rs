@@ -105,6 +105,150 @@ fn json(o: &Output) -> Value {
     })
 }
 
+/// The headless Chromium binary, when installed (Debian's `chromium`).
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join(name))
+                    .find(|p| p.is_file())
+            })
+        })
+}
+
+/// Runs headless Chromium on `html` with a fresh profile; returns (dumped DOM, its log).
+fn chromium_run(browser: &Path, html: &Path, profile: &Path, extra: &[String]) -> (String, String) {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Renders `html` in headless Chromium: the page's script must run to its end (it marks the
+/// page rendered) with no console message at all (script errors are logged there), and a
+/// screenshot is saved beside the report in `dir`. Skips (printing so) without Chromium.
+fn renders_in_chromium(html: &Path, dir: &Path, name: &str) {
+    let Some(browser) = chromium() else {
+        println!(
+            "SKIPPED the browser check of {}: no chromium on PATH (apt-get install -y chromium)",
+            html.display()
+        );
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let (dom, log) = chromium_run(
+        &browser,
+        html,
+        &profile.path().join("dom"),
+        &["--dump-dom".to_string()],
+    );
+    assert!(
+        dom.contains("data-akbench-rendered=\"1\""),
+        "the page script did not finish:\n{dom}"
+    );
+    assert!(dom.contains("id=\"akbench-status\">rendered<"), "{dom}");
+    assert!(
+        dom.contains("<svg width=\"1000\""),
+        "the timeline was drawn"
+    );
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "console messages (script errors): {console:#?}"
+    );
+    let shot = dir.join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&shot);
+    chromium_run(
+        &browser,
+        html,
+        &profile.path().join("shot"),
+        &[
+            "--window-size=1200,2400".to_string(),
+            format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.len() > 1000 && png.starts_with(b"\x89PNG"),
+        "a screenshot was written"
+    );
+    println!("screenshot: {}", shot.display());
+}
+
+/// The folder where the report tests leave their HTML and screenshots (kept after the test).
+fn report_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn the_html_report_of_an_example_sweep_renders_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let key = sweep(
+        t,
+        &examples().join("agents"),
+        "r",
+        "experiment: report\ntasks:\n  ids: [pyslug-001, pyslug-002, broken-missing-commit]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: crash\nrepetitions: 2\n",
+    );
+    let dir = report_dir();
+    let html = dir.join("run.html");
+    let o = akbench(
+        t,
+        &["run", "report", &key, "--html", html.to_str().unwrap()],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: no fetch of anything at view time.
+    assert!(page.contains("default-src 'none'"));
+    for needle in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!page.contains(needle), "{needle}");
+    }
+    assert!(
+        page.contains("Rates per agent") && page.contains("100.0% [51.0%, 100.0%]"),
+        "oracle's rate with its interval"
+    );
+    assert!(
+        page.contains("Infrastructure errors by cause") && page.contains("failed to find commit")
+    );
+    assert!(
+        page.contains("absent (0 of 6 attempts reported it)"),
+        "no cost reported: absent, never 0"
+    );
+    renders_in_chromium(&html, &dir, "run");
+}
+
 const TASKS: &str = "[pyslug-001, pyslug-002, pyslug-003, pyslug-004, broken-missing-commit]";
 
 fn manifest(experiment: &str, descriptor: &str, tasks: &str, reps: u32) -> String {
@@ -319,6 +463,34 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
     let o = akbench_store(t, &["run", "list"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains(&a) && text.contains("10/10"), "{text}");
+
+    // The comparison as an HTML report, rendered in a real browser.
+    let dir = report_dir();
+    let html = dir.join("compare.html");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "report",
+            "--compare",
+            &a,
+            &b,
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Flips (6)") && page.contains("Not paired (2)"),
+        "flips and unpaired listed"
+    );
+    renders_in_chromium(&html, &dir, "compare");
 
     // Unknown agents named: exit 2.
     let o = akbench(

@@ -30,6 +30,33 @@ pub struct Checked {
     pub blocking: Vec<Change>,
 }
 
+/// How to compare (from `run compare`'s or `run report --compare`'s flags).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Left agent label to compare.
+    pub left_agent: Option<String>,
+    /// Right agent label to compare.
+    pub right_agent: Option<String>,
+    /// Compare even when the conditions differ.
+    pub allow_different: bool,
+    /// Bootstrap seed.
+    pub seed: u64,
+    /// Bootstrap resamples.
+    pub resamples: u32,
+}
+
+impl From<&CompareArgs> for Settings {
+    fn from(a: &CompareArgs) -> Settings {
+        Settings {
+            left_agent: a.left_agent.clone(),
+            right_agent: a.right_agent.clone(),
+            allow_different: a.allow_different,
+            seed: a.seed,
+            resamples: a.resamples,
+        }
+    }
+}
+
 /// Compares two runs.
 pub fn run(args: CompareArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
     let store = EvidenceStore::new(&args.store.store_root);
@@ -40,7 +67,7 @@ pub fn run(args: CompareArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
     };
     let left = finder.load(&args.left)?;
     let right = finder.load(&args.right)?;
-    let (checked, c) = compute(&left, &right, &args)?;
+    let (checked, c) = compute(&left, &right, &Settings::from(&args))?;
     if args.store.json {
         print_json(&to_json(&left, &right, &checked, &c, args.allow_different))?;
     } else {
@@ -53,7 +80,7 @@ pub fn run(args: CompareArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
 pub fn compute(
     left: &LoadedRun,
     right: &LoadedRun,
-    args: &CompareArgs,
+    args: &Settings,
 ) -> anyhow::Result<(Checked, Comparison)> {
     let checked = check(left, right);
     if !checked.blocking.is_empty() {

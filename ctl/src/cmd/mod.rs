@@ -10,6 +10,8 @@ pub mod inspect;
 pub mod list;
 pub mod plan;
 pub mod reconcile;
+pub mod report;
+pub mod report_html;
 pub mod single;
 pub mod source;
 pub mod sweep;
@@ -40,6 +42,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::List(args)) => list::run(args, &cli.remote),
         Command::Run(RunCommand::ExportHarbor(args)) => harbor_export::run(args),
         Command::Run(RunCommand::ImportHarbor(args)) => harbor_import::run(args),
+        Command::Run(RunCommand::Report(args)) => report::run(args, &cli.remote),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

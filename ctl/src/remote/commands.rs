@@ -59,6 +59,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::List(_) => "list",
         RunCommand::ExportHarbor(_) => "export-harbor",
         RunCommand::ImportHarbor(_) => "import-harbor",
+        RunCommand::Report(_) => "report",
     }
 }
 
