@@ -166,6 +166,16 @@ pub enum Flip {
     Gained,
 }
 
+/// A discordant pair and which way it flipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flipped {
+    /// Lost or gained.
+    pub direction: Flip,
+    /// The pair.
+    #[serde(flatten)]
+    pub pair: Pair,
+}
+
 /// A trial (or both trials of a pair) left out of the paired statistics, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unpaired {
@@ -228,7 +238,7 @@ pub struct Comparison {
     /// Every usable pair, in (task, left agent, repetition) order: the bootstrap's input.
     pub pairs: Vec<Pair>,
     /// Every discordant pair with its direction, in the same order.
-    pub flips: Vec<(Flip, Pair)>,
+    pub flips: Vec<Flipped>,
     /// Everything left out, in the same order.
     pub unpaired: Vec<Unpaired>,
 }
@@ -368,16 +378,16 @@ pub fn compare(
             _ => unpaired.push(out),
         }
     }
-    let flips: Vec<(Flip, Pair)> = pairs
+    let flips: Vec<Flipped> = pairs
         .iter()
         .filter(|p| p.left_solved != p.right_solved)
-        .map(|p| {
-            let dir = if p.left_solved {
+        .map(|p| Flipped {
+            direction: if p.left_solved {
                 Flip::Lost
             } else {
                 Flip::Gained
-            };
-            (dir, p.clone())
+            },
+            pair: p.clone(),
         })
         .collect();
     let paired = paired_stats(&pairs, options);

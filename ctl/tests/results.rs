@@ -301,9 +301,9 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
         .iter()
         .map(|f| {
             (
-                f[0].as_str().unwrap().to_string(),
-                f[1]["task"].as_str().unwrap().to_string(),
-                f[1]["repetition"].as_u64().unwrap(),
+                f["direction"].as_str().unwrap().to_string(),
+                f["task"].as_str().unwrap().to_string(),
+                f["repetition"].as_u64().unwrap(),
             )
         })
         .collect();

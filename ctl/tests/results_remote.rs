@@ -167,8 +167,8 @@ async fn list_and_compare_runs_on_a_coordinator() {
     let c = &v["comparison"];
     assert_eq!(c["paired"]["pairs"], 2, "{c}");
     assert_eq!(c["paired"]["lost"], 1);
-    assert_eq!(c["flips"][0][0], "lost");
-    assert_eq!(c["flips"][0][1]["left_key"], a.trials[0].key.as_str());
+    assert_eq!(c["flips"][0]["direction"], "lost");
+    assert_eq!(c["flips"][0]["left_key"], a.trials[0].key.as_str());
     // The 30 trials neither run finished, and B's extra one, are listed, not failures.
     let unpaired = c["unpaired"].as_array().unwrap();
     assert_eq!(unpaired.len(), 30);

@@ -106,7 +106,11 @@ fn pairs_flips_and_unpaired_trials() {
         (c.paired.lost, c.paired.gained, c.paired.both_solved),
         (1, 2, 1)
     );
-    let flips: Vec<(Flip, &str)> = c.flips.iter().map(|(f, p)| (*f, p.task.as_str())).collect();
+    let flips: Vec<(Flip, &str)> = c
+        .flips
+        .iter()
+        .map(|f| (f.direction, f.pair.task.as_str()))
+        .collect();
     assert_eq!(
         flips,
         [(Flip::Lost, "a"), (Flip::Gained, "b"), (Flip::Gained, "d")]

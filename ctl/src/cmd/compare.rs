@@ -261,7 +261,8 @@ fn print_human(left: &LoadedRun, right: &LoadedRun, checked: &Checked, c: &Compa
     );
     if !c.flips.is_empty() {
         println!("\nflips ({}):", c.flips.len());
-        for (dir, pair) in &c.flips {
+        for f in &c.flips {
+            let (dir, pair) = (&f.direction, &f.pair);
             let d = match dir {
                 Flip::Lost => "solved -> not",
                 Flip::Gained => "not -> solved",

@@ -393,7 +393,8 @@ pub fn comparison(
         b.push_str("<p>No pair changed.</p>");
     } else {
         b.push_str("<table><thead><tr><th>direction</th><th>task</th><th>rep</th><th>left trial</th><th>right trial</th></tr></thead><tbody>");
-        for (dir, pair) in &c.flips {
+        for f in &c.flips {
+            let (dir, pair) = (&f.direction, &f.pair);
             let d = match dir {
                 Flip::Lost => cell(Bucket::Failed, "lost") + " solved → not",
                 Flip::Gained => cell(Bucket::Succeeded, "gained") + " not → solved",
