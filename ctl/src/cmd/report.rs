@@ -42,7 +42,13 @@ pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
             let v = view(&r);
             report_html::single(&r, &v, generated)
         }
-        (None, None) => unreachable!("clap requires RUN or --compare"),
+        (None, None) => {
+            return Err(crate::exit::InputError(
+                "failed to write a report: no run given; fix: pass RUN or --compare LEFT RIGHT"
+                    .into(),
+            )
+            .into())
+        }
     };
     write_atomically(&args.html, html.as_bytes())?;
     if args.store.json {
