@@ -89,6 +89,135 @@ pub enum RunCommand {
     Status(StatusArgs),
     /// Remote: download a run's accepted records into a folder, one per trial key.
     Records(RecordsArgs),
+    /// Compare two runs trial by trial (paired by task release, repetition and agent): rates
+    /// with intervals, the paired difference, McNemar's test, every flip (docs/compare.md).
+    Compare(CompareArgs),
+    /// List runs (local store, or the coordinator's with --coordinator): key, experiment,
+    /// state, trials, progress, created; newest first.
+    List(ListArgs),
+    /// Write a planned run as Harbor input: one task folder per planned trial (named by its
+    /// UUID) and one Harbor job configuration per agent (docs/harbor.md).
+    ExportHarbor(ExportHarborArgs),
+    /// Read Harbor's per-trial result.json files into an observations file and reconcile it
+    /// against the run's plan (exit 0 valid, 1 invalid or unidentified results).
+    ImportHarbor(ImportHarborArgs),
+    /// Write one self-contained HTML report of a run (or, with --compare, of two runs
+    /// compared): rates with intervals, the task-by-agent matrix, cost and tokens,
+    /// infrastructure errors by cause, a timeline of attempts.
+    Report(ReportArgs),
+}
+
+/// `akbench run report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run: a folder of run records, or a run key or UUID (omit with --compare).
+    #[arg(required_unless_present = "compare", conflicts_with = "compare")]
+    pub run: Option<String>,
+    /// Report the comparison of two runs (given as for `run compare`).
+    #[arg(long, num_args = 2, value_names = ["LEFT", "RIGHT"])]
+    pub compare: Option<Vec<String>>,
+    /// The HTML file to write.
+    #[arg(long)]
+    pub html: PathBuf,
+    /// With --compare: this agent label of the left run ...
+    #[arg(long, requires = "right_agent")]
+    pub left_agent: Option<String>,
+    /// ... against this one of the right run.
+    #[arg(long, requires = "left_agent")]
+    pub right_agent: Option<String>,
+    /// With --compare: compare even when task releases or evaluation differ.
+    #[arg(long)]
+    pub allow_different: bool,
+    /// Where run records are, one folder per run key (for runs named by key).
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// Store options (--json prints where the report went as JSON).
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run export-harbor`.
+#[derive(Debug, Args)]
+pub struct ExportHarborArgs {
+    /// Run key or UUID (a planned run of the local store).
+    pub run: String,
+    /// The folder to write (must not exist, or be empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Folder holding the tasks (default: the one the run was planned with).
+    #[arg(long, env = "AKBENCH_TASKS_ROOT")]
+    pub tasks_root: Option<PathBuf>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run import-harbor`.
+#[derive(Debug, Args)]
+pub struct ImportHarborArgs {
+    /// Run key or UUID.
+    pub run: String,
+    /// Harbor's jobs folder (searched recursively for result.json).
+    pub dir: PathBuf,
+    /// The export folder (its akbench-harbor.json gives each trial's pass threshold; without
+    /// it the threshold is 1.0).
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+    /// Where to write the observations (default: DIR/akbench-observations.jsonl).
+    #[arg(long)]
+    pub observations: Option<PathBuf>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only runs of this experiment.
+    #[arg(long)]
+    pub experiment: Option<String>,
+    /// Only runs in this state (local: resolved, draft, ready, finished, interrupted;
+    /// coordinator: planned, running, cancelling, cancelled, finished).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only runs created since: an RFC 3339 instant, a date (2026-11-30) or an age (24h, 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `akbench run compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline run: a folder of run records (a sweep's `out/<run key>`), or a run key or
+    /// UUID (records under `--out/<run key>`; with --coordinator, the coordinator's run).
+    pub left: String,
+    /// The compared run, given the same way.
+    pub right: String,
+    /// Compare this agent label of the left run ...
+    #[arg(long, requires = "right_agent")]
+    pub left_agent: Option<String>,
+    /// ... with this agent label of the right run (default: equal labels).
+    #[arg(long, requires = "left_agent")]
+    pub right_agent: Option<String>,
+    /// Compare even when the task releases or the evaluation differ (with a warning).
+    #[arg(long)]
+    pub allow_different: bool,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = akbench_core::compare::stats::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = akbench_core::compare::stats::DEFAULT_RESAMPLES)]
+    pub resamples: u32,
+    /// Where run records are, one folder per run key (for runs named by key).
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    pub out: PathBuf,
+    /// Store options.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// A remote command naming one run.

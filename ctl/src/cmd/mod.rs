@@ -1,12 +1,19 @@
 //! One module per command.
 
 pub mod aggregate;
+pub mod compare;
 pub mod diff;
 pub mod evaluate;
+pub mod harbor_export;
+pub mod harbor_import;
 pub mod inspect;
+pub mod list;
 pub mod plan;
 pub mod reconcile;
+pub mod report;
+pub mod report_html;
 pub mod single;
+pub mod source;
 pub mod sweep;
 pub mod sweep_embedded;
 pub mod up;
@@ -31,6 +38,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
         Command::Run(RunCommand::Reconcile(args)) => reconcile::run(args),
+        Command::Run(RunCommand::Compare(args)) => compare::run(args, &cli.remote),
+        Command::Run(RunCommand::List(args)) => list::run(args, &cli.remote),
+        Command::Run(RunCommand::ExportHarbor(args)) => harbor_export::run(args),
+        Command::Run(RunCommand::ImportHarbor(args)) => harbor_import::run(args),
+        Command::Run(RunCommand::Report(args)) => report::run(args, &cli.remote),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

@@ -55,6 +55,11 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Cancel(_) => "cancel",
         RunCommand::Status(_) => "status",
         RunCommand::Records(_) => "records",
+        RunCommand::Compare(_) => "compare",
+        RunCommand::List(_) => "list",
+        RunCommand::ExportHarbor(_) => "export-harbor",
+        RunCommand::ImportHarbor(_) => "import-harbor",
+        RunCommand::Report(_) => "report",
     }
 }
 

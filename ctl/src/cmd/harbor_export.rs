@@ -1,0 +1,275 @@
+//! `akbench run export-harbor RUN --out DIR`: a planned run as Harbor input (docs/harbor.md).
+//!
+//! Each planned trial becomes its own Harbor task folder `DIR/trials/<trial UUID>/`
+//! (`instruction.md`, `task.toml`, `environment/Dockerfile` that rebuilds the task's pinned
+//! and mutated repository in `/app`, `tests/test.sh` that runs akbench's evaluation and
+//! leaves the reward in `/logs/verifier`, `solution/`), so the UUID travels in every Harbor
+//! result as `config.task.path`. One Harbor job configuration per agent condition
+//! (`DIR/jobs/<agent label>.json`, `n_attempts: 1`) lists that agent's trials; the manifest
+//! `DIR/akbench-harbor.json` lists every trial. Everything is written to a temporary folder
+//! beside DIR and renamed into place: an error leaves nothing.
+
+use crate::cli::ExportHarborArgs;
+use crate::cmd::{find_run, print_json};
+use crate::exit::{self, InputError};
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::harbor::{ExportManifest, ExportedTrial, EXPORT_MANIFEST, EXPORT_SCHEMA};
+use akbench_core::plan::PlannedTrial;
+use akbench_core::task::{load_by_id, RepoLocation, Task};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Exports a planned run.
+pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
+    let store = EvidenceStore::new(&args.store.store_root);
+    let r = find_run(&store, &args.run)?;
+    let key = r.spec.run_key().to_string();
+    let Some(plan) = r.ready.as_ref() else {
+        return Err(InputError(format!(
+            "failed to export run {key}: it has no ready plan; fix: plan it with `akbench run plan`"
+        ))
+        .into());
+    };
+    if args.out.exists() && std::fs::read_dir(&args.out).map_or(true, |mut d| d.next().is_some()) {
+        return Err(InputError(format!(
+            "failed to export run {key} to {}: it exists and is not empty; fix: give a new folder",
+            args.out.display()
+        ))
+        .into());
+    }
+    let tasks_root = match (&args.tasks_root, &r.spec.provenance.tasks_root) {
+        (Some(t), _) => t.clone(),
+        (None, Some(t)) => PathBuf::from(t),
+        (None, None) => {
+            return Err(InputError(format!(
+                "failed to export run {key}: its spec does not say where its tasks are; fix: pass --tasks-root"
+            ))
+            .into())
+        }
+    };
+    // Every task, loaded and checked against the exact release the plan holds.
+    let mut tasks: BTreeMap<String, Task> = BTreeMap::new();
+    for t in &plan.trials {
+        if tasks.contains_key(&t.task.id) {
+            continue;
+        }
+        let task = load_by_id(&tasks_root, &t.task.id)?;
+        if task.release != t.task {
+            return Err(InputError(format!(
+                "failed to export run {key}: task {} under {} is version {} ({}), the plan has version {} ({}); fix: point --tasks-root at the release the run planned",
+                t.task.id, tasks_root.display(), task.release.version, task.release.digest, t.task.version, t.task.digest
+            ))
+            .into());
+        }
+        tasks.insert(t.task.id.clone(), task);
+    }
+    let parent = args
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".akbench-harbor-")
+        .tempdir_in(parent)?;
+    let dir = staging.path();
+    let mut trials = Vec::with_capacity(plan.trials.len());
+    let mut jobs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &plan.trials {
+        let task = &tasks[&t.task.id];
+        let path = format!("trials/{}", t.trial_id);
+        write_task(&dir.join(&path), task, t, &key)?;
+        let job = format!("jobs/{}.json", t.agent.label);
+        jobs.entry(t.agent.label.clone())
+            .or_default()
+            .push(path.clone());
+        trials.push(ExportedTrial {
+            trial_id: t.trial_id,
+            key: t.key.clone(),
+            ordinal: t.ordinal,
+            task: t.task.id.clone(),
+            agent: t.agent.label.clone(),
+            repetition: t.repetition,
+            pass_threshold: task.pass_threshold,
+            path,
+            job,
+        });
+    }
+    std::fs::create_dir_all(dir.join("jobs"))?;
+    for (label, paths) in &jobs {
+        let agent = &plan
+            .trials
+            .iter()
+            .find(|t| &t.agent.label == label)
+            .expect("a job has trials")
+            .agent;
+        let config = json!({
+            "job_name": format!("{key}-{label}"),
+            "jobs_dir": "jobs-out",
+            "n_attempts": 1,
+            "agents": [{"name": harbor_agent(&agent.adapter, &agent.descriptor), "model_name": agent.model}],
+            "tasks": paths.iter().map(|p| json!({"path": p})).collect::<Vec<_>>(),
+        });
+        std::fs::write(
+            dir.join(format!("jobs/{label}.json")),
+            serde_json::to_string_pretty(&config)?,
+        )?;
+    }
+    let manifest = ExportManifest {
+        schema: EXPORT_SCHEMA.into(),
+        run_key: key.clone(),
+        run_id: plan.run_id,
+        plan_digest: plan.digest.clone(),
+        trials,
+    };
+    std::fs::write(
+        dir.join(EXPORT_MANIFEST),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    let staged = staging.keep();
+    if args.out.exists() {
+        std::fs::remove_dir(&args.out)?;
+    }
+    std::fs::rename(&staged, &args.out)?;
+    if args.store.json {
+        print_json(&json!({
+            "run_key": key, "out": args.out, "trials": manifest.trials.len(),
+            "jobs": jobs.keys().map(|l| format!("jobs/{l}.json")).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!(
+            "exported {} trials of run {key} to {}",
+            manifest.trials.len(),
+            args.out.display()
+        );
+        for label in jobs.keys() {
+            println!(
+                "  cd {} && harbor run -c jobs/{label}.json",
+                args.out.display()
+            );
+        }
+        println!(
+            "then: akbench run import-harbor {key} {}/jobs-out --export {}",
+            args.out.display(),
+            args.out.display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// Harbor's agent name for an akbench adapter (scripted agents have no Harbor twin: their
+/// descriptor name is written, to be replaced or given with --agent-import-path).
+fn harbor_agent(adapter: &str, descriptor: &str) -> String {
+    match adapter {
+        "claude-code" | "codex" | "oracle" => adapter.to_string(),
+        _ => descriptor.to_string(),
+    }
+}
+
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// Writes one trial's Harbor task folder.
+fn write_task(dir: &Path, task: &Task, t: &PlannedTrial, run_key: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("environment"))?;
+    std::fs::write(dir.join("instruction.md"), &task.instruction)?;
+    let toml = format!(
+        "schema_version = \"1.4\"\n\n[task]\nname = {}\nversion = {}\n\n[metadata]\nakbench_run_key = {}\nakbench_trial_id = \"{}\"\nakbench_trial_key = {}\nakbench_task_digest = {}\nakbench_repetition = {}\n\n[agent]\ntimeout_sec = {:?}\n\n[verifier]\ntimeout_sec = {:?}\n\n[environment]\ncpus = {}\nmemory_mb = {}\n",
+        toml_str(&format!("akbench/{}", t.task.id)),
+        toml_str(&t.task.version),
+        toml_str(run_key),
+        t.trial_id,
+        toml_str(&t.key),
+        toml_str(&t.task.digest),
+        t.repetition,
+        t.compute.agent_timeout_sec,
+        t.compute.verifier_timeout_sec,
+        t.compute.cpus,
+        t.compute.memory_mb,
+    );
+    std::fs::write(dir.join("task.toml"), toml)?;
+    // The environment: the pinned repository with the task's mutation applied, in /app.
+    let mut docker = String::from(
+        "FROM buildpack-deps:bookworm\nRUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n",
+    );
+    let source = match &task.repo {
+        RepoLocation::Path(p) => {
+            std::fs::copy(p, dir.join("environment/repo.bundle")).map_err(|e| {
+                anyhow::anyhow!("failed to copy the repository {}: {e}", p.display())
+            })?;
+            docker.push_str("COPY repo.bundle /tmp/repo.bundle\n");
+            "/tmp/repo.bundle".to_string()
+        }
+        RepoLocation::Url(u) => u.clone(),
+    };
+    docker.push_str(&format!(
+        "RUN git clone --quiet {source} /app && git -C /app checkout --quiet {}\n",
+        task.commit
+    ));
+    if let Some((patch, _)) = &task.mutation {
+        std::fs::copy(patch, dir.join("environment/mutation.patch"))?;
+        docker.push_str("COPY mutation.patch /tmp/mutation.patch\nRUN git -C /app apply /tmp/mutation.patch && rm /tmp/mutation.patch\n");
+    }
+    docker.push_str("WORKDIR /app\n");
+    std::fs::write(dir.join("environment/Dockerfile"), docker)?;
+    // The tests: akbench's, under tests/akbench, run by a tests/test.sh that Harbor calls.
+    copy_dir(&task.tests_dir, &dir.join("tests/akbench"))?;
+    let argv: Vec<String> = task
+        .verifier_command
+        .iter()
+        .map(|a| {
+            let a = a
+                .replace("{tests_dir}", "/tests/akbench")
+                .replace("{workspace}", "/app")
+                .replace("{verifier_dir}", "/logs/verifier");
+            format!("'{}'", a.replace('\'', "'\\''"))
+        })
+        .collect();
+    let env: String = task
+        .file
+        .verifier
+        .env
+        .iter()
+        .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', "'\\''")))
+        .collect();
+    let test = format!(
+        "#!/usr/bin/env bash\n# Written by akbench run export-harbor: runs the task's akbench evaluation, which leaves\n# reward.txt in /logs/verifier (Harbor reads it; the exit code is ignored).\nexport AKBENCH_TESTS_DIR=/tests/akbench AKBENCH_VERIFIER_DIR=/logs/verifier AKBENCH_WORKSPACE=/app\n{env}mkdir -p /logs/verifier\ncd /app\nexec {}\n",
+        argv.join(" ")
+    );
+    write_exec(&dir.join("tests/test.sh"), &test)?;
+    let solution = task.dir.join("solution");
+    if solution.is_dir() {
+        copy_dir(&solution, &dir.join("solution"))?;
+    }
+    Ok(())
+}
+
+fn write_exec(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+/// Copies a folder's regular files and folders (symlinks are refused).
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let ft = e.file_type()?;
+        let target = to.join(e.file_name());
+        if ft.is_dir() {
+            copy_dir(&e.path(), &target)?;
+        } else if ft.is_file() {
+            std::fs::copy(e.path(), &target)?;
+        } else {
+            anyhow::bail!(
+                "failed to export {}: not a regular file or folder",
+                e.path().display()
+            );
+        }
+    }
+    Ok(())
+}

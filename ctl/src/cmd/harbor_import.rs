@@ -1,0 +1,174 @@
+//! `akbench run import-harbor RUN DIR`: Harbor's per-trial `result.json` files under DIR
+//! (a Harbor jobs folder) become an observations file (docs/observations.md), which is then
+//! reconciled against the run's plan and reported as `run reconcile` reports: unknown and
+//! duplicate identities included. Exit 0 when the accounting is valid and every result was
+//! identified, 1 otherwise, 2 for bad input (nothing written).
+//!
+//! The mapping (rewards to verdicts, exception types to states) is `akbench_core::harbor`.
+//! The pass threshold of each trial comes from the export manifest (`--export DIR`, the
+//! folder `run export-harbor` wrote); without it every task's threshold is 1.0, akbench's
+//! default.
+
+use crate::cli::ImportHarborArgs;
+use crate::cmd::{find_run, print_json};
+use crate::exit::{self, InputError};
+use akbench_core::accounting::{reconcile, Observation};
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::harbor::{observation, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Imports Harbor results.
+pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
+    let store = EvidenceStore::new(&args.store.store_root);
+    let r = find_run(&store, &args.run)?;
+    let key = r.spec.run_key().to_string();
+    let Some(plan) = r.ready.as_ref() else {
+        return Err(InputError(format!(
+            "failed to import into run {key}: it has no ready plan; fix: plan it with `akbench run plan`"
+        ))
+        .into());
+    };
+    if !args.dir.is_dir() {
+        return Err(InputError(format!(
+            "failed to import Harbor results from {}: not a folder; fix: give Harbor's jobs folder",
+            args.dir.display()
+        ))
+        .into());
+    }
+    let thresholds: HashMap<uuid::Uuid, f64> = match &args.export {
+        Some(e) => {
+            let path = e.join(EXPORT_MANIFEST);
+            let m: ExportManifest = std::fs::read(&path)
+                .map_err(|err| err.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|err| err.to_string()))
+                .map_err(|err| {
+                    InputError(format!(
+                        "failed to read the export manifest {}: {err}; fix: pass the folder `run export-harbor` wrote",
+                        path.display()
+                    ))
+                })?;
+            if m.run_id != plan.run_id {
+                return Err(InputError(format!(
+                    "failed to import: {} is an export of run {}, not {key}; fix: pass that run or the matching export",
+                    e.display(),
+                    m.run_key
+                ))
+                .into());
+            }
+            m.trials
+                .iter()
+                .map(|t| (t.trial_id, t.pass_threshold))
+                .collect()
+        }
+        None => HashMap::new(),
+    };
+    let mut files = Vec::new();
+    find_results(&args.dir, &mut files);
+    files.sort();
+    let mut observations: Vec<Observation> = Vec::new();
+    let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
+    let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
+    for f in &files {
+        let value: serde_json::Value = match std::fs::read(f)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                unidentified.push((f.clone(), format!("unreadable: {e}")));
+                continue;
+            }
+        };
+        // The job's own result.json (statistics) has no trial name: not a trial.
+        if value.get("trial_name").is_none() {
+            continue;
+        }
+        let result: TrialResult = match serde_json::from_value(value) {
+            Ok(r) => r,
+            Err(e) => {
+                unidentified.push((f.clone(), format!("not a Harbor trial result: {e}")));
+                continue;
+            }
+        };
+        match trial_id(&result) {
+            Ok(id) => {
+                let threshold = thresholds.get(&id).copied().unwrap_or(1.0);
+                let (o, why) = observation(&result, id, threshold);
+                let label = match &result.exception_info {
+                    Some(e) => format!("{} ({}) -> {}", e.exception_type, why, o.state),
+                    None => format!("{why} -> {}", o.state),
+                };
+                *mapped.entry(label).or_default() += 1;
+                observations.push(o);
+            }
+            Err(e) => unidentified.push((f.clone(), e)),
+        }
+    }
+    let out = args
+        .observations
+        .clone()
+        .unwrap_or_else(|| args.dir.join("akbench-observations.jsonl"));
+    write_observations(&out, &observations)?;
+    let a = reconcile(plan, &observations);
+    if args.store.json {
+        print_json(&serde_json::json!({
+            "observations_file": out,
+            "results": observations.len(),
+            "mapped": mapped,
+            "unidentified": unidentified.iter().map(|(f, why)| serde_json::json!({"file": f, "problem": why})).collect::<Vec<_>>(),
+            "accounting": a,
+        }))?;
+    } else {
+        println!(
+            "read {} Harbor trial results from {}; wrote {}",
+            observations.len(),
+            args.dir.display(),
+            out.display()
+        );
+        for (label, n) in &mapped {
+            println!("  {n:>5}  {label}");
+        }
+        for (f, why) in &unidentified {
+            println!("  unidentified {}: {why}", f.display());
+        }
+        crate::cmd::reconcile::show(&a, false, false)?;
+    }
+    Ok(if a.valid && unidentified.is_empty() {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
+}
+
+/// Every `result.json` under `dir`.
+fn find_results(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            find_results(&e.path(), out);
+        } else if ft.is_file() && e.file_name() == "result.json" {
+            out.push(e.path());
+        }
+    }
+}
+
+/// Writes the observations as JSON Lines, atomically (a temporary file renamed into place).
+fn write_observations(path: &Path, observations: &[Observation]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    for o in observations {
+        writeln!(tmp, "{}", serde_json::to_string(o)?)?;
+    }
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! `akbench run report RUN --html FILE` (or `--compare A B`): one self-contained HTML file
+//! (inline CSS, JavaScript and SVG; a Content-Security-Policy that forbids every network
+//! fetch), rendered by [`super::report_html`]. Runs are found as `run compare` finds them.
+//! Exit 0 when written; 2 for bad input (as `run compare`), nothing written.
+
+use crate::cli::{RemoteArgs, ReportArgs};
+use crate::cmd::compare::{compute, Settings};
+use crate::cmd::report_html;
+use crate::cmd::source::{Finder, LoadedRun};
+use crate::exit;
+use akbench_core::evidence::EvidenceStore;
+use akbench_core::report_view::{build, RunView, TrialAttempts};
+use std::io::Write;
+use std::path::Path;
+
+/// Writes the report.
+pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
+    let store = EvidenceStore::new(&args.store.store_root);
+    let finder = Finder {
+        store: &store,
+        out: &args.out,
+        remote,
+    };
+    let generated = chrono::Utc::now();
+    let html = match (&args.compare, &args.run) {
+        (Some(pair), _) => {
+            let left = finder.load(&pair[0])?;
+            let right = finder.load(&pair[1])?;
+            let settings = Settings {
+                left_agent: args.left_agent.clone(),
+                right_agent: args.right_agent.clone(),
+                allow_different: args.allow_different,
+                seed: akbench_core::compare::stats::DEFAULT_SEED,
+                resamples: akbench_core::compare::stats::DEFAULT_RESAMPLES,
+            };
+            let (checked, c) = compute(&left, &right, &settings)?;
+            let (lv, rv) = (view(&left), view(&right));
+            report_html::comparison(&left, &lv, &right, &rv, &checked, &c, generated)
+        }
+        (None, Some(run)) => {
+            let r = finder.load(run)?;
+            let v = view(&r);
+            report_html::single(&r, &v, generated)
+        }
+        (None, None) => {
+            return Err(crate::exit::InputError(
+                "failed to write a report: no run given; fix: pass RUN or --compare LEFT RIGHT"
+                    .into(),
+            )
+            .into())
+        }
+    };
+    write_atomically(&args.html, html.as_bytes())?;
+    if args.store.json {
+        crate::cmd::print_json(&serde_json::json!({"html": args.html, "bytes": html.len()}))?;
+    } else {
+        println!("wrote {} ({} bytes)", args.html.display(), html.len());
+    }
+    Ok(exit::OK)
+}
+
+/// The report view of a loaded run.
+pub fn view(r: &LoadedRun) -> RunView {
+    let records: Vec<TrialAttempts<'_>> = r
+        .records
+        .iter()
+        .map(|rec| TrialAttempts {
+            key: &rec.trial.key,
+            attempts: &rec.attempts,
+        })
+        .collect();
+    build(&r.trials, &records)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    tmp.write_all(bytes)?;
+    // A report is for reading: rw-r--r-- like any file written plainly (the temporary file
+    // starts private).
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,310 @@
+//! The Harbor transport round trip: plan, export, Harbor results written by the test in
+//! Harbor's documented `TrialResult` shape, import, reconcile.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn akbench(tmp: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(args)
+        .arg("--store-root")
+        .arg(tmp.join("runs"))
+        .env_remove("AKBENCH_COORDINATOR")
+        .env_remove("AKBENCH_TASKS_ROOT")
+        .output()
+        .unwrap()
+}
+
+fn ok_json(o: &Output, code: i32) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A Harbor trial result (`src/harbor/models/trial/result.py`) for the exported task folder
+/// `task_path`, ending with `exception` (a type name) and/or `rewards`.
+fn harbor_result(
+    task_path: &str,
+    name: &str,
+    exception: Option<&str>,
+    rewards: Option<Value>,
+) -> Value {
+    json!({
+        "id": format!("{name}-id"),
+        "task_name": "akbench/pyslug",
+        "trial_name": format!("{name}__Ab3dE9x"),
+        "trial_uri": format!("file:///jobs/{name}"),
+        "task_id": {"path": task_path},
+        "source": null,
+        "task_checksum": "sha256:0",
+        "config": {
+            "task": {"path": task_path, "git_url": null, "git_commit_id": null, "overwrite": false, "download_dir": null, "source": null},
+            "trial_name": format!("{name}__Ab3dE9x"),
+            "trials_dir": "jobs-out/job",
+            "timeout_multiplier": 1.0,
+            "agent": {"name": "oracle", "import_path": null, "model_name": null, "override_timeout_sec": null, "kwargs": {}},
+            "environment": {"type": "docker", "force_build": false, "delete": true, "kwargs": {}},
+            "verifier": {"override_timeout_sec": null, "disable": false},
+            "job_id": "00000000-0000-0000-0000-000000000000"
+        },
+        "agent_info": {"name": "oracle", "version": "1.0.0", "model_info": null},
+        "agent_result": {"n_input_tokens": null, "n_cache_tokens": null, "n_output_tokens": null, "cost_usd": null, "rollout_details": null, "metadata": null},
+        "verifier_result": rewards.map(|r| json!({"rewards": r})),
+        "exception_info": exception.map(|t| json!({
+            "exception_type": t,
+            "exception_message": "from the test",
+            "exception_traceback": "Traceback (most recent call last): ...",
+            "occurred_at": "2026-11-30T12:00:00Z"
+        })),
+        "started_at": "2026-11-30T11:59:00Z",
+        "finished_at": "2026-11-30T12:00:00Z",
+        "environment_setup": null,
+        "agent_setup": null,
+        "agent_execution": null,
+        "verifier": null
+    })
+}
+
+fn write(path: &Path, v: &Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+#[test]
+fn export_harbor_results_import_and_reconcile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let manifest = t.join("experiment.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: hb\ntasks:\n  ids: [pyslug-001, pyslug-002, pyslug-003]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 2\n",
+    )
+    .unwrap();
+    let tasks = examples().join("tasks");
+    let agents = examples().join("agents");
+    let plan = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "plan",
+                "--json",
+                "--config",
+                manifest.to_str().unwrap(),
+                "--tasks-root",
+                tasks.to_str().unwrap(),
+                "--agents-root",
+                agents.to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    let key = plan["run_key"].as_str().unwrap().to_string();
+
+    // Export.
+    let out = t.join("harbor");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "export-harbor",
+            &key,
+            "--out",
+            out.to_str().unwrap(),
+            "--tasks-root",
+            tasks.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let v = ok_json(&o, 0);
+    assert_eq!(v["trials"], 6);
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    let trials = m["trials"].as_array().unwrap().clone();
+    assert_eq!(trials.len(), 6);
+    let job: Value =
+        serde_json::from_slice(&std::fs::read(out.join("jobs/oracle.json")).unwrap()).unwrap();
+    assert_eq!(job["n_attempts"], 1);
+    assert_eq!(job["agents"][0]["name"], "oracle");
+    let paths: Vec<&str> = job["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["path"].as_str().unwrap())
+        .collect();
+    for tr in &trials {
+        let id = tr["trial_id"].as_str().unwrap();
+        let path = format!("trials/{id}");
+        assert!(paths.contains(&path.as_str()), "the job carries trial {id}");
+        let dir = out.join(&path);
+        let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+        assert!(
+            toml.contains(&format!("akbench_trial_id = \"{id}\"")),
+            "{toml}"
+        );
+        assert!(toml.contains("schema_version = \"1.4\""), "{toml}");
+        assert!(dir.join("instruction.md").is_file());
+        assert!(dir.join("solution/solve.sh").is_file());
+        assert!(dir.join("tests/akbench/test_hidden.py").is_file());
+        let docker = std::fs::read_to_string(dir.join("environment/Dockerfile")).unwrap();
+        assert!(
+            docker.contains("1be5d35cd17161e467c534eca120ef1db9724a7f")
+                && docker.contains("mutation.patch"),
+            "{docker}"
+        );
+        assert!(dir.join("environment/repo.bundle").is_file());
+        let sh = Command::new("bash")
+            .arg("-n")
+            .arg(dir.join("tests/test.sh"))
+            .status()
+            .unwrap();
+        assert!(sh.success(), "tests/test.sh parses");
+    }
+    // Exporting over a non-empty folder is refused and changes nothing.
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "export-harbor",
+            &key,
+            "--out",
+            out.to_str().unwrap(),
+            "--tasks-root",
+            tasks.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // Harbor ran: one result per trial but the last (never run), in Harbor's layout, and the
+    // job's own statistics file.
+    let jobs = out.join("jobs-out");
+    let job_dir = jobs.join(format!("{key}-oracle"));
+    write(
+        &job_dir.join("result.json"),
+        &json!({"id": "job", "n_total_trials": 6, "stats": {"n_trials": 5, "n_errors": 3}}),
+    );
+    let cases: [(Option<&str>, Option<Value>, &str); 6] = [
+        (None, Some(json!({"reward": 1.0})), "succeeded"),
+        (None, Some(json!({"reward": 0.0})), "failed"),
+        (
+            Some("AgentTimeoutError"),
+            Some(json!({"reward": 0.0})),
+            "timed_out",
+        ),
+        (
+            Some("EnvironmentStartTimeoutError"),
+            None,
+            "infrastructure_error",
+        ),
+        (Some("RewardFileNotFoundError"), None, "evaluation_error"),
+        (None, None, "missing"),
+    ];
+    for (i, (exception, rewards, _)) in cases.iter().enumerate().take(5) {
+        let path = trials[i]["path"].as_str().unwrap();
+        let name = format!("pyslug-{i}");
+        write(
+            &job_dir.join(format!("{name}__Ab3dE9x/result.json")),
+            &harbor_result(path, &name, *exception, rewards.clone()),
+        );
+    }
+    let obs = t.join("observations.jsonl");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "import-harbor",
+            &key,
+            jobs.to_str().unwrap(),
+            "--export",
+            out.to_str().unwrap(),
+            "--observations",
+            obs.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let v = ok_json(&o, 0);
+    let a = &v["accounting"];
+    assert_eq!(a["valid"], true, "{a}");
+    assert_eq!(a["complete"], false);
+    for (i, (_, _, bucket)) in cases.iter().enumerate() {
+        assert_eq!(a["trials"][i]["trial_id"], trials[i]["trial_id"]);
+        assert_eq!(a["trials"][i]["bucket"], *bucket, "trial {i}: {a}");
+    }
+    assert_eq!(v["results"], 5);
+    // `run reconcile` accepts the file and agrees.
+    let r = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "reconcile",
+                &key,
+                "--observations",
+                obs.to_str().unwrap(),
+                "--json",
+            ],
+        ),
+        0,
+    );
+    assert_eq!(r["counts"], a["counts"]);
+    assert_eq!(r["counts"]["timed_out"], 1);
+    assert_eq!(r["counts"]["infrastructure_error"], 1);
+    assert_eq!(r["counts"]["evaluation_error"], 1);
+
+    // A conflicting duplicate, a result of a trial not in the plan, and one not exported by
+    // akbench: reported as reconcile does, exit 1.
+    let p0 = trials[0]["path"].as_str().unwrap();
+    write(
+        &jobs.join("again/pyslug-0__Zz9/result.json"),
+        &harbor_result(p0, "pyslug-0b", None, Some(json!({"reward": 0.0}))),
+    );
+    let stranger = format!("trials/{}", uuid::Uuid::now_v7());
+    write(
+        &jobs.join("again/other__Yy8/result.json"),
+        &harbor_result(&stranger, "other", None, Some(json!({"reward": 1.0}))),
+    );
+    write(
+        &jobs.join("again/foreign__Xx7/result.json"),
+        &harbor_result(
+            "tasks/hello-world",
+            "foreign",
+            None,
+            Some(json!({"reward": 1.0})),
+        ),
+    );
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "import-harbor",
+            &key,
+            jobs.to_str().unwrap(),
+            "--export",
+            out.to_str().unwrap(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("accounting INVALID"), "{text}");
+    assert!(text.contains("1 conflicting"), "{text}");
+    assert!(text.contains("unexpected 1"), "{text}");
+    assert!(
+        text.contains("unidentified") && text.contains("hello-world"),
+        "{text}"
+    );
+}
