@@ -10,11 +10,15 @@
 //! - [`auth`]: bearer tokens and roles (`worker`, `operator`, `viewer`).
 //! - [`control_service`]: the gRPC `Control` service; [`work_control`] is the scheduler seam.
 //! - [`http`]: the HTTP API, `/metrics`, health checks and the status page; [`metrics`].
+//! - [`devcerts`]: development CA, server and worker certificates (`akbench certs`).
+//! - [`tls`]: TLS of the listeners (certificate reload, client certificates);
+//!   [`worker_identity`]: worker credentials and the worker-id binding.
 //! - [`server`]: [`server::Config`] and [`server::serve`], the whole process.
 
 pub mod auth;
 pub mod control_service;
 pub mod convert;
+pub mod devcerts;
 pub mod error;
 pub mod evidence;
 pub mod grade_work;
@@ -26,8 +30,10 @@ pub mod scheduler;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod trial_records;
 pub mod work_control;
+pub mod worker_identity;
 pub mod workers_service;
 
 pub use error::ControlError;

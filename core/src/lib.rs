@@ -26,5 +26,6 @@ pub mod spec;
 pub mod spec_diff;
 pub mod task;
 pub mod testkit;
+pub mod transport;
 pub mod trial_record;
 pub mod work;
