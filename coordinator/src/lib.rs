@@ -2,6 +2,7 @@
 //! workers over gRPC.
 //!
 //! - [`pgcluster`]: private PostgreSQL clusters from the system binaries (tests, `akbench up`).
+//! - [`pg_tls`]: PostgreSQL over TLS (`sslmode` up to `verify-full`, rustls).
 //! - [`store`]: the PostgreSQL store: pool, embedded migrations, transactions, error mapping.
 //! - [`scheduler`]: work items, attempts, leases and fencing epochs.
 //! - [`workers_service`]: the `Workers.Session` gRPC service.
@@ -24,6 +25,7 @@ pub mod evidence;
 pub mod grade_work;
 pub mod http;
 pub mod metrics;
+pub mod pg_tls;
 pub mod pgcluster;
 pub mod run_work;
 pub mod scheduler;
