@@ -55,6 +55,26 @@ pub enum Command {
     /// Start the embedded default (a private PostgreSQL, a coordinator and local workers),
     /// print its addresses, and serve until Ctrl-C.
     Up(UpArgs),
+    /// Write a development CA, a coordinator server certificate and worker client
+    /// certificates (PEM) for compose files and local clusters.
+    Certs(CertsArgs),
+}
+
+/// `akbench certs`
+#[derive(Debug, clap::Args)]
+pub struct CertsArgs {
+    /// Folder for the PEM files (an existing ca.pem/ca.key there is reused).
+    #[arg(long, default_value = "certs")]
+    pub out: PathBuf,
+    /// A DNS name or IP address of the coordinator (repeatable): writes server.pem/.key.
+    #[arg(long = "server-name", value_name = "NAME")]
+    pub server_names: Vec<String>,
+    /// A worker's identity (repeatable): writes worker-NAME.pem/.key.
+    #[arg(long = "worker", value_name = "NAME")]
+    pub workers: Vec<String>,
+    /// Days the server and worker certificates are valid.
+    #[arg(long, default_value_t = 90)]
+    pub days: u64,
 }
 
 /// `akbench run ...`

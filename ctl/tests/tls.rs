@@ -496,3 +496,90 @@ async fn token_workers_are_bound_to_their_token() {
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn akbench_certs_makes_a_pki_the_coordinator_and_workers_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    let out_s = out.to_str().unwrap();
+    let o = akbench(
+        dir.path(),
+        &[
+            "certs",
+            "--out",
+            out_s,
+            "--server-name",
+            "localhost",
+            "--server-name",
+            "127.0.0.1",
+            "--worker",
+            "w1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A second call reuses the CA for another worker; an existing file is never overwritten
+    // and nothing is written then.
+    let o = akbench(
+        dir.path(),
+        &["certs", "--out", out_s, "--worker", "w2"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = akbench(
+        dir.path(),
+        &["certs", "--out", out_s, "--worker", "w3", "--worker", "w1"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("worker-w1.pem") && text(&o).contains("already exists"),
+        "{}",
+        text(&o)
+    );
+    assert!(!out.join("worker-w3.pem").exists());
+    let o = akbench(
+        dir.path(),
+        &["certs", "--out", out_s, "--worker", "../x"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(out.join("worker-w2.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "a private key is readable by others");
+
+    // The files work: a coordinator with server.pem and ca.pem as client CA accepts w2
+    // (signed by the reused CA) as a worker.
+    let db = test_support::fresh_database().await;
+    let mut config = Config::local(db);
+    config.tls_cert = Some(out.join("server.pem"));
+    config.tls_key = Some(out.join("server.key"));
+    config.client_ca = Some(out.join("ca.pem"));
+    config.require_worker_certs = true;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handle = serve_with(
+        config,
+        Services {
+            work: Some(Arc::new(NoScheduler)),
+            ..Services::default()
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("https://localhost:{}", handle.grpc_addr.port());
+    let tls = TlsOptions {
+        ca_file: Some(out.join("ca.pem")),
+        cert: Some(out.join("worker-w2.pem")),
+        key: Some(out.join("worker-w2.key")),
+    };
+    let (r, _w2) = session(&url, &tls, "w2", None).await;
+    assert_eq!(r, Ok(()));
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
