@@ -223,6 +223,7 @@ pub fn control_interceptor(
     tokens: Tokens,
 ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |mut request: Request<()>| {
+        crate::worker_identity::refuse_worker_certificate(&request)?;
         let role = tokens.authenticate_metadata(request.metadata())?;
         if role == Role::Worker {
             return Err(Status::permission_denied(

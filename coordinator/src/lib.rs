@@ -2,6 +2,7 @@
 //! workers over gRPC.
 //!
 //! - [`pgcluster`]: private PostgreSQL clusters from the system binaries (tests, `akbench up`).
+//! - [`pg_tls`]: PostgreSQL over TLS (`sslmode` up to `verify-full`, rustls).
 //! - [`store`]: the PostgreSQL store: pool, embedded migrations, transactions, error mapping.
 //! - [`scheduler`]: work items, attempts, leases and fencing epochs.
 //! - [`workers_service`]: the `Workers.Session` gRPC service.
@@ -10,24 +11,31 @@
 //! - [`auth`]: bearer tokens and roles (`worker`, `operator`, `viewer`).
 //! - [`control_service`]: the gRPC `Control` service; [`work_control`] is the scheduler seam.
 //! - [`http`]: the HTTP API, `/metrics`, health checks and the status page; [`metrics`].
+//! - [`devcerts`]: development CA, server and worker certificates (`akbench certs`).
+//! - [`tls`]: TLS of the listeners (certificate reload, client certificates);
+//!   [`worker_identity`]: worker credentials and the worker-id binding.
 //! - [`server`]: [`server::Config`] and [`server::serve`], the whole process.
 
 pub mod auth;
 pub mod control_service;
 pub mod convert;
+pub mod devcerts;
 pub mod error;
 pub mod evidence;
 pub mod grade_work;
 pub mod http;
 pub mod metrics;
+pub mod pg_tls;
 pub mod pgcluster;
 pub mod run_work;
 pub mod scheduler;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod trial_records;
 pub mod work_control;
+pub mod worker_identity;
 pub mod workers_service;
 
 pub use error::ControlError;

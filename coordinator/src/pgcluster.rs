@@ -435,6 +435,35 @@ impl PrivateCluster {
         Ok(self.url(name))
     }
 
+    /// Restarts the server with `ssl = on`, this certificate and key (PEM, written into the
+    /// data folder for the server's account), and TCP connections allowed only over TLS
+    /// (`hostssl` in `pg_hba.conf`). The port changes; [`PrivateCluster::url`] follows.
+    pub fn require_tls(&mut self, cert_pem: &str, key_pem: &str) -> Result<(), ClusterError> {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let owner = std::fs::metadata(&self.data_dir).map_err(io_err("read the data folder"))?;
+        for (name, pem) in [("server.crt", cert_pem), ("server.key", key_pem)] {
+            let path = self.data_dir.join(name);
+            std::fs::write(&path, pem).map_err(io_err(format!("write {}", path.display())))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(io_err(format!("chmod {}", path.display())))?;
+            std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid()))
+                .map_err(io_err(format!("chown {}", path.display())))?;
+        }
+        let hba = self.data_dir.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).map_err(io_err("read pg_hba.conf"))?;
+        let tls_only: Vec<String> = text
+            .lines()
+            .map(|l| match l.strip_prefix("host ") {
+                Some(rest) => format!("hostssl {rest}"),
+                None => l.to_string(),
+            })
+            .collect();
+        std::fs::write(&hba, tls_only.join("\n") + "\n").map_err(io_err("write pg_hba.conf"))?;
+        self.shutdown()?;
+        self.settings.push(("ssl".into(), "on".into()));
+        self.start_server()
+    }
+
     /// Stops the server (`pg_ctl stop -m fast`) and removes a throwaway cluster's folder.
     pub fn stop(mut self) -> Result<(), ClusterError> {
         self.shutdown()

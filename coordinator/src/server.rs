@@ -13,7 +13,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::auth::authorize_worker_session;
 use crate::auth::{AuthError, Tokens};
 use crate::control_service::ControlService;
 use crate::http::{router, HttpState};
@@ -22,7 +21,9 @@ use crate::run_work::SchedulerWork;
 use crate::scheduler::Scheduler;
 use crate::status::StatusOptions;
 use crate::store::{Store, StoreError};
+use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
+use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
 use akbench_proto::workers_server::WorkersServer;
 
@@ -57,6 +58,20 @@ pub struct Config {
     /// Log JSON lines instead of text.
     #[arg(long, env = "AKBENCH_LOG_JSON")]
     pub log_json: bool,
+    /// Server certificate chain (PEM): both listeners speak TLS only. Reloaded on SIGHUP and
+    /// when the file changes.
+    #[arg(long, env = "AKBENCH_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "AKBENCH_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) of the client certificates workers may present on the gRPC listener; a
+    /// certificate from another CA, or expired, fails the handshake.
+    #[arg(long, env = "AKBENCH_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+    /// Refuse worker sessions without a client certificate (signed by --client-ca).
+    #[arg(long, env = "AKBENCH_REQUIRE_WORKER_CERTS", requires = "client_ca")]
+    pub require_worker_certs: bool,
 }
 
 impl Config {
@@ -70,6 +85,10 @@ impl Config {
             lease_ttl_ms: 30_000,
             heartbeat_interval_ms: None,
             log_json: false,
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+            require_worker_certs: false,
         }
     }
 
@@ -81,6 +100,33 @@ impl Config {
     /// The heartbeat interval (half the lease TTL unless set).
     pub fn heartbeat_interval(&self) -> Duration {
         Duration::from_millis(self.heartbeat_interval_ms.unwrap_or(self.lease_ttl_ms / 2))
+    }
+
+    /// The TLS files, when TLS is configured; an error for flag combinations that cannot
+    /// work (a client CA or required worker certificates without a server certificate).
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, TlsError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.client_ca.clone(),
+            })),
+            (None, None) if self.client_ca.is_none() && !self.require_worker_certs => Ok(None),
+            (None, None) => Err(TlsError::Usage(
+                "--client-ca and --require-worker-certs need TLS; fix: pass --tls-cert and --tls-key too".into(),
+            )),
+            _ => Err(TlsError::Usage(
+                "--tls-cert and --tls-key go together; fix: pass both".into(),
+            )),
+        }
+        .and_then(|files| {
+            if self.require_worker_certs && self.client_ca.is_none() {
+                return Err(TlsError::Usage(
+                    "--require-worker-certs needs the CA that signs them; fix: pass --client-ca".into(),
+                ));
+            }
+            Ok(files)
+        })
     }
 
     /// Status windows: workers count as connected for two lease TTLs after last seen.
@@ -126,6 +172,9 @@ pub enum ServeError {
     /// Tokens could not be loaded.
     #[error(transparent)]
     Auth(#[from] AuthError),
+    /// The TLS files or flags cannot be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// An address could not be bound.
     #[error("failed to listen on {addr}: {source}; fix: pick a free address (--grpc-listen / --http-listen)")]
     Bind {
@@ -155,6 +204,8 @@ pub struct ServeHandle {
     pub store: Store,
     /// Process metrics.
     pub metrics: Arc<Metrics>,
+    /// The served certificate, when TLS is on (reloaded on SIGHUP or a change of its files).
+    pub tls: Option<Arc<Reloader>>,
     task: JoinHandle<Result<(), ServeError>>,
 }
 
@@ -184,6 +235,8 @@ pub async fn serve_with(
     services: Services,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeHandle, ServeError> {
+    let tls_files = config.tls_files()?;
+    let tls = tls_files.clone().map(Reloader::new).transpose()?;
     let store = Store::connect(&config.database_url).await?;
     let applied = store.migrate().await?;
     tracing::info!(?applied, "database migrated");
@@ -226,12 +279,10 @@ pub async fn serve_with(
         None => Arc::new(SchedulerWork::new(workers.clone())),
     };
     let control = ControlService::new(store.clone(), work, status).into_server(tokens.clone());
-    let worker_tokens = tokens.clone();
-    let workers_server =
-        WorkersServer::with_interceptor(workers.clone(), move |req: tonic::Request<()>| {
-            authorize_worker_session(&worker_tokens, req.metadata())?;
-            Ok(req)
-        });
+    let workers_server = WorkersServer::with_interceptor(
+        workers.clone(),
+        workers_interceptor(tokens.clone(), config.require_worker_certs),
+    );
     let reaper = workers.spawn_reaper();
     let app = router(HttpState {
         store: store.clone(),
@@ -246,20 +297,49 @@ pub async fn serve_with(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let grpc_task = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(control)
-            .add_service(workers_server)
-            .serve_with_incoming_shutdown(nodelay(TcpListenerStream::new(grpc)), stopped()),
-    );
-    let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
-    let http_task = tokio::spawn(async move { http_server.await });
-    tracing::info!(%grpc_addr, %http_addr, "coordinator listening");
+    let grpc_router = tonic::transport::Server::builder()
+        .add_service(control)
+        .add_service(workers_server);
+    let (grpc_task, http_task, watch_task) = match (&tls, &tls_files) {
+        (Some(reloader), Some(files)) => {
+            let bind_err = |source| ServeError::Bind {
+                addr: grpc_addr,
+                source,
+            };
+            let grpc_config = reloader.server_config(&[b"h2"], files.load_client_roots()?)?;
+            let http_config = reloader.server_config(&[b"http/1.1"], None)?;
+            let grpc_in = TlsIncoming::new(grpc, grpc_config).map_err(bind_err)?;
+            let http_in = TlsIncoming::new(http, http_config).map_err(bind_err)?;
+            let http_server = axum::serve(http_in, app).with_graceful_shutdown(stopped());
+            (
+                tokio::spawn(
+                    grpc_router.serve_with_incoming_shutdown(grpc_in.into_stream(), stopped()),
+                ),
+                tokio::spawn(async move { http_server.await }),
+                Some(reloader.spawn_watch()),
+            )
+        }
+        _ => {
+            let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
+            (
+                tokio::spawn(grpc_router.serve_with_incoming_shutdown(
+                    nodelay(TcpListenerStream::new(grpc)),
+                    stopped(),
+                )),
+                tokio::spawn(async move { http_server.await }),
+                None,
+            )
+        }
+    };
+    tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), client_certs = config.client_ca.is_some(), "coordinator listening");
     let task = tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         let _ = stop_tx.send(true);
         reaper.abort();
+        if let Some(w) = &watch_task {
+            w.abort();
+        }
         // Worker sessions are long-lived streams that never finish on their own: give
         // in-flight requests a moment, then close what is left. Workers reconnect (to this
         // coordinator's successor) and re-present their leases.
@@ -304,6 +384,7 @@ pub async fn serve_with(
         http_addr,
         store,
         metrics: services.metrics,
+        tls,
         task,
     })
 }

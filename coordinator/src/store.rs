@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use sha2::{Digest as _, Sha256};
-use tokio_postgres::NoTls;
 
 /// A transaction handed to the closure of [`Store::tx`].
 pub type Tx<'t> = deadpool_postgres::Transaction<'t>;
@@ -96,6 +95,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 8,
         name: "transitions_statement_checks",
         sql: include_str!("../migrations/0008_transitions_statement_checks.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "worker_credentials",
+        sql: include_str!("../migrations/0009_worker_credentials.sql"),
     },
 ];
 
@@ -191,7 +195,17 @@ impl From<tokio_postgres::Error> for StoreError {
             let io = std::error::Error::source(&error)
                 .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
             return if error.is_closed() || io {
-                Self::Unavailable(error.to_string())
+                // With its causes: "error performing TLS handshake" alone does not say why.
+                let mut text = error.to_string();
+                let mut source = std::error::Error::source(&error);
+                while let Some(s) = source {
+                    let s_text = s.to_string();
+                    if !text.contains(&s_text) {
+                        text = format!("{text}: {s_text}");
+                    }
+                    source = s.source();
+                }
+                Self::Unavailable(text)
             } else {
                 Self::Database(error)
             };
@@ -247,11 +261,16 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens a pool on `url` (`postgres://user@host:port/db`) and checks that it connects.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::InvalidUrl(format!("{url:?}: {e}")))?;
+        let (rest, tls) = crate::pg_tls::split_tls_params(url)
+            .map_err(|e| StoreError::InvalidUrl(format!("{e}; fix: correct the database URL")))?;
+        let mut config = tokio_postgres::Config::from_str(&rest)
+            .map_err(|e| StoreError::InvalidUrl(format!("{rest:?}: {e}")))?;
+        config.ssl_mode(tls.mode.negotiation());
+        let connector =
+            crate::pg_tls::PgTls::new(&tls).map_err(|e| StoreError::InvalidUrl(e.to_string()))?;
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

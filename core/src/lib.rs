@@ -31,5 +31,6 @@ pub mod spec_diff;
 pub mod support;
 pub mod task;
 pub mod testkit;
+pub mod transport;
 pub mod trial_record;
 pub mod work;

@@ -18,9 +18,10 @@ pub struct Cli {
 /// Global flags of remote mode (see docs/remote.md). With `--coordinator`, `run plan`,
 /// `inspect`, `diff`, `reconcile`, `submit`, `start`, `resume`, `cancel`, `status` and
 /// `records` talk to the coordinator's Control service instead of the local store.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct RemoteArgs {
-    /// The coordinator's gRPC URL (`http://host:7400`; a bare `host:port` means http).
+    /// The coordinator's gRPC URL (`https://host:7400` for TLS, `http://host:7400`; a bare
+    /// `host:port` means http).
     #[arg(long, global = true, env = "AKBENCH_COORDINATOR", value_name = "URL")]
     pub coordinator: Option<String>,
     /// Bearer token for the coordinator (prefer --token-file or AKBENCH_TOKEN: a flag is
@@ -31,6 +32,14 @@ pub struct RemoteArgs {
     /// AKBENCH_TOKEN.
     #[arg(long, global = true, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// CA certificate (PEM) that signed the coordinator's certificate, for https:// URLs
+    /// [default: the system roots].
+    #[arg(long, global = true, env = "AKBENCH_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Send the token over plain http:// to a non-loopback address anyway (a private
+    /// network); without it such a call is refused before anything is sent.
+    #[arg(long, global = true, env = "AKBENCH_ALLOW_PLAINTEXT_TOKEN")]
+    pub allow_plaintext_token: bool,
 }
 
 /// Top-level commands.
@@ -46,6 +55,26 @@ pub enum Command {
     /// Start the embedded default (a private PostgreSQL, a coordinator and local workers),
     /// print its addresses, and serve until Ctrl-C.
     Up(UpArgs),
+    /// Write a development CA, a coordinator server certificate and worker client
+    /// certificates (PEM) for compose files and local clusters.
+    Certs(CertsArgs),
+}
+
+/// `akbench certs`
+#[derive(Debug, clap::Args)]
+pub struct CertsArgs {
+    /// Folder for the PEM files (an existing ca.pem/ca.key there is reused).
+    #[arg(long, default_value = "certs")]
+    pub out: PathBuf,
+    /// A DNS name or IP address of the coordinator (repeatable): writes server.pem/.key.
+    #[arg(long = "server-name", value_name = "NAME")]
+    pub server_names: Vec<String>,
+    /// A worker's identity (repeatable): writes worker-NAME.pem/.key.
+    #[arg(long = "worker", value_name = "NAME")]
+    pub workers: Vec<String>,
+    /// Days the server and worker certificates are valid.
+    #[arg(long, default_value_t = 90)]
+    pub days: u64,
 }
 
 /// `akbench run ...`

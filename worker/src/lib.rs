@@ -8,10 +8,12 @@
 //! - [`adapters`]: the agent registry; the orchestrator contains no agent-specific code.
 //! - [`evaluator`]: hidden tests at EVALUATING, reward files and JUnit reports.
 //! - [`orchestrator`]: drives the lifecycle of attempts and writes `run_record.json`.
+//! - [`dial`]: how clients reach the coordinator (TLS, CA file, the plaintext-token rule).
 //! - [`daemon`]: the worker daemon (`akbench-worker`): the coordinator's session client.
 
 pub mod adapters;
 pub mod daemon;
+pub mod dial;
 pub mod evaluator;
 pub mod git;
 pub mod mirror;

@@ -24,6 +24,11 @@
 //!    ([`WorkersService::spawn_reaper`], every TTL / 2) takes back expired leases and sends
 //!    `Cancel` ("lease expired") to their worker when it is still connected.
 //! 5. When the stream ends the session is forgotten; its leases expire and are reaped.
+//!
+//! Identity: when the session opened with a credential (a client certificate or a worker
+//! token, see [`crate::worker_identity`]), the worker id must belong to it: the first session
+//! of an id binds it; a later one with another credential ends with `PERMISSION_DENIED`
+//! before anything is registered.
 
 mod convert;
 mod session;
@@ -41,6 +46,7 @@ use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use crate::scheduler::{CancelReport, Scheduler, SchedulerError};
+use crate::worker_identity::WorkerCredential;
 
 pub use convert::wire_state;
 
@@ -224,9 +230,13 @@ impl Workers for WorkersService {
         &self,
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let credential = request
+            .extensions()
+            .get::<WorkerCredential>()
+            .and_then(|c| c.0.clone());
         let inbound = request.into_inner();
         let (out, rx) = mpsc::channel(256);
-        tokio::spawn(session::run(self.clone(), inbound, out));
+        tokio::spawn(session::run(self.clone(), inbound, out, credential));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::convert::{self, answer, malformed};
 use super::{Control, WorkersService, HELLO_TIMEOUT};
 use crate::scheduler::{ClaimAfter, Report, ReportAck, SchedulerError};
+use crate::worker_identity::bind;
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
@@ -30,6 +31,7 @@ pub(super) async fn run(
     service: WorkersService,
     mut inbound: Streaming<WorkerMessage>,
     out: Outbox,
+    credential: Option<String>,
 ) {
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await {
         Ok(Ok(Some(WorkerMessage {
@@ -54,6 +56,24 @@ pub(super) async fn run(
     if let Err(why) = check_hello(&hello) {
         let _ = out.send(Err(Status::invalid_argument(why))).await;
         return;
+    }
+    if let Some(credential) = &credential {
+        let refusal = match bind(service.scheduler.store(), &hello.worker_id, credential).await {
+            Ok(true) => None,
+            Ok(false) => Some(Status::permission_denied(format!(
+                "failed to open a session for worker {:?}: that worker id belongs to another \
+                 credential; fix: give this worker its own id (--worker-id)",
+                hello.worker_id
+            ))),
+            Err(e) => Some(Status::unavailable(format!(
+                "failed to check the worker's credential: {e}"
+            ))),
+        };
+        if let Some(status) = refusal {
+            tracing::warn!(worker = %hello.worker_id, "session refused: {}", status.message());
+            let _ = out.send(Err(status)).await;
+            return;
+        }
     }
     let mut session = match Session::open(service, hello, out).await {
         Ok(s) => s,

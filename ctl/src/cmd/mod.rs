@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod aggregate;
+pub mod certs;
 pub mod compare;
 pub mod diff;
 pub mod evaluate;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sweep(args) if args.local => sweep::run(args),
         Command::Sweep(args) => sweep_embedded::run(args),
         Command::Up(args) => up::run(args),
+        Command::Certs(args) => certs::run(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

@@ -49,6 +49,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                     coordinator: None,
                     token: None,
                     token_file: None,
+                    ..RemoteArgs::default()
                 },
             )?;
             // The data folder outlives runs: a key the coordinator already holds (the same

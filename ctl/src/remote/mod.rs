@@ -17,6 +17,7 @@ use crate::cli::{Command, RemoteArgs, RunCommand};
 use crate::exit::InputError;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
+use akbench_worker::dial::{endpoint, DialError, TlsOptions};
 use std::future::Future;
 use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -69,6 +70,8 @@ pub struct Remote {
     /// The gRPC URL, with its scheme.
     pub url: String,
     token: Option<String>,
+    tls: TlsOptions,
+    allow_plaintext_token: bool,
 }
 
 impl Remote {
@@ -95,23 +98,35 @@ impl Remote {
             (Some(t), None) => Some(t.trim().to_string()),
             (None, None) => None,
         };
-        Ok(Remote {
+        let remote = Remote {
             url,
             token: token.filter(|t| !t.is_empty()),
-        })
+            tls: TlsOptions {
+                ca_file: args.ca_file.clone(),
+                ..TlsOptions::default()
+            },
+            allow_plaintext_token: args.allow_plaintext_token,
+        };
+        // Refuse bad URLs, TLS flags on http:// and plaintext tokens before anything is sent.
+        remote.endpoint()?;
+        Ok(remote)
+    }
+
+    fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        endpoint(
+            &self.url,
+            &self.tls,
+            self.token.is_some(),
+            self.allow_plaintext_token,
+        )
+        .map_err(|e: DialError| InputError(e.to_string()).into())
     }
 
     /// Connects (once; every call of the command reuses the connection).
     pub async fn connect(&self) -> anyhow::Result<Client> {
-        let endpoint = Endpoint::from_shared(self.url.clone()).map_err(|e| {
-            InputError(format!(
-                "failed to use coordinator URL `{}`: {e}; fix: pass --coordinator http://HOST:PORT",
-                self.url
-            ))
-        })?;
-        let channel = endpoint
+        let channel = self
+            .endpoint()?
             .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
             .connect()
             .await
             .map_err(|e| {

@@ -52,6 +52,19 @@ pub struct Args {
     /// The agent descriptors the plans were made from.
     #[arg(long)]
     pub agents_root: PathBuf,
+    /// CA certificate (PEM) that signed the coordinator's certificate, for https:// URLs
+    /// [default: the system roots].
+    #[arg(long, env = "AKBENCH_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) presented to the coordinator (with --tls-key).
+    #[arg(long, env = "AKBENCH_WORKER_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "AKBENCH_WORKER_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Send the token over plain http:// to a non-loopback address (a private network).
+    #[arg(long, env = "AKBENCH_ALLOW_PLAINTEXT_TOKEN")]
+    pub allow_plaintext_token: bool,
     /// Seconds running attempts may take to finish once draining starts.
     #[arg(long, default_value_t = 60.0)]
     pub grace: f64,
@@ -108,6 +121,12 @@ impl Args {
         c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         c.artifacts = self.artifacts;
         c.grace = Duration::from_secs_f64(self.grace);
+        c.tls = crate::dial::TlsOptions {
+            ca_file: self.ca_file,
+            cert: self.tls_cert,
+            key: self.tls_key,
+        };
+        c.allow_plaintext_token = self.allow_plaintext_token;
         Ok(c)
     }
 }

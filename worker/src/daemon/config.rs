@@ -32,6 +32,10 @@ pub struct WorkerConfig {
     pub agents_root: PathBuf,
     /// How long running attempts may take to finish once draining starts.
     pub grace: Duration,
+    /// TLS to the coordinator (`https://` URLs): CA file and client certificate.
+    pub tls: crate::dial::TlsOptions,
+    /// Send the token over plain `http://` to a non-loopback address anyway.
+    pub allow_plaintext_token: bool,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -48,6 +52,8 @@ impl std::fmt::Debug for WorkerConfig {
             .field("tasks_root", &self.tasks_root)
             .field("agents_root", &self.agents_root)
             .field("grace", &self.grace)
+            .field("tls", &self.tls)
+            .field("allow_plaintext_token", &self.allow_plaintext_token)
             .finish()
     }
 }
@@ -56,7 +62,7 @@ impl std::fmt::Debug for WorkerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The coordinator URL is not usable.
-    #[error("coordinator `{url}` is not usable: {reason}; give an http:// URL such as http://coordinator:7443")]
+    #[error("coordinator `{url}` is not usable: {reason}; give an http:// or https:// URL such as https://coordinator:7443")]
     Coordinator {
         /// As given.
         url: String,
@@ -69,6 +75,17 @@ pub enum ConfigError {
 }
 
 impl WorkerConfig {
+    /// The coordinator's endpoint: TLS for `https://`, and the plaintext-token rule.
+    pub fn endpoint(&self) -> Result<tonic::transport::Endpoint, ConfigError> {
+        crate::dial::endpoint(
+            self.coordinator.as_str(),
+            &self.tls,
+            self.token.is_some(),
+            self.allow_plaintext_token,
+        )
+        .map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
     /// A configuration with defaults: 1 slot, no labels, `<hostname>-<pid>`, grace 60 s.
     pub fn new(
         coordinator: Url,
@@ -89,23 +106,19 @@ impl WorkerConfig {
             tasks_root,
             agents_root,
             grace: Duration::from_secs(60),
+            tls: crate::dial::TlsOptions::default(),
+            allow_plaintext_token: false,
         }
     }
 
     /// Checks what can be checked before connecting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.coordinator.scheme() {
-            "http" => {}
-            "https" => {
-                return Err(ConfigError::Coordinator {
-                    url: self.coordinator.to_string(),
-                    reason: "this worker is built without TLS; reach the coordinator over plain http:// (inside the cluster or through a TLS-terminating proxy)".into(),
-                })
-            }
+            "http" | "https" => {}
             s => {
                 return Err(ConfigError::Coordinator {
                     url: self.coordinator.to_string(),
-                    reason: format!("scheme `{s}` is not http"),
+                    reason: format!("scheme `{s}` is not http or https"),
                 })
             }
         }
@@ -115,6 +128,7 @@ impl WorkerConfig {
                 reason: "it names no host".into(),
             });
         }
+        self.endpoint()?;
         if self.slots == 0 {
             return Err(ConfigError::Invalid(
                 "--slots must be at least 1".to_string(),
@@ -191,8 +205,15 @@ mod tests {
         c.token = Some("a b".into());
         assert!(c.validate().is_err());
         c.token = Some("secret".into());
+        // A token over plaintext to a non-loopback host needs the explicit flag.
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("--allow-plaintext-token"), "{e}");
+        c.allow_plaintext_token = true;
         assert!(c.validate().is_ok());
         assert!(!format!("{c:?}").contains("secret"));
+        let mut tls = config("https://x:1");
+        tls.token = Some("secret".into());
+        assert!(tls.validate().is_ok());
     }
 
     #[test]

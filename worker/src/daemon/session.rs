@@ -119,6 +119,8 @@ impl Handle {
 #[derive(Debug)]
 pub struct Daemon {
     config: WorkerConfig,
+    /// The coordinator's endpoint (TLS files read once, at start).
+    endpoint: Endpoint,
     ctx: Arc<Context>,
     control_tx: mpsc::UnboundedSender<Control>,
     control_rx: mpsc::UnboundedReceiver<Control>,
@@ -129,6 +131,7 @@ impl Daemon {
     /// Checks the configuration and opens the artifact store.
     pub fn new(config: WorkerConfig) -> Result<Self, StartError> {
         config.validate()?;
+        let endpoint = config.endpoint()?;
         let artifacts = config
             .artifacts
             .as_deref()
@@ -151,6 +154,7 @@ impl Daemon {
         let (status_tx, _) = watch::channel(Status::default());
         Ok(Self {
             config,
+            endpoint,
             ctx,
             control_tx,
             control_rx,
@@ -168,7 +172,7 @@ impl Daemon {
 
     /// Runs until drained.
     pub async fn run(self) -> Exit {
-        let endpoint = endpoint(&self.config);
+        let endpoint = keep_alive(self.endpoint);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -194,16 +198,8 @@ impl Daemon {
     }
 }
 
-fn endpoint(config: &WorkerConfig) -> Endpoint {
-    let url = config
-        .coordinator
-        .as_str()
-        .trim_end_matches('/')
-        .to_string();
-    Endpoint::from_shared(url)
-        .expect("validated URL")
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
+fn keep_alive(endpoint: Endpoint) -> Endpoint {
+    endpoint
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(5))
         .keep_alive_while_idle(true)

@@ -1,0 +1,188 @@
+//! Who a worker is, and which worker ids it may use.
+//!
+//! - [`workers_interceptor`]: the check when `Workers.Session` opens. With
+//!   `require_certs`, a connection without a client certificate is refused (certificates
+//!   from another CA or expired ones never get that far: the TLS handshake refuses them).
+//!   Otherwise a client certificate, a worker token, or an open coordinator lets it in. The
+//!   credential ([`WorkerCredential`]) goes in the request extensions.
+//! - [`bind`]: a worker id belongs to the credential that first registered it
+//!   (`worker_credentials`, migration 0009); a session for that id with another credential
+//!   is refused, so one worker cannot take over another's session and leases.
+//! - [`refuse_worker_certificate`]: a connection that presented a worker certificate may not
+//!   call the `Control` service.
+
+use sha2::{Digest as _, Sha256};
+use tonic::{Request, Status};
+
+use crate::auth::{Role, Tokens};
+use crate::store::{Store, StoreError};
+
+const BIND_WORKER_SQL: &str = include_str!("../sql/identity/bind_worker.sql");
+
+/// The credential a worker session opened with: `cert:<subject>` or `token:<sha256 hex>`;
+/// `None` on an open coordinator without client certificates (nothing to bind to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCredential(pub Option<String>);
+
+/// The identity of a client certificate (DER): `cert:CN=<common name>`, or
+/// `cert:sha256:<hex>` of the certificate when it has no common name.
+pub fn certificate_identity(der: &[u8]) -> String {
+    let cn = x509_parser::parse_x509_certificate(der)
+        .ok()
+        .and_then(|(_, cert)| {
+            cert.subject()
+                .iter_common_name()
+                .next()
+                .and_then(|cn| cn.as_str().ok())
+                .map(str::to_string)
+        });
+    match cn {
+        Some(cn) => format!("cert:CN={cn}"),
+        None => format!("cert:sha256:{}", hex::encode(Sha256::digest(der))),
+    }
+}
+
+/// The identity of a bearer token (its sha256, never the token).
+pub fn token_identity(token: &str) -> String {
+    format!(
+        "token:{}",
+        hex::encode(Sha256::digest(token.trim().as_bytes()))
+    )
+}
+
+fn bearer(request: &Request<()>) -> Option<&str> {
+    let value = request.metadata().get("authorization")?.to_str().ok()?;
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .map(str::trim)
+}
+
+/// The leaf certificate the peer presented on this connection, if any.
+fn peer_certificate(request: &Request<()>) -> Option<Vec<u8>> {
+    let certs = request.peer_certs()?;
+    certs.first().map(|c| c.as_ref().to_vec())
+}
+
+/// The interceptor of the `Workers` service (see the module doc).
+pub fn workers_interceptor(
+    tokens: Tokens,
+    require_certs: bool,
+) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |mut request: Request<()>| {
+        let credential = check_worker(&tokens, require_certs, &request)?;
+        request.extensions_mut().insert(credential);
+        Ok(request)
+    }
+}
+
+fn check_worker(
+    tokens: &Tokens,
+    require_certs: bool,
+    request: &Request<()>,
+) -> Result<WorkerCredential, Status> {
+    if let Some(der) = peer_certificate(request) {
+        return Ok(WorkerCredential(Some(certificate_identity(&der))));
+    }
+    if require_certs {
+        return Err(Status::unauthenticated(
+            "failed to open a worker session: this coordinator requires a worker certificate; \
+             fix: start the worker with --tls-cert and --tls-key issued by the coordinator's \
+             client CA (akbench certs worker)",
+        ));
+    }
+    if tokens.is_open() {
+        return Ok(WorkerCredential(None));
+    }
+    let token = bearer(request).ok_or_else(|| {
+        Status::unauthenticated(
+            "failed to open a worker session: missing bearer token; fix: start the worker \
+             with a worker token (--token-file) or a worker certificate",
+        )
+    })?;
+    match tokens.role_of(token) {
+        Some(Role::Worker) => Ok(WorkerCredential(Some(token_identity(token)))),
+        Some(_) => Err(Status::permission_denied(
+            "failed to open a worker session: it needs a worker token; fix: start the worker \
+             with a worker token",
+        )),
+        None => Err(Status::unauthenticated(
+            "failed to open a worker session: unknown bearer token; fix: start the worker \
+             with a worker token",
+        )),
+    }
+}
+
+/// Refuses a `Control` call made over a connection that presented a client certificate:
+/// client certificates are worker credentials.
+pub fn refuse_worker_certificate<T>(request: &Request<T>) -> Result<(), Status> {
+    match request.peer_certs() {
+        Some(certs) if !certs.is_empty() => Err(Status::permission_denied(
+            "failed to authorize: a worker certificate may not call the control API; fix: \
+             call it without a client certificate, with an operator or viewer token",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Binds `worker_id` to `credential` on first use; `Ok(false)` when the id already belongs
+/// to another credential.
+pub async fn bind(store: &Store, worker_id: &str, credential: &str) -> Result<bool, StoreError> {
+    let client = store.client().await?;
+    let rows = client
+        .query(BIND_WORKER_SQL, &[&worker_id, &credential])
+        .await
+        .map_err(StoreError::from)?;
+    Ok(!rows.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_identity_hides_the_token() {
+        let id = token_identity("s3cret");
+        assert!(id.starts_with("token:") && !id.contains("s3cret"), "{id}");
+        assert_eq!(id, token_identity(" s3cret\n"));
+        assert_ne!(id, token_identity("other"));
+    }
+
+    #[test]
+    fn certificate_identity_is_the_common_name() {
+        let mut params = rcgen::CertificateParams::new(vec!["w1".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "worker-1");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(certificate_identity(cert.der()), "cert:CN=worker-1");
+        assert!(certificate_identity(b"not der").starts_with("cert:sha256:"));
+    }
+
+    #[test]
+    fn workers_need_a_worker_credential() {
+        let tokens = Tokens::from_pairs([(Role::Worker, "wk"), (Role::Operator, "op")]);
+        let req = |t: Option<&str>| {
+            let mut r = Request::new(());
+            if let Some(t) = t {
+                r.metadata_mut()
+                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            r
+        };
+        let ok = check_worker(&tokens, false, &req(Some("wk"))).unwrap();
+        assert_eq!(ok, WorkerCredential(Some(token_identity("wk"))));
+        let code = |t, certs| check_worker(&tokens, certs, &req(t)).unwrap_err().code();
+        assert_eq!(code(Some("op"), false), tonic::Code::PermissionDenied);
+        assert_eq!(code(Some("nope"), false), tonic::Code::Unauthenticated);
+        assert_eq!(code(None, false), tonic::Code::Unauthenticated);
+        // A worker token is not enough where certificates are required.
+        assert_eq!(code(Some("wk"), true), tonic::Code::Unauthenticated);
+        let open = Tokens::default();
+        assert_eq!(
+            check_worker(&open, false, &req(None)).unwrap(),
+            WorkerCredential(None)
+        );
+    }
+}

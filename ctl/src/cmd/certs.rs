@@ -1,0 +1,128 @@
+//! `akbench certs`: a development CA, a coordinator server certificate and worker client
+//! certificates (PEM), for compose files and local clusters. An existing CA in the folder is
+//! reused, so more workers can be added later; an existing server or worker file is never
+//! overwritten. Not a production PKI: the CA key sits next to the certificates.
+
+use std::path::{Path, PathBuf};
+
+use akbench_coordinator::devcerts::{Ca, Pem, Validity};
+
+use crate::cli::CertsArgs;
+use crate::exit::InputError;
+
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// Writes the files and prints their paths.
+pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
+    if args.server_names.is_empty() && args.workers.is_empty() {
+        return Err(InputError(
+            "failed to make certificates: nothing asked for; fix: pass --server-name NAME \
+             (repeatable: DNS names or IP addresses of the coordinator) and/or --worker NAME"
+                .into(),
+        )
+        .into());
+    }
+    if args.days == 0 {
+        return Err(
+            InputError("failed to make certificates: --days must be at least 1".into()).into(),
+        );
+    }
+    for w in &args.workers {
+        if !safe_name(w) {
+            return Err(InputError(format!(
+                "failed to make a certificate for worker {w:?}: names are 1-64 letters, \
+                 digits, '.', '-' or '_'; fix: pick such a --worker name"
+            ))
+            .into());
+        }
+    }
+    let out = &args.out;
+    let ca_cert = out.join("ca.pem");
+    let ca_key = out.join("ca.key");
+    let reuse = ca_cert.exists() || ca_key.exists();
+    let mut planned: Vec<PathBuf> = Vec::new();
+    if !args.server_names.is_empty() {
+        planned.extend([out.join("server.pem"), out.join("server.key")]);
+    }
+    for w in &args.workers {
+        planned.extend([
+            out.join(format!("worker-{w}.pem")),
+            out.join(format!("worker-{w}.key")),
+        ]);
+    }
+    // Check everything before writing anything.
+    if let Some(existing) = planned.iter().find(|p| p.exists()) {
+        return Err(InputError(format!(
+            "failed to make certificates: {} already exists; fix: remove it or pick another --out",
+            existing.display()
+        ))
+        .into());
+    }
+    let validity = Validity::days(args.days);
+    let ca = if reuse {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|e| {
+                InputError(format!(
+                    "failed to read the CA {}: {e}; fix: keep ca.pem and ca.key together in --out, or use an empty folder",
+                    p.display()
+                ))
+            })
+        };
+        Ca::from_pem(&read(&ca_cert)?, &read(&ca_key)?).map_err(|e| {
+            InputError(format!(
+                "failed to load the CA in {}: {e}; fix: use an empty --out folder",
+                out.display()
+            ))
+        })?
+    } else {
+        Ca::new("akbench development CA", Validity::days(args.days.max(365)))?
+    };
+    let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
+    if !reuse {
+        files.push((ca_cert.clone(), ca.pem().cert.clone(), false));
+        files.push((ca_key.clone(), ca.pem().key.clone(), true));
+    }
+    let mut add = |stem: &str, pem: Pem| {
+        files.push((out.join(format!("{stem}.pem")), pem.cert, false));
+        files.push((out.join(format!("{stem}.key")), pem.key, true));
+    };
+    if !args.server_names.is_empty() {
+        add("server", ca.server(&args.server_names, validity)?);
+    }
+    for w in &args.workers {
+        add(&format!("worker-{w}"), ca.worker(w, validity)?);
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
+    for (path, text, secret) in &files {
+        write(path, text, *secret)?;
+        println!("{}", path.display());
+    }
+    if reuse {
+        eprintln!(
+            "akbench certs: signed with the existing CA {}",
+            ca_cert.display()
+        );
+    }
+    Ok(crate::exit::OK)
+}
+
+fn write(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    Ok(())
+}
