@@ -220,7 +220,8 @@ pub async fn serve_with(
             lease_ttl: config.lease_ttl(),
             ..WorkersConfig::default()
         },
-    );
+    )
+    .with_metrics(services.metrics.clone());
     let work: Arc<dyn WorkControl> = match services.work {
         Some(w) => w,
         None => Arc::new(SchedulerWork::new(workers.clone())),

@@ -40,7 +40,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
-use crate::scheduler::{CancelReport, Scheduler, SchedulerError};
+use crate::metrics::Metrics;
+use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
 
 pub use convert::wire_state;
 
@@ -132,6 +133,7 @@ pub struct WorkersService {
     scheduler: Scheduler,
     config: Arc<WorkersConfig>,
     registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
 }
 
 impl WorkersService {
@@ -141,7 +143,14 @@ impl WorkersService {
             scheduler,
             config: Arc::new(config),
             registry: Arc::new(Registry::default()),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// The same service counting into `metrics` (the ones `/metrics` renders).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The tonic server to add to a `tonic::transport::Server`.
@@ -194,9 +203,18 @@ impl WorkersService {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                match this.scheduler.reap(this.scheduler.now()).await {
+                let started = std::time::Instant::now();
+                let reaped = this.scheduler.reap(this.scheduler.now()).await;
+                this.metrics.db_time("reap", started.elapsed());
+                match reaped {
                     Ok(reaped) => {
                         for r in reaped {
+                            this.metrics.lease_expired();
+                            this.metrics
+                                .attempt_finished("infrastructure_error", "lease expired");
+                            if r.disposition == Disposition::Requeued {
+                                this.metrics.retried();
+                            }
                             tracing::info!(attempt = %r.attempt_id, worker = %r.worker_id,
                                 disposition = ?r.disposition, "lease expired");
                             this.registry.send(

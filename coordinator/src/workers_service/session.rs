@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
 use super::{Control, WorkersService, HELLO_TIMEOUT};
-use crate::scheduler::{ClaimAfter, Report, ReportAck, SchedulerError};
+use crate::scheduler::{ClaimAfter, Disposition, Report, ReportAck, SchedulerError};
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
@@ -234,9 +234,11 @@ impl Session {
     async fn dispatch(&mut self) -> bool {
         let scheduler = &self.service.scheduler;
         let wanted = self.free();
+        let started = std::time::Instant::now();
         let claimed = scheduler
             .claim(&self.worker_id, wanted, self.service.config.lease_ttl)
             .await;
+        self.service.metrics.db_time("claim", started.elapsed());
         match claimed {
             Ok(assignments) => {
                 if assignments.len() == wanted {
@@ -248,6 +250,7 @@ impl Session {
                     if !self.send(convert::assignment(a)).await {
                         return false;
                     }
+                    self.service.metrics.assigned(started.elapsed());
                 }
                 true
             }
@@ -355,14 +358,30 @@ impl Session {
                 ttl_ms: i64::try_from(self.service.config.lease_ttl.as_millis())
                     .unwrap_or(i64::MAX),
             });
+            let started = std::time::Instant::now();
             let (outcomes, assigned) = self
                 .service
                 .scheduler
                 .report_and_claim(&reports, claim)
                 .await;
+            self.service.metrics.db_time("report", started.elapsed());
             for ((report, outcome), (i, id, subject)) in
                 reports.iter().zip(&outcomes).zip(&report_of)
             {
+                if let (
+                    Report::Finished {
+                        terminal, cause, ..
+                    },
+                    Ok(ReportAck::Finished(Some(disposition))),
+                ) = (report, outcome)
+                {
+                    self.service
+                        .metrics
+                        .attempt_finished(terminal.as_str(), cause);
+                    if *disposition == Disposition::Requeued {
+                        self.service.metrics.retried();
+                    }
+                }
                 let done = matches!(outcome, Ok(ReportAck::Finished(_)))
                     || matches!(outcome, Err(SchedulerError::StaleEpoch { .. }));
                 if done && self.held.remove(&report.attempt_id()).is_some() {
@@ -377,6 +396,7 @@ impl Session {
             for a in &assigned {
                 self.held.insert(a.attempt_id, a.epoch);
                 answers.push(Some(convert::assignment(a)));
+                self.service.metrics.assigned(started.elapsed());
             }
         }
         for a in answers.into_iter().flatten() {
@@ -402,12 +422,14 @@ impl Session {
             }
         }
         let ttl = self.service.config.lease_ttl;
-        match self
+        let started = std::time::Instant::now();
+        let extended = self
             .service
             .scheduler
             .heartbeat(&self.worker_id, &leases, ttl)
-            .await
-        {
+            .await;
+        self.service.metrics.db_time("heartbeat", started.elapsed());
+        match extended {
             Ok(invalid) => {
                 for (id, _) in invalid {
                     lost.push((id.to_string(), "lease lost".into()));
