@@ -21,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use akbench_core::telemetry::{cause_class, openmetrics_to_text};
+
 use crate::store::{Store, StoreError};
 
 const SNAPSHOT_SQL: &str = include_str!("../sql/metrics/snapshot.sql");
@@ -54,7 +56,7 @@ pub const NAMES: [&str; 10] = [
 pub struct AttemptLabels {
     /// The terminal lifecycle state (`completed`, `infrastructure_error`, ...).
     pub state: String,
-    /// [`cause_class`] of the cause.
+    /// `akbench_core::telemetry::cause_class` of the cause.
     pub cause: String,
 }
 
@@ -163,7 +165,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts one attempt that reached `state` for `cause` (free text; see [`cause_class`]).
+    /// Counts one attempt that reached `state` for `cause` (free text; see `akbench_core::telemetry::cause_class`).
     pub fn attempt_finished(&self, state: &str, cause: &str) {
         self.attempts
             .get_or_create(&AttemptLabels {
@@ -240,101 +242,9 @@ impl Metrics {
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// OpenMetrics text (what `prometheus-client` writes) as Prometheus text 0.0.4: a counter
-/// family's `# HELP`/`# TYPE` lines name its `_total` samples, and `# EOF`/`# UNIT` go.
-pub fn openmetrics_to_text(openmetrics: &str) -> String {
-    let counters: std::collections::HashSet<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.strip_suffix(" counter"))
-        .collect();
-    let mut out = String::with_capacity(openmetrics.len() + 64);
-    for line in openmetrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let meta = ["# HELP ", "# TYPE "]
-            .into_iter()
-            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
-        match meta {
-            Some((prefix, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                let suffix = if counters.contains(name) && !name.ends_with("_total") {
-                    "_total"
-                } else {
-                    ""
-                };
-                out.push_str(prefix);
-                out.push_str(name);
-                out.push_str(suffix);
-                out.push(' ');
-                out.push_str(tail);
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// A bounded label for a free-text cause: its first word (up to `:`, `,`, `(` or a space),
-/// lowercased, with anything but `[a-z0-9_]` as `_`, at most 32 characters; `none` when
-/// empty. "lease expired" -> `lease`, "timeout: agent ran 600 s" -> `timeout`.
-pub fn cause_class(cause: &str) -> String {
-    let word = cause
-        .trim()
-        .split(|c: char| c.is_whitespace() || matches!(c, ':' | ',' | '(' | ';'))
-        .next()
-        .unwrap_or("");
-    if word.is_empty() {
-        return "none".into();
-    }
-    word.chars()
-        .take(32)
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cause_classes_are_short_and_bounded() {
-        for (cause, class) in [
-            ("", "none"),
-            ("   ", "none"),
-            ("lease expired", "lease"),
-            ("timeout: agent ran 600 s", "timeout"),
-            ("Agent-Exit(1)", "agent_exit"),
-            (
-                "credential_missing, ANTHROPIC_API_KEY",
-                "credential_missing",
-            ),
-            ("é", "_"),
-        ] {
-            assert_eq!(cause_class(cause), class, "{cause:?}");
-        }
-        assert_eq!(cause_class(&"x".repeat(100)).len(), 32);
-    }
-
-    #[test]
-    fn openmetrics_becomes_text_0_0_4() {
-        let om = "# HELP a_b Help.\n# TYPE a_b counter\n# UNIT a_b x\na_b_total 1\n\
-                  # HELP g G.\n# TYPE g gauge\ng 2\n# EOF\n";
-        assert_eq!(
-            openmetrics_to_text(om),
-            "# HELP a_b_total Help.\n# TYPE a_b_total counter\na_b_total 1\n\
-             # HELP g G.\n# TYPE g gauge\ng 2\n"
-        );
-    }
 
     #[test]
     fn events_move_the_rendered_samples() {

@@ -25,6 +25,7 @@ pub mod report;
 pub mod spec;
 pub mod spec_diff;
 pub mod task;
+pub mod telemetry;
 pub mod testkit;
 pub mod trial_record;
 pub mod work;

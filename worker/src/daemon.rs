@@ -57,6 +57,7 @@ mod artifacts;
 mod cli;
 mod config;
 mod grade;
+pub mod metrics;
 mod runner;
 mod session;
 

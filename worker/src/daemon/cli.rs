@@ -55,6 +55,10 @@ pub struct Args {
     /// Seconds running attempts may take to finish once draining starts.
     #[arg(long, default_value_t = 60.0)]
     pub grace: f64,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. 0.0.0.0:7402; port 0 picks
+    /// a free port, logged). Off unless given.
+    #[arg(long, env = "AKBENCH_WORKER_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -142,6 +146,7 @@ where
         }
     };
     init_tracing();
+    let metrics_listen = args.metrics_listen;
     let config = match args.into_config() {
         Ok(c) => c,
         Err(e) => {
@@ -167,6 +172,21 @@ where
         }
     };
     runtime.block_on(async move {
+        if let Some(addr) = metrics_listen {
+            match super::metrics::bind(addr).await {
+                Ok(listener) => {
+                    let bound = listener.local_addr().map_or(addr, |a| a);
+                    tracing::info!(metrics = %format!("http://{bound}/metrics"), "metrics listening");
+                    tokio::spawn(super::metrics::serve(listener, daemon.metrics()));
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "failed to listen on --metrics-listen {addr}: {e}; fix: pick a free address"
+                    );
+                    return 1;
+                }
+            }
+        }
         let handle = daemon.handle();
         let signals = tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};

@@ -46,6 +46,7 @@ pub(super) struct Context {
     pub agents_root: PathBuf,
     pub out_root: PathBuf,
     pub artifacts: Option<ArtifactStore>,
+    pub metrics: std::sync::Arc<super::metrics::WorkerMetrics>,
 }
 
 /// The wire state of a lifecycle state.
@@ -94,6 +95,8 @@ pub(super) async fn run(
 ) {
     let started = Instant::now();
     let attempt_id = a.attempt_id.clone();
+    let labels = metric_labels(&a);
+    ctx.metrics.started();
     let fwd = Forward {
         attempt_id: attempt_id.clone(),
         events: events.clone(),
@@ -132,7 +135,20 @@ pub(super) async fn run(
         secs = started.elapsed().as_secs_f64(),
         "assignment finished"
     );
+    ctx.metrics.ended(&record, &labels);
     done(&events, attempt_id, &record);
+}
+
+/// The agent and provider route of an assignment, for metric labels (empty when the work
+/// item does not parse).
+fn metric_labels(a: &pb::Assignment) -> super::metrics::AttemptLabelsIn {
+    match serde_json::from_str::<WorkItem>(&a.work_item_json) {
+        Ok(w) => super::metrics::AttemptLabelsIn {
+            agent: w.agent.label,
+            provider_route: w.agent.provider_route.unwrap_or_default(),
+        },
+        Err(_) => super::metrics::AttemptLabelsIn::default(),
+    }
 }
 
 /// Ends an assignment without running it (`state` is a terminal reachable from pending).
@@ -141,6 +157,7 @@ pub(super) fn end_unstarted(
     state: State,
     cause: String,
     events: &UnboundedSender<Event>,
+    metrics: &super::metrics::WorkerMetrics,
 ) {
     let key = key_of(a);
     let record = synthetic_record(&a.attempt_id, &key, a.attempt_number.max(1), state, cause);
@@ -152,6 +169,7 @@ pub(super) fn end_unstarted(
     }
     tracing::info!(attempt = %key, attempt_id = %a.attempt_id, state = %record.state,
         cause = record.cause.as_deref().unwrap_or(""), "assignment not started");
+    metrics.observe(&record, &metric_labels(a));
     done(events, a.attempt_id.clone(), &record);
 }
 

@@ -4,6 +4,7 @@
 
 use super::artifacts::{ArtifactError, ArtifactStore};
 use super::config::{ConfigError, WorkerConfig};
+use super::metrics::WorkerMetrics;
 use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
@@ -146,7 +147,9 @@ impl Daemon {
             agents_root: config.agents_root.clone(),
             out_root: config.out_root.clone(),
             artifacts,
+            metrics: Arc::new(WorkerMetrics::default()),
         });
+        ctx.metrics.set_slots(config.slots);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (status_tx, _) = watch::channel(Status::default());
         Ok(Self {
@@ -156,6 +159,11 @@ impl Daemon {
             control_rx,
             status_tx,
         })
+    }
+
+    /// The daemon's metrics (what `--metrics-listen` serves).
+    pub fn metrics(&self) -> Arc<WorkerMetrics> {
+        self.ctx.metrics.clone()
     }
 
     /// A handle to drain the daemon and watch it.
@@ -774,6 +782,7 @@ impl Supervisor {
                     self.config.worker_id
                 ),
                 &self.events_tx,
+                &self.ctx.metrics,
             );
             return;
         }
