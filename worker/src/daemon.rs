@@ -60,6 +60,7 @@ mod grade;
 pub mod metrics;
 mod runner;
 mod session;
+mod spans;
 
 pub use artifacts::{ArtifactError, ArtifactStore};
 pub use cli::{main_with_args, Args};

@@ -1,11 +1,14 @@
 //! Telemetry of a whole sweep across processes: a real coordinator (in this process) on a
 //! private PostgreSQL, two `akbench-worker` processes with `--metrics-listen`, the example
 //! corpus, real gRPC over loopback. After the sweep, the coordinator's and the workers'
-//! `/metrics` agree with the run's accounting and pass `promtool check metrics`.
+//! `/metrics` agree with the run's accounting and pass `promtool check metrics`; with OTLP
+//! export on (an in-process receiver), every attempt is one trace across the coordinator
+//! and the worker, and a `ctl` command's trace continues into the coordinator.
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve, Config, ServeHandle};
 mod e2e;
+mod otlp;
 
 use akbench_core::digest::canonical_json;
 use akbench_core::spec::ResolvedRunSpec;
@@ -357,4 +360,185 @@ async fn after_a_sweep_metrics_agree_with_the_accounting_and_pass_promtool() {
     assert_eq!(worker_states, by_state);
     assert!(workspaces >= 1.0, "some attempt created a workspace");
     s.stop().await;
+}
+
+/// The stored lifecycle states of every attempt of the run, by attempt id, in seq order.
+async fn attempt_paths(s: &Sweep) -> BTreeMap<String, Vec<String>> {
+    let c = s.handle().store.client().await.unwrap();
+    let rows = c
+        .query(
+            "SELECT a.attempt_id::text, t.state FROM attempts a \
+             JOIN planned_trials p ON p.trial_id = a.trial_id \
+             JOIN transitions t ON t.attempt_id = a.attempt_id \
+             WHERE p.run_id = $1 ORDER BY a.attempt_id, t.seq",
+            &[&s.spec.identity.run_id],
+        )
+        .await
+        .unwrap();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in rows {
+        out.entry(r.get(0)).or_default().push(r.get(1));
+    }
+    out
+}
+
+const TERMINAL: [&str; 8] = [
+    "completed",
+    "failed",
+    "timeout",
+    "cancelled",
+    "infrastructure_error",
+    "invalid_configuration",
+    "evaluation_error",
+    "not_graded",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_coordinator() {
+    let receiver = otlp::Receiver::start().await;
+    let endpoint = format!("http://{}", receiver.addr);
+    let otel = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    // This process is the coordinator's (each nextest test is its own process).
+    for (k, v) in otel {
+        std::env::set_var(k, v);
+    }
+    let telemetry = akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench-coordinator",
+        json: false,
+        filter: tracing_subscriber::EnvFilter::new("warn"),
+        ansi: false,
+        stderr: true,
+    });
+    assert!(telemetry.exporting());
+    let mut s = Sweep::start(&["oracle", "fail"], 1).await;
+    for n in 0..2 {
+        s.spawn_worker(n, 2, free_addr(), &otel);
+    }
+    s.wait_finished(Duration::from_secs(600)).await;
+    // A ctl command against the coordinator, exporting too.
+    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let out = Command::new(&ctl)
+        .args(["run", "status", &s.spec.identity.run_key, "--coordinator"])
+        .arg(format!("http://{}", s.handle().grpc_addr))
+        .envs(otel)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let paths = attempt_paths(&s).await;
+    assert_eq!(paths.len(), s.planned);
+    // Workers flush their spans when they drain; the coordinator when telemetry shuts down.
+    s.stop().await;
+    telemetry.shutdown();
+    let until = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans = receiver.spans();
+        let finished = spans
+            .iter()
+            .filter(|s| s.name == "attempt.report finished")
+            .count();
+        let ctl_seen = spans.iter().any(|s| s.service == "akbench");
+        if (finished >= paths.len() && ctl_seen) || Instant::now() > until {
+            break spans;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let by_id: BTreeMap<&str, &otlp::Span> =
+        spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let mut traces = std::collections::BTreeSet::new();
+    for (attempt, states) in &paths {
+        let of_attempt: Vec<&otlp::Span> = spans
+            .iter()
+            .filter(|s| s.attr("akbench.attempt.id") == attempt)
+            .collect();
+        let assign = of_attempt
+            .iter()
+            .find(|s| s.name == "attempt.assign")
+            .unwrap_or_else(|| panic!("no attempt.assign span for {attempt}: {of_attempt:#?}"));
+        assert_eq!(assign.service, "akbench-coordinator");
+        assert_eq!(
+            assign.parent_span_id, "",
+            "the assignment is the trace's root"
+        );
+        // One trace per attempt, holding both processes' spans.
+        assert!(
+            traces.insert(assign.trace_id.clone()),
+            "a trace shared by two attempts"
+        );
+        assert!(
+            of_attempt.iter().all(|s| s.trace_id == assign.trace_id),
+            "{of_attempt:#?}"
+        );
+        let worker = of_attempt
+            .iter()
+            .find(|s| s.name.starts_with("attempt ") && s.service == "akbench-worker")
+            .unwrap_or_else(|| panic!("no worker attempt span for {attempt}: {of_attempt:#?}"));
+        // Parents intact across the gRPC boundary, both ways.
+        assert_eq!(worker.parent_span_id, assign.span_id);
+        let reports: Vec<&&otlp::Span> = of_attempt
+            .iter()
+            .filter(|s| s.name.starts_with("attempt.report"))
+            .collect();
+        assert!(
+            reports.iter().any(|r| r.name == "attempt.report finished"),
+            "{reports:#?}"
+        );
+        for r in &reports {
+            assert_eq!(r.service, "akbench-coordinator");
+            assert_eq!(r.parent_span_id, worker.span_id, "{r:#?}");
+        }
+        let state = states.last().unwrap();
+        assert_eq!(worker.attr("akbench.attempt.state"), state);
+        for key in [
+            "akbench.trial.key",
+            "akbench.agent",
+            "akbench.task.release",
+            "akbench.worker.id",
+        ] {
+            assert!(!worker.attr(key).is_empty(), "{key} on {worker:#?}");
+        }
+        // Every lifecycle phase is a child span of the worker's attempt, in order.
+        let mut phases: Vec<&otlp::Span> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == worker.span_id && !s.attr("akbench.phase").is_empty())
+            .collect();
+        phases.sort_by_key(|s| s.start);
+        let names: Vec<&str> = phases.iter().map(|s| s.name.as_str()).collect();
+        let expected: Vec<&str> = states
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !TERMINAL.contains(s))
+            .collect();
+        assert_eq!(names, expected, "{attempt}");
+        // The agent's process is a span of the executing phase.
+        if expected.contains(&"executing") {
+            let process = spans
+                .iter()
+                .find(|s| s.name == "agent.process" && s.trace_id == assign.trace_id)
+                .unwrap_or_else(|| panic!("no agent.process span in {}", assign.trace_id));
+            let parent = by_id[process.parent_span_id.as_str()];
+            assert_eq!(parent.name, "executing");
+        }
+    }
+    // The ctl command's trace continues into the coordinator.
+    let command = spans
+        .iter()
+        .find(|s| s.service == "akbench" && s.name == "akbench run status")
+        .unwrap_or_else(|| panic!("no ctl span"));
+    let server: Vec<&otlp::Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == command.span_id)
+        .collect();
+    assert!(
+        server.iter().any(|s| s.service == "akbench-coordinator"
+            && s.trace_id == command.trace_id
+            && s.attr("rpc.system") == "grpc"),
+        "{server:#?}"
+    );
 }

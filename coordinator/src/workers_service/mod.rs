@@ -27,6 +27,7 @@
 
 mod convert;
 mod session;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -204,7 +205,13 @@ impl WorkersService {
             loop {
                 tick.tick().await;
                 let started = std::time::Instant::now();
-                let reaped = this.scheduler.reap(this.scheduler.now()).await;
+                let reaped = {
+                    use tracing::Instrument as _;
+                    this.scheduler
+                        .reap(this.scheduler.now())
+                        .instrument(trace::db("reap", None))
+                        .await
+                };
                 this.metrics.db_time("reap", started.elapsed());
                 match reaped {
                     Ok(reaped) => {

@@ -116,17 +116,18 @@ impl Args {
     }
 }
 
-fn init_tracing() {
+fn init_tracing() -> akbench_telemetry::Telemetry {
     let level = std::env::var("AKBENCH_LOG")
         .ok()
         .and_then(|v| v.parse::<tracing::Level>().ok())
         .unwrap_or(tracing::Level::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
+    akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench-worker",
+        json: false,
+        filter: tracing_subscriber::EnvFilter::new(level.to_string()),
+        ansi: false,
+        stderr: true,
+    })
 }
 
 /// Parses `args` (the program name first), runs the daemon until it is drained, and returns
@@ -145,7 +146,7 @@ where
             return e.exit_code();
         }
     };
-    init_tracing();
+    let telemetry = init_tracing();
     let metrics_listen = args.metrics_listen;
     let config = match args.into_config() {
         Ok(c) => c,
@@ -171,7 +172,7 @@ where
             return 1;
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         if let Some(addr) = metrics_listen {
             match super::metrics::bind(addr).await {
                 Ok(listener) => {
@@ -208,7 +209,9 @@ where
         let exit = daemon.run().await;
         signals.abort();
         exit.code()
-    })
+    });
+    telemetry.shutdown();
+    code
 }
 
 #[cfg(test)]

@@ -148,6 +148,7 @@ impl Daemon {
             out_root: config.out_root.clone(),
             artifacts,
             metrics: Arc::new(WorkerMetrics::default()),
+            worker_id: config.worker_id.clone(),
         });
         ctx.metrics.set_slots(config.slots);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -236,6 +237,8 @@ struct Entry {
     finished_sent: bool,
     /// Send everything owed again at the next heartbeat (`UNAVAILABLE`).
     retry: bool,
+    /// W3C trace context of the attempt's span, sent with every report about it.
+    traceparent: String,
 }
 
 impl Entry {
@@ -572,10 +575,14 @@ impl Supervisor {
             Event::Transition {
                 attempt_id,
                 transition,
+                traceparent,
             } => {
                 if let Some(e) = self.attempts.get_mut(&attempt_id) {
                     if !e.lost {
                         e.transitions.push(transition);
+                        if !traceparent.is_empty() {
+                            e.traceparent = traceparent;
+                        }
                     }
                 }
             }
@@ -585,6 +592,7 @@ impl Supervisor {
                 digest,
                 terminal,
                 cause,
+                traceparent,
             } => {
                 let Some(e) = self.attempts.get_mut(&attempt_id) else {
                     return;
@@ -596,12 +604,14 @@ impl Supervisor {
                         epoch: e.epoch,
                         record_json,
                         digest,
+                        traceparent: traceparent.clone(),
                     });
                     e.finished = Some(pb::AttemptFinished {
                         attempt_id: attempt_id.clone(),
                         epoch: e.epoch,
                         terminal_state: terminal as i32,
                         cause,
+                        traceparent,
                     });
                 }
                 self.settle(&attempt_id);
@@ -633,6 +643,7 @@ impl Supervisor {
                     attempt_id: id.clone(),
                     epoch: e.epoch,
                     transitions: new,
+                    traceparent: e.traceparent.clone(),
                 }));
             }
             if let (Some(r), false) = (&e.record, e.record_sent) {
@@ -770,6 +781,7 @@ impl Supervisor {
                 finished: None,
                 finished_sent: false,
                 retry: false,
+                traceparent: String::new(),
             },
         );
         if self.drain.is_some() {
