@@ -70,6 +70,14 @@ impl Telemetry {
         self.provider.is_some()
     }
 
+    /// Stops (`true`) or resumes building and exporting spans without reinstalling anything;
+    /// while paused, [`enabled`] is false, as with export unset (for A/B benchmarks).
+    pub fn pause(&self, paused: bool) {
+        if self.provider.is_some() {
+            EXPORTING.store(!paused, Ordering::Relaxed);
+        }
+    }
+
     /// Exports what is buffered and stops the exporter.
     pub fn shutdown(mut self) {
         self.stop();
