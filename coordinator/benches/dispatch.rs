@@ -82,18 +82,21 @@ fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
             attempt_id: attempt_id.into(),
             epoch,
             transitions,
+            ..Default::default()
         })),
         m(In::Record(RecordUpload {
             attempt_id: attempt_id.into(),
             epoch,
             record_json,
             digest,
+            ..Default::default()
         })),
         m(In::Finished(AttemptFinished {
             attempt_id: attempt_id.into(),
             epoch,
             terminal_state: wire_state(State::NotGraded) as i32,
             cause: String::new(),
+            ..Default::default()
         })),
     ]
 }

@@ -4,7 +4,8 @@
 //!   404 when unknown). Rates over nothing are `null`.
 //! - `GET /runs/{run}`: the same projection as a plain server-side HTML page that refreshes
 //!   itself every 2 seconds (no JavaScript); rates over nothing read "n/a".
-//! - `GET /metrics`: Prometheus text format ([`Metrics`]).
+//! - `GET /metrics`: Prometheus text ([`Metrics`]); the state gauges are read from the
+//!   database first (when that fails the last values are served and a warning logged).
 //! - `GET /healthz`: the process is up. `GET /readyz`: the database answers and carries every
 //!   migration this binary knows.
 //!
@@ -109,8 +110,11 @@ async fn status_page(State(state): State<HttpState>, Path(run): Path<String>) ->
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
+    if let Err(e) = state.metrics.refresh(&state.store).await {
+        tracing::warn!("failed to read the metrics' state gauges from the database: {e}");
+    }
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(),
     )
         .into_response()

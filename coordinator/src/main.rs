@@ -6,8 +6,9 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
-    init_logging(config.log_json);
+    let telemetry = init_logging(config.log_json);
     let handle = serve(config, shutdown_signal()).await?;
     handle.wait().await?;
+    telemetry.shutdown();
     Ok(())
 }

@@ -1,153 +1,291 @@
-//! Process metrics in the Prometheus text format. [`Metrics`] is a set of atomics that the
-//! scheduler and the services update; `/metrics` renders whatever they hold.
+//! The coordinator's Prometheus metrics ([`Metrics`], `prometheus-client`), rendered by
+//! `GET /metrics` in the Prometheus text format 0.0.4.
+//!
+//! Two kinds:
+//! - **events** this process saw, updated where they happen: attempts finished by final
+//!   state and cause class, retries, lease expiries, assignments, dispatch latency (claim
+//!   to assignment sent) and scheduler database time per operation. Per replica: sum them.
+//! - **state** read from the database at each scrape ([`Metrics::refresh`],
+//!   `sql/metrics/snapshot.sql`): queue depth by run and provider route, live leases,
+//!   workers connected and their free slots. Shared by every replica: take `max`, not `sum`.
+//!
+//! Every metric name starts with `akbench_`; [`NAMES`] lists them (the dashboards in
+//! `deploy/observability/` may only query these).
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
-/// Terminal outcomes of attempts, in the order of [`Metrics::attempts_by_outcome`].
-pub const OUTCOMES: [&str; 8] = [
-    "completed",
-    "failed",
-    "timeout",
-    "cancelled",
-    "infrastructure_error",
-    "invalid_configuration",
-    "evaluation_error",
-    "not_graded",
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use akbench_core::telemetry::{cause_class, openmetrics_to_text};
+
+use crate::store::{Store, StoreError};
+
+const SNAPSHOT_SQL: &str = include_str!("../sql/metrics/snapshot.sql");
+
+/// Upper bounds (seconds) of the dispatch latency histogram.
+pub const DISPATCH_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-/// Upper bounds (seconds) of the dispatch latency histogram buckets.
-pub const DISPATCH_BUCKETS: [f64; 10] =
-    [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+/// Upper bounds (seconds) of the scheduler database time histogram.
+pub const DB_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
 
-/// Counters and gauges of the coordinator.
-#[derive(Debug, Default)]
+/// Every exported sample name (counters with `_total`, histograms with their base name).
+pub const NAMES: [&str; 10] = [
+    "akbench_attempts_finished_total",
+    "akbench_retries_total",
+    "akbench_lease_expiries_total",
+    "akbench_assignments_total",
+    "akbench_dispatch_latency_seconds",
+    "akbench_scheduler_db_seconds",
+    "akbench_queue_depth",
+    "akbench_live_leases",
+    "akbench_workers_connected",
+    "akbench_free_slots",
+];
+
+/// Labels of finished attempts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    /// The terminal lifecycle state (`completed`, `infrastructure_error`, ...).
+    pub state: String,
+    /// `akbench_core::telemetry::cause_class` of the cause.
+    pub cause: String,
+}
+
+/// Labels of the queue depth.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The run key.
+    pub run: String,
+    /// The provider route (empty when the agent uses none).
+    pub provider_route: String,
+}
+
+/// Labels of the scheduler database time.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    /// `claim`, `report`, `heartbeat`, `reap`, `register`.
+    pub op: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn db_histogram() -> Histogram {
+    Histogram::new(DB_BUCKETS)
+}
+
+/// The coordinator's metrics (cheap to share behind an `Arc`; every update is atomic).
+#[derive(Debug)]
 pub struct Metrics {
-    /// Gauge: work items ready to claim.
-    pub queue_depth: AtomicU64,
-    /// Gauge: live leases.
-    pub live_leases: AtomicU64,
-    /// Counters: attempts finished, by [`OUTCOMES`] index.
-    pub attempts_by_outcome: [AtomicU64; 8],
-    /// Counter: leases expired by the reaper.
-    pub lease_expiries: AtomicU64,
-    /// Counter: attempts retried after infrastructure errors.
-    pub retries: AtomicU64,
-    /// Gauge: workers with an open session.
-    pub workers_connected: AtomicU64,
-    /// Histogram of the time from claim to assignment sent: counts per bucket (cumulative
-    /// buckets are computed when rendering), plus the overflow bucket.
-    pub dispatch_latency: [AtomicU64; 11],
-    /// Sum of the observed dispatch latencies, microseconds.
-    pub dispatch_latency_sum_us: AtomicU64,
+    registry: Registry,
+    attempts: Family<AttemptLabels, Counter>,
+    retries: Counter,
+    lease_expiries: Counter,
+    assignments: Counter,
+    dispatch_latency: Histogram,
+    db_seconds: HistogramFamily<OpLabels>,
+    queue_depth: Family<QueueLabels, Gauge>,
+    live_leases: Gauge,
+    workers_connected: Gauge,
+    free_slots: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Metrics {
+            registry: Registry::default(),
+            attempts: Family::default(),
+            retries: Counter::default(),
+            lease_expiries: Counter::default(),
+            assignments: Counter::default(),
+            dispatch_latency: Histogram::new(DISPATCH_BUCKETS),
+            db_seconds: Family::new_with_constructor(db_histogram),
+            queue_depth: Family::default(),
+            live_leases: Gauge::default(),
+            workers_connected: Gauge::default(),
+            free_slots: Gauge::default(),
+        };
+        let mut r = Registry::default();
+        r.register(
+            "akbench_attempts_finished",
+            "Attempts this coordinator saw finish, by terminal state and cause class",
+            m.attempts.clone(),
+        );
+        r.register(
+            "akbench_retries",
+            "Trials re-queued for another attempt after an infrastructure error",
+            m.retries.clone(),
+        );
+        r.register(
+            "akbench_lease_expiries",
+            "Leases taken back by the reaper",
+            m.lease_expiries.clone(),
+        );
+        r.register(
+            "akbench_assignments",
+            "Attempts assigned to workers",
+            m.assignments.clone(),
+        );
+        r.register(
+            "akbench_dispatch_latency_seconds",
+            "Time from the start of a claim to the assignment sent to the worker",
+            m.dispatch_latency.clone(),
+        );
+        r.register(
+            "akbench_scheduler_db_seconds",
+            "Time of scheduler database operations, by operation",
+            m.db_seconds.clone(),
+        );
+        r.register(
+            "akbench_queue_depth",
+            "Work items ready to claim in running runs, by run and provider route",
+            m.queue_depth.clone(),
+        );
+        r.register("akbench_live_leases", "Live leases", m.live_leases.clone());
+        r.register(
+            "akbench_workers_connected",
+            "Workers with an open session",
+            m.workers_connected.clone(),
+        );
+        r.register(
+            "akbench_free_slots",
+            "Free slots of connected workers (slots minus live leases)",
+            m.free_slots.clone(),
+        );
+        Metrics { registry: r, ..m }
+    }
 }
 
 impl Metrics {
-    /// Counts one finished attempt; unknown outcomes are ignored.
-    pub fn attempt_finished(&self, outcome: &str) {
-        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
-            self.attempts_by_outcome[i].fetch_add(1, Relaxed);
+    /// Counts one attempt that reached `state` for `cause` (free text; see `akbench_core::telemetry::cause_class`).
+    pub fn attempt_finished(&self, state: &str, cause: &str) {
+        self.attempts
+            .get_or_create(&AttemptLabels {
+                state: state.to_string(),
+                cause: cause_class(cause),
+            })
+            .inc();
+    }
+
+    /// Counts one trial re-queued for a new attempt.
+    pub fn retried(&self) {
+        self.retries.inc();
+    }
+
+    /// Counts one lease taken back by the reaper.
+    pub fn lease_expired(&self) {
+        self.lease_expiries.inc();
+    }
+
+    /// Records one assignment sent `latency` after its claim started.
+    pub fn assigned(&self, latency: Duration) {
+        self.assignments.inc();
+        self.dispatch_latency.observe(latency.as_secs_f64());
+    }
+
+    /// Records the time of one scheduler database operation.
+    pub fn db_time(&self, op: &'static str, took: Duration) {
+        self.db_seconds
+            .get_or_create(&OpLabels { op: op.to_string() })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Reads the state gauges from the database (one statement).
+    pub async fn refresh(&self, store: &Store) -> Result<(), StoreError> {
+        let client = store.client().await?;
+        let rows = client.query(SNAPSHOT_SQL, &[]).await?;
+        self.queue_depth.clear();
+        for row in rows {
+            let metric: &str = row.get(0);
+            let value: i64 = row.get(3);
+            match metric {
+                "queue_depth" => {
+                    self.queue_depth
+                        .get_or_create(&QueueLabels {
+                            run: row.get(1),
+                            provider_route: row.get(2),
+                        })
+                        .set(value);
+                }
+                "live_leases" => {
+                    self.live_leases.set(value);
+                }
+                "workers_connected" => {
+                    self.workers_connected.set(value);
+                }
+                "free_slots" => {
+                    self.free_slots.set(value);
+                }
+                _ => {}
+            }
         }
+        Ok(())
     }
 
-    /// Records one dispatch latency.
-    pub fn observe_dispatch(&self, latency: std::time::Duration) {
-        let secs = latency.as_secs_f64();
-        let i = DISPATCH_BUCKETS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(DISPATCH_BUCKETS.len());
-        self.dispatch_latency[i].fetch_add(1, Relaxed);
-        self.dispatch_latency_sum_us.fetch_add(
-            u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
-            Relaxed,
-        );
-    }
-
-    /// The Prometheus text exposition (version 0.0.4).
+    /// The Prometheus text exposition (version 0.0.4, what `promtool check metrics` reads).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut one = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        one(
-            "akbench_queue_depth",
-            "gauge",
-            "Work items ready to claim.",
-            self.queue_depth.load(Relaxed),
-        );
-        one(
-            "akbench_live_leases",
-            "gauge",
-            "Live leases.",
-            self.live_leases.load(Relaxed),
-        );
-        one(
-            "akbench_lease_expiries_total",
-            "counter",
-            "Leases expired by the reaper.",
-            self.lease_expiries.load(Relaxed),
-        );
-        one(
-            "akbench_retries_total",
-            "counter",
-            "Attempts retried after infrastructure errors.",
-            self.retries.load(Relaxed),
-        );
-        one(
-            "akbench_workers_connected",
-            "gauge",
-            "Workers with an open session.",
-            self.workers_connected.load(Relaxed),
-        );
-        let _ = writeln!(out, "# HELP akbench_attempts_total Attempts finished, by outcome.\n# TYPE akbench_attempts_total counter");
-        for (name, n) in OUTCOMES.iter().zip(&self.attempts_by_outcome) {
-            let _ = writeln!(
-                out,
-                "akbench_attempts_total{{outcome=\"{name}\"}} {}",
-                n.load(Relaxed)
-            );
-        }
-        let _ = writeln!(out, "# HELP akbench_dispatch_latency_seconds Time from claim to assignment sent.\n# TYPE akbench_dispatch_latency_seconds histogram");
-        let mut cumulative = 0;
-        for (bound, n) in DISPATCH_BUCKETS.iter().zip(&self.dispatch_latency) {
-            cumulative += n.load(Relaxed);
-            let _ = writeln!(
-                out,
-                "akbench_dispatch_latency_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
-            );
-        }
-        cumulative += self.dispatch_latency[DISPATCH_BUCKETS.len()].load(Relaxed);
-        let _ = writeln!(
-            out,
-            "akbench_dispatch_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
-        );
-        let sum = self.dispatch_latency_sum_us.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "akbench_dispatch_latency_seconds_sum {sum}\nakbench_dispatch_latency_seconds_count {cumulative}");
-        out
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        openmetrics_to_text(&out)
     }
 }
+
+/// The content type of [`Metrics::render`].
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn renders_counters_and_a_cumulative_histogram() {
+    fn events_move_the_rendered_samples() {
         let m = Metrics::default();
-        m.queue_depth.store(7, Relaxed);
-        m.attempt_finished("not_graded");
-        m.attempt_finished("bogus");
-        m.observe_dispatch(std::time::Duration::from_millis(3));
-        m.observe_dispatch(std::time::Duration::from_secs(5));
+        let before = m.render();
+        assert!(
+            before.contains("akbench_retries_total 0"),
+            "a counter starts at 0: {before}"
+        );
+        m.attempt_finished("completed", "");
+        m.attempt_finished("completed", "");
+        m.attempt_finished("infrastructure_error", "lease expired");
+        m.retried();
+        m.lease_expired();
+        m.assigned(Duration::from_micros(1500));
+        m.assigned(Duration::from_secs(9));
+        m.db_time("claim", Duration::from_millis(3));
+        m.queue_depth
+            .get_or_create(&QueueLabels {
+                run: "r".into(),
+                provider_route: String::new(),
+            })
+            .set(3);
         let text = m.render();
-        assert!(text.contains("akbench_queue_depth 7"), "{text}");
-        assert!(text.contains("akbench_attempts_total{outcome=\"not_graded\"} 1"));
-        assert!(text.contains("akbench_dispatch_latency_seconds_bucket{le=\"0.005\"} 1"));
-        assert!(text.contains("akbench_dispatch_latency_seconds_bucket{le=\"+Inf\"} 2"));
-        assert!(text.contains("akbench_dispatch_latency_seconds_count 2"));
+        for want in [
+            "akbench_attempts_finished_total{state=\"completed\",cause=\"none\"} 2",
+            "akbench_attempts_finished_total{state=\"infrastructure_error\",cause=\"lease\"} 1",
+            "akbench_retries_total 1",
+            "akbench_lease_expiries_total 1",
+            "akbench_assignments_total 2",
+            "akbench_dispatch_latency_seconds_bucket{le=\"0.002\"} 1",
+            "akbench_dispatch_latency_seconds_bucket{le=\"+Inf\"} 2",
+            "akbench_dispatch_latency_seconds_count 2",
+            "akbench_scheduler_db_seconds_count{op=\"claim\"} 1",
+            "akbench_queue_depth{run=\"r\",provider_route=\"\"} 3",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        for name in NAMES {
+            let family = format!("# TYPE {name} ");
+            assert!(text.contains(&family), "{family} in {text}");
+        }
     }
 }

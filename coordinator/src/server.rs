@@ -273,7 +273,8 @@ pub async fn serve_with(
             lease_ttl: config.lease_ttl(),
             ..WorkersConfig::default()
         },
-    );
+    )
+    .with_metrics(services.metrics.clone());
     let work: Arc<dyn WorkControl> = match services.work {
         Some(w) => w,
         None => Arc::new(SchedulerWork::new(workers.clone())),
@@ -298,6 +299,7 @@ pub async fn serve_with(
         }
     };
     let grpc_router = tonic::transport::Server::builder()
+        .trace_fn(akbench_telemetry::grpc_server_span)
         .add_service(control)
         .add_service(workers_server);
     let (grpc_task, http_task, watch_task) = match (&tls, &tls_files) {
@@ -424,14 +426,17 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Installs the `tracing` subscriber: `RUST_LOG`-style filter (default `info`), text or JSON.
-pub fn init_logging(json: bool) {
+/// Installs the `tracing` subscriber: `RUST_LOG`-style filter (default `info`), text or JSON,
+/// and the OTLP span exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see
+/// `akbench_telemetry`). Keep the returned guard until exit: dropping it flushes the spans.
+pub fn init_logging(json: bool) -> akbench_telemetry::Telemetry {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench-coordinator",
+        json,
+        filter,
+        ansi: true,
+        stderr: false,
+    })
 }

@@ -30,6 +30,7 @@ fn batch(a: &Assignment, states: &[State], from: u32) -> In {
                 note: String::new(),
             })
             .collect(),
+        ..Default::default()
     })
 }
 
@@ -39,6 +40,7 @@ fn finished(a: &Assignment, s: State, cause: &str) -> In {
         epoch: a.epoch,
         terminal_state: wire_state(s) as i32,
         cause: cause.into(),
+        ..Default::default()
     })
 }
 
@@ -49,6 +51,7 @@ fn upload(a: &Assignment, note: &str) -> In {
         epoch: a.epoch,
         record_json,
         digest,
+        ..Default::default()
     })
 }
 

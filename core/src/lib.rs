@@ -30,6 +30,7 @@ pub mod spec;
 pub mod spec_diff;
 pub mod support;
 pub mod task;
+pub mod telemetry;
 pub mod testkit;
 pub mod transport;
 pub mod trial_record;

@@ -31,13 +31,51 @@ where
             };
         }
     };
-    match cmd::dispatch(cli) {
+    let telemetry = init_telemetry();
+    let span = command_span(&cli);
+    let code = match span.in_scope(|| cmd::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             exit::code_for(&e)
         }
+    };
+    drop(span);
+    telemetry.shutdown();
+    code
+}
+
+/// Logs (`RUST_LOG`, off by default, to stderr) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+/// set, span export (see `akbench_telemetry`).
+fn init_telemetry() -> akbench_telemetry::Telemetry {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench",
+        json: false,
+        filter,
+        ansi: false,
+        stderr: true,
+    })
+}
+
+/// The root span of the command (its trace continues into the coordinator: remote calls
+/// carry its `traceparent`). Disabled when nothing is exported.
+fn command_span(cli: &cli::Cli) -> tracing::Span {
+    if !akbench_telemetry::enabled() {
+        return tracing::Span::none();
     }
+    let name = match &cli.command {
+        cli::Command::Run(rc) => format!("run {}", remote::commands::name(rc)),
+        cli::Command::Sweep(_) => "sweep".into(),
+        cli::Command::Up(_) => "up".into(),
+    };
+    tracing::info_span!(
+        "akbench",
+        otel.name = %format!("akbench {name}"),
+        otel.kind = "client",
+        process.command = %name,
+    )
 }
 
 /// Restores the default SIGPIPE action, so `akbench ... | head` ends quietly instead of

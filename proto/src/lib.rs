@@ -53,6 +53,7 @@ mod tests {
                     at_unix_ms: 1_700_000_000_000,
                     note: String::new(),
                 }],
+                traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
             })),
         };
         let finished = WorkerMessage {
@@ -61,6 +62,7 @@ mod tests {
                 epoch: 7,
                 terminal_state: AttemptState::NotGraded as i32,
                 cause: String::new(),
+                ..Default::default()
             })),
         };
         for m in [hello, batch, finished] {

@@ -57,8 +57,10 @@ mod artifacts;
 mod cli;
 mod config;
 mod grade;
+pub mod metrics;
 mod runner;
 mod session;
+mod spans;
 
 pub use artifacts::{ArtifactError, ArtifactStore};
 pub use cli::{main_with_args, Args};

@@ -184,7 +184,7 @@ pub(super) fn record_report(r: &akbench_proto::v1::RecordUpload) -> Result<Repor
 }
 
 /// The wire form of an assignment: the planned trial's document as canonical JSON.
-pub(super) fn assignment(a: &Assignment) -> CoordinatorMessage {
+pub(super) fn assignment(a: &Assignment, traceparent: String) -> CoordinatorMessage {
     let json = canonical_json(&a.document);
     let digest = digest_bytes(json.as_bytes());
     CoordinatorMessage {
@@ -198,6 +198,7 @@ pub(super) fn assignment(a: &Assignment) -> CoordinatorMessage {
                 WorkKind::Grade => akbench_proto::v1::WorkKind::Grade,
             } as i32,
             work_item_json: json,
+            traceparent,
             work_item_digest: digest,
         })),
     }

@@ -32,6 +32,7 @@
 
 mod convert;
 mod session;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
-use crate::scheduler::{CancelReport, Scheduler, SchedulerError};
+use crate::metrics::Metrics;
+use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
 
 pub use convert::wire_state;
@@ -138,6 +140,7 @@ pub struct WorkersService {
     scheduler: Scheduler,
     config: Arc<WorkersConfig>,
     registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
 }
 
 impl WorkersService {
@@ -147,7 +150,14 @@ impl WorkersService {
             scheduler,
             config: Arc::new(config),
             registry: Arc::new(Registry::default()),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// The same service counting into `metrics` (the ones `/metrics` renders).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The tonic server to add to a `tonic::transport::Server`.
@@ -200,9 +210,24 @@ impl WorkersService {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                match this.scheduler.reap(this.scheduler.now()).await {
+                let started = std::time::Instant::now();
+                let reaped = {
+                    use tracing::Instrument as _;
+                    this.scheduler
+                        .reap(this.scheduler.now())
+                        .instrument(trace::db("reap", None))
+                        .await
+                };
+                this.metrics.db_time("reap", started.elapsed());
+                match reaped {
                     Ok(reaped) => {
                         for r in reaped {
+                            this.metrics.lease_expired();
+                            this.metrics
+                                .attempt_finished("infrastructure_error", "lease expired");
+                            if r.disposition == Disposition::Requeued {
+                                this.metrics.retried();
+                            }
                             tracing::info!(attempt = %r.attempt_id, worker = %r.worker_id,
                                 disposition = ?r.disposition, "lease expired");
                             this.registry.send(

@@ -11,9 +11,11 @@ use tonic::{Status, Streaming};
 use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
+use super::trace;
 use super::{Control, WorkersService, HELLO_TIMEOUT};
-use crate::scheduler::{ClaimAfter, Report, ReportAck, SchedulerError};
+use crate::scheduler::{ClaimAfter, Disposition, Report, ReportAck, SchedulerError};
 use crate::worker_identity::bind;
+use tracing::Instrument as _;
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
@@ -254,9 +256,17 @@ impl Session {
     async fn dispatch(&mut self) -> bool {
         let scheduler = &self.service.scheduler;
         let wanted = self.free();
+        let started = std::time::Instant::now();
+        let db = trace::db("claim", None);
         let claimed = scheduler
             .claim(&self.worker_id, wanted, self.service.config.lease_ttl)
+            .instrument(db.clone())
             .await;
+        self.service.metrics.db_time("claim", started.elapsed());
+        if let Ok(a) = &claimed {
+            db.record("db.response.returned_rows", a.len());
+        }
+        drop(db);
         match claimed {
             Ok(assignments) => {
                 if assignments.len() == wanted {
@@ -265,9 +275,11 @@ impl Session {
                 }
                 for a in &assignments {
                     self.held.insert(a.attempt_id, a.epoch);
-                    if !self.send(convert::assignment(a)).await {
+                    let (_span, tp) = trace::assign(a, &self.worker_id);
+                    if !self.send(convert::assignment(a, tp)).await {
                         return false;
                     }
+                    self.service.metrics.assigned(started.elapsed());
                 }
                 true
             }
@@ -312,23 +324,27 @@ impl Session {
         let mut answers: Vec<Option<CoordinatorMessage>> = vec![None; batch.len()];
         let mut reports: Vec<Report> = Vec::new();
         let mut report_of: Vec<(usize, String, Subject)> = Vec::new();
+        let mut traceparents: Vec<&str> = Vec::new();
         let mut freed = false;
         for (i, m) in batch.iter().enumerate() {
-            let (parsed, id, subject) = match &m.body {
+            let (parsed, id, subject, tp) = match &m.body {
                 Some(In::Transitions(b)) => (
                     convert::transitions_report(b),
                     &b.attempt_id,
                     Subject::Transitions,
+                    b.traceparent.as_str(),
                 ),
                 Some(In::Finished(f)) => (
                     convert::finished_report(f).map_err(|e| (0, e)),
                     &f.attempt_id,
                     Subject::Finished,
+                    f.traceparent.as_str(),
                 ),
                 Some(In::Record(r)) => (
                     convert::record_report(r).map_err(|e| (0, e)),
                     &r.attempt_id,
                     Subject::Record,
+                    r.traceparent.as_str(),
                 ),
                 Some(In::Heartbeat(h)) => {
                     if h.draining && !self.draining {
@@ -362,6 +378,7 @@ impl Session {
                 Ok(r) => {
                     reports.push(r);
                     report_of.push((i, id.clone(), subject));
+                    traceparents.push(tp);
                 }
                 Err((seq, why)) => answers[i] = Some(malformed(id, subject, seq, why)),
             }
@@ -375,14 +392,50 @@ impl Session {
                 ttl_ms: i64::try_from(self.service.config.lease_ttl.as_millis())
                     .unwrap_or(i64::MAX),
             });
+            let spans: Vec<tracing::Span> = reports
+                .iter()
+                .zip(&traceparents)
+                .map(|(r, tp)| trace::report(r, tp, &self.worker_id))
+                .collect();
+            let db = trace::db("report", spans.first());
+            db.record("db.response.returned_rows", reports.len());
+            let started = std::time::Instant::now();
             let (outcomes, assigned) = self
                 .service
                 .scheduler
                 .report_and_claim(&reports, claim)
+                .instrument(db.clone())
                 .await;
+            self.service.metrics.db_time("report", started.elapsed());
+            drop(db);
+            for (span, outcome) in spans.iter().zip(&outcomes) {
+                trace::outcome(
+                    span,
+                    if outcome.is_ok() {
+                        "accepted"
+                    } else {
+                        "refused"
+                    },
+                );
+            }
+            drop(spans);
             for ((report, outcome), (i, id, subject)) in
                 reports.iter().zip(&outcomes).zip(&report_of)
             {
+                if let (
+                    Report::Finished {
+                        terminal, cause, ..
+                    },
+                    Ok(ReportAck::Finished(Some(disposition))),
+                ) = (report, outcome)
+                {
+                    self.service
+                        .metrics
+                        .attempt_finished(terminal.as_str(), cause);
+                    if *disposition == Disposition::Requeued {
+                        self.service.metrics.retried();
+                    }
+                }
                 let done = matches!(outcome, Ok(ReportAck::Finished(_)))
                     || matches!(outcome, Err(SchedulerError::StaleEpoch { .. }));
                 if done && self.held.remove(&report.attempt_id()).is_some() {
@@ -396,7 +449,9 @@ impl Session {
             }
             for a in &assigned {
                 self.held.insert(a.attempt_id, a.epoch);
-                answers.push(Some(convert::assignment(a)));
+                let (_span, tp) = trace::assign(a, &self.worker_id);
+                answers.push(Some(convert::assignment(a, tp)));
+                self.service.metrics.assigned(started.elapsed());
             }
         }
         for a in answers.into_iter().flatten() {
@@ -422,12 +477,15 @@ impl Session {
             }
         }
         let ttl = self.service.config.lease_ttl;
-        match self
+        let started = std::time::Instant::now();
+        let extended = self
             .service
             .scheduler
             .heartbeat(&self.worker_id, &leases, ttl)
-            .await
-        {
+            .instrument(trace::db("heartbeat", None))
+            .await;
+        self.service.metrics.db_time("heartbeat", started.elapsed());
+        match extended {
             Ok(invalid) => {
                 for (id, _) in invalid {
                     lost.push((id.to_string(), "lease lost".into()));

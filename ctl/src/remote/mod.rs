@@ -180,6 +180,7 @@ impl Client {
         if let Some(h) = &self.header {
             r.metadata_mut().insert("authorization", h.clone());
         }
+        akbench_telemetry::inject(r.metadata_mut());
         r
     }
 

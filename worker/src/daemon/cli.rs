@@ -68,6 +68,10 @@ pub struct Args {
     /// Seconds running attempts may take to finish once draining starts.
     #[arg(long, default_value_t = 60.0)]
     pub grace: f64,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. 0.0.0.0:7402; port 0 picks
+    /// a free port, logged). Off unless given.
+    #[arg(long, env = "AKBENCH_WORKER_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -131,17 +135,18 @@ impl Args {
     }
 }
 
-fn init_tracing() {
+fn init_tracing() -> akbench_telemetry::Telemetry {
     let level = std::env::var("AKBENCH_LOG")
         .ok()
         .and_then(|v| v.parse::<tracing::Level>().ok())
         .unwrap_or(tracing::Level::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
+    akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench-worker",
+        json: false,
+        filter: tracing_subscriber::EnvFilter::new(level.to_string()),
+        ansi: false,
+        stderr: true,
+    })
 }
 
 /// Parses `args` (the program name first), runs the daemon until it is drained, and returns
@@ -160,7 +165,8 @@ where
             return e.exit_code();
         }
     };
-    init_tracing();
+    let telemetry = init_tracing();
+    let metrics_listen = args.metrics_listen;
     let config = match args.into_config() {
         Ok(c) => c,
         Err(e) => {
@@ -185,7 +191,22 @@ where
             return 1;
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
+        if let Some(addr) = metrics_listen {
+            match super::metrics::bind(addr).await {
+                Ok(listener) => {
+                    let bound = listener.local_addr().map_or(addr, |a| a);
+                    tracing::info!(metrics = %format!("http://{bound}/metrics"), "metrics listening");
+                    tokio::spawn(super::metrics::serve(listener, daemon.metrics()));
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "failed to listen on --metrics-listen {addr}: {e}; fix: pick a free address"
+                    );
+                    return 1;
+                }
+            }
+        }
         let handle = daemon.handle();
         let signals = tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
@@ -207,7 +228,9 @@ where
         let exit = daemon.run().await;
         signals.abort();
         exit.code()
-    })
+    });
+    telemetry.shutdown();
+    code
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ pub(super) enum Event {
     Transition {
         attempt_id: String,
         transition: pb::Transition,
+        /// W3C trace context of the attempt's span (empty when not exporting).
+        traceparent: String,
     },
     /// The attempt ended; its record and finish are owed to the coordinator.
     Done {
@@ -35,6 +37,7 @@ pub(super) enum Event {
         digest: String,
         terminal: pb::AttemptState,
         cause: String,
+        traceparent: String,
     },
 }
 
@@ -46,6 +49,9 @@ pub(super) struct Context {
     pub agents_root: PathBuf,
     pub out_root: PathBuf,
     pub artifacts: Option<ArtifactStore>,
+    pub metrics: std::sync::Arc<super::metrics::WorkerMetrics>,
+    /// This worker's id (a span attribute).
+    pub worker_id: String,
 }
 
 /// The wire state of a lifecycle state.
@@ -64,17 +70,22 @@ pub(super) fn wire_transition(t: &Transition) -> pb::Transition {
     }
 }
 
-/// Forwards every transition to the session the moment it is recorded.
+/// Forwards every transition to the session the moment it is recorded, and makes each
+/// lifecycle phase a span (a child of the attempt's span, entered on the attempt's thread
+/// so that the agent's process and the evaluator nest under their phase).
 pub(super) struct Forward {
     attempt_id: String,
     events: UnboundedSender<Event>,
+    spans: super::spans::Phases,
 }
 
 impl Observer for Forward {
     fn transition(&self, _: &Identity, _: u32, t: &Transition) {
+        self.spans.enter_phase(t.state);
         let _ = self.events.send(Event::Transition {
             attempt_id: self.attempt_id.clone(),
             transition: wire_transition(t),
+            traceparent: self.spans.traceparent().to_string(),
         });
     }
 }
@@ -94,12 +105,22 @@ pub(super) async fn run(
 ) {
     let started = Instant::now();
     let attempt_id = a.attempt_id.clone();
+    let labels = metric_labels(&a);
+    ctx.metrics.started();
+    let attempt_span = super::spans::attempt(&a, &ctx.worker_id);
+    let traceparent = akbench_telemetry::traceparent(&attempt_span);
     let fwd = Forward {
         attempt_id: attempt_id.clone(),
         events: events.clone(),
+        spans: super::spans::Phases::new(attempt_span.clone(), traceparent.clone()),
     };
     let ctx2 = ctx.clone();
-    let blocking = tokio::task::spawn_blocking(move || execute(&ctx2, &a, &cancel, &fwd)).await;
+    let blocking = tokio::task::spawn_blocking(move || {
+        let out = fwd.spans.in_attempt(|| execute(&ctx2, &a, &cancel, &fwd));
+        fwd.spans.close();
+        out
+    })
+    .await;
     let (record, artifacts) = match blocking {
         Ok(r) => r,
         Err(e) => {
@@ -116,6 +137,7 @@ pub(super) async fn run(
                 let _ = events.send(Event::Transition {
                     attempt_id: attempt_id.clone(),
                     transition: wire_transition(t),
+                    traceparent: traceparent.clone(),
                 });
             }
             (record, None)
@@ -132,7 +154,22 @@ pub(super) async fn run(
         secs = started.elapsed().as_secs_f64(),
         "assignment finished"
     );
-    done(&events, attempt_id, &record);
+    ctx.metrics.ended(&record, &labels);
+    super::spans::finished(&attempt_span, &record);
+    drop(attempt_span);
+    done(&events, attempt_id, &record, traceparent);
+}
+
+/// The agent and provider route of an assignment, for metric labels (empty when the work
+/// item does not parse).
+fn metric_labels(a: &pb::Assignment) -> super::metrics::AttemptLabelsIn {
+    match serde_json::from_str::<WorkItem>(&a.work_item_json) {
+        Ok(w) => super::metrics::AttemptLabelsIn {
+            agent: w.agent.label,
+            provider_route: w.agent.provider_route.unwrap_or_default(),
+        },
+        Err(_) => super::metrics::AttemptLabelsIn::default(),
+    }
 }
 
 /// Ends an assignment without running it (`state` is a terminal reachable from pending).
@@ -141,6 +178,7 @@ pub(super) fn end_unstarted(
     state: State,
     cause: String,
     events: &UnboundedSender<Event>,
+    metrics: &super::metrics::WorkerMetrics,
 ) {
     let key = key_of(a);
     let record = synthetic_record(&a.attempt_id, &key, a.attempt_number.max(1), state, cause);
@@ -148,20 +186,28 @@ pub(super) fn end_unstarted(
         let _ = events.send(Event::Transition {
             attempt_id: a.attempt_id.clone(),
             transition: wire_transition(t),
+            traceparent: String::new(),
         });
     }
     tracing::info!(attempt = %key, attempt_id = %a.attempt_id, state = %record.state,
         cause = record.cause.as_deref().unwrap_or(""), "assignment not started");
-    done(events, a.attempt_id.clone(), &record);
+    metrics.observe(&record, &metric_labels(a));
+    done(events, a.attempt_id.clone(), &record, String::new());
 }
 
-fn done(events: &UnboundedSender<Event>, attempt_id: String, record: &AttemptRecord) {
+fn done(
+    events: &UnboundedSender<Event>,
+    attempt_id: String,
+    record: &AttemptRecord,
+    traceparent: String,
+) {
     let _ = events.send(Event::Done {
         attempt_id,
         record_json: canonical_json(record),
         digest: digest_of(record),
         terminal: wire_state(record.state),
         cause: record.cause.clone().unwrap_or_default(),
+        traceparent,
     });
 }
 

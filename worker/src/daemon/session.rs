@@ -4,6 +4,7 @@
 
 use super::artifacts::{ArtifactError, ArtifactStore};
 use super::config::{ConfigError, WorkerConfig};
+use super::metrics::WorkerMetrics;
 use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
@@ -149,7 +150,10 @@ impl Daemon {
             agents_root: config.agents_root.clone(),
             out_root: config.out_root.clone(),
             artifacts,
+            metrics: Arc::new(WorkerMetrics::default()),
+            worker_id: config.worker_id.clone(),
         });
+        ctx.metrics.set_slots(config.slots);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (status_tx, _) = watch::channel(Status::default());
         Ok(Self {
@@ -160,6 +164,11 @@ impl Daemon {
             control_rx,
             status_tx,
         })
+    }
+
+    /// The daemon's metrics (what `--metrics-listen` serves).
+    pub fn metrics(&self) -> Arc<WorkerMetrics> {
+        self.ctx.metrics.clone()
     }
 
     /// A handle to drain the daemon and watch it.
@@ -224,6 +233,8 @@ struct Entry {
     finished_sent: bool,
     /// Send everything owed again at the next heartbeat (`UNAVAILABLE`).
     retry: bool,
+    /// W3C trace context of the attempt's span, sent with every report about it.
+    traceparent: String,
 }
 
 impl Entry {
@@ -560,10 +571,14 @@ impl Supervisor {
             Event::Transition {
                 attempt_id,
                 transition,
+                traceparent,
             } => {
                 if let Some(e) = self.attempts.get_mut(&attempt_id) {
                     if !e.lost {
                         e.transitions.push(transition);
+                        if !traceparent.is_empty() {
+                            e.traceparent = traceparent;
+                        }
                     }
                 }
             }
@@ -573,6 +588,7 @@ impl Supervisor {
                 digest,
                 terminal,
                 cause,
+                traceparent,
             } => {
                 let Some(e) = self.attempts.get_mut(&attempt_id) else {
                     return;
@@ -584,12 +600,14 @@ impl Supervisor {
                         epoch: e.epoch,
                         record_json,
                         digest,
+                        traceparent: traceparent.clone(),
                     });
                     e.finished = Some(pb::AttemptFinished {
                         attempt_id: attempt_id.clone(),
                         epoch: e.epoch,
                         terminal_state: terminal as i32,
                         cause,
+                        traceparent,
                     });
                 }
                 self.settle(&attempt_id);
@@ -621,6 +639,7 @@ impl Supervisor {
                     attempt_id: id.clone(),
                     epoch: e.epoch,
                     transitions: new,
+                    traceparent: e.traceparent.clone(),
                 }));
             }
             if let (Some(r), false) = (&e.record, e.record_sent) {
@@ -758,6 +777,7 @@ impl Supervisor {
                 finished: None,
                 finished_sent: false,
                 retry: false,
+                traceparent: String::new(),
             },
         );
         if self.drain.is_some() {
@@ -770,6 +790,7 @@ impl Supervisor {
                     self.config.worker_id
                 ),
                 &self.events_tx,
+                &self.ctx.metrics,
             );
             return;
         }

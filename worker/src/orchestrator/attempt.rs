@@ -301,7 +301,17 @@ fn drive(
 
     // EXECUTING.
     r.advance(Some(format!("pid {}", running.pid())));
-    let end = running.wait(cancel);
+    let end = tracing::info_span!(
+        "agent.process",
+        process.pid = running.pid(),
+        process.executable.name = launch.argv.first().map_or("", String::as_str),
+        process.exit.code = tracing::field::Empty,
+    )
+    .in_scope(|| {
+        let end = running.wait(cancel);
+        tracing::Span::current().record("process.exit.code", end.exit_code.unwrap_or(-1));
+        end
+    });
     for p in [&stdout_path, &stderr_path] {
         let _ = redact_file(p, &secrets);
     }
@@ -392,17 +402,21 @@ fn drive(
     if req.options.grade {
         r.advance(None);
         let eval_root = work_root.join("eval");
-        match evaluate(
-            task,
-            &EvalPlace {
-                workspace: &worktree,
-                eval_root: &eval_root,
-                artifacts_dir: &req.artifacts_dir,
-                log_prefix: "",
-            },
-            r.orch.clock.as_ref(),
-            cancel,
-        ) {
+        let evaluated = tracing::info_span!("evaluator", akbench.task.id = %task.release.id)
+            .in_scope(|| {
+                evaluate(
+                    task,
+                    &EvalPlace {
+                        workspace: &worktree,
+                        eval_root: &eval_root,
+                        artifacts_dir: &req.artifacts_dir,
+                        log_prefix: "",
+                    },
+                    r.orch.clock.as_ref(),
+                    cancel,
+                )
+            });
+        match evaluated {
             EvalResult::Graded(g) => {
                 let note = format!(
                     "{} (score {}, from {})",

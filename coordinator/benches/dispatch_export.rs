@@ -1,0 +1,283 @@
+//! The dispatch benchmark with span export on against the same with export off, in one run:
+//! N synthetic worker sessions over real gRPC against the real coordinator (`WorkersService`
+//! with gRPC server spans, as `serve` builds it) and a private PostgreSQL cluster; each
+//! attempt is claim -> 11 transitions (one batch) -> record upload -> finish, the reports
+//! carrying the assignment's `traceparent` as a real worker's do. Export goes over
+//! OTLP/gRPC to a receiver in this process that decodes and counts the spans.
+//!
+//! Phases off, on, on, off (ABBA, so that a drift over the run, e.g. the tables growing,
+//! cancels out), `ATTEMPTS` attempts each; prints attempts/s per phase and the ratio
+//! on/off. "Off" pauses the exporter ([`akbench_telemetry::Telemetry::pause`]): no span is
+//! built, as with `OTEL_EXPORTER_OTLP_ENDPOINT` unset.
+//!
+//! `cargo bench -p akbench-coordinator --bench dispatch_export`; environment: `ATTEMPTS`
+//! (5000), `SESSIONS` (8), `SLOTS` (8).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use akbench_coordinator::pgcluster::{ClusterOptions, PrivateCluster};
+use akbench_coordinator::scheduler::test_support::seed_run;
+use akbench_coordinator::scheduler::{Caps, Scheduler};
+use akbench_coordinator::store::Store;
+use akbench_coordinator::workers_service::{wire_state, WorkersConfig, WorkersService};
+use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::lifecycle::{self, State};
+use akbench_proto::v1::{
+    coordinator_message::Body as Out, worker_message::Body as In, AttemptFinished, Hello,
+    RecordUpload, Subject, Transition, TransitionBatch, WorkerMessage,
+};
+use akbench_proto::workers_client::WorkersClient;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use serde_json::json;
+use tokio::sync::{mpsc, Notify};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+static PATH: std::sync::LazyLock<Vec<State>> = std::sync::LazyLock::new(|| {
+    let mut p = lifecycle::CHAIN[..10].to_vec();
+    p.push(State::NotGraded);
+    p
+});
+
+struct Progress {
+    finished: AtomicU64,
+    changed: Notify,
+}
+
+/// Counts the spans it receives.
+#[derive(Clone, Default)]
+struct Receiver {
+    spans: Arc<AtomicU64>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let n: usize = request
+            .into_inner()
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum();
+        self.spans.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn messages(attempt_id: &str, epoch: i64, traceparent: &str) -> [WorkerMessage; 3] {
+    let now = chrono::Utc::now().timestamp_millis();
+    let transitions = PATH
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Transition {
+            seq: i as u32 + 1,
+            state: wire_state(*s) as i32,
+            at_unix_ms: now,
+            note: String::new(),
+        })
+        .collect();
+    let record = json!({
+        "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
+        "number": 1,
+        "transitions": PATH.iter().enumerate()
+            .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
+            .collect::<Vec<_>>(),
+        "state": "not_graded", "cause": null, "workspace": {"kept": false},
+        "agent_process": null, "observations": {}, "timings_ms": {}, "grade": null,
+        "artifacts_dir": "a",
+    });
+    let record_json = canonical_json(&record);
+    let digest = digest_bytes(record_json.as_bytes());
+    let m = |body| WorkerMessage { body: Some(body) };
+    [
+        m(In::Transitions(TransitionBatch {
+            attempt_id: attempt_id.into(),
+            epoch,
+            transitions,
+            traceparent: traceparent.into(),
+        })),
+        m(In::Record(RecordUpload {
+            attempt_id: attempt_id.into(),
+            epoch,
+            record_json,
+            digest,
+            traceparent: traceparent.into(),
+        })),
+        m(In::Finished(AttemptFinished {
+            attempt_id: attempt_id.into(),
+            epoch,
+            terminal_state: wire_state(State::NotGraded) as i32,
+            cause: String::new(),
+            traceparent: traceparent.into(),
+        })),
+    ]
+}
+
+async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Arc<Progress>) {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(4096);
+    tx.send(WorkerMessage {
+        body: Some(In::Hello(Hello {
+            worker_id: id,
+            slots,
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut inbound = WorkersClient::new(channel)
+        .session(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    while let Ok(Some(m)) = inbound.message().await {
+        match m.body {
+            Some(Out::Assignment(a)) => {
+                for m in messages(&a.attempt_id, a.epoch, &a.traceparent) {
+                    tx.send(m).await.unwrap();
+                }
+            }
+            Some(Out::Ack(a)) if a.subject == Subject::Finished as i32 => {
+                progress.finished.fetch_add(1, Ordering::Relaxed);
+                progress.changed.notify_waiters();
+            }
+            Some(Out::Refusal(r)) => panic!("refused: {r:?}"),
+            _ => {}
+        }
+    }
+}
+
+async fn wait_for(progress: &Progress, target: u64) {
+    loop {
+        let changed = progress.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if progress.finished.load(Ordering::Relaxed) >= target {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let attempts = env("ATTEMPTS", 5_000);
+    let sessions = env("SESSIONS", 8);
+    let slots = env("SLOTS", 8) as u32;
+
+    // The local OTLP receiver, and export to it (paused until the "on" phases).
+    let otlp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let otlp_addr = otlp.local_addr().unwrap();
+    let receiver = Receiver::default();
+    let received = receiver.spans.clone();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(receiver))
+            .serve_with_incoming(TcpListenerStream::new(otlp)),
+    );
+    std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{otlp_addr}"));
+    let telemetry = akbench_telemetry::init(akbench_telemetry::Logs {
+        service_name: "akbench-coordinator",
+        json: false,
+        filter: tracing_subscriber::EnvFilter::new("warn"),
+        ansi: false,
+        stderr: true,
+    });
+    assert!(telemetry.exporting(), "the exporter did not start");
+    telemetry.pause(true);
+
+    let cluster = PrivateCluster::start_with(ClusterOptions::default()).expect("private cluster");
+    let url = cluster.create_database("bench").await.expect("database");
+    let store = Store::connect(&url).await.expect("connects");
+    store.migrate().await.expect("migrates");
+    let scheduler = Scheduler::new(store.clone());
+    let service = WorkersService::new(
+        scheduler.clone(),
+        WorkersConfig {
+            lease_ttl: Duration::from_secs(30),
+            ..Default::default()
+        },
+    );
+    let _reaper = service.spawn_reaper();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = service.clone().into_server();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .trace_fn(akbench_telemetry::grpc_server_span)
+            .add_service(server)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let progress = Arc::new(Progress {
+        finished: AtomicU64::new(0),
+        changed: Notify::new(),
+    });
+    for i in 0..sessions {
+        tokio::spawn(worker(
+            addr,
+            format!("bench-{i}"),
+            slots,
+            Arc::clone(&progress),
+        ));
+    }
+    while service.connected() < sessions {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let mut rates = Vec::new();
+    for (phase, export) in [("off", false), ("on", true), ("on", true), ("off", false)] {
+        telemetry.pause(!export);
+        let run = seed_run(&store, attempts, "noop", &Caps::default())
+            .await
+            .unwrap();
+        let items = run.items("noop", 0);
+        let target = progress.finished.load(Ordering::Relaxed) + attempts as u64;
+        let t0 = Instant::now();
+        scheduler.enqueue(run.run_id, &items).await.unwrap();
+        wait_for(&progress, target).await;
+        let rate = attempts as f64 / t0.elapsed().as_secs_f64();
+        println!("  phase {phase:<3}: {rate:.0} attempts/s");
+        rates.push((export, rate));
+    }
+    let mean = |on: bool| {
+        let r: Vec<f64> = rates.iter().filter(|r| r.0 == on).map(|r| r.1).collect();
+        r.iter().sum::<f64>() / r.len() as f64
+    };
+    let (off, on) = (mean(false), mean(true));
+    telemetry.pause(false);
+    telemetry.shutdown();
+    println!("dispatch with span export on vs off (ABBA, {attempts} attempts per phase, {sessions} x {slots} slots)");
+    println!("  export off: {off:.0} attempts/s");
+    println!("  export on:  {on:.0} attempts/s");
+    println!(
+        "  ratio on/off: {:.2}; spans received: {}",
+        on / off,
+        received.load(Ordering::Relaxed)
+    );
+}
