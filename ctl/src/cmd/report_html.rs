@@ -263,8 +263,9 @@ fn run_sections(out: &mut String, v: &RunView, n: usize, prefix: &str) {
 fn page(title: &str, body: &str, timelines: serde_json::Value) -> String {
     let data = serde_json::json!({ "timelines": timelines })
         .to_string()
-        .replace("</", "<\\/")
-        .replace("<!--", "<\\!--");
+        // `<` only occurs inside JSON strings, where \u003c means the same: the script
+        // element can then never be closed (`</script>`) or commented (`<!--`) by data.
+        .replace('<', "\\u003c");
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\"><title>{}</title><style>{STYLE}</style></head><body>{body}<p id=\"akbench-status\">not rendered (scripts disabled?)</p><script type=\"application/json\" id=\"akbench-data\">{data}</script><script>{SCRIPT}</script></body></html>\n",
         esc(title)
@@ -443,6 +444,15 @@ pub fn comparison(
 #[cfg(test)]
 mod tests {
     use super::esc;
+
+    #[test]
+    fn embedded_data_cannot_end_its_script_element() {
+        let html = super::page("t", "", serde_json::json!(["</script><!--x"]));
+        let data = html.split("id=\"akbench-data\">").nth(1).unwrap();
+        let data = data.split("</script>").next().unwrap();
+        let back: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(back["timelines"][0], "</script><!--x");
+    }
 
     #[test]
     fn escapes() {
