@@ -154,11 +154,10 @@ fn chromium_run(browser: &Path, html: &Path, profile: &Path, extra: &[String]) -
 /// screenshot is saved beside the report in `dir`. Skips (printing so) without Chromium.
 fn renders_in_chromium(html: &Path, dir: &Path, name: &str) {
     let Some(browser) = chromium() else {
-        println!(
-            "SKIPPED the browser check of {}: no chromium on PATH (apt-get install -y chromium)",
-            html.display()
+        return akbench_core::testkit::skip(
+            &format!("the browser check of {}", html.display()),
+            "no chromium on PATH (apt-get install -y chromium)",
         );
-        return;
     };
     let profile = tempfile::tempdir().unwrap();
     let (dom, log) = chromium_run(
@@ -351,7 +350,10 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
     .unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/results/compare_check.py");
     match Command::new("python3").arg(&script).arg(&input).output() {
-        Err(e) => println!("SKIPPED the Python cross-check: python3 cannot run ({e})"),
+        Err(e) => akbench_core::testkit::skip(
+            "the Python cross-check",
+            &format!("python3 cannot run ({e})"),
+        ),
         Ok(py) => {
             assert!(
                 py.status.success(),

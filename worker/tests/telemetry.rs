@@ -248,8 +248,10 @@ fn promtool_check(what: &str, text: &str) {
     let mut child = match child {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED promtool check of {what}: promtool is not installed (Debian package `prometheus`)");
-            return;
+            return akbench_core::testkit::skip(
+                &format!("promtool check of {what}"),
+                "promtool is not installed (Debian package `prometheus`)",
+            );
         }
         Err(e) => panic!("failed to run promtool: {e}"),
     };
