@@ -69,6 +69,7 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
         cli::Command::Run(rc) => format!("run {}", remote::commands::name(rc)),
         cli::Command::Sweep(_) => "sweep".into(),
         cli::Command::Up(_) => "up".into(),
+        cli::Command::Certs(_) => "certs".into(),
     };
     tracing::info_span!(
         "akbench",
