@@ -1,6 +1,7 @@
 //! Access: bearer tokens with three roles.
 //!
-//! - `worker`: may open `Workers.Session` only.
+//! - `worker`: may open `Workers.Session` only (checked, with client certificates and the
+//!   worker-id binding, by [`crate::worker_identity`]).
 //! - `viewer`: may read the control API (`GetRun`, `ListRuns`, `DiffRuns`, `GetStatus`,
 //!   `WatchStatus`, `Reconcile`, `FetchRecords`) and `/api/*`.
 //! - `operator`: may do everything on the control API and `/api/*`.
@@ -11,7 +12,8 @@
 //! digests of the tokens are kept, and a presented token is compared with every one of them
 //! in constant time (`subtle`). With no token configured at all the coordinator is open
 //! (local mode): every caller is treated as an operator, and [`Tokens::is_open`] lets the
-//! server log a warning.
+//! server log a warning. A connection that presented a client certificate (a worker's) may
+//! not call `Control`, whatever its token.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -243,18 +245,6 @@ pub fn require_operator<T>(request: &Request<T>, action: &str) -> Result<(), Sta
         _ => Err(Status::permission_denied(format!(
             "failed to {action}: it needs an operator token; fix: use an operator token (viewers may only read)"
         ))),
-    }
-}
-
-/// The check the `Workers` service runs when a session opens: only a worker token (or an
-/// open coordinator) may open `Workers.Session`.
-pub fn authorize_worker_session(tokens: &Tokens, metadata: &MetadataMap) -> Result<(), Status> {
-    match tokens.authenticate_metadata(metadata)? {
-        Role::Worker => Ok(()),
-        _ if tokens.is_open() => Ok(()),
-        _ => Err(Status::permission_denied(
-            "failed to open a worker session: it needs a worker token; fix: start the worker with a worker token",
-        )),
     }
 }
 
