@@ -148,14 +148,18 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: network namespaces need root");
-        return;
+        return akbench_core::testkit::skip(
+            "a_sweep_across_network_namespaces_over_tls_survives_a_cut_link",
+            "network namespaces need root",
+        );
     }
     let net = match Net::create() {
         Ok(n) => n,
         Err(e) => {
-            println!("skipped: cannot create network namespaces here: {e}");
-            return;
+            return akbench_core::testkit::skip(
+                "a_sweep_across_network_namespaces_over_tls_survives_a_cut_link",
+                &format!("cannot create network namespaces here: {e}"),
+            );
         }
     };
     let tmp = tempfile::tempdir().unwrap();
