@@ -24,6 +24,7 @@ pub mod record;
 pub mod report;
 pub mod spec;
 pub mod spec_diff;
+pub mod spend;
 pub mod task;
 pub mod testkit;
 pub mod trial_record;

@@ -101,7 +101,10 @@ pub fn codex_argv(
 
 /// Reads `codex exec --json` output.
 ///
-/// - `turns`: the number of `turn.completed` events, once any Codex event was seen.
+/// - `turns`: model requests (see [`Requests`]), once any Codex event was seen.
+/// - `provider_error`: the provider failure the stream ends in (see [`classify`]); an item or
+///   a completed turn afterwards means the model answered, which clears it.
+/// - `error_text`: the message of the `turn.failed` or last `error` event, when reported.
 /// - tokens: the usage of the last `turn.completed` (a running total, see the module
 ///   documentation); unknown when no turn completed.
 /// - `final_message`: the text of the last completed `agent_message` item.

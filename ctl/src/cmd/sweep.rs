@@ -260,6 +260,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                         task: t.task.id.clone(),
                         observation: observations.last().expect("just pushed").clone(),
                         cause: rec.attempts.last().and_then(|a| a.cause.clone()),
+                        spend: akbench_core::spend::Spend::of_record(rec),
                     });
                 }
                 Err(e) => eprintln!("[{finished}/{total}] {}: {e}", t.key),
