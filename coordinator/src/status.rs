@@ -17,6 +17,7 @@ use std::time::Duration;
 use akbench_core::accounting::{Bucket, BucketCounts, Observation};
 use akbench_core::lifecycle::State;
 use akbench_core::rates::Rates;
+use akbench_core::spend::{Spend, SpendTotals};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -30,6 +31,7 @@ const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
+const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
 const ACTION: &str = "read run status";
 
 /// Windows of the projection.
@@ -61,6 +63,8 @@ pub struct AgentStatus {
     pub outcomes: BTreeMap<String, u64>,
     /// Rates over this agent's planned trials.
     pub rates: Rates,
+    /// Tokens and cost over this agent's recorded attempts, and the cost per solved trial.
+    pub spend: SpendTotals,
 }
 
 /// A run's progress projection.
@@ -90,6 +94,8 @@ pub struct RunStatus {
     pub rates: Rates,
     /// Per agent.
     pub agents: Vec<AgentStatus>,
+    /// Tokens and cost over the run's recorded attempts, and the cost per solved trial.
+    pub spend: SpendTotals,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -108,6 +114,7 @@ impl RunStatus {
             || self.outcomes != before.outcomes
             || self.retries != before.retries
             || self.workers != before.workers
+            || self.spend != before.spend
     }
 }
 
@@ -168,7 +175,7 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock) = tokio::try_join!(
+    let (items, phases, outcomes, retries, clock, spend_rows) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
@@ -179,7 +186,31 @@ pub async fn run_status(
                 .await
                 .map_err(db)
         },
+        async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
     )?;
+    let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
+    for row in &spend_rows {
+        let agent: String = row.get(0);
+        let spend = Spend {
+            input_tokens: row.get::<_, Option<i64>>(1).map(count),
+            cached_input_tokens: row.get::<_, Option<i64>>(2).map(count),
+            output_tokens: row.get::<_, Option<i64>>(3).map(count),
+            cost_usd: row.get(4),
+        };
+        spend_by_agent.insert(
+            agent,
+            SpendTotals {
+                spend,
+                trials_without_cost: count(row.get(5)),
+                cost_per_solved_usd: None,
+            },
+        );
+    }
+    let mut total_spend = SpendTotals::default();
+    for s in spend_by_agent.values() {
+        total_spend.spend = total_spend.spend.plus(&s.spend);
+        total_spend.trials_without_cost += s.trials_without_cost;
+    }
     let as_of: DateTime<Utc> = clock.get(0);
     let by_agent: BTreeMap<String, u64> =
         serde_json::from_str(clock.get(1)).map_err(|e| ControlError::Corrupt {
@@ -222,6 +253,10 @@ pub async fn run_status(
                 planned: *planned,
                 outcomes,
                 rates: Rates::from_counts(&c),
+                spend: spend_by_agent
+                    .remove(agent)
+                    .unwrap_or_default()
+                    .finish(c.succeeded),
             }
         })
         .collect();
@@ -253,6 +288,7 @@ pub async fn run_status(
         retries,
         workers,
         rates: Rates::from_counts(&total),
+        spend: total_spend.finish(total.succeeded),
         agents,
         throughput_per_minute,
         eta,
