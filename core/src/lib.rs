@@ -22,6 +22,7 @@ pub mod plan;
 pub mod rates;
 pub mod record;
 pub mod report;
+pub mod route_pause;
 pub mod spec;
 pub mod spec_diff;
 pub mod spend;
