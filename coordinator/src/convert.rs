@@ -97,5 +97,15 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         throughput_per_minute: s.throughput_per_minute,
         eta_unix_ms: s.eta.map(ms),
         spend: Some(spend(&s.spend)),
+        paused_routes: s
+            .paused_routes
+            .iter()
+            .map(|p| pb::PausedRoute {
+                route: p.route.clone(),
+                consecutive_failures: p.consecutive_failures,
+                paused_until_unix_ms: ms(p.paused_until),
+                last_error: p.last_error.clone(),
+            })
+            .collect(),
     }
 }

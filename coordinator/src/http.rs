@@ -206,6 +206,16 @@ pub fn render_page(s: &RunStatus) -> String {
         .unwrap_or_else(|| "n/a".into());
     let _ = write!(o, "<p>throughput {throughput}, ETA {eta}</p>");
     let _ = write!(o, "<p>{}</p>", esc(&spend_text(&s.spend)));
+    for p in &s.paused_routes {
+        let _ = write!(
+            o,
+            "<p><b>provider route {} paused</b> until {} after {} failures in a row: {}</p>",
+            esc(&p.route),
+            p.paused_until.format("%Y-%m-%d %H:%M:%S UTC"),
+            p.consecutive_failures,
+            esc(&p.last_error)
+        );
+    }
     table(&mut o, "Work items", &s.work_items);
     table(&mut o, "Live attempts", &s.phases);
     table(&mut o, "Outcomes", &s.outcomes);

@@ -31,6 +31,7 @@ const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
+const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
 const ACTION: &str = "read run status";
 
@@ -67,6 +68,19 @@ pub struct AgentStatus {
     pub spend: SpendTotals,
 }
 
+/// A provider route of the run that gets no new work for now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PausedRoute {
+    /// The route.
+    pub route: String,
+    /// Provider failures in a row.
+    pub consecutive_failures: u32,
+    /// No new claims before this instant.
+    pub paused_until: DateTime<Utc>,
+    /// The last failure's cause.
+    pub last_error: String,
+}
+
 /// A run's progress projection.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunStatus {
@@ -96,6 +110,8 @@ pub struct RunStatus {
     pub agents: Vec<AgentStatus>,
     /// Tokens and cost over the run's recorded attempts, and the cost per solved trial.
     pub spend: SpendTotals,
+    /// The run's provider routes that are paused now.
+    pub paused_routes: Vec<PausedRoute>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -115,6 +131,7 @@ impl RunStatus {
             || self.retries != before.retries
             || self.workers != before.workers
             || self.spend != before.spend
+            || self.paused_routes != before.paused_routes
     }
 }
 
@@ -175,7 +192,7 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock, spend_rows) = tokio::try_join!(
+    let (items, phases, outcomes, retries, clock, spend_rows, paused) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
@@ -187,7 +204,17 @@ pub async fn run_status(
                 .map_err(db)
         },
         async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
+        async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let paused_routes = paused
+        .iter()
+        .map(|r| PausedRoute {
+            route: r.get(0),
+            consecutive_failures: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
+            paused_until: r.get(2),
+            last_error: r.get(3),
+        })
+        .collect();
     let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
     for row in &spend_rows {
         let agent: String = row.get(0);
@@ -289,6 +316,7 @@ pub async fn run_status(
         workers,
         rates: Rates::from_counts(&total),
         spend: total_spend.finish(total.succeeded),
+        paused_routes,
         agents,
         throughput_per_minute,
         eta,

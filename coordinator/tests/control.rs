@@ -1119,3 +1119,70 @@ async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_record
     );
     coordinator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_paused_provider_route_with_its_last_error() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = coordinator.store();
+    start_by_hand(store, ready.run_id).await;
+    let db = store.client().await.unwrap();
+    db.execute(
+        "UPDATE work_items SET provider_route = CASE WHEN agent = 'agent-00' THEN 'anthropic' ELSE 'openai' END WHERE run_id = $1",
+        &[&ready.run_id],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO route_pauses (route, consecutive_failures, paused_until, last_error) VALUES
+         ('anthropic', 2, now() + interval '1 minute', 'provider: unreachable after 6 failed requests: ECONNREFUSED'),
+         ('openai', 1, now() - interval '1 minute', 'provider: old'),
+         ('elsewhere', 3, now() + interval '1 minute', 'provider: another run''s route')",
+        &[],
+    )
+    .await
+    .unwrap();
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let routes: Vec<(&str, u32, &str)> = s
+        .paused_routes
+        .iter()
+        .map(|p| {
+            (
+                p.route.as_str(),
+                p.consecutive_failures,
+                p.last_error.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        [(
+            "anthropic",
+            2,
+            "provider: unreachable after 6 failed requests: ECONNREFUSED"
+        )],
+        "only this run's routes, only those paused now"
+    );
+    assert!(s.paused_routes[0].paused_until_unix_ms > s.as_of_unix_ms);
+    let http = coordinator.handle().http_addr;
+    let (_, body) = http_get(http, &format!("/api/runs/{key}/status"), None).await;
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["paused_routes"][0]["route"], "anthropic", "{json}");
+    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    assert!(page.contains("provider route anthropic paused"), "{page}");
+    assert!(
+        page.contains("after 2 failures in a row: provider: unreachable"),
+        "{page}"
+    );
+    coordinator.stop().await;
+}

@@ -77,6 +77,12 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "spend": spend_json(a.spend.as_ref()),
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
+        "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
+            "route": p.route,
+            "consecutive_failures": p.consecutive_failures,
+            "paused_until": time(p.paused_until_unix_ms),
+            "last_error": p.last_error,
+        })).collect::<Vec<_>>(),
         "throughput_per_minute": s.throughput_per_minute,
         "eta": s.eta_unix_ms.map(time),
         "as_of": time(s.as_of_unix_ms),
@@ -155,6 +161,16 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "workers    {} connected", s.workers);
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
+    for p in &s.paused_routes {
+        let _ = writeln!(
+            o,
+            "paused     provider route {} until {} ({} failures in a row): {}",
+            p.route,
+            time(p.paused_until_unix_ms),
+            p.consecutive_failures,
+            p.last_error
+        );
+    }
     if !s.agents.is_empty() {
         let width = s.agents.iter().map(|a| a.agent.len()).max().unwrap_or(0);
         let _ = writeln!(o, "agents");
