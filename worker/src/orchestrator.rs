@@ -31,6 +31,10 @@ pub trait Observer: Send + Sync {
     /// A note was attached to an already recorded transition (the workspace's fingerprint,
     /// the verdict).
     fn annotate(&self, _attempt: &Identity, _number: u32, _transition: &Transition) {}
+    /// Called before attempt `number` (2 and up) of a trial starts, after an
+    /// infrastructure error: may block, e.g. while the trial's provider route is paused
+    /// (`akbench sweep --local`), returning early once `cancel` is set.
+    fn before_retry(&self, _number: u32, _cancel: &CancelToken) {}
 }
 
 /// An observer that ignores everything.
@@ -201,6 +205,9 @@ impl Orchestrator {
         let started_at = self.clock.now();
         let mut attempts = Vec::new();
         for number in 1..=req.infrastructure_retries.saturating_add(1) {
+            if number > 1 {
+                observer.before_retry(number, cancel);
+            }
             let at = self.clock.now();
             let key = ids::attempt_key(&req.trial.key, number);
             let rel = format!("a{number}");

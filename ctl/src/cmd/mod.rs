@@ -9,6 +9,7 @@ pub mod reconcile;
 pub mod single;
 pub mod sweep;
 pub mod sweep_embedded;
+pub mod sweep_routes;
 pub mod up;
 
 use crate::cli::{Cli, Command, RunCommand};
