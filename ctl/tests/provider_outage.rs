@@ -44,8 +44,40 @@ fn records(dir: &Path, out: &mut Vec<Value>) {
     }
 }
 
+/// True once an attempt of the claude agent has ended: its `run_record.json` (`--local`) or
+/// its worker's `attempt_record.json` (embedded) exists somewhere under `dir`.
+fn claude_attempt_ended(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        let name = e.file_name();
+        if p.is_dir() {
+            // The database, the mirrors and the evidence store hold no attempt records.
+            !matches!(name.to_str(), Some("data" | "cache" | "runs")) && claude_attempt_ended(&p)
+        } else {
+            matches!(
+                name.to_str(),
+                Some("run_record.json" | "attempt_record.json")
+            ) && p.to_string_lossy().contains("/claude/")
+        }
+    })
+}
+
 #[test]
 fn a_route_down_for_part_of_a_local_sweep_costs_infrastructure_errors_not_scores() {
+    outage(true);
+}
+
+#[test]
+fn a_route_down_for_part_of_an_embedded_sweep_costs_infrastructure_errors_not_scores() {
+    outage(false);
+}
+
+/// The sweep `--local`, or on the embedded default (a private PostgreSQL in the temp dir, a
+/// coordinator and local workers).
+fn outage(local: bool) {
     if !installed("claude") || !installed("codex") {
         return;
     }
@@ -92,12 +124,17 @@ fn a_route_down_for_part_of_a_local_sweep_costs_infrastructure_errors_not_scores
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&manifest)
-        .arg("--local")
-        .arg("--jobs")
-        .arg("2")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
+    cmd.arg("sweep").arg(&manifest);
+    if local {
+        cmd.arg("--local").arg("--jobs").arg("2");
+    } else {
+        // The PostgreSQL account (as root: `postgres`) must reach the data folder.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        cmd.env("AKBENCH_DATA", tmp.path().join("data"));
+    }
+    let mut child = cmd
         .arg("--tasks-root")
         .arg(&tasks)
         .arg("--agents-root")
@@ -114,12 +151,10 @@ fn a_route_down_for_part_of_a_local_sweep_costs_infrastructure_errors_not_scores
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The provider comes back once the first claude trial has ended (its record is
+    // The provider comes back once the first claude attempt has ended (its record is
     // written): the event the outage's end waits for.
     loop {
-        let mut recs = Vec::new();
-        records(&out, &mut recs);
-        if recs.iter().any(|r| r["agent"]["name"] == "claude") {
+        if claude_attempt_ended(tmp.path()) {
             break;
         }
         if let Some(status) = child.try_wait().unwrap() {
