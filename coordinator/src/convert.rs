@@ -56,12 +56,25 @@ fn counts<'a>(m: impl IntoIterator<Item = (&'a String, &'a u64)>) -> Vec<pb::Sta
         .collect()
 }
 
+/// The proto `Spend` (absent stays absent).
+pub fn spend(s: &akbench_core::spend::SpendTotals) -> pb::Spend {
+    pb::Spend {
+        input_tokens: s.spend.input_tokens,
+        cached_input_tokens: s.spend.cached_input_tokens,
+        output_tokens: s.spend.output_tokens,
+        cost_usd: s.spend.cost_usd,
+        trials_without_cost: s.trials_without_cost,
+        cost_per_solved_usd: s.cost_per_solved_usd,
+    }
+}
+
 fn agent(a: &AgentStatus) -> pb::AgentStatus {
     pb::AgentStatus {
         agent: a.agent.clone(),
         planned: a.planned,
         outcomes: counts(&a.outcomes),
         rates: Some(rates(&a.rates)),
+        spend: Some(spend(&a.spend)),
     }
 }
 
@@ -83,5 +96,16 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         agents: s.agents.iter().map(agent).collect(),
         throughput_per_minute: s.throughput_per_minute,
         eta_unix_ms: s.eta.map(ms),
+        spend: Some(spend(&s.spend)),
+        paused_routes: s
+            .paused_routes
+            .iter()
+            .map(|p| pb::PausedRoute {
+                route: p.route.clone(),
+                consecutive_failures: p.consecutive_failures,
+                paused_until_unix_ms: ms(p.paused_until),
+                last_error: p.last_error.clone(),
+            })
+            .collect(),
     }
 }

@@ -209,20 +209,32 @@ pub fn render_page(s: &RunStatus) -> String {
         .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_else(|| "n/a".into());
     let _ = write!(o, "<p>throughput {throughput}, ETA {eta}</p>");
+    let _ = write!(o, "<p>{}</p>", esc(&spend_text(&s.spend)));
+    for p in &s.paused_routes {
+        let _ = write!(
+            o,
+            "<p><b>provider route {} paused</b> until {} after {} failures in a row: {}</p>",
+            esc(&p.route),
+            p.paused_until.format("%Y-%m-%d %H:%M:%S UTC"),
+            p.consecutive_failures,
+            esc(&p.last_error)
+        );
+    }
     table(&mut o, "Work items", &s.work_items);
     table(&mut o, "Live attempts", &s.phases);
     table(&mut o, "Outcomes", &s.outcomes);
-    o.push_str("<h2>Agents</h2><table><tr><th>agent</th><th>planned</th><th>outcomes</th><th>pass rate</th></tr>");
+    o.push_str("<h2>Agents</h2><table><tr><th>agent</th><th>planned</th><th>outcomes</th><th>pass rate</th><th>tokens and cost</th></tr>");
     for a in &s.agents {
         let outcomes: Vec<String> = a.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({} graded)</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({} graded)</td><td>{}</td></tr>",
             esc(&a.agent),
             a.planned,
             esc(&outcomes.join(", ")),
             Pct(a.rates.pass_rate),
-            a.rates.graded
+            a.rates.graded,
+            esc(&spend_text(&a.spend))
         );
     }
     let _ = writeln!(
@@ -231,6 +243,23 @@ pub fn render_page(s: &RunStatus) -> String {
         s.as_of.format("%Y-%m-%d %H:%M:%S%.3f UTC")
     );
     o
+}
+
+/// "tokens 1200 input, 300 cached, 80 output; cost $0.0120 ($0.0060 per solved trial)",
+/// with `n/a` for what no record reported.
+pub fn spend_text(s: &akbench_core::spend::SpendTotals) -> String {
+    use akbench_core::spend::{fmt_count, fmt_usd};
+    let mut cost = fmt_usd(s.spend.cost_usd);
+    if s.spend.cost_usd.is_some() && s.trials_without_cost > 0 {
+        cost.push_str(&format!(" ({} trials without)", s.trials_without_cost));
+    }
+    format!(
+        "tokens {} input, {} cached, {} output; cost {cost} ({} per solved trial)",
+        fmt_count(s.spend.input_tokens),
+        fmt_count(s.spend.cached_input_tokens),
+        fmt_count(s.spend.output_tokens),
+        fmt_usd(s.cost_per_solved_usd)
+    )
 }
 
 #[cfg(test)]

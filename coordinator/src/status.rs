@@ -17,6 +17,7 @@ use std::time::Duration;
 use akbench_core::accounting::{Bucket, BucketCounts, Observation};
 use akbench_core::lifecycle::State;
 use akbench_core::rates::Rates;
+use akbench_core::spend::{Spend, SpendTotals};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -30,6 +31,8 @@ const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
+const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
+const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
 const ACTION: &str = "read run status";
 
 /// Windows of the projection.
@@ -61,6 +64,21 @@ pub struct AgentStatus {
     pub outcomes: BTreeMap<String, u64>,
     /// Rates over this agent's planned trials.
     pub rates: Rates,
+    /// Tokens and cost over this agent's recorded attempts, and the cost per solved trial.
+    pub spend: SpendTotals,
+}
+
+/// A provider route of the run that gets no new work for now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PausedRoute {
+    /// The route.
+    pub route: String,
+    /// Provider failures in a row.
+    pub consecutive_failures: u32,
+    /// No new claims before this instant.
+    pub paused_until: DateTime<Utc>,
+    /// The last failure's cause.
+    pub last_error: String,
 }
 
 /// A run's progress projection.
@@ -90,6 +108,10 @@ pub struct RunStatus {
     pub rates: Rates,
     /// Per agent.
     pub agents: Vec<AgentStatus>,
+    /// Tokens and cost over the run's recorded attempts, and the cost per solved trial.
+    pub spend: SpendTotals,
+    /// The run's provider routes that are paused now.
+    pub paused_routes: Vec<PausedRoute>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -108,6 +130,8 @@ impl RunStatus {
             || self.outcomes != before.outcomes
             || self.retries != before.retries
             || self.workers != before.workers
+            || self.spend != before.spend
+            || self.paused_routes != before.paused_routes
     }
 }
 
@@ -168,7 +192,7 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock) = tokio::try_join!(
+    let (items, phases, outcomes, retries, clock, spend_rows, paused) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
@@ -179,7 +203,41 @@ pub async fn run_status(
                 .await
                 .map_err(db)
         },
+        async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
+        async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let paused_routes = paused
+        .iter()
+        .map(|r| PausedRoute {
+            route: r.get(0),
+            consecutive_failures: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
+            paused_until: r.get(2),
+            last_error: r.get(3),
+        })
+        .collect();
+    let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
+    for row in &spend_rows {
+        let agent: String = row.get(0);
+        let spend = Spend {
+            input_tokens: row.get::<_, Option<i64>>(1).map(count),
+            cached_input_tokens: row.get::<_, Option<i64>>(2).map(count),
+            output_tokens: row.get::<_, Option<i64>>(3).map(count),
+            cost_usd: row.get(4),
+        };
+        spend_by_agent.insert(
+            agent,
+            SpendTotals {
+                spend,
+                trials_without_cost: count(row.get(5)),
+                cost_per_solved_usd: None,
+            },
+        );
+    }
+    let mut total_spend = SpendTotals::default();
+    for s in spend_by_agent.values() {
+        total_spend.spend = total_spend.spend.plus(&s.spend);
+        total_spend.trials_without_cost += s.trials_without_cost;
+    }
     let as_of: DateTime<Utc> = clock.get(0);
     let by_agent: BTreeMap<String, u64> =
         serde_json::from_str(clock.get(1)).map_err(|e| ControlError::Corrupt {
@@ -222,6 +280,10 @@ pub async fn run_status(
                 planned: *planned,
                 outcomes,
                 rates: Rates::from_counts(&c),
+                spend: spend_by_agent
+                    .remove(agent)
+                    .unwrap_or_default()
+                    .finish(c.succeeded),
             }
         })
         .collect();
@@ -253,6 +315,8 @@ pub async fn run_status(
         retries,
         workers,
         rates: Rates::from_counts(&total),
+        spend: total_spend.finish(total.succeeded),
+        paused_routes,
         agents,
         throughput_per_minute,
         eta,

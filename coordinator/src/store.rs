@@ -101,6 +101,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "worker_credentials",
         sql: include_str!("../migrations/0009_worker_credentials.sql"),
     },
+    Migration {
+        version: 10,
+        name: "route_pauses",
+        sql: include_str!("../migrations/0010_route_pauses.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -1036,3 +1036,168 @@ async fn start_creates_one_work_item_per_trial_once_and_cancel_ends_the_run() {
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_records() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = coordinator.store();
+    start_by_hand(store, ready.run_id).await;
+    let observe = |attempt: Uuid, obs: serde_json::Value| async move {
+        store
+            .client()
+            .await
+            .unwrap()
+            .execute(
+                "UPDATE submissions SET record = jsonb_set(record, '{observations}', record->'observations' || $2::jsonb) WHERE attempt_id = $1",
+                &[&attempt, &obs],
+            )
+            .await
+            .unwrap();
+    };
+    // agent-00: ordinals 0 and 2; agent-01: ordinal 1. Trial 0 has two attempts (a retried
+    // infrastructure error that still spent tokens).
+    let a0 = finish_trial(store, &ready, 0, 1, "infrastructure_error", None).await;
+    observe(a0, serde_json::json!({"input_tokens": 100, "cached_input_tokens": 10, "output_tokens": 1, "cost_usd": 0.25})).await;
+    let a0b = finish_trial(store, &ready, 0, 2, "completed", Some(true)).await;
+    observe(a0b, serde_json::json!({"input_tokens": 1000, "cached_input_tokens": 100, "output_tokens": 10, "cost_usd": 0.5})).await;
+    let a2 = finish_trial(store, &ready, 2, 1, "completed", Some(true)).await;
+    observe(
+        a2,
+        serde_json::json!({"input_tokens": 2000, "output_tokens": 20, "cost_usd": 0.75}),
+    )
+    .await;
+    // agent-01 reports tokens but no cost (like codex).
+    let a1 = finish_trial(store, &ready, 1, 1, "completed", Some(false)).await;
+    observe(
+        a1,
+        serde_json::json!({"input_tokens": 7, "cached_input_tokens": 3, "output_tokens": 2}),
+    )
+    .await;
+
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let by = |name: &str| {
+        s.agents
+            .iter()
+            .find(|a| a.agent == name)
+            .unwrap()
+            .spend
+            .unwrap()
+    };
+    let a = by("agent-00");
+    assert_eq!(a.input_tokens, Some(3100));
+    assert_eq!(a.cached_input_tokens, Some(110));
+    assert_eq!(a.output_tokens, Some(31));
+    assert_eq!(a.cost_usd, Some(1.5));
+    assert_eq!(a.trials_without_cost, 0);
+    assert_eq!(a.cost_per_solved_usd, Some(0.75));
+    let b = by("agent-01");
+    assert_eq!(
+        (b.input_tokens, b.cached_input_tokens, b.output_tokens),
+        (Some(7), Some(3), Some(2))
+    );
+    assert_eq!(
+        b.cost_usd, None,
+        "no record reported a cost: absent, never 0"
+    );
+    assert_eq!(b.trials_without_cost, 1);
+    assert_eq!(b.cost_per_solved_usd, None);
+    let total = s.spend.unwrap();
+    assert_eq!(total.input_tokens, Some(3107));
+    assert_eq!(total.cost_usd, Some(1.5));
+    assert_eq!(total.trials_without_cost, 1);
+
+    let http = coordinator.handle().http_addr;
+    let (_, body) = http_get(http, &format!("/api/runs/{key}/status"), None).await;
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["spend"]["input_tokens"], 3107, "{json}");
+    assert_eq!(
+        json["agents"][0]["spend"]["cost_per_solved_usd"], 0.75,
+        "{json}"
+    );
+    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    assert!(
+        page.contains(
+            "tokens 3100 input, 110 cached, 31 output; cost $1.5000 ($0.7500 per solved trial)"
+        ),
+        "{page}"
+    );
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_paused_provider_route_with_its_last_error() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = coordinator.store();
+    start_by_hand(store, ready.run_id).await;
+    let db = store.client().await.unwrap();
+    db.execute(
+        "UPDATE work_items SET provider_route = CASE WHEN agent = 'agent-00' THEN 'anthropic' ELSE 'openai' END WHERE run_id = $1",
+        &[&ready.run_id],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO route_pauses (route, consecutive_failures, paused_until, last_error) VALUES
+         ('anthropic', 2, now() + interval '1 minute', 'provider: unreachable after 6 failed requests: ECONNREFUSED'),
+         ('openai', 1, now() - interval '1 minute', 'provider: old'),
+         ('elsewhere', 3, now() + interval '1 minute', 'provider: another run''s route')",
+        &[],
+    )
+    .await
+    .unwrap();
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let routes: Vec<(&str, u32, &str)> = s
+        .paused_routes
+        .iter()
+        .map(|p| {
+            (
+                p.route.as_str(),
+                p.consecutive_failures,
+                p.last_error.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        [(
+            "anthropic",
+            2,
+            "provider: unreachable after 6 failed requests: ECONNREFUSED"
+        )],
+        "only this run's routes, only those paused now"
+    );
+    assert!(s.paused_routes[0].paused_until_unix_ms > s.as_of_unix_ms);
+    let http = coordinator.handle().http_addr;
+    let (_, body) = http_get(http, &format!("/api/runs/{key}/status"), None).await;
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["paused_routes"][0]["route"], "anthropic", "{json}");
+    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    assert!(page.contains("provider route anthropic paused"), "{page}");
+    assert!(
+        page.contains("after 2 failures in a row: provider: unreachable"),
+        "{page}"
+    );
+    coordinator.stop().await;
+}

@@ -50,7 +50,8 @@ pub enum State {
     Cancelled,
     /// Terminal: the environment could not run the agent.
     InfrastructureError,
-    /// Terminal: the configuration was rejected before the agent started.
+    /// Terminal: the configuration was rejected (before the agent started, or by the agent
+    /// or its model provider: a CLI refusing its flags, a refused credential).
     InvalidConfiguration,
     /// Terminal: the measurement itself broke.
     EvaluationError,
@@ -185,7 +186,9 @@ pub enum Event {
     AgentFailed,
     /// The agent ran out of time (EXECUTING only).
     AgentTimedOut,
-    /// The configuration was rejected (before the agent started only).
+    /// The configuration was rejected: before the agent started, or while it ran when the
+    /// agent itself refused it (a CLI that refuses to start, a credential the model
+    /// provider refused). Never after the agent finished.
     Rejected,
     /// The environment broke (any non-terminal state).
     InfrastructureFailed,
@@ -243,7 +246,9 @@ pub fn apply(from: State, event: Event) -> Result<State, TransitionError> {
         Event::FinishUngraded if from == State::Finalizing => State::NotGraded,
         Event::AgentFailed if from == State::Executing => State::Failed,
         Event::AgentTimedOut if from == State::Executing => State::Timeout,
-        Event::Rejected if from.before_agent_started() => State::InvalidConfiguration,
+        Event::Rejected if from.before_agent_started() || from == State::Executing => {
+            State::InvalidConfiguration
+        }
         Event::InfrastructureFailed => State::InfrastructureError,
         Event::EvaluationFailed if from == State::Evaluating => State::EvaluationError,
         Event::Cancel => State::Cancelled,

@@ -19,12 +19,19 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod provider;
 
 pub use claude_code::{claude_code_argv, parse_claude_code};
 pub use codex::{codex_argv, parse_codex};
+pub use provider::{watch, ProviderError, ProviderErrorKind, Watch};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// True when `stdout` holds at least one JSON event (the agent started working).
+pub fn emits_events(stdout: &str) -> bool {
+    json_objects(stdout).next().is_some()
+}
 
 /// The JSON objects of a JSON Lines text, in order; anything else (blank lines, log lines,
 /// a truncated last line, arrays, scalars) is skipped. A byte-order mark is ignored.

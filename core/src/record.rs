@@ -173,6 +173,13 @@ pub struct Observations {
     pub model: Option<String>,
     /// Whether the agent reported an error of its own.
     pub reported_error: Option<bool>,
+    /// The agent's own error text, when it reported an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
+    /// The model provider failure the agent's stream ended in (an outage, 5xx, 429 or a
+    /// refused credential that the agent did not recover from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_error: Option<crate::observe::ProviderError>,
 }
 
 /// Verdict of one test in a JUnit report.

@@ -4,6 +4,7 @@
 
 use crate::accounting::{Bucket, BucketCounts, Observation};
 use crate::rates::{Pct, Rates};
+use crate::spend::{fmt_count, fmt_usd, Spend, SpendTotals};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,6 +22,9 @@ pub struct ReportTrial {
     pub observation: Observation,
     /// Why it ended where it did, when known.
     pub cause: Option<String>,
+    /// Tokens and cost over all its attempts (absent where not reported).
+    #[serde(default)]
+    pub spend: Spend,
 }
 
 /// Counts and rates of one group.
@@ -32,13 +36,16 @@ pub struct Row {
     pub counts: BucketCounts,
     /// Rates over the counts.
     pub rates: Rates,
+    /// Tokens and cost, summed over the trials, and the cost per solved trial.
+    pub spend: SpendTotals,
 }
 
 impl Row {
-    fn from_counts(counts: BucketCounts) -> Row {
+    fn from_counts(counts: BucketCounts, spend: SpendTotals) -> Row {
         Row {
             trials: counts.planned(),
             rates: Rates::from_counts(&counts),
+            spend: spend.finish(counts.succeeded),
             counts,
         }
     }
@@ -55,19 +62,22 @@ pub struct Summary {
 
 /// Builds the summary of `trials`.
 pub fn summarize(trials: &[ReportTrial]) -> Summary {
-    let mut by_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
-    let mut total = BucketCounts::default();
+    let mut by_agent: BTreeMap<String, (BucketCounts, SpendTotals)> = BTreeMap::new();
+    let mut total = (BucketCounts::default(), SpendTotals::default());
     for t in trials {
         let b = Bucket::of(&t.observation);
-        by_agent.entry(t.agent.clone()).or_default().add(b);
-        total.add(b);
+        let agent = by_agent.entry(t.agent.clone()).or_default();
+        agent.0.add(b);
+        agent.1.add(&t.spend);
+        total.0.add(b);
+        total.1.add(&t.spend);
     }
     Summary {
         by_agent: by_agent
             .into_iter()
-            .map(|(k, v)| (k, Row::from_counts(v)))
+            .map(|(k, (c, s))| (k, Row::from_counts(c, s)))
             .collect(),
-        total: Row::from_counts(total),
+        total: Row::from_counts(total.0, total.1),
     }
 }
 
@@ -75,14 +85,20 @@ impl Summary {
     /// A markdown table: one line per agent and a total.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate | input tokens | cached tokens | output tokens | cost | cost per solved |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         let line = |s: &mut String, name: &str, r: &Row| {
             let c = &r.counts;
+            let sp = &r.spend;
+            let mut cost = fmt_usd(sp.spend.cost_usd);
+            if sp.spend.cost_usd.is_some() && sp.trials_without_cost > 0 {
+                // A partial sum says so.
+                let _ = write!(cost, " ({} without)", sp.trials_without_cost);
+            }
             let _ = writeln!(
                 s,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cost} | {} |",
                 r.trials,
                 c.succeeded,
                 c.failed,
@@ -94,7 +110,11 @@ impl Summary {
                 c.cancelled,
                 c.not_graded,
                 Pct(r.rates.pass_rate),
-                Pct(r.rates.solve_rate)
+                Pct(r.rates.solve_rate),
+                fmt_count(sp.spend.input_tokens),
+                fmt_count(sp.spend.cached_input_tokens),
+                fmt_count(sp.spend.output_tokens),
+                fmt_usd(sp.cost_per_solved_usd),
             );
         };
         for (name, r) in &self.by_agent {
@@ -115,7 +135,8 @@ fn xml_escape(s: &str) -> String {
 /// JUnit XML: one `<testsuite>` per agent, one `<testcase>` per trial. Solved passes; graded
 /// and unsolved is a `<failure>`; the agent's own failure and a timeout are `<failure>` too;
 /// infrastructure, evaluation and configuration errors are `<error>` (not the agent's fault);
-/// not graded and cancelled are `<skipped>`.
+/// not graded and cancelled are `<skipped>`. Tokens and cost are `<properties>` of each
+/// suite (summed over its trials) and of each case; an unreported value is left out.
 pub fn to_junit(trials: &[ReportTrial]) -> String {
     let mut by_agent: BTreeMap<&str, Vec<&ReportTrial>> = BTreeMap::new();
     for t in trials {
@@ -128,7 +149,9 @@ pub fn to_junit(trials: &[ReportTrial]) -> String {
         let mut errors = 0;
         let mut skipped = 0;
         let mut cases = String::new();
+        let mut spend = SpendTotals::default();
         for t in ts.iter() {
+            spend.add(&t.spend);
             let cause = xml_escape(t.cause.as_deref().unwrap_or(""));
             let state = t.observation.state.as_str();
             let body = match Bucket::of(&t.observation) {
@@ -148,20 +171,47 @@ pub fn to_junit(trials: &[ReportTrial]) -> String {
             };
             let _ = writeln!(
                 cases,
-                "    <testcase classname=\"{}\" name=\"{}\">{body}</testcase>",
+                "    <testcase classname=\"{}\" name=\"{}\">{}{body}</testcase>",
                 xml_escape(agent),
-                xml_escape(&t.key)
+                xml_escape(&t.key),
+                junit_properties(&t.spend, "")
             );
         }
         let _ = write!(
             s,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n{cases}  </testsuite>\n",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n{}{cases}  </testsuite>\n",
             xml_escape(agent),
-            ts.len()
+            ts.len(),
+            junit_properties(&spend.spend, "    ")
         );
     }
     s.push_str("</testsuites>\n");
     s
+}
+
+/// `<properties>` with the reported tokens and cost; empty when none was reported.
+fn junit_properties(spend: &Spend, indent: &str) -> String {
+    let mut props = String::new();
+    for (name, v) in [
+        ("input_tokens", spend.input_tokens),
+        ("cached_input_tokens", spend.cached_input_tokens),
+        ("output_tokens", spend.output_tokens),
+    ] {
+        if let Some(v) = v {
+            let _ = write!(props, "<property name=\"{name}\" value=\"{v}\"/>");
+        }
+    }
+    if let Some(c) = spend.cost_usd {
+        let _ = write!(props, "<property name=\"cost_usd\" value=\"{c}\"/>");
+    }
+    if props.is_empty() {
+        return String::new();
+    }
+    if indent.is_empty() {
+        format!("<properties>{props}</properties>")
+    } else {
+        format!("{indent}<properties>{props}</properties>\n")
+    }
 }
 
 #[cfg(test)]
@@ -183,6 +233,7 @@ mod tests {
                 source: None,
             },
             cause: None,
+            spend: Spend::default(),
         }
     }
 
@@ -226,5 +277,70 @@ mod tests {
             "{junit}"
         );
         assert!(s.to_markdown().contains("| 50.0% |"));
+    }
+
+    #[test]
+    fn spend_per_agent_is_the_sum_over_its_trials_in_json_markdown_and_junit() {
+        let spend = |i: u64, usd: Option<f64>| Spend {
+            input_tokens: Some(i),
+            cached_input_tokens: Some(i / 10),
+            output_tokens: Some(i / 100),
+            cost_usd: usd,
+        };
+        let mut trials = vec![
+            t("a", 1, State::Completed, Some(true)),
+            t("a", 2, State::InfrastructureError, None),
+            t("a", 3, State::Completed, Some(true)),
+            t("b", 4, State::Completed, Some(false)),
+            t("b", 5, State::Failed, None),
+        ];
+        trials[0].spend = spend(1000, Some(0.25));
+        trials[1].spend = spend(200, Some(0.05));
+        trials[2].spend = spend(3000, Some(0.5));
+        trials[3].spend = spend(500, None);
+        // trials[4] reported nothing.
+        let s = summarize(&trials);
+        let a = &s.by_agent["a"].spend;
+        assert_eq!(a.spend.input_tokens, Some(4200));
+        assert_eq!(a.spend.cached_input_tokens, Some(420));
+        assert_eq!(a.spend.output_tokens, Some(42));
+        assert_eq!(a.spend.cost_usd, Some(0.8));
+        assert_eq!(a.cost_per_solved_usd, Some(0.4));
+        let b = &s.by_agent["b"].spend;
+        assert_eq!(b.spend.input_tokens, Some(500));
+        assert_eq!(b.spend.cost_usd, None, "no trial of b reported a cost");
+        assert_eq!(b.trials_without_cost, 2);
+        assert_eq!(b.cost_per_solved_usd, None, "b solved nothing");
+        let total = &s.total.spend;
+        assert_eq!(total.spend.input_tokens, Some(4700));
+        assert_eq!(total.spend.cost_usd, Some(0.8));
+        assert_eq!(total.trials_without_cost, 2);
+        assert_eq!(total.cost_per_solved_usd, Some(0.4));
+
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["by_agent"]["a"]["spend"]["input_tokens"], 4200);
+        assert_eq!(json["by_agent"]["a"]["spend"]["cost_per_solved_usd"], 0.4);
+        assert!(json["by_agent"]["b"]["spend"]["cost_usd"].is_null());
+
+        let md = s.to_markdown();
+        assert!(
+            md.contains("| 4200 | 420 | 42 | $0.8000 | $0.4000 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 500 | 50 | 5 | n/a | n/a |"), "{md}");
+        assert!(
+            md.contains("| 4700 | 470 | 47 | $0.8000 (2 without) | $0.4000 |"),
+            "{md}"
+        );
+
+        let junit = to_junit(&trials);
+        assert!(
+            junit.contains("<properties><property name=\"input_tokens\" value=\"4200\"/><property name=\"cached_input_tokens\" value=\"420\"/><property name=\"output_tokens\" value=\"42\"/><property name=\"cost_usd\" value=\"0.8\"/></properties>"),
+            "{junit}"
+        );
+        assert!(
+            junit.contains("name=\"r/b/5\"><failure"),
+            "no properties for nothing reported: {junit}"
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The claude-code and codex adapters: argv builders and output parsers, against recorded
 //! transcripts in tests/fixtures/agents/.
 
-use akbench_core::observe::{claude_code_argv, codex_argv, parse_claude_code, parse_codex};
+use akbench_core::observe::{
+    claude_code_argv, codex_argv, parse_claude_code, parse_codex, ProviderError, ProviderErrorKind,
+};
 use akbench_core::record::Observations;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -54,6 +56,8 @@ fn claude_success_multi_turn_uses_the_result_event() {
             ),
             model: Some(SONNET.into()),
             reported_error: Some(false),
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -73,6 +77,8 @@ fn claude_max_turns_is_a_reported_error_without_result_text() {
             final_message: Some("Let me look at the build script first.".into()),
             model: Some(SONNET.into()),
             reported_error: Some(true),
+            error_text: Some("error_max_turns".into()),
+            provider_error: None,
         }
     );
 }
@@ -80,22 +86,30 @@ fn claude_max_turns_is_a_reported_error_without_result_text() {
 #[test]
 fn claude_api_error_is_reported_by_is_error() {
     let obs = parse_claude_code(&fixture("claude-code", "api_error.jsonl"));
+    let text = "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\
+                \"message\":\"Overloaded\"},\"request_id\":null}";
     assert_eq!(
         obs,
         Observations {
             turns: Some(1),
-            input_tokens: Some(0),
-            cached_input_tokens: Some(0),
-            output_tokens: Some(0),
-            cost_usd: Some(0.0),
-            final_message: Some(
-                "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\
-                 \"message\":\"Overloaded\"},\"request_id\":null}"
-                    .into()
-            ),
+            // No model response arrived: the zeros Claude Code prints are not measurements.
+            input_tokens: None,
+            cached_input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            // The error is not the agent's answer.
+            final_message: None,
             // The `<synthetic>` message never becomes the model.
             model: Some(SONNET.into()),
             reported_error: Some(true),
+            error_text: Some(text.into()),
+            // The status is read from the text when no `api_error_status` is given.
+            provider_error: Some(ProviderError {
+                kind: ProviderErrorKind::ServerError,
+                status: Some(529),
+                message: text.into(),
+                failures: 1,
+            }),
         }
     );
 }
@@ -120,6 +134,8 @@ fn claude_killed_midway_sums_assistant_usage_once_per_message() {
             ),
             model: Some(SONNET.into()),
             reported_error: None,
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -140,6 +156,8 @@ fn claude_junk_lines_are_skipped() {
             ),
             model: Some("claude-opus-4-1-20250805".into()),
             reported_error: Some(false),
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -167,6 +185,8 @@ fn claude_junk_lines_without_the_result_fall_back_to_the_messages() {
             ),
             model: Some("claude-opus-4-1-20250805".into()),
             reported_error: None,
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -200,7 +220,7 @@ fn codex_success() {
     assert_eq!(
         obs,
         Observations {
-            turns: Some(1),
+            turns: Some(4),
             // Codex's input_tokens include the cached ones.
             input_tokens: Some(48213 - 39424),
             cached_input_tokens: Some(39424),
@@ -214,6 +234,8 @@ fn codex_success() {
             ),
             model: None,
             reported_error: Some(false),
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -224,7 +246,7 @@ fn codex_turn_failed() {
     assert_eq!(
         obs,
         Observations {
-            turns: Some(0),
+            turns: Some(1),
             input_tokens: None,
             cached_input_tokens: None,
             output_tokens: None,
@@ -232,6 +254,13 @@ fn codex_turn_failed() {
             final_message: Some("I'll start by listing the existing migrations.".into()),
             model: None,
             reported_error: Some(true),
+            error_text: Some("exceeded retry limit, last status: 429 Too Many Requests".into()),
+            provider_error: Some(ProviderError {
+                kind: ProviderErrorKind::RateLimited,
+                status: Some(429),
+                message: "exceeded retry limit, last status: 429 Too Many Requests".into(),
+                failures: 3
+            }),
         }
     );
 }
@@ -242,7 +271,7 @@ fn codex_killed_midway() {
     assert_eq!(
         obs,
         Observations {
-            turns: Some(0),
+            turns: Some(2),
             input_tokens: None,
             cached_input_tokens: None,
             output_tokens: None,
@@ -252,6 +281,8 @@ fn codex_killed_midway() {
             ),
             model: None,
             reported_error: None,
+            error_text: None,
+            provider_error: None,
         }
     );
 }
@@ -262,7 +293,7 @@ fn codex_junk_lines_are_skipped_and_a_recovered_error_is_not_reported() {
     assert_eq!(
         obs,
         Observations {
-            turns: Some(1),
+            turns: Some(2),
             input_tokens: Some(21907 - 17152),
             cached_input_tokens: Some(17152),
             output_tokens: Some(964),
@@ -273,6 +304,8 @@ fn codex_junk_lines_are_skipped_and_a_recovered_error_is_not_reported() {
             ),
             model: None,
             reported_error: Some(false),
+            error_text: None,
+            provider_error: None,
         }
     );
 }

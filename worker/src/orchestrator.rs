@@ -6,6 +6,7 @@
 //! (infrastructure errors only, up to the budget) and writes the record.
 
 mod attempt;
+mod provider_watch;
 
 use crate::adapters::Registry;
 use crate::mirror::MirrorCache;
@@ -30,6 +31,10 @@ pub trait Observer: Send + Sync {
     /// A note was attached to an already recorded transition (the workspace's fingerprint,
     /// the verdict).
     fn annotate(&self, _attempt: &Identity, _number: u32, _transition: &Transition) {}
+    /// Called before attempt `number` (2 and up) of a trial starts, after an
+    /// infrastructure error: may block, e.g. while the trial's provider route is paused
+    /// (`akbench sweep --local`), returning early once `cancel` is set.
+    fn before_retry(&self, _number: u32, _cancel: &CancelToken) {}
 }
 
 /// An observer that ignores everything.
@@ -55,6 +60,32 @@ pub struct AttemptOptions {
     pub output_cap: u64,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// How long the agent may keep meeting model provider failures (outage, 5xx, 429)
+    /// before it is stopped and the attempt ends `infrastructure_error`; a refused
+    /// credential stops it at once. Default [`DEFAULT_PROVIDER_GRACE`], or
+    /// `AKBENCH_PROVIDER_GRACE_SEC` when set.
+    pub provider_grace: Duration,
+}
+
+/// The default [`AttemptOptions::provider_grace`]: with the 5 s kill grace and the polling,
+/// an attempt whose provider is down wastes at most about 26 s.
+pub const DEFAULT_PROVIDER_GRACE: Duration = Duration::from_secs(20);
+
+/// The provider grace from `AKBENCH_PROVIDER_GRACE_SEC` (seconds, 0 to 300), or the default.
+pub fn provider_grace_from_env() -> Duration {
+    match std::env::var("AKBENCH_PROVIDER_GRACE_SEC") {
+        Err(_) => DEFAULT_PROVIDER_GRACE,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if (0.0..=300.0).contains(&s) => Duration::from_secs_f64(s),
+            _ => {
+                tracing::warn!(
+                    "AKBENCH_PROVIDER_GRACE_SEC={v:?} is not a number of seconds from 0 to 300; using {}s",
+                    DEFAULT_PROVIDER_GRACE.as_secs()
+                );
+                DEFAULT_PROVIDER_GRACE
+            }
+        },
+    }
 }
 
 impl Default for AttemptOptions {
@@ -66,6 +97,7 @@ impl Default for AttemptOptions {
             agent_timeout_sec: None,
             output_cap: 8 * 1024 * 1024,
             grace: Duration::from_secs(5),
+            provider_grace: provider_grace_from_env(),
         }
     }
 }
@@ -173,6 +205,9 @@ impl Orchestrator {
         let started_at = self.clock.now();
         let mut attempts = Vec::new();
         for number in 1..=req.infrastructure_retries.saturating_add(1) {
+            if number > 1 {
+                observer.before_retry(number, cancel);
+            }
             let at = self.clock.now();
             let key = ids::attempt_key(&req.trial.key, number);
             let rel = format!("a{number}");

@@ -114,7 +114,9 @@ fn why_not(state: State) -> &'static str {
         State::Timeout => "means the agent ran out of time: its work is not a finished answer",
         State::Cancelled => "was cancelled before its work was finished",
         State::InfrastructureError => "never ran the agent to the end (an infrastructure error)",
-        State::InvalidConfiguration => "never started the agent (invalid configuration)",
+        State::InvalidConfiguration => {
+            "never ran the agent to the end (invalid configuration: rejected before it started, or refused by the agent or its model provider)"
+        }
         _ => "is not a finished attempt",
     }
 }

@@ -9,6 +9,10 @@ WHERE state = 'ready'
   AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
   AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
   AND NOT (run_id = ANY ($7::uuid[]))
+  -- A paused provider route (route_pauses, migration 0009) gets no new claims.
+  AND (provider_route IS NULL OR NOT EXISTS (
+        SELECT 1 FROM route_pauses p
+        WHERE p.route = work_items.provider_route AND p.paused_until > now()))
 ORDER BY run_id, ordinal
 FOR UPDATE SKIP LOCKED
 LIMIT $1

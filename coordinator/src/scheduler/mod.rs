@@ -24,6 +24,7 @@ mod error;
 mod reap;
 mod record;
 mod report;
+mod routes;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod types;

@@ -512,6 +512,16 @@ async fn apply(
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
         let settled = settle(tx, &trials, &states).await?;
+        let terminals: Vec<State> = finishing.iter().map(|f| f.3).collect();
+        let causes: Vec<&str> = finishing
+            .iter()
+            .map(|f| {
+                rows.get(&f.1)
+                    .and_then(|r| r.cause.as_deref())
+                    .unwrap_or("")
+            })
+            .collect();
+        super::routes::note_finished(tx, &trials, &terminals, &causes).await?;
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial) {
                 Some(true) => Disposition::Requeued,

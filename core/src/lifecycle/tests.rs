@@ -39,7 +39,8 @@ fn expected(from: State, event: Event) -> Option<State> {
             | S::Validating
             | S::ConfiguringRuntime
             | S::CreatingWorkspace
-            | S::StartingAgent,
+            | S::StartingAgent
+            | S::Executing,
             E::Rejected,
         ) => Some(S::InvalidConfiguration),
         (_, E::Rejected) => None,
@@ -66,8 +67,8 @@ fn every_state_event_pair_matches_the_table() {
         }
     }
     // 9 Advance + Complete + FinishUngraded + AgentFailed + AgentTimedOut
-    // + 6 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel + 3 Regrade
-    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 6 + 10 + 1 + 10 + 3);
+    // + 7 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel + 3 Regrade
+    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 7 + 10 + 1 + 10 + 3);
 }
 
 #[test]

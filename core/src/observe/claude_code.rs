@@ -28,6 +28,7 @@
 //! message. Claude Code reports API failures as assistant messages of model `<synthetic>`,
 //! which is never taken as the model.
 
+use super::provider::{FailureRun, ProviderErrorKind};
 use super::{check_parameters, check_program_and_model, count, json_objects, sum_present};
 use crate::record::Observations;
 use serde_json::{Map, Value};
@@ -128,6 +129,9 @@ pub fn parse_claude_code(stdout: &str) -> Observations {
     let mut messages: Vec<Message> = Vec::new();
     let mut last_text: Option<String> = None;
     let mut result: Option<Map<String, Value>> = None;
+    let mut provider = FailureRun::default();
+    let mut answered = false;
+    let mut api_error_text: Option<String> = None;
 
     for event in json_objects(stdout) {
         match event.get("type").and_then(Value::as_str) {
@@ -136,10 +140,36 @@ pub fn parse_claude_code(stdout: &str) -> Observations {
                     init_model = Some(m.to_string());
                 }
             }
+            Some("system") if event.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
+                let status = status_of(event.get("error_status"));
+                let error = event
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown");
+                if let Some(kind) = failure_kind(status, Some(error)) {
+                    provider.fail(kind, status, error.to_string());
+                }
+            }
             Some("assistant") => {
                 let Some(message) = event.get("message").and_then(Value::as_object) else {
                     continue;
                 };
+                let synthetic = message.get("model").and_then(Value::as_str) == Some("<synthetic>");
+                if synthetic {
+                    // An API error Claude Code reports as a message of its own.
+                    let text = text_of(message.get("content"));
+                    if event.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
+                        let status = status_of(event.get("api_error_status"));
+                        let error = event.get("api_error").and_then(Value::as_str);
+                        if let Some(kind) = failure_kind(status, error) {
+                            provider.settle(kind, status, text.clone().unwrap_or_default());
+                        }
+                    }
+                    api_error_text = text.or(api_error_text);
+                } else {
+                    answered = true;
+                    provider.recover();
+                }
                 let main_thread = event.get("parent_tool_use_id").is_none_or(Value::is_null);
                 let id = message
                     .get("id")
@@ -184,6 +214,8 @@ pub fn parse_claude_code(stdout: &str) -> Observations {
         final_message: last_text,
         model: init_model.or(message_model),
         reported_error: None,
+        error_text: None,
+        provider_error: None,
     };
     if let Some(r) = result {
         if let Some(n) = count(r.get("num_turns")) {
@@ -207,8 +239,72 @@ pub fn parse_claude_code(stdout: &str) -> Observations {
             (None, None) => None,
             (e, s) => Some(e == Some(true) || s.is_some_and(|s| s != "success")),
         };
+        let text = r.get("result").and_then(Value::as_str).unwrap_or_default();
+        // Older releases give the status only in the text: "API Error: 529 {...}".
+        let status = status_of(r.get("api_error_status")).or_else(|| {
+            let rest = text.strip_prefix("API Error: ")?;
+            rest.get(..3)?.parse::<u16>().ok()
+        });
+        let error = r.get("api_error").and_then(Value::as_str);
+        if is_error == Some(true) {
+            if let Some(kind) = failure_kind(status, error) {
+                provider.settle(kind, status, text.to_string());
+            }
+        }
+        if obs.reported_error == Some(true) {
+            obs.error_text = r
+                .get("result")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| api_error_text.clone())
+                .or_else(|| subtype.map(str::to_string));
+        }
+    }
+    if !answered {
+        // No model response arrived: Claude Code's zeros are not measurements.
+        let zero_to_none = |v: &mut Option<u64>| {
+            if *v == Some(0) {
+                *v = None;
+            }
+        };
+        zero_to_none(&mut obs.input_tokens);
+        zero_to_none(&mut obs.cached_input_tokens);
+        zero_to_none(&mut obs.output_tokens);
+        if obs.cost_usd == Some(0.0) {
+            obs.cost_usd = None;
+        }
+        if obs.final_message.is_some() && obs.final_message == obs.error_text {
+            obs.final_message = None;
+        }
+    }
+    obs.provider_error = provider.finish();
+    if obs.provider_error.is_some() && obs.error_text.is_none() {
+        obs.error_text = obs.provider_error.as_ref().map(|e| e.message.clone());
     }
     obs
+}
+
+/// An HTTP status field (`null` or absent: none).
+fn status_of(v: Option<&Value>) -> Option<u16> {
+    v.and_then(Value::as_u64)
+        .and_then(|n| u16::try_from(n).ok())
+}
+
+/// The provider failure an API error stands for: by HTTP status, or, without one, a
+/// connection failure (`api_error: "connection_failed"`, retry `error: "unknown"`).
+fn failure_kind(status: Option<u16>, error: Option<&str>) -> Option<ProviderErrorKind> {
+    match status {
+        Some(s) => ProviderErrorKind::of_status(s),
+        None => match error {
+            Some("connection_failed" | "unknown" | "connection_error" | "timeout") => {
+                Some(ProviderErrorKind::Unreachable)
+            }
+            Some("server_error" | "overloaded") => Some(ProviderErrorKind::ServerError),
+            Some("rate_limit") => Some(ProviderErrorKind::RateLimited),
+            Some("authentication_failed") => Some(ProviderErrorKind::Unauthorized),
+            _ => None,
+        },
+    }
 }
 
 /// The text blocks of a message's content, joined by newlines; `None` when it has none.

@@ -26,6 +26,7 @@
 //!
 //! Codex reports no cost and no model in its JSONL events: both stay `None`.
 
+use super::provider::{status_in, FailureRun, ProviderErrorKind};
 use super::{check_parameters, check_program_and_model, count, json_objects};
 use crate::record::Observations;
 use serde_json::Value;
@@ -100,7 +101,10 @@ pub fn codex_argv(
 
 /// Reads `codex exec --json` output.
 ///
-/// - `turns`: the number of `turn.completed` events, once any Codex event was seen.
+/// - `turns`: model requests (see [`Requests`]), once any Codex event was seen.
+/// - `provider_error`: the provider failure the stream ends in (see [`classify`]); an item or
+///   a completed turn afterwards means the model answered, which clears it.
+/// - `error_text`: the message of the `turn.failed` or last `error` event, when reported.
 /// - tokens: the usage of the last `turn.completed` (a running total, see the module
 ///   documentation); unknown when no turn completed.
 /// - `final_message`: the text of the last completed `agent_message` item.
@@ -119,17 +123,25 @@ pub fn parse_codex(stdout: &str) -> Observations {
     let mut final_message: Option<String> = None;
     let mut failed = false;
     let mut error_pending = false;
+    let mut error_text: Option<String> = None;
+    let mut provider = FailureRun::default();
+    let mut requests = Requests::default();
 
     for event in json_objects(stdout) {
         let Some(kind) = event.get("type").and_then(Value::as_str) else {
             continue;
         };
         match kind {
-            "thread.started" | "turn.started" | "item.started" | "item.updated" => seen = true,
+            "turn.started" => {
+                seen = true;
+                requests.turn_started();
+            }
+            "thread.started" | "item.started" | "item.updated" => seen = true,
             "turn.completed" => {
                 seen = true;
                 completed += 1;
                 error_pending = false;
+                provider.recover();
                 if let Some(u) = event.get("usage").and_then(Value::as_object) {
                     usage = Some((
                         count(u.get("input_tokens")),
@@ -141,10 +153,26 @@ pub fn parse_codex(stdout: &str) -> Observations {
             "turn.failed" => {
                 seen = true;
                 failed = true;
+                let message = event
+                    .get("error")
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str);
+                if let Some(m) = message {
+                    if let Some((kind, status)) = classify(m) {
+                        provider.settle(kind, status, m.to_string());
+                    }
+                    error_text = Some(m.to_string());
+                }
             }
             "error" => {
                 seen = true;
                 error_pending = true;
+                if let Some(m) = event.get("message").and_then(Value::as_str) {
+                    if let Some((kind, status)) = classify(m) {
+                        provider.fail(kind, status, m.to_string());
+                    }
+                    error_text = Some(m.to_string());
+                }
             }
             "item.completed" => {
                 seen = true;
@@ -155,6 +183,13 @@ pub fn parse_codex(stdout: &str) -> Observations {
                     .get("type")
                     .or_else(|| item.get("item_type"))
                     .and_then(Value::as_str);
+                if let Some(t) = item_type {
+                    requests.item(t);
+                    if t != "error" {
+                        // The model answered.
+                        provider.recover();
+                    }
+                }
                 if matches!(item_type, Some("agent_message" | "assistant_message")) {
                     if let Some(text) = item.get("text").and_then(Value::as_str) {
                         final_message = Some(text.to_string());
@@ -166,8 +201,15 @@ pub fn parse_codex(stdout: &str) -> Observations {
     }
 
     let (input, cached, output) = usage.unwrap_or_default();
+    let reported_error = if failed || error_pending {
+        Some(true)
+    } else if completed > 0 {
+        Some(false)
+    } else {
+        None
+    };
     Observations {
-        turns: seen.then_some(completed),
+        turns: seen.then_some(requests.count),
         // Uncached input; when the cached count is missing, all input is taken as uncached.
         input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
         cached_input_tokens: cached,
@@ -175,12 +217,91 @@ pub fn parse_codex(stdout: &str) -> Observations {
         cost_usd: None,
         final_message,
         model: None,
-        reported_error: if failed || error_pending {
-            Some(true)
-        } else if completed > 0 {
-            Some(false)
+        reported_error,
+        error_text: if reported_error == Some(true) {
+            error_text
         } else {
             None
         },
+        provider_error: provider.finish(),
+    }
+}
+
+/// The provider failure a Codex error message stands for: the HTTP status it names
+/// (`unexpected status 401 Unauthorized`, `last status: 429`), Codex's own wording for a
+/// 5xx (`We're currently experiencing high demand`), or a connection failure
+/// (`Reconnecting... waiting for network (Connection failed: ...)`).
+fn classify(message: &str) -> Option<(ProviderErrorKind, Option<u16>)> {
+    if let Some(status) = status_in(message) {
+        return ProviderErrorKind::of_status(status).map(|k| (k, Some(status)));
+    }
+    let m = message.to_ascii_lowercase();
+    if [
+        "high demand",
+        "overloaded",
+        "internal server error",
+        "server error",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+    {
+        return Some((ProviderErrorKind::ServerError, None));
+    }
+    if [
+        "connection failed",
+        "error sending request",
+        "waiting for network",
+        "connection refused",
+        "stream disconnected",
+        "timed out",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+    {
+        return Some((ProviderErrorKind::Unreachable, None));
+    }
+    None
+}
+
+/// Model requests, counted from the items: a turn's first output item starts one, and any
+/// item after a run of tool items (the tools' results went back to the model) starts the
+/// next. Consecutive tool items count as one request (parallel calls), so a response that
+/// makes one tool call with no text before the next one is merged with it: the count is a
+/// lower bound. Non-fatal `error` items (warnings) are not output.
+#[derive(Debug, Default)]
+struct Requests {
+    count: u64,
+    output_seen: bool,
+    after_tools: bool,
+}
+
+impl Requests {
+    fn turn_started(&mut self) {
+        self.output_seen = false;
+        self.after_tools = false;
+    }
+
+    fn item(&mut self, item_type: &str) {
+        let tool = matches!(
+            item_type,
+            "command_execution" | "file_change" | "mcp_tool_call" | "web_search" | "todo_list"
+        );
+        match item_type {
+            "error" => {}
+            _ if tool => {
+                if !self.output_seen {
+                    self.count += 1;
+                    self.output_seen = true;
+                }
+                self.after_tools = true;
+            }
+            _ => {
+                if !self.output_seen || self.after_tools {
+                    self.count += 1;
+                }
+                self.output_seen = true;
+                self.after_tools = false;
+            }
+        }
     }
 }

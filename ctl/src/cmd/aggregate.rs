@@ -10,6 +10,7 @@ use crate::exit::{self, InputError};
 use akbench_core::accounting::Observation;
 use akbench_core::record::{RunRecord, RECORD_FILE};
 use akbench_core::report::{summarize, to_junit, ReportTrial};
+use akbench_core::spend::Spend;
 use std::path::{Path, PathBuf};
 
 /// Summarizes the records under `args.dir`.
@@ -33,6 +34,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 agent: r.agent.name.clone(),
                 task: r.task.release.id.clone(),
                 cause: r.attempts.last().and_then(|a| a.cause.clone()),
+                spend: Spend::of_record(&r),
                 observation: Observation {
                     trial_id: r.trial.id,
                     state: r.outcome.state,

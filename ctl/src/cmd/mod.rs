@@ -17,6 +17,7 @@ pub mod single;
 pub mod source;
 pub mod sweep;
 pub mod sweep_embedded;
+pub mod sweep_routes;
 pub mod up;
 
 use crate::cli::{Cli, Command, RunCommand};

@@ -76,8 +76,11 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     } else {
         rec.outcome.state == State::NotGraded
     };
+    let spend = akbench_core::spend::Spend::of_record(rec);
     if args.json {
         let v = serde_json::json!({
+            "spend": spend,
+            "turns": last.observations.turns,
             "run": rec.run,
             "trial": rec.trial,
             "task": rec.task.release,
@@ -110,6 +113,22 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         }
         if rec.outcome.attempts > 1 {
             writeln!(out, "attempts: {}", rec.outcome.attempts)?;
+        }
+        {
+            use akbench_core::spend::{fmt_count, fmt_usd};
+            writeln!(
+                out,
+                "tokens: {} input, {} cached, {} output; cost {}{}",
+                fmt_count(spend.input_tokens),
+                fmt_count(spend.cached_input_tokens),
+                fmt_count(spend.output_tokens),
+                fmt_usd(spend.cost_usd),
+                if rec.outcome.attempts > 1 {
+                    " (all attempts)"
+                } else {
+                    ""
+                }
+            )?;
         }
         if last.workspace.kept {
             if let Some(p) = &last.workspace.path {

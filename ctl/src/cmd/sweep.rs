@@ -9,6 +9,7 @@
 
 use crate::cli::SweepArgs;
 use crate::cmd::single::{cache_root, verdict};
+use crate::cmd::sweep_routes::{LocalRoutes, RouteObserver};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{reconcile, Observation};
 use akbench_core::clock::SystemClock;
@@ -18,7 +19,7 @@ use akbench_core::plan::{plan, PlannedTrial};
 use akbench_core::record::Identity;
 use akbench_core::report::{summarize, ReportTrial};
 use akbench_core::spec::{resolve, roots, ResolveInputs};
-use akbench_worker::orchestrator::{AttemptOptions, Orchestrator, Silent, TrialRequest};
+use akbench_worker::orchestrator::{AttemptOptions, Orchestrator, TrialRequest};
 use akbench_worker::process::CancelToken;
 use akbench_worker::trial::{prepare, spec_agent, PreparedTrial};
 use std::collections::{BTreeMap, HashMap};
@@ -215,7 +216,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                         ..AttemptOptions::default()
                     },
                 };
-                let r = orch.run_trial(&req, &Silent, cancel);
+                let observer = RouteObserver {
+                    routes: &caps.routes,
+                    route: caps.route_of.get(&t.agent.label).map(String::as_str),
+                };
+                let r = orch.run_trial(&req, &observer, cancel);
                 caps.release(t);
                 let _ = tx.send((t, r));
             });
@@ -261,6 +266,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                         task: t.task.id.clone(),
                         observation: observations.last().expect("just pushed").clone(),
                         cause: rec.attempts.last().and_then(|a| a.cause.clone()),
+                        spend: akbench_core::spend::Spend::of_record(rec),
                     });
                 }
                 Err(e) => eprintln!("[{finished}/{total}] {}: {e}", t.key),
@@ -385,6 +391,8 @@ struct Caps {
     per_agent: BTreeMap<String, u32>,
     per_route: BTreeMap<String, u32>,
     route_of: BTreeMap<String, String>,
+    /// Provider route pauses (the coordinator's policy, in memory).
+    routes: LocalRoutes,
 }
 
 #[derive(Default)]
@@ -412,6 +420,7 @@ impl Caps {
                 .iter()
                 .filter_map(|a| a.provider_route.clone().map(|r| (a.label.clone(), r)))
                 .collect(),
+            routes: LocalRoutes::default(),
         }
     }
 
@@ -425,6 +434,7 @@ impl Caps {
             self.per_route
                 .get(r)
                 .is_none_or(|cap| st.by_route.get(r).copied().unwrap_or(0) < *cap)
+                && !self.routes.paused(r)
         });
         st.running < self.max_trials && agent_ok && route_ok
     }
@@ -451,7 +461,12 @@ impl Caps {
                     return Some(t);
                 }
             }
-            st = self.freed.wait(st).expect("caps lock");
+            // Timed: a paused provider route resumes without any trial ending.
+            st = self
+                .freed
+                .wait_timeout(st, std::time::Duration::from_millis(250))
+                .expect("caps lock")
+                .0;
         }
     }
 

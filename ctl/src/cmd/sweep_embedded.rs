@@ -94,6 +94,16 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             task: p.task.id.clone(),
             observation: outcome.clone(),
             cause: None,
+            // From the exported record (`<out>/<trial key>/run_record.json`), when it is there.
+            spend: std::fs::read(
+                args.out
+                    .join(&p.key)
+                    .join(akbench_core::record::RECORD_FILE),
+            )
+            .ok()
+            .and_then(|b| serde_json::from_slice::<akbench_core::record::RunRecord>(&b).ok())
+            .map(|r| akbench_core::spend::Spend::of_record(&r))
+            .unwrap_or_default(),
         });
     }
     crate::cmd::sweep::show_result(

@@ -74,11 +74,49 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "planned": a.planned,
             "outcomes": map(&a.outcomes),
             "rates": rates_json(a.rates.as_ref()),
+            "spend": spend_json(a.spend.as_ref()),
+        })).collect::<Vec<_>>(),
+        "spend": spend_json(s.spend.as_ref()),
+        "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
+            "route": p.route,
+            "consecutive_failures": p.consecutive_failures,
+            "paused_until": time(p.paused_until_unix_ms),
+            "last_error": p.last_error,
         })).collect::<Vec<_>>(),
         "throughput_per_minute": s.throughput_per_minute,
         "eta": s.eta_unix_ms.map(time),
         "as_of": time(s.as_of_unix_ms),
     })
+}
+
+/// Tokens and cost as JSON (absent values `null`).
+fn spend_json(s: Option<&pb::Spend>) -> serde_json::Value {
+    let s = s.cloned().unwrap_or_default();
+    serde_json::json!({
+        "input_tokens": s.input_tokens,
+        "cached_input_tokens": s.cached_input_tokens,
+        "output_tokens": s.output_tokens,
+        "cost_usd": s.cost_usd,
+        "trials_without_cost": s.trials_without_cost,
+        "cost_per_solved_usd": s.cost_per_solved_usd,
+    })
+}
+
+/// "tokens 1200 in, 300 cached, 80 out, cost $0.0120 ($0.0060/solved)"; `n/a` where absent.
+fn spend_text(s: Option<&pb::Spend>) -> String {
+    use akbench_core::spend::{fmt_count, fmt_usd};
+    let s = s.cloned().unwrap_or_default();
+    let mut cost = fmt_usd(s.cost_usd);
+    if s.cost_usd.is_some() && s.trials_without_cost > 0 {
+        cost.push_str(&format!(" ({} without)", s.trials_without_cost));
+    }
+    format!(
+        "tokens {} in, {} cached, {} out, cost {cost} ({}/solved)",
+        fmt_count(s.input_tokens),
+        fmt_count(s.cached_input_tokens),
+        fmt_count(s.output_tokens),
+        fmt_usd(s.cost_per_solved_usd)
+    )
 }
 
 fn throughput(s: &pb::RunStatus) -> String {
@@ -122,17 +160,29 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "work       {}", counts(&s.work_items));
     let _ = writeln!(o, "workers    {} connected", s.workers);
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
+    let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
+    for p in &s.paused_routes {
+        let _ = writeln!(
+            o,
+            "paused     provider route {} until {} ({} failures in a row): {}",
+            p.route,
+            time(p.paused_until_unix_ms),
+            p.consecutive_failures,
+            p.last_error
+        );
+    }
     if !s.agents.is_empty() {
         let width = s.agents.iter().map(|a| a.agent.len()).max().unwrap_or(0);
         let _ = writeln!(o, "agents");
         for a in &s.agents {
             let _ = writeln!(
                 o,
-                "  {:<width$}  {} planned  {}  {}",
+                "  {:<width$}  {} planned  {}  {}  {}",
                 a.agent,
                 a.planned,
                 counts(&a.outcomes),
-                rates_text(a.rates.as_ref())
+                rates_text(a.rates.as_ref()),
+                spend_text(a.spend.as_ref())
             );
         }
     }

@@ -5,6 +5,7 @@
 use super::{common_env, Adapter, Launch, LaunchContext};
 use akbench_core::agent::Agent;
 use akbench_core::observe;
+use akbench_core::observe::ProviderError;
 use akbench_core::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -24,7 +25,14 @@ pub struct CliAgentAdapter {
     default_program: &'static str,
     argv: ArgvBuilder,
     parse: fn(&str) -> Observations,
+    /// Environment set when the worker runs as root (unless the descriptor sets it).
+    root_env: &'static [(&'static str, &'static str)],
 }
+
+/// Claude Code refuses `--permission-mode bypassPermissions` as root ("cannot be used with
+/// root/sudo privileges") unless told it runs in a sandbox; akbench's attempts are isolated
+/// (private HOME, own worktree, process group), so it sets `IS_SANDBOX=1` under root.
+const CLAUDE_ROOT_ENV: &[(&str, &str)] = &[("IS_SANDBOX", "1")];
 
 /// Claude Code (`claude -p --output-format stream-json`).
 pub fn claude_code() -> CliAgentAdapter {
@@ -33,6 +41,7 @@ pub fn claude_code() -> CliAgentAdapter {
         default_program: "claude",
         argv: observe::claude_code_argv,
         parse: observe::parse_claude_code,
+        root_env: CLAUDE_ROOT_ENV,
     }
 }
 
@@ -43,6 +52,7 @@ pub fn codex() -> CliAgentAdapter {
         default_program: "codex",
         argv: observe::codex_argv,
         parse: observe::parse_codex,
+        root_env: &[],
     }
 }
 
@@ -69,13 +79,37 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
+        let mut env = common_env(ctx);
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            for (k, v) in self.root_env {
+                env.entry((*k).to_string())
+                    .or_insert_with(|| (*v).to_string());
+            }
+        }
         Ok(Launch {
             argv: self.build(ctx.agent, &ctx.task.instruction)?,
-            env: common_env(ctx),
+            env,
         })
     }
 
     fn observe(&self, stdout: &str, _stderr: &str) -> Observations {
         (self.parse)(stdout)
+    }
+
+    fn provider_failure(&self, stdout: &str) -> Option<ProviderError> {
+        (self.parse)(stdout).provider_error
+    }
+
+    fn refused_to_start(&self, stdout: &str, stderr: &str) -> Option<String> {
+        if observe::emits_events(stdout) {
+            return None;
+        }
+        let line = stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("no output at all");
+        Some(format!("`{}` printed no event; it said: {line}", self.name))
     }
 }

@@ -7,6 +7,7 @@ mod oracle;
 mod scripted;
 
 use akbench_core::agent::Agent;
+use akbench_core::observe::ProviderError;
 use akbench_core::record::Observations;
 use akbench_core::task::Task;
 use std::collections::BTreeMap;
@@ -52,6 +53,16 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
     /// Reads observations from the agent's (redacted) output.
     fn observe(&self, _stdout: &str, _stderr: &str) -> Observations {
         Observations::default()
+    }
+    /// The model provider failure the agent's stdout so far ends in (polled while the agent
+    /// runs); `None` for agents whose output says nothing about a provider.
+    fn provider_failure(&self, _stdout: &str) -> Option<ProviderError> {
+        None
+    }
+    /// Why the agent refused to start, when its output shows it never started working (it
+    /// exited with an error before emitting any event: root, bad flags, a broken install).
+    fn refused_to_start(&self, _stdout: &str, _stderr: &str) -> Option<String> {
+        None
     }
 }
 

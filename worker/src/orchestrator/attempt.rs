@@ -301,16 +301,22 @@ fn drive(
 
     // EXECUTING.
     r.advance(Some(format!("pid {}", running.pid())));
-    let end = tracing::info_span!(
+    let span = tracing::info_span!(
         "agent.process",
         process.pid = running.pid(),
         process.executable.name = launch.argv.first().map_or("", String::as_str),
         process.exit.code = tracing::field::Empty,
-    )
-    .in_scope(|| {
-        let end = running.wait(cancel);
+    );
+    let (end, provider_stop) = span.in_scope(|| {
+        let (end, stop) = super::provider_watch::wait_watching(
+            running,
+            cancel,
+            adapter.as_ref(),
+            &stdout_path,
+            req.options.provider_grace,
+        );
         tracing::Span::current().record("process.exit.code", end.exit_code.unwrap_or(-1));
-        end
+        (end, stop)
     });
     for p in [&stdout_path, &stderr_path] {
         let _ = redact_file(p, &secrets);
@@ -324,7 +330,7 @@ fn drive(
         exit_code: end.exit_code,
         signal: end.signal,
         timed_out: end.timed_out,
-        cancelled: end.cancelled,
+        cancelled: end.cancelled && !provider_stop,
         duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
         stdout_path: Some(rel("agent.stdout.log")),
         stderr_path: Some(rel("agent.stderr.log")),
@@ -333,30 +339,14 @@ fn drive(
         output_truncated: end.truncated,
         stragglers_killed: end.stragglers_killed,
     });
-    let agent_event = if end.cancelled {
-        Some((Event::Cancel, "cancelled while the agent ran".to_string()))
-    } else if end.timed_out {
-        Some((
-            Event::AgentTimedOut,
-            format!("the agent ran out of time after {timeout}s and was stopped"),
-        ))
-    } else if end.exit_code != Some(0) {
-        Some((
-            Event::AgentFailed,
-            match (end.exit_code, end.signal) {
-                (Some(c), _) => format!("the agent exited with code {c}"),
-                (None, Some(s)) => format!("the agent was killed by signal {s}"),
-                _ => "the agent ended without an exit status".to_string(),
-            },
-        ))
-    } else if r.observations.reported_error == Some(true) {
-        Some((
-            Event::AgentFailed,
-            "the agent reported an error".to_string(),
-        ))
-    } else {
-        None
-    };
+    let agent_event = agent_verdict(
+        &end,
+        provider_stop,
+        &r.observations,
+        timeout,
+        req.options.provider_grace,
+        || adapter.refused_to_start(&stdout, &stderr),
+    );
 
     // COLLECTING (also done, best effort, for an agent that failed or timed out, so its diff
     // is on record).
@@ -445,4 +435,88 @@ fn drive(
     } else {
         r.step(Event::FinishUngraded, None);
     }
+}
+
+/// How the agent's run ends the attempt, or `None` when it goes on to be collected and
+/// graded. A model provider failure the agent did not recover from is never the agent's
+/// failure: a refused credential is the configuration's (`invalid_configuration`), an
+/// outage, 5xx or 429 the infrastructure's (`infrastructure_error`, cause `provider: ...`).
+fn agent_verdict(
+    end: &crate::process::ProcessEnd,
+    provider_stop: bool,
+    obs: &Observations,
+    timeout: f64,
+    provider_grace: Duration,
+    refused_to_start: impl FnOnce() -> Option<String>,
+) -> Option<(Event, String)> {
+    if end.cancelled && !provider_stop {
+        return Some((Event::Cancel, "cancelled while the agent ran".to_string()));
+    }
+    let failed = provider_stop
+        || end.timed_out
+        || end.exit_code != Some(0)
+        || obs.reported_error == Some(true);
+    if failed {
+        let stopped = if provider_stop {
+            format!(
+                "; the agent was stopped after {}s of provider failures",
+                provider_grace.as_secs_f64()
+            )
+        } else {
+            String::new()
+        };
+        match &obs.provider_error {
+            Some(p) if p.kind.is_configuration() => {
+                return Some((
+                    Event::Rejected,
+                    format!(
+                        "provider: the model provider refused the agent's credential: {p}{stopped}; fix: check the credential the descriptor declares and the provider's base URL"
+                    ),
+                ))
+            }
+            Some(p) => {
+                return Some((Event::InfrastructureFailed, format!("provider: {p}{stopped}")))
+            }
+            None if provider_stop => {
+                return Some((
+                    Event::InfrastructureFailed,
+                    format!("provider: the model provider kept failing{stopped}"),
+                ))
+            }
+            None => {}
+        }
+    }
+    if end.timed_out {
+        return Some((
+            Event::AgentTimedOut,
+            format!("the agent ran out of time after {timeout}s and was stopped"),
+        ));
+    }
+    if end.exit_code != Some(0) {
+        if end.exit_code.is_some() {
+            if let Some(why) = refused_to_start() {
+                return Some((
+                    Event::Rejected,
+                    format!(
+                        "the agent refused to start: {why}; fix: check the descriptor's program, extra_args and env (and IS_SANDBOX for claude-code as root)"
+                    ),
+                ));
+            }
+        }
+        return Some((
+            Event::AgentFailed,
+            match (end.exit_code, end.signal) {
+                (Some(c), _) => format!("the agent exited with code {c}"),
+                (None, Some(s)) => format!("the agent was killed by signal {s}"),
+                _ => "the agent ended without an exit status".to_string(),
+            },
+        ));
+    }
+    if obs.reported_error == Some(true) {
+        return Some((
+            Event::AgentFailed,
+            "the agent reported an error".to_string(),
+        ));
+    }
+    None
 }

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+pub mod fake_provider;
+
 pub struct Corpus {
     pub dir: tempfile::TempDir,
     pub commit: String,

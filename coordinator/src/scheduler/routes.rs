@@ -1,0 +1,74 @@
+//! Provider route pauses in PostgreSQL (`route_pauses`, migration 0009): when attempts end,
+//! [`note_finished`] feeds each one on a route to core's [`route_pause::next`] in the same
+//! transaction that settles them; `claim_candidates.sql` skips the work items of a paused
+//! route.
+//!
+//! [`route_pause::next`]: akbench_core::route_pause::next
+
+use crate::store::{StoreError, Tx};
+use akbench_core::lifecycle::State;
+use akbench_core::route_pause::{self, RoutePolicy, RouteState};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+const ROUTES_OF_TRIALS_SQL: &str = include_str!("../../sql/routes/routes_of_trials.sql");
+const CREATE_ROUTES_SQL: &str = include_str!("../../sql/routes/create_routes.sql");
+const LOCK_ROUTES_SQL: &str = include_str!("../../sql/routes/lock_routes.sql");
+const UPDATE_ROUTE_SQL: &str = include_str!("../../sql/routes/update_route.sql");
+
+/// Updates the routes of the trials whose attempts just ended (`terminal` and `cause` per
+/// trial, in order).
+pub(super) async fn note_finished(
+    tx: &Tx<'_>,
+    trials: &[Uuid],
+    terminal: &[State],
+    causes: &[&str],
+) -> Result<(), StoreError> {
+    let rows = tx
+        .query(&tx.prepare_cached(ROUTES_OF_TRIALS_SQL).await?, &[&trials])
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let route_of: BTreeMap<Uuid, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut routes: Vec<String> = route_of.values().cloned().collect();
+    routes.sort();
+    routes.dedup();
+    tx.execute(&tx.prepare_cached(CREATE_ROUTES_SQL).await?, &[&routes])
+        .await?;
+    let locked = tx
+        .query(&tx.prepare_cached(LOCK_ROUTES_SQL).await?, &[&routes])
+        .await?;
+    let mut states: BTreeMap<String, RouteState> = BTreeMap::new();
+    let mut now: Option<DateTime<Utc>> = None;
+    for r in &locked {
+        now = Some(r.get(4));
+        states.insert(
+            r.get(0),
+            RouteState {
+                consecutive_failures: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
+                paused_until: r.get(2),
+                last_error: r.get(3),
+            },
+        );
+    }
+    let now = now.unwrap_or_else(Utc::now);
+    let policy = RoutePolicy::default();
+    for ((trial, state), cause) in trials.iter().zip(terminal).zip(causes) {
+        let Some(route) = route_of.get(trial) else {
+            continue;
+        };
+        let outcome = route_pause::outcome_of(*state, cause);
+        if let Some(s) = states.get_mut(route) {
+            *s = route_pause::next(s, &outcome, now, &policy);
+        }
+    }
+    let update = tx.prepare_cached(UPDATE_ROUTE_SQL).await?;
+    for (route, s) in &states {
+        let failures = i32::try_from(s.consecutive_failures).unwrap_or(i32::MAX);
+        tx.execute(&update, &[route, &failures, &s.paused_until, &s.last_error])
+            .await?;
+    }
+    Ok(())
+}

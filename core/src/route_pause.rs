@@ -1,0 +1,208 @@
+//! Provider routes: consecutive provider failures on a route pause new work for it, with a
+//! growing backoff, instead of burning the queue through a dead endpoint (DESIGN.md section
+//! 6). Pure: the coordinator persists [`RouteState`] in `route_pauses` and the local sweep
+//! keeps it in memory; both call [`next`] when an attempt on a route ends and check
+//! [`RouteState::paused_at`] before starting one.
+
+use crate::lifecycle::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The prefix of the cause of an attempt that ended because its model provider failed
+/// (written by the worker's orchestrator).
+pub const PROVIDER_CAUSE_PREFIX: &str = "provider: ";
+
+/// When and how long a route is paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutePolicy {
+    /// Consecutive provider failures before the route is paused.
+    pub threshold: u32,
+    /// The first pause.
+    pub base: Duration,
+    /// The longest pause (each further failure doubles it up to this).
+    pub max: Duration,
+}
+
+impl Default for RoutePolicy {
+    fn default() -> Self {
+        RoutePolicy {
+            threshold: 1,
+            base: Duration::from_secs(15),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RoutePolicy {
+    /// The pause after `failures` consecutive failures: none below the threshold, then
+    /// `base`, `2 base`, `4 base`, ... up to `max`.
+    pub fn pause_for(&self, failures: u32) -> Option<Duration> {
+        if failures < self.threshold.max(1) {
+            return None;
+        }
+        let doublings = (failures - self.threshold.max(1)).min(30);
+        Some(self.base.saturating_mul(1u32 << doublings).min(self.max))
+    }
+}
+
+/// What an ended attempt says about its route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteOutcome {
+    /// The provider failed (outage, 5xx, 429): the cause, for status.
+    Failed(String),
+    /// The agent ran against the provider (any verdict of the agent's own).
+    Worked,
+    /// Says nothing about the provider (cancelled, another infrastructure error, a
+    /// configuration rejected before the agent ran).
+    Silent,
+}
+
+/// Reads an attempt's terminal state and cause.
+pub fn outcome_of(terminal: State, cause: &str) -> RouteOutcome {
+    match terminal {
+        State::InfrastructureError if cause.starts_with(PROVIDER_CAUSE_PREFIX) => {
+            RouteOutcome::Failed(cause.to_string())
+        }
+        State::Completed | State::NotGraded | State::Failed | State::Timeout => {
+            RouteOutcome::Worked
+        }
+        _ => RouteOutcome::Silent,
+    }
+}
+
+/// A route's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteState {
+    /// Provider failures in a row.
+    pub consecutive_failures: u32,
+    /// No new work for the route before this instant.
+    pub paused_until: Option<DateTime<Utc>>,
+    /// The last failure's cause.
+    pub last_error: Option<String>,
+}
+
+impl RouteState {
+    /// True when no new work may start on the route at `now`.
+    pub fn paused_at(&self, now: DateTime<Utc>) -> bool {
+        self.paused_until.is_some_and(|t| t > now)
+    }
+}
+
+/// The route's state after an attempt on it ended at `now`.
+pub fn next(
+    state: &RouteState,
+    outcome: &RouteOutcome,
+    now: DateTime<Utc>,
+    policy: &RoutePolicy,
+) -> RouteState {
+    match outcome {
+        RouteOutcome::Silent => state.clone(),
+        RouteOutcome::Worked => RouteState {
+            consecutive_failures: 0,
+            paused_until: None,
+            last_error: state.last_error.clone(),
+        },
+        RouteOutcome::Failed(cause) => {
+            let failures = state.consecutive_failures.saturating_add(1);
+            let pause = policy.pause_for(failures).and_then(|d| {
+                chrono::Duration::from_std(d)
+                    .ok()
+                    .and_then(|d| now.checked_add_signed(d))
+            });
+            RouteState {
+                consecutive_failures: failures,
+                // Never shortens a pause already running.
+                paused_until: pause.max(state.paused_until),
+                last_error: Some(cause.clone()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    #[test]
+    fn pause_grows_and_is_capped() {
+        let p = RoutePolicy {
+            threshold: 2,
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(60),
+        };
+        let secs: Vec<Option<u64>> = (0..7)
+            .map(|n| p.pause_for(n).map(|d| d.as_secs()))
+            .collect();
+        assert_eq!(
+            secs,
+            [None, None, Some(10), Some(20), Some(40), Some(60), Some(60)]
+        );
+        assert_eq!(p.pause_for(u32::MAX), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn outcomes_of_terminal_states() {
+        let cases = [
+            (
+                State::InfrastructureError,
+                "provider: rate limited (HTTP 429) ...",
+                true,
+            ),
+            (
+                State::InfrastructureError,
+                "failed to create the worktree",
+                false,
+            ),
+            (
+                State::InvalidConfiguration,
+                "provider: the model provider refused",
+                false,
+            ),
+            (State::Cancelled, "cancelled", false),
+        ];
+        for (s, cause, failed) in cases {
+            assert_eq!(
+                matches!(outcome_of(s, cause), RouteOutcome::Failed(_)),
+                failed,
+                "{s} {cause}"
+            );
+        }
+        assert_eq!(outcome_of(State::Completed, ""), RouteOutcome::Worked);
+        assert_eq!(outcome_of(State::Timeout, "x"), RouteOutcome::Worked);
+        assert_eq!(outcome_of(State::Cancelled, "x"), RouteOutcome::Silent);
+    }
+
+    #[test]
+    fn failures_pause_a_success_resumes() {
+        let p = RoutePolicy::default();
+        let fail = RouteOutcome::Failed("provider: down".into());
+        let s1 = next(&RouteState::default(), &fail, at(0), &p);
+        assert_eq!(s1.consecutive_failures, 1);
+        assert_eq!(s1.paused_until, Some(at(15)));
+        assert!(s1.paused_at(at(14)) && !s1.paused_at(at(15)));
+        let s2 = next(&s1, &fail, at(1), &p);
+        assert_eq!(
+            s2.paused_until,
+            Some(at(31)),
+            "doubled from the second failure"
+        );
+        assert_eq!(s2.last_error.as_deref(), Some("provider: down"));
+        // A late failure report never shortens the pause.
+        let quick = RoutePolicy {
+            base: Duration::from_secs(1),
+            ..p
+        };
+        assert_eq!(next(&s2, &fail, at(2), &quick).paused_until, Some(at(31)));
+        let silent = next(&s2, &RouteOutcome::Silent, at(3), &p);
+        assert_eq!(silent, s2);
+        let ok = next(&s2, &RouteOutcome::Worked, at(3), &p);
+        assert_eq!(ok.consecutive_failures, 0);
+        assert!(!ok.paused_at(at(3)));
+    }
+}

@@ -1,0 +1,423 @@
+//! A loopback model provider for tests: the Anthropic Messages API (`POST /v1/messages`,
+//! streaming and not) and the OpenAI Responses API (`POST /v1/responses`, streaming), far
+//! enough for one tool call and a final answer.
+//!
+//! The conversation is scripted: the first request of a conversation (no tool result in it)
+//! is answered with one call of the request's shell tool running [`FakeProvider::fix`] (or,
+//! with no fix, with the final answer at once); a request carrying a tool result gets the
+//! final answer. The [`Mode`] can be changed at any time: `Down` closes the listening socket
+//! (connections are refused) and `Up` binds the same port again; `Status(n)` answers every
+//! request with HTTP n and the provider's own error body.
+//!
+//! It is a hand-written HTTP/1.1 server on tokio (one request per connection, `Connection:
+//! close`), so a mode change takes effect on the very next request: no keep-alive connection
+//! outlives it.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the provider answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Answers the scripted conversation.
+    Up,
+    /// Refuses connections (nothing listens on the port).
+    Down,
+    /// Answers every request with this HTTP status and an error body.
+    Status(u16),
+}
+
+struct Shared {
+    mode: Mutex<Mode>,
+    fix: Mutex<Option<String>>,
+    requests: AtomicU64,
+    log: Mutex<Vec<String>>,
+}
+
+/// A running fake provider.
+pub struct FakeProvider {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    rt: tokio::runtime::Runtime,
+    server: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Final answer text of every scripted conversation.
+pub const FINAL_ANSWER: &str = "Done: value.txt now holds the answer.";
+
+impl FakeProvider {
+    /// Starts on a free loopback port in `mode`, with `fix` as the shell command the scripted
+    /// conversation runs (None: the model answers without touching anything).
+    pub fn start(mode: Mode, fix: Option<&str>) -> FakeProvider {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(Mode::Up),
+            fix: Mutex::new(fix.map(str::to_string)),
+            requests: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+        });
+        let p = FakeProvider {
+            addr,
+            shared,
+            rt,
+            server: Mutex::new(None),
+        };
+        p.serve(listener);
+        p.set_mode(mode);
+        p
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let shared = self.shared.clone();
+        let handle = self.rt.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let _ = handle(stream, &shared).await;
+                });
+            }
+        });
+        *self.server.lock().unwrap() = Some(handle);
+    }
+
+    /// Changes how the next requests are answered.
+    pub fn set_mode(&self, mode: Mode) {
+        let was = std::mem::replace(&mut *self.shared.mode.lock().unwrap(), mode);
+        if mode == Mode::Down && was != Mode::Down {
+            if let Some(h) = self.server.lock().unwrap().take() {
+                h.abort();
+                // Wait until the listener is dropped, so the port refuses from now on.
+                let _ = self.rt.block_on(h);
+            }
+        } else if mode != Mode::Down && was == Mode::Down {
+            let listener = self
+                .rt
+                .block_on(TcpListener::bind(self.addr))
+                .expect("rebind the fake provider's port");
+            self.serve(listener);
+        }
+    }
+
+    /// `http://127.0.0.1:port` (Anthropic clients add `/v1/messages`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:port/v1` (OpenAI clients add `/responses`).
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Requests answered so far (any mode but `Down`).
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// `METHOD path -> status` of every request answered so far.
+    pub fn log(&self) -> Vec<String> {
+        self.shared.log.lock().unwrap().clone()
+    }
+}
+
+async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let (head_end, content_length) = loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..pos]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (pos + 4, len);
+        }
+    };
+    while buf.len() < head_end + content_length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let request_line = head.lines().next().unwrap_or_default().to_string();
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let path = path.split('?').next().unwrap_or_default().to_string();
+    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+
+    shared.requests.fetch_add(1, Ordering::SeqCst);
+    let mode = *shared.mode.lock().unwrap();
+    let fix = shared.fix.lock().unwrap().clone();
+    let (status, content_type, text) = answer(mode, &method, &path, &body, fix.as_deref());
+    shared
+        .log
+        .lock()
+        .unwrap()
+        .push(format!("{method} {path} -> {status}"));
+    let reason = match status {
+        200 => "OK",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "Status",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\nrequest-id: req_fake\r\nx-request-id: req_fake\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+const JSON: &str = "application/json";
+const SSE: &str = "text/event-stream";
+
+fn answer(
+    mode: Mode,
+    method: &str,
+    path: &str,
+    body: &Value,
+    fix: Option<&str>,
+) -> (u16, &'static str, String) {
+    let openai = path.ends_with("/responses");
+    if let Mode::Status(code) = mode {
+        return (code, JSON, error_body(openai, code));
+    }
+    if method != "POST" {
+        // Model listings and the like: an empty list.
+        return (200, JSON, json!({"data": [], "object": "list"}).to_string());
+    }
+    if path.ends_with("/messages/count_tokens") {
+        return (200, JSON, json!({"input_tokens": 12}).to_string());
+    }
+    if path.ends_with("/messages") {
+        return anthropic(body, fix);
+    }
+    if openai {
+        return (200, SSE, openai_stream(body, fix));
+    }
+    (
+        404,
+        JSON,
+        json!({"type": "error", "error": {"type": "not_found_error", "message": format!("no route {path}")}})
+            .to_string(),
+    )
+}
+
+fn error_body(openai: bool, code: u16) -> String {
+    let (kind, message) = match code {
+        401 => ("authentication_error", "invalid x-api-key"),
+        403 => ("permission_error", "this key may not use this model"),
+        429 => ("rate_limit_error", "rate limit exceeded, slow down"),
+        529 => ("overloaded_error", "overloaded"),
+        _ => ("api_error", "internal server error"),
+    };
+    if openai {
+        json!({"error": {"message": message, "type": kind, "code": kind, "param": null}})
+            .to_string()
+    } else {
+        json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()
+    }
+}
+
+// ---- Anthropic Messages ----
+
+/// True when the conversation already holds a tool result (the tool call was made).
+fn anthropic_has_tool_result(body: &Value) -> bool {
+    body["messages"].as_array().is_some_and(|ms| {
+        ms.iter().any(|m| {
+            m["content"].as_array().is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b["type"].as_str() == Some("tool_result"))
+            })
+        })
+    })
+}
+
+fn anthropic_tool(body: &Value) -> Option<String> {
+    body["tools"]
+        .as_array()?
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .find(|n| *n == "Bash")
+        .map(str::to_string)
+}
+
+fn anthropic(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
+    let model = body["model"].as_str().unwrap_or("claude-fake").to_string();
+    let tool = anthropic_tool(body);
+    let block = match (fix, tool) {
+        (Some(cmd), Some(tool)) if !anthropic_has_tool_result(body) => json!({
+            "type": "tool_use", "id": "toolu_fake_1", "name": tool,
+            "input": {"command": cmd, "description": "Write the answer"}
+        }),
+        // Side requests (titles, summaries) and the final answer.
+        _ => json!({"type": "text", "text": FINAL_ANSWER}),
+    };
+    let stop = if block["type"] == "tool_use" {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    let usage = json!({"input_tokens": 100, "cache_creation_input_tokens": 0,
+                       "cache_read_input_tokens": 20, "output_tokens": 10});
+    if body["stream"].as_bool() != Some(true) {
+        let msg = json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+            "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage});
+        return (200, JSON, msg.to_string());
+    }
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_fake_{}", uuid::Uuid::now_v7().simple()),
+            "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 100, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 20, "output_tokens": 1}}}),
+    )];
+    if block["type"] == "tool_use" {
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+        ));
+    } else {
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": block["text"]}}),
+        ));
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+               "usage": {"output_tokens": 10}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    (200, SSE, sse(&events))
+}
+
+fn sse(events: &[(&str, Value)]) -> String {
+    events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
+}
+
+// ---- OpenAI Responses ----
+
+fn openai_has_tool_result(body: &Value) -> bool {
+    body["input"].as_array().is_some_and(|items| {
+        items.iter().any(|i| {
+            i["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("call_output"))
+        })
+    })
+}
+
+/// The request's shell tool and the arguments that run `cmd` with it.
+fn openai_shell_call(body: &Value, cmd: &str) -> Option<(String, String)> {
+    let tools = body["tools"].as_array()?;
+    for name in ["shell_command", "shell", "exec_command", "local_shell"] {
+        let Some(tool) = tools.iter().find(|t| t["name"].as_str() == Some(name)) else {
+            continue;
+        };
+        let props = &tool["parameters"]["properties"];
+        let args = if props.get("cmd").is_some() {
+            json!({"cmd": cmd})
+        } else if props["command"]["type"] == "array" {
+            json!({"command": ["bash", "-lc", cmd]})
+        } else {
+            json!({"command": cmd})
+        };
+        return Some((name.to_string(), args.to_string()));
+    }
+    None
+}
+
+fn openai_stream(body: &Value, fix: Option<&str>) -> String {
+    let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
+    let id = format!("resp_fake_{}", uuid::Uuid::now_v7().simple());
+    let call = match fix {
+        Some(cmd) if !openai_has_tool_result(body) => openai_shell_call(body, cmd),
+        _ => None,
+    };
+    let item = match &call {
+        Some((name, args)) => json!({"type": "function_call", "id": "fc_fake_1",
+            "call_id": "call_fake_1", "name": name, "arguments": args, "status": "completed"}),
+        None => {
+            json!({"type": "message", "id": "msg_fake_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": FINAL_ANSWER, "annotations": []}]})
+        }
+    };
+    let response = |status: &str, output: Value| {
+        json!({"id": id, "object": "response", "created_at": 0, "status": status, "model": model,
+               "output": output,
+               "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 20},
+                         "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+                         "total_tokens": 110}})
+    };
+    let mut events = vec![
+        (
+            "response.created",
+            json!({"type": "response.created", "response": response("in_progress", json!([]))}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        ),
+    ];
+    if call.is_none() {
+        events.push((
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "item_id": "msg_fake_1", "output_index": 0,
+                   "content_index": 0, "delta": FINAL_ANSWER}),
+        ));
+    }
+    events.push((
+        "response.output_item.done",
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+    ));
+    events.push((
+        "response.completed",
+        json!({"type": "response.completed", "response": response("completed", json!([item]))}),
+    ));
+    sse(&events)
+}
