@@ -321,6 +321,13 @@ pub fn resolve(
     inputs: &ResolveInputs,
     clock: &dyn Clock,
 ) -> Result<ResolvedRunSpec, ResolveError> {
+    let runtime = manifest.execution.runtime.unwrap_or(Runtime::Sandbox);
+    if runtime == Runtime::Container {
+        return Err(selection(
+            "field `execution.runtime`: `container` is not supported yet",
+            "use `sandbox` (bubblewrap, the default) or `direct` (unisolated)",
+        ));
+    }
     let tasks_root = root_of(
         &inputs.tasks_root,
         &manifest.tasks.root,
@@ -395,7 +402,7 @@ pub fn resolve(
         repetitions: manifest.repetitions.unwrap_or(1),
         compute,
         execution: ExecutionPolicy {
-            runtime: manifest.execution.runtime.unwrap_or(Runtime::Direct),
+            runtime,
             infrastructure_retries: manifest.execution.infrastructure_retries.unwrap_or(0),
             candidates: manifest.execution.candidates.unwrap_or(1),
             concurrency: manifest.execution.concurrency.clone(),

@@ -212,7 +212,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                     options: AttemptOptions {
                         grade,
                         ..AttemptOptions::default()
-                    },
+                    }
+                    .with_compute(&t.compute),
                 };
                 let r = orch.run_trial(&req, &Silent, cancel);
                 caps.release(t);
