@@ -174,14 +174,14 @@ pub fn toolchain_dirs(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
 }
 
 /// The folder a program's install lives in, when it is not a system folder: `/opt/node` for
-/// `/opt/node/bin/node`, `/root/.npm-global/lib/node_modules/x` for a script inside it.
+/// `/opt/node/bin/node`, `/root/.pyenv` for `/root/.pyenv/shims/python3`.
 fn install_prefix(program: &Path) -> Option<PathBuf> {
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"];
     if system.iter().any(|s| program.starts_with(s)) {
         return None;
     }
     let bin = program.parent()?;
-    if bin.file_name().is_some_and(|n| n == "bin") {
+    if bin.file_name().is_some_and(|n| n == "bin" || n == "shims") {
         bin.parent().map(Path::to_path_buf)
     } else {
         Some(bin.to_path_buf())
@@ -320,6 +320,7 @@ mod tests {
             ("/opt/node/bin/node", Some("/opt/node")),
             ("/root/.cargo/bin/cargo", Some("/root/.cargo")),
             ("/srv/tools/claude", Some("/srv/tools")),
+            ("/root/.pyenv/shims/python3", Some("/root/.pyenv")),
         ];
         for (p, want) in cases {
             assert_eq!(install_prefix(Path::new(p)), want.map(PathBuf::from), "{p}");
