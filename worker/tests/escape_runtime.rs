@@ -163,7 +163,14 @@ fn both(c: &Corpus, name: &str, script: &str, env: &[(&str, String)]) -> Outcome
     assert_eq!(s.record.options.runtime, "sandbox");
     let rt = s.record.attempts[0].agent_process.as_ref().unwrap();
     assert!(rt.runtime.as_ref().unwrap().isolated);
-    attack(c, name, RuntimeKind::Direct, script, env, Limits::default())
+    let d = attack(c, name, RuntimeKind::Direct, script, env, Limits::default());
+    // Every record made with `direct` says it was unisolated.
+    assert_eq!(d.record.options.runtime, "direct");
+    let rt = d.record.attempts[0].agent_process.as_ref().unwrap();
+    assert!(!rt.runtime.as_ref().unwrap().isolated);
+    let note = d.record.attempts[0].transitions[3].note.clone().unwrap();
+    assert!(note.starts_with("direct: UNISOLATED"), "{note}");
+    d
 }
 
 fn tasks_env(c: &Corpus) -> Vec<(&'static str, String)> {

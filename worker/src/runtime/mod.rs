@@ -376,3 +376,45 @@ pub fn disk_usage(roots: &[PathBuf]) -> u64 {
     }
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_package_and_the_alternative() {
+        let e = RuntimeError::Unavailable {
+            reason: "`bwrap` is not installed (Debian package `bubblewrap`)".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains("apt-get install -y bubblewrap") && e.contains("runtime: direct"),
+            "{e}"
+        );
+        assert!(matches!(
+            check(RuntimeKind::Container),
+            Err(RuntimeError::Container)
+        ));
+        assert!(check(RuntimeKind::Direct).is_ok());
+        let l = Limits {
+            memory_mb: Some(256),
+            cpus: Some(2),
+            pids: 64,
+            disk_mb: 100,
+        };
+        assert_eq!(l.describe(), "memory_mb=256 cpus=2 pids=64 disk_mb=100");
+        assert_eq!(Limits::default().describe(), "pids=1024 disk_mb=4096");
+    }
+
+    #[test]
+    fn disk_usage_counts_allocated_bytes_under_every_root() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(a.path().join("x"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::create_dir(b.path().join("d")).unwrap();
+        std::fs::write(b.path().join("d/y"), vec![1u8; 1 << 20]).unwrap();
+        let both = disk_usage(&[a.path().to_path_buf(), b.path().to_path_buf()]);
+        assert!(both >= 2 << 20, "{both}");
+        assert!(disk_usage(&[a.path().to_path_buf()]) < both);
+    }
+}
