@@ -100,7 +100,7 @@ fn main() {
         net.push(once(
             dir.path(),
             RuntimeKind::Sandbox,
-            &[ep.clone()],
+            std::slice::from_ref(&ep),
             3 * i + 2,
         ));
     }

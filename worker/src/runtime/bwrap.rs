@@ -95,7 +95,6 @@ pub fn args(plan: &Plan) -> Vec<String> {
     } else {
         push(&["--unshare-user"]);
     }
-    let mut a = a;
     let s = |p: &Path| p.display().to_string();
     a.extend(["--ro-bind".into(), "/usr".into(), "/usr".into()]);
     for top in SYSTEM_TOP {
