@@ -120,13 +120,18 @@ pub fn evaluate(
         tag: format!("eval-{}", uuid::Uuid::now_v7()),
         hooks: Default::default(),
     };
+    let (git_rw, git_ro) = crate::runtime::linked_git_dirs(place.workspace);
     let exposure = Exposure {
-        writable: vec![
-            place.workspace.to_path_buf(),
-            verifier.clone(),
-            home.clone(),
-        ],
-        readable: vec![tests.clone()],
+        writable: [
+            vec![
+                place.workspace.to_path_buf(),
+                verifier.clone(),
+                home.clone(),
+            ],
+            git_rw,
+        ]
+        .concat(),
+        readable: [vec![tests.clone()], git_ro].concat(),
         endpoints: Vec::new(),
         disk_roots: vec![verifier.clone(), home.clone()],
         scratch: place.eval_root.join("runtime"),

@@ -332,9 +332,12 @@ fn drive(
         tag: req.attempt.id.to_string(),
         hooks: Default::default(),
     };
+    // A linked worktree's repository (until the workspace is a self-contained repository):
+    // its own git folder writable, the repository read-only.
+    let (git_rw, git_ro) = runtime::linked_git_dirs(&worktree);
     let exposure = Exposure {
-        writable: vec![worktree.clone(), home.clone()],
-        readable: launch.readable.clone(),
+        writable: [vec![worktree.clone(), home.clone()], git_rw].concat(),
+        readable: [launch.readable.clone(), git_ro].concat(),
         endpoints,
         disk_roots: vec![worktree.clone(), home.clone()],
         scratch: work_root.join("runtime"),

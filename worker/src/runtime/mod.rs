@@ -354,6 +354,28 @@ impl DiskWatch {
     }
 }
 
+/// For a worktree whose `.git` is a file pointing elsewhere (a linked `git worktree`): its
+/// own git folder (read-write: index, HEAD) and the repository it belongs to (read-only: so
+/// refs, config, hooks and objects cannot be changed from inside). Empty for a worktree
+/// that holds its repository itself.
+pub fn linked_git_dirs(worktree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Ok(text) = std::fs::read_to_string(worktree.join(".git")) else {
+        return (Vec::new(), Vec::new());
+    };
+    let Some(gitdir) = text
+        .trim()
+        .strip_prefix("gitdir:")
+        .map(|s| worktree.join(s.trim()))
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .map(|c| gitdir.join(c.trim()))
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    (vec![gitdir], common.into_iter().collect())
+}
+
 /// Bytes allocated on disk under `roots` (symlinks not followed).
 pub fn disk_usage(roots: &[PathBuf]) -> u64 {
     use std::os::unix::fs::MetadataExt;
