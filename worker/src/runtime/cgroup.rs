@@ -104,6 +104,27 @@ pub fn probe() -> Result<(), String> {
     Ok(())
 }
 
+/// Removes groups left by a worker that was killed (`kill -9` leaves its empty groups):
+/// those older than a minute; a group still in use is never empty that long and the kernel
+/// refuses to remove a group with members.
+fn remove_stale(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let old = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_dir())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(60));
+        if old {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 fn write(path: &Path, value: &str) -> Result<(), String> {
     std::fs::write(path, value)
         .map_err(|e| format!("cannot write `{value}` to {}: {e}", path.display()))
@@ -115,6 +136,7 @@ impl Group {
         let (flavor, parents) = flavor_and_parents()?;
         let mut dirs = Vec::new();
         for p in &parents {
+            remove_stale(&p.join("akbench"));
             let d = p.join("akbench").join(tag);
             std::fs::create_dir_all(&d)
                 .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
