@@ -274,3 +274,15 @@ fn reconcile_valid_invalid_and_malformed() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("line 5"), "{t}");
 }
+
+#[test]
+fn a_container_runtime_is_refused_at_plan_time_naming_the_field() {
+    let tmp = fixture();
+    let m = format!("{MANIFEST}execution:\n  runtime: container\n");
+    std::fs::write(tmp.path().join("container.yaml"), m).unwrap();
+    let o = akbench(&["run", "plan", "--config", "container.yaml"], tmp.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("`execution.runtime`") && t.contains("`container`"), "{t}");
+    assert!(!tmp.path().join("runs").exists(), "nothing is written");
+}
