@@ -283,6 +283,9 @@ fn a_container_runtime_is_refused_at_plan_time_naming_the_field() {
     let o = akbench(&["run", "plan", "--config", "container.yaml"], tmp.path());
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(t.contains("`execution.runtime`") && t.contains("`container`"), "{t}");
+    assert!(
+        t.contains("`execution.runtime`") && t.contains("`container`"),
+        "{t}"
+    );
     assert!(!tmp.path().join("runs").exists(), "nothing is written");
 }
