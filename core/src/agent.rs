@@ -48,6 +48,10 @@ pub struct AgentDescriptor {
     /// Adapter parameters (e.g. `max_turns`).
     #[serde(default)]
     pub parameters: BTreeMap<String, serde_json::Value>,
+    /// Endpoints (`host:port`) the agent may reach from the sandbox, e.g. its provider's
+    /// `api.anthropic.com:443`; nothing else is reachable. Empty: no network at all.
+    #[serde(default)]
+    pub network: Vec<String>,
 }
 
 /// The exact agent condition a trial runs under; its digest makes runs comparable.
@@ -170,6 +174,11 @@ impl Agent {
                 return Err(invalid(format!(
                     "field `env`: `{k}` is also a declared credential; fix: credentials come from the launching environment only, remove it from `env`"
                 )));
+            }
+        }
+        for n in &descriptor.network {
+            if let Err(e) = crate::endpoint::Endpoint::parse(n) {
+                return Err(invalid(format!("field `network`: {e}")));
             }
         }
         let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();

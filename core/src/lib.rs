@@ -13,6 +13,7 @@ pub mod agent;
 pub mod clock;
 pub mod compare;
 pub mod digest;
+pub mod endpoint;
 pub mod evidence;
 pub mod grading;
 pub mod harbor;

@@ -120,7 +120,7 @@ pub struct ComputeSection {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionSection {
-    /// Runtime: `direct`, `sandbox` or `container`; default `direct`.
+    /// Runtime: `sandbox` (default) or `direct`; `container` is refused at plan time.
     #[serde(default)]
     pub runtime: Option<Runtime>,
     /// Retries after an infrastructure error (never after an agent failure); default 0.

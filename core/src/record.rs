@@ -152,6 +152,25 @@ pub struct ProcessFacts {
     pub output_truncated: bool,
     /// Processes of the attempt still alive after the group kill, then killed by the sweep.
     pub stragglers_killed: u32,
+    /// The runtime that actually ran the process (observed, not copied from the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeFacts>,
+}
+
+/// What the runtime was and enforced, as observed by the worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeFacts {
+    /// `sandbox` or `direct`.
+    pub name: String,
+    /// False for `direct`: the agent ran unisolated (it could read the tasks root, the
+    /// worker's environment and the host's network), so its grade rests on its good manners.
+    pub isolated: bool,
+    /// Limits enforced, e.g. `memory_mb=2048 cpus=2 pids=1024 disk_mb=4096`; empty when none.
+    #[serde(default)]
+    pub limits: String,
+    /// The limit the agent ran into, when one did (`memory_mb`, `pids`, `disk_mb`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<String>,
 }
 
 /// What the agent's adapter read from its output.

@@ -324,6 +324,8 @@ pub fn resolve(
     inputs: &ResolveInputs,
     clock: &dyn Clock,
 ) -> Result<ResolvedRunSpec, ResolveError> {
+    // `container` is refused with the other values akbench cannot honour (core::support).
+    let runtime = manifest.execution.runtime.unwrap_or(Runtime::Sandbox);
     let tasks_root = root_of(
         &inputs.tasks_root,
         &manifest.tasks.root,
@@ -403,7 +405,7 @@ pub fn resolve(
         repetitions: manifest.repetitions.unwrap_or(1),
         compute,
         execution: ExecutionPolicy {
-            runtime: manifest.execution.runtime.unwrap_or(Runtime::Direct),
+            runtime,
             infrastructure_retries: manifest.execution.infrastructure_retries.unwrap_or(0),
             candidates: manifest.execution.candidates.unwrap_or(1),
             concurrency: manifest.execution.concurrency.clone(),

@@ -162,7 +162,14 @@ pub fn assemble(
         },
         agent: condition,
         options: RunOptions {
-            runtime: trial.compute.runtime.as_str().to_string(),
+            // What actually ran (observed by the worker), the plan's runtime only when no
+            // agent process ran.
+            runtime: attempts
+                .iter()
+                .rev()
+                .find_map(|a| a.agent_process.as_ref()?.runtime.as_ref())
+                .map(|r| r.name.clone())
+                .unwrap_or_else(|| trial.compute.runtime.as_str().to_string()),
             infrastructure_retries: trial.attempt.infrastructure_retries,
             grade: trial.evaluation.grade,
             keep_workspace: false,

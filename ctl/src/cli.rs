@@ -407,6 +407,10 @@ pub struct SingleArgs {
     /// Override the task's agent timeout, in seconds.
     #[arg(long)]
     pub agent_timeout: Option<f64>,
+    /// How the agent is confined: `sandbox` (bubblewrap) or `direct` (unisolated; the record
+    /// says so).
+    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "direct"])]
+    pub runtime: String,
     /// Per-host cache of bare mirrors (default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench).
     #[arg(long, env = "AKBENCH_CACHE")]
     pub cache: Option<PathBuf>,

@@ -23,7 +23,10 @@ fn installed(program: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED: `{program}` is not installed (.ci/run installs it from npm)");
+        akbench_core::testkit::skip(
+            &format!("the outage sweep with the real `{program}` CLI"),
+            &format!("`{program}` is not installed (.ci/run installs it from npm)"),
+        );
     }
     ok
 }

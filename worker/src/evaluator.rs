@@ -8,6 +8,7 @@
 //! failure. See docs/tasks.md, "Evaluation".
 
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
+use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
 use akbench_core::record::{Grade, TestOutcome, TestResult};
 use akbench_core::task::{dir_digest, Task};
@@ -45,6 +46,9 @@ pub struct EvalPlace<'a> {
     /// Prefix of those files' names, so a later grade never overwrites an earlier log
     /// (`""` for the first grade, `"grade-2."` for the second...).
     pub log_prefix: &'a str,
+    /// The runtime the verifier runs in (`sandbox`: it sees the worktree, its copy of the
+    /// tests read-only, its verifier folder and home, nothing else).
+    pub runtime: RuntimeKind,
 }
 
 /// Runs the task's evaluation.
@@ -114,12 +118,42 @@ pub fn evaluate(
         timeout: Duration::from_secs_f64(task.verifier_timeout_sec),
         grace: Duration::from_secs(5),
         tag: format!("eval-{}", uuid::Uuid::now_v7()),
+        hooks: Default::default(),
     };
-    let running = match spawn(spec) {
-        Ok(r) => r,
+    let (git_rw, git_ro) = crate::runtime::linked_git_dirs(place.workspace);
+    let exposure = Exposure {
+        writable: [
+            vec![
+                place.workspace.to_path_buf(),
+                verifier.clone(),
+                home.clone(),
+            ],
+            git_rw,
+        ]
+        .concat(),
+        readable: [vec![tests.clone()], git_ro].concat(),
+        endpoints: Vec::new(),
+        disk_roots: vec![verifier.clone(), home.clone()],
+        scratch: place.eval_root.join("runtime"),
+    };
+    let limits = Limits {
+        pids: 4096,
+        ..Limits::default()
+    };
+    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, limits) {
+        Ok(p) => p,
         Err(e) => return broken(e.to_string()),
     };
+    let guard = prepared.guard;
+    let running = match spawn(prepared.spec) {
+        Ok(r) => r,
+        Err(e) => {
+            guard.finish();
+            return broken(e.to_string());
+        }
+    };
     let end = running.wait(cancel);
+    guard.finish();
     let (report, report_truncated) = read_report(&stdout_path, &stderr_path);
     let broken_with = |cause: String| EvalResult::Broken {
         cause,

@@ -5,6 +5,8 @@
 //! - [`workspace`]: detached worktrees, mutation, fingerprints and the agent's diff.
 //! - [`process`]: the direct runtime: a child in its own process group, reduced
 //!   environment, capped output, SIGTERM then SIGKILL, no survivors.
+//! - [`runtime`]: `direct` or `sandbox` (bubblewrap, cgroups, forwarded endpoints): what
+//!   the agent and the evaluator can see, reach and use.
 //! - [`adapters`]: the agent registry; the orchestrator contains no agent-specific code.
 //! - [`evaluator`]: hidden tests at EVALUATING, reward files and JUnit reports.
 //! - [`orchestrator`]: drives the lifecycle of attempts and writes `run_record.json`.
@@ -20,5 +22,6 @@ pub mod mirror;
 pub mod orchestrator;
 pub mod process;
 pub mod regrade;
+pub mod runtime;
 pub mod trial;
 pub mod workspace;

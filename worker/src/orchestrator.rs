@@ -1,6 +1,6 @@
 //! The orchestrator: drives attempts through the lifecycle and writes `run_record.json`.
 //!
-//! It only uses the generic contracts: the adapter registry, the direct runtime, the
+//! It only uses the generic contracts: the adapter registry, the runtime, the
 //! workspace manager and the evaluator. [`Orchestrator::run_attempt`] is the atom the worker
 //! daemon runs for every assignment; [`Orchestrator::run_trial`] adds the local retry loop
 //! (infrastructure errors only, up to the budget) and writes the record.
@@ -11,6 +11,7 @@ mod provider_watch;
 use crate::adapters::Registry;
 use crate::mirror::MirrorCache;
 use crate::process::CancelToken;
+use crate::runtime::{Limits, RuntimeKind};
 use akbench_core::agent::Agent;
 use akbench_core::clock::Clock;
 use akbench_core::ids;
@@ -65,6 +66,10 @@ pub struct AttemptOptions {
     /// credential stops it at once. Default [`DEFAULT_PROVIDER_GRACE`], or
     /// `AKBENCH_PROVIDER_GRACE_SEC` when set.
     pub provider_grace: Duration,
+    /// The runtime asked for (`sandbox` by default; `direct` only when chosen).
+    pub runtime: RuntimeKind,
+    /// Limits the `sandbox` runtime enforces (from the plan's compute condition).
+    pub limits: Limits,
 }
 
 /// The default [`AttemptOptions::provider_grace`]: with the 5 s kill grace and the polling,
@@ -88,6 +93,21 @@ pub fn provider_grace_from_env() -> Duration {
     }
 }
 
+impl AttemptOptions {
+    /// The runtime and limits a planned trial asks for (its compute condition).
+    pub fn with_compute(self, c: &akbench_core::plan::ComputeCondition) -> Self {
+        Self {
+            runtime: c.runtime,
+            limits: Limits {
+                memory_mb: Some(c.memory_mb),
+                cpus: Some(c.cpus),
+                ..self.limits
+            },
+            ..self
+        }
+    }
+}
+
 impl Default for AttemptOptions {
     fn default() -> Self {
         Self {
@@ -98,6 +118,8 @@ impl Default for AttemptOptions {
             output_cap: 8 * 1024 * 1024,
             grace: Duration::from_secs(5),
             provider_grace: provider_grace_from_env(),
+            runtime: RuntimeKind::Sandbox,
+            limits: Limits::default(),
         }
     }
 }
@@ -241,7 +263,9 @@ impl Orchestrator {
             task: task_ref(req.task, req.options.apply_mutation),
             agent: req.agent.condition.clone(),
             options: RunOptions {
-                runtime: "direct".into(),
+                runtime: observed_runtime(&attempts)
+                    .unwrap_or(req.options.runtime.as_str())
+                    .to_string(),
                 infrastructure_retries: req.infrastructure_retries,
                 grade: req.options.grade,
                 keep_workspace: req.options.keep_workspace,
@@ -262,6 +286,15 @@ impl Orchestrator {
             record_path,
         })
     }
+}
+
+/// The runtime the last attempt's agent actually ran under, when one ran.
+pub fn observed_runtime(attempts: &[AttemptRecord]) -> Option<&str> {
+    attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.agent_process.as_ref()?.runtime.as_ref())
+        .map(|r| r.name.as_str())
 }
 
 /// What a record says about a task.

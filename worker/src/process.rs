@@ -1,4 +1,5 @@
-//! The direct runtime: runs a child in its own process group with a reduced environment.
+//! Child processes: a child in its own process group with a reduced environment (the
+//! `direct` runtime, and the outer bwrap process of the `sandbox` runtime).
 //!
 //! Output goes to files, each capped (the rest is drained and counted, not stored). On
 //! timeout or cancel the group gets SIGTERM, a grace period, then SIGKILL. Whatever way the
@@ -105,6 +106,19 @@ pub struct ProcessSpec {
     pub grace: Duration,
     /// Unique tag of this attempt (put in the environment as [`TAG_VAR`]).
     pub tag: String,
+    /// What the child does between fork and exec (set by the runtime).
+    pub hooks: ChildHooks,
+}
+
+/// Steps the child takes before it execs, set by [`crate::runtime`].
+#[derive(Debug, Clone, Default)]
+pub struct ChildHooks {
+    /// `cgroup.procs` files the child joins (it writes `0`).
+    pub cgroup_procs: Vec<PathBuf>,
+    /// A network namespace the child enters.
+    pub netns: Option<Arc<std::os::fd::OwnedFd>>,
+    /// `RLIMIT_FSIZE`: the largest file the child may write.
+    pub max_file_bytes: Option<u64>,
 }
 
 /// How the process ended.
@@ -178,6 +192,7 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    install_hooks(&mut cmd, &spec.hooks)?;
     let mut child: Child = cmd.spawn().map_err(|source| {
         if matches!(
             source.kind(),
@@ -214,6 +229,60 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
         exited: rx,
         readers,
     })
+}
+
+fn install_hooks(cmd: &mut Command, hooks: &ChildHooks) -> Result<(), SpawnError> {
+    use std::os::fd::AsRawFd;
+    let other = |e: std::io::Error| SpawnError::Other {
+        program: "the runtime's pre-exec setup".into(),
+        source: e,
+    };
+    let procs: Vec<std::ffi::CString> = hooks
+        .cgroup_procs
+        .iter()
+        .map(|p| {
+            std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(other)?;
+    let netns = hooks.netns.clone();
+    let fsize = hooks.max_file_bytes;
+    if procs.is_empty() && netns.is_none() && fsize.is_none() {
+        return Ok(());
+    }
+    // SAFETY: the closure only calls async-signal-safe functions (open, write, close, setns,
+    // setrlimit) on data prepared before fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for p in &procs {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if n != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(ns) = &netns {
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(n) = fsize {
+                let lim = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 fn pump(

@@ -277,6 +277,7 @@ pub fn regrade(
                 eval_root: &scratch.join("eval"),
                 artifacts_dir: &artifacts,
                 log_prefix: &prefix,
+                runtime: crate::runtime::for_grading(),
             },
             orch.clock.as_ref(),
             cancel,

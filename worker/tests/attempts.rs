@@ -50,7 +50,10 @@ fn oracle_completes_solved_with_all_eleven_steps() {
         .note
         .as_deref()
         .unwrap()
-        .starts_with("no runtime"));
+        .starts_with("sandbox: bubblewrap"));
+    let rt = a.agent_process.as_ref().unwrap().runtime.as_ref().unwrap();
+    assert_eq!((rt.name.as_str(), rt.isolated), ("sandbox", true));
+    assert_eq!(rec.options.runtime, "sandbox");
     assert_eq!(a.workspace.files_changed, Some(1));
     let diff = fs::read_to_string(c.root().join("out/oracle/a1/agent.diff")).unwrap();
     assert!(diff.contains("-41") && diff.contains("+42"), "{diff}");
@@ -158,6 +161,8 @@ fn timeout_stops_the_agent_and_leaves_no_process_behind() {
     let a = c.agent("hang");
     let mut req = c.request(&t, &a, "hang");
     req.options.agent_timeout_sec = Some(1.0);
+    // The direct runtime's own guarantee (tag sweep); the sandbox's is in escape_runtime.rs.
+    req.options.runtime = akbench_worker::runtime::RuntimeKind::Direct;
     let rec = c
         .orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
@@ -504,8 +509,9 @@ fn cli_agent_adapters_turn_their_event_streams_into_observations() {
         fs::write(
             &fake,
             format!(
-                "#!/bin/bash\necho \"$@\" > \"$HOME/argv\"\ncat '{}'\necho 42 > value.txt\n",
-                fixtures.join(fixture).display()
+                // The fixture is inlined: the sandbox exposes the program, not its folder.
+                "#!/bin/bash\necho \"$@\" > \"$HOME/argv\"\ncat <<'AKBENCH_EOF'\n{}AKBENCH_EOF\necho 42 > value.txt\n",
+                fs::read_to_string(fixtures.join(fixture)).unwrap()
             ),
         )
         .unwrap();

@@ -31,7 +31,7 @@ fn three_tasks_two_agents_three_reps_plan_eighteen_trials() {
         [6, 6, 6]
     );
     assert_eq!(s.by_family["artefact"], 18);
-    assert_eq!(s.by_backend["direct"], 18);
+    assert_eq!(s.by_backend["sandbox"], 18);
     assert_eq!(s.by_visibility["private"], 18);
     assert_eq!(s.by_lifecycle["pending"], 18);
     assert!(p.trials.iter().all(|t| t.run_id == spec.identity.run_id));

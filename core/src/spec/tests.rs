@@ -61,7 +61,7 @@ fn resolves_exact_releases_and_explicit_defaults() {
     );
     assert_eq!(c.agents.len(), 2);
     assert_eq!(c.repetitions, 3);
-    assert_eq!(c.execution.runtime, Runtime::Direct);
+    assert_eq!(c.execution.runtime, Runtime::Sandbox);
     assert_eq!(c.execution.infrastructure_retries, 0);
     assert_eq!(c.execution.candidates, 1);
     assert!(c.evaluation.grade);
@@ -163,4 +163,20 @@ fn roots_come_from_the_manifest_relative_to_its_folder() {
     m.tasks.root = None;
     let e = resolve(&m, &inputs, &clock()).unwrap_err();
     assert!(e.to_string().contains("--tasks-root"), "{e}");
+}
+
+#[test]
+fn container_runtime_is_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.execution.runtime = Some(Runtime::Container);
+    let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(
+        e.to_string().contains("`execution.runtime`") && e.to_string().contains("sandbox"),
+        "{e}"
+    );
+    m.execution.runtime = Some(Runtime::Direct);
+    let spec = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(spec.condition.execution.runtime, Runtime::Direct);
 }

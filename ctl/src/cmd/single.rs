@@ -54,6 +54,11 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             grade,
             keep_workspace: args.keep_workspace,
             agent_timeout_sec: args.agent_timeout,
+            runtime: if args.runtime == "direct" {
+                akbench_core::manifest::Runtime::Direct
+            } else {
+                akbench_core::manifest::Runtime::Sandbox
+            },
             ..AttemptOptions::default()
         },
     };

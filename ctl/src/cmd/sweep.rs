@@ -214,7 +214,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                     options: AttemptOptions {
                         grade,
                         ..AttemptOptions::default()
-                    },
+                    }
+                    .with_compute(&t.compute),
                 };
                 let observer = RouteObserver {
                     routes: &caps.routes,

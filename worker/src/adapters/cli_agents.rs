@@ -79,6 +79,14 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
+        let argv = self.build(ctx.agent, &ctx.task.instruction)?;
+        // A program given by path is exposed read-only in the sandbox (one on PATH is part
+        // of the toolchain).
+        let readable = argv
+            .first()
+            .filter(|p| p.starts_with('/'))
+            .map(|p| vec![std::path::PathBuf::from(p)])
+            .unwrap_or_default();
         let mut env = common_env(ctx);
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
@@ -88,8 +96,9 @@ impl Adapter for CliAgentAdapter {
             }
         }
         Ok(Launch {
-            argv: self.build(ctx.agent, &ctx.task.instruction)?,
+            argv,
             env,
+            readable,
         })
     }
 

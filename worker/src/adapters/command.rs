@@ -24,6 +24,7 @@ impl Adapter for CommandAdapter {
         Ok(Launch {
             argv: expand_template(&template, ctx)?,
             env: common_env(ctx),
+            readable: Vec::new(),
         })
     }
 }

@@ -36,6 +36,9 @@ pub struct Launch {
     pub argv: Vec<String>,
     /// Extra environment (no secrets: credentials are added by the orchestrator).
     pub env: BTreeMap<String, String>,
+    /// Host files or folders the agent must read (its script, the oracle's solution): the
+    /// `sandbox` runtime exposes them read-only, and nothing else outside the workspace.
+    pub readable: Vec<std::path::PathBuf>,
 }
 
 /// An agent adapter.

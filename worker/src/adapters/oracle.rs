@@ -36,6 +36,7 @@ impl Adapter for OracleAdapter {
         Ok(Launch {
             argv: vec!["bash".into(), dir.join("solve.sh").display().to_string()],
             env,
+            readable: vec![dir.clone()],
         })
     }
 }

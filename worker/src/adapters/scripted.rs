@@ -29,6 +29,7 @@ impl Adapter for ScriptedAdapter {
         Ok(Launch {
             argv: vec!["bash".into(), path.display().to_string()],
             env: common_env(ctx),
+            readable: vec![path],
         })
     }
 }

@@ -152,6 +152,7 @@ pub(super) fn grade(
                     eval_root: &scratch.join("eval"),
                     artifacts_dir: &artifacts_dir,
                     log_prefix: &prefix,
+                    runtime: crate::runtime::for_grading(),
                 },
                 clock,
                 cancel,

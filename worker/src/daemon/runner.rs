@@ -304,7 +304,8 @@ fn execute(
             options: AttemptOptions {
                 grade: work.trial.evaluation.grade,
                 ..AttemptOptions::default()
-            },
+            }
+            .with_compute(&work.trial.compute),
         },
         fwd,
         cancel,

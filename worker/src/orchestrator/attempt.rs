@@ -4,6 +4,7 @@
 use super::{AttemptRequest, Observer, Orchestrator};
 use crate::evaluator::{evaluate, EvalPlace, EvalResult};
 use crate::process::{base_env, redact_file, spawn, CancelToken, ProcessSpec, SpawnError};
+use crate::runtime::{self, Exposure, RuntimeKind};
 use crate::workspace::{Workspace, WorkspaceError};
 use akbench_core::digest::digest_bytes;
 use akbench_core::lifecycle::{apply, Event, State};
@@ -205,10 +206,43 @@ fn drive(
         return;
     }
 
-    // CONFIGURING_RUNTIME: the direct runtime needs nothing; the step is still recorded.
-    r.advance(Some(
-        "no runtime (direct: child process group, private HOME)".into(),
-    ));
+    let mut endpoints = Vec::new();
+    for n in &agent.descriptor.network {
+        match akbench_core::endpoint::Endpoint::parse(n) {
+            Ok(e) => endpoints.push(e),
+            Err(e) => end!(
+                r,
+                Event::Rejected,
+                format!(
+                    "failed to load agent descriptor {}: field `network`: {e}",
+                    agent.file.display()
+                )
+            ),
+        }
+    }
+    if let Err(e) = runtime::check(req.options.runtime) {
+        end!(r, Event::Rejected, e.to_string());
+    }
+    if cancelled(r) {
+        return;
+    }
+
+    // CONFIGURING_RUNTIME: which runtime, what it enforces (set up for real at
+    // STARTING_AGENT, once the workspace exists).
+    r.advance(Some(match req.options.runtime {
+        RuntimeKind::Direct => {
+            "direct: UNISOLATED (child process group, private HOME; the agent can read the host and reach the network)".into()
+        }
+        _ => format!(
+            "sandbox: bubblewrap (pid, mount, ipc, uts, net namespaces), {}, network: {}",
+            req.options.limits.describe(),
+            if endpoints.is_empty() {
+                "none".to_string()
+            } else {
+                endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            }
+        ),
+    }));
     if cancelled(r) {
         return;
     }
@@ -279,7 +313,14 @@ fn drive(
         .unwrap_or(task.agent_timeout_sec);
     let stdout_path = req.artifacts_dir.join("agent.stdout.log");
     let stderr_path = req.artifacts_dir.join("agent.stderr.log");
-    let running = match spawn(ProcessSpec {
+    if let Some(e) = missing_program(&launch.argv, &env) {
+        end!(
+            r,
+            Event::Rejected,
+            format!("{e}; install the agent or fix the descriptor's program")
+        );
+    }
+    let spec = ProcessSpec {
         argv: launch.argv.clone(),
         cwd: worktree.clone(),
         env,
@@ -289,14 +330,37 @@ fn drive(
         timeout: Duration::from_secs_f64(timeout),
         grace: req.options.grace,
         tag: req.attempt.id.to_string(),
-    }) {
+        hooks: Default::default(),
+    };
+    // A linked worktree's repository (until the workspace is a self-contained repository):
+    // its own git folder writable, the repository read-only.
+    let (git_rw, git_ro) = runtime::linked_git_dirs(&worktree);
+    let exposure = Exposure {
+        writable: [vec![worktree.clone(), home.clone()], git_rw].concat(),
+        readable: [launch.readable.clone(), git_ro].concat(),
+        endpoints,
+        disk_roots: vec![worktree.clone(), home.clone()],
+        scratch: work_root.join("runtime"),
+    };
+    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
+    {
         Ok(p) => p,
-        Err(e @ SpawnError::NotFound { .. }) => end!(
-            r,
-            Event::Rejected,
-            format!("{e}; install the agent or fix the descriptor's program")
-        ),
         Err(e) => end!(r, Event::InfrastructureFailed, e.to_string()),
+    };
+    let guard = prepared.guard;
+    let running = match spawn(prepared.spec) {
+        Ok(p) => p,
+        Err(e) => {
+            guard.finish();
+            match e {
+                SpawnError::NotFound { .. } => end!(
+                    r,
+                    Event::Rejected,
+                    format!("{e}; install the agent or fix the descriptor's program")
+                ),
+                SpawnError::Other { .. } => end!(r, Event::InfrastructureFailed, e.to_string()),
+            }
+        }
     };
 
     // EXECUTING.
@@ -318,6 +382,8 @@ fn drive(
         tracing::Span::current().record("process.exit.code", end.exit_code.unwrap_or(-1));
         (end, stop)
     });
+    // Every process of the attempt is gone once this returns.
+    let finished = guard.finish();
     for p in [&stdout_path, &stderr_path] {
         let _ = redact_file(p, &secrets);
     }
@@ -337,10 +403,12 @@ fn drive(
         stdout_bytes: end.stdout_bytes,
         stderr_bytes: end.stderr_bytes,
         output_truncated: end.truncated,
-        stragglers_killed: end.stragglers_killed,
+        stragglers_killed: end.stragglers_killed + finished.killed_after_end,
+        runtime: Some(finished.facts.clone()),
     });
     let agent_event = agent_verdict(
         &end,
+        finished.limit_cause.clone(),
         provider_stop,
         &r.observations,
         timeout,
@@ -401,6 +469,7 @@ fn drive(
                         eval_root: &eval_root,
                         artifacts_dir: &req.artifacts_dir,
                         log_prefix: "",
+                        runtime: req.options.runtime,
                     },
                     r.orch.clock.as_ref(),
                     cancel,
@@ -443,6 +512,7 @@ fn drive(
 /// outage, 5xx or 429 the infrastructure's (`infrastructure_error`, cause `provider: ...`).
 fn agent_verdict(
     end: &crate::process::ProcessEnd,
+    limit_cause: Option<String>,
     provider_stop: bool,
     obs: &Observations,
     timeout: f64,
@@ -451,6 +521,10 @@ fn agent_verdict(
 ) -> Option<(Event, String)> {
     if end.cancelled && !provider_stop {
         return Some((Event::Cancel, "cancelled while the agent ran".to_string()));
+    }
+    // Running over a limit of the plan is the agent's doing, whatever else it met.
+    if let Some(cause) = limit_cause {
+        return Some((Event::AgentFailed, cause));
     }
     let failed = provider_stop
         || end.timed_out
@@ -519,4 +593,21 @@ fn agent_verdict(
         ));
     }
     None
+}
+
+/// The launch's program when it cannot be found (bare names are looked up on the child's
+/// PATH): inside a sandbox, bwrap would only report it as the agent's failure.
+fn missing_program(argv: &[String], env: &BTreeMap<String, String>) -> Option<String> {
+    let program = argv.first()?;
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        env.get("PATH")
+            .map(|p| {
+                p.split(':')
+                    .any(|d| !d.is_empty() && std::path::Path::new(d).join(program).is_file())
+            })
+            .unwrap_or(false)
+    };
+    (!found).then(|| format!("failed to start `{program}`: not found"))
 }

@@ -13,6 +13,7 @@ fn spec(dir: &Path, script: &str, timeout_ms: u64) -> ProcessSpec {
         timeout: Duration::from_millis(timeout_ms),
         grace: Duration::from_millis(200),
         tag: format!("test-{}", uuid::Uuid::now_v7()),
+        hooks: Default::default(),
     }
 }
 

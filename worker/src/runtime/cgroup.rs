@@ -1,0 +1,282 @@
+//! Per-sandbox cgroups: memory (with swap), process count and CPU quota.
+//!
+//! cgroup v1 controllers are used where they are mounted and writable (each group is made
+//! below this process's own group of that controller, so host accounting still holds); a v2
+//! hierarchy is used where it delegates `memory` and `pids`. The sandboxed process joins the
+//! groups before it execs bwrap (so every descendant is inside), the groups tell which limit
+//! was hit, and [`Group::kill_all_and_wait`] is how the runtime knows every process of the
+//! attempt is gone.
+
+use super::Limits;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+/// Which hierarchy the groups live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    V1,
+    V2,
+}
+
+/// The cgroups of one sandbox (cloneable handle).
+#[derive(Debug, Clone)]
+pub struct Group(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    flavor: Flavor,
+    /// memory, pids, cpu folders (v1), or the single folder (v2).
+    dirs: Vec<PathBuf>,
+}
+
+/// Counters read after the end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// Processes the kernel killed for going over the memory limit.
+    pub oom_kills: u64,
+    /// Forks refused by the process limit.
+    pub pids_refused: u64,
+}
+
+/// The path of this process's group for v1 controller `controller`, from
+/// `/proc/self/cgroup` text (pure).
+pub fn own_path(proc_self_cgroup: &str, controller: &str) -> Option<String> {
+    proc_self_cgroup.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let _id = f.next()?;
+        let ctrls = f.next()?;
+        let path = f.next()?;
+        if controller.is_empty() {
+            (ctrls.is_empty()).then(|| path.to_string())
+        } else {
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
+        }
+    })
+}
+
+/// Reads `key value` from a flat-keyed cgroup file (`memory.oom_control`, `pids.events`).
+pub fn keyed(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok()).flatten()
+        })
+        .unwrap_or(0)
+}
+
+fn flavor_and_parents() -> Result<(Flavor, Vec<PathBuf>), String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let v1: Option<Vec<PathBuf>> = ["memory", "pids", "cpu"]
+        .iter()
+        .map(|c| {
+            let base = Path::new(ROOT).join(c);
+            let p = own_path(&own, c)?;
+            base.join("cgroup.procs")
+                .exists()
+                .then(|| base.join(p.trim_start_matches('/')))
+        })
+        .collect();
+    if let Some(dirs) = v1 {
+        return Ok((Flavor::V1, dirs));
+    }
+    for base in [PathBuf::from(ROOT), Path::new(ROOT).join("unified")] {
+        let ctrls = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+        let has = |c: &str| ctrls.split_whitespace().any(|x| x == c);
+        if has("memory") && has("pids") {
+            let p = own_path(&own, "").unwrap_or_else(|| "/".into());
+            return Ok((Flavor::V2, vec![base.join(p.trim_start_matches('/'))]));
+        }
+    }
+    Err("no writable cgroup hierarchy with memory and pids controllers (v1 memory/pids/cpu or a delegated v2)".into())
+}
+
+/// Checks that a group can be made and removed here.
+pub fn probe() -> Result<(), String> {
+    let g = Group::create(&format!("probe-{}", std::process::id()), &Limits::default())?;
+    g.remove();
+    Ok(())
+}
+
+/// Removes groups left by a worker that was killed (`kill -9` leaves its empty groups):
+/// those older than a minute; a group still in use is never empty that long and the kernel
+/// refuses to remove a group with members.
+fn remove_stale(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let old = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_dir())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(60));
+        if old {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, value)
+        .map_err(|e| format!("cannot write `{value}` to {}: {e}", path.display()))
+}
+
+impl Group {
+    /// Makes the groups `akbench/<tag>` and sets `limits`.
+    pub fn create(tag: &str, limits: &Limits) -> Result<Group, String> {
+        let (flavor, parents) = flavor_and_parents()?;
+        let mut dirs = Vec::new();
+        for p in &parents {
+            remove_stale(&p.join("akbench"));
+            let d = p.join("akbench").join(tag);
+            std::fs::create_dir_all(&d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            dirs.push(d);
+        }
+        let g = Group(Arc::new(Inner { flavor, dirs }));
+        if let Err(e) = g.set_limits(limits) {
+            g.remove();
+            return Err(e);
+        }
+        Ok(g)
+    }
+
+    fn set_limits(&self, l: &Limits) -> Result<(), String> {
+        let d = &self.0.dirs;
+        match self.0.flavor {
+            Flavor::V1 => {
+                if let Some(m) = l.memory_mb {
+                    let bytes = (m * 1024 * 1024).to_string();
+                    write(&d[0].join("memory.limit_in_bytes"), &bytes)?;
+                    let memsw = d[0].join("memory.memsw.limit_in_bytes");
+                    if memsw.exists() {
+                        write(&memsw, &bytes)?;
+                    }
+                }
+                write(&d[1].join("pids.max"), &l.pids.to_string())?;
+                if let Some(c) = l.cpus {
+                    write(&d[2].join("cpu.cfs_period_us"), "100000")?;
+                    write(
+                        &d[2].join("cpu.cfs_quota_us"),
+                        &(u64::from(c) * 100_000).to_string(),
+                    )?;
+                }
+            }
+            Flavor::V2 => {
+                if let Some(m) = l.memory_mb {
+                    write(&d[0].join("memory.max"), &(m * 1024 * 1024).to_string())?;
+                    let _ = write(&d[0].join("memory.swap.max"), "0");
+                }
+                write(&d[0].join("pids.max"), &l.pids.to_string())?;
+                if let Some(c) = l.cpus {
+                    let _ = write(
+                        &d[0].join("cpu.max"),
+                        &format!("{} 100000", u64::from(c) * 100_000),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` files the child writes `0` to before it execs.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.0.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Pids alive in the group (the pids group for v1).
+    pub fn members(&self) -> Vec<i32> {
+        let d = match self.0.flavor {
+            Flavor::V1 => &self.0.dirs[1],
+            Flavor::V2 => &self.0.dirs[0],
+        };
+        std::fs::read_to_string(d.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// SIGKILLs every member until none is left (bounded by `limit`); returns how many
+    /// distinct processes were killed.
+    pub fn kill_all_and_wait(&self, limit: Duration) -> u32 {
+        let until = Instant::now() + limit;
+        let mut killed: Vec<i32> = Vec::new();
+        loop {
+            let m = self.members();
+            if m.is_empty() || Instant::now() >= until {
+                break;
+            }
+            for pid in m {
+                // SAFETY: kill(2) on a pid read from our own cgroup; no memory involved.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                if !killed.contains(&pid) {
+                    killed.push(pid);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        u32::try_from(killed.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Which limits the group ran into.
+    pub fn limits_hit(&self) -> Hits {
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let d = &self.0.dirs;
+        match self.0.flavor {
+            Flavor::V1 => Hits {
+                oom_kills: keyed(&read(d[0].join("memory.oom_control")), "oom_kill"),
+                pids_refused: keyed(&read(d[1].join("pids.events")), "max"),
+            },
+            Flavor::V2 => Hits {
+                oom_kills: keyed(&read(d[0].join("memory.events")), "oom_kill"),
+                pids_refused: keyed(&read(d[0].join("pids.events")), "max"),
+            },
+        }
+    }
+
+    /// Removes the groups (they must be empty).
+    pub fn remove(&self) {
+        for d in &self.0.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_paths_and_counters_parse() {
+        let text = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n1:cpu,cpuacct:/x\n0::/user.slice\n";
+        let cases = [
+            ("memory", Some("/process_api/abc")),
+            ("pids", Some("/")),
+            ("cpu", Some("/x")),
+            ("cpuacct", Some("/x")),
+            ("", Some("/user.slice")),
+            ("blkio", None),
+        ];
+        for (c, want) in cases {
+            assert_eq!(own_path(text, c).as_deref(), want, "{c}");
+        }
+        assert_eq!(
+            keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
+            3
+        );
+        assert_eq!(keyed("max 12\n", "max"), 12);
+        assert_eq!(keyed("", "max"), 0);
+    }
+}

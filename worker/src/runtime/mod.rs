@@ -1,0 +1,442 @@
+//! Runtimes: how an agent (or the evaluator) process is confined.
+//!
+//! - `direct`: today's child process group with a reduced environment ([`crate::process`]);
+//!   no isolation, and every record made with it says so.
+//! - `sandbox`: bubblewrap ([`bwrap`]) with new pid, mount, ipc, uts and network namespaces,
+//!   `--die-with-parent`, `--new-session` and no capabilities; the process sees its worktree
+//!   and home read-write, a read-only toolchain, a private `/tmp` and its own `/proc`, nothing
+//!   else. Limits come from cgroups ([`cgroup`]); network is only the declared endpoints,
+//!   forwarded from the sandbox's own loopback ([`net`]).
+//!
+//! [`prepare`] turns a [`ProcessSpec`] into a confined one plus a [`Guard`]; after the process
+//! ended, [`Guard::finish`] kills whatever is left of the attempt, waits until every process
+//! of it is gone and says which limit, if any, the agent ran into.
+
+pub mod bwrap;
+pub mod cgroup;
+pub mod net;
+
+use crate::process::ProcessSpec;
+use akbench_core::endpoint::Endpoint;
+pub use akbench_core::manifest::Runtime as RuntimeKind;
+use akbench_core::record::RuntimeFacts;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Resource limits of one sandboxed process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory (and swap) in MiB; `None`: no limit.
+    pub memory_mb: Option<u64>,
+    /// CPUs (a CFS quota); `None`: no limit.
+    pub cpus: Option<u32>,
+    /// Processes and threads alive at once.
+    pub pids: u32,
+    /// Bytes in the worktree, home and private /tmp, in MiB (also the largest file).
+    pub disk_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_mb: None,
+            cpus: None,
+            pids: 1024,
+            disk_mb: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// `memory_mb=.. cpus=.. pids=.. disk_mb=..` (only what is set).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.memory_mb {
+            parts.push(format!("memory_mb={m}"));
+        }
+        if let Some(c) = self.cpus {
+            parts.push(format!("cpus={c}"));
+        }
+        parts.push(format!("pids={}", self.pids));
+        parts.push(format!("disk_mb={}", self.disk_mb));
+        parts.join(" ")
+    }
+}
+
+/// What a confined process may see and reach.
+#[derive(Debug, Clone, Default)]
+pub struct Exposure {
+    /// Read-write folders (the worktree, the home, the evaluator's verifier folder).
+    pub writable: Vec<PathBuf>,
+    /// Read-only files or folders besides the toolchain (the scripted agent's script, the
+    /// oracle's solution, the evaluator's copy of the tests).
+    pub readable: Vec<PathBuf>,
+    /// Endpoints reachable from inside.
+    pub endpoints: Vec<Endpoint>,
+    /// Folders the disk limit counts (besides the private /tmp, capped on its own).
+    pub disk_roots: Vec<PathBuf>,
+    /// Where the runtime may keep its own files for this process (outside everything the
+    /// process can see), e.g. the generated /etc/hosts.
+    pub scratch: PathBuf,
+}
+
+/// The runtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// bubblewrap is missing or does not work on this machine.
+    #[error("failed to start the `sandbox` runtime: {reason}; fix: install bubblewrap (`apt-get install -y bubblewrap`) where user namespaces or root allow it, or choose `runtime: direct` (unisolated)")]
+    Unavailable {
+        /// What the probe saw.
+        reason: String,
+    },
+    /// `container` is not implemented.
+    #[error("failed to start the `container` runtime: it is not supported yet; fix: use `sandbox` or `direct`")]
+    Container,
+    /// A cgroup could not be made or limited (an infrastructure problem).
+    #[error("failed to set up the sandbox's cgroups: {0}")]
+    Cgroup(String),
+    /// The network namespace or a forwarder could not be made.
+    #[error("failed to set up the sandbox's network: {0}")]
+    Net(String),
+    /// Scratch files could not be written.
+    #[error("failed to write {}: {source}", path.display())]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// Whether the sandbox works here: probed once per process (bwrap runs `true` with the
+/// namespaces the sandbox uses, and a cgroup can be made).
+pub fn sandbox_available() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            bwrap::probe()?;
+            cgroup::probe()
+        })
+        .clone()
+}
+
+/// The runtime `kind` would use here, or why it cannot run.
+pub fn check(kind: RuntimeKind) -> Result<(), RuntimeError> {
+    match kind {
+        RuntimeKind::Direct => Ok(()),
+        RuntimeKind::Container => Err(RuntimeError::Container),
+        RuntimeKind::Sandbox => {
+            sandbox_available().map_err(|reason| RuntimeError::Unavailable { reason })
+        }
+    }
+}
+
+/// The runtime a later grade (regrade, distributed grade) runs the verifier in: `sandbox`
+/// where it works, else `direct`.
+pub fn for_grading() -> RuntimeKind {
+    if sandbox_available().is_ok() {
+        RuntimeKind::Sandbox
+    } else {
+        RuntimeKind::Direct
+    }
+}
+
+/// A process spec ready to spawn, and what must be done once it ended.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The spec to spawn (for `sandbox`, bwrap wrapping the original argv).
+    pub spec: ProcessSpec,
+    /// Cleans up and reports after the end.
+    pub guard: Guard,
+}
+
+/// What the runtime holds for a running process.
+#[derive(Debug)]
+pub struct Guard {
+    facts: RuntimeFacts,
+    cgroup: Option<cgroup::Group>,
+    net: Option<net::Network>,
+    disk: Option<DiskWatch>,
+    limits: Limits,
+}
+
+/// How the confined process ended, as the runtime saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// The record's runtime facts (with `limit_hit` set when a limit was hit).
+    pub facts: RuntimeFacts,
+    /// A sentence naming the limit the agent ran into, when it did.
+    pub limit_cause: Option<String>,
+    /// Processes still alive in the attempt's cgroup after the runtime's process ended,
+    /// killed before this returned.
+    pub killed_after_end: u32,
+}
+
+impl Guard {
+    /// Kills every process still left of the confined tree, waits until none is alive,
+    /// stops the forwarders and the disk watch, and reads which limit was hit.
+    pub fn finish(mut self) -> Finished {
+        let mut killed_after_end = 0;
+        let mut cause = None;
+        if let Some(d) = self.disk.take() {
+            if d.stop() {
+                cause = Some((
+                    "disk_mb",
+                    format!(
+                        "the agent wrote more than its disk limit (disk_mb = {}) and was stopped",
+                        self.limits.disk_mb
+                    ),
+                ));
+            }
+        }
+        if let Some(g) = self.cgroup.take() {
+            killed_after_end = g.kill_all_and_wait(Duration::from_secs(10));
+            let hit = g.limits_hit();
+            if cause.is_none() {
+                if hit.oom_kills > 0 {
+                    cause = Some((
+                        "memory_mb",
+                        format!(
+                            "the agent went over its memory limit (memory_mb = {}): the kernel killed {} process(es)",
+                            self.limits.memory_mb.unwrap_or_default(),
+                            hit.oom_kills
+                        ),
+                    ));
+                } else if hit.pids_refused > 0 {
+                    cause = Some((
+                        "pids",
+                        format!(
+                            "the agent tried to run more than {} processes at once ({} fork(s) refused)",
+                            self.limits.pids, hit.pids_refused
+                        ),
+                    ));
+                }
+            }
+            g.remove();
+        }
+        if let Some(n) = self.net.take() {
+            n.stop();
+        }
+        if let Some((what, _)) = &cause {
+            self.facts.limit_hit = Some((*what).to_string());
+        }
+        Finished {
+            facts: self.facts,
+            limit_cause: cause.map(|(_, c)| c),
+            killed_after_end,
+        }
+    }
+}
+
+/// Confines `spec` with runtime `kind`. `tag` names the cgroup (unique per process tree).
+pub fn prepare(
+    kind: RuntimeKind,
+    mut spec: ProcessSpec,
+    exposure: &Exposure,
+    limits: Limits,
+) -> Result<Prepared, RuntimeError> {
+    check(kind)?;
+    if kind == RuntimeKind::Direct {
+        return Ok(Prepared {
+            spec,
+            guard: Guard {
+                facts: RuntimeFacts {
+                    name: "direct".into(),
+                    isolated: false,
+                    limits: String::new(),
+                    limit_hit: None,
+                },
+                cgroup: None,
+                net: None,
+                disk: None,
+                limits,
+            },
+        });
+    }
+    let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
+    let network = if exposure.endpoints.is_empty() {
+        None
+    } else {
+        Some(net::Network::start(&exposure.endpoints).map_err(RuntimeError::Net)?)
+    };
+    std::fs::create_dir_all(&exposure.scratch).map_err(|source| RuntimeError::Io {
+        path: exposure.scratch.clone(),
+        source,
+    })?;
+    let hosts = exposure.scratch.join("hosts");
+    let hosts_text = net::hosts_file(network.as_ref().map(|n| n.bound()).unwrap_or_default());
+    std::fs::write(&hosts, hosts_text).map_err(|source| RuntimeError::Io {
+        path: hosts.clone(),
+        source,
+    })?;
+    let plan = bwrap::Plan {
+        argv: spec.argv.clone(),
+        cwd: spec.cwd.clone(),
+        writable: exposure.writable.clone(),
+        readable: exposure.readable.clone(),
+        toolchain: bwrap::toolchain_dirs(&spec.env),
+        hosts_file: hosts,
+        own_network: network.is_none(),
+        tmp_bytes: limits.disk_mb.saturating_mul(1024 * 1024),
+        as_root: bwrap::is_root(),
+    };
+    spec.argv = bwrap::args(&plan);
+    spec.hooks.cgroup_procs = group.procs_files();
+    spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
+    spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
+    let disk = DiskWatch::start(exposure.disk_roots.clone(), limits.disk_mb, group.clone());
+    Ok(Prepared {
+        spec,
+        guard: Guard {
+            facts: RuntimeFacts {
+                name: "sandbox".into(),
+                isolated: true,
+                limits: limits.describe(),
+                limit_hit: None,
+            },
+            cgroup: Some(group),
+            net: network,
+            disk: Some(disk),
+            limits,
+        },
+    })
+}
+
+/// Watches the size of the disk roots while the process runs; over the limit it kills the
+/// whole cgroup.
+#[derive(Debug)]
+struct DiskWatch {
+    stop: Arc<AtomicBool>,
+    hit: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    roots: Vec<PathBuf>,
+    limit_bytes: u64,
+}
+
+impl DiskWatch {
+    fn start(roots: Vec<PathBuf>, disk_mb: u64, group: cgroup::Group) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let hit = Arc::new(AtomicBool::new(false));
+        let limit_bytes = disk_mb.saturating_mul(1024 * 1024);
+        let (s, h, r) = (stop.clone(), hit.clone(), roots.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                if disk_usage(&r) > limit_bytes {
+                    h.store(true, Ordering::SeqCst);
+                    group.kill_all_and_wait(Duration::from_secs(5));
+                    return;
+                }
+                let until = std::time::Instant::now() + Duration::from_millis(500);
+                while !s.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    std::thread::park_timeout(Duration::from_millis(50));
+                }
+            }
+        });
+        Self {
+            stop,
+            hit,
+            thread: Some(thread),
+            roots,
+            limit_bytes,
+        }
+    }
+
+    /// Stops watching; true when the limit was exceeded (while running or at the end).
+    fn stop(mut self) -> bool {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        self.hit.load(Ordering::SeqCst) || disk_usage(&self.roots) > self.limit_bytes
+    }
+}
+
+/// For a worktree whose `.git` is a file pointing elsewhere (a linked `git worktree`): its
+/// own git folder (read-write: index, HEAD) and the repository it belongs to (read-only: so
+/// refs, config, hooks and objects cannot be changed from inside). Empty for a worktree
+/// that holds its repository itself.
+pub fn linked_git_dirs(worktree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Ok(text) = std::fs::read_to_string(worktree.join(".git")) else {
+        return (Vec::new(), Vec::new());
+    };
+    let Some(gitdir) = text
+        .trim()
+        .strip_prefix("gitdir:")
+        .map(|s| worktree.join(s.trim()))
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .map(|c| gitdir.join(c.trim()))
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    (vec![gitdir], common.into_iter().collect())
+}
+
+/// Bytes allocated on disk under `roots` (symlinks not followed).
+pub fn disk_usage(roots: &[PathBuf]) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(p: &Path, total: &mut u64) {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        *total += m.blocks() * 512;
+        if m.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(p) {
+                for e in rd.flatten() {
+                    walk(&e.path(), total);
+                }
+            }
+        }
+    }
+    let mut total = 0;
+    for r in roots {
+        walk(r, &mut total);
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_package_and_the_alternative() {
+        let e = RuntimeError::Unavailable {
+            reason: "`bwrap` is not installed (Debian package `bubblewrap`)".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains("apt-get install -y bubblewrap") && e.contains("runtime: direct"),
+            "{e}"
+        );
+        assert!(matches!(
+            check(RuntimeKind::Container),
+            Err(RuntimeError::Container)
+        ));
+        assert!(check(RuntimeKind::Direct).is_ok());
+        let l = Limits {
+            memory_mb: Some(256),
+            cpus: Some(2),
+            pids: 64,
+            disk_mb: 100,
+        };
+        assert_eq!(l.describe(), "memory_mb=256 cpus=2 pids=64 disk_mb=100");
+        assert_eq!(Limits::default().describe(), "pids=1024 disk_mb=4096");
+    }
+
+    #[test]
+    fn disk_usage_counts_allocated_bytes_under_every_root() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(a.path().join("x"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::create_dir(b.path().join("d")).unwrap();
+        std::fs::write(b.path().join("d/y"), vec![1u8; 1 << 20]).unwrap();
+        let both = disk_usage(&[a.path().to_path_buf(), b.path().to_path_buf()]);
+        assert!(both >= 2 << 20, "{both}");
+        assert!(disk_usage(&[a.path().to_path_buf()]) < both);
+    }
+}

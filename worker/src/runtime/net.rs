@@ -1,0 +1,226 @@
+//! The sandbox's network: an empty network namespace (only its own loopback) in which the
+//! worker binds one listener per declared endpoint; each connection accepted there is
+//! forwarded by the worker, from the host's namespace, to the real endpoint.
+//!
+//! The namespace is made by a short-lived thread of the worker (`unshare(CLONE_NEWNET)`,
+//! loopback up, listeners bound), so the sockets live inside it while the forwarding runs
+//! in ordinary threads outside; the sandboxed process enters the namespace before it execs
+//! bwrap. Host names resolve through a generated `/etc/hosts` to the loopback address the
+//! endpoint listens on (`127.0.0.2`, `127.0.0.3`, ...), so TLS still sees the real name.
+//! Nothing else is reachable: no route leaves the namespace, and the host's loopback
+//! (PostgreSQL, the coordinator) is another namespace's.
+
+use akbench_core::endpoint::Endpoint;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A prepared network namespace with its forwarders.
+#[derive(Debug)]
+pub struct Network {
+    netns: Arc<OwnedFd>,
+    bound: Vec<(Endpoint, Ipv4Addr)>,
+    listeners: Vec<RawFd>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The loopback address inside the sandbox each endpoint listens on (pure): a loopback IPv4
+/// literal keeps its address; host names get 127.0.0.2, 127.0.0.3, ...
+pub fn inside_addresses(endpoints: &[Endpoint]) -> Result<Vec<Ipv4Addr>, String> {
+    let mut next = 2u8;
+    endpoints
+        .iter()
+        .map(|e| match e.host.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) if a.is_loopback() => Ok(a),
+            Ok(_) => Err(format!(
+                "endpoint `{e}`: only host names and 127.x.x.x addresses can be forwarded; fix: write the endpoint's host name"
+            )),
+            Err(_) => {
+                let a = Ipv4Addr::new(127, 0, 0, next);
+                next = next.checked_add(1).ok_or("too many endpoints (at most 250)")?;
+                Ok(a)
+            }
+        })
+        .collect()
+}
+
+/// The sandbox's `/etc/hosts` (pure).
+pub fn hosts_file(bound: &[(Endpoint, Ipv4Addr)]) -> String {
+    let mut s = String::from("127.0.0.1 localhost akbench-sandbox\n::1 localhost\n");
+    for (e, a) in bound {
+        if e.host.parse::<IpAddr>().is_err() {
+            s.push_str(&format!("{a} {}\n", e.host));
+        }
+    }
+    s
+}
+
+impl Network {
+    /// Makes the namespace and starts one forwarder per endpoint.
+    pub fn start(endpoints: &[Endpoint]) -> Result<Network, String> {
+        let addrs = inside_addresses(endpoints)?;
+        let eps = endpoints.to_vec();
+        let made = std::thread::spawn(move || make_namespace(&eps, &addrs))
+            .join()
+            .map_err(|_| "the namespace thread panicked".to_string())?
+            .map_err(|e| format!("cannot make a network namespace: {e}"))?;
+        let (netns, listeners, bound) = made;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut fds = Vec::new();
+        let mut threads = Vec::new();
+        for (l, (ep, _)) in listeners.into_iter().zip(bound.iter()) {
+            fds.push(l.as_raw_fd());
+            let (stop, ep) = (stop.clone(), ep.clone());
+            threads.push(std::thread::spawn(move || accept_loop(l, ep, stop)));
+        }
+        Ok(Network {
+            netns: Arc::new(netns),
+            bound,
+            listeners: fds,
+            stop,
+            threads,
+        })
+    }
+
+    /// The namespace, for the child to enter before exec.
+    pub fn netns_fd(&self) -> Arc<OwnedFd> {
+        self.netns.clone()
+    }
+
+    /// Endpoints and the inside addresses they listen on.
+    pub fn bound(&self) -> &[(Endpoint, Ipv4Addr)] {
+        &self.bound
+    }
+
+    /// Stops accepting (open connections end with the sandbox's processes).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for fd in &self.listeners {
+            // SAFETY: shutting down a listening socket we own wakes its blocked accept().
+            unsafe {
+                libc::shutdown(*fd, libc::SHUT_RDWR);
+            }
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+type Made = (OwnedFd, Vec<TcpListener>, Vec<(Endpoint, Ipv4Addr)>);
+
+/// Runs on a throwaway thread: after `unshare` the thread belongs to the new namespace.
+fn make_namespace(endpoints: &[Endpoint], addrs: &[Ipv4Addr]) -> io::Result<Made> {
+    // SAFETY: unshare affects only the calling thread's network namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    loopback_up()?;
+    let f = std::fs::File::open("/proc/thread-self/ns/net")?;
+    let netns = OwnedFd::from(f);
+    let mut listeners = Vec::new();
+    let mut bound = Vec::new();
+    for (e, a) in endpoints.iter().zip(addrs) {
+        let l = TcpListener::bind((*a, e.port))?;
+        listeners.push(l);
+        bound.push((e.clone(), *a));
+    }
+    Ok((netns, listeners, bound))
+}
+
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a plain datagram socket used for interface ioctls, closed by OwnedFd.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw is a fresh fd we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain data; the name is NUL-terminated; the ioctls read/write it.
+    unsafe {
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn accept_loop(l: TcpListener, ep: Endpoint, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((inside, _)) = l.accept() else {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            continue;
+        };
+        let target = (ep.host.clone(), ep.port);
+        std::thread::spawn(move || {
+            let Ok(outside) = TcpStream::connect(target) else {
+                let _ = inside.shutdown(Shutdown::Both);
+                return;
+            };
+            pipe_both(inside, outside);
+        });
+    }
+}
+
+fn pipe_both(a: TcpStream, b: TcpStream) {
+    let (Ok(a2), Ok(b2)) = (a.try_clone(), b.try_clone()) else {
+        return;
+    };
+    let t = std::thread::spawn(move || {
+        let (mut r, mut w) = (a2, b2);
+        let _ = io::copy(&mut r, &mut w);
+        let _ = w.shutdown(Shutdown::Write);
+    });
+    let (mut r, mut w) = (b, a);
+    let _ = io::copy(&mut r, &mut w);
+    let _ = w.shutdown(Shutdown::Write);
+    let _ = t.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(s: &str) -> Endpoint {
+        Endpoint::parse(s).unwrap()
+    }
+
+    #[test]
+    fn endpoints_get_loopback_addresses_and_host_names() {
+        let eps = [
+            ep("api.anthropic.com:443"),
+            ep("127.0.0.1:9000"),
+            ep("api.openai.com:443"),
+        ];
+        let a = inside_addresses(&eps).unwrap();
+        assert_eq!(
+            a,
+            [
+                Ipv4Addr::new(127, 0, 0, 2),
+                Ipv4Addr::new(127, 0, 0, 1),
+                Ipv4Addr::new(127, 0, 0, 3)
+            ]
+        );
+        let bound: Vec<_> = eps.iter().cloned().zip(a).collect();
+        let h = hosts_file(&bound);
+        assert!(h.contains("127.0.0.2 api.anthropic.com\n"), "{h}");
+        assert!(h.contains("127.0.0.3 api.openai.com\n"), "{h}");
+        assert!(!h.contains("127.0.0.1 127.0.0.1"), "{h}");
+        assert!(inside_addresses(&[ep("10.1.2.3:443")])
+            .unwrap_err()
+            .contains("10.1.2.3:443"));
+    }
+}
