@@ -21,6 +21,7 @@ pub mod observe;
 pub mod plan;
 pub mod rates;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod spec;
 pub mod spec_diff;

@@ -198,7 +198,7 @@ fn a_large_file_written_by_the_agent_grows_no_cache() {
     c.add_agent(
         "big",
         "adapter = \"scripted\"\nscript = \"big.sh\"\n",
-        Some("head -c 300000000 /dev/zero > big.bin && git add big.bin && git commit -qm big && git gc -q\nexit 0\n"),
+        Some("head -c 300000000 /dev/zero > big.bin && git add big.bin && git -c user.name=a -c user.email=a@a commit -qm big && git gc -q\nexit 0\n"),
     );
     let rec = run(&c, "answer", "big", "big");
     assert_eq!(rec.outcome.state, State::Completed, "{:?}", rec.outcome);
@@ -210,4 +210,90 @@ fn a_large_file_written_by_the_agent_grows_no_cache() {
     assert_eq!(before, after, "the cache grew by {} bytes", after - before);
     let work = c.root().join("cache/work");
     assert_eq!(du(&work), 0, "the attempt folder is gone");
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_credential_written_into_source_is_in_nothing_stored() {
+    let c = corpus();
+    let secret = "sk-escape-test-credential-9f3b2a";
+    let name = "AKBENCH_ESCAPE_TEST_KEY";
+    std::env::set_var(name, secret);
+    // The agent writes the credential into source, a new file, its logs and a commit message.
+    c.add_agent(
+        "leaker",
+        &format!("adapter = \"scripted\"\nscript = \"leaker.sh\"\ncredentials = [\"{name}\"]\n"),
+        Some(
+            "echo \"$AKBENCH_ESCAPE_TEST_KEY\" > value.txt\n\
+             printf 'KEY = \"%s\"\\n' \"$AKBENCH_ESCAPE_TEST_KEY\" > settings.py\n\
+             echo \"using $AKBENCH_ESCAPE_TEST_KEY\"; echo \"$AKBENCH_ESCAPE_TEST_KEY\" >&2\n\
+             git add -A && git -c user.name=a -c user.email=a@a commit -qm \"key $AKBENCH_ESCAPE_TEST_KEY\"\n"
+        ),
+    );
+    // Tests that print the workspace's files and put them in their report.
+    c.add_task(
+        "echoing",
+        &c.commit,
+        r#"cd "$AKBENCH_WORKSPACE"
+cat value.txt settings.py
+echo "stderr: $(cat value.txt)" >&2
+v=$(cat value.txt)
+echo 0 > "$AKBENCH_VERIFIER_DIR/reward.txt"
+echo "<testsuite><testcase name=\"answer\"><failure message=\"got $v\">value was $v</failure></testcase></testsuite>" > "$AKBENCH_VERIFIER_DIR/junit.xml"
+"#,
+        "",
+    );
+    let rec = run(&c, "echoing", "leaker", "leaker");
+    assert_eq!(rec.outcome.state, State::Completed, "{:?}", rec.outcome);
+    let a = &rec.attempts[0];
+    assert_eq!(a.redacted, vec![name.to_string()], "the record flags it");
+    let out = c.root().join("out/leaker");
+    let all = files(&out);
+    assert!(all.len() >= 6, "{all:?}");
+    let mut markers = 0;
+    for f in &all {
+        let bytes = fs::read(f).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(secret),
+            "{} holds the credential",
+            f.display()
+        );
+        markers += usize::from(text.contains(&format!("[REDACTED:{name}]")));
+    }
+    // Agent stdout, stderr, diff, evaluator stdout, stderr, junit, record: each shows it.
+    assert!(markers >= 5, "{markers} files show the marker");
+    let diff = fs::read(out.join("a1/agent.diff")).unwrap();
+    assert_eq!(
+        a.workspace.diff_digest.as_deref(),
+        Some(akbench_core::digest::digest_bytes(&diff).as_str()),
+        "the digest is the stored diff's"
+    );
+    let json = serde_json::to_string(&rec).unwrap();
+    assert!(!json.contains(secret));
+    assert!(json.contains("\"redacted\""));
+    // Nothing left in the cache either.
+    for f in files(&c.root().join("cache")) {
+        let bytes = fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "{} holds the credential",
+            f.display()
+        );
+    }
 }
