@@ -12,7 +12,11 @@ use std::time::Duration;
 
 fn pg_dump() -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("pg_dump")).collect())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("pg_dump"))
+                .collect()
+        })
         .unwrap_or_default();
     if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
         let mut versions: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
@@ -57,6 +61,17 @@ async fn a_credential_in_source_reaches_no_store_and_no_database() {
             "echo \"${name}\" > value.txt\necho \"token ${name}\"\necho \"${name}\" >&2\n"
         )),
     );
+    // Tests that put what they read into their report (and so into the grade).
+    std::fs::write(
+        c.tasks().join("answer/tests/test.sh"),
+        r#"cd "$AKBENCH_WORKSPACE"
+v=$(cat value.txt)
+echo "read $v"
+echo 0 > "$AKBENCH_VERIFIER_DIR/reward.txt"
+echo "<testsuite><testcase name=\"answer\"><failure message=\"got $v\">value was $v</failure></testcase></testsuite>" > "$AKBENCH_VERIFIER_DIR/junit.xml"
+"#,
+    )
+    .unwrap();
     let items = work_items(&c, "leaker", 1, true);
     let (_, trials) = coord.enqueue_items(&items).await;
     let mut cfg = config(&c, &coord, "w-secrets", 1);
@@ -67,19 +82,23 @@ async fn a_credential_in_source_reaches_no_store_and_no_database() {
         .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
         .await;
     assert_eq!(a.terminal.as_deref(), Some("completed"), "{a:?}");
-    let (record, _, _) = coord::eventually(30, "the record", || async {
-        coord.record(a.id).await
-    })
-    .await;
+    let (record, _, _) =
+        coord::eventually(30, "the record", || async { coord.record(a.id).await }).await;
     assert_eq!(record.redacted, vec![name.to_string()]);
     h.wait_for(|s| s.held.is_empty() && s.running == 0).await;
     coord.service.drain_all("test over");
     run.await.unwrap();
 
     let stored = grep_tree(&store, &format!("[REDACTED:{name}]"));
-    assert!(stored.len() >= 3, "logs and diff are stored, scrubbed: {stored:?}");
+    assert!(
+        stored.len() >= 3,
+        "logs and diff are stored, scrubbed: {stored:?}"
+    );
     assert_eq!(grep_tree(&store, secret), Vec::<PathBuf>::new());
-    assert_eq!(grep_tree(&c.root().join("out"), secret), Vec::<PathBuf>::new());
+    assert_eq!(
+        grep_tree(&c.root().join("out"), secret),
+        Vec::<PathBuf>::new()
+    );
     let dump = std::process::Command::new(&pg_dump)
         .arg("--no-owner")
         .arg("-d")
@@ -93,6 +112,9 @@ async fn a_credential_in_source_reaches_no_store_and_no_database() {
     );
     let text = String::from_utf8_lossy(&dump.stdout);
     assert!(text.contains(&a.id.to_string()), "the dump holds the run");
-    assert!(text.contains(&format!("[REDACTED:{name}]")), "and the scrubbed record");
+    assert!(
+        text.contains(&format!("got [REDACTED:{name}]")),
+        "and the scrubbed grade"
+    );
     assert!(!text.contains(secret), "the database holds the credential");
 }
