@@ -24,6 +24,7 @@ pub mod observe;
 pub mod plan;
 pub mod rates;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod report_view;
 pub mod route_pause;

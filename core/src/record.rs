@@ -283,6 +283,11 @@ pub struct AttemptRecord {
     /// timings are copied from it; what follows is the grading. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graded_from: Option<Identity>,
+    /// Names of the credentials whose values were found, and replaced by
+    /// `[REDACTED:<NAME>]`, in what this attempt stored (logs, diff, evaluator output, the
+    /// record's text). Absent when nothing was redacted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 /// The trial's outcome, taken from its last attempt.

@@ -291,6 +291,25 @@ impl Task {
     pub fn load(dir: &Path, tasks_root: &Path) -> Result<Task, TaskError> {
         let dir = absolute(dir);
         let tasks_root = absolute(tasks_root);
+        match links::first_escaping_link(&dir) {
+            Ok(None) => {}
+            // A missing directory is reported below, as a missing task.toml.
+            Err(_) if !dir.is_dir() => {}
+            Ok(Some((link, target))) => {
+                return Err(TaskError {
+                    file: link,
+                    kind: TaskErrorKind::Io(format!(
+                        "is a symlink to `{target}`, outside the task directory; copy the file into the task (a task release must contain everything it uses)"
+                    )),
+                })
+            }
+            Err(e) => {
+                return Err(TaskError {
+                    file: dir.clone(),
+                    kind: TaskErrorKind::Io(e),
+                })
+            }
+        }
         let toml_path = dir.join(TASK_FILE);
         let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError {
             file: toml_path.clone(),
@@ -611,6 +630,8 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
     }
     Ok(task)
 }
+
+mod links;
 
 #[cfg(test)]
 mod tests;

@@ -188,6 +188,7 @@ pub fn attempt_record(
         grade,
         artifacts_dir: format!("a{number}"),
         graded_from: None,
+        redacted: Vec::new(),
     }
 }
 

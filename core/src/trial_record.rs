@@ -101,6 +101,7 @@ fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, S
         grade: None,
         artifacts_dir: format!("a{}", a.number),
         graded_from: None,
+        redacted: Vec::new(),
     })
 }
 

@@ -145,6 +145,7 @@ mod tests {
             grade: None,
             artifacts_dir: "a1".into(),
             graded_from: None,
+            redacted: Vec::new(),
         }
     }
 

@@ -1,11 +1,46 @@
 //! Hardened git invocations.
 //!
-//! Every call runs with system and global configuration ignored, hooks disabled, prompts
-//! off, and only the file, https and ssh transports allowed. Callers put `--` before any
-//! argument that is not a literal option.
+//! Every call runs with system and global configuration ignored, hooks disabled, replace
+//! objects ignored, no attributes file outside the repository, no fsmonitor, no automatic gc,
+//! prompts off, and only the file, https and ssh transports allowed. Callers put `--` before
+//! any argument that is not a literal option. [`git_at`] also names the repository and work
+//! tree explicitly, so git never discovers a repository on its own.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+
+/// The `-c` options every call carries (pairs of `-c`, `key=value`).
+const HARDENING: &[&str] = &[
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "core.excludesFile=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "protocol.file.allow=always",
+    "-c",
+    "protocol.https.allow=always",
+    "-c",
+    "protocol.ssh.allow=always",
+    "-c",
+    "advice.detachedHead=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "init.defaultBranch=main",
+];
 
 /// A git command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,25 +68,31 @@ pub fn git(dir: Option<&Path>) -> Command {
         .env("GIT_COMMITTER_EMAIL", "akbench@localhost")
         .env("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z")
         .env("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z")
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .env("GIT_ATTR_NOSYSTEM", "1")
+        .env("GIT_OPTIONAL_LOCKS", "0")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "protocol.allow=never",
-            "-c",
-            "protocol.file.allow=always",
-            "-c",
-            "protocol.https.allow=always",
-            "-c",
-            "protocol.ssh.allow=always",
-            "-c",
-            "advice.detachedHead=false",
-            "-c",
-            "core.autocrlf=false",
-        ]);
+        .env_remove("GIT_OBJECT_DIRECTORY")
+        .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        .env_remove("GIT_COMMON_DIR")
+        .env_remove("GIT_CONFIG")
+        .env_remove("GIT_CONFIG_COUNT")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .env_remove("GIT_EXEC_PATH")
+        .args(HARDENING);
+    c
+}
+
+/// A hardened git command on the repository `git_dir` (and the work tree `work_tree`, when
+/// given), named explicitly so no repository is discovered from the current directory.
+pub fn git_at(git_dir: &Path, work_tree: Option<&Path>) -> Command {
+    let mut c = git(Some(work_tree.unwrap_or(git_dir)));
+    c.env("GIT_DIR", git_dir);
+    if let Some(w) = work_tree {
+        c.env("GIT_WORK_TREE", w);
+    }
     c
 }
 
@@ -59,7 +100,7 @@ pub fn git(dir: Option<&Path>) -> Command {
 pub fn run(mut cmd: Command) -> Result<Vec<u8>, GitError> {
     let args = cmd
         .get_args()
-        .skip(14) // the hardening `-c` pairs
+        .skip(HARDENING.len())
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
@@ -80,4 +121,39 @@ pub fn run(mut cmd: Command) -> Result<Vec<u8>, GitError> {
 /// Runs git and returns trimmed stdout as a string.
 pub fn run_text(cmd: Command) -> Result<String, GitError> {
     run(cmd).map(|o| String::from_utf8_lossy(&o).trim().to_string())
+}
+
+/// Runs a prepared git command with `input` on its stdin and its stdout sent to `stdout`.
+pub fn run_with_input(mut cmd: Command, input: &[u8], stdout: Stdio) -> Result<Vec<u8>, GitError> {
+    let args = cmd
+        .get_args()
+        .skip(HARDENING.len())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fail = |detail: String| GitError {
+        args: args.clone(),
+        detail,
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("cannot start git: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input)
+            .map_err(|e| fail(format!("cannot write to git: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| fail(format!("cannot wait for git: {e}")))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(fail(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
+    }
 }

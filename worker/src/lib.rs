@@ -2,7 +2,9 @@
 //!
 //! - [`git`]: hardened git invocations.
 //! - [`mirror`]: the per-host cache of bare mirrors, safe under concurrent attempts.
-//! - [`workspace`]: detached worktrees, mutation, fingerprints and the agent's diff.
+//! - [`baseline`]: the per-host cache of baseline repositories (pinned tree + mutation, one
+//!   parentless commit, nothing else), built once per task release.
+//! - [`workspace`]: private copies of the baseline, fingerprints and the agent's diff.
 //! - [`process`]: the direct runtime: a child in its own process group, reduced
 //!   environment, capped output, SIGTERM then SIGKILL, no survivors.
 //! - [`runtime`]: `direct` or `sandbox` (bubblewrap, cgroups, forwarded endpoints): what
@@ -14,6 +16,7 @@
 //! - [`daemon`]: the worker daemon (`akbench-worker`): the coordinator's session client.
 
 pub mod adapters;
+pub mod baseline;
 pub mod daemon;
 pub mod dial;
 pub mod evaluator;

@@ -1,10 +1,12 @@
 //! The per-host mirror cache: one bare repository per source.
 //!
-//! A mirror is fetched only when the pinned commit is missing from it. Every operation on a
-//! mirror (creation, fetch, worktree add/remove) holds an exclusive `flock` on a lock file
-//! beside it, so concurrent attempts on one host are safe.
+//! A mirror is fetched only when the pinned commit is missing from it; creation and fetch
+//! hold an exclusive `flock` on a lock file beside it. Attempts never use a mirror: a task
+//! release's baseline is built from its objects once ([`crate::baseline`]) and attempts copy
+//! that. Its config is rewritten to a known one before every fetch, so nothing planted in it
+//! changes what git does here; hooks are disabled by [`crate::git`].
 
-use crate::git::{git, run, GitError};
+use crate::git::{git, git_at, run, GitError};
 use akbench_core::task::RepoLocation;
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -34,6 +36,9 @@ pub enum MirrorError {
         commit: String,
     },
 }
+
+/// The only configuration a mirror has.
+const MIRROR_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = true\n";
 
 /// The cache of bare mirrors under a root folder.
 #[derive(Debug, Clone)]
@@ -128,7 +133,14 @@ impl MirrorCache {
         if has_commit(&mirror, commit) {
             return Ok(mirror);
         }
-        let mut c = git(Some(&mirror));
+        let config = mirror.join("config");
+        if std::fs::read_to_string(&config).ok().as_deref() != Some(MIRROR_CONFIG) {
+            std::fs::write(&config, MIRROR_CONFIG).map_err(|source| MirrorError::Io {
+                path: config.clone(),
+                source,
+            })?;
+        }
+        let mut c = git_at(&mirror, None);
         c.args(["fetch", "--quiet", "--no-tags", "--prune", "--"])
             .arg(repo.as_git_arg())
             .arg("+refs/heads/*:refs/heads/*")
@@ -136,7 +148,7 @@ impl MirrorCache {
         run(c)?;
         if !has_commit(&mirror, commit) {
             // Some servers allow fetching a pinned commit that no ref points to.
-            let mut c = git(Some(&mirror));
+            let mut c = git_at(&mirror, None);
             c.args(["fetch", "--quiet", "--no-tags", "--"])
                 .arg(repo.as_git_arg())
                 .arg(commit);
@@ -155,7 +167,7 @@ impl MirrorCache {
 
 /// True when `commit` names a commit object in `repo`.
 pub fn has_commit(repo: &Path, commit: &str) -> bool {
-    let mut c = git(Some(repo));
+    let mut c = git_at(repo, None);
     c.args(["cat-file", "-e"])
         .arg(format!("{commit}^{{commit}}"));
     run(c).is_ok()

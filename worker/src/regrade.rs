@@ -233,8 +233,17 @@ pub fn regrade(
         let mut rebuilt: Option<Workspace> = None;
         let worktree = match &in_place {
             Some(p) => {
-                let now = fingerprint(p, tree_mut, &scratch.join("fp.index"))
+                let baseline = orch
+                    .cache
+                    .baseline(&task, record.task.mutation_applied)
                     .map_err(|e| err_ws(e.to_string()))?;
+                if baseline.tree != *tree_mut {
+                    return Err(err_ws(format!(
+                        "the task's baseline here (tree {}) is not the recorded starting point {tree_mut}; check the task release",
+                        baseline.tree
+                    )));
+                }
+                let now = fingerprint(p, &baseline, &scratch).map_err(|e| err_ws(e.to_string()))?;
                 if now != tree_agent {
                     return Err(err_ws(format!(
                         "the preserved workspace no longer holds what the agent left (tree {now}, recorded {tree_agent}); grade a rebuilt copy with --copy"

@@ -1,12 +1,21 @@
-//! Workspaces: a detached worktree of the pinned commit with the mutation applied, a private
-//! agent home outside it, fingerprints and the agent's diff.
+//! Workspaces: a private copy of the task's baseline repository checked out in the agent's
+//! folder, a private agent home outside it, fingerprints and the agent's diff.
 //!
-//! The post-mutation tree is committed as a parentless "task baseline" commit checked out
-//! detached, so the agent starts from a clean tree whose history does not show the mutation.
+//! The repository the agent gets holds the baseline (the pinned tree with the mutation
+//! applied, one parentless "task baseline" commit, detached `HEAD`) and nothing else: it is a
+//! file-by-file copy of the cached baseline ([`crate::baseline`]), so no other commit, ref,
+//! reflog or object is in it, it borrows nothing, and it shares no file with the cache or the
+//! mirror. Making one takes no lock and runs one git process.
+//!
 //! Fingerprints are git tree ids: `tree_after_mutation` at creation, `tree_after_agent` at
-//! COLLECTING, computed through a private index so the agent's own index is never touched.
+//! COLLECTING. What the agent left is read by git on a private repository of the worker
+//! (its own config, its own objects, the baseline's objects borrowed read-only) with the
+//! worktree as its work tree: the agent's `.git` (config, hooks, filters, objects) is never
+//! read, and objects hashed from the agent's files land in the attempt folder, removed with
+//! it.
 
-use crate::git::{git, run, run_text, GitError};
+use crate::baseline::{copy_repo, init_repo, Baseline, BaselineError};
+use crate::git::{git_at, run, run_text, GitError};
 use crate::mirror::{MirrorCache, MirrorError};
 use akbench_core::task::Task;
 use std::path::{Path, PathBuf};
@@ -28,6 +37,9 @@ pub enum WorkspaceError {
         /// Cause.
         source: std::io::Error,
     },
+    /// The baseline could not be built (the mirror was tampered with, or git failed).
+    #[error(transparent)]
+    Baseline(BaselineError),
     /// The task's mutation does not apply to its pinned commit (the task is broken).
     #[error("failed to apply the mutation {} to commit {commit}: {detail}; fix the task's mutation.patch so that `git apply` accepts it on the pinned commit", patch.display())]
     MutationDoesNotApply {
@@ -40,6 +52,25 @@ pub enum WorkspaceError {
     },
 }
 
+impl From<BaselineError> for WorkspaceError {
+    fn from(e: BaselineError) -> Self {
+        match e {
+            BaselineError::Mirror(m) => WorkspaceError::Mirror(m),
+            BaselineError::Git(g) => WorkspaceError::Git(g),
+            BaselineError::MutationDoesNotApply {
+                patch,
+                commit,
+                detail,
+            } => WorkspaceError::MutationDoesNotApply {
+                patch,
+                commit,
+                detail,
+            },
+            other => WorkspaceError::Baseline(other),
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     move |source| WorkspaceError::Io {
         path: path.to_path_buf(),
@@ -50,11 +81,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
 /// A created workspace.
 #[derive(Debug)]
 pub struct Workspace {
-    /// The mirror the worktree belongs to.
-    pub mirror: PathBuf,
+    /// The cached baseline the repository was copied from.
+    pub baseline: Baseline,
     /// Folder holding everything of this attempt that is not an artifact.
     pub root: PathBuf,
-    /// The worktree (the agent's cwd).
+    /// The worktree (the agent's cwd), with its own `.git` folder.
     pub worktree: PathBuf,
     /// The agent's private HOME, outside the worktree.
     pub home: PathBuf,
@@ -79,6 +110,34 @@ pub struct Collected {
     pub files_changed: u32,
 }
 
+/// The worker's private repository in an attempt folder: reads a work tree with the
+/// baseline's objects borrowed, writes objects only inside `dir`.
+struct Private {
+    dir: PathBuf,
+}
+
+impl Private {
+    fn create(dir: &Path, baseline: &Baseline) -> Result<Private, WorkspaceError> {
+        let _ = std::fs::remove_dir_all(dir);
+        init_repo(dir, "ref: refs/heads/main", "[core]\n\tbare = false\n")
+            .and_then(|()| {
+                let mut line = baseline.objects().into_os_string().into_encoded_bytes();
+                line.push(b'\n');
+                std::fs::write(dir.join("objects/info/alternates"), line)
+            })
+            .map_err(io(dir))?;
+        Ok(Private {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn git(&self, worktree: &Path, index: &Path) -> std::process::Command {
+        let mut c = git_at(&self.dir, Some(worktree));
+        c.env("GIT_INDEX_FILE", index);
+        c
+    }
+}
+
 impl Workspace {
     /// Creates the workspace for `task` under `root` (which must not exist yet).
     pub fn create(
@@ -87,84 +146,69 @@ impl Workspace {
         root: &Path,
         apply_mutation: bool,
     ) -> Result<Workspace, WorkspaceError> {
+        let baseline = cache.baseline(task, apply_mutation)?;
         std::fs::create_dir_all(root).map_err(io(root))?;
         let worktree = root.join("ws");
         let home = root.join("home");
         std::fs::create_dir_all(home.join("tmp")).map_err(io(&home))?;
-        let mirror = cache.path_for(&task.repo);
-        {
-            let lock = cache.lock(&mirror)?;
-            cache.ensure(&task.repo, &task.commit, &lock)?;
-            let mut c = git(Some(&mirror));
-            c.args(["worktree", "add", "--quiet", "--detach", "--"])
-                .arg(&worktree)
-                .arg(&task.commit);
-            run(c)?;
-        }
-        let mut mutation_applied = false;
-        if let (true, Some((patch, _))) = (apply_mutation, &task.mutation) {
-            let mut c = git(Some(&worktree));
-            c.args(["apply", "--whitespace=nowarn", "--"]).arg(patch);
-            run(c).map_err(|e| WorkspaceError::MutationDoesNotApply {
-                patch: patch.clone(),
-                commit: task.commit.clone(),
-                detail: e.detail,
-            })?;
-            mutation_applied = true;
-        }
-        let mut c = git(Some(&worktree));
-        c.args(["add", "--all", "--force", "--", "."]);
+        let dot_git = worktree.join(".git");
+        copy_repo(&baseline.repo, &dot_git).map_err(io(&dot_git))?;
+        let mut c = git_at(&dot_git, Some(&worktree));
+        c.args(["read-tree", "--reset", "-u", "HEAD"]);
         run(c)?;
-        let mut c = git(Some(&worktree));
-        c.arg("write-tree");
-        let tree = run_text(c)?;
-        let mut c = git(Some(&worktree));
-        c.args(["commit-tree", "-m", "task baseline", &tree]);
-        let baseline = run_text(c)?;
-        let mut c = git(Some(&worktree));
-        c.args(["update-ref", "--no-deref", "HEAD", &baseline]);
-        run(c)?;
+        // The worker's own copy of the fresh index: its stat data lets COLLECTING rehash
+        // only what changed, and the agent cannot touch it.
+        let index = root.join("base.index");
+        copy_index(&dot_git.join("index"), &index).map_err(io(&index))?;
         Ok(Workspace {
-            mirror,
             root: root.to_path_buf(),
             worktree,
             home,
             base_commit: task.commit.clone(),
-            baseline_commit: baseline,
-            tree_after_mutation: tree,
-            mutation_applied,
+            baseline_commit: baseline.commit.clone(),
+            tree_after_mutation: baseline.tree.clone(),
+            mutation_applied: apply_mutation && task.mutation.is_some(),
+            baseline,
         })
     }
 
     /// Reads what the agent left: fingerprint and diff against the post-mutation tree,
-    /// new files included, through a private index.
+    /// new files included, through the worker's private repository and index.
     pub fn collect(&self) -> Result<Collected, WorkspaceError> {
-        let after = fingerprint(
-            &self.worktree,
-            &self.tree_after_mutation,
-            &self.root.join("collect.index"),
-        )?;
-        let mut c = git(Some(&self.worktree));
+        let private = Private::create(&self.root.join("collect.git"), &self.baseline)?;
+        let index = self.root.join("collect.index");
+        let seed = self.root.join("base.index");
+        let seeded = copy_index(&seed, &index).is_ok();
+        let after = if seeded {
+            fingerprint_in(&private, &self.worktree, None, &index)?
+        } else {
+            fingerprint_in(
+                &private,
+                &self.worktree,
+                Some(&self.tree_after_mutation),
+                &index,
+            )?
+        };
+        let mut c = private.git(&self.worktree, &index);
         c.args([
             "diff-tree",
             "-p",
             "--binary",
             "--full-index",
             "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
             &self.tree_after_mutation,
             &after,
         ]);
         let diff = run(c)?;
-        let mut c = git(Some(&self.worktree));
-        c.args([
-            "diff-tree",
-            "-r",
-            "--name-only",
-            "--no-renames",
-            &self.tree_after_mutation,
-            &after,
-        ]);
-        let files_changed = run_text(c)?.lines().filter(|l| !l.is_empty()).count();
+        let _ = std::fs::remove_dir_all(&private.dir);
+        // One "diff --git " header per file (no content line can start with it: content
+        // lines start with ' ', '+', '-', and binary lines with a base85 length letter).
+        let files_changed = diff
+            .split(|b| *b == b'\n')
+            .filter(|l| l.starts_with(b"diff --git "))
+            .count();
         Ok(Collected {
             tree_after_agent: after,
             diff,
@@ -175,52 +219,44 @@ impl Workspace {
     /// Applies a recorded agent diff on top of the post-mutation tree (rebuilding the agent's
     /// work on any host, any time later).
     pub fn apply_diff(&self, diff: &Path) -> Result<(), WorkspaceError> {
-        let mut c = git(Some(&self.worktree));
+        let private = Private::create(&self.root.join("apply.git"), &self.baseline)?;
+        let mut c = private.git(&self.worktree, &self.root.join("apply.index"));
         c.args(["apply", "--binary", "--whitespace=nowarn", "--"])
             .arg(diff);
-        run(c)?;
+        let result = run(c);
+        let _ = std::fs::remove_dir_all(&private.dir);
+        result?;
         Ok(())
     }
 
-    /// Moves the worktree to `dest` (inside the run directory, so a kept workspace travels
-    /// with its record) and removes the rest of the attempt folder.
-    pub fn keep_at(&self, cache: &MirrorCache, dest: &Path) -> Result<(), WorkspaceError> {
-        {
-            let _lock = cache.lock(&self.mirror)?;
-            let mut c = git(Some(&self.mirror));
-            c.args(["worktree", "move", "--"])
-                .arg(&self.worktree)
-                .arg(dest);
-            run(c)?;
+    /// Moves the worktree (a self-contained repository) to `dest` (inside the run directory,
+    /// so a kept workspace travels with its record) and removes the rest of the attempt folder.
+    pub fn keep_at(&self, _cache: &MirrorCache, dest: &Path) -> Result<(), WorkspaceError> {
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
+        std::fs::rename(&self.worktree, dest).map_err(io(dest))?;
         make_writable(&self.root);
         std::fs::remove_dir_all(&self.root).map_err(io(&self.root))
     }
 
-    /// Removes the worktree (and prunes the mirror's worktree list) and the attempt folder.
-    pub fn remove(&self, cache: &MirrorCache) -> Result<(), WorkspaceError> {
-        let result = {
-            let _lock = cache.lock(&self.mirror)?;
-            let mut c = git(Some(&self.mirror));
-            c.args(["worktree", "remove", "--force", "--force", "--"])
-                .arg(&self.worktree);
-            let r = run(c);
-            let mut c = git(Some(&self.mirror));
-            c.args(["worktree", "prune"]);
-            let _ = run(c);
-            r
-        };
+    /// Removes the attempt folder (worktree, home, private repositories).
+    pub fn remove(&self, _cache: &MirrorCache) -> Result<(), WorkspaceError> {
         make_writable(&self.root);
-        std::fs::remove_dir_all(&self.root).map_err(io(&self.root))?;
-        result.map(|_| ()).or_else(|e| {
-            // The folder is gone; a failed `worktree remove` was repaired by the prune.
-            if self.worktree.exists() {
-                Err(e.into())
-            } else {
-                Ok(())
-            }
-        })
+        std::fs::remove_dir_all(&self.root).map_err(io(&self.root))
     }
+}
+
+/// Copies an index file keeping its modification time: git trusts an entry's stat data only
+/// when the file is older than the index, so a copy with a later time would hide a change
+/// made in the same second as the checkout.
+fn copy_index(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::copy(from, to)?;
+    let modified = std::fs::metadata(from)?.modified()?;
+    std::fs::File::options()
+        .write(true)
+        .open(to)?
+        .set_modified(modified)
 }
 
 /// Gives the owner write permission on every folder under `root`, so that a tree an agent
@@ -243,26 +279,49 @@ fn make_writable(root: &Path) {
     }
 }
 
-/// The tree id of a worktree's files as they are (tracked and untracked, ignored files
-/// excluded), computed through a private index seeded with `base_tree` so the worktree's own
-/// index is never touched.
-pub fn fingerprint(worktree: &Path, base_tree: &str, index: &Path) -> Result<String, GitError> {
-    let _ = std::fs::remove_file(index);
-    let with_index = |args: &[&str]| {
-        let mut c = git(Some(worktree));
-        c.env("GIT_INDEX_FILE", index).args(args);
-        c
-    };
-    let result = run(with_index(&["read-tree", base_tree]))
-        .and_then(|_| run(with_index(&["add", "--all", "--", "."])))
-        .and_then(|_| run_text(with_index(&["write-tree"])));
-    let _ = std::fs::remove_file(index);
-    result
+/// The tree id of a work tree's files as they are (tracked and untracked, ignored files
+/// excluded): `git add --all` into `index` (seeded with `base_tree` when given, else used as
+/// it is), then `git write-tree`, on the worker's private repository.
+fn fingerprint_in(
+    private: &Private,
+    worktree: &Path,
+    base_tree: Option<&str>,
+    index: &Path,
+) -> Result<String, GitError> {
+    if let Some(tree) = base_tree {
+        let _ = std::fs::remove_file(index);
+        let mut c = private.git(worktree, index);
+        c.args(["read-tree", tree]);
+        run(c)?;
+    }
+    let mut c = private.git(worktree, index);
+    c.args(["add", "--all", "--", "."]);
+    run(c)?;
+    let mut c = private.git(worktree, index);
+    c.arg("write-tree");
+    run_text(c)
 }
 
-/// The tree id of a commit in a repository.
+/// The tree id of a work tree as it is (see [`Workspace::collect`]), read through a private
+/// repository made under `scratch` that borrows the baseline's objects: the work tree's own
+/// `.git` is never read.
+pub fn fingerprint(
+    worktree: &Path,
+    baseline: &Baseline,
+    scratch: &Path,
+) -> Result<String, WorkspaceError> {
+    let private = Private::create(&scratch.join("fp.git"), baseline)?;
+    let index = scratch.join("fp.index");
+    let result = fingerprint_in(&private, worktree, Some(&baseline.tree), &index);
+    let _ = std::fs::remove_dir_all(&private.dir);
+    let _ = std::fs::remove_file(&index);
+    Ok(result?)
+}
+
+/// The tree id of a commit in a repository (found from the folder `repo`; for tests and
+/// tools on repositories the worker trusts).
 pub fn tree_of(repo: &Path, commit: &str) -> Result<String, GitError> {
-    let mut c = git(Some(repo));
+    let mut c = crate::git::git(Some(repo));
     c.args(["rev-parse", "--verify", "--quiet"])
         .arg(format!("{commit}^{{tree}}"));
     run_text(c)

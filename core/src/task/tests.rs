@@ -173,3 +173,58 @@ fn digest_changes_with_content_and_mode_but_not_with_git_dirs() {
     fs::set_permissions(dir.join("tests/test.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     assert_ne!(dir_digest(&dir).unwrap(), d1);
 }
+
+#[test]
+fn a_symlink_leaving_the_task_directory_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("secret-tests.sh");
+    fs::write(&outside, "exit 0\n").unwrap();
+    for (link, target) in [
+        ("tests/helper.sh", outside.display().to_string()),
+        ("tests/up.sh", "../../secret-tests.sh".to_string()),
+        ("task.toml.orig", "/etc/hostname".to_string()),
+    ] {
+        let dir = write_task(tmp.path(), "t", &good_toml());
+        std::os::unix::fs::symlink(&target, dir.join(link)).unwrap();
+        let e = Task::load(&dir, tmp.path()).unwrap_err();
+        assert_eq!(e.file, dir.join(link), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("outside the task directory") && msg.contains(&target),
+            "{msg}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    // A link that stays inside is a normal part of the release.
+    let dir = write_task(tmp.path(), "t", &good_toml());
+    std::os::unix::fs::symlink("../instruction.md", dir.join("tests/copy.md")).unwrap();
+    Task::load(&dir, tmp.path()).unwrap();
+}
+
+#[test]
+fn the_digest_covers_what_every_file_contains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = write_task(tmp.path(), "t", &good_toml());
+    fs::create_dir_all(dir.join("solution")).unwrap();
+    fs::write(dir.join("solution/solve.sh"), "echo 42 > v\n").unwrap();
+    let load = || Task::load(&dir, tmp.path()).unwrap();
+    let first = load();
+    assert_eq!(load().release.digest, first.release.digest, "stable");
+    // Same sizes, same names, one byte different: every kind of file changes the digest.
+    for (file, changed) in [
+        ("tests/test.sh", "exit 1\n"),
+        ("solution/solve.sh", "echo 43 > v\n"),
+        ("instruction.md", "Fix the bog.\n"),
+    ] {
+        let before = fs::read(dir.join(file)).unwrap();
+        assert_eq!(before.len(), changed.len());
+        fs::write(dir.join(file), changed).unwrap();
+        let t = load();
+        assert_ne!(t.release.digest, first.release.digest, "{file}");
+        if file.starts_with("tests/") {
+            assert_ne!(t.tests_digest, first.tests_digest);
+        }
+        fs::write(dir.join(file), before).unwrap();
+        assert_eq!(load().release.digest, first.release.digest);
+    }
+}

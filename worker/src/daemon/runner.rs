@@ -400,6 +400,7 @@ pub(super) fn synthetic_record(
         grade: None,
         artifacts_dir: format!("a{number}"),
         graded_from: None,
+        redacted: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{AttemptRequest, Observer, Orchestrator};
 use crate::evaluator::{evaluate, EvalPlace, EvalResult};
-use crate::process::{base_env, redact_file, spawn, CancelToken, ProcessSpec, SpawnError};
+use crate::process::{base_env, spawn, CancelToken, ProcessSpec, SpawnError};
 use crate::runtime::{self, Exposure, RuntimeKind};
 use crate::workspace::{Workspace, WorkspaceError};
 use akbench_core::digest::digest_bytes;
@@ -11,8 +11,10 @@ use akbench_core::lifecycle::{apply, Event, State};
 use akbench_core::record::{
     AttemptRecord, Grade, Identity, Observations, ProcessFacts, Transition, WorkspaceFacts,
 };
+use akbench_core::redact::Redactor;
 use akbench_core::task::Family;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The attempt being built: state, log and facts.
@@ -30,10 +32,67 @@ struct Run<'a> {
     process: Option<ProcessFacts>,
     observations: Observations,
     grade: Option<Grade>,
+    /// The declared credentials' values, scrubbed from everything stored.
+    redactor: Redactor,
+    /// Names of the credentials found (and replaced) so far.
+    redacted: BTreeSet<String>,
 }
 
 impl Run<'_> {
+    fn scrub(&mut self, note: Option<String>) -> Option<String> {
+        note.map(|mut n| {
+            self.redactor.text(&mut n, &mut self.redacted);
+            n
+        })
+    }
+
+    /// Scrubs a stored file in place (a missing file is fine).
+    fn scrub_file(&mut self, path: &Path) {
+        if self.redactor.is_empty() {
+            return;
+        }
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
+        if let Some(clean) = self.redactor.bytes(&bytes, &mut self.redacted) {
+            if let Err(e) = std::fs::write(path, clean) {
+                let msg = format!(
+                    "failed to scrub credentials from {}: {e}; delete it before sharing the run",
+                    path.display()
+                );
+                self.cause = Some(match self.cause.take() {
+                    Some(c) => format!("{c}; {msg}"),
+                    None => msg,
+                });
+            }
+        }
+    }
+
+    /// Scrubs every file of the attempt's artifacts but a kept workspace.
+    fn scrub_artifacts(&mut self, dir: &Path) {
+        if self.redactor.is_empty() {
+            return;
+        }
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                match e.file_type() {
+                    Ok(t) if t.is_dir() && !(d == dir && e.file_name() == "workspace") => {
+                        stack.push(p);
+                    }
+                    Ok(t) if t.is_file() => self.scrub_file(&p),
+                    _ => {}
+                }
+            }
+        }
+    }
+
     fn record(&mut self, state: State, note: Option<String>) {
+        let note = self.scrub(note);
         let t = Transition {
             seq: u32::try_from(self.transitions.len()).unwrap_or(u32::MAX),
             state,
@@ -45,6 +104,7 @@ impl Run<'_> {
     }
 
     fn step(&mut self, event: Event, note: Option<String>) {
+        let note = self.scrub(note);
         let to = apply(self.state, event).unwrap_or_else(|e| {
             panic!("orchestrator bug: {e}");
         });
@@ -60,6 +120,7 @@ impl Run<'_> {
 
     /// Attaches a note to the last transition (facts known only once its phase has run).
     fn annotate(&mut self, note: String) {
+        let note = self.scrub(Some(note)).unwrap_or_default();
         if let Some(last) = self.transitions.last_mut() {
             last.note = Some(note);
             self.observer.annotate(&self.attempt, self.number, last);
@@ -99,6 +160,8 @@ pub(super) fn run(
         process: None,
         observations: Observations::default(),
         grade: None,
+        redactor: Redactor::default(),
+        redacted: BTreeSet::new(),
     };
     r.record(State::Pending, None);
     let mut ws: Option<Workspace> = None;
@@ -122,6 +185,16 @@ pub(super) fn run(
             });
         }
     }
+    // Everything stored is scrubbed: the files (evaluator output, report, logs, diff) and
+    // the record's free text.
+    r.scrub_artifacts(&req.artifacts_dir);
+    let cause = r.cause.take();
+    r.cause = r.scrub(cause);
+    if !r.redactor.is_empty() {
+        r.redactor.value(&mut r.observations, &mut r.redacted);
+        r.redactor.value(&mut r.grade, &mut r.redacted);
+        r.redactor.value(&mut r.process, &mut r.redacted);
+    }
     AttemptRecord {
         attempt: r.attempt,
         number: r.number,
@@ -135,6 +208,7 @@ pub(super) fn run(
         grade: r.grade,
         artifacts_dir: req.artifacts_rel.clone(),
         graded_from: None,
+        redacted: r.redacted.into_iter().collect(),
     }
 }
 
@@ -202,6 +276,7 @@ fn drive(
             ),
         }
     }
+    r.redactor = Redactor::new(secrets.iter().cloned());
     if cancelled(r) {
         return;
     }
@@ -385,7 +460,7 @@ fn drive(
     // Every process of the attempt is gone once this returns.
     let finished = guard.finish();
     for p in [&stdout_path, &stderr_path] {
-        let _ = redact_file(p, &secrets);
+        r.scrub_file(p);
     }
     let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
@@ -426,7 +501,13 @@ fn drive(
     match &collected {
         Ok(c) => {
             let diff_path = req.artifacts_dir.join("agent.diff");
-            if let Err(e) = std::fs::write(&diff_path, &c.diff) {
+            // The stored diff (and its digest) never holds a credential value; a diff that
+            // had one no longer reproduces `tree_after_agent` (docs/record.md).
+            let diff = r
+                .redactor
+                .bytes(&c.diff, &mut r.redacted)
+                .unwrap_or_else(|| c.diff.clone());
+            if let Err(e) = std::fs::write(&diff_path, &diff) {
                 if agent_event.is_none() {
                     end!(
                         r,
@@ -437,7 +518,7 @@ fn drive(
             }
             r.workspace.tree_after_agent = Some(c.tree_after_agent.clone());
             r.workspace.diff_path = Some(rel("agent.diff"));
-            r.workspace.diff_digest = Some(digest_bytes(&c.diff));
+            r.workspace.diff_digest = Some(digest_bytes(&diff));
             r.workspace.files_changed = Some(c.files_changed);
         }
         Err(e) if agent_event.is_none() => {
@@ -476,7 +557,8 @@ fn drive(
                 )
             });
         match evaluated {
-            EvalResult::Graded(g) => {
+            EvalResult::Graded(mut g) => {
+                r.redactor.value(&mut g, &mut r.redacted);
                 let note = format!(
                     "{} (score {}, from {})",
                     if g.ok { "solved" } else { "not solved" },
@@ -488,6 +570,10 @@ fn drive(
             }
             EvalResult::Broken { cause, report } => {
                 let report_path = req.artifacts_dir.join("evaluator.report.txt");
+                let report = r
+                    .redactor
+                    .bytes(report.as_bytes(), &mut r.redacted)
+                    .unwrap_or_else(|| report.into_bytes());
                 let _ = std::fs::write(report_path, report);
                 end!(r, Event::EvaluationFailed, cause);
             }

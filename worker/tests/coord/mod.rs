@@ -93,6 +93,8 @@ impl Proxy {
 
 /// The coordinator: scheduler on a fresh database, `Workers` served on loopback.
 pub struct Coord {
+    /// The database's URL (for `pg_dump` and the like).
+    pub db_url: String,
     pub scheduler: Scheduler,
     pub service: WorkersService,
     pub addr: SocketAddr,
@@ -101,9 +103,8 @@ pub struct Coord {
 
 impl Coord {
     pub async fn start(lease_ttl: Duration) -> Coord {
-        let store = Store::connect(&test_support::fresh_database().await)
-            .await
-            .expect("connects");
+        let db_url = test_support::fresh_database().await;
+        let store = Store::connect(&db_url).await.expect("connects");
         store.migrate().await.expect("migrates");
         let scheduler = Scheduler::new(store);
         let service = WorkersService::new(
@@ -126,6 +127,7 @@ impl Coord {
         });
         let proxy = Proxy::start(addr).await;
         Coord {
+            db_url,
             scheduler,
             service,
             addr,

@@ -1,0 +1,267 @@
+//! The per-host baseline cache: for each task release (repository, pinned commit, mutation),
+//! a small repository holding the baseline and nothing else.
+//!
+//! A baseline is the pinned tree with the mutation applied, committed as one parentless
+//! "task baseline" commit. Its repository has one pack of exactly the objects reachable from
+//! that commit, a detached `HEAD`, no refs, no reflogs, no alternates: neither the pinned
+//! commit (the answer, for a mutation task) nor any other history can be read from it. Each
+//! attempt gets a private copy (copied files, never hardlinks into the cache).
+//!
+//! It is built once per key, under a lock of its own, from the mirror's objects only: git runs
+//! on a private build repository that borrows the mirror's object folder, so the mirror's
+//! refs (replace refs included), config, hooks and `info/attributes` are never read. The
+//! objects are re-indexed by `git index-pack` in the final repository (which hashes every
+//! object it stores) and checked to be connected, and the pinned commit is re-hashed, so an
+//! object planted in the mirror under a false name cannot change a baseline. The mirror's
+//! lock is held only while the mirror is fetched, never while a workspace is made.
+
+use crate::git::{git_at, run, run_text, run_with_input, GitError};
+use crate::mirror::{MirrorCache, MirrorError};
+use akbench_core::task::Task;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Why a baseline could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// The mirror could not provide the commit (an infrastructure error).
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+    /// A git step failed (an infrastructure error).
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// Filesystem trouble (an infrastructure error).
+    #[error("failed to prepare the baseline at {}: {source}", path.display())]
+    Io {
+        /// Path involved.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The mirror holds an object under the pinned commit's name whose content does not hash
+    /// to it (the mirror was tampered with).
+    #[error("failed to trust commit {commit} in the mirror {}: its content does not hash to its name; delete the mirror folder so it is fetched again", mirror.display())]
+    Tampered {
+        /// The mirror.
+        mirror: PathBuf,
+        /// The commit.
+        commit: String,
+    },
+    /// The task's mutation does not apply to its pinned commit (the task is broken).
+    #[error("failed to apply the mutation {} to commit {commit}: {detail}; fix the task's mutation.patch so that `git apply` accepts it on the pinned commit", patch.display())]
+    MutationDoesNotApply {
+        /// The patch.
+        patch: PathBuf,
+        /// The commit.
+        commit: String,
+        /// git's message.
+        detail: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BaselineError + '_ {
+    move |source| BaselineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A built baseline in the cache.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    /// The repository to copy (a `.git` folder: `HEAD`, `config`, `objects/pack`).
+    pub repo: PathBuf,
+    /// The parentless baseline commit.
+    pub commit: String,
+    /// Its tree (the fingerprint of the starting point).
+    pub tree: String,
+}
+
+impl Baseline {
+    /// The object folder of the cached repository (read by the worker's own git calls, never
+    /// written).
+    pub fn objects(&self) -> PathBuf {
+        self.repo.join("objects")
+    }
+}
+
+/// The `config` of a baseline repository and of every attempt's copy.
+const REPO_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+
+/// Writes the skeleton of a repository (no objects) with `head` as its `HEAD`.
+pub(crate) fn init_repo(dir: &Path, head: &str, config: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("objects/pack"))?;
+    std::fs::create_dir_all(dir.join("objects/info"))?;
+    std::fs::create_dir_all(dir.join("refs/heads"))?;
+    std::fs::create_dir_all(dir.join("refs/tags"))?;
+    std::fs::write(dir.join("HEAD"), format!("{head}\n"))?;
+    std::fs::write(dir.join("config"), config)
+}
+
+/// The cache key of a task's baseline.
+pub fn key(task: &Task, apply_mutation: bool) -> String {
+    let mut h = Sha256::new();
+    h.update(b"akbench-baseline-v1\0");
+    h.update(task.repo.as_git_arg().as_bytes());
+    h.update(b"\0");
+    h.update(task.commit.as_bytes());
+    h.update(b"\0");
+    match (&task.mutation, apply_mutation) {
+        (Some((_, digest)), true) => h.update(digest.as_bytes()),
+        _ => h.update(b"-"),
+    }
+    hex::encode(h.finalize())[..32].to_string()
+}
+
+impl MirrorCache {
+    /// The folder holding built baselines.
+    pub fn baselines_root(&self) -> PathBuf {
+        self.root().join("baselines")
+    }
+
+    /// The baseline of `task` (with its mutation when `apply_mutation`), built on first use.
+    pub fn baseline(&self, task: &Task, apply_mutation: bool) -> Result<Baseline, BaselineError> {
+        let root = self.baselines_root();
+        let dir = root.join(key(task, apply_mutation));
+        if let Some(b) = read_built(&dir) {
+            return Ok(b);
+        }
+        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        let _lock = self.lock(&dir)?;
+        if let Some(b) = read_built(&dir) {
+            return Ok(b);
+        }
+        let mirror = {
+            let mirror = self.path_for(&task.repo);
+            let lock = self.lock(&mirror)?;
+            self.ensure(&task.repo, &task.commit, &lock)?
+        };
+        let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let built = build(&mirror, task, apply_mutation, &tmp);
+        let built = built.and_then(|meta| {
+            std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+            Ok(meta)
+        });
+        if built.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        built?;
+        read_built(&dir).ok_or_else(|| BaselineError::Io {
+            path: dir.clone(),
+            source: std::io::Error::other("the baseline just built cannot be read"),
+        })
+    }
+}
+
+/// Reads a built baseline (`meta` holds "<commit> <tree>").
+fn read_built(dir: &Path) -> Option<Baseline> {
+    let meta = std::fs::read_to_string(dir.join("meta")).ok()?;
+    let mut it = meta.split_whitespace();
+    let (commit, tree) = (it.next()?.to_string(), it.next()?.to_string());
+    Some(Baseline {
+        repo: dir.join("repo"),
+        commit,
+        tree,
+    })
+}
+
+/// Builds the baseline under `tmp`: `tmp/repo` (the repository) and `tmp/meta`.
+fn build(
+    mirror: &Path,
+    task: &Task,
+    apply_mutation: bool,
+    tmp: &Path,
+) -> Result<(), BaselineError> {
+    let scratch = tmp.join("build.git");
+    init_repo(&scratch, "ref: refs/heads/main", "[core]\n\tbare = true\n").map_err(io(tmp))?;
+    let index = tmp.join("build.index");
+    let objects = mirror.join("objects");
+    let on_build = || {
+        let mut c = git_at(&scratch, None);
+        c.env("GIT_INDEX_FILE", &index)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects);
+        c
+    };
+    // The pinned commit must hash to its name (the mirror is only trusted for content).
+    let mut c = on_build();
+    c.args(["cat-file", "commit", &task.commit]);
+    let body = run(c)?;
+    let mut c = on_build();
+    c.args(["hash-object", "-t", "commit", "--stdin"]);
+    let rehashed = run_with_input(c, &body, Stdio::piped())?;
+    if String::from_utf8_lossy(&rehashed).trim() != task.commit {
+        return Err(BaselineError::Tampered {
+            mirror: mirror.to_path_buf(),
+            commit: task.commit.clone(),
+        });
+    }
+    let mut c = on_build();
+    c.args(["read-tree", "--"])
+        .arg(format!("{}^{{tree}}", task.commit));
+    run(c)?;
+    if let (true, Some((patch, _))) = (apply_mutation, &task.mutation) {
+        let mut c = on_build();
+        c.args(["apply", "--cached", "--whitespace=nowarn", "--"])
+            .arg(patch);
+        run(c).map_err(|e| BaselineError::MutationDoesNotApply {
+            patch: patch.clone(),
+            commit: task.commit.clone(),
+            detail: e.detail,
+        })?;
+    }
+    let mut c = on_build();
+    c.arg("write-tree");
+    let tree = run_text(c)?;
+    let mut c = on_build();
+    c.args(["commit-tree", "-m", "task baseline", &tree]);
+    let commit = run_text(c)?;
+    let pack = tmp.join("baseline.pack");
+    let file = std::fs::File::create(&pack).map_err(io(&pack))?;
+    let mut c = on_build();
+    c.args(["pack-objects", "--revs", "--stdout", "-q"]);
+    run_with_input(c, format!("{commit}\n").as_bytes(), Stdio::from(file))?;
+
+    // The final repository: only what index-pack hashed out of that pack.
+    let repo = tmp.join("repo");
+    init_repo(&repo, &commit, REPO_CONFIG).map_err(io(&repo))?;
+    let bytes = std::fs::read(&pack).map_err(io(&pack))?;
+    // index-pack names every object by hashing its content (no fsck strictness: old trees
+    // of real repositories fail some of its checks and are still fine to check out).
+    let mut c = git_at(&repo, None);
+    c.args(["index-pack", "--stdin"]);
+    run_with_input(c, &bytes, Stdio::piped())?;
+    // Every object the baseline needs is in it (a renamed object would be missing).
+    let mut c = git_at(&repo, None);
+    c.args([
+        "rev-list",
+        "--objects",
+        "--missing=error",
+        "--quiet",
+        &commit,
+    ]);
+    run(c)?;
+    for p in [&pack, &index] {
+        std::fs::remove_file(p).map_err(io(p))?;
+    }
+    std::fs::remove_dir_all(&scratch).map_err(io(&scratch))?;
+    let meta = tmp.join("meta");
+    std::fs::write(&meta, format!("{commit} {tree}\n")).map_err(io(&meta))
+}
+
+/// Copies a cached baseline repository to `dest` (file by file: the copy shares no inode
+/// with the cache, so nothing done to it reaches the cache or another attempt).
+pub fn copy_repo(from: &Path, dest: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dest)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let to = dest.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_repo(&entry.path(), &to)?;
+        } else {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
