@@ -99,8 +99,10 @@ fn outage(local: bool) {
         agents.join("claude.toml"),
         format!(
             "adapter = \"claude-code\"\nmodel = \"claude-sonnet-4-5\"\n\
+             network = [\"{}\"]\n\
              [env]\nANTHROPIC_BASE_URL = \"{}\"\nANTHROPIC_API_KEY = \"sk-fake\"\n\
              CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\"\n",
+            anthropic.endpoint(),
             anthropic.base_url()
         ),
     )
@@ -109,9 +111,11 @@ fn outage(local: bool) {
         agents.join("codex.toml"),
         format!(
             "adapter = \"codex\"\nmodel = \"gpt-5-codex\"\n\
+             network = [\"{}\"]\n\
              extra_args = [\"-c\", \"model_provider=\\\"fake\\\"\", \
              \"-c\", \"model_providers.fake={{ name = \\\"fake\\\", base_url = \\\"{}\\\", env_key = \\\"FAKE_KEY\\\", wire_api = \\\"responses\\\" }}\"]\n\
              [parameters]\nsandbox = \"bypass\"\n[env]\nFAKE_KEY = \"sk-fake\"\n",
+            openai.endpoint(),
             openai.openai_base_url()
         ),
     )

@@ -35,8 +35,10 @@ fn claude_agent(c: &Corpus, name: &str, p: &FakeProvider) {
         name,
         &format!(
             "adapter = \"claude-code\"\nmodel = \"claude-sonnet-4-5\"\n\
+             network = [\"{}\"]\n\
              [env]\nANTHROPIC_BASE_URL = \"{}\"\nANTHROPIC_API_KEY = \"sk-fake\"\n\
              CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\"\n",
+            p.endpoint(),
             p.base_url()
         ),
         None,
@@ -45,10 +47,12 @@ fn claude_agent(c: &Corpus, name: &str, p: &FakeProvider) {
 
 fn codex_agent(c: &Corpus, name: &str, p: &FakeProvider) {
     let url = p.openai_base_url();
+    let endpoint = p.endpoint();
     c.add_agent(
         name,
         &format!(
             "adapter = \"codex\"\nmodel = \"gpt-5-codex\"\n\
+             network = [\"{endpoint}\"]\n\
              extra_args = [\"-c\", \"model_provider=\\\"fake\\\"\", \
              \"-c\", \"model_providers.fake={{ name = \\\"fake\\\", base_url = \\\"{url}\\\", env_key = \\\"FAKE_KEY\\\", wire_api = \\\"responses\\\" }}\"]\n\
              [parameters]\nsandbox = \"bypass\"\n\

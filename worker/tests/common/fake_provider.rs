@@ -117,6 +117,12 @@ impl FakeProvider {
         format!("http://{}", self.addr)
     }
 
+    /// `127.0.0.1:port`: the endpoint an agent descriptor declares (`network`) so the sandbox
+    /// forwards it.
+    pub fn endpoint(&self) -> String {
+        self.addr.to_string()
+    }
+
     /// `http://127.0.0.1:port/v1` (OpenAI clients add `/responses`).
     pub fn openai_base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
