@@ -14,14 +14,27 @@ use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
+use akbench_worker::runtime::RuntimeKind;
 use common::corpus;
 use std::fs;
 use std::path::Path;
 
 fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
+    run_in(c, task, agent, name, RuntimeKind::Sandbox)
+}
+
+/// One trial under `runtime` (the mirror attacks need `direct`, where the mirror is reachable).
+fn run_in(
+    c: &common::Corpus,
+    task: &str,
+    agent: &str,
+    name: &str,
+    runtime: RuntimeKind,
+) -> RunRecord {
     let t = c.task(task);
     let a = c.agent(agent);
-    let req = c.request(&t, &a, name);
+    let mut req = c.request(&t, &a, name);
+    req.options.runtime = runtime;
     c.orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
         .unwrap()
@@ -67,21 +80,33 @@ fn the_answer_cannot_be_taken_from_git() {
         "adapter = \"scripted\"\nscript = \"git-thief.sh\"\n",
         Some(&GIT_THIEF.replace("__PINNED__", &c.commit)),
     );
-    let rec = run(&c, "answer", "git-thief", "thief");
-    let log = read(&c.root().join("out/thief/a1/agent.stdout.log"));
-    assert_eq!(rec.outcome.state, State::Completed, "{log}");
-    assert!(!log.contains("FOUND"), "the agent found the answer:\n{log}");
-    assert_eq!(rec.outcome.ok, Some(false), "{log}");
-    // Exactly the baseline: one commit, reachable from HEAD only, and its tree and blobs
-    // (value.txt, .gitignore, README: 3 blobs, 1 tree, 1 commit).
-    for expected in [
-        "COMMITS 1\n",
-        "LOG 1\n",
-        "REFS 0\n",
-        "OBJECTS 5\n",
-        "HEAD_PARENTS 1\n",
+    // The repository itself holds no answer: the attack fails under both runtimes.
+    for (name, runtime) in [
+        ("thief", RuntimeKind::Sandbox),
+        ("direct-thief", RuntimeKind::Direct),
     ] {
-        assert!(log.contains(expected), "expected {expected:?} in:\n{log}");
+        let rec = run_in(&c, "answer", "git-thief", name, runtime);
+        let log = read(&c.root().join(format!("out/{name}/a1/agent.stdout.log")));
+        assert_eq!(rec.outcome.state, State::Completed, "{name}: {log}");
+        assert!(
+            !log.contains("FOUND"),
+            "{name}: the agent found the answer:\n{log}"
+        );
+        assert_eq!(rec.outcome.ok, Some(false), "{name}: {log}");
+        // Exactly the baseline: one commit, reachable from HEAD only, and its tree and blobs
+        // (value.txt, .gitignore, README: 3 blobs, 1 tree, 1 commit).
+        for expected in [
+            "COMMITS 1\n",
+            "LOG 1\n",
+            "REFS 0\n",
+            "OBJECTS 5\n",
+            "HEAD_PARENTS 1\n",
+        ] {
+            assert!(
+                log.contains(expected),
+                "{name}: expected {expected:?} in:\n{log}"
+            );
+        }
     }
 }
 
@@ -136,7 +161,15 @@ fn a_poisoned_mirror_changes_no_later_tree_and_runs_nothing() {
         "adapter = \"scripted\"\nscript = \"poisoner.sh\"\n",
         Some(&script),
     );
-    let rec = run(&c, "answer", "poisoner", "poisoner");
+    // Under the sandbox the mirror is out of reach: the poisoning itself fails.
+    run(&c, "answer", "poisoner", "sandboxed-poisoner");
+    let log = read(&c.root().join("out/sandboxed-poisoner/a1/agent.stdout.log"));
+    assert!(
+        !log.contains("planted"),
+        "the sandbox let the agent write the mirror: {log}"
+    );
+    // Under `direct` it is reachable and planted; the git hardening must make it harmless.
+    let rec = run_in(&c, "answer", "poisoner", "poisoner", RuntimeKind::Direct);
     let log = read(&c.root().join("out/poisoner/a1/agent.stdout.log"));
     assert!(log.contains("planted"), "the attack ran: {log}");
     assert_eq!(rec.outcome.state, State::Completed);
