@@ -12,6 +12,7 @@ pub mod accounting;
 pub mod agent;
 pub mod clock;
 pub mod digest;
+pub mod dispatch;
 pub mod evidence;
 pub mod grading;
 pub mod ids;
