@@ -89,29 +89,17 @@ impl SchedulerWork {
                 document: Some(document),
             });
         }
-        // Only the call that moves the run from planned to running creates its items.
-        let caps_json = serde_json::to_value(&caps).unwrap_or_default();
-        let client = store
-            .client()
-            .await
-            .map_err(ControlError::store("start run"))?;
-        let moved = client
-            .execute(
-                "UPDATE runs SET state = 'running', started_at = now(), updated_at = now(), caps = $2 \
-                 WHERE run_id = $1 AND state = 'planned'",
-                &[&run_id, &caps_json],
-            )
-            .await
-            .map_err(|e| ControlError::store("start run")(e.into()))?;
-        if moved == 0 {
-            return Ok(0);
-        }
-        let created = self
+        // Only the call that moves the run from planned to running creates its items, in
+        // the same transaction.
+        let Some(created) = self
             .workers
             .scheduler()
-            .enqueue(run_id, &items)
+            .start_run(run_id, &caps, items)
             .await
-            .map_err(|e| scheduler_error("start run", e))?;
+            .map_err(|e| scheduler_error("start run", e))?
+        else {
+            return Ok(0);
+        };
         tracing::info!(run = %run.run_key, created, "run started");
         Ok(created)
     }
