@@ -97,6 +97,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "transitions_statement_checks",
         sql: include_str!("../migrations/0008_transitions_statement_checks.sql"),
     },
+    Migration {
+        version: 9,
+        name: "dispatch_policy",
+        sql: include_str!("../migrations/0009_dispatch_policy.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

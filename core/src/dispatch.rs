@@ -152,12 +152,26 @@ impl Backoff {
     /// by the caller ("equal jitter": never less than half, never more than the nominal
     /// delay, so retries of trials that failed together spread out).
     pub fn delay(&self, retry: u32, jitter: f64) -> Duration {
+        self.nominal(retry).mul_f64(Self::jitter_factor(jitter))
+    }
+
+    /// The factor a draw `jitter` in `[0, 1)` applies to the nominal delay: `0.5 + jitter/2`
+    /// (out-of-range or non-finite draws are clamped).
+    pub fn jitter_factor(jitter: f64) -> f64 {
         let j = if jitter.is_finite() {
             jitter.clamp(0.0, 1.0)
         } else {
             0.0
         };
-        self.nominal(retry).mul_f64(0.5 + j / 2.0)
+        0.5 + j / 2.0
+    }
+
+    /// The nominal delays in milliseconds for retries 1 to
+    /// [`MAX_INFRASTRUCTURE_RETRIES`] + 1, for a database statement to index by retry number.
+    pub fn schedule_ms(&self) -> Vec<i64> {
+        (1..=MAX_INFRASTRUCTURE_RETRIES + 1)
+            .map(|r| i64::try_from(self.nominal(r).as_millis()).unwrap_or(i64::MAX))
+            .collect()
     }
 }
 

@@ -24,6 +24,7 @@ mod error;
 mod reap;
 mod record;
 mod report;
+mod retry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod types;
@@ -40,6 +41,7 @@ use crate::store::Store;
 
 pub use error::SchedulerError;
 pub use report::ClaimAfter;
+pub use retry::{JitterSource, RetryPolicy};
 pub use types::{
     Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck,
     TransitionIn, WorkKind,
@@ -60,6 +62,7 @@ pub struct Scheduler {
     store: Store,
     clock: Arc<dyn Clock>,
     work_available: Arc<Notify>,
+    retry: RetryPolicy,
 }
 
 impl Scheduler {
@@ -74,7 +77,19 @@ impl Scheduler {
             store,
             clock,
             work_available: Arc::new(Notify::new()),
+            retry: RetryPolicy::default(),
         }
+    }
+
+    /// This scheduler with another retry backoff and jitter source.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The retry backoff and jitter source.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
     }
 
     /// The store.

@@ -10,6 +10,8 @@ use super::{CancelReport, Disposition, Reaped, Scheduler, SchedulerError};
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
 const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
+const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
+const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
@@ -22,6 +24,7 @@ impl Scheduler {
         let reaped = self
             .store
             .tx(|tx| {
+                let retry = self.retry.clone();
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let rows = tx
@@ -90,7 +93,12 @@ impl Scheduler {
                     .await?;
                     tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
                         .await?;
-                    let settled = settle(tx, &trials, &terminals).await?;
+                    let settled = settle(tx, &trials, &terminals, &retry).await?;
+                    tx.execute(
+                        &tx.prepare_cached(MARK_LOST_SQL).await?,
+                        &[&trials, &workers],
+                    )
+                    .await?;
                     Ok(ids
                         .iter()
                         .zip(trials.iter().zip(workers))
@@ -98,10 +106,10 @@ impl Scheduler {
                             attempt_id: *id,
                             trial_id: *trial,
                             worker_id,
-                            disposition: if settled.get(trial) == Some(&true) {
-                                Disposition::Requeued
-                            } else {
-                                Disposition::Done(State::InfrastructureError)
+                            disposition: match settled.get(trial) {
+                                Some(None) => Disposition::Requeued,
+                                Some(Some(outcome)) => Disposition::Done(*outcome),
+                                None => Disposition::Done(State::InfrastructureError),
                             },
                         })
                         .collect())
@@ -115,6 +123,31 @@ impl Scheduler {
             self.wake_claimer();
         }
         Ok(reaped)
+    }
+
+    /// Takes back at once the leases of `worker_id` other than `keep`: its session broke and
+    /// it did not come back within the grace (`only_if_disconnected`: unless a session of it
+    /// is open on any replica), or it came back without them. Returns what
+    /// [`Scheduler::reap`] did with them (and any other expired lease).
+    pub async fn release_worker(
+        &self,
+        worker_id: &str,
+        keep: &[Uuid],
+        only_if_disconnected: bool,
+    ) -> Result<Vec<Reaped>, SchedulerError> {
+        let released = {
+            let client = self.store.client().await?;
+            client
+                .execute(
+                    RELEASE_WORKER_SQL,
+                    &[&worker_id, &keep, &only_if_disconnected],
+                )
+                .await?
+        };
+        if released == 0 {
+            return Ok(Vec::new());
+        }
+        self.reap(self.now()).await
     }
 
     /// Cancels a run: queued items become `cancelled` at once and the run `cancelling`
