@@ -10,6 +10,8 @@ use super::{CancelReport, Disposition, Reaped, Scheduler, SchedulerError};
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
 const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
+const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sql");
+const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 
@@ -123,6 +125,42 @@ impl Scheduler {
             self.wake_claimer();
         }
         Ok(reaped)
+    }
+
+    /// Resumes a started run: first takes back expired leases ([`Scheduler::reap`]), then, in
+    /// one transaction, re-queues every trial without an accepted final outcome (cancelled
+    /// before it ran, or ended `infrastructure_error`/`cancelled`, with a fresh retry budget)
+    /// and moves the run back to `running` when it has work. Returns the trials now queued
+    /// again by this call (by the reap or by the re-queue), each once.
+    pub async fn resume_run(&self, run_id: Uuid) -> Result<Vec<Uuid>, SchedulerError> {
+        let mut requeued: Vec<Uuid> = self
+            .reap(self.now())
+            .await?
+            .into_iter()
+            .filter(|r| r.disposition == Disposition::Requeued)
+            .map(|r| r.trial_id)
+            .collect();
+        let again = self
+            .store
+            .tx(|tx| {
+                Box::pin(async move {
+                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id]).await?;
+                    let ids = rows
+                        .iter()
+                        .map(|r| r.try_get::<_, Uuid>(0))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
+                    Ok(ids)
+                })
+            })
+            .await?;
+        requeued.extend(again);
+        requeued.sort();
+        requeued.dedup();
+        if !requeued.is_empty() {
+            self.wake_claimer();
+        }
+        Ok(requeued)
     }
 
     /// Takes back at once the leases of `worker_id` other than `keep`: its session broke and

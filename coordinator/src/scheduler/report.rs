@@ -158,8 +158,7 @@ impl Scheduler {
                             n = n.min(c.slots);
                             if n > 0 {
                                 let avoid = c.others_eligible.then_some(c.worker_id.as_str());
-                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid)
-                                    .await?;
+                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid).await?;
                             }
                         }
                         Ok((results, got))

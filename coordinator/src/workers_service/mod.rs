@@ -350,7 +350,9 @@ impl WorkersService {
 /// How often the reaper runs for a lease TTL: half the TTL, at most 1 s, so that rescue
 /// takes at most TTL + 1 s (plus the pass itself).
 pub fn reap_interval(ttl: Duration) -> Duration {
-    (ttl / 2).min(Duration::from_secs(1)).max(Duration::from_millis(10))
+    (ttl / 2)
+        .min(Duration::from_secs(1))
+        .max(Duration::from_millis(10))
 }
 
 /// How long a worker whose session broke has to open a new one before its leases are

@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
 use super::{heard, Control, Heard, WorkersService, HELLO_TIMEOUT};
-use std::sync::{Arc, Mutex};
 use crate::scheduler::{ClaimAfter, Report, ReportAck, SchedulerError};
+use std::sync::{Arc, Mutex};
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
@@ -137,7 +137,9 @@ impl Session {
             .collect();
         // Leases it holds in the database but did not present: it lost them (a restart).
         let keep: Vec<Uuid> = held.keys().copied().collect();
-        scheduler.release_worker(&hello.worker_id, &keep, false).await?;
+        scheduler
+            .release_worker(&hello.worker_id, &keep, false)
+            .await?;
         let (control_tx, control) = mpsc::unbounded_channel();
         let heard = Arc::new(Mutex::new(Heard::new(scheduler.now())));
         let serial = service

@@ -7,10 +7,10 @@ use std::time::Duration;
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::scheduler::test_support::{seed_run, SeededRun};
 use akbench_coordinator::scheduler::{Caps, RetryPolicy, Scheduler};
-use akbench_core::dispatch::Backoff;
 use akbench_coordinator::store::Store;
 use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
 use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::dispatch::Backoff;
 use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, CoordinatorMessage, Hello,
