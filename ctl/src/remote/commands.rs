@@ -500,7 +500,9 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
         let status = ended_by.unwrap_or_else(|| {
             tonic::Status::unavailable("the status stream ended before the run did")
         });
-        if !watch_retryable(&status) || failures >= WATCH_RECONNECTS {
+        // Only a watch that was following the run reconnects: a coordinator that is not
+        // there at all is reported at once (exit 3).
+        if last.is_none() || !watch_retryable(&status) || failures >= WATCH_RECONNECTS {
             return Err(super::from_status(&status, c.url(), false));
         }
         failures += 1;
