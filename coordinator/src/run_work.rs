@@ -15,6 +15,7 @@ use crate::evidence::{find_run, ready_plan, spec, RunSummary};
 use crate::scheduler::{Caps, NewWorkItem, SchedulerError, WorkKind};
 use crate::work_control::{Resumed, WorkControl, WorkFuture};
 use crate::workers_service::WorkersService;
+use akbench_core::dispatch::RunState;
 use akbench_core::work::WorkItem;
 use uuid::Uuid;
 
@@ -37,7 +38,7 @@ impl SchedulerWork {
     async fn start_run(&self, run_id: Uuid) -> Result<u64, ControlError> {
         let store = self.workers.scheduler().store();
         let run = self.summary(run_id).await?;
-        if run.state != "planned" {
+        if RunState::parse(&run.state) != Some(RunState::Planned) {
             return Ok(0);
         }
         let spec = spec(store, &run).await?;
@@ -89,43 +90,35 @@ impl SchedulerWork {
                 document: Some(document),
             });
         }
-        // Only the call that moves the run from planned to running creates its items.
-        let caps_json = serde_json::to_value(&caps).unwrap_or_default();
-        let client = store
-            .client()
-            .await
-            .map_err(ControlError::store("start run"))?;
-        let moved = client
-            .execute(
-                "UPDATE runs SET state = 'running', started_at = now(), updated_at = now(), caps = $2 \
-                 WHERE run_id = $1 AND state = 'planned'",
-                &[&run_id, &caps_json],
-            )
-            .await
-            .map_err(|e| ControlError::store("start run")(e.into()))?;
-        if moved == 0 {
-            return Ok(0);
-        }
-        let created = self
+        // Only the call that moves the run from planned to running creates its items, in
+        // the same transaction.
+        let Some(created) = self
             .workers
             .scheduler()
-            .enqueue(run_id, &items)
+            .start_run(run_id, &caps, items)
             .await
-            .map_err(|e| scheduler_error("start run", e))?;
+            .map_err(|e| scheduler_error("start run", e))?
+        else {
+            return Ok(0);
+        };
         tracing::info!(run = %run.run_key, created, "run started");
         Ok(created)
     }
 
     async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<Resumed, ControlError> {
         let run = self.summary(run_id).await?;
-        if grade && matches!(run.state.as_str(), "cancelling" | "cancelled") {
+        let state = RunState::parse(&run.state).ok_or_else(|| ControlError::Corrupt {
+            run: run.run_key.clone(),
+            problem: format!("unknown run state {:?}", run.state),
+        })?;
+        if grade && state.is_cancelling() {
             return Err(ControlError::Precondition {
                 action: "grade",
                 run: run.run_key,
                 problem: "the run was cancelled; its trials keep the outcomes they had. Grade executed run directories with `akbench run evaluate`, or plan and start a new run".into(),
             });
         }
-        if run.state == "planned" {
+        if state == RunState::Planned {
             // Nothing ran yet: starting it is all resuming can do (there is nothing to grade).
             let requeued = self.start_run(run_id).await?;
             return Ok(Resumed {
@@ -134,12 +127,12 @@ impl SchedulerWork {
             });
         }
         let s = self.workers.scheduler();
-        let reaped = s
-            .reap(s.now())
+        let requeued = s
+            .resume_run(run_id)
             .await
             .map_err(|e| scheduler_error("resume run", e))?;
         let mut resumed = Resumed {
-            requeued: reaped.len() as u64,
+            requeued: requeued.len() as u64,
             ..Resumed::default()
         };
         if grade {

@@ -106,6 +106,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "route_pauses",
         sql: include_str!("../migrations/0010_route_pauses.sql"),
     },
+    Migration {
+        version: 11,
+        name: "dispatch_policy",
+        sql: include_str!("../migrations/0011_dispatch_policy.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod clock;
 pub mod compare;
 pub mod digest;
+pub mod dispatch;
 pub mod endpoint;
 pub mod evidence;
 pub mod grading;

@@ -270,8 +270,11 @@ impl ExperimentManifest {
         Self::parse(&text, file)
     }
 
-    /// Parses and checks manifest text; `file` is only used in messages.
+    /// Parses and checks manifest text; `file` is only used in messages. Text over
+    /// [`MAX_MANIFEST_BYTES`] or nested deeper than [`MAX_MANIFEST_DEPTH`] is refused before
+    /// parsing (a parser's time on pathological nesting is not bounded).
     pub fn parse(text: &str, file: &Path) -> Result<ExperimentManifest, ManifestError> {
+        check_shape(text, file)?;
         let m: ExperimentManifest = serde_norway::from_str(text).map_err(|e| {
             let line = e.location().map(|l| l.line());
             let mut message = e.to_string();
@@ -363,6 +366,31 @@ impl ExperimentManifest {
                 ));
             }
         }
+        if let Some(r) = self.execution.infrastructure_retries {
+            if let Err(e) = crate::dispatch::check_retries(u64::from(r)) {
+                return Err(bad(
+                    "execution.infrastructure_retries",
+                    format!(
+                        "{r} is more than the maximum {}",
+                        crate::dispatch::MAX_INFRASTRUCTURE_RETRIES
+                    ),
+                    &format!(
+                        "use 0 to {} ({e})",
+                        crate::dispatch::MAX_INFRASTRUCTURE_RETRIES
+                    ),
+                ));
+            }
+        }
+        if self.repetitions.is_some_and(|r| r > MAX_REPETITIONS) {
+            return Err(bad(
+                "repetitions",
+                format!(
+                    "{} is more than the maximum {MAX_REPETITIONS}",
+                    self.repetitions.unwrap_or_default()
+                ),
+                "use fewer repetitions (a plan holds at most 1,000,000 trials)",
+            ));
+        }
         if self.repetitions == Some(0) {
             return Err(bad(
                 "repetitions",
@@ -412,6 +440,65 @@ impl ExperimentManifest {
         }
         Ok(())
     }
+}
+
+/// The largest manifest accepted, in bytes.
+pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
+/// The deepest nesting of flow collections (`[`, `{`) accepted in a manifest.
+pub const MAX_MANIFEST_DEPTH: usize = 64;
+/// The most repetitions a manifest may ask for.
+pub const MAX_REPETITIONS: u32 = 10_000;
+
+/// Refuses text too large or nested too deep to be a manifest, before any parsing: a scan
+/// of flow brackets outside quotes and comments, linear in the text.
+fn check_shape(text: &str, file: &Path) -> Result<(), ManifestError> {
+    let bad = |problem: String, fix: &str| ManifestError::Field {
+        file: file.to_path_buf(),
+        field: "(document)".into(),
+        problem,
+        fix: fix.to_string(),
+    };
+    if text.len() > MAX_MANIFEST_BYTES {
+        return Err(bad(
+            format!(
+                "is {} bytes, more than the maximum {MAX_MANIFEST_BYTES}",
+                text.len()
+            ),
+            "a manifest selects tasks by id or glob; it should be a few kilobytes",
+        ));
+    }
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = '\n';
+    for c in text.chars() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if c == '\n' {
+            // Quotes do not span lines in a manifest; an apostrophe in plain text must not
+            // hide the rest of the document from this scan.
+            quote = None;
+        }
+        prev = c;
+        if max > MAX_MANIFEST_DEPTH {
+            return Err(bad(
+                format!("nests `[`/`{{` more than {MAX_MANIFEST_DEPTH} deep"),
+                "write lists and maps with at most a few levels of nesting",
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl AgentEntry {

@@ -199,6 +199,9 @@ pub struct ResolveInputs {
     pub agents_root: Option<PathBuf>,
 }
 
+/// The most trials one plan may hold (tasks x agent conditions x repetitions).
+pub const MAX_PLAN_TRIALS: u64 = 1_000_000;
+
 /// Resolving failed; nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
@@ -339,6 +342,20 @@ pub fn resolve(
         "agent",
     )?;
     let ids = select_task_ids(manifest, &tasks_root)?;
+    let planned = ids.len() as u64
+        * manifest.agents.conditions.len() as u64
+        * u64::from(manifest.repetitions.unwrap_or(1));
+    if planned > MAX_PLAN_TRIALS {
+        return Err(selection(
+            format!(
+                "the manifest plans {planned} trials ({} tasks x {} agent conditions x {} repetitions), more than the maximum {MAX_PLAN_TRIALS}",
+                ids.len(),
+                manifest.agents.conditions.len(),
+                manifest.repetitions.unwrap_or(1)
+            ),
+            "select fewer tasks, agent conditions or repetitions, or split the experiment into several runs",
+        ));
+    }
     let compute = ComputePolicy {
         cpus: manifest.compute.cpus.unwrap_or(DEFAULT_CPUS),
         memory_mb: manifest.compute.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),

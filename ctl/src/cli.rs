@@ -502,8 +502,8 @@ pub struct EmbeddedArgs {
     /// Local workers.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Slots per worker (default: CPUs / workers, at least 1).
-    #[arg(long)]
+    /// Slots per worker, 1 or more (default: CPUs / workers, at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: Option<u32>,
     /// PostgreSQL data folder, kept between runs (default: $AKBENCH_DATA/postgres, or
     /// /var/lib/akbench/postgres as root, else ~/.local/share/akbench/postgres).

@@ -333,6 +333,22 @@ fn rates_over_zero_graded_trials_are_na_in_aggregate() {
     );
     let (_, human, _) = env.raw(&["run", "aggregate", out.to_str().unwrap()]);
     assert!(human.contains("n/a") && !human.contains("0.0%"), "{human}");
+    // An output path that is a folder: a usage error naming it, nothing written.
+    let folder = env.tmp.path().join("reports");
+    std::fs::create_dir(&folder).unwrap();
+    let (code, _, err) = env.raw(&[
+        "run",
+        "aggregate",
+        out.to_str().unwrap(),
+        "--junit",
+        folder.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--junit") && err.contains("is a folder"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
 }
 
 #[test]

@@ -190,13 +190,18 @@ fn peek_finds_no_tests() {
 #[test]
 fn bad_inputs_give_clear_errors_and_write_nothing() {
     let env = Env::new();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["broken-malformed", "--agent", "oracle"], "source.commit"),
         (&["pyslug-001", "--agent", "no-such-agent"], "no-such-agent"),
         (&["no-such-task", "--agent", "oracle"], "no-such-task"),
         (
             &["pyslug-001", "--agent", "oracle", "--agent-timeout=-3"],
             "agent-timeout",
+        ),
+        // Past Duration's range: refused, not a panic (exit 101).
+        (
+            &["pyslug-001", "--agent", "oracle", "--agent-timeout=1e20"],
+            "--agent-timeout 100000000000000000000",
         ),
     ];
     for (args, needle) in cases {

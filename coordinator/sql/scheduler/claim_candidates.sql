@@ -1,6 +1,7 @@
 -- Ready work in plan order, skipping rows other claimers hold. $1 limit; $2 trial ids
 -- already refused in this transaction; $3/$4 full (run, agent) pairs; $5/$6 full
--- (run, provider route) pairs; $7 full runs.
+-- (run, provider route) pairs; $7 full runs; $8 the claiming worker when another worker may
+-- take the items it lost (then those are skipped: core::dispatch::may_take), else NULL.
 SELECT trial_id, run_id, agent, provider_route
 FROM work_items
 WHERE state = 'ready'
@@ -9,10 +10,11 @@ WHERE state = 'ready'
   AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
   AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
   AND NOT (run_id = ANY ($7::uuid[]))
-  -- A paused provider route (route_pauses, migration 0009) gets no new claims.
+  -- A paused provider route (route_pauses, migration 0010) gets no new claims.
   AND (provider_route IS NULL OR NOT EXISTS (
         SELECT 1 FROM route_pauses p
         WHERE p.route = work_items.provider_route AND p.paused_until > now()))
+  AND ($8::text IS NULL OR lost_by IS NULL OR lost_by <> $8::text)
 ORDER BY run_id, ordinal
 FOR UPDATE SKIP LOCKED
 LIMIT $1

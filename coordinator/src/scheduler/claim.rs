@@ -143,6 +143,18 @@ impl Scheduler {
         n: usize,
         ttl: Duration,
     ) -> Result<Vec<Assignment>, SchedulerError> {
+        self.claim_for(worker_id, n, ttl, false).await
+    }
+
+    /// [`Scheduler::claim`], skipping the items whose last lease this worker lost when
+    /// `others_eligible` (another worker may take them: core::dispatch::may_take).
+    pub async fn claim_for(
+        &self,
+        worker_id: &str,
+        n: usize,
+        ttl: Duration,
+        others_eligible: bool,
+    ) -> Result<Vec<Assignment>, SchedulerError> {
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -155,7 +167,8 @@ impl Scheduler {
                 let worker_id = worker_id.clone();
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
-                    claim_in(tx, &worker_id, limit, ttl).await
+                    let avoid = others_eligible.then_some(worker_id.as_str());
+                    claim_in(tx, &worker_id, limit, ttl, avoid).await
                 })
             })
             .await?;
@@ -169,8 +182,9 @@ pub(super) async fn claim_in(
     worker_id: &str,
     limit: i64,
     ttl_ms: i64,
+    avoid_lost_by: Option<&str>,
 ) -> Result<Vec<Assignment>, StoreError> {
-    let chosen = choose(tx, limit).await?;
+    let chosen = choose(tx, limit, avoid_lost_by).await?;
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
@@ -196,7 +210,11 @@ pub(super) async fn claim_in(
 }
 
 /// Picks up to `limit` ready items within caps, locked for this transaction.
-async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+async fn choose(
+    tx: &Tx<'_>,
+    limit: i64,
+    avoid_lost_by: Option<&str>,
+) -> Result<Vec<Uuid>, StoreError> {
     let mut caps = CapState::default();
     let mut chosen: Vec<Uuid> = Vec::new();
     let mut refused: Vec<Uuid> = Vec::new();
@@ -214,7 +232,14 @@ async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
             .query(
                 &tx.prepare_cached(CANDIDATES_SQL).await?,
                 &[
-                    &want, &refused, &fa_runs, &fa_agents, &fr_runs, &fr_routes, &full_runs,
+                    &want,
+                    &refused,
+                    &fa_runs,
+                    &fa_agents,
+                    &fr_runs,
+                    &fr_routes,
+                    &full_runs,
+                    &avoid_lost_by,
                 ],
             )
             .await?;
@@ -223,13 +248,15 @@ async fn choose(tx: &Tx<'_>, limit: i64) -> Result<Vec<Uuid>, StoreError> {
         }
         let candidates: Vec<Candidate> = rows
             .iter()
-            .map(|r| Candidate {
-                trial_id: r.get(0),
-                run_id: r.get(1),
-                agent: r.get(2),
-                route: r.get(3),
+            .map(|r| -> Result<Candidate, StoreError> {
+                Ok(Candidate {
+                    trial_id: r.try_get(0)?,
+                    run_id: r.try_get(1)?,
+                    agent: r.try_get(2)?,
+                    route: r.try_get(3)?,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let runs: Vec<Uuid> = candidates.iter().map(|c| c.run_id).collect();
         caps.load(tx, &runs).await?;
         let mut refused_any = false;

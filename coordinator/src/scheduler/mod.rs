@@ -24,6 +24,7 @@ mod error;
 mod reap;
 mod record;
 mod report;
+mod retry;
 mod routes;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
@@ -41,6 +42,7 @@ use crate::store::Store;
 
 pub use error::SchedulerError;
 pub use report::ClaimAfter;
+pub use retry::{JitterSource, RetryPolicy};
 pub use types::{
     Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck,
     TransitionIn, WorkKind,
@@ -61,6 +63,7 @@ pub struct Scheduler {
     store: Store,
     clock: Arc<dyn Clock>,
     work_available: Arc<Notify>,
+    retry: RetryPolicy,
 }
 
 impl Scheduler {
@@ -75,7 +78,19 @@ impl Scheduler {
             store,
             clock,
             work_available: Arc::new(Notify::new()),
+            retry: RetryPolicy::default(),
         }
+    }
+
+    /// This scheduler with another retry backoff and jitter source.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The retry backoff and jitter source.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
     }
 
     /// The store.
@@ -109,41 +124,70 @@ impl Scheduler {
         run_id: Uuid,
         items: &[NewWorkItem],
     ) -> Result<u64, SchedulerError> {
-        let trial_ids: Vec<Uuid> = items.iter().map(|i| i.trial_id).collect();
-        if trial_ids.iter().collect::<HashSet<_>>().len() != items.len() {
-            return Err(SchedulerError::malformed(
-                "the work items",
-                "a trial appears more than once",
-            ));
-        }
-        let ordinals: Vec<i32> = items.iter().map(|i| i.ordinal).collect();
-        let budgets: Vec<i32> = items.iter().map(|i| i.retry_budget).collect();
-        let agents: Vec<&str> = items.iter().map(|i| i.agent.as_str()).collect();
-        let routes: Vec<Option<&str>> = items.iter().map(|i| i.provider_route.as_deref()).collect();
-        let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
-        let documents: Vec<Option<&serde_json::Value>> =
-            items.iter().map(|i| i.document.as_ref()).collect();
-        let client = self.store.client().await?;
-        let created = client
-            .execute(
-                &client.prepare_cached(ENQUEUE_SQL).await?,
-                &[
-                    &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
-                ],
-            )
+        check_items(items)?;
+        let items: Arc<[NewWorkItem]> = items.into();
+        let created = self
+            .store
+            .tx(|tx| {
+                let items = Arc::clone(&items);
+                Box::pin(async move { insert_items(tx, run_id, &items).await })
+            })
             .await?;
+        self.after_enqueue(created).await;
+        Ok(created)
+    }
+
+    /// Starts a planned run: in one transaction, moves it to `running` with `caps` and
+    /// creates its work items, so that no reader (status, the reaper's end-of-run check,
+    /// a claimer) ever sees a running run whose items do not all exist yet. `None` when the
+    /// run was not `planned` (already started: nothing is created).
+    pub async fn start_run(
+        &self,
+        run_id: Uuid,
+        caps: &Caps,
+        items: Vec<NewWorkItem>,
+    ) -> Result<Option<u64>, SchedulerError> {
+        check_items(&items)?;
+        let caps = serde_json::to_value(caps)
+            .map_err(|e| SchedulerError::malformed("the caps", e.to_string()))?;
+        let items: Arc<[NewWorkItem]> = items.into();
+        let created = self
+            .store
+            .tx(|tx| {
+                let items = Arc::clone(&items);
+                let caps = caps.clone();
+                Box::pin(async move {
+                    let moved = tx.query_opt(START_RUN_SQL, &[&run_id, &caps]).await?;
+                    if moved.is_none() {
+                        return Ok(None);
+                    }
+                    Ok(Some(insert_items(tx, run_id, &items).await?))
+                })
+            })
+            .await?;
+        if let Some(n) = created {
+            self.after_enqueue(n).await;
+        }
+        Ok(created)
+    }
+
+    async fn after_enqueue(&self, created: u64) {
         if created >= ANALYZE_AFTER_ENQUEUED {
             // Until autovacuum analyzes the table (up to a minute later), the planner would
             // believe there are few ready items and have every claim sort all of them
             // instead of walking `work_items_ready` in plan order up to its limit; claims
             // that take long also keep rows other claimers took locked longer, which delays
             // their settles.
-            if let Err(e) = client.batch_execute("ANALYZE work_items").await {
-                tracing::warn!("failed to analyze work_items after an enqueue: {e}");
+            match self.store.client().await {
+                Ok(client) => {
+                    if let Err(e) = client.batch_execute("ANALYZE work_items").await {
+                        tracing::warn!("failed to analyze work_items after an enqueue: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!("failed to analyze work_items after an enqueue: {e}"),
             }
         }
         self.wake_claimer();
-        Ok(created)
     }
 
     /// Registers (or re-registers) a worker that opened a session; returns the session's
@@ -202,6 +246,43 @@ impl Scheduler {
             .copied()
             .collect())
     }
+}
+
+const START_RUN_SQL: &str = include_str!("../../sql/scheduler/start_run.sql");
+
+fn check_items(items: &[NewWorkItem]) -> Result<(), SchedulerError> {
+    let trials: HashSet<Uuid> = items.iter().map(|i| i.trial_id).collect();
+    if trials.len() != items.len() {
+        return Err(SchedulerError::malformed(
+            "the work items",
+            "a trial appears more than once",
+        ));
+    }
+    Ok(())
+}
+
+/// Inserts `items` of `run_id` in one statement; returns how many.
+async fn insert_items(
+    tx: &crate::store::Tx<'_>,
+    run_id: Uuid,
+    items: &[NewWorkItem],
+) -> Result<u64, crate::store::StoreError> {
+    let trial_ids: Vec<Uuid> = items.iter().map(|i| i.trial_id).collect();
+    let ordinals: Vec<i32> = items.iter().map(|i| i.ordinal).collect();
+    let budgets: Vec<i32> = items.iter().map(|i| i.retry_budget).collect();
+    let agents: Vec<&str> = items.iter().map(|i| i.agent.as_str()).collect();
+    let routes: Vec<Option<&str>> = items.iter().map(|i| i.provider_route.as_deref()).collect();
+    let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
+    let documents: Vec<Option<&serde_json::Value>> =
+        items.iter().map(|i| i.document.as_ref()).collect();
+    Ok(tx
+        .execute(
+            &tx.prepare_cached(ENQUEUE_SQL).await?,
+            &[
+                &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
+            ],
+        )
+        .await?)
 }
 
 const KEYED_PLANS_SQL: &str = include_str!("../../sql/scheduler/keyed_plans.sql");

@@ -10,6 +10,10 @@ use super::{CancelReport, Disposition, Reaped, Scheduler, SchedulerError};
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
 const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
+const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sql");
+const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
+const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
+const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
@@ -22,6 +26,7 @@ impl Scheduler {
         let reaped = self
             .store
             .tx(|tx| {
+                let retry = self.retry.clone();
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let rows = tx
@@ -90,7 +95,12 @@ impl Scheduler {
                     .await?;
                     tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
                         .await?;
-                    let settled = settle(tx, &trials, &terminals).await?;
+                    let settled = settle(tx, &trials, &terminals, &retry).await?;
+                    tx.execute(
+                        &tx.prepare_cached(MARK_LOST_SQL).await?,
+                        &[&trials, &workers],
+                    )
+                    .await?;
                     Ok(ids
                         .iter()
                         .zip(trials.iter().zip(workers))
@@ -98,10 +108,10 @@ impl Scheduler {
                             attempt_id: *id,
                             trial_id: *trial,
                             worker_id,
-                            disposition: if settled.get(trial) == Some(&true) {
-                                Disposition::Requeued
-                            } else {
-                                Disposition::Done(State::InfrastructureError)
+                            disposition: match settled.get(trial) {
+                                Some(None) => Disposition::Requeued,
+                                Some(Some(outcome)) => Disposition::Done(*outcome),
+                                None => Disposition::Done(State::InfrastructureError),
                             },
                         })
                         .collect())
@@ -115,6 +125,67 @@ impl Scheduler {
             self.wake_claimer();
         }
         Ok(reaped)
+    }
+
+    /// Resumes a started run: first takes back expired leases ([`Scheduler::reap`]), then, in
+    /// one transaction, re-queues every trial without an accepted final outcome (cancelled
+    /// before it ran, or ended `infrastructure_error`/`cancelled`, with a fresh retry budget)
+    /// and moves the run back to `running` when it has work. Returns the trials now queued
+    /// again by this call (by the reap or by the re-queue), each once.
+    pub async fn resume_run(&self, run_id: Uuid) -> Result<Vec<Uuid>, SchedulerError> {
+        let mut requeued: Vec<Uuid> = self
+            .reap(self.now())
+            .await?
+            .into_iter()
+            .filter(|r| r.disposition == Disposition::Requeued)
+            .map(|r| r.trial_id)
+            .collect();
+        let again = self
+            .store
+            .tx(|tx| {
+                Box::pin(async move {
+                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id]).await?;
+                    let ids = rows
+                        .iter()
+                        .map(|r| r.try_get::<_, Uuid>(0))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
+                    Ok(ids)
+                })
+            })
+            .await?;
+        requeued.extend(again);
+        requeued.sort();
+        requeued.dedup();
+        if !requeued.is_empty() {
+            self.wake_claimer();
+        }
+        Ok(requeued)
+    }
+
+    /// Takes back at once the leases of `worker_id` other than `keep`: its session broke and
+    /// it did not come back within the grace (`only_if_disconnected`: unless a session of it
+    /// is open on any replica), or it came back without them. Returns what
+    /// [`Scheduler::reap`] did with them (and any other expired lease).
+    pub async fn release_worker(
+        &self,
+        worker_id: &str,
+        keep: &[Uuid],
+        only_if_disconnected: bool,
+    ) -> Result<Vec<Reaped>, SchedulerError> {
+        let released = {
+            let client = self.store.client().await?;
+            client
+                .execute(
+                    RELEASE_WORKER_SQL,
+                    &[&worker_id, &keep, &only_if_disconnected],
+                )
+                .await?
+        };
+        if released == 0 {
+            return Ok(Vec::new());
+        }
+        self.reap(self.now()).await
     }
 
     /// Cancels a run: queued items become `cancelled` at once and the run `cancelling`

@@ -137,9 +137,10 @@ impl Scheduler {
                 .tx(|tx| {
                     let batch = Arc::clone(&batch);
                     let claim = claim.clone();
+                    let retry = self.retry.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let results = apply(tx, &batch).await?;
+                        let results = apply(tx, &batch, &retry).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -156,7 +157,8 @@ impl Scheduler {
                             }
                             n = n.min(c.slots);
                             if n > 0 {
-                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms).await?;
+                                let avoid = c.others_eligible.then_some(c.worker_id.as_str());
+                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid).await?;
                             }
                         }
                         Ok((results, got))
@@ -280,6 +282,8 @@ pub struct ClaimAfter {
     pub held: std::collections::HashSet<Uuid>,
     /// Lease TTL in milliseconds.
     pub ttl_ms: i64,
+    /// Another worker may claim: skip the items whose last lease this worker lost.
+    pub others_eligible: bool,
 }
 
 /// Slots freed by the outcomes decided so far.
@@ -359,6 +363,7 @@ fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
 async fn apply(
     tx: &Tx<'_>,
     batch: &[(usize, Report)],
+    retry: &super::RetryPolicy,
 ) -> Result<Vec<(usize, Outcome)>, StoreError> {
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
@@ -511,7 +516,7 @@ async fn apply(
             .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
-        let settled = settle(tx, &trials, &states).await?;
+        let settled = settle(tx, &trials, &states, retry).await?;
         let terminals: Vec<State> = finishing.iter().map(|f| f.3).collect();
         let causes: Vec<&str> = finishing
             .iter()
@@ -524,8 +529,9 @@ async fn apply(
         super::routes::note_finished(tx, &trials, &terminals, &causes).await?;
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial) {
-                Some(true) => Disposition::Requeued,
-                _ => Disposition::Done(*terminal),
+                Some(None) => Disposition::Requeued,
+                Some(Some(outcome)) => Disposition::Done(*outcome),
+                None => Disposition::Done(*terminal),
             };
             if let Some(slot) = out.iter_mut().find(|(j, _)| j == i) {
                 slot.1 = Ok(ReportAck::Finished(Some(d)));
@@ -563,21 +569,32 @@ pub(super) async fn settle(
     tx: &Tx<'_>,
     trials: &[Uuid],
     states: &[&str],
-) -> Result<HashMap<Uuid, bool>, StoreError> {
+    retry: &super::RetryPolicy,
+) -> Result<HashMap<Uuid, Option<State>>, StoreError> {
+    let factors = retry.factors(trials.len());
+    let schedule = retry.backoff.schedule_ms();
     let rows = tx
         .query(
             &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
-            &[&trials, &states],
+            &[&trials, &states, &factors, &schedule],
         )
         .await?;
     let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
     runs.sort();
     runs.dedup();
     finish_runs(tx, &runs).await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, Uuid>(0), r.get::<_, &str>(1) == "ready"))
-        .collect())
+    let mut settled = HashMap::new();
+    for r in &rows {
+        let trial: Uuid = r.try_get(0)?;
+        let outcome = match r.try_get::<_, Option<&str>>(3)? {
+            None => None,
+            Some(o) => Some(State::parse(o).ok_or_else(|| {
+                StoreError::Invalid(format!("work item {trial} has an unknown outcome {o:?}"))
+            })?),
+        };
+        settled.insert(trial, outcome);
+    }
+    Ok(settled)
 }
 
 /// Ends the runs among `runs` that have nothing ready or leased.

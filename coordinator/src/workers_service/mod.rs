@@ -21,9 +21,14 @@
 //!    `UNAVAILABLE` (the database failed; send again). A refused message changes nothing.
 //! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts;
 //!    [`WorkersService::drain_all`] sends `Drain` (no more assignments). The reaper
-//!    ([`WorkersService::spawn_reaper`], every TTL / 2) takes back expired leases and sends
+//!    ([`WorkersService::spawn_reaper`], every [`reap_interval`]) takes back expired leases and sends
 //!    `Cancel` ("lease expired") to their worker when it is still connected.
-//! 5. When the stream ends the session is forgotten; its leases expire and are reaped.
+//! 5. When the stream ends the session is forgotten; unless the worker opens a new session
+//!    within [`session_grace`], its leases are released and reaped at once. A worker that
+//!    opens a session without leases the coordinator has for it gets those released at once.
+//! 6. A worker is alive while it is heard from (any message) within the lease TTL, in this
+//!    process's memory: a silent one (frozen, or its network gone) gets no new work, is not
+//!    counted as connected, and the items it lost go to other workers while any is alive.
 //!
 //! Identity: when the session opened with a credential (a client certificate or a worker
 //! token, see [`crate::worker_identity`]), the worker id must belong to it: the first session
@@ -93,6 +98,38 @@ pub(crate) enum Control {
 struct Entry {
     serial: u64,
     control: mpsc::UnboundedSender<Control>,
+    heard: Arc<Mutex<Heard>>,
+}
+
+/// What this coordinator last heard from a worker, in memory: it judges silence by this,
+/// not by the database (which may be down while the worker keeps heartbeating).
+#[derive(Debug, Clone)]
+pub(crate) struct Heard {
+    /// When the last message arrived (scheduler clock).
+    pub(crate) at: chrono::DateTime<chrono::Utc>,
+    /// The leases its last heartbeat listed.
+    pub(crate) leases: Vec<(Uuid, i64)>,
+    /// Whether the database has those leases extended since (false after a heartbeat the
+    /// database did not take: the reaper extends them before it reaps).
+    pub(crate) stored: bool,
+    /// Asked to drain or said it drains.
+    pub(crate) draining: bool,
+}
+
+impl Heard {
+    pub(crate) fn new(at: chrono::DateTime<chrono::Utc>) -> Self {
+        Self {
+            at,
+            leases: Vec::new(),
+            stored: true,
+            draining: false,
+        }
+    }
+}
+
+/// Locks a [`Heard`], ignoring poisoning (its fields are always consistent).
+pub(crate) fn heard(h: &Mutex<Heard>) -> std::sync::MutexGuard<'_, Heard> {
+    h.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Live sessions by worker id.
@@ -108,11 +145,54 @@ impl Registry {
     }
 
     /// Registers a session (replacing an older one of the same worker); returns its serial.
-    pub(crate) fn insert(&self, worker_id: &str, control: mpsc::UnboundedSender<Control>) -> u64 {
+    pub(crate) fn insert(
+        &self,
+        worker_id: &str,
+        control: mpsc::UnboundedSender<Control>,
+        heard: Arc<Mutex<Heard>>,
+    ) -> u64 {
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock()
-            .insert(worker_id.to_string(), Entry { serial, control });
+        self.lock().insert(
+            worker_id.to_string(),
+            Entry {
+                serial,
+                control,
+                heard,
+            },
+        );
         serial
+    }
+
+    /// Whether a session of `worker_id` is registered.
+    pub(crate) fn has(&self, worker_id: &str) -> bool {
+        self.lock().contains_key(worker_id)
+    }
+
+    /// The workers heard from within `ttl` of `now`, with what was heard.
+    pub(crate) fn alive(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        ttl: Duration,
+    ) -> Vec<(String, Arc<Mutex<Heard>>)> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| akbench_core::dispatch::alive(heard(&e.heard).at, now, ttl))
+            .map(|(id, e)| (id.clone(), Arc::clone(&e.heard)))
+            .collect()
+    }
+
+    /// Whether a worker other than `me` is alive and not draining (it may take the items
+    /// `me` lost).
+    pub(crate) fn others_eligible(
+        &self,
+        me: &str,
+        now: chrono::DateTime<chrono::Utc>,
+        ttl: Duration,
+    ) -> bool {
+        self.lock().iter().any(|(id, e)| {
+            let h = heard(&e.heard);
+            id != me && !h.draining && akbench_core::dispatch::alive(h.at, now, ttl)
+        })
     }
 
     /// Forgets a session, unless a newer one of the same worker replaced it.
@@ -170,8 +250,16 @@ impl WorkersService {
         &self.scheduler
     }
 
-    /// Workers with a live session on this replica.
+    /// Workers with a session on this replica that were heard from within the lease TTL
+    /// (a frozen worker's open stream does not count).
     pub fn connected(&self) -> usize {
+        self.registry
+            .alive(self.scheduler.now(), self.config.lease_ttl)
+            .len()
+    }
+
+    /// Workers with an open session on this replica, alive or not.
+    pub fn sessions(&self) -> usize {
         self.registry.len()
     }
 
@@ -201,50 +289,113 @@ impl WorkersService {
             .count()
     }
 
-    /// Starts the reaper: every TTL / 2, [`Scheduler::reap`] at the scheduler's clock, and a
-    /// `Cancel` to each reaped attempt's worker when it is still connected here.
+    /// Starts the reaper: every [`reap_interval`], it first extends the leases that workers
+    /// it still hears listed in heartbeats the database did not take (an outage), then
+    /// [`Scheduler::reap`]s at the scheduler's clock and sends `Cancel` to each reaped
+    /// attempt's worker when it is still connected here. Silence is judged by what this
+    /// coordinator heard, so a database outage does not expire the leases of workers that
+    /// kept heartbeating; a lease is taken back at most TTL + one interval after its worker
+    /// went silent.
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(this.config.lease_ttl / 2);
+            let mut tick = tokio::time::interval(reap_interval(this.config.lease_ttl));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let started = std::time::Instant::now();
-                let reaped = {
-                    use tracing::Instrument as _;
-                    this.scheduler
-                        .reap(this.scheduler.now())
-                        .instrument(trace::db("reap", None))
-                        .await
-                };
-                this.metrics.db_time("reap", started.elapsed());
-                match reaped {
-                    Ok(reaped) => {
-                        for r in reaped {
-                            this.metrics.lease_expired();
-                            this.metrics
-                                .attempt_finished("infrastructure_error", "lease expired");
-                            if r.disposition == Disposition::Requeued {
-                                this.metrics.retried();
-                            }
-                            tracing::info!(attempt = %r.attempt_id, worker = %r.worker_id,
-                                disposition = ?r.disposition, "lease expired");
-                            this.registry.send(
-                                &r.worker_id,
-                                Control::Cancel {
-                                    attempt_id: r.attempt_id,
-                                    reason: "lease expired".into(),
-                                    forget: true,
-                                },
-                            );
-                        }
-                    }
-                    Err(e) => tracing::warn!("reaper: {e}"),
+                if let Err(e) = this.reap_once().await {
+                    tracing::warn!("reaper: {e}");
                 }
             }
         })
     }
+
+    /// One pass of the reaper (see [`WorkersService::spawn_reaper`]).
+    pub async fn reap_once(&self) -> Result<usize, SchedulerError> {
+        let ttl = self.config.lease_ttl;
+        let now = self.scheduler.now();
+        for (worker_id, h) in self.registry.alive(now, ttl) {
+            let leases = {
+                let h = heard(&h);
+                if h.stored {
+                    continue;
+                }
+                h.leases.clone()
+            };
+            self.scheduler.heartbeat(&worker_id, &leases, ttl).await?;
+            heard(&h).stored = true;
+        }
+        let started = std::time::Instant::now();
+        let reaped = {
+            use tracing::Instrument as _;
+            self.scheduler
+                .reap(now)
+                .instrument(trace::db("reap", None))
+                .await?
+        };
+        self.metrics.db_time("reap", started.elapsed());
+        for r in &reaped {
+            self.metrics.lease_expired();
+            self.metrics
+                .attempt_finished("infrastructure_error", "lease expired");
+            if r.disposition == Disposition::Requeued {
+                self.metrics.retried();
+            }
+            tracing::info!(attempt = %r.attempt_id, worker = %r.worker_id,
+                disposition = ?r.disposition, "lease expired");
+            self.registry.send(
+                &r.worker_id,
+                Control::Cancel {
+                    attempt_id: r.attempt_id,
+                    reason: "lease expired".into(),
+                    forget: true,
+                },
+            );
+        }
+        Ok(reaped.len())
+    }
+
+    /// After a session of `worker_id` ended: unless the worker opened a new session within
+    /// [`session_grace`], its leases are released at once (fencing makes that safe) instead
+    /// of waiting for them to expire.
+    pub(crate) fn release_after_grace(&self, worker_id: String) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(session_grace(this.config.lease_ttl)).await;
+            if this.registry.has(&worker_id) {
+                return;
+            }
+            match this.scheduler.release_worker(&worker_id, &[], true).await {
+                Ok(reaped) if !reaped.is_empty() => {
+                    for r in &reaped {
+                        this.metrics
+                            .attempt_finished("infrastructure_error", "session broke");
+                        if r.disposition == Disposition::Requeued {
+                            this.metrics.retried();
+                        }
+                    }
+                    tracing::info!(worker = %worker_id, released = reaped.len(),
+                        "session broke with no reconnect: leases released")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(worker = %worker_id, "failed to release leases: {e}"),
+            }
+        });
+    }
+}
+
+/// How often the reaper runs for a lease TTL: half the TTL, at most 1 s, so that rescue
+/// takes at most TTL + 1 s (plus the pass itself).
+pub fn reap_interval(ttl: Duration) -> Duration {
+    (ttl / 2)
+        .min(Duration::from_secs(1))
+        .max(Duration::from_millis(10))
+}
+
+/// How long a worker whose session broke has to open a new one before its leases are
+/// released: a third of the TTL (its heartbeat interval), at most 2 s.
+pub fn session_grace(ttl: Duration) -> Duration {
+    (ttl / 3).min(Duration::from_secs(2))
 }
 
 #[tonic::async_trait]

@@ -12,9 +12,10 @@ use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
 use super::trace;
-use super::{Control, WorkersService, HELLO_TIMEOUT};
+use super::{heard, Control, Heard, WorkersService, HELLO_TIMEOUT};
 use crate::scheduler::{ClaimAfter, Disposition, Report, ReportAck, SchedulerError};
 use crate::worker_identity::bind;
+use std::sync::{Arc, Mutex};
 use tracing::Instrument as _;
 
 /// Most messages handled together (one transaction for their reports).
@@ -89,6 +90,9 @@ pub(super) async fn run(
         .service
         .registry
         .remove(&session.worker_id, session.serial);
+    session
+        .service
+        .release_after_grace(session.worker_id.clone());
     if let Err(e) = session
         .service
         .scheduler
@@ -121,6 +125,8 @@ struct Session {
     draining: bool,
     out: Outbox,
     control: mpsc::UnboundedReceiver<Control>,
+    /// What was last heard from the worker (shared with the registry and the reaper).
+    heard: Arc<Mutex<Heard>>,
 }
 
 impl Session {
@@ -151,8 +157,16 @@ impl Session {
             .into_iter()
             .filter(|p| !lost.contains(p))
             .collect();
+        // Leases it holds in the database but did not present: it lost them (a restart).
+        let keep: Vec<Uuid> = held.keys().copied().collect();
+        scheduler
+            .release_worker(&hello.worker_id, &keep, false)
+            .await?;
         let (control_tx, control) = mpsc::unbounded_channel();
-        let serial = service.registry.insert(&hello.worker_id, control_tx);
+        let heard = Arc::new(Mutex::new(Heard::new(scheduler.now())));
+        let serial = service
+            .registry
+            .insert(&hello.worker_id, control_tx, Arc::clone(&heard));
         let ttl = service.config.lease_ttl;
         let welcome = Welcome {
             lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
@@ -170,16 +184,45 @@ impl Session {
             draining: false,
             out,
             control,
+            heard,
         })
+    }
+
+    /// Whether the worker was heard from within the lease TTL.
+    fn alive(&self) -> bool {
+        akbench_core::dispatch::alive(
+            heard(&self.heard).at,
+            self.service.scheduler.now(),
+            self.service.config.lease_ttl,
+        )
+    }
+
+    /// Whether another worker may take the items this one lost.
+    fn others_eligible(&self) -> bool {
+        self.service.registry.others_eligible(
+            &self.worker_id,
+            self.service.scheduler.now(),
+            self.service.config.lease_ttl,
+        )
+    }
+
+    fn set_draining(&mut self) {
+        self.draining = true;
+        heard(&self.heard).draining = true;
     }
 
     fn free(&self) -> usize {
         self.slots.saturating_sub(self.held.len())
     }
 
-    /// Whether this session would claim now: a free slot and not draining.
+    /// Whether this session would claim now (core::dispatch::may_claim): heard from within
+    /// the TTL, not draining, a free slot.
     fn can_claim(&self) -> bool {
-        !self.draining && self.free() > 0
+        akbench_core::dispatch::may_claim(&akbench_core::dispatch::WorkerView {
+            alive: self.alive(),
+            draining: self.draining,
+            free_slots: u32::try_from(self.free()).unwrap_or(u32::MAX),
+        })
     }
 
     async fn send(&self, m: CoordinatorMessage) -> bool {
@@ -225,6 +268,9 @@ impl Session {
                 },
                 m = in_rx.recv() => {
                     let Some(m) = m else { break };
+                    let was_alive = self.alive();
+                    heard(&self.heard).at = self.service.scheduler.now();
+                    want_claim |= !was_alive;
                     let mut batch = vec![m];
                     while batch.len() < MAX_BATCH {
                         match in_rx.try_recv() {
@@ -253,13 +299,23 @@ impl Session {
     }
 
     /// Claims up to the free slots and sends the assignments; false when the worker is gone.
+    /// Whether a claim may ride on a batch of reports: alive (it just spoke) and not draining.
+    fn can_claim_after_reports(&self) -> bool {
+        !self.draining
+    }
+
     async fn dispatch(&mut self) -> bool {
         let scheduler = &self.service.scheduler;
         let wanted = self.free();
         let started = std::time::Instant::now();
         let db = trace::db("claim", None);
         let claimed = scheduler
-            .claim(&self.worker_id, wanted, self.service.config.lease_ttl)
+            .claim_for(
+                &self.worker_id,
+                wanted,
+                self.service.config.lease_ttl,
+                self.others_eligible(),
+            )
             .instrument(db.clone())
             .await;
         self.service.metrics.db_time("claim", started.elapsed());
@@ -309,7 +365,7 @@ impl Session {
                 .await
             }
             Control::Drain(reason) => {
-                self.draining = true;
+                self.set_draining();
                 self.send(CoordinatorMessage {
                     body: Some(Out::Drain(Drain { reason })),
                 })
@@ -349,7 +405,7 @@ impl Session {
                 Some(In::Heartbeat(h)) => {
                     if h.draining && !self.draining {
                         tracing::info!(worker = %self.worker_id, "worker draining: no new work for it");
-                        self.draining = true;
+                        self.set_draining();
                     }
                     let lost = self.heartbeat(h).await?;
                     freed |= lost;
@@ -384,7 +440,9 @@ impl Session {
             }
         }
         if !reports.is_empty() {
-            let claim = (!self.draining).then(|| ClaimAfter {
+            let others_eligible = self.others_eligible();
+            let claim = self.can_claim_after_reports().then(|| ClaimAfter {
+                others_eligible,
                 worker_id: self.worker_id.clone(),
                 free: self.free(),
                 slots: self.slots,
@@ -477,6 +535,11 @@ impl Session {
             }
         }
         let ttl = self.service.config.lease_ttl;
+        {
+            let mut h = heard(&self.heard);
+            h.leases.clone_from(&leases);
+            h.stored = false;
+        }
         let started = std::time::Instant::now();
         let extended = self
             .service
@@ -487,10 +550,13 @@ impl Session {
         self.service.metrics.db_time("heartbeat", started.elapsed());
         match extended {
             Ok(invalid) => {
+                heard(&self.heard).stored = true;
                 for (id, _) in invalid {
                     lost.push((id.to_string(), "lease lost".into()));
                 }
             }
+            // The database is down: the reaper extends these leases once it is back, as
+            // long as this worker keeps being heard.
             Err(e) => tracing::warn!(worker = %self.worker_id, "heartbeat failed: {e}"),
         }
         let mut freed = false;

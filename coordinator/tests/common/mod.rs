@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::scheduler::test_support::{seed_run, SeededRun};
-use akbench_coordinator::scheduler::{Caps, Scheduler};
+use akbench_coordinator::scheduler::{Caps, RetryPolicy, Scheduler};
 use akbench_coordinator::store::Store;
 use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
 use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::dispatch::Backoff;
 use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, CoordinatorMessage, Hello,
@@ -21,13 +22,19 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use uuid::Uuid;
 
-/// A scheduler on a fresh migrated database.
+/// A scheduler on a fresh migrated database, re-queueing retries at once (no backoff: the
+/// tests that are not about backoff claim a re-queued item right away).
 pub async fn scheduler() -> Scheduler {
+    scheduler_with(RetryPolicy::with_backoff(Backoff::NONE)).await
+}
+
+/// A scheduler on a fresh migrated database with `retry`.
+pub async fn scheduler_with(retry: RetryPolicy) -> Scheduler {
     let store = Store::connect(&test_support::fresh_database().await)
         .await
         .expect("connects");
     store.migrate().await.expect("migrates");
-    Scheduler::new(store)
+    Scheduler::new(store).with_retry(retry)
 }
 
 /// Seeds a run of `n` trials of agent "oracle" and enqueues them with `budget`.

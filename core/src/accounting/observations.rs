@@ -16,13 +16,27 @@ pub struct Observation {
     #[serde(with = "state_name")]
     pub state: State,
     /// For `completed`: whether the task was solved. `null` otherwise.
+    #[serde(deserialize_with = "present")]
     pub ok: Option<bool>,
     /// Score, when graded.
+    #[serde(deserialize_with = "present")]
     pub score: Option<f64>,
     /// The attempt that produced the outcome.
+    #[serde(deserialize_with = "present")]
     pub attempt_id: Option<Uuid>,
     /// Where the outcome came from (a harness, a file).
+    #[serde(deserialize_with = "present")]
     pub source: Option<String>,
+}
+
+/// An `Option` field that must be present (`null` allowed): serde would otherwise read a
+/// missing `Option` field as `None`, and the format requires every field.
+fn present<'de, D, T>(de: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(de)
 }
 
 mod state_name {

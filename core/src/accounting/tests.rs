@@ -160,6 +160,10 @@ fn observations_file_format() {
         (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"not_graded\",\"ok\":null,\"score\":0.0,\"attempt_id\":null,\"source\":null}}")), "never measured"),
         (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null,\"extra\":1}}")), "extra"),
         (line("not json"), "expected"),
+        // Every field is required (null allowed), as documented.
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"source\":null}}")), "missing field `attempt_id`"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null}}")), "missing field `source`"),
+        (line(&format!("{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"attempt_id\":null,\"source\":null}}")), "missing field `score`"),
     ];
     for (text, needle) in cases {
         let e = parse_observations(&text, Path::new("o.jsonl")).unwrap_err();

@@ -95,3 +95,41 @@ fn globs() {
     assert!(glob_match("*-00?", "pyslug-003"));
     assert!(!glob_match("a", "ab"));
 }
+
+#[test]
+fn retries_and_repetitions_are_bounded() {
+    let text = format!("{GOOD}execution:\n  infrastructure_retries: 4294967295\n");
+    let s = parse(&text).unwrap_err().to_string();
+    assert!(
+        s.contains("execution.infrastructure_retries") && s.contains("maximum 10"),
+        "{s}"
+    );
+    let text = format!("{GOOD}execution:\n  infrastructure_retries: 10\n");
+    assert_eq!(
+        parse(&text).unwrap().execution.infrastructure_retries,
+        Some(10)
+    );
+    let text = GOOD.replace("repetitions: 2", "repetitions: 1000000000");
+    let s = parse(&text).unwrap_err().to_string();
+    assert!(
+        s.contains("`repetitions`") && s.contains("maximum 10000"),
+        "{s}"
+    );
+}
+
+#[test]
+fn deep_or_huge_documents_are_refused_before_parsing() {
+    let nested = format!("experiment: {}", "[".repeat(200_000));
+    let s = parse(&nested).unwrap_err().to_string();
+    assert!(s.contains("more than 64 deep"), "{s}");
+    let big = format!("{GOOD}# {}\n", "x".repeat(MAX_MANIFEST_BYTES));
+    let s = parse(&big).unwrap_err().to_string();
+    assert!(s.contains("more than the maximum 1048576"), "{s}");
+    // Brackets inside quotes and comments do not count.
+    let quoted = format!(
+        "{GOOD}description: \"{}\"\n# {}\n",
+        "[".repeat(100),
+        "{".repeat(100)
+    );
+    assert!(parse(&quoted).is_ok());
+}

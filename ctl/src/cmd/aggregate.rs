@@ -22,6 +22,19 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
         ))
         .into());
     }
+    for (flag, out) in [("--markdown", &args.markdown), ("--junit", &args.junit)] {
+        if let Some(p) = out {
+            if p.is_dir() {
+                return Err(InputError(format!(
+                    "failed to aggregate: {flag} {} is a folder; give a file path to write (e.g. {}/report.{})",
+                    p.display(),
+                    p.display(),
+                    if flag == "--junit" { "xml" } else { "md" }
+                ))
+                .into());
+            }
+        }
+    }
     let mut files = Vec::new();
     find_records(&args.dir, &mut files);
     files.sort();

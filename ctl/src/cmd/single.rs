@@ -21,16 +21,17 @@ use std::time::Instant;
 pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
-    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
-    orch.registry.resolve(&agent).map_err(InputError)?;
     if let Some(t) = args.agent_timeout {
-        if !(t.is_finite() && t > 0.0) {
+        // The manifest's bound (compute.agent_timeout_sec): at most a week.
+        if !(t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0) {
             return Err(InputError(format!(
-                "--agent-timeout {t} is not a positive number of seconds"
+                "--agent-timeout {t} is not a usable timeout; give a positive number of seconds, at most 604800 (a week)"
             ))
             .into());
         }
     }
+    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    orch.registry.resolve(&agent).map_err(InputError)?;
     let now = orch.clock.now();
     let run_id = ids::uuid_v7_at(now);
     let run_key = ids::run_key("single", now, &run_id);

@@ -422,6 +422,21 @@ async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {
     )
 }
 
+/// Failed reconnects in a row after which `run status --watch` gives up (about a minute).
+const WATCH_RECONNECTS: u32 = 12;
+
+/// Whether a watch that ended with `s` may reconnect: the coordinator went away or
+/// restarted, not a refusal.
+fn watch_retryable(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::Aborted
+    )
+}
+
 async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
     if !args.watch {
         let s = c
@@ -440,30 +455,70 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
         }
         return Ok(exit::OK);
     }
-    let mut stream = c
-        .inner
-        .clone()
-        .watch_status(c.request(pb::WatchStatusRequest {
-            run: args.run.run.clone(),
-            min_interval_ms: 0,
-        }))
-        .await
-        .map_err(|s| c.error(s))?
-        .into_inner();
     let tty = std::io::stdout().is_terminal() && !args.run.json;
     let mut last: Option<pb::RunStatus> = None;
-    while let Some(s) = stream.message().await.map_err(|s| c.error(s))? {
-        let mut out = std::io::stdout().lock();
-        if args.run.json {
-            writeln!(out, "{}", view::status_json(&s))?;
-        } else if tty {
-            // Clear the screen, cursor home, then the whole view.
-            write!(out, "\x1b[H\x1b[2J{}", view::block(&s))?;
-        } else {
-            writeln!(out, "{}", view::line(&s))?;
+    // A coordinator restart (or a dropped connection) ends the stream early: reconnect with
+    // backoff until the run is over, giving up after WATCH_RECONNECTS failed tries in a row.
+    let mut failures = 0u32;
+    loop {
+        let opened = c
+            .inner
+            .clone()
+            .watch_status(c.request(pb::WatchStatusRequest {
+                run: args.run.run.clone(),
+                min_interval_ms: 0,
+            }))
+            .await;
+        let ended_by = match opened {
+            Ok(stream) => {
+                let mut stream = stream.into_inner();
+                loop {
+                    match stream.message().await {
+                        Ok(Some(s)) => {
+                            failures = 0;
+                            let mut out = std::io::stdout().lock();
+                            if args.run.json {
+                                writeln!(out, "{}", view::status_json(&s))?;
+                            } else if tty {
+                                // Clear the screen, cursor home, then the whole view.
+                                write!(out, "\x1b[H\x1b[2J{}", view::block(&s))?;
+                            } else {
+                                writeln!(out, "{}", view::line(&s))?;
+                            }
+                            out.flush()?;
+                            last = Some(s);
+                        }
+                        Ok(None) => break None,
+                        Err(status) => break Some(status),
+                    }
+                }
+            }
+            Err(status) => Some(status),
+        };
+        let over = last
+            .as_ref()
+            .and_then(|s| s.run.as_ref())
+            .is_some_and(|r| is_over(r.state));
+        if over {
+            break;
         }
-        out.flush()?;
-        last = Some(s);
+        let status = ended_by.unwrap_or_else(|| {
+            tonic::Status::unavailable("the status stream ended before the run did")
+        });
+        // Only a watch that was following the run reconnects: a coordinator that is not
+        // there at all is reported at once (exit 3).
+        if last.is_none() || !watch_retryable(&status) || failures >= WATCH_RECONNECTS {
+            return Err(super::from_status(&status, c.url(), false));
+        }
+        failures += 1;
+        let wait = std::time::Duration::from_millis(250u64 << failures.min(5));
+        eprintln!(
+            "lost the status stream from {} ({}); reconnecting in {:.1} s",
+            c.url(),
+            status.message(),
+            wait.as_secs_f64()
+        );
+        tokio::time::sleep(wait).await;
     }
     let Some(last) = last else {
         anyhow::bail!("the coordinator at {} sent no status", c.url());

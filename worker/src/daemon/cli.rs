@@ -26,8 +26,8 @@ pub struct Args {
     /// File holding the bearer token (surrounding whitespace ignored).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// Attempts run at once.
-    #[arg(long, default_value_t = 1)]
+    /// Attempts run at once (1 or more).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
     /// A label advertised to the coordinator, `key=value`; repeatable.
     #[arg(long = "label", value_parser = parse_label)]
@@ -112,12 +112,17 @@ impl Args {
                 self.grace
             );
         }
+        // Relative paths are resolved once, here: attempts run in other working folders.
+        let absolute = |flag: &str, p: PathBuf| {
+            std::path::absolute(&p)
+                .map_err(|e| anyhow::anyhow!("failed to resolve {flag} {}: {e}", p.display()))
+        };
         let mut c = WorkerConfig::new(
             self.coordinator,
-            self.cache.unwrap_or_else(cache_default),
-            self.out,
-            self.tasks_root,
-            self.agents_root,
+            absolute("--cache", self.cache.unwrap_or_else(cache_default))?,
+            absolute("--out", self.out)?,
+            absolute("--tasks-root", self.tasks_root)?,
+            absolute("--agents-root", self.agents_root)?,
         );
         c.token = token;
         c.slots = self.slots;
@@ -276,8 +281,46 @@ mod tests {
     }
 
     #[test]
+    fn relative_paths_are_resolved_at_start() {
+        let args = Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443",
+            "--cache",
+            "rel-cache",
+            "--out",
+            "rel-out",
+            "--tasks-root",
+            "tasks",
+            "--agents-root",
+            "agents",
+        ])
+        .unwrap();
+        let c = args.into_config().unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(c.cache_root, cwd.join("rel-cache"));
+        assert_eq!(c.out_root, cwd.join("rel-out"));
+        assert_eq!(c.tasks_root, cwd.join("tasks"));
+        assert_eq!(c.agents_root, cwd.join("agents"));
+    }
+
+    #[test]
     fn bad_flags_are_usage_errors() {
         assert_eq!(main_with_args(["akbench-worker", "--slots", "x"]), 2);
+        assert_eq!(
+            main_with_args([
+                "akbench-worker",
+                "--coordinator",
+                "http://127.0.0.1:7443",
+                "--tasks-root",
+                "t",
+                "--agents-root",
+                "a",
+                "--slots",
+                "0"
+            ]),
+            2
+        );
         assert!(parse_label("novalue").is_err());
         assert!(parse_label("=v").is_err());
     }

@@ -1,0 +1,329 @@
+//! The dispatch policy, pure: run states, the retry rule (infrastructure only, within budget,
+//! bounded jittered exponential backoff, never while cancelling), which worker may take
+//! which item (alive means heard from recently; a rescued trial does not go back to the
+//! worker that lost it while another can take it), which leases the reaper may take back,
+//! and how a reported terminal state counts for its trial.
+//!
+//! The coordinator loads typed rows, calls these functions and persists what they return;
+//! its SQL mirrors the two rules that run inside one statement for throughput (the retry
+//! condition in `settle_items.sql` and the finish rule in `finish_runs.sql`), and the
+//! coordinator's tests run this module's tables against that SQL.
+//!
+//! Randomness (backoff jitter) and time come in as arguments: nothing here reads a clock.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::lifecycle::State;
+
+#[cfg(test)]
+mod tests;
+
+/// The most infrastructure retries a plan may ask for per trial (`infrastructure_retries`).
+/// Each retry re-runs an agent; more than this hides a broken environment behind hours of
+/// backoff instead of reporting it.
+pub const MAX_INFRASTRUCTURE_RETRIES: u32 = 10;
+
+/// The coarse state of a run (`runs.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Planned, not started: no work items.
+    Planned,
+    /// Started: every planned trial has its work item.
+    Running,
+    /// Cancel requested; live attempts are being stopped.
+    Cancelling,
+    /// Cancelled; nothing live.
+    Cancelled,
+    /// Every work item is done.
+    Finished,
+}
+
+impl RunState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [RunState; 5] = [
+        Self::Planned,
+        Self::Running,
+        Self::Cancelling,
+        Self::Cancelled,
+        Self::Finished,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Planned => "planned",
+            Self::Running => "running",
+            Self::Cancelling => "cancelling",
+            Self::Cancelled => "cancelled",
+            Self::Finished => "finished",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether the run is being cancelled or was: nothing is retried or started for it.
+    pub fn is_cancelling(self) -> bool {
+        matches!(self, Self::Cancelling | Self::Cancelled)
+    }
+
+    /// Whether the run has ended (nothing ready or live).
+    pub fn is_ended(self) -> bool {
+        matches!(self, Self::Cancelled | Self::Finished)
+    }
+
+    /// The state a run with nothing ready or live moves to, if it moves: a running run
+    /// finishes, a cancelling one is cancelled. `all_enqueued` is false while its work items
+    /// are still being created: then nothing ends it.
+    pub fn when_idle(self, all_enqueued: bool) -> Option<RunState> {
+        if !all_enqueued {
+            return None;
+        }
+        match self {
+            Self::Running => Some(Self::Finished),
+            Self::Cancelling => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a retry budget is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "infrastructure_retries {0} is more than the maximum {MAX_INFRASTRUCTURE_RETRIES}: \
+     lower it (a broken environment should be reported, not retried for hours)"
+)]
+pub struct TooManyRetries(pub u64);
+
+/// Checks a requested `infrastructure_retries`.
+pub fn check_retries(requested: u64) -> Result<u32, TooManyRetries> {
+    match u32::try_from(requested) {
+        Ok(n) if n <= MAX_INFRASTRUCTURE_RETRIES => Ok(n),
+        _ => Err(TooManyRetries(requested)),
+    }
+}
+
+/// Bounded exponential backoff between infrastructure retries of one trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay before the first retry (before jitter).
+    pub base: Duration,
+    /// No delay is longer than this.
+    pub cap: Duration,
+}
+
+impl Default for Backoff {
+    /// 2 s, doubling, at most 1 min: ten retries wait at most about 6 minutes in all.
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(2),
+            cap: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Backoff {
+    /// No delay at all (tests and `sweep --local` smoke runs may ask for it).
+    pub const NONE: Backoff = Backoff {
+        base: Duration::ZERO,
+        cap: Duration::ZERO,
+    };
+
+    /// The delay before retry number `retry` (1 for the first), before jitter:
+    /// `min(cap, base * 2^(retry-1))`.
+    pub fn nominal(&self, retry: u32) -> Duration {
+        let shift = retry.saturating_sub(1).min(30);
+        self.base.saturating_mul(1u32 << shift).min(self.cap)
+    }
+
+    /// The jittered delay: `nominal * (0.5 + jitter / 2)` with `jitter` in `[0, 1)` drawn
+    /// by the caller ("equal jitter": never less than half, never more than the nominal
+    /// delay, so retries of trials that failed together spread out).
+    pub fn delay(&self, retry: u32, jitter: f64) -> Duration {
+        self.nominal(retry).mul_f64(Self::jitter_factor(jitter))
+    }
+
+    /// The factor a draw `jitter` in `[0, 1)` applies to the nominal delay: `0.5 + jitter/2`
+    /// (out-of-range or non-finite draws are clamped).
+    pub fn jitter_factor(jitter: f64) -> f64 {
+        let j = if jitter.is_finite() {
+            jitter.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        0.5 + j / 2.0
+    }
+
+    /// The nominal delays in milliseconds for retries 1 to
+    /// [`MAX_INFRASTRUCTURE_RETRIES`] + 1, for a database statement to index by retry number.
+    pub fn schedule_ms(&self) -> Vec<i64> {
+        (1..=MAX_INFRASTRUCTURE_RETRIES + 1)
+            .map(|r| i64::try_from(self.nominal(r).as_millis()).unwrap_or(i64::MAX))
+            .collect()
+    }
+}
+
+/// What the coordinator knows about a trial whose live attempt just ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// The attempt's terminal state as reported (or recorded by the reaper).
+    pub terminal: State,
+    /// Attempts made so far for this trial since its budget was last renewed, this one
+    /// included.
+    pub attempts_used: u32,
+    /// Infrastructure retries allowed.
+    pub retry_budget: u32,
+    /// The run's state.
+    pub run: RunState,
+}
+
+/// What becomes of the trial.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Settlement {
+    /// Back to the queue: a new attempt after `after`.
+    Retry {
+        /// The backoff delay.
+        after: Duration,
+    },
+    /// The trial is done with this outcome.
+    Done(State),
+}
+
+/// How a reported terminal state counts for its trial: an attempt `cancelled` while its
+/// run is not being cancelled was interrupted by its worker (a shutdown, a drain whose
+/// grace ran out), never by the user: an infrastructure fact, retried and resumable.
+pub fn trial_terminal(reported: State, run: RunState) -> State {
+    if reported == State::Cancelled && !run.is_cancelling() {
+        State::InfrastructureError
+    } else {
+        reported
+    }
+}
+
+/// Whether an ended attempt's trial is tried again: infrastructure errors only (including
+/// interruptions, see [`trial_terminal`]), within budget, never while the run is cancelling.
+pub fn retries(e: &Ended) -> bool {
+    trial_terminal(e.terminal, e.run) == State::InfrastructureError
+        && e.attempts_used <= e.retry_budget
+        && !e.run.is_cancelling()
+}
+
+/// The retry rule: see [`retries`]; the delay grows with the attempts used.
+pub fn settle(e: &Ended, backoff: &Backoff, jitter: f64) -> Settlement {
+    if retries(e) {
+        Settlement::Retry {
+            after: backoff.delay(e.attempts_used, jitter),
+        }
+    } else {
+        Settlement::Done(trial_terminal(e.terminal, e.run))
+    }
+}
+
+/// Whether a worker last heard from at `last_heard` is alive at `now`: it sent anything
+/// (a heartbeat, a report) within `ttl`. An open stream alone says nothing: a frozen
+/// process keeps its sockets open.
+pub fn alive(last_heard: DateTime<Utc>, now: DateTime<Utc>, ttl: Duration) -> bool {
+    match (now - last_heard).to_std() {
+        Ok(silent) => silent < ttl,
+        // Heard "in the future" (clock steps): alive.
+        Err(_) => true,
+    }
+}
+
+/// What dispatch knows about a worker when it might claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerView {
+    /// Heard from within the TTL ([`alive`]).
+    pub alive: bool,
+    /// Asked to drain, or said it drains.
+    pub draining: bool,
+    /// Slots minus the attempts it holds.
+    pub free_slots: u32,
+}
+
+/// Whether the worker gets new work at all.
+pub fn may_claim(w: &WorkerView) -> bool {
+    w.alive && !w.draining && w.free_slots > 0
+}
+
+/// Whether `worker` may take an item whose last attempt was taken back from `lost_by`:
+/// not the worker that lost it while `another_eligible` (another worker may claim).
+pub fn may_take(lost_by: Option<&str>, worker: &str, another_eligible: bool) -> bool {
+    lost_by != Some(worker) || !another_eligible
+}
+
+/// Whether the reaper takes back a lease that expired: only when its worker was not heard
+/// from within the TTL by this coordinator. A worker that kept heartbeating while the
+/// database was down keeps its leases (the reaper extends them instead).
+pub fn reap(expired: bool, worker_alive: bool) -> bool {
+    expired && !worker_alive
+}
+
+/// What a worker's report about an attempt meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptView {
+    /// The attempt's current fencing epoch.
+    pub epoch: i64,
+    /// Its lease was taken back: every epoch of it is stale.
+    pub fenced: bool,
+    /// Its terminal state, when it ended.
+    pub terminal: Option<State>,
+}
+
+/// The decision about one report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acceptance {
+    /// Store it.
+    Accept,
+    /// Already stored identically: acknowledge, change nothing.
+    Duplicate,
+    /// From a worker that lost the lease: refuse, change nothing.
+    Stale,
+    /// Contradicts what was accepted: refuse (and quarantine records).
+    Conflict,
+}
+
+/// Whether a finish report (`terminal` at `epoch`) is accepted: a stale epoch or a fenced
+/// attempt is refused (a late report never overwrites the attempt that replaced it), a
+/// re-send of the accepted terminal state is a duplicate, a different one a conflict.
+pub fn accept_finish(a: &AttemptView, epoch: i64, terminal: State) -> Acceptance {
+    if epoch != a.epoch || a.fenced {
+        return Acceptance::Stale;
+    }
+    match a.terminal {
+        None => Acceptance::Accept,
+        Some(t) if t == terminal => Acceptance::Duplicate,
+        Some(_) => Acceptance::Conflict,
+    }
+}
+
+/// Whether a record upload at `epoch` is accepted: the attempt's own epoch (a finished
+/// attempt keeps it, so the record may follow the finish), not fenced; the same digest
+/// again is a duplicate, another one a conflict.
+pub fn accept_record(
+    a: &AttemptView,
+    epoch: i64,
+    stored_digest: Option<&str>,
+    digest: &str,
+) -> Acceptance {
+    if epoch != a.epoch || a.fenced {
+        return Acceptance::Stale;
+    }
+    match stored_digest {
+        None => Acceptance::Accept,
+        Some(d) if d == digest => Acceptance::Duplicate,
+        Some(_) => Acceptance::Conflict,
+    }
+}

@@ -1,0 +1,239 @@
+use super::*;
+use crate::lifecycle::State::*;
+
+#[test]
+fn run_states_round_trip_and_end_only_when_all_enqueued() {
+    for s in RunState::ALL {
+        assert_eq!(RunState::parse(s.as_str()), Some(s));
+    }
+    assert_eq!(RunState::parse("finshed"), None);
+    let table = [
+        (RunState::Planned, true, None),
+        (RunState::Running, true, Some(RunState::Finished)),
+        (RunState::Running, false, None),
+        (RunState::Cancelling, true, Some(RunState::Cancelled)),
+        (RunState::Cancelling, false, None),
+        (RunState::Cancelled, true, None),
+        (RunState::Finished, true, None),
+    ];
+    for (state, enqueued, want) in table {
+        assert_eq!(
+            state.when_idle(enqueued),
+            want,
+            "{state} enqueued={enqueued}"
+        );
+    }
+}
+
+#[test]
+fn retry_budgets_are_bounded() {
+    assert_eq!(check_retries(0), Ok(0));
+    assert_eq!(check_retries(10), Ok(10));
+    assert_eq!(check_retries(11), Err(TooManyRetries(11)));
+    assert_eq!(
+        check_retries(4_294_967_295),
+        Err(TooManyRetries(4_294_967_295))
+    );
+    assert_eq!(check_retries(u64::MAX), Err(TooManyRetries(u64::MAX)));
+    assert!(TooManyRetries(11).to_string().contains("maximum 10"));
+}
+
+#[test]
+fn backoff_doubles_up_to_its_cap_and_jitter_stays_within_half_and_whole() {
+    let b = Backoff {
+        base: Duration::from_secs(2),
+        cap: Duration::from_secs(60),
+    };
+    let table = [
+        (1, 2),
+        (2, 4),
+        (3, 8),
+        (5, 32),
+        (6, 60),
+        (40, 60),
+        (u32::MAX, 60),
+    ];
+    for (retry, secs) in table {
+        assert_eq!(b.nominal(retry), Duration::from_secs(secs), "retry {retry}");
+    }
+    assert_eq!(b.delay(3, 0.0), Duration::from_secs(4));
+    assert_eq!(b.delay(3, 1.0), Duration::from_secs(8));
+    assert_eq!(b.delay(3, 0.5), Duration::from_secs(6));
+    assert_eq!(b.delay(3, f64::NAN), Duration::from_secs(4));
+    assert_eq!(b.delay(3, 7.0), Duration::from_secs(8));
+    assert_eq!(b.delay(3, -1.0), Duration::from_secs(4));
+    assert_eq!(Backoff::NONE.delay(9, 0.9), Duration::ZERO);
+    // The default: ten retries wait at most ten minutes in all.
+    let total: Duration = (1..=MAX_INFRASTRUCTURE_RETRIES)
+        .map(|r| Backoff::default().nominal(r))
+        .sum();
+    assert!(total <= Duration::from_secs(600), "{total:?}");
+}
+
+#[test]
+fn only_infrastructure_errors_within_budget_are_retried_and_never_while_cancelling() {
+    use RunState::*;
+    // (terminal, attempts used, budget, run) -> retried?
+    let table = [
+        (InfrastructureError, 1, 0, Running, false),
+        (InfrastructureError, 1, 1, Running, true),
+        (InfrastructureError, 2, 1, Running, false),
+        (InfrastructureError, 3, 3, Running, true),
+        (InfrastructureError, 1, 1, Cancelling, false),
+        (InfrastructureError, 1, 1, Cancelled, false),
+        // Interrupted by its worker (a shutdown), not by the user: an infrastructure fact.
+        (State::Cancelled, 1, 1, Running, true),
+        (State::Cancelled, 2, 1, Running, false),
+        (State::Cancelled, 1, 1, Cancelling, false),
+        (Failed, 1, 5, Running, false),
+        (Timeout, 1, 5, Running, false),
+        (Completed, 1, 5, Running, false),
+        (InvalidConfiguration, 1, 5, Running, false),
+        (EvaluationError, 1, 5, Running, false),
+        (NotGraded, 1, 5, Running, false),
+    ];
+    for (terminal, used, budget, run, want) in table {
+        let e = Ended {
+            terminal,
+            attempts_used: used,
+            retry_budget: budget,
+            run,
+        };
+        assert_eq!(retries(&e), want, "{e:?}");
+        let s = settle(&e, &Backoff::default(), 0.0);
+        if want {
+            assert_eq!(
+                s,
+                Settlement::Retry {
+                    after: Backoff::default().delay(used, 0.0)
+                },
+                "{e:?}"
+            );
+        } else {
+            assert_eq!(s, Settlement::Done(trial_terminal(terminal, run)), "{e:?}");
+        }
+    }
+}
+
+#[test]
+fn a_cancelled_attempt_counts_as_cancelled_only_when_the_user_cancelled_the_run() {
+    let table = [
+        (State::Cancelled, RunState::Running, InfrastructureError),
+        (State::Cancelled, RunState::Finished, InfrastructureError),
+        (State::Cancelled, RunState::Cancelling, State::Cancelled),
+        (State::Cancelled, RunState::Cancelled, State::Cancelled),
+        (Failed, RunState::Running, Failed),
+        (Completed, RunState::Cancelling, Completed),
+    ];
+    for (reported, run, want) in table {
+        assert_eq!(trial_terminal(reported, run), want, "{reported:?} in {run}");
+    }
+}
+
+#[test]
+fn a_worker_is_alive_while_it_is_heard_from_not_while_its_stream_is_open() {
+    let t0 = DateTime::from_timestamp(1_767_225_600, 0).unwrap();
+    let ttl = Duration::from_secs(30);
+    let s = chrono::Duration::seconds;
+    let table = [
+        (s(0), true),
+        (s(29), true),
+        (s(30), false),
+        (s(3600), false),
+        (s(-5), true),
+    ];
+    for (since, want) in table {
+        assert_eq!(alive(t0, t0 + since, ttl), want, "{since}");
+    }
+}
+
+#[test]
+fn only_alive_idle_non_draining_workers_claim() {
+    let table = [
+        (true, false, 1, true),
+        (false, false, 1, false),
+        (true, true, 1, false),
+        (true, false, 0, false),
+    ];
+    for (alive, draining, free_slots, want) in table {
+        let w = WorkerView {
+            alive,
+            draining,
+            free_slots,
+        };
+        assert_eq!(may_claim(&w), want, "{w:?}");
+    }
+}
+
+#[test]
+fn a_rescued_trial_goes_back_to_the_worker_that_lost_it_only_when_nobody_else_can_take_it() {
+    let table = [
+        (None, "w1", true, true),
+        (Some("w2"), "w1", true, true),
+        (Some("w1"), "w1", true, false),
+        (Some("w1"), "w1", false, true),
+    ];
+    for (lost_by, me, others, want) in table {
+        assert_eq!(
+            may_take(lost_by, me, others),
+            want,
+            "{lost_by:?} {me} {others}"
+        );
+    }
+}
+
+#[test]
+fn the_reaper_spares_workers_it_still_hears() {
+    assert!(reap(true, false));
+    assert!(!reap(true, true), "heartbeating through a database outage");
+    assert!(!reap(false, false));
+    assert!(!reap(false, true));
+}
+
+#[test]
+fn late_and_resent_reports() {
+    let live = AttemptView {
+        epoch: 3,
+        fenced: false,
+        terminal: None,
+    };
+    let done = AttemptView {
+        terminal: Some(Completed),
+        ..live
+    };
+    let reaped = AttemptView {
+        fenced: true,
+        terminal: Some(InfrastructureError),
+        ..live
+    };
+    let table = [
+        (live, 3, Completed, Acceptance::Accept),
+        (live, 2, Completed, Acceptance::Stale),
+        (done, 3, Completed, Acceptance::Duplicate),
+        (done, 3, Failed, Acceptance::Conflict),
+        (done, 2, Completed, Acceptance::Stale),
+        (reaped, 3, Completed, Acceptance::Stale),
+        (reaped, 3, InfrastructureError, Acceptance::Stale),
+    ];
+    for (a, epoch, terminal, want) in table {
+        assert_eq!(
+            accept_finish(&a, epoch, terminal),
+            want,
+            "{a:?} {epoch} {terminal:?}"
+        );
+    }
+    let rec = [
+        (done, 3, None, "sha256:a", Acceptance::Accept),
+        (done, 3, Some("sha256:a"), "sha256:a", Acceptance::Duplicate),
+        (done, 3, Some("sha256:a"), "sha256:b", Acceptance::Conflict),
+        (done, 4, None, "sha256:a", Acceptance::Stale),
+        (reaped, 3, None, "sha256:a", Acceptance::Stale),
+    ];
+    for (a, epoch, stored, digest, want) in rec {
+        assert_eq!(
+            accept_record(&a, epoch, stored, digest),
+            want,
+            "{a:?} {epoch} {stored:?}"
+        );
+    }
+}
