@@ -5,8 +5,8 @@
 //! carrying the assignment's `traceparent` as a real worker's do. Export goes over
 //! OTLP/gRPC to a receiver in this process that decodes and counts the spans.
 //!
-//! Phases off, on, on, off (ABBA, so that a drift over the run, e.g. the tables growing,
-//! cancels out), `ATTEMPTS` attempts each; prints attempts/s per phase and the ratio
+//! Phases: a warm-up (not counted), then off, on, on, off (ABBA, so that a drift over the
+//! run, e.g. the tables growing, cancels out), `ATTEMPTS` attempts each; prints attempts/s per phase and the ratio
 //! on/off. "Off" pauses the exporter ([`akbench_telemetry::Telemetry::pause`]): no span is
 //! built, as with `OTEL_EXPORTER_OTLP_ENDPOINT` unset.
 //!
@@ -206,6 +206,7 @@ async fn main() {
         filter: tracing_subscriber::EnvFilter::new("warn"),
         ansi: false,
         stderr: true,
+        capture: None,
     });
     assert!(telemetry.exporting(), "the exporter did not start");
     telemetry.pause(true);
@@ -251,7 +252,15 @@ async fn main() {
     }
 
     let mut rates = Vec::new();
-    for (phase, export) in [("off", false), ("on", true), ("on", true), ("off", false)] {
+    // A warm-up phase (caches, plans, connections), not counted, then ABBA.
+    let phases = [
+        ("warm-up", false),
+        ("off", false),
+        ("on", true),
+        ("on", true),
+        ("off", false),
+    ];
+    for (phase, export) in phases {
         telemetry.pause(!export);
         let run = seed_run(&store, attempts, "noop", &Caps::default())
             .await
@@ -262,8 +271,10 @@ async fn main() {
         scheduler.enqueue(run.run_id, &items).await.unwrap();
         wait_for(&progress, target).await;
         let rate = attempts as f64 / t0.elapsed().as_secs_f64();
-        println!("  phase {phase:<3}: {rate:.0} attempts/s");
-        rates.push((export, rate));
+        println!("  phase {phase:<7}: {rate:.0} attempts/s");
+        if phase != "warm-up" {
+            rates.push((export, rate));
+        }
     }
     let mean = |on: bool| {
         let r: Vec<f64> = rates.iter().filter(|r| r.0 == on).map(|r| r.1).collect();

@@ -438,5 +438,6 @@ pub fn init_logging(json: bool) -> akbench_telemetry::Telemetry {
         filter,
         ansi: true,
         stderr: false,
+        capture: None,
     })
 }

@@ -107,6 +107,7 @@ fn batch(a: &Assignment, states: &[State], from: u32) -> In {
                 note: String::new(),
             })
             .collect(),
+        ..Default::default()
     })
 }
 
@@ -116,6 +117,7 @@ fn finished(a: &Assignment, s: State) -> In {
         epoch: a.epoch,
         terminal_state: wire_state(s) as i32,
         cause: String::new(),
+        ..Default::default()
     })
 }
 

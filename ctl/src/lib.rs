@@ -56,6 +56,7 @@ fn init_telemetry() -> akbench_telemetry::Telemetry {
         filter,
         ansi: false,
         stderr: true,
+        capture: None,
     })
 }
 

@@ -55,6 +55,28 @@ pub struct Logs {
     pub ansi: bool,
     /// Log to stderr instead of stdout.
     pub stderr: bool,
+    /// Tests: write the log lines here instead.
+    pub capture: Option<Capture>,
+}
+
+/// A buffer log lines are written to (tests).
+pub type Capture = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+
+#[derive(Clone)]
+struct CaptureWriter(Capture);
+
+impl std::io::Write for CaptureWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The installed telemetry; flushes and stops the exporter when shut down or dropped.
@@ -131,7 +153,10 @@ pub fn init(logs: Logs) -> Telemetry {
             ),
         }
     }
-    let writer = if logs.stderr {
+    let writer = if let Some(c) = logs.capture {
+        let w = CaptureWriter(c);
+        BoxMakeWriter::new(move || w.clone())
+    } else if logs.stderr {
         BoxMakeWriter::new(std::io::stderr)
     } else {
         BoxMakeWriter::new(std::io::stdout)

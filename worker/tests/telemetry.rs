@@ -413,6 +413,7 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
         filter: tracing_subscriber::EnvFilter::new("warn"),
         ansi: false,
         stderr: true,
+        capture: None,
     });
     assert!(telemetry.exporting());
     let mut s = Sweep::start(&["oracle", "fail"], 1).await;

@@ -380,6 +380,8 @@ impl Session {
         let mut answers: Vec<Option<CoordinatorMessage>> = vec![None; batch.len()];
         let mut reports: Vec<Report> = Vec::new();
         let mut report_of: Vec<(usize, String, Subject)> = Vec::new();
+        // Spans only while exporting: nothing is collected for them otherwise.
+        let tracing_on = akbench_telemetry::enabled();
         let mut traceparents: Vec<&str> = Vec::new();
         let mut freed = false;
         for (i, m) in batch.iter().enumerate() {
@@ -434,7 +436,9 @@ impl Session {
                 Ok(r) => {
                     reports.push(r);
                     report_of.push((i, id.clone(), subject));
-                    traceparents.push(tp);
+                    if tracing_on {
+                        traceparents.push(tp);
+                    }
                 }
                 Err((seq, why)) => answers[i] = Some(malformed(id, subject, seq, why)),
             }

@@ -151,6 +151,7 @@ fn init_tracing() -> akbench_telemetry::Telemetry {
         filter: tracing_subscriber::EnvFilter::new(level.to_string()),
         ansi: false,
         stderr: true,
+        capture: None,
     })
 }
 
