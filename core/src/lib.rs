@@ -14,6 +14,7 @@ pub mod clock;
 pub mod digest;
 pub mod evidence;
 pub mod grading;
+pub mod interval;
 pub mod ids;
 pub mod lifecycle;
 pub mod manifest;
