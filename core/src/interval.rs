@@ -53,8 +53,16 @@ mod tests {
         ];
         for &(k, n, lo, hi) in cases {
             let i = wilson(k, n, Z95).unwrap();
-            assert!((i.low - lo).abs() < 1e-5, "{k}/{n}: low {} want {lo}", i.low);
-            assert!((i.high - hi).abs() < 1e-5, "{k}/{n}: high {} want {hi}", i.high);
+            assert!(
+                (i.low - lo).abs() < 1e-5,
+                "{k}/{n}: low {} want {lo}",
+                i.low
+            );
+            assert!(
+                (i.high - hi).abs() < 1e-5,
+                "{k}/{n}: high {} want {hi}",
+                i.high
+            );
         }
     }
 

@@ -46,6 +46,28 @@ pub enum Command {
     /// Start the embedded default (a private PostgreSQL, a coordinator and local workers),
     /// print its addresses, and serve until Ctrl-C.
     Up(UpArgs),
+    /// Open a local, read-only web viewer over a folder of run records (a sweep's `out/`,
+    /// `run records` exports, `run single` output): runs, a run's rates and matrix, a trial's
+    /// attempts, logs, diff and tests. Prints the URL and serves until Ctrl-C.
+    View(ViewArgs),
+}
+
+/// `akbench view`.
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// Folder to search for `run_record.json` files (recursively).
+    #[arg(default_value = "out")]
+    pub dir: PathBuf,
+    /// Address to serve on (port 0: any free port). Loopback by default: the viewer shows
+    /// agents' logs and diffs, and has no login.
+    #[arg(long, default_value = "127.0.0.1:7410")]
+    pub listen: std::net::SocketAddr,
+    /// The evidence store holding the runs' plans, for progress against the planned count.
+    #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
+    pub store_root: PathBuf,
+    /// How often the folder is re-read for new or changed records, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_ms: u64,
 }
 
 /// `akbench run ...`

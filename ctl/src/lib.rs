@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod embedded;
 pub mod exit;
 pub mod remote;
+pub mod view;
 
 use clap::Parser;
 

@@ -10,6 +10,7 @@ pub mod single;
 pub mod sweep;
 pub mod sweep_embedded;
 pub mod up;
+pub mod view;
 
 use crate::cli::{Cli, Command, RunCommand};
 
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sweep(args) if args.local => sweep::run(args),
         Command::Sweep(args) => sweep_embedded::run(args),
         Command::Up(args) => up::run(args),
+        Command::View(args) => view::run(args, &cli.remote),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
