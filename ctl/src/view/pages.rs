@@ -347,7 +347,21 @@ pub fn trial(file: &Path) -> Result<String, String> {
          <dt>score</dt><dd>{s}</dd><dt>task</dt><dd>{t} {v}</dd><dt>agent</dt><dd>{a} ({ad}{m})</dd>\
          <dt>attempts</dt><dd>{n}</dd><dt>written by</dt><dd>{w}</dd></dl>",
         k = esc(&r.trial.key),
-        o = badge(&r.outcome.state.to_string()),
+        o = {
+            let obs = akbench_core::accounting::Observation {
+                trial_id: r.trial.id,
+                state: r.outcome.state,
+                ok: r.outcome.ok,
+                score: r.outcome.score,
+                attempt_id: None,
+                source: None,
+            };
+            format!(
+                "{} <span class=\"state\">(state {})</span>",
+                badge(akbench_core::accounting::Bucket::of(&obs).as_str()),
+                esc(&r.outcome.state.to_string())
+            )
+        },
         s = r.outcome.score.map(|s| format!("{s:.2}")).unwrap_or_else(|| "not graded".into()),
         t = esc(&r.task.release.id),
         v = esc(&r.task.release.version),
@@ -565,7 +579,8 @@ pub fn diff_lines(b: &mut String, diff: &str) {
         } else {
             "d-ctx"
         };
-        let _ = writeln!(b, "<span class=\"{cls}\">{}</span>", esc(line));
+        // Each span is a block: no newline between them.
+        let _ = write!(b, "<span class=\"{cls}\">{}</span>", esc(line));
     }
 }
 
