@@ -290,5 +290,12 @@ fn a_live_run_moves_without_a_reload() {
         b.eval("document.getElementById('console-errors').hidden"),
         serde_json::json!(true)
     );
+    // Let the bar's width transition end before the picture.
+    b.eval(
+        "new Promise(r => { const t0 = Date.now(); (function f() { \
+           const p = document.getElementById('progress'); \
+           if (p.querySelector('.bar').getBoundingClientRect().width >= p.getBoundingClientRect().width - 1 \
+               || Date.now() - t0 > 5000) r(true); else setTimeout(f, 20); })(); })",
+    );
     b.screenshot(&screenshots().join("live-after.png"));
 }

@@ -472,3 +472,152 @@ impl Index {
         Some(&run.trials[i].file)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        task: &str,
+        agent: &str,
+        r: u32,
+        state: State,
+        ok: Option<bool>,
+        cause: Option<&str>,
+    ) -> TrialRow {
+        let bucket = Bucket::of(&Observation {
+            trial_id: uuid::Uuid::nil(),
+            state,
+            ok,
+            score: None,
+            attempt_id: None,
+            source: None,
+        })
+        .as_str();
+        TrialRow {
+            run: "run-1".into(),
+            key: format!("run-1/{task}/{agent}/r{r}"),
+            task: task.into(),
+            agent: agent.into(),
+            state,
+            ok,
+            score: ok.map(|o| if o { 1.0 } else { 0.0 }),
+            bucket,
+            cause: cause.map(str::to_owned),
+            attempts: 1,
+            cost_usd: None,
+            tokens: None,
+            duration_ms: 10,
+            file: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn cells_are_coloured_by_outcome() {
+        let cell = |solved, failed, other| Cell {
+            trials: solved + failed + other,
+            solved,
+            failed,
+            other,
+            first: String::new(),
+        };
+        let cases = [
+            (cell(0, 0, 0), "c-empty"),
+            (cell(2, 0, 0), "c-ok"),
+            (cell(0, 2, 0), "c-bad"),
+            (cell(0, 1, 1), "c-bad"),
+            (cell(0, 0, 2), "c-none"),
+            (cell(1, 1, 0), "c-mixed"),
+            (cell(1, 0, 1), "c-mixed"),
+        ];
+        for (c, want) in cases {
+            assert_eq!(c.class(), want, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_run_is_aggregated_on_the_server() {
+        let rows = vec![
+            row("t1", "a", 0, State::Completed, Some(true), None),
+            row("t1", "a", 1, State::Completed, Some(false), None),
+            row(
+                "t1",
+                "b",
+                0,
+                State::Failed,
+                None,
+                Some("the agent exited with code 3\nmore"),
+            ),
+            row(
+                "t2",
+                "b",
+                0,
+                State::InfrastructureError,
+                None,
+                Some("provider: 429"),
+            ),
+            row("t2", "a", 0, State::Completed, Some(true), None),
+        ];
+        let r = RunView::build("run-1".into(), rows, Some(8));
+        assert_eq!(r.tasks, ["t1", "t2"]);
+        assert_eq!(r.agents, ["a", "b"]);
+        let c = &r.matrix[&("t1".to_string(), "a".to_string())];
+        assert_eq!((c.trials, c.solved, c.failed, c.other), (2, 1, 1, 0));
+        assert_eq!(c.first, "run-1/t1/a/r0");
+        assert_eq!(
+            r.causes.get("failed: the agent exited with code 3"),
+            Some(&1)
+        );
+        assert_eq!(
+            r.causes.get("infrastructure_error: provider: 429"),
+            Some(&1)
+        );
+        let a = &r.rates[0];
+        assert_eq!(a.row.rates.graded, 3);
+        let iv = a.pass_interval.unwrap();
+        assert!(iv.low < 2.0 / 3.0 && 2.0 / 3.0 < iv.high, "{iv:?}");
+        assert_eq!(
+            r.rates[1].pass_interval, None,
+            "b has nothing graded: no interval"
+        );
+        let p = r.progress();
+        assert_eq!((p.done, p.planned), (5, Some(8)));
+        assert_eq!(p.counts.get("succeeded"), Some(&2));
+        assert_eq!(p.counts.get("missing"), None, "empty buckets are left out");
+    }
+
+    #[test]
+    fn filters_combine() {
+        let rows = vec![
+            row("t1", "a", 0, State::Completed, Some(true), None),
+            row(
+                "t1",
+                "b",
+                0,
+                State::Failed,
+                None,
+                Some("Exited with code 3"),
+            ),
+            row("t2", "b", 0, State::Completed, Some(false), None),
+        ];
+        let r = RunView::build("run-1".into(), rows, None);
+        let f = |agent: Option<&str>, outcome: Option<&str>, q: Option<&str>| TrialFilter {
+            agent: agent.map(str::to_owned),
+            outcome: outcome.map(str::to_owned),
+            q: q.map(str::to_owned),
+        };
+        let cases = [
+            (f(None, None, None), 3),
+            (f(Some(""), Some(""), Some("")), 3),
+            (f(Some("b"), None, None), 2),
+            (f(Some("b"), Some("failed"), None), 1),
+            (f(None, Some("agent_failed"), None), 1),
+            (f(None, None, Some("code 3")), 1),
+            (f(None, None, Some("T2")), 1),
+            (f(Some("a"), Some("failed"), None), 0),
+        ];
+        for (filter, want) in cases {
+            assert_eq!(r.filtered(&filter).count(), want, "{filter:?}");
+        }
+    }
+}

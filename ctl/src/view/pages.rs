@@ -194,7 +194,7 @@ fn outcomes(b: &mut String, r: &RunView) {
     b.push_str("</div>");
     if !r.causes.is_empty() {
         b.push_str(
-            "<h3>Causes (trials without a verdict)</h3><table class=\"list causes\"><tbody>",
+            "<h3>Causes (trials without a verdict)</h3><table class=\"list causes\" id=\"causes\"><tbody>",
         );
         let mut causes: Vec<_> = r.causes.iter().collect();
         causes.sort_by(|a, b| b.1.cmp(a.1));
@@ -242,9 +242,7 @@ fn matrix(b: &mut String, r: &RunView, q: &RunQuery) {
         b.push_str("</tr>");
     }
     b.push_str("</tbody></table>");
-    if pages > 1 {
-        pager(b, "mpage", mp, pages, q, "matrix");
-    }
+    pager(b, "mpage", mp, pages, q, "matrix");
 }
 
 fn trial_table(b: &mut String, r: &RunView, q: &RunQuery) {
@@ -279,7 +277,7 @@ fn trial_table(b: &mut String, r: &RunView, q: &RunQuery) {
     }
     let _ = write!(
         b,
-        "</select><button>filter</button></form><p class=\"count\">{} matching</p>\
+        "</select><button>filter</button></form><p class=\"count\" id=\"trial-count\">{} matching</p>\
          <table class=\"list\" id=\"trial-table\"><thead><tr><th>trial</th><th>outcome</th>\
          <th>score</th><th>attempts</th><th>time</th><th>cause</th></tr></thead><tbody>",
         matching.len()
@@ -321,7 +319,7 @@ fn pager(b: &mut String, name: &str, cur: usize, pages: usize, q: &RunQuery, anc
         }
         format!("{}#{anchor}", esc(&s))
     };
-    let _ = write!(b, "<nav class=\"pager\" data-for=\"{anchor}\">");
+    let _ = write!(b, "<nav class=\"pager\" id=\"{anchor}-pager\">");
     if cur > 0 {
         let _ = write!(b, "<a href=\"{}\">← previous</a> ", link(cur - 1));
     }
@@ -632,7 +630,11 @@ mod tests {
             &mut b,
             "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old <b>\n+new\n same",
         );
-        let classes: Vec<&str> = b.lines().map(|l| l.split('"').nth(1).unwrap()).collect();
+        let classes: Vec<&str> = b
+            .split("</span>")
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split('"').nth(1).unwrap())
+            .collect();
         assert_eq!(
             classes,
             ["d-file", "d-file", "d-file", "d-hunk", "d-del", "d-add", "d-ctx"]

@@ -54,9 +54,37 @@
     var live = $('#live');
     if (live) {
       live.setAttribute('data-updates', String(updates));
-      live.textContent = 'live · updated ' + new Date().toLocaleTimeString() +
-        ' · the tables below are as of page load (reload to refresh them)';
+      live.textContent = 'live · updated ' + new Date().toLocaleTimeString();
     }
+  }
+
+  // The tables are server-rendered pages of the run: fetch this same page again (its paging
+  // and filters kept) and swap them in place, at most once a second.
+  var SWAPPED = ['#agents', '#causes', '#matrix', '#matrix-pager', '#trial-count', '#trial-table', '#trials-pager'];
+  var pending = null;
+  var swaps = 0;
+  function refreshTables() {
+    if (pending) return;
+    pending = setTimeout(function () {
+      fetch(location.href, { headers: { 'Accept': 'text/html' } })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error('HTTP ' + r.status)); })
+        .then(function (text) {
+          var doc = new DOMParser().parseFromString(text, 'text/html');
+          SWAPPED.forEach(function (sel) {
+            var now = $(sel);
+            var next = doc.querySelector(sel);
+            if (now && next) now.replaceWith(document.importNode(next, true));
+          });
+          swaps += 1;
+          var live = $('#live');
+          if (live) live.setAttribute('data-swaps', String(swaps));
+        })
+        .catch(function (e) {
+          var live = $('#live');
+          if (live) live.textContent = 'could not refresh the tables: ' + e.message;
+        })
+        .then(function () { pending = null; });
+    }, 1000);
   }
 
   function followRun() {
@@ -68,6 +96,8 @@
     es.addEventListener('progress', function (ev) {
       updates += 1;
       applyProgress(JSON.parse(ev.data), updates);
+      // The first event is the state the page was rendered with.
+      if (updates > 1) refreshTables();
     });
     es.onerror = function () {
       var live = $('#live');
