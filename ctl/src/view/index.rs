@@ -355,8 +355,6 @@ pub struct Refused {
 pub struct Index {
     /// The viewed folder (canonical).
     pub root: PathBuf,
-    /// The evidence store to read plans from, when given.
-    pub store: Option<PathBuf>,
     /// Runs by key.
     pub runs: BTreeMap<String, RunView>,
     /// Trial key -> run key.
@@ -365,15 +363,116 @@ pub struct Index {
     pub refused: Vec<Refused>,
     /// Bumped whenever a refresh changed anything.
     pub version: u64,
+    /// What was read so far (taken by the server, which scans outside the index's lock).
+    pub scan: Scan,
+}
+
+/// The reading side of an [`Index`]: which files were read, at what size and time.
+#[derive(Debug, Default)]
+pub struct Scan {
+    root: PathBuf,
+    store: Option<PathBuf>,
     seen: HashMap<PathBuf, (u64, Option<SystemTime>, Option<TrialRow>)>,
+    refused: Vec<Refused>,
+}
+
+/// A new state of the runs, built by [`Scan::update`] and swapped in by [`Index::apply`].
+#[derive(Debug)]
+pub struct Update {
+    runs: BTreeMap<String, RunView>,
+    trial_run: HashMap<String, String>,
+    refused: Vec<Refused>,
+}
+
+impl Scan {
+    /// Re-reads the records whose file changed; `None` when nothing changed.
+    pub fn update(&mut self) -> Option<Update> {
+        let mut files = Vec::new();
+        crate::cmd::aggregate::find_records(&self.root, &mut files);
+        let mut changed = files.len() != self.seen.len();
+        let mut next = HashMap::with_capacity(files.len());
+        for f in files {
+            let meta = std::fs::symlink_metadata(&f).ok();
+            let stamp = (
+                meta.as_ref().map_or(0, |m| m.len()),
+                meta.as_ref().and_then(|m| m.modified().ok()),
+            );
+            match self.seen.remove(&f) {
+                Some((len, mtime, row)) if (len, mtime) == stamp => {
+                    next.insert(f, (len, mtime, row));
+                }
+                _ => {
+                    changed = true;
+                    let file = f
+                        .strip_prefix(&self.root)
+                        .unwrap_or(&f)
+                        .display()
+                        .to_string();
+                    self.refused.retain(|x| x.file != file);
+                    let row = match crate::cmd::aggregate::read(&f) {
+                        Ok(r) => Some(TrialRow::of(&r, f.clone())),
+                        Err(reason) => {
+                            self.refused.push(Refused { file, reason });
+                            None
+                        }
+                    };
+                    next.insert(f, (stamp.0, stamp.1, row));
+                }
+            }
+        }
+        // Files that disappeared are forgotten, refused ones too.
+        for gone in self.seen.keys() {
+            let file = gone
+                .strip_prefix(&self.root)
+                .unwrap_or(gone)
+                .display()
+                .to_string();
+            self.refused.retain(|x| x.file != file);
+        }
+        self.seen = next;
+        if !changed {
+            return None;
+        }
+        let mut by_run: BTreeMap<String, Vec<TrialRow>> = BTreeMap::new();
+        for (_, _, row) in self.seen.values() {
+            if let Some(r) = row {
+                by_run.entry(r.run.clone()).or_default().push(r.clone());
+            }
+        }
+        let mut up = Update {
+            runs: BTreeMap::new(),
+            trial_run: HashMap::new(),
+            refused: self.refused.clone(),
+        };
+        up.refused.sort_by(|a, b| a.file.cmp(&b.file));
+        for (k, rows) in by_run {
+            for r in &rows {
+                up.trial_run.insert(r.key.clone(), k.clone());
+            }
+            let planned = self.planned(&k);
+            up.runs.insert(k.clone(), RunView::build(k, rows, planned));
+        }
+        Some(up)
+    }
+
+    fn planned(&self, run: &str) -> Option<u64> {
+        let store = EvidenceStore::new(self.store.as_ref()?);
+        let stored = store.find(run).ok()?;
+        stored.plan().map(|p| p.trials.len() as u64)
+    }
 }
 
 impl Index {
     /// An index over `root` (a folder of records), reading plans from `store` when given.
+    /// Empty until [`Index::refresh`].
     pub fn new(root: PathBuf, store: Option<PathBuf>) -> Index {
         Index {
+            scan: Scan {
+                root: root.clone(),
+                store,
+                ..Scan::default()
+            },
             root,
-            store,
             ..Index::default()
         }
     }
@@ -397,69 +496,21 @@ impl Index {
 
     /// Re-reads the records whose file changed; returns true when anything changed.
     pub fn refresh(&mut self) -> bool {
-        let mut files = Vec::new();
-        crate::cmd::aggregate::find_records(&self.root, &mut files);
-        let mut changed = files.len() != self.seen.len();
-        let mut next = HashMap::with_capacity(files.len());
-        for f in files {
-            let meta = std::fs::symlink_metadata(&f).ok();
-            let stamp = (
-                meta.as_ref().map_or(0, |m| m.len()),
-                meta.as_ref().and_then(|m| m.modified().ok()),
-            );
-            match self.seen.remove(&f) {
-                Some((len, mtime, row)) if (len, mtime) == stamp => {
-                    next.insert(f, (len, mtime, row));
-                }
-                _ => {
-                    changed = true;
-                    let row = crate::cmd::aggregate::read(&f).map(|r| TrialRow::of(&r, f.clone()));
-                    let row = match row {
-                        Ok(r) => Some(r),
-                        Err(reason) => {
-                            let file = f
-                                .strip_prefix(&self.root)
-                                .unwrap_or(&f)
-                                .display()
-                                .to_string();
-                            self.refused.retain(|x| x.file != file);
-                            self.refused.push(Refused { file, reason });
-                            None
-                        }
-                    };
-                    next.insert(f, (stamp.0, stamp.1, row));
-                }
+        match self.scan.update() {
+            Some(up) => {
+                self.apply(up);
+                true
             }
+            None => false,
         }
-        self.seen = next;
-        if !changed {
-            return false;
-        }
-        let mut by_run: BTreeMap<String, Vec<TrialRow>> = BTreeMap::new();
-        for (_, _, row) in self.seen.values() {
-            if let Some(r) = row {
-                by_run.entry(r.run.clone()).or_default().push(r.clone());
-            }
-        }
-        self.trial_run.clear();
-        self.runs.clear();
-        for (k, rows) in by_run {
-            for r in &rows {
-                self.trial_run.insert(r.key.clone(), k.clone());
-            }
-            let planned = self.planned(&k);
-            self.runs
-                .insert(k.clone(), RunView::build(k, rows, planned));
-        }
-        self.refused.sort_by(|a, b| a.file.cmp(&b.file));
-        self.version += 1;
-        true
     }
 
-    fn planned(&self, run: &str) -> Option<u64> {
-        let store = EvidenceStore::new(self.store.as_ref()?);
-        let stored = store.find(run).ok()?;
-        stored.plan().map(|p| p.trials.len() as u64)
+    /// Swaps in a new state of the runs.
+    pub fn apply(&mut self, up: Update) {
+        self.runs = up.runs;
+        self.trial_run = up.trial_run;
+        self.refused = up.refused;
+        self.version += 1;
     }
 
     /// The folder holding a trial's record, when the trial is known.

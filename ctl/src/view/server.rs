@@ -6,7 +6,7 @@
 //! reads only changed files) and bumps a version that the event streams wait on.
 
 use super::html::{esc, page};
-use super::index::{Index, TrialRow};
+use super::index::{Index, Scan, TrialRow};
 use super::pages::{self, RunQuery};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -24,27 +24,33 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub struct Viewer {
     index: Arc<RwLock<Index>>,
+    /// Reading happens outside the index's lock: pages are served while a folder is walked.
+    scan: Arc<std::sync::Mutex<Scan>>,
     version: watch::Sender<u64>,
 }
 
 impl Viewer {
     /// A viewer over an index (already refreshed once by the caller, or built in memory).
-    pub fn new(index: Index) -> Viewer {
+    pub fn new(mut index: Index) -> Viewer {
         let v = index.version;
+        let scan = std::mem::take(&mut index.scan);
         Viewer {
             index: Arc::new(RwLock::new(index)),
+            scan: Arc::new(std::sync::Mutex::new(scan)),
             version: watch::channel(v).0,
         }
     }
 
     /// Re-reads the folder; on change, wakes the event streams. Returns true on change.
     pub fn refresh(&self) -> bool {
+        let update = self.scan.lock().unwrap_or_else(|e| e.into_inner()).update();
+        let Some(update) = update else {
+            return false;
+        };
         let mut ix = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let changed = ix.refresh();
-        if changed {
-            self.version.send_replace(ix.version);
-        }
-        changed
+        ix.apply(update);
+        self.version.send_replace(ix.version);
+        true
     }
 
     /// Event streams open right now.
