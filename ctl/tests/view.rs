@@ -299,3 +299,20 @@ fn a_live_run_moves_without_a_reload() {
     );
     b.screenshot(&screenshots().join("live-after.png"));
 }
+
+#[test]
+fn a_folder_that_is_not_there_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("view")
+        .arg(tmp.path().join("missing"))
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a folder") && err.contains("missing"),
+        "{err}"
+    );
+}

@@ -14,12 +14,12 @@ pub fn run(args: ViewArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
         .as_deref()
         .is_some_and(|c| !c.trim().is_empty())
     {
-        return Err(InputError(
-            "failed to open the viewer: viewing a coordinator is not supported yet; fix: export \
-             the run with `akbench run records RUN --out DIR` and run `akbench view DIR`"
-                .into(),
-        )
-        .into());
+        // Often set in the environment for the `run` commands: the folder is still viewed.
+        eprintln!(
+            "note: the coordinator (--coordinator / AKBENCH_COORDINATOR) is ignored: viewing a \
+             coordinator is not supported yet; export a run with `akbench run records RUN --out \
+             DIR` and view DIR"
+        );
     }
     let root = args
         .dir
