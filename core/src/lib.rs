@@ -19,6 +19,7 @@ pub mod evidence;
 pub mod grading;
 pub mod harbor;
 pub mod ids;
+pub mod interval;
 pub mod lifecycle;
 pub mod manifest;
 pub mod observe;

@@ -58,6 +58,10 @@ pub enum Command {
     /// Write a development CA, a coordinator server certificate and worker client
     /// certificates (PEM) for compose files and local clusters.
     Certs(CertsArgs),
+    /// Open a local, read-only web viewer over a folder of run records (a sweep's `out/`,
+    /// `run records` exports, `run single` output): runs, a run's rates and matrix, a trial's
+    /// attempts, logs, diff and tests. Prints the URL and serves until Ctrl-C.
+    View(ViewArgs),
 }
 
 /// `akbench certs`
@@ -75,6 +79,24 @@ pub struct CertsArgs {
     /// Days the server and worker certificates are valid.
     #[arg(long, default_value_t = 90)]
     pub days: u64,
+}
+
+/// `akbench view`.
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// Folder to search for `run_record.json` files (recursively).
+    #[arg(default_value = "out")]
+    pub dir: PathBuf,
+    /// Address to serve on (port 0: any free port). Loopback by default: the viewer shows
+    /// agents' logs and diffs, and has no login.
+    #[arg(long, default_value = "127.0.0.1:7410")]
+    pub listen: std::net::SocketAddr,
+    /// The evidence store holding the runs' plans, for progress against the planned count.
+    #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
+    pub store_root: PathBuf,
+    /// How often the folder is re-read for new or changed records, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_ms: u64,
 }
 
 /// `akbench run ...`

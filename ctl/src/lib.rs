@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod embedded;
 pub mod exit;
 pub mod remote;
+pub mod view;
 
 use clap::Parser;
 
@@ -71,6 +72,7 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
         cli::Command::Sweep(_) => "sweep".into(),
         cli::Command::Up(_) => "up".into(),
         cli::Command::Certs(_) => "certs".into(),
+        cli::Command::View(_) => "view".into(),
     };
     tracing::info_span!(
         "akbench",

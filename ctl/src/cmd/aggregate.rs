@@ -89,7 +89,8 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     })
 }
 
-fn read(f: &Path) -> Result<RunRecord, String> {
+/// Reads and validates one record (symlinks refused).
+pub(crate) fn read(f: &Path) -> Result<RunRecord, String> {
     let meta = std::fs::symlink_metadata(f).map_err(|e| e.to_string())?;
     if !meta.is_file() {
         return Err("not a regular file (symlinks are refused)".into());

@@ -19,6 +19,7 @@ pub mod sweep;
 pub mod sweep_embedded;
 pub mod sweep_routes;
 pub mod up;
+pub mod view;
 
 use crate::cli::{Cli, Command, RunCommand};
 
@@ -37,6 +38,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sweep(args) => sweep_embedded::run(args),
         Command::Up(args) => up::run(args),
         Command::Certs(args) => certs::run(args),
+        Command::View(args) => view::run(args, &cli.remote),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

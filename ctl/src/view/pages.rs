@@ -1,0 +1,644 @@
+//! The viewer's pages, rendered on the server from the [`Index`] (lists, aggregates) or from
+//! one record read again from disk (the trial page). Lists are paged here; the browser only
+//! ever receives one page of trials and one page of the matrix.
+
+use super::html::{badge, esc, page, pct, progress_bar, url, url_path};
+use super::index::{Index, RunView, TrialFilter};
+use akbench_core::accounting::ALL_BUCKETS;
+use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Trials per page unless asked otherwise; pages are capped at [`MAX_PER_PAGE`].
+pub const PER_PAGE: usize = 50;
+/// The largest page served.
+pub const MAX_PER_PAGE: usize = 500;
+/// Tasks per page of the matrix.
+pub const MATRIX_ROWS: usize = 100;
+/// Bytes of a log or diff shown on the trial page.
+pub const ARTIFACT_CAP: u64 = 256 * 1024;
+
+/// Paging and filtering of the run page (query string).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RunQuery {
+    /// Only this agent.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Only this bucket.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    /// Substring of the trial key, task or cause.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Page of the trial table (0-based).
+    #[serde(default)]
+    pub page: usize,
+    /// Trials per page.
+    #[serde(default)]
+    pub per: Option<usize>,
+    /// Page of the matrix (0-based).
+    #[serde(default)]
+    pub mpage: usize,
+}
+
+impl RunQuery {
+    /// The trial filter of the query.
+    pub fn filter(&self) -> TrialFilter {
+        TrialFilter {
+            agent: self.agent.clone(),
+            outcome: self.outcome.clone(),
+            q: self.q.clone(),
+        }
+    }
+
+    /// Trials per page, capped.
+    pub fn per(&self) -> usize {
+        self.per.unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE)
+    }
+}
+
+/// The runs list.
+pub fn runs(ix: &Index, q: &str) -> String {
+    let mut b = String::from("<h1>Runs</h1>");
+    let _ = write!(
+        b,
+        "<form class=\"filters\" method=\"get\"><input id=\"run-search\" name=\"q\" \
+         placeholder=\"filter runs\" value=\"{}\" autocomplete=\"off\"></form>",
+        esc(q)
+    );
+    b.push_str(
+        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>progress</th>\
+         <th>agents</th><th>tasks</th><th>pass rate</th><th>solve rate</th></tr></thead><tbody>",
+    );
+    let ql = q.to_lowercase();
+    let mut shown = 0;
+    for (key, run) in ix.runs.iter().rev() {
+        if !ql.is_empty() && !key.to_lowercase().contains(&ql) {
+            continue;
+        }
+        shown += 1;
+        let total = run.summary.as_ref().map(|s| &s.total.rates);
+        let _ = write!(
+            b,
+            "<tr class=\"run-row\" data-key=\"{k}\"><td><a href=\"/runs/{u}\">{k}</a></td>\
+             <td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
+            k = esc(key),
+            u = url(key),
+            bar = progress_bar(run.trials.len() as u64, run.planned),
+            a = esc(&run.agents.join(", ")),
+            t = run.tasks.len(),
+            p = pct(total.and_then(|r| r.pass_rate)),
+            s = pct(total.and_then(|r| r.solve_rate)),
+        );
+    }
+    b.push_str("</tbody></table>");
+    if shown == 0 {
+        let _ = write!(
+            b,
+            "<p class=\"empty\">No runs{} under {}.</p>",
+            if q.is_empty() { "" } else { " match" },
+            esc(&ix.root.display().to_string())
+        );
+    }
+    if !ix.refused.is_empty() {
+        b.push_str("<h2>Refused records</h2><ul class=\"refused\">");
+        for r in &ix.refused {
+            let _ = write!(
+                b,
+                "<li><code>{}</code>: {}</li>",
+                esc(&r.file),
+                esc(&r.reason)
+            );
+        }
+        b.push_str("</ul>");
+    }
+    b.push_str(
+        "<section class=\"compare-slot\" id=\"compare\"><!-- COMPARE: the paired view of \
+         `run compare` (core::compare) goes here when it lands --><h2>Compare runs</h2>\
+         <p>Not in the viewer yet: use <code>akbench run compare</code>.</p></section>",
+    );
+    page("runs", &[], &b)
+}
+
+/// The run page.
+pub fn run(r: &RunView, q: &RunQuery) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1 data-run=\"{k}\">Run <code>{k}</code></h1>{bar}<p class=\"live\" id=\"live\"></p>",
+        k = esc(&r.key),
+        bar = progress_bar(r.trials.len() as u64, r.planned)
+    );
+    rates_table(&mut b, r);
+    outcomes(&mut b, r);
+    matrix(&mut b, r, q);
+    trial_table(&mut b, r, q);
+    page(
+        &r.key,
+        &[(format!("/runs/{}", url(&r.key)), r.key.clone())],
+        &b,
+    )
+}
+
+fn rates_table(b: &mut String, r: &RunView) {
+    b.push_str(
+        "<h2>Agents</h2><table class=\"list\" id=\"agents\"><thead><tr><th>agent</th>\
+         <th>trials</th><th>solved</th><th>graded</th><th>pass rate</th><th>95% interval</th>\
+         <th>solve rate</th><th>cost</th><th>tokens</th></tr></thead><tbody>",
+    );
+    for a in &r.rates {
+        let iv = a
+            .pass_interval
+            .map(|i| format!("{:.1}–{:.1}%", i.low * 100.0, i.high * 100.0))
+            .unwrap_or_else(|| "n/a".into());
+        let _ = write!(
+            b,
+            "<tr data-agent=\"{n}\"><td>{n}</td><td>{t}</td><td>{s}</td><td class=\"graded\">{g}</td>\
+             <td class=\"pass\">{p}{ci}</td><td>{iv}</td><td>{sr}</td><td>{c}</td><td>{tok}</td></tr>",
+            n = esc(&a.agent),
+            t = a.row.trials,
+            s = a.row.counts.succeeded,
+            g = a.row.rates.graded,
+            p = pct(a.row.rates.pass_rate),
+            ci = a
+                .pass_interval
+                .map(|i| format!(
+                    "<span class=\"ci\"><span style=\"left:{:.1}%;width:{:.1}%\"></span></span>",
+                    i.low * 100.0,
+                    (i.high - i.low) * 100.0
+                ))
+                .unwrap_or_default(),
+            sr = pct(a.row.rates.solve_rate),
+            c = a.cost_usd.map(|c| format!("${c:.2}")).unwrap_or_else(|| "–".into()),
+            tok = a.tokens.map(|t| t.to_string()).unwrap_or_else(|| "–".into()),
+        );
+    }
+    b.push_str("</tbody></table>");
+}
+
+fn outcomes(b: &mut String, r: &RunView) {
+    let counts = r.counts();
+    b.push_str("<h2>Outcomes</h2><div class=\"outcomes\" id=\"outcomes\">");
+    for bk in ALL_BUCKETS {
+        let n = counts.get(bk);
+        if n > 0 {
+            let _ = write!(
+                b,
+                "<a class=\"outcome\" href=\"?outcome={s}#trials\">{badge} <b data-bucket=\"{s}\">{n}</b></a>",
+                s = bk.as_str(),
+                badge = badge(bk.as_str())
+            );
+        }
+    }
+    b.push_str("</div>");
+    if !r.causes.is_empty() {
+        b.push_str(
+            "<h3>Causes (trials without a verdict)</h3><table class=\"list causes\" id=\"causes\"><tbody>",
+        );
+        let mut causes: Vec<_> = r.causes.iter().collect();
+        causes.sort_by(|a, b| b.1.cmp(a.1));
+        for (c, n) in causes.into_iter().take(20) {
+            let _ = write!(b, "<tr><td>{n}</td><td><code>{}</code></td></tr>", esc(c));
+        }
+        b.push_str("</tbody></table>");
+    }
+}
+
+fn matrix(b: &mut String, r: &RunView, q: &RunQuery) {
+    let pages = r.tasks.len().div_ceil(MATRIX_ROWS).max(1);
+    let mp = q.mpage.min(pages - 1);
+    let _ = write!(
+        b,
+        "<h2>Tasks × agents</h2><p class=\"legend\"><span class=\"c-ok\">all solved</span> \
+         <span class=\"c-mixed\">some solved</span> <span class=\"c-bad\">graded, none solved</span> \
+         <span class=\"c-none\">no verdict</span> · {} tasks</p><table class=\"matrix\" id=\"matrix\"><thead><tr><th>task</th>",
+        r.tasks.len()
+    );
+    for a in &r.agents {
+        let _ = write!(b, "<th>{}</th>", esc(a));
+    }
+    b.push_str("</tr></thead><tbody>");
+    for task in r.tasks.iter().skip(mp * MATRIX_ROWS).take(MATRIX_ROWS) {
+        let _ = write!(b, "<tr><th>{}</th>", esc(task));
+        for a in &r.agents {
+            match r.matrix.get(&(task.clone(), a.clone())) {
+                Some(c) => {
+                    let _ = write!(
+                        b,
+                        "<td class=\"{cls}\" title=\"{s} solved, {f} not solved, {o} no verdict\">\
+                         <a href=\"/trials/{href}\">{s}/{n}</a></td>",
+                        cls = c.class(),
+                        s = c.solved,
+                        f = c.failed,
+                        o = c.other,
+                        n = c.trials,
+                        href = url_path(&c.first),
+                    );
+                }
+                None => b.push_str("<td class=\"c-empty\"></td>"),
+            }
+        }
+        b.push_str("</tr>");
+    }
+    b.push_str("</tbody></table>");
+    pager(b, "mpage", mp, pages, q, "matrix");
+}
+
+fn trial_table(b: &mut String, r: &RunView, q: &RunQuery) {
+    let per = q.per();
+    let filter = q.filter();
+    let matching: Vec<_> = r.filtered(&filter).collect();
+    let pages = matching.len().div_ceil(per).max(1);
+    let p = q.page.min(pages - 1);
+    let _ = write!(
+        b,
+        "<h2 id=\"trials\">Trials</h2><form class=\"filters\" method=\"get\" action=\"#trials\">\
+         <input name=\"q\" placeholder=\"search key, task, cause\" value=\"{q}\">\
+         <select name=\"agent\"><option value=\"\">every agent</option>",
+        q = esc(q.q.as_deref().unwrap_or(""))
+    );
+    for a in &r.agents {
+        let sel = if q.agent.as_deref() == Some(a) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(b, "<option{sel}>{}</option>", esc(a));
+    }
+    b.push_str("</select><select name=\"outcome\"><option value=\"\">every outcome</option>");
+    for bk in ALL_BUCKETS {
+        let sel = if q.outcome.as_deref() == Some(bk.as_str()) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(b, "<option{sel}>{}</option>", bk.as_str());
+    }
+    let _ = write!(
+        b,
+        "</select><button>filter</button></form><p class=\"count\" id=\"trial-count\">{} matching</p>\
+         <table class=\"list\" id=\"trial-table\"><thead><tr><th>trial</th><th>outcome</th>\
+         <th>score</th><th>attempts</th><th>time</th><th>cause</th></tr></thead><tbody>",
+        matching.len()
+    );
+    for t in matching.iter().skip(p * per).take(per) {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/trials/{h}\">{k}</a></td><td>{bd}</td><td>{s}</td><td>{a}</td>\
+             <td>{d:.1}s</td><td class=\"cause\">{c}</td></tr>",
+            h = url_path(&t.key),
+            k = esc(&t.key),
+            bd = badge(t.bucket),
+            s = t
+                .score
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| "–".into()),
+            a = t.attempts,
+            d = t.duration_ms as f64 / 1000.0,
+            c = esc(t.cause.as_deref().unwrap_or("")),
+        );
+    }
+    b.push_str("</tbody></table>");
+    pager(b, "page", p, pages, q, "trials");
+}
+
+fn pager(b: &mut String, name: &str, cur: usize, pages: usize, q: &RunQuery, anchor: &str) {
+    let link = |page: usize| {
+        let mut s = format!("?{name}={page}");
+        let (other, ov) = if name == "page" {
+            ("mpage", q.mpage)
+        } else {
+            ("page", q.page)
+        };
+        let _ = write!(s, "&{other}={ov}&per={}", q.per());
+        for (k, v) in [("agent", &q.agent), ("outcome", &q.outcome), ("q", &q.q)] {
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                let _ = write!(s, "&{k}={}", url(v));
+            }
+        }
+        format!("{}#{anchor}", esc(&s))
+    };
+    let _ = write!(b, "<nav class=\"pager\" id=\"{anchor}-pager\">");
+    if cur > 0 {
+        let _ = write!(b, "<a href=\"{}\">← previous</a> ", link(cur - 1));
+    }
+    let _ = write!(b, "page {} of {pages}", cur + 1);
+    if cur + 1 < pages {
+        let _ = write!(
+            b,
+            " <a href=\"{}\" class=\"next\">next →</a>",
+            link(cur + 1)
+        );
+    }
+    b.push_str("</nav>");
+}
+
+/// The trial page, from the record at `file`.
+pub fn trial(file: &Path) -> Result<String, String> {
+    let r = crate::cmd::aggregate::read(file)?;
+    let dir = file.parent().ok_or("the record has no folder")?;
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Trial <code>{k}</code></h1><dl class=\"facts\"><dt>outcome</dt><dd>{o}</dd>\
+         <dt>score</dt><dd>{s}</dd><dt>task</dt><dd>{t} {v}</dd><dt>agent</dt><dd>{a} ({ad}{m})</dd>\
+         <dt>attempts</dt><dd>{n}</dd><dt>written by</dt><dd>{w}</dd></dl>",
+        k = esc(&r.trial.key),
+        o = {
+            let obs = akbench_core::accounting::Observation {
+                trial_id: r.trial.id,
+                state: r.outcome.state,
+                ok: r.outcome.ok,
+                score: r.outcome.score,
+                attempt_id: None,
+                source: None,
+            };
+            format!(
+                "{} <span class=\"state\">(state {})</span>",
+                badge(akbench_core::accounting::Bucket::of(&obs).as_str()),
+                esc(&r.outcome.state.to_string())
+            )
+        },
+        s = r.outcome.score.map(|s| format!("{s:.2}")).unwrap_or_else(|| "not graded".into()),
+        t = esc(&r.task.release.id),
+        v = esc(&r.task.release.version),
+        a = esc(&r.agent.name),
+        ad = esc(&r.agent.adapter),
+        m = r.agent.model.as_deref().map(|m| format!(", {}", esc(m))).unwrap_or_default(),
+        n = r.attempts.len(),
+        w = esc(&r.written_by),
+    );
+    for a in &r.attempts {
+        attempt(&mut b, a, dir);
+    }
+    digests(&mut b, &r);
+    let run = (format!("/runs/{}", url(&r.run.key)), r.run.key.clone());
+    let me = (
+        format!("/trials/{}", url_path(&r.trial.key)),
+        r.trial.key.clone(),
+    );
+    Ok(page(&r.trial.key, &[run, me], &b))
+}
+
+fn attempt(b: &mut String, a: &AttemptRecord, dir: &Path) {
+    let _ = write!(
+        b,
+        "<section class=\"attempt\" id=\"attempt-{n}\"><h2>Attempt {n}: {st}</h2>",
+        n = a.number,
+        st = badge(&a.state.to_string())
+    );
+    if let Some(c) = &a.cause {
+        let _ = write!(b, "<p class=\"cause\">{}</p>", esc(c));
+    }
+    timeline(b, a);
+    if let Some(p) = &a.agent_process {
+        let _ = write!(
+            b,
+            "<h3>Agent process</h3><p><code>{argv}</code> · exit {ec} · {d:.1}s{to}</p>",
+            argv = esc(&p.argv.join(" ")),
+            ec = p
+                .exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "none".into()),
+            d = p.duration_ms as f64 / 1000.0,
+            to = if p.timed_out { " · timed out" } else { "" },
+        );
+        for (path, title) in [
+            (&p.stdout_path, "Agent stdout"),
+            (&p.stderr_path, "Agent stderr"),
+        ] {
+            if let Some(path) = path {
+                artifact(b, dir, path, title, "log");
+            }
+        }
+    }
+    if let Some(m) = &a.observations.final_message {
+        let _ = write!(
+            b,
+            "<h3>Final message</h3><pre class=\"log final\">{}</pre>",
+            esc(m)
+        );
+    }
+    if let Some(d) = &a.workspace.diff_path {
+        artifact(b, dir, d, "Diff", "diff");
+    }
+    if let Some(g) = &a.grade {
+        let _ = write!(
+            b,
+            "<h3>Evaluation</h3><p>{ok} · score {s:.2} · from {src} · exit {ec} · {d:.1}s</p>",
+            ok = if g.ok {
+                badge("succeeded")
+            } else {
+                badge("failed")
+            },
+            s = g.score,
+            src = esc(&g.source),
+            ec = g
+                .exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "none".into()),
+            d = g.duration_ms as f64 / 1000.0,
+        );
+        if !g.tests.is_empty() {
+            b.push_str("<table class=\"list tests\"><thead><tr><th>test</th><th>outcome</th><th>message</th></tr></thead><tbody>");
+            for t in &g.tests {
+                let o = serde_json::to_value(t.outcome).ok();
+                let o = o.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
+                let _ = write!(
+                    b,
+                    "<tr class=\"t-{o}\"><td><code>{n}</code></td><td>{o}</td><td>{m}</td></tr>",
+                    n = esc(&t.name),
+                    m = esc(t.message.as_deref().unwrap_or("")),
+                );
+            }
+            b.push_str("</tbody></table>");
+        }
+        let _ = write!(
+            b,
+            "<details open><summary>Evaluator output{}</summary><pre class=\"log\">{}</pre></details>",
+            if g.report_truncated { " (truncated)" } else { "" },
+            esc(&g.report)
+        );
+    }
+    b.push_str("</section>");
+}
+
+/// The transitions drawn to scale: one bar per state, as wide as the time spent in it.
+fn timeline(b: &mut String, a: &AttemptRecord) {
+    let ts = &a.transitions;
+    let (Some(first), Some(last)) = (ts.first(), ts.last()) else {
+        return;
+    };
+    let total = (last.at - first.at).num_milliseconds().max(1) as f64;
+    const W: f64 = 900.0;
+    let _ = write!(
+        b,
+        "<h3>Timeline ({:.2}s)</h3><svg class=\"timeline\" viewBox=\"0 0 {W} 46\" width=\"100%\" \
+         role=\"img\" aria-label=\"transition timeline\">",
+        total / 1000.0
+    );
+    for (i, t) in ts.iter().enumerate() {
+        let end = ts.get(i + 1).map_or(t.at, |n| n.at);
+        let x = (t.at - first.at).num_milliseconds() as f64 / total * W;
+        let w = ((end - t.at).num_milliseconds() as f64 / total * W).max(1.0);
+        let _ = write!(
+            b,
+            "<g><title>{s}: {ms} ms{note}</title><rect class=\"s-{s}\" x=\"{x:.1}\" y=\"4\" \
+             width=\"{w:.1}\" height=\"22\"></rect></g>",
+            s = esc(&t.state.to_string()),
+            ms = (end - t.at).num_milliseconds(),
+            note = t
+                .note
+                .as_deref()
+                .map(|n| format!(" ({})", esc(n)))
+                .unwrap_or_default(),
+        );
+        if w > 60.0 {
+            let _ = write!(
+                b,
+                "<text x=\"{:.1}\" y=\"40\">{}</text>",
+                x + 2.0,
+                esc(&t.state.to_string())
+            );
+        }
+    }
+    b.push_str("</svg><ol class=\"transitions\">");
+    for t in ts {
+        let _ = write!(
+            b,
+            "<li><code>{}</code> {}{}</li>",
+            esc(&t.state.to_string()),
+            esc(&t.at.format("%H:%M:%S%.3f").to_string()),
+            t.note
+                .as_deref()
+                .map(|n| format!(" · {}", esc(n)))
+                .unwrap_or_default()
+        );
+    }
+    b.push_str("</ol>");
+}
+
+/// An artifact of the attempt, read through [`resolve_inside`] (paths in a record are
+/// untrusted) and capped at [`ARTIFACT_CAP`].
+fn artifact(b: &mut String, dir: &Path, rel: &str, title: &str, kind: &str) {
+    let _ = write!(b, "<h3>{}</h3>", esc(title));
+    let text = resolve_inside(dir, rel).and_then(|p| read_capped(&p).map_err(|e| e.to_string()));
+    match text {
+        Ok((s, _)) if s.is_empty() => b.push_str("<p class=\"empty\">(empty)</p>"),
+        Ok((s, cut)) => {
+            let cls = if kind == "diff" { "diff" } else { "log" };
+            let _ = write!(b, "<pre class=\"{cls}\">");
+            if kind == "diff" {
+                diff_lines(b, &s);
+            } else {
+                b.push_str(&esc(&s));
+            }
+            b.push_str("</pre>");
+            if cut {
+                let _ = write!(
+                    b,
+                    "<p class=\"note\">shown: the first {} KiB</p>",
+                    ARTIFACT_CAP / 1024
+                );
+            }
+        }
+        Err(e) => {
+            let _ = write!(b, "<p class=\"refused\">not shown: {}</p>", esc(&e));
+        }
+    }
+}
+
+fn read_capped(p: &Path) -> std::io::Result<(String, bool)> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let f = std::fs::File::open(p)?;
+    f.take(ARTIFACT_CAP + 1).read_to_end(&mut buf)?;
+    let cut = buf.len() as u64 > ARTIFACT_CAP;
+    buf.truncate(ARTIFACT_CAP as usize);
+    Ok((String::from_utf8_lossy(&buf).into_owned(), cut))
+}
+
+/// Unified diff lines with a class each: file headers, hunk headers, additions, removals.
+pub fn diff_lines(b: &mut String, diff: &str) {
+    for line in diff.lines() {
+        let cls = if line.starts_with("diff --git")
+            || line.starts_with("+++ ")
+            || line.starts_with("--- ")
+            || line.starts_with("index ")
+        {
+            "d-file"
+        } else if line.starts_with("@@") {
+            "d-hunk"
+        } else if line.starts_with('+') {
+            "d-add"
+        } else if line.starts_with('-') {
+            "d-del"
+        } else {
+            "d-ctx"
+        };
+        // Each span is a block: no newline between them.
+        let _ = write!(b, "<span class=\"{cls}\">{}</span>", esc(line));
+    }
+}
+
+fn digests(b: &mut String, r: &RunRecord) {
+    let mut rows: Vec<(String, String)> = vec![
+        ("task release".into(), r.task.release.digest.clone()),
+        ("tests".into(), r.task.tests_digest.clone()),
+        ("agent descriptor".into(), r.agent.descriptor_digest.clone()),
+        ("agent condition".into(), r.agent.digest.clone()),
+        ("commit".into(), r.task.commit.clone()),
+    ];
+    if let Some(m) = &r.task.mutation_digest {
+        rows.push(("mutation".into(), m.clone()));
+    }
+    if let Some(m) = &r.task.reference_digest {
+        rows.push(("reference solution".into(), m.clone()));
+    }
+    for a in &r.attempts {
+        if let Some(d) = &a.workspace.diff_digest {
+            rows.push((format!("attempt {} diff", a.number), d.clone()));
+        }
+        if let Some(g) = &a.grade {
+            rows.push((
+                format!("attempt {} graded with tests", a.number),
+                g.tests_digest.clone(),
+            ));
+        }
+    }
+    b.push_str("<h2>Digests</h2><table class=\"list digests\"><tbody>");
+    for (k, v) in rows {
+        let _ = write!(
+            b,
+            "<tr><th>{}</th><td><code>{}</code></td></tr>",
+            esc(&k),
+            esc(&v)
+        );
+    }
+    b.push_str("</tbody></table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_lines_are_classified_and_escaped() {
+        let mut b = String::new();
+        diff_lines(
+            &mut b,
+            "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old <b>\n+new\n same",
+        );
+        let classes: Vec<&str> = b
+            .split("</span>")
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split('"').nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            classes,
+            ["d-file", "d-file", "d-file", "d-hunk", "d-del", "d-add", "d-ctx"]
+        );
+        assert!(b.contains("-old &lt;b&gt;"), "{b}");
+    }
+}
