@@ -229,7 +229,9 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     let manifest = write(
         dir,
         "experiment.yaml",
-        "experiment: netns\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 2\nexecution:\n  infrastructure_retries: 2\n",
+        // `direct`: `ip netns exec` gives each worker a fresh /sys without the cgroup
+        // hierarchies the sandbox runtime limits attempts with; this test is about the network.
+        "experiment: netns\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 2\nexecution:\n  runtime: direct\n  infrastructure_retries: 2\n",
     );
     // Plan (the coordinator may still be starting: retry while it is unavailable).
     let until = Instant::now() + Duration::from_secs(60);
