@@ -86,11 +86,18 @@ fn outage(local: bool) {
     }
     let tmp = tempfile::tempdir().unwrap();
     let tasks = repo().join("examples/tasks");
-    // The scripted model applies the task's reference fix with its shell tool.
-    let fix = format!(
-        "git apply {}/$AKBENCH_TASK_ID/solution/fix.patch",
-        tasks.display()
-    );
+    // The scripted model applies the task's reference fix with its shell tool. The patches
+    // travel inside the command: the sandbox hides the tasks root from the agent.
+    let mut fix = String::from("case $AKBENCH_TASK_ID in\n");
+    for id in ["pyslug-001", "pyslug-002", "pyslug-003", "pyslug-004"] {
+        let patch = tasks.join(id).join("solution/fix.patch");
+        if let Ok(p) = std::fs::read_to_string(&patch) {
+            fix.push_str(&format!(
+                "{id}) git apply <<'AKBENCH_PATCH'\n{p}AKBENCH_PATCH\n;;\n"
+            ));
+        }
+    }
+    fix.push_str("esac\n");
     let anthropic = FakeProvider::start(Mode::Down, Some(&fix));
     let openai = FakeProvider::start(Mode::Up, Some(&fix));
     let agents = tmp.path().join("agents");

@@ -229,7 +229,9 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     let manifest = write(
         dir,
         "experiment.yaml",
-        "experiment: netns\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 2\nexecution:\n  infrastructure_retries: 2\n",
+        // `direct`: `ip netns exec` gives each worker a fresh /sys without the cgroup
+        // hierarchies the sandbox runtime limits attempts with; this test is about the network.
+        "experiment: netns\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 2\nexecution:\n  runtime: direct\n  infrastructure_retries: 2\n",
     );
     // Plan (the coordinator may still be starting: retry while it is unavailable).
     let until = Instant::now() + Duration::from_secs(60);
@@ -350,9 +352,11 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     let per_trial = e2e::accepted_records_per_trial(&db, run_id).await;
     assert_eq!(per_trial.len(), 16);
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+    // Both workers took leases (w1's may all have been taken back by the cut: whether it
+    // finished one before depends on timing, and is not what this test is about).
     assert!(
-        count("SELECT count(DISTINCT worker_id) FROM attempts WHERE NOT fenced").await >= 2,
-        "both workers ran trials"
+        count("SELECT count(DISTINCT worker_id) FROM attempts").await >= 2,
+        "both workers took trials"
     );
     drop(procs);
     drop(net);

@@ -173,7 +173,7 @@ fn container_runtime_is_refused_naming_the_field() {
     m.execution.runtime = Some(Runtime::Container);
     let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
     assert!(
-        e.to_string().contains("`execution.runtime`") && e.to_string().contains("sandbox"),
+        e.to_string().contains("execution.runtime") && e.to_string().contains("sandbox"),
         "{e}"
     );
     m.execution.runtime = Some(Runtime::Direct);

@@ -55,17 +55,41 @@ fn output_is_capped_but_counted() {
 fn environment_is_reduced_to_the_allow_list() {
     let tmp = tempfile::tempdir().unwrap();
     std::env::set_var("AKBENCH_TEST_SECRET_SHOULD_NOT_LEAK", "x");
-    let end = spawn(spec(tmp.path(), "env", 10_000))
-        .unwrap()
-        .wait(&CancelToken::new());
+    let mut s = spec(tmp.path(), "", 10_000);
+    // `env -0` itself, not through a shell (which would add PWD, SHLVL and _).
+    s.argv = vec!["env".into(), "-0".into()];
+    let given = s.env.clone();
+    let tag = s.tag.clone();
+    let end = spawn(s).unwrap().wait(&CancelToken::new());
     assert_eq!(end.exit_code, Some(0));
-    let env = std::fs::read_to_string(tmp.path().join("stdout.log")).unwrap();
-    assert!(
-        !env.contains("AKBENCH_TEST_SECRET_SHOULD_NOT_LEAK"),
-        "{env}"
-    );
-    assert!(env.contains(&format!("HOME={}", tmp.path().join("home").display())));
-    assert!(env.contains(TAG_VAR));
+    let out = std::fs::read(tmp.path().join("stdout.log")).unwrap();
+    let child: BTreeMap<String, String> = out
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    // Exactly what the spec gives, plus the attempt's tag: nothing inherited.
+    let mut expected = given.clone();
+    expected.insert(TAG_VAR.to_string(), tag);
+    assert_eq!(child, expected);
+    // And what the spec gives is the documented allow-list (docs/agents.md).
+    let allowed: Vec<&str> = ENV_ALLOW_LIST
+        .iter()
+        .copied()
+        .chain(["RUSTUP_HOME", "CARGO_HOME", "HOME", "TMPDIR"])
+        .collect();
+    for k in given.keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "{k} is not on the allow-list"
+        );
+    }
+    assert_eq!(child["HOME"], tmp.path().join("home").display().to_string());
+    assert!(!child.contains_key("AKBENCH_TEST_SECRET_SHOULD_NOT_LEAK"));
 }
 
 fn pids_in(path: &Path) -> Vec<i32> {
@@ -87,7 +111,8 @@ fn timeout_kills_the_whole_group_and_escaped_processes() {
          setsid sleep 300 & echo $! >> {p}; echo started; sleep 300",
         p = pids.display()
     );
-    let end = spawn(spec(tmp.path(), &script, 700))
+    // The timeout leaves the script ample time to start its three sleepers on a loaded machine.
+    let end = spawn(spec(tmp.path(), &script, 3_000))
         .unwrap()
         .wait(&CancelToken::new());
     assert!(end.timed_out);
