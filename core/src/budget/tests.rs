@@ -21,16 +21,27 @@ type Case = (Option<Budget>, Vec<Observations>, Option<Exhausted>);
 fn verdict_table() {
     let cases: Vec<Case> = vec![
         // No cap: always open, whatever was spent or left unreported.
-        (None, vec![obs(None, None, None), obs(Some(99.0), Some(1), Some(1))], None),
+        (
+            None,
+            vec![obs(None, None, None), obs(Some(99.0), Some(1), Some(1))],
+            None,
+        ),
         // Nothing finished yet: open.
         (Some(cap(Some(1.0), Some(10))), vec![], None),
         // Below the USD cap: open.
-        (Some(cap(Some(1.0), None)), vec![obs(Some(0.4), None, None), obs(Some(0.5), None, None)], None),
+        (
+            Some(cap(Some(1.0), None)),
+            vec![obs(Some(0.4), None, None), obs(Some(0.5), None, None)],
+            None,
+        ),
         // Exactly at the cap: reached.
         (
             Some(cap(Some(1.0), None)),
             vec![obs(Some(0.5), None, None), obs(Some(0.5), None, None)],
-            Some(Exhausted::Usd { spent: 1.0, cap: 1.0 }),
+            Some(Exhausted::Usd {
+                spent: 1.0,
+                cap: 1.0,
+            }),
         ),
         // An attempt without cost under a USD cap: unknown, never counted as zero.
         (
@@ -39,15 +50,26 @@ fn verdict_table() {
             Some(Exhausted::CostUnknown { attempts: 1 }),
         ),
         // Unreported cost does not matter to a token-only cap.
-        (Some(cap(None, Some(100))), vec![obs(None, Some(40), Some(10))], None),
+        (
+            Some(cap(None, Some(100))),
+            vec![obs(None, Some(40), Some(10))],
+            None,
+        ),
         // Tokens = input + output; cached input (1,000,000 here) is not counted.
         (
             Some(cap(None, Some(100))),
             vec![obs(None, Some(60), Some(40))],
-            Some(Exhausted::Tokens { spent: 100, cap: 100 }),
+            Some(Exhausted::Tokens {
+                spent: 100,
+                cap: 100,
+            }),
         ),
         // Only one of input/output reported: the other is absent, the sum is what was reported.
-        (Some(cap(None, Some(100))), vec![obs(None, Some(99), None)], None),
+        (
+            Some(cap(None, Some(100))),
+            vec![obs(None, Some(99), None)],
+            None,
+        ),
         // Neither reported under a token cap: unknown.
         (
             Some(cap(None, Some(100))),
@@ -58,12 +80,18 @@ fn verdict_table() {
         (
             Some(cap(Some(1.0), Some(100))),
             vec![obs(Some(0.2), Some(80), Some(30))],
-            Some(Exhausted::Tokens { spent: 110, cap: 100 }),
+            Some(Exhausted::Tokens {
+                spent: 110,
+                cap: 100,
+            }),
         ),
         (
             Some(cap(Some(0.1), Some(100))),
             vec![obs(Some(0.2), Some(80), Some(30))],
-            Some(Exhausted::Usd { spent: 0.2, cap: 0.1 }),
+            Some(Exhausted::Usd {
+                spent: 0.2,
+                cap: 0.1,
+            }),
         ),
     ];
     for (c, attempts, want) in cases {
@@ -71,7 +99,11 @@ fn verdict_table() {
         for a in &attempts {
             spent.add_attempt(a);
         }
-        assert_eq!(verdict(c.as_ref(), &spent), want, "cap {c:?}, attempts {attempts:?}");
+        assert_eq!(
+            verdict(c.as_ref(), &spent),
+            want,
+            "cap {c:?}, attempts {attempts:?}"
+        );
     }
 }
 
@@ -98,7 +130,10 @@ fn status_line_shows_spend_against_the_cap() {
     let mut spent = Spent::default();
     spent.add_attempt(&obs(Some(0.01), Some(100), Some(20)));
     let s = BudgetStatus::of(cap(Some(0.02), Some(1000)), spent);
-    assert_eq!(s.line(), "budget: $0.0100 of $0.0200, 120 of 1000 tokens (open)");
+    assert_eq!(
+        s.line(),
+        "budget: $0.0100 of $0.0200, 120 of 1000 tokens (open)"
+    );
     spent.add_attempt(&obs(None, Some(1), Some(1)));
     let s = BudgetStatus::of(cap(Some(0.02), None), spent);
     assert_eq!(
