@@ -106,6 +106,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "route_pauses",
         sql: include_str!("../migrations/0010_route_pauses.sql"),
     },
+    Migration {
+        version: 11,
+        name: "budget_cancel_reason",
+        sql: include_str!("../migrations/0011_budget_cancel_reason.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
