@@ -112,6 +112,8 @@ pub struct RunStatus {
     pub spend: SpendTotals,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
+    /// Spend against the run's `execution.budget`, when it has one.
+    pub budget: Option<akbench_core::budget::BudgetStatus>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -132,6 +134,7 @@ impl RunStatus {
             || self.workers != before.workers
             || self.spend != before.spend
             || self.paused_routes != before.paused_routes
+            || self.budget != before.budget
     }
 }
 
@@ -206,6 +209,9 @@ pub async fn run_status(
         async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let budget = crate::scheduler::budget_status(&client, id)
+        .await
+        .map_err(db)?;
     let paused_routes = paused
         .iter()
         .map(|r| PausedRoute {
@@ -317,6 +323,7 @@ pub async fn run_status(
         rates: Rates::from_counts(&total),
         spend: total_spend.finish(total.succeeded),
         paused_routes,
+        budget,
         agents,
         throughput_per_minute,
         eta,

@@ -103,6 +103,19 @@ async fn a_spent_usd_cap_cancels_the_ready_items_with_reason_budget_and_running_
     assert_eq!(run_state(&s, run).await, "running");
     run_attempt(&s, &third[0], Some(0.0001)).await;
     assert_eq!(run_state(&s, run).await, "finished");
+    // What the status projection (gRPC, HTTP, page, `run status`) shows: spend against the
+    // cap (run_status calls budget_status; seeded runs have no catalog row for run_status).
+    let client = s.store().client().await.unwrap();
+    let b = akbench_coordinator::scheduler::budget_status(&client, run)
+        .await
+        .unwrap()
+        .expect("a run with a budget shows it");
+    assert_eq!(b.spent.attempts, 3);
+    assert!((b.spent.cost_usd - 0.0013).abs() < 1e-12, "{b:?}");
+    assert_eq!(
+        b.line(),
+        "budget: $0.0013 of $0.0010 (reached: spent $0.0013 of $0.0010; no new trial starts)"
+    );
     // Accounting reads a queued-cancelled trial as `cancelled` (control/observations.sql).
     let cancelled: i64 = scalar(
         &s,

@@ -1,4 +1,4 @@
--- The spend of the runs with an `execution.budget` among the runs of the attempts $1: per
+-- The spend of the runs with an `execution.budget` among the runs $1: per
 -- run, over the accepted records of its execute attempts, what core::budget::Spent counts
 -- (a cost or token count a record did not report is counted as missing, never as 0).
 SELECT r.run_id,
@@ -16,7 +16,6 @@ FROM run_specs r
 JOIN work_items w ON w.run_id = r.run_id
 LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.kind = 'execute'
 LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
-WHERE r.run_id IN (SELECT w2.run_id FROM attempts a2 JOIN work_items w2 ON w2.trial_id = a2.trial_id
-                   WHERE a2.attempt_id = ANY($1::uuid[]))
+WHERE r.run_id = ANY($1::uuid[])
   AND r.document #> '{condition,execution,budget}' IS NOT NULL
 GROUP BY r.run_id, budget

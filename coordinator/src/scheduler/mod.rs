@@ -20,6 +20,7 @@
 //! may state again (`pending`) or leave (`preparing`, or a failure state).
 
 mod budget;
+pub use budget::budget_status;
 mod claim;
 mod error;
 mod reap;

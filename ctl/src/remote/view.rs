@@ -77,6 +77,7 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "spend": spend_json(a.spend.as_ref()),
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
+        "budget": s.budget,
         "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
             "route": p.route,
             "consecutive_failures": p.consecutive_failures,
@@ -161,6 +162,9 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "workers    {} connected", s.workers);
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
+    if let Some(b) = &s.budget {
+        let _ = writeln!(o, "budget     {}", b.trim_start_matches("budget: "));
+    }
     for p in &s.paused_routes {
         let _ = writeln!(
             o,
