@@ -112,7 +112,9 @@ pub struct RunStatus {
     pub spend: SpendTotals,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
-    /// Spend against the run's `execution.budget`, when it has one.
+    /// Spend against the run's `execution.budget`, when it has one. Serialized as its one
+    /// line, as gRPC carries it, so HTTP and `run status --json` print the same document.
+    #[serde(serialize_with = "budget_line")]
     pub budget: Option<akbench_core::budget::BudgetStatus>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
@@ -177,6 +179,16 @@ fn finish_counts(counts: &mut BucketCounts, planned: u64) -> BTreeMap<String, u6
         .map(|b| (b.as_str().to_string(), counts.get(*b)))
         .filter(|(_, n)| *n > 0)
         .collect()
+}
+
+fn budget_line<S: serde::Serializer>(
+    b: &Option<akbench_core::budget::BudgetStatus>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => ser.serialize_some(&b.line()),
+        None => ser.serialize_none(),
+    }
 }
 
 fn count(n: i64) -> u64 {
