@@ -224,6 +224,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_budget_line_shows_in_text_and_json_only_when_the_run_has_one() {
+        let none = pb::RunStatus::default();
+        assert!(!block(&none).contains("budget"));
+        assert!(status_json(&none)["budget"].is_null());
+        let line =
+            "budget: $0.0013 of $0.0010 (reached: spent $0.0013 of $0.0010; no new trial starts)";
+        let s = pb::RunStatus {
+            budget: Some(line.into()),
+            ..Default::default()
+        };
+        assert!(
+            block(&s).contains("budget     $0.0013 of $0.0010 (reached"),
+            "{}",
+            block(&s)
+        );
+        assert_eq!(status_json(&s)["budget"], line);
+    }
+
+    #[test]
     fn nothing_graded_is_na_and_null() {
         let s = pb::RunStatus {
             planned: 4,
