@@ -1,4 +1,4 @@
--- 0009_route_pauses: provider routes back off (DESIGN.md section 6).
+-- 0010_route_pauses: provider routes back off (DESIGN.md section 6).
 --
 -- One row per provider route that has seen an attempt end: consecutive provider failures
 -- (an `infrastructure_error` whose cause starts "provider: "), the pause they earned (core's

@@ -1,4 +1,4 @@
--- 0009_dispatch_policy: what core::dispatch needs from work items.
+-- 0011_dispatch_policy: what core::dispatch needs from work items.
 --
 -- - budget_from: attempts_used when the trial's retry budget was last renewed (`run resume`
 --   gives a trial whose infrastructure errors spent its budget a fresh one); the budget is

@@ -97,6 +97,7 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         throughput_per_minute: s.throughput_per_minute,
         eta_unix_ms: s.eta.map(ms),
         spend: Some(spend(&s.spend)),
+        budget: s.budget.as_ref().map(|b| b.line()),
         paused_routes: s
             .paused_routes
             .iter()

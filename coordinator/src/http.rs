@@ -210,6 +210,9 @@ pub fn render_page(s: &RunStatus) -> String {
         .unwrap_or_else(|| "n/a".into());
     let _ = write!(o, "<p>throughput {throughput}, ETA {eta}</p>");
     let _ = write!(o, "<p>{}</p>", esc(&spend_text(&s.spend)));
+    if let Some(b) = &s.budget {
+        let _ = write!(o, "<p>{}</p>", esc(&b.line()));
+    }
     for p in &s.paused_routes {
         let _ = write!(
             o,

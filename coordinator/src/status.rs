@@ -112,6 +112,10 @@ pub struct RunStatus {
     pub spend: SpendTotals,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
+    /// Spend against the run's `execution.budget`, when it has one. Serialized as its one
+    /// line, as gRPC carries it, so HTTP and `run status --json` print the same document.
+    #[serde(serialize_with = "budget_line")]
+    pub budget: Option<akbench_core::budget::BudgetStatus>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -132,6 +136,7 @@ impl RunStatus {
             || self.workers != before.workers
             || self.spend != before.spend
             || self.paused_routes != before.paused_routes
+            || self.budget != before.budget
     }
 }
 
@@ -176,6 +181,16 @@ fn finish_counts(counts: &mut BucketCounts, planned: u64) -> BTreeMap<String, u6
         .collect()
 }
 
+fn budget_line<S: serde::Serializer>(
+    b: &Option<akbench_core::budget::BudgetStatus>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => ser.serialize_some(&b.line()),
+        None => ser.serialize_none(),
+    }
+}
+
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
@@ -206,6 +221,9 @@ pub async fn run_status(
         async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let budget = crate::scheduler::budget_status(&client, id)
+        .await
+        .map_err(db)?;
     let paused_routes = paused
         .iter()
         .map(|r| PausedRoute {
@@ -317,6 +335,7 @@ pub async fn run_status(
         rates: Rates::from_counts(&total),
         spend: total_spend.finish(total.succeeded),
         paused_routes,
+        budget,
         agents,
         throughput_per_minute,
         eta,

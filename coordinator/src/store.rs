@@ -111,6 +111,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "dispatch_policy",
         sql: include_str!("../migrations/0011_dispatch_policy.sql"),
     },
+    Migration {
+        version: 12,
+        name: "budget_cancel_reason",
+        sql: include_str!("../migrations/0012_budget_cancel_reason.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

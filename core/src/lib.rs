@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod budget;
 pub mod clock;
 pub mod compare;
 pub mod digest;

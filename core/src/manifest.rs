@@ -132,6 +132,9 @@ pub struct ExecutionSection {
     /// Concurrency caps.
     #[serde(default)]
     pub concurrency: Concurrency,
+    /// Spend cap for the whole run; default none.
+    #[serde(default)]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// `execution.concurrency:`.
@@ -404,6 +407,15 @@ impl ExperimentManifest {
                 "is 0".into(),
                 "use 1 or more (or drop it for 1)",
             ));
+        }
+        if let Some(b) = &self.execution.budget {
+            if let Err(why) = b.check() {
+                return Err(bad(
+                    "execution.budget",
+                    why,
+                    "give `usd` as a positive number of dollars and/or `tokens` as a positive count (input + output tokens)",
+                ));
+            }
         }
         if self.compute.cpus == Some(0) || self.compute.memory_mb == Some(0) {
             return Err(bad(

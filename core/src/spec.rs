@@ -163,7 +163,7 @@ pub struct ComputePolicy {
 }
 
 /// Execution policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionPolicy {
     /// Runtime (the backend).
@@ -174,6 +174,9 @@ pub struct ExecutionPolicy {
     pub candidates: u32,
     /// Concurrency caps.
     pub concurrency: Concurrency,
+    /// Spend cap; absent (and left out of the JSON, so older digests stay) when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// Evaluation policy.
@@ -426,6 +429,7 @@ pub fn resolve(
             infrastructure_retries: manifest.execution.infrastructure_retries.unwrap_or(0),
             candidates: manifest.execution.candidates.unwrap_or(1),
             concurrency: manifest.execution.concurrency.clone(),
+            budget: manifest.execution.budget,
         },
         evaluation: EvaluationPolicy {
             grade: manifest.evaluation.grade.unwrap_or(true),

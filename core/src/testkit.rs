@@ -104,6 +104,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             infrastructure_retries: 0,
             candidates: 1,
             concurrency: Concurrency::default(),
+            budget: None,
         },
         evaluation: EvaluationPolicy {
             grade: true,

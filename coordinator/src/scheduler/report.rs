@@ -548,6 +548,7 @@ async fn apply(
             &[&ids, &digests, &records],
         )
         .await?;
+        super::budget::enforce(tx, &ids).await?;
     }
     if !writes.quarantine.is_empty() {
         let q = &writes.quarantine;

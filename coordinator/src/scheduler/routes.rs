@@ -1,4 +1,4 @@
-//! Provider route pauses in PostgreSQL (`route_pauses`, migration 0009): when attempts end,
+//! Provider route pauses in PostgreSQL (`route_pauses`, migration 0010): when attempts end,
 //! [`note_finished`] feeds each one on a route to core's [`route_pause::next`] in the same
 //! transaction that settles them; `claim_candidates.sql` skips the work items of a paused
 //! route.

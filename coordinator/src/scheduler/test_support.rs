@@ -44,9 +44,23 @@ pub async fn seed_run(
     agent: &str,
     caps: &Caps,
 ) -> Result<SeededRun, SchedulerError> {
+    seed_run_with(store, trials, agent, caps, json!({})).await
+}
+
+/// [`seed_run`] with `extra` merged into the spec document (e.g. a `condition`).
+pub async fn seed_run_with(
+    store: &Store,
+    trials: usize,
+    agent: &str,
+    caps: &Caps,
+    extra: serde_json::Value,
+) -> Result<SeededRun, SchedulerError> {
     let run_id = Uuid::now_v7();
     let key = format!("run-{run_id}");
-    let spec = json!({"run_id": run_id, "run_key": key, "kind": "test"});
+    let mut spec = json!({"run_id": run_id, "run_key": key, "kind": "test"});
+    if let (Some(m), serde_json::Value::Object(e)) = (spec.as_object_mut(), extra) {
+        m.extend(e);
+    }
     let trial_ids: Vec<Uuid> = (0..trials).map(|_| Uuid::now_v7()).collect();
     let ordinals: Vec<i32> = (0..trials)
         .map(|i| i32::try_from(i).unwrap_or(i32::MAX))

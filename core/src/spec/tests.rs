@@ -180,3 +180,35 @@ fn container_runtime_is_refused_naming_the_field() {
     let spec = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
     assert_eq!(spec.condition.execution.runtime, Runtime::Direct);
 }
+
+#[test]
+fn the_budget_is_in_the_spec_and_its_digest_and_absent_without_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let plain = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    // Without a budget the spec JSON has no `budget` key: older specs keep their digests.
+    assert!(!crate::digest::canonical_json(&plain).contains("budget"));
+    let mut m = manifest(1);
+    let text = "experiment: demo\ntasks:\n  include: [\"a-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\nexecution:\n  budget: {usd: 12.5, tokens: 2000000}\n";
+    let parsed = ExperimentManifest::parse(text, Path::new("experiment.yaml")).unwrap();
+    m.execution.budget = parsed.execution.budget;
+    let capped = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(
+        capped.condition.execution.budget,
+        Some(crate::budget::Budget {
+            usd: Some(12.5),
+            tokens: Some(2_000_000)
+        })
+    );
+    assert_ne!(plain.condition_digest, capped.condition_digest);
+    let back: ResolvedRunSpec =
+        serde_json::from_str(&crate::digest::canonical_json(&capped)).unwrap();
+    assert!(back.verify());
+    assert_eq!(back, capped);
+    // Unusable caps and unknown keys are refused at parse time, naming the field.
+    for bad in ["{usd: 0}", "{tokens: 0}", "{usd: -1}", "{}", "{dollars: 3}"] {
+        let text = format!("experiment: demo\ntasks:\n  include: [\"a-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\nexecution:\n  budget: {bad}\n");
+        let err = ExperimentManifest::parse(&text, Path::new("experiment.yaml")).unwrap_err();
+        assert!(err.to_string().contains("budget"), "{bad}: {err}");
+    }
+}

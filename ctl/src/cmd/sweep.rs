@@ -5,7 +5,9 @@
 //! agent, per provider route). Records land in `<out>/<trial key>/run_record.json`; the
 //! accounting reconciles them against the exact planned set and the results table prints
 //! rates through `Rates` ("n/a" when nothing was graded). Ctrl-C cancels: running agents are
-//! stopped and their trials end `cancelled`; trials not started are reported missing.
+//! stopped and their trials end `cancelled`; trials not started are reported missing. With
+//! `execution.budget`, no trial starts once `core::budget` says the cap is spent; the trials
+//! left are accounted `cancelled` with the reason "budget".
 
 use crate::cli::SweepArgs;
 use crate::cmd::single::{cache_root, verdict};
@@ -177,7 +179,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
         .max(1);
-    let caps = Caps::new(&spec.condition.execution.concurrency, &spec, jobs);
+    let mut caps = Caps::new(&spec.condition.execution.concurrency, &spec, jobs);
+    caps.budget = spec.condition.execution.budget;
     let run_identity = Identity {
         id: spec.run_id(),
         key: spec.run_key().to_string(),
@@ -222,7 +225,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                     route: caps.route_of.get(&t.agent.label).map(String::as_str),
                 };
                 let r = orch.run_trial(&req, &observer, cancel);
-                caps.release(t);
+                caps.release(t, r.as_ref().ok().map(|o| &o.record));
                 let _ = tx.send((t, r));
             });
         }
@@ -275,6 +278,36 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         }
         done.store(true, Ordering::SeqCst);
     });
+    let budget_status = caps.budget_status();
+    if !cancel.is_cancelled() {
+        // Trials the budget kept from starting: cancelled, reason "budget".
+        let left: Vec<&PlannedTrial> = queue.lock().expect("queue lock").drain(..).collect();
+        if let (false, Some(b)) = (left.is_empty(), &budget_status) {
+            if !args.json {
+                eprintln!(
+                    "{}: {} trials not started, cancelled (reason: {})",
+                    b.line(),
+                    left.len(),
+                    akbench_core::budget::BUDGET_REASON
+                );
+            }
+        }
+        for t in left {
+            let o = budget_cancelled(t);
+            report.push(ReportTrial {
+                key: t.key.clone(),
+                agent: t.agent.label.clone(),
+                task: t.task.id.clone(),
+                observation: o.clone(),
+                cause: Some(akbench_core::budget::BUDGET_REASON.into()),
+                spend: Default::default(),
+            });
+            observations.push(o);
+        }
+    }
+    if let (Some(b), false) = (&budget_status, args.json) {
+        eprintln!("{}", b.line());
+    }
     // SAFETY: restores the default disposition.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_DFL);
@@ -295,6 +328,18 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     } else {
         exit::NEGATIVE
     })
+}
+
+/// The outcome of a trial the budget kept from starting.
+fn budget_cancelled(t: &PlannedTrial) -> Observation {
+    Observation {
+        trial_id: t.trial_id,
+        state: akbench_core::lifecycle::State::Cancelled,
+        ok: None,
+        score: None,
+        attempt_id: None,
+        source: Some(akbench_core::budget::BUDGET_REASON.into()),
+    }
 }
 
 /// Records the run's outcome beside its evidence and prints the accounting and the results
@@ -394,6 +439,8 @@ struct Caps {
     route_of: BTreeMap<String, String>,
     /// Provider route pauses (the coordinator's policy, in memory).
     routes: LocalRoutes,
+    /// The run's spend cap (`core::budget`), checked before each trial starts.
+    budget: Option<akbench_core::budget::Budget>,
 }
 
 #[derive(Default)]
@@ -401,6 +448,8 @@ struct CapState {
     running: usize,
     by_agent: BTreeMap<String, u32>,
     by_route: BTreeMap<String, u32>,
+    /// What finished trials spent (for the budget).
+    spent: akbench_core::budget::Spent,
 }
 
 impl Caps {
@@ -422,7 +471,15 @@ impl Caps {
                 .filter_map(|a| a.provider_route.clone().map(|r| (a.label.clone(), r)))
                 .collect(),
             routes: LocalRoutes::default(),
+            budget: None,
         }
+    }
+
+    /// Spend against the cap, when the run has one.
+    fn budget_status(&self) -> Option<akbench_core::budget::BudgetStatus> {
+        let st = self.state.lock().expect("caps lock");
+        self.budget
+            .map(|b| akbench_core::budget::BudgetStatus::of(b, st.spent))
     }
 
     fn fits(&self, st: &CapState, t: &PlannedTrial) -> bool {
@@ -449,7 +506,9 @@ impl Caps {
         loop {
             {
                 let mut q = queue.lock().expect("queue lock");
-                if q.is_empty() {
+                if q.is_empty()
+                    || akbench_core::budget::verdict(self.budget.as_ref(), &st.spent).is_some()
+                {
                     return None;
                 }
                 if let Some(i) = q.iter().position(|t| self.fits(&st, t)) {
@@ -471,9 +530,12 @@ impl Caps {
         }
     }
 
-    fn release(&self, t: &PlannedTrial) {
+    fn release(&self, t: &PlannedTrial, record: Option<&akbench_core::record::RunRecord>) {
         let mut st = self.state.lock().expect("caps lock");
         st.running -= 1;
+        if let Some(r) = record {
+            st.spent.add_record(r);
+        }
         if let Some(n) = st.by_agent.get_mut(&t.agent.label) {
             *n -= 1;
         }

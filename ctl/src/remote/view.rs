@@ -77,6 +77,7 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "spend": spend_json(a.spend.as_ref()),
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
+        "budget": s.budget,
         "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
             "route": p.route,
             "consecutive_failures": p.consecutive_failures,
@@ -161,6 +162,9 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "workers    {} connected", s.workers);
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
+    if let Some(b) = &s.budget {
+        let _ = writeln!(o, "budget     {}", b.trim_start_matches("budget: "));
+    }
     for p in &s.paused_routes {
         let _ = writeln!(
             o,
@@ -218,6 +222,25 @@ pub fn line(s: &pb::RunStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_line_shows_in_text_and_json_only_when_the_run_has_one() {
+        let none = pb::RunStatus::default();
+        assert!(!block(&none).contains("budget"));
+        assert!(status_json(&none)["budget"].is_null());
+        let line =
+            "budget: $0.0013 of $0.0010 (reached: spent $0.0013 of $0.0010; no new trial starts)";
+        let s = pb::RunStatus {
+            budget: Some(line.into()),
+            ..Default::default()
+        };
+        assert!(
+            block(&s).contains("budget     $0.0013 of $0.0010 (reached"),
+            "{}",
+            block(&s)
+        );
+        assert_eq!(status_json(&s)["budget"], line);
+    }
 
     #[test]
     fn nothing_graded_is_na_and_null() {

@@ -1,0 +1,77 @@
+//! Run budgets in the coordinator: after records are accepted, the runs they belong to that
+//! have an `execution.budget` are checked with `core::budget::verdict` over their accepted
+//! records; a run whose budget is spent gets its ready items cancelled with the reason
+//! "budget" (so claims never see them again) and ends once its leased items finish.
+//! [`budget_status`] is the same reading for the status projection.
+
+use akbench_core::budget::{verdict, Budget, BudgetStatus, Spent};
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use crate::store::{StoreError, Tx};
+
+const BUDGET_SPEND_SQL: &str = include_str!("../../sql/scheduler/budget_spend.sql");
+const BUDGET_CANCEL_SQL: &str = include_str!("../../sql/scheduler/budget_cancel.sql");
+const RUNS_OF_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/runs_of_attempts.sql");
+
+/// Reads the cap and the spend of those of `runs` that have a budget.
+async fn spend_of(
+    client: &impl GenericClient,
+    runs: &[Uuid],
+) -> Result<Vec<(Uuid, Budget, Spent)>, tokio_postgres::Error> {
+    let rows = client
+        .query(&client.prepare_cached(BUDGET_SPEND_SQL).await?, &[&runs])
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            let budget: Budget = serde_json::from_str(row.get::<_, &str>(1)).ok()?;
+            let count = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+            let spent = Spent {
+                attempts: count(2),
+                cost_usd: row.get(3),
+                attempts_without_cost: count(4),
+                tokens: count(5),
+                attempts_without_tokens: count(6),
+            };
+            Some((row.get(0), budget, spent))
+        })
+        .collect())
+}
+
+/// Spend against the cap of `run`, when it has a budget.
+pub async fn budget_status(
+    client: &impl GenericClient,
+    run: Uuid,
+) -> Result<Option<BudgetStatus>, tokio_postgres::Error> {
+    Ok(spend_of(client, &[run])
+        .await?
+        .into_iter()
+        .next()
+        .map(|(_, b, s)| BudgetStatus::of(b, s)))
+}
+
+/// Cancels the ready items of the runs (of `attempts`) whose budget is spent.
+pub(super) async fn enforce(tx: &Tx<'_>, attempts: &[Uuid]) -> Result<(), StoreError> {
+    let runs: Vec<Uuid> = tx
+        .query(
+            &tx.prepare_cached(RUNS_OF_ATTEMPTS_SQL).await?,
+            &[&attempts],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let spent_runs: Vec<Uuid> = spend_of(tx, &runs)
+        .await?
+        .into_iter()
+        .filter(|(_, b, s)| verdict(Some(b), s).is_some())
+        .map(|(r, _, _)| r)
+        .collect();
+    if spent_runs.is_empty() {
+        return Ok(());
+    }
+    tx.query(&tx.prepare_cached(BUDGET_CANCEL_SQL).await?, &[&spent_runs])
+        .await?;
+    super::report::finish_runs(tx, &spent_runs).await
+}
