@@ -12,6 +12,7 @@ use akbench_core::interval::{wilson, Interval, Z95};
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_core::report::{summarize, ReportTrial, Summary};
+use akbench_core::spend::Spend;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct TrialRow {
     pub cost_usd: Option<f64>,
     /// Input + output tokens over all attempts, when reported.
     pub tokens: Option<u64>,
+    /// What the trial spent, summed over its attempts (not sent to the browser).
+    #[serde(skip)]
+    pub spend: Spend,
     /// Wall time from start to finish, in milliseconds.
     pub duration_ms: i64,
     /// The record file (absolute; never sent to the browser).
@@ -63,18 +67,13 @@ impl TrialRow {
             attempt_id: last.map(|a| a.attempt.id),
             source: None,
         };
-        let sum_f = |f: &dyn Fn(&akbench_core::record::Observations) -> Option<f64>| {
-            r.attempts
-                .iter()
-                .filter_map(|a| f(&a.observations))
-                .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
-        };
-        let cost_usd = sum_f(&|o| o.cost_usd);
-        let tokens = sum_f(&|o| match (o.input_tokens, o.output_tokens) {
+        // One definition of what a trial spent (core::spend), as `run aggregate` counts it.
+        let spend = Spend::of_record(r);
+        let cost_usd = spend.cost_usd;
+        let tokens = match (spend.input_tokens, spend.output_tokens) {
             (None, None) => None,
-            (i, o2) => Some((i.unwrap_or(0) + o2.unwrap_or(0)) as f64),
-        })
-        .map(|t| t as u64);
+            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        };
         TrialRow {
             run: r.run.key.clone(),
             key: r.trial.key.clone(),
@@ -88,6 +87,7 @@ impl TrialRow {
             attempts: r.outcome.attempts,
             cost_usd,
             tokens,
+            spend,
             duration_ms: (r.finished_at - r.started_at).num_milliseconds(),
             file,
         }
@@ -99,6 +99,7 @@ impl TrialRow {
             agent: self.agent.clone(),
             task: self.task.clone(),
             cause: self.cause.clone(),
+            spend: self.spend,
             observation: Observation {
                 trial_id: uuid::Uuid::nil(),
                 state: self.state,
@@ -558,6 +559,7 @@ mod tests {
             attempts: 1,
             cost_usd: None,
             tokens: None,
+            spend: Spend::default(),
             duration_ms: 10,
             file: PathBuf::new(),
         }
