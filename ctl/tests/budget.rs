@@ -18,7 +18,13 @@ fn fake_agent(agents: &Path, name: &str, adapter: &str, fixture: &str) {
     use std::os::unix::fs::PermissionsExt;
     let src = repo().join("core/tests/fixtures/agents").join(fixture);
     let script = agents.join(format!("{name}.sh"));
-    std::fs::write(&script, format!("#!/bin/sh\ncat '{}'\n", src.display())).unwrap();
+    // The transcript is inside the script: the sandbox exposes the program, not the repository.
+    let transcript = std::fs::read_to_string(&src).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat <<'AKBENCH_TRANSCRIPT'\n{transcript}\nAKBENCH_TRANSCRIPT\n"),
+    )
+    .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(
         agents.join(format!("{name}.toml")),
