@@ -10,13 +10,15 @@
 # Both are measured in the same run, alternating, ROUNDS times (default 2).
 # Prints per round and the medians, and the ratio (goal <= 1.5), plus akbench's
 # creating_workspace median from the records.
-# usage: bench/noop_trials.sh [rounds]   (env: SLOTS, REPS, DATA_DIR: PostgreSQL data folder)
+# usage: bench/noop_trials.sh [rounds]   (env: SLOTS, REPS, DATA_DIR: PostgreSQL data folder,
+#        RUNTIME: the trials' runtime, `sandbox` (the default runtime) or `direct`)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 rounds=${1:-2}
 slots=${SLOTS:-32}
 reps=${REPS:-50}
+runtime=${RUNTIME:-sandbox}
 cargo build --release -q -p akbench --manifest-path "$root/Cargo.toml"
 akbench="${CARGO_TARGET_DIR:-$root/target}/release/akbench"
 scratch=$(mktemp -d)
@@ -41,7 +43,7 @@ agents:
     - descriptor: noop
 repetitions: $1
 execution:
-  runtime: direct
+  runtime: $runtime
 evaluation:
   grade: false
 visibility: private
