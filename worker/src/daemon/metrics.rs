@@ -4,7 +4,7 @@
 //! Updated from each finished attempt's record ([`WorkerMetrics::observe`]): attempts by
 //! final state and cause class, phase durations (the record's `timings_ms`), workspace
 //! creation time (the `creating_workspace` phase), tokens and cost by agent, provider errors
-//! (the agent reported an error of its own) by provider route; plus attempts running now
+//! (a model provider failure as the adapters classify it) by provider route; plus attempts running now
 //! and the worker's slots. Names start with `akbench_worker_` ([`NAMES`]).
 
 use std::net::SocketAddr;
@@ -134,7 +134,7 @@ impl Default for WorkerMetrics {
         );
         r.register(
             "akbench_worker_provider_errors",
-            "Attempts whose agent reported an error of its own, by provider route",
+            "Attempts that ended on a model provider failure (outage, 5xx, 429, refused credential), by provider route",
             m.provider_errors.clone(),
         );
         r.register(
@@ -209,7 +209,9 @@ impl WorkerMetrics {
                 })
                 .inc_by(c);
         }
-        if o.reported_error == Some(true) {
+        // The adapters' classification of a model provider failure (outage, 5xx, 429,
+        // refused credential), not any error the agent reported of its own.
+        if o.provider_error.is_some() {
             self.provider_errors
                 .get_or_create(&RouteLabels {
                     provider_route: labels.provider_route.clone(),
@@ -296,6 +298,12 @@ mod tests {
             output_tokens: Some(7),
             cost_usd: Some(0.25),
             reported_error: Some(true),
+            provider_error: Some(akbench_core::observe::ProviderError {
+                kind: akbench_core::observe::ProviderErrorKind::RateLimited,
+                status: Some(429),
+                message: "rate limited".into(),
+                failures: 3,
+            }),
             ..Observations::default()
         };
         r
@@ -334,5 +342,23 @@ mod tests {
                 "{name} in {text}"
             );
         }
+    }
+
+    #[test]
+    fn an_error_the_agent_reported_of_its_own_is_not_a_provider_error() {
+        let m = WorkerMetrics::default();
+        let labels = AttemptLabelsIn {
+            agent: "a".into(),
+            provider_route: "openai".into(),
+        };
+        let mut r = record(State::Failed, "the agent reported an error");
+        r.observations.provider_error = None;
+        m.ended(&r, &labels);
+        assert!(
+            !m.render()
+                .contains("akbench_worker_provider_errors_total{provider_route=\"openai\"}"),
+            "{}",
+            m.render()
+        );
     }
 }
