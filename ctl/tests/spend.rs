@@ -3,35 +3,11 @@
 //! `program` that prints event streams captured from the real CLIs.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A descriptor whose program prints `fixture` and exits 0.
-fn fake_agent(agents: &Path, name: &str, adapter: &str, fixture: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let src = repo().join("core/tests/fixtures/agents").join(fixture);
-    let script = agents.join(format!("{name}.sh"));
-    // The transcript is inside the script: the sandbox exposes the program, not the repository.
-    let transcript = std::fs::read_to_string(&src).unwrap();
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ncat <<'AKBENCH_TRANSCRIPT'\n{transcript}\nAKBENCH_TRANSCRIPT\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        agents.join(format!("{name}.toml")),
-        format!(
-            "adapter = \"{adapter}\"\nprogram = \"{}\"\n",
-            script.display()
-        ),
-    )
-    .unwrap();
-}
+mod fake_cli;
+use fake_cli::{fake_agent, repo};
 
 fn records(dir: &Path, out: &mut Vec<Value>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {

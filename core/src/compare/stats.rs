@@ -5,37 +5,17 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The normal quantile of a two-sided 95% interval.
-pub const Z95: f64 = 1.959_963_984_540_054;
+pub use crate::interval::{Interval, Z95};
+
 /// The bootstrap's default seed.
 pub const DEFAULT_SEED: u64 = 20_260_515;
 /// The bootstrap's default number of resamples.
 pub const DEFAULT_RESAMPLES: u32 = 10_000;
 
-/// A two-sided 95% interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    /// Lower bound.
-    pub low: f64,
-    /// Upper bound.
-    pub high: f64,
-}
-
-/// The Wilson score interval (95%) of `successes` out of `n`; `None` when `n` is 0.
+/// The Wilson score interval (95%) of `successes` out of `n`; `None` when `n` is 0
+/// ([`crate::interval::wilson`] at [`Z95`]: one implementation for every surface).
 pub fn wilson(successes: u64, n: u64) -> Option<Interval> {
-    if n == 0 {
-        return None;
-    }
-    let n = n as f64;
-    let p = successes as f64 / n;
-    let z2 = Z95 * Z95;
-    let denom = 1.0 + z2 / n;
-    let center = (p + z2 / (2.0 * n)) / denom;
-    let half = Z95 / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    Some(Interval {
-        low: (center - half).max(0.0),
-        high: (center + half).min(1.0),
-    })
+    crate::interval::wilson(successes, n, Z95)
 }
 
 /// The exact (binomial) two-sided McNemar p-value for `b` and `c` discordant pairs:
