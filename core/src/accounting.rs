@@ -164,6 +164,41 @@ impl BucketCounts {
     }
 }
 
+/// The one definition of coverage and of its denominator, used by every surface that prints
+/// it (reconcile, `run status` and its watch, the records export, `run aggregate`, the
+/// report): the denominator is every planned trial; a trial is covered when it ran to an
+/// accepted outcome other than `cancelled`. A cancelled trial is accounted (its bucket is
+/// `cancelled`, the accounting can be complete) but was not measured, so a run cancelled
+/// after 12 of 80 trials has coverage 15%, not 100%. Missing and quarantined trials have no
+/// accepted outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// The denominator: planned trials.
+    pub planned: u64,
+    /// Trials with an accepted outcome, cancelled ones included.
+    pub with_outcome: u64,
+    /// Trials with an accepted outcome other than `cancelled`: the numerator.
+    pub covered: u64,
+}
+
+impl Coverage {
+    /// The coverage of bucket counts (their sum is the planned count).
+    pub fn of(c: &BucketCounts) -> Coverage {
+        let planned = c.planned();
+        let with_outcome = planned - c.missing - c.quarantined;
+        Coverage {
+            planned,
+            with_outcome,
+            covered: with_outcome - c.cancelled,
+        }
+    }
+
+    /// covered / planned; `None` for an empty plan.
+    pub fn ratio(&self) -> Option<f64> {
+        (self.planned > 0).then(|| self.covered as f64 / self.planned as f64)
+    }
+}
+
 /// One planned trial and where it landed, in plan order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AccountedTrial {

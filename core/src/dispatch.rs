@@ -327,3 +327,48 @@ pub fn accept_record(
         Some(_) => Acceptance::Conflict,
     }
 }
+
+/// The concurrency caps of one run (`execution.concurrency`) as they meet one candidate:
+/// live attempts of the run, of the candidate's agent and of its provider route, and the
+/// caps on each (`None`: uncapped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CapView {
+    /// Live attempts of the run.
+    pub run_live: i64,
+    /// `max_trials`.
+    pub run_cap: Option<i64>,
+    /// Live attempts of the candidate's agent.
+    pub agent_live: i64,
+    /// `per_agent` of the candidate's agent.
+    pub agent_cap: Option<i64>,
+    /// Live attempts of the candidate's provider route (0 without a route).
+    pub route_live: i64,
+    /// `per_provider_route` of its route (`None` without a route).
+    pub route_cap: Option<i64>,
+}
+
+/// The cap a candidate meets full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The run's `max_trials`.
+    Run,
+    /// The agent's `per_agent`.
+    Agent,
+    /// The route's `per_provider_route`.
+    Route,
+}
+
+/// Whether one more live attempt fits the caps; the first full cap (run, agent, route)
+/// otherwise. The coordinator's claim and `sweep --local` both admit through this.
+pub fn within_caps(c: &CapView) -> Result<(), Full> {
+    let full = |live: i64, cap: Option<i64>| cap.is_some_and(|cap| live >= cap);
+    if full(c.run_live, c.run_cap) {
+        Err(Full::Run)
+    } else if full(c.agent_live, c.agent_cap) {
+        Err(Full::Agent)
+    } else if full(c.route_live, c.route_cap) {
+        Err(Full::Route)
+    } else {
+        Ok(())
+    }
+}

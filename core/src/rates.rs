@@ -7,7 +7,7 @@
 //! A rate over nothing is `None`, rendered `n/a`, never 0.0: "not measured" and "measured
 //! zero" must never look alike.
 
-use crate::accounting::BucketCounts;
+use crate::accounting::{BucketCounts, Coverage};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -20,7 +20,8 @@ pub struct Rates {
     pub pass_rate: Option<f64>,
     /// succeeded / (graded + agent failures + timeouts); `None` when nothing was graded.
     pub solve_rate: Option<f64>,
-    /// Trials with an accepted outcome / planned; `None` for an empty plan.
+    /// Trials that ran to an accepted outcome other than `cancelled` / planned trials
+    /// ([`Coverage`], the one definition); `None` for an empty plan.
     pub coverage: Option<f64>,
     /// infrastructure errors / trials with an accepted outcome; `None` when none has one.
     pub infrastructure_error_rate: Option<f64>,
@@ -34,7 +35,7 @@ impl Rates {
     /// Computes the rates from bucket counts.
     pub fn from_counts(c: &BucketCounts) -> Rates {
         let graded = c.succeeded + c.failed;
-        let observed = c.planned() - c.missing - c.quarantined;
+        let coverage = Coverage::of(c);
         Rates {
             graded,
             pass_rate: ratio(c.succeeded, graded),
@@ -43,8 +44,8 @@ impl Rates {
             } else {
                 ratio(c.succeeded, graded + c.agent_failed + c.timed_out)
             },
-            coverage: ratio(observed, c.planned()),
-            infrastructure_error_rate: ratio(c.infrastructure_error, observed),
+            coverage: coverage.ratio(),
+            infrastructure_error_rate: ratio(c.infrastructure_error, coverage.with_outcome),
         }
     }
 }

@@ -103,24 +103,35 @@ impl CapState {
             .as_ref()
             .and_then(|r| caps.per_provider.get(r).copied());
         let run_live = self.run_live.get(&c.run_id).copied().unwrap_or(0);
-        if caps.max_trials.is_some_and(|cap| run_live >= cap) {
-            self.full_runs.insert(c.run_id);
-            return false;
-        }
         let agent_live = self.agent_live.get(&agent_key).copied().unwrap_or(0);
         let route_live = route_key
             .as_ref()
             .and_then(|k| self.route_live.get(k).copied())
             .unwrap_or(0);
-        if agent_cap.is_some_and(|cap| agent_live >= cap) {
-            self.full_agents.insert(agent_key);
-            return false;
-        }
-        if route_cap.is_some_and(|cap| route_live >= cap) {
-            if let Some(k) = route_key {
-                self.full_routes.insert(k);
+        let view = akbench_core::dispatch::CapView {
+            run_live,
+            run_cap: caps.max_trials,
+            agent_live,
+            agent_cap,
+            route_live,
+            route_cap,
+        };
+        match akbench_core::dispatch::within_caps(&view) {
+            Ok(()) => {}
+            Err(akbench_core::dispatch::Full::Run) => {
+                self.full_runs.insert(c.run_id);
+                return false;
             }
-            return false;
+            Err(akbench_core::dispatch::Full::Agent) => {
+                self.full_agents.insert(agent_key);
+                return false;
+            }
+            Err(akbench_core::dispatch::Full::Route) => {
+                if let Some(k) = route_key {
+                    self.full_routes.insert(k);
+                }
+                return false;
+            }
         }
         *self.run_live.entry(c.run_id).or_default() += 1;
         *self.agent_live.entry(agent_key).or_default() += 1;

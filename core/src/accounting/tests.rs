@@ -207,3 +207,50 @@ proptest! {
         prop_assert_eq!(a.rates.pass_rate.is_none(), graded == 0);
     }
 }
+
+#[test]
+fn coverage_counts_measured_trials_over_every_planned_one() {
+    // (succeeded, cancelled, missing, quarantined, infrastructure errors) -> (covered,
+    // with an outcome, planned, ratio)
+    let table: [((u64, u64, u64, u64, u64), (u64, u64, u64, Option<f64>)); 6] = [
+        ((0, 0, 0, 0, 0), (0, 0, 0, None)),
+        ((10, 0, 0, 0, 0), (10, 10, 10, Some(1.0))),
+        // The cancelled run: 12 ran, 68 cancelled. Never 100%.
+        ((12, 68, 0, 0, 0), (12, 80, 80, Some(0.15))),
+        ((0, 80, 0, 0, 0), (0, 80, 80, Some(0.0))),
+        ((2, 1, 1, 0, 0), (2, 3, 4, Some(0.5))),
+        ((1, 0, 1, 1, 1), (2, 2, 4, Some(0.5))),
+    ];
+    for ((succeeded, cancelled, missing, quarantined, infra), want) in table {
+        let c = BucketCounts {
+            succeeded,
+            cancelled,
+            missing,
+            quarantined,
+            infrastructure_error: infra,
+            ..BucketCounts::default()
+        };
+        let cov = Coverage::of(&c);
+        assert_eq!(
+            (cov.covered, cov.with_outcome, cov.planned, cov.ratio()),
+            want,
+            "{c:?}"
+        );
+        // Every surface prints it through Rates.
+        assert_eq!(Rates::from_counts(&c).coverage, want.3);
+    }
+    // Reconciled observations land on the same definition.
+    let p = plan(&synthetic_spec(4, 1, 1, &clock()), &clock());
+    let id = |i: usize| p.trials[i].trial_id;
+    let a = reconcile(
+        &p,
+        &[
+            obs(id(0), State::Completed, Some(true)),
+            obs(id(1), State::Cancelled, None),
+            obs(id(2), State::Cancelled, None),
+            obs(id(3), State::Cancelled, None),
+        ],
+    );
+    assert!(a.complete);
+    assert_eq!(a.rates.coverage, Some(0.25));
+}

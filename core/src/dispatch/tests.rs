@@ -237,3 +237,29 @@ fn late_and_resent_reports() {
         );
     }
 }
+
+#[test]
+fn caps_admit_until_the_first_full_one() {
+    let v = |run_live, run_cap, agent_live, agent_cap, route_live, route_cap| CapView {
+        run_live,
+        run_cap,
+        agent_live,
+        agent_cap,
+        route_live,
+        route_cap,
+    };
+    let table = [
+        (v(0, None, 0, None, 0, None), Ok(())),
+        (v(100, None, 100, None, 100, None), Ok(())),
+        (v(1, Some(2), 0, None, 0, None), Ok(())),
+        (v(2, Some(2), 0, None, 0, None), Err(Full::Run)),
+        (v(2, Some(2), 1, Some(1), 0, None), Err(Full::Run)),
+        (v(1, Some(2), 1, Some(1), 0, None), Err(Full::Agent)),
+        (v(0, None, 0, Some(1), 1, Some(1)), Err(Full::Route)),
+        (v(0, None, 0, Some(0), 0, None), Err(Full::Agent)),
+        (v(0, None, 0, Some(1), 0, Some(1)), Ok(())),
+    ];
+    for (view, want) in table {
+        assert_eq!(within_caps(&view), want, "{view:?}");
+    }
+}
