@@ -230,31 +230,43 @@ impl Orchestrator {
             if number > 1 {
                 observer.before_retry(number, cancel);
             }
-            let at = self.clock.now();
-            let key = ids::attempt_key(&req.trial.key, number);
-            let rel = format!("a{number}");
-            let a = self.run_attempt(
-                &AttemptRequest {
-                    task: req.task,
-                    agent: req.agent,
-                    attempt: Identity {
-                        id: ids::uuid_v7_at(at),
-                        key,
-                    },
-                    number,
-                    artifacts_dir: req.out_dir.join(&rel),
-                    artifacts_rel: rel,
-                    options: req.options.clone(),
-                },
-                observer,
-                cancel,
-            );
+            let a = self.run_attempt(&self.attempt_request(req, number), observer, cancel);
             let again = a.state == State::InfrastructureError && !cancel.is_cancelled();
             attempts.push(a);
             if !again {
                 break;
             }
         }
+        self.write_trial_record(req, attempts, started_at)
+    }
+
+    /// The request for attempt `number` of the trial `req` (its identity minted now, its
+    /// artifacts in `a<number>` beside the trial's record).
+    pub fn attempt_request<'a>(&self, req: &TrialRequest<'a>, number: u32) -> AttemptRequest<'a> {
+        let rel = format!("a{number}");
+        AttemptRequest {
+            task: req.task,
+            agent: req.agent,
+            attempt: Identity {
+                id: ids::uuid_v7_at(self.clock.now()),
+                key: ids::attempt_key(&req.trial.key, number),
+            },
+            number,
+            artifacts_dir: req.out_dir.join(&rel),
+            artifacts_rel: rel,
+            options: req.options.clone(),
+        }
+    }
+
+    /// Writes the trial's `run_record.json` atomically from the attempts it made (at least
+    /// one; the outcome is the last one's): the end of [`Orchestrator::run_trial`], and of a
+    /// trial whose attempts a scheduler ran one by one (`akbench sweep --local`).
+    pub fn write_trial_record(
+        &self,
+        req: &TrialRequest<'_>,
+        attempts: Vec<AttemptRecord>,
+        started_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<TrialOutcome, RecordWriteError> {
         let outcome = RunRecord::outcome_of(&attempts).expect("at least one attempt ran");
         let record = RunRecord {
             schema_version: SCHEMA_VERSION,

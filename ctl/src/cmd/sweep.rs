@@ -1,39 +1,24 @@
-//! `akbench sweep experiment.yaml`: plan, run every trial on this machine, account.
+//! `akbench sweep experiment.yaml`: plan and check the run, store it, and show its result.
 //!
-//! This executor runs the plan in-process with a pool of threads, each trial through the
-//! same orchestrator as `run single`, honouring the plan's concurrency caps (whole run, per
-//! agent, per provider route). Records land in `<out>/<trial key>/run_record.json`; the
-//! accounting reconciles them against the exact planned set and the results table prints
-//! rates through `Rates` ("n/a" when nothing was graded). Ctrl-C cancels: running agents are
-//! stopped and their trials end `cancelled`; trials not started are reported missing. With
-//! `execution.budget`, no trial starts once `core::budget` says the cap is spent; the trials
-//! left are accounted `cancelled` with the reason "budget".
+//! Planning ([`check_run`], [`plan_run`]) and the result ([`show_result`]) are shared by the
+//! two executors: `sweep_local` (`--local`, in this process, dispatched by core's policy over
+//! memory) and `sweep_embedded` (the default: a coordinator and local workers). Records land
+//! in `<out>/<trial key>/run_record.json`; the accounting reconciles them against the exact
+//! planned set and the results table prints rates through `Rates` ("n/a" when nothing was
+//! graded).
 
 use crate::cli::SweepArgs;
-use crate::cmd::single::{cache_root, verdict};
-use crate::cmd::sweep_routes::{LocalRoutes, RouteObserver};
-use crate::exit::{self, InputError};
-use akbench_core::accounting::{reconcile, Observation};
-use akbench_core::clock::SystemClock;
+use crate::exit::InputError;
 use akbench_core::evidence::{EvidenceStore, RunOutcome};
 use akbench_core::manifest::ExperimentManifest;
-use akbench_core::plan::{plan, PlannedTrial};
-use akbench_core::record::Identity;
+use akbench_core::plan::plan;
 use akbench_core::report::{summarize, ReportTrial};
 use akbench_core::spec::{resolve, roots, ResolveInputs};
-use akbench_worker::orchestrator::{AttemptOptions, Orchestrator, TrialRequest};
-use akbench_worker::process::CancelToken;
+use akbench_worker::orchestrator::Orchestrator;
 use akbench_worker::trial::{prepare, spec_agent, PreparedTrial};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
 
 /// A sweep's run, planned and stored, with every trial's task and agent checked.
 #[derive(Debug)]
@@ -145,201 +130,9 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     })
 }
 
-/// Runs the sweep in this process (`--local`).
+/// Runs the sweep in this process (`--local`): see `sweep_local`.
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    let clock = SystemClock;
-    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(clock));
-    let PlannedSweep {
-        spec,
-        ready,
-        store,
-        prepared,
-        ..
-    } = plan_run(&args, &orch)?;
-    let total = ready.trials.len();
-    if !args.json {
-        eprintln!(
-            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions",
-            spec.run_key(),
-            spec.run_id(),
-            total,
-            ready.summary.by_task.len(),
-            ready.summary.by_agent.len(),
-            spec.condition.repetitions
-        );
-    }
-
-    let cancel = CancelToken::new();
-    INTERRUPTED.store(false, Ordering::SeqCst);
-    // SAFETY: installs a handler that only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
-    }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .max(1);
-    let mut caps = Caps::new(&spec.condition.execution.concurrency, &spec, jobs);
-    caps.budget = spec.condition.execution.budget;
-    let run_identity = Identity {
-        id: spec.run_id(),
-        key: spec.run_key().to_string(),
-    };
-    let grade = spec.condition.evaluation.grade;
-    let queue: Mutex<std::collections::VecDeque<&PlannedTrial>> =
-        Mutex::new(ready.trials.iter().collect());
-    let (tx, rx) = mpsc::channel();
-    let started = Instant::now();
-    let mut observations = Vec::new();
-    let mut report = Vec::new();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            let tx = tx.clone();
-            let (queue, caps, cancel, orch, prepared, run_identity) =
-                (&queue, &caps, &cancel, &orch, &prepared, &run_identity);
-            let out = &args.out;
-            s.spawn(move || loop {
-                if cancel.is_cancelled() {
-                    return;
-                }
-                let Some(t) = caps.take(queue) else { return };
-                let p = &prepared[&(t.task.id.clone(), t.agent.label.clone())];
-                let req = TrialRequest {
-                    task: &p.task,
-                    agent: &p.agent,
-                    run: run_identity.clone(),
-                    trial: Identity {
-                        id: t.trial_id,
-                        key: t.key.clone(),
-                    },
-                    out_dir: out.join(&t.key),
-                    infrastructure_retries: t.attempt.infrastructure_retries,
-                    options: AttemptOptions {
-                        grade,
-                        ..AttemptOptions::default()
-                    }
-                    .with_compute(&t.compute),
-                };
-                let observer = RouteObserver {
-                    routes: &caps.routes,
-                    route: caps.route_of.get(&t.agent.label).map(String::as_str),
-                };
-                let r = orch.run_trial(&req, &observer, cancel);
-                caps.release(t, r.as_ref().ok().map(|o| &o.record));
-                let _ = tx.send((t, r));
-            });
-        }
-        drop(tx);
-        let watcher_cancel = cancel.clone();
-        let done = Arc::new(AtomicBool::new(false));
-        let done2 = done.clone();
-        s.spawn(move || {
-            while !done2.load(Ordering::SeqCst) {
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    watcher_cancel.cancel();
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        });
-        let mut finished = 0usize;
-        for (t, r) in rx {
-            finished += 1;
-            match r {
-                Ok(outcome) => {
-                    let rec = &outcome.record;
-                    if !args.json {
-                        eprintln!(
-                            "[{finished:>width$}/{total}] {:<50} {}",
-                            t.key,
-                            verdict(rec.outcome.state, rec.outcome.ok),
-                            width = total.to_string().len()
-                        );
-                    }
-                    observations.push(Observation {
-                        trial_id: rec.trial.id,
-                        state: rec.outcome.state,
-                        ok: rec.outcome.ok,
-                        score: rec.outcome.score,
-                        attempt_id: rec.attempts.last().map(|a| a.attempt.id),
-                        source: Some(outcome.record_path.display().to_string()),
-                    });
-                    report.push(ReportTrial {
-                        key: t.key.clone(),
-                        agent: t.agent.label.clone(),
-                        task: t.task.id.clone(),
-                        observation: observations.last().expect("just pushed").clone(),
-                        cause: rec.attempts.last().and_then(|a| a.cause.clone()),
-                        spend: akbench_core::spend::Spend::of_record(rec),
-                    });
-                }
-                Err(e) => eprintln!("[{finished}/{total}] {}: {e}", t.key),
-            }
-        }
-        done.store(true, Ordering::SeqCst);
-    });
-    let budget_status = caps.budget_status();
-    if !cancel.is_cancelled() {
-        // Trials the budget kept from starting: cancelled, reason "budget".
-        let left: Vec<&PlannedTrial> = queue.lock().expect("queue lock").drain(..).collect();
-        if let (false, Some(b)) = (left.is_empty(), &budget_status) {
-            if !args.json {
-                eprintln!(
-                    "{}: {} trials not started, cancelled (reason: {})",
-                    b.line(),
-                    left.len(),
-                    akbench_core::budget::BUDGET_REASON
-                );
-            }
-        }
-        for t in left {
-            let o = budget_cancelled(t);
-            report.push(ReportTrial {
-                key: t.key.clone(),
-                agent: t.agent.label.clone(),
-                task: t.task.id.clone(),
-                observation: o.clone(),
-                cause: Some(akbench_core::budget::BUDGET_REASON.into()),
-                spend: Default::default(),
-            });
-            observations.push(o);
-        }
-    }
-    if let (Some(b), false) = (&budget_status, args.json) {
-        eprintln!("{}", b.line());
-    }
-    // SAFETY: restores the default disposition.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
-    }
-    let accounting = reconcile(&ready, &observations);
-    let interrupted = cancel.is_cancelled();
-    show_result(
-        &store,
-        &spec,
-        &args,
-        &accounting,
-        &report,
-        started,
-        interrupted,
-    )?;
-    Ok(if accounting.valid && accounting.complete {
-        exit::OK
-    } else {
-        exit::NEGATIVE
-    })
-}
-
-/// The outcome of a trial the budget kept from starting.
-fn budget_cancelled(t: &PlannedTrial) -> Observation {
-    Observation {
-        trial_id: t.trial_id,
-        state: akbench_core::lifecycle::State::Cancelled,
-        ok: None,
-        score: None,
-        attempt_id: None,
-        source: Some(akbench_core::budget::BUDGET_REASON.into()),
-    }
+    crate::cmd::sweep_local::run(args)
 }
 
 /// Records the run's outcome beside its evidence and prints the accounting and the results
@@ -427,123 +220,4 @@ pub fn show_result(
         }
     }
     Ok(())
-}
-
-/// The plan's concurrency caps, enforced when a thread takes the next trial.
-struct Caps {
-    state: Mutex<CapState>,
-    freed: Condvar,
-    max_trials: usize,
-    per_agent: BTreeMap<String, u32>,
-    per_route: BTreeMap<String, u32>,
-    route_of: BTreeMap<String, String>,
-    /// Provider route pauses (the coordinator's policy, in memory).
-    routes: LocalRoutes,
-    /// The run's spend cap (`core::budget`), checked before each trial starts.
-    budget: Option<akbench_core::budget::Budget>,
-}
-
-#[derive(Default)]
-struct CapState {
-    running: usize,
-    by_agent: BTreeMap<String, u32>,
-    by_route: BTreeMap<String, u32>,
-    /// What finished trials spent (for the budget).
-    spent: akbench_core::budget::Spent,
-}
-
-impl Caps {
-    fn new(
-        c: &akbench_core::manifest::Concurrency,
-        spec: &akbench_core::spec::ResolvedRunSpec,
-        jobs: usize,
-    ) -> Caps {
-        Caps {
-            state: Mutex::new(CapState::default()),
-            freed: Condvar::new(),
-            max_trials: c.max_trials.map_or(jobs, |m| (m as usize).min(jobs)),
-            per_agent: c.per_agent.clone(),
-            per_route: c.per_provider_route.clone(),
-            route_of: spec
-                .condition
-                .agents
-                .iter()
-                .filter_map(|a| a.provider_route.clone().map(|r| (a.label.clone(), r)))
-                .collect(),
-            routes: LocalRoutes::default(),
-            budget: None,
-        }
-    }
-
-    /// Spend against the cap, when the run has one.
-    fn budget_status(&self) -> Option<akbench_core::budget::BudgetStatus> {
-        let st = self.state.lock().expect("caps lock");
-        self.budget
-            .map(|b| akbench_core::budget::BudgetStatus::of(b, st.spent))
-    }
-
-    fn fits(&self, st: &CapState, t: &PlannedTrial) -> bool {
-        let label = &t.agent.label;
-        let agent_ok = self
-            .per_agent
-            .get(label)
-            .is_none_or(|cap| st.by_agent.get(label).copied().unwrap_or(0) < *cap);
-        let route_ok = self.route_of.get(label).is_none_or(|r| {
-            self.per_route
-                .get(r)
-                .is_none_or(|cap| st.by_route.get(r).copied().unwrap_or(0) < *cap)
-                && !self.routes.paused(r)
-        });
-        st.running < self.max_trials && agent_ok && route_ok
-    }
-
-    /// The first queued trial that fits the caps, waiting while none does.
-    fn take<'a>(
-        &self,
-        queue: &Mutex<std::collections::VecDeque<&'a PlannedTrial>>,
-    ) -> Option<&'a PlannedTrial> {
-        let mut st = self.state.lock().expect("caps lock");
-        loop {
-            {
-                let mut q = queue.lock().expect("queue lock");
-                if q.is_empty()
-                    || akbench_core::budget::verdict(self.budget.as_ref(), &st.spent).is_some()
-                {
-                    return None;
-                }
-                if let Some(i) = q.iter().position(|t| self.fits(&st, t)) {
-                    let t = q.remove(i).expect("index in range");
-                    st.running += 1;
-                    *st.by_agent.entry(t.agent.label.clone()).or_default() += 1;
-                    if let Some(r) = self.route_of.get(&t.agent.label) {
-                        *st.by_route.entry(r.clone()).or_default() += 1;
-                    }
-                    return Some(t);
-                }
-            }
-            // Timed: a paused provider route resumes without any trial ending.
-            st = self
-                .freed
-                .wait_timeout(st, std::time::Duration::from_millis(250))
-                .expect("caps lock")
-                .0;
-        }
-    }
-
-    fn release(&self, t: &PlannedTrial, record: Option<&akbench_core::record::RunRecord>) {
-        let mut st = self.state.lock().expect("caps lock");
-        st.running -= 1;
-        if let Some(r) = record {
-            st.spent.add_record(r);
-        }
-        if let Some(n) = st.by_agent.get_mut(&t.agent.label) {
-            *n -= 1;
-        }
-        if let Some(r) = self.route_of.get(&t.agent.label) {
-            if let Some(n) = st.by_route.get_mut(r) {
-                *n -= 1;
-            }
-        }
-        self.freed.notify_all();
-    }
 }

@@ -1,0 +1,208 @@
+use super::*;
+use akbench_core::clock::ManualClock;
+use akbench_core::plan::plan;
+use akbench_core::testkit::synthetic_condition;
+use chrono::TimeZone;
+
+/// `tasks` x `agents` trials, each with `retries` infrastructure retries.
+fn trials(tasks: usize, agents: usize, retries: u32) -> Vec<PlannedTrial> {
+    let clock = ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 3, 4, 0, 0, 0).unwrap());
+    let mut c = synthetic_condition(tasks, agents, 1);
+    c.execution.infrastructure_retries = retries;
+    let spec = akbench_core::spec::ResolvedRunSpec::assemble(c, Default::default(), &clock);
+    plan(&spec, &clock).trials
+}
+
+fn backoff() -> Backoff {
+    Backoff {
+        base: Duration::from_secs(2),
+        cap: Duration::from_secs(60),
+    }
+}
+
+const NOT_PAUSED: &dyn Fn(&str) -> bool = &|_| false;
+
+#[test]
+fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
+    let t = trials(3, 1, 0);
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        2,
+        backoff(),
+        now,
+    );
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 0, number: 1 });
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 1, number: 1 });
+    // Two slots: the third waits for an attempt to end.
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Wait(None));
+    assert_eq!(
+        d.ended(0, State::Completed, 0.5, now),
+        Settlement::Done(State::Completed)
+    );
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 2, number: 1 });
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
+    assert_eq!(d.run_state(), RunState::Running);
+    d.ended(1, State::Failed, 0.5, now);
+    d.ended(2, State::Timeout, 0.5, now);
+    assert_eq!(d.run_state(), RunState::Finished);
+    assert_eq!(d.item(1), ItemState::Done(State::Failed));
+}
+
+#[test]
+fn infrastructure_errors_retry_after_the_backoff_within_budget_only() {
+    let t = trials(1, 1, 2);
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        4,
+        backoff(),
+        now,
+    );
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 0, number: 1 });
+    // Retry 1: 2 s nominal, jitter 0.5 -> 1.5 s.
+    assert_eq!(
+        d.ended(0, State::InfrastructureError, 0.5, now),
+        Settlement::Retry {
+            after: Duration::from_millis(1500)
+        }
+    );
+    let due = now + Duration::from_millis(1500);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Wait(Some(due)));
+    assert_eq!(d.next(due, NOT_PAUSED), Next::Lease { item: 0, number: 2 });
+    // Retry 2: 4 s nominal, jitter 0 -> 2 s.
+    assert_eq!(
+        d.ended(0, State::InfrastructureError, 0.0, due),
+        Settlement::Retry {
+            after: Duration::from_secs(2)
+        }
+    );
+    let due = due + Duration::from_secs(2);
+    assert_eq!(d.next(due, NOT_PAUSED), Next::Lease { item: 0, number: 3 });
+    // The budget (2 retries) is spent: the third infrastructure error is the outcome.
+    assert_eq!(
+        d.ended(0, State::InfrastructureError, 0.0, due),
+        Settlement::Done(State::InfrastructureError)
+    );
+    assert_eq!(d.attempts(0), 3);
+    assert_eq!(d.run_state(), RunState::Finished);
+}
+
+#[test]
+fn an_attempt_interrupted_while_the_run_is_not_cancelled_is_an_infrastructure_error() {
+    let t = trials(1, 1, 0);
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        1,
+        backoff(),
+        now,
+    );
+    d.next(now, NOT_PAUSED);
+    assert_eq!(
+        d.ended(0, State::Cancelled, 0.0, now),
+        Settlement::Done(State::InfrastructureError)
+    );
+}
+
+#[test]
+fn a_cancel_cancels_ready_items_and_live_ones_end_cancelled_never_retried() {
+    let t = trials(4, 1, 3);
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        2,
+        backoff(),
+        now,
+    );
+    d.next(now, NOT_PAUSED);
+    d.next(now, NOT_PAUSED);
+    assert_eq!(d.cancel(), vec![2, 3]);
+    assert_eq!(d.item(3), ItemState::Cancelled(CANCEL_REASON));
+    assert_eq!(d.run_state(), RunState::Cancelling);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
+    assert_eq!(
+        d.ended(0, State::Cancelled, 0.0, now),
+        Settlement::Done(State::Cancelled)
+    );
+    // An infrastructure error while cancelling is not retried.
+    assert_eq!(
+        d.ended(1, State::InfrastructureError, 0.0, now),
+        Settlement::Done(State::InfrastructureError)
+    );
+    assert_eq!(d.run_state(), RunState::Cancelled);
+}
+
+#[test]
+fn per_agent_and_route_caps_and_paused_routes_hold_items_back() {
+    // Agents agent-00 (route r) and agent-01 (no route); plan order interleaves them.
+    let t = trials(3, 2, 0);
+    let agent = |i: usize| t[i].agent.label.clone();
+    let routes = BTreeMap::from([("agent-00".to_string(), "r".to_string())]);
+    let caps = Concurrency {
+        per_agent: BTreeMap::from([("agent-01".to_string(), 1)]),
+        per_provider_route: BTreeMap::from([("r".to_string(), 1)]),
+        ..Concurrency::default()
+    };
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(&t, &routes, &caps, 8, backoff(), now);
+    let mut leased = Vec::new();
+    while let Next::Lease { item, .. } = d.next(now, NOT_PAUSED) {
+        leased.push(agent(item));
+    }
+    // One per agent: agent-00 by its route's cap, agent-01 by its own.
+    leased.sort();
+    assert_eq!(leased, ["agent-00", "agent-01"]);
+    // A paused route starts nothing even with room under its cap.
+    let mut d = InMemoryDispatch::new(&t, &routes, &Concurrency::default(), 8, backoff(), now);
+    let paused: &dyn Fn(&str) -> bool = &|r| r == "r";
+    let mut leased = Vec::new();
+    while let Next::Lease { item, .. } = d.next(now, paused) {
+        leased.push(agent(item));
+    }
+    assert_eq!(leased, ["agent-01"; 3]);
+    assert_eq!(d.next(now, paused), Next::Wait(None));
+}
+
+#[test]
+fn a_spent_budget_cancels_what_did_not_start() {
+    let t = trials(3, 1, 0);
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        1,
+        backoff(),
+        now,
+    );
+    d.next(now, NOT_PAUSED);
+    assert_eq!(d.cancel_ready("budget"), vec![1, 2]);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
+    d.ended(0, State::Completed, 0.0, now);
+    assert_eq!(d.run_state(), RunState::Finished);
+    assert_eq!(d.item(2), ItemState::Cancelled("budget"));
+}
+
+#[test]
+fn waits_are_bounded_by_the_tick() {
+    let now = Instant::now();
+    let tick = Duration::from_millis(250);
+    assert_eq!(InMemoryDispatch::wait_for(None, now, tick), tick);
+    assert_eq!(
+        InMemoryDispatch::wait_for(Some(now + Duration::from_millis(10)), now, tick),
+        Duration::from_millis(10)
+    );
+    assert_eq!(
+        InMemoryDispatch::wait_for(Some(now), now, tick),
+        Duration::ZERO
+    );
+}
