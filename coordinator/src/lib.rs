@@ -3,6 +3,7 @@
 //!
 //! - [`pgcluster`]: private PostgreSQL clusters from the system binaries (tests, `akbench up`).
 //! - [`pg_tls`]: PostgreSQL over TLS (`sslmode` up to `verify-full`, rustls).
+//! - [`rows`]: typed rows (decoded by column name; a bad row is an error).
 //! - [`store`]: the PostgreSQL store: pool, embedded migrations, transactions, error mapping.
 //! - [`scheduler`]: work items, attempts, leases and fencing epochs.
 //! - [`workers_service`]: the `Workers.Session` gRPC service.
@@ -27,6 +28,7 @@ pub mod http;
 pub mod metrics;
 pub mod pg_tls;
 pub mod pgcluster;
+pub mod rows;
 pub mod run_work;
 pub mod scheduler;
 pub mod server;

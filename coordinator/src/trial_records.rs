@@ -1,8 +1,10 @@
-//! `FetchRecords`: each done trial's `run_record.json`, assembled by
+//! `FetchRecords`: each done or cancelled trial's `run_record.json`, assembled by
 //! [`akbench_core::trial_record::assemble`] from the run's spec, the planned trial and every
 //! finished attempt (the worker's accepted record, or one reconstructed from the stored
 //! transitions when it never arrived), streamed in plan order as canonical JSON with its
-//! digest. A trial that cannot be assembled (a completed attempt whose record has not arrived
+//! digest. A trial its run cancelled before an attempt ran to an end is exported too:
+//! `cancelled` with its reason and the attempts it had made (none when it never started). Rows
+//! are typed ([`crate::rows`]): a damaged row ends the stream with an error. A trial that cannot be assembled (a completed attempt whose record has not arrived
 //! yet, a stored row that no longer parses) is left out and logged, never sent half-made; the
 //! client sees fewer records than planned trials.
 
@@ -11,7 +13,11 @@ use akbench_core::lifecycle::State;
 use akbench_core::plan::PlannedTrial;
 use akbench_core::record::{AttemptRecord, Transition};
 use akbench_core::spec::ResolvedRunSpec;
-use akbench_core::trial_record::{assemble, StoredAttempt};
+use akbench_core::trial_record::{assemble, assemble_cancelled, StoredAttempt};
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+
+use crate::rows::{col, parsed, FromRow, RowError};
 use akbench_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -20,38 +26,92 @@ use uuid::Uuid;
 
 const TRIAL_ATTEMPTS_SQL: &str = include_str!("../sql/control/trial_attempts.sql");
 
+/// One row of `trial_attempts.sql`, typed.
+struct TrialRow {
+    trial_id: Uuid,
+    ordinal: i32,
+    planned: String,
+    /// `done` or `cancelled`.
+    cancelled: bool,
+    cancel_reason: String,
+    item_updated_at: DateTime<Utc>,
+    /// The finished attempt, absent for a trial cancelled before any attempt finished.
+    attempt: Option<Result<StoredAttempt, String>>,
+}
+
+impl FromRow for TrialRow {
+    fn from_row(row: &Row) -> Result<Self, RowError> {
+        let attempt_id: Option<Uuid> = col(row, "attempt_id")?;
+        let state: &str = col(row, "item_state")?;
+        Ok(TrialRow {
+            trial_id: col(row, "trial_id")?,
+            ordinal: col(row, "ordinal")?,
+            planned: col(row, "planned")?,
+            cancelled: match state {
+                "done" => false,
+                "cancelled" => true,
+                other => {
+                    return Err(RowError::Value {
+                        column: "item_state",
+                        problem: format!("`{other}` is neither done nor cancelled"),
+                    })
+                }
+            },
+            cancel_reason: col(row, "cancel_reason")?,
+            item_updated_at: col(row, "item_updated_at")?,
+            attempt: attempt_id.map(|id| stored(row, id)).transpose()?,
+        })
+    }
+}
+
 /// The attempts of one trial, gathered from consecutive rows.
 struct Gathered {
     trial_id: Uuid,
     ordinal: i32,
     planned: String,
+    /// Cancelled (with its reason, at) before an attempt ran to an end.
+    cancelled: Option<(String, DateTime<Utc>)>,
     attempts: Vec<StoredAttempt>,
     /// Why a stored attempt of the trial could not be read, when one could not.
     unreadable: Option<String>,
 }
 
-fn stored(row: &tokio_postgres::Row) -> Result<StoredAttempt, String> {
-    let number: i32 = row.get(4);
-    let terminal: &str = row.get(5);
-    let record: Option<&str> = row.get(8);
-    let transitions: Option<&str> = row.get(9);
-    Ok(StoredAttempt {
-        id: row.get(3),
-        number: u32::try_from(number).map_err(|e| e.to_string())?,
-        terminal: State::parse(terminal)
-            .ok_or_else(|| format!("unknown terminal state `{terminal}`"))?,
-        cause: row.get(6),
-        finished_at: row.get(7),
-        record: record
-            .map(serde_json::from_str::<AttemptRecord>)
-            .transpose()
-            .map_err(|e| format!("a stored record does not parse: {e}"))?,
-        transitions: transitions
-            .map(serde_json::from_str::<Vec<Transition>>)
-            .transpose()
-            .map_err(|e| format!("stored transitions do not parse: {e}"))?
-            .unwrap_or_default(),
-    })
+/// The attempt of a row: a bad column is a [`RowError`]; a stored document that does not
+/// parse leaves the trial out (`Err` inside).
+fn stored(row: &Row, id: Uuid) -> Result<Result<StoredAttempt, String>, RowError> {
+    let number: i32 = col(row, "number")?;
+    let number = u32::try_from(number).map_err(|_| RowError::Value {
+        column: "number",
+        problem: format!("{number} is not an attempt number"),
+    })?;
+    let terminal = parsed(row, "terminal_state", State::parse)?;
+    let cause: Option<String> = col(row, "cause")?;
+    let finished_at: DateTime<Utc> = col(row, "finished_at")?;
+    let record: Option<&str> = col(row, "record")?;
+    let transitions: Option<&str> = col(row, "transitions")?;
+    let record = match record
+        .map(serde_json::from_str::<AttemptRecord>)
+        .transpose()
+    {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("a stored record does not parse: {e}"))),
+    };
+    let transitions = match transitions
+        .map(serde_json::from_str::<Vec<Transition>>)
+        .transpose()
+    {
+        Ok(t) => t.unwrap_or_default(),
+        Err(e) => return Ok(Err(format!("stored transitions do not parse: {e}"))),
+    };
+    Ok(Ok(StoredAttempt {
+        id,
+        number,
+        terminal,
+        cause,
+        finished_at,
+        record,
+        transitions,
+    }))
 }
 
 /// The message for one trial, or why it is left out.
@@ -62,7 +122,12 @@ fn message(spec: &ResolvedRunSpec, g: Gathered) -> Result<pb::RunRecord, String>
     let trial: PlannedTrial = serde_json::from_str(&g.planned)
         .map_err(|e| format!("the planned trial does not parse: {e}"))?;
     let written_by = format!("akbench-coordinator {}", env!("CARGO_PKG_VERSION"));
-    let record = assemble(spec, &trial, g.attempts, &written_by)?;
+    let record = match &g.cancelled {
+        Some((reason, at)) => {
+            assemble_cancelled(spec, &trial, g.attempts, reason, *at, &written_by)?
+        }
+        None => assemble(spec, &trial, g.attempts, &written_by)?,
+    };
     let record_json = canonical_json(&record);
     Ok(pb::RunRecord {
         trial_id: g.trial_id.to_string(),
@@ -113,7 +178,19 @@ pub async fn send(
             }
             None => None,
         };
-        let trial_id: Option<Uuid> = row.as_ref().map(|r| r.get(0));
+        let row = match row.as_ref().map(TrialRow::from_row).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx
+                    .send(Err(Status::data_loss(format!(
+                        "failed to export the records of run `{}`: a stored row is damaged: {e}",
+                        spec.identity.run_key
+                    ))))
+                    .await;
+                return;
+            }
+        };
+        let trial_id: Option<Uuid> = row.as_ref().map(|r| r.trial_id);
         if current.as_ref().map(|g| g.trial_id) != trial_id {
             if let Some(g) = current.take() {
                 let id = g.trial_id;
@@ -131,15 +208,19 @@ pub async fn send(
         }
         let Some(row) = row else { return };
         let g = current.get_or_insert_with(|| Gathered {
-            trial_id: row.get(0),
-            ordinal: row.get(1),
-            planned: row.get(2),
+            trial_id: row.trial_id,
+            ordinal: row.ordinal,
+            planned: row.planned.clone(),
+            cancelled: row
+                .cancelled
+                .then(|| (row.cancel_reason.clone(), row.item_updated_at)),
             attempts: Vec::new(),
             unreadable: None,
         });
-        match stored(&row) {
-            Ok(a) => g.attempts.push(a),
-            Err(why) => g.unreadable = Some(why),
+        match row.attempt {
+            Some(Ok(a)) => g.attempts.push(a),
+            Some(Err(why)) => g.unreadable = Some(why),
+            None => {}
         }
     }
 }

@@ -290,7 +290,8 @@ pub struct AttemptRecord {
     pub redacted: Vec<String>,
 }
 
-/// The trial's outcome, taken from its last attempt.
+/// The trial's outcome, taken from its last attempt; or `cancelled` with its reason when its
+/// run cancelled it before an attempt ran to an end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     /// Terminal state.
@@ -301,6 +302,24 @@ pub struct Outcome {
     pub score: Option<f64>,
     /// Number of attempts.
     pub attempts: u32,
+    /// Why the trial was cancelled before an attempt ran to an end (`cancelled` when its run
+    /// was cancelled, `budget` when the run's budget was spent); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<String>,
+}
+
+impl Outcome {
+    /// The outcome of a trial its run cancelled, for `reason`, after `attempts` attempts
+    /// (none when it never started; earlier ones when it was waiting for a retry).
+    pub fn cancelled(attempts: u32, reason: &str) -> Outcome {
+        Outcome {
+            state: State::Cancelled,
+            ok: None,
+            score: None,
+            attempts,
+            cancelled: Some(reason.to_string()),
+        }
+    }
 }
 
 /// `run_record.json`.
@@ -339,6 +358,7 @@ impl RunRecord {
             ok: last.grade.as_ref().map(|g| g.ok),
             score: last.grade.as_ref().map(|g| g.score),
             attempts: u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+            cancelled: None,
         })
     }
 
@@ -351,7 +371,7 @@ impl RunRecord {
                 self.schema_version
             ));
         }
-        if self.attempts.is_empty() {
+        if self.attempts.is_empty() && self.outcome.cancelled.is_none() {
             return Err("the record has no attempts".into());
         }
         for (i, a) in self.attempts.iter().enumerate() {
@@ -374,7 +394,14 @@ impl RunRecord {
                 ));
             }
         }
-        if Self::outcome_of(&self.attempts).as_ref() != Some(&self.outcome) {
+        let expected = match &self.outcome.cancelled {
+            Some(reason) => Some(Outcome::cancelled(
+                u32::try_from(self.attempts.len()).unwrap_or(u32::MAX),
+                reason,
+            )),
+            None => Self::outcome_of(&self.attempts),
+        };
+        if expected.as_ref() != Some(&self.outcome) {
             return Err("the outcome does not match the last attempt".into());
         }
         Ok(())

@@ -114,6 +114,30 @@ pub fn assemble(
     attempts: Vec<StoredAttempt>,
     written_by: &str,
 ) -> Result<RunRecord, String> {
+    build(spec, trial, attempts, None, written_by)
+}
+
+/// A trial its run cancelled (`reason`: `cancelled`, `budget`) at `at` before an attempt ran
+/// to an end: exported too, `cancelled` with its reason and the attempts it had made (none
+/// when it never started), so every planned trial of a cancelled run has its record.
+pub fn assemble_cancelled(
+    spec: &ResolvedRunSpec,
+    trial: &PlannedTrial,
+    attempts: Vec<StoredAttempt>,
+    reason: &str,
+    at: DateTime<Utc>,
+    written_by: &str,
+) -> Result<RunRecord, String> {
+    build(spec, trial, attempts, Some((reason, at)), written_by)
+}
+
+fn build(
+    spec: &ResolvedRunSpec,
+    trial: &PlannedTrial,
+    attempts: Vec<StoredAttempt>,
+    cancelled: Option<(&str, DateTime<Utc>)>,
+    written_by: &str,
+) -> Result<RunRecord, String> {
     let task = spec
         .condition
         .tasks
@@ -130,11 +154,25 @@ pub fn assemble(
         .into_iter()
         .map(|a| attempt_of(trial, a))
         .collect::<Result<Vec<_>, _>>()?;
-    let outcome = RunRecord::outcome_of(&attempts).ok_or("no attempt has finished")?;
     let first = attempts.first().and_then(|a| a.transitions.first());
     let last = attempts.last().and_then(|a| a.transitions.last());
-    let (Some(started_at), Some(finished_at)) = (first.map(|t| t.at), last.map(|t| t.at)) else {
-        return Err("an attempt has no transitions".into());
+    let (outcome, started_at, finished_at) = match cancelled {
+        Some((reason, at)) => (
+            crate::record::Outcome::cancelled(
+                u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+                reason,
+            ),
+            first.map_or(at, |t| t.at),
+            at,
+        ),
+        None => {
+            let outcome = RunRecord::outcome_of(&attempts).ok_or("no attempt has finished")?;
+            let (Some(started_at), Some(finished_at)) = (first.map(|t| t.at), last.map(|t| t.at))
+            else {
+                return Err("an attempt has no transitions".into());
+            };
+            (outcome, started_at, finished_at)
+        }
     };
     let mut condition = agent.descriptor.clone();
     condition.name = agent.label.clone();
@@ -280,5 +318,34 @@ mod tests {
         assert!(err.contains("has not arrived"), "{err}");
         let err = assemble(&spec, &trial, vec![], "test").unwrap_err();
         assert!(err.contains("no attempt"), "{err}");
+    }
+
+    #[test]
+    fn a_cancelled_trial_is_a_record_with_its_reason_and_no_attempt() {
+        use State::*;
+        let spec = synthetic_spec(1, 1, 1, &SystemClock);
+        let trial = plan(&spec, &SystemClock).trials[0].clone();
+        let at = Utc::now();
+        let r = assemble_cancelled(&spec, &trial, vec![], "cancelled", at, "test").unwrap();
+        assert!(r.attempts.is_empty());
+        assert_eq!(r.outcome.state, Cancelled);
+        assert_eq!(r.outcome.attempts, 0);
+        assert_eq!(r.outcome.cancelled.as_deref(), Some("cancelled"));
+        assert_eq!((r.started_at, r.finished_at), (at, at));
+        // It reads back and validates like any record.
+        let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        back.validate().unwrap();
+        // Waiting for a retry when cancelled: its earlier attempt is kept, the outcome is
+        // the cancellation's.
+        let lost = stored(1, InfrastructureError, &[Pending, InfrastructureError]);
+        let r = assemble_cancelled(&spec, &trial, vec![lost], "budget", at, "test").unwrap();
+        assert_eq!(r.attempts.len(), 1);
+        assert_eq!(r.outcome, crate::record::Outcome::cancelled(1, "budget"));
+        // Without the reason, an empty record stays refused.
+        let mut bad = r.clone();
+        bad.attempts.clear();
+        bad.outcome.cancelled = None;
+        bad.outcome.attempts = 0;
+        assert!(bad.validate().unwrap_err().contains("no attempts"));
     }
 }

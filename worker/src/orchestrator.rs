@@ -237,7 +237,7 @@ impl Orchestrator {
                 break;
             }
         }
-        self.write_trial_record(req, attempts, started_at)
+        self.write_trial_record(req, attempts, started_at, None)
     }
 
     /// The request for attempt `number` of the trial `req` (its identity minted now, its
@@ -258,16 +258,24 @@ impl Orchestrator {
         }
     }
 
-    /// Writes the trial's `run_record.json` atomically from the attempts it made (at least
-    /// one; the outcome is the last one's): the end of [`Orchestrator::run_trial`], and of a
-    /// trial whose attempts a scheduler ran one by one (`akbench sweep --local`).
+    /// Writes the trial's `run_record.json` atomically from the attempts it made: the end of
+    /// [`Orchestrator::run_trial`], and of a trial whose attempts a scheduler ran one by one
+    /// (`akbench sweep --local`). The outcome is the last attempt's (there must be one), or,
+    /// with `cancelled` (a reason), `cancelled` after the attempts made, possibly none.
     pub fn write_trial_record(
         &self,
         req: &TrialRequest<'_>,
         attempts: Vec<AttemptRecord>,
         started_at: chrono::DateTime<chrono::Utc>,
+        cancelled: Option<&str>,
     ) -> Result<TrialOutcome, RecordWriteError> {
-        let outcome = RunRecord::outcome_of(&attempts).expect("at least one attempt ran");
+        let outcome = match cancelled {
+            Some(reason) => akbench_core::record::Outcome::cancelled(
+                u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+                reason,
+            ),
+            None => RunRecord::outcome_of(&attempts).expect("at least one attempt ran"),
+        };
         let record = RunRecord {
             schema_version: SCHEMA_VERSION,
             run: req.run.clone(),

@@ -175,10 +175,14 @@ pub fn regrade(
         reason,
     };
     let before = record.clone();
-    let attempt = record
-        .attempts
-        .last()
-        .expect("validated: at least one attempt");
+    // A trial its run cancelled before any attempt ran has no attempt to grade.
+    let Some(attempt) = record.attempts.last() else {
+        return Err(RegradeError::NotGradable {
+            run_dir,
+            state: record.outcome.state,
+            why: why_not(record.outcome.state),
+        });
+    };
     if apply(attempt.state, Event::Regrade).is_err() {
         return Err(RegradeError::NotGradable {
             run_dir,

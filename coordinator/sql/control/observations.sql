@@ -1,10 +1,16 @@
 -- The coordinator's own outcome of each trial of a run: its last finished attempt, with the
--- outcome of that attempt's accepted record when there is one; a trial cancelled while still
--- queued (no attempt ever ran) is `cancelled`.
+-- outcome of that attempt's accepted record when there is one; a trial cancelled before an
+-- attempt ran to an end (never started, or waiting for a retry) is `cancelled`, whatever an
+-- earlier attempt ended in (as status and the records export count it).
 SELECT DISTINCT ON (w.ordinal)
-       w.trial_id, a.attempt_id, COALESCE(a.terminal_state, w.outcome),
-       COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state'), s.ok,
-       COALESCE(s.record -> 'outcome' ->> 'score', s.record -> 'grade' ->> 'score')::float8
+       w.trial_id, a.attempt_id,
+       CASE WHEN w.state = 'cancelled' THEN 'cancelled' ELSE a.terminal_state END,
+       CASE WHEN w.state <> 'cancelled'
+            THEN COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state') END,
+       CASE WHEN w.state <> 'cancelled' THEN s.ok END,
+       CASE WHEN w.state <> 'cancelled'
+            THEN COALESCE(s.record -> 'outcome' ->> 'score', s.record -> 'grade' ->> 'score')::float8
+       END
 FROM work_items w
 LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.finished_at IS NOT NULL
 LEFT JOIN submissions s ON s.attempt_id = a.attempt_id

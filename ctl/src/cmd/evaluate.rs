@@ -35,7 +35,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         Err(e) => return Err(InputError(e.to_string()).into()),
     };
     let o = &done.record.outcome;
-    let last = done.record.attempts.last().expect("validated");
+    let cause = done.record.attempts.last().and_then(|a| a.cause.clone());
     if args.json {
         crate::cmd::print_json(&serde_json::json!({
             "trial": done.record.trial,
@@ -43,7 +43,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
             "ok": o.ok,
             "score": o.score,
             "verdict": verdict(o.state, o.ok),
-            "cause": last.cause,
+            "cause": cause,
             "workspace_used": done.workspace_used,
             "record": done.record_path,
             "pre_grade_record": done.backup_path,
@@ -58,7 +58,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
                 .unwrap_or_default(),
             done.workspace_used.replace('_', " ")
         );
-        if let Some(c) = &last.cause {
+        if let Some(c) = &cause {
             println!("cause: {c}");
         }
         println!("record: {}", done.record_path.display());

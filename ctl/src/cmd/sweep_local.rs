@@ -207,7 +207,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 };
                 if let Some((attempts, started_at)) = done {
                     let r = orch
-                        .write_trial_record(&req, attempts, started_at)
+                        .write_trial_record(&req, attempts, started_at, None)
                         .map_err(|e| e.to_string());
                     if let Ok(o) = &r {
                         shared
@@ -257,9 +257,21 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_DFL);
     }
-    let st = shared.into_inner().expect("sweep lock");
+    let mut st = shared.into_inner().expect("sweep lock");
+    // Trials cancelled before an attempt ran to an end have their record too (`cancelled`,
+    // the reason, the attempts made), as the coordinator's export writes them.
+    for (i, t) in ready.trials.iter().enumerate() {
+        if let ItemState::Cancelled(reason) = st.dispatch.item(i) {
+            let attempts = std::mem::take(&mut st.attempts[i]);
+            let at = st.started[i].unwrap_or_else(chrono::Utc::now);
+            results[i] = Some(
+                orch.write_trial_record(&request(t), attempts, at, Some(reason))
+                    .map_err(|e| e.to_string()),
+            );
+        }
+    }
     let budget_status = budget.map(|b| BudgetStatus::of(b, st.spent));
-    let (observations, report) = outcomes(&ready.trials, &st.dispatch, results);
+    let (observations, report) = outcomes(&ready.trials, results);
     if let (Some(b), false) = (&budget_status, args.json) {
         let left = (0..total)
             .filter(|i| st.dispatch.item(*i) == ItemState::Cancelled(BUDGET_REASON))
@@ -290,19 +302,18 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     })
 }
 
-/// Every trial's observation and report line, in plan order: the record of a trial done, a
-/// cancelled trial with its reason and no attempt; a trial whose record could not be
-/// written has none (it is missing).
+/// Every trial's observation and report line, in plan order, from its record (a cancelled
+/// trial's says `cancelled` and why); a trial whose record could not be written has none (it
+/// is missing).
 fn outcomes(
     trials: &[PlannedTrial],
-    d: &InMemoryDispatch,
     results: Vec<Option<Result<TrialOutcome, String>>>,
 ) -> (Vec<Observation>, Vec<ReportTrial>) {
     let mut observations = Vec::new();
     let mut report = Vec::new();
-    for ((i, t), r) in trials.iter().enumerate().zip(results) {
-        let (observation, cause, spend) = match (d.item(i), r) {
-            (_, Some(Ok(o))) => {
+    for (t, r) in trials.iter().zip(results) {
+        let (observation, cause, spend) = match r {
+            Some(Ok(o)) => {
                 let rec = &o.record;
                 (
                     Observation {
@@ -313,22 +324,13 @@ fn outcomes(
                         attempt_id: rec.attempts.last().map(|a| a.attempt.id),
                         source: Some(o.record_path.display().to_string()),
                     },
-                    rec.attempts.last().and_then(|a| a.cause.clone()),
+                    rec.outcome
+                        .cancelled
+                        .clone()
+                        .or_else(|| rec.attempts.last().and_then(|a| a.cause.clone())),
                     akbench_core::spend::Spend::of_record(rec),
                 )
             }
-            (ItemState::Cancelled(reason), _) => (
-                Observation {
-                    trial_id: t.trial_id,
-                    state: akbench_core::lifecycle::State::Cancelled,
-                    ok: None,
-                    score: None,
-                    attempt_id: None,
-                    source: Some(reason.into()),
-                },
-                Some(reason.to_string()),
-                Default::default(),
-            ),
             _ => continue,
         };
         report.push(ReportTrial {
