@@ -129,10 +129,12 @@ impl Config {
         })
     }
 
-    /// Status windows: workers count as connected for two lease TTLs after last seen.
+    /// Status windows: a worker counts as connected while it heartbeats, that is while it
+    /// was heard from within one lease TTL (`core::dispatch::alive`, the rule dispatch
+    /// uses), not for a while after it went silent.
     pub fn status_options(&self) -> StatusOptions {
         StatusOptions {
-            worker_window: self.lease_ttl() * 2,
+            worker_window: self.lease_ttl(),
             ..StatusOptions::default()
         }
     }

@@ -40,7 +40,8 @@ const ACTION: &str = "read run status";
 pub struct StatusOptions {
     /// Throughput is measured over this much recent time (or since the start, if shorter).
     pub throughput_window: Duration,
-    /// A worker seen within this much time counts as connected.
+    /// A worker with an open session heard from within this much time counts as connected
+    /// (the server passes its lease TTL: alive as `core::dispatch::alive` says).
     pub worker_window: Duration,
 }
 

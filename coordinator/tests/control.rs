@@ -1201,3 +1201,173 @@ async fn status_shows_a_paused_provider_route_with_its_last_error() {
     );
     coordinator.stop().await;
 }
+
+/// A cancelled run's numbers agree everywhere (issue 12): status, reconcile and the records
+/// export count the same trials with an outcome over the same denominator, and a trial
+/// cancelled before it ran is exported too (`cancelled`, its reason, no attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and_records() {
+    // The real scheduler behind Control (its cancel is the one under test).
+    let url = test_support::fresh_database().await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handle = akbench_coordinator::server::serve(Config::local(url), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = ControlClient::new(channel);
+    let (spec, ready) = run_docs(4, 1); // 4 tasks x 2 agents = 8 trials
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = handle.store.clone();
+    start_by_hand(&store, ready.run_id).await;
+    finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
+    finish_trial(&store, &ready, 1, 1, "completed", Some(false)).await;
+    // Trial 2 ended in an infrastructure error and waits for its retry when the run is
+    // cancelled: it is cancelled, whatever its earlier attempt ended in.
+    finish_trial(&store, &ready, 2, 1, "infrastructure_error", None).await;
+    let c = store.client().await.unwrap();
+    c.execute(
+        "UPDATE work_items SET state = 'ready' WHERE trial_id = $1",
+        &[&ready.trials[2].trial_id],
+    )
+    .await
+    .unwrap();
+    // The run is cancelled mid-way: 2 trials done, 6 cancelled before they ran to an end.
+    client
+        .cancel_run(pb::CancelRunRequest {
+            run: key.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let (_, body) = http_get(handle.http_addr, &format!("/api/runs/{key}/status"), None).await;
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["planned"], 8, "{status}");
+    assert_eq!(status["outcomes"]["cancelled"], 6, "{status}");
+    assert!(status["outcomes"].get("missing").is_none(), "{status}");
+    assert_eq!(status["rates"]["coverage"], 0.25, "{status}");
+
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: key.clone(),
+            observations_json: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let report: serde_json::Value = serde_json::from_str(&r.report_json).unwrap();
+    assert_eq!(report["planned"], 8);
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["counts"]["cancelled"], 6, "{report}");
+    assert_eq!(
+        report["rates"], status["rates"],
+        "reconcile and status agree"
+    );
+
+    let mut stream = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: key.clone(),
+            trials: vec![],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut records = Vec::new();
+    while let Some(m) = stream.message().await.unwrap() {
+        let rec: akbench_core::record::RunRecord = serde_json::from_str(&m.record_json).unwrap();
+        rec.validate().unwrap();
+        records.push(rec);
+    }
+    assert_eq!(records.len(), 8, "every planned trial is exported");
+    let cancelled: Vec<_> = records
+        .iter()
+        .filter(|r| r.outcome.state == akbench_core::lifecycle::State::Cancelled)
+        .collect();
+    assert_eq!(cancelled.len(), 6);
+    for r in &cancelled {
+        assert_eq!(r.outcome.cancelled.as_deref(), Some("cancelled"));
+    }
+    let waiting = records
+        .iter()
+        .find(|r| r.trial.id == ready.trials[2].trial_id)
+        .unwrap();
+    assert_eq!(waiting.attempts.len(), 1, "its earlier attempt is kept");
+    assert_eq!(
+        records
+            .iter()
+            .find(|r| r.trial.id == ready.trials[5].trial_id)
+            .unwrap()
+            .attempts
+            .len(),
+        0,
+        "a trial that never started has no attempt"
+    );
+    // The records' own accounting (what `run aggregate` computes) is the same.
+    let observations: Vec<akbench_core::accounting::Observation> = records
+        .iter()
+        .map(|r| akbench_core::accounting::Observation {
+            trial_id: r.trial.id,
+            state: r.outcome.state,
+            ok: r.outcome.ok,
+            score: r.outcome.score,
+            attempt_id: None,
+            source: None,
+        })
+        .collect();
+    let a = akbench_core::accounting::reconcile(&ready, &observations);
+    assert_eq!(
+        serde_json::to_value(a.rates).unwrap(),
+        status["rates"],
+        "records and status agree"
+    );
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// The status projection counts a worker as connected while it heartbeats: heard from
+/// within one lease TTL, not for twice that after it went silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_counts_as_connected_only_while_it_heartbeats() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(1, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let ttl_ms = Config::local(String::new()).lease_ttl_ms as f64;
+    let c = coordinator.store().client().await.unwrap();
+    // Heard from now, heard from 1.5 TTL ago (silent: frozen), and disconnected.
+    for (id, silent_ms, disconnected) in [
+        ("w-live", 0.0, false),
+        ("w-frozen", ttl_ms * 1.5, false),
+        ("w-gone", 0.0, true),
+    ] {
+        c.execute(
+            "INSERT INTO workers (worker_id, slots, labels, version, last_seen, disconnected_at)
+             VALUES ($1, 1, '{}'::jsonb, 't', now() - $2 * interval '1 millisecond',
+                     CASE WHEN $3 THEN now() END)",
+            &[&id, &silent_ms, &disconnected],
+        )
+        .await
+        .unwrap();
+    }
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.workers, 1, "only the heartbeating worker is connected");
+    coordinator.stop().await;
+}

@@ -12,6 +12,8 @@ use std::process::Command;
 mod fake_cli;
 use fake_cli::{fake_agent, repo};
 
+/// The records of trials that ran (any attempt); every planned trial has a record, those
+/// the budget cancelled say `cancelled`, reason `budget`, with no attempt.
 fn count_records(dir: &Path) -> usize {
     let mut n = 0;
     for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -19,7 +21,13 @@ fn count_records(dir: &Path) -> usize {
         if p.is_dir() {
             n += count_records(&p);
         } else if p.file_name().unwrap() == "run_record.json" {
-            n += 1;
+            let r: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            if r["attempts"].as_array().unwrap().is_empty() {
+                assert_eq!(r["outcome"]["state"], "cancelled", "{r}");
+                assert_eq!(r["outcome"]["cancelled"], "budget", "{r}");
+            } else {
+                n += 1;
+            }
         }
     }
     n

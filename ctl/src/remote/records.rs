@@ -13,6 +13,7 @@ use super::Client;
 use crate::cli::RecordsArgs;
 use crate::cmd::print_json;
 use crate::exit;
+use akbench_core::accounting::{Bucket, BucketCounts, Coverage, Observation};
 use akbench_core::digest::digest_bytes;
 use akbench_core::plan::RunPlan;
 use akbench_proto::v1 as pb;
@@ -30,6 +31,7 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         planned,
         written,
     } = export(&c, &args.run.run, &args.out, &args.trials).await?;
+    let coverage = coverage_of(planned, &written)?;
     if args.run.json {
         print_json(&serde_json::json!({
             "run_key": summary.run_key,
@@ -37,6 +39,8 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             "out": args.out,
             "planned": planned,
             "records": written.len(),
+            "coverage": coverage.ratio(),
+            "covered": coverage.covered,
             "trials": written.iter().map(|(r, key, path)| serde_json::json!({
                 "ordinal": r.ordinal,
                 "key": key,
@@ -48,14 +52,41 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         }))?;
     } else {
         println!(
-            "wrote {} records of run {} ({} planned trials) to {}",
+            "wrote {} records of run {} ({} planned trials, coverage {}) to {}",
             written.len(),
             summary.run_key,
             planned,
+            akbench_core::rates::Pct(coverage.ratio()),
             args.out.display()
         );
     }
     Ok(exit::OK)
+}
+
+/// The coverage of the records written (core's one definition): every planned trial is the
+/// denominator; a trial without a record counts as missing.
+fn coverage_of(
+    planned: usize,
+    written: &[(pb::RunRecord, String, PathBuf)],
+) -> anyhow::Result<Coverage> {
+    let mut counts = BucketCounts::default();
+    for (r, key, _) in written {
+        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
+            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
+        counts.add(Bucket::of(&Observation {
+            trial_id: rec.trial.id,
+            state: rec.outcome.state,
+            ok: rec.outcome.ok,
+            score: rec.outcome.score,
+            attempt_id: None,
+            source: None,
+        }));
+    }
+    counts.add_n(
+        Bucket::Missing,
+        (planned as u64).saturating_sub(counts.planned()),
+    );
+    Ok(Coverage::of(&counts))
 }
 
 /// What [`export`] wrote.
