@@ -1,5 +1,6 @@
 //! Conversions from the control plane's values to the proto messages.
 
+use akbench_core::dispatch::RunState;
 use akbench_core::rates::Rates;
 use akbench_proto::v1 as pb;
 
@@ -10,15 +11,14 @@ fn ms(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-/// The proto `RunState` of a stored state name.
-pub fn run_state(state: &str) -> pb::RunState {
+/// The proto `RunState` of a run state.
+pub fn run_state(state: RunState) -> pb::RunState {
     match state {
-        "planned" => pb::RunState::Planned,
-        "running" => pb::RunState::Running,
-        "cancelling" => pb::RunState::Cancelling,
-        "cancelled" => pb::RunState::Cancelled,
-        "finished" => pb::RunState::Finished,
-        _ => pb::RunState::Unspecified,
+        RunState::Planned => pb::RunState::Planned,
+        RunState::Running => pb::RunState::Running,
+        RunState::Cancelling => pb::RunState::Cancelling,
+        RunState::Cancelled => pb::RunState::Cancelled,
+        RunState::Finished => pb::RunState::Finished,
     }
 }
 
@@ -28,7 +28,7 @@ pub fn summary(s: &RunSummary) -> pb::RunSummary {
         run_id: s.run_id.to_string(),
         run_key: s.run_key.clone(),
         experiment: s.experiment.clone(),
-        state: run_state(&s.state) as i32,
+        state: run_state(s.state) as i32,
         spec_digest: s.spec_digest.clone(),
         plan_digest: s.plan_digest.clone(),
         trial_count: s.trial_count,

@@ -34,6 +34,9 @@ use uuid::Uuid;
 use crate::error::ControlError;
 use crate::store::{Store, StoreError, Tx};
 
+use crate::rows::{col, count, parsed, FromRow, RowError};
+use akbench_core::dispatch::RunState;
+
 const SUMMARY_SQL: &str = include_str!("../sql/control/run_summary.sql");
 const INSERT_SPEC_SQL: &str = include_str!("../sql/control/insert_spec.sql");
 const INSERT_HEADERS_SQL: &str = include_str!("../sql/control/insert_plan_headers.sql");
@@ -54,8 +57,8 @@ pub struct RunSummary {
     pub run_key: String,
     /// Experiment name.
     pub experiment: String,
-    /// `planned`, `running`, `cancelling`, `cancelled` or `finished`.
-    pub state: String,
+    /// The run's state (core's enum; serialized as its stored name).
+    pub state: RunState,
     /// Digest of the resolved spec.
     pub spec_digest: String,
     /// Digest of the ready plan.
@@ -68,24 +71,38 @@ pub struct RunSummary {
     pub started_at: Option<DateTime<Utc>>,
 }
 
-impl RunSummary {
-    fn from_row(row: &tokio_postgres::Row) -> RunSummary {
-        RunSummary {
-            run_id: row.get(0),
-            run_key: row.get(1),
-            experiment: row.get(2),
-            state: row.get(3),
-            spec_digest: row.get(4),
-            plan_digest: row.get(5),
-            trial_count: u64::try_from(row.get::<_, i64>(6)).unwrap_or(0),
-            created_at: row.get(7),
-            started_at: row.get(8),
-        }
+impl FromRow for RunSummary {
+    /// A row of `run_summary.sql`: by column name; an unknown state or a NULL where none
+    /// belongs is an error.
+    fn from_row(row: &tokio_postgres::Row) -> Result<RunSummary, RowError> {
+        Ok(RunSummary {
+            run_id: col(row, "run_id")?,
+            run_key: col(row, "run_key")?,
+            experiment: col(row, "experiment")?,
+            state: parsed(row, "state", RunState::parse)?,
+            spec_digest: col(row, "spec_digest")?,
+            plan_digest: col(row, "plan_digest")?,
+            trial_count: count(row, "trial_count")?,
+            created_at: col(row, "created_at")?,
+            started_at: col(row, "started_at")?,
+        })
     }
+}
 
+impl RunSummary {
     /// True when nothing more will happen to the run (`finished` or `cancelled`).
     pub fn is_over(&self) -> bool {
-        matches!(self.state.as_str(), "finished" | "cancelled")
+        self.state.is_ended()
+    }
+
+    /// The summary of a row, a damaged one as [`ControlError::Corrupt`].
+    fn read(row: &tokio_postgres::Row) -> Result<RunSummary, ControlError> {
+        RunSummary::from_row(row).map_err(|e| ControlError::Corrupt {
+            run: row
+                .try_get::<_, String>("run_key")
+                .unwrap_or_else(|_| "?".into()),
+            problem: e.to_string(),
+        })
     }
 }
 
@@ -534,7 +551,7 @@ async fn existing_run(
         .await
         .map_err(|e| ControlError::store(ACTION)(e.into()))?;
     if let Some(row) = row {
-        return Ok(Some(RunSummary::from_row(&row)));
+        return RunSummary::read(&row).map(Some);
     }
     // A spec stored without a plan cannot exist (both go in one transaction), but a key
     // taken in run_specs alone must still be refused.
@@ -617,8 +634,10 @@ pub async fn find_run_with(
         }
     }
     .map_err(|e| ControlError::store("find run")(e.into()))?;
-    row.map(|r| RunSummary::from_row(&r))
-        .ok_or_else(|| ControlError::RunNotFound(run.to_string()))
+    match row {
+        Some(r) => RunSummary::read(&r),
+        None => Err(ControlError::RunNotFound(run.to_string())),
+    }
 }
 
 /// Runs, newest submission first, `limit` at most, submitted before the run whose
@@ -642,10 +661,15 @@ pub async fn list_runs(
         .query(&sql, &[&before, &key_prefix, &i64::from(limit)])
         .await
         .map_err(|e| ControlError::store("list runs")(e.into()))?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, i64>(9), RunSummary::from_row(r)))
-        .collect())
+    rows.iter()
+        .map(|r| {
+            let seq: i64 = col(r, "seq").map_err(|e| ControlError::Corrupt {
+                run: "?".into(),
+                problem: e.to_string(),
+            })?;
+            Ok((seq, RunSummary::read(r)?))
+        })
+        .collect()
 }
 
 /// The stored spec of a run, checked against its digest.

@@ -182,7 +182,7 @@ pub fn render_page(s: &RunStatus) -> String {
          <title>{key}</title><style>body{{font-family:sans-serif}}td{{padding:0 1em}}</style></head><body>\
          <h1>{key}</h1><p>state <b>{}</b>, experiment {}, run {}</p>\
          <p>planned {}, queued {}, running {}, finished {}, retries {}, workers {}</p>",
-        esc(&s.run.state),
+        esc(s.run.state.as_str()),
         esc(&s.run.experiment),
         s.run.run_id,
         s.planned,

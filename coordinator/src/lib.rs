@@ -33,6 +33,7 @@ pub mod run_work;
 pub mod scheduler;
 pub mod server;
 pub mod status;
+mod status_rows;
 pub mod store;
 pub mod tls;
 pub mod trial_records;

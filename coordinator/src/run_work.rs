@@ -38,7 +38,7 @@ impl SchedulerWork {
     async fn start_run(&self, run_id: Uuid) -> Result<u64, ControlError> {
         let store = self.workers.scheduler().store();
         let run = self.summary(run_id).await?;
-        if RunState::parse(&run.state) != Some(RunState::Planned) {
+        if run.state != RunState::Planned {
             return Ok(0);
         }
         let spec = spec(store, &run).await?;
@@ -107,10 +107,7 @@ impl SchedulerWork {
 
     async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<Resumed, ControlError> {
         let run = self.summary(run_id).await?;
-        let state = RunState::parse(&run.state).ok_or_else(|| ControlError::Corrupt {
-            run: run.run_key.clone(),
-            problem: format!("unknown run state {:?}", run.state),
-        })?;
+        let state = run.state;
         if grade && state.is_cancelling() {
             return Err(ControlError::Precondition {
                 action: "grade",

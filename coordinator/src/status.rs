@@ -17,13 +17,15 @@ use std::time::Duration;
 use akbench_core::accounting::{Bucket, BucketCounts, Observation};
 use akbench_core::lifecycle::State;
 use akbench_core::rates::Rates;
-use akbench_core::spend::{Spend, SpendTotals};
+use akbench_core::spend::SpendTotals;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::ControlError;
 use crate::evidence::{find_run_with, RunSummary};
+use crate::rows::{FromRow, RowError};
+use crate::status_rows::{AgentSpend, Clock, Named, Outcome as StatusOutcome};
 use crate::store::Store;
 
 const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql");
@@ -192,10 +194,6 @@ fn budget_line<S: serde::Serializer>(
     }
 }
 
-fn count(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
 /// The projection of the run named `run` (UUID or key).
 pub async fn run_status(
     store: &Store,
@@ -225,29 +223,18 @@ pub async fn run_status(
     let budget = crate::scheduler::budget_status(&client, id)
         .await
         .map_err(db)?;
-    let paused_routes = paused
-        .iter()
-        .map(|r| PausedRoute {
-            route: r.get(0),
-            consecutive_failures: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
-            paused_until: r.get(2),
-            last_error: r.get(3),
-        })
-        .collect();
+    let corrupt = |e: RowError| ControlError::Corrupt {
+        run: summary.run_key.clone(),
+        problem: e.to_string(),
+    };
+    let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
     let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
-    for row in &spend_rows {
-        let agent: String = row.get(0);
-        let spend = Spend {
-            input_tokens: row.get::<_, Option<i64>>(1).map(count),
-            cached_input_tokens: row.get::<_, Option<i64>>(2).map(count),
-            output_tokens: row.get::<_, Option<i64>>(3).map(count),
-            cost_usd: row.get(4),
-        };
+    for row in AgentSpend::from_rows(&spend_rows).map_err(corrupt)? {
         spend_by_agent.insert(
-            agent,
+            row.agent,
             SpendTotals {
-                spend,
-                trials_without_cost: count(row.get(5)),
+                spend: row.spend,
+                trials_without_cost: row.without_cost,
                 cost_per_solved_usd: None,
             },
         );
@@ -257,35 +244,32 @@ pub async fn run_status(
         total_spend.spend = total_spend.spend.plus(&s.spend);
         total_spend.trials_without_cost += s.trials_without_cost;
     }
-    let as_of: DateTime<Utc> = clock.get(0);
+    let clock = Clock::from_row(&clock).map_err(corrupt)?;
+    let as_of = clock.as_of;
     let by_agent: BTreeMap<String, u64> =
-        serde_json::from_str(clock.get(1)).map_err(|e| ControlError::Corrupt {
+        serde_json::from_str(&clock.by_agent).map_err(|e| ControlError::Corrupt {
             run: summary.run_key.clone(),
             problem: format!("run_catalog.by_agent does not parse: {e}"),
         })?;
-    let recent = count(clock.get(2));
-    let workers = u32::try_from(clock.get::<_, i64>(3)).unwrap_or(u32::MAX);
+    let recent = clock.recent;
+    let workers = u32::try_from(clock.workers).unwrap_or(u32::MAX);
 
-    let work_items: BTreeMap<String, u64> = items
-        .iter()
-        .map(|r| (r.get::<_, String>(0), count(r.get(1))))
-        .collect();
-    let retries = count(retries.get(0));
-    let phases: BTreeMap<String, u64> = phases
-        .iter()
-        .map(|r| (r.get::<_, String>(0), count(r.get(1))))
-        .collect();
+    let named = |rows: &[tokio_postgres::Row]| -> Result<BTreeMap<String, u64>, ControlError> {
+        Ok(Named::from_rows(rows)
+            .map_err(corrupt)?
+            .into_iter()
+            .map(|r| (r.name, r.n))
+            .collect())
+    };
+    let work_items = named(&items)?;
+    let retries = crate::rows::count(&retries, "n").map_err(corrupt)?;
+    let phases = named(&phases)?;
 
     let mut total = BucketCounts::default();
     let mut per_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
-    for row in &outcomes {
-        let (agent, name, n): (String, &str, i64) = (row.get(0), row.get(1), row.get(2));
-        let bucket = bucket_named(name).ok_or_else(|| ControlError::Corrupt {
-            run: summary.run_key.clone(),
-            problem: format!("work_items.bucket `{name}` is not a bucket"),
-        })?;
-        add(&mut total, bucket, count(n));
-        add(per_agent.entry(agent).or_default(), bucket, count(n));
+    for row in StatusOutcome::from_rows(&outcomes).map_err(corrupt)? {
+        add(&mut total, row.bucket, row.n);
+        add(per_agent.entry(row.agent).or_default(), row.bucket, row.n);
     }
     let planned = summary.trial_count;
     let outcomes = finish_counts(&mut total, planned);
@@ -317,7 +301,9 @@ pub async fn run_status(
         (recent > 0 && span_secs > 0.0).then(|| recent as f64 * 60.0 / span_secs);
     let remaining = planned.saturating_sub(finished + work_items.get("cancelled").unwrap_or(&0));
     let eta = match throughput_per_minute {
-        Some(per_minute) if remaining > 0 && summary.state == "running" => {
+        Some(per_minute)
+            if remaining > 0 && summary.state == akbench_core::dispatch::RunState::Running =>
+        {
             let ms = (remaining as f64 / per_minute * 60_000.0).min(1e15) as i64;
             Some(as_of + chrono::Duration::milliseconds(ms))
         }

@@ -4,7 +4,7 @@
 -- without its record yet, is not counted) and the ones cancelled before an attempt ran to
 -- an end (bucket `cancelled`), as reconcile and the records export count them
 -- (core::accounting::Coverage).
-SELECT agent, bucket, count(*)::bigint
+SELECT agent, bucket, count(*)::bigint AS n
 FROM work_items
 WHERE run_id = $1 AND state = 'done' AND bucket IS NOT NULL
 GROUP BY agent, bucket

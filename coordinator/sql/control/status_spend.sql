@@ -14,10 +14,10 @@ WITH per_trial AS (
     GROUP BY w.agent, w.trial_id
 )
 SELECT agent,
-       sum(input_tokens)::bigint,
-       sum(cached_input_tokens)::bigint,
-       sum(output_tokens)::bigint,
-       sum(cost_usd),
-       count(*) FILTER (WHERE cost_usd IS NULL)::bigint
+       sum(input_tokens)::bigint AS input_tokens,
+       sum(cached_input_tokens)::bigint AS cached_input_tokens,
+       sum(output_tokens)::bigint AS output_tokens,
+       sum(cost_usd) AS cost_usd,
+       count(*) FILTER (WHERE cost_usd IS NULL)::bigint AS without_cost
 FROM per_trial
 GROUP BY agent
