@@ -91,17 +91,30 @@ impl ControlService {
             .query(OBSERVATIONS_SQL, &[&run.run_id])
             .await
             .map_err(|e| ControlError::store("reconcile")(e.into()))?;
+        let corrupt = |e: crate::rows::RowError| ControlError::Corrupt {
+            run: run.run_key.clone(),
+            problem: e.to_string(),
+        };
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let (trial_id, attempt_id, terminal): (Uuid, Option<Uuid>, Option<String>) =
-                (row.get(0), row.get(1), row.get(2));
-            let Some(terminal) = terminal else { continue };
-            let (record_state, ok, score): (Option<String>, Option<bool>, Option<f64>) =
-                (row.get(3), row.get(4), row.get(5));
-            let state = record_state.as_deref().unwrap_or(&terminal);
-            let Some(state) = State::parse(state).filter(|s| s.is_terminal()) else {
+            use crate::rows::{col, parsed_opt};
+            let trial_id: Uuid = col(&row, "trial_id").map_err(corrupt)?;
+            let attempt_id: Option<Uuid> = col(&row, "attempt_id").map_err(corrupt)?;
+            // A trial whose attempts are all live has no outcome yet.
+            let Some(terminal) = parsed_opt(&row, "terminal", State::parse).map_err(corrupt)?
+            else {
                 continue;
             };
+            let record_state = parsed_opt(&row, "record_state", State::parse).map_err(corrupt)?;
+            let ok: Option<bool> = col(&row, "ok").map_err(corrupt)?;
+            let score: Option<f64> = col(&row, "score").map_err(corrupt)?;
+            let state = record_state.unwrap_or(terminal);
+            if !state.is_terminal() {
+                return Err(corrupt(crate::rows::RowError::Value {
+                    column: "terminal",
+                    problem: format!("`{state}` is not a terminal state"),
+                }));
+            }
             // A `completed` attempt whose record has not arrived has no outcome yet.
             if state == State::Completed && ok.is_none() {
                 continue;

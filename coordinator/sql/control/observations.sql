@@ -4,13 +4,14 @@
 -- earlier attempt ended in (as status and the records export count it).
 SELECT DISTINCT ON (w.ordinal)
        w.trial_id, a.attempt_id,
-       CASE WHEN w.state = 'cancelled' THEN 'cancelled' ELSE a.terminal_state END,
+       CASE WHEN w.state = 'cancelled' THEN 'cancelled' ELSE a.terminal_state END AS terminal,
        CASE WHEN w.state <> 'cancelled'
-            THEN COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state') END,
-       CASE WHEN w.state <> 'cancelled' THEN s.ok END,
+            THEN COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state') END
+         AS record_state,
+       CASE WHEN w.state <> 'cancelled' THEN s.ok END AS ok,
        CASE WHEN w.state <> 'cancelled'
             THEN COALESCE(s.record -> 'outcome' ->> 'score', s.record -> 'grade' ->> 'score')::float8
-       END
+       END AS score
 FROM work_items w
 LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.finished_at IS NOT NULL
 LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
