@@ -212,7 +212,9 @@ proptest! {
 fn coverage_counts_measured_trials_over_every_planned_one() {
     // (succeeded, cancelled, missing, quarantined, infrastructure errors) -> (covered,
     // with an outcome, planned, ratio)
-    let table: [((u64, u64, u64, u64, u64), (u64, u64, u64, Option<f64>)); 6] = [
+    type Counts = (u64, u64, u64, u64, u64);
+    type Want = (u64, u64, u64, Option<f64>);
+    let table: [(Counts, Want); 6] = [
         ((0, 0, 0, 0, 0), (0, 0, 0, None)),
         ((10, 0, 0, 0, 0), (10, 10, 10, Some(1.0))),
         // The cancelled run: 12 ran, 68 cancelled. Never 100%.
