@@ -16,6 +16,7 @@
 //! is queued; calling again after a failure queues what is left). A finished run runs again
 //! until the grades are in.
 
+use crate::rows::col;
 use crate::scheduler::Scheduler;
 use crate::store::StoreError;
 use akbench_core::record::AttemptRecord;
@@ -86,13 +87,13 @@ pub async fn queue_grading_paged(
                 Box::pin(async move {
                     let rows = tx.query(OWED_SQL, &[&run_id, &after, &page_size]).await?;
                     let mut out = GradingQueued::default();
-                    let last = rows.last().map(|r| r.get::<_, i32>(3));
+                    let last: Option<i32> = rows.last().map(|r| col(r, "ordinal")).transpose()?;
                     let mut ids = Vec::new();
                     let mut documents = Vec::new();
                     let mut budgets = Vec::new();
                     for r in &rows {
-                        let trial: Uuid = r.get(0);
-                        match grade_document(r.get(1), r.get(2)) {
+                        let trial: Uuid = col(r, "trial_id")?;
+                        match grade_document(col(r, "document")?, col(r, "record")?) {
                             Ok((doc, budget)) => {
                                 ids.push(trial);
                                 documents.push(doc);

@@ -204,14 +204,14 @@ impl Metrics {
         let rows = client.query(SNAPSHOT_SQL, &[]).await?;
         self.queue_depth.clear();
         for row in rows {
-            let metric: &str = row.get(0);
-            let value: i64 = row.get(3);
+            let metric: &str = crate::rows::col(&row, "metric")?;
+            let value: i64 = crate::rows::col(&row, "value")?;
             match metric {
                 "queue_depth" => {
                     self.queue_depth
                         .get_or_create(&QueueLabels {
-                            run: row.get(1),
-                            provider_route: row.get(2),
+                            run: crate::rows::col(&row, "run_key")?,
+                            provider_route: crate::rows::col(&row, "route")?,
                         })
                         .set(value);
                 }

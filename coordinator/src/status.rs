@@ -222,7 +222,7 @@ pub async fn run_status(
     )?;
     let budget = crate::scheduler::budget_status(&client, id)
         .await
-        .map_err(db)?;
+        .map_err(ControlError::store(ACTION))?;
     let corrupt = |e: RowError| ControlError::Corrupt {
         run: summary.run_key.clone(),
         problem: e.to_string(),

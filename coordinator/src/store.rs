@@ -192,6 +192,10 @@ pub enum StoreError {
         /// What went wrong.
         source: Box<StoreError>,
     },
+    /// A stored row that does not decode (a NULL where none belongs, an unknown state
+    /// name, a damaged document): an error, never a default.
+    #[error("failed to read a stored row: {0}")]
+    BadRow(#[from] crate::rows::RowError),
     /// Any other database error.
     #[error("failed to query the database: {0}")]
     Database(#[source] tokio_postgres::Error),

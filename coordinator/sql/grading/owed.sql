@@ -7,7 +7,7 @@
 -- failed, timed out or never ran (invalid configuration, infrastructure error, cancelled) and
 -- trials not done are never selected. In plan order, a page at a time: $1 run id; $2 only
 -- ordinals above this; $3 at most this many.
-SELECT w.trial_id, w.document::text, s.record::text, w.ordinal
+SELECT w.trial_id, w.document::text AS document, s.record::text AS record, w.ordinal
 FROM work_items w
 JOIN attempts d ON d.trial_id = w.trial_id AND d.number = w.attempts_used
 JOIN LATERAL (

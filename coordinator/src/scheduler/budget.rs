@@ -8,6 +8,7 @@ use akbench_core::budget::{verdict, Budget, BudgetStatus, Spent};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use crate::rows::{col, count, RowError};
 use crate::store::{StoreError, Tx};
 
 const BUDGET_SPEND_SQL: &str = include_str!("../../sql/scheduler/budget_spend.sql");
@@ -18,32 +19,36 @@ const RUNS_OF_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/runs_of_att
 async fn spend_of(
     client: &impl GenericClient,
     runs: &[Uuid],
-) -> Result<Vec<(Uuid, Budget, Spent)>, tokio_postgres::Error> {
+) -> Result<Vec<(Uuid, Budget, Spent)>, StoreError> {
     let rows = client
         .query(&client.prepare_cached(BUDGET_SPEND_SQL).await?, &[&runs])
         .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|row| {
-            let budget: Budget = serde_json::from_str(row.get::<_, &str>(1)).ok()?;
-            let count = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+    rows.iter()
+        .map(|row| {
+            let text: &str = col(row, "budget")?;
+            // A stored budget that does not parse is an error: a run never loses its cap.
+            let budget: Budget = serde_json::from_str(text).map_err(|e| RowError::Value {
+                column: "budget",
+                problem: format!("`{text}` does not parse: {e}"),
+            })?;
             let spent = Spent {
-                attempts: count(2),
-                cost_usd: row.get(3),
-                attempts_without_cost: count(4),
-                tokens: count(5),
-                attempts_without_tokens: count(6),
+                attempts: count(row, "attempts")?,
+                cost_usd: col(row, "cost_usd")?,
+                attempts_without_cost: count(row, "without_cost")?,
+                tokens: count(row, "tokens")?,
+                attempts_without_tokens: count(row, "without_tokens")?,
             };
-            Some((row.get(0), budget, spent))
+            Ok((col(row, "run_id")?, budget, spent))
         })
-        .collect())
+        .collect::<Result<_, RowError>>()
+        .map_err(StoreError::from)
 }
 
 /// Spend against the cap of `run`, when it has a budget.
 pub async fn budget_status(
     client: &impl GenericClient,
     run: Uuid,
-) -> Result<Option<BudgetStatus>, tokio_postgres::Error> {
+) -> Result<Option<BudgetStatus>, StoreError> {
     Ok(spend_of(client, &[run])
         .await?
         .into_iter()
@@ -60,8 +65,8 @@ pub(super) async fn enforce(tx: &Tx<'_>, attempts: &[Uuid]) -> Result<(), StoreE
         )
         .await?
         .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .map(|r| col(r, "run_id"))
+        .collect::<Result<_, RowError>>()?;
     let spent_runs: Vec<Uuid> = spend_of(tx, &runs)
         .await?
         .into_iter()

@@ -40,7 +40,7 @@ use akbench_core::clock::{Clock, SystemClock};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 pub use error::SchedulerError;
 pub use report::ClaimAfter;
@@ -210,7 +210,7 @@ impl Scheduler {
                 &[&worker_id, &slots, &labels, &version],
             )
             .await?;
-        Ok(row.get(0))
+        Ok(crate::rows::col(&row, "connected_at").map_err(StoreError::from)?)
     }
 
     /// Marks the worker disconnected after the session that connected at `connected_at`
@@ -241,7 +241,11 @@ impl Scheduler {
         let rows = client
             .query(HEARTBEAT_SQL, &[&worker_id, &ids, &epochs, &ttl_ms(ttl)])
             .await?;
-        let extended: HashSet<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let extended: HashSet<Uuid> = rows
+            .iter()
+            .map(|r| crate::rows::col(r, "attempt_id"))
+            .collect::<Result<_, _>>()
+            .map_err(StoreError::from)?;
         Ok(held
             .iter()
             .filter(|(id, _)| !extended.contains(id))

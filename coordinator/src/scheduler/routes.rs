@@ -5,6 +5,7 @@
 //!
 //! [`route_pause::next`]: akbench_core::route_pause::next
 
+use crate::rows::{col, RowError};
 use crate::store::{StoreError, Tx};
 use akbench_core::lifecycle::State;
 use akbench_core::route_pause::{self, RoutePolicy, RouteState};
@@ -31,7 +32,10 @@ pub(super) async fn note_finished(
     if rows.is_empty() {
         return Ok(());
     }
-    let route_of: BTreeMap<Uuid, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let route_of: BTreeMap<Uuid, String> = rows
+        .iter()
+        .map(|r| Ok((col(r, "trial_id")?, col(r, "provider_route")?)))
+        .collect::<Result<_, RowError>>()?;
     let mut routes: Vec<String> = route_of.values().cloned().collect();
     routes.sort();
     routes.dedup();
@@ -43,13 +47,17 @@ pub(super) async fn note_finished(
     let mut states: BTreeMap<String, RouteState> = BTreeMap::new();
     let mut now: Option<DateTime<Utc>> = None;
     for r in &locked {
-        now = Some(r.get(4));
+        now = Some(col(r, "now")?);
+        let failures: i32 = col(r, "consecutive_failures")?;
         states.insert(
-            r.get(0),
+            col(r, "route")?,
             RouteState {
-                consecutive_failures: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
-                paused_until: r.get(2),
-                last_error: r.get(3),
+                consecutive_failures: u32::try_from(failures).map_err(|_| RowError::Value {
+                    column: "consecutive_failures",
+                    problem: format!("{failures} is not a count"),
+                })?,
+                paused_until: col(r, "paused_until")?,
+                last_error: col(r, "last_error")?,
             },
         );
     }
