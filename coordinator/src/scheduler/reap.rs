@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
 use super::{CancelReport, Disposition, Reaped, Scheduler, SchedulerError};
+use crate::rows::{col, parsed, RowError};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -41,8 +42,8 @@ impl Scheduler {
                             )
                             .await?
                             .iter()
-                            .map(|r| r.get(0))
-                            .collect();
+                            .map(|r| col(r, "run_id"))
+                            .collect::<Result<_, RowError>>()?;
                         super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
@@ -55,10 +56,11 @@ impl Scheduler {
                     let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
                         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     for r in &rows {
-                        let id: Uuid = r.get(0);
-                        let worker: String = r.get(2);
-                        let state = State::parse(r.get(3)).unwrap_or(State::Pending);
-                        let mut seq: i32 = r.get(4);
+                        let id: Uuid = col(r, "attempt_id")?;
+                        let worker: String = col(r, "worker_id")?;
+                        // An unknown stored state is an error, never taken as `pending`.
+                        let state = parsed(r, "state", State::parse)?;
+                        let mut seq: i32 = col(r, "last_seq")?;
                         let cause = format!("lease expired: worker {worker} went silent");
                         if !state.is_terminal() {
                             seq += 1;
@@ -69,7 +71,7 @@ impl Scheduler {
                             t_notes.push(cause.clone());
                         }
                         ids.push(id);
-                        trials.push(r.get::<_, Uuid>(1));
+                        trials.push(col::<Uuid>(r, "trial_id")?);
                         workers.push(worker);
                         states.push(if state.is_terminal() {
                             state.as_str()
@@ -207,13 +209,13 @@ impl Scheduler {
                     let row = tx
                         .query_one(&tx.prepare_cached(CANCEL_RUN_SQL).await?, &[&run_id])
                         .await?;
-                    let items: i64 = row.get(1);
+                    let items: i64 = col(&row, "items")?;
                     let live: Vec<(Uuid, String)> = tx
                         .query(&tx.prepare_cached(LIVE_OF_RUN_SQL).await?, &[&run_id])
                         .await?
                         .iter()
-                        .map(|r| (r.get(0), r.get(1)))
-                        .collect();
+                        .map(|r| Ok((col(r, "attempt_id")?, col(r, "worker_id")?)))
+                        .collect::<Result<_, RowError>>()?;
                     if live.is_empty() {
                         tx.execute(
                             "UPDATE runs SET state = 'cancelled', updated_at = now() \
