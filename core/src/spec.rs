@@ -549,11 +549,13 @@ impl ResolvedRunSpec {
         &self.identity.run_key
     }
 
-    /// Number of trials the plan will hold.
+    /// Number of entries the plan will hold: one per trial, or one per candidate with
+    /// best-of-N candidates (N per trial).
     pub fn trial_count(&self) -> u64 {
         self.condition.tasks.len() as u64
             * self.condition.agents.len() as u64
             * u64::from(self.condition.repetitions)
+            * u64::from(self.condition.execution.candidates.max(1))
     }
 }
 
