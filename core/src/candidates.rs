@@ -222,8 +222,9 @@ pub struct PassAtK {
 pub struct CandidateOutcome {
     /// Its number, from 1.
     pub index: u32,
-    /// The candidate's UUID (its plan entry).
-    pub id: Uuid,
+    /// The candidate's UUID (its plan entry); absent for a candidate known only by its
+    /// number (records read without their plan, none for that candidate).
+    pub id: Option<Uuid>,
     /// Its key, `<trial key>/c<i>`.
     pub key: String,
     /// Where it landed.
@@ -279,19 +280,80 @@ impl CandidateAccounting {
     }
 }
 
+/// One plan entry (or one record) as [`account_entries`] groups it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its candidate relation; `None` for a plan entry without candidates.
+    pub candidate: Option<CandidateOf>,
+    /// The entry's UUID (the candidate's).
+    pub id: Uuid,
+    /// The entry's key.
+    pub key: String,
+    /// Where it landed.
+    pub bucket: Bucket,
+    /// Score, when graded.
+    pub score: Option<f64>,
+    /// The accepted attempt.
+    pub attempt_id: Option<Uuid>,
+}
+
+impl Entry {
+    /// A record as an entry (its outcome, its candidate relation).
+    pub fn of_record(r: &crate::record::RunRecord) -> Entry {
+        let o = crate::accounting::Observation {
+            trial_id: r.trial.id,
+            state: r.outcome.state,
+            ok: r.outcome.ok,
+            score: r.outcome.score,
+            attempt_id: r.attempts.last().map(|a| a.attempt.id),
+            source: None,
+        };
+        Entry {
+            candidate: r.candidate.clone(),
+            id: r.trial.id,
+            key: r.trial.key.clone(),
+            bucket: Bucket::of(&o),
+            score: o.score,
+            attempt_id: o.attempt_id,
+        }
+    }
+}
+
 /// The candidate section for `plan` given its accounted entries (in plan order); `None`
 /// when the plan has no candidates.
 pub fn account(plan: &RunPlan, entries: &[AccountedTrial]) -> Option<CandidateAccounting> {
-    let first = plan.trials.iter().find_map(|t| t.candidate.as_ref())?;
-    let (selection, n) = (first.selection, first.of);
+    plan.trials.iter().find(|t| t.candidate.is_some())?;
+    account_entries(plan.trials.iter().zip(entries).map(|(p, e)| {
+        let o = e.outcome.as_ref();
+        Entry {
+            candidate: p.candidate.clone(),
+            id: p.trial_id,
+            key: p.key.clone(),
+            bucket: e.bucket,
+            score: o.and_then(|o| o.score),
+            attempt_id: o.and_then(|o| o.attempt_id),
+        }
+    }))
+}
+
+/// Groups entries under their planned trials (first seen first, candidates by number) and
+/// selects. A candidate number of a trial that no entry holds (records read without their
+/// plan) is counted missing. `None` when no entry is a candidate.
+pub fn account_entries(entries: impl IntoIterator<Item = Entry>) -> Option<CandidateAccounting> {
+    let mut rule: Option<(Selection, u32)> = None;
     let mut trials: Vec<CandidateTrial> = Vec::new();
-    let mut members: Vec<Vec<Candidate>> = Vec::new();
-    for (p, e) in plan.trials.iter().zip(entries) {
-        let (trial_id, key, index) = match &p.candidate {
-            Some(c) => (c.trial_id, c.trial_key.clone(), c.index),
-            None => (p.trial_id, p.key.clone(), 1),
+    let mut at: std::collections::HashMap<Uuid, usize> = std::collections::HashMap::new();
+    let mut any_graded = false;
+    for e in entries {
+        any_graded |= matches!(e.bucket, Bucket::Succeeded | Bucket::Failed);
+        let (trial_id, key, index) = match &e.candidate {
+            Some(c) => {
+                rule.get_or_insert((c.selection, c.of));
+                (c.trial_id, c.trial_key.clone(), c.index)
+            }
+            None => (e.id, e.key.clone(), 1),
         };
-        if trials.last().map(|t| t.trial_id) != Some(trial_id) {
+        let i = *at.entry(trial_id).or_insert_with(|| {
             trials.push(CandidateTrial {
                 trial_id,
                 key,
@@ -301,44 +363,65 @@ pub fn account(plan: &RunPlan, entries: &[AccountedTrial]) -> Option<CandidateAc
                 solved: 0,
                 candidates: Vec::new(),
             });
-            members.push(Vec::new());
-        }
-        let o = e.outcome.as_ref();
-        let score = o.and_then(|o| o.score);
-        let t = trials.last_mut().expect("pushed above");
-        t.candidates.push(CandidateOutcome {
-            index,
-            id: p.trial_id,
-            key: p.key.clone(),
-            bucket: e.bucket,
-            score,
-            attempt_id: o.and_then(|o| o.attempt_id),
+            trials.len() - 1
         });
-        t.measured += u64::from(is_measured(e.bucket));
-        t.solved += u64::from(e.bucket == Bucket::Succeeded);
-        members.last_mut().expect("pushed above").push(Candidate {
+        trials[i].candidates.push(CandidateOutcome {
             index,
+            id: Some(e.id),
+            key: e.key,
             bucket: e.bucket,
-            score,
+            score: e.score,
+            attempt_id: e.attempt_id,
         });
     }
+    let (selection, n) = rule?;
     let mut counts = BucketCounts::default();
-    for (t, m) in trials.iter_mut().zip(&members) {
-        let (bucket, selected) = select(selection, m);
+    for t in &mut trials {
+        t.candidates.sort_by_key(|c| c.index);
+        for index in 1..=n {
+            if !t.candidates.iter().any(|c| c.index == index) {
+                t.candidates.push(CandidateOutcome {
+                    index,
+                    id: None,
+                    key: crate::ids::candidate_key(&t.key, index),
+                    bucket: Bucket::Missing,
+                    score: None,
+                    attempt_id: None,
+                });
+            }
+        }
+        t.candidates.sort_by_key(|c| c.index);
+        t.measured = t
+            .candidates
+            .iter()
+            .filter(|c| is_measured(c.bucket))
+            .count() as u64;
+        t.solved = t
+            .candidates
+            .iter()
+            .filter(|c| c.bucket == Bucket::Succeeded)
+            .count() as u64;
+        let members: Vec<Candidate> = t
+            .candidates
+            .iter()
+            .map(|c| Candidate {
+                index: c.index,
+                bucket: c.bucket,
+                score: c.score,
+            })
+            .collect();
+        let (bucket, selected) = select(selection, &members);
         t.bucket = bucket;
         t.selected = selected;
         counts.add(bucket);
     }
-    let graded = entries
-        .iter()
-        .any(|e| matches!(e.bucket, Bucket::Succeeded | Bucket::Failed));
     let mut ks = vec![1];
     if n > 1 {
         ks.push(n);
     }
     let pass_at = ks
         .into_iter()
-        .map(|k| mean_pass_at(&trials, k, graded))
+        .map(|k| mean_pass_at(&trials, k, any_graded))
         .collect();
     Some(CandidateAccounting {
         selection,

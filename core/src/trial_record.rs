@@ -180,6 +180,7 @@ pub fn assemble(
         started_at,
         finished_at,
         written_by: written_by.to_string(),
+        candidate: trial.candidate.clone(),
     };
     record.validate()?;
     Ok(record)

@@ -40,27 +40,33 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     files.sort();
     let mut trials = Vec::new();
     let mut refused = Vec::new();
+    let mut entries = Vec::new();
     for f in &files {
         match read(f) {
-            Ok(r) => trials.push(ReportTrial {
-                key: r.trial.key.clone(),
-                agent: r.agent.name.clone(),
-                task: r.task.release.id.clone(),
-                cause: r.attempts.last().and_then(|a| a.cause.clone()),
-                spend: Spend::of_record(&r),
-                observation: Observation {
-                    trial_id: r.trial.id,
-                    state: r.outcome.state,
-                    ok: r.outcome.ok,
-                    score: r.outcome.score,
-                    attempt_id: r.attempts.last().map(|a| a.attempt.id),
-                    source: Some(f.display().to_string()),
-                },
+            Ok(r) => trials.push({
+                entries.push(akbench_core::candidates::Entry::of_record(&r));
+                ReportTrial {
+                    key: r.trial.key.clone(),
+                    agent: r.agent.name.clone(),
+                    task: r.task.release.id.clone(),
+                    cause: r.attempts.last().and_then(|a| a.cause.clone()),
+                    spend: Spend::of_record(&r),
+                    observation: Observation {
+                        trial_id: r.trial.id,
+                        state: r.outcome.state,
+                        ok: r.outcome.ok,
+                        score: r.outcome.score,
+                        attempt_id: r.attempts.last().map(|a| a.attempt.id),
+                        source: Some(f.display().to_string()),
+                    },
+                }
             }),
             Err(e) => refused.push((f.clone(), e)),
         }
     }
     let summary = summarize(&trials);
+    // Records of best-of-N candidates, grouped under their planned trials.
+    let candidates = akbench_core::candidates::account_entries(entries);
     let markdown = summary.to_markdown();
     if let Some(p) = &args.markdown {
         std::fs::write(p, &markdown)?;
@@ -73,11 +79,15 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
             "records": trials.len(),
             "refused": refused.iter().map(|(f, e)| serde_json::json!({"file": f, "reason": e})).collect::<Vec<_>>(),
             "summary": summary,
+            "candidates": candidates,
             "trials": trials,
         }))?;
     } else {
         println!("{} records under {}\n", trials.len(), args.dir.display());
         print!("{markdown}");
+        if let Some(c) = &candidates {
+            println!("\n{c}");
+        }
         for (f, e) in &refused {
             eprintln!("refused {}: {e}", f.display());
         }

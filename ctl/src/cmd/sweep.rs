@@ -219,6 +219,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                         ..AttemptOptions::default()
                     }
                     .with_compute(&t.compute),
+                    candidate: t.candidate.clone(),
                 };
                 let observer = RouteObserver {
                     routes: &caps.routes,
