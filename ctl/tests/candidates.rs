@@ -94,8 +94,13 @@ fn sweep(tmp: &Path, dir: &str, manifest: &str, local: bool) -> (i32, Value, Str
 /// run key) its bucket, selection and every candidate's bucket and score; the counts, rates
 /// and pass@k.
 fn comparable(v: &Value) -> Value {
-    let c = &v["accounting"]["candidates"];
-    let run_key = v["run_key"].as_str().unwrap();
+    comparable_section(
+        &v["accounting"]["candidates"],
+        v["run_key"].as_str().unwrap(),
+    )
+}
+
+fn comparable_section(c: &Value, run_key: &str) -> Value {
     let strip = |k: &Value| k.as_str().unwrap().replacen(run_key, "", 1);
     let trials: Vec<Value> = c["trials"]
         .as_array()
@@ -121,7 +126,6 @@ fn comparable(v: &Value) -> Value {
         "rates": c["rates"],
         "pass_at": c["pass_at"],
         "trials": trials,
-        "entries": v["accounting"]["counts"],
     })
 }
 
@@ -216,4 +220,69 @@ fn pg_available() -> bool {
     std::fs::read_dir("/usr/lib/postgresql")
         .map(|mut d| d.next().is_some())
         .unwrap_or(false)
+}
+
+/// `akbench ARGS --json` (exit code, JSON).
+fn akbench(args: &[&str], extra: &[&Path]) -> (i32, Value) {
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(args)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
+        panic!(
+            "akbench {args:?} ended {:?}: {}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code().unwrap(), v)
+}
+
+#[test]
+fn grading_three_candidates_later_matches_grading_them_now() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, now, stderr) = sweep(tmp.path(), "now", MANIFEST, true);
+    assert_eq!(code, 0, "{now}\n{stderr}");
+    check_run(tmp.path(), "now", &now);
+    let later_manifest = format!("{MANIFEST}evaluation:\n  grade: false\n");
+    let (code, later, stderr) = sweep(tmp.path(), "later", &later_manifest, true);
+    assert_eq!(code, 0, "{later}\n{stderr}");
+    let c = &later["accounting"]["candidates"];
+    assert_eq!(c["counts"]["not_graded"], 2, "{c}");
+    assert!(
+        c["pass_at"][0]["value"].is_null(),
+        "not graded: no pass@1: {c}"
+    );
+    assert!(c["trials"][0]["selected"].is_null(), "{c}");
+    // Grade every candidate's recorded diff, without running the agent again.
+    let out = |dir: &str, v: &Value| {
+        tmp.path()
+            .join(dir)
+            .join("out")
+            .join(v["run_key"].as_str().unwrap())
+    };
+    let (code, v) = akbench(
+        &["run", "evaluate", "--all", "--tasks-root"],
+        &[&examples().join("tasks"), &out("later", &later)],
+    );
+    assert_eq!(code, 0, "{v}");
+    let counter = std::fs::read_to_string(tmp.path().join("counter")).unwrap();
+    assert_eq!(counter.trim(), "6", "no agent ran again");
+    // The records, aggregated: the same selection, counts and pass@k as grading now.
+    let (code, agg_later) = akbench(&["run", "aggregate"], &[&out("later", &later)]);
+    assert_eq!(code, 0, "{agg_later}");
+    let (code, agg_now) = akbench(&["run", "aggregate"], &[&out("now", &now)]);
+    assert_eq!(code, 0, "{agg_now}");
+    let section = |v: &Value, run: &Value| {
+        comparable_section(&v["candidates"], run["run_key"].as_str().unwrap())
+    };
+    assert_eq!(section(&agg_later, &later), section(&agg_now, &now));
+    assert_eq!(
+        section(&agg_now, &now),
+        comparable(&now),
+        "aggregate agrees with the sweep"
+    );
 }
