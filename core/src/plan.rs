@@ -153,7 +153,8 @@ pub struct AttemptRecipe {
     pub infrastructure_retries: u32,
     /// Best-of-N candidates.
     pub candidates: u32,
-    /// Upper bound on attempts: candidates x (1 + retries).
+    /// Upper bound on attempts of the planned trial, all its candidates together:
+    /// candidates x (1 + retries); each candidate makes at most 1 + retries.
     pub max_attempts: u32,
 }
 
