@@ -206,6 +206,38 @@ fn three_candidates_select_the_solved_one_and_report_pass_at_k() {
         comparable(&coord),
         "the local sweep and the coordinator agree"
     );
+    // `run compare` pairs the planned trials (two), on their selected outcome.
+    let folder = |dir: &str, v: &Value| {
+        tmp.path()
+            .join(dir)
+            .join("out")
+            .join(v["run_key"].as_str().unwrap())
+    };
+    let (code, cmp) = akbench(
+        &["run", "compare"],
+        &[&folder("local", &local), &folder("coord", &coord)],
+    );
+    assert_eq!(code, 0, "{cmp}");
+    let c = &cmp["comparison"];
+    assert_eq!(c["pairs"].as_array().unwrap().len(), 2, "{cmp}");
+    assert_eq!(c["left"]["total"], c["right"]["total"], "{cmp}");
+    assert_eq!(c["left"]["total"]["counts"]["succeeded"], 2, "{cmp}");
+    assert_eq!(
+        cmp["left"]["candidates"]["pass_at"],
+        cmp["right"]["candidates"]["pass_at"]
+    );
+    // The HTML report states the selection and pass@k.
+    let html = tmp.path().join("report.html");
+    let (code, _) = akbench(
+        &["run", "report"],
+        &[&folder("local", &local), Path::new("--html"), &html],
+    );
+    assert_eq!(code, 0);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("selection first_solved") && page.contains("pass@3 100.0%"),
+        "the report names the selection and pass@k"
+    );
 }
 
 fn which(bin: &str) -> Option<PathBuf> {

@@ -295,3 +295,42 @@ fn nothing_graded_is_no_pass_at_k() {
     assert_eq!(c.pass(1).unwrap().value, None);
     assert_eq!(c.trials[0].bucket, Bucket::NotGraded);
 }
+
+#[test]
+fn a_missing_candidate_leaves_its_trial_missing_not_failed() {
+    let mut spec = synthetic_spec(1, 1, 1, &SystemClock);
+    spec.condition.execution.candidates = 3;
+    let p = plan(&spec, &SystemClock);
+    let o = vec![
+        obs(p.trials[0].trial_id, State::Completed, Some(false)),
+        obs(p.trials[2].trial_id, State::Completed, Some(false)),
+    ];
+    let a = reconcile(&p, &o);
+    assert!(!a.complete);
+    let c = a.candidates.unwrap();
+    assert_eq!(c.trials[0].bucket, Bucket::Missing);
+    assert_eq!(c.trials[0].candidates[1].bucket, Bucket::Missing);
+    assert_eq!((c.counts.missing, c.counts.failed), (1, 0));
+    // Its two measured candidates still estimate pass@1; pass@3 leaves the trial out.
+    assert_eq!(c.pass(1).unwrap().value, Some(0.0));
+    assert_eq!(c.pass(3).unwrap().short, 1);
+    // Grouped from records alone, a candidate number nobody holds is missing too.
+    let entries: Vec<Entry> = p
+        .trials
+        .iter()
+        .zip(&a.trials)
+        .filter(|(_, t)| t.outcome.is_some())
+        .map(|(pt, t)| Entry {
+            candidate: pt.candidate.clone(),
+            id: pt.trial_id,
+            key: pt.key.clone(),
+            bucket: t.bucket,
+            score: Some(0.0),
+            attempt_id: None,
+        })
+        .collect();
+    let from_records = account_entries(entries).unwrap();
+    assert_eq!(from_records.trials[0].bucket, Bucket::Missing);
+    assert_eq!(from_records.trials[0].candidates.len(), 3);
+    assert_eq!(from_records.trials[0].candidates[1].id, None);
+}

@@ -36,6 +36,21 @@ pub struct LoadedRun {
     pub trials: Vec<CompareTrial>,
 }
 
+impl LoadedRun {
+    /// The best-of-N candidate section: from the accounting when the plan is known, else
+    /// grouped from the records' `candidate` fields; `None` without candidates.
+    pub fn candidates(&self) -> Option<akbench_core::candidates::CandidateAccounting> {
+        match &self.accounting {
+            Some(a) => a.candidates.clone(),
+            None => akbench_core::candidates::account_entries(
+                self.records
+                    .iter()
+                    .map(akbench_core::candidates::Entry::of_record),
+            ),
+        }
+    }
+}
+
 /// How to find runs.
 #[derive(Debug)]
 pub struct Finder<'a> {
