@@ -363,7 +363,44 @@ impl RunPlan {
         if self.summary != PlanSummary::of(&self.trials) {
             return Err("the summary does not match the trials".into());
         }
-        Ok(())
+        self.check_candidates()
+    }
+
+    /// Candidate entries come in whole groups: entries 1..=N of one planned trial in a row,
+    /// each keyed `<trial key>/c<i>`, all with the same trial, count and rule; and either
+    /// every entry is a candidate or none is.
+    fn check_candidates(&self) -> Result<(), String> {
+        if self.trials.iter().all(|t| t.candidate.is_none()) {
+            return Ok(());
+        }
+        let mut expect: Option<&CandidateOf> = None;
+        for t in &self.trials {
+            let Some(c) = &t.candidate else {
+                return Err(format!("trial {} is not a candidate, others are", t.key));
+            };
+            let fits = match expect {
+                Some(e) => {
+                    c.index == e.index + 1
+                        && (c.trial_id, &c.trial_key, c.of, c.selection)
+                            == (e.trial_id, &e.trial_key, e.of, e.selection)
+                }
+                None => c.index == 1 && c.of >= 2,
+            };
+            if !fits || t.key != candidate_key(&c.trial_key, c.index) {
+                return Err(format!(
+                    "entry {} is not candidate {} of a whole group under its planned trial",
+                    t.key, c.index
+                ));
+            }
+            expect = (c.index < c.of).then_some(c);
+        }
+        match expect {
+            Some(e) => Err(format!(
+                "trial {} has candidate {} of {} only",
+                e.trial_key, e.index, e.of
+            )),
+            None => Ok(()),
+        }
     }
 }
 

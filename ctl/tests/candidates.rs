@@ -226,6 +226,11 @@ fn three_candidates_select_the_solved_one_and_report_pass_at_k() {
         cmp["left"]["candidates"]["pass_at"],
         cmp["right"]["candidates"]["pass_at"]
     );
+    // The coordinator's exported records name their planned trial too.
+    assert_eq!(
+        cmp["right"]["candidates"]["pass_at"][1]["value"], 1.0,
+        "{cmp}"
+    );
     // The HTML report states the selection and pass@k.
     let html = tmp.path().join("report.html");
     let (code, _) = akbench(
