@@ -159,13 +159,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let total = ready.trials.len();
     if !args.json {
         eprintln!(
-            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions",
+            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions{}",
             spec.run_key(),
             spec.run_id(),
-            total,
+            total / spec.condition.execution.candidates.max(1) as usize,
             ready.summary.by_task.len(),
             ready.summary.by_agent.len(),
-            spec.condition.repetitions
+            spec.condition.repetitions,
+            crate::cmd::plan::candidates_suffix(&spec, total as u64)
         );
     }
 
