@@ -42,24 +42,21 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     let mut refused = Vec::new();
     let mut entries = Vec::new();
     for f in &files {
-        match read(f) {
-            Ok(r) => trials.push({
-                entries.push(akbench_core::candidates::Entry::of_record(&r));
-                ReportTrial {
-                    key: r.trial.key.clone(),
-                    agent: r.agent.name.clone(),
-                    task: r.task.release.id.clone(),
-                    cause: r.attempts.last().and_then(|a| a.cause.clone()),
-                    spend: Spend::of_record(&r),
-                    observation: Observation {
-                        trial_id: r.trial.id,
-                        state: r.outcome.state,
-                        ok: r.outcome.ok,
-                        score: r.outcome.score,
-                        attempt_id: r.attempts.last().map(|a| a.attempt.id),
-                        source: Some(f.display().to_string()),
-                    },
-                }
+        match read(f).inspect(|r| entries.push(akbench_core::candidates::Entry::of_record(r))) {
+            Ok(r) => trials.push(ReportTrial {
+                key: r.trial.key.clone(),
+                agent: r.agent.name.clone(),
+                task: r.task.release.id.clone(),
+                cause: r.attempts.last().and_then(|a| a.cause.clone()),
+                spend: Spend::of_record(&r),
+                observation: Observation {
+                    trial_id: r.trial.id,
+                    state: r.outcome.state,
+                    ok: r.outcome.ok,
+                    score: r.outcome.score,
+                    attempt_id: r.attempts.last().map(|a| a.attempt.id),
+                    source: Some(f.display().to_string()),
+                },
             }),
             Err(e) => refused.push((f.clone(), e)),
         }
