@@ -4,7 +4,9 @@
 //! one [`Bucket`]; observations for identities outside the plan are reported as unexpected;
 //! an identical duplicate counts once; conflicting duplicates are quarantined (the trial goes
 //! to the `quarantined` bucket) and make the accounting invalid, as do unexpected identities.
-//! Accepted records stay in plan order. The observations file format lives in
+//! Accepted records stay in plan order. With best-of-N candidates every candidate is a plan
+//! entry accounted here, and [`crate::candidates::account`] adds the per-trial view. The
+//! observations file format lives in
 //! [`observations`].
 
 pub mod observations;
@@ -265,6 +267,11 @@ pub struct RunAccounting {
     pub unexpected: Vec<Uuid>,
     /// Conflicting duplicates and unexpected identities, kept apart.
     pub quarantined: Vec<Quarantined>,
+    /// With best-of-N candidates (each candidate is a plan entry, counted above): every
+    /// planned trial's candidates, its selected one and bucket, the per-trial counts and
+    /// rates, and pass@k. Absent without candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<crate::candidates::CandidateAccounting>,
 }
 
 impl RunAccounting {
@@ -348,6 +355,7 @@ pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting 
         });
     }
     let valid = counts.quarantined == 0 && unexpected_order.is_empty();
+    let candidates = crate::candidates::account(plan, &trials);
     RunAccounting {
         run_id: plan.run_id,
         run_key: plan.run_key.clone(),
@@ -362,6 +370,7 @@ pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting 
         duplicates,
         unexpected: unexpected_order,
         quarantined,
+        candidates,
     }
 }
 

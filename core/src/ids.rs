@@ -1,7 +1,8 @@
 //! Identities: UUIDv7s and readable keys for runs, trials and attempts.
 //!
 //! Run key: `<experiment>-<yyyymmdd>-<4 hex>`; trial key: `<run key>/<task>/<agent>/r<rep>`;
-//! attempt key: `<trial key>/a<n>`. Commands accept either the UUID or the key.
+//! attempt key: `<trial key>/a<n>`; with best-of-N candidates a candidate is `<trial key>/c<i>`
+//! and its attempts `<trial key>/c<i>/a<n>`. Commands accept either the UUID or the key.
 
 use chrono::{DateTime, Utc};
 use uuid::{timestamp::context::NoContext, Timestamp, Uuid};
@@ -36,6 +37,12 @@ pub fn run_key(experiment: &str, at: DateTime<Utc>, run_id: &Uuid) -> String {
 /// A trial key: `<run key>/<task>/<agent>/r<rep>`.
 pub fn trial_key(run_key: &str, task: &str, agent: &str, repetition: u32) -> String {
     format!("{run_key}/{}/{}/r{repetition}", slug(task), slug(agent))
+}
+
+/// A candidate's key: `<trial key>/c<i>` (candidates count from 1); its attempts are
+/// `<trial key>/c<i>/a<n>`.
+pub fn candidate_key(trial_key: &str, candidate: u32) -> String {
+    format!("{trial_key}/c{candidate}")
 }
 
 /// An attempt key: `<trial key>/a<n>` (attempts count from 1).
@@ -91,6 +98,8 @@ mod tests {
         let tk = trial_key(&rk, "wordcount-001", "oracle", 2);
         assert_eq!(tk, format!("{rk}/wordcount-001/oracle/r2"));
         assert_eq!(attempt_key(&tk, 1), format!("{tk}/a1"));
+        let ck = candidate_key(&tk, 3);
+        assert_eq!(attempt_key(&ck, 2), format!("{tk}/c3/a2"));
     }
 
     #[test]

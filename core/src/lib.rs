@@ -11,6 +11,7 @@
 pub mod accounting;
 pub mod agent;
 pub mod budget;
+pub mod candidates;
 pub mod clock;
 pub mod compare;
 pub mod digest;

@@ -129,6 +129,10 @@ pub struct ExecutionSection {
     /// Best-of-N candidates per trial; default 1.
     #[serde(default)]
     pub candidates: Option<u32>,
+    /// How a trial's result is chosen among its candidates: `first_solved` (default),
+    /// `best_score` or `all`; an unknown rule is refused at plan time.
+    #[serde(default)]
+    pub selection: Option<String>,
     /// Concurrency caps.
     #[serde(default)]
     pub concurrency: Concurrency,

@@ -2,13 +2,16 @@
 //!
 //! This module owns [`RunPlan`], [`PlannedTrial`], [`PlanSummary`] and [`plan`], which
 //! expands a [`ResolvedRunSpec`] into trials in a stable order (task x agent x repetition),
-//! each with a fresh UUIDv7, a readable key and a contiguous ordinal from 0. Planning reads
+//! each with a fresh UUIDv7, a readable key and a contiguous ordinal from 0. With
+//! `execution.candidates: N > 1` each planned trial becomes N consecutive entries, one per
+//! candidate (see [`crate::candidates`]). Planning reads
 //! no file: everything comes from the spec, so it can be benchmarked in memory. Families
 //! `artefact`, `interactive` and `lifecycle` plan the same way.
 
+use crate::candidates::CandidateOf;
 use crate::clock::Clock;
 use crate::digest::sealed_digest;
-use crate::ids::{trial_key, uuid_v7_at};
+use crate::ids::{candidate_key, trial_key, uuid_v7_at};
 use crate::manifest::{Runtime, Visibility};
 use crate::spec::{EvaluationPolicy, ResolvedRunSpec};
 use crate::task::{Family, TaskRelease};
@@ -70,7 +73,7 @@ pub struct RunPlan {
 pub struct PlannedTrial {
     /// UUIDv7.
     pub trial_id: Uuid,
-    /// `<run key>/<task>/<agent>/r<rep>`.
+    /// `<run key>/<task>/<agent>/r<rep>` (a candidate: `.../r<rep>/c<i>`).
     pub key: String,
     /// Position in the plan, contiguous from 0.
     pub ordinal: u64,
@@ -94,6 +97,10 @@ pub struct PlannedTrial {
     pub evaluation: EvaluationPolicy,
     /// Visibility of its result.
     pub visibility: Visibility,
+    /// Set when this entry is one best-of-N candidate of a planned trial (then `trial_id`
+    /// and `key` are the candidate's own, `<trial key>/c<i>`); absent with one candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateOf>,
 }
 
 /// What a worker needs to find the task's code.
@@ -146,7 +153,8 @@ pub struct AttemptRecipe {
     pub infrastructure_retries: u32,
     /// Best-of-N candidates.
     pub candidates: u32,
-    /// Upper bound on attempts: candidates x (1 + retries).
+    /// Upper bound on attempts of the planned trial, all its candidates together:
+    /// candidates x (1 + retries); each candidate makes at most 1 + retries.
     pub max_attempts: u32,
 }
 
@@ -258,22 +266,42 @@ pub fn plan(spec: &ResolvedRunSpec, clock: &dyn Clock) -> RunPlan {
                 digest: agent.digest.clone(),
             };
             for repetition in 1..=c.repetitions {
-                trials.push(PlannedTrial {
-                    trial_id: uuid_v7_at(now),
-                    key: trial_key(run_key, &task.release.id, &agent.label, repetition),
-                    ordinal,
-                    run_id,
-                    task: task.release.clone(),
-                    task_source: source.clone(),
-                    agent: trial_agent.clone(),
-                    compute: compute.clone(),
-                    repetition,
-                    family: task.family,
-                    attempt: recipe,
-                    evaluation: c.evaluation.clone(),
-                    visibility: c.visibility,
-                });
-                ordinal += 1;
+                let trial_id = uuid_v7_at(now);
+                let key = trial_key(run_key, &task.release.id, &agent.label, repetition);
+                let n = c.execution.candidates.max(1);
+                for index in 1..=n {
+                    // One candidate plans as the trial itself; N candidates as N entries
+                    // under the trial's identity.
+                    let (id, entry_key, candidate) = if n == 1 {
+                        (trial_id, key.clone(), None)
+                    } else {
+                        let of = CandidateOf {
+                            trial_id,
+                            trial_key: key.clone(),
+                            index,
+                            of: n,
+                            selection: c.execution.selection,
+                        };
+                        (uuid_v7_at(now), candidate_key(&key, index), Some(of))
+                    };
+                    trials.push(PlannedTrial {
+                        trial_id: id,
+                        key: entry_key,
+                        ordinal,
+                        run_id,
+                        task: task.release.clone(),
+                        task_source: source.clone(),
+                        agent: trial_agent.clone(),
+                        compute: compute.clone(),
+                        repetition,
+                        family: task.family,
+                        attempt: recipe,
+                        evaluation: c.evaluation.clone(),
+                        visibility: c.visibility,
+                        candidate,
+                    });
+                    ordinal += 1;
+                }
             }
         }
     }
@@ -335,7 +363,44 @@ impl RunPlan {
         if self.summary != PlanSummary::of(&self.trials) {
             return Err("the summary does not match the trials".into());
         }
-        Ok(())
+        self.check_candidates()
+    }
+
+    /// Candidate entries come in whole groups: entries 1..=N of one planned trial in a row,
+    /// each keyed `<trial key>/c<i>`, all with the same trial, count and rule; and either
+    /// every entry is a candidate or none is.
+    fn check_candidates(&self) -> Result<(), String> {
+        if self.trials.iter().all(|t| t.candidate.is_none()) {
+            return Ok(());
+        }
+        let mut expect: Option<&CandidateOf> = None;
+        for t in &self.trials {
+            let Some(c) = &t.candidate else {
+                return Err(format!("trial {} is not a candidate, others are", t.key));
+            };
+            let fits = match expect {
+                Some(e) => {
+                    c.index == e.index + 1
+                        && (c.trial_id, &c.trial_key, c.of, c.selection)
+                            == (e.trial_id, &e.trial_key, e.of, e.selection)
+                }
+                None => c.index == 1 && c.of >= 2,
+            };
+            if !fits || t.key != candidate_key(&c.trial_key, c.index) {
+                return Err(format!(
+                    "entry {} is not candidate {} of a whole group under its planned trial",
+                    t.key, c.index
+                ));
+            }
+            expect = (c.index < c.of).then_some(c);
+        }
+        match expect {
+            Some(e) => Err(format!(
+                "trial {} has candidate {} of {} only",
+                e.trial_key, e.index, e.of
+            )),
+            None => Ok(()),
+        }
     }
 }
 

@@ -347,6 +347,11 @@ pub struct RunRecord {
     pub finished_at: DateTime<Utc>,
     /// The akbench version that wrote it.
     pub written_by: String,
+    /// With best-of-N candidates: this record is one candidate of a planned trial (`trial`
+    /// is the candidate's identity, `<trial key>/c<i>`); names that trial, the candidate's
+    /// number and the selection rule. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<crate::candidates::CandidateOf>,
 }
 
 impl RunRecord {

@@ -8,6 +8,7 @@
 //! so resolving the same manifest on the same day gives the same key.
 
 use crate::agent::{Agent, AgentCondition, AgentError};
+use crate::candidates::Selection;
 use crate::clock::Clock;
 use crate::digest::{digest_of, sealed_digest};
 use crate::ids::{slug, uuid_v7_at};
@@ -172,6 +173,10 @@ pub struct ExecutionPolicy {
     pub infrastructure_retries: u32,
     /// Best-of-N candidates.
     pub candidates: u32,
+    /// How a trial's result is chosen among its candidates; left out of the JSON when it is
+    /// the default (`first_solved`), so older digests stay.
+    #[serde(default, skip_serializing_if = "Selection::is_default")]
+    pub selection: Selection,
     /// Concurrency caps.
     pub concurrency: Concurrency,
     /// Spend cap; absent (and left out of the JSON, so older digests stay) when none.
@@ -417,6 +422,8 @@ pub fn resolve(
         &agents,
     ))
     .map_err(ResolveError::Unsupported)?;
+    let selection = crate::support::selection(manifest.execution.selection.as_deref())
+        .map_err(|u| ResolveError::Unsupported(u.to_string()))?;
     let condition = RunCondition {
         experiment: manifest.experiment.clone(),
         description: manifest.description.clone(),
@@ -428,6 +435,7 @@ pub fn resolve(
             runtime,
             infrastructure_retries: manifest.execution.infrastructure_retries.unwrap_or(0),
             candidates: manifest.execution.candidates.unwrap_or(1),
+            selection,
             concurrency: manifest.execution.concurrency.clone(),
             budget: manifest.execution.budget,
         },
@@ -541,11 +549,13 @@ impl ResolvedRunSpec {
         &self.identity.run_key
     }
 
-    /// Number of trials the plan will hold.
+    /// Number of entries the plan will hold: one per trial, or one per candidate with
+    /// best-of-N candidates (N per trial).
     pub fn trial_count(&self) -> u64 {
         self.condition.tasks.len() as u64
             * self.condition.agents.len() as u64
             * u64::from(self.condition.repetitions)
+            * u64::from(self.condition.execution.candidates.max(1))
     }
 }
 

@@ -7,6 +7,7 @@
 //! happened). `resolve` calls it, so `run plan`, `sweep` and `sweep --local` all refuse the
 //! same things, before anything is written. docs/manifest.md has the full table of fields.
 
+use crate::candidates::Selection;
 use crate::manifest::Runtime;
 use crate::spec::{RunCondition, SpecAgent, DEFAULT_PROFILE};
 use crate::task::Family;
@@ -50,11 +51,11 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
             "no container runtime is built; use `sandbox` (bubblewrap) or `direct`",
         );
     }
-    if condition.execution.candidates != 1 {
+    if condition.execution.candidates > MAX_CANDIDATES {
         refuse(
             "execution.candidates",
             condition.execution.candidates.to_string(),
-            "best-of-N candidates are not executed yet; remove the field (default 1)",
+            &format!("at most {MAX_CANDIDATES} candidates per trial run; lower it"),
         );
     }
     if condition.evaluation.profile != DEFAULT_PROFILE {
@@ -78,9 +79,38 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
                 task.family.to_string(),
                 "only `artefact` tasks execute; exclude the task (tasks.exclude)",
             );
+            if condition.execution.candidates > 1 {
+                refuse(
+                    &format!("execution.candidates (task {})", task.release.id),
+                    condition.execution.candidates.to_string(),
+                    &format!(
+                        "best-of-N candidates run only for `artefact` tasks (a `{}` task has no diff to select); exclude the task or remove the field",
+                        task.family
+                    ),
+                );
+            }
         }
     }
     out
+}
+
+/// The most candidates a trial may ask for (each is a full agent run).
+pub const MAX_CANDIDATES: u32 = 100;
+
+/// The selection rule a manifest asks for (`None`: the default, `first_solved`), or the
+/// refusal of an unknown one.
+pub fn selection(raw: Option<&str>) -> Result<Selection, Unsupported> {
+    let Some(raw) = raw else {
+        return Ok(Selection::default());
+    };
+    Selection::parse(raw).ok_or_else(|| Unsupported {
+        field: "execution.selection".into(),
+        value: raw.to_string(),
+        fix: format!(
+            "the selection rules are {}; use one of them (default first_solved)",
+            crate::candidates::SELECTION_RULES.join(", ")
+        ),
+    })
 }
 
 /// Manifest-level `credentials` that no agent of the run declares: nothing would check or pass
@@ -140,7 +170,11 @@ mod tests {
                 |c| c.execution.runtime = Runtime::Container,
                 "container",
             ),
-            ("execution.candidates", |c| c.execution.candidates = 3, "3"),
+            (
+                "execution.candidates",
+                |c| c.execution.candidates = MAX_CANDIDATES + 1,
+                "101",
+            ),
             (
                 "evaluation.profile",
                 |c| c.evaluation.profile = "strict".into(),
@@ -206,9 +240,45 @@ mod tests {
     #[test]
     fn every_refusal_is_listed() {
         let mut c = base();
-        c.execution.candidates = 2;
+        c.execution.candidates = 200;
         c.evaluation.reviewer = Some("r".into());
         let msg = check_executable(&c).unwrap_err();
         assert!(msg.contains("execution.candidates") && msg.contains("evaluation.reviewer"));
+    }
+
+    #[test]
+    fn candidates_run_for_artefact_tasks_and_name_the_others() {
+        let mut c = base();
+        c.execution.candidates = 3;
+        assert_eq!(
+            unsupported(&c),
+            vec![],
+            "three candidates of artefact tasks run"
+        );
+        c.tasks[1].family = Family::Lifecycle;
+        let fields: Vec<String> = unsupported(&c).into_iter().map(|u| u.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "family (task task-00001)",
+                "execution.candidates (task task-00001)"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_selection_rule_is_refused() {
+        assert_eq!(selection(None), Ok(Selection::FirstSolved));
+        assert_eq!(selection(Some("best_score")), Ok(Selection::BestScore));
+        assert_eq!(selection(Some("all")), Ok(Selection::All));
+        let u = selection(Some("majority")).unwrap_err();
+        assert_eq!(
+            (u.field.as_str(), u.value.as_str()),
+            ("execution.selection", "majority")
+        );
+        assert!(
+            u.to_string().contains("first_solved, best_score, all"),
+            "{u}"
+        );
     }
 }

@@ -103,6 +103,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             runtime: Runtime::Direct,
             infrastructure_retries: 0,
             candidates: 1,
+            selection: Default::default(),
             concurrency: Concurrency::default(),
             budget: None,
         },

@@ -218,6 +218,7 @@ fn build(
         started_at,
         finished_at,
         written_by: written_by.to_string(),
+        candidate: trial.candidate.clone(),
     };
     record.validate()?;
     Ok(record)

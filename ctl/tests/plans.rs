@@ -282,7 +282,10 @@ fn a_field_akbench_would_ignore_is_refused_with_exit_2_and_nothing_written() {
     let tmp = fixture();
     for (field, yaml) in [
         ("execution.runtime", "execution:\n  runtime: container\n"),
-        ("execution.candidates", "execution:\n  candidates: 3\n"),
+        (
+            "execution.selection",
+            "execution:\n  candidates: 3\n  selection: majority\n",
+        ),
         ("evaluation.profile", "evaluation:\n  profile: strict\n"),
         ("credentials", "credentials: [NOT_DECLARED_BY_ANY_AGENT]\n"),
     ] {

@@ -160,6 +160,8 @@ pub struct TrialRequest<'a> {
     pub infrastructure_retries: u32,
     /// Attempt options.
     pub options: AttemptOptions,
+    /// With best-of-N candidates: the planned trial this one is a candidate of.
+    pub candidate: Option<akbench_core::candidates::CandidateOf>,
 }
 
 /// The result of a trial.
@@ -295,6 +297,7 @@ impl Orchestrator {
             started_at,
             finished_at: self.clock.now(),
             written_by: format!("akbench {}", env!("CARGO_PKG_VERSION")),
+            candidate: req.candidate.clone(),
         };
         let record_path = req.out_dir.join(RECORD_FILE);
         write_json_atomic(&record_path, &record).map_err(|source| RecordWriteError {

@@ -649,3 +649,91 @@ async fn an_execute_only_sweep_graded_later_matches_a_grading_sweep() {
     }
     b.stop().await;
 }
+
+/// Best-of-N (issue 16): a candidate whose worker is killed mid-attempt is retried as an
+/// infrastructure error of that candidate (a new attempt `<trial>/c<i>/a2`), never counted
+/// as a sample or turned into another candidate; the trial-level selection and pass@k see
+/// three measured candidates per trial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_lost_to_a_killed_worker_is_retried_not_counted() {
+    let mut s = Sweep::start_with(
+        2_000,
+        1,
+        1,
+        "pyslug-001",
+        &["oracle", "fail"],
+        "  candidates: 3\n",
+    )
+    .await;
+    assert_eq!(s.plan.trials.len(), 6, "two trials x three candidates");
+    s.spawn_worker(0, 2);
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = s.handle.as_ref().unwrap().store.client().await.unwrap();
+        let live: i64 = c
+            .query_one("SELECT count(*) FROM leases WHERE worker_id = 'w0'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if live > 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "worker 0 never took work");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.workers[0].kill().unwrap();
+    s.workers[0].wait().unwrap();
+    s.spawn_worker(1, 2);
+    s.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = s.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(report["complete"], true, "{}", history(&s).await);
+    assert_eq!(report["planned"], 6);
+    assert_eq!(report["counts"]["infrastructure_error"], 0, "rescued");
+    let c = &report["candidates"];
+    assert_eq!(c["planned_trials"], 2, "{c}");
+    assert_eq!(c["counts"]["succeeded"], 1, "{c}");
+    assert_eq!(c["counts"]["failed"], 1, "{c}");
+    for t in c["trials"].as_array().unwrap() {
+        assert_eq!(t["measured"], 3, "every candidate counted once: {t}");
+        assert_eq!(t["candidates"].as_array().unwrap().len(), 3, "{t}");
+    }
+    // pass@1 and pass@3: the oracle's trial 1, the failing agent's 0.
+    assert_eq!(c["pass_at"][0]["value"], 0.5, "{c}");
+    assert_eq!(c["pass_at"][1]["k"], 3, "{c}");
+    assert_eq!(c["pass_at"][1]["value"], 0.5, "{c}");
+    // The killed attempts: infrastructure errors of their candidate, retried under the same
+    // candidate identity (attempt 2), never a new candidate.
+    let db = s.handle.as_ref().unwrap().store.client().await.unwrap();
+    let killed: Vec<(String, i32, String)> = db
+        .query(
+            "SELECT p.key, a.number, a.terminal_state FROM attempts a \
+             JOIN planned_trials p ON p.trial_id = a.trial_id \
+             WHERE a.worker_id = 'w0' AND a.fenced",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(!killed.is_empty(), "{}", history(&s).await);
+    for (key, number, state) in &killed {
+        assert_eq!(state, "infrastructure_error", "{key}");
+        assert!(key.contains("/c"), "a candidate's attempt: {key}");
+        let retried: i64 = db
+            .query_one(
+                "SELECT count(*) FROM attempts a JOIN planned_trials p ON p.trial_id = a.trial_id \
+                 WHERE p.key = $1 AND a.number = $2",
+                &[key, &(number + 1)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(retried, 1, "{key} a{number} retried as a{}", number + 1);
+    }
+    let per_trial = accepted_records_per_trial(&s).await;
+    assert_eq!(per_trial.len(), 6);
+    assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+    s.stop().await;
+}

@@ -112,3 +112,46 @@ proptest! {
         prop_assert!(p.summary.by_agent.values().all(|n| *n == (t * r as usize) as u64));
     }
 }
+
+#[test]
+fn candidates_plan_as_whole_groups_under_their_trial() {
+    use crate::clock::SystemClock;
+    let mut spec = synthetic_spec(2, 1, 2, &SystemClock);
+    spec.condition.execution.candidates = 3;
+    let p = plan(&spec, &SystemClock);
+    assert_eq!(p.trials.len(), 12);
+    assert_eq!(spec.trial_count(), 12);
+    p.check().unwrap();
+    let first = p.trials[0].candidate.clone().unwrap();
+    assert_eq!((first.index, first.of), (1, 3));
+    assert_eq!(p.trials[0].key, format!("{}/c1", first.trial_key));
+    assert_ne!(
+        p.trials[0].trial_id, first.trial_id,
+        "a candidate has its own UUID"
+    );
+    assert!(crate::ids::is_uuid_v7(&first.trial_id));
+    let same_trial: Vec<_> = p.trials[..3]
+        .iter()
+        .map(|t| t.candidate.as_ref().unwrap().trial_id)
+        .collect();
+    assert!(same_trial.iter().all(|id| *id == first.trial_id));
+    assert_ne!(
+        p.trials[3].candidate.as_ref().unwrap().trial_id,
+        first.trial_id
+    );
+    // A broken group is refused.
+    let mut broken = p.clone();
+    broken.trials.remove(1);
+    for (i, t) in broken.trials.iter_mut().enumerate() {
+        t.ordinal = i as u64;
+    }
+    broken.summary = PlanSummary::of(&broken.trials);
+    assert!(
+        broken.check().unwrap_err().contains("candidate"),
+        "{:?}",
+        broken.check()
+    );
+    let mut mixed = p.clone();
+    mixed.trials[4].candidate = None;
+    assert!(mixed.check().is_err());
+}

@@ -106,9 +106,34 @@ fn a_value_akbench_would_ignore_is_refused_before_anything_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let (tasks, agents) = fixture(tmp.path());
     let mut m = manifest(1);
-    m.execution.candidates = Some(3);
+    m.execution.selection = Some("majority".into());
     let err = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
-    assert!(err.to_string().contains("execution.candidates"), "{err}");
+    assert!(matches!(err, ResolveError::Unsupported(_)), "{err}");
+    assert!(err.to_string().contains("execution.selection"), "{err}");
+}
+
+#[test]
+fn candidates_and_selection_are_in_the_spec_and_its_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.execution.candidates = Some(3);
+    let first = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(first.condition.execution.candidates, 3);
+    assert_eq!(first.condition.execution.selection, Selection::FirstSolved);
+    m.execution.selection = Some("first_solved".into());
+    let explicit = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(
+        explicit.condition, first.condition,
+        "the default, named or not"
+    );
+    m.execution.selection = Some("best_score".into());
+    let best = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(best.condition.execution.selection, Selection::BestScore);
+    assert_ne!(
+        crate::digest::digest_of(&best.condition),
+        crate::digest::digest_of(&first.condition)
+    );
 }
 
 #[test]

@@ -40,8 +40,9 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     files.sort();
     let mut trials = Vec::new();
     let mut refused = Vec::new();
+    let mut entries = Vec::new();
     for f in &files {
-        match read(f) {
+        match read(f).inspect(|r| entries.push(akbench_core::candidates::Entry::of_record(r))) {
             Ok(r) => trials.push(ReportTrial {
                 key: r.trial.key.clone(),
                 agent: r.agent.name.clone(),
@@ -61,6 +62,8 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
         }
     }
     let summary = summarize(&trials);
+    // Records of best-of-N candidates, grouped under their planned trials.
+    let candidates = akbench_core::candidates::account_entries(entries);
     let markdown = summary.to_markdown();
     if let Some(p) = &args.markdown {
         std::fs::write(p, &markdown)?;
@@ -73,11 +76,15 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
             "records": trials.len(),
             "refused": refused.iter().map(|(f, e)| serde_json::json!({"file": f, "reason": e})).collect::<Vec<_>>(),
             "summary": summary,
+            "candidates": candidates,
             "trials": trials,
         }))?;
     } else {
         println!("{} records under {}\n", trials.len(), args.dir.display());
         print!("{markdown}");
+        if let Some(c) = &candidates {
+            println!("\n{c}");
+        }
         for (f, e) in &refused {
             eprintln!("refused {}: {e}", f.display());
         }

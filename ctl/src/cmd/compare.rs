@@ -145,8 +145,12 @@ fn flat(run: &LoadedRun) -> BTreeMap<String, Value> {
 }
 
 fn run_json(r: &LoadedRun) -> Value {
+    // Best-of-N: trials are compared on their selected bucket; pass@k shown beside.
+    let candidates = r.candidates().map(
+        |c| json!({"selection": c.selection, "candidates": c.candidates, "pass_at": c.pass_at}),
+    );
     json!({"run_key": r.run_key, "run_id": r.run_id, "source": r.source,
-           "plan_known": r.accounting.is_some()})
+           "plan_known": r.accounting.is_some(), "candidates": candidates})
 }
 
 /// The JSON document of a comparison.

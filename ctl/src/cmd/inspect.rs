@@ -87,10 +87,11 @@ pub(crate) fn show(
             .map_or("task".to_string(), |t| format!("{t}s")),
     );
     println!(
-        "execution    runtime={} infrastructure_retries={} candidates={}",
+        "execution    runtime={} infrastructure_retries={} candidates={} selection={}",
         c.execution.runtime.as_str(),
         c.execution.infrastructure_retries,
-        c.execution.candidates
+        c.execution.candidates,
+        c.execution.selection
     );
     println!(
         "evaluation   grade={} profile={} reviewer={}",

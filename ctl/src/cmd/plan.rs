@@ -57,15 +57,29 @@ pub(crate) fn plan_and_store(
     Ok((spec, ready, dir))
 }
 
+/// `, each with N candidates (M plan entries, selection R)` with best-of-N, else nothing.
+pub(crate) fn candidates_suffix(spec: &ResolvedRunSpec, entries: u64) -> String {
+    let e = &spec.condition.execution;
+    if e.candidates > 1 {
+        format!(
+            ", each with {} candidates ({entries} plan entries, selection {})",
+            e.candidates, e.selection
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// Prints the plan summary lines (trials, agents, families, backend, visibility).
 pub(crate) fn print_summary(spec: &ResolvedRunSpec, ready: &RunPlan) {
     let s = &ready.summary;
     println!(
-        "trials   {} = {} tasks x {} agents x {} repetitions",
-        s.trials,
+        "trials   {} = {} tasks x {} agents x {} repetitions{}",
+        s.trials / u64::from(spec.condition.execution.candidates.max(1)),
         s.by_task.len(),
         s.by_agent.len(),
-        spec.condition.repetitions
+        spec.condition.repetitions,
+        candidates_suffix(spec, s.trials)
     );
     println!("agents   {}", counts(&s.by_agent));
     println!("families {}", counts(&s.by_family));

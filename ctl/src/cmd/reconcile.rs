@@ -53,6 +53,9 @@ pub(crate) fn show(a: &RunAccounting, all: bool, json: bool) -> anyhow::Result<i
             Pct(a.rates.coverage),
             Pct(a.rates.infrastructure_error_rate)
         );
+        if let Some(c) = &a.candidates {
+            println!("{c}");
+        }
         let identical = a.duplicates.iter().filter(|d| d.identical).count();
         println!(
             "duplicates {} identical (counted once), {} conflicting (quarantined)",

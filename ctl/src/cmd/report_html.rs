@@ -287,6 +287,14 @@ fn header(out: &mut String, r: &LoadedRun) {
         esc(&experiment),
         esc(&r.source)
     );
+    // Best-of-N: the selection, pass@1 and pass@N, the per-trial rates (docs/candidates.md).
+    if let Some(c) = r.candidates() {
+        let _ = write!(
+            out,
+            "<p class=\"meta\">{}</p>",
+            esc(&c.to_string()).replace('\n', "<br>")
+        );
+    }
 }
 
 /// The report of one run.

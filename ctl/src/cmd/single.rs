@@ -62,6 +62,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             },
             ..AttemptOptions::default()
         },
+        candidate: None,
     };
     let live = Live {
         start: Instant::now(),

@@ -36,6 +36,21 @@ pub struct LoadedRun {
     pub trials: Vec<CompareTrial>,
 }
 
+impl LoadedRun {
+    /// The best-of-N candidate section: from the accounting when the plan is known, else
+    /// grouped from the records' `candidate` fields; `None` without candidates.
+    pub fn candidates(&self) -> Option<akbench_core::candidates::CandidateAccounting> {
+        match &self.accounting {
+            Some(a) => a.candidates.clone(),
+            None => akbench_core::candidates::account_entries(
+                self.records
+                    .iter()
+                    .map(akbench_core::candidates::Entry::of_record),
+            ),
+        }
+    }
+}
+
 /// How to find runs.
 #[derive(Debug)]
 pub struct Finder<'a> {
@@ -168,19 +183,61 @@ fn assemble(
         Some(plan) => {
             let obs: Vec<Observation> = records.iter().map(observation).collect();
             let a = reconcile(plan, &obs);
-            let trials = plan
-                .trials
-                .iter()
-                .zip(&a.trials)
-                .map(|(p, t)| CompareTrial {
-                    key: p.key.clone(),
-                    task: p.task.id.clone(),
-                    agent: p.agent.label.clone(),
-                    repetition: p.repetition,
-                    bucket: t.bucket,
-                })
-                .collect();
+            let trials = match &a.candidates {
+                // Best-of-N: one entry per planned trial, its selected bucket.
+                Some(c) => c
+                    .trials
+                    .iter()
+                    .map(|t| {
+                        let p = plan
+                            .trials
+                            .iter()
+                            .find(|p| p.candidate.as_ref().map(|c| c.trial_id) == Some(t.trial_id))
+                            .expect("every candidate trial comes from the plan");
+                        CompareTrial {
+                            key: t.key.clone(),
+                            task: p.task.id.clone(),
+                            agent: p.agent.label.clone(),
+                            repetition: p.repetition,
+                            bucket: t.bucket,
+                        }
+                    })
+                    .collect(),
+                None => plan
+                    .trials
+                    .iter()
+                    .zip(&a.trials)
+                    .map(|(p, t)| CompareTrial {
+                        key: p.key.clone(),
+                        task: p.task.id.clone(),
+                        agent: p.agent.label.clone(),
+                        repetition: p.repetition,
+                        bucket: t.bucket,
+                    })
+                    .collect(),
+            };
             (Some(a), trials)
+        }
+        None if records.iter().any(|r| r.candidate.is_some()) => {
+            // Best-of-N records without their plan: grouped under their planned trials.
+            let c = akbench_core::candidates::account_entries(
+                records
+                    .iter()
+                    .map(akbench_core::candidates::Entry::of_record),
+            )
+            .expect("some record is a candidate");
+            let mut trials = Vec::new();
+            for t in &c.trials {
+                let (task, agent, repetition) = parse_key(&run_key, &t.key)?;
+                trials.push(CompareTrial {
+                    key: t.key.clone(),
+                    task,
+                    agent,
+                    repetition,
+                    bucket: t.bucket,
+                });
+            }
+            (None, trials)
         }
         None => {
             let mut trials = Vec::new();

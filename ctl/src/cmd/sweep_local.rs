@@ -77,13 +77,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let total = ready.trials.len();
     if !args.json {
         eprintln!(
-            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions",
+            "akbench sweep: run {} ({}), {} trials = {} tasks x {} agents x {} repetitions{}",
             spec.run_key(),
             spec.run_id(),
-            total,
+            total / spec.condition.execution.candidates.max(1) as usize,
             ready.summary.by_task.len(),
             ready.summary.by_agent.len(),
-            spec.condition.repetitions
+            spec.condition.repetitions,
+            crate::cmd::plan::candidates_suffix(&spec, total as u64)
         );
     }
     let cancel = CancelToken::new();
@@ -141,6 +142,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 ..AttemptOptions::default()
             }
             .with_compute(&t.compute),
+            candidate: t.candidate.clone(),
         }
     };
     let (tx, rx) = mpsc::channel::<Event>();

@@ -83,6 +83,7 @@ impl Corpus {
                 grace: std::time::Duration::from_millis(300),
                 ..AttemptOptions::default()
             },
+            candidate: None,
         }
     }
 
