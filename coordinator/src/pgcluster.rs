@@ -517,6 +517,7 @@ impl PrivateCluster {
         if !self.running {
             return Ok(());
         }
+        let postmaster = stale::postmaster_pid(&self.data_dir);
         let output = self
             .pg_command(&self.binaries.pg_ctl)
             .arg("stop")
@@ -526,7 +527,13 @@ impl PrivateCluster {
             .output()
             .map_err(io_err("run pg_ctl stop"))?;
         self.running = false;
-        check(output, "stop PostgreSQL", &self.binaries.pg_ctl)
+        check(output, "stop PostgreSQL", &self.binaries.pg_ctl)?;
+        if let Some(pid) = postmaster {
+            if !stale::wait_gone(pid, std::time::Duration::from_secs(30)) {
+                tracing::warn!(pid, "PostgreSQL removed its postmaster.pid but still runs");
+            }
+        }
+        Ok(())
     }
 
     fn initdb(&self) -> Result<(), ClusterError> {

@@ -273,7 +273,7 @@ async fn a_stale_postmaster_pid_or_an_orphaned_server_does_not_block_the_next_st
     )
     .unwrap();
     let next = PrivateCluster::start(Some(data_dir.clone())).expect("stops the orphan");
-    assert!(!runs(orphan_pid), "the orphaned postmaster is gone");
+    assert!(!stale::runs(orphan_pid), "the orphaned postmaster is gone");
     let pid = stale::postmaster_pid(&data_dir).expect("running");
     assert_ne!(pid, orphan_pid);
 
@@ -290,15 +290,4 @@ async fn a_stale_postmaster_pid_or_an_orphaned_server_does_not_block_the_next_st
     );
     assert!(message.contains(&format!("pid {pid}")), "{message}");
     next.stop().unwrap();
-}
-
-/// True when `pid` runs (exists and is not a zombie waiting for a parent that never reaps).
-fn runs(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().to_string())
-        })
-        .is_some_and(|rest| !rest.starts_with('Z'))
 }

@@ -121,3 +121,64 @@ fn up_stops_its_postgres_on_every_stop_signal_and_recovers_after_a_kill() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
     assert!(!runs(pm));
 }
+
+#[test]
+fn sweep_cancels_on_sigterm_and_stops_its_postgres() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pg = tmp.path().join("data/postgres");
+    let manifest = tmp.path().join("experiment.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: hangs\ntasks:\n  include: [\"wordcount-001\"]\nagents:\n  conditions:\n    \
+         - descriptor: hang\nrepetitions: 1\nexecution:\n  runtime: direct\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("sweep")
+        .arg(&manifest)
+        .arg("--data-dir")
+        .arg(&pg)
+        .args(["--workers", "1", "--slots", "1"])
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--store-root")
+        .arg(tmp.path().join("runs"))
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // The first progress line with a running trial: the agent hangs from then on.
+    loop {
+        let Some(Ok(line)) = lines.next() else {
+            let status = child.wait().unwrap();
+            panic!(
+                "akbench sweep ended {status:?} before running:\n{}",
+                seen.join("\n")
+            );
+        };
+        let running = line.contains("running=1") || line.contains("1 running");
+        seen.push(line);
+        if running {
+            break;
+        }
+    }
+    let pm = postmaster(&pg);
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    let text = format!("{}\n{}", seen.join("\n"), rest.join("\n"));
+    assert_eq!(status.code(), Some(1), "interrupted: {text}");
+    assert!(text.contains("cancelling (SIGTERM)"), "{text}");
+    assert!(!runs(pm), "PostgreSQL {pm} still runs: {text}");
+    assert!(!pg.join("postmaster.pid").exists());
+}

@@ -87,6 +87,38 @@ pub fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Waits until `pid` has exited (a zombie counts as exited), at most `timeout`; true when it
+/// did. `pg_ctl stop -w` returns once `postmaster.pid` is removed, a moment before the
+/// postmaster process itself ends: waiting for it makes "stopped" mean "gone".
+pub fn wait_gone(pid: i32, timeout: std::time::Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let gone = std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        return gone || !runs(pid);
+    }
+    let fd = fd as libc::c_int;
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd; the descriptor is ours and closed right after.
+    let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // SAFETY: fd came from pidfd_open above and is closed once.
+    unsafe { libc::close(fd) };
+    ready > 0 || !runs(pid)
+}
+
+/// True when `pid` exists and is not a zombie.
+pub fn runs(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
 impl Owner {
     /// This process as the owner of `postmaster`.
     pub fn current(postmaster: i32) -> Option<Self> {
@@ -144,7 +176,9 @@ impl PrivateCluster {
                     output,
                     &format!("stop the orphaned PostgreSQL (pid {pid})"),
                     &self.binaries.pg_ctl,
-                )
+                )?;
+                wait_gone(pid, std::time::Duration::from_secs(30));
+                Ok(())
             }
             Leftover::Running(pid) => Err(ClusterError::AlreadyRunning {
                 data_dir: self.data_dir.clone(),
@@ -197,6 +231,29 @@ mod tests {
                 "{pm:?} {ours} {o:?} {alive}"
             );
         }
+    }
+
+    #[test]
+    fn waits_for_a_process_to_end() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(runs(pid));
+        assert!(
+            !wait_gone(pid, std::time::Duration::from_millis(50)),
+            "still runs"
+        );
+        child.kill().unwrap();
+        // Not reaped yet: a zombie has ended.
+        assert!(wait_gone(pid, std::time::Duration::from_secs(30)));
+        assert!(!runs(pid));
+        child.wait().unwrap();
+        assert!(
+            wait_gone(pid, std::time::Duration::from_millis(1)),
+            "reaped: gone"
+        );
     }
 
     #[test]
