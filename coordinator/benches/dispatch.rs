@@ -235,6 +235,7 @@ fn pgbench(cluster: &PrivateCluster, db: &str, seconds: usize) -> Option<f64> {
     )
     .ok()?;
     let out = Command::new(bin)
+        .env("PGPASSWORD", cluster.password())
         .args(["-n", "-c", "8", "-j", "2", "-T", &seconds.to_string(), "-f"])
         .arg(&script)
         .args([

@@ -2,14 +2,18 @@
 //!
 //! [`PrivateCluster::start`] finds `initdb`, `pg_ctl` and `postgres` (on `PATH`, then in the
 //! highest `/usr/lib/postgresql/<version>/bin`), creates a cluster in a folder of its own
-//! (trust authentication, loopback only, `-E UTF8 --no-locale`), starts it with `pg_ctl -w` on
-//! a free port of 127.0.0.1 with its unix socket inside the data folder, and stops it with
+//! (`scram-sha-256` password authentication with a generated secret kept 0600 in the data
+//! folder, see [`secret`]; loopback only; `-E UTF8 --no-locale`), starts it with `pg_ctl -w`
+//! on a free port of 127.0.0.1 with its unix socket inside the data folder, and stops it with
 //! `pg_ctl stop -m fast` on [`PrivateCluster::stop`] or on drop.
 //!
 //! - **Throwaway** (`data_dir = None`): the cluster lives in a fresh temporary folder that is
 //!   removed when the cluster is stopped. Tests use these (see `test_support`).
 //! - **Persistent** (`data_dir = Some(dir)`): a folder that already holds a cluster is reused;
-//!   an empty or missing one is initialised. `akbench up` uses this.
+//!   an empty or missing one is initialised. `akbench up` uses this. A folder initialised
+//!   with `trust` by an older version is given a password first ([`secret`]); a
+//!   `postmaster.pid` left by a killed run is cleared, a server orphaned by a killed akbench
+//!   is stopped, and a live server of another process is refused naming its pid ([`stale`]).
 //!
 //! `initdb` and `postgres` refuse to run as root. When the current process is root, every
 //! PostgreSQL command runs as the unprivileged `postgres` system account (a uid/gid switch
@@ -25,6 +29,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+pub mod secret;
+pub mod stale;
 
 /// The package that provides the PostgreSQL server binaries on Debian and Ubuntu.
 pub const INSTALL_HINT: &str = "apt-get install -y postgresql";
@@ -76,12 +83,18 @@ pub enum ClusterError {
          (no PG_VERSION); choose an empty or missing folder"
     )]
     NotACluster(PathBuf),
-    /// A server is already running on the data folder.
+    /// A server of another live process is already running on the data folder.
     #[error(
-        "failed to start PostgreSQL on {0}: a server is already running on it; stop it with \
-         `pg_ctl stop -D {0}`"
+        "failed to start PostgreSQL on {data_dir}: a server (pid {pid}) is already running on \
+         it, started by another process; stop that process (or `pg_ctl stop -D {data_dir}`) or \
+         choose another data folder"
     )]
-    AlreadyRunning(PathBuf),
+    AlreadyRunning {
+        /// The data folder.
+        data_dir: PathBuf,
+        /// The running postmaster's pid.
+        pid: i32,
+    },
     /// A database name that is not a plain lowercase identifier.
     #[error(
         "failed to create database {0:?}: use 1-63 characters of a-z, 0-9 and _, starting with \
@@ -354,6 +367,8 @@ pub struct PrivateCluster {
     temp: Option<tempfile::TempDir>,
     /// Extra `-c name=value` server settings.
     settings: Vec<(String, String)>,
+    /// The superuser's password (also in [`secret::SECRET_FILE`]).
+    secret: String,
 }
 
 impl PrivateCluster {
@@ -385,13 +400,23 @@ impl PrivateCluster {
             running: false,
             temp,
             settings: options.settings,
+            secret: String::new(),
         };
         if !cluster.data_dir.join("PG_VERSION").exists() {
+            cluster.secret = secret::generate()?;
             cluster.initdb()?;
-        } else if cluster.is_running()? {
-            return Err(ClusterError::AlreadyRunning(cluster.data_dir.clone()));
+            secret::write_private(&secret::secret_path(&cluster.data_dir), &cluster.secret)?;
+        } else {
+            cluster.clear_leftover()?;
+            cluster.secret = match secret::read(&cluster.data_dir)? {
+                Some(s) => s,
+                None => cluster.migrate_from_trust()?,
+            };
         }
         cluster.start_server()?;
+        if cluster.temp.is_none() {
+            cluster.write_owner()?;
+        }
         Ok(cluster)
     }
 
@@ -405,9 +430,28 @@ impl PrivateCluster {
         &self.data_dir
     }
 
-    /// A connection URL for database `db` as the superuser, over TCP on 127.0.0.1.
+    /// A connection URL for database `db` as the superuser (with its password), over TCP on
+    /// 127.0.0.1.
     pub fn url(&self, db: &str) -> String {
+        format!(
+            "postgres://{SUPERUSER}:{}@127.0.0.1:{}/{db}",
+            self.secret, self.port
+        )
+    }
+
+    /// [`PrivateCluster::url`] without the password (for printing).
+    pub fn display_url(&self, db: &str) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The superuser's password (for tools such as `pgbench`: `PGPASSWORD`).
+    pub fn password(&self) -> &str {
+        &self.secret
+    }
+
+    /// The file holding the superuser's password (mode 0600, in the data folder).
+    pub fn secret_file(&self) -> PathBuf {
+        secret::secret_path(&self.data_dir)
     }
 
     /// Creates database `name` (a plain lowercase identifier) and returns its URL.
@@ -473,6 +517,7 @@ impl PrivateCluster {
         if !self.running {
             return Ok(());
         }
+        let postmaster = stale::postmaster_pid(&self.data_dir);
         let output = self
             .pg_command(&self.binaries.pg_ctl)
             .arg("stop")
@@ -482,41 +527,37 @@ impl PrivateCluster {
             .output()
             .map_err(io_err("run pg_ctl stop"))?;
         self.running = false;
-        check(output, "stop PostgreSQL", &self.binaries.pg_ctl)
-    }
-
-    /// `pg_ctl status`: true when a server runs on the data folder.
-    fn is_running(&self) -> Result<bool, ClusterError> {
-        let status = self
-            .pg_command(&self.binaries.pg_ctl)
-            .arg("status")
-            .arg("-D")
-            .arg(&self.data_dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map_err(io_err("run pg_ctl status"))?;
-        Ok(status.success())
+        check(output, "stop PostgreSQL", &self.binaries.pg_ctl)?;
+        if let Some(pid) = postmaster {
+            if !stale::wait_gone(pid, std::time::Duration::from_secs(30)) {
+                tracing::warn!(pid, "PostgreSQL removed its postmaster.pid but still runs");
+            }
+        }
+        Ok(())
     }
 
     fn initdb(&self) -> Result<(), ClusterError> {
-        let mut cmd = self.pg_command(&self.binaries.initdb);
-        cmd.arg("-D")
-            .arg(&self.data_dir)
-            .args(["-U", SUPERUSER, "-E", "UTF8", "--no-locale"])
-            // Trust, but only over the unix socket and loopback: the server listens nowhere
-            // else (listen_addresses = 127.0.0.1, socket in the private data folder).
-            .args(["--auth-local=trust", "--auth-host=trust"]);
-        if self.temp.is_some() {
-            // A throwaway cluster does not need its initial files flushed to disk.
-            cmd.arg("--no-sync");
-        }
-        let output = cmd.output().map_err(io_err("run initdb"))?;
-        check(
-            output,
-            &format!("initialise a cluster in {}", self.data_dir.display()),
-            &self.binaries.initdb,
-        )
+        self.with_pwfile(&self.secret, |pwfile| {
+            let mut cmd = self.pg_command(&self.binaries.initdb);
+            cmd.arg("-D")
+                .arg(&self.data_dir)
+                .args(["-U", SUPERUSER, "-E", "UTF8", "--no-locale"])
+                // A password on every connection, the unix socket included: anyone on the
+                // machine can reach loopback, and the superuser can run programs.
+                .arg(format!("--auth-local={}", secret::AUTH_METHOD))
+                .arg(format!("--auth-host={}", secret::AUTH_METHOD))
+                .arg(format!("--pwfile={}", pwfile.display()));
+            if self.temp.is_some() {
+                // A throwaway cluster does not need its initial files flushed to disk.
+                cmd.arg("--no-sync");
+            }
+            let output = cmd.output().map_err(io_err("run initdb"))?;
+            check(
+                output,
+                &format!("initialise a cluster in {}", self.data_dir.display()),
+                &self.binaries.initdb,
+            )
+        })
     }
 
     fn start_server(&mut self) -> Result<(), ClusterError> {

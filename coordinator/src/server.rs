@@ -25,7 +25,6 @@ use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
 use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
-use akbench_proto::workers_server::WorkersServer;
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
 #[derive(Debug, Clone, clap::Parser)]
@@ -282,8 +281,9 @@ pub async fn serve_with(
         None => Arc::new(SchedulerWork::new(workers.clone())),
     };
     let control = ControlService::new(store.clone(), work, status).into_server(tokens.clone());
-    let workers_server = WorkersServer::with_interceptor(
-        workers.clone(),
+    // `into_server` sets the session's message limits (akbench_proto::MAX_*_MESSAGE_BYTES).
+    let workers_server = tonic::service::interceptor::InterceptedService::new(
+        workers.clone().into_server(),
         workers_interceptor(tokens.clone(), config.require_worker_certs),
     );
     let reaper = workers.spawn_reaper();

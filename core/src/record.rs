@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+pub mod wire;
+
 /// Version of the record schema.
 pub const SCHEMA_VERSION: u32 = 1;
 /// File name of a record.

@@ -409,10 +409,28 @@ pub fn resolve(
         credentials.extend(a.condition.credentials.iter().cloned());
         let mut parameters = a.descriptor.parameters.clone();
         parameters.extend(entry.parameters.clone());
+        let model = entry.model.clone().or_else(|| a.condition.model.clone());
+        // At plan time, not in every trial: the adapter exists and takes these settings.
+        crate::agent::adapters::check(&a.descriptor, model.as_deref(), &parameters).map_err(
+            |problem| {
+                let problem = if entry.parameters.is_empty() && entry.model.is_none() {
+                    problem
+                } else {
+                    format!(
+                        "{problem} (condition `{}`: the manifest's model/parameters merged over the descriptor's)",
+                        entry.label()
+                    )
+                };
+                AgentError::Invalid {
+                    file: a.file.clone(),
+                    problem,
+                }
+            },
+        )?;
         agents.push(SpecAgent::new(
             entry.label().to_string(),
             a.condition.clone(),
-            entry.model.clone().or_else(|| a.condition.model.clone()),
+            model,
             parameters,
             entry.provider_route.clone(),
         ));

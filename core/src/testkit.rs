@@ -31,12 +31,21 @@ pub fn write_task(root: &Path, id: &str, version: &str) {
     std::fs::write(dir.join("tests/test.sh"), "exit 0\n").expect("write test.sh");
 }
 
-/// Writes an agent descriptor `<root>/<name>.toml` with `adapter`.
+/// Writes an agent descriptor `<root>/<name>.toml` with `adapter` (a `scripted` one gets a
+/// script `<name>.sh` that exits 1, a `command` one the argv `["false"]`).
 pub fn write_agent(root: &Path, name: &str, adapter: &str) {
     std::fs::create_dir_all(root).expect("create agents dir");
+    let extra = match adapter {
+        "scripted" => {
+            std::fs::write(root.join(format!("{name}.sh")), "exit 1\n").expect("write script");
+            format!("script = \"{name}.sh\"\n")
+        }
+        "command" => "command = [\"false\"]\n".to_string(),
+        _ => String::new(),
+    };
     std::fs::write(
         root.join(format!("{name}.toml")),
-        format!("adapter = \"{adapter}\"\n"),
+        format!("adapter = \"{adapter}\"\n{extra}"),
     )
     .expect("write agent");
 }

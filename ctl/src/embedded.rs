@@ -1,6 +1,8 @@
 //! The embedded default: a private PostgreSQL (from the system's binaries, data kept in a
 //! folder of its own between runs), a coordinator and local workers, all in this process.
-//! `akbench up` serves it until Ctrl-C; `akbench sweep` runs one experiment on it.
+//! `akbench up` serves it until SIGINT (Ctrl-C), SIGTERM or SIGHUP; `akbench sweep` runs one
+//! experiment on it. Both install [`StopSignals`] before PostgreSQL starts, so none of those
+//! signals can end the process without stopping PostgreSQL.
 
 use akbench_coordinator::pgcluster::PrivateCluster;
 use akbench_coordinator::server::{serve, Config, ServeHandle};
@@ -46,8 +48,43 @@ pub struct Embedded {
     serve: Option<ServeHandle>,
     stop: Option<oneshot::Sender<()>>,
     workers: Vec<(Handle, tokio::task::JoinHandle<Exit>)>,
-    /// The database URL.
+    /// The database URL (with the password).
     pub database_url: String,
+    /// The database URL without the password, and where the password is kept.
+    pub database_display: String,
+}
+
+/// SIGINT, SIGTERM and SIGHUP, caught from the moment they are installed (a signal that
+/// arrives before [`StopSignals::recv`] is awaited is kept, not lost).
+#[derive(Debug)]
+pub struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Replaces the default (terminate) action of the three signals; call inside a runtime.
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let on = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| anyhow::anyhow!("failed to handle {name}: {e}"))
+        };
+        Ok(Self {
+            int: on(SignalKind::interrupt(), "SIGINT")?,
+            term: on(SignalKind::terminate(), "SIGTERM")?,
+            hup: on(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// Waits for the next of the three signals; returns its name.
+    pub async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.hup.recv() => "SIGHUP",
+        }
+    }
 }
 
 /// The default data folder: `$AKBENCH_DATA`, else a folder the PostgreSQL account can reach
@@ -88,6 +125,11 @@ impl Embedded {
                 Ok(_) => cluster.url("akbench"),
                 Err(_) => cluster.create_database("akbench").await?,
             };
+        let database_display = format!(
+            "{} (password in {})",
+            cluster.display_url("akbench"),
+            cluster.secret_file().display()
+        );
         let mut config = Config::local(database_url.clone());
         config.grpc_listen = o.grpc_listen;
         config.http_listen = o.http_listen;
@@ -121,6 +163,7 @@ impl Embedded {
             stop: Some(stop),
             workers,
             database_url,
+            database_display,
         })
     }
 

@@ -319,3 +319,79 @@ fn a_bad_plan_time_is_refused_naming_the_variable() {
     assert!(text(&o).contains("AKBENCH_PLAN_TIME"), "{}", text(&o));
     assert!(!tmp.path().join("runs").exists());
 }
+
+#[test]
+fn an_adapter_that_cannot_run_is_refused_at_plan_time_with_exit_2_and_nothing_written() {
+    let tmp = fixture();
+    let agents = tmp.path().join("agents");
+    // (descriptor, manifest condition extras, what the error names)
+    let cases = [
+        (
+            "adapter = \"telepathy\"\n",
+            "",
+            "unknown adapter `telepathy`",
+        ),
+        (
+            "adapter = \"command\"\ncommand = []\n",
+            "",
+            "field `command`",
+        ),
+        (
+            "adapter = \"command\"\ncommand = [\"a\", \"{prompt}\"]\n",
+            "",
+            "`{prompt}`",
+        ),
+        ("adapter = \"scripted\"\n", "", "field `script`"),
+        (
+            "adapter = \"claude-code\"\n[parameters]\nmax_turnz = 3\n",
+            "",
+            "`max_turnz`",
+        ),
+        (
+            "adapter = \"claude-code\"\n[parameters]\nmax_turns = \"many\"\n",
+            "",
+            "`max_turns`",
+        ),
+        (
+            "adapter = \"claude-code\"\n",
+            "      parameters: {max_turns: -1}\n",
+            "`max_turns`",
+        ),
+        (
+            "adapter = \"codex\"\n",
+            "      parameters: {sandbox: 3}\n",
+            "`sandbox`",
+        ),
+        (
+            "adapter = \"command\"\ncommand = [\"a\"]\n",
+            "      parameters: {x: 1}\n",
+            "takes no parameters",
+        ),
+    ];
+    for (descriptor, extras, names) in cases {
+        std::fs::write(agents.join("bad.toml"), descriptor).unwrap();
+        let manifest = MANIFEST.replace(
+            "    - descriptor: fail\n",
+            &format!("    - descriptor: fail\n    - descriptor: bad\n{extras}"),
+        );
+        std::fs::write(tmp.path().join("bad.yaml"), manifest).unwrap();
+        for args in [
+            &["run", "plan", "--config", "bad.yaml"][..],
+            &["sweep", "bad.yaml", "--local", "--out", "out"][..],
+        ] {
+            let o = akbench(args, tmp.path());
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{descriptor} {args:?}: {t}");
+            assert!(
+                t.contains(names) && t.contains("bad.toml") && t.contains("fix:"),
+                "{descriptor} {args:?}: {t}"
+            );
+            for written in ["runs", "out"] {
+                assert!(
+                    !tmp.path().join(written).exists(),
+                    "{descriptor} {args:?}: {written} was written"
+                );
+            }
+        }
+    }
+}

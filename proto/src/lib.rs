@@ -18,6 +18,16 @@ pub mod v1 {
 
 pub use v1::{control_client, control_server, workers_client, workers_server};
 
+/// The largest message a worker sends on its `Session`, in bytes. Both ends set it: the
+/// coordinator decodes nothing larger, the worker encodes nothing larger, and a worker cuts
+/// an oversized record to fit before sending it (`akbench_core::record::wire`; the full
+/// record travels through the artifact store).
+pub const MAX_WORKER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The largest message the coordinator sends on a `Session` (an `Assignment` carries the
+/// work item with the task's instruction), in bytes; set on both ends.
+pub const MAX_COORDINATOR_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::v1::*;

@@ -242,7 +242,10 @@ impl WorkersService {
 
     /// The tonic server to add to a `tonic::transport::Server`.
     pub fn into_server(self) -> WorkersServer<Self> {
+        // Explicit on both ends (the worker sets the same limits, and cuts a record to fit).
         WorkersServer::new(self)
+            .max_decoding_message_size(akbench_proto::MAX_WORKER_MESSAGE_BYTES)
+            .max_encoding_message_size(akbench_proto::MAX_COORDINATOR_MESSAGE_BYTES)
     }
 
     /// The scheduler.

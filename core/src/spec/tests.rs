@@ -22,7 +22,7 @@ pub(crate) fn fixture(root: &Path) -> (PathBuf, PathBuf) {
         "adapter = \"oracle\"\ncredentials = [\"API_TOKEN\"]\n",
     )
     .unwrap();
-    write_agent(&agents, "fail", "scripted-missing");
+    write_agent(&agents, "fail", "scripted");
     (tasks, agents)
 }
 

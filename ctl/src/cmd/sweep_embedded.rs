@@ -2,13 +2,14 @@
 //! coordinator and local workers in this process; the run is planned locally (bad input
 //! fails before anything starts), submitted, started and followed live; at the end the
 //! coordinator's accounting and the results table are printed and every accepted record is
-//! exported under `<out>/<trial key>/`. Ctrl-C cancels the run (every unfinished trial ends
-//! `cancelled`) and still prints the accounting.
+//! exported under `<out>/<trial key>/`. SIGINT (Ctrl-C), SIGTERM or SIGHUP cancels the run
+//! (every unfinished trial ends `cancelled`), still prints the accounting, and stops
+//! PostgreSQL before exiting.
 
 use crate::cli::{RemoteArgs, SweepArgs};
 use crate::cmd::single::cache_root;
 use crate::cmd::sweep::{check_run, PlannedSweep};
-use crate::embedded::Embedded;
+use crate::embedded::{Embedded, StopSignals};
 use crate::exit;
 use crate::remote::{view, Remote};
 use akbench_core::clock::SystemClock;
@@ -40,6 +41,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     let (report, interrupted, spec, ready, store) = rt.block_on(async {
+        // Before PostgreSQL starts: from here on no stop signal ends the process unhandled.
+        let mut signals = StopSignals::install()?;
         let e = Embedded::start(&o).await?;
         // Whatever happens next, the embedded system is stopped before returning.
         let outcome = async {
@@ -70,7 +73,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                     o.slots
                 );
             }
-            let (report, interrupted) = follow(&remote, &spec, &ready, json, &args.out).await?;
+            let (report, interrupted) =
+                follow(&remote, &spec, &ready, json, &args.out, &mut signals).await?;
             Ok::<_, anyhow::Error>((report, interrupted, spec, ready, store))
         }
         .await;
@@ -150,7 +154,7 @@ async fn coordinator_keys(
     }
 }
 
-/// Submits and starts the run, follows it to its end (Ctrl-C cancels), exports the records;
+/// Submits and starts the run, follows it to its end (a stop signal cancels), exports the records;
 /// returns the coordinator's accounting report and whether it was interrupted.
 async fn follow(
     remote: &Remote,
@@ -158,6 +162,7 @@ async fn follow(
     ready: &akbench_core::plan::RunPlan,
     json: bool,
     out: &std::path::Path,
+    signals: &mut StopSignals,
 ) -> anyhow::Result<(serde_json::Value, bool)> {
     let c = remote.connect().await?;
     let mut inner = c.inner.clone();
@@ -177,8 +182,6 @@ async fn follow(
         .map_err(|s| c.error(s))?;
     let mut interrupted = false;
     let mut last = String::new();
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         let s = inner
             .get_status(c.request(pb::GetStatusRequest { run: run.clone() }))
@@ -205,11 +208,11 @@ async fn follow(
             break;
         }
         tokio::select! {
-            _ = &mut ctrl_c, if !interrupted => {
+            signal = signals.recv(), if !interrupted => {
                 interrupted = true;
-                eprintln!("akbench sweep: cancelling (Ctrl-C); running agents are stopped");
+                eprintln!("akbench sweep: cancelling ({signal}); running agents are stopped");
                 inner
-                    .cancel_run(c.request(pb::CancelRunRequest { run: run.clone(), reason: "interrupted (Ctrl-C)".into() }))
+                    .cancel_run(c.request(pb::CancelRunRequest { run: run.clone(), reason: format!("interrupted ({signal})") }))
                     .await
                     .map_err(|s| c.error(s))?;
             }

@@ -1,8 +1,9 @@
-//! `akbench up`: the embedded default, served until Ctrl-C.
+//! `akbench up`: the embedded default, served until SIGINT (Ctrl-C), SIGTERM or SIGHUP; each
+//! stops the workers, the coordinator and PostgreSQL before exiting 0.
 
 use crate::cli::{EmbeddedArgs, UpArgs};
 use crate::cmd::single::cache_root;
-use crate::embedded::{abs, default_data_dir, Embedded, EmbeddedOptions};
+use crate::embedded::{abs, default_data_dir, Embedded, EmbeddedOptions, StopSignals};
 use crate::exit;
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ pub fn options(
     }
 }
 
-/// Serves until Ctrl-C.
+/// Serves until SIGINT, SIGTERM or SIGHUP.
 pub fn run(args: UpArgs) -> anyhow::Result<i32> {
     let o = options(
         &args.embedded,
@@ -54,9 +55,11 @@ pub fn run(args: UpArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        // Before PostgreSQL starts: from here on no stop signal ends the process unhandled.
+        let mut signals = StopSignals::install()?;
         let e = Embedded::start(&o).await?;
         println!("akbench up: PostgreSQL data in {}", o.data_dir.display());
-        println!("  database     {}", e.database_url);
+        println!("  database     {}", e.database_display);
         println!(
             "  coordinator  http://{}   (export AKBENCH_COORDINATOR=http://{})",
             e.grpc_addr(),
@@ -67,9 +70,11 @@ pub fn run(args: UpArgs) -> anyhow::Result<i32> {
             e.http_addr()
         );
         println!("  workers      {} x {} slots", o.workers, o.slots);
-        println!("Ctrl-C stops everything.");
-        tokio::signal::ctrl_c().await?;
-        eprintln!("akbench up: stopping (workers drain, coordinator and PostgreSQL stop)");
+        println!("Ctrl-C (SIGINT), SIGTERM or SIGHUP stops everything.");
+        let signal = signals.recv().await;
+        eprintln!(
+            "akbench up: {signal}: stopping (workers drain, coordinator and PostgreSQL stop)"
+        );
         e.stop().await?;
         Ok::<_, anyhow::Error>(exit::OK)
     })

@@ -110,6 +110,20 @@ impl Registry {
                 self.names().join(", ")
             )
         })?;
+        // The built-in adapters' plan-time rules (one definition, in core) hold here too.
+        if akbench_core::agent::adapters::ADAPTERS.contains(&a.name()) {
+            akbench_core::agent::adapters::check(
+                &agent.descriptor,
+                agent.descriptor.model.as_deref(),
+                &agent.descriptor.parameters,
+            )
+            .map_err(|e| {
+                format!(
+                    "failed to load agent descriptor {}: {e}",
+                    agent.file.display()
+                )
+            })?;
+        }
         a.validate(agent).map_err(|e| {
             format!(
                 "failed to load agent descriptor {}: {e}",

@@ -9,7 +9,9 @@ use crate::trial::prepare;
 use akbench_core::digest::{canonical_json, digest_of};
 use akbench_core::ids;
 use akbench_core::lifecycle::State;
-use akbench_core::record::{AttemptRecord, Identity, Observations, Transition, WorkspaceFacts};
+use akbench_core::record::{
+    wire, AttemptRecord, Identity, Observations, Transition, WorkspaceFacts,
+};
 use akbench_core::work::WorkItem;
 use akbench_proto::v1 as pb;
 use std::path::{Path, PathBuf};
@@ -60,13 +62,28 @@ pub(super) fn wire_state(state: State) -> pb::AttemptState {
         .unwrap_or(pb::AttemptState::Unspecified)
 }
 
+/// The longest transition note sent to the coordinator, in bytes (the record keeps it whole).
+pub const WIRE_NOTE_BYTES: usize = 4096;
+
 /// The wire form of a recorded transition (wire seqs start at 1, record seqs at 0).
 pub(super) fn wire_transition(t: &Transition) -> pb::Transition {
+    let mut note = t.note.clone().unwrap_or_default();
+    if note.len() > WIRE_NOTE_BYTES {
+        let mut keep = WIRE_NOTE_BYTES;
+        while !note.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        let total = note.len();
+        note.truncate(keep);
+        note.push_str(&format!(
+            "\n[truncated by akbench: {keep} of {total} bytes kept]"
+        ));
+    }
     pb::Transition {
         seq: t.seq.saturating_add(1),
         state: wire_state(t.state) as i32,
         at_unix_ms: t.at.timestamp_millis(),
-        note: t.note.clone().unwrap_or_default(),
+        note,
     }
 }
 
@@ -201,12 +218,20 @@ fn done(
     record: &AttemptRecord,
     traceparent: String,
 ) {
+    // The session's messages have a size limit: an oversized record is cut to fit (the full
+    // one is `attempt_record.json` in the attempt's artifacts), never re-sent forever.
+    let full_copy = format!("{}/{ATTEMPT_RECORD_FILE}", record.attempt.key);
+    let (wire, cut) = wire::for_wire(record, wire::WIRE_RECORD_BYTES, &full_copy);
+    if cut {
+        tracing::warn!(attempt = %record.attempt.key, full = %full_copy,
+            "the record is larger than a session message allows: its long texts were cut for the coordinator");
+    }
     let _ = events.send(Event::Done {
         attempt_id,
-        record_json: canonical_json(record),
-        digest: digest_of(record),
-        terminal: wire_state(record.state),
-        cause: record.cause.clone().unwrap_or_default(),
+        record_json: canonical_json(&wire),
+        digest: digest_of(&wire),
+        terminal: wire_state(wire.state),
+        cause: wire.cause.clone().unwrap_or_default(),
         traceparent,
     });
 }

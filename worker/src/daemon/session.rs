@@ -409,7 +409,11 @@ impl Supervisor {
                 }
                 s
             })?;
-            let mut client = WorkersClient::new(channel);
+            // Explicit on both ends (the coordinator sets the same limits); records are cut
+            // to fit before they are sent (runner::done).
+            let mut client = WorkersClient::new(channel)
+                .max_encoding_message_size(akbench_proto::MAX_WORKER_MESSAGE_BYTES)
+                .max_decoding_message_size(akbench_proto::MAX_COORDINATOR_MESSAGE_BYTES);
             let (tx, rx) = mpsc::unbounded_channel();
             let _ = tx.send(pb::WorkerMessage {
                 body: Some(Out::Hello(hello)),

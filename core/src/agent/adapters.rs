@@ -1,0 +1,211 @@
+//! The adapters akbench has and what each accepts, checked when a manifest is resolved (so
+//! `run plan`, `sweep` and `sweep --local` refuse an unknown adapter, an empty or malformed
+//! `command`, a `scripted` agent without a script, and parameters an adapter does not take
+//! or of the wrong type, before anything is written, instead of failing every trial at run
+//! time). The worker's adapters run the same argv builders ([`crate::observe`]), so a
+//! descriptor that passes here launches there.
+
+use super::AgentDescriptor;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The built-in adapters, sorted.
+pub const ADAPTERS: &[&str] = &["claude-code", "codex", "command", "oracle", "scripted"];
+
+/// The placeholders of a `command` argv template.
+pub const PLACEHOLDERS: &[&str] = &[
+    "instruction",
+    "instruction_file",
+    "workspace",
+    "home",
+    "model",
+];
+
+/// Checks that `descriptor`'s adapter exists and accepts its fields, the effective `model`
+/// and the effective `parameters` (the descriptor's merged with the manifest's). The error
+/// names the field and the fix.
+pub fn check(
+    descriptor: &AgentDescriptor,
+    model: Option<&str>,
+    parameters: &BTreeMap<String, Value>,
+) -> Result<(), String> {
+    let adapter = descriptor.adapter.as_str();
+    match adapter {
+        "claude-code" | "codex" => {
+            let program = descriptor
+                .program
+                .as_deref()
+                .unwrap_or(if adapter == "codex" {
+                    "codex"
+                } else {
+                    "claude"
+                });
+            let argv = if adapter == "codex" {
+                crate::observe::codex_argv
+            } else {
+                crate::observe::claude_code_argv
+            };
+            argv(program, model, "plan", parameters, &descriptor.extra_args).map(drop)
+        }
+        "command" => {
+            no_parameters(adapter, parameters)?;
+            let template = descriptor.command.as_deref().unwrap_or_default();
+            if template.first().is_none_or(|p| p.trim().is_empty()) {
+                return Err("field `command`: the command adapter needs an argv template whose first element is the program; fix: add e.g. command = [\"my-agent\", \"--prompt-file\", \"{instruction_file}\"]".into());
+            }
+            template.iter().try_for_each(|arg| check_placeholders(arg))
+        }
+        "scripted" => {
+            no_parameters(adapter, parameters)?;
+            match &descriptor.script {
+                Some(s) if !s.trim().is_empty() => Ok(()),
+                _ => Err("field `script`: the scripted adapter needs a script; fix: add script = \"scripts/name.sh\"".into()),
+            }
+        }
+        "oracle" => no_parameters(adapter, parameters),
+        other => Err(format!(
+            "field `adapter`: unknown adapter `{other}`; fix: use one of {}",
+            ADAPTERS.join(", ")
+        )),
+    }
+}
+
+fn no_parameters(adapter: &str, parameters: &BTreeMap<String, Value>) -> Result<(), String> {
+    if parameters.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = parameters.keys().map(|k| format!("`{k}`")).collect();
+    Err(format!(
+        "the {adapter} adapter takes no parameters (given: {}); fix: remove them from the descriptor's `parameters` and the manifest's condition",
+        names.join(", ")
+    ))
+}
+
+/// Every `{name}` in `arg` is a known placeholder (a `{` without a closing `}` is literal,
+/// as the worker expands it).
+fn check_placeholders(arg: &str) -> Result<(), String> {
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else {
+            return Ok(());
+        };
+        let name = &after[..end];
+        if !PLACEHOLDERS.contains(&name) {
+            return Err(format!(
+                "field `command`: unknown placeholder `{{{name}}}` in `{arg}`; fix: use {}",
+                PLACEHOLDERS
+                    .iter()
+                    .map(|p| format!("{{{p}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rest = &after[end + 1..];
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor(toml_text: &str) -> AgentDescriptor {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn each_adapter_refuses_what_it_cannot_run() {
+        let p = |json: &str| -> BTreeMap<String, Value> { serde_json::from_str(json).unwrap() };
+        let none = p("{}");
+        // (descriptor, effective parameters, the error names this; "" = accepted)
+        let cases: &[(&str, BTreeMap<String, Value>, &str)] = &[
+            ("adapter = \"oracle\"", none.clone(), ""),
+            (
+                "adapter = \"telepathy\"",
+                none.clone(),
+                "unknown adapter `telepathy`",
+            ),
+            ("adapter = \"\"", none.clone(), "unknown adapter ``"),
+            ("adapter = \"command\"", none.clone(), "field `command`"),
+            (
+                "adapter = \"command\"\ncommand = []",
+                none.clone(),
+                "field `command`",
+            ),
+            (
+                "adapter = \"command\"\ncommand = [\" \"]",
+                none.clone(),
+                "field `command`",
+            ),
+            (
+                "adapter = \"command\"\ncommand = [\"a\", \"{instruction_file}\", \"{x\"]",
+                none.clone(),
+                "",
+            ),
+            (
+                "adapter = \"command\"\ncommand = [\"a\", \"{prompt}\"]",
+                none.clone(),
+                "placeholder `{prompt}`",
+            ),
+            (
+                "adapter = \"command\"\ncommand = [\"a\"]",
+                p(r#"{"max_turns": 3}"#),
+                "takes no parameters (given: `max_turns`)",
+            ),
+            ("adapter = \"scripted\"", none.clone(), "field `script`"),
+            (
+                "adapter = \"scripted\"\nscript = \"s.sh\"",
+                none.clone(),
+                "",
+            ),
+            (
+                "adapter = \"oracle\"",
+                p(r#"{"x": 1}"#),
+                "takes no parameters",
+            ),
+            ("adapter = \"claude-code\"", p(r#"{"max_turns": 30}"#), ""),
+            (
+                "adapter = \"claude-code\"",
+                p(r#"{"max_turnz": 30}"#),
+                "`max_turnz`",
+            ),
+            (
+                "adapter = \"claude-code\"",
+                p(r#"{"max_turns": "many"}"#),
+                "`max_turns` is \"many\"",
+            ),
+            (
+                "adapter = \"claude-code\"",
+                p(r#"{"max_turns": 0}"#),
+                "`max_turns` is 0",
+            ),
+            (
+                "adapter = \"claude-code\"\nprogram = \" \"",
+                none.clone(),
+                "empty program",
+            ),
+            ("adapter = \"codex\"", p(r#"{"sandbox": "bypass"}"#), ""),
+            (
+                "adapter = \"codex\"",
+                p(r#"{"sandbox": true}"#),
+                "`sandbox` is true",
+            ),
+            (
+                "adapter = \"codex\"",
+                p(r#"{"max_turns": 3}"#),
+                "`max_turns`",
+            ),
+        ];
+        for (text, parameters, want) in cases {
+            let got = check(&descriptor(text), None, parameters);
+            match (want.is_empty(), got) {
+                (true, Ok(())) => {}
+                (false, Err(e)) => assert!(e.contains(want), "{text:?}: {e}"),
+                (_, got) => panic!("{text:?} {parameters:?}: want {want:?}, got {got:?}"),
+            }
+        }
+        let empty_model = check(&descriptor("adapter = \"codex\""), Some(""), &none);
+        assert!(empty_model.unwrap_err().contains("empty model"));
+    }
+}
