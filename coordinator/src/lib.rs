@@ -34,6 +34,7 @@ pub mod status;
 pub mod store;
 pub mod tls;
 pub mod trial_records;
+pub mod view_source;
 pub mod work_control;
 pub mod worker_identity;
 pub mod workers_service;
