@@ -218,7 +218,7 @@ fn matrix(b: &mut String, r: &RunView, q: &RunQuery) {
         b,
         "<h2>Tasks × agents</h2><p class=\"legend\"><span class=\"c-ok\">all solved</span> \
          <span class=\"c-mixed\">some solved</span> <span class=\"c-bad\">graded, none solved</span> \
-         <span class=\"c-none\">no verdict</span> · {} tasks</p><table class=\"matrix\" id=\"matrix\"><thead><tr><th>task</th>",
+         <span class=\"c-none\">no verdict</span> · <span id=\"matrix-tasks\">{} tasks</span></p><table class=\"matrix\" id=\"matrix\"><thead><tr><th>task</th>",
         r.tasks.len()
     );
     for a in &r.agents {

@@ -38,7 +38,8 @@ impl<S> Clone for Shared<S> {
     }
 }
 
-/// The viewer's routes over `source`.
+/// The viewer's pages and API over `source` (the assets are [`assets`], served apart so that
+/// they need no authentication where the pages do).
 pub fn router<S: Source>(source: Arc<S>, poll: Duration) -> Router {
     Router::new()
         .route("/", get(runs_page::<S>))
@@ -50,7 +51,6 @@ pub fn router<S: Source>(source: Arc<S>, poll: Duration) -> Router {
         .route("/api/runs/{run}/trials", get(api_trials::<S>))
         .route("/api/runs/{run}/events", get(api_events::<S>))
         .with_state(Shared { source, poll })
-        .merge(assets())
 }
 
 /// The embedded assets (no authentication needed: nothing in them is data).

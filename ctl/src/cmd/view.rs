@@ -105,7 +105,8 @@ fn coordinator(url: &str, args: ViewArgs, remote: &RemoteArgs) -> anyhow::Result
             client,
             artifacts: args.artifacts.clone(),
         }));
-        let app = akbench_viewer::server::router(source, Duration::from_millis(args.poll_ms));
+        let app = akbench_viewer::server::router(source, Duration::from_millis(args.poll_ms))
+            .merge(akbench_viewer::server::assets());
         axum::serve(listener, app)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;

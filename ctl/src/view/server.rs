@@ -145,7 +145,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // The folder's version wakes the event streams; the poll is only a fallback.
-    let app = akbench_viewer::server::router(Arc::new(v), Duration::from_secs(5));
+    let app = akbench_viewer::server::router(Arc::new(v), Duration::from_secs(5))
+        .merge(akbench_viewer::server::assets());
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
