@@ -135,9 +135,14 @@ async fn login(State(state): State<HttpState>, Query(q): Query<Login>) -> Respon
         )
     };
     let Some(token) = q.token.filter(|t| !t.is_empty()) else {
-        return html(StatusCode::OK, form("The viewer reads this coordinator's runs with a viewer or operator token."));
+        return html(
+            StatusCode::OK,
+            form("The viewer reads this coordinator's runs with a viewer or operator token."),
+        );
     };
-    let ok = token.bytes().all(|b| b.is_ascii_graphic() && b != b';' && b != b',')
+    let ok = token
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b';' && b != b',')
         && authorize_http(&state.tokens, Some(&format!("Bearer {token}"))).is_ok();
     if !ok {
         return html(

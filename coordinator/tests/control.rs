@@ -722,7 +722,10 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
     assert_eq!(http_get(http, &path, Some(WORKER)).await.0, 401);
     assert_eq!(http_get(http, &path, Some(VIEWER)).await.0, 200);
     assert_eq!(http_get(http, &path, Some(OPERATOR)).await.0, 200);
-    assert_eq!(http_get(http, &format!("/runs/{key}/status"), None).await.0, 401);
+    assert_eq!(
+        http_get(http, &format!("/runs/{key}/status"), None).await.0,
+        401
+    );
     // Health and metrics stay open.
     assert_eq!(http_get(http, "/healthz", None).await.0, 200);
     coordinator.stop().await;

@@ -59,6 +59,18 @@ impl Coord {
             .enable_all()
             .build()
             .unwrap();
+        let db = rt.block_on(test_support::fresh_database());
+        Coord::start_on(rt, db, None, tmp, artifacts)
+    }
+
+    /// A coordinator on database `db`, on `addrs` (gRPC, HTTP) when given.
+    fn start_on(
+        rt: tokio::runtime::Runtime,
+        db: String,
+        addrs: Option<(SocketAddr, SocketAddr)>,
+        tmp: &Path,
+        artifacts: &Path,
+    ) -> Coord {
         let tokens = tmp.join("tokens");
         std::fs::write(
             &tokens,
@@ -67,7 +79,11 @@ impl Coord {
         .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let handle = rt.block_on(async {
-            let mut config = Config::local(test_support::fresh_database().await);
+            let mut config = Config::local(db);
+            if let Some((grpc, http)) = addrs {
+                config.grpc_listen = grpc;
+                config.http_listen = http;
+            }
             config.token_files = vec![tokens];
             config.artifacts = Some(artifacts.to_path_buf());
             serve_with(config, Services::default(), async move {
@@ -92,12 +108,27 @@ impl Coord {
     }
 }
 
-impl Drop for Coord {
-    fn drop(&mut self) {
+impl Coord {
+    /// Stops the coordinator; hands back its runtime.
+    fn stop(mut self) -> tokio::runtime::Runtime {
+        self.shutdown();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        std::mem::replace(&mut self.rt, rt)
+    }
+
+    fn shutdown(&mut self) {
         if let (Some(stop), Some(h)) = (self.stop.take(), self.handle.take()) {
             let _ = stop.send(());
             let _ = self.rt.block_on(h.wait());
         }
+    }
+}
+
+impl Drop for Coord {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 
@@ -323,14 +354,20 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
     let dom = chromium::dump_dom(&bin, &profile, &format!("{url}runs/{key}"));
     assert!(dom.contains("2 / 2 trials"), "{dom}");
     assert!(dom.contains("id=\"live-state\">finished<"), "{dom}");
-    assert!(dom.contains("class=\"c-ok\"") && dom.contains("class=\"c-bad\""), "{dom}");
+    assert!(
+        dom.contains("class=\"c-ok\"") && dom.contains("class=\"c-bad\""),
+        "{dom}"
+    );
     no_console_errors(&dom);
     let dom = chromium::dump_dom(
         &bin,
         &profile,
         &format!("{url}trials/{key}/pyslug-001/fail/r1"),
     );
-    assert!(dom.contains("class=\"d-add\"") && dom.contains("class=\"t-failed\""), "{dom}");
+    assert!(
+        dom.contains("class=\"d-add\"") && dom.contains("class=\"t-failed\""),
+        "{dom}"
+    );
     no_console_errors(&dom);
     chromium::screenshot(
         &bin,
@@ -364,25 +401,30 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
         format!("/api/runs/{key}/status"),
     ];
     for path in &reads {
-        assert_eq!(request(http, "GET", path, None).0, 401, "{path} without a token");
-        assert_eq!(request(http, "GET", path, Some(WORKER)).0, 401, "{path} with a worker token");
+        assert_eq!(
+            request(http, "GET", path, None).0,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            request(http, "GET", path, Some(WORKER)).0,
+            401,
+            "{path} with a worker token"
+        );
         let (code, text) = request(http, "GET", path, Some(VIEWER));
         assert_eq!(code, 200, "{path} with the viewer token: {text}");
     }
     // No trial has a record yet.
     assert_eq!(request(http, "GET", &trial, Some(VIEWER)).0, 404);
     // Nothing answers a write, whatever the token, on any route of the UI.
-    let every = reads
-        .iter()
-        .cloned()
-        .chain([
-            trial.clone(),
-            format!("/api/runs/{key}/events"),
-            format!("/api/runs/{key}/cancel"),
-            format!("/runs/{key}/cancel"),
-            "/login".into(),
-            "/compare".into(),
-        ]);
+    let every = reads.iter().cloned().chain([
+        trial.clone(),
+        format!("/api/runs/{key}/events"),
+        format!("/api/runs/{key}/cancel"),
+        format!("/runs/{key}/cancel"),
+        "/login".into(),
+        "/compare".into(),
+    ]);
     for path in every {
         for method in ["POST", "PUT", "PATCH", "DELETE"] {
             for token in [Some(VIEWER), Some(OPERATOR)] {
@@ -402,7 +444,12 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
         "{o:?}"
     );
     // The run is as it was: running, both trials queued.
-    let (_, text) = request(http, "GET", &format!("/api/runs/{key}/status"), Some(VIEWER));
+    let (_, text) = request(
+        http,
+        "GET",
+        &format!("/api/runs/{key}/status"),
+        Some(VIEWER),
+    );
     let body = text.split_once("\r\n\r\n").unwrap().1;
     let s: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(s["run"]["state"], "running", "{s}");
@@ -410,11 +457,16 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
     // A browser's sign-in: a wrong token is refused, the viewer token is stored as a cookie
     // that then opens the pages.
     assert_eq!(request(http, "GET", "/login?token=nope", None).0, 401);
-    assert_eq!(request(http, "GET", &format!("/login?token={WORKER}"), None).0, 401);
+    assert_eq!(
+        request(http, "GET", &format!("/login?token={WORKER}"), None).0,
+        401
+    );
     let (code, text) = request(http, "GET", &format!("/login?token={VIEWER}"), None);
     assert_eq!(code, 303, "{text}");
     assert!(
-        text.contains(&format!("akbench_token={VIEWER}; Path=/; HttpOnly; SameSite=Strict")),
+        text.contains(&format!(
+            "akbench_token={VIEWER}; Path=/; HttpOnly; SameSite=Strict"
+        )),
         "{text}"
     );
     let mut s = std::net::TcpStream::connect(http).unwrap();
@@ -427,4 +479,105 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
     s.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("id=\"live-eta\">n/a"), "{text}");
+}
+
+fn worker(
+    coord: &Coord,
+    tmp: &Path,
+    artifacts: &Path,
+) -> (
+    akbench_worker::daemon::Handle,
+    tokio::task::JoinHandle<akbench_worker::daemon::Exit>,
+) {
+    let mut wc = WorkerConfig::new(
+        coord.grpc().parse().unwrap(),
+        tmp.join("cache"),
+        tmp.join("work"),
+        examples().join("tasks"),
+        examples().join("agents"),
+    );
+    wc.token = Some(WORKER.into());
+    wc.artifacts = Some(artifacts.display().to_string());
+    wc.worker_id = "watch-test-worker".into();
+    let daemon = Daemon::new(wc).unwrap();
+    let h = daemon.handle();
+    (h, coord.rt.spawn(daemon.run()))
+}
+
+#[test]
+fn a_watch_reconnects_when_the_coordinator_restarts_and_ends_with_the_final_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let artifacts = tmp.path().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = rt.block_on(test_support::fresh_database());
+    let coord = Coord::start_on(rt, db.clone(), None, tmp.path(), &artifacts);
+    let addrs = (coord.handle.as_ref().unwrap().grpc_addr, coord.http());
+    let url = coord.grpc();
+    let key = plan_and_start(&url, tmp.path());
+
+    // The watch, as a user runs it with a viewer token, output to a pipe (plain lines).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .env_remove("AKBENCH_TOKEN")
+        .env_remove("AKBENCH_COORDINATOR")
+        .args(["--coordinator", &url, "--token", VIEWER])
+        .args(["run", "status", &key, "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains(" running: 0/2 finished"), "{first}");
+
+    // The coordinator restarts on the same addresses and database, then a worker runs the
+    // trials: the watch reconnects and follows the run to its end.
+    // A restart is a new process: the old runtime goes, with every task it still ran.
+    coord.stop().shutdown_background();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let coord = Coord::start_on(rt, db, Some(addrs), tmp.path(), &artifacts);
+    let (w, running) = worker(&coord, tmp.path(), &artifacts);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}\n{err}");
+    assert!(
+        err.contains("reconnecting"),
+        "the watch lost its stream: {err}"
+    );
+    assert!(err.contains("accounting valid"), "{err}");
+    let last = rest
+        .lines()
+        .filter(|l| l.contains(&key) && !l.starts_with("failure"))
+        .last()
+        .unwrap_or_else(|| panic!("no status line after the restart: {rest}"));
+    assert!(
+        last.contains(" finished: 2/2 finished, 0 queued, 0 running"),
+        "{last}"
+    );
+    assert!(last.contains("pass rate 50.0% (2 graded)"), "{last}");
+    assert!(
+        rest.contains(&format!(
+            "failure {key}/pyslug-001/fail/r1 failed: graded: the tests failed"
+        )),
+        "{rest}"
+    );
+    w.drain("the test is over");
+    let _ = coord.rt.block_on(running);
 }

@@ -163,15 +163,27 @@ mod tests {
     #[test]
     fn the_eta_is_worded_and_never_made_up() {
         let cases = [
-            (live("running", Some(2.0), Some(192)), "in 3m12s (08:03:12 UTC)"),
-            (live("running", Some(2.0), Some(7500)), "in 2h05m (10:05:00 UTC)"),
+            (
+                live("running", Some(2.0), Some(192)),
+                "in 3m12s (08:03:12 UTC)",
+            ),
+            (
+                live("running", Some(2.0), Some(7500)),
+                "in 2h05m (10:05:00 UTC)",
+            ),
             (
                 live("running", None, None),
                 "n/a (no trial finished recently: nothing to measure a rate from)",
             ),
             (live("planned", None, None), "n/a (the run is planned)"),
-            (live("cancelling", Some(1.0), None), "n/a (the run is cancelling)"),
-            (live("finished", Some(3.0), None), "none: the run is finished"),
+            (
+                live("cancelling", Some(1.0), None),
+                "n/a (the run is cancelling)",
+            ),
+            (
+                live("finished", Some(3.0), None),
+                "none: the run is finished",
+            ),
         ];
         for (l, want) in cases {
             assert_eq!(l.eta_text(), want, "{l:?}");

@@ -89,7 +89,10 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
             st = esc(run.state.as_deref().unwrap_or("–")),
             bar = progress_bar(run.done, run.planned),
             a = esc(&run.agents.join(", ")),
-            t = run.tasks.map(|t| t.to_string()).unwrap_or_else(|| "–".into()),
+            t = run
+                .tasks
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "–".into()),
             p = pct(run.pass_rate),
             s = pct(run.solve_rate),
         );

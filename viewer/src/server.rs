@@ -121,10 +121,7 @@ struct Search {
 
 async fn runs_page<S: Source>(State(v): State<Shared<S>>, Query(s): Query<Search>) -> Response {
     match v.source.runs().await {
-        Ok(list) => html(
-            StatusCode::OK,
-            pages::runs(&list, &v.source.origin(), &s.q),
-        ),
+        Ok(list) => html(StatusCode::OK, pages::runs(&list, &v.source.origin(), &s.q)),
         Err(e) => unavailable(&e),
     }
 }
@@ -144,7 +141,12 @@ async fn run_page<S: Source>(
 async fn trial_page<S: Source>(State(v): State<Shared<S>>, Path(trial): Path<String>) -> Response {
     let doc = match v.source.trial(&trial).await {
         Ok(Some(d)) => d,
-        Ok(None) => return not_found(&format!("no trial `{trial}` with a record in {}", v.source.origin())),
+        Ok(None) => {
+            return not_found(&format!(
+                "no trial `{trial}` with a record in {}",
+                v.source.origin()
+            ))
+        }
         Err(e) => return unavailable(&e),
     };
     match tokio::task::spawn_blocking(move || pages::trial(&doc.record, &doc.artifacts)).await {

@@ -162,13 +162,20 @@ pub trait Backend: Send + Sync + 'static {
     /// The newest runs (at most a page of them).
     fn runs(&self) -> impl Future<Output = Result<Vec<RunItem>, SourceError>> + Send;
     /// A run's status; `None` when unknown.
-    fn status(&self, run: &str)
-        -> impl Future<Output = Result<Option<Snapshot>, SourceError>> + Send;
+    fn status(
+        &self,
+        run: &str,
+    ) -> impl Future<Output = Result<Option<Snapshot>, SourceError>> + Send;
     /// Every record of a run, in plan order.
-    fn records(&self, run: &str) -> impl Future<Output = Result<Vec<RunRecord>, SourceError>> + Send;
+    fn records(
+        &self,
+        run: &str,
+    ) -> impl Future<Output = Result<Vec<RunRecord>, SourceError>> + Send;
     /// One trial's record; `None` when it has none (yet).
-    fn record(&self, trial: &str)
-        -> impl Future<Output = Result<Option<RunRecord>, SourceError>> + Send;
+    fn record(
+        &self,
+        trial: &str,
+    ) -> impl Future<Output = Result<Option<RunRecord>, SourceError>> + Send;
     /// Where the artifacts of `trial` are.
     fn artifacts(&self, trial: &str) -> Artifacts;
 }
@@ -272,14 +279,10 @@ impl<B: Backend> Source for Coordinated<B> {
     }
 
     async fn trial(&self, trial: &str) -> Result<Option<TrialDoc>, SourceError> {
-        Ok(self
-            .backend
-            .record(trial)
-            .await?
-            .map(|record| TrialDoc {
-                artifacts: self.backend.artifacts(&record.trial.key),
-                record,
-            }))
+        Ok(self.backend.record(trial).await?.map(|record| TrialDoc {
+            artifacts: self.backend.artifacts(&record.trial.key),
+            record,
+        }))
     }
 
     fn changes(&self) -> watch::Receiver<u64> {
@@ -337,7 +340,10 @@ mod tests {
 
     #[test]
     fn the_run_of_a_trial_is_its_first_segment() {
-        assert_eq!(run_of_trial("exp-20260101-ab12/t/a/r0"), "exp-20260101-ab12");
+        assert_eq!(
+            run_of_trial("exp-20260101-ab12/t/a/r0"),
+            "exp-20260101-ab12"
+        );
         assert_eq!(run_of_trial(""), "");
     }
 }

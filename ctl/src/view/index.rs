@@ -10,8 +10,8 @@
 use akbench_core::evidence::EvidenceStore;
 pub use akbench_viewer::model::{Refused, RunView, TrialFilter, TrialRow};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Every run found under a folder.
@@ -114,7 +114,8 @@ impl Scan {
                 up.trial_run.insert(r.key.clone(), k.clone());
             }
             let planned = self.planned(&k);
-            up.runs.insert(k.clone(), Arc::new(RunView::build(k, rows, planned)));
+            up.runs
+                .insert(k.clone(), Arc::new(RunView::build(k, rows, planned)));
         }
         Some(up)
     }
@@ -152,7 +153,8 @@ impl Index {
             for r in &rows {
                 ix.trial_run.insert(r.key.clone(), k.clone());
             }
-            ix.runs.insert(k.clone(), Arc::new(RunView::build(k, rows, planned)));
+            ix.runs
+                .insert(k.clone(), Arc::new(RunView::build(k, rows, planned)));
         }
         ix.version = 1;
         ix

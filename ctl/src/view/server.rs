@@ -7,9 +7,7 @@
 
 use super::index::{Index, Scan};
 use akbench_viewer::model::Progress;
-use akbench_viewer::source::{
-    Artifacts, RunItem, RunList, RunPage, Source, SourceError, TrialDoc,
-};
+use akbench_viewer::source::{Artifacts, RunItem, RunList, RunPage, Source, SourceError, TrialDoc};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
