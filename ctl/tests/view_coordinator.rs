@@ -564,8 +564,8 @@ fn a_watch_reconnects_when_the_coordinator_restarts_and_ends_with_the_final_numb
     assert!(err.contains("accounting valid"), "{err}");
     let last = rest
         .lines()
-        .filter(|l| l.contains(&key) && !l.starts_with("failure"))
-        .last()
+        .rev()
+        .find(|l| l.contains(&key) && !l.starts_with("failure"))
         .unwrap_or_else(|| panic!("no status line after the restart: {rest}"));
     assert!(
         last.contains(" finished: 2/2 finished, 0 queued, 0 running"),
