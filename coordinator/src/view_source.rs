@@ -1,13 +1,17 @@
 //! The coordinator's own data as a viewer [`Backend`] ([`akbench_viewer`]): runs from the
 //! evidence store, live status from [`run_status`] (the projection gRPC and `/api/.../status`
-//! show), records assembled by [`crate::trial_records`] exactly as `FetchRecords` streams
-//! them. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
+//! show), one compact row per done trial for the run page (`sql/control/view_rows.sql`:
+//! never whole records, so a 100,000-trial run page is one query), and a trial's record
+//! assembled by [`crate::trial_records`] exactly as `FetchRecords` streams it. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
 
 use std::path::PathBuf;
 
+use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
+use akbench_core::spend::Spend;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
+use akbench_viewer::model::{bucket_named, TrialRow};
 use akbench_viewer::source::{
     artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
 };
@@ -19,6 +23,8 @@ use crate::error::ControlError;
 use crate::evidence;
 use crate::status::{run_status, RunStatus, StatusOptions};
 use crate::store::Store;
+
+const VIEW_ROWS_SQL: &str = include_str!("../sql/control/view_rows.sql");
 
 /// Runs shown on the runs list (the newest).
 pub const LIST_RUNS: u32 = 50;
@@ -65,6 +71,51 @@ pub fn snapshot(s: &RunStatus) -> Snapshot {
             .iter()
             .map(|a| (a.agent.clone(), (a.rates.pass_rate, a.rates.graded)))
             .collect(),
+    }
+}
+
+/// A row of `view_rows.sql` as the viewer's trial row. The bucket is the one the scheduler
+/// stored (the accounting's); `ok` follows from it (solved, graded and not solved, or no
+/// verdict), so the viewer's summary counts what status counts.
+fn row(run: &str, r: &tokio_postgres::Row) -> TrialRow {
+    let key: String = r.get(0);
+    let bucket = bucket_named(r.get(2)).unwrap_or("missing");
+    let terminal: Option<&str> = r.get(3);
+    let count = |i: usize| {
+        r.get::<_, Option<i64>>(i)
+            .map(|v| u64::try_from(v).unwrap_or(0))
+    };
+    let spend = Spend {
+        input_tokens: count(7),
+        cached_input_tokens: count(8),
+        output_tokens: count(9),
+        cost_usd: r.get(10),
+    };
+    TrialRow {
+        run: run.to_string(),
+        task: key.split('/').nth(1).unwrap_or("").to_string(),
+        agent: r.get(1),
+        state: terminal
+            .and_then(State::parse)
+            .unwrap_or(State::InfrastructureError),
+        ok: match bucket {
+            "succeeded" => Some(true),
+            "failed" => Some(false),
+            _ => None,
+        },
+        score: r.get(6),
+        bucket,
+        cause: r.get(4),
+        attempts: u32::try_from(r.get::<_, i64>(5)).unwrap_or(0),
+        cost_usd: spend.cost_usd,
+        tokens: match (spend.input_tokens, spend.output_tokens) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        },
+        spend,
+        duration_ms: r.get::<_, Option<i64>>(11).unwrap_or(0),
+        file: PathBuf::new(),
+        key,
     }
 }
 
@@ -148,8 +199,25 @@ impl Backend for StoreBackend {
         Ok(self.status_of(run).await?.as_ref().map(snapshot))
     }
 
-    async fn records(&self, run: &str) -> Result<Vec<RunRecord>, SourceError> {
-        self.fetch(run, Vec::new()).await
+    async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
+        let what = format!("the trials of run `{run}`");
+        let summary = match evidence::find_run(&self.store, run).await {
+            Ok(s) => s,
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(read(&what)(e)),
+        };
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        let rows = client
+            .query(VIEW_ROWS_SQL, &[&summary.run_id])
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        Ok(rows.iter().map(|r| row(&summary.run_key, r)).collect())
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {

@@ -350,6 +350,22 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .to_string();
+    // The coordinator aggregates compact rows from its database, `view --coordinator` whole
+    // records from gRPC: the same summary and causes.
+    let body = |text: String| -> serde_json::Value {
+        serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
+    };
+    let here = body(request(http, "GET", &format!("/api/runs/{key}"), Some(VIEWER)).1);
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let there = body(request(addr, "GET", &format!("/api/runs/{key}"), None).1);
+    for field in ["summary", "causes", "rates"] {
+        assert_eq!(here[field], there[field], "{field}: {here} vs {there}");
+    }
+    assert_eq!(here["summary"]["total"]["counts"]["succeeded"], 1, "{here}");
     let profile = tmp.path().join("chromium-2");
     let dom = chromium::dump_dom(&bin, &profile, &format!("{url}runs/{key}"));
     assert!(dom.contains("2 / 2 trials"), "{dom}");

@@ -108,6 +108,11 @@ impl TrialRow {
     }
 }
 
+/// The bucket named `name` (`succeeded`, `agent_failed`, ...), when there is one.
+pub fn bucket_named(name: &str) -> Option<&'static str> {
+    ALL_BUCKETS.iter().map(|b| b.as_str()).find(|b| *b == name)
+}
+
 /// One cell of the task-by-agent matrix.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Cell {

@@ -6,7 +6,8 @@
 //! its gRPC `Control` service from `akbench`); [`Coordinated`] turns any backend into a
 //! source: progress and the live status come from the coordinator's cheap status projection
 //! on every request, while the run's aggregate view (rates, matrix, trial table) is built
-//! from its records and cached until the finished count moves, rebuilt at most once per
+//! from one compact row per done trial ([`Backend::rows`]) and cached until the finished
+//! count moves, rebuilt at most once per
 //! [`Coordinated::min_rebuild`] or four times the last build's duration, whichever is longer,
 //! so a big live run is not re-aggregated on every poll.
 
@@ -166,11 +167,8 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         run: &str,
     ) -> impl Future<Output = Result<Option<Snapshot>, SourceError>> + Send;
-    /// Every record of a run, in plan order.
-    fn records(
-        &self,
-        run: &str,
-    ) -> impl Future<Output = Result<Vec<RunRecord>, SourceError>> + Send;
+    /// One compact row per done trial of a run (what the aggregate view is built from).
+    fn rows(&self, run: &str) -> impl Future<Output = Result<Vec<TrialRow>, SourceError>> + Send;
     /// One trial's record; `None` when it has none (yet).
     fn record(
         &self,
@@ -249,11 +247,7 @@ impl<B: Backend> Source for Coordinated<B> {
             Some(v) => v,
             None => {
                 let start = Instant::now();
-                let records = self.backend.records(&key).await?;
-                let rows = records
-                    .iter()
-                    .map(|r| TrialRow::of(r, PathBuf::new()))
-                    .collect();
+                let rows = self.backend.rows(&key).await?;
                 let view = Arc::new(RunView::build(key.clone(), rows, Some(snap.live.planned)));
                 self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(
                     key,

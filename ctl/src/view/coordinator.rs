@@ -1,12 +1,14 @@
 //! `akbench view --coordinator URL`: the coordinator's gRPC `Control` API (with the token and
 //! TLS of every remote command) as a viewer [`Backend`]: runs from `ListRuns`, live status
-//! from `GetStatus`, records from `FetchRecords`. Artifacts (logs, diffs) live in the
+//! from `GetStatus`, records from `FetchRecords` (whole records: the run page of a big run is
+//! slower here than on the coordinator's own HTTP listener, which reads compact rows). Artifacts (logs, diffs) live in the
 //! workers' artifact store; `--artifacts DIR` points at it when it is a folder.
 
 use crate::remote::{state_name, Client};
 use akbench_core::record::RunRecord;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
+use akbench_viewer::model::TrialRow;
 use akbench_viewer::source::{
     artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
 };
@@ -160,8 +162,14 @@ impl Backend for GrpcBackend {
         Ok(self.get_status(run).await?.as_ref().map(snapshot))
     }
 
-    async fn records(&self, run: &str) -> Result<Vec<RunRecord>, SourceError> {
-        self.fetch(run, Vec::new()).await
+    async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
+        // The gRPC API has whole records only: each is fetched and reduced to its row.
+        Ok(self
+            .fetch(run, Vec::new())
+            .await?
+            .iter()
+            .map(|r| TrialRow::of(r, PathBuf::new()))
+            .collect())
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {
