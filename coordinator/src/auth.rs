@@ -248,7 +248,19 @@ pub fn require_operator<T>(request: &Request<T>, action: &str) -> Result<(), Sta
     }
 }
 
-/// The check of `/api/*`: a viewer or operator token, or an open coordinator.
+/// The cookie that carries a browser's token (set by the HTTP listener's `/login`).
+pub const COOKIE: &str = "akbench_token";
+
+/// The token in a `Cookie` header's [`COOKIE`], when there is one.
+pub fn token_from_cookie(header: &str) -> Option<&str> {
+    header.split(';').find_map(|pair| {
+        let (name, value) = pair.trim().split_once('=')?;
+        (name.trim() == COOKIE && !value.is_empty()).then_some(value.trim())
+    })
+}
+
+/// The check of the HTTP listener's pages and `/api/*`: a viewer or operator token, or an
+/// open coordinator.
 pub fn authorize_http(tokens: &Tokens, authorization: Option<&str>) -> Result<Role, &'static str> {
     match tokens.authenticate(authorization)? {
         Role::Worker => Err("a worker token may not read the API"),
@@ -259,6 +271,21 @@ pub fn authorize_http(tokens: &Tokens, authorization: Option<&str>) -> Result<Ro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_cookie_is_found_among_others() {
+        let cases = [
+            ("akbench_token=abc", Some("abc")),
+            ("a=1; akbench_token=abc; b=2", Some("abc")),
+            ("akbench_token=", None),
+            ("x_akbench_token=abc", None),
+            ("a=1", None),
+            ("", None),
+        ];
+        for (header, want) in cases {
+            assert_eq!(token_from_cookie(header), want, "{header}");
+        }
+    }
 
     #[test]
     fn parses_token_files_and_rejects_bad_lines() {

@@ -108,5 +108,15 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
                 last_error: p.last_error.clone(),
             })
             .collect(),
+        recent_failures: s
+            .recent_failures
+            .iter()
+            .map(|f| pb::RecentFailure {
+                trial: f.trial.clone(),
+                bucket: f.bucket.clone(),
+                cause: f.cause.clone(),
+                at_unix_ms: ms(f.at),
+            })
+            .collect(),
     }
 }

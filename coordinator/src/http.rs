@@ -2,32 +2,42 @@
 //!
 //! - `GET /api/runs/{run}/status`: the [`RunStatus`] projection as JSON (run UUID or key;
 //!   404 when unknown). Rates over nothing are `null`.
-//! - `GET /runs/{run}`: the same projection as a plain server-side HTML page that refreshes
+//! - the viewer's pages and API ([`akbench_viewer::server`], the same as `akbench view`):
+//!   `/` (runs), `/runs/{run}` (progress, ETA, workers, paused routes, live through
+//!   server-sent events), `/trials/{trial}` (attempts, timeline, evaluator results; logs and
+//!   diff when `--artifacts` names the workers' artifact folder), `/api/runs...`, over
+//!   [`StoreBackend`]. Every route is a GET: nothing in the UI writes.
+//! - `GET /runs/{run}/status`: the projection as a plain server-side HTML page that refreshes
 //!   itself every 2 seconds (no JavaScript); rates over nothing read "n/a".
+//! - `GET /login`: a form for a browser to present its token once; `GET /login?token=T`
+//!   checks it and stores it in an `HttpOnly`, `SameSite=Strict` cookie (`Secure` with TLS).
 //! - `GET /metrics`: Prometheus text ([`Metrics`]); the state gauges are read from the
 //!   database first (when that fails the last values are served and a warning logged).
 //! - `GET /healthz`: the process is up. `GET /readyz`: the database answers and carries every
 //!   migration this binary knows.
 //!
-//! `/api/*` and `/runs/*` need a viewer or operator bearer token (401 otherwise) unless the
+//! Everything but health, metrics, `/login` and `/assets/*` needs a viewer or operator token
+//! (401 otherwise), as `Authorization: Bearer` or as the `akbench_token` cookie, unless the
 //! coordinator is open (no token configured).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use akbench_core::rates::Pct;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::auth::{authorize_http, Tokens};
+use crate::auth::{authorize_http, token_from_cookie, Tokens, COOKIE};
 use crate::error::ControlError;
 use crate::metrics::Metrics;
 use crate::status::{run_status, RunStatus, StatusOptions};
 use crate::store::{Store, MIGRATIONS};
+use crate::view_source::StoreBackend;
+use akbench_viewer::source::Coordinated;
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -40,40 +50,117 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Status windows.
     pub status: StatusOptions,
+    /// The workers' artifact folder, for the viewer's trial pages.
+    pub artifacts: Option<std::path::PathBuf>,
+    /// The listener speaks TLS (the login cookie is then `Secure`).
+    pub tls: bool,
 }
+
+/// How often a run page's event stream re-reads the run's status.
+pub const VIEW_POLL: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// The router of every route above.
 pub fn router(state: HttpState) -> Router {
+    let source = std::sync::Arc::new(Coordinated::new(StoreBackend {
+        store: state.store.clone(),
+        status: state.status,
+        artifacts: state.artifacts.clone(),
+    }));
     let guarded = Router::new()
         .route("/api/runs/{run}/status", get(status_json))
-        .route("/runs/{run}", get(status_page))
+        .route("/runs/{run}/status", get(status_page))
+        .with_state(state.clone())
+        .merge(akbench_viewer::server::router(source, VIEW_POLL))
         .route_layer(middleware::from_fn_with_state(state.clone(), bearer));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .merge(guarded)
+        .route("/login", get(login))
         .with_state(state)
+        .merge(guarded)
+        .merge(akbench_viewer::server::assets())
 }
 
 async fn bearer(State(state): State<HttpState>, request: Request, next: Next) -> Response {
-    let value = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or(""));
-    match authorize_http(&state.tokens, value) {
+    let headers = request.headers();
+    let value = match headers.get(header::AUTHORIZATION) {
+        Some(v) => Some(v.to_str().unwrap_or("").to_string()),
+        None => headers
+            .get_all(header::COOKIE)
+            .iter()
+            .find_map(|c| token_from_cookie(c.to_str().unwrap_or("")))
+            .map(|t| format!("Bearer {t}")),
+    };
+    match authorize_http(&state.tokens, value.as_deref()) {
         Ok(_) => next.run(request).await,
-        Err(why) => {
-            let mut r = (
-                StatusCode::UNAUTHORIZED,
-                format!("failed to authenticate: {why}; fix: send `Authorization: Bearer <token>` with a viewer or operator token\n"),
-            )
-                .into_response();
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            r
-        }
+        Err(why) => unauthorized(why),
     }
+}
+
+fn unauthorized(why: &str) -> Response {
+    let mut r = (
+        StatusCode::UNAUTHORIZED,
+        format!(
+            "failed to authenticate: {why}; fix: send `Authorization: Bearer <token>` with a \
+             viewer or operator token (in a browser: open /login)\n"
+        ),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// `?token=` of `/login`.
+#[derive(Debug, serde::Deserialize)]
+struct Login {
+    #[serde(default)]
+    token: Option<String>,
+}
+
+/// A browser presents its token once; it comes back as a cookie on every page.
+async fn login(State(state): State<HttpState>, Query(q): Query<Login>) -> Response {
+    use akbench_viewer::html::page;
+    use akbench_viewer::server::html;
+    let form = |note: &str| {
+        page(
+            "sign in",
+            &[],
+            &format!(
+                "<h1>Sign in</h1><p>{note}</p><form method=\"get\" action=\"/login\">\
+                 <input type=\"password\" name=\"token\" placeholder=\"viewer or operator token\" \
+                 autocomplete=\"off\"><button>sign in</button></form>"
+            ),
+        )
+    };
+    let Some(token) = q.token.filter(|t| !t.is_empty()) else {
+        return html(
+            StatusCode::OK,
+            form("The viewer reads this coordinator's runs with a viewer or operator token."),
+        );
+    };
+    let ok = token
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b';' && b != b',')
+        && authorize_http(&state.tokens, Some(&format!("Bearer {token}"))).is_ok();
+    if !ok {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            form("That token is not a viewer or operator token of this coordinator; try again."),
+        );
+    }
+    let cookie = format!(
+        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=604800{}",
+        if state.tls { "; Secure" } else { "" }
+    );
+    let mut r = (StatusCode::SEE_OTHER, "signed in\n").into_response();
+    let h = r.headers_mut();
+    h.insert(header::LOCATION, HeaderValue::from_static("/"));
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        h.insert(header::SET_COOKIE, v);
+    }
+    r
 }
 
 fn error_response(e: ControlError) -> Response {

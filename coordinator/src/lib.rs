@@ -37,6 +37,7 @@ mod status_rows;
 pub mod store;
 pub mod tls;
 pub mod trial_records;
+pub mod view_source;
 pub mod work_control;
 pub mod worker_identity;
 pub mod workers_service;

@@ -71,6 +71,10 @@ pub struct Config {
     /// Refuse worker sessions without a client certificate (signed by --client-ca).
     #[arg(long, env = "AKBENCH_REQUIRE_WORKER_CERTS", requires = "client_ca")]
     pub require_worker_certs: bool,
+    /// The workers' artifact folder (`<trial key>/a<n>/...`), when it is a folder this
+    /// coordinator can read: the viewer's trial pages show logs and diffs from it.
+    #[arg(long, env = "AKBENCH_ARTIFACTS")]
+    pub artifacts: Option<PathBuf>,
 }
 
 impl Config {
@@ -88,6 +92,7 @@ impl Config {
             tls_key: None,
             client_ca: None,
             require_worker_certs: false,
+            artifacts: None,
         }
     }
 
@@ -292,6 +297,8 @@ pub async fn serve_with(
         tokens,
         metrics: services.metrics.clone(),
         status,
+        artifacts: config.artifacts.clone(),
+        tls: tls.is_some(),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {

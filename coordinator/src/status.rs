@@ -35,6 +35,7 @@ const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
+const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
 const ACTION: &str = "read run status";
 
 /// Windows of the projection.
@@ -84,6 +85,19 @@ pub struct PausedRoute {
     pub last_error: String,
 }
 
+/// A done trial that did not succeed, with why (the latest few are in the projection).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecentFailure {
+    /// Trial key.
+    pub trial: String,
+    /// Its accounting bucket (`failed`, `agent_failed`, `timed_out`, ...).
+    pub bucket: String,
+    /// The cause of its last attempt; empty for a graded failure (the tests failed).
+    pub cause: String,
+    /// When it was settled.
+    pub at: DateTime<Utc>,
+}
+
 /// A run's progress projection.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunStatus {
@@ -115,6 +129,8 @@ pub struct RunStatus {
     pub spend: SpendTotals,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
+    /// The latest done trials that did not succeed (at most 5, newest first).
+    pub recent_failures: Vec<RecentFailure>,
     /// Spend against the run's `execution.budget`, when it has one. Serialized as its one
     /// line, as gRPC carries it, so HTTP and `run status --json` print the same document.
     #[serde(serialize_with = "budget_line")]
@@ -206,7 +222,7 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock, spend_rows, paused) = tokio::try_join!(
+    let (items, phases, outcomes, retries, clock, spend_rows, paused, failures) = tokio::try_join!(
         async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
@@ -219,7 +235,17 @@ pub async fn run_status(
         },
         async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
+        async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let recent_failures = failures
+        .iter()
+        .map(|r| RecentFailure {
+            trial: r.get(0),
+            bucket: r.get(1),
+            cause: r.get(2),
+            at: r.get(3),
+        })
+        .collect();
     let budget = crate::scheduler::budget_status(&client, id)
         .await
         .map_err(ControlError::store(ACTION))?;
@@ -310,6 +336,7 @@ pub async fn run_status(
         _ => None,
     };
     Ok(RunStatus {
+        recent_failures,
         planned,
         queued: work_items.get("ready").copied().unwrap_or(0),
         running: work_items.get("leased").copied().unwrap_or(0),

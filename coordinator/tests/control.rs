@@ -560,7 +560,7 @@ async fn status_projection_counts_work_attempts_and_outcomes() {
     assert_eq!(json["planned"], 6);
     assert!(json["rates"]["pass_rate"].is_null(), "{json}");
     assert_eq!(json["rates"]["graded"], 0);
-    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    let (_, page) = http_get(http, &format!("/runs/{key}/status"), None).await;
     assert!(page.contains("<meta http-equiv=\"refresh\" content=\"2\">"));
     assert!(page.contains("pass rate n/a"), "{page}");
     let s = client
@@ -633,7 +633,7 @@ async fn status_projection_counts_work_attempts_and_outcomes() {
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["rates"]["pass_rate"], 0.5);
     assert_eq!(json["outcomes"]["succeeded"], 1);
-    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    let (_, page) = http_get(http, &format!("/runs/{key}/status"), None).await;
     assert!(page.contains("pass rate 50.0% (2 graded)"), "{page}");
     coordinator.stop().await;
 }
@@ -722,7 +722,10 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
     assert_eq!(http_get(http, &path, Some(WORKER)).await.0, 401);
     assert_eq!(http_get(http, &path, Some(VIEWER)).await.0, 200);
     assert_eq!(http_get(http, &path, Some(OPERATOR)).await.0, 200);
-    assert_eq!(http_get(http, &format!("/runs/{key}"), None).await.0, 401);
+    assert_eq!(
+        http_get(http, &format!("/runs/{key}/status"), None).await.0,
+        401
+    );
     // Health and metrics stay open.
     assert_eq!(http_get(http, "/healthz", None).await.0, 200);
     coordinator.stop().await;
@@ -1125,7 +1128,7 @@ async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_record
         json["agents"][0]["spend"]["cost_per_solved_usd"], 0.75,
         "{json}"
     );
-    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    let (_, page) = http_get(http, &format!("/runs/{key}/status"), None).await;
     assert!(
         page.contains(
             "tokens 3100 input, 110 cached, 31 output; cost $1.5000 ($0.7500 per solved trial)"
@@ -1193,7 +1196,7 @@ async fn status_shows_a_paused_provider_route_with_its_last_error() {
     let (_, body) = http_get(http, &format!("/api/runs/{key}/status"), None).await;
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["paused_routes"][0]["route"], "anthropic", "{json}");
-    let (_, page) = http_get(http, &format!("/runs/{key}"), None).await;
+    let (_, page) = http_get(http, &format!("/runs/{key}/status"), None).await;
     assert!(page.contains("provider route anthropic paused"), "{page}");
     assert!(
         page.contains("after 2 failures in a row: provider: unreachable"),

@@ -59,8 +59,9 @@ pub enum Command {
     /// certificates (PEM) for compose files and local clusters.
     Certs(CertsArgs),
     /// Open a local, read-only web viewer over a folder of run records (a sweep's `out/`,
-    /// `run records` exports, `run single` output): runs, a run's rates and matrix, a trial's
-    /// attempts, logs, diff and tests. Prints the URL and serves until Ctrl-C.
+    /// `run records` exports, `run single` output) or, with --coordinator, over a
+    /// coordinator's runs (live): runs, a run's rates and matrix, a trial's attempts, logs,
+    /// diff and tests. Prints the URL and serves until Ctrl-C.
     View(ViewArgs),
 }
 
@@ -94,9 +95,14 @@ pub struct ViewArgs {
     /// The evidence store holding the runs' plans, for progress against the planned count.
     #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
     pub store_root: PathBuf,
-    /// How often the folder is re-read for new or changed records, in milliseconds.
+    /// How often the folder (or, with --coordinator, the run's status) is re-read for the
+    /// live updates, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_ms: u64,
+    /// With --coordinator: the workers' artifact folder (`<trial key>/a<n>/...`, as `akbench
+    /// up --out` leaves it), for the trial pages' logs and diffs.
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
 }
 
 /// `akbench run ...`

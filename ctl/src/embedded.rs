@@ -134,6 +134,8 @@ impl Embedded {
         config.grpc_listen = o.grpc_listen;
         config.http_listen = o.http_listen;
         config.lease_ttl_ms = u64::try_from(o.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+        // The viewer's trial pages on the coordinator read logs and diffs from here.
+        config.artifacts = Some(o.artifacts.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let serve = serve(config, async move {
             let _ = stopped.await;

@@ -16,7 +16,7 @@ use akbench_core::plan::RunPlan;
 use akbench_core::spec::ResolvedRunSpec;
 use akbench_core::spec_diff::{Change, ChangeKind, SpecDiff};
 use akbench_proto::v1 as pb;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 
 /// True for the `run` commands that have a remote form.
@@ -456,6 +456,7 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
         return Ok(exit::OK);
     }
     let tty = std::io::stdout().is_terminal() && !args.run.json;
+    let mut watch = super::watch::Watch::new(args.run.json, tty);
     let mut last: Option<pb::RunStatus> = None;
     // A coordinator restart (or a dropped connection) ends the stream early: reconnect with
     // backoff until the run is over, giving up after WATCH_RECONNECTS failed tries in a row.
@@ -476,16 +477,7 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
                     match stream.message().await {
                         Ok(Some(s)) => {
                             failures = 0;
-                            let mut out = std::io::stdout().lock();
-                            if args.run.json {
-                                writeln!(out, "{}", view::status_json(&s))?;
-                            } else if tty {
-                                // Clear the screen, cursor home, then the whole view.
-                                write!(out, "\x1b[H\x1b[2J{}", view::block(&s))?;
-                            } else {
-                                writeln!(out, "{}", view::line(&s))?;
-                            }
-                            out.flush()?;
+                            watch.show(&s)?;
                             last = Some(s);
                         }
                         Ok(None) => break None,
@@ -512,14 +504,15 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
         }
         failures += 1;
         let wait = std::time::Duration::from_millis(250u64 << failures.min(5));
-        eprintln!(
+        watch.note(&format!(
             "lost the status stream from {} ({}); reconnecting in {:.1} s",
             c.url(),
             status.message(),
             wait.as_secs_f64()
-        );
+        ));
         tokio::time::sleep(wait).await;
     }
+    watch.finish();
     let Some(last) = last else {
         anyhow::bail!("the coordinator at {} sent no status", c.url());
     };

@@ -7,11 +7,12 @@
 //! - [`from_status`]: the ONE mapping from a gRPC status (or a failed connection) to an
 //!   error and so to an exit code.
 //! - [`commands`]: the commands; [`view`]: the status projection as text and JSON;
-//!   [`records`]: the record export.
+//!   [`records`]: the record export; [`watch`]: how `run status --watch` draws updates.
 
 pub mod commands;
 pub mod records;
 pub mod view;
+pub mod watch;
 
 use crate::cli::{Command, RemoteArgs, RunCommand};
 use crate::exit::InputError;

@@ -127,7 +127,8 @@ fn throughput(s: &pb::RunStatus) -> String {
     }
 }
 
-fn eta(s: &pb::RunStatus) -> String {
+/// The ETA in words ("n/a" when it cannot be measured).
+pub fn eta(s: &pb::RunStatus) -> String {
     match s.eta_unix_ms {
         Some(ms) => {
             let left = (ms - s.as_of_unix_ms).max(0) / 1000;

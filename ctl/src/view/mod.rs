@@ -1,11 +1,10 @@
-//! `akbench view`: a local, read-only web UI over a folder of run records.
-//!
-//! [`index`] finds and aggregates the records (one compact row per trial, per-run summaries
-//! and matrices computed here); [`pages`] renders HTML on the server ([`html`] holds escaping
-//! and the page frame); [`server`] serves pages, `/api/...` JSON and server-sent progress
-//! events. Assets are embedded (`assets/`); nothing is fetched from the network at view time.
+//! `akbench view`: the read-only web UI of [`akbench_viewer`] over a folder of run records
+//! ([`index`], [`server`]: the folder source) or over a coordinator ([`coordinator`]: its gRPC
+//! `Control` API as a [`akbench_viewer::source::Backend`]). The pages, routes and assets
+//! are the viewer crate's, the same that the coordinator's HTTP listener serves.
 
-pub mod html;
+pub mod coordinator;
 pub mod index;
-pub mod pages;
 pub mod server;
+
+pub use akbench_viewer::{html, live, model, pages, source};

@@ -51,6 +51,13 @@
         row.querySelector('.graded').textContent = String(p.agents[name][1]);
       });
     });
+    // A run on a coordinator: its live section (state, ETA, workers, paused routes) comes
+    // rendered and escaped by the server.
+    var section = $('#live-status');
+    if (section && p.live_html) {
+      var fresh = new DOMParser().parseFromString(p.live_html, 'text/html').querySelector('#live-status');
+      if (fresh) section.replaceWith(document.importNode(fresh, true));
+    }
     var live = $('#live');
     if (live) {
       live.setAttribute('data-updates', String(updates));
@@ -60,7 +67,7 @@
 
   // The tables are server-rendered pages of the run: fetch this same page again (its paging
   // and filters kept) and swap them in place, at most once a second.
-  var SWAPPED = ['#agents', '#causes', '#matrix', '#matrix-pager', '#trial-count', '#trial-table', '#trials-pager'];
+  var SWAPPED = ['#agents', '#causes', '#matrix-tasks', '#matrix', '#matrix-pager', '#trial-count', '#trial-table', '#trials-pager'];
   var pending = null;
   var swaps = 0;
   function refreshTables() {

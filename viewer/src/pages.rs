@@ -1,9 +1,11 @@
-//! The viewer's pages, rendered on the server from the [`Index`] (lists, aggregates) or from
-//! one record read again from disk (the trial page). Lists are paged here; the browser only
-//! ever receives one page of trials and one page of the matrix.
+//! The viewer's pages, rendered on the server from a source's runs list, a run's aggregate
+//! view ([`RunView`], with its live status on a coordinator) or one trial's record (the trial
+//! page). Lists are paged here; the browser only ever receives one page of trials and one
+//! page of the matrix.
 
-use super::html::{badge, esc, page, pct, progress_bar, url, url_path};
-use super::index::{Index, RunView, TrialFilter};
+use crate::html::{badge, esc, page, pct, progress_bar, url, url_path};
+use crate::model::{RunView, TrialFilter};
+use crate::source::{Artifacts, RunList, RunPage};
 use akbench_core::accounting::ALL_BUCKETS;
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord};
 use serde::Deserialize;
@@ -58,8 +60,8 @@ impl RunQuery {
     }
 }
 
-/// The runs list.
-pub fn runs(ix: &Index, q: &str) -> String {
+/// The runs list of `origin` (a folder, a coordinator).
+pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
     let mut b = String::from("<h1>Runs</h1>");
     let _ = write!(
         b,
@@ -68,42 +70,45 @@ pub fn runs(ix: &Index, q: &str) -> String {
         esc(q)
     );
     b.push_str(
-        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>progress</th>\
+        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>state</th><th>progress</th>\
          <th>agents</th><th>tasks</th><th>pass rate</th><th>solve rate</th></tr></thead><tbody>",
     );
     let ql = q.to_lowercase();
     let mut shown = 0;
-    for (key, run) in ix.runs.iter().rev() {
-        if !ql.is_empty() && !key.to_lowercase().contains(&ql) {
+    for run in &list.runs {
+        if !ql.is_empty() && !run.key.to_lowercase().contains(&ql) {
             continue;
         }
         shown += 1;
-        let total = run.summary.as_ref().map(|s| &s.total.rates);
         let _ = write!(
             b,
             "<tr class=\"run-row\" data-key=\"{k}\"><td><a href=\"/runs/{u}\">{k}</a></td>\
-             <td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
-            k = esc(key),
-            u = url(key),
-            bar = progress_bar(run.trials.len() as u64, run.planned),
+             <td>{st}</td><td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
+            k = esc(&run.key),
+            u = url(&run.key),
+            st = esc(run.state.as_deref().unwrap_or("–")),
+            bar = progress_bar(run.done, run.planned),
             a = esc(&run.agents.join(", ")),
-            t = run.tasks.len(),
-            p = pct(total.and_then(|r| r.pass_rate)),
-            s = pct(total.and_then(|r| r.solve_rate)),
+            t = run
+                .tasks
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "–".into()),
+            p = pct(run.pass_rate),
+            s = pct(run.solve_rate),
         );
     }
     b.push_str("</tbody></table>");
     if shown == 0 {
         let _ = write!(
             b,
-            "<p class=\"empty\">No runs{} under {}.</p>",
+            "<p class=\"empty\">No runs{} in {}.</p>",
             if q.is_empty() { "" } else { " match" },
-            esc(&ix.root.display().to_string())
+            esc(origin)
         );
     }
-    if !ix.refused.is_empty() {
+    if !list.refused.is_empty() {
         b.push_str("<h2>Refused records</h2><ul class=\"refused\">");
-        for r in &ix.refused {
+        for r in &list.refused {
             let _ = write!(
                 b,
                 "<li><code>{}</code>: {}</li>",
@@ -121,15 +126,19 @@ pub fn runs(ix: &Index, q: &str) -> String {
     page("runs", &[], &b)
 }
 
-/// The run page.
-pub fn run(r: &RunView, q: &RunQuery) -> String {
+/// The run page (with its live status when the run is on a coordinator).
+pub fn run(p: &RunPage, q: &RunQuery) -> String {
+    let r: &RunView = &p.view;
     let mut b = String::new();
     let _ = write!(
         b,
         "<h1 data-run=\"{k}\">Run <code>{k}</code></h1>{bar}<p class=\"live\" id=\"live\"></p>",
         k = esc(&r.key),
-        bar = progress_bar(r.trials.len() as u64, r.planned)
+        bar = progress_bar(p.progress.done, p.progress.planned)
     );
+    if let Some(live) = &p.live {
+        b.push_str(&live.html());
+    }
     rates_table(&mut b, r);
     outcomes(&mut b, r);
     matrix(&mut b, r, q);
@@ -212,7 +221,7 @@ fn matrix(b: &mut String, r: &RunView, q: &RunQuery) {
         b,
         "<h2>Tasks × agents</h2><p class=\"legend\"><span class=\"c-ok\">all solved</span> \
          <span class=\"c-mixed\">some solved</span> <span class=\"c-bad\">graded, none solved</span> \
-         <span class=\"c-none\">no verdict</span> · {} tasks</p><table class=\"matrix\" id=\"matrix\"><thead><tr><th>task</th>",
+         <span class=\"c-none\">no verdict</span> · <span id=\"matrix-tasks\">{} tasks</span></p><table class=\"matrix\" id=\"matrix\"><thead><tr><th>task</th>",
         r.tasks.len()
     );
     for a in &r.agents {
@@ -334,10 +343,8 @@ fn pager(b: &mut String, name: &str, cur: usize, pages: usize, q: &RunQuery, anc
     b.push_str("</nav>");
 }
 
-/// The trial page, from the record at `file`.
-pub fn trial(file: &Path) -> Result<String, String> {
-    let r = crate::cmd::aggregate::read(file)?;
-    let dir = file.parent().ok_or("the record has no folder")?;
+/// The trial page, from its record; logs and diff are read from `artifacts`.
+pub fn trial(r: &RunRecord, artifacts: &Artifacts) -> String {
     let mut b = String::new();
     let _ = write!(
         b,
@@ -370,18 +377,18 @@ pub fn trial(file: &Path) -> Result<String, String> {
         w = esc(&r.written_by),
     );
     for a in &r.attempts {
-        attempt(&mut b, a, dir);
+        attempt(&mut b, a, artifacts);
     }
-    digests(&mut b, &r);
+    digests(&mut b, r);
     let run = (format!("/runs/{}", url(&r.run.key)), r.run.key.clone());
     let me = (
         format!("/trials/{}", url_path(&r.trial.key)),
         r.trial.key.clone(),
     );
-    Ok(page(&r.trial.key, &[run, me], &b))
+    page(&r.trial.key, &[run, me], &b)
 }
 
-fn attempt(b: &mut String, a: &AttemptRecord, dir: &Path) {
+fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts) {
     let _ = write!(
         b,
         "<section class=\"attempt\" id=\"attempt-{n}\"><h2>Attempt {n}: {st}</h2>",
@@ -521,9 +528,14 @@ fn timeline(b: &mut String, a: &AttemptRecord) {
 
 /// An artifact of the attempt, read through [`resolve_inside`] (paths in a record are
 /// untrusted) and capped at [`ARTIFACT_CAP`].
-fn artifact(b: &mut String, dir: &Path, rel: &str, title: &str, kind: &str) {
+fn artifact(b: &mut String, dir: &Artifacts, rel: &str, title: &str, kind: &str) {
     let _ = write!(b, "<h3>{}</h3>", esc(title));
-    let text = resolve_inside(dir, rel).and_then(|p| read_capped(&p).map_err(|e| e.to_string()));
+    let text = match dir {
+        Artifacts::Folder(dir) => {
+            resolve_inside(dir, rel).and_then(|p| read_capped(&p).map_err(|e| e.to_string()))
+        }
+        Artifacts::Unavailable(why) => Err(why.clone()),
+    };
     match text {
         Ok((s, _)) if s.is_empty() => b.push_str("<p class=\"empty\">(empty)</p>"),
         Ok((s, cut)) => {

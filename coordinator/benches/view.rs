@@ -1,0 +1,193 @@
+//! Viewer benchmark on the coordinator's HTTP listener: a 100,000-trial run (5,000 tasks x 2
+//! agents x 10 repetitions) whose every trial is done with a full attempt record (the shape
+//! workers upload; a quarter solved), then the viewer's pages served by the coordinator
+//! in-process over loopback: the run page cold (the records assembled from the database and
+//! aggregated: the coordinator-backed path), warm (the aggregate cached while the finished
+//! count stands), the run's progress (what each server-sent event carries), a page of the
+//! trial table and one trial page. Time to the end of the body; median of 20 fresh
+//! connections, the cold page once.
+//!
+//! Run: `cargo bench -p akbench-coordinator --bench view` (needs the PostgreSQL binaries).
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::server::{serve_with, Config, Services};
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::{canonical_json, digest_of};
+use akbench_core::lifecycle::State;
+use akbench_core::plan::plan;
+use akbench_core::testkit::{attempt_record, synthetic_spec};
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use uuid::Uuid;
+
+fn get(addr: SocketAddr, path: &str) -> (Duration, usize, String) {
+    let t = Instant::now();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = Vec::new();
+    s.read_to_end(&mut body).unwrap();
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&body).into_owned();
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{path}: {}",
+        &text[..text.len().min(300)]
+    );
+    (took, body.len(), text)
+}
+
+fn median(addr: SocketAddr, path: &str) -> (Duration, Duration, usize) {
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..20 {
+        let (t, b, _) = get(addr, path);
+        times.push(t);
+        bytes = b;
+    }
+    times.sort();
+    (times[10], times[19], bytes)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let url = test_support::fresh_database().await;
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = serve_with(
+        Config::local(url.clone()),
+        Services::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", handle.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = ControlClient::new(channel)
+        .max_encoding_message_size(512 << 20)
+        .max_decoding_message_size(512 << 20);
+    let spec = synthetic_spec(5_000, 2, 10, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    client
+        .submit_plan(pb::SubmitPlanRequest {
+            spec_json: canonical_json(&spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(&ready),
+            plan_digest: ready.digest.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ready.trials.len(), 100_000);
+
+    let t = Instant::now();
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.execute(
+        "INSERT INTO work_items (trial_id, run_id, ordinal)
+         SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+        &[&spec.identity.run_id],
+    )
+    .await
+    .unwrap();
+    for chunk in ready.trials.chunks(2_000) {
+        let mut trials = Vec::new();
+        let mut attempts = Vec::new();
+        let mut records = Vec::new();
+        let mut digests = Vec::new();
+        let mut buckets = Vec::new();
+        for tr in chunk {
+            let ok = tr.ordinal % 4 == 0;
+            let id = Uuid::now_v7();
+            let r =
+                serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
+                    .unwrap();
+            trials.push(tr.trial_id);
+            attempts.push(id);
+            digests.push(digest_of(&r));
+            records.push(r);
+            buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
+        }
+        db.execute(
+            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
+             SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
+             FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
+            &[&attempts, &trials],
+        )
+        .await
+        .unwrap();
+        db.execute(
+            "INSERT INTO submissions (attempt_id, digest, record)
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[])",
+            &[&attempts, &digests, &records],
+        )
+        .await
+        .unwrap();
+        db.execute(
+            "UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
+             FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t",
+            &[&trials, &buckets],
+        )
+        .await
+        .unwrap();
+    }
+    db.execute(
+        "UPDATE runs SET state = 'finished', started_at = now() - interval '1 hour' WHERE run_id = $1",
+        &[&spec.identity.run_id],
+    )
+    .await
+    .unwrap();
+    db.batch_execute("VACUUM ANALYZE").await.unwrap();
+    println!(
+        "set up 100,000 done trials with records in {:?}",
+        t.elapsed()
+    );
+
+    let http = handle.http_addr;
+    let run = format!("/runs/{key}");
+    let (cold, bytes, page) = tokio::task::spawn_blocking({
+        let run = run.clone();
+        move || get(http, &run)
+    })
+    .await
+    .unwrap();
+    assert!(
+        page.contains("100000 / 100000 trials"),
+        "the run page counts every trial"
+    );
+    println!("run page, cold (assemble 100,000 records + aggregate): {cold:?}, {bytes} bytes");
+    let trial = format!("/trials/{}", ready.trials[12_345].key);
+    let rows = [
+        ("run page, warm (aggregate cached)", run.clone()),
+        ("run page, matrix page 9", format!("{run}?mpage=9")),
+        (
+            "progress (status projection; each SSE event)",
+            format!("/api/runs/{key}/status"),
+        ),
+        (
+            "API trials page 1500",
+            format!("/api/runs/{key}/trials?page=1500&per=50"),
+        ),
+        ("trial page", trial),
+        ("runs list", "/".to_string()),
+    ];
+    for (name, path) in rows {
+        let (p50, max, bytes) = tokio::task::spawn_blocking(move || median(http, &path))
+            .await
+            .unwrap();
+        println!("{name}: median {p50:?}, max {max:?}, {bytes} bytes");
+    }
+}

@@ -1,0 +1,15 @@
+-- The latest done trials of a run that did not succeed (graded and not solved, or ended
+-- without a verdict; `not_graded` left out), newest first, each with the cause of its last
+-- finished attempt (empty for a graded failure). $1 run id.
+SELECT p.key, w.bucket, COALESCE(a.cause, ''), w.updated_at
+FROM work_items w
+JOIN planned_trials p ON p.trial_id = w.trial_id
+LEFT JOIN LATERAL (
+    SELECT cause FROM attempts
+    WHERE trial_id = w.trial_id AND finished_at IS NOT NULL
+    ORDER BY number DESC LIMIT 1
+) a ON true
+WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
+  AND w.bucket NOT IN ('succeeded', 'not_graded')
+ORDER BY w.updated_at DESC, p.key
+LIMIT 5

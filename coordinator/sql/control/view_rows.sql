@@ -1,0 +1,37 @@
+-- One compact row per done trial of a run, in key order: what the viewer aggregates for a
+-- run page (never whole records). The trial's key, agent and accounting bucket; its last
+-- finished attempt's terminal state and cause; its finished attempts; the score in that
+-- attempt's accepted record; tokens and cost summed over the accepted records of its
+-- attempts (NULL where no record reported them, as status_spend.sql); wall time from its
+-- first attempt's start to its last one's end. $1 run id.
+WITH t AS (
+    SELECT w.trial_id, p.key, w.agent, w.bucket
+    FROM work_items w
+    JOIN planned_trials p ON p.trial_id = w.trial_id
+    WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
+), a AS (
+    SELECT a.trial_id,
+           min(a.started_at) AS started_at,
+           max(a.finished_at) AS finished_at,
+           count(*) AS attempts,
+           (array_agg(a.attempt_id ORDER BY a.number DESC))[1] AS last_id,
+           (array_agg(a.terminal_state ORDER BY a.number DESC))[1] AS terminal,
+           (array_agg(a.cause ORDER BY a.number DESC))[1] AS cause,
+           sum((s.record #>> '{observations,input_tokens}')::numeric) AS input_tokens,
+           sum((s.record #>> '{observations,cached_input_tokens}')::numeric) AS cached_input_tokens,
+           sum((s.record #>> '{observations,output_tokens}')::numeric) AS output_tokens,
+           sum((s.record #>> '{observations,cost_usd}')::float8) AS cost_usd
+    FROM t
+    JOIN attempts a ON a.trial_id = t.trial_id AND a.finished_at IS NOT NULL
+    LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
+    GROUP BY a.trial_id
+)
+SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint,
+       (ls.record #>> '{grade,score}')::float8,
+       a.input_tokens::bigint, a.cached_input_tokens::bigint, a.output_tokens::bigint,
+       a.cost_usd,
+       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint
+FROM t
+JOIN a ON a.trial_id = t.trial_id
+LEFT JOIN submissions ls ON ls.attempt_id = a.last_id
+ORDER BY t.key

@@ -1,0 +1,249 @@
+//! The coordinator's own data as a viewer [`Backend`] ([`akbench_viewer`]): runs from the
+//! evidence store, live status from [`run_status`] (the projection gRPC and `/api/.../status`
+//! show), one compact row per done trial for the run page (`sql/control/view_rows.sql`:
+//! never whole records, so a 100,000-trial run page is one query), and a trial's record
+//! assembled by [`crate::trial_records`] exactly as `FetchRecords` streams it. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
+
+use std::path::PathBuf;
+
+use akbench_core::lifecycle::State;
+use akbench_core::record::RunRecord;
+use akbench_core::spend::Spend;
+use akbench_proto::v1 as pb;
+use akbench_viewer::live::{Live, PausedRoute};
+use akbench_viewer::model::{bucket_named, TrialRow};
+use akbench_viewer::source::{
+    artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
+};
+use tokio::sync::mpsc;
+use tonic::Status;
+use uuid::Uuid;
+
+use crate::error::ControlError;
+use crate::evidence;
+use crate::status::{run_status, RunStatus, StatusOptions};
+use crate::store::Store;
+
+const VIEW_ROWS_SQL: &str = include_str!("../sql/control/view_rows.sql");
+
+/// Runs shown on the runs list (the newest).
+pub const LIST_RUNS: u32 = 50;
+
+/// The coordinator's database as a viewer backend.
+#[derive(Debug, Clone)]
+pub struct StoreBackend {
+    /// The database.
+    pub store: Store,
+    /// Status windows.
+    pub status: StatusOptions,
+    /// The workers' artifact folder, when the coordinator was given one (`--artifacts`).
+    pub artifacts: Option<PathBuf>,
+}
+
+/// The coordinator's status as the viewer's live status.
+pub fn snapshot(s: &RunStatus) -> Snapshot {
+    Snapshot {
+        run: s.run.run_key.clone(),
+        live: Live {
+            state: s.run.state.clone(),
+            planned: s.planned,
+            queued: s.queued,
+            running: s.running,
+            finished: s.finished,
+            workers: s.workers,
+            throughput_per_minute: s.throughput_per_minute,
+            eta: s.eta,
+            as_of: s.as_of,
+            paused_routes: s
+                .paused_routes
+                .iter()
+                .map(|p| PausedRoute {
+                    route: p.route.clone(),
+                    consecutive_failures: p.consecutive_failures,
+                    paused_until: p.paused_until,
+                    last_error: p.last_error.clone(),
+                })
+                .collect(),
+        },
+        outcomes: s.outcomes.clone(),
+        agents: s
+            .agents
+            .iter()
+            .map(|a| (a.agent.clone(), (a.rates.pass_rate, a.rates.graded)))
+            .collect(),
+    }
+}
+
+/// A row of `view_rows.sql` as the viewer's trial row. The bucket is the one the scheduler
+/// stored (the accounting's); `ok` follows from it (solved, graded and not solved, or no
+/// verdict), so the viewer's summary counts what status counts.
+fn row(run: &str, r: &tokio_postgres::Row) -> TrialRow {
+    let key: String = r.get(0);
+    let bucket = bucket_named(r.get(2)).unwrap_or("missing");
+    let terminal: Option<&str> = r.get(3);
+    let count = |i: usize| {
+        r.get::<_, Option<i64>>(i)
+            .map(|v| u64::try_from(v).unwrap_or(0))
+    };
+    let spend = Spend {
+        input_tokens: count(7),
+        cached_input_tokens: count(8),
+        output_tokens: count(9),
+        cost_usd: r.get(10),
+    };
+    TrialRow {
+        run: run.to_string(),
+        task: key.split('/').nth(1).unwrap_or("").to_string(),
+        agent: r.get(1),
+        state: terminal
+            .and_then(State::parse)
+            .unwrap_or(State::InfrastructureError),
+        ok: match bucket {
+            "succeeded" => Some(true),
+            "failed" => Some(false),
+            _ => None,
+        },
+        score: r.get(6),
+        bucket,
+        cause: r.get(4),
+        attempts: u32::try_from(r.get::<_, i64>(5)).unwrap_or(0),
+        cost_usd: spend.cost_usd,
+        tokens: match (spend.input_tokens, spend.output_tokens) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        },
+        spend,
+        duration_ms: r.get::<_, Option<i64>>(11).unwrap_or(0),
+        file: PathBuf::new(),
+        key,
+    }
+}
+
+fn read(what: &str) -> impl Fn(ControlError) -> SourceError + '_ {
+    move |e| SourceError::read(what, e)
+}
+
+impl StoreBackend {
+    async fn status_of(&self, run: &str) -> Result<Option<RunStatus>, SourceError> {
+        match run_status(&self.store, run, self.status).await {
+            Ok(s) => Ok(Some(s)),
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => Ok(None),
+            Err(e) => Err(SourceError::read(format!("the status of run `{run}`"), e)),
+        }
+    }
+
+    /// The records of `run` (of `trials` only, unless empty), in plan order.
+    async fn fetch(&self, run: &str, trials: Vec<Uuid>) -> Result<Vec<RunRecord>, SourceError> {
+        let what = format!("the records of run `{run}`");
+        let summary = match evidence::find_run(&self.store, run).await {
+            Ok(s) => s,
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(read(&what)(e)),
+        };
+        let spec = evidence::spec(&self.store, &summary)
+            .await
+            .map_err(read(&what))?;
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        let (tx, mut rx) = mpsc::channel::<Result<pb::RunRecord, Status>>(64);
+        let db = |e: tokio_postgres::Error| Status::unavailable(e.to_string());
+        tokio::spawn(crate::trial_records::send(client, spec, trials, tx, db));
+        let mut out = Vec::new();
+        while let Some(m) = rx.recv().await {
+            let m = m.map_err(|s| SourceError::read(&what, s.message()))?;
+            out.push(
+                serde_json::from_str(&m.record_json).map_err(|e| {
+                    SourceError::read(&what, format!("a record does not parse: {e}"))
+                })?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl Backend for StoreBackend {
+    fn origin(&self) -> String {
+        "this coordinator".into()
+    }
+
+    async fn runs(&self) -> Result<Vec<RunItem>, SourceError> {
+        let runs = evidence::list_runs(&self.store, LIST_RUNS, None, "")
+            .await
+            .map_err(read("the runs"))?;
+        let mut out = Vec::with_capacity(runs.len());
+        for (_, r) in runs {
+            let s = self.status_of(&r.run_key).await?;
+            out.push(RunItem {
+                done: s.as_ref().map_or(0, |s| s.finished),
+                planned: Some(r.trial_count),
+                agents: s
+                    .as_ref()
+                    .map(|s| s.agents.iter().map(|a| a.agent.clone()).collect())
+                    .unwrap_or_default(),
+                tasks: None,
+                pass_rate: s.as_ref().and_then(|s| s.rates.pass_rate),
+                solve_rate: None,
+                state: Some(r.state),
+                key: r.run_key,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn status(&self, run: &str) -> Result<Option<Snapshot>, SourceError> {
+        Ok(self.status_of(run).await?.as_ref().map(snapshot))
+    }
+
+    async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
+        let what = format!("the trials of run `{run}`");
+        let summary = match evidence::find_run(&self.store, run).await {
+            Ok(s) => s,
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(read(&what)(e)),
+        };
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        let rows = client
+            .query(VIEW_ROWS_SQL, &[&summary.run_id])
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        Ok(rows.iter().map(|r| row(&summary.run_key, r)).collect())
+    }
+
+    async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {
+        let what = format!("the record of trial `{trial}`");
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        let row = client
+            .query_opt(
+                "SELECT trial_id FROM planned_trials WHERE key = $1",
+                &[&trial],
+            )
+            .await
+            .map_err(|e| SourceError::read(&what, e))?;
+        let Some(row) = row else { return Ok(None) };
+        let id: Uuid = row.get(0);
+        Ok(self
+            .fetch(run_of_trial(trial), vec![id])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    fn artifacts(&self, trial: &str) -> Artifacts {
+        artifacts_under(self.artifacts.as_deref(), trial)
+    }
+}

@@ -1,0 +1,186 @@
+//! `akbench view --coordinator URL`: the coordinator's gRPC `Control` API (with the token and
+//! TLS of every remote command) as a viewer [`Backend`]: runs from `ListRuns`, live status
+//! from `GetStatus`, records from `FetchRecords` (whole records: the run page of a big run is
+//! slower here than on the coordinator's own HTTP listener, which reads compact rows). Artifacts (logs, diffs) live in the
+//! workers' artifact store; `--artifacts DIR` points at it when it is a folder.
+
+use crate::remote::{state_name, Client};
+use akbench_core::record::RunRecord;
+use akbench_proto::v1 as pb;
+use akbench_viewer::live::{Live, PausedRoute};
+use akbench_viewer::model::TrialRow;
+use akbench_viewer::source::{
+    artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
+};
+use chrono::{DateTime, Utc};
+use std::path::PathBuf;
+use tokio_stream::StreamExt;
+use tonic::Code;
+
+/// Runs shown on the runs list (the newest).
+pub const LIST_RUNS: u32 = 50;
+
+/// The coordinator behind a gRPC client.
+#[derive(Debug, Clone)]
+pub struct GrpcBackend {
+    /// The connected client.
+    pub client: Client,
+    /// The artifact folder, when the workers' store is one this machine can read.
+    pub artifacts: Option<PathBuf>,
+}
+
+fn at(unix_ms: i64) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_millis(unix_ms).unwrap_or_default()
+}
+
+/// A gRPC status as the viewer's live status.
+pub fn snapshot(s: &pb::RunStatus) -> Snapshot {
+    let run = s.run.clone().unwrap_or_default();
+    Snapshot {
+        run: run.run_key,
+        live: Live {
+            state: state_name(run.state),
+            planned: s.planned,
+            queued: s.queued,
+            running: s.running,
+            finished: s.finished,
+            workers: s.workers,
+            throughput_per_minute: s.throughput_per_minute,
+            eta: s.eta_unix_ms.map(at),
+            as_of: at(s.as_of_unix_ms),
+            paused_routes: s
+                .paused_routes
+                .iter()
+                .map(|p| PausedRoute {
+                    route: p.route.clone(),
+                    consecutive_failures: p.consecutive_failures,
+                    paused_until: at(p.paused_until_unix_ms),
+                    last_error: p.last_error.clone(),
+                })
+                .collect(),
+        },
+        outcomes: s
+            .outcomes
+            .iter()
+            .filter(|c| c.count > 0)
+            .map(|c| (c.state.clone(), c.count))
+            .collect(),
+        agents: s
+            .agents
+            .iter()
+            .map(|a| {
+                let r = a.rates.unwrap_or_default();
+                (a.agent.clone(), (r.pass_rate, r.graded))
+            })
+            .collect(),
+    }
+}
+
+impl GrpcBackend {
+    fn read_error(&self, what: &str, s: tonic::Status) -> SourceError {
+        SourceError::read(what, self.client.error(s))
+    }
+
+    async fn get_status(&self, run: &str) -> Result<Option<pb::RunStatus>, SourceError> {
+        let mut c = self.client.inner.clone();
+        match c
+            .get_status(self.client.request(pb::GetStatusRequest {
+                run: run.to_string(),
+            }))
+            .await
+        {
+            Ok(r) => Ok(Some(r.into_inner())),
+            Err(s) if s.code() == Code::NotFound => Ok(None),
+            Err(s) => Err(self.read_error(&format!("the status of run `{run}`"), s)),
+        }
+    }
+
+    async fn fetch(&self, run: &str, trials: Vec<String>) -> Result<Vec<RunRecord>, SourceError> {
+        let what = format!("the records of run `{run}`");
+        let mut c = self.client.inner.clone();
+        let mut stream = match c
+            .fetch_records(self.client.request(pb::FetchRecordsRequest {
+                run: run.to_string(),
+                trials,
+            }))
+            .await
+        {
+            Ok(r) => r.into_inner(),
+            Err(s) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => {
+                return Ok(Vec::new())
+            }
+            Err(s) => return Err(self.read_error(&what, s)),
+        };
+        let mut out = Vec::new();
+        while let Some(m) = stream.next().await {
+            let m = m.map_err(|s| self.read_error(&what, s))?;
+            let r: RunRecord = serde_json::from_str(&m.record_json)
+                .map_err(|e| SourceError::read(&what, format!("a record does not parse: {e}")))?;
+            out.push(r);
+        }
+        Ok(out)
+    }
+}
+
+impl Backend for GrpcBackend {
+    fn origin(&self) -> String {
+        format!("the coordinator at {}", self.client.url())
+    }
+
+    async fn runs(&self) -> Result<Vec<RunItem>, SourceError> {
+        let mut c = self.client.inner.clone();
+        let list = c
+            .list_runs(self.client.request(pb::ListRunsRequest {
+                page_size: LIST_RUNS,
+                ..Default::default()
+            }))
+            .await
+            .map_err(|s| self.read_error("the runs", s))?
+            .into_inner();
+        let mut out = Vec::with_capacity(list.runs.len());
+        for r in list.runs {
+            let status = self.get_status(&r.run_key).await?;
+            let rates = status.as_ref().and_then(|s| s.rates).unwrap_or_default();
+            out.push(RunItem {
+                state: Some(state_name(r.state)),
+                done: status.as_ref().map_or(0, |s| s.finished),
+                planned: Some(r.trial_count),
+                agents: status
+                    .as_ref()
+                    .map(|s| s.agents.iter().map(|a| a.agent.clone()).collect())
+                    .unwrap_or_default(),
+                tasks: None,
+                pass_rate: rates.pass_rate,
+                solve_rate: None,
+                key: r.run_key,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn status(&self, run: &str) -> Result<Option<Snapshot>, SourceError> {
+        Ok(self.get_status(run).await?.as_ref().map(snapshot))
+    }
+
+    async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
+        // The gRPC API has whole records only: each is fetched and reduced to its row.
+        Ok(self
+            .fetch(run, Vec::new())
+            .await?
+            .iter()
+            .map(|r| TrialRow::of(r, PathBuf::new()))
+            .collect())
+    }
+
+    async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {
+        Ok(self
+            .fetch(run_of_trial(trial), vec![trial.to_string()])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    fn artifacts(&self, trial: &str) -> Artifacts {
+        artifacts_under(self.artifacts.as_deref(), trial)
+    }
+}
