@@ -105,6 +105,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             candidates: 1,
             concurrency: Concurrency::default(),
             budget: None,
+            worker_labels: Vec::new(),
         },
         evaluation: EvaluationPolicy {
             grade: true,
@@ -190,6 +191,7 @@ pub fn attempt_record(
         artifacts_dir: format!("a{number}"),
         graded_from: None,
         redacted: Vec::new(),
+        provenance: None,
     }
 }
 

@@ -102,6 +102,7 @@ fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, S
         artifacts_dir: format!("a{}", a.number),
         graded_from: None,
         redacted: Vec::new(),
+        provenance: None,
     })
 }
 

@@ -192,6 +192,9 @@ pub struct Orchestrator {
     pub registry: Registry,
     /// Clock.
     pub clock: Arc<dyn Clock>,
+    /// The worker id recorded in every attempt's provenance:
+    /// [`crate::provenance::LOCAL_WORKER`] unless the daemon sets its own.
+    pub worker_id: String,
 }
 
 impl Orchestrator {
@@ -202,6 +205,7 @@ impl Orchestrator {
             work_root: cache_root.join("work"),
             registry: Registry::builtin(),
             clock,
+            worker_id: crate::provenance::LOCAL_WORKER.to_string(),
         }
     }
 
