@@ -117,7 +117,10 @@ fn records(dir: &Path, run_key: &str) -> BTreeMap<String, Value> {
 }
 
 /// Fields that differ between any two runs of the same plan (docs/record.md, "Comparing
-/// records"): identities, times, durations and the worker id.
+/// records"): identities, times, durations, the worker id, the evaluator's verbatim report
+/// (it prints its own timings and the attempt's paths; `grade.tests` holds the per-test
+/// results and is compared), and who wrote the record file (`akbench` or
+/// `akbench-coordinator`).
 const MASKED: &[&str] = &[
     "id",
     "key",
@@ -128,6 +131,8 @@ const MASKED: &[&str] = &[
     "duration_ms",
     "timings_ms",
     "worker_id",
+    "report",
+    "written_by",
 ];
 
 /// Masks the documented differing fields; the run key inside text becomes `<run>`, and a

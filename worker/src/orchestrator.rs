@@ -306,7 +306,13 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
     TaskRef {
         release: task.release.clone(),
         family: task.family,
-        repo: task.repo.as_git_arg(),
+        // As the task wrote it (a path relative to the task, or a URL), as the coordinator's
+        // records say it: never this machine's absolute path.
+        repo: task
+            .file
+            .source
+            .as_ref()
+            .map_or_else(|| task.repo.as_git_arg(), |s| s.repo.clone()),
         commit: task.commit.clone(),
         mutation_digest: task.mutation.as_ref().map(|(_, d)| d.clone()),
         mutation_applied: mutation_applied && task.mutation.is_some(),
