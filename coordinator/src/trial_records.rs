@@ -51,6 +51,7 @@ fn stored(row: &tokio_postgres::Row) -> Result<StoredAttempt, String> {
             .transpose()
             .map_err(|e| format!("stored transitions do not parse: {e}"))?
             .unwrap_or_default(),
+        worker_id: row.get(10),
     })
 }
 
