@@ -98,6 +98,8 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         eta_unix_ms: s.eta.map(ms),
         spend: Some(spend(&s.spend)),
         budget: s.budget.as_ref().map(|b| b.line()),
+        worker_labels: s.worker_labels.clone(),
+        placement: s.placement.clone(),
         paused_routes: s
             .paused_routes
             .iter()

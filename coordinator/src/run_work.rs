@@ -56,6 +56,7 @@ impl SchedulerWork {
                 .map(|(k, v)| (k.clone(), i64::from(*v)))
                 .collect(),
             max_trials: c.max_trials.map(i64::from),
+            worker_labels: spec.condition.execution.worker_labels.clone(),
         };
         let mut items = Vec::with_capacity(plan.trials.len());
         for t in &plan.trials {

@@ -32,6 +32,7 @@ const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql"
 const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
+const PLACEMENT_SQL: &str = include_str!("../sql/control/status_placement.sql");
 const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
@@ -135,6 +136,13 @@ pub struct RunStatus {
     /// line, as gRPC carries it, so HTTP and `run status --json` print the same document.
     #[serde(serialize_with = "budget_line")]
     pub budget: Option<akbench_core::budget::BudgetStatus>,
+    /// Labels a worker must advertise to run the trials (`execution.worker_labels`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_labels: Vec<String>,
+    /// Why queued trials wait when no connected worker can take them ("no connected worker
+    /// has labels gpu: 3 trials wait"); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -156,7 +164,35 @@ impl RunStatus {
             || self.spend != before.spend
             || self.paused_routes != before.paused_routes
             || self.budget != before.budget
+            || self.placement != before.placement
     }
+}
+
+/// The run's required worker labels and, when `queued` trials wait and no connected worker
+/// advertises them all, a line saying so (`akbench_core::placement::unmet`).
+fn placement(
+    run_key: &str,
+    row: &tokio_postgres::Row,
+    queued: u64,
+) -> Result<(Vec<String>, Option<String>), ControlError> {
+    let corrupt = |what: &str, e: serde_json::Error| ControlError::Corrupt {
+        run: run_key.to_string(),
+        problem: format!("{what} does not parse: {e}"),
+    };
+    let required: Vec<String> = match row.get::<_, Option<String>>(0) {
+        Some(t) => serde_json::from_str(&t).map_err(|e| corrupt("runs.caps.worker_labels", e))?,
+        None => Vec::new(),
+    };
+    let workers: Vec<BTreeMap<String, String>> =
+        serde_json::from_str(row.get::<_, &str>(1)).map_err(|e| corrupt("workers.labels", e))?;
+    let unmet = akbench_core::placement::unmet(&required, &workers);
+    let line = (queued > 0 && !unmet.is_empty()).then(|| {
+        format!(
+            "no connected worker has labels {}: {queued} trials wait (start a worker with `--label` for each)",
+            unmet.join(", ")
+        )
+    });
+    Ok((required, line))
 }
 
 /// The bucket of a trial whose last finished attempt ended in `terminal_state` with an
@@ -237,6 +273,10 @@ pub async fn run_status(
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
     )?;
+    let placement_row = client
+        .query_one(PLACEMENT_SQL, &[&id, &workers_window])
+        .await
+        .map_err(db)?;
     let recent_failures = failures
         .iter()
         .map(|r| RecentFailure {
@@ -325,6 +365,8 @@ pub async fn run_status(
         .min(window);
     let throughput_per_minute =
         (recent > 0 && span_secs > 0.0).then(|| recent as f64 * 60.0 / span_secs);
+    let queued = work_items.get("ready").copied().unwrap_or(0);
+    let (worker_labels, placement) = placement(&summary.run_key, &placement_row, queued)?;
     let remaining = planned.saturating_sub(finished + work_items.get("cancelled").unwrap_or(&0));
     let eta = match throughput_per_minute {
         Some(per_minute)
@@ -338,7 +380,7 @@ pub async fn run_status(
     Ok(RunStatus {
         recent_failures,
         planned,
-        queued: work_items.get("ready").copied().unwrap_or(0),
+        queued,
         running: work_items.get("leased").copied().unwrap_or(0),
         finished,
         work_items,
@@ -350,6 +392,8 @@ pub async fn run_status(
         spend: total_spend.finish(total.succeeded),
         paused_routes,
         budget,
+        worker_labels,
+        placement,
         agents,
         throughput_per_minute,
         eta,

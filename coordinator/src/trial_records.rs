@@ -89,6 +89,7 @@ fn stored(row: &Row, id: Uuid) -> Result<Result<StoredAttempt, String>, RowError
     let finished_at: DateTime<Utc> = col(row, "finished_at")?;
     let record: Option<&str> = col(row, "record")?;
     let transitions: Option<&str> = col(row, "transitions")?;
+    let worker_id: Option<String> = col(row, "worker_id")?;
     let record = match record
         .map(serde_json::from_str::<AttemptRecord>)
         .transpose()
@@ -111,6 +112,7 @@ fn stored(row: &Row, id: Uuid) -> Result<Result<StoredAttempt, String>, RowError
         finished_at,
         record,
         transitions,
+        worker_id,
     }))
 }
 

@@ -2,15 +2,12 @@
 //! in-process on loopback port 0, a tonic client speaking the real proto, and raw HTTP/1.1.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use akbench_coordinator::auth::{Role, Tokens};
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::work_control::{Resumed, WorkControl, WorkFuture};
 use akbench_core::clock::ManualClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{plan, RunPlan};
@@ -29,45 +26,21 @@ const OPERATOR: &str = "operator-token-0123";
 const VIEWER: &str = "viewer-token-4567";
 const WORKER: &str = "worker-token-89ab";
 
-/// The test double of the scheduler: counts calls, returns fixed numbers.
-#[derive(Debug, Default)]
-struct FakeWork {
-    starts: AtomicU64,
-}
-
-impl WorkControl for FakeWork {
-    fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
-        self.starts.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(6) })
-    }
-    fn resume(&self, _run_id: Uuid, _grade: bool) -> WorkFuture<'_, Resumed> {
-        Box::pin(async {
-            Ok(Resumed {
-                requeued: 2,
-                ..Resumed::default()
-            })
-        })
-    }
-    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
-        Box::pin(async { Ok(1) })
-    }
-}
-
 struct Coordinator {
     handle: Option<ServeHandle>,
     stop: Option<oneshot::Sender<()>>,
-    work: Arc<FakeWork>,
 }
 
 impl Coordinator {
     async fn start(tokens: Tokens) -> Coordinator {
         let url = test_support::fresh_database().await;
-        let work = Arc::new(FakeWork::default());
         let (stop, stopped) = oneshot::channel::<()>();
+        // The coordinator's own scheduler (`work: None`): no double answers start, resume
+        // or cancel.
         let handle = serve_with(
             Config::local(url),
             Services {
-                work: Some(work.clone()),
+                work: None,
                 tokens: Some(tokens),
                 ..Services::default()
             },
@@ -80,7 +53,6 @@ impl Coordinator {
         Coordinator {
             handle: Some(handle),
             stop: Some(stop),
-            work,
         }
     }
 
@@ -681,14 +653,28 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
-    assert_eq!(coordinator.work.starts.load(Ordering::SeqCst), 0);
+    let work_items = || async {
+        coordinator
+            .store()
+            .client()
+            .await
+            .unwrap()
+            .query_one("SELECT count(*) FROM work_items", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(work_items().await, 0, "the viewer's start changed nothing");
     let started = operator
         .start_run(pb::StartRunRequest { run: key.clone() })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(started.work_items_created, 6);
-    assert_eq!(coordinator.work.starts.load(Ordering::SeqCst), 1);
+    assert_eq!(started.work_items_created, ready.trials.len() as u64);
+    assert_eq!(work_items().await, ready.trials.len() as i64);
+    // The operator may resume and cancel (the real scheduler's answers: nothing ran, so
+    // nothing was lost and nothing is live; `start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resume_requeues` checks
+    // the numbers when there is something to re-queue).
     let resumed = operator
         .resume_run(pb::ResumeRunRequest {
             run: key.clone(),
@@ -697,7 +683,7 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(resumed.requeued, 2);
+    assert_eq!(resumed.requeued, 0);
     let cancelled = operator
         .cancel_run(pb::CancelRunRequest {
             run: key.clone(),
@@ -706,7 +692,7 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(cancelled.attempts_cancelling, 1);
+    assert_eq!(cancelled.attempts_cancelling, 0);
     let e = operator
         .start_run(pb::StartRunRequest {
             run: "unknown-run".into(),
@@ -951,7 +937,7 @@ async fn reconcile_and_fetch_records() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_creates_one_work_item_per_trial_once_and_cancel_ends_the_run() {
+async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resume_requeues() {
     let url = test_support::fresh_database().await;
     let (stop, stopped) = oneshot::channel::<()>();
     let handle = akbench_coordinator::server::serve(Config::local(url), async move {
@@ -1036,6 +1022,57 @@ async fn start_creates_one_work_item_per_trial_once_and_cancel_ends_the_run() {
         .unwrap()
         .get(0);
     assert_eq!(state, "cancelled");
+    // Resuming re-queues every trial without an accepted outcome (here: all of them, none
+    // ran) and the run is running again; a second resume has nothing left to re-queue.
+    let resumed = client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(resumed.requeued, ready.trials.len() as u64);
+    assert_eq!(resumed.grading, 0);
+    let (state, queued): (String, i64) = {
+        let r = c
+            .query_one(
+                "SELECT (SELECT state FROM runs WHERE run_id = $1), \
+                 (SELECT count(*) FROM work_items WHERE run_id = $1 AND state = 'ready')",
+                &[&spec.identity.run_id],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(state, "running");
+    assert_eq!(queued, ready.trials.len() as i64);
+    let again = client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.requeued, 0, "nothing left to re-queue");
+    // Grading a cancelled run is refused: cancel again, then resume with grading.
+    client
+        .cancel_run(pb::CancelRunRequest {
+            run: key.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let e = client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("cancelled"), "{e:?}");
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }

@@ -273,7 +273,9 @@ async fn settling_in_the_database_follows_core_dispatch() {
 /// nothing new, is not counted as connected, and its trials go to the healthy worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_worker_gets_nothing_and_its_trials_go_to_others() {
-    let ttl = Duration::from_secs(2);
+    // The healthy worker heartbeats every TTL / 5: a TTL of 5 s keeps its leases even if
+    // its heartbeat task is starved for seconds on a loaded 2-core machine.
+    let ttl = Duration::from_secs(5);
     let s = common::scheduler().await;
     enqueued(&s, 2, 3, &Caps::default()).await;
     let (service, addr) = serve(&s, ttl).await;
@@ -463,7 +465,9 @@ impl Proxy {
 /// their leases, and their results are accepted once the database is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_does_not_expire_the_leases_of_heartbeating_workers() {
-    let ttl = Duration::from_secs(2);
+    // Heartbeats every TTL / 5: a TTL of 5 s tolerates seconds of starvation on a loaded
+    // 2-core machine.
+    let ttl = Duration::from_secs(5);
     let (s, proxy) = behind_proxy().await;
     enqueued(&s, 1, 0, &Caps::default()).await;
     let (service, addr) = serve(&s, ttl).await;
@@ -471,8 +475,9 @@ async fn a_database_outage_does_not_expire_the_leases_of_heartbeating_workers() 
     let a = assignment(&mut w).await;
     let beats = heartbeats(&w, vec![lease(&a)], ttl / 5);
     proxy.set(false);
-    // The outage lasts well past the TTL while the worker keeps heartbeating.
-    tokio::time::sleep(ttl * 3).await;
+    // The outage lasts well past the TTL while the worker keeps heartbeating (the scenario's
+    // length, not a wait for an event).
+    tokio::time::sleep(ttl * 2).await;
     proxy.set(true);
     // The reaper's first pass after the outage takes back nothing.
     let reaped = loop {

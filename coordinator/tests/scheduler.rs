@@ -210,6 +210,7 @@ async fn caps_per_agent_and_per_provider_are_respected() {
         per_agent: [("oracle".to_string(), 2)].into(),
         per_provider: BTreeMap::new(),
         max_trials: None,
+        worker_labels: Vec::new(),
     };
     enqueued(&s, 5, 0, &caps).await;
     worker(&s, "w1").await;
@@ -231,6 +232,7 @@ async fn caps_per_agent_and_per_provider_are_respected() {
         per_agent: BTreeMap::new(),
         per_provider: [("anthropic".to_string(), 1)].into(),
         max_trials: None,
+        worker_labels: Vec::new(),
     };
     let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)
         .await
@@ -256,8 +258,12 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
     let s = scheduler().await;
     enqueued(&s, 1, 1, &Caps::default()).await;
     worker(&s, "slow").await;
+    // The reaper's instant is passed in: no window depends on how fast this machine is.
+    // The lease runs for ten minutes from the claim; one minute short of that it has not
+    // expired, one second past it has.
+    let ttl = chrono::Duration::minutes(10);
     let a = s
-        .claim("slow", 1, Duration::from_millis(300))
+        .claim("slow", 1, ttl.to_std().unwrap())
         .await
         .unwrap()
         .remove(0);
@@ -268,8 +274,15 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
         s.reap(Utc::now()).await.unwrap().is_empty(),
         "not expired yet"
     );
+    assert!(
+        s.reap(Utc::now() + ttl - chrono::Duration::minutes(1))
+            .await
+            .unwrap()
+            .is_empty(),
+        "not expired a minute before its TTL"
+    );
     let reaped = s
-        .reap(Utc::now() + chrono::Duration::seconds(1))
+        .reap(Utc::now() + ttl + chrono::Duration::seconds(1))
         .await
         .unwrap();
     assert_eq!(reaped.len(), 1);
@@ -329,7 +342,7 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
     assert!(b.epoch > a.epoch);
     // Budget exhausted: the second expiry ends the trial.
     let reaped = s
-        .reap(Utc::now() + chrono::Duration::seconds(60))
+        .reap(Utc::now() + ttl + chrono::Duration::seconds(60))
         .await
         .unwrap();
     assert_eq!(

@@ -126,13 +126,19 @@ async fn a_worker_leases_streams_uploads_and_finishes() {
 #[tokio::test]
 async fn an_expired_lease_is_requeued_and_the_late_worker_is_fenced() {
     let s = scheduler().await;
-    let (_svc, addr) = serve(&s, Duration::from_millis(300)).await;
+    // No reaper runs here: the test reaps at an instant past the TTL, so no window depends
+    // on how fast this machine is.
+    let (_svc, addr) = serve(&s, TTL).await;
     enqueued(&s, 1, 1, &Caps::default()).await;
     let mut slow = Worker::simple(addr, "slow", 1).await;
     let a = assignment(&mut slow).await;
     w_send_and_ack(&mut slow, batch(&a, &chain()[..2], 1), Subject::Transitions).await;
+    assert!(
+        s.reap(Utc::now()).await.unwrap().is_empty(),
+        "not expired yet"
+    );
     let reaped = s
-        .reap(Utc::now() + chrono::Duration::seconds(1))
+        .reap(Utc::now() + chrono::Duration::from_std(TTL).unwrap() + chrono::Duration::seconds(1))
         .await
         .unwrap();
     assert_eq!(reaped.len(), 1);

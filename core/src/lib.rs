@@ -25,6 +25,7 @@ pub mod interval;
 pub mod lifecycle;
 pub mod manifest;
 pub mod observe;
+pub mod placement;
 pub mod plan;
 pub mod rates;
 pub mod record;

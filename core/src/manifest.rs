@@ -139,6 +139,10 @@ pub struct ExecutionSection {
     /// Spend cap for the whole run; default none.
     #[serde(default)]
     pub budget: Option<crate::budget::Budget>,
+    /// Labels a worker must advertise to run this plan's trials (`key` or `key=value`,
+    /// see [`crate::placement`]); default none: any worker.
+    #[serde(default)]
+    pub worker_labels: Vec<String>,
 }
 
 /// `execution.concurrency:`.
@@ -411,6 +415,15 @@ impl ExperimentManifest {
                 "is 0".into(),
                 "use 1 or more (or drop it for 1)",
             ));
+        }
+        for l in &self.execution.worker_labels {
+            if let Err(why) = crate::placement::check(l) {
+                return Err(bad(
+                    "execution.worker_labels",
+                    why,
+                    "list labels as `name` or `name=value`, as workers advertise them with `--label name=value`",
+                ));
+            }
         }
         if let Some(b) = &self.execution.budget {
             if let Err(why) = b.check() {

@@ -175,6 +175,30 @@ pub struct RuntimeFacts {
     pub limit_hit: Option<String>,
 }
 
+/// Who ran an attempt and with what, as observed where it ran (never copied from the plan):
+/// the worker process and its host, the adapter that resolved the descriptor and its version,
+/// and the agent CLI's own `--version` answer when the adapter asks one (`claude-code`,
+/// `codex`). The runtime and the limits in force are in [`ProcessFacts::runtime`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The worker that ran the attempt: `akbench-worker --worker-id`, or `local` for
+    /// `run single` / `sweep --local`.
+    pub worker_id: String,
+    /// The host it ran on (`gethostname`).
+    pub host: String,
+    /// The adapter that launched the agent, once the descriptor resolved to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    /// That adapter's version: the adapters are built in, so akbench's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_version: Option<String>,
+    /// The first line the agent CLI printed for `<program> --version` just before it was
+    /// launched (`claude-code`, `codex`), or `unknown: <why>` when it gave none; absent for
+    /// adapters whose agent has no CLI of its own (`scripted`, `command`, `oracle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_cli_version: Option<String>,
+}
+
 /// What the agent's adapter read from its output.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observations {
@@ -290,6 +314,11 @@ pub struct AttemptRecord {
     /// record's text). Absent when nothing was redacted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<String>,
+    /// Who ran this attempt and with what (worker, host, adapter and agent CLI versions), as
+    /// observed there. Absent in records written before it existed and in attempts the
+    /// coordinator reconstructed without the worker's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
 }
 
 /// The trial's outcome, taken from its last attempt; or `cancelled` with its reason when its

@@ -182,6 +182,10 @@ pub struct ExecutionPolicy {
     /// Spend cap; absent (and left out of the JSON, so older digests stay) when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::budget::Budget>,
+    /// Labels a worker must advertise to run the trials ([`crate::placement`]); absent (and
+    /// left out of the JSON, so older digests stay) when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_labels: Vec<String>,
 }
 
 /// Evaluation policy.
@@ -456,6 +460,12 @@ pub fn resolve(
             selection,
             concurrency: manifest.execution.concurrency.clone(),
             budget: manifest.execution.budget,
+            worker_labels: {
+                let mut l = manifest.execution.worker_labels.clone();
+                l.sort();
+                l.dedup();
+                l
+            },
         },
         evaluation: EvaluationPolicy {
             grade: manifest.evaluation.grade.unwrap_or(true),

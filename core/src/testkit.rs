@@ -115,6 +115,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             selection: Default::default(),
             concurrency: Concurrency::default(),
             budget: None,
+            worker_labels: Vec::new(),
         },
         evaluation: EvaluationPolicy {
             grade: true,
@@ -200,6 +201,7 @@ pub fn attempt_record(
         artifacts_dir: format!("a{number}"),
         graded_from: None,
         redacted: Vec::new(),
+        provenance: None,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::ids::attempt_key;
 use crate::lifecycle::State;
 use crate::plan::PlannedTrial;
 use crate::record::{
-    AttemptRecord, Identity, Observations, RunOptions, RunRecord, TaskRef, Transition,
+    AttemptRecord, Identity, Observations, Provenance, RunOptions, RunRecord, TaskRef, Transition,
     WorkspaceFacts, SCHEMA_VERSION,
 };
 use crate::spec::ResolvedRunSpec;
@@ -37,7 +37,12 @@ pub struct StoredAttempt {
     /// The transitions the coordinator stored (record numbering: from 0), used when there is
     /// no record.
     pub transitions: Vec<Transition>,
+    /// The worker that held the attempt's lease, when the coordinator knows it.
+    pub worker_id: Option<String>,
 }
+
+/// The host of a reconstructed attempt's worker: the coordinator does not know it.
+pub const UNKNOWN_HOST: &str = "unknown (recorded by the coordinator)";
 
 /// The note of a terminal transition the coordinator added to a reconstructed attempt.
 pub const RECONSTRUCTED: &str = "recorded by the coordinator: the worker's record never arrived";
@@ -102,6 +107,12 @@ fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, S
         artifacts_dir: format!("a{}", a.number),
         graded_from: None,
         redacted: Vec::new(),
+        // The coordinator knows which worker held the lease, not its host or what ran.
+        provenance: a.worker_id.map(|worker_id| Provenance {
+            worker_id,
+            host: UNKNOWN_HOST.to_string(),
+            ..Provenance::default()
+        }),
     })
 }
 
@@ -253,6 +264,7 @@ mod tests {
             finished_at: Utc::now(),
             record: None,
             transitions: transitions(states),
+            worker_id: Some("w-lost".into()),
         }
     }
 
@@ -282,6 +294,12 @@ mod tests {
             5,
             "the stored path plus the terminal"
         );
+        let p = first.provenance.as_ref().unwrap();
+        assert_eq!(
+            (p.worker_id.as_str(), p.host.as_str()),
+            ("w-lost", UNKNOWN_HOST)
+        );
+        assert_eq!(p.adapter, None, "nothing the coordinator did not see");
         let note = first.transitions[4].note.as_deref().unwrap();
         assert!(
             note.contains("lease expired") && note.contains(RECONSTRUCTED),

@@ -146,6 +146,7 @@ mod tests {
             artifacts_dir: "a1".into(),
             graded_from: None,
             redacted: Vec::new(),
+            provenance: None,
         }
     }
 

@@ -4,15 +4,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use akbench_coordinator::auth::{Role, Tokens};
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::work_control::{NoScheduler, Resumed, WorkControl, WorkFuture};
-use akbench_coordinator::ControlError;
+use akbench_coordinator::work_control::{NoScheduler, WorkControl};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::plan::RunPlan;
 use tokio::sync::oneshot;
@@ -20,57 +18,6 @@ use uuid::Uuid;
 
 const OPERATOR: &str = "operator-token-0123";
 const VIEWER: &str = "viewer-token-4567";
-
-/// The scheduler's test double: counts calls; `refuse` answers FAILED_PRECONDITION.
-#[derive(Debug, Default)]
-struct FakeWork {
-    calls: AtomicU64,
-    refuse: bool,
-}
-
-impl FakeWork {
-    fn answer(&self, action: &'static str, n: u64) -> WorkFuture<'_, u64> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let refuse = self.refuse;
-        Box::pin(async move {
-            if refuse {
-                Err(ControlError::Precondition {
-                    action,
-                    run: "r".into(),
-                    problem: "it is cancelled; fix: plan a new run".into(),
-                })
-            } else {
-                Ok(n)
-            }
-        })
-    }
-}
-
-impl WorkControl for FakeWork {
-    fn start(&self, _run_id: Uuid) -> WorkFuture<'_, u64> {
-        self.answer("start", 6)
-    }
-    fn resume(&self, _run_id: Uuid, grade: bool) -> WorkFuture<'_, Resumed> {
-        let answer = self.answer("resume", if grade { 3 } else { 2 });
-        Box::pin(async move {
-            let n = answer.await?;
-            Ok(if grade {
-                Resumed {
-                    grading: n,
-                    ..Resumed::default()
-                }
-            } else {
-                Resumed {
-                    requeued: n,
-                    ..Resumed::default()
-                }
-            })
-        })
-    }
-    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
-        self.answer("cancel", 1)
-    }
-}
 
 struct Coordinator {
     handle: Option<ServeHandle>,
@@ -80,13 +27,14 @@ struct Coordinator {
 }
 
 impl Coordinator {
-    async fn start(work: Arc<dyn WorkControl>, tokens: Tokens) -> Coordinator {
+    /// `work: None` runs the coordinator's own scheduler.
+    async fn start(work: Option<Arc<dyn WorkControl>>, tokens: Tokens) -> Coordinator {
         let db = test_support::fresh_database().await;
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = serve_with(
             Config::local(db),
             Services {
-                work: Some(work),
+                work,
                 tokens: Some(tokens),
                 ..Services::default()
             },
@@ -105,11 +53,17 @@ impl Coordinator {
     }
 
     async fn open() -> Coordinator {
-        Coordinator::start(Arc::new(NoScheduler), Tokens::default()).await
+        Coordinator::start(Some(Arc::new(NoScheduler)), Tokens::default()).await
     }
 
     fn store(&self) -> &Store {
         &self.handle.as_ref().unwrap().store
+    }
+
+    /// One value of the coordinator's database (the query names one row).
+    async fn scalar<T: for<'a> tokio_postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
+        let c = self.store().client().await.unwrap();
+        c.query_one(sql, &[]).await.unwrap().get(0)
     }
 
     fn store_root(&self) -> PathBuf {
@@ -518,9 +472,9 @@ async fn watch_follows_the_run_until_it_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_resume_cancel_and_tokens() {
-    let work = Arc::new(FakeWork::default());
+    // The coordinator's own scheduler on its private PostgreSQL: no double.
     let tokens = Tokens::from_pairs([(Role::Operator, OPERATOR), (Role::Viewer, VIEWER)]);
-    let c = Coordinator::start(work.clone(), tokens).await;
+    let c = Coordinator::start(None, tokens).await;
     let token_file = c.dir.path().join("token");
     std::fs::write(&token_file, format!("{OPERATOR}\n")).unwrap();
     let tf = token_file.to_str().unwrap().to_string();
@@ -567,46 +521,64 @@ async fn start_resume_cancel_and_tokens() {
     let o = c.akbench_env(&["run", "start", &key], &viewer);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("operator token"), "{}", text(&o));
-    assert_eq!(work.calls.load(Ordering::SeqCst), 0);
+    let work_items = "SELECT count(*) FROM work_items";
+    assert_eq!(
+        c.scalar::<i64>(work_items).await,
+        0,
+        "a refused start changed nothing"
+    );
+    let trials = c.ready(&key).trials.len();
 
-    // The operator starts, resumes and cancels: each call reaches the scheduler.
+    // The operator starts: one work item per planned trial.
     let o = c.akbench(&["--token-file", &tf, "run", "start", &key]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(stdout(&o).contains("6 trials queued"), "{}", text(&o));
-    let o = c.akbench(&[
-        "--token-file",
-        &tf,
-        "run",
-        "resume",
-        &key,
-        "--grade",
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(json(&o)["grading"], 3, "{}", text(&o));
-    assert_eq!(json(&o)["requeued"], 0);
+    assert!(
+        stdout(&o).contains(&format!("{trials} trials queued")),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(c.scalar::<i64>(work_items).await, trials as i64);
+    // Cancels: no worker runs anything, so nothing is live and every item is cancelled.
     let o = c.akbench(&[
         "--token", OPERATOR, "run", "cancel", &key, "--reason", "enough",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(stdout(&o).contains("1 live attempts"), "{}", text(&o));
-    assert_eq!(work.calls.load(Ordering::SeqCst), 3);
+    assert!(stdout(&o).contains("0 live attempts"), "{}", text(&o));
+    assert_eq!(
+        c.scalar::<String>("SELECT state FROM runs").await,
+        "cancelled"
+    );
+    // Grading a cancelled run: FAILED_PRECONDITION, exit 2 with the scheduler's message,
+    // and nothing changes.
+    let o = c.akbench(&["--token-file", &tf, "run", "resume", &key, "--grade"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("was cancelled"), "{}", text(&o));
+    assert_eq!(
+        c.scalar::<String>("SELECT state FROM runs").await,
+        "cancelled"
+    );
+    // Resuming re-queues every trial without an accepted outcome: all of them.
+    let o = c.akbench(&["--token-file", &tf, "run", "resume", &key, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["requeued"], trials, "{}", text(&o));
+    assert!(json(&o)["grading"].is_null(), "no grading asked");
+    assert_eq!(
+        c.scalar::<String>("SELECT state FROM runs").await,
+        "running"
+    );
+    assert_eq!(
+        c.scalar::<i64>("SELECT count(*) FROM work_items WHERE state = 'ready'")
+            .await,
+        trials as i64
+    );
+    // Again: nothing left to re-queue.
+    let o = c.akbench(&["--token-file", &tf, "run", "resume", &key, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["requeued"], 0, "{}", text(&o));
     // An unknown run: NOT_FOUND, exit 2 with the server's message.
     let o = c.akbench(&["--token-file", &tf, "run", "start", "nope-20260101-0000"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("failed to find run"), "{}", text(&o));
-    c.stop().await;
-
-    // A scheduler that refuses: FAILED_PRECONDITION, exit 2 with the server's message.
-    let refusing = Arc::new(FakeWork {
-        refuse: true,
-        ..FakeWork::default()
-    });
-    let c = Coordinator::start(refusing, Tokens::default()).await;
-    let key = c.plan(None);
-    let o = c.akbench(&["run", "cancel", &key]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("it is cancelled"), "{}", text(&o));
     c.stop().await;
 }
 
@@ -649,4 +621,56 @@ async fn unavailable_scheduler_and_coordinator_down_exit_3() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
         assert!(text(&o).contains("--coordinator"), "{}", text(&o));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_labels_no_connected_worker_has_says_so_in_status() {
+    let c = Coordinator::start(None, Tokens::default()).await;
+    let manifest = c.dir.path().join("labels.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: lab\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 2\nexecution:\n  worker_labels: [gpu, arch=arm64]\n",
+    )
+    .unwrap();
+    let key = c.plan(Some(&manifest));
+    let o = c.akbench(&["run", "start", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let status = |c: &Coordinator| {
+        let o = c.akbench(&["run", "status", &key, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        json(&o)
+    };
+    let v = status(&c);
+    assert_eq!(
+        v["worker_labels"],
+        serde_json::json!(["arch=arm64", "gpu"]),
+        "{v}"
+    );
+    let line = v["placement"].as_str().unwrap_or_default().to_string();
+    assert!(
+        line.contains("no connected worker has labels arch=arm64, gpu: 2 trials wait"),
+        "{v}"
+    );
+    let o = c.akbench(&["run", "status", &key]);
+    assert!(
+        stdout(&o).contains(&format!("waiting    {line}")),
+        "{}",
+        text(&o)
+    );
+    // A worker with one of the two labels is not enough; one with both is.
+    let s = akbench_coordinator::scheduler::Scheduler::new(c.store().clone());
+    let gpu: std::collections::BTreeMap<String, String> = [("gpu".into(), "a100".into())].into();
+    s.register_worker("gpu-only", 1, &gpu, "test")
+        .await
+        .unwrap();
+    assert!(status(&c)["placement"].is_string(), "{}", status(&c));
+    let mut both = gpu.clone();
+    both.insert("arch".into(), "arm64".into());
+    s.register_worker("gpu-arm", 1, &both, "test")
+        .await
+        .unwrap();
+    let v = status(&c);
+    assert!(v["placement"].is_null(), "{v}");
+    assert_eq!(v["workers"], 2, "{v}");
+    c.stop().await;
 }

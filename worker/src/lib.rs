@@ -24,6 +24,7 @@ pub mod git;
 pub mod mirror;
 pub mod orchestrator;
 pub mod process;
+pub mod provenance;
 pub mod regrade;
 pub mod runtime;
 pub mod trial;

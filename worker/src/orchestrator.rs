@@ -194,6 +194,9 @@ pub struct Orchestrator {
     pub registry: Registry,
     /// Clock.
     pub clock: Arc<dyn Clock>,
+    /// The worker id recorded in every attempt's provenance:
+    /// [`crate::provenance::LOCAL_WORKER`] unless the daemon sets its own.
+    pub worker_id: String,
 }
 
 impl Orchestrator {
@@ -204,6 +207,7 @@ impl Orchestrator {
             work_root: cache_root.join("work"),
             registry: Registry::builtin(),
             clock,
+            worker_id: crate::provenance::LOCAL_WORKER.to_string(),
         }
     }
 
@@ -325,7 +329,13 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
     TaskRef {
         release: task.release.clone(),
         family: task.family,
-        repo: task.repo.as_git_arg(),
+        // As the task wrote it (a path relative to the task, or a URL), as the coordinator's
+        // records say it: never this machine's absolute path.
+        repo: task
+            .file
+            .source
+            .as_ref()
+            .map_or_else(|| task.repo.as_git_arg(), |s| s.repo.clone()),
         commit: task.commit.clone(),
         mutation_digest: task.mutation.as_ref().map(|(_, d)| d.clone()),
         mutation_applied: mutation_applied && task.mutation.is_some(),

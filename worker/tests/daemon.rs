@@ -196,18 +196,37 @@ async fn a_stale_epoch_refusal_cancels_the_attempt_and_drops_what_it_owes() {
         )
         .await
         .unwrap();
+    // Cut the worker off so that its next messages (collecting, evaluating) cannot be
+    // refused before the evaluator has started: the kill check below must have a process
+    // to check. The attempt goes on while the worker is disconnected.
+    coord.proxy.refuse(true);
+    coord.proxy.cut();
+    tokio::time::timeout(Duration::from_secs(60), h.wait_for(|s| !s.connected))
+        .await
+        .expect("the worker to notice the cut");
     open_gate(&c);
+    let started = eventually(60, "the evaluator to start", || async {
+        let p = pids_in(&eval_pids);
+        (!p.is_empty()).then_some(p)
+    })
+    .await;
+    // Reconnected, the worker sends what it owes with the old epoch: refused.
+    coord.proxy.refuse(false);
 
-    let s = h
-        .wait_for(|s| s.lost == 1 && s.running == 0 && s.held.is_empty())
-        .await;
+    let s = tokio::time::timeout(
+        Duration::from_secs(120),
+        h.wait_for(|s| s.lost == 1 && s.running == 0 && s.held.is_empty()),
+    )
+    .await
+    .expect("the refusal to end the attempt within 120 s");
     assert_eq!(s.assignments, 1);
     // Nothing after the refused message was stored: no record, no finish.
     let a = coord.attempts(trials[0]).await.remove(0);
     assert_eq!(a.last_seq, 7, "{a:?}");
     assert_eq!(a.terminal, None);
     assert!(coord.record(a.id).await.is_none());
-    for pid in pids_in(&eval_pids) {
+    assert_eq!(pids_in(&eval_pids), started, "one evaluator ran");
+    for pid in started {
         assert!(is_gone(pid), "evaluator pid {pid} survived");
     }
 
@@ -292,7 +311,9 @@ async fn reconnects_presents_its_lease_and_delivers_the_rest() {
     // The network fails and stays down while the attempt finishes.
     coord.proxy.refuse(true);
     coord.proxy.cut();
-    h.wait_for(|s| !s.connected).await;
+    tokio::time::timeout(Duration::from_secs(60), h.wait_for(|s| !s.connected))
+        .await
+        .expect("the worker to notice the cut");
     open_gate(&c);
     let s = h.wait_for(|s| s.running == 0).await;
     assert_eq!(
@@ -685,4 +706,61 @@ async fn grading_that_could_not_fetch_the_diff_is_retried_by_grading_again() {
     );
     h.drain("test over");
     assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labelled_work_goes_to_the_labelled_worker_and_records_name_it() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    // A run that requires `gpu` (execution.worker_labels, stored with the run's caps), then
+    // one open to any worker: in plan order the `gpu` run's items come first.
+    let (gpu_run, gpu_trials) = coord.enqueue_items(&work_items(&c, "noop", 2, false)).await;
+    coord
+        .client()
+        .await
+        .execute(
+            "UPDATE runs SET caps = '{\"worker_labels\": [\"gpu\"]}' WHERE run_id = $1",
+            &[&gpu_run],
+        )
+        .await
+        .unwrap();
+    let (_, open_trials) = coord.enqueue_items(&work_items(&c, "noop", 1, false)).await;
+
+    // An unlabelled worker with one slot takes the open run's trial, never a `gpu` one.
+    let (plain, plain_run) = spawn(config(&c, &coord, "w-plain", 1));
+    let a = coord
+        .wait_attempt(open_trials[0], "the open trial", |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    for t in &gpu_trials {
+        assert!(
+            coord.attempts(*t).await.is_empty(),
+            "the unlabelled worker took {t}"
+        );
+    }
+    // A labelled worker takes the `gpu` run.
+    let mut cfg = config(&c, &coord, "w-gpu", 2);
+    cfg.labels.insert("gpu".into(), "a100".into());
+    let (gpu, gpu_run_handle) = spawn(cfg);
+    for t in &gpu_trials {
+        let a = coord
+            .wait_attempt(*t, "the gpu trial", |a| a.terminal.is_some())
+            .await;
+        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+        let (record, _, _) =
+            eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        let p = record.provenance.expect("the worker names itself");
+        assert_eq!(p.worker_id, "w-gpu");
+        assert!(!p.host.is_empty());
+        assert_eq!(p.adapter.as_deref(), Some("scripted"));
+    }
+    let (record, _, _) = eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    assert_eq!(record.provenance.unwrap().worker_id, "w-plain");
+    assert_eq!(plain.status().assignments, 1, "only the open trial");
+    assert_eq!(gpu.status().assignments, 2);
+
+    plain.drain("test over");
+    gpu.drain("test over");
+    assert_eq!(plain_run.await.unwrap(), Exit::Drained);
+    assert_eq!(gpu_run_handle.await.unwrap(), Exit::Drained);
 }

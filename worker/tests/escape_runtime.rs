@@ -509,7 +509,8 @@ fn kill_9_worker(runtime: &str) -> Vec<i32> {
     assert!(running, "the helper's agent never started");
     child.kill().unwrap();
     let _ = child.wait();
-    wait_until(Duration::from_secs(5), || marked(&marker).is_empty());
+    // Generous for a loaded machine; returns as soon as every marked process is gone.
+    wait_until(Duration::from_secs(30), || marked(&marker).is_empty());
     let left = marked(&marker);
     kill_all(&left);
     left

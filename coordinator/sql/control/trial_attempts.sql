@@ -1,8 +1,8 @@
 -- The finished attempts of each done or cancelled trial of a run, in plan order then attempt
--- order: the planned trial, the accepted record when it arrived, and for an attempt without
--- one the transitions the coordinator stored (record numbering, from 0). A trial cancelled
--- before any attempt finished has one row with NULL attempt columns. $1 run id; $2 trial
--- ids (empty for all).
+-- order: the planned trial, the accepted record when it arrived, for an attempt without one
+-- the transitions the coordinator stored (record numbering, from 0), and the worker that held
+-- the attempt's lease. A trial cancelled before any attempt finished has one row with NULL
+-- attempt columns. $1 run id; $2 trial ids (empty for all).
 SELECT w.trial_id, w.ordinal, p.document::text AS planned,
        w.state AS item_state, COALESCE(w.cancel_reason, 'cancelled') AS cancel_reason,
        w.updated_at AS item_updated_at,
@@ -13,7 +13,8 @@ SELECT w.trial_id, w.ordinal, p.document::text AS planned,
                                              'note', NULLIF(t.note, ''))
                            ORDER BY t.seq)
            FROM transitions t WHERE t.attempt_id = a.attempt_id)::text
-       END AS transitions
+       END AS transitions,
+       a.worker_id
 FROM work_items w
 JOIN planned_trials p ON p.trial_id = w.trial_id
 LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.finished_at IS NOT NULL

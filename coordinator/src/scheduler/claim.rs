@@ -195,7 +195,7 @@ pub(super) async fn claim_in(
     ttl_ms: i64,
     avoid_lost_by: Option<&str>,
 ) -> Result<Vec<Assignment>, StoreError> {
-    let chosen = choose(tx, limit, avoid_lost_by).await?;
+    let chosen = choose(tx, worker_id, limit, avoid_lost_by).await?;
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
@@ -223,6 +223,7 @@ pub(super) async fn claim_in(
 /// Picks up to `limit` ready items within caps, locked for this transaction.
 async fn choose(
     tx: &Tx<'_>,
+    worker_id: &str,
     limit: i64,
     avoid_lost_by: Option<&str>,
 ) -> Result<Vec<Uuid>, StoreError> {
@@ -251,6 +252,7 @@ async fn choose(
                     &fr_routes,
                     &full_runs,
                     &avoid_lost_by,
+                    &worker_id,
                 ],
             )
             .await?;

@@ -68,6 +68,10 @@ pub struct Caps {
     /// At most this many live attempts in the run (`concurrency.max_trials`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_trials: Option<i64>,
+    /// Labels a worker must advertise to claim the run's items (`execution.worker_labels`,
+    /// matched as `akbench_core::placement::eligible` does, in `claim_candidates.sql`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_labels: Vec<String>,
 }
 
 /// A new attempt leased to a worker by [`super::Scheduler::claim`].

@@ -104,6 +104,17 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     };
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
     let spec = resolve(&manifest, &inputs, clock)?;
+    let labels = &spec.condition.execution.worker_labels;
+    if !labels.is_empty() {
+        // This sweep's workers (in this process, or the embedded default's) advertise no
+        // labels: nothing would ever claim the trials.
+        return Err(InputError(format!(
+            "{}: field `execution.worker_labels` ({}) asks for workers with those labels, and `akbench sweep` runs its own unlabelled workers; fix: run it on a coordinator (`akbench run plan/start --coordinator URL`) with `akbench-worker --label` workers, or remove the field",
+            args.config.display(),
+            labels.join(", ")
+        ))
+        .into());
+    }
     let draft = plan(&spec, clock);
     let mut prepared: HashMap<(String, String), Arc<PreparedTrial>> = HashMap::new();
     for t in &draft.trials {

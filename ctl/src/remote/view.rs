@@ -78,6 +78,8 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
         "budget": s.budget,
+        "worker_labels": s.worker_labels,
+        "placement": s.placement,
         "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
             "route": p.route,
             "consecutive_failures": p.consecutive_failures,
@@ -161,6 +163,16 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "outcomes   {}", counts(&s.outcomes));
     let _ = writeln!(o, "work       {}", counts(&s.work_items));
     let _ = writeln!(o, "workers    {} connected", s.workers);
+    if !s.worker_labels.is_empty() {
+        let _ = writeln!(
+            o,
+            "labels     {} (required of workers)",
+            s.worker_labels.join(", ")
+        );
+    }
+    if let Some(p) = &s.placement {
+        let _ = writeln!(o, "waiting    {p}");
+    }
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
     if let Some(b) = &s.budget {

@@ -102,6 +102,11 @@ impl Adapter for CliAgentAdapter {
         })
     }
 
+    fn version_argv(&self, launch: &Launch) -> Option<Vec<String>> {
+        let program = launch.argv.first()?;
+        Some(vec![program.clone(), "--version".into()])
+    }
+
     fn observe(&self, stdout: &str, _stderr: &str) -> Observations {
         (self.parse)(stdout)
     }

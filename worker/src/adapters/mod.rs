@@ -53,6 +53,12 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
     }
     /// Builds the launch.
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String>;
+    /// The command that makes the agent's CLI print its version, asked just before `launch`
+    /// runs (recorded as `provenance.agent_cli_version`); `None` for adapters whose agent
+    /// has no CLI of its own.
+    fn version_argv(&self, _launch: &Launch) -> Option<Vec<String>> {
+        None
+    }
     /// Reads observations from the agent's (redacted) output.
     fn observe(&self, _stdout: &str, _stderr: &str) -> Observations {
         Observations::default()

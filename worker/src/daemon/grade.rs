@@ -43,7 +43,9 @@ pub(super) fn grade(
 ) -> (AttemptRecord, Option<Artifacts>) {
     let number = a.attempt_number.max(1);
     let key = ids::attempt_key(&work.trial.key, number);
-    let refuse = |state: State, cause: String| ended_before_start(a, &key, state, cause, fwd);
+    let refuse = |state: State, cause: String| {
+        ended_before_start(&ctx.worker_id, a, &key, state, cause, fwd)
+    };
     if let Err(e) = source.check(number) {
         return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"));
     }

@@ -285,6 +285,7 @@ mod tests {
 
     fn record(state: State, cause: &str) -> AttemptRecord {
         let mut r = crate::daemon::runner::synthetic_record(
+            "w",
             &Uuid::now_v7().to_string(),
             "t/a1",
             1,

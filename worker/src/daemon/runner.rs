@@ -144,6 +144,7 @@ pub(super) async fn run(
             // The orchestrator never fails; a panic is a bug, reported as the host's failure.
             tracing::error!(attempt = %attempt_id, "the attempt's thread failed: {e}");
             let record = synthetic_record(
+                &ctx.worker_id,
                 &attempt_id,
                 &format!("attempt-{attempt_id}"),
                 1,
@@ -191,6 +192,7 @@ fn metric_labels(a: &pb::Assignment) -> super::metrics::AttemptLabelsIn {
 
 /// Ends an assignment without running it (`state` is a terminal reachable from pending).
 pub(super) fn end_unstarted(
+    worker_id: &str,
     a: &pb::Assignment,
     state: State,
     cause: String,
@@ -198,7 +200,14 @@ pub(super) fn end_unstarted(
     metrics: &super::metrics::WorkerMetrics,
 ) {
     let key = key_of(a);
-    let record = synthetic_record(&a.attempt_id, &key, a.attempt_number.max(1), state, cause);
+    let record = synthetic_record(
+        worker_id,
+        &a.attempt_id,
+        &key,
+        a.attempt_number.max(1),
+        state,
+        cause,
+    );
     for t in &record.transitions {
         let _ = events.send(Event::Transition {
             attempt_id: a.attempt_id.clone(),
@@ -270,7 +279,14 @@ fn execute(
     let invalid = |cause: String| {
         let key = key_of(a);
         tracing::info!(attempt = %key, attempt_id = %a.attempt_id, "assignment started");
-        ended_before_start(a, &key, State::InvalidConfiguration, cause, fwd)
+        ended_before_start(
+            &ctx.worker_id,
+            a,
+            &key,
+            State::InvalidConfiguration,
+            cause,
+            fwd,
+        )
     };
     let kind = pb::WorkKind::try_from(a.kind).unwrap_or(pb::WorkKind::Unspecified);
     if !matches!(kind, pb::WorkKind::Execute | pb::WorkKind::Grade) {
@@ -350,6 +366,7 @@ fn execute(
 /// The attempt ends in `state` before anything ran (pending, then `state`); its transitions
 /// are forwarded as for any attempt.
 pub(super) fn ended_before_start(
+    worker_id: &str,
     a: &pb::Assignment,
     key: &str,
     state: State,
@@ -357,7 +374,7 @@ pub(super) fn ended_before_start(
     fwd: &Forward,
 ) -> (AttemptRecord, Option<Artifacts>) {
     let number = a.attempt_number.max(1);
-    let record = synthetic_record(&a.attempt_id, key, number, state, cause);
+    let record = synthetic_record(worker_id, &a.attempt_id, key, number, state, cause);
     for t in &record.transitions {
         fwd.transition(&record.attempt, number, t);
     }
@@ -389,6 +406,7 @@ async fn store_artifacts(store: &ArtifactStore, out_root: &Path, art: &Artifacts
 
 /// The record of an attempt that ended before anything ran: pending, then `state`.
 pub(super) fn synthetic_record(
+    worker_id: &str,
     attempt_id: &str,
     key: &str,
     number: u32,
@@ -426,6 +444,7 @@ pub(super) fn synthetic_record(
         artifacts_dir: format!("a{number}"),
         graded_from: None,
         redacted: Vec::new(),
+        provenance: Some(crate::provenance::here(worker_id)),
     }
 }
 
@@ -444,7 +463,7 @@ mod tests {
     #[test]
     fn synthetic_records_are_valid_paths() {
         for s in [State::InvalidConfiguration, State::InfrastructureError] {
-            let r = synthetic_record(&Uuid::now_v7().to_string(), "k/a1", 1, s, "why".into());
+            let r = synthetic_record("w", &Uuid::now_v7().to_string(), "k/a1", 1, s, "why".into());
             let states: Vec<_> = r.transitions.iter().map(|t| t.state).collect();
             validate_path(&states).unwrap();
             assert_eq!(wire_transition(&r.transitions[0]).seq, 1);

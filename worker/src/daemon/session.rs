@@ -145,7 +145,10 @@ impl Daemon {
             ))
         })?;
         let ctx = Arc::new(Context {
-            orchestrator: Orchestrator::new(&config.cache_root, Arc::new(SystemClock)),
+            orchestrator: Orchestrator {
+                worker_id: config.worker_id.clone(),
+                ..Orchestrator::new(&config.cache_root, Arc::new(SystemClock))
+            },
             tasks_root: config.tasks_root.clone(),
             agents_root: config.agents_root.clone(),
             out_root: config.out_root.clone(),
@@ -787,6 +790,7 @@ impl Supervisor {
         if self.drain.is_some() {
             self.status.not_started += 1;
             runner::end_unstarted(
+                &self.config.worker_id,
                 &a,
                 State::InfrastructureError,
                 format!(

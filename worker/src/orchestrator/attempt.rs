@@ -9,7 +9,8 @@ use crate::workspace::{Workspace, WorkspaceError};
 use akbench_core::digest::digest_bytes;
 use akbench_core::lifecycle::{apply, Event, State};
 use akbench_core::record::{
-    AttemptRecord, Grade, Identity, Observations, ProcessFacts, Transition, WorkspaceFacts,
+    AttemptRecord, Grade, Identity, Observations, ProcessFacts, Provenance, Transition,
+    WorkspaceFacts,
 };
 use akbench_core::redact::Redactor;
 use akbench_core::task::Family;
@@ -36,6 +37,8 @@ struct Run<'a> {
     redactor: Redactor,
     /// Names of the credentials found (and replaced) so far.
     redacted: BTreeSet<String>,
+    /// Who runs this attempt and with what, filled in as it is observed.
+    provenance: Provenance,
 }
 
 impl Run<'_> {
@@ -162,6 +165,7 @@ pub(super) fn run(
         grade: None,
         redactor: Redactor::default(),
         redacted: BTreeSet::new(),
+        provenance: crate::provenance::here(&orch.worker_id),
     };
     r.record(State::Pending, None);
     let mut ws: Option<Workspace> = None;
@@ -209,6 +213,7 @@ pub(super) fn run(
         artifacts_dir: req.artifacts_rel.clone(),
         graded_from: None,
         redacted: r.redacted.into_iter().collect(),
+        provenance: Some(r.provenance),
     }
 }
 
@@ -249,6 +254,8 @@ fn drive(
         Ok(a) => a,
         Err(e) => end!(r, Event::Rejected, e),
     };
+    r.provenance.adapter = Some(adapter.name().to_string());
+    r.provenance.adapter_version = Some(crate::provenance::akbench_version());
     if task.family != Family::Artefact {
         end!(
             r,
@@ -394,6 +401,10 @@ fn drive(
             Event::Rejected,
             format!("{e}; install the agent or fix the descriptor's program")
         );
+    }
+    if let Some(argv) = adapter.version_argv(&launch) {
+        let v = crate::provenance::cli_version(&argv, &worktree, &env, &work_root, cancel);
+        r.provenance.agent_cli_version = r.scrub(Some(v));
     }
     let spec = ProcessSpec {
         argv: launch.argv.clone(),
