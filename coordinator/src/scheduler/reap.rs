@@ -14,6 +14,7 @@ const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sq
 const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
+const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart_lease_clocks.sql");
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
@@ -125,6 +126,20 @@ impl Scheduler {
             self.wake_claimer();
         }
         Ok(reaped)
+    }
+
+    /// Gives every live lease (except released ones) at least `ttl` from now: what a
+    /// coordinator does once when it starts, before its first reap, because it has heard
+    /// from no worker yet. Without it, leases that expired while the coordinator was down or
+    /// restarting were reaped at its first pass, before their (healthy) workers could
+    /// reconnect, and their agents ran again. Returns how many leases were extended.
+    pub async fn restart_lease_clocks(
+        &self,
+        ttl: std::time::Duration,
+    ) -> Result<u64, SchedulerError> {
+        let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let client = self.store.client().await?;
+        Ok(client.execute(RESTART_LEASE_CLOCKS_SQL, &[&ms]).await?)
     }
 
     /// Resumes a started run: first takes back expired leases ([`Scheduler::reap`]), then, in
