@@ -1,7 +1,8 @@
 //! Control-plane benchmark: store a 100,000-trial plan through `SubmitPlan`, then time
 //! `GetStatus` on it (20 calls, p50/p99) before and after half its trials finished, and read
 //! the coordinator's RSS (a child process running the real binary) before and after, against
-//! a 1,000-trial run, to show that status memory does not grow with plan size.
+//! a 1,000-trial run, to show that status memory does not grow with plan size; then
+//! `StartRun` of a second 100,000-trial plan (timed) and `GetStatus` on the started run.
 //!
 //! Run: `cargo bench -p akbench-coordinator --bench control` (needs the PostgreSQL binaries).
 
@@ -184,6 +185,27 @@ async fn main() {
     if std::env::var_os("AKBENCH_BENCH_EXPLAIN").is_some() {
         explain(&url, &key).await;
     }
+
+    // `run start` of a 100,000-trial run (issue 12: at most 5 s): a second plan, submitted
+    // and started through the Control API; then status on the started run (every item ready).
+    let (key2, large2) = submit_request(5_000, 10);
+    client.submit_plan(large2).await.unwrap();
+    let rss_before_start = rss_kib(pid);
+    let t = Instant::now();
+    let started = client
+        .start_run(pb::StartRunRequest { run: key2.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let start = t.elapsed();
+    assert_eq!(started.work_items_created, 100_000);
+    println!(
+        "StartRun 100,000 trials: {start:?}; RSS before {} MiB, after {} MiB",
+        rss_before_start / 1024,
+        rss_kib(pid) / 1024
+    );
+    let (p50, p99) = status_times(&mut client, &key2).await;
+    println!("100,000-trial run, started (100,000 ready): GetStatus p50 {p50:?} p99 {p99:?}");
     drop(child);
 }
 

@@ -536,6 +536,33 @@ impl PrivateCluster {
         Ok(())
     }
 
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, the
+    /// next start runs crash recovery); [`PrivateCluster::restart`] starts it again.
+    pub fn crash(&mut self) -> Result<(), ClusterError> {
+        if !self.running {
+            return Ok(());
+        }
+        let output = self
+            .pg_command(&self.binaries.pg_ctl)
+            .arg("stop")
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args(["-m", "immediate", "-w", "-s"])
+            .output()
+            .map_err(io_err("run pg_ctl stop -m immediate"))?;
+        self.running = false;
+        check(output, "stop PostgreSQL at once", &self.binaries.pg_ctl)
+    }
+
+    /// Starts a stopped server again on the same data folder and the same port, so that
+    /// clients holding its URL reconnect to it.
+    pub fn restart(&mut self) -> Result<(), ClusterError> {
+        if self.running {
+            return Ok(());
+        }
+        self.start_server_on(Some(self.port))
+    }
+
     fn initdb(&self) -> Result<(), ClusterError> {
         self.with_pwfile(&self.secret, |pwfile| {
             let mut cmd = self.pg_command(&self.binaries.initdb);
@@ -561,10 +588,19 @@ impl PrivateCluster {
     }
 
     fn start_server(&mut self) -> Result<(), ClusterError> {
+        self.start_server_on(None)
+    }
+
+    /// Starts the server on `port`, or on a free port (tried up to `PORT_ATTEMPTS` times).
+    fn start_server_on(&mut self, port: Option<u16>) -> Result<(), ClusterError> {
         let log = self.data_dir.join("postmaster.log");
         let mut last_error = None;
-        for _ in 0..PORT_ATTEMPTS {
-            let port = free_port()?;
+        let attempts = if port.is_some() { 1 } else { PORT_ATTEMPTS };
+        for _ in 0..attempts {
+            let port = match port {
+                Some(p) => p,
+                None => free_port()?,
+            };
             let mut options = format!(
                 "-p {port} -c listen_addresses=127.0.0.1 -k {}",
                 sh_quote(&self.data_dir.to_string_lossy())

@@ -45,7 +45,7 @@ pub fn snapshot(s: &RunStatus) -> Snapshot {
     Snapshot {
         run: s.run.run_key.clone(),
         live: Live {
-            state: s.run.state.clone(),
+            state: s.run.state.as_str().to_string(),
             planned: s.planned,
             queued: s.queued,
             running: s.running,
@@ -188,7 +188,7 @@ impl Backend for StoreBackend {
                 tasks: None,
                 pass_rate: s.as_ref().and_then(|s| s.rates.pass_rate),
                 solve_rate: None,
-                state: Some(r.state),
+                state: Some(r.state.as_str().to_string()),
                 key: r.run_key,
             });
         }

@@ -36,8 +36,9 @@
 //!   heartbeat. Any other code (a message the coordinator will never accept): logged and
 //!   that message dropped.
 //! - **Reconnect**: when the stream fails or ends, attempts keep running; the daemon
-//!   reconnects with exponential backoff (100 ms doubling to 5 s, +-20% jitter), presents its
-//!   held leases in `Hello` and re-sends what is owed.
+//!   reconnects with exponential backoff (100 ms doubling to 5 s, and to at most the
+//!   heartbeat period, +-20% jitter), presents its held leases in `Hello` and re-sends what
+//!   is owed.
 //! - **Drain** (the coordinator's `Drain`, SIGTERM or SIGINT, or [`Handle::drain`]): no new
 //!   work (free slots 0; an assignment that arrives anyway is not started and is reported
 //!   `infrastructure_error`, "worker draining", so the coordinator can re-queue it within its

@@ -298,19 +298,47 @@ impl WorkersService {
     /// attempt's worker when it is still connected here. Silence is judged by what this
     /// coordinator heard, so a database outage does not expire the leases of workers that
     /// kept heartbeating; a lease is taken back at most TTL + one interval after its worker
-    /// went silent.
+    /// went silent. Before its first pass it restarts the clock of every lease
+    /// ([`Scheduler::restart_lease_clocks`]): a coordinator that just started has heard from
+    /// no worker, so the time it was down is not counted as silence.
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(reap_interval(this.config.lease_ttl));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut clocks_restarted = false;
             loop {
                 tick.tick().await;
+                if !clocks_restarted {
+                    match this.restart_lease_clocks().await {
+                        Ok(_) => clocks_restarted = true,
+                        Err(e) => {
+                            tracing::warn!("reaper: {e}");
+                            continue; // never reap before the clocks are restarted
+                        }
+                    }
+                }
                 if let Err(e) = this.reap_once().await {
                     tracing::warn!("reaper: {e}");
                 }
             }
         })
+    }
+
+    /// What the reaper does once before its first pass: every live lease gets one TTL from
+    /// now (see [`Scheduler::restart_lease_clocks`]). Returns how many were extended.
+    pub async fn restart_lease_clocks(&self) -> Result<u64, SchedulerError> {
+        let n = self
+            .scheduler
+            .restart_lease_clocks(self.config.lease_ttl)
+            .await?;
+        if n > 0 {
+            tracing::info!(
+                leases = n,
+                "coordinator start: live leases get one TTL from now"
+            );
+        }
+        Ok(n)
     }
 
     /// One pass of the reaper (see [`WorkersService::spawn_reaper`]).

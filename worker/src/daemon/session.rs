@@ -447,7 +447,7 @@ impl Supervisor {
         self.rng ^= self.rng << 17;
         let jitter = 0.8 + 0.4 * ((self.rng >> 11) as f64 / (1u64 << 53) as f64);
         let wait = self.backoff.mul_f64(jitter);
-        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        self.backoff = next_backoff(self.backoff, self.heartbeat_period);
         tracing::info!(retry_in_ms = wait.as_millis() as u64, "reconnecting");
         Instant::now() + wait
     }
@@ -808,5 +808,42 @@ impl Supervisor {
             cancel,
             self.events_tx.clone(),
         ));
+    }
+}
+
+/// The reconnect delay after `current`: doubled, at most [`BACKOFF_MAX`] and at most the
+/// heartbeat period the coordinator asked for (a third of its lease TTL), so that a worker
+/// is heard again within the TTL once a restarted coordinator listens: a restarted
+/// coordinator gives every lease one TTL from its start, and a worker still backing off
+/// past that lost its leases as "went silent" (found by the chaos check at TTL 2 s, where
+/// the uncapped delay reached 3.2 s).
+fn next_backoff(current: Duration, heartbeat: Duration) -> Duration {
+    (current * 2)
+        .min(BACKOFF_MAX)
+        .min(heartbeat)
+        .max(BACKOFF_MIN)
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_backoff_doubles_up_to_the_heartbeat_period_and_five_seconds() {
+        let ms = Duration::from_millis;
+        for (current, heartbeat, next) in [
+            (ms(100), ms(10_000), ms(200)),
+            (ms(3_200), ms(10_000), ms(5_000)),
+            (ms(5_000), ms(10_000), ms(5_000)),
+            (ms(400), ms(666), ms(666)),
+            (ms(666), ms(666), ms(666)),
+            (ms(100), ms(50), ms(100)),
+        ] {
+            assert_eq!(
+                next_backoff(current, heartbeat),
+                next,
+                "{current:?} {heartbeat:?}"
+            );
+        }
     }
 }

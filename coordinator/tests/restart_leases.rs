@@ -1,0 +1,153 @@
+//! A coordinator restart is not the workers' silence (found by the chaos check, issue 12):
+//! leases that expired while the coordinator was down stay with their workers, which
+//! re-present them and finish; the new coordinator restarts every lease's clock before its
+//! first reap.
+
+mod common;
+
+use std::time::Duration;
+
+use akbench_coordinator::scheduler::Caps;
+use akbench_coordinator::workers_service::wire_state;
+use akbench_core::lifecycle::State;
+use akbench_proto::v1::{
+    coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
+    HeldLease, Hello, Transition, TransitionBatch,
+};
+use common::{chain, enqueued, scalar, serve, Worker};
+
+async fn assignment(w: &mut Worker) -> Assignment {
+    loop {
+        match w.next().await {
+            Out::Assignment(a) => return a,
+            Out::Ack(_) => continue,
+            other => panic!("expected an Assignment, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinator_does_not_reap_leases_that_expired_while_it_was_down() {
+    let ttl = Duration::from_secs(30);
+    let s = common::scheduler().await;
+    enqueued(&s, 1, 1, &Caps::default()).await;
+    // The first coordinator hands out the trial; its worker stays connected to it (a
+    // session that breaks would release the lease, which a killed coordinator never does).
+    let (_first, first_addr) = serve(&s, ttl).await;
+    let mut w = Worker::simple(first_addr, "steady", 1).await;
+    let a = assignment(&mut w).await;
+    // The coordinator was down longer than the TTL: in the database the lease has expired.
+    let client = s.store().client().await.unwrap();
+    client
+        .execute(
+            "UPDATE leases SET expires_at = now() - interval '1 second'",
+            &[],
+        )
+        .await
+        .unwrap();
+    // A new coordinator starts on the same database, with its reaper.
+    let (second, addr) = serve(&s, ttl).await;
+    let _reaper = second.spawn_reaper();
+    // Its first pass either restarts the lease's clock or reaps it.
+    loop {
+        let row = client
+            .query_one(
+                "SELECT (SELECT expires_at > now() FROM leases), \
+                 (SELECT finished_at IS NOT NULL FROM attempts)",
+                &[],
+            )
+            .await
+            .unwrap();
+        let (extended, finished): (Option<bool>, bool) = (row.get(0), row.get(1));
+        assert!(
+            !finished,
+            "the lease of a live worker was reaped at the restart"
+        );
+        if extended == Some(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The worker reconnects, re-presents its lease and finishes: accepted.
+    drop(w);
+    let (again, welcome) = Worker::connect(
+        addr,
+        Hello {
+            worker_id: "steady".into(),
+            slots: 1,
+            held_leases: vec![HeldLease {
+                attempt_id: a.attempt_id.clone(),
+                epoch: a.epoch,
+            }],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(welcome.revoked_attempt_ids.is_empty(), "{welcome:?}");
+    let mut again = again;
+    again
+        .send(In::Transitions(TransitionBatch {
+            attempt_id: a.attempt_id.clone(),
+            epoch: a.epoch,
+            transitions: chain()
+                .iter()
+                .enumerate()
+                .map(|(i, st)| Transition {
+                    seq: 1 + i as u32,
+                    state: wire_state(*st) as i32,
+                    at_unix_ms: 1_767_225_600_000,
+                    note: String::new(),
+                })
+                .collect(),
+            ..Default::default()
+        }))
+        .await;
+    again
+        .send(In::Finished(AttemptFinished {
+            attempt_id: a.attempt_id.clone(),
+            epoch: a.epoch,
+            terminal_state: wire_state(State::NotGraded) as i32,
+            cause: String::new(),
+            ..Default::default()
+        }))
+        .await;
+    let outcome = loop {
+        match again.next().await {
+            Out::Ack(_) => {
+                let o: Option<String> = scalar(&s, "SELECT outcome FROM work_items").await;
+                if o.is_some() {
+                    break o;
+                }
+            }
+            other => panic!("expected acks, got {other:?}"),
+        }
+    };
+    assert_eq!(outcome.as_deref(), Some("not_graded"));
+    let attempts: i64 = scalar(&s, "SELECT count(*) FROM attempts").await;
+    assert_eq!(attempts, 1, "the agent did not run again");
+}
+
+/// A trial taken back from a lost worker (its session broke) is ready again at once, even
+/// under the default retry backoff: rescue is not delayed by the backoff that reported
+/// infrastructure errors get (found by the chaos check: rescues took 6-9 s at TTL 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescued_trial_is_ready_at_once_whatever_the_backoff() {
+    let ttl = Duration::from_secs(30);
+    let s = common::scheduler_with(akbench_coordinator::scheduler::RetryPolicy::default()).await;
+    enqueued(&s, 1, 2, &Caps::default()).await;
+    let (_service, addr) = serve(&s, ttl).await;
+    let mut gone = Worker::simple(addr, "gone", 1).await;
+    let a = assignment(&mut gone).await;
+    drop(gone);
+    let mut other = Worker::simple(addr, "other", 1).await;
+    let b = assignment(&mut other).await;
+    assert_eq!((b.trial_id, b.attempt_number), (a.trial_id, 2));
+    // Re-queued in the reaper's transaction: ready at the instant the first attempt ended.
+    let immediate: bool = scalar(
+        &s,
+        "SELECT w.ready_at <= a.finished_at FROM work_items w \
+         JOIN attempts a ON a.trial_id = w.trial_id AND a.number = 1",
+    )
+    .await;
+    assert!(immediate, "the rescued trial waited a backoff");
+}

@@ -1,0 +1,682 @@
+//! The chaos check (issue 12): a sweep of deterministic trials (pyslug tasks x the `oracle`
+//! and `fail` agents: every oracle trial is solved, every fail trial is not) on four
+//! `akbench-worker` processes against an `akbench-coordinator` process on a private
+//! PostgreSQL, while workers are SIGKILLed and frozen (SIGSTOP until their leases are reaped,
+//! then SIGCONT), the coordinator is SIGKILLed and restarted twice and PostgreSQL is stopped
+//! with `pg_ctl stop -m immediate` for longer than the lease TTL and started again. Then it
+//! checks and prints: one final outcome per planned trial, no duplicates, no stale completion
+//! accepted, no trial misfiled because of a fault, reconcile valid and complete, and the
+//! rescue time per fault. Any failed check fails the test.
+//!
+//! `CHAOS_TRIALS` (default 100) sets the plan size (rounded up to a multiple of 8);
+//! `CHAOS_KILLS` / `CHAOS_FREEZES` the worker faults (default 2 each, or trials / 100);
+//! `CHAOS_SEED` the fault order and targets. `bench/chaos` runs it at 1,000 trials.
+
+use akbench_coordinator::pgcluster::PrivateCluster;
+mod e2e;
+
+use akbench_core::digest::canonical_json;
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use e2e::examples;
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tonic::transport::Channel;
+
+/// Lease TTL of the chaos coordinator.
+const TTL_MS: u64 = 2_000;
+const WORKERS: usize = 4;
+const SLOTS: u32 = 2;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling a child process this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill({}, {sig})", child.id());
+}
+
+/// A small deterministic generator (xorshift64*), seeded per run and printed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n as u64) as usize
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    KillWorker,
+    FreezeWorker,
+    RestartCoordinator,
+    RestartPostgres,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::KillWorker => "worker SIGKILL",
+            Fault::FreezeWorker => "worker SIGSTOP past the TTL",
+            Fault::RestartCoordinator => "coordinator SIGKILL + restart",
+            Fault::RestartPostgres => "PostgreSQL stop -m immediate + start",
+        }
+    }
+}
+
+/// One injected fault: what, on which worker, when (seconds since the epoch).
+struct Injected {
+    fault: Fault,
+    worker: Option<usize>,
+    at: f64,
+}
+
+struct Chaos {
+    tmp: tempfile::TempDir,
+    cluster: PrivateCluster,
+    db_url: String,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    coordinator: Option<Child>,
+    workers: Vec<Option<Child>>,
+}
+
+impl Drop for Chaos {
+    fn drop(&mut self) {
+        for c in self
+            .workers
+            .iter_mut()
+            .chain([&mut self.coordinator])
+            .flatten()
+        {
+            signal(c, libc::SIGCONT);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Chaos {
+    fn start_coordinator(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join("coordinator.log"))
+            .unwrap();
+        self.coordinator = Some(
+            Command::new(e2e::workspace_bin(
+                "akbench-coordinator",
+                "akbench-coordinator",
+            ))
+            .arg("--database-url")
+            .arg(&self.db_url)
+            .arg("--grpc-listen")
+            .arg(self.grpc.to_string())
+            .arg("--http-listen")
+            .arg(self.http.to_string())
+            .args(["--lease-ttl-ms", &TTL_MS.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+        );
+    }
+
+    fn spawn_worker(&mut self, n: usize) {
+        let dir = self.tmp.path().join(format!("w{n}"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join(format!("w{n}.log")))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
+            .arg("--coordinator")
+            .arg(format!("http://{}", self.grpc))
+            .args([
+                "--slots",
+                &SLOTS.to_string(),
+                "--worker-id",
+                &format!("w{n}"),
+                "--grace",
+                "5",
+            ])
+            .arg("--cache")
+            .arg(dir.join("cache"))
+            .arg("--out")
+            .arg(dir.join("out"))
+            .arg("--artifacts")
+            .arg(self.tmp.path().join("artifacts"))
+            .arg("--tasks-root")
+            .arg(examples().join("tasks"))
+            .arg("--agents-root")
+            .arg(examples().join("agents"))
+            .env("AKBENCH_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.workers[n] = Some(child);
+    }
+
+    /// A control client, waiting for the coordinator to listen.
+    async fn control(&self) -> ControlClient<Channel> {
+        let until = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(ch) = Channel::from_shared(format!("http://{}", self.grpc))
+                .unwrap()
+                .connect()
+                .await
+            {
+                return ControlClient::new(ch)
+                    .max_encoding_message_size(256 << 20)
+                    .max_decoding_message_size(256 << 20);
+            }
+            assert!(Instant::now() < until, "the coordinator never listened");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A fresh database connection (PostgreSQL restarts under the test).
+    async fn db(&self) -> tokio_postgres::Client {
+        let until = Instant::now() + Duration::from_secs(120);
+        loop {
+            match tokio_postgres::connect(&self.db_url, tokio_postgres::NoTls).await {
+                Ok((client, conn)) => {
+                    tokio::spawn(conn);
+                    return client;
+                }
+                Err(e) => assert!(Instant::now() < until, "database unreachable: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Polls `sql` (one bigint) until `pred` holds; panics after `secs`.
+    async fn wait_count(&self, secs: u64, what: &str, sql: &str, pred: impl Fn(i64) -> bool) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        let db = self.db().await;
+        loop {
+            let n: i64 = db.query_one(sql, &[]).await.unwrap().get(0);
+            if pred(n) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "timed out after {secs}s waiting for {what} (last: {n})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn done(&self) -> i64 {
+        self.db()
+            .await
+            .query_one("SELECT count(*) FROM work_items WHERE state = 'done'", &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Workers (by index) holding a live attempt now.
+    async fn busy_workers(&self) -> Vec<usize> {
+        self.db()
+            .await
+            .query(
+                "SELECT DISTINCT worker_id FROM attempts WHERE finished_at IS NULL \
+                 AND worker_id IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.get::<_, String>(0).strip_prefix('w')?.parse().ok())
+            .collect()
+    }
+
+    /// Waits until worker `n` holds no live attempt (its leases were released or reaped).
+    async fn wait_released(&self, n: usize, what: &str) {
+        self.wait_count(
+            TTL_MS / 1000 * 10 + 60,
+            what,
+            &format!(
+                "SELECT count(*) FROM attempts WHERE worker_id = 'w{n}' AND finished_at IS NULL"
+            ),
+            |c| c == 0,
+        )
+        .await;
+    }
+
+    /// Waits until a trial is claimed after `at` (the system makes progress again).
+    async fn wait_claim_after(&self, at: f64, what: &str) {
+        self.wait_count(
+            180,
+            what,
+            &format!("SELECT count(*) FROM attempts WHERE started_at > to_timestamp({at})"),
+            |c| c > 0,
+        )
+        .await;
+    }
+
+    async fn inject(&mut self, fault: Fault, rng: &mut Rng) -> Injected {
+        match fault {
+            Fault::KillWorker | Fault::FreezeWorker => {
+                // A worker holding work (wait for one: slots free up between trials).
+                let busy = loop {
+                    let b = self.busy_workers().await;
+                    if !b.is_empty() {
+                        break b;
+                    }
+                    let left: i64 = self
+                        .db()
+                        .await
+                        .query_one("SELECT count(*) FROM work_items WHERE state <> 'done'", &[])
+                        .await
+                        .unwrap()
+                        .get(0);
+                    assert!(left > 0, "the run ended before every fault was injected");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                };
+                let n = busy[rng.below(busy.len())];
+                let at = now_epoch();
+                let child = self.workers[n].as_ref().unwrap();
+                if fault == Fault::KillWorker {
+                    signal(child, libc::SIGKILL);
+                    self.workers[n].take().unwrap().wait().unwrap();
+                    self.wait_released(n, "the killed worker's leases to be released")
+                        .await;
+                    self.spawn_worker(n);
+                } else {
+                    signal(child, libc::SIGSTOP);
+                    self.wait_released(n, "the frozen worker's leases to be reaped")
+                        .await;
+                    signal(self.workers[n].as_ref().unwrap(), libc::SIGCONT);
+                }
+                Injected {
+                    fault,
+                    worker: Some(n),
+                    at,
+                }
+            }
+            Fault::RestartCoordinator => {
+                let at = now_epoch();
+                let mut c = self.coordinator.take().unwrap();
+                c.kill().unwrap();
+                c.wait().unwrap();
+                self.start_coordinator();
+                self.control().await;
+                Injected {
+                    fault,
+                    worker: None,
+                    at,
+                }
+            }
+            Fault::RestartPostgres => {
+                let at = now_epoch();
+                self.cluster.crash().unwrap();
+                // An outage longer than the lease TTL: heartbeating workers keep their leases.
+                tokio::time::sleep(Duration::from_millis(TTL_MS * 3 / 2)).await;
+                self.cluster.restart().unwrap();
+                Injected {
+                    fault,
+                    worker: None,
+                    at,
+                }
+            }
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_check() {
+    let trials = env_u64("CHAOS_TRIALS", 100).max(8);
+    let reps = trials.div_ceil(8);
+    let trials = reps * 8;
+    let kills = env_u64("CHAOS_KILLS", (trials / 100).max(2));
+    let freezes = env_u64("CHAOS_FREEZES", (trials / 100).max(2));
+    let seed = env_u64(
+        "CHAOS_SEED",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1,
+    );
+    println!(
+        "chaos: {trials} trials, {WORKERS} workers x {SLOTS} slots, TTL {TTL_MS} ms, \
+         {kills} kills, {freezes} freezes, 2 coordinator restarts, 1 PostgreSQL restart, seed {seed}"
+    );
+    let mut rng = Rng(seed);
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = PrivateCluster::start(Some(tmp.path().join("pg"))).unwrap();
+    let db_url = cluster.create_database("chaos").await.unwrap();
+    let mut chaos = Chaos {
+        tmp,
+        cluster,
+        db_url,
+        grpc: free_addr(),
+        http: free_addr(),
+        coordinator: None,
+        workers: (0..WORKERS).map(|_| None).collect(),
+    };
+    chaos.start_coordinator();
+    let mut client = chaos.control().await;
+    let (spec, ready) = e2e::plan_run(
+        chaos.tmp.path(),
+        &format!(
+            "experiment: chaos\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n\
+             \x20   - descriptor: oracle\n    - descriptor: fail\nrepetitions: {reps}\n\
+             execution:\n  runtime: direct\n  infrastructure_retries: 3\n"
+        ),
+    );
+    assert_eq!(ready.trials.len() as u64, trials);
+    client
+        .submit_plan(pb::SubmitPlanRequest {
+            spec_json: canonical_json(&spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(&ready),
+            plan_digest: ready.digest.clone(),
+        })
+        .await
+        .unwrap();
+    let run = spec.identity.run_key.clone();
+    let run_id = spec.identity.run_id;
+    let started = client
+        .start_run(pb::StartRunRequest { run: run.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, trials);
+    let began = Instant::now();
+    for n in 0..WORKERS {
+        chaos.spawn_worker(n);
+    }
+
+    // The faults in a seeded random order, spread over the run by progress.
+    let mut faults: Vec<Fault> = std::iter::repeat_n(Fault::KillWorker, kills as usize)
+        .chain(std::iter::repeat_n(Fault::FreezeWorker, freezes as usize))
+        .chain([
+            Fault::RestartCoordinator,
+            Fault::RestartCoordinator,
+            Fault::RestartPostgres,
+        ])
+        .collect();
+    for i in (1..faults.len()).rev() {
+        let j = rng.below(i + 1);
+        faults.swap(i, j);
+    }
+    let mut injected = Vec::new();
+    let total = faults.len() as i64;
+    for (i, fault) in faults.into_iter().enumerate() {
+        // Fault i once (i + 1) / (total + 1) of 70% of the trials are done.
+        let target = (i as i64 + 1) * trials as i64 * 7 / 10 / (total + 1);
+        chaos
+            .wait_count(
+                600,
+                "progress before the next fault",
+                "SELECT count(*) FROM work_items WHERE state = 'done'",
+                |d| d >= target,
+            )
+            .await;
+        let done = chaos.done().await;
+        assert!(
+            done < trials as i64,
+            "the run ended before fault {i} ({fault:?})"
+        );
+        let f = chaos.inject(fault, &mut rng).await;
+        println!(
+            "chaos: fault {i}: {}{} at {done} done",
+            f.fault.name(),
+            f.worker.map(|w| format!(" (w{w})")).unwrap_or_default()
+        );
+        // Every fault is followed by progress before the next one.
+        chaos
+            .wait_claim_after(f.at, "a claim after the fault")
+            .await;
+        injected.push(f);
+    }
+
+    chaos
+        .wait_count(
+            900,
+            "the run to finish",
+            &format!("SELECT count(*) FROM runs WHERE run_id = '{run_id}' AND state = 'finished'"),
+            |n| n == 1,
+        )
+        .await;
+    let elapsed = began.elapsed();
+    let report = check(&chaos, &run, run_id, trials, &injected).await;
+    println!("chaos: {} trials in {:.1} s", trials, elapsed.as_secs_f64());
+    println!("{report}");
+    if report.contains("FAIL") {
+        let kept = std::mem::replace(&mut chaos.tmp, tempfile::tempdir().unwrap()).keep();
+        panic!("chaos check failed; logs kept in {}", kept.display());
+    }
+}
+
+/// Runs the checks over the finished run; one line per check, `ok` or `FAIL`.
+async fn check(
+    chaos: &Chaos,
+    run: &str,
+    run_id: uuid::Uuid,
+    trials: u64,
+    faults: &[Injected],
+) -> String {
+    let db = chaos.db().await;
+    let mut out = Vec::new();
+    fn line_of(ok: bool, what: String) -> String {
+        format!("chaos: {} {what}", if ok { "ok  " } else { "FAIL" })
+    }
+    macro_rules! line {
+        ($ok:expr, $what:expr $(,)?) => {
+            out.push(line_of($ok, $what))
+        };
+    }
+    let one = |sql: &'static str| {
+        let db = &db;
+        async move {
+            db.query_one(sql, &[&run_id])
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .get::<_, i64>(0)
+        }
+    };
+    let planned = one("SELECT count(*) FROM planned_trials WHERE run_id = $1").await;
+    let done = one("SELECT count(*) FROM work_items WHERE run_id = $1 AND state = 'done'").await;
+    line!(
+        planned == trials as i64 && done == planned,
+        format!("planned {planned} trials, {done} with a final outcome"),
+    );
+    // A trial's accepted final outcomes: attempts with an accepted record that ended in a
+    // final state (an infrastructure error is retried, never final while budget remains).
+    let per_trial: Vec<i64> = db
+        .query(
+            "SELECT count(sub.attempt_id) FILTER (WHERE a.terminal_state <> 'infrastructure_error') \
+             FROM work_items w LEFT JOIN attempts a ON a.trial_id = w.trial_id \
+             LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
+             WHERE w.run_id = $1 GROUP BY w.trial_id",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let exactly_one = per_trial.iter().filter(|n| **n == 1).count();
+    let duplicates: i64 = per_trial.iter().filter(|n| **n > 1).map(|n| n - 1).sum();
+    line!(
+        exactly_one as i64 == planned,
+        format!("{exactly_one} of {planned} trials have exactly one accepted final outcome"),
+    );
+    line!(duplicates == 0, format!("{duplicates} duplicates"));
+    let deciding_not_last = one(
+        "SELECT count(*) FROM work_items w JOIN attempts a ON a.trial_id = w.trial_id \
+         WHERE w.run_id = $1 AND a.number > w.attempts_used",
+    )
+    .await;
+    line!(
+        deciding_not_last == 0,
+        format!("{deciding_not_last} attempts after a trial's deciding attempt"),
+    );
+    let stale = one(
+        "SELECT count(*) FROM attempts a JOIN work_items w ON w.trial_id = a.trial_id \
+         WHERE w.run_id = $1 AND a.fenced AND (a.terminal_state IS DISTINCT FROM \
+         'infrastructure_error' OR EXISTS (SELECT 1 FROM submissions s WHERE s.attempt_id = a.attempt_id))",
+    )
+    .await;
+    let fenced = one(
+        "SELECT count(*) FROM attempts a JOIN work_items w ON w.trial_id = a.trial_id \
+         WHERE w.run_id = $1 AND a.fenced",
+    )
+    .await;
+    line!(
+        stale == 0,
+        format!("{stale} stale completions accepted ({fenced} attempts fenced)"),
+    );
+    // Misfiled: the deciding outcome of each trial against its agent's deterministic one.
+    let outcomes: Vec<(String, Option<String>, Option<bool>)> = db
+        .query(
+            "SELECT w.agent, w.outcome, (sub.record -> 'grade' ->> 'ok')::boolean \
+             FROM work_items w LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
+             LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id WHERE w.run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let mut misfiled: BTreeMap<String, usize> = BTreeMap::new();
+    for (agent, outcome, ok) in &outcomes {
+        let expected = (agent == "oracle").then_some(true).or(Some(false));
+        if outcome.as_deref() != Some("completed") || *ok != expected {
+            *misfiled
+                .entry(format!("{agent}: {outcome:?} solved={ok:?}"))
+                .or_default() += 1;
+        }
+    }
+    line!(
+        misfiled.is_empty(),
+        format!(
+            "{} trials misfiled {misfiled:?}",
+            misfiled.values().sum::<usize>()
+        ),
+    );
+    let mut client = chaos.control().await;
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: run.to_string(),
+            observations_json: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let report: serde_json::Value = serde_json::from_str(&r.report_json).unwrap();
+    let half = serde_json::json!(trials / 2);
+    line!(
+        r.valid
+            && report["complete"] == true
+            && report["counts"]["succeeded"] == half
+            && report["counts"]["failed"] == half,
+        format!(
+            "reconcile valid {} complete {} counts {}",
+            r.valid, report["complete"], report["counts"]
+        ),
+    );
+    // Per worker fault, for each trial the worker held then: the time from the fault until
+    // the coordinator took the trial back (its attempt ended `infrastructure_error`: the
+    // coordinator's part, bounded by TTL + 2 s) and until its next claim (the rescue time
+    // as a user sees it: it also waits for a free slot, the queue is never empty here).
+    // Per fault of the coordinator or PostgreSQL: the time until the first claim after it.
+    let mut by_kind: BTreeMap<Fault, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for f in faults {
+        let first: f64 = db
+            .query_one(
+                "SELECT extract(epoch FROM min(started_at))::float8 FROM attempts \
+                 WHERE started_at > to_timestamp($1)",
+                &[&f.at],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let entry = by_kind.entry(f.fault).or_default();
+        entry.2.push(first - f.at);
+        if let Some(n) = f.worker {
+            let rows = db
+                .query(
+                    "SELECT extract(epoch FROM a.finished_at)::float8, \
+                     extract(epoch FROM next.started_at)::float8 FROM attempts a \
+                     JOIN attempts next ON next.trial_id = a.trial_id AND next.number = a.number + 1 \
+                     WHERE a.worker_id = $1 AND a.started_at <= to_timestamp($2) \
+                     AND a.finished_at > to_timestamp($2) AND a.terminal_state = 'infrastructure_error'",
+                    &[&format!("w{n}"), &f.at],
+                )
+                .await
+                .unwrap();
+            for r in rows {
+                entry.0.push(r.get::<_, f64>(0) - f.at);
+                entry.1.push(r.get::<_, f64>(1) - f.at);
+            }
+        }
+    }
+    let bound = TTL_MS as f64 / 1000.0 + 2.0;
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    for (kind, (mut back, mut claim, mut first)) in by_kind {
+        let n = first.len();
+        if matches!(kind, Fault::KillWorker | Fault::FreezeWorker) {
+            let (bmax, cmax) = (max(&back), max(&claim));
+            let rescued = claim.len();
+            let (bmed, cmed) = (median(&mut back), median(&mut claim));
+            line!(
+                rescued > 0 && bmax <= bound,
+                format!(
+                    "{}: {n} faults, {rescued} trials rescued; taken back after median {bmed:.2} s, \
+                     max {bmax:.2} s (bound TTL + 2 s = {bound:.1} s); claimed again (rescue) \
+                     after median {cmed:.2} s, max {cmax:.2} s",
+                    kind.name()
+                ),
+            );
+        } else {
+            let fmax = max(&first);
+            let med = median(&mut first);
+            out.push(format!(
+                "chaos: info {}: {n} faults, first claim after the fault: median {med:.2} s, max {fmax:.2} s",
+                kind.name()
+            ));
+        }
+    }
+    out.join("\n")
+}
