@@ -1,8 +1,8 @@
 //! Viewer benchmark on the coordinator's HTTP listener: a 100,000-trial run (5,000 tasks x 2
 //! agents x 10 repetitions) whose every trial is done with a full attempt record (the shape
 //! workers upload; a quarter solved), then the viewer's pages served by the coordinator
-//! in-process over loopback: the run page cold (the records assembled from the database and
-//! aggregated: the coordinator-backed path), warm (the aggregate cached while the finished
+//! in-process over loopback: the run page cold (one compact row per trial read from the
+//! database and aggregated: the coordinator-backed path), warm (the aggregate cached while the finished
 //! count stands), the run's progress (what each server-sent event carries), a page of the
 //! trial table and one trial page. Time to the end of the body; median of 20 fresh
 //! connections, the cold page once.
@@ -168,7 +168,9 @@ async fn main() {
         page.contains("100000 / 100000 trials"),
         "the run page counts every trial"
     );
-    println!("run page, cold (assemble 100,000 records + aggregate): {cold:?}, {bytes} bytes");
+    println!(
+        "run page, cold (100,000 compact rows from one query + aggregate): {cold:?}, {bytes} bytes"
+    );
     let trial = format!("/trials/{}", ready.trials[12_345].key);
     let rows = [
         ("run page, warm (aggregate cached)", run.clone()),
