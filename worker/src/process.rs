@@ -5,7 +5,9 @@
 //! timeout or cancel the group gets SIGTERM, a grace period, then SIGKILL. Whatever way the
 //! child ends, the group is then killed and every process still carrying the attempt's tag in
 //! its environment (one that left the group with `setsid`) is killed too, so no process of
-//! an attempt survives it.
+//! an attempt survives it. A child the runtime marks [`ChildHooks::contained`] (the
+//! `sandbox` runtime's bwrap, whose every descendant stays in cgroups the runtime empties
+//! afterwards) skips those two host-wide scans of `/proc`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
