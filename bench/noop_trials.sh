@@ -11,7 +11,8 @@
 # Prints per round and the medians, and the ratio (goal <= 1.5), plus akbench's
 # creating_workspace median from the records.
 # usage: bench/noop_trials.sh [rounds]   (env: SLOTS, REPS, DATA_DIR: PostgreSQL data folder,
-#        RUNTIME: the trials' runtime, `sandbox` (the default runtime) or `direct`)
+#        RUNTIME: the trials' runtime, `sandbox` (the default runtime) or `direct`,
+#        AKBENCH: an akbench binary to use instead of building this checkout's)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -19,8 +20,12 @@ rounds=${1:-2}
 slots=${SLOTS:-32}
 reps=${REPS:-50}
 runtime=${RUNTIME:-sandbox}
-cargo build --release -q -p akbench --manifest-path "$root/Cargo.toml"
-akbench="${CARGO_TARGET_DIR:-$root/target}/release/akbench"
+if [ -n "${AKBENCH:-}" ]; then
+    akbench=$AKBENCH # a given build (e.g. one saved before a change, to compare)
+else
+    cargo build --release -q -p akbench --manifest-path "$root/Cargo.toml"
+    akbench="${CARGO_TARGET_DIR:-$root/target}/release/akbench"
+fi
 scratch=$(mktemp -d)
 chmod 755 "$scratch" # the embedded PostgreSQL may run as user postgres
 trap 'rm -rf "$scratch"' EXIT
@@ -30,6 +35,12 @@ agents_root="$root/examples/agents"
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 G=(git -c init.defaultBranch=main -c advice.detachedHead=false -c core.autocrlf=false)
 now() { date +%s.%N; }
+# CPU seconds (user + sys) of the finished children of the calling (sub)shell, from `times`.
+cpu_of_children() {
+    times >"$scratch/times" # a builtin in this shell: a pipe would run it in a subshell
+    tail -1 "$scratch/times" | python3 -c 'import re, sys
+print(round(sum(float(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", sys.stdin.read())), 2))'
+}
 
 manifest() { # $1 = repetitions
     cat >"$scratch/noop-$1.yaml" <<EOF
@@ -97,6 +108,7 @@ by_hand() {
     local start; start=$(now)
     xargs -P "$slots" -L 1 bash -c 'bash "$0" "$@" "'"$base"'"' "$scratch/one.sh" <"$items" ||
         { echo "a trial by hand failed" >&2; exit 1; }
+    cpu_of_children >"$scratch/cpu"
     python3 -c "print(round($(now) - $start, 3))"
 }
 
@@ -106,13 +118,15 @@ trials=$(wc -l <"$items")
 hand=(); ak=()
 for i in $(seq "$rounds"); do
     h=$(by_hand) || exit 1
+    hc=$(cat "$scratch/cpu")
     out="$scratch/out-$i"
     start=$(now)
-    sweep "$reps" "$out"
+    ac=$(sweep "$reps" "$out" && cpu_of_children)
     a=$(python3 -c "print(round($(now) - $start, 3))")
     n=$(find "$out" -name run_record.json | wc -l)
     [ "$n" = "$trials" ] || { echo "akbench wrote $n records, expected $trials" >&2; exit 1; }
-    echo "round $i: $trials trials, $slots slots: by hand ${h}s, akbench sweep ${a}s"
+    echo "round $i: $trials trials, $slots slots: by hand ${h}s, akbench sweep ${a}s" \
+        "(CPU of the processes each started and waited for: ${hc}s / ${ac}s)"
     hand+=("$h"); ak+=("$a")
 done
 python3 - "${hand[*]}" "${ak[*]}" "$scratch" <<'PY'
@@ -121,14 +135,18 @@ h = [float(x) for x in sys.argv[1].split()]
 a = [float(x) for x in sys.argv[2].split()]
 mh, ma = statistics.median(h), statistics.median(a)
 print(f"median by hand {mh:.2f}s, akbench {ma:.2f}s, ratio {ma / mh:.3f} (goal <= 1.5)")
-cw = []
+phases = {}
 for p in glob.glob(f"{sys.argv[3]}/out-*/**/run_record.json", recursive=True):
     for att in json.load(open(p))["attempts"]:
-        t = att.get("timings_ms", {}).get("creating_workspace")
-        if t is not None:
-            cw.append(t)
+        for state, t in att.get("timings_ms", {}).items():
+            phases.setdefault(state, []).append(t)
+cw = sorted(phases.get("creating_workspace", []))
 if cw:
-    cw.sort()
     print(f"creating_workspace over {len(cw)} attempts: median {statistics.median(cw):.0f} ms, "
           f"p90 {cw[int(len(cw) * 0.9)]} ms")
+# Time per attempt in each state (STARTING_AGENT: runtime set-up and spawn; EXECUTING: the
+# agent, its end and the runtime's teardown), summed over the attempts of every round.
+print("per state, median / p90 / total over attempts (ms): " + ", ".join(
+    f"{k} {statistics.median(v):.0f}/{sorted(v)[int(len(v) * 0.9)]}/{sum(v)}"
+    for k, v in sorted(phases.items())))
 PY

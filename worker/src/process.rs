@@ -5,7 +5,9 @@
 //! timeout or cancel the group gets SIGTERM, a grace period, then SIGKILL. Whatever way the
 //! child ends, the group is then killed and every process still carrying the attempt's tag in
 //! its environment (one that left the group with `setsid`) is killed too, so no process of
-//! an attempt survives it.
+//! an attempt survives it. A child the runtime marks [`ChildHooks::contained`] (the
+//! `sandbox` runtime's bwrap, whose every descendant stays in cgroups the runtime empties
+//! afterwards) skips those two host-wide scans of `/proc`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -119,6 +121,14 @@ pub struct ChildHooks {
     pub netns: Option<Arc<std::os::fd::OwnedFd>>,
     /// `RLIMIT_FSIZE`: the largest file the child may write.
     pub max_file_bytes: Option<u64>,
+    /// Set by a runtime whose processes cannot leave the cgroups in [`Self::cgroup_procs`]
+    /// and that kills and waits for every member of them after the end (the `sandbox`
+    /// runtime: a pid namespace, no access to the cgroup filesystem, no capabilities).
+    /// [`Running::wait`] then only kills the group and reaps the child: it neither waits for
+    /// the process group to empty nor sweeps `/proc` for the attempt's tag, both of which
+    /// scan every process on the host and are the `direct` runtime's only way to find a
+    /// process that left its group.
+    pub contained: bool,
 }
 
 /// How the process ended.
@@ -321,7 +331,8 @@ impl Running {
     }
 
     /// Waits for the end, enforcing the timeout and watching `cancel`. Always leaves no
-    /// process of the attempt alive.
+    /// process of the attempt alive, except for a [`ChildHooks::contained`] child, whose
+    /// runtime kills and waits for what is left (its cgroups) once this returned.
     pub fn wait(mut self, cancel: &CancelToken) -> ProcessEnd {
         let deadline = self.started + self.spec.timeout;
         let mut end = ProcessEnd::default();
@@ -347,10 +358,12 @@ impl Running {
         // Whatever is left of the group, and anything that escaped it, goes now. The leader
         // is not reaped yet, so the group id is still ours.
         kill_group(self.pid, libc::SIGKILL);
-        // SIGKILL is delivered asynchronously: let the group die before looking for
-        // processes that escaped it, so only true escapees count as stragglers.
-        wait_group_gone(self.pid, Duration::from_secs(5));
-        end.stragglers_killed = sweep(&self.spec.tag);
+        if !self.spec.hooks.contained {
+            // SIGKILL is delivered asynchronously: let the group die before looking for
+            // processes that escaped it, so only true escapees count as stragglers.
+            wait_group_gone(self.pid, Duration::from_secs(5));
+            end.stragglers_killed = sweep(&self.spec.tag);
+        }
         let status = self.child.wait().ok();
         for (i, r) in self.readers.into_iter().enumerate() {
             let (bytes, truncated) = r.join().unwrap_or((0, false));

@@ -240,6 +240,22 @@ impl Workspace {
         std::fs::remove_dir_all(&self.root).map_err(io(&self.root))
     }
 
+    /// Replaces the `.git` of a worktree kept at `dest` with a fresh copy of the baseline
+    /// repository: the agent's commits, objects, reflogs and config go (git stores objects
+    /// compressed, where a credential value cannot be found and scrubbed), its files stay,
+    /// and `git status` / `git diff` in the kept folder still show its work against the
+    /// baseline. Used when the attempt's credentials must be scrubbed from what is kept.
+    pub fn reset_kept_history(&self, dest: &Path) -> Result<(), WorkspaceError> {
+        let dot_git = dest.join(".git");
+        make_writable(&dot_git);
+        match std::fs::symlink_metadata(&dot_git) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&dot_git).map_err(io(&dot_git))?,
+            Ok(_) => std::fs::remove_file(&dot_git).map_err(io(&dot_git))?,
+            Err(_) => {}
+        }
+        copy_repo(&self.baseline.repo, &dot_git).map_err(io(&dot_git))
+    }
+
     /// Removes the attempt folder (worktree, home, private repositories).
     pub fn remove(&self, _cache: &MirrorCache) -> Result<(), WorkspaceError> {
         make_writable(&self.root);

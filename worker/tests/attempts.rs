@@ -497,6 +497,80 @@ fn keep_workspace_keeps_it() {
 }
 
 #[test]
+fn a_kept_workspace_holds_no_credential_value() {
+    let c = corpus();
+    let secret = "sk-test-kept-workspace-secret-456";
+    std::env::set_var("AKBENCH_TEST_KEPT_KEY", secret);
+    // The value goes into a file, a commit message and a committed blob (stored compressed
+    // in the agent's repository, where a byte search would not see it).
+    c.add_agent(
+        "keeper",
+        "adapter = \"scripted\"\nscript = \"keeper.sh\"\ncredentials = [\"AKBENCH_TEST_KEPT_KEY\"]\n",
+        Some(
+            "echo \"key=$AKBENCH_TEST_KEPT_KEY\" > leak.txt\n\
+             git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m \"$AKBENCH_TEST_KEPT_KEY\"\n\
+             echo \"again $AKBENCH_TEST_KEPT_KEY\" > leak.txt\n",
+        ),
+    );
+    let t = c.task("answer");
+    let a = c.agent("keeper");
+    let mut req = c.request(&t, &a, "keeper");
+    req.options.keep_workspace = true;
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    assert!(
+        rec.attempts[0].workspace.kept,
+        "{:?}",
+        rec.attempts[0].cause
+    );
+    assert!(rec.attempts[0]
+        .redacted
+        .contains(&"AKBENCH_TEST_KEPT_KEY".to_string()));
+    let ws = c
+        .root()
+        .join("out/keeper")
+        .join(rec.attempts[0].workspace.path.clone().unwrap());
+    // Every stored byte, and every object git can still read there.
+    let mut stack = vec![c.root().join("out/keeper")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = fs::read(&p) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(secret),
+                    "{} holds the credential",
+                    p.display()
+                );
+            }
+        }
+    }
+    let objects = std::process::Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(objects.status.success());
+    assert!(!String::from_utf8_lossy(&objects.stdout).contains(secret));
+    // The agent's file is kept, scrubbed; the repository still shows it against the baseline.
+    assert_eq!(
+        fs::read_to_string(ws.join("leak.txt")).unwrap(),
+        "again [REDACTED:AKBENCH_TEST_KEPT_KEY]\n"
+    );
+    let st = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    assert!(String::from_utf8_lossy(&st.stdout).contains("leak.txt"));
+}
+
+#[test]
 fn cli_agent_adapters_turn_their_event_streams_into_observations() {
     let c = corpus();
     let fixtures =

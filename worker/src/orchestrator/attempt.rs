@@ -71,7 +71,8 @@ impl Run<'_> {
         }
     }
 
-    /// Scrubs every file of the attempt's artifacts but a kept workspace.
+    /// Scrubs every file of the attempt's artifacts, a kept workspace's files included (its
+    /// `.git` is then a fresh copy of the baseline repository, not the agent's).
     fn scrub_artifacts(&mut self, dir: &Path) {
         if self.redactor.is_empty() {
             return;
@@ -84,7 +85,10 @@ impl Run<'_> {
             for e in rd.flatten() {
                 let p = e.path();
                 match e.file_type() {
-                    Ok(t) if t.is_dir() && !(d == dir && e.file_name() == "workspace") => {
+                    Ok(t)
+                        if t.is_dir()
+                            && !(d == dir.join("workspace") && e.file_name() == ".git") =>
+                    {
                         stack.push(p);
                     }
                     Ok(t) if t.is_file() => self.scrub_file(&p),
@@ -173,7 +177,18 @@ pub(super) fn run(
     if let Some(w) = ws {
         let result = if req.options.keep_workspace {
             let dest = req.artifacts_dir.join("workspace");
-            w.keep_at(&orch.cache, &dest).map(|()| {
+            // With credentials declared, the kept repository is the baseline's again: the
+            // agent's git objects are compressed, so a value in them could not be scrubbed.
+            let kept = w.keep_at(&orch.cache, &dest).and_then(|()| {
+                if r.redactor.is_empty() {
+                    return Ok(());
+                }
+                w.reset_kept_history(&dest).inspect_err(|_| {
+                    // Nothing that may hold a credential stays.
+                    let _ = std::fs::remove_dir_all(&dest);
+                })
+            });
+            kept.map(|()| {
                 r.workspace.kept = true;
                 r.workspace.path = Some(format!("{}/workspace", req.artifacts_rel));
             })

@@ -125,6 +125,19 @@ fn remove_stale(dir: &Path) {
     }
 }
 
+/// True at most once a minute per process: stale groups are at least a minute old, so
+/// looking for them at every attempt (a listing and a stat per group, per controller) finds
+/// nothing a sweep a minute earlier did not.
+fn stale_sweep_due() -> bool {
+    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let due = last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+    if due {
+        *last = Some(Instant::now());
+    }
+    due
+}
+
 fn write(path: &Path, value: &str) -> Result<(), String> {
     std::fs::write(path, value)
         .map_err(|e| format!("cannot write `{value}` to {}: {e}", path.display()))
@@ -134,9 +147,12 @@ impl Group {
     /// Makes the groups `akbench/<tag>` and sets `limits`.
     pub fn create(tag: &str, limits: &Limits) -> Result<Group, String> {
         let (flavor, parents) = flavor_and_parents()?;
+        let sweep_stale = stale_sweep_due();
         let mut dirs = Vec::new();
         for p in &parents {
-            remove_stale(&p.join("akbench"));
+            if sweep_stale {
+                remove_stale(&p.join("akbench"));
+            }
             let d = p.join("akbench").join(tag);
             std::fs::create_dir_all(&d)
                 .map_err(|e| format!("cannot create {}: {e}", d.display()))?;

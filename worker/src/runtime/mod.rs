@@ -286,6 +286,9 @@ pub fn prepare(
     spec.hooks.cgroup_procs = group.procs_files();
     spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
     spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
+    // Every process of the tree stays in the group (bwrap's pid namespace, no cgroup
+    // filesystem, no capabilities); `Guard::finish` kills and waits for all its members.
+    spec.hooks.contained = true;
     let disk = DiskWatch::start(exposure.disk_roots.clone(), limits.disk_mb, group.clone());
     Ok(Prepared {
         spec,
