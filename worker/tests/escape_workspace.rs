@@ -233,7 +233,18 @@ fn a_large_file_written_by_the_agent_grows_no_cache() {
         "adapter = \"scripted\"\nscript = \"big.sh\"\n",
         Some("head -c 300000000 /dev/zero > big.bin && git add big.bin && git -c user.name=a -c user.email=a@a commit -qm big && git gc -q\nexit 0\n"),
     );
-    let rec = run(&c, "answer", "big", "big");
+    // Writing, committing and repacking 300 MB takes a minute on a loaded 2-core machine: the
+    // test is about the cache, not the agent's deadline, so the deadline is generous.
+    let t = c.task("answer");
+    let a = c.agent("big");
+    let mut req = c.request(&t, &a, "big");
+    req.options.runtime = RuntimeKind::Sandbox;
+    req.options.agent_timeout_sec = Some(600.0);
+    let rec = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
     assert_eq!(rec.outcome.state, State::Completed, "{:?}", rec.outcome);
     assert_eq!(
         rec.attempts[0].workspace.files_changed.unwrap_or_default(),
