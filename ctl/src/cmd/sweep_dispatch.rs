@@ -60,7 +60,8 @@ pub enum Next {
     /// Nothing can start now: wait for an attempt to end, a route to resume, or until
     /// `Some(instant)` (a retry's backoff ends).
     Wait(Option<Instant>),
-    /// Nothing will ever start again: the slot stops.
+    /// Nothing will ever start again (the run is cancelling, or nothing is ready or live):
+    /// the slot stops.
     Stop,
 }
 
@@ -192,7 +193,9 @@ impl InMemoryDispatch {
                 }
                 Next::Lease { item: i, number }
             }
-            None if !any_ready => Next::Stop,
+            // Nothing ready and nothing live: nothing can ever become ready again.
+            None if !any_ready && self.live == 0 => Next::Stop,
+            // A live attempt may end in a retry: the slot stays.
             None => Next::Wait(soonest),
         }
     }

@@ -43,10 +43,12 @@ fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
         Settlement::Done(State::Completed)
     );
     assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 2, number: 1 });
-    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
+    // Nothing ready, two live (either may end in a retry): the slot waits.
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Wait(None));
     assert_eq!(d.run_state(), RunState::Running);
     d.ended(1, State::Failed, 0.5, now);
     d.ended(2, State::Timeout, 0.5, now);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
     assert_eq!(d.run_state(), RunState::Finished);
     assert_eq!(d.item(1), ItemState::Done(State::Failed));
 }
@@ -186,8 +188,9 @@ fn a_spent_budget_cancels_what_did_not_start() {
     );
     d.next(now, NOT_PAUSED);
     assert_eq!(d.cancel_ready("budget"), vec![1, 2]);
-    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Wait(None));
     d.ended(0, State::Completed, 0.0, now);
+    assert_eq!(d.next(now, NOT_PAUSED), Next::Stop);
     assert_eq!(d.run_state(), RunState::Finished);
     assert_eq!(d.item(2), ItemState::Cancelled("budget"));
 }
