@@ -29,7 +29,8 @@ pub struct Args {
     /// Attempts run at once (1 or more).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
-    /// A label advertised to the coordinator, `key=value`; repeatable.
+    /// A label advertised to the coordinator, `key=value`; repeatable. A plan whose
+    /// `execution.worker_labels` lists labels is claimed only by workers that have them all.
     #[arg(long = "label", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
     /// Stable worker identity [default: <hostname>-<pid>].
