@@ -10,7 +10,8 @@
 //!
 //! `CHAOS_TRIALS` (default 100) sets the plan size (rounded up to a multiple of 8);
 //! `CHAOS_KILLS` / `CHAOS_FREEZES` the worker faults (default 2 each, or trials / 100);
-//! `CHAOS_SEED` the fault order and targets. `bench/chaos` runs it at 1,000 trials.
+//! `CHAOS_SEED` the fault order and targets; `CHAOS_KEEP=1` keeps the logs and the
+//! PostgreSQL data folder (always kept when a check fails). `bench/chaos` runs it at 1,000 trials.
 
 use akbench_coordinator::pgcluster::PrivateCluster;
 mod e2e;
@@ -481,9 +482,14 @@ async fn chaos_check() {
     let report = check(&chaos, &run, run_id, trials, &injected).await;
     println!("chaos: {} trials in {:.1} s", trials, elapsed.as_secs_f64());
     println!("{report}");
-    if report.contains("FAIL") {
+    if report.contains("FAIL") || std::env::var_os("CHAOS_KEEP").is_some() {
         let kept = std::mem::replace(&mut chaos.tmp, tempfile::tempdir().unwrap()).keep();
-        panic!("chaos check failed; logs kept in {}", kept.display());
+        assert!(
+            !report.contains("FAIL"),
+            "chaos check failed; logs kept in {}",
+            kept.display()
+        );
+        println!("chaos: logs and database kept in {}", kept.display());
     }
 }
 
