@@ -6,14 +6,19 @@
 # workers run anything: the run is never started), each under `/usr/bin/time`; prints the
 # peak RSS (max resident set) and wall time of each command.
 # usage: bench/plan_memory.sh [sizes...]   (default: 10000 100000; multiples of 16)
-#        env: PORT (gRPC port, default 7470; HTTP is PORT + 1)
+#        env: PORT (gRPC port, default 7470; HTTP is PORT + 1), AKBENCH_BIN (an akbench
+#        binary to measure instead of building the release one)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 if [ $# -gt 0 ]; then sizes=("$@"); else sizes=(10000 100000); fi
 port=${PORT:-7470}
-cargo build --release -q -p akbench --bin akbench --manifest-path "$root/Cargo.toml"
-akbench="${CARGO_TARGET_DIR:-$root/target}/release/akbench"
+if [ -n "${AKBENCH_BIN:-}" ]; then
+    akbench=$AKBENCH_BIN
+else
+    cargo build --release -q -p akbench --bin akbench --manifest-path "$root/Cargo.toml"
+    akbench="${CARGO_TARGET_DIR:-$root/target}/release/akbench"
+fi
 scratch=$(mktemp -d)
 chmod 755 "$scratch" # the embedded PostgreSQL may run as user postgres
 up_pid=

@@ -188,7 +188,8 @@ async fn main() {
 
     // `run start` of a 100,000-trial run (issue 12: at most 5 s): a second plan, submitted
     // and started through the Control API; then status on the started run (every item ready).
-    let (key2, large2) = submit_request(5_000, 10);
+    // 10,000 tasks x 2 agents x 5 repetitions: another run key than the first plan's.
+    let (key2, large2) = submit_request(10_000, 5);
     client.submit_plan(large2).await.unwrap();
     let rss_before_start = rss_kib(pid);
     let t = Instant::now();

@@ -10,7 +10,8 @@
 //!
 //! `CHAOS_TRIALS` (default 100) sets the plan size (rounded up to a multiple of 8);
 //! `CHAOS_KILLS` / `CHAOS_FREEZES` the worker faults (default 2 each, or trials / 100);
-//! `CHAOS_SEED` the fault order and targets. `bench/chaos` runs it at 1,000 trials.
+//! `CHAOS_SEED` the fault order and targets; `CHAOS_KEEP=1` keeps the logs and the
+//! PostgreSQL data folder (always kept when a check fails). `bench/chaos` runs it at 1,000 trials.
 
 use akbench_coordinator::pgcluster::PrivateCluster;
 mod e2e;
@@ -101,6 +102,9 @@ struct Chaos {
     db_url: String,
     grpc: SocketAddr,
     http: SocketAddr,
+    /// Built once: `workspace_bin` runs `cargo build`, which can wait minutes for the build
+    /// folder's lock while the coordinator is down.
+    coordinator_bin: std::path::PathBuf,
     coordinator: Option<Child>,
     workers: Vec<Option<Child>>,
 }
@@ -128,22 +132,19 @@ impl Chaos {
             .open(self.tmp.path().join("coordinator.log"))
             .unwrap();
         self.coordinator = Some(
-            Command::new(e2e::workspace_bin(
-                "akbench-coordinator",
-                "akbench-coordinator",
-            ))
-            .arg("--database-url")
-            .arg(&self.db_url)
-            .arg("--grpc-listen")
-            .arg(self.grpc.to_string())
-            .arg("--http-listen")
-            .arg(self.http.to_string())
-            .args(["--lease-ttl-ms", &TTL_MS.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
+            Command::new(&self.coordinator_bin)
+                .arg("--database-url")
+                .arg(&self.db_url)
+                .arg("--grpc-listen")
+                .arg(self.grpc.to_string())
+                .arg("--http-listen")
+                .arg(self.http.to_string())
+                .args(["--lease-ttl-ms", &TTL_MS.to_string()])
+                .env("RUST_LOG", "warn")
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
         );
     }
 
@@ -389,6 +390,7 @@ async fn chaos_check() {
         db_url,
         grpc: free_addr(),
         http: free_addr(),
+        coordinator_bin: e2e::workspace_bin("akbench-coordinator", "akbench-coordinator"),
         coordinator: None,
         workers: (0..WORKERS).map(|_| None).collect(),
     };
@@ -481,9 +483,14 @@ async fn chaos_check() {
     let report = check(&chaos, &run, run_id, trials, &injected).await;
     println!("chaos: {} trials in {:.1} s", trials, elapsed.as_secs_f64());
     println!("{report}");
-    if report.contains("FAIL") {
+    if report.contains("FAIL") || std::env::var_os("CHAOS_KEEP").is_some() {
         let kept = std::mem::replace(&mut chaos.tmp, tempfile::tempdir().unwrap()).keep();
-        panic!("chaos check failed; logs kept in {}", kept.display());
+        assert!(
+            !report.contains("FAIL"),
+            "chaos check failed; logs kept in {}",
+            kept.display()
+        );
+        println!("chaos: logs and database kept in {}", kept.display());
     }
 }
 
@@ -621,7 +628,9 @@ async fn check(
     // coordinator's part, bounded by TTL + 2 s) and until its next claim (the rescue time
     // as a user sees it: it also waits for a free slot, the queue is never empty here).
     // Per fault of the coordinator or PostgreSQL: the time until the first claim after it.
-    let mut by_kind: BTreeMap<Fault, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    /// Seconds from each fault: until taken back, until claimed again, until the first claim.
+    type Times = (Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut by_kind: BTreeMap<Fault, Times> = BTreeMap::new();
     for f in faults {
         let first: f64 = db
             .query_one(
