@@ -20,10 +20,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    restore_sigpipe();
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
+            restore_sigpipe();
             let _ = e.print();
             return if e.use_stderr() {
                 exit::USAGE
@@ -32,6 +32,15 @@ where
             };
         }
     };
+    // Commands that serve (a coordinator, workers, PostgreSQL connections, agents' pipes, a
+    // web server) keep SIGPIPE ignored: a peer closing a socket or pipe is an error to handle
+    // there, never a reason for the whole process (and its PostgreSQL) to die unstopped.
+    if !matches!(
+        cli.command,
+        cli::Command::Up(_) | cli::Command::Sweep(_) | cli::Command::View(_)
+    ) {
+        restore_sigpipe();
+    }
     let telemetry = init_telemetry();
     let span = command_span(&cli);
     let code = match span.in_scope(|| cmd::dispatch(cli)) {

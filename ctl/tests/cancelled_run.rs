@@ -75,15 +75,18 @@ fn up(dir: &Path, agents: &Path) -> (Up, String) {
     let stdout = child.stdout.take().unwrap();
     let up = Up(child);
     let mut url = None;
-    for line in BufReader::new(stdout).lines() {
+    let mut lines = BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
         let line = line.unwrap();
         if let Some(rest) = line.trim().strip_prefix("coordinator") {
             url = rest.split_whitespace().next().map(str::to_string);
         }
-        if line.starts_with("Ctrl-C stops everything") {
+        if line.contains("stops everything") {
             break;
         }
     }
+    // Keep draining stdout so `up` never writes to a closed or full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
     let url = url.expect("akbench up printed its coordinator's address");
     (up, url)
 }

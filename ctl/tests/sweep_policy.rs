@@ -27,6 +27,9 @@ fn flaky_program(markers: &Path) -> String {
     };
     format!(
         "#!/bin/sh
+# The adapter asks for the CLI's version before each run (the record's provenance): that is
+# not a run at the task.
+if [ \"$1\" = --version ]; then echo '2.1.332 (Claude Code)'; exit 0; fi
 marker=\"{}/$AKBENCH_TASK_ID\"
 if [ ! -e \"$marker\" ]; then
 : > \"$marker\"

@@ -189,6 +189,7 @@ pub fn show_result(
                 "planned": accounting.planned,
                 "counts": accounting.counts,
                 "rates": accounting.rates,
+                "candidates": accounting.candidates,
             },
             "summary": summary,
         }))?;
@@ -209,6 +210,9 @@ pub fn show_result(
             },
             started.elapsed().as_secs_f64()
         );
+        if let Some(c) = &accounting.candidates {
+            println!("{c}");
+        }
         println!("records: {}", records.display());
         if accounting.counts.not_graded > 0 {
             println!(
