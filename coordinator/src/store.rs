@@ -116,6 +116,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "budget_cancel_reason",
         sql: include_str!("../migrations/0012_budget_cancel_reason.sql"),
     },
+    Migration {
+        version: 13,
+        name: "submission_spend",
+        sql: include_str!("../migrations/0013_submission_spend.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -1,12 +1,13 @@
 -- Tokens and cost per agent: per trial, the sum over the accepted records (submissions) of
 -- its attempts; per agent, the sum over its trials. A value no record reported stays NULL
--- (never 0); `without_cost` counts the trials that reported no cost. $1 run id.
+-- (never 0); `without_cost` counts the trials that reported no cost. The spend columns of
+-- submissions are computed from the record when it is stored (migration 0013). $1 run id.
 WITH per_trial AS (
     SELECT w.agent,
-           sum((s.record #>> '{observations,input_tokens}')::numeric) AS input_tokens,
-           sum((s.record #>> '{observations,cached_input_tokens}')::numeric) AS cached_input_tokens,
-           sum((s.record #>> '{observations,output_tokens}')::numeric) AS output_tokens,
-           sum((s.record #>> '{observations,cost_usd}')::float8) AS cost_usd
+           sum(s.input_tokens) AS input_tokens,
+           sum(s.cached_input_tokens) AS cached_input_tokens,
+           sum(s.output_tokens) AS output_tokens,
+           sum(s.cost_usd) AS cost_usd
     FROM work_items w
     JOIN attempts a ON a.trial_id = w.trial_id
     JOIN submissions s ON s.attempt_id = a.attempt_id

@@ -1,17 +1,15 @@
 -- The spend of the runs with an `execution.budget` among the runs $1: per
 -- run, over the accepted records of its execute attempts, what core::budget::Spent counts
--- (a cost or token count a record did not report is counted as missing, never as 0).
+-- (a cost or token count a record did not report is counted as missing, never as 0), from
+-- the spend columns of submissions (migration 0013).
 SELECT r.run_id,
        (r.document #> '{condition,execution,budget}')::text AS budget,
        count(s.attempt_id)::bigint AS attempts,
-       coalesce(sum((s.record #>> '{observations,cost_usd}')::float8), 0)::float8 AS cost_usd,
+       coalesce(sum(s.cost_usd), 0)::float8 AS cost_usd,
+       count(s.attempt_id) FILTER (WHERE s.cost_usd IS NULL)::bigint AS without_cost,
+       coalesce(sum(coalesce(s.input_tokens, 0) + coalesce(s.output_tokens, 0)), 0)::bigint AS tokens,
        count(s.attempt_id) FILTER (
-           WHERE s.record #>> '{observations,cost_usd}' IS NULL)::bigint AS without_cost,
-       coalesce(sum(coalesce((s.record #>> '{observations,input_tokens}')::numeric, 0)
-                  + coalesce((s.record #>> '{observations,output_tokens}')::numeric, 0)), 0)::bigint AS tokens,
-       count(s.attempt_id) FILTER (
-           WHERE s.record #>> '{observations,input_tokens}' IS NULL
-             AND s.record #>> '{observations,output_tokens}' IS NULL)::bigint AS without_tokens
+           WHERE s.input_tokens IS NULL AND s.output_tokens IS NULL)::bigint AS without_tokens
 FROM run_specs r
 JOIN work_items w ON w.run_id = r.run_id
 LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.kind = 'execute'
