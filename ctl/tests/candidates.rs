@@ -6,9 +6,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
+mod sweep_json;
+use sweep_json::examples;
 
 /// An agents root holding `third`: every run bumps a counter (under a lock) and applies the
 /// task's fix when the count is 2 modulo 3, else changes nothing (graded, not solved).
@@ -53,41 +52,15 @@ fn sweep(tmp: &Path, dir: &str, manifest: &str, local: bool) -> (i32, Value, Str
     std::fs::create_dir_all(&base).unwrap();
     let m = base.join("experiment.yaml");
     std::fs::write(&m, manifest).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
-    cmd.arg("sweep").arg(&m);
-    if local {
-        cmd.arg("--local");
-    } else {
+    if !local {
         // The PostgreSQL account (as root: `postgres`) must reach the data folder.
         use std::os::unix::fs::PermissionsExt;
         for p in [tmp, base.as_path()] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        cmd.env("AKBENCH_DATA", base.join("data"));
     }
-    let out = cmd
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(&agents)
-        .arg("--store-root")
-        .arg(base.join("runs"))
-        .arg("--out")
-        .arg(base.join("out"))
-        .arg("--cache")
-        .arg(base.join("cache"))
-        .arg("--json")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let v = serde_json::from_str(&stdout).unwrap_or_else(|_| {
-        panic!(
-            "akbench sweep ended {:?} with stdout:\n{stdout}\nstderr:\n{stderr}",
-            out.status
-        )
-    });
-    (out.status.code().unwrap(), v, stderr)
+    let r = sweep_json::sweep(&base, &m, &agents, local, None);
+    (r.code, r.json, r.stderr)
 }
 
 /// What must agree between two runs of the same plan: per planned trial (key without the

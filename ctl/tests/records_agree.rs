@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
+mod sweep_json;
+use sweep_json::examples;
 
 /// A copy of the example agents plus `fake-claude`: the real `claude-code` adapter with a
 /// program that answers `--version` and prints a captured event stream.
@@ -58,41 +57,14 @@ const MANIFEST: &str = "experiment: agree\ntasks:\n  ids: [pyslug-001]\nagents:\
 fn sweep(dir: &Path, agents: &Path, local: bool) -> String {
     let m = dir.join("experiment.yaml");
     std::fs::write(&m, MANIFEST).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
-    cmd.arg("sweep")
-        .arg(&m)
-        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z");
-    if local {
-        cmd.arg("--local");
-    } else {
+    if !local {
         // The PostgreSQL account (as root: `postgres`) must reach the data folder.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        cmd.env("AKBENCH_DATA", dir.join("data"));
     }
-    let out = cmd
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(agents)
-        .arg("--store-root")
-        .arg(dir.join("runs"))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--cache")
-        .arg(dir.join("cache"))
-        .arg("--json")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| {
-        panic!(
-            "akbench sweep ended {:?} with stdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert_eq!(out.status.code(), Some(0), "{v}");
+    let r = sweep_json::sweep(dir, &m, agents, local, Some("2026-03-04T05:06:07Z"));
+    let v = r.json;
+    assert_eq!(r.code, 0, "{v}");
     v["run_key"].as_str().unwrap().to_string()
 }
 

@@ -6,12 +6,10 @@
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
+mod sweep_json;
+use sweep_json::examples;
 
 /// The flaky agent's program (for the real `claude-code` adapter): its first run at a task
 /// prints Claude Code's captured stream of a provider answering 500 (a provider failure, an
@@ -82,45 +80,18 @@ fn sweep(dir: &Path, local: bool) -> (i32, Value, Vec<Value>) {
     .unwrap();
     let m = dir.join("experiment.yaml");
     std::fs::write(&m, MANIFEST).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
-    cmd.arg("sweep")
-        .arg(&m)
-        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z");
-    if local {
-        cmd.arg("--local");
-    } else {
+    if !local {
         // The PostgreSQL account (as root: `postgres`) must reach the data folder, the
         // markers are written by the workers' agents.
         for d in [dir, markers.as_path()] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        cmd.env("AKBENCH_DATA", dir.join("data"));
     }
-    let out = cmd
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(&agents)
-        .arg("--store-root")
-        .arg(dir.join("runs"))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--cache")
-        .arg(dir.join("cache"))
-        .arg("--json")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| {
-        panic!(
-            "akbench sweep ended {:?} with stdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let r = sweep_json::sweep(dir, &m, &agents, local, Some("2026-03-04T05:06:07Z"));
+    let (code, v) = (r.code, r.json);
     let mut records = Vec::new();
     collect(&dir.join("out"), &mut records);
-    (out.status.code().unwrap(), v, records)
+    (code, v, records)
 }
 
 fn collect(dir: &Path, out: &mut Vec<Value>) {
