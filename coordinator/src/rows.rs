@@ -26,6 +26,50 @@ pub enum RowError {
         /// What is wrong with the value.
         problem: String,
     },
+    /// A row of a named query did not decode.
+    #[error("failed to decode a row of `{query}`: {source}")]
+    Query {
+        /// The query (its `.sql` file).
+        query: &'static str,
+        /// What was wrong with the row.
+        #[source]
+        source: Box<RowError>,
+    },
+}
+
+impl RowError {
+    /// This error, naming the query whose row it is about.
+    pub fn in_query(self, query: &'static str) -> RowError {
+        match self {
+            RowError::Query { .. } => self,
+            other => RowError::Query {
+                query,
+                source: Box::new(other),
+            },
+        }
+    }
+}
+
+/// Decodes every row of query `query` with `decode`; the first bad row is the error, naming
+/// the query and the column.
+pub fn all<T>(
+    query: &'static str,
+    rows: &[Row],
+    decode: impl FnMut(&Row) -> Result<T, RowError>,
+) -> Result<Vec<T>, RowError> {
+    rows.iter()
+        .map(decode)
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.in_query(query))
+}
+
+/// Decodes one row of query `query` with `decode` (a bad row names the query and column).
+pub fn one<T>(
+    query: &'static str,
+    row: &Row,
+    decode: impl FnOnce(&Row) -> Result<T, RowError>,
+) -> Result<T, RowError> {
+    decode(row).map_err(|e| e.in_query(query))
 }
 
 /// A struct decoded from one row by column names.
@@ -82,5 +126,28 @@ pub fn count(row: &Row, column: &'static str) -> Result<u64, RowError> {
     u64::try_from(n).map_err(|_| RowError::Value {
         column,
         problem: format!("{n} is not a count"),
+    })
+}
+
+/// A small count or position column (`integer`: a seq, a number of failures), refusing a
+/// negative one.
+pub fn count32(row: &Row, column: &'static str) -> Result<u32, RowError> {
+    let n: i32 = col(row, column)?;
+    u32::try_from(n).map_err(|_| RowError::Value {
+        column,
+        problem: format!("{n} is not a count"),
+    })
+}
+
+/// A JSON document column (`jsonb`, or `text`/`json` holding JSON) decoded as `T`: a document
+/// that does not decode is an error naming the column and what serde said.
+pub fn json<T: serde::de::DeserializeOwned>(
+    row: &Row,
+    column: &'static str,
+) -> Result<T, RowError> {
+    let value: serde_json::Value = col(row, column)?;
+    serde_json::from_value(value).map_err(|e| RowError::Value {
+        column,
+        problem: e.to_string(),
     })
 }

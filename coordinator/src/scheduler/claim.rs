@@ -7,6 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::{ttl_ms, Assignment, Caps, Scheduler, SchedulerError, WorkKind};
+use crate::rows::{self, col, json, parsed, RowError};
 use crate::store::{StoreError, Tx};
 
 const CANDIDATES_SQL: &str = include_str!("../../sql/scheduler/claim_candidates.sql");
@@ -53,13 +54,14 @@ impl CapState {
             return Ok(());
         }
         let mut capped = Vec::new();
-        for row in tx
+        let stored = tx
             .query(&tx.prepare_cached(CAPS_SQL).await?, &[&new])
-            .await?
-        {
-            let run: Uuid = row.get(0);
-            // Caps that do not parse are ignored rather than blocking the run.
-            let caps: Caps = serde_json::from_value(row.get(1)).unwrap_or_default();
+            .await?;
+        // Caps that do not decode are a bad row (an error), never "no caps".
+        let stored = rows::all("claim_caps.sql", &stored, |row| {
+            Ok((col::<Uuid>(row, "run_id")?, json::<Caps>(row, "caps")?))
+        })?;
+        for (run, caps) in stored {
             if caps != Caps::default() {
                 capped.push(run);
                 self.caps.insert(run, Some(caps));
@@ -73,14 +75,17 @@ impl CapState {
         }
         tx.execute(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&capped])
             .await?;
-        for row in tx
+        let live = tx
             .query(&tx.prepare_cached(LIVE_COUNTS_SQL).await?, &[&capped])
-            .await?
-        {
-            let run: Uuid = row.get(0);
-            let agent: String = row.get(1);
-            let route: Option<String> = row.get(2);
-            let n: i64 = row.get(3);
+            .await?;
+        let live = rows::all("claim_live_counts.sql", &live, |row| {
+            let run: Uuid = col(row, "run_id")?;
+            let agent: String = col(row, "agent")?;
+            let route: Option<String> = col(row, "provider_route")?;
+            let n: i64 = col(row, "n")?;
+            Ok((run, agent, route, n))
+        })?;
+        for (run, agent, route, n) in live {
             *self.run_live.entry(run).or_default() += n;
             *self.agent_live.entry((run, agent)).or_default() += n;
             if let Some(route) = route {
@@ -206,18 +211,17 @@ pub(super) async fn claim_in(
             &[&worker_id, &chosen, &attempt_ids, &ttl_ms],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Assignment {
-            attempt_id: r.get(0),
-            trial_id: r.get(1),
-            run_id: r.get(2),
-            number: r.get(3),
-            kind: WorkKind::parse(r.get(4)).unwrap_or(WorkKind::Execute),
-            epoch: r.get(5),
-            document: r.get(6),
+    Ok(rows::all("claim_create.sql", &rows, |r| {
+        Ok(Assignment {
+            attempt_id: col(r, "attempt_id")?,
+            trial_id: col(r, "trial_id")?,
+            run_id: col(r, "run_id")?,
+            number: col(r, "number")?,
+            kind: parsed(r, "kind", WorkKind::parse)?,
+            epoch: col(r, "epoch")?,
+            document: col(r, "document")?,
         })
-        .collect())
+    })?)
 }
 
 /// Picks up to `limit` ready items within caps, locked for this transaction.
@@ -259,17 +263,14 @@ async fn choose(
         if rows.is_empty() {
             break;
         }
-        let candidates: Vec<Candidate> = rows
-            .iter()
-            .map(|r| -> Result<Candidate, StoreError> {
-                Ok(Candidate {
-                    trial_id: r.try_get(0)?,
-                    run_id: r.try_get(1)?,
-                    agent: r.try_get(2)?,
-                    route: r.try_get(3)?,
-                })
+        let candidates: Vec<Candidate> = rows::all("claim_candidates.sql", &rows, |r| {
+            Ok::<_, RowError>(Candidate {
+                trial_id: col(r, "trial_id")?,
+                run_id: col(r, "run_id")?,
+                agent: col(r, "agent")?,
+                route: col(r, "provider_route")?,
             })
-            .collect::<Result<_, _>>()?;
+        })?;
         let runs: Vec<Uuid> = candidates.iter().map(|c| c.run_id).collect();
         caps.load(tx, &runs).await?;
         let mut refused_any = false;

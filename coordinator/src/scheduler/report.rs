@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::claim::claim_in;
 use super::record::check_record;
 use super::{Assignment, Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
+use crate::rows::{self, col, count32, parsed, parsed_opt};
 use crate::store::{StoreError, Tx};
 
 const LOCK_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/lock_attempts.sql");
@@ -368,28 +369,26 @@ async fn apply(
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
     ids.dedup();
-    let mut rows: HashMap<Uuid, AttemptRow> = HashMap::new();
-    for r in tx
+    let locked = tx
         .query(&tx.prepare_cached(LOCK_ATTEMPTS_SQL).await?, &[&ids])
-        .await?
-    {
-        let state: &str = r.get(4);
-        let terminal: Option<&str> = r.get(6);
-        let last_seq: i32 = r.get(5);
-        rows.insert(
-            r.get(0),
+        .await?;
+    let mut rows: HashMap<Uuid, AttemptRow> = rows::all("lock_attempts.sql", &locked, |r| {
+        Ok((
+            col(r, "attempt_id")?,
             AttemptRow {
-                trial_id: r.get(1),
-                epoch: r.get(2),
-                fenced: r.get(3),
-                state: State::parse(state).unwrap_or(State::Pending),
-                last_seq: u32::try_from(last_seq).unwrap_or(0),
-                terminal: terminal.and_then(State::parse),
-                cause: r.get(7),
+                trial_id: col(r, "trial_id")?,
+                epoch: col(r, "epoch")?,
+                fenced: col(r, "fenced")?,
+                state: parsed(r, "state", State::parse)?,
+                last_seq: count32(r, "last_seq")?,
+                terminal: parsed_opt(r, "terminal_state", State::parse)?,
+                cause: col(r, "cause")?,
                 dirty: false,
             },
-        );
-    }
+        ))
+    })?
+    .into_iter()
+    .collect();
 
     // Stored content of re-sent seqs.
     let mut known: HashMap<(Uuid, u32), Content> = HashMap::new();
@@ -409,20 +408,18 @@ async fn apply(
         }
     }
     if !q_ids.is_empty() {
-        for r in tx
+        let stored = tx
             .query(
                 &tx.prepare_cached(STORED_TRANSITIONS_SQL).await?,
                 &[&q_ids, &q_seqs],
             )
-            .await?
-        {
-            let seq: i32 = r.get(1);
-            let state: &str = r.get(2);
-            let at: DateTime<Utc> = r.get(3);
-            let key = (r.get(0), u32::try_from(seq).unwrap_or(0));
-            let state = State::parse(state).unwrap_or(State::Pending);
-            known.insert(key, (state, at.timestamp_micros(), r.get(4)));
-        }
+            .await?;
+        known.extend(rows::all("stored_transitions.sql", &stored, |r| {
+            let at: DateTime<Utc> = col(r, "at")?;
+            let key = (col(r, "attempt_id")?, count32(r, "seq")?);
+            let state = parsed(r, "state", State::parse)?;
+            Ok((key, (state, at.timestamp_micros(), col(r, "note")?)))
+        })?);
     }
 
     // Accepted records, to tell identical re-uploads from conflicts.
@@ -433,15 +430,15 @@ async fn apply(
         .collect();
     let mut accepted: HashMap<Uuid, String> = HashMap::new();
     if !record_ids.is_empty() {
-        for r in tx
+        let stored = tx
             .query(
                 &tx.prepare_cached(SUBMISSIONS_OF_SQL).await?,
                 &[&record_ids],
             )
-            .await?
-        {
-            accepted.insert(r.get(0), r.get(1));
-        }
+            .await?;
+        accepted.extend(rows::all("submissions_of.sql", &stored, |r| {
+            Ok((col(r, "attempt_id")?, col(r, "digest")?))
+        })?);
     }
 
     let mut writes = Writes::default();
@@ -580,22 +577,19 @@ pub(super) async fn settle(
             &[&trials, &states, &factors, &schedule],
         )
         .await?;
-    let mut runs: Vec<Uuid> = rows.iter().map(|r| r.get(2)).collect();
+    let settled = rows::all("settle_items.sql", &rows, |r| {
+        let trial: Uuid = col(r, "trial_id")?;
+        let run: Uuid = col(r, "run_id")?;
+        Ok((trial, run, parsed_opt(r, "outcome", State::parse)?))
+    })?;
+    let mut runs: Vec<Uuid> = settled.iter().map(|(_, run, _)| *run).collect();
     runs.sort();
     runs.dedup();
     finish_runs(tx, &runs).await?;
-    let mut settled = HashMap::new();
-    for r in &rows {
-        let trial: Uuid = r.try_get(0)?;
-        let outcome = match r.try_get::<_, Option<&str>>(3)? {
-            None => None,
-            Some(o) => Some(State::parse(o).ok_or_else(|| {
-                StoreError::Invalid(format!("work item {trial} has an unknown outcome {o:?}"))
-            })?),
-        };
-        settled.insert(trial, outcome);
-    }
-    Ok(settled)
+    Ok(settled
+        .into_iter()
+        .map(|(trial, _, outcome)| (trial, outcome))
+        .collect())
 }
 
 /// Ends the runs among `runs` that have nothing ready or leased.
@@ -611,12 +605,10 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
     if runs.is_empty() {
         return Ok(());
     }
-    let open: Vec<Uuid> = tx
+    let open = tx
         .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await?;
+    let open: Vec<Uuid> = rows::all("runs_still_pending.sql", &open, |r| col(r, "run_id"))?;
     let undecided: Vec<Uuid> = runs.iter().filter(|r| !open.contains(r)).copied().collect();
     if undecided.is_empty() {
         return Ok(());
