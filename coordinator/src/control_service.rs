@@ -31,6 +31,7 @@ use crate::store::Store;
 use crate::work_control::WorkControl;
 
 const OBSERVATIONS_SQL: &str = include_str!("../sql/control/observations.sql");
+const TRIALS_NAMED_SQL: &str = include_str!("../sql/control/trials_named.sql");
 /// `ListRuns` page size when the request says 0, and the most it may ask for.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// The largest page `ListRuns` returns.
@@ -448,21 +449,22 @@ impl Control for ControlService {
         let mut ids: Vec<Uuid> = Vec::new();
         if !r.trials.is_empty() {
             let rows = client
-                .query(
-                    "SELECT trial_id, trial_id::text, key FROM planned_trials \
-                     WHERE run_id = $1 AND (trial_id::text = ANY($2) OR key = ANY($2))",
-                    &[&run.run_id, &r.trials],
-                )
+                .query(TRIALS_NAMED_SQL, &[&run.run_id, &r.trials])
                 .await
                 .map_err(db)?;
+            let found = crate::rows::all("trials_named.sql", &rows, |row| {
+                use crate::rows::col;
+                let id: Uuid = col(row, "trial_id")?;
+                Ok((id, id.to_string(), col::<String>(row, "key")?))
+            })
+            .map_err(|e| ControlError::Corrupt {
+                run: run.run_key.clone(),
+                problem: e.to_string(),
+            })?;
             let unknown: Vec<&String> = r
                 .trials
                 .iter()
-                .filter(|t| {
-                    !rows.iter().any(|row| {
-                        row.get::<_, &str>(1) == t.as_str() || row.get::<_, &str>(2) == t.as_str()
-                    })
-                })
+                .filter(|t| !found.iter().any(|(_, id, key)| id == *t || key == *t))
                 .collect();
             if !unknown.is_empty() {
                 return Err(ControlError::invalid(
@@ -472,7 +474,7 @@ impl Control for ControlService {
                 )
                 .into());
             }
-            ids = rows.iter().map(|row| row.get(0)).collect();
+            ids = found.into_iter().map(|(id, _, _)| id).collect();
         }
         let spec = evidence::spec(&self.store, &run).await?;
         let (tx, rx) = mpsc::channel(64);

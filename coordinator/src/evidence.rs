@@ -38,6 +38,10 @@ use crate::rows::{col, count, parsed, FromRow, RowError};
 use akbench_core::dispatch::RunState;
 
 const SUMMARY_SQL: &str = include_str!("../sql/control/run_summary.sql");
+const SPEC_DOCUMENT_SQL: &str = include_str!("../sql/control/spec_document.sql");
+const READY_PLAN_HEADER_SQL: &str = include_str!("../sql/control/ready_plan_header.sql");
+const PLANNED_TRIAL_DOCUMENTS_SQL: &str =
+    include_str!("../sql/control/planned_trial_documents.sql");
 const INSERT_SPEC_SQL: &str = include_str!("../sql/control/insert_spec.sql");
 const INSERT_HEADERS_SQL: &str = include_str!("../sql/control/insert_plan_headers.sql");
 const COPY_TRIALS_SQL: &str = "COPY planned_trials (trial_id, run_id, ordinal, key, task_id, \
@@ -679,17 +683,17 @@ pub async fn spec(store: &Store, run: &RunSummary) -> Result<ResolvedRunSpec, Co
         .await
         .map_err(ControlError::store("read spec"))?;
     let row = client
-        .query_one(
-            "SELECT document::text FROM run_specs WHERE run_id = $1",
-            &[&run.run_id],
-        )
+        .query_one(SPEC_DOCUMENT_SQL, &[&run.run_id])
         .await
         .map_err(|e| ControlError::store("read spec")(e.into()))?;
+    let corrupt = |problem: String| ControlError::Corrupt {
+        run: run.run_key.clone(),
+        problem,
+    };
+    let text: &str = crate::rows::one("spec_document.sql", &row, |r| col(r, "document"))
+        .map_err(|e| corrupt(e.to_string()))?;
     let spec: ResolvedRunSpec =
-        serde_json::from_str(row.get(0)).map_err(|e| ControlError::Corrupt {
-            run: run.run_key.clone(),
-            problem: format!("the spec does not parse: {e}"),
-        })?;
+        serde_json::from_str(text).map_err(|e| corrupt(format!("the spec does not parse: {e}")))?;
     if !spec.verify() || spec.digest != run.spec_digest {
         return Err(ControlError::Corrupt {
             run: run.run_key.clone(),
@@ -711,24 +715,23 @@ pub async fn ready_plan(store: &Store, run: &RunSummary) -> Result<RunPlan, Cont
         .await
         .map_err(ControlError::store("read plan"))?;
     let header = client
-        .query_one(
-            "SELECT document::text FROM plans WHERE run_id = $1 AND stage = 'ready'",
-            &[&run.run_id],
-        )
+        .query_one(READY_PLAN_HEADER_SQL, &[&run.run_id])
         .await
         .map_err(|e| ControlError::store("read plan")(e.into()))?;
-    let mut plan: RunPlan = serde_json::from_str(header.get(0))
+    let text: &str = crate::rows::one("ready_plan_header.sql", &header, |r| col(r, "document"))
+        .map_err(|e| corrupt(e.to_string()))?;
+    let mut plan: RunPlan = serde_json::from_str(text)
         .map_err(|e| corrupt(format!("the plan header does not parse: {e}")))?;
     let rows = client
-        .query(
-            "SELECT document::text FROM planned_trials WHERE run_id = $1 ORDER BY ordinal",
-            &[&run.run_id],
-        )
+        .query(PLANNED_TRIAL_DOCUMENTS_SQL, &[&run.run_id])
         .await
         .map_err(|e| ControlError::store("read plan")(e.into()))?;
-    plan.trials = rows
-        .iter()
-        .map(|r| serde_json::from_str::<PlannedTrial>(r.get(0)))
+    let texts: Vec<&str> =
+        crate::rows::all("planned_trial_documents.sql", &rows, |r| col(r, "document"))
+            .map_err(|e| corrupt(e.to_string()))?;
+    plan.trials = texts
+        .into_iter()
+        .map(serde_json::from_str::<PlannedTrial>)
         .collect::<Result<_, _>>()
         .map_err(|e| corrupt(format!("a planned trial does not parse: {e}")))?;
     if sealed_plan_digest(&plan, plan.stage) != plan.digest || plan.digest != run.plan_digest {

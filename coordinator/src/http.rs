@@ -212,13 +212,12 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     let check = async {
         let client = state.store.client().await.map_err(|e| e.to_string())?;
         let rows = client
-            .query(
-                "SELECT version FROM schema_migrations ORDER BY version",
-                &[],
-            )
+            .query(crate::store::APPLIED_MIGRATIONS_SQL, &[])
             .await
             .map_err(|e| e.to_string())?;
-        let applied: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        let applied: Vec<i32> =
+            crate::rows::all("applied.sql", &rows, |r| crate::rows::col(r, "version"))
+                .map_err(|e| e.to_string())?;
         if expected.iter().all(|v| applied.contains(v)) {
             Ok(())
         } else {

@@ -52,10 +52,10 @@ impl RowError {
 
 /// Decodes every row of query `query` with `decode`; the first bad row is the error, naming
 /// the query and the column.
-pub fn all<T>(
+pub fn all<'a, T>(
     query: &'static str,
-    rows: &[Row],
-    decode: impl FnMut(&Row) -> Result<T, RowError>,
+    rows: &'a [Row],
+    decode: impl FnMut(&'a Row) -> Result<T, RowError>,
 ) -> Result<Vec<T>, RowError> {
     rows.iter()
         .map(decode)
@@ -64,10 +64,10 @@ pub fn all<T>(
 }
 
 /// Decodes one row of query `query` with `decode` (a bad row names the query and column).
-pub fn one<T>(
+pub fn one<'a, T>(
     query: &'static str,
-    row: &Row,
-    decode: impl FnOnce(&Row) -> Result<T, RowError>,
+    row: &'a Row,
+    decode: impl FnOnce(&'a Row) -> Result<T, RowError>,
 ) -> Result<T, RowError> {
     decode(row).map_err(|e| e.in_query(query))
 }
@@ -127,6 +127,19 @@ pub fn count(row: &Row, column: &'static str) -> Result<u64, RowError> {
         column,
         problem: format!("{n} is not a count"),
     })
+}
+
+/// A nullable count column (`bigint`: NULL where nothing was reported), refusing a negative
+/// one.
+pub fn count_opt(row: &Row, column: &'static str) -> Result<Option<u64>, RowError> {
+    let n: Option<i64> = col(row, column)?;
+    n.map(|n| {
+        u64::try_from(n).map_err(|_| RowError::Value {
+            column,
+            problem: format!("{n} is not a count"),
+        })
+    })
+    .transpose()
 }
 
 /// A small count or position column (`integer`: a seq, a number of failures), refusing a

@@ -179,12 +179,18 @@ fn placement(
         run: run_key.to_string(),
         problem: format!("{what} does not parse: {e}"),
     };
-    let required: Vec<String> = match row.get::<_, Option<String>>(0) {
-        Some(t) => serde_json::from_str(&t).map_err(|e| corrupt("runs.caps.worker_labels", e))?,
+    let bad_row = |e: RowError| ControlError::Corrupt {
+        run: run_key.to_string(),
+        problem: e.in_query("status_placement.sql").to_string(),
+    };
+    let required: Option<&str> = crate::rows::col(row, "required").map_err(bad_row)?;
+    let workers: &str = crate::rows::col(row, "workers").map_err(bad_row)?;
+    let required: Vec<String> = match required {
+        Some(t) => serde_json::from_str(t).map_err(|e| corrupt("runs.caps.worker_labels", e))?,
         None => Vec::new(),
     };
     let workers: Vec<BTreeMap<String, String>> =
-        serde_json::from_str(row.get::<_, &str>(1)).map_err(|e| corrupt("workers.labels", e))?;
+        serde_json::from_str(workers).map_err(|e| corrupt("workers.labels", e))?;
     let unmet = akbench_core::placement::unmet(&required, &workers);
     let line = (queued > 0 && !unmet.is_empty()).then(|| {
         format!(
@@ -277,15 +283,6 @@ pub async fn run_status(
         .query_one(PLACEMENT_SQL, &[&id, &workers_window])
         .await
         .map_err(db)?;
-    let recent_failures = failures
-        .iter()
-        .map(|r| RecentFailure {
-            trial: r.get(0),
-            bucket: r.get(1),
-            cause: r.get(2),
-            at: r.get(3),
-        })
-        .collect();
     let budget = crate::scheduler::budget_status(&client, id)
         .await
         .map_err(ControlError::store(ACTION))?;
@@ -294,6 +291,8 @@ pub async fn run_status(
         problem: e.to_string(),
     };
     let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
+    let recent_failures = RecentFailure::from_rows(&failures)
+        .map_err(|e| corrupt(e.in_query("status_failures.sql")))?;
     let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
     for row in AgentSpend::from_rows(&spend_rows).map_err(corrupt)? {
         spend_by_agent.insert(

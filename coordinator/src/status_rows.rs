@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use crate::rows::{col, count, parsed, FromRow, RowError};
-use crate::status::{bucket_named, PausedRoute};
+use crate::status::{bucket_named, PausedRoute, RecentFailure};
 
 /// `name, n`: work items by state, live attempts by lifecycle state.
 #[derive(Debug)]
@@ -109,6 +109,18 @@ impl FromRow for PausedRoute {
             })?,
             paused_until: col(row, "paused_until")?,
             last_error: col(row, "last_error")?,
+        })
+    }
+}
+
+/// `trial, bucket, cause, at`: a recent failure (`status_failures.sql`).
+impl FromRow for RecentFailure {
+    fn from_row(row: &Row) -> Result<Self, RowError> {
+        Ok(RecentFailure {
+            trial: col(row, "trial")?,
+            bucket: parsed(row, "bucket", bucket_named)?.as_str().to_string(),
+            cause: col(row, "cause")?,
+            at: col(row, "at")?,
         })
     }
 }

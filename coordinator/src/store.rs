@@ -32,6 +32,11 @@ const MIGRATION_LOCK: i64 = 0x61_6b62_656e_6368;
 
 /// The bookkeeping table of applied migrations.
 const SCHEMA_MIGRATIONS_SQL: &str = include_str!("../sql/schema_migrations.sql");
+/// The applied migrations (`version, name, checksum`), in order; `/readyz` reads it too.
+pub(crate) const APPLIED_MIGRATIONS_SQL: &str = include_str!("../sql/migrations_book/applied.sql");
+const MIGRATION_CHECKSUM_SQL: &str = include_str!("../sql/migrations_book/checksum_of.sql");
+const RECORD_MIGRATION_SQL: &str = include_str!("../sql/migrations_book/record.sql");
+const LOCK_MIGRATIONS_SQL: &str = include_str!("../sql/migrations_book/lock.sql");
 
 /// Connections the pool keeps at most.
 const POOL_SIZE: usize = 16;
@@ -331,7 +336,8 @@ impl Store {
     /// # async fn example(store: &akbench_coordinator::store::Store) -> Result<(), akbench_coordinator::store::StoreError> {
     /// let workers: i64 = store
     ///     .tx(|tx| Box::pin(async move {
-    ///         Ok(tx.query_one("SELECT count(*) FROM workers", &[]).await?.get(0))
+    ///         let row = tx.query_one("SELECT count(*) AS n FROM workers", &[]).await?;
+    ///         Ok(akbench_coordinator::rows::col(&row, "n")?)
     ///     }))
     ///     .await?;
     /// # Ok(()) }
@@ -373,12 +379,17 @@ impl Store {
         let tx = client.transaction().await?;
         lock_migrations(&tx).await?;
         tx.batch_execute(SCHEMA_MIGRATIONS_SQL).await?;
-        for row in tx
-            .query("SELECT version, name, checksum FROM schema_migrations", &[])
-            .await?
-        {
-            let (version, name, checksum): (i32, String, String) =
-                (row.get(0), row.get(1), row.get(2));
+        let rows = tx.query(APPLIED_MIGRATIONS_SQL, &[]).await?;
+        let applied = crate::rows::all("applied.sql", &rows, |row| {
+            use crate::rows::col;
+            Ok((
+                col(row, "version")?,
+                col(row, "name")?,
+                col(row, "checksum")?,
+            ))
+        })?;
+        for (version, name, checksum) in applied {
+            let checksum: String = checksum;
             match MIGRATIONS.iter().find(|m| m.version == version) {
                 None => return Err(StoreError::UnknownMigration { version, name }),
                 Some(known) => check_checksum(known, &checksum)?,
@@ -391,14 +402,13 @@ impl Store {
             let tx = client.transaction().await?;
             lock_migrations(&tx).await?;
             let existing = tx
-                .query_opt(
-                    "SELECT checksum FROM schema_migrations WHERE version = $1",
-                    &[&migration.version],
-                )
+                .query_opt(MIGRATION_CHECKSUM_SQL, &[&migration.version])
                 .await?;
             if let Some(row) = existing {
                 // Applied earlier, or by a concurrent migrator while this one waited.
-                check_checksum(migration, row.get(0))?;
+                let checksum: &str =
+                    crate::rows::one("checksum_of.sql", &row, |r| crate::rows::col(r, "checksum"))?;
+                check_checksum(migration, checksum)?;
                 continue;
             }
             let failed = |e: tokio_postgres::Error| StoreError::Migration {
@@ -408,7 +418,7 @@ impl Store {
             };
             tx.batch_execute(migration.sql).await.map_err(failed)?;
             tx.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                RECORD_MIGRATION_SQL,
                 &[&migration.version, &migration.name, &migration.checksum()],
             )
             .await?;
@@ -420,8 +430,7 @@ impl Store {
 }
 
 async fn lock_migrations(tx: &Tx<'_>) -> Result<(), StoreError> {
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await?;
+    tx.execute(LOCK_MIGRATIONS_SQL, &[&MIGRATION_LOCK]).await?;
     Ok(())
 }
 

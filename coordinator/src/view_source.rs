@@ -21,10 +21,12 @@ use uuid::Uuid;
 
 use crate::error::ControlError;
 use crate::evidence;
+use crate::rows::{self, col, count, count_opt, parsed, RowError};
 use crate::status::{run_status, RunStatus, StatusOptions};
 use crate::store::Store;
 
 const VIEW_ROWS_SQL: &str = include_str!("../sql/control/view_rows.sql");
+const TRIAL_OF_KEY_SQL: &str = include_str!("../sql/control/trial_of_key.sql");
 
 /// Runs shown on the runs list (the newest).
 pub const LIST_RUNS: u32 = 50;
@@ -76,47 +78,45 @@ pub fn snapshot(s: &RunStatus) -> Snapshot {
 
 /// A row of `view_rows.sql` as the viewer's trial row. The bucket is the one the scheduler
 /// stored (the accounting's); `ok` follows from it (solved, graded and not solved, or no
-/// verdict), so the viewer's summary counts what status counts.
-fn row(run: &str, r: &tokio_postgres::Row) -> TrialRow {
-    let key: String = r.get(0);
-    let bucket = bucket_named(r.get(2)).unwrap_or("missing");
-    let terminal: Option<&str> = r.get(3);
-    let count = |i: usize| {
-        r.get::<_, Option<i64>>(i)
-            .map(|v| u64::try_from(v).unwrap_or(0))
-    };
+/// verdict), so the viewer's summary counts what status counts. A bad row (an unknown bucket
+/// or terminal state, a negative count, a NULL where none belongs) is an error.
+fn row(run: &str, r: &tokio_postgres::Row) -> Result<TrialRow, RowError> {
+    let key: String = col(r, "key")?;
+    let bucket = parsed(r, "bucket", bucket_named)?;
     let spend = Spend {
-        input_tokens: count(7),
-        cached_input_tokens: count(8),
-        output_tokens: count(9),
-        cost_usd: r.get(10),
+        input_tokens: count_opt(r, "input_tokens")?,
+        cached_input_tokens: count_opt(r, "cached_input_tokens")?,
+        output_tokens: count_opt(r, "output_tokens")?,
+        cost_usd: col(r, "cost_usd")?,
     };
-    TrialRow {
+    let attempts = count(r, "attempts")?;
+    Ok(TrialRow {
         run: run.to_string(),
         task: key.split('/').nth(1).unwrap_or("").to_string(),
-        agent: r.get(1),
-        state: terminal
-            .and_then(State::parse)
-            .unwrap_or(State::InfrastructureError),
+        agent: col(r, "agent")?,
+        state: parsed(r, "terminal", State::parse)?,
         ok: match bucket {
             "succeeded" => Some(true),
             "failed" => Some(false),
             _ => None,
         },
-        score: r.get(6),
+        score: col(r, "score")?,
         bucket,
-        cause: r.get(4),
-        attempts: u32::try_from(r.get::<_, i64>(5)).unwrap_or(0),
+        cause: col(r, "cause")?,
+        attempts: u32::try_from(attempts).map_err(|_| RowError::Value {
+            column: "attempts",
+            problem: format!("{attempts} attempts is more than a trial can have"),
+        })?,
         cost_usd: spend.cost_usd,
         tokens: match (spend.input_tokens, spend.output_tokens) {
             (None, None) => None,
             (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
         },
         spend,
-        duration_ms: r.get::<_, Option<i64>>(11).unwrap_or(0),
+        duration_ms: col(r, "duration_ms")?,
         file: PathBuf::new(),
         key,
-    }
+    })
 }
 
 fn read(what: &str) -> impl Fn(ControlError) -> SourceError + '_ {
@@ -217,7 +217,8 @@ impl Backend for StoreBackend {
             .query(VIEW_ROWS_SQL, &[&summary.run_id])
             .await
             .map_err(|e| SourceError::read(&what, e))?;
-        Ok(rows.iter().map(|r| row(&summary.run_key, r)).collect())
+        rows::all("view_rows.sql", &rows, |r| row(&summary.run_key, r))
+            .map_err(|e| SourceError::read(&what, e))
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {
@@ -228,14 +229,12 @@ impl Backend for StoreBackend {
             .await
             .map_err(|e| SourceError::read(&what, e))?;
         let row = client
-            .query_opt(
-                "SELECT trial_id FROM planned_trials WHERE key = $1",
-                &[&trial],
-            )
+            .query_opt(TRIAL_OF_KEY_SQL, &[&trial])
             .await
             .map_err(|e| SourceError::read(&what, e))?;
         let Some(row) = row else { return Ok(None) };
-        let id: Uuid = row.get(0);
+        let id: Uuid = rows::one("trial_of_key.sql", &row, |r| col(r, "trial_id"))
+            .map_err(|e| SourceError::read(&what, e))?;
         Ok(self
             .fetch(run_of_trial(trial), vec![id])
             .await?

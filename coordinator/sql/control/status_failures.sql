@@ -1,7 +1,7 @@
 -- The latest done trials of a run that did not succeed (graded and not solved, or ended
 -- without a verdict; `not_graded` left out), newest first, each with the cause of its last
 -- finished attempt (empty for a graded failure). $1 run id.
-SELECT p.key, w.bucket, COALESCE(a.cause, ''), w.updated_at
+SELECT p.key AS trial, w.bucket, COALESCE(a.cause, '') AS cause, w.updated_at AS at
 FROM work_items w
 JOIN planned_trials p ON p.trial_id = w.trial_id
 LEFT JOIN LATERAL (

@@ -26,11 +26,13 @@ WITH t AS (
     LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
     GROUP BY a.trial_id
 )
-SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint,
-       (ls.record #>> '{grade,score}')::float8,
-       a.input_tokens::bigint, a.cached_input_tokens::bigint, a.output_tokens::bigint,
+SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint AS attempts,
+       (ls.record #>> '{grade,score}')::float8 AS score,
+       a.input_tokens::bigint AS input_tokens,
+       a.cached_input_tokens::bigint AS cached_input_tokens,
+       a.output_tokens::bigint AS output_tokens,
        a.cost_usd,
-       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint
+       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms
 FROM t
 JOIN a ON a.trial_id = t.trial_id
 LEFT JOIN submissions ls ON ls.attempt_id = a.last_id

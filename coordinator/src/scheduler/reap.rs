@@ -171,10 +171,8 @@ impl Scheduler {
             .tx(|tx| {
                 Box::pin(async move {
                     let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id]).await?;
-                    let ids = rows
-                        .iter()
-                        .map(|r| r.try_get::<_, Uuid>(0))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let ids: Vec<Uuid> =
+                        crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
                     tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
                     Ok(ids)
                 })
