@@ -74,10 +74,6 @@ impl Adapter for CliAgentAdapter {
         self.name
     }
 
-    fn validate(&self, agent: &Agent) -> Result<(), String> {
-        self.build(agent, "validation").map(|_| ())
-    }
-
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
         let argv = self.build(ctx.agent, &ctx.task.instruction)?;
         // A program given by path is exposed read-only in the sandbox (one on PATH is part

@@ -1,12 +1,18 @@
 //! The agent registry: adapters turn a descriptor into a launch and the agent's output into
 //! observations. The orchestrator only talks to the [`Adapter`] trait.
+//!
+//! Whether a descriptor is valid has one rule, core's plan-time check
+//! ([`akbench_core::agent::adapters::check`]): [`Registry::resolve`] applies it and nothing
+//! else, so a descriptor `run plan` refuses is refused here with the same message. What only
+//! the worker can know (the task's files on this machine) is each adapter's
+//! [`Adapter::check_task`], run separately.
 
 mod cli_agents;
 mod command;
 mod oracle;
 mod scripted;
 
-use akbench_core::agent::Agent;
+use akbench_core::agent::{adapters, Agent, AgentError};
 use akbench_core::observe::ProviderError;
 use akbench_core::record::Observations;
 use akbench_core::task::Task;
@@ -45,9 +51,9 @@ pub struct Launch {
 pub trait Adapter: Send + Sync + std::fmt::Debug {
     /// Its name in descriptors (`adapter = "..."`).
     fn name(&self) -> &'static str;
-    /// Checks the descriptor's adapter-specific fields; the message says what to fix.
-    fn validate(&self, agent: &Agent) -> Result<(), String>;
-    /// Checks that the adapter can run this task (e.g. the oracle needs a reference).
+    /// The worker's runtime-only check: whether this machine's copy of the task lets the
+    /// adapter run it (the oracle needs `solution/solve.sh`). Never a descriptor rule: those
+    /// are core's, applied by [`Registry::resolve`].
     fn check_task(&self, _task: &Task) -> Result<(), String> {
         Ok(())
     }
@@ -106,37 +112,34 @@ impl Registry {
         self.adapters.insert(adapter.name(), adapter);
     }
 
-    /// The adapter for `agent`, with its descriptor validated.
+    /// The adapter for `agent`, its descriptor (with the trial's effective model and
+    /// parameters, see [`crate::trial::prepare`]) checked by core's plan-time rule, so the
+    /// error is the one `run plan` prints for the same descriptor. An adapter registered
+    /// only here (by a program embedding the worker) has no core rule and is taken as is.
     pub fn resolve(&self, agent: &Agent) -> Result<Arc<dyn Adapter>, String> {
-        let a = self.adapters.get(agent.descriptor.adapter.as_str()).ok_or_else(|| {
-            format!(
-                "failed to load agent descriptor {}: field `adapter`: unknown adapter `{}`; fix: use one of {}",
-                agent.file.display(),
-                agent.descriptor.adapter,
-                self.names().join(", ")
-            )
-        })?;
-        // The built-in adapters' plan-time rules (one definition, in core) hold here too.
-        if akbench_core::agent::adapters::ADAPTERS.contains(&a.name()) {
-            akbench_core::agent::adapters::check(
+        let name = agent.descriptor.adapter.as_str();
+        let invalid = |problem: String| {
+            AgentError::Invalid {
+                file: agent.file.clone(),
+                problem,
+            }
+            .to_string()
+        };
+        let adapter = self.adapters.get(name);
+        if adapter.is_none() || adapters::ADAPTERS.contains(&name) {
+            adapters::check(
                 &agent.descriptor,
                 agent.descriptor.model.as_deref(),
                 &agent.descriptor.parameters,
             )
-            .map_err(|e| {
-                format!(
-                    "failed to load agent descriptor {}: {e}",
-                    agent.file.display()
-                )
-            })?;
+            .map_err(invalid)?;
         }
-        a.validate(agent).map_err(|e| {
-            format!(
-                "failed to load agent descriptor {}: {e}",
-                agent.file.display()
-            )
-        })?;
-        Ok(a.clone())
+        adapter.cloned().ok_or_else(|| {
+            invalid(format!(
+                "field `adapter`: the `{name}` adapter is not available on this worker; fix: use one of {}",
+                self.names().join(", ")
+            ))
+        })
     }
 
     /// Registered adapter names.

@@ -2,7 +2,6 @@
 //! shown to be solvable and its tests to accept a correct fix.
 
 use super::{common_env, Adapter, Launch, LaunchContext};
-use akbench_core::agent::Agent;
 use akbench_core::task::Task;
 
 /// Runs the task's `solution/solve.sh` in the workspace.
@@ -12,10 +11,6 @@ pub struct OracleAdapter;
 impl Adapter for OracleAdapter {
     fn name(&self) -> &'static str {
         "oracle"
-    }
-
-    fn validate(&self, _agent: &Agent) -> Result<(), String> {
-        Ok(())
     }
 
     fn check_task(&self, task: &Task) -> Result<(), String> {

@@ -1,7 +1,6 @@
 //! `scripted`: runs a script from the descriptor's folder with bash; for tests and demos.
 
 use super::{common_env, Adapter, Launch, LaunchContext};
-use akbench_core::agent::Agent;
 
 /// Runs `script = "..."` (relative to the descriptor's folder).
 #[derive(Debug)]
@@ -10,16 +9,6 @@ pub struct ScriptedAdapter;
 impl Adapter for ScriptedAdapter {
     fn name(&self) -> &'static str {
         "scripted"
-    }
-
-    fn validate(&self, agent: &Agent) -> Result<(), String> {
-        match &agent.descriptor.script {
-            Some(_) => Ok(()),
-            None => Err(
-                "field `script`: the scripted adapter needs a script; fix: add script = \"scripts/name.sh\""
-                    .into(),
-            ),
-        }
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
