@@ -3,7 +3,7 @@
 //! column of another type, an unknown state name) is a [`RowError`], never a default: the
 //! caller decides whether that refuses the request or leaves one item out with a log line.
 //! Rows decoded through [`all`] or [`one`] name their query (its `.sql` file) as well as the
-//! column. `coordinator/tests/typed_rows.rs` fails if a positional `row.get(0)` returns.
+//! column. `coordinator/tests/typed_rows.rs` fails if a read by column position returns.
 
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;

@@ -41,7 +41,7 @@ async fn spend_of(
             Ok((col(row, "run_id")?, budget, spent))
         })
         .collect::<Result<_, RowError>>()
-        .map_err(StoreError::from)
+        .map_err(|e| StoreError::from(e.in_query("budget_spend.sql")))
 }
 
 /// Spend against the cap of `run`, when it has a budget.
@@ -66,7 +66,8 @@ pub(super) async fn enforce(tx: &Tx<'_>, attempts: &[Uuid]) -> Result<(), StoreE
         .await?
         .iter()
         .map(|r| col(r, "run_id"))
-        .collect::<Result<_, RowError>>()?;
+        .collect::<Result<_, RowError>>()
+        .map_err(|e| e.in_query("runs_of_attempts.sql"))?;
     let spent_runs: Vec<Uuid> = spend_of(tx, &runs)
         .await?
         .into_iter()

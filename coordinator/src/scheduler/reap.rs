@@ -65,12 +65,17 @@ impl Scheduler {
                     let mut causes = Vec::new();
                     let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
                         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                    for r in &rows {
-                        let id: Uuid = col(r, "attempt_id")?;
-                        let worker: String = col(r, "worker_id")?;
-                        // An unknown stored state is an error, never taken as `pending`.
-                        let state = parsed(r, "state", State::parse)?;
-                        let mut seq: i32 = col(r, "last_seq")?;
+                    let expired = crate::rows::all("reap_expired.sql", &rows, |r| {
+                        Ok((
+                            col::<Uuid>(r, "attempt_id")?,
+                            col::<String>(r, "worker_id")?,
+                            // An unknown stored state is an error, never taken as `pending`.
+                            parsed(r, "state", State::parse)?,
+                            col::<i32>(r, "last_seq")?,
+                            col::<Uuid>(r, "trial_id")?,
+                        ))
+                    })?;
+                    for (id, worker, state, mut seq, trial) in expired {
                         let cause = format!("lease expired: worker {worker} went silent");
                         if !state.is_terminal() {
                             seq += 1;
@@ -81,7 +86,7 @@ impl Scheduler {
                             t_notes.push(cause.clone());
                         }
                         ids.push(id);
-                        trials.push(col::<Uuid>(r, "trial_id")?);
+                        trials.push(trial);
                         workers.push(worker);
                         states.push(if state.is_terminal() {
                             state.as_str()
@@ -237,7 +242,8 @@ impl Scheduler {
                         .await?
                         .iter()
                         .map(|r| Ok((col(r, "attempt_id")?, col(r, "worker_id")?)))
-                        .collect::<Result<_, RowError>>()?;
+                        .collect::<Result<_, RowError>>()
+                        .map_err(|e| e.in_query("live_attempts_of_run.sql"))?;
                     if live.is_empty() {
                         tx.execute(
                             "UPDATE runs SET state = 'cancelled', updated_at = now() \

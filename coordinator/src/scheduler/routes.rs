@@ -35,7 +35,8 @@ pub(super) async fn note_finished(
     let route_of: BTreeMap<Uuid, String> = rows
         .iter()
         .map(|r| Ok((col(r, "trial_id")?, col(r, "provider_route")?)))
-        .collect::<Result<_, RowError>>()?;
+        .collect::<Result<_, RowError>>()
+        .map_err(|e| e.in_query("routes_of_trials.sql"))?;
     let mut routes: Vec<String> = route_of.values().cloned().collect();
     routes.sort();
     routes.dedup();
@@ -46,20 +47,21 @@ pub(super) async fn note_finished(
         .await?;
     let mut states: BTreeMap<String, RouteState> = BTreeMap::new();
     let mut now: Option<DateTime<Utc>> = None;
-    for r in &locked {
-        now = Some(col(r, "now")?);
-        let failures: i32 = col(r, "consecutive_failures")?;
-        states.insert(
-            col(r, "route")?,
-            RouteState {
-                consecutive_failures: u32::try_from(failures).map_err(|_| RowError::Value {
-                    column: "consecutive_failures",
-                    problem: format!("{failures} is not a count"),
-                })?,
-                paused_until: col(r, "paused_until")?,
-                last_error: col(r, "last_error")?,
-            },
-        );
+    let locked = crate::rows::all("lock_routes.sql", &locked, |r| {
+        let state = RouteState {
+            consecutive_failures: crate::rows::count32(r, "consecutive_failures")?,
+            paused_until: col(r, "paused_until")?,
+            last_error: col(r, "last_error")?,
+        };
+        Ok((
+            col::<DateTime<Utc>>(r, "now")?,
+            col::<String>(r, "route")?,
+            state,
+        ))
+    })?;
+    for (at, route, state) in locked {
+        now = Some(at);
+        states.insert(route, state);
     }
     let now = now.unwrap_or_else(Utc::now);
     let policy = RoutePolicy::default();
