@@ -8,17 +8,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::Scheduler;
+use akbench_coordinator::scheduler::{Scheduler, TransitionIn};
 use akbench_coordinator::server::{serve, Config, ServeHandle};
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
+use akbench_core::lifecycle::State;
 use akbench_core::plan::{plan, RunPlan};
 use akbench_core::spec::{Provenance, ResolvedRunSpec, SpecAgent};
 use akbench_core::testkit::{synthetic_agent, synthetic_condition};
 use akbench_core::work::WorkItem;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
+use common::{chain, record};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
@@ -251,6 +255,88 @@ async fn status_never_sees_a_running_run_with_fewer_items_than_trials() {
         }
     }
     assert_eq!(seen.last().unwrap().0, pb::RunState::Running as i32);
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// Grading composes the same document: an executed item of a started run, owed a grade, is
+/// queued as grade work whose document is core's `WorkItem` of the trial and its agent with
+/// the accepted record to grade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grade_work_of_a_started_run_carries_the_core_work_item() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    client
+        .start_run(pb::StartRunRequest { run: key })
+        .await
+        .unwrap();
+    let s = Scheduler::new(handle.store.clone());
+    s.register_worker("w-grade", 1, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let a = s
+        .claim("w-grade", 1, Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .remove(0);
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    let transitions: Vec<TransitionIn> = chain()
+        .iter()
+        .enumerate()
+        .map(|(i, st)| TransitionIn {
+            seq: 1 + i as u32,
+            state: *st,
+            at,
+            note: String::new(),
+        })
+        .collect();
+    s.record_transitions(a.attempt_id, a.epoch, &transitions)
+        .await
+        .unwrap();
+    let (json, _) = record(a.attempt_id, "executed");
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["workspace"] = serde_json::json!({
+        "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
+        "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
+    });
+    let json = canonical_json(&v);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+    let queued = akbench_coordinator::grade_work::queue_grading(&s, spec.identity.run_id)
+        .await
+        .unwrap();
+    assert_eq!(queued.queued, 1, "{queued:?}");
+    assert!(queued.skipped.is_empty(), "{queued:?}");
+    let mut expected = expected_documents(&spec, &ready);
+    let mut graded = None;
+    loop {
+        let got = s
+            .claim("w-grade", 4, Duration::from_secs(3600))
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        graded = graded.or(got.into_iter().find(|g| g.trial_id == a.trial_id));
+    }
+    let graded = graded.expect("the grade work was claimed");
+    let work: WorkItem = serde_json::from_value(graded.document.clone()).unwrap();
+    let want = expected.remove(&a.trial_id).unwrap();
+    assert_eq!(work.trial, want.trial);
+    assert_eq!(work.agent, want.agent);
+    let source = work.grade.expect("a grade source");
+    assert_eq!(source.attempt.attempt.id, a.attempt_id);
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }
