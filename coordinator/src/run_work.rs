@@ -13,11 +13,15 @@
 //! cancels queued items at once and tells the workers of running attempts to stop.
 
 use crate::error::ControlError;
-use crate::evidence::{find_run, spec, RunSummary};
+use crate::evidence::{find_run, RunSummary};
+use crate::rows::col;
 use crate::scheduler::{Caps, RunAgent, SchedulerError};
+use crate::store::Store;
 use crate::work_control::{Resumed, WorkControl, WorkFuture};
 use crate::workers_service::WorkersService;
+use akbench_core::digest::sealed_digest;
 use akbench_core::dispatch::RunState;
+use akbench_core::spec::{ExecutionPolicy, SpecAgent};
 use uuid::Uuid;
 
 /// The [`WorkControl`] of a coordinator with its scheduler.
@@ -42,8 +46,8 @@ impl SchedulerWork {
         if run.state != RunState::Planned {
             return Ok(0);
         }
-        let spec = spec(store, &run).await?;
-        let c = &spec.condition.execution.concurrency;
+        let (spec_agents, execution) = start_condition(store, &run).await?;
+        let c = &execution.concurrency;
         let caps = Caps {
             per_agent: c
                 .per_agent
@@ -56,11 +60,9 @@ impl SchedulerWork {
                 .map(|(k, v)| (k.clone(), i64::from(*v)))
                 .collect(),
             max_trials: c.max_trials.map(i64::from),
-            worker_labels: spec.condition.execution.worker_labels.clone(),
+            worker_labels: execution.worker_labels.clone(),
         };
-        let agents = spec
-            .condition
-            .agents
+        let agents = spec_agents
             .iter()
             .map(|a| {
                 Ok(RunAgent {
@@ -142,6 +144,45 @@ impl SchedulerWork {
         tracing::info!(%run_id, %reason, queued = report.cancelled_items, live = report.live.len(), "run cancelled");
         Ok(report.live.len() as u64)
     }
+}
+
+const START_CONDITION_SQL: &str = include_str!("../sql/scheduler/start_condition.sql");
+
+/// The agent conditions (each checked against its digest) and the execution policy of a
+/// run's stored spec: only what starting needs, read by PostgreSQL out of the document, so
+/// that the coordinator does not hold the spec's task list (as long as the plan's).
+async fn start_condition(
+    store: &Store,
+    run: &RunSummary,
+) -> Result<(Vec<SpecAgent>, ExecutionPolicy), ControlError> {
+    let corrupt = |problem: String| ControlError::Corrupt {
+        run: run.run_key.clone(),
+        problem,
+    };
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read spec"))?;
+    let row = client
+        .query_one(START_CONDITION_SQL, &[&run.run_id])
+        .await
+        .map_err(|e| ControlError::store("read spec")(e.into()))?;
+    let text = |name: &'static str| -> Result<String, ControlError> {
+        col::<Option<String>>(&row, name)
+            .map_err(|e| corrupt(e.to_string()))?
+            .ok_or_else(|| corrupt(format!("the spec has no condition.{name}")))
+    };
+    let agents: Vec<SpecAgent> = serde_json::from_str(&text("agents")?)
+        .map_err(|e| corrupt(format!("the spec's agents do not parse: {e}")))?;
+    if let Some(a) = agents.iter().find(|a| a.digest != sealed_digest(a)) {
+        return Err(corrupt(format!(
+            "agent `{}` does not match its digest",
+            a.label
+        )));
+    }
+    let execution: ExecutionPolicy = serde_json::from_str(&text("execution")?)
+        .map_err(|e| corrupt(format!("the spec's execution policy does not parse: {e}")))?;
+    Ok((agents, execution))
 }
 
 fn scheduler_error(action: &'static str, e: SchedulerError) -> ControlError {
