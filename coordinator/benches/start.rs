@@ -136,5 +136,62 @@ async fn main() {
             status_kib(pid, "VmRSS") / 1024
         );
     }
+    if std::env::var_os("AKBENCH_BENCH_EXPLAIN").is_some() {
+        explain(&url).await;
+    }
     drop(child);
+}
+
+/// `EXPLAIN ANALYZE` of the item insert of the last started run, redone inside a rolled-back
+/// transaction after deleting its items (`AKBENCH_BENCH_EXPLAIN=1`).
+async fn explain(url: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let run: uuid::Uuid = client
+        .query_one(
+            "SELECT run_id FROM runs WHERE state = 'running' ORDER BY started_at DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .batch_execute(&format!(
+            "BEGIN; DELETE FROM work_items WHERE run_id = '{run}'"
+        ))
+        .await
+        .unwrap();
+    let sql = format!(
+        "EXPLAIN (ANALYZE, BUFFERS) \
+         INSERT INTO work_items (trial_id, run_id, ordinal, retry_budget, agent, provider_route, kind) \
+         SELECT p.trial_id, p.run_id, p.ordinal, \
+                LEAST((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint, 2147483647)::int4, \
+                p.agent, NULL::text, 'execute' \
+         FROM planned_trials p JOIN run_agents a ON a.run_id = p.run_id AND a.agent = p.agent \
+         WHERE p.run_id = '{run}'"
+    );
+    for row in client.query(&sql, &[]).await.unwrap() {
+        println!("{}", row.get::<_, String>(0));
+    }
+    let t = std::time::Instant::now();
+    client
+        .query(
+            &format!(
+                "SELECT count((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint) \
+                 FROM planned_trials p WHERE p.run_id = '{run}'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    println!(
+        "parse of attempt.infrastructure_retries of every trial: {:?}",
+        t.elapsed()
+    );
+    let t = std::time::Instant::now();
+    client.batch_execute("ANALYZE work_items").await.unwrap();
+    println!("ANALYZE work_items: {:?}", t.elapsed());
+    client.batch_execute("ROLLBACK").await.unwrap();
 }
