@@ -1,22 +1,27 @@
 //! [`SchedulerWork`]: the scheduler's implementation of [`WorkControl`] (`StartRun`,
 //! `ResumeRun`, `CancelRun`).
 //!
-//! Starting a run fixes its ready plan: one work item per planned trial, each carrying the
-//! canonical [`WorkItem`] document (the trial plus its exact agent condition) that workers
-//! run, with the plan's retry budget and the run's concurrency caps. A run starts once; a
-//! second start creates nothing. Resuming expires stale leases (their attempts are recorded as
+//! Starting a run fixes its ready plan: one work item per planned trial, with the plan's
+//! retry budget and the run's concurrency caps, created by PostgreSQL from the stored plan
+//! (the plan never passes through the coordinator: its memory stays flat in the plan size).
+//! The run's agent conditions are stored once; each worker receives the canonical
+//! `akbench_core::work::WorkItem` document (the trial plus its exact agent condition),
+//! composed when the item is claimed. A run starts once; a second start creates nothing. Resuming expires stale leases (their attempts are recorded as
 //! infrastructure errors and re-queued within budget) and wakes the dispatchers; with grading
 //! on it also queues grade work for what was executed but not graded
 //! ([`crate::grade_work`]). Cancelling
 //! cancels queued items at once and tells the workers of running attempts to stop.
 
 use crate::error::ControlError;
-use crate::evidence::{find_run, ready_plan, spec, RunSummary};
-use crate::scheduler::{Caps, NewWorkItem, SchedulerError, WorkKind};
+use crate::evidence::{find_run, RunSummary};
+use crate::rows::col;
+use crate::scheduler::{Caps, RunAgent, SchedulerError};
+use crate::store::Store;
 use crate::work_control::{Resumed, WorkControl, WorkFuture};
 use crate::workers_service::WorkersService;
+use akbench_core::digest::sealed_digest;
 use akbench_core::dispatch::RunState;
-use akbench_core::work::WorkItem;
+use akbench_core::spec::{ExecutionPolicy, SpecAgent};
 use uuid::Uuid;
 
 /// The [`WorkControl`] of a coordinator with its scheduler.
@@ -41,9 +46,8 @@ impl SchedulerWork {
         if run.state != RunState::Planned {
             return Ok(0);
         }
-        let spec = spec(store, &run).await?;
-        let plan = ready_plan(store, &run).await?;
-        let c = &spec.condition.execution.concurrency;
+        let (spec_agents, execution) = start_condition(store, &run).await?;
+        let c = &execution.concurrency;
         let caps = Caps {
             per_agent: c
                 .per_agent
@@ -56,49 +60,35 @@ impl SchedulerWork {
                 .map(|(k, v)| (k.clone(), i64::from(*v)))
                 .collect(),
             max_trials: c.max_trials.map(i64::from),
-            worker_labels: spec.condition.execution.worker_labels.clone(),
+            worker_labels: execution.worker_labels.clone(),
         };
-        let mut items = Vec::with_capacity(plan.trials.len());
-        for t in &plan.trials {
-            let agent = spec
-                .condition
-                .agents
-                .iter()
-                .find(|a| a.label == t.agent.label)
-                .ok_or_else(|| ControlError::Corrupt {
-                    run: run.run_key.clone(),
-                    problem: format!(
-                        "trial {} names agent `{}`, absent from the spec",
-                        t.key, t.agent.label
-                    ),
-                })?;
-            let document = serde_json::to_value(WorkItem {
-                trial: t.clone(),
-                agent: agent.clone(),
-                grade: None,
+        let agents = spec_agents
+            .iter()
+            .map(|a| {
+                Ok(RunAgent {
+                    label: a.label.clone(),
+                    provider_route: a.provider_route.clone(),
+                    document: serde_json::to_value(a).map_err(|e| ControlError::Corrupt {
+                        run: run.run_key.clone(),
+                        problem: e.to_string(),
+                    })?,
+                })
             })
-            .map_err(|e| ControlError::Corrupt {
-                run: run.run_key.clone(),
-                problem: e.to_string(),
-            })?;
-            items.push(NewWorkItem {
-                trial_id: t.trial_id,
-                ordinal: i32::try_from(t.ordinal).unwrap_or(i32::MAX),
-                retry_budget: i32::try_from(t.attempt.infrastructure_retries).unwrap_or(i32::MAX),
-                agent: t.agent.label.clone(),
-                provider_route: agent.provider_route.clone(),
-                kind: WorkKind::Execute,
-                document: Some(document),
-            });
-        }
+            .collect::<Result<Vec<_>, ControlError>>()?;
         // Only the call that moves the run from planned to running creates its items, in
         // the same transaction.
         let Some(created) = self
             .workers
             .scheduler()
-            .start_run(run_id, &caps, items)
+            .start_run(run_id, &caps, &agents)
             .await
-            .map_err(|e| scheduler_error("start run", e))?
+            .map_err(|e| match e {
+                SchedulerError::Malformed { reason, .. } => ControlError::Corrupt {
+                    run: run.run_key.clone(),
+                    problem: reason,
+                },
+                other => scheduler_error("start run", other),
+            })?
         else {
             return Ok(0);
         };
@@ -154,6 +144,45 @@ impl SchedulerWork {
         tracing::info!(%run_id, %reason, queued = report.cancelled_items, live = report.live.len(), "run cancelled");
         Ok(report.live.len() as u64)
     }
+}
+
+const START_CONDITION_SQL: &str = include_str!("../sql/scheduler/start_condition.sql");
+
+/// The agent conditions (each checked against its digest) and the execution policy of a
+/// run's stored spec: only what starting needs, read by PostgreSQL out of the document, so
+/// that the coordinator does not hold the spec's task list (as long as the plan's).
+async fn start_condition(
+    store: &Store,
+    run: &RunSummary,
+) -> Result<(Vec<SpecAgent>, ExecutionPolicy), ControlError> {
+    let corrupt = |problem: String| ControlError::Corrupt {
+        run: run.run_key.clone(),
+        problem,
+    };
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read spec"))?;
+    let row = client
+        .query_one(START_CONDITION_SQL, &[&run.run_id])
+        .await
+        .map_err(|e| ControlError::store("read spec")(e.into()))?;
+    let text = |name: &'static str| -> Result<String, ControlError> {
+        col::<Option<String>>(&row, name)
+            .map_err(|e| corrupt(e.to_string()))?
+            .ok_or_else(|| corrupt(format!("the spec has no condition.{name}")))
+    };
+    let agents: Vec<SpecAgent> = serde_json::from_str(&text("agents")?)
+        .map_err(|e| corrupt(format!("the spec's agents do not parse: {e}")))?;
+    if let Some(a) = agents.iter().find(|a| a.digest != sealed_digest(a)) {
+        return Err(corrupt(format!(
+            "agent `{}` does not match its digest",
+            a.label
+        )));
+    }
+    let execution: ExecutionPolicy = serde_json::from_str(&text("execution")?)
+        .map_err(|e| corrupt(format!("the spec's execution policy does not parse: {e}")))?;
+    Ok((agents, execution))
 }
 
 fn scheduler_error(action: &'static str, e: SchedulerError) -> ControlError {

@@ -969,41 +969,17 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
         .unwrap()
         .into_inner();
     assert_eq!(again.work_items_created, 0, "a run starts once");
-    // Every work item carries the document a worker runs: exactly its planned trial and that
-    // trial's agent condition from the spec, so its digest is the one the plan implies.
+    // One work item per trial; what workers receive for each is tested in start_run.rs.
     let c = handle.store.client().await.unwrap();
-    let docs = c
-        .query(
-            "SELECT trial_id, document::text FROM work_items WHERE run_id = $1",
+    let items: i64 = c
+        .query_one(
+            "SELECT count(DISTINCT trial_id) FROM work_items WHERE run_id = $1",
             &[&spec.identity.run_id],
         )
         .await
-        .unwrap();
-    assert_eq!(docs.len(), ready.trials.len());
-    for row in docs {
-        let trial_id: uuid::Uuid = row.get(0);
-        let text: String = row.get(1);
-        let trial = ready
-            .trials
-            .iter()
-            .find(|t| t.trial_id == trial_id)
-            .unwrap();
-        let agent = spec
-            .condition
-            .agents
-            .iter()
-            .find(|a| a.label == trial.agent.label)
-            .unwrap();
-        let expected = akbench_core::work::WorkItem {
-            trial: trial.clone(),
-            agent: agent.clone(),
-            grade: None,
-        };
-        let (_, planned_digest) = expected.encode();
-        let stored = akbench_core::work::WorkItem::decode(&text, &planned_digest)
-            .unwrap_or_else(|e| panic!("work item of trial {trial_id}: {e}"));
-        assert_eq!(stored, expected);
-    }
+        .unwrap()
+        .get(0);
+    assert_eq!(items, ready.trials.len() as i64);
     let cancelled = client
         .cancel_run(pb::CancelRunRequest {
             run: key.clone(),

@@ -7,8 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use akbench_coordinator::scheduler::test_support::seed_run;
-use akbench_coordinator::scheduler::Caps;
+use akbench_coordinator::scheduler::{Caps, RunAgent};
 use common::scheduler;
+
+/// The one agent condition of a seeded run.
+fn oracle() -> Vec<RunAgent> {
+    vec![RunAgent {
+        label: "oracle".into(),
+        provider_route: None,
+        document: serde_json::json!({"label": "oracle"}),
+    }]
+}
 
 /// A run is `running` only once all its work items exist: a reader polling state and item
 /// count in one snapshot never sees a running run with fewer items than planned, and the
@@ -53,7 +62,7 @@ async fn a_run_is_running_only_once_its_work_items_exist() {
         })
     };
     let created = s
-        .start_run(run.run_id, &Caps::default(), run.items("oracle", 0))
+        .start_run(run.run_id, &Caps::default(), &oracle())
         .await
         .unwrap();
     assert_eq!(created, Some(N as u64));
@@ -73,7 +82,7 @@ async fn a_run_is_running_only_once_its_work_items_exist() {
     assert_eq!(seen.last().unwrap(), &("running".to_string(), N as i64));
     // A second start creates nothing.
     assert_eq!(
-        s.start_run(run.run_id, &Caps::default(), run.items("oracle", 0))
+        s.start_run(run.run_id, &Caps::default(), &oracle())
             .await
             .unwrap(),
         None

@@ -6,9 +6,18 @@
 -- `evaluation_error` with an accepted record. Trials with a verdict, trials whose agent
 -- failed, timed out or never ran (invalid configuration, infrastructure error, cancelled) and
 -- trials not done are never selected. In plan order, a page at a time: $1 run id; $2 only
--- ordinals above this; $3 at most this many.
-SELECT w.trial_id, w.document::text AS document, s.record::text AS record, w.ordinal
+-- ordinals above this; $3 at most this many. The document of a trial is its work item's own,
+-- else the WorkItem composed from the planned trial and the run's agent condition (an item
+-- created by StartRun, migration 0014; as `claim_create.sql` composes it), else NULL.
+SELECT w.trial_id,
+       COALESCE(w.document,
+                CASE WHEN a.document IS NOT NULL
+                     THEN jsonb_build_object('trial', p.document::jsonb, 'agent', a.document)
+                END)::text AS document,
+       s.record::text AS record, w.ordinal
 FROM work_items w
+JOIN planned_trials p ON p.trial_id = w.trial_id
+LEFT JOIN run_agents a ON a.run_id = w.run_id AND a.agent = w.agent
 JOIN attempts d ON d.trial_id = w.trial_id AND d.number = w.attempts_used
 JOIN LATERAL (
     SELECT a.attempt_id

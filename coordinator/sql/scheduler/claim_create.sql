@@ -1,5 +1,8 @@
 -- Leases the chosen items: one attempt each (number = attempts_used + 1), a lease with a new
--- fencing epoch (planned_trials.document is `json`: read as jsonb like work_items.document).
+-- fencing epoch. The document of each: the item's own (grade work), else the canonical
+-- WorkItem {"trial": planned trial, "agent": the run's agent condition} of an item created
+-- by StartRun (migration 0014), else (items enqueued without one) the planned trial's
+-- document. planned_trials.document is `json`: read as jsonb.
 -- $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds.
 WITH taken AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[]) AS t (trial_id, attempt_id)
@@ -8,7 +11,8 @@ WITH taken AS (
     SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
     FROM taken t
     WHERE w.trial_id = t.trial_id AND w.state = 'ready'
-    RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.document, t.attempt_id
+    RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.agent, w.document,
+              t.attempt_id
 ), created AS (
     INSERT INTO attempts (attempt_id, trial_id, number, kind, worker_id, epoch)
     SELECT attempt_id, trial_id, attempts_used, kind, $1, nextval('lease_epochs')
@@ -20,8 +24,13 @@ WITH taken AS (
     FROM created
 )
 SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
-       COALESCE(i.document, p.document::jsonb) AS document
+       COALESCE(i.document,
+                CASE WHEN a.document IS NOT NULL
+                     THEN jsonb_build_object('trial', p.document::jsonb, 'agent', a.document)
+                END,
+                p.document::jsonb) AS document
 FROM created c
 JOIN items i ON i.trial_id = c.trial_id
 JOIN planned_trials p ON p.trial_id = c.trial_id
+LEFT JOIN run_agents a ON a.run_id = i.run_id AND a.agent = i.agent
 ORDER BY i.run_id, i.ordinal

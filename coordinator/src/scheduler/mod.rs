@@ -1,6 +1,8 @@
 //! The scheduler: work items, attempts and leases in PostgreSQL.
 //!
-//! - [`Scheduler::enqueue`] creates the work items of a started run (one statement).
+//! - [`Scheduler::start_run`] moves a planned run to `running` and creates its work items
+//!   from its stored plan, in one transaction; [`Scheduler::enqueue`] creates given work
+//!   items (one statement).
 //! - [`Scheduler::claim`] leases ready work to a worker in one transaction (`FOR UPDATE SKIP
 //!   LOCKED`, plan order, per-run caps per agent and per provider route): one attempt, one
 //!   lease and a new fencing epoch per item.
@@ -46,7 +48,7 @@ pub use error::SchedulerError;
 pub use report::ClaimAfter;
 pub use retry::{JitterSource, RetryPolicy};
 pub use types::{
-    Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck,
+    Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck, RunAgent,
     TransitionIn, WorkKind,
 };
 
@@ -140,30 +142,68 @@ impl Scheduler {
     }
 
     /// Starts a planned run: in one transaction, moves it to `running` with `caps` and
-    /// creates its work items, so that no reader (status, the reaper's end-of-run check,
-    /// a claimer) ever sees a running run whose items do not all exist yet. `None` when the
-    /// run was not `planned` (already started: nothing is created).
+    /// creates one execute work item per planned trial, in one statement from the stored
+    /// plan (`start_items.sql`), so that no reader (status, the reaper's end-of-run check, a
+    /// claimer) ever sees a running run whose items do not all exist yet. The run's `agents`
+    /// are stored once; the document a worker receives for an item is composed from them
+    /// and the planned trial when it is claimed. Nothing of the plan passes through this
+    /// process, so its memory does not grow with the plan. `None` when the run was not
+    /// `planned` (already started: nothing is created). A planned trial whose agent is not
+    /// among `agents` is refused before anything changes.
     pub async fn start_run(
         &self,
         run_id: Uuid,
         caps: &Caps,
-        items: Vec<NewWorkItem>,
+        agents: &[RunAgent],
     ) -> Result<Option<u64>, SchedulerError> {
-        check_items(&items)?;
         let caps = serde_json::to_value(caps)
             .map_err(|e| SchedulerError::malformed("the caps", e.to_string()))?;
-        let items: Arc<[NewWorkItem]> = items.into();
+        let labels: Arc<[String]> = agents.iter().map(|a| a.label.clone()).collect();
+        let routes: Arc<[Option<String>]> =
+            agents.iter().map(|a| a.provider_route.clone()).collect();
+        let documents: Arc<[serde_json::Value]> =
+            agents.iter().map(|a| a.document.clone()).collect();
+        if labels.iter().collect::<HashSet<_>>().len() != labels.len() {
+            return Err(SchedulerError::malformed(
+                "the run's agents",
+                "an agent label appears more than once",
+            ));
+        }
+        // Planned trials are append-only: checking before the transaction is enough.
+        let client = self.store.client().await?;
+        if let Some(row) = client
+            .query_opt(START_UNKNOWN_AGENT_SQL, &[&run_id, &&*labels])
+            .await?
+        {
+            let key: String = crate::rows::col(&row, "key").map_err(StoreError::from)?;
+            let agent: String = crate::rows::col(&row, "agent").map_err(StoreError::from)?;
+            return Err(SchedulerError::malformed(
+                "the planned trials",
+                format!("trial {key} names agent `{agent}`, absent from the spec"),
+            ));
+        }
+        drop(client);
         let created = self
             .store
             .tx(|tx| {
-                let items = Arc::clone(&items);
+                let (labels, routes, documents) = (
+                    Arc::clone(&labels),
+                    Arc::clone(&routes),
+                    Arc::clone(&documents),
+                );
                 let caps = caps.clone();
                 Box::pin(async move {
                     let moved = tx.query_opt(START_RUN_SQL, &[&run_id, &caps]).await?;
                     if moved.is_none() {
                         return Ok(None);
                     }
-                    Ok(Some(insert_items(tx, run_id, &items).await?))
+                    let created = tx
+                        .execute(
+                            START_ITEMS_SQL,
+                            &[&run_id, &&*labels, &&*routes, &&*documents],
+                        )
+                        .await?;
+                    Ok(Some(created))
                 })
             })
             .await?;
@@ -255,6 +295,8 @@ impl Scheduler {
 }
 
 const START_RUN_SQL: &str = include_str!("../../sql/scheduler/start_run.sql");
+const START_ITEMS_SQL: &str = include_str!("../../sql/scheduler/start_items.sql");
+const START_UNKNOWN_AGENT_SQL: &str = include_str!("../../sql/scheduler/start_unknown_agent.sql");
 
 fn check_items(items: &[NewWorkItem]) -> Result<(), SchedulerError> {
     let trials: HashSet<Uuid> = items.iter().map(|i| i.trial_id).collect();

@@ -69,7 +69,10 @@ pub async fn seed_run_with(
     let docs: Vec<serde_json::Value> = trial_ids
         .iter()
         .zip(&ordinals)
-        .map(|(t, o)| json!({"trial_id": t, "ordinal": o, "task": "noop", "agent": agent}))
+        .map(|(t, o)| {
+            json!({"trial_id": t, "ordinal": o, "task": "noop", "agent": agent,
+                   "attempt": {"infrastructure_retries": 0}})
+        })
         .collect();
     let caps = serde_json::to_value(caps).unwrap_or_default();
     let client = store.client().await?;

@@ -56,6 +56,19 @@ pub struct NewWorkItem {
     pub document: Option<serde_json::Value>,
 }
 
+/// One agent condition of a run being started ([`super::Scheduler::start_run`]): every
+/// planned trial of the agent becomes an execute work item counted against its caps, and its
+/// document is stored once for the run (`run_agents`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunAgent {
+    /// The agent condition's label (`planned_trials.agent`).
+    pub label: String,
+    /// Its provider route (what per-provider caps count), when it uses one.
+    pub provider_route: Option<String>,
+    /// core's `SpecAgent` as serde serializes it: the `agent` of each trial's `WorkItem`.
+    pub document: serde_json::Value,
+}
+
 /// Per-run concurrency caps, stored as jsonb on `runs.caps`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caps {

@@ -1,0 +1,342 @@
+//! `StartRun` (issue 12): the work items are created by PostgreSQL from the stored plan, and
+//! what a worker receives for each is exactly the canonical `WorkItem` core builds from the
+//! planned trial and its agent condition (what the coordinator used to build and store per
+//! item). A real private PostgreSQL, the coordinator served in-process, the real proto.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::scheduler::{Scheduler, TransitionIn};
+use akbench_coordinator::server::{serve, Config, ServeHandle};
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::canonical_json;
+use akbench_core::lifecycle::State;
+use akbench_core::plan::{plan, RunPlan};
+use akbench_core::spec::{Provenance, ResolvedRunSpec, SpecAgent};
+use akbench_core::testkit::{synthetic_agent, synthetic_condition};
+use akbench_core::work::WorkItem;
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use common::{chain, record};
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+/// A spec whose documents exercise the composition: floats, nested parameters, a provider
+/// route on one agent and a model on the other, retries, and its ready plan.
+fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
+    let mut condition = synthetic_condition(tasks, 2, reps);
+    let base = synthetic_agent("agent-00", None);
+    let mut parameters = BTreeMap::new();
+    parameters.insert("temperature".to_string(), serde_json::json!(0.7));
+    parameters.insert("max_tokens".to_string(), serde_json::json!(4096));
+    parameters.insert(
+        "extra".to_string(),
+        serde_json::json!({"stop": ["\n\n", "é"], "top_p": 1e-3, "none": null}),
+    );
+    condition.agents[0] = SpecAgent::new(
+        base.label.clone(),
+        base.descriptor.clone(),
+        Some("model-a".into()),
+        parameters,
+        Some("route-a".into()),
+    );
+    condition.agents[1] = synthetic_agent("agent-01", Some("model-b"));
+    condition.compute.agent_timeout_sec = Some(12.5);
+    condition.execution.infrastructure_retries = 3;
+    let spec = ResolvedRunSpec::assemble(condition, Provenance::default(), &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    (spec, ready)
+}
+
+async fn serve_fresh() -> (ServeHandle, oneshot::Sender<()>, ControlClient<Channel>) {
+    let url = test_support::fresh_database().await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let handle = serve(Config::local(url), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = ControlClient::new(channel)
+        .max_encoding_message_size(512 << 20)
+        .max_decoding_message_size(512 << 20);
+    (handle, stop, client)
+}
+
+fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanRequest {
+    pb::SubmitPlanRequest {
+        spec_json: canonical_json(spec),
+        spec_digest: spec.digest.clone(),
+        plan_json: canonical_json(plan),
+        plan_digest: plan.digest.clone(),
+    }
+}
+
+/// What the coordinator built and stored per item before issue 12 (and what `WorkItem`
+/// digests are computed over): core's `WorkItem` of the trial and its spec agent.
+fn expected_documents(spec: &ResolvedRunSpec, plan: &RunPlan) -> HashMap<uuid::Uuid, WorkItem> {
+    plan.trials
+        .iter()
+        .map(|t| {
+            let agent = spec
+                .condition
+                .agents
+                .iter()
+                .find(|a| a.label == t.agent.label)
+                .unwrap();
+            (
+                t.trial_id,
+                WorkItem {
+                    trial: t.clone(),
+                    agent: agent.clone(),
+                    grade: None,
+                },
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_creates_one_item_per_trial_and_workers_receive_the_core_work_item() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(30, 2);
+    let n = ready.trials.len();
+    assert_eq!(n, 120);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let started = client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, n as u64);
+    let again = client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.work_items_created, 0, "a run starts once");
+
+    // Exactly one execute item per planned trial, with the plan's ordinal, agent, retry
+    // budget and the agent's provider route.
+    let c = handle.store.client().await.unwrap();
+    let rows = c
+        .query(
+            "SELECT trial_id, ordinal, agent, provider_route, retry_budget, kind, state \
+             FROM work_items WHERE run_id = $1",
+            &[&spec.identity.run_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), n);
+    for r in &rows {
+        let trial_id: uuid::Uuid = r.get("trial_id");
+        let t = ready
+            .trials
+            .iter()
+            .find(|t| t.trial_id == trial_id)
+            .unwrap();
+        let agent = spec
+            .condition
+            .agents
+            .iter()
+            .find(|a| a.label == t.agent.label)
+            .unwrap();
+        assert_eq!(i64::from(r.get::<_, i32>("ordinal")), t.ordinal as i64);
+        assert_eq!(r.get::<_, String>("agent"), t.agent.label);
+        assert_eq!(
+            r.get::<_, Option<String>>("provider_route"),
+            agent.provider_route
+        );
+        assert_eq!(
+            r.get::<_, i32>("retry_budget"),
+            i32::try_from(t.attempt.infrastructure_retries).unwrap()
+        );
+        assert_eq!(r.get::<_, String>("kind"), "execute");
+        assert_eq!(r.get::<_, String>("state"), "ready");
+    }
+
+    // What workers receive: claim every item and compare with core's WorkItem, as a value
+    // and byte for byte in the canonical JSON that travels on the wire.
+    let s = Scheduler::new(handle.store.clone());
+    s.register_worker("w-start", 200, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let mut expected = expected_documents(&spec, &ready);
+    let mut claimed = Vec::new();
+    loop {
+        let got = s
+            .claim("w-start", n, Duration::from_secs(3600))
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        claimed.extend(got);
+    }
+    assert_eq!(claimed.len(), n, "every item is claimable once");
+    for a in &claimed {
+        let want = expected
+            .remove(&a.trial_id)
+            .unwrap_or_else(|| panic!("trial {} claimed twice or not planned", a.trial_id));
+        assert_eq!(a.document, serde_json::to_value(&want).unwrap());
+        assert_eq!(canonical_json(&a.document), canonical_json(&want));
+        let (_, planned_digest) = want.encode();
+        let decoded = WorkItem::decode(&canonical_json(&a.document), &planned_digest)
+            .unwrap_or_else(|e| panic!("work item of trial {}: {e}", a.trial_id));
+        assert_eq!(decoded, want);
+    }
+    assert!(expected.is_empty());
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// A run is `running` only once all its items exist: `GetStatus`, polled while the run is
+/// started, never shows it running with fewer work items than trials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_never_sees_a_running_run_with_fewer_items_than_trials() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(1_000, 5);
+    let n = ready.trials.len() as u64;
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (mut client, done, key) = (client.clone(), Arc::clone(&done), key.clone());
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let finished = done.load(Ordering::SeqCst);
+                let st = client
+                    .get_status(pb::GetStatusRequest { run: key.clone() })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                let items: u64 = st.work_items.iter().map(|c| c.count).sum();
+                seen.push((st.run.unwrap().state, items, st.queued));
+                if finished {
+                    return seen;
+                }
+            }
+        })
+    };
+    let started = client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, n);
+    done.store(true, Ordering::SeqCst);
+    let seen = watcher.await.unwrap();
+    assert!(seen.len() >= 2, "the watcher looked: {seen:?}");
+    for (state, items, queued) in &seen {
+        match pb::RunState::try_from(*state) {
+            Ok(pb::RunState::Planned) => assert_eq!(*items, 0),
+            Ok(pb::RunState::Running) => {
+                assert_eq!(*items, n, "running with a partial queue");
+                assert_eq!(*queued, n);
+            }
+            other => panic!("the run became {other:?} while it was started ({items} items)"),
+        }
+    }
+    assert_eq!(seen.last().unwrap().0, pb::RunState::Running as i32);
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// Grading composes the same document: an executed item of a started run, owed a grade, is
+/// queued as grade work whose document is core's `WorkItem` of the trial and its agent with
+/// the accepted record to grade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grade_work_of_a_started_run_carries_the_core_work_item() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    client
+        .start_run(pb::StartRunRequest { run: key })
+        .await
+        .unwrap();
+    let s = Scheduler::new(handle.store.clone());
+    s.register_worker("w-grade", 1, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let a = s
+        .claim("w-grade", 1, Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .remove(0);
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    let transitions: Vec<TransitionIn> = chain()
+        .iter()
+        .enumerate()
+        .map(|(i, st)| TransitionIn {
+            seq: 1 + i as u32,
+            state: *st,
+            at,
+            note: String::new(),
+        })
+        .collect();
+    s.record_transitions(a.attempt_id, a.epoch, &transitions)
+        .await
+        .unwrap();
+    let (json, _) = record(a.attempt_id, "executed");
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["workspace"] = serde_json::json!({
+        "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
+        "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
+    });
+    let json = canonical_json(&v);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+    let queued = akbench_coordinator::grade_work::queue_grading(&s, spec.identity.run_id)
+        .await
+        .unwrap();
+    assert_eq!(queued.queued, 1, "{queued:?}");
+    assert!(queued.skipped.is_empty(), "{queued:?}");
+    let mut expected = expected_documents(&spec, &ready);
+    let mut graded = None;
+    loop {
+        let got = s
+            .claim("w-grade", 4, Duration::from_secs(3600))
+            .await
+            .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        graded = graded.or(got.into_iter().find(|g| g.trial_id == a.trial_id));
+    }
+    let graded = graded.expect("the grade work was claimed");
+    let work: WorkItem = serde_json::from_value(graded.document.clone()).unwrap();
+    let want = expected.remove(&a.trial_id).unwrap();
+    assert_eq!(work.trial, want.trial);
+    assert_eq!(work.agent, want.agent);
+    let source = work.grade.expect("a grade source");
+    assert_eq!(source.attempt.attempt.id, a.attempt_id);
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
