@@ -18,6 +18,9 @@ use std::pin::pin;
 use std::sync::Arc;
 
 mod plan_seal;
+mod submit_stream;
+
+pub use submit_stream::{submit_stream, SubmitHead};
 
 use plan_seal::{seal, sealed_plan_digest, Sealed};
 
@@ -153,23 +156,38 @@ fn check_digest_syntax(field: &'static str, digest: &str) -> Result<(), ControlE
 
 /// Parses the request and makes the checks that need no pass over the trials; returns the
 /// spec (when sent) and the plan as sent. [`validate`] makes the others.
+/// With `head`, `plan_json` is a plan's head (no trials; they follow in a stream) and the
+/// trial count checked is its summary's.
 fn parse_request(
     spec_json: &str,
     spec_digest: &str,
     plan_json: &str,
     plan_digest: &str,
+    head: bool,
 ) -> Result<(Option<ResolvedRunSpec>, RunPlan), ControlError> {
+    let field = if head { "plan_head_json" } else { "plan_json" };
     if plan_json.trim().is_empty() {
         return Err(ControlError::invalid(
             ACTION,
-            "plan_json",
+            field,
             "is empty; fix: send the RunPlan made by `akbench plan`",
         ));
     }
     check_digest_syntax("plan_digest", plan_digest)?;
-    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| {
-        ControlError::invalid(ACTION, "plan_json", format!("is not a RunPlan: {e}"))
-    })?;
+    let plan: RunPlan = serde_json::from_str(plan_json)
+        .map_err(|e| ControlError::invalid(ACTION, field, format!("is not a RunPlan: {e}")))?;
+    if head && !plan.trials.is_empty() {
+        return Err(ControlError::invalid(
+            ACTION,
+            field,
+            "carries trials; fix: send `\"trials\": []` and the trials in trials_json",
+        ));
+    }
+    let trial_count = if head {
+        plan.summary.trials
+    } else {
+        plan.trials.len() as u64
+    };
     if plan.digest != plan_digest {
         return Err(ControlError::invalid(
             ACTION,
@@ -224,7 +242,7 @@ fn parse_request(
         ("spec_digest", plan.spec_digest.clone(), spec.digest.clone()),
         (
             "trial count",
-            plan.trials.len().to_string(),
+            trial_count.to_string(),
             spec.trial_count().to_string(),
         ),
     ];
@@ -232,7 +250,7 @@ fn parse_request(
         if in_plan != in_spec {
             return Err(ControlError::invalid(
                 ACTION,
-                "plan_json",
+                field,
                 format!("its {what} `{in_plan}` differs from the spec's `{in_spec}`: the plan does not expand this spec; fix: send the spec the plan was made from"),
             ));
         }
@@ -307,7 +325,7 @@ pub async fn submit(
     plan_digest: &str,
 ) -> Result<Submitted, ControlError> {
     let started = std::time::Instant::now();
-    let (spec, plan) = parse_request(spec_json, spec_digest, plan_json, plan_digest)?;
+    let (spec, plan) = parse_request(spec_json, spec_digest, plan_json, plan_digest, false)?;
     let trial_count = plan.trials.len() as i64;
     tracing::debug!(elapsed = ?started.elapsed(), trials = trial_count, "submission parsed");
     // The checks over every trial run on a blocking thread while the trials are written;
