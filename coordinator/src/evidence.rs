@@ -17,12 +17,20 @@
 use std::pin::pin;
 use std::sync::Arc;
 
-mod plan_seal;
 mod submit_stream;
 
 pub use submit_stream::{submit_stream, SubmitHead};
 
-use plan_seal::{seal, sealed_plan_digest, Sealed};
+use akbench_core::plan::{sealed_plan_digest, PlanSealer, Sealed};
+
+/// Both sealed digests of a plan in memory, each trial serialized once (`PlanSealer`).
+fn seal(plan: &RunPlan) -> Sealed {
+    let mut s = PlanSealer::new(plan);
+    for t in &plan.trials {
+        s.add(&canonical_json(t));
+    }
+    s.finish()
+}
 
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
@@ -289,30 +297,10 @@ fn validate(plan: &RunPlan) -> Result<Sealed, ControlError> {
 
 /// The ready plan's header (no trials): the plan as sent, at stage ready.
 fn ready_header(plan: &RunPlan, sealed: &Sealed) -> RunPlan {
-    let mut ready = plan.clone_header();
+    let mut ready = plan.head();
     ready.digest = sealed.ready_digest.clone();
     ready.stage = PlanStage::Ready;
     ready
-}
-
-trait CloneHeader {
-    fn clone_header(&self) -> RunPlan;
-}
-
-impl CloneHeader for RunPlan {
-    fn clone_header(&self) -> RunPlan {
-        RunPlan {
-            schema: self.schema.clone(),
-            run_id: self.run_id,
-            run_key: self.run_key.clone(),
-            spec_digest: self.spec_digest.clone(),
-            stage: self.stage,
-            created_at: self.created_at,
-            trials: Vec::new(),
-            summary: self.summary.clone(),
-            digest: self.digest.clone(),
-        }
-    }
 }
 
 /// Stores a spec and its plan (see the module docs). `spec_json` may be empty to submit a
@@ -469,7 +457,7 @@ async fn write(
     // Headers: the documents with `"trials": []`; the trials are rows of planned_trials.
     let ready_text = canonical_json(&ready);
     let draft_text = {
-        let mut draft = plan.clone_header();
+        let mut draft = plan.head();
         draft.stage = PlanStage::Draft;
         draft.digest = sealed.draft_digest.clone();
         canonical_json(&draft)
