@@ -698,7 +698,7 @@ fn plan_locally(c: &Coordinator, manifest: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_storing_nothing() {
     let c = Coordinator::open().await;
-    // 8 tasks x 2 agents x 80 repetitions: 1,280 trials, about 1.1 MB of JSON (two chunks).
+    // 8 tasks x 2 agents x 80 repetitions: 1,280 trials, about 1.1 MB of JSON (several chunks).
     let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
         .unwrap()
         .replace("repetitions: 2", "repetitions: 80")
@@ -716,7 +716,7 @@ async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_s
     let ready = c.ready(&key);
     assert_eq!(ready.trials.len(), 1280);
     let file = c.store_root().join(&key).join("plan.ready.json");
-    // More than one chunk's worth (1 MiB).
+    // More than four chunks' worth (256 KiB each).
     assert!(std::fs::metadata(&file).unwrap().len() > 1 << 20);
     let store_root = c.store_root();
     let submit = |key: &str| {

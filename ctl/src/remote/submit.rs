@@ -21,10 +21,12 @@ use akbench_core::spec::ResolvedRunSpec;
 use akbench_proto::v1 as pb;
 use std::path::Path;
 
-/// A chunk is sent once its trials reach this many bytes of JSON.
-pub const CHUNK_BYTES: usize = 1 << 20;
+/// A chunk is sent once its trials reach this many bytes of JSON. With 1 MiB chunks and 4 in
+/// flight, the client's peak RSS still grew from 30 to 34 MiB between 10,000 and 100,000
+/// trials (debug build); with 256 KiB and 2 it is 29 and 30 MiB (docs/PERFORMANCE.md).
+pub const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks read ahead of the network at most.
-pub const CHUNKS_IN_FLIGHT: usize = 4;
+pub const CHUNKS_IN_FLIGHT: usize = 2;
 
 /// Reads the whole ready plan once, checking its digest, before anything is sent.
 pub fn check_stored(store: &EvidenceStore, head: &StoredHead) -> anyhow::Result<()> {
