@@ -23,7 +23,8 @@ use std::path::Path;
 
 /// A chunk is sent once its trials reach this many bytes of JSON. With 1 MiB chunks and 4 in
 /// flight, the client's peak RSS still grew from 30 to 34 MiB between 10,000 and 100,000
-/// trials (debug build); with 256 KiB and 2 it is 29 and 30 MiB (docs/PERFORMANCE.md).
+/// trials (debug build); with 256 KiB and 2 it is 29 and 30 MiB (release: 16 and 17 MiB;
+/// docs/PERFORMANCE.md).
 pub const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks read ahead of the network at most.
 pub const CHUNKS_IN_FLIGHT: usize = 2;
