@@ -18,7 +18,7 @@ use akbench_proto::control_server::{Control, ControlServer};
 use akbench_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -187,6 +187,45 @@ impl Control for ControlService {
         )
         .await?;
         tracing::info!(run = %submitted.run.run_key, created = submitted.created, "plan submitted");
+        Ok(Response::new(pb::SubmitPlanResponse {
+            run: Some(convert::summary(&submitted.run)),
+            created: submitted.created,
+        }))
+    }
+
+    async fn submit_plan_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::SubmitPlanChunk>>,
+    ) -> Result<Response<pb::SubmitPlanResponse>, Status> {
+        require_operator(&request, "submit plan")?;
+        let mut inbound = request.into_inner();
+        let first = inbound.message().await?.ok_or_else(|| {
+            ControlError::invalid(
+                "submit plan",
+                "stream",
+                "is empty; fix: send the spec and the plan's head first",
+            )
+        })?;
+        let head = evidence::SubmitHead {
+            spec_json: first.spec_json,
+            spec_digest: first.spec_digest,
+            plan_head_json: first.plan_head_json,
+            plan_digest: first.plan_digest,
+        };
+        // The first message's trials, then every later message's; a broken stream is an
+        // error item (the transaction is rolled back).
+        let rest = inbound.map(|m| {
+            m.map(|c| c.trials_json).map_err(|s| {
+                ControlError::invalid(
+                    "submit plan",
+                    "stream",
+                    format!("broke before its end: {}; nothing was stored", s.message()),
+                )
+            })
+        });
+        let chunks = tokio_stream::once(Ok(first.trials_json)).chain(rest);
+        let submitted = evidence::submit_stream(&self.store, head, chunks).await?;
+        tracing::info!(run = %submitted.run.run_key, created = submitted.created, "plan submitted (streamed)");
         Ok(Response::new(pb::SubmitPlanResponse {
             run: Some(convert::summary(&submitted.run)),
             created: submitted.created,

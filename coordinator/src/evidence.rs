@@ -17,9 +17,20 @@
 use std::pin::pin;
 use std::sync::Arc;
 
-mod plan_seal;
+mod submit_stream;
 
-use plan_seal::{seal, sealed_plan_digest, Sealed};
+pub use submit_stream::{submit_stream, SubmitHead};
+
+use akbench_core::plan::{sealed_plan_digest, PlanSealer, Sealed};
+
+/// Both sealed digests of a plan in memory, each trial serialized once (`PlanSealer`).
+fn seal(plan: &RunPlan) -> Sealed {
+    let mut s = PlanSealer::new(plan);
+    for t in &plan.trials {
+        s.add(&canonical_json(t));
+    }
+    s.finish()
+}
 
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
@@ -157,23 +168,38 @@ fn check_digest_syntax(field: &'static str, digest: &str) -> Result<(), ControlE
 
 /// Parses the request and makes the checks that need no pass over the trials; returns the
 /// spec (when sent) and the plan as sent. [`validate`] makes the others.
+/// With `head`, `plan_json` is a plan's head (no trials; they follow in a stream) and the
+/// trial count checked is its summary's.
 fn parse_request(
     spec_json: &str,
     spec_digest: &str,
     plan_json: &str,
     plan_digest: &str,
+    head: bool,
 ) -> Result<(Option<ResolvedRunSpec>, RunPlan), ControlError> {
+    let field = if head { "plan_head_json" } else { "plan_json" };
     if plan_json.trim().is_empty() {
         return Err(ControlError::invalid(
             ACTION,
-            "plan_json",
+            field,
             "is empty; fix: send the RunPlan made by `akbench plan`",
         ));
     }
     check_digest_syntax("plan_digest", plan_digest)?;
-    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| {
-        ControlError::invalid(ACTION, "plan_json", format!("is not a RunPlan: {e}"))
-    })?;
+    let plan: RunPlan = serde_json::from_str(plan_json)
+        .map_err(|e| ControlError::invalid(ACTION, field, format!("is not a RunPlan: {e}")))?;
+    if head && !plan.trials.is_empty() {
+        return Err(ControlError::invalid(
+            ACTION,
+            field,
+            "carries trials; fix: send `\"trials\": []` and the trials in trials_json",
+        ));
+    }
+    let trial_count = if head {
+        plan.summary.trials
+    } else {
+        plan.trials.len() as u64
+    };
     if plan.digest != plan_digest {
         return Err(ControlError::invalid(
             ACTION,
@@ -228,7 +254,7 @@ fn parse_request(
         ("spec_digest", plan.spec_digest.clone(), spec.digest.clone()),
         (
             "trial count",
-            plan.trials.len().to_string(),
+            trial_count.to_string(),
             spec.trial_count().to_string(),
         ),
     ];
@@ -236,7 +262,7 @@ fn parse_request(
         if in_plan != in_spec {
             return Err(ControlError::invalid(
                 ACTION,
-                "plan_json",
+                field,
                 format!("its {what} `{in_plan}` differs from the spec's `{in_spec}`: the plan does not expand this spec; fix: send the spec the plan was made from"),
             ));
         }
@@ -275,30 +301,10 @@ fn validate(plan: &RunPlan) -> Result<Sealed, ControlError> {
 
 /// The ready plan's header (no trials): the plan as sent, at stage ready.
 fn ready_header(plan: &RunPlan, sealed: &Sealed) -> RunPlan {
-    let mut ready = plan.clone_header();
+    let mut ready = plan.head();
     ready.digest = sealed.ready_digest.clone();
     ready.stage = PlanStage::Ready;
     ready
-}
-
-trait CloneHeader {
-    fn clone_header(&self) -> RunPlan;
-}
-
-impl CloneHeader for RunPlan {
-    fn clone_header(&self) -> RunPlan {
-        RunPlan {
-            schema: self.schema.clone(),
-            run_id: self.run_id,
-            run_key: self.run_key.clone(),
-            spec_digest: self.spec_digest.clone(),
-            stage: self.stage,
-            created_at: self.created_at,
-            trials: Vec::new(),
-            summary: self.summary.clone(),
-            digest: self.digest.clone(),
-        }
-    }
 }
 
 /// Stores a spec and its plan (see the module docs). `spec_json` may be empty to submit a
@@ -311,7 +317,7 @@ pub async fn submit(
     plan_digest: &str,
 ) -> Result<Submitted, ControlError> {
     let started = std::time::Instant::now();
-    let (spec, plan) = parse_request(spec_json, spec_digest, plan_json, plan_digest)?;
+    let (spec, plan) = parse_request(spec_json, spec_digest, plan_json, plan_digest, false)?;
     let trial_count = plan.trials.len() as i64;
     tracing::debug!(elapsed = ?started.elapsed(), trials = trial_count, "submission parsed");
     // The checks over every trial run on a blocking thread while the trials are written;
@@ -455,7 +461,7 @@ async fn write(
     // Headers: the documents with `"trials": []`; the trials are rows of planned_trials.
     let ready_text = canonical_json(&ready);
     let draft_text = {
-        let mut draft = plan.clone_header();
+        let mut draft = plan.head();
         draft.stage = PlanStage::Draft;
         draft.digest = sealed.draft_digest.clone();
         canonical_json(&draft)

@@ -6,7 +6,12 @@
 //! name exists) and never rewritten with different content; writing the same content again
 //! is a no-op. When a key is already taken by another run (the same manifest planned twice
 //! on one day gives the same key), the new run gets `<key>-2`, `<key>-3`, ... Runs are found
-//! by key or by UUID.
+//! by key or by UUID. Plans of any size are written and read one trial at a time by
+//! [`EvidenceStore::plan_streamed`] and [`EvidenceStore::stream_trials`] (`plan_file`).
+
+mod plan_file;
+
+pub use plan_file::StoredHead;
 
 use crate::digest::canonical_json;
 use crate::plan::{PlanStage, RunPlan};
@@ -296,8 +301,8 @@ impl EvidenceStore {
         keys
     }
 
-    /// Finds a run by key or UUID and reads its documents, checking their digests.
-    pub fn find(&self, run: &str) -> Result<StoredRun, EvidenceError> {
+    /// Finds a run by key or UUID: its folder and its spec, the digest checked.
+    fn find_spec(&self, run: &str) -> Result<(PathBuf, ResolvedRunSpec), EvidenceError> {
         let keys = self.keys();
         let key = if keys.iter().any(|k| k == run) {
             Some(run.to_string())
@@ -338,6 +343,12 @@ impl EvidenceStore {
                 problem: "its digest does not match its content".into(),
             });
         }
+        Ok((dir, spec))
+    }
+
+    /// Finds a run by key or UUID and reads its documents, checking their digests.
+    pub fn find(&self, run: &str) -> Result<StoredRun, EvidenceError> {
+        let (dir, spec) = self.find_spec(run)?;
         let mut plans = Vec::new();
         for f in [DRAFT_FILE, READY_FILE] {
             let p = dir.join(f);

@@ -7,11 +7,23 @@
 //! candidate (see [`crate::candidates`]). Planning reads
 //! no file: everything comes from the spec, so it can be benchmarked in memory. Families
 //! `artefact`, `interactive` and `lifecycle` plan the same way.
+//!
+//! Plans of 100,000 trials are written and sent without being held in memory: the trials
+//! come lazily from [`Expansion`], their summary from [`SummaryCounter`], their digests from
+//! [`PlanSealer`] and their checks from [`PlanChecker`], each one trial at a time.
+
+mod check;
+mod expand;
+mod seal;
+mod summary;
+
+pub use check::PlanChecker;
+pub use expand::Expansion;
+pub use seal::{sealed_head, sealed_plan_digest, PlanSealer, Sealed};
+pub use summary::SummaryCounter;
 
 use crate::candidates::CandidateOf;
 use crate::clock::Clock;
-use crate::digest::sealed_digest;
-use crate::ids::{candidate_key, trial_key, uuid_v7_at};
 use crate::manifest::{Runtime, Visibility};
 use crate::spec::{EvaluationPolicy, ResolvedRunSpec};
 use crate::task::{Family, TaskRelease};
@@ -184,132 +196,23 @@ pub struct PlanSummary {
 impl PlanSummary {
     /// Counts `trials`.
     pub fn of(trials: &[PlannedTrial]) -> PlanSummary {
-        let mut s = PlanSummary {
-            trials: trials.len() as u64,
-            ..PlanSummary::default()
-        };
-        fn bump<K: Ord>(m: &mut BTreeMap<K, u64>, k: K, n: u64) {
-            *m.entry(k).or_insert(0) += n;
+        let mut c = SummaryCounter::default();
+        for t in trials {
+            c.add(t);
         }
-        let (mut family, mut backend, mut visibility) =
-            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-        // Trials come in runs of the same task and agent: count names per run, not per trial.
-        let mut i = 0;
-        while i < trials.len() {
-            let t = &trials[i];
-            let mut j = i + 1;
-            while j < trials.len()
-                && trials[j].task.id == t.task.id
-                && trials[j].agent.label == t.agent.label
-            {
-                j += 1;
-            }
-            bump(&mut s.by_task, t.task.id.clone(), (j - i) as u64);
-            bump(&mut s.by_agent, t.agent.label.clone(), (j - i) as u64);
-            for u in &trials[i..j] {
-                bump(&mut s.by_repetition, u.repetition, 1);
-                bump(&mut family, u.family.as_str(), 1);
-                bump(&mut backend, u.compute.runtime.as_str(), 1);
-                bump(&mut visibility, u.visibility.as_str(), 1);
-            }
-            i = j;
-        }
-        let owned = |m: BTreeMap<&str, u64>| -> BTreeMap<String, u64> {
-            m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-        };
-        s.by_family = owned(family);
-        s.by_backend = owned(backend);
-        s.by_visibility = owned(visibility);
-        s.by_lifecycle.insert(
-            crate::lifecycle::State::Pending.as_str().to_string(),
-            s.trials,
-        );
-        s.by_lifecycle.retain(|_, v| *v > 0);
-        s
+        c.finish()
     }
 }
 
 /// Expands `spec` into a draft plan. Reads no file; time comes from `clock`.
 pub fn plan(spec: &ResolvedRunSpec, clock: &dyn Clock) -> RunPlan {
     let now = clock.now();
-    let c = &spec.condition;
-    let run_id = spec.identity.run_id;
-    let run_key = &spec.identity.run_key;
-    let recipe = AttemptRecipe {
-        infrastructure_retries: c.execution.infrastructure_retries,
-        candidates: c.execution.candidates,
-        max_attempts: c
-            .execution
-            .candidates
-            .saturating_mul(c.execution.infrastructure_retries.saturating_add(1)),
-    };
-    let mut trials = Vec::with_capacity(spec.trial_count() as usize);
-    let mut ordinal = 0u64;
-    for task in &c.tasks {
-        let source = TrialTaskSource {
-            repo: task.source_repo.clone(),
-            commit: task.source_commit.clone(),
-        };
-        let compute = ComputeCondition {
-            runtime: c.execution.runtime,
-            cpus: c.compute.cpus,
-            memory_mb: c.compute.memory_mb,
-            agent_timeout_sec: task.agent_timeout_sec,
-            verifier_timeout_sec: task.verifier_timeout_sec,
-        };
-        for agent in &c.agents {
-            let trial_agent = TrialAgent {
-                label: agent.label.clone(),
-                descriptor: agent.descriptor.name.clone(),
-                adapter: agent.descriptor.adapter.clone(),
-                model: agent.model.clone(),
-                digest: agent.digest.clone(),
-            };
-            for repetition in 1..=c.repetitions {
-                let trial_id = uuid_v7_at(now);
-                let key = trial_key(run_key, &task.release.id, &agent.label, repetition);
-                let n = c.execution.candidates.max(1);
-                for index in 1..=n {
-                    // One candidate plans as the trial itself; N candidates as N entries
-                    // under the trial's identity.
-                    let (id, entry_key, candidate) = if n == 1 {
-                        (trial_id, key.clone(), None)
-                    } else {
-                        let of = CandidateOf {
-                            trial_id,
-                            trial_key: key.clone(),
-                            index,
-                            of: n,
-                            selection: c.execution.selection,
-                        };
-                        (uuid_v7_at(now), candidate_key(&key, index), Some(of))
-                    };
-                    trials.push(PlannedTrial {
-                        trial_id: id,
-                        key: entry_key,
-                        ordinal,
-                        run_id,
-                        task: task.release.clone(),
-                        task_source: source.clone(),
-                        agent: trial_agent.clone(),
-                        compute: compute.clone(),
-                        repetition,
-                        family: task.family,
-                        attempt: recipe,
-                        evaluation: c.evaluation.clone(),
-                        visibility: c.visibility,
-                        candidate,
-                    });
-                    ordinal += 1;
-                }
-            }
-        }
-    }
+    let trials: Vec<PlannedTrial> = Expansion::new(spec, now).collect();
     let summary = PlanSummary::of(&trials);
     let mut p = RunPlan {
         schema: PLAN_SCHEMA.to_string(),
-        run_id,
-        run_key: run_key.clone(),
+        run_id: spec.identity.run_id,
+        run_key: spec.identity.run_key.clone(),
         spec_digest: spec.digest.clone(),
         stage: PlanStage::Draft,
         created_at: now,
@@ -317,7 +220,7 @@ pub fn plan(spec: &ResolvedRunSpec, clock: &dyn Clock) -> RunPlan {
         summary,
         digest: String::new(),
     };
-    p.digest = sealed_digest(&p);
+    p.digest = sealed_plan_digest(&p, PlanStage::Draft);
     p
 }
 
@@ -326,81 +229,39 @@ impl RunPlan {
     pub fn ready(&self) -> RunPlan {
         let mut p = self.clone();
         p.stage = PlanStage::Ready;
-        p.digest = sealed_digest(&p);
+        p.digest = sealed_plan_digest(&p, PlanStage::Ready);
         p
     }
 
     /// True when the stored digest matches the content.
     pub fn verify(&self) -> bool {
-        self.digest == sealed_digest(self)
+        self.digest == sealed_plan_digest(self, self.stage)
     }
 
-    /// Checks the invariants a plan from elsewhere must hold: ordinals contiguous from 0,
-    /// unique UUIDv7s and keys, the run id on every trial, the summary matching the trials.
+    /// The plan's head: every field but its trials (`trials` empty).
+    pub fn head(&self) -> RunPlan {
+        RunPlan {
+            schema: self.schema.clone(),
+            run_id: self.run_id,
+            run_key: self.run_key.clone(),
+            spec_digest: self.spec_digest.clone(),
+            stage: self.stage,
+            created_at: self.created_at,
+            trials: Vec::new(),
+            summary: self.summary.clone(),
+            digest: self.digest.clone(),
+        }
+    }
+
+    /// Checks the invariants a plan from elsewhere must hold (see [`PlanChecker`]): ordinals
+    /// contiguous from 0, unique UUIDv7s and keys, the run id on every trial, the summary
+    /// matching the trials, candidates in whole groups.
     pub fn check(&self) -> Result<(), String> {
-        let mut ids = std::collections::HashSet::with_capacity(self.trials.len());
-        let mut keys = std::collections::HashSet::with_capacity(self.trials.len());
-        for (i, t) in self.trials.iter().enumerate() {
-            if t.ordinal != i as u64 {
-                return Err(format!(
-                    "trial {} has ordinal {}, expected {i}",
-                    t.key, t.ordinal
-                ));
-            }
-            if !crate::ids::is_uuid_v7(&t.trial_id) {
-                return Err(format!("trial {} has a non-v7 id {}", t.key, t.trial_id));
-            }
-            if t.run_id != self.run_id {
-                return Err(format!("trial {} belongs to run {}", t.key, t.run_id));
-            }
-            if !ids.insert(t.trial_id) {
-                return Err(format!("trial id {} appears twice", t.trial_id));
-            }
-            if !keys.insert(t.key.as_str()) {
-                return Err(format!("trial key {} appears twice", t.key));
-            }
-        }
-        if self.summary != PlanSummary::of(&self.trials) {
-            return Err("the summary does not match the trials".into());
-        }
-        self.check_candidates()
-    }
-
-    /// Candidate entries come in whole groups: entries 1..=N of one planned trial in a row,
-    /// each keyed `<trial key>/c<i>`, all with the same trial, count and rule; and either
-    /// every entry is a candidate or none is.
-    fn check_candidates(&self) -> Result<(), String> {
-        if self.trials.iter().all(|t| t.candidate.is_none()) {
-            return Ok(());
-        }
-        let mut expect: Option<&CandidateOf> = None;
+        let mut c = PlanChecker::new(self.run_id);
         for t in &self.trials {
-            let Some(c) = &t.candidate else {
-                return Err(format!("trial {} is not a candidate, others are", t.key));
-            };
-            let fits = match expect {
-                Some(e) => {
-                    c.index == e.index + 1
-                        && (c.trial_id, &c.trial_key, c.of, c.selection)
-                            == (e.trial_id, &e.trial_key, e.of, e.selection)
-                }
-                None => c.index == 1 && c.of >= 2,
-            };
-            if !fits || t.key != candidate_key(&c.trial_key, c.index) {
-                return Err(format!(
-                    "entry {} is not candidate {} of a whole group under its planned trial",
-                    t.key, c.index
-                ));
-            }
-            expect = (c.index < c.of).then_some(c);
+            c.push(t)?;
         }
-        match expect {
-            Some(e) => Err(format!(
-                "trial {} has candidate {} of {} only",
-                e.trial_key, e.index, e.of
-            )),
-            None => Ok(()),
-        }
+        c.finish(&self.summary).map(|_| ())
     }
 }
 

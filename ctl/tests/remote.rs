@@ -674,3 +674,86 @@ async fn a_run_whose_labels_no_connected_worker_has_says_so_in_status() {
     assert_eq!(v["workers"], 2, "{v}");
     c.stop().await;
 }
+
+/// Plans `manifest` locally (no coordinator) into the coordinator's store folder; returns
+/// the run key.
+fn plan_locally(c: &Coordinator, manifest: &Path) -> String {
+    let root = repo();
+    let o = command(c.dir.path())
+        .args(["run", "plan", "--config"])
+        .arg(manifest)
+        .arg("--tasks-root")
+        .arg(root.join("examples/tasks"))
+        .arg("--agents-root")
+        .arg(root.join("examples/agents"))
+        .arg("--store-root")
+        .arg(c.store_root())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    json(&o)["run_key"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_storing_nothing() {
+    let c = Coordinator::open().await;
+    // 8 tasks x 2 agents x 80 repetitions: 1,280 trials, about 1.1 MB of JSON (several chunks).
+    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
+        .unwrap()
+        .replace("repetitions: 2", "repetitions: 80")
+        .replace(
+            "root: tasks ",
+            &format!("root: {} ", repo().join("examples/tasks").display()),
+        )
+        .replace(
+            "root: agents ",
+            &format!("root: {} ", repo().join("examples/agents").display()),
+        );
+    let path = c.dir.path().join("many.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let key = plan_locally(&c, &path);
+    let ready = c.ready(&key);
+    assert_eq!(ready.trials.len(), 1280);
+    let file = c.store_root().join(&key).join("plan.ready.json");
+    // More than four chunks' worth (256 KiB each).
+    assert!(std::fs::metadata(&file).unwrap().len() > 1 << 20);
+    let store_root = c.store_root();
+    let submit = |key: &str| {
+        c.akbench(&[
+            "run",
+            "submit",
+            key,
+            "--store-root",
+            store_root.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let v = json(&submit(&key));
+    assert_eq!(
+        (v["created"].as_bool(), v["state"].as_str()),
+        (Some(true), Some("planned"))
+    );
+    assert_eq!(v["plan_digest"], ready.digest.as_str());
+    let sql = format!("SELECT count(*) FROM planned_trials p JOIN run_catalog c USING (run_id) WHERE c.run_key = '{key}'");
+    assert_eq!(c.scalar::<i64>(&sql).await, 1280);
+    let v = json(&c.akbench(&["run", "inspect", &key, "--json"]));
+    assert_eq!(v["plan_digest"], ready.digest.as_str());
+
+    // Another run whose stored plan was altered after planning: refused before anything is
+    // sent, the coordinator holds nothing of it.
+    let damaged = plan_locally(&c, &path);
+    let file = c.store_root().join(&damaged).join("plan.ready.json");
+    let altered = std::fs::read_to_string(&file).unwrap().replacen(
+        "\"repetition\":7,",
+        "\"repetition\":8,",
+        1,
+    );
+    std::fs::write(&file, altered).unwrap();
+    let o = submit(&damaged);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("digest does not match"), "{}", text(&o));
+    let sql = format!("SELECT count(*) FROM run_specs WHERE run_key = '{damaged}'");
+    assert_eq!(c.scalar::<i64>(&sql).await, 0);
+    c.stop().await;
+}

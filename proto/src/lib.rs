@@ -102,6 +102,11 @@ mod tests {
             plan_json: "{}".into(),
             plan_digest: "sha256:11".into(),
         });
+        round_trip(&SubmitPlanChunk {
+            plan_head_json: "{}".into(),
+            trials_json: vec!["{}".into(), "{}".into()],
+            ..Default::default()
+        });
         round_trip(&RunStatus {
             run: Some(RunSummary {
                 run_key: "exp-20250101-abcd".into(),

@@ -155,3 +155,128 @@ fn candidates_plan_as_whole_groups_under_their_trial() {
     mixed.trials[4].candidate = None;
     assert!(mixed.check().is_err());
 }
+
+/// The expansion as it was before it became lazy (one `Vec` built in nested loops), kept to
+/// check [`Expansion`] against.
+fn reference_trials(spec: &ResolvedRunSpec, now: DateTime<Utc>) -> Vec<PlannedTrial> {
+    use crate::ids::{candidate_key, trial_key, uuid_v7_at};
+    let c = &spec.condition;
+    let recipe = AttemptRecipe {
+        infrastructure_retries: c.execution.infrastructure_retries,
+        candidates: c.execution.candidates,
+        max_attempts: c
+            .execution
+            .candidates
+            .saturating_mul(c.execution.infrastructure_retries.saturating_add(1)),
+    };
+    let mut trials = Vec::new();
+    let mut ordinal = 0u64;
+    for task in &c.tasks {
+        for agent in &c.agents {
+            for repetition in 1..=c.repetitions {
+                let trial_id = uuid_v7_at(now);
+                let key = trial_key(
+                    &spec.identity.run_key,
+                    &task.release.id,
+                    &agent.label,
+                    repetition,
+                );
+                let n = c.execution.candidates.max(1);
+                for index in 1..=n {
+                    let (id, entry_key, candidate) = if n == 1 {
+                        (trial_id, key.clone(), None)
+                    } else {
+                        let of = CandidateOf {
+                            trial_id,
+                            trial_key: key.clone(),
+                            index,
+                            of: n,
+                            selection: c.execution.selection,
+                        };
+                        (uuid_v7_at(now), candidate_key(&key, index), Some(of))
+                    };
+                    trials.push(PlannedTrial {
+                        trial_id: id,
+                        key: entry_key,
+                        ordinal,
+                        run_id: spec.identity.run_id,
+                        task: task.release.clone(),
+                        task_source: TrialTaskSource {
+                            repo: task.source_repo.clone(),
+                            commit: task.source_commit.clone(),
+                        },
+                        agent: TrialAgent {
+                            label: agent.label.clone(),
+                            descriptor: agent.descriptor.name.clone(),
+                            adapter: agent.descriptor.adapter.clone(),
+                            model: agent.model.clone(),
+                            digest: agent.digest.clone(),
+                        },
+                        compute: ComputeCondition {
+                            runtime: c.execution.runtime,
+                            cpus: c.compute.cpus,
+                            memory_mb: c.compute.memory_mb,
+                            agent_timeout_sec: task.agent_timeout_sec,
+                            verifier_timeout_sec: task.verifier_timeout_sec,
+                        },
+                        repetition,
+                        family: task.family,
+                        attempt: recipe,
+                        evaluation: c.evaluation.clone(),
+                        visibility: c.visibility,
+                        candidate,
+                    });
+                    ordinal += 1;
+                }
+            }
+        }
+    }
+    trials
+}
+
+/// Ids replaced by their order of first appearance (fresh UUIDs differ run to run).
+fn normalized(mut trials: Vec<PlannedTrial>) -> Vec<PlannedTrial> {
+    let mut seen = std::collections::HashMap::new();
+    let mut id = |u: Uuid| {
+        let n = seen.len() as u128;
+        *seen.entry(u).or_insert(Uuid::from_u128(n))
+    };
+    for t in &mut trials {
+        if let Some(c) = &mut t.candidate {
+            c.trial_id = id(c.trial_id);
+        }
+        t.trial_id = id(t.trial_id);
+    }
+    trials
+}
+
+#[test]
+fn the_lazy_expansion_gives_the_trials_of_the_nested_loops() {
+    let now = clock().now();
+    let mut candidates = synthetic_spec(3, 2, 4, &clock());
+    candidates.condition.execution.candidates = 3;
+    let mut none = synthetic_spec(2, 2, 1, &clock());
+    none.condition.repetitions = 0;
+    for spec in [
+        synthetic_spec(3, 2, 4, &clock()),
+        synthetic_spec(1, 1, 1, &clock()),
+        synthetic_spec(2, 3, 300, &clock()),
+        candidates,
+        none,
+    ] {
+        let lazy: Vec<PlannedTrial> = Expansion::new(&spec, now).collect();
+        assert_eq!(lazy.len() as u64, spec.trial_count());
+        assert_eq!(
+            normalized(lazy.clone()),
+            normalized(reference_trials(&spec, now))
+        );
+        // The summary counted one at a time equals the summary of the slice, and the
+        // streamed digest the digest of the whole document.
+        let mut c = SummaryCounter::default();
+        lazy.iter().for_each(|t| c.add(t));
+        let p = plan(&spec, &clock());
+        assert_eq!(c.finish(), PlanSummary::of(&lazy));
+        assert_eq!(p.digest, crate::digest::sealed_digest(&p));
+        assert_eq!(p.ready().digest, crate::digest::sealed_digest(&p.ready()));
+    }
+}

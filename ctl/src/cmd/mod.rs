@@ -97,6 +97,19 @@ pub(crate) fn find_run(
     })
 }
 
+/// Finds a stored run's spec and ready plan head (trials not read); an unknown key or UUID
+/// is bad input (exit 2).
+pub(crate) fn find_head(
+    store: &akbench_core::evidence::EvidenceStore,
+    run: &str,
+) -> anyhow::Result<akbench_core::evidence::StoredHead> {
+    use akbench_core::evidence::EvidenceError;
+    store.find_head(run).map_err(|e| match e {
+        EvidenceError::NotFound { .. } => crate::exit::InputError(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    })
+}
+
 /// Prints `value` as one JSON document.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);

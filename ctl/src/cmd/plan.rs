@@ -1,11 +1,13 @@
 //! `akbench run plan`: manifest -> spec -> draft plan -> ready plan, stored in that order.
-//! Bad input (manifest, task, agent) exits 2 before anything is written.
+//! Bad input (manifest, task, agent) exits 2 before anything is written. The trials are
+//! expanded straight into the plan files (`EvidenceStore::plan_streamed`): memory does not
+//! grow with the plan.
 
 use crate::cli::PlanArgs;
 use crate::cmd::{counts, print_json};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
-use akbench_core::plan::{plan, RunPlan};
+use akbench_core::plan::RunPlan;
 use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
 use std::path::PathBuf;
 
@@ -34,7 +36,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
 }
 
 /// Resolves the manifest, plans, and stores spec, draft and ready plan in the local store;
-/// returns the spec, the ready plan and the run's folder (remote mode submits them next).
+/// returns the spec, the ready plan's head (`trials` empty: the trials are expanded straight
+/// into the plan files, one at a time) and the run's folder (remote mode submits them next).
 pub(crate) fn plan_and_store(
     args: &PlanArgs,
 ) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf)> {
@@ -49,10 +52,7 @@ pub(crate) fn plan_and_store(
     let spec = resolve(&manifest, &inputs, clock)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
-    let draft = plan(&spec, clock);
-    store.put_plan(&draft)?;
-    let ready = draft.ready();
-    store.put_plan(&ready)?;
+    let ready = store.plan_streamed(&spec, clock.now())?;
     let dir = args.store.store_root.join(spec.run_key());
     Ok((spec, ready, dir))
 }

@@ -2,22 +2,21 @@
 //! the same shapes as the local command (inspect, diff, reconcile) or its own (submit,
 //! start, resume, cancel, status, records; see docs/remote.md).
 
-use super::{block_on, is_over, state_name, view, Client, Remote};
+use super::{block_on, is_over, state_name, submit, view, Client, Remote};
 use crate::cli::{
     CancelArgs, DiffArgs, InspectArgs, PlanArgs, ReconcileArgs, RemoteRunArgs, ResumeArgs,
     RunCommand, StatusArgs,
 };
-use crate::cmd::{self, counts, print_json};
+use crate::cmd::{self, print_json};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{load_observations, RunAccounting};
-use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::digest::digest_bytes;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::plan::RunPlan;
 use akbench_core::spec::ResolvedRunSpec;
 use akbench_core::spec_diff::{Change, ChangeKind, SpecDiff};
 use akbench_proto::v1 as pb;
 use std::io::IsTerminal;
-use std::path::Path;
 
 /// True for the `run` commands that have a remote form.
 pub fn is_remote(rc: &RunCommand) -> bool {
@@ -70,13 +69,20 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
     match rc {
         RunCommand::Plan(args) => {
             let (spec, ready, dir) = cmd::plan::plan_and_store(&args)?;
+            let store = EvidenceStore::new(&args.store.store_root);
             with_client(remote, |c| async move {
-                submit(&c, &spec, &ready, &dir, &args).await
+                let out = submit::Outgoing {
+                    spec: &spec,
+                    ready: &ready,
+                    store: &store,
+                    dir: &dir,
+                };
+                submit::submit(&c, out, &args).await
             })
         }
         RunCommand::Submit(args) => {
             let store = EvidenceStore::new(&args.store.store_root);
-            let r = cmd::find_run(&store, &args.run)?;
+            let r = cmd::find_head(&store, &args.run)?;
             let Some(ready) = r.ready.clone() else {
                 return Err(InputError(format!(
                     "failed to submit run {}: it has no ready plan; fix: plan it with \
@@ -85,6 +91,8 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
                 ))
                 .into());
             };
+            // A damaged plan is refused before anything is sent.
+            submit::check_stored(&store, &r)?;
             let plan_args = PlanArgs {
                 config: Default::default(),
                 tasks_root: None,
@@ -92,7 +100,13 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
                 store: args.store,
             };
             with_client(remote, |c| async move {
-                submit(&c, &r.spec, &ready, &r.dir, &plan_args).await
+                let out = submit::Outgoing {
+                    spec: &r.spec,
+                    ready: &ready,
+                    store: &store,
+                    dir: &r.dir,
+                };
+                submit::submit(&c, out, &plan_args).await
             })
         }
         RunCommand::Inspect(args) => with_client(remote, |c| inspect(c, args)),
@@ -147,62 +161,6 @@ pub fn summary_json(s: Option<&pb::RunSummary>) -> serde_json::Value {
         "created_at": view::time(s.created_at_unix_ms),
         "started_at": (s.started_at_unix_ms != 0).then(|| view::time(s.started_at_unix_ms)),
     })
-}
-
-async fn submit(
-    c: &Client,
-    spec: &ResolvedRunSpec,
-    ready: &RunPlan,
-    dir: &Path,
-    args: &PlanArgs,
-) -> anyhow::Result<i32> {
-    let request = pb::SubmitPlanRequest {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_json: canonical_json(ready),
-        plan_digest: ready.digest.clone(),
-    };
-    let r = c
-        .inner
-        .clone()
-        .submit_plan(c.request(request))
-        .await
-        .map_err(|s| c.error(s))?
-        .into_inner();
-    let run = r.run.unwrap_or_default();
-    if args.store.json {
-        print_json(&serde_json::json!({
-            "run_key": run.run_key,
-            "run_id": run.run_id,
-            "dir": dir,
-            "coordinator": c.url(),
-            "created": r.created,
-            "state": state_name(run.state),
-            "spec_digest": spec.digest,
-            "condition_digest": spec.condition_digest,
-            "plan_digest": ready.digest,
-            "summary": ready.summary,
-        }))?;
-    } else {
-        println!("run      {}", run.run_key);
-        println!("uuid     {}", run.run_id);
-        println!("stored   {} (local copy)", dir.display());
-        cmd::plan::print_summary(spec, ready);
-        println!(
-            "state    {} ({})",
-            state_name(run.state),
-            counts(&ready.summary.by_lifecycle)
-        );
-        if r.created {
-            println!("submitted to {}", c.url());
-        } else {
-            println!(
-                "already submitted to {}: identical resubmission, nothing changed",
-                c.url()
-            );
-        }
-    }
-    Ok(exit::OK)
 }
 
 async fn inspect(c: Client, args: InspectArgs) -> anyhow::Result<i32> {

@@ -11,6 +11,7 @@
 
 pub mod commands;
 pub mod records;
+pub mod submit;
 pub mod view;
 pub mod watch;
 
