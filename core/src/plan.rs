@@ -139,6 +139,13 @@ pub struct ComputeCondition {
     pub cpus: u32,
     /// Memory, MiB.
     pub memory_mb: u64,
+    /// Largest diff the agent may leave, MiB; left out of the JSON when it is the default,
+    /// so older plans and digests stay.
+    #[serde(
+        default = "crate::spec::default_diff_mb",
+        skip_serializing_if = "crate::spec::is_default_diff_mb"
+    )]
+    pub diff_mb: u64,
     /// Agent timeout, seconds.
     pub agent_timeout_sec: f64,
     /// Evaluation timeout, seconds.
@@ -254,6 +261,7 @@ pub fn plan(spec: &ResolvedRunSpec, clock: &dyn Clock) -> RunPlan {
             runtime: c.execution.runtime,
             cpus: c.compute.cpus,
             memory_mb: c.compute.memory_mb,
+            diff_mb: c.compute.diff_mb,
             agent_timeout_sec: task.agent_timeout_sec,
             verifier_timeout_sec: task.verifier_timeout_sec,
         };
