@@ -17,6 +17,10 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// How many attempts run at once (at least 1).
     pub slots: u32,
+    /// Attempts leased ahead of a free slot, each started the moment a running attempt
+    /// ends (so a slot does not sit idle for the report + claim round trip); `None`: the
+    /// default, a quarter of the slots rounded up ([`WorkerConfig::prefetch`]); 0: none.
+    pub prefetch: Option<u32>,
     /// Labels advertised in `Hello`.
     pub labels: BTreeMap<String, String>,
     /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
@@ -45,6 +49,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("worker_id", &self.worker_id)
             .field("slots", &self.slots)
+            .field("prefetch", &self.prefetch)
             .field("labels", &self.labels)
             .field("cache_root", &self.cache_root)
             .field("out_root", &self.out_root)
@@ -99,6 +104,7 @@ impl WorkerConfig {
             token: None,
             worker_id: default_worker_id(),
             slots: 1,
+            prefetch: None,
             labels: BTreeMap::new(),
             cache_root,
             out_root,
@@ -109,6 +115,17 @@ impl WorkerConfig {
             tls: crate::dial::TlsOptions::default(),
             allow_plaintext_token: false,
         }
+    }
+
+    /// Attempts leased ahead of a free slot (see [`WorkerConfig::prefetch`] the field).
+    pub fn prefetch(&self) -> u32 {
+        self.prefetch.unwrap_or_else(|| self.slots.div_ceil(4))
+    }
+
+    /// Most attempts this worker holds leases for at once: the slots plus the prefetched
+    /// ones (what it advertises to the coordinator as its capacity).
+    pub fn leases(&self) -> u32 {
+        self.slots.saturating_add(self.prefetch())
     }
 
     /// Checks what can be checked before connecting.
