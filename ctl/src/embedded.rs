@@ -154,6 +154,8 @@ impl Embedded {
             wc.worker_id = format!("local-{}-{n}", std::process::id());
             wc.artifacts = Some(o.artifacts.display().to_string());
             wc.slots = o.slots;
+            // A slot starts its next trial the moment one ends (docs/PERFORMANCE.md).
+            wc.prefetch = WorkerConfig::sweep_prefetch(o.slots);
             wc.grace = Duration::from_secs(10);
             let daemon = Daemon::new(wc)?;
             let handle = daemon.handle();

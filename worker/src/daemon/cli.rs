@@ -29,10 +29,11 @@ pub struct Args {
     /// Attempts run at once (1 or more).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
-    /// Attempts leased ahead of a free slot, started the moment a running attempt ends
-    /// (0: none) [default: a quarter of --slots, rounded up].
-    #[arg(long)]
-    pub prefetch: Option<u32>,
+    /// Attempts leased ahead of a free slot, each started the moment a running attempt
+    /// ends instead of after the report + claim round trip (0: none). A draining worker
+    /// still runs its prefetched attempts within the grace.
+    #[arg(long, default_value_t = 0)]
+    pub prefetch: u32,
     /// A label advertised to the coordinator, `key=value`; repeatable. A plan whose
     /// `execution.worker_labels` lists labels is claimed only by workers that have them all.
     #[arg(long = "label", value_parser = parse_label)]

@@ -18,9 +18,10 @@ pub struct WorkerConfig {
     /// How many attempts run at once (at least 1).
     pub slots: u32,
     /// Attempts leased ahead of a free slot, each started the moment a running attempt
-    /// ends (so a slot does not sit idle for the report + claim round trip); `None`: the
-    /// default, a quarter of the slots rounded up ([`WorkerConfig::prefetch`]); 0: none.
-    pub prefetch: Option<u32>,
+    /// ends (so a slot does not sit idle for the report + claim round trip); 0 (the
+    /// default): none. A prefetched attempt is held like a running one: a draining worker
+    /// still runs it within its grace, and cancels it when the grace is over.
+    pub prefetch: u32,
     /// Labels advertised in `Hello`.
     pub labels: BTreeMap<String, String>,
     /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
@@ -104,7 +105,7 @@ impl WorkerConfig {
             token: None,
             worker_id: default_worker_id(),
             slots: 1,
-            prefetch: None,
+            prefetch: 0,
             labels: BTreeMap::new(),
             cache_root,
             out_root,
@@ -117,15 +118,16 @@ impl WorkerConfig {
         }
     }
 
-    /// Attempts leased ahead of a free slot (see [`WorkerConfig::prefetch`] the field).
-    pub fn prefetch(&self) -> u32 {
-        self.prefetch.unwrap_or_else(|| self.slots.div_ceil(4))
+    /// The prefetch `akbench sweep` gives its embedded workers: a quarter of the slots,
+    /// rounded up.
+    pub fn sweep_prefetch(slots: u32) -> u32 {
+        slots.div_ceil(4)
     }
 
     /// Most attempts this worker holds leases for at once: the slots plus the prefetched
     /// ones (what it advertises to the coordinator as its capacity).
     pub fn leases(&self) -> u32 {
-        self.slots.saturating_add(self.prefetch())
+        self.slots.saturating_add(self.prefetch)
     }
 
     /// Checks what can be checked before connecting.
