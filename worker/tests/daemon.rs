@@ -775,21 +775,27 @@ async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_i
     cfg.prefetch = 1;
     let (h, run) = spawn(cfg);
 
-    coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
-    // One slot, one prefetched: a second lease is taken (and renewed) while the first agent
-    // waits at its gate, but it does not start; the third trial is not taken.
-    let s = h.wait_for(|s| s.assignments >= 2 && s.held.len() == 2).await;
-    assert_eq!(s.assignments, 2, "{s:?}");
-    let leased: Vec<_> = {
-        let mut v = Vec::new();
-        for t in &trials {
-            v.extend(coord.attempts(*t).await);
+    // One slot, one prefetched: two leases are taken at once; one agent runs (and waits at
+    // its gate), the other attempt is leased (and renewed) but does not start; the third
+    // trial is not taken.
+    let all = |trials: Vec<Uuid>| {
+        let coord = &coord;
+        async move {
+            let mut v = Vec::new();
+            for t in &trials {
+                v.extend(coord.attempts(*t).await);
+            }
+            v
         }
-        v
     };
-    assert_eq!(leased.len(), 2, "{leased:?}");
+    let leased = eventually(120, "one agent to run, one attempt to wait", || async {
+        let v = all(trials.clone()).await;
+        (v.len() == 2 && v.iter().any(|a| a.last_seq >= 7)).then_some(v)
+    })
+    .await;
+    let s = h.status();
+    assert_eq!(s.assignments, 2, "{s:?} {leased:?}");
+    assert_eq!(s.held.len(), 2, "{s:?}");
     let waiting = leased.iter().find(|a| a.last_seq == 0);
     assert!(
         waiting.is_some(),
