@@ -182,7 +182,9 @@ pub enum Event {
     Complete,
     /// FINALIZING done without grading: NOT_GRADED.
     FinishUngraded,
-    /// The agent exited reporting failure (EXECUTING only).
+    /// The agent exited reporting failure or ran over a limit of the plan (EXECUTING), or
+    /// left work over a limit that is only measured once it is collected, such as a diff
+    /// larger than `compute.diff_mb` (COLLECTING).
     AgentFailed,
     /// The agent ran out of time (EXECUTING only).
     AgentTimedOut,
@@ -244,7 +246,7 @@ pub fn apply(from: State, event: Event) -> Result<State, TransitionError> {
         },
         Event::Complete if from == State::Finalizing => State::Completed,
         Event::FinishUngraded if from == State::Finalizing => State::NotGraded,
-        Event::AgentFailed if from == State::Executing => State::Failed,
+        Event::AgentFailed if matches!(from, State::Executing | State::Collecting) => State::Failed,
         Event::AgentTimedOut if from == State::Executing => State::Timeout,
         Event::Rejected if from.before_agent_started() || from == State::Executing => {
             State::InvalidConfiguration

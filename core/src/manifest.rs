@@ -108,6 +108,10 @@ pub struct ComputeSection {
     /// Memory per trial in MiB; default 2048.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Largest diff an agent may leave, in MiB; default 64, at most 1024
+    /// ([`crate::spec::DEFAULT_DIFF_MB`], [`crate::spec::MAX_DIFF_MB`]).
+    #[serde(default)]
+    pub diff_mb: Option<u64>,
     /// Agent timeout in seconds; default: each task's own.
     #[serde(default)]
     pub agent_timeout_sec: Option<f64>,
@@ -440,6 +444,19 @@ impl ExperimentManifest {
                 "asks for 0 cpus or 0 memory".into(),
                 "give positive numbers or drop them for the defaults",
             ));
+        }
+        if let Some(d) = self.compute.diff_mb {
+            if d == 0 || d > crate::spec::MAX_DIFF_MB {
+                return Err(bad(
+                    "compute.diff_mb",
+                    format!("{d} MiB is not a usable diff limit"),
+                    &format!(
+                        "give a whole number of MiB from 1 to {} or drop it for the default {}",
+                        crate::spec::MAX_DIFF_MB,
+                        crate::spec::DEFAULT_DIFF_MB
+                    ),
+                ));
+            }
         }
         for (field, t) in [
             ("compute.agent_timeout_sec", self.compute.agent_timeout_sec),

@@ -151,6 +151,13 @@ pub struct ComputeCondition {
     pub cpus: u32,
     /// Memory, MiB.
     pub memory_mb: u64,
+    /// Largest diff the agent may leave, MiB; left out of the JSON when it is the default,
+    /// so older plans and digests stay.
+    #[serde(
+        default = "crate::spec::default_diff_mb",
+        skip_serializing_if = "crate::spec::is_default_diff_mb"
+    )]
+    pub diff_mb: u64,
     /// Agent timeout, seconds.
     pub agent_timeout_sec: f64,
     /// Evaluation timeout, seconds.

@@ -28,6 +28,21 @@ pub const SPEC_SCHEMA: &str = "akbench.spec/v1";
 pub const DEFAULT_CPUS: u32 = 1;
 /// Default memory per trial, MiB.
 pub const DEFAULT_MEMORY_MB: u64 = 2048;
+/// Default largest diff an agent may leave, MiB (`compute.diff_mb`).
+pub const DEFAULT_DIFF_MB: u64 = 64;
+/// Largest `compute.diff_mb` a manifest may ask for, MiB.
+pub const MAX_DIFF_MB: u64 = 1024;
+
+/// True for the default diff limit (left out of the JSON, so older digests stay).
+pub fn is_default_diff_mb(mb: &u64) -> bool {
+    *mb == DEFAULT_DIFF_MB
+}
+
+/// The default diff limit, for serde.
+pub fn default_diff_mb() -> u64 {
+    DEFAULT_DIFF_MB
+}
+
 /// Default evaluation profile.
 pub const DEFAULT_PROFILE: &str = "default";
 
@@ -157,6 +172,13 @@ pub struct ComputePolicy {
     pub cpus: u32,
     /// Memory, MiB.
     pub memory_mb: u64,
+    /// Largest diff the agent may leave, MiB; left out of the JSON when it is the default
+    /// ([`DEFAULT_DIFF_MB`]), so older digests stay.
+    #[serde(
+        default = "default_diff_mb",
+        skip_serializing_if = "is_default_diff_mb"
+    )]
+    pub diff_mb: u64,
     /// Manifest-wide agent timeout; `null` means each task's own (see [`SpecTask`]).
     pub agent_timeout_sec: Option<f64>,
     /// Manifest-wide evaluation timeout; `null` means each task's own.
@@ -371,6 +393,7 @@ pub fn resolve(
     let compute = ComputePolicy {
         cpus: manifest.compute.cpus.unwrap_or(DEFAULT_CPUS),
         memory_mb: manifest.compute.memory_mb.unwrap_or(DEFAULT_MEMORY_MB),
+        diff_mb: manifest.compute.diff_mb.unwrap_or(DEFAULT_DIFF_MB),
         agent_timeout_sec: manifest.compute.agent_timeout_sec,
         verifier_timeout_sec: manifest.compute.verifier_timeout_sec,
     };

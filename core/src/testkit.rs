@@ -105,6 +105,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
         compute: ComputePolicy {
             cpus: 1,
             memory_mb: 2048,
+            diff_mb: crate::spec::DEFAULT_DIFF_MB,
             agent_timeout_sec: None,
             verifier_timeout_sec: None,
         },

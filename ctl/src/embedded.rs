@@ -25,6 +25,9 @@ pub struct EmbeddedOptions {
     pub workers: usize,
     /// Slots per worker.
     pub slots: u32,
+    /// Attempts each worker leases beyond its slots (`akbench sweep`: a quarter of the
+    /// slots; `akbench up`: none, so `run status` counts only started attempts as running).
+    pub prefetch: u32,
     /// Tasks root the workers read.
     pub tasks_root: PathBuf,
     /// Agents root the workers read.
@@ -154,6 +157,7 @@ impl Embedded {
             wc.worker_id = format!("local-{}-{n}", std::process::id());
             wc.artifacts = Some(o.artifacts.display().to_string());
             wc.slots = o.slots;
+            wc.prefetch = o.prefetch;
             wc.grace = Duration::from_secs(10);
             let daemon = Daemon::new(wc)?;
             let handle = daemon.handle();

@@ -118,6 +118,87 @@ pub fn run(mut cmd: Command) -> Result<Vec<u8>, GitError> {
     }
 }
 
+/// What [`run_capped`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capped {
+    /// The whole output, at most the cap.
+    Whole(Vec<u8>),
+    /// The output went over the cap: git was stopped after `read` bytes (more than the
+    /// cap) and nothing was kept.
+    Over {
+        /// Bytes read before git was stopped.
+        read: u64,
+    },
+}
+
+/// Runs git keeping at most `cap` bytes of its stdout: output past the cap stops git (a
+/// diff of gigabytes is never held in memory); a failure of git under the cap is an error.
+pub fn run_capped(mut cmd: Command, cap: u64) -> Result<Capped, GitError> {
+    use std::io::Read;
+    let args = cmd
+        .get_args()
+        .skip(HARDENING.len())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fail = |detail: String| GitError {
+        args: args.clone(),
+        detail,
+    };
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("cannot start git: {e}")))?;
+    let mut stderr = child.stderr.take().expect("piped");
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut over = false;
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > cap {
+                    over = true;
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!("failed to read git's output: {e}")));
+            }
+        }
+    }
+    if over {
+        let _ = child.kill();
+        drop(stdout);
+        let _ = child.wait();
+        let _ = err_reader.join();
+        return Ok(Capped::Over {
+            read: out.len() as u64,
+        });
+    }
+    let status = child
+        .wait()
+        .map_err(|e| fail(format!("failed to wait for git: {e}")))?;
+    let err = err_reader.join().unwrap_or_default();
+    if status.success() {
+        Ok(Capped::Whole(out))
+    } else {
+        Err(fail(String::from_utf8_lossy(&err).trim().to_string()))
+    }
+}
+
 /// Runs git and returns trimmed stdout as a string.
 pub fn run_text(cmd: Command) -> Result<String, GitError> {
     run(cmd).map(|o| String::from_utf8_lossy(&o).trim().to_string())
@@ -155,5 +236,37 @@ pub fn run_with_input(mut cmd: Command, input: &[u8], stdout: Stdio) -> Result<V
         Err(fail(
             String::from_utf8_lossy(&out.stderr).trim().to_string(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_capped_keeps_output_up_to_the_cap_and_stops_past_it() {
+        let mut c = git(None);
+        c.arg("version");
+        let full = run(c).expect("git version runs");
+        let n = full.len() as u64;
+        for (cap, whole) in [(n, true), (n + 100, true), (n - 1, false), (0, false)] {
+            let mut c = git(None);
+            c.arg("version");
+            match run_capped(c, cap).unwrap() {
+                Capped::Whole(out) => {
+                    assert!(whole, "cap {cap} of {n}");
+                    assert_eq!(out, full);
+                }
+                Capped::Over { read } => {
+                    assert!(!whole, "cap {cap} of {n}");
+                    assert!(read > cap && read <= n, "read {read}, cap {cap}");
+                }
+            }
+        }
+        // A git failure under the cap is an error naming git's message.
+        let mut c = git(None);
+        c.arg("no-such-subcommand");
+        let e = run_capped(c, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("no-such-subcommand"), "{e}");
     }
 }

@@ -101,6 +101,7 @@ impl AttemptOptions {
             limits: Limits {
                 memory_mb: Some(c.memory_mb),
                 cpus: Some(c.cpus),
+                diff_mb: c.diff_mb,
                 ..self.limits
             },
             ..self

@@ -409,7 +409,9 @@ pub fn rebuild(
                 RebuildError::Mismatch(format!("the recorded diff does not apply: {e}"))
             })?;
         }
-        let now = w.collect().map_err(|e| setup(&e))?.tree_after_agent;
+        // Only the tree is compared: a diff over the recorded one's size is not read.
+        let cap = u64::try_from(work.diff.len()).unwrap_or(u64::MAX);
+        let now = w.collect(cap).map_err(|e| setup(&e))?.tree_after_agent;
         if now != work.tree_after_agent {
             return Err(RebuildError::Mismatch(format!(
                 "the rebuilt workspace (tree {now}) does not match the recorded fingerprint {}",

@@ -15,7 +15,7 @@
 //! it.
 
 use crate::baseline::{copy_repo, init_repo, Baseline, BaselineError};
-use crate::git::{git_at, run, run_text, GitError};
+use crate::git::{git_at, run, run_capped, run_text, Capped, GitError};
 use crate::mirror::{MirrorCache, MirrorError};
 use akbench_core::task::Task;
 use std::path::{Path, PathBuf};
@@ -104,10 +104,14 @@ pub struct Workspace {
 pub struct Collected {
     /// Tree id of the worktree as left (tracked and untracked, ignored files excluded).
     pub tree_after_agent: String,
-    /// `git diff` from the post-mutation tree to that tree, binary-safe.
+    /// `git diff` from the post-mutation tree to that tree, binary-safe; empty when the
+    /// diff was over the limit (`too_large`).
     pub diff: Vec<u8>,
     /// Number of files the diff touches.
     pub files_changed: u32,
+    /// `Some(bytes read)` when the diff was larger than the limit given to
+    /// [`Workspace::collect`]: git was stopped after that many bytes and nothing was kept.
+    pub too_large: Option<u64>,
 }
 
 /// The worker's private repository in an attempt folder: reads a work tree with the
@@ -173,8 +177,10 @@ impl Workspace {
     }
 
     /// Reads what the agent left: fingerprint and diff against the post-mutation tree,
-    /// new files included, through the worker's private repository and index.
-    pub fn collect(&self) -> Result<Collected, WorkspaceError> {
+    /// new files included, through the worker's private repository and index. A diff of
+    /// more than `max_diff_bytes` is not kept (nor held in memory past the limit): the
+    /// result says it was too large.
+    pub fn collect(&self, max_diff_bytes: u64) -> Result<Collected, WorkspaceError> {
         let private = Private::create(&self.root.join("collect.git"), &self.baseline)?;
         let index = self.root.join("collect.index");
         let seed = self.root.join("base.index");
@@ -201,18 +207,47 @@ impl Workspace {
             &self.tree_after_mutation,
             &after,
         ]);
-        let diff = run(c)?;
+        let capped = run_capped(c, max_diff_bytes);
+        let (diff, files_changed, too_large) = match capped {
+            Ok(Capped::Whole(diff)) => {
+                // One "diff --git " header per file (no content line can start with it:
+                // content lines start with ' ', '+', '-', and binary lines with a base85
+                // length letter).
+                let n = diff
+                    .split(|b| *b == b'\n')
+                    .filter(|l| l.starts_with(b"diff --git "))
+                    .count();
+                (diff, n, None)
+            }
+            Ok(Capped::Over { read }) => {
+                // The files it touches, without their contents.
+                let mut c = private.git(&self.worktree, &index);
+                c.args([
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--name-only",
+                    "--no-renames",
+                    &self.tree_after_mutation,
+                    &after,
+                ]);
+                let names = run(c);
+                let n = names.map_or(0, |o| {
+                    o.split(|b| *b == 0).filter(|n| !n.is_empty()).count()
+                });
+                (Vec::new(), n, Some(read))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&private.dir);
+                return Err(e.into());
+            }
+        };
         let _ = std::fs::remove_dir_all(&private.dir);
-        // One "diff --git " header per file (no content line can start with it: content
-        // lines start with ' ', '+', '-', and binary lines with a base85 length letter).
-        let files_changed = diff
-            .split(|b| *b == b'\n')
-            .filter(|l| l.starts_with(b"diff --git "))
-            .count();
         Ok(Collected {
             tree_after_agent: after,
             diff,
             files_changed: u32::try_from(files_changed).unwrap_or(u32::MAX),
+            too_large,
         })
     }
 

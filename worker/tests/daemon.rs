@@ -764,3 +764,59 @@ async fn labelled_work_goes_to_the_labelled_worker_and_records_name_it() {
     assert_eq!(plain_run.await.unwrap(), Exit::Drained);
     assert_eq!(gpu_run_handle.await.unwrap(), Exit::Drained);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_it_frees() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "gate", 3, false);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let mut cfg = config(&c, &coord, "w-prefetch", 1);
+    cfg.prefetch = 1;
+    let (h, run) = spawn(cfg);
+
+    // One slot, one prefetched: two leases are taken at once; one agent runs (and waits at
+    // its gate), the other attempt is leased (and renewed) but does not start; the third
+    // trial is not taken.
+    let all = |trials: Vec<Uuid>| {
+        let coord = &coord;
+        async move {
+            let mut v = Vec::new();
+            for t in &trials {
+                v.extend(coord.attempts(*t).await);
+            }
+            v
+        }
+    };
+    let leased = eventually(120, "one agent to run, one attempt to wait", || async {
+        let v = all(trials.clone()).await;
+        (v.len() == 2 && v.iter().any(|a| a.last_seq >= 7)).then_some(v)
+    })
+    .await;
+    let s = h.status();
+    assert_eq!(s.assignments, 2, "{s:?} {leased:?}");
+    assert_eq!(s.held.len(), 2, "{s:?}");
+    let waiting = leased.iter().find(|a| a.last_seq == 0);
+    assert!(
+        waiting.is_some(),
+        "the prefetched attempt started while the only slot was busy: {leased:?}"
+    );
+    let waiting = waiting.unwrap().id;
+    assert!(coord.transitions(waiting).await.is_empty());
+    // The gate opens: every trial runs, one at a time, each with its whole lifecycle.
+    open_gate(&c);
+    for t in &trials {
+        let a = coord
+            .wait_attempt(*t, "the attempt to end", |a| a.terminal.is_some())
+            .await;
+        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+        let ts = coord.transitions(a.id).await;
+        assert_eq!(states(&ts).len(), 11, "{ts:?}");
+        assert_contiguous(&ts);
+    }
+    h.wait_for(|s| s.held.is_empty()).await;
+    assert_eq!(h.status().assignments, 3);
+    assert_eq!(h.status().lost, 0);
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}

@@ -533,3 +533,57 @@ fn a_worker_killed_with_kill_9_takes_its_agents_with_it() {
     );
     assert!(!direct.is_empty(), "direct agents outlive a killed worker");
 }
+
+#[test]
+fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
+    if !sandbox_works("leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit") {
+        return;
+    }
+    let c = corpus();
+    let limits = Limits {
+        diff_mb: 1,
+        ..Limits::default()
+    };
+    // 20 MB of text in one new file: under the disk limit, twenty times the diff limit.
+    let script = "yes 'a line of text the agent wrote, over and over' | head -c 20000000 > big.txt\necho wrote\nexit 0\n";
+    // Enforced when the diff is collected, so under `direct` too.
+    for runtime in [RuntimeKind::Sandbox, RuntimeKind::Direct] {
+        let o = attack(&c, "bigdiff", runtime, script, &[], limits);
+        assert_eq!(o.record.outcome.state, State::Failed, "{}", o.summary());
+        let a = &o.record.attempts[0];
+        let cause = a.cause.clone().unwrap();
+        assert!(
+            cause.starts_with("diff_too_large:") && cause.contains("(diff_mb = 1)"),
+            "{cause}"
+        );
+        // Failed from COLLECTING: the agent ran to its end, its work is over the limit.
+        let states: Vec<State> = a.transitions.iter().map(|t| t.state).collect();
+        assert_eq!(
+            states[states.len() - 2..],
+            [State::Collecting, State::Failed],
+            "{states:?}"
+        );
+        // The multi-MB diff is not stored: no diff file, no diff in the record.
+        assert_eq!(a.workspace.diff_path, None);
+        assert_eq!(a.workspace.files_changed, Some(1));
+        assert!(a.workspace.tree_after_agent.is_some());
+        let diff = c
+            .root()
+            .join("out")
+            .join(format!("bigdiff-{}", runtime.as_str()));
+        assert!(!diff.join("a1/agent.diff").exists());
+        let rt = a.agent_process.as_ref().unwrap().runtime.clone().unwrap();
+        assert_eq!(rt.limit_hit.as_deref(), Some("diff_mb"));
+    }
+    // The same agent with the default limit (64 MiB) is not failed for its diff.
+    let o = attack(
+        &c,
+        "bigdiffok",
+        RuntimeKind::Sandbox,
+        script,
+        &[],
+        Limits::default(),
+    );
+    assert_ne!(o.record.outcome.state, State::Failed, "{}", o.summary());
+    assert!(o.record.attempts[0].workspace.diff_path.is_some());
+}

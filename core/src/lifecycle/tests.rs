@@ -29,7 +29,7 @@ fn expected(from: State, event: Event) -> Option<State> {
         (_, E::Complete) => None,
         (S::Finalizing, E::FinishUngraded) => Some(S::NotGraded),
         (_, E::FinishUngraded) => None,
-        (S::Executing, E::AgentFailed) => Some(S::Failed),
+        (S::Executing | S::Collecting, E::AgentFailed) => Some(S::Failed),
         (_, E::AgentFailed) => None,
         (S::Executing, E::AgentTimedOut) => Some(S::Timeout),
         (_, E::AgentTimedOut) => None,
@@ -66,9 +66,9 @@ fn every_state_event_pair_matches_the_table() {
             allowed += usize::from(got.is_some());
         }
     }
-    // 9 Advance + Complete + FinishUngraded + AgentFailed + AgentTimedOut
+    // 9 Advance + Complete + FinishUngraded + 2 AgentFailed + AgentTimedOut
     // + 7 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel + 3 Regrade
-    assert_eq!(allowed, 9 + 1 + 1 + 1 + 1 + 7 + 10 + 1 + 10 + 3);
+    assert_eq!(allowed, 9 + 1 + 1 + 2 + 1 + 7 + 10 + 1 + 10 + 3);
 }
 
 #[test]
@@ -141,4 +141,31 @@ fn validate_path_rejects_bad_starts_and_states_round_trip() {
         assert_eq!(serde_json::from_str::<State>(&json).unwrap(), s);
     }
     assert_eq!(ALL_STATES.iter().filter(|s| s.is_terminal()).count(), 8);
+}
+
+#[test]
+fn an_agent_failure_is_read_only_where_the_agent_can_cause_it() {
+    // EXECUTING: the agent's exit or a runtime limit; COLLECTING: work over a limit measured
+    // when it is collected (the diff size). Never before the agent ran, never while grading.
+    for from in ALL_STATES {
+        let allowed = apply(from, Event::AgentFailed).is_ok();
+        assert_eq!(
+            allowed,
+            matches!(from, State::Executing | State::Collecting),
+            "{from:?}"
+        );
+    }
+    let path = [
+        State::Pending,
+        State::Preparing,
+        State::Validating,
+        State::ConfiguringRuntime,
+        State::CreatingWorkspace,
+        State::StartingAgent,
+        State::Executing,
+        State::Collecting,
+        State::Failed,
+    ];
+    assert!(validate_path(&path).is_ok());
+    assert!(validate_path(&[&path[..8], &[State::Evaluating, State::Failed]].concat()).is_err());
 }

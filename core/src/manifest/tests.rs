@@ -78,6 +78,14 @@ fn bad_values_name_the_field() {
             GOOD.replace("repetitions: 2", "visibility: everyone"),
             "visibility",
         ),
+        (
+            GOOD.replace("repetitions: 2", "compute:\n  diff_mb: 0"),
+            "compute.diff_mb",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "compute:\n  diff_mb: 1025"),
+            "from 1 to 1024",
+        ),
     ];
     for (text, needle) in cases {
         let e = parse(&text).unwrap_err().to_string();

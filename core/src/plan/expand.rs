@@ -151,6 +151,7 @@ impl Iterator for Expansion<'_> {
                 runtime: c.execution.runtime,
                 cpus: c.compute.cpus,
                 memory_mb: c.compute.memory_mb,
+                diff_mb: c.compute.diff_mb,
                 agent_timeout_sec: task.agent_timeout_sec,
                 verifier_timeout_sec: task.verifier_timeout_sec,
             },

@@ -237,3 +237,32 @@ fn the_budget_is_in_the_spec_and_its_digest_and_absent_without_one() {
         assert!(err.to_string().contains("budget"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn the_diff_limit_is_in_the_spec_and_the_plan_only_when_not_the_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let plain = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(plain.condition.compute.diff_mb, DEFAULT_DIFF_MB);
+    // The default is left out of the JSON: older specs and plans keep their digests.
+    assert!(!crate::digest::canonical_json(&plain).contains("diff_mb"));
+    let mut m = manifest(1);
+    m.compute.diff_mb = Some(1);
+    let small = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(small.condition.compute.diff_mb, 1);
+    assert!(crate::digest::canonical_json(&small).contains("\"diff_mb\":1"));
+    assert_ne!(plain.condition_digest, small.condition_digest);
+    let back: ResolvedRunSpec =
+        serde_json::from_str(&crate::digest::canonical_json(&small)).unwrap();
+    assert!(back.verify());
+    assert_eq!(back, small);
+    // Every planned trial carries it to the worker (its compute condition).
+    for (spec, want) in [(&plain, DEFAULT_DIFF_MB), (&small, 1)] {
+        let plan = crate::plan::plan(spec, &clock());
+        assert!(plan.trials.iter().all(|t| t.compute.diff_mb == want));
+        let json = serde_json::to_string(&plan.trials[0]).unwrap();
+        assert_eq!(json.contains("diff_mb"), want != DEFAULT_DIFF_MB, "{json}");
+        let t: crate::plan::PlannedTrial = serde_json::from_str(&json).unwrap();
+        assert_eq!(t.compute.diff_mb, want);
+    }
+}

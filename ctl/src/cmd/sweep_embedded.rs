@@ -26,7 +26,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
     // Bad input fails here, before PostgreSQL starts.
     let checked = check_run(&args, &orch)?;
-    let o = super::up::options(
+    let mut o = super::up::options(
         &args.embedded,
         &checked.tasks_root,
         &checked.agents_root,
@@ -35,6 +35,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         "127.0.0.1:0".parse()?,
         "127.0.0.1:0".parse()?,
     );
+    // A slot starts its next trial the moment one ends (docs/PERFORMANCE.md).
+    o.prefetch = akbench_worker::daemon::WorkerConfig::sweep_prefetch(o.slots);
     let json = args.json;
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()

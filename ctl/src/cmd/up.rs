@@ -31,6 +31,7 @@ pub fn options(
         http_listen,
         workers,
         slots: e.slots.unwrap_or_else(|| (cpus / workers as u32).max(1)),
+        prefetch: 0,
         tasks_root: abs(tasks_root),
         agents_root: abs(agents_root),
         cache: cache_root(cache),

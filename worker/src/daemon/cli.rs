@@ -29,6 +29,11 @@ pub struct Args {
     /// Attempts run at once (1 or more).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
+    /// Attempts leased ahead of a free slot, each started the moment a running attempt
+    /// ends instead of after the report + claim round trip (0: none). A draining worker
+    /// still runs its prefetched attempts within the grace.
+    #[arg(long, default_value_t = 0)]
+    pub prefetch: u32,
     /// A label advertised to the coordinator, `key=value`; repeatable. A plan whose
     /// `execution.worker_labels` lists labels is claimed only by workers that have them all.
     #[arg(long = "label", value_parser = parse_label)]
@@ -127,6 +132,7 @@ impl Args {
         );
         c.token = token;
         c.slots = self.slots;
+        c.prefetch = self.prefetch;
         c.labels = self.labels.into_iter().collect::<BTreeMap<_, _>>();
         c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         c.artifacts = self.artifacts;

@@ -17,6 +17,11 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// How many attempts run at once (at least 1).
     pub slots: u32,
+    /// Attempts leased ahead of a free slot, each started the moment a running attempt
+    /// ends (so a slot does not sit idle for the report + claim round trip); 0 (the
+    /// default): none. A prefetched attempt is held like a running one: a draining worker
+    /// still runs it within its grace, and cancels it when the grace is over.
+    pub prefetch: u32,
     /// Labels advertised in `Hello`.
     pub labels: BTreeMap<String, String>,
     /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
@@ -45,6 +50,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("worker_id", &self.worker_id)
             .field("slots", &self.slots)
+            .field("prefetch", &self.prefetch)
             .field("labels", &self.labels)
             .field("cache_root", &self.cache_root)
             .field("out_root", &self.out_root)
@@ -99,6 +105,7 @@ impl WorkerConfig {
             token: None,
             worker_id: default_worker_id(),
             slots: 1,
+            prefetch: 0,
             labels: BTreeMap::new(),
             cache_root,
             out_root,
@@ -109,6 +116,18 @@ impl WorkerConfig {
             tls: crate::dial::TlsOptions::default(),
             allow_plaintext_token: false,
         }
+    }
+
+    /// The prefetch `akbench sweep` gives its embedded workers: a quarter of the slots,
+    /// rounded up.
+    pub fn sweep_prefetch(slots: u32) -> u32 {
+        slots.div_ceil(4)
+    }
+
+    /// Most attempts this worker holds leases for at once: the slots plus the prefetched
+    /// ones (what it advertises to the coordinator as its capacity).
+    pub fn leases(&self) -> u32 {
+        self.slots.saturating_add(self.prefetch)
     }
 
     /// Checks what can be checked before connecting.

@@ -119,7 +119,13 @@ pub(super) async fn run(
     a: pb::Assignment,
     cancel: CancelToken,
     events: UnboundedSender<Event>,
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
 ) {
+    // A prefetched assignment (leased while every slot was busy) waits here for a slot; its
+    // lease is renewed by the heartbeats meanwhile, like a running one's, and a cancel or a
+    // lost lease ends it at once when it starts. The slot is given back as soon as the
+    // attempt's work on this host is done, before its record is delivered.
+    let slot = slots.acquire_owned().await.ok();
     let started = Instant::now();
     let attempt_id = a.attempt_id.clone();
     let labels = metric_labels(&a);
@@ -138,6 +144,7 @@ pub(super) async fn run(
         out
     })
     .await;
+    drop(slot);
     let (record, artifacts) = match blocking {
         Ok(r) => r,
         Err(e) => {

@@ -190,6 +190,7 @@ impl Daemon {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
+        let slots = self.config.slots as usize;
         let mut s = Supervisor {
             config: self.config,
             ctx: self.ctx,
@@ -204,6 +205,7 @@ impl Daemon {
             drain: None,
             flush_deadline: None,
             status: Status::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             status_tx: self.status_tx,
         };
         s.run(events_rx, self.control_rx).await
@@ -291,6 +293,8 @@ struct Supervisor {
     flush_deadline: Option<Instant>,
     status: Status,
     status_tx: watch::Sender<Status>,
+    /// One permit per slot: an assignment runs once it holds one (the prefetched wait).
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Supervisor {
@@ -396,7 +400,7 @@ impl Supervisor {
         let token = self.config.token.clone();
         let hello = pb::Hello {
             worker_id: self.config.worker_id.clone(),
-            slots: self.config.slots,
+            slots: self.config.leases(),
             labels: self.config.labels.clone().into_iter().collect(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             held_leases: self.held_leases(),
@@ -471,7 +475,7 @@ impl Supervisor {
             return 0;
         }
         let used = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
-        self.config.slots.saturating_sub(used)
+        self.config.leases().saturating_sub(used)
     }
 
     fn send(&self, body: Out) {
@@ -807,6 +811,7 @@ impl Supervisor {
             a,
             cancel,
             self.events_tx.clone(),
+            self.slots.clone(),
         ));
     }
 }

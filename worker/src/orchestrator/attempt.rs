@@ -507,7 +507,7 @@ fn drive(
         stragglers_killed: end.stragglers_killed + finished.killed_after_end,
         runtime: Some(finished.facts.clone()),
     });
-    let agent_event = agent_verdict(
+    let mut agent_event = agent_verdict(
         &end,
         finished.limit_cause.clone(),
         provider_stop,
@@ -523,8 +523,23 @@ fn drive(
     if agent_event.is_none() {
         r.advance(None);
     }
-    let collected = ws.collect();
+    let diff_mb = req.options.limits.diff_mb;
+    let collected = ws.collect(diff_mb.saturating_mul(1024 * 1024));
     match &collected {
+        Ok(c) if c.too_large.is_some() => {
+            // Over the plan's diff limit: the agent's doing; nothing of the diff is stored.
+            r.workspace.tree_after_agent = Some(c.tree_after_agent.clone());
+            r.workspace.files_changed = Some(c.files_changed);
+            if let Some(rt) = r.process.as_mut().and_then(|p| p.runtime.as_mut()) {
+                rt.limit_hit.get_or_insert_with(|| "diff_mb".to_string());
+            }
+            if agent_event.is_none() {
+                agent_event = Some((
+                    Event::AgentFailed,
+                    diff_too_large_cause(diff_mb, c.too_large.unwrap_or(0), c.files_changed),
+                ));
+            }
+        }
         Ok(c) => {
             let diff_path = req.artifacts_dir.join("agent.diff");
             // The stored diff (and its digest) never holds a credential value; a diff that
@@ -705,6 +720,14 @@ fn agent_verdict(
         ));
     }
     None
+}
+
+/// The cause of an attempt whose agent left a diff over `compute.diff_mb`.
+fn diff_too_large_cause(diff_mb: u64, read: u64, files: u32) -> String {
+    format!(
+        "diff_too_large: the agent left a diff over its limit (diff_mb = {diff_mb}): at least {read} bytes across {files} files; it was not stored; fix: raise compute.diff_mb (at most {}) if such diffs are expected",
+        akbench_core::spec::MAX_DIFF_MB
+    )
 }
 
 /// The launch's program when it cannot be found (bare names are looked up on the child's

@@ -8,6 +8,7 @@ use crate::process::{CancelToken, ProcessEnd, Running};
 use akbench_core::observe::{watch, Watch};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How often the outer cancel is forwarded.
@@ -25,17 +26,20 @@ pub(super) fn wait_watching(
     grace: Duration,
 ) -> (ProcessEnd, bool) {
     let stop = CancelToken::new();
-    let done = AtomicBool::new(false);
+    // Dropped when the agent ended: wakes the watcher at once instead of at its next tick
+    // (the scope waits for it, and a sleeping tick cost every attempt up to 50 ms).
+    let (done_tx, done_rx) = mpsc::channel::<()>();
     let provider_stop = AtomicBool::new(false);
     let end = std::thread::scope(|s| {
         s.spawn(|| {
+            let done_rx = done_rx; // moved in: a receiver is not shared between threads
             let started = Instant::now();
             let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
             let mut current = None;
             let mut failing_since: Option<u64> = None;
             let mut read_len: u64 = 0;
             let mut ticks: u32 = 0;
-            while !done.load(Ordering::SeqCst) {
+            loop {
                 if cancel.is_cancelled() {
                     stop.cancel();
                     return;
@@ -59,11 +63,14 @@ pub(super) fn wait_watching(
                         return;
                     }
                 }
-                std::thread::sleep(TICK);
+                match done_rx.recv_timeout(TICK) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
             }
         });
         let end = running.wait(&stop);
-        done.store(true, Ordering::SeqCst);
+        drop(done_tx);
         end
     });
     (end, provider_stop.load(Ordering::SeqCst))

@@ -36,6 +36,9 @@ pub struct Limits {
     pub pids: u32,
     /// Bytes in the worktree, home and private /tmp, in MiB (also the largest file).
     pub disk_mb: u64,
+    /// Largest diff the agent may leave, MiB (the plan's `compute.diff_mb`); checked when
+    /// the diff is collected, under every runtime, so it is not in [`Limits::describe`].
+    pub diff_mb: u64,
 }
 
 impl Default for Limits {
@@ -45,6 +48,7 @@ impl Default for Limits {
             cpus: None,
             pids: 1024,
             disk_mb: 4096,
+            diff_mb: akbench_core::spec::DEFAULT_DIFF_MB,
         }
     }
 }
@@ -426,6 +430,7 @@ mod tests {
             cpus: Some(2),
             pids: 64,
             disk_mb: 100,
+            diff_mb: 1,
         };
         assert_eq!(l.describe(), "memory_mb=256 cpus=2 pids=64 disk_mb=100");
         assert_eq!(Limits::default().describe(), "pids=1024 disk_mb=4096");
