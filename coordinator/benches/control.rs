@@ -250,9 +250,8 @@ async fn explain(url: &str, run: &str) {
         .unwrap()
         .get(0);
     for sql in [
-        include_str!("../sql/control/status_work_items.sql"),
+        include_str!("../sql/control/status_counts.sql"),
         include_str!("../sql/control/status_phases.sql"),
-        include_str!("../sql/control/status_outcomes.sql"),
     ] {
         let text =
             format!("EXPLAIN (ANALYZE, BUFFERS) {sql}").replace("$1", &format!("'{id}'::uuid"));

@@ -25,19 +25,19 @@ use uuid::Uuid;
 use crate::error::ControlError;
 use crate::evidence::{find_run_with, RunSummary};
 use crate::rows::{FromRow, RowError};
-use crate::status_rows::{AgentSpend, Clock, Named, Outcome as StatusOutcome};
+use crate::status_rows::{Clock, CountRow, Counts, Named};
 use crate::store::Store;
 
-const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql");
+const COUNTS_SQL: &str = include_str!("../sql/control/status_counts.sql");
+const COMPACT_SQL: &str = include_str!("../sql/control/compact_counts.sql");
 const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
-const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const PLACEMENT_SQL: &str = include_str!("../sql/control/status_placement.sql");
-const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
-const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
 const ACTION: &str = "read run status";
+/// A run whose counters have more delta rows than this is folded after a status read.
+const FOLD_AFTER_DELTAS: u64 = 512;
 
 /// Windows of the projection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,6 +246,25 @@ fn budget_line<S: serde::Serializer>(
     }
 }
 
+/// Folds the counter deltas of run `id` (migration 0014) on a connection of its own, after
+/// the status read that saw many of them, so the next reads sum few rows. A failure only
+/// leaves the deltas as they are (totals never change); it is logged.
+fn fold_counts(store: &Store, id: Uuid) {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let client = match store.client().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(run = %id, "failed to fold the run's status counters: {e}");
+                return;
+            }
+        };
+        if let Err(e) = client.query_one(COMPACT_SQL, &[&id]).await {
+            tracing::warn!(run = %id, "failed to fold the run's status counters: {e}");
+        }
+    });
+}
+
 /// The projection of the run named `run` (UUID or key).
 pub async fn run_status(
     store: &Store,
@@ -258,18 +277,15 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock, spend_rows, paused, failures) = tokio::try_join!(
-        async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
+    let (counts, phases, clock, paused, failures) = tokio::try_join!(
+        async { client.query(COUNTS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
-        async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
-        async { client.query_one(RETRIES_SQL, &[&id]).await.map_err(db) },
         async {
             client
                 .query_one(CLOCK_SQL, &[&id, &window, &workers_window])
                 .await
                 .map_err(db)
         },
-        async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
     )?;
@@ -294,17 +310,15 @@ pub async fn run_status(
         problem: e.to_string(),
     };
     let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
-    let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
-    for row in AgentSpend::from_rows(&spend_rows).map_err(corrupt)? {
-        spend_by_agent.insert(
-            row.agent,
-            SpendTotals {
-                spend: row.spend,
-                trials_without_cost: row.without_cost,
-                cost_per_solved_usd: None,
-            },
-        );
+    let counts = Counts::from_rows(&CountRow::from_rows(&counts).map_err(corrupt)?)
+        .map_err(|problem| ControlError::Corrupt {
+            run: summary.run_key.clone(),
+            problem,
+        })?;
+    if counts.deltas > FOLD_AFTER_DELTAS {
+        fold_counts(store, id);
     }
+    let mut spend_by_agent = counts.spend;
     let mut total_spend = SpendTotals::default();
     for s in spend_by_agent.values() {
         total_spend.spend = total_spend.spend.plus(&s.spend);
@@ -320,22 +334,19 @@ pub async fn run_status(
     let recent = clock.recent;
     let workers = u32::try_from(clock.workers).unwrap_or(u32::MAX);
 
-    let named = |rows: &[tokio_postgres::Row]| -> Result<BTreeMap<String, u64>, ControlError> {
-        Ok(Named::from_rows(rows)
-            .map_err(corrupt)?
-            .into_iter()
-            .map(|r| (r.name, r.n))
-            .collect())
-    };
-    let work_items = named(&items)?;
-    let retries = crate::rows::count(&retries, "n").map_err(corrupt)?;
-    let phases = named(&phases)?;
+    let phases: BTreeMap<String, u64> = Named::from_rows(&phases)
+        .map_err(corrupt)?
+        .into_iter()
+        .map(|r| (r.name, r.n))
+        .collect();
+    let work_items = counts.work_items;
+    let retries = counts.retries;
 
     let mut total = BucketCounts::default();
     let mut per_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
-    for row in StatusOutcome::from_rows(&outcomes).map_err(corrupt)? {
-        add(&mut total, row.bucket, row.n);
-        add(per_agent.entry(row.agent).or_default(), row.bucket, row.n);
+    for ((agent, bucket), n) in counts.outcomes {
+        add(&mut total, bucket, n);
+        add(per_agent.entry(agent).or_default(), bucket, n);
     }
     let planned = summary.trial_count;
     let outcomes = finish_counts(&mut total, planned);

@@ -121,6 +121,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "submission_spend",
         sql: include_str!("../migrations/0013_submission_spend.sql"),
     },
+    Migration {
+        version: 14,
+        name: "run_counts",
+        sql: include_str!("../migrations/0014_run_counts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
