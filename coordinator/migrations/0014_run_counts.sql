@@ -151,6 +151,13 @@ CREATE TRIGGER submissions_run_counts AFTER INSERT ON submissions
     REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION akbench_run_counts_spend();
 
+-- An accepted record is evidence and the spend counters summed it when it was stored: it is
+-- never changed or removed afterwards (SQLSTATE AKB01, as the other append-only tables).
+CREATE TRIGGER submissions_append_only BEFORE UPDATE OR DELETE ON submissions
+    FOR EACH ROW EXECUTE FUNCTION akbench_refuse_mutation();
+CREATE TRIGGER submissions_no_truncate BEFORE TRUNCATE ON submissions
+    FOR EACH STATEMENT EXECUTE FUNCTION akbench_refuse_mutation();
+
 -- Folds the deltas of run `r` into one row per key; skipped (false) while another session
 -- folds the same run. Totals are unchanged: the rows deleted are exactly the rows summed.
 CREATE FUNCTION akbench_compact_run_counts(r uuid) RETURNS boolean

@@ -310,10 +310,12 @@ pub async fn run_status(
         problem: e.to_string(),
     };
     let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
-    let counts = Counts::from_rows(&CountRow::from_rows(&counts).map_err(corrupt)?)
-        .map_err(|problem| ControlError::Corrupt {
-            run: summary.run_key.clone(),
-            problem,
+    let counts =
+        Counts::from_rows(&CountRow::from_rows(&counts).map_err(corrupt)?).map_err(|problem| {
+            ControlError::Corrupt {
+                run: summary.run_key.clone(),
+                problem,
+            }
         })?;
     if counts.deltas > FOLD_AFTER_DELTAS {
         fold_counts(store, id);

@@ -244,11 +244,15 @@ mod tests {
             row("a", "items", "total", None, 1),
             row("a", "items", "done", None, 2),
         ];
-        assert!(Counts::from_rows(&over).unwrap_err().contains("2 work items"));
+        assert!(Counts::from_rows(&over)
+            .unwrap_err()
+            .contains("2 work items"));
         let mut cost = row("a", "spend", "", None, 1);
         cost.n_cost = 2;
         assert!(Counts::from_rows(&[cost]).is_err());
         let odd = [row("a", "items", "ready", None, 1)];
-        assert!(Counts::from_rows(&odd).unwrap_err().contains("items`/`ready"));
+        assert!(Counts::from_rows(&odd)
+            .unwrap_err()
+            .contains("items`/`ready"));
     }
 }

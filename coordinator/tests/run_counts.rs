@@ -29,7 +29,12 @@ fn keyed(rows: &[tokio_postgres::Row]) -> BTreeMap<Key, Value> {
     rows.iter()
         .map(|r| {
             (
-                (r.get("agent"), r.get("kind"), r.get("state"), r.get("bucket")),
+                (
+                    r.get("agent"),
+                    r.get("kind"),
+                    r.get("state"),
+                    r.get("bucket"),
+                ),
                 (
                     r.get("n"),
                     r.get("n_cost"),
@@ -61,14 +66,16 @@ async fn agree(s: &Scheduler, run: Uuid, step: &str) {
         let q = q.to_string();
         async move { c.query(&q, &[&run]).await.unwrap() }
     };
-    let states: BTreeMap<String, u64> = raw(
-        "SELECT state, count(*)::bigint FROM work_items WHERE run_id = $1 GROUP BY state",
-    )
-    .await
-    .iter()
-    .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
-    .collect();
-    assert_eq!(status.work_items, states, "work items by state after: {step}");
+    let states: BTreeMap<String, u64> =
+        raw("SELECT state, count(*)::bigint FROM work_items WHERE run_id = $1 GROUP BY state")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+            .collect();
+    assert_eq!(
+        status.work_items, states,
+        "work items by state after: {step}"
+    );
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     for r in raw(
         "SELECT CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE bucket END, count(*)::bigint
@@ -132,7 +139,9 @@ async fn walk(s: &Scheduler, x: &akbench_coordinator::scheduler::Assignment, ste
             note: String::new(),
         })
         .collect();
-    s.record_transitions(x.attempt_id, x.epoch, &t).await.unwrap();
+    s.record_transitions(x.attempt_id, x.epoch, &t)
+        .await
+        .unwrap();
 }
 
 /// A run_catalog row for a seeded run, so `run_status` finds it by id.
@@ -190,9 +199,14 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
         .await
         .unwrap();
     assert_eq!(
-        s.finish(b.attempt_id, b.epoch, State::InfrastructureError, "disk full")
-            .await
-            .unwrap(),
+        s.finish(
+            b.attempt_id,
+            b.epoch,
+            State::InfrastructureError,
+            "disk full"
+        )
+        .await
+        .unwrap(),
         Some(Disposition::Requeued)
     );
     agree(&s, run, "an infrastructure error re-queued").await;
