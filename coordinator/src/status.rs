@@ -33,6 +33,9 @@ const COMPACT_SQL: &str = include_str!("../sql/control/compact_counts.sql");
 const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const PLACEMENT_SQL: &str = include_str!("../sql/control/status_placement.sql");
+const HAS_BUDGET_SQL: &str = include_str!("../sql/control/has_budget.sql");
+const RUNS_COUNTS_SQL: &str = include_str!("../sql/control/runs_counts.sql");
+const RUNS_AGENTS_SQL: &str = include_str!("../sql/control/runs_agents.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
 const ACTION: &str = "read run status";
@@ -246,6 +249,29 @@ fn budget_line<S: serde::Serializer>(
     }
 }
 
+/// Whether run `id`'s spec sets a budget. Specs are append-only, so the answer is kept for
+/// the life of the process: the budget's spend query (which scans the run's attempts) runs
+/// only for the runs that have one.
+async fn has_budget(
+    client: &tokio_postgres::Client,
+    id: Uuid,
+) -> Result<bool, tokio_postgres::Error> {
+    static KNOWN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Uuid, bool>>> =
+        std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    if let Some(b) = known.lock().ok().and_then(|k| k.get(&id).copied()) {
+        return Ok(b);
+    }
+    let b = match client.query_opt(HAS_BUDGET_SQL, &[&id]).await? {
+        Some(row) => row.try_get("has_budget")?,
+        None => false,
+    };
+    if let Ok(mut k) = known.lock() {
+        k.insert(id, b);
+    }
+    Ok(b)
+}
+
 /// Folds the counter deltas of run `id` (migration 0014) on a connection of its own, after
 /// the status read that saw many of them, so the next reads sum few rows. A failure only
 /// leaves the deltas as they are (totals never change); it is logged.
@@ -302,9 +328,13 @@ pub async fn run_status(
             at: r.get(3),
         })
         .collect();
-    let budget = crate::scheduler::budget_status(&client, id)
-        .await
-        .map_err(ControlError::store(ACTION))?;
+    let budget = if has_budget(&client, id).await.map_err(db)? {
+        crate::scheduler::budget_status(&client, id)
+            .await
+            .map_err(ControlError::store(ACTION))?
+    } else {
+        None
+    };
     let corrupt = |e: RowError| ControlError::Corrupt {
         run: summary.run_key.clone(),
         problem: e.to_string(),
@@ -413,6 +443,90 @@ pub async fn run_status(
         as_of,
         run: summary,
     })
+}
+
+/// What the runs list shows of a run: read from the runs' counters alone (no status
+/// projection per run, no trial scanned).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunProgress {
+    /// Trials done (work items `done`).
+    pub finished: u64,
+    /// The planned agents.
+    pub agents: Vec<String>,
+    /// Rates over the run, as [`RunStatus::rates`].
+    pub rates: Rates,
+}
+
+/// The progress of `runs` in two queries over their counters (`sql/control/runs_counts.sql`,
+/// `runs_agents.sql`); a run missing from the answer has no catalog row.
+pub async fn runs_progress(
+    store: &Store,
+    runs: &[RunSummary],
+) -> Result<BTreeMap<Uuid, RunProgress>, ControlError> {
+    let client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let ids: Vec<Uuid> = runs.iter().map(|r| r.run_id).collect();
+    let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
+    let (counts, agents) = tokio::try_join!(
+        async { client.query(RUNS_COUNTS_SQL, &[&ids]).await.map_err(db) },
+        async { client.query(RUNS_AGENTS_SQL, &[&ids]).await.map_err(db) },
+    )?;
+    let mut by_run: BTreeMap<Uuid, Vec<CountRow>> = BTreeMap::new();
+    let mut planned_agents: BTreeMap<Uuid, Vec<String>> = BTreeMap::new();
+    for row in &agents {
+        let id: Uuid = crate::rows::col(row, "run_id").map_err(|e| ControlError::Corrupt {
+            run: "?".into(),
+            problem: e.to_string(),
+        })?;
+        let text: String =
+            crate::rows::col(row, "by_agent").map_err(|e| ControlError::Corrupt {
+                run: id.to_string(),
+                problem: e.to_string(),
+            })?;
+        let by_agent: BTreeMap<String, u64> =
+            serde_json::from_str(&text).map_err(|e| ControlError::Corrupt {
+                run: id.to_string(),
+                problem: format!("run_catalog.by_agent does not parse: {e}"),
+            })?;
+        planned_agents.insert(id, by_agent.into_keys().collect());
+    }
+    for row in &counts {
+        let corrupt = |e: RowError| ControlError::Corrupt {
+            run: "?".into(),
+            problem: e.to_string(),
+        };
+        let id: Uuid = crate::rows::col(row, "run_id").map_err(corrupt)?;
+        by_run
+            .entry(id)
+            .or_default()
+            .push(CountRow::from_row(row).map_err(corrupt)?);
+    }
+    let mut out = BTreeMap::new();
+    for r in runs {
+        let Some(agents) = planned_agents.remove(&r.run_id) else {
+            continue;
+        };
+        let counts =
+            Counts::from_rows(by_run.get(&r.run_id).map_or(&[][..], |v| v)).map_err(|problem| {
+                ControlError::Corrupt {
+                    run: r.run_key.clone(),
+                    problem,
+                }
+            })?;
+        let mut total = BucketCounts::default();
+        for ((_, bucket), n) in counts.outcomes {
+            add(&mut total, bucket, n);
+        }
+        finish_counts(&mut total, r.trial_count);
+        out.insert(
+            r.run_id,
+            RunProgress {
+                finished: counts.work_items.get("done").copied().unwrap_or(0),
+                agents,
+                rates: Rates::from_counts(&total),
+            },
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
