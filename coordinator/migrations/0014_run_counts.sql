@@ -117,6 +117,14 @@ DECLARE
     had_cost boolean;
     seen uuid[] := '{}';
     seen_cost uuid[] := '{}';
+    runs uuid[] := '{}';
+    agents text[] := '{}';
+    ns bigint[] := '{}';
+    costed bigint[] := '{}';
+    ins numeric[] := '{}';
+    cached numeric[] := '{}';
+    outs numeric[] := '{}';
+    costs numeric[] := '{}';
 BEGIN
     FOR s IN SELECT attempt_id, input_tokens, cached_input_tokens, output_tokens, cost_usd
              FROM inserted LOOP
@@ -136,13 +144,23 @@ BEGIN
         IF s.cost_usd IS NOT NULL THEN
             seen_cost := seen_cost || t;
         END IF;
-        INSERT INTO run_counts (run_id, agent, kind, n, n_cost, input_tokens,
-                                cached_input_tokens, output_tokens, cost_usd)
-        VALUES (r, ag, 'spend',
-                CASE WHEN had THEN 0 ELSE 1 END,
-                CASE WHEN NOT had_cost AND s.cost_usd IS NOT NULL THEN 1 ELSE 0 END,
-                s.input_tokens, s.cached_input_tokens, s.output_tokens, s.cost_usd::numeric);
+        runs := runs || r;
+        agents := agents || ag;
+        ns := ns || CASE WHEN had THEN 0::bigint ELSE 1::bigint END;
+        costed := costed || CASE WHEN NOT had_cost AND s.cost_usd IS NOT NULL
+                                 THEN 1::bigint ELSE 0::bigint END;
+        ins := ins || s.input_tokens;
+        cached := cached || s.cached_input_tokens;
+        outs := outs || s.output_tokens;
+        costs := costs || s.cost_usd::numeric;
     END LOOP;
+    -- One delta per (run, agent) of the statement, however many records it stored.
+    INSERT INTO run_counts (run_id, agent, kind, n, n_cost, input_tokens, cached_input_tokens,
+                            output_tokens, cost_usd)
+    SELECT u.r, u.ag, 'spend', sum(u.n), sum(u.nc), sum(u.i), sum(u.ci), sum(u.o), sum(u.c)
+    FROM unnest(runs, agents, ns, costed, ins, cached, outs, costs)
+         AS u (r, ag, n, nc, i, ci, o, c)
+    GROUP BY u.r, u.ag;
     RETURN NULL;
 END
 $$;
