@@ -207,6 +207,9 @@ async fn main() {
     );
     let (p50, p99) = status_times(&mut client, &key2).await;
     println!("100,000-trial run, started (100,000 ready): GetStatus p50 {p50:?} p99 {p99:?}");
+    if std::env::var_os("AKBENCH_BENCH_EXPLAIN").is_some() {
+        explain(&url, &key2).await;
+    }
     drop(child);
 }
 
@@ -249,13 +252,21 @@ async fn explain(url: &str, run: &str) {
         .await
         .unwrap()
         .get(0);
+    // Every query of `run_status`, parameters inlined ($2 = 300 s window, $3 = 60 s).
     for sql in [
-        include_str!("../sql/control/status_work_items.sql"),
+        include_str!("../sql/control/status_counts.sql"),
         include_str!("../sql/control/status_phases.sql"),
-        include_str!("../sql/control/status_outcomes.sql"),
+        include_str!("../sql/control/status_clock.sql"),
+        include_str!("../sql/control/status_failures.sql"),
+        include_str!("../sql/control/status_placement.sql"),
+        include_str!("../sql/routes/paused_routes_of_run.sql"),
+        include_str!("../sql/scheduler/budget_spend.sql"),
     ] {
-        let text =
-            format!("EXPLAIN (ANALYZE, BUFFERS) {sql}").replace("$1", &format!("'{id}'::uuid"));
+        let text = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}")
+            .replace("$1::uuid[]", &format!("ARRAY['{id}']::uuid[]"))
+            .replace("$1", &format!("'{id}'::uuid"))
+            .replace("$2", "300")
+            .replace("$3", "60");
         for row in client.query(&text, &[]).await.unwrap() {
             println!("{}", row.get::<_, String>(0));
         }

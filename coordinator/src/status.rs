@@ -25,19 +25,22 @@ use uuid::Uuid;
 use crate::error::ControlError;
 use crate::evidence::{find_run_with, RunSummary};
 use crate::rows::{FromRow, RowError};
-use crate::status_rows::{AgentSpend, Clock, Named, Outcome as StatusOutcome};
+use crate::status_rows::{Clock, CountRow, Counts, Named};
 use crate::store::Store;
 
-const WORK_ITEMS_SQL: &str = include_str!("../sql/control/status_work_items.sql");
+const COUNTS_SQL: &str = include_str!("../sql/control/status_counts.sql");
+const COMPACT_SQL: &str = include_str!("../sql/control/compact_counts.sql");
 const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
-const OUTCOMES_SQL: &str = include_str!("../sql/control/status_outcomes.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const PLACEMENT_SQL: &str = include_str!("../sql/control/status_placement.sql");
-const RETRIES_SQL: &str = include_str!("../sql/control/status_retries.sql");
+const HAS_BUDGET_SQL: &str = include_str!("../sql/control/has_budget.sql");
+const RUNS_COUNTS_SQL: &str = include_str!("../sql/control/runs_counts.sql");
+const RUNS_AGENTS_SQL: &str = include_str!("../sql/control/runs_agents.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
-const SPEND_SQL: &str = include_str!("../sql/control/status_spend.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
 const ACTION: &str = "read run status";
+/// A run whose counters have more delta rows than this is folded after a status read.
+const FOLD_AFTER_DELTAS: u64 = 512;
 
 /// Windows of the projection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +255,48 @@ fn budget_line<S: serde::Serializer>(
     }
 }
 
+/// Whether run `id`'s spec sets a budget. Specs are append-only, so the answer is kept for
+/// the life of the process: the budget's spend query (which scans the run's attempts) runs
+/// only for the runs that have one.
+async fn has_budget(
+    client: &tokio_postgres::Client,
+    id: Uuid,
+) -> Result<bool, tokio_postgres::Error> {
+    static KNOWN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Uuid, bool>>> =
+        std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    if let Some(b) = known.lock().ok().and_then(|k| k.get(&id).copied()) {
+        return Ok(b);
+    }
+    let b = match client.query_opt(HAS_BUDGET_SQL, &[&id]).await? {
+        Some(row) => row.try_get("has_budget")?,
+        None => false,
+    };
+    if let Ok(mut k) = known.lock() {
+        k.insert(id, b);
+    }
+    Ok(b)
+}
+
+/// Folds the counter deltas of run `id` (migration 0015) on a connection of its own, after
+/// the status read that saw many of them, so the next reads sum few rows. A failure only
+/// leaves the deltas as they are (totals never change); it is logged.
+fn fold_counts(store: &Store, id: Uuid) {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let client = match store.client().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(run = %id, "failed to fold the run's status counters: {e}");
+                return;
+            }
+        };
+        if let Err(e) = client.query_one(COMPACT_SQL, &[&id]).await {
+            tracing::warn!(run = %id, "failed to fold the run's status counters: {e}");
+        }
+    });
+}
+
 /// The projection of the run named `run` (UUID or key).
 pub async fn run_status(
     store: &Store,
@@ -264,18 +309,15 @@ pub async fn run_status(
     let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (items, phases, outcomes, retries, clock, spend_rows, paused, failures) = tokio::try_join!(
-        async { client.query(WORK_ITEMS_SQL, &[&id]).await.map_err(db) },
+    let (counts, phases, clock, paused, failures) = tokio::try_join!(
+        async { client.query(COUNTS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
-        async { client.query(OUTCOMES_SQL, &[&id]).await.map_err(db) },
-        async { client.query_one(RETRIES_SQL, &[&id]).await.map_err(db) },
         async {
             client
                 .query_one(CLOCK_SQL, &[&id, &window, &workers_window])
                 .await
                 .map_err(db)
         },
-        async { client.query(SPEND_SQL, &[&id]).await.map_err(db) },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
     )?;
@@ -283,9 +325,13 @@ pub async fn run_status(
         .query_one(PLACEMENT_SQL, &[&id, &workers_window])
         .await
         .map_err(db)?;
-    let budget = crate::scheduler::budget_status(&client, id)
-        .await
-        .map_err(ControlError::store(ACTION))?;
+    let budget = if has_budget(&client, id).await.map_err(db)? {
+        crate::scheduler::budget_status(&client, id)
+            .await
+            .map_err(ControlError::store(ACTION))?
+    } else {
+        None
+    };
     let corrupt = |e: RowError| ControlError::Corrupt {
         run: summary.run_key.clone(),
         problem: e.to_string(),
@@ -293,17 +339,17 @@ pub async fn run_status(
     let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
     let recent_failures = RecentFailure::from_rows(&failures)
         .map_err(|e| corrupt(e.in_query("status_failures.sql")))?;
-    let mut spend_by_agent: BTreeMap<String, SpendTotals> = BTreeMap::new();
-    for row in AgentSpend::from_rows(&spend_rows).map_err(corrupt)? {
-        spend_by_agent.insert(
-            row.agent,
-            SpendTotals {
-                spend: row.spend,
-                trials_without_cost: row.without_cost,
-                cost_per_solved_usd: None,
-            },
-        );
+    let counts =
+        Counts::from_rows(&CountRow::from_rows(&counts).map_err(corrupt)?).map_err(|problem| {
+            ControlError::Corrupt {
+                run: summary.run_key.clone(),
+                problem,
+            }
+        })?;
+    if counts.deltas > FOLD_AFTER_DELTAS {
+        fold_counts(store, id);
     }
+    let mut spend_by_agent = counts.spend;
     let mut total_spend = SpendTotals::default();
     for s in spend_by_agent.values() {
         total_spend.spend = total_spend.spend.plus(&s.spend);
@@ -319,22 +365,19 @@ pub async fn run_status(
     let recent = clock.recent;
     let workers = u32::try_from(clock.workers).unwrap_or(u32::MAX);
 
-    let named = |rows: &[tokio_postgres::Row]| -> Result<BTreeMap<String, u64>, ControlError> {
-        Ok(Named::from_rows(rows)
-            .map_err(corrupt)?
-            .into_iter()
-            .map(|r| (r.name, r.n))
-            .collect())
-    };
-    let work_items = named(&items)?;
-    let retries = crate::rows::count(&retries, "n").map_err(corrupt)?;
-    let phases = named(&phases)?;
+    let phases: BTreeMap<String, u64> = Named::from_rows(&phases)
+        .map_err(corrupt)?
+        .into_iter()
+        .map(|r| (r.name, r.n))
+        .collect();
+    let work_items = counts.work_items;
+    let retries = counts.retries;
 
     let mut total = BucketCounts::default();
     let mut per_agent: BTreeMap<String, BucketCounts> = BTreeMap::new();
-    for row in StatusOutcome::from_rows(&outcomes).map_err(corrupt)? {
-        add(&mut total, row.bucket, row.n);
-        add(per_agent.entry(row.agent).or_default(), row.bucket, row.n);
+    for ((agent, bucket), n) in counts.outcomes {
+        add(&mut total, bucket, n);
+        add(per_agent.entry(agent).or_default(), bucket, n);
     }
     let planned = summary.trial_count;
     let outcomes = finish_counts(&mut total, planned);
@@ -399,6 +442,90 @@ pub async fn run_status(
         as_of,
         run: summary,
     })
+}
+
+/// What the runs list shows of a run: read from the runs' counters alone (no status
+/// projection per run, no trial scanned).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunProgress {
+    /// Trials done (work items `done`).
+    pub finished: u64,
+    /// The planned agents.
+    pub agents: Vec<String>,
+    /// Rates over the run, as [`RunStatus::rates`].
+    pub rates: Rates,
+}
+
+/// The progress of `runs` in two queries over their counters (`sql/control/runs_counts.sql`,
+/// `runs_agents.sql`); a run missing from the answer has no catalog row.
+pub async fn runs_progress(
+    store: &Store,
+    runs: &[RunSummary],
+) -> Result<BTreeMap<Uuid, RunProgress>, ControlError> {
+    let client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let ids: Vec<Uuid> = runs.iter().map(|r| r.run_id).collect();
+    let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
+    let (counts, agents) = tokio::try_join!(
+        async { client.query(RUNS_COUNTS_SQL, &[&ids]).await.map_err(db) },
+        async { client.query(RUNS_AGENTS_SQL, &[&ids]).await.map_err(db) },
+    )?;
+    let mut by_run: BTreeMap<Uuid, Vec<CountRow>> = BTreeMap::new();
+    let mut planned_agents: BTreeMap<Uuid, Vec<String>> = BTreeMap::new();
+    for row in &agents {
+        let id: Uuid = crate::rows::col(row, "run_id").map_err(|e| ControlError::Corrupt {
+            run: "?".into(),
+            problem: e.to_string(),
+        })?;
+        let text: String =
+            crate::rows::col(row, "by_agent").map_err(|e| ControlError::Corrupt {
+                run: id.to_string(),
+                problem: e.to_string(),
+            })?;
+        let by_agent: BTreeMap<String, u64> =
+            serde_json::from_str(&text).map_err(|e| ControlError::Corrupt {
+                run: id.to_string(),
+                problem: format!("run_catalog.by_agent does not parse: {e}"),
+            })?;
+        planned_agents.insert(id, by_agent.into_keys().collect());
+    }
+    for row in &counts {
+        let corrupt = |e: RowError| ControlError::Corrupt {
+            run: "?".into(),
+            problem: e.to_string(),
+        };
+        let id: Uuid = crate::rows::col(row, "run_id").map_err(corrupt)?;
+        by_run
+            .entry(id)
+            .or_default()
+            .push(CountRow::from_row(row).map_err(corrupt)?);
+    }
+    let mut out = BTreeMap::new();
+    for r in runs {
+        let Some(agents) = planned_agents.remove(&r.run_id) else {
+            continue;
+        };
+        let counts =
+            Counts::from_rows(by_run.get(&r.run_id).map_or(&[][..], |v| v)).map_err(|problem| {
+                ControlError::Corrupt {
+                    run: r.run_key.clone(),
+                    problem,
+                }
+            })?;
+        let mut total = BucketCounts::default();
+        for ((_, bucket), n) in counts.outcomes {
+            add(&mut total, bucket, n);
+        }
+        finish_counts(&mut total, r.trial_count);
+        out.insert(
+            r.run_id,
+            RunProgress {
+                finished: counts.work_items.get("done").copied().unwrap_or(0),
+                agents,
+                rates: Rates::from_counts(&total),
+            },
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

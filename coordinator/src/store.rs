@@ -131,6 +131,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "run_agents",
         sql: include_str!("../migrations/0014_run_agents.sql"),
     },
+    Migration {
+        version: 15,
+        name: "run_counts",
+        sql: include_str!("../migrations/0015_run_counts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -1,6 +1,7 @@
 //! The coordinator's own data as a viewer [`Backend`] ([`akbench_viewer`]): runs from the
-//! evidence store, live status from [`run_status`] (the projection gRPC and `/api/.../status`
-//! show), one compact row per done trial for the run page (`sql/control/view_rows.sql`:
+//! evidence store with their progress from the runs' counters ([`runs_progress`], one query
+//! for the whole list), live status from [`run_status`] (the projection gRPC and
+//! `/api/.../status` show), one compact row per done trial for the run page (`sql/control/view_rows.sql`:
 //! never whole records, so a 100,000-trial run page is one query), and a trial's record
 //! assembled by [`crate::trial_records`] exactly as `FetchRecords` streams it. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
 
@@ -22,7 +23,7 @@ use uuid::Uuid;
 use crate::error::ControlError;
 use crate::evidence;
 use crate::rows::{self, col, count, count_opt, parsed, RowError};
-use crate::status::{run_status, RunStatus, StatusOptions};
+use crate::status::{run_status, runs_progress, RunStatus, StatusOptions};
 use crate::store::Store;
 
 const VIEW_ROWS_SQL: &str = include_str!("../sql/control/view_rows.sql");
@@ -175,24 +176,26 @@ impl Backend for StoreBackend {
         let runs = evidence::list_runs(&self.store, LIST_RUNS, None, "")
             .await
             .map_err(read("the runs"))?;
-        let mut out = Vec::with_capacity(runs.len());
-        for (_, r) in runs {
-            let s = self.status_of(&r.run_key).await?;
-            out.push(RunItem {
-                done: s.as_ref().map_or(0, |s| s.finished),
-                planned: Some(r.trial_count),
-                agents: s
-                    .as_ref()
-                    .map(|s| s.agents.iter().map(|a| a.agent.clone()).collect())
-                    .unwrap_or_default(),
-                tasks: None,
-                pass_rate: s.as_ref().and_then(|s| s.rates.pass_rate),
-                solve_rate: None,
-                state: Some(r.state.as_str().to_string()),
-                key: r.run_key,
-            });
-        }
-        Ok(out)
+        let summaries: Vec<_> = runs.into_iter().map(|(_, r)| r).collect();
+        let mut progress = runs_progress(&self.store, &summaries)
+            .await
+            .map_err(read("the progress of the runs"))?;
+        Ok(summaries
+            .into_iter()
+            .map(|r| {
+                let p = progress.remove(&r.run_id);
+                RunItem {
+                    done: p.as_ref().map_or(0, |p| p.finished),
+                    planned: Some(r.trial_count),
+                    tasks: None,
+                    pass_rate: p.as_ref().and_then(|p| p.rates.pass_rate),
+                    agents: p.map(|p| p.agents).unwrap_or_default(),
+                    solve_rate: None,
+                    state: Some(r.state.as_str().to_string()),
+                    key: r.run_key,
+                }
+            })
+            .collect())
     }
 
     async fn status(&self, run: &str) -> Result<Option<Snapshot>, SourceError> {

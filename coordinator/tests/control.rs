@@ -198,6 +198,29 @@ async fn finish_trial(
     terminal: &str,
     ok: Option<bool>,
 ) -> Uuid {
+    finish_trial_observed(
+        store,
+        plan,
+        ordinal,
+        number,
+        terminal,
+        ok,
+        serde_json::json!({}),
+    )
+    .await
+}
+
+/// [`finish_trial`] whose record reports `observations` (merged into the record's own:
+/// accepted records are never changed once stored).
+async fn finish_trial_observed(
+    store: &Store,
+    plan: &RunPlan,
+    ordinal: usize,
+    number: i32,
+    terminal: &str,
+    ok: Option<bool>,
+    observations: serde_json::Value,
+) -> Uuid {
     let trial = &plan.trials[ordinal];
     let attempt = Uuid::now_v7();
     let client = store.client().await.unwrap();
@@ -224,6 +247,12 @@ async fn finish_trial(
         ok,
     ))
     .unwrap();
+    let mut record = record;
+    if let (Some(have), serde_json::Value::Object(add)) =
+        (record["observations"].as_object_mut(), observations)
+    {
+        have.extend(add);
+    }
     client
         .execute(
             "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",
@@ -1065,34 +1094,27 @@ async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_record
     let key = spec.identity.run_key.clone();
     let store = coordinator.store();
     start_by_hand(store, ready.run_id).await;
-    let observe = |attempt: Uuid, obs: serde_json::Value| async move {
-        store
-            .client()
-            .await
-            .unwrap()
-            .execute(
-                "UPDATE submissions SET record = jsonb_set(record, '{observations}', record->'observations' || $2::jsonb) WHERE attempt_id = $1",
-                &[&attempt, &obs],
-            )
-            .await
-            .unwrap();
-    };
     // agent-00: ordinals 0 and 2; agent-01: ordinal 1. Trial 0 has two attempts (a retried
     // infrastructure error that still spent tokens).
-    let a0 = finish_trial(store, &ready, 0, 1, "infrastructure_error", None).await;
-    observe(a0, serde_json::json!({"input_tokens": 100, "cached_input_tokens": 10, "output_tokens": 1, "cost_usd": 0.25})).await;
-    let a0b = finish_trial(store, &ready, 0, 2, "completed", Some(true)).await;
-    observe(a0b, serde_json::json!({"input_tokens": 1000, "cached_input_tokens": 100, "output_tokens": 10, "cost_usd": 0.5})).await;
-    let a2 = finish_trial(store, &ready, 2, 1, "completed", Some(true)).await;
-    observe(
-        a2,
+    let done = |ordinal, number, terminal, ok, obs| {
+        finish_trial_observed(store, &ready, ordinal, number, terminal, ok, obs)
+    };
+    done(0, 1, "infrastructure_error", None, serde_json::json!({"input_tokens": 100, "cached_input_tokens": 10, "output_tokens": 1, "cost_usd": 0.25})).await;
+    done(0, 2, "completed", Some(true), serde_json::json!({"input_tokens": 1000, "cached_input_tokens": 100, "output_tokens": 10, "cost_usd": 0.5})).await;
+    done(
+        2,
+        1,
+        "completed",
+        Some(true),
         serde_json::json!({"input_tokens": 2000, "output_tokens": 20, "cost_usd": 0.75}),
     )
     .await;
     // agent-01 reports tokens but no cost (like codex).
-    let a1 = finish_trial(store, &ready, 1, 1, "completed", Some(false)).await;
-    observe(
-        a1,
+    done(
+        1,
+        1,
+        "completed",
+        Some(false),
         serde_json::json!({"input_tokens": 7, "cached_input_tokens": 3, "output_tokens": 2}),
     )
     .await;

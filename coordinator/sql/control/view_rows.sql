@@ -2,8 +2,9 @@
 -- run page (never whole records). The trial's key, agent and accounting bucket; its last
 -- finished attempt's terminal state and cause; its finished attempts; the score in that
 -- attempt's accepted record; tokens and cost summed over the accepted records of its
--- attempts (NULL where no record reported them, as status_spend.sql); wall time from its
--- first attempt's start to its last one's end. $1 run id.
+-- attempts (the submissions' spend columns of migration 0013, NULL where no record reported
+-- them); wall time from its first attempt's start to its last one's end. Only the score is
+-- read out of a record (one per trial). $1 run id.
 WITH t AS (
     SELECT w.trial_id, p.key, w.agent, w.bucket
     FROM work_items w
@@ -17,10 +18,10 @@ WITH t AS (
            (array_agg(a.attempt_id ORDER BY a.number DESC))[1] AS last_id,
            (array_agg(a.terminal_state ORDER BY a.number DESC))[1] AS terminal,
            (array_agg(a.cause ORDER BY a.number DESC))[1] AS cause,
-           sum((s.record #>> '{observations,input_tokens}')::numeric) AS input_tokens,
-           sum((s.record #>> '{observations,cached_input_tokens}')::numeric) AS cached_input_tokens,
-           sum((s.record #>> '{observations,output_tokens}')::numeric) AS output_tokens,
-           sum((s.record #>> '{observations,cost_usd}')::float8) AS cost_usd
+           sum(s.input_tokens) AS input_tokens,
+           sum(s.cached_input_tokens) AS cached_input_tokens,
+           sum(s.output_tokens) AS output_tokens,
+           sum(s.cost_usd) AS cost_usd
     FROM t
     JOIN attempts a ON a.trial_id = t.trial_id AND a.finished_at IS NOT NULL
     LEFT JOIN submissions s ON s.attempt_id = a.attempt_id

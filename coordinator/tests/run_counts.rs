@@ -1,0 +1,322 @@
+//! The per-run status counters (migration 0014) against the raw tables: after a mix of
+//! accepted, retried, fenced (stale), cancelled and resumed trials driven through the real
+//! scheduler on a private PostgreSQL, the counters summed by status equal the recount of
+//! `work_items`, `attempts` and `submissions` (`tests/sql/recount_run.sql`), and so does the
+//! projection `run_status` builds from them; folding the deltas changes no total.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use akbench_coordinator::scheduler::{Caps, Disposition, Scheduler, SchedulerError, TransitionIn};
+use akbench_coordinator::status::{run_status, StatusOptions};
+use akbench_core::lifecycle::State;
+use chrono::Utc;
+use common::{enqueued, record, scheduler};
+use serde_json::json;
+use uuid::Uuid;
+
+const TTL: Duration = Duration::from_secs(30);
+const COUNTS_SQL: &str = include_str!("../sql/control/status_counts.sql");
+const RECOUNT_SQL: &str = include_str!("sql/recount_run.sql");
+
+/// One summed key: (agent, kind, state, bucket) -> (n, n_cost, tokens in, cached, out, cost).
+type Key = (String, String, String, Option<String>);
+type Value = (i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<f64>);
+
+fn keyed(rows: &[tokio_postgres::Row]) -> BTreeMap<Key, Value> {
+    rows.iter()
+        .map(|r| {
+            (
+                (
+                    r.get("agent"),
+                    r.get("kind"),
+                    r.get("state"),
+                    r.get("bucket"),
+                ),
+                (
+                    r.get("n"),
+                    r.get("n_cost"),
+                    r.get("input_tokens"),
+                    r.get("cached_input_tokens"),
+                    r.get("output_tokens"),
+                    r.get("cost_usd"),
+                ),
+            )
+        })
+        // A key whose deltas cancel out (a done item whose bucket arrived later) counts
+        // nothing, as a key the recount does not list.
+        .filter(|(_, v)| *v != (0, 0, None, None, None, None))
+        .collect()
+}
+
+/// The counters of `run` equal the recount from the raw tables, and the projection agrees.
+async fn agree(s: &Scheduler, run: Uuid, step: &str) {
+    let c = s.store().client().await.unwrap();
+    let counted = keyed(&c.query(COUNTS_SQL, &[&run]).await.unwrap());
+    let recounted = keyed(&c.query(RECOUNT_SQL, &[&run]).await.unwrap());
+    assert_eq!(counted, recounted, "counters drifted after: {step}");
+
+    let status = run_status(s.store(), &run.to_string(), StatusOptions::default())
+        .await
+        .unwrap();
+    let raw = |q: &str| {
+        let c = &c;
+        let q = q.to_string();
+        async move { c.query(&q, &[&run]).await.unwrap() }
+    };
+    let states: BTreeMap<String, u64> =
+        raw("SELECT state, count(*)::bigint FROM work_items WHERE run_id = $1 GROUP BY state")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+            .collect();
+    assert_eq!(
+        status.work_items, states,
+        "work items by state after: {step}"
+    );
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    for r in raw(
+        "SELECT CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE bucket END, count(*)::bigint
+         FROM work_items WHERE run_id = $1
+           AND (state = 'cancelled' OR (state = 'done' AND bucket IS NOT NULL))
+         GROUP BY 1",
+    )
+    .await
+    {
+        *outcomes.entry(r.get(0)).or_default() += r.get::<_, i64>(1) as u64;
+    }
+    assert_eq!(status.outcomes, outcomes, "outcomes after: {step}");
+    let retries: i64 = raw(
+        "SELECT count(*) FROM attempts a JOIN work_items w ON w.trial_id = a.trial_id
+         WHERE w.run_id = $1 AND a.number > 1",
+    )
+    .await[0]
+        .get(0);
+    assert_eq!(status.retries, retries as u64, "retries after: {step}");
+    let spend = &raw(
+        "SELECT sum(s.input_tokens)::bigint, sum(s.cost_usd::numeric)::float8
+         FROM submissions s JOIN attempts a ON a.attempt_id = s.attempt_id
+         JOIN work_items w ON w.trial_id = a.trial_id WHERE w.run_id = $1",
+    )
+    .await[0];
+    assert_eq!(
+        status.spend.spend.input_tokens,
+        spend.get::<_, Option<i64>>(0).map(|n| n as u64),
+        "tokens after: {step}"
+    );
+    assert_eq!(
+        status.spend.spend.cost_usd,
+        spend.get::<_, Option<f64>>(1),
+        "cost after: {step}"
+    );
+}
+
+/// A record of `attempt` reporting `cost` (and 100 input tokens when it has a cost).
+fn record_with(attempt: Uuid, note: &str, cost: Option<f64>) -> (String, String) {
+    let (json, _) = record(attempt, note);
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    if let Some(cost) = cost {
+        value["observations"] = json!({"input_tokens": 100, "cost_usd": cost});
+    }
+    let json = akbench_core::digest::canonical_json(&value);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    (json, digest)
+}
+
+/// Walks attempt `x` through the lifecycle up to `finalizing` (`steps` first states of the
+/// chain) so that it may finish.
+async fn walk(s: &Scheduler, x: &akbench_coordinator::scheduler::Assignment, steps: usize) {
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    let t: Vec<TransitionIn> = common::chain()[..steps]
+        .iter()
+        .enumerate()
+        .map(|(i, st)| TransitionIn {
+            seq: 1 + i as u32,
+            state: *st,
+            at,
+            note: String::new(),
+        })
+        .collect();
+    s.record_transitions(x.attempt_id, x.epoch, &t)
+        .await
+        .unwrap();
+}
+
+/// A run_catalog row for a seeded run, so `run_status` finds it by id.
+async fn catalog(s: &Scheduler, run: Uuid, trials: i64, agent: &str) {
+    s.store()
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO run_catalog (run_id, run_key, experiment, trial_count, by_agent,
+                                      spec_digest, plan_digest)
+             VALUES ($1, $4, 'counters', $2::bigint, jsonb_build_object($3::text, $2::bigint),
+                     'sha256:' || repeat('0', 64), 'sha256:' || repeat('0', 64))",
+            &[&run, &trials, &agent, &format!("run-{run}")],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_resume() {
+    let s = scheduler().await;
+    let run = enqueued(&s, 8, 1, &Caps::default()).await.run_id;
+    catalog(&s, run, 8, "oracle").await;
+    // A second run in the same tables: its changes must not move the first run's counters.
+    let other = enqueued(&s, 3, 0, &Caps::default()).await.run_id;
+    catalog(&s, other, 3, "oracle").await;
+    for w in ["w1", "w2"] {
+        s.register_worker(w, 8, &BTreeMap::new(), "test")
+            .await
+            .unwrap();
+    }
+    agree(&s, run, "enqueue").await;
+
+    let got = s.claim("w1", 4, TTL).await.unwrap();
+    agree(&s, run, "claim").await;
+    let (a, b, c, d) = (&got[0], &got[1], &got[2], &got[3]);
+
+    // Accepted: a record with a cost, then the finish.
+    let (json, digest) = record_with(a.attempt_id, "a", Some(0.25));
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    walk(&s, a, 10).await;
+    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+    agree(&s, run, "an accepted trial").await;
+
+    // Retried: an infrastructure error with a record of its own (tokens, a cost), then a
+    // second attempt whose record reports no cost.
+    let (json, digest) = record_with(b.attempt_id, "b1", Some(0.5));
+    s.upload_record(b.attempt_id, b.epoch, &json, &digest)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.finish(
+            b.attempt_id,
+            b.epoch,
+            State::InfrastructureError,
+            "disk full"
+        )
+        .await
+        .unwrap(),
+        Some(Disposition::Requeued)
+    );
+    agree(&s, run, "an infrastructure error re-queued").await;
+
+    // Fenced: c's lease expires and is taken back; its late record and finish are stale.
+    let reaped = s
+        .reap(Utc::now() + chrono::Duration::seconds(31))
+        .await
+        .unwrap();
+    assert!(reaped.iter().any(|r| r.attempt_id == c.attempt_id));
+    agree(&s, run, "leases reaped").await;
+    let (json, digest) = record_with(c.attempt_id, "late", Some(9.0));
+    assert!(matches!(
+        s.upload_record(c.attempt_id, c.epoch, &json, &digest).await,
+        Err(SchedulerError::StaleEpoch { .. })
+    ));
+    agree(&s, run, "a stale record refused").await;
+
+    // The re-queued trials run again on the other worker: second attempts (retries).
+    let again = s.claim("w2", 3, TTL).await.unwrap();
+    assert!(again.iter().any(|x| x.number > 1));
+    agree(&s, run, "retries claimed").await;
+    for (i, x) in again.iter().enumerate() {
+        if x.trial_id == b.trial_id {
+            let (json, digest) = record_with(x.attempt_id, "b2", Some(0.75));
+            s.upload_record(x.attempt_id, x.epoch, &json, &digest)
+                .await
+                .unwrap();
+        }
+        if i % 3 == 0 || x.trial_id == b.trial_id {
+            walk(&s, x, 10).await;
+            s.finish(x.attempt_id, x.epoch, State::NotGraded, "")
+                .await
+                .unwrap();
+        }
+    }
+    agree(&s, run, "retries finished").await;
+
+    // Folding the deltas changes no total.
+    let folded: bool = s
+        .store()
+        .client()
+        .await
+        .unwrap()
+        .query_one(include_str!("../sql/control/compact_counts.sql"), &[&run])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(folded);
+    agree(&s, run, "folding").await;
+
+    // Cancelled: queued items at once, the live ones when their workers report.
+    let report = s.cancel_run(run).await.unwrap();
+    assert!(report.cancelled_items > 0);
+    agree(&s, run, "cancel").await;
+    for (attempt, _) in &report.live {
+        let epoch: i64 = s
+            .store()
+            .client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT epoch FROM attempts WHERE attempt_id = $1",
+                &[attempt],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        s.finish(*attempt, epoch, State::Cancelled, "run cancelled")
+            .await
+            .unwrap();
+    }
+    agree(&s, run, "live attempts cancelled").await;
+
+    // The other run moves; this one's counters do not.
+    let o = s.claim("w1", 8, TTL).await.unwrap();
+    assert!(!o.is_empty() && o.iter().all(|x| x.trial_id != d.trial_id));
+    for x in &o {
+        let (json, digest) = record_with(x.attempt_id, "o", Some(1.0));
+        s.upload_record(x.attempt_id, x.epoch, &json, &digest)
+            .await
+            .unwrap();
+        walk(&s, x, 7).await;
+        s.finish(x.attempt_id, x.epoch, State::Timeout, "slow")
+            .await
+            .unwrap();
+    }
+    agree(&s, run, "another run's trials").await;
+    agree(&s, other, "its own trials").await;
+
+    // Resumed: every trial without an accepted final outcome is queued again and runs.
+    let requeued = s.resume_run(run).await.unwrap();
+    assert!(!requeued.is_empty());
+    agree(&s, run, "resume").await;
+    let last = s.claim("w1", 8, TTL).await.unwrap();
+    for (i, x) in last.iter().enumerate() {
+        let cost = (i % 2 == 0).then_some(0.125);
+        let (json, digest) = record_with(x.attempt_id, "r", cost);
+        s.upload_record(x.attempt_id, x.epoch, &json, &digest)
+            .await
+            .unwrap();
+        walk(&s, x, 10).await;
+        s.finish(x.attempt_id, x.epoch, State::NotGraded, "")
+            .await
+            .unwrap();
+    }
+    agree(&s, run, "resumed trials finished").await;
+    let status = run_status(s.store(), &run.to_string(), StatusOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(status.finished, 8, "{status:?}");
+    assert!(status.retries > 0);
+}
