@@ -59,49 +59,46 @@ CREATE TRIGGER work_items_run_counts_insert AFTER INSERT ON work_items
     REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION akbench_run_counts_items_inserted();
 
--- Work items updated: the done and cancelled counts move by (new rows) - (old rows); claims
--- and re-queues between ready and leased match nothing here and write nothing.
-CREATE FUNCTION akbench_run_counts_items_updated() RETURNS trigger
+-- Work items updated: a row that enters or leaves done / cancelled (or changes bucket there)
+-- moves those counts by one. A row-level trigger whose WHEN PostgreSQL evaluates before any
+-- function call, so claims and re-queues between ready and leased (most updates on the
+-- dispatch path) cost nothing here: no transition table is captured, no function runs.
+CREATE FUNCTION akbench_run_counts_item_moved() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-    SELECT run_id, agent, 'items', state, bucket, sum(d)
-    FROM (
-        SELECT run_id, agent, state, bucket, 1 AS d
-        FROM after_rows WHERE state IN ('done', 'cancelled')
-        UNION ALL
-        SELECT run_id, agent, state, bucket, -1
-        FROM before_rows WHERE state IN ('done', 'cancelled')
-    ) m
-    GROUP BY run_id, agent, state, bucket
-    HAVING sum(d) <> 0;
+    IF OLD.state IN ('done', 'cancelled') THEN
+        INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+        VALUES (OLD.run_id, OLD.agent, 'items', OLD.state, OLD.bucket, -1);
+    END IF;
+    IF NEW.state IN ('done', 'cancelled') THEN
+        INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+        VALUES (NEW.run_id, NEW.agent, 'items', NEW.state, NEW.bucket, 1);
+    END IF;
     RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER work_items_run_counts_update AFTER UPDATE ON work_items
-    REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION akbench_run_counts_items_updated();
+    FOR EACH ROW
+    WHEN ((OLD.state IN ('done', 'cancelled') OR NEW.state IN ('done', 'cancelled'))
+          AND (OLD.state, OLD.bucket, OLD.run_id, OLD.agent)
+              IS DISTINCT FROM (NEW.state, NEW.bucket, NEW.run_id, NEW.agent))
+    EXECUTE FUNCTION akbench_run_counts_item_moved();
 
--- Attempts inserted beyond the first of their trial. One keyed statement per retry (as
--- 0006 does for records), so the plan is a primary-key lookup whatever the statistics were
--- when the connection first ran it.
-CREATE FUNCTION akbench_run_counts_retries() RETURNS trigger
+-- Attempts inserted beyond the first of their trial (a row-level trigger whose WHEN skips
+-- first attempts, which the claim creates, without a function call).
+CREATE FUNCTION akbench_run_counts_retry() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    a record;
 BEGIN
-    FOR a IN SELECT trial_id FROM inserted WHERE number > 1 LOOP
-        INSERT INTO run_counts (run_id, agent, kind, n)
-        SELECT w.run_id, w.agent, 'retries', 1 FROM work_items w WHERE w.trial_id = a.trial_id;
-    END LOOP;
+    INSERT INTO run_counts (run_id, agent, kind, n)
+    SELECT w.run_id, w.agent, 'retries', 1 FROM work_items w WHERE w.trial_id = NEW.trial_id;
     RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER attempts_run_counts AFTER INSERT ON attempts
-    REFERENCING NEW TABLE AS inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION akbench_run_counts_retries();
+    FOR EACH ROW WHEN (NEW.number > 1)
+    EXECUTE FUNCTION akbench_run_counts_retry();
 
 -- Records accepted: their spend, and whether their trial now has its first record or its
 -- first record with a cost. "Before" is the trial's records outside this statement plus the

@@ -820,3 +820,64 @@ async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_i
     h.drain("test over");
     assert_eq!(run.await.unwrap(), Exit::Drained);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_hands_back_a_prefetched_attempt_at_once_without_starting_it() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, "gate", 2, false);
+    let (_, trials) = coord.enqueue_items(&items).await;
+    let mut cfg = config(&c, &coord, "w-prefetch-drain", 1);
+    cfg.prefetch = 1;
+    let (h, run) = spawn(cfg);
+    // (trial, its first attempt) once one agent runs (at its gate) and one attempt waits.
+    let leased = eventually(120, "one agent to run, one attempt to wait", || async {
+        let mut v = Vec::new();
+        for t in &trials {
+            if let Some(a) = coord.attempts(*t).await.into_iter().next() {
+                v.push((*t, a));
+            }
+        }
+        (v.len() == 2
+            && v.iter().any(|(_, a)| a.last_seq >= 7)
+            && v.iter().any(|(_, a)| a.last_seq == 0))
+        .then_some(v)
+    })
+    .await;
+    let (waiting_trial, waiting) = leased.iter().find(|(_, a)| a.last_seq == 0).unwrap();
+    let (running_trial, _) = leased.iter().find(|(_, a)| a.last_seq >= 7).unwrap();
+    let waiting = waiting.id;
+
+    // Draining while the agent still waits at its gate: the prefetched attempt ends now,
+    // never started, as the host's doing (retried elsewhere), not after the grace.
+    h.drain("test drain");
+    let ended = coord
+        .wait_attempt(*waiting_trial, "the prefetched attempt to end", |a| {
+            a.terminal.is_some()
+        })
+        .await;
+    assert_eq!(ended.id, waiting);
+    assert_eq!(
+        ended.terminal.as_deref(),
+        Some("infrastructure_error"),
+        "{ended:?}"
+    );
+    assert!(
+        ended.cause.as_deref().unwrap_or("").contains("not started"),
+        "{ended:?}"
+    );
+    let ts = coord.transitions(waiting).await;
+    assert!(
+        !states(&ts).contains(&"executing"),
+        "the prefetched attempt ran: {ts:?}"
+    );
+    // The running one is untouched by the drain and finishes inside the grace.
+    open_gate(&c);
+    let done = coord
+        .wait_attempt(*running_trial, "the running attempt to end", |a| {
+            a.terminal.is_some()
+        })
+        .await;
+    assert_eq!(done.terminal.as_deref(), Some("not_graded"), "{done:?}");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}

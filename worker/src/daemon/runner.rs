@@ -124,8 +124,24 @@ pub(super) async fn run(
     // A prefetched assignment (leased while every slot was busy) waits here for a slot; its
     // lease is renewed by the heartbeats meanwhile, like a running one's, and a cancel or a
     // lost lease ends it at once when it starts. The slot is given back as soon as the
-    // attempt's work on this host is done, before its record is delivered.
-    let slot = slots.acquire_owned().await.ok();
+    // attempt's work on this host is done, before its record is delivered. A drain closes
+    // the slots: what has not started by then never starts and goes back to the coordinator
+    // at once as the host's doing (retried elsewhere), instead of running inside the grace.
+    let Ok(slot) = slots.acquire_owned().await else {
+        end_unstarted(
+            &ctx.worker_id,
+            &a,
+            State::InfrastructureError,
+            format!(
+                "worker {} began draining before a slot freed for this prefetched attempt; \
+                 it was not started",
+                ctx.worker_id
+            ),
+            &events,
+            &ctx.metrics,
+        );
+        return;
+    };
     let started = Instant::now();
     let attempt_id = a.attempt_id.clone();
     let labels = metric_labels(&a);

@@ -538,6 +538,8 @@ impl Supervisor {
                     grace_end: Instant::now() + self.config.grace,
                     cancelled: false,
                 });
+                // Prefetched assignments still waiting for a slot never start.
+                self.slots.close();
                 // Advertise no free slots at once.
                 self.heartbeat();
             }

@@ -223,27 +223,34 @@ impl Group {
     }
 
     /// SIGKILLs every member until none is left (bounded by `limit`); returns how many
-    /// distinct processes were killed.
+    /// distinct processes were killed. A member that was already on its way out when first
+    /// seen (a zombie, exiting, or with a SIGKILL pending, as the kernel sends every process
+    /// of a pid namespace whose init ended) is not counted: otherwise the count would
+    /// depend on how fast the kernel tears the namespace down, not on what the agent left.
     pub fn kill_all_and_wait(&self, limit: Duration) -> u32 {
         let until = Instant::now() + limit;
-        let mut killed: Vec<i32> = Vec::new();
+        let mut seen: Vec<i32> = Vec::new();
+        let mut killed = 0u32;
         loop {
             let m = self.members();
             if m.is_empty() || Instant::now() >= until {
                 break;
             }
             for pid in m {
+                if !seen.contains(&pid) {
+                    seen.push(pid);
+                    if !dying(pid) {
+                        killed = killed.saturating_add(1);
+                    }
+                }
                 // SAFETY: kill(2) on a pid read from our own cgroup; no memory involved.
                 unsafe {
                     libc::kill(pid, libc::SIGKILL);
                 }
-                if !killed.contains(&pid) {
-                    killed.push(pid);
-                }
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        u32::try_from(killed.len()).unwrap_or(u32::MAX)
+        killed
     }
 
     /// Which limits the group ran into.
@@ -294,5 +301,65 @@ mod tests {
         );
         assert_eq!(keyed("max 12\n", "max"), 12);
         assert_eq!(keyed("", "max"), 0);
+    }
+}
+
+/// Whether process `pid` is already ending: a zombie or dead, exiting (`PF_EXITING`), or
+/// with SIGKILL pending (`/proc/<pid>/stat` and `status`). A process gone already counts as
+/// ending.
+fn dying(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    stat_says_dying(&stat) || status_has_kill_pending(&status)
+}
+
+/// `PF_EXITING` in the flags of `/proc/<pid>/stat`.
+const PF_EXITING: u64 = 0x4;
+/// SIGKILL's bit in the pending masks of `/proc/<pid>/status`.
+const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+
+fn stat_says_dying(stat: &str) -> bool {
+    // After the command name's closing parenthesis: state, ppid, pgrp, session, tty_nr,
+    // tpgid, flags, ...
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut f = rest.split_whitespace();
+    let state = f.next().unwrap_or("");
+    let flags: u64 = f.nth(5).and_then(|v| v.parse().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
+fn status_has_kill_pending(status: &str) -> bool {
+    status.lines().any(|l| {
+        let (k, v) = l.split_once(':').unwrap_or(("", ""));
+        matches!(k, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(v.trim(), 16).is_ok_and(|m| m & SIGKILL_BIT != 0)
+    })
+}
+
+#[cfg(test)]
+mod dying_tests {
+    use super::*;
+
+    #[test]
+    fn the_stat_and_status_of_an_ending_process_say_so() {
+        let alive = "1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0";
+        let zombie = "1234 (a (b) c) Z 1 1234 1234 0 -1 4194560 100 0 0 0";
+        let exiting = "1234 (sleep) R 1 1234 1234 0 -1 4194564 100 0 0 0";
+        assert!(!stat_says_dying(alive));
+        assert!(stat_says_dying(zombie));
+        assert!(stat_says_dying(exiting));
+        let pending = "Name:\tsleep\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n";
+        let none = "Name:\tsleep\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\n";
+        assert!(status_has_kill_pending(pending));
+        assert!(!status_has_kill_pending(none));
+        // A live process of this test is not ending; a pid that does not exist is.
+        assert!(!dying(std::process::id() as i32));
+        assert!(dying(i32::MAX));
     }
 }
