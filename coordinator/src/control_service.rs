@@ -38,6 +38,8 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const MAX_PAGE_SIZE: u32 = 500;
 /// `WatchStatus` polls the database at most this often.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// Rows per `ListTrialRows` message (about 100 KiB).
+pub const TRIAL_ROW_BATCH: usize = 1000;
 /// Largest request accepted (a 100,000-trial plan is about 100 MB of JSON).
 pub const MAX_REQUEST_BYTES: usize = 512 * 1024 * 1024;
 
@@ -519,6 +521,30 @@ impl Control for ControlService {
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(crate::trial_records::send(client, spec, ids, tx, db));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type ListTrialRowsStream = Stream_<pb::TrialRowBatch>;
+
+    async fn list_trial_rows(
+        &self,
+        request: Request<pb::ListTrialRowsRequest>,
+    ) -> Result<Response<Self::ListTrialRowsStream>, Status> {
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        // The rows the coordinator's HTTP viewer aggregates (one query), converted a batch
+        // at a time as the client reads them.
+        let mut rows = crate::view_source::trial_rows(&self.store, &run)
+            .await?
+            .into_iter();
+        let batches = std::iter::from_fn(move || {
+            let batch: Vec<pb::TrialRow> = rows
+                .by_ref()
+                .take(TRIAL_ROW_BATCH)
+                .map(convert::trial_row)
+                .collect();
+            (!batch.is_empty()).then_some(Ok(pb::TrialRowBatch { rows: batch }))
+        });
+        Ok(Response::new(Box::pin(tokio_stream::iter(batches))))
     }
 }
 

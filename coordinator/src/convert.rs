@@ -122,3 +122,21 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
             .collect(),
     }
 }
+
+/// The proto `TrialRow` of a viewer's compact trial row (what `ListTrialRows` streams).
+pub fn trial_row(r: akbench_viewer::model::TrialRow) -> pb::TrialRow {
+    pb::TrialRow {
+        bucket: r.bucket.to_string(),
+        terminal: r.state.as_str().to_string(),
+        cause: r.cause,
+        attempts: r.attempts,
+        score: r.score,
+        input_tokens: r.spend.input_tokens,
+        cached_input_tokens: r.spend.cached_input_tokens,
+        output_tokens: r.spend.output_tokens,
+        cost_usd: r.spend.cost_usd,
+        duration_ms: r.duration_ms,
+        key: r.key,
+        agent: r.agent,
+    }
+}

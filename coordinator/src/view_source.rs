@@ -12,7 +12,7 @@ use akbench_core::record::RunRecord;
 use akbench_core::spend::Spend;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
-use akbench_viewer::model::{bucket_named, TrialRow};
+use akbench_viewer::model::{bucket_named, CompactTrial, TrialRow};
 use akbench_viewer::source::{
     artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
 };
@@ -21,7 +21,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use crate::error::ControlError;
-use crate::evidence;
+use crate::evidence::{self, RunSummary};
 use crate::rows::{self, col, count, count_opt, parsed, RowError};
 use crate::status::{run_status, runs_progress, RunStatus, StatusOptions};
 use crate::store::Store;
@@ -77,46 +77,47 @@ pub fn snapshot(s: &RunStatus) -> Snapshot {
     }
 }
 
-/// A row of `view_rows.sql` as the viewer's trial row. The bucket is the one the scheduler
-/// stored (the accounting's); `ok` follows from it (solved, graded and not solved, or no
-/// verdict), so the viewer's summary counts what status counts. A bad row (an unknown bucket
-/// or terminal state, a negative count, a NULL where none belongs) is an error.
+/// A row of `view_rows.sql` as the viewer's trial row ([`TrialRow::compact`]: the bucket is
+/// the one the scheduler stored, `ok` follows from it). A bad row (an unknown bucket or
+/// terminal state, a negative count, a NULL where none belongs) is an error.
 fn row(run: &str, r: &tokio_postgres::Row) -> Result<TrialRow, RowError> {
-    let key: String = col(r, "key")?;
-    let bucket = parsed(r, "bucket", bucket_named)?;
-    let spend = Spend {
-        input_tokens: count_opt(r, "input_tokens")?,
-        cached_input_tokens: count_opt(r, "cached_input_tokens")?,
-        output_tokens: count_opt(r, "output_tokens")?,
-        cost_usd: col(r, "cost_usd")?,
-    };
     let attempts = count(r, "attempts")?;
-    Ok(TrialRow {
+    Ok(TrialRow::compact(CompactTrial {
         run: run.to_string(),
-        task: key.split('/').nth(1).unwrap_or("").to_string(),
+        key: col(r, "key")?,
         agent: col(r, "agent")?,
+        bucket: parsed(r, "bucket", bucket_named)?,
         state: parsed(r, "terminal", State::parse)?,
-        ok: match bucket {
-            "succeeded" => Some(true),
-            "failed" => Some(false),
-            _ => None,
-        },
-        score: col(r, "score")?,
-        bucket,
         cause: col(r, "cause")?,
         attempts: u32::try_from(attempts).map_err(|_| RowError::Value {
             column: "attempts",
             problem: format!("{attempts} attempts is more than a trial can have"),
         })?,
-        cost_usd: spend.cost_usd,
-        tokens: match (spend.input_tokens, spend.output_tokens) {
-            (None, None) => None,
-            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        score: col(r, "score")?,
+        spend: Spend {
+            input_tokens: count_opt(r, "input_tokens")?,
+            cached_input_tokens: count_opt(r, "cached_input_tokens")?,
+            output_tokens: count_opt(r, "output_tokens")?,
+            cost_usd: col(r, "cost_usd")?,
         },
-        spend,
         duration_ms: col(r, "duration_ms")?,
-        file: PathBuf::new(),
-        key,
+    }))
+}
+
+/// One compact row per done trial of `run`, in key order (`view_rows.sql`): what the run page
+/// aggregates, here and, through the `ListTrialRows` RPC, in `akbench view --coordinator`.
+pub async fn trial_rows(store: &Store, run: &RunSummary) -> Result<Vec<TrialRow>, ControlError> {
+    let client = store
+        .client()
+        .await
+        .map_err(ControlError::store("read the trial rows"))?;
+    let rows = client
+        .query(VIEW_ROWS_SQL, &[&run.run_id])
+        .await
+        .map_err(|e| ControlError::store("read the trial rows")(e.into()))?;
+    rows::all("view_rows.sql", &rows, |r| row(&run.run_key, r)).map_err(|e| ControlError::Corrupt {
+        run: run.run_key.clone(),
+        problem: e.to_string(),
     })
 }
 
@@ -211,17 +212,7 @@ impl Backend for StoreBackend {
             }
             Err(e) => return Err(read(&what)(e)),
         };
-        let client = self
-            .store
-            .client()
-            .await
-            .map_err(|e| SourceError::read(&what, e))?;
-        let rows = client
-            .query(VIEW_ROWS_SQL, &[&summary.run_id])
-            .await
-            .map_err(|e| SourceError::read(&what, e))?;
-        rows::all("view_rows.sql", &rows, |r| row(&summary.run_key, r))
-            .map_err(|e| SourceError::read(&what, e))
+        trial_rows(&self.store, &summary).await.map_err(read(&what))
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {

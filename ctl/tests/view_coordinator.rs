@@ -350,8 +350,9 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .to_string();
-    // The coordinator aggregates compact rows from its database, `view --coordinator` whole
-    // records from gRPC: the same summary and causes.
+    // The coordinator aggregates compact rows from its database, `view --coordinator` the
+    // same rows streamed by `ListTrialRows`: the same summary, causes and trials (buckets,
+    // causes, attempts, durations, spend).
     let body = |text: String| -> serde_json::Value {
         serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
     };
@@ -366,6 +367,18 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
         assert_eq!(here[field], there[field], "{field}: {here} vs {there}");
     }
     assert_eq!(here["summary"]["total"]["counts"]["succeeded"], 1, "{here}");
+    let rows_here = body(
+        request(
+            http,
+            "GET",
+            &format!("/api/runs/{key}/trials"),
+            Some(VIEWER),
+        )
+        .1,
+    );
+    let rows_there = body(request(addr, "GET", &format!("/api/runs/{key}/trials"), None).1);
+    assert_eq!(rows_here["total"], 2, "{rows_here}");
+    assert_eq!(rows_here, rows_there, "the trial rows differ");
     let profile = tmp.path().join("chromium-2");
     let dom = chromium::dump_dom(&bin, &profile, &format!("{url}runs/{key}"));
     assert!(dom.contains("2 / 2 trials"), "{dom}");
@@ -459,6 +472,37 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
         String::from_utf8_lossy(&o.stderr).contains("operator"),
         "{o:?}"
     );
+    // The compact trial rows of `view --coordinator` (`ListTrialRows`): a viewer token reads
+    // them (none is done yet), a worker token or none is refused.
+    let rows = |token: Option<&str>| -> Result<usize, tonic::Code> {
+        coord.rt.block_on(async {
+            let channel = tonic::transport::Endpoint::from_shared(coord.grpc())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut c = akbench_proto::control_client::ControlClient::new(channel);
+            let mut req =
+                tonic::Request::new(akbench_proto::v1::ListTrialRowsRequest { run: key.clone() });
+            if let Some(t) = token {
+                req.metadata_mut()
+                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            let mut stream = c
+                .list_trial_rows(req)
+                .await
+                .map_err(|s| s.code())?
+                .into_inner();
+            let mut n = 0;
+            while let Some(b) = stream.message().await.map_err(|s| s.code())? {
+                n += b.rows.len();
+            }
+            Ok(n)
+        })
+    };
+    assert_eq!(rows(Some(VIEWER)), Ok(0));
+    assert_eq!(rows(Some(WORKER)), Err(tonic::Code::PermissionDenied));
+    assert_eq!(rows(None), Err(tonic::Code::Unauthenticated));
     // The run is as it was: running, both trials queued.
     let (_, text) = request(
         http,

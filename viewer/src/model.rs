@@ -89,6 +89,38 @@ impl TrialRow {
         }
     }
 
+    /// The row of a trial a coordinator reduced to its compact columns (its
+    /// `view_rows.sql`, also what the `ListTrialRows` RPC carries): the task is read from the
+    /// key, `ok` follows from the bucket (solved, graded and not solved, or no verdict, so the
+    /// summary counts what status counts) and the tokens are input + output. One definition
+    /// for the coordinator's HTTP viewer and `akbench view --coordinator`.
+    pub fn compact(c: CompactTrial) -> TrialRow {
+        TrialRow {
+            task: c.key.split('/').nth(1).unwrap_or("").to_string(),
+            ok: match c.bucket {
+                "succeeded" => Some(true),
+                "failed" => Some(false),
+                _ => None,
+            },
+            cost_usd: c.spend.cost_usd,
+            tokens: match (c.spend.input_tokens, c.spend.output_tokens) {
+                (None, None) => None,
+                (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+            },
+            run: c.run,
+            key: c.key,
+            agent: c.agent,
+            state: c.state,
+            score: c.score,
+            bucket: c.bucket,
+            cause: c.cause,
+            attempts: c.attempts,
+            spend: c.spend,
+            duration_ms: c.duration_ms,
+            file: PathBuf::new(),
+        }
+    }
+
     fn report_trial(&self) -> ReportTrial {
         ReportTrial {
             key: self.key.clone(),
@@ -106,6 +138,31 @@ impl TrialRow {
             },
         }
     }
+}
+
+/// A done trial as a coordinator stores it, reduced to what [`TrialRow::compact`] needs.
+#[derive(Debug, Clone)]
+pub struct CompactTrial {
+    /// Run key.
+    pub run: String,
+    /// Trial key (`<run>/<task>/<agent>/r<n>`).
+    pub key: String,
+    /// Agent name.
+    pub agent: String,
+    /// The accounting bucket the coordinator stored.
+    pub bucket: &'static str,
+    /// Terminal state of the last finished attempt.
+    pub state: State,
+    /// Why the last finished attempt ended where it did.
+    pub cause: Option<String>,
+    /// Finished attempts.
+    pub attempts: u32,
+    /// The score in the last attempt's accepted record.
+    pub score: Option<f64>,
+    /// What the trial spent, summed over its attempts.
+    pub spend: Spend,
+    /// Wall time from the first attempt's start to the last one's end, in milliseconds.
+    pub duration_ms: i64,
 }
 
 /// The bucket named `name` (`succeeded`, `agent_failed`, ...), when there is one.

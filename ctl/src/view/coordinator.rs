@@ -1,14 +1,17 @@
 //! `akbench view --coordinator URL`: the coordinator's gRPC `Control` API (with the token and
 //! TLS of every remote command) as a viewer [`Backend`]: runs from `ListRuns`, live status
-//! from `GetStatus`, records from `FetchRecords` (whole records: the run page of a big run is
-//! slower here than on the coordinator's own HTTP listener, which reads compact rows). Artifacts (logs, diffs) live in the
-//! workers' artifact store; `--artifacts DIR` points at it when it is a folder.
+//! from `GetStatus`, the run page's compact trial rows from `ListTrialRows` (the rows the
+//! coordinator's own HTTP listener aggregates, never whole records) and one trial's record
+//! from `FetchRecords`. Artifacts (logs, diffs) live in the workers' artifact store;
+//! `--artifacts DIR` points at it when it is a folder.
 
 use crate::remote::{state_name, Client};
+use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
+use akbench_core::spend::Spend;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
-use akbench_viewer::model::TrialRow;
+use akbench_viewer::model::{bucket_named, CompactTrial, TrialRow};
 use akbench_viewer::source::{
     artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
 };
@@ -31,6 +34,37 @@ pub struct GrpcBackend {
 
 fn at(unix_ms: i64) -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp_millis(unix_ms).unwrap_or_default()
+}
+
+/// A `ListTrialRows` row as the viewer's trial row ([`TrialRow::compact`], as the
+/// coordinator's own viewer builds it; the run key is the trial key's first part); an unknown
+/// bucket or terminal state is an error.
+pub fn trial_row(r: pb::TrialRow) -> Result<TrialRow, String> {
+    let bucket = bucket_named(&r.bucket)
+        .ok_or_else(|| format!("trial `{}` has an unknown bucket `{}`", r.key, r.bucket))?;
+    let state = State::parse(&r.terminal).ok_or_else(|| {
+        format!(
+            "trial `{}` has an unknown terminal state `{}`",
+            r.key, r.terminal
+        )
+    })?;
+    Ok(TrialRow::compact(CompactTrial {
+        run: run_of_trial(&r.key).to_string(),
+        bucket,
+        state,
+        cause: r.cause,
+        attempts: r.attempts,
+        score: r.score,
+        spend: Spend {
+            input_tokens: r.input_tokens,
+            cached_input_tokens: r.cached_input_tokens,
+            output_tokens: r.output_tokens,
+            cost_usd: r.cost_usd,
+        },
+        duration_ms: r.duration_ms,
+        key: r.key,
+        agent: r.agent,
+    }))
 }
 
 /// A gRPC status as the viewer's live status.
@@ -163,13 +197,28 @@ impl Backend for GrpcBackend {
     }
 
     async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
-        // The gRPC API has whole records only: each is fetched and reduced to its row.
-        Ok(self
-            .fetch(run, Vec::new())
-            .await?
-            .iter()
-            .map(|r| TrialRow::of(r, PathBuf::new()))
-            .collect())
+        let what = format!("the trials of run `{run}`");
+        let mut c = self.client.inner.clone();
+        let mut stream = match c
+            .list_trial_rows(self.client.request(pb::ListTrialRowsRequest {
+                run: run.to_string(),
+            }))
+            .await
+        {
+            Ok(r) => r.into_inner(),
+            Err(s) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => {
+                return Ok(Vec::new())
+            }
+            Err(s) => return Err(self.read_error(&what, s)),
+        };
+        let mut out = Vec::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|s| self.read_error(&what, s))?;
+            for r in batch.rows {
+                out.push(trial_row(r).map_err(|e| SourceError::read(&what, e))?);
+            }
+        }
+        Ok(out)
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {
