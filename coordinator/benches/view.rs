@@ -5,7 +5,9 @@
 //! database and aggregated: the coordinator-backed path), warm (the aggregate cached while the finished
 //! count stands), the run's progress (what each server-sent event carries), a page of the
 //! trial table and one trial page. Time to the end of the body; median of 20 fresh
-//! connections, the cold page once.
+//! connections, the cold page once. Then what `akbench view --coordinator` reads for the run
+//! page over gRPC: the compact rows (`ListTrialRows`) against every whole record
+//! (`FetchRecords`), once each.
 //!
 //! Run: `cargo bench -p akbench-coordinator --bench view` (needs the PostgreSQL binaries).
 
@@ -192,4 +194,39 @@ async fn main() {
             .unwrap();
         println!("{name}: median {p50:?}, max {max:?}, {bytes} bytes");
     }
+
+    // What `akbench view --coordinator` reads for the same run page over gRPC: the compact
+    // rows (`ListTrialRows`, what it reads now) against every whole record (`FetchRecords`,
+    // what it read before), in one run.
+    let t = Instant::now();
+    let mut stream = client
+        .list_trial_rows(pb::ListTrialRowsRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut rows = 0;
+    while let Some(b) = stream.message().await.unwrap() {
+        rows += b.rows.len();
+    }
+    let compact = t.elapsed();
+    assert_eq!(rows, 100_000);
+    let t = Instant::now();
+    let mut stream = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: key.clone(),
+            trials: Vec::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut records = 0;
+    while stream.message().await.unwrap().is_some() {
+        records += 1;
+    }
+    let whole = t.elapsed();
+    assert_eq!(records, 100_000);
+    println!(
+        "gRPC: ListTrialRows (100,000 compact rows) {compact:?}, FetchRecords (100,000 whole records) {whole:?}, ratio {:.1}x",
+        whole.as_secs_f64() / compact.as_secs_f64()
+    );
 }
