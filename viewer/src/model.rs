@@ -419,6 +419,49 @@ pub struct Refused {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_compact_trial_reads_its_task_verdict_and_tokens() {
+        // (bucket, input, output) -> (ok, tokens)
+        let cases: [(
+            &'static str,
+            Option<u64>,
+            Option<u64>,
+            Option<bool>,
+            Option<u64>,
+        ); 5] = [
+            ("succeeded", Some(10), Some(5), Some(true), Some(15)),
+            ("failed", None, Some(7), Some(false), Some(7)),
+            ("agent_failed", Some(3), None, None, Some(3)),
+            ("infrastructure_error", None, None, None, None),
+            ("not_graded", Some(0), Some(0), None, Some(0)),
+        ];
+        for (bucket, input, output, ok, tokens) in cases {
+            let r = TrialRow::compact(CompactTrial {
+                run: "e-20260101-abcd".into(),
+                key: "e-20260101-abcd/task-7/oracle/r2".into(),
+                agent: "oracle".into(),
+                bucket: bucket_named(bucket).unwrap(),
+                state: State::Completed,
+                cause: Some("why".into()),
+                attempts: 2,
+                score: Some(0.5),
+                spend: Spend {
+                    input_tokens: input,
+                    cached_input_tokens: Some(99),
+                    output_tokens: output,
+                    cost_usd: Some(0.25),
+                },
+                duration_ms: 1234,
+            });
+            assert_eq!(r.task, "task-7", "{bucket}");
+            assert_eq!(r.ok, ok, "{bucket}");
+            assert_eq!(r.tokens, tokens, "{bucket}");
+            assert_eq!(r.cost_usd, Some(0.25), "{bucket}");
+            assert_eq!((r.attempts, r.duration_ms), (2, 1234), "{bucket}");
+            assert_eq!(r.bucket, bucket);
+        }
+    }
+
     fn row(
         task: &str,
         agent: &str,
