@@ -422,14 +422,14 @@ mod tests {
     #[test]
     fn a_compact_trial_reads_its_task_verdict_and_tokens() {
         // (bucket, input, output) -> (ok, tokens)
-        let cases: [(
-            &'static str,
-            Option<u64>,
-            Option<u64>,
-            Option<bool>,
-            Option<u64>,
-        ); 5] = [
-            ("succeeded", Some(10), Some(5), Some(true), Some(15)),
+        let cases = [
+            (
+                "succeeded",
+                Some(10u64),
+                Some(5u64),
+                Some(true),
+                Some(15u64),
+            ),
             ("failed", None, Some(7), Some(false), Some(7)),
             ("agent_failed", Some(3), None, None, Some(3)),
             ("infrastructure_error", None, None, None, None),
