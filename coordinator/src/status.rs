@@ -259,7 +259,7 @@ fn budget_line<S: serde::Serializer>(
 /// the life of the process: the budget's spend query (which scans the run's attempts) runs
 /// only for the runs that have one.
 async fn has_budget(
-    client: &tokio_postgres::Client,
+    client: &tokio_postgres::Transaction<'_>,
     id: Uuid,
 ) -> Result<bool, tokio_postgres::Error> {
     static KNOWN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Uuid, bool>>> =
@@ -303,10 +303,20 @@ pub async fn run_status(
     run: &str,
     options: StatusOptions,
 ) -> Result<RunStatus, ControlError> {
-    let client = store.client().await.map_err(ControlError::store(ACTION))?;
+    let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
+    let mut conn = store.client().await.map_err(ControlError::store(ACTION))?;
+    // Every query of the projection reads one snapshot: the run's state, its counters and
+    // its attempts are never from different moments (a run seen `planned` with the items its
+    // start created a moment later, or `running` with a partial queue).
+    let client = conn
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(db)?;
     let summary = find_run_with(&client, run).await?;
     let id = summary.run_id;
-    let db = |e: tokio_postgres::Error| ControlError::store(ACTION)(e.into());
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
     let (counts, phases, clock, paused, failures) = tokio::try_join!(
