@@ -59,7 +59,12 @@ fn sweep(tmp: &Path, dir: &str, manifest: &str, local: bool) -> (i32, Value, Str
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
-    let r = sweep_json::sweep(&base, &m, &agents, local, None);
+    // The agent solves by a counter shared by its runs, so candidates must run one at a time
+    // in plan order: `max_trials: 1` caps them, and one embedded worker keeps the order (two
+    // workers' claims skip rows the other holds locked, so plan order is best effort there;
+    // CI saw r2/c3 run before r2/c1).
+    let extra: &[&str] = if local { &[] } else { &["--workers", "1"] };
+    let r = sweep_json::sweep_with(&base, &m, &agents, local, None, extra);
     (r.code, r.json, r.stderr)
 }
 

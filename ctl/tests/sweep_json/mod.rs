@@ -22,6 +22,7 @@ pub struct Swept {
 
 /// Runs `manifest` with the example tasks and the agents of `agents`, writing runs, out and
 /// cache under `dir`; `plan_time` fixes the planning instant (`AKBENCH_PLAN_TIME`).
+#[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn sweep(
     dir: &Path,
     manifest: &Path,
@@ -29,8 +30,21 @@ pub fn sweep(
     local: bool,
     plan_time: Option<&str>,
 ) -> Swept {
+    sweep_with(dir, manifest, agents, local, plan_time, &[])
+}
+
+/// [`sweep`] with `extra` arguments after the manifest (e.g. `--workers 1`).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn sweep_with(
+    dir: &Path,
+    manifest: &Path,
+    agents: &Path,
+    local: bool,
+    plan_time: Option<&str>,
+    extra: &[&str],
+) -> Swept {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
-    cmd.arg("sweep").arg(manifest);
+    cmd.arg("sweep").arg(manifest).args(extra);
     if let Some(t) = plan_time {
         cmd.env("AKBENCH_PLAN_TIME", t);
     }
