@@ -98,12 +98,7 @@ pub fn git_at(git_dir: &Path, work_tree: Option<&Path>) -> Command {
 
 /// Runs a prepared git command; returns its stdout on success.
 pub fn run(mut cmd: Command) -> Result<Vec<u8>, GitError> {
-    let args = cmd
-        .get_args()
-        .skip(HARDENING.len())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let args = args_of(&cmd);
     let out: Output = cmd.output().map_err(|e| GitError {
         args: args.clone(),
         detail: format!("cannot start git: {e}"),
@@ -135,12 +130,7 @@ pub enum Capped {
 /// diff of gigabytes is never held in memory); a failure of git under the cap is an error.
 pub fn run_capped(mut cmd: Command, cap: u64) -> Result<Capped, GitError> {
     use std::io::Read;
-    let args = cmd
-        .get_args()
-        .skip(HARDENING.len())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let args = args_of(&cmd);
     let fail = |detail: String| GitError {
         args: args.clone(),
         detail,
@@ -206,12 +196,7 @@ pub fn run_text(cmd: Command) -> Result<String, GitError> {
 
 /// Runs a prepared git command with `input` on its stdin and its stdout sent to `stdout`.
 pub fn run_with_input(mut cmd: Command, input: &[u8], stdout: Stdio) -> Result<Vec<u8>, GitError> {
-    let args = cmd
-        .get_args()
-        .skip(HARDENING.len())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let args = args_of(&cmd);
     let fail = |detail: String| GitError {
         args: args.clone(),
         detail,
@@ -237,6 +222,15 @@ pub fn run_with_input(mut cmd: Command, input: &[u8], stdout: Stdio) -> Result<V
             String::from_utf8_lossy(&out.stderr).trim().to_string(),
         ))
     }
+}
+
+/// The git arguments of `cmd` after the hardening options, for error messages.
+fn args_of(cmd: &Command) -> String {
+    cmd.get_args()
+        .skip(HARDENING.len())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
