@@ -265,6 +265,7 @@ async fn explain(url: &str, run: &str) {
         let text = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}")
             .replace("$1::uuid[]", &format!("ARRAY['{id}']::uuid[]"))
             .replace("$1", &format!("'{id}'::uuid"))
+            .replace("$2::uuid[]", "ARRAY[]::uuid[]")
             .replace("$2", "300")
             .replace("$3", "60");
         for row in client.query(&text, &[]).await.unwrap() {

@@ -6,8 +6,10 @@
 //!
 //! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
 //! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
-//! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements of the
-//! throughput phase by total time.
+//! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements and the
+//! trigger functions of the throughput phase by total time, and explains statements slower
+//! than `AKBENCH_BENCH_EXPLAIN_MS` (30) in the server log, a fraction
+//! `AKBENCH_BENCH_EXPLAIN_RATE` (1) of them.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -217,6 +219,20 @@ async fn print_statements(store: &Store) {
             (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
         println!("{calls:>7} {plan:>9.0} {exec:>9.0} {n:>8}  {q}");
     }
+    let rows = c
+        .query(
+            "SELECT calls, total_time, self_time, funcname FROM pg_stat_user_functions
+             ORDER BY total_time DESC LIMIT 10",
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("trigger and SQL functions by total time (ms): calls, total, self, function");
+    for r in rows {
+        let (calls, total, own, f): (i64, f64, f64, String) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        println!("{calls:>7} {total:>9.0} {own:>9.0}  {f}");
+    }
 }
 
 fn pgbench(cluster: &PrivateCluster, db: &str, seconds: usize) -> Option<f64> {
@@ -279,6 +295,10 @@ async fn main() {
     let pg_seconds = env("PGBENCH_SECONDS", 10);
 
     let stats = std::env::var_os("AKBENCH_BENCH_STATS").is_some();
+    // With stats: statements slower than this are explained in the server log (a sample).
+    let explain_ms = env("AKBENCH_BENCH_EXPLAIN_MS", 30);
+    let explain_rate =
+        std::env::var("AKBENCH_BENCH_EXPLAIN_RATE").unwrap_or_else(|_| "1".to_string());
     let settings = if stats {
         vec![
             (
@@ -286,8 +306,11 @@ async fn main() {
                 "pg_stat_statements".into(),
             ),
             ("pg_stat_statements.track_planning".into(), "on".into()),
+            ("track_functions".into(), "pl".into()),
             ("session_preload_libraries".into(), "auto_explain".into()),
-            ("auto_explain.log_min_duration".into(), "30ms".into()),
+            ("auto_explain.log_min_duration".into(), format!("{explain_ms}ms")),
+            ("auto_explain.log_triggers".into(), "on".into()),
+            ("auto_explain.sample_rate".into(), explain_rate.clone()),
             ("auto_explain.log_analyze".into(), "on".into()),
             ("auto_explain.log_nested_statements".into(), "on".into()),
             ("log_lock_waits".into(), "on".into()),
@@ -304,6 +327,11 @@ async fn main() {
     let url = cluster.create_database("bench").await.expect("database");
     let store = Store::connect(&url).await.expect("connects");
     store.migrate().await.expect("migrates");
+    if let Ok(sql) = std::env::var("AKBENCH_BENCH_SQL") {
+        // An experiment: SQL run once after the migrations (e.g. drop a trigger to see
+        // what it costs).
+        store.client().await.unwrap().batch_execute(&sql).await.unwrap();
+    }
     if stats {
         let c = store.client().await.unwrap();
         c.batch_execute("CREATE EXTENSION pg_stat_statements")
@@ -374,7 +402,7 @@ async fn main() {
     let base = progress.finished.load(Ordering::Relaxed);
     if stats {
         let c = store.client().await.unwrap();
-        c.batch_execute("SELECT pg_stat_statements_reset()")
+        c.batch_execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")
             .await
             .unwrap();
     }

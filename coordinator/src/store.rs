@@ -136,6 +136,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "run_counts",
         sql: include_str!("../migrations/0015_run_counts.sql"),
     },
+    Migration {
+        version: 16,
+        name: "set_based_spend",
+        sql: include_str!("../migrations/0016_set_based_spend.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -31,4 +31,4 @@ FROM (
 -- index `work_items_leased`, whose stale estimate of one row made generic plans scan every
 -- leased item per settle instead of looking the settled ones up by key.
 WHERE w.trial_id = s.trial_id AND w.state COLLATE "C" = 'leased'
-RETURNING w.trial_id, w.state, w.run_id, w.outcome
+RETURNING w.trial_id, w.state, w.run_id, w.outcome, w.provider_route

@@ -13,15 +13,19 @@ use crate::store::{StoreError, Tx};
 
 const BUDGET_SPEND_SQL: &str = include_str!("../../sql/scheduler/budget_spend.sql");
 const BUDGET_CANCEL_SQL: &str = include_str!("../../sql/scheduler/budget_cancel.sql");
-const RUNS_OF_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/runs_of_attempts.sql");
 
-/// Reads the cap and the spend of those of `runs` that have a budget.
+/// Reads the cap and the spend of those of `runs` and of the runs of `attempts` that have
+/// a budget.
 async fn spend_of(
     client: &impl GenericClient,
     runs: &[Uuid],
+    attempts: &[Uuid],
 ) -> Result<Vec<(Uuid, Budget, Spent)>, StoreError> {
     let rows = client
-        .query(&client.prepare_cached(BUDGET_SPEND_SQL).await?, &[&runs])
+        .query(
+            &client.prepare_cached(BUDGET_SPEND_SQL).await?,
+            &[&runs, &attempts],
+        )
         .await?;
     rows.iter()
         .map(|row| {
@@ -49,7 +53,7 @@ pub async fn budget_status(
     client: &impl GenericClient,
     run: Uuid,
 ) -> Result<Option<BudgetStatus>, StoreError> {
-    Ok(spend_of(client, &[run])
+    Ok(spend_of(client, &[run], &[])
         .await?
         .into_iter()
         .next()
@@ -58,17 +62,7 @@ pub async fn budget_status(
 
 /// Cancels the ready items of the runs (of `attempts`) whose budget is spent.
 pub(super) async fn enforce(tx: &Tx<'_>, attempts: &[Uuid]) -> Result<(), StoreError> {
-    let runs: Vec<Uuid> = tx
-        .query(
-            &tx.prepare_cached(RUNS_OF_ATTEMPTS_SQL).await?,
-            &[&attempts],
-        )
-        .await?
-        .iter()
-        .map(|r| col(r, "run_id"))
-        .collect::<Result<_, RowError>>()
-        .map_err(|e| e.in_query("runs_of_attempts.sql"))?;
-    let spent_runs: Vec<Uuid> = spend_of(tx, &runs)
+    let spent_runs: Vec<Uuid> = spend_of(tx, &[], attempts)
         .await?
         .into_iter()
         .filter(|(_, b, s)| verdict(Some(b), s).is_some())

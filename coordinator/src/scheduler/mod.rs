@@ -338,7 +338,8 @@ const KEYED_PLANS_SQL: &str = include_str!("../../sql/scheduler/keyed_plans.sql"
 /// Starts a scheduler transaction: its statements are planned as keyed lookups
 /// (`keyed_plans.sql`), which makes their prepared, cached plans safe to keep.
 async fn keyed_plans(tx: &crate::store::Tx<'_>) -> Result<(), crate::store::StoreError> {
-    tx.batch_execute(KEYED_PLANS_SQL).await?;
+    tx.query_one(&tx.prepare_cached(KEYED_PLANS_SQL).await?, &[])
+        .await?;
     Ok(())
 }
 

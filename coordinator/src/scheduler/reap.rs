@@ -125,9 +125,9 @@ impl Scheduler {
                             attempt_id: *id,
                             trial_id: *trial,
                             worker_id,
-                            disposition: match settled.get(trial) {
+                            disposition: match settled.get(trial).map(|s| s.outcome) {
                                 Some(None) => Disposition::Requeued,
-                                Some(Some(outcome)) => Disposition::Done(*outcome),
+                                Some(Some(outcome)) => Disposition::Done(outcome),
                                 None => Disposition::Done(State::InfrastructureError),
                             },
                         })

@@ -523,11 +523,11 @@ async fn apply(
                     .unwrap_or("")
             })
             .collect();
-        super::routes::note_finished(tx, &trials, &terminals, &causes).await?;
+        super::routes::note_finished(tx, &trials, &terminals, &causes, &settled).await?;
         for (i, _, trial, terminal) in &finishing {
-            let d = match settled.get(trial) {
+            let d = match settled.get(trial).map(|s| s.outcome) {
                 Some(None) => Disposition::Requeued,
-                Some(Some(outcome)) => Disposition::Done(*outcome),
+                Some(Some(outcome)) => Disposition::Done(outcome),
                 None => Disposition::Done(*terminal),
             };
             if let Some(slot) = out.iter_mut().find(|(j, _)| j == i) {
@@ -562,13 +562,20 @@ async fn apply(
     Ok(out)
 }
 
-/// Settles finished trials; returns trial -> re-queued.
+/// A trial [`settle`] decided: its outcome (`None`: re-queued) and its provider route.
+pub(super) struct Settled {
+    pub(super) outcome: Option<State>,
+    pub(super) route: Option<String>,
+}
+
+/// Settles finished trials; returns what was decided per trial (trials whose item was not
+/// leased are left out).
 pub(super) async fn settle(
     tx: &Tx<'_>,
     trials: &[Uuid],
     states: &[&str],
     retry: &super::RetryPolicy,
-) -> Result<HashMap<Uuid, Option<State>>, StoreError> {
+) -> Result<HashMap<Uuid, Settled>, StoreError> {
     let factors = retry.factors(trials.len());
     let schedule = retry.backoff.schedule_ms();
     let rows = tx
@@ -580,7 +587,11 @@ pub(super) async fn settle(
     let settled = rows::all("settle_items.sql", &rows, |r| {
         let trial: Uuid = col(r, "trial_id")?;
         let run: Uuid = col(r, "run_id")?;
-        Ok((trial, run, parsed_opt(r, "outcome", State::parse)?))
+        let settled = Settled {
+            outcome: parsed_opt(r, "outcome", State::parse)?,
+            route: col(r, "provider_route")?,
+        };
+        Ok((trial, run, settled))
     })?;
     let mut runs: Vec<Uuid> = settled.iter().map(|(_, run, _)| *run).collect();
     runs.sort();
@@ -588,7 +599,7 @@ pub(super) async fn settle(
     finish_runs(tx, &runs).await?;
     Ok(settled
         .into_iter()
-        .map(|(trial, _, outcome)| (trial, outcome))
+        .map(|(trial, _, settled)| (trial, settled))
         .collect())
 }
 

@@ -10,7 +10,9 @@ use crate::store::{StoreError, Tx};
 use akbench_core::lifecycle::State;
 use akbench_core::route_pause::{self, RoutePolicy, RouteState};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use super::report::Settled;
 use uuid::Uuid;
 
 const ROUTES_OF_TRIALS_SQL: &str = include_str!("../../sql/routes/routes_of_trials.sql");
@@ -19,24 +21,41 @@ const LOCK_ROUTES_SQL: &str = include_str!("../../sql/routes/lock_routes.sql");
 const UPDATE_ROUTE_SQL: &str = include_str!("../../sql/routes/update_route.sql");
 
 /// Updates the routes of the trials whose attempts just ended (`terminal` and `cause` per
-/// trial, in order).
+/// trial, in order). The routes of the trials `settle` decided come with them; only the
+/// others (an item no longer leased) are looked up.
 pub(super) async fn note_finished(
     tx: &Tx<'_>,
     trials: &[Uuid],
     terminal: &[State],
     causes: &[&str],
+    settled: &HashMap<Uuid, Settled>,
 ) -> Result<(), StoreError> {
-    let rows = tx
-        .query(&tx.prepare_cached(ROUTES_OF_TRIALS_SQL).await?, &[&trials])
-        .await?;
-    if rows.is_empty() {
+    let mut route_of: BTreeMap<Uuid, String> = BTreeMap::new();
+    let mut unsettled: Vec<Uuid> = Vec::new();
+    for trial in trials {
+        match settled.get(trial) {
+            Some(s) => {
+                if let Some(route) = &s.route {
+                    route_of.insert(*trial, route.clone());
+                }
+            }
+            None => unsettled.push(*trial),
+        }
+    }
+    if !unsettled.is_empty() {
+        let rows = tx
+            .query(&tx.prepare_cached(ROUTES_OF_TRIALS_SQL).await?, &[&unsettled])
+            .await?;
+        for r in &rows {
+            let pair: Result<(Uuid, String), RowError> =
+                (|| Ok((col(r, "trial_id")?, col(r, "provider_route")?)))();
+            let (trial, route) = pair.map_err(|e| e.in_query("routes_of_trials.sql"))?;
+            route_of.insert(trial, route);
+        }
+    }
+    if route_of.is_empty() {
         return Ok(());
     }
-    let route_of: BTreeMap<Uuid, String> = rows
-        .iter()
-        .map(|r| Ok((col(r, "trial_id")?, col(r, "provider_route")?)))
-        .collect::<Result<_, RowError>>()
-        .map_err(|e| e.in_query("routes_of_trials.sql"))?;
     let mut routes: Vec<String> = route_of.values().cloned().collect();
     routes.sort();
     routes.dedup();
