@@ -308,7 +308,10 @@ async fn main() {
             ("pg_stat_statements.track_planning".into(), "on".into()),
             ("track_functions".into(), "pl".into()),
             ("session_preload_libraries".into(), "auto_explain".into()),
-            ("auto_explain.log_min_duration".into(), format!("{explain_ms}ms")),
+            (
+                "auto_explain.log_min_duration".into(),
+                format!("{explain_ms}ms"),
+            ),
             ("auto_explain.log_triggers".into(), "on".into()),
             ("auto_explain.sample_rate".into(), explain_rate.clone()),
             ("auto_explain.log_analyze".into(), "on".into()),
@@ -330,7 +333,13 @@ async fn main() {
     if let Ok(sql) = std::env::var("AKBENCH_BENCH_SQL") {
         // An experiment: SQL run once after the migrations (e.g. drop a trigger to see
         // what it costs).
-        store.client().await.unwrap().batch_execute(&sql).await.unwrap();
+        store
+            .client()
+            .await
+            .unwrap()
+            .batch_execute(&sql)
+            .await
+            .unwrap();
     }
     if stats {
         let c = store.client().await.unwrap();

@@ -44,7 +44,10 @@ pub(super) async fn note_finished(
     }
     if !unsettled.is_empty() {
         let rows = tx
-            .query(&tx.prepare_cached(ROUTES_OF_TRIALS_SQL).await?, &[&unsettled])
+            .query(
+                &tx.prepare_cached(ROUTES_OF_TRIALS_SQL).await?,
+                &[&unsettled],
+            )
             .await?;
         for r in &rows {
             let pair: Result<(Uuid, String), RowError> =
