@@ -141,6 +141,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "set_based_spend",
         sql: include_str!("../migrations/0016_set_based_spend.sql"),
     },
+    Migration {
+        version: 17,
+        name: "statement_counts",
+        sql: include_str!("../migrations/0017_statement_counts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
