@@ -138,13 +138,8 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 16,
-        name: "set_based_spend",
-        sql: include_str!("../migrations/0016_set_based_spend.sql"),
-    },
-    Migration {
-        version: 17,
-        name: "statement_counts",
-        sql: include_str!("../migrations/0017_statement_counts.sql"),
+        name: "dispatch_triggers",
+        sql: include_str!("../migrations/0016_dispatch_triggers.sql"),
     },
 ];
 
