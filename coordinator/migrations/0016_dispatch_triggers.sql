@@ -7,7 +7,8 @@
 --   instead of a row-level one per item entering or leaving done / cancelled (8 PL/pgSQL
 --   calls per batch, each inserting one delta). Rows that leave and enter the same key cancel
 --   out (their sum is 0 and no delta is written), so the totals are those of 0015's trigger.
--- - A stored batch of records runs one trigger instead of two (0005's bucket, 0015's spend):
+-- - A stored batch of records runs one trigger instead of two (0005's bucket, 0015's spend)
+--   and the row-level foreign-key check of each record:
 --   - the bucket of a done trial whose record arrives later is set by one UPDATE, run only
 --     when such a trial exists (on the dispatch path the records come before the settle, so
 --     it never runs), instead of one UPDATE per record (0006's loop). 0006 looped because a
@@ -19,6 +20,11 @@
 --     accepted record outside it; `n_cost` trials with a record reporting a cost that had no
 --     such record outside it; the sums of the statement's records (NULL where none reported
 --     the value).
+-- - A record's attempt is checked once per stored batch, by the trigger above, instead of
+--   once per record by the row-level RI trigger, as 0008 did for transitions: the same
+--   SQLSTATE 23503 naming the same constraint, and the same guarantee, because records are
+--   only inserted (migration 0015 refuses UPDATE, DELETE and TRUNCATE) and attempts are never
+--   deleted (migration 0008).
 -- - Leases lose their two foreign keys (16 referential checks per claim of 8): a lease is
 --   created only with its attempt, in the same statement, for the attempt's own worker
 --   (`sql/scheduler/claim_create.sql`), attempts are never deleted (migration 0008), and
@@ -56,7 +62,19 @@ DROP FUNCTION akbench_run_counts_spend();
 
 CREATE FUNCTION akbench_submissions_inserted() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    missing uuid;
 BEGIN
+    SELECT n.attempt_id INTO missing
+    FROM inserted n
+    WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.attempt_id = n.attempt_id)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "submissions" violates foreign key constraint "submissions_attempt_id_fkey"'
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'submissions_attempt_id_fkey',
+                  TABLE = 'submissions', SCHEMA = TG_TABLE_SCHEMA,
+                  DETAIL = format('Key (attempt_id)=(%s) is not present in table "attempts".', missing);
+    END IF;
     IF EXISTS (
         SELECT 1
         FROM inserted n
@@ -112,3 +130,5 @@ CREATE TRIGGER submissions_inserted AFTER INSERT ON submissions
 ALTER TABLE leases
     DROP CONSTRAINT leases_attempt_id_fkey,
     DROP CONSTRAINT leases_worker_id_fkey;
+
+ALTER TABLE submissions DROP CONSTRAINT submissions_attempt_id_fkey;

@@ -342,3 +342,34 @@ async fn a_transition_needs_its_attempt_and_attempts_are_never_deleted() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_record_needs_its_attempt() {
+    let store = migrated().await;
+    let client = store.client().await.unwrap();
+    // Checked once per stored batch since 0016, with the same error as the foreign key; the
+    // batch stores nothing.
+    let err = StoreError::from(
+        client
+            .execute(
+                "INSERT INTO submissions (attempt_id, digest, record) \
+                 VALUES (gen_random_uuid(), 'sha256:' || repeat('0', 64), '{}'), \
+                        (gen_random_uuid(), 'sha256:' || repeat('1', 64), '{}')",
+                &[],
+            )
+            .await
+            .unwrap_err(),
+    );
+    match &err {
+        StoreError::ForeignKey { constraint, .. } => {
+            assert_eq!(constraint, "submissions_attempt_id_fkey")
+        }
+        other => panic!("expected ForeignKey, got {other:?}"),
+    }
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM submissions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}
