@@ -441,7 +441,8 @@ fn drive(
         readable: [launch.readable.clone(), git_ro].concat(),
         endpoints,
         disk_roots: vec![worktree.clone(), home.clone()],
-        scratch: work_root.join("runtime"),
+        // The attempt folder itself (the agent sees none of it but its worktree and home).
+        scratch: work_root.clone(),
     };
     let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
     {
