@@ -165,10 +165,6 @@ impl Workspace {
         apply_mutation: bool,
     ) -> Result<Workspace, WorkspaceError> {
         let baseline = cache.baseline(task, apply_mutation)?;
-        if let Some(parent) = root.parent() {
-            // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
-            crate::spread::spread_children(parent);
-        }
         std::fs::create_dir_all(root).map_err(io(root))?;
         let worktree = root.join("ws");
         let home = root.join("home");

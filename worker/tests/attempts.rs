@@ -85,6 +85,20 @@ fn an_agent_that_changes_nothing_completes_unsolved() {
     assert_eq!(w.tree_after_agent, w.tree_after_mutation);
     let diff = fs::read(c.root().join("out/noop/a1/agent.diff")).unwrap();
     assert!(diff.is_empty());
+    // The work root spreads attempt folders over block groups where the file system can.
+    let can = akbench_worker::spread::spread_children(&c.root().join("probe"));
+    match std::process::Command::new("lsattr")
+        .arg("-d")
+        .arg(c.root().join("cache/work"))
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let attrs = String::from_utf8_lossy(&o.stdout);
+            let attrs = attrs.split_whitespace().next().unwrap_or("").to_string();
+            assert_eq!(attrs.contains('T'), can, "{attrs}");
+        }
+        _ => println!("skipped: lsattr is not available to read the work root's flags"),
+    }
 }
 
 /// COLLECTING skips `write-tree` and `diff-tree` when the index's entries are the baseline's:

@@ -346,6 +346,8 @@ fn drive(
 
     // CREATING_WORKSPACE.
     r.advance(None);
+    // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
+    crate::spread::spread_children(&r.orch.work_root);
     let ws = match Workspace::create(&r.orch.cache, task, &work, req.options.apply_mutation) {
         Ok(w) => w,
         Err(e) => {
