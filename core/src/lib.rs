@@ -18,6 +18,7 @@ pub mod digest;
 pub mod dispatch;
 pub mod endpoint;
 pub mod evidence;
+pub mod git_index;
 pub mod grading;
 pub mod harbor;
 pub mod ids;

@@ -252,14 +252,30 @@ fn build(
 
 /// Copies a cached baseline repository to `dest` (file by file: the copy shares no inode
 /// with the cache, so nothing done to it reaches the cache or another attempt).
+///
+/// Only what git needs is copied: `HEAD`, `config`, `refs/` and the pack with its index.
+/// Empty folders other than `refs` (git makes `refs/heads`, `objects/info` when it needs
+/// them) and the pack's reverse index (`.rev`, which git computes when it is missing) are
+/// left out: every attempt makes and removes its copy, and each file or folder made costs
+/// the file system an inode.
 pub fn copy_repo(from: &Path, dest: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dest)?;
+    // git needs `refs` to exist to take the folder for a repository.
+    std::fs::create_dir_all(dest.join("refs"))?;
+    copy_files(from, dest)
+}
+
+/// Copies every file under `from` (but `.rev` files) to the same place under `dest`,
+/// making only the folders that hold one.
+fn copy_files(from: &Path, dest: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let to = dest.join(entry.file_name());
         if entry.file_type()?.is_dir() {
-            copy_repo(&entry.path(), &to)?;
+            copy_files(&entry.path(), &to)?;
+        } else if to.extension().is_some_and(|e| e == "rev") {
+            continue;
         } else {
+            std::fs::create_dir_all(dest)?;
             std::fs::copy(entry.path(), &to)?;
         }
     }

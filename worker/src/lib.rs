@@ -27,5 +27,6 @@ pub mod process;
 pub mod provenance;
 pub mod regrade;
 pub mod runtime;
+pub mod spread;
 pub mod trial;
 pub mod workspace;

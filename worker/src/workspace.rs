@@ -8,15 +8,21 @@
 //! mirror. Making one takes no lock and runs one git process.
 //!
 //! Fingerprints are git tree ids: `tree_after_mutation` at creation, `tree_after_agent` at
-//! COLLECTING. What the agent left is read by git on a private repository of the worker
-//! (its own config, its own objects, the baseline's objects borrowed read-only) with the
-//! worktree as its work tree: the agent's `.git` (config, hooks, filters, objects) is never
-//! read, and objects hashed from the agent's files land in the attempt folder, removed with
-//! it.
+//! COLLECTING. What the agent left is read by git with the worktree as its work tree, the
+//! cached baseline repository as its repository (read only: git reads its config and writes
+//! nothing there), the worker's own index of the attempt, and an object folder of the
+//! attempt's own for what git hashes (the baseline's objects borrowed read-only): the
+//! agent's `.git` (config, hooks, filters, objects) is never read, and objects hashed from
+//! the agent's files land in the attempt folder, removed with it.
+//!
+//! Collecting an unchanged worktree runs one git process (`add --all`): when the index's
+//! entries after it are the baseline's ([`akbench_core::git_index`]), the tree is the
+//! baseline's and the diff is empty, so `write-tree` and `diff-tree` are not run.
 
-use crate::baseline::{copy_repo, init_repo, Baseline, BaselineError};
+use crate::baseline::{copy_repo, Baseline, BaselineError};
 use crate::git::{git_at, run, run_capped, run_text, Capped, GitError};
 use crate::mirror::{MirrorCache, MirrorError};
+use akbench_core::git_index;
 use akbench_core::task::Task;
 use std::path::{Path, PathBuf};
 
@@ -97,6 +103,9 @@ pub struct Workspace {
     pub tree_after_mutation: String,
     /// Whether the mutation was applied.
     pub mutation_applied: bool,
+    /// [`akbench_core::git_index::entries_digest`] of the fresh checkout's index (the
+    /// baseline's entries), when readable: COLLECTING compares the index it updated with it.
+    base_entries: Option<[u8; 32]>,
 }
 
 /// What the agent left.
@@ -114,31 +123,36 @@ pub struct Collected {
     pub too_large: Option<u64>,
 }
 
-/// The worker's private repository in an attempt folder: reads a work tree with the
-/// baseline's objects borrowed, writes objects only inside `dir`.
+/// The worker's own git view of a work tree: the cached baseline repository as repository
+/// (read only), objects written to `objects` (a folder of the attempt), the baseline's
+/// objects borrowed read-only.
 struct Private {
-    dir: PathBuf,
+    objects: PathBuf,
+    repo: PathBuf,
+    borrowed: PathBuf,
 }
 
 impl Private {
-    fn create(dir: &Path, baseline: &Baseline) -> Result<Private, WorkspaceError> {
-        let _ = std::fs::remove_dir_all(dir);
-        init_repo(dir, "ref: refs/heads/main", "[core]\n\tbare = false\n")
-            .and_then(|()| {
-                let mut line = baseline.objects().into_os_string().into_encoded_bytes();
-                line.push(b'\n');
-                std::fs::write(dir.join("objects/info/alternates"), line)
-            })
-            .map_err(io(dir))?;
+    fn create(objects: &Path, baseline: &Baseline) -> Result<Private, WorkspaceError> {
+        let _ = std::fs::remove_dir_all(objects);
+        std::fs::create_dir(objects).map_err(io(objects))?;
         Ok(Private {
-            dir: dir.to_path_buf(),
+            objects: objects.to_path_buf(),
+            repo: baseline.repo.clone(),
+            borrowed: baseline.objects(),
         })
     }
 
     fn git(&self, worktree: &Path, index: &Path) -> std::process::Command {
-        let mut c = git_at(&self.dir, Some(worktree));
-        c.env("GIT_INDEX_FILE", index);
+        let mut c = git_at(&self.repo, Some(worktree));
+        c.env("GIT_INDEX_FILE", index)
+            .env("GIT_OBJECT_DIRECTORY", &self.objects)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &self.borrowed);
         c
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.objects);
     }
 }
 
@@ -164,6 +178,9 @@ impl Workspace {
         // only what changed, and the agent cannot touch it.
         let index = root.join("base.index");
         copy_index(&dot_git.join("index"), &index).map_err(io(&index))?;
+        let base_entries = std::fs::read(&index)
+            .ok()
+            .and_then(|b| git_index::entries_digest(&b, baseline.tree.len() / 2));
         Ok(Workspace {
             root: root.to_path_buf(),
             worktree,
@@ -173,28 +190,52 @@ impl Workspace {
             tree_after_mutation: baseline.tree.clone(),
             mutation_applied: apply_mutation && task.mutation.is_some(),
             baseline,
+            base_entries,
         })
     }
 
     /// Reads what the agent left: fingerprint and diff against the post-mutation tree,
-    /// new files included, through the worker's private repository and index. A diff of
+    /// new files included, through the worker's own index and object folder. A diff of
     /// more than `max_diff_bytes` is not kept (nor held in memory past the limit): the
     /// result says it was too large.
     pub fn collect(&self, max_diff_bytes: u64) -> Result<Collected, WorkspaceError> {
-        let private = Private::create(&self.root.join("collect.git"), &self.baseline)?;
-        let index = self.root.join("collect.index");
-        let seed = self.root.join("base.index");
-        let seeded = copy_index(&seed, &index).is_ok();
-        let after = if seeded {
-            fingerprint_in(&private, &self.worktree, None, &index)?
-        } else {
-            fingerprint_in(
-                &private,
-                &self.worktree,
-                Some(&self.tree_after_mutation),
-                &index,
-            )?
+        let private = Private::create(&self.root.join("objects"), &self.baseline)?;
+        let result = self.collect_with(&private, max_diff_bytes);
+        private.remove();
+        result
+    }
+
+    fn collect_with(
+        &self,
+        private: &Private,
+        max_diff_bytes: u64,
+    ) -> Result<Collected, WorkspaceError> {
+        // The index of the checkout, updated in place (it is the worker's, never the
+        // agent's); without it, one is made from the baseline's tree.
+        let index = self.root.join("base.index");
+        let seeded = index.is_file();
+        let base = (!seeded).then_some(self.tree_after_mutation.as_str());
+        add_all(private, &self.worktree, base, &index)?;
+        let unchanged = |after: &str| Collected {
+            tree_after_agent: after.to_string(),
+            diff: Vec::new(),
+            files_changed: 0,
+            too_large: None,
         };
+        let oid_len = self.tree_after_mutation.len() / 2;
+        if let (true, Some(base)) = (seeded, self.base_entries) {
+            let now = std::fs::read(&index).map_err(io(&index))?;
+            if git_index::entries_digest(&now, oid_len) == Some(base) {
+                // The baseline's entries: its tree, and nothing to diff.
+                return Ok(unchanged(&self.tree_after_mutation));
+            }
+        }
+        let mut c = private.git(&self.worktree, &index);
+        c.arg("write-tree");
+        let after = run_text(c)?;
+        if after == self.tree_after_mutation {
+            return Ok(unchanged(&after));
+        }
         let mut c = private.git(&self.worktree, &index);
         c.args([
             "diff-tree",
@@ -207,9 +248,8 @@ impl Workspace {
             &self.tree_after_mutation,
             &after,
         ]);
-        let capped = run_capped(c, max_diff_bytes);
-        let (diff, files_changed, too_large) = match capped {
-            Ok(Capped::Whole(diff)) => {
+        let (diff, files_changed, too_large) = match run_capped(c, max_diff_bytes)? {
+            Capped::Whole(diff) => {
                 // One "diff --git " header per file (no content line can start with it:
                 // content lines start with ' ', '+', '-', and binary lines with a base85
                 // length letter).
@@ -219,7 +259,7 @@ impl Workspace {
                     .count();
                 (diff, n, None)
             }
-            Ok(Capped::Over { read }) => {
+            Capped::Over { read } => {
                 // The files it touches, without their contents.
                 let mut c = private.git(&self.worktree, &index);
                 c.args([
@@ -237,12 +277,7 @@ impl Workspace {
                 });
                 (Vec::new(), n, Some(read))
             }
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&private.dir);
-                return Err(e.into());
-            }
         };
-        let _ = std::fs::remove_dir_all(&private.dir);
         Ok(Collected {
             tree_after_agent: after,
             diff,
@@ -254,12 +289,13 @@ impl Workspace {
     /// Applies a recorded agent diff on top of the post-mutation tree (rebuilding the agent's
     /// work on any host, any time later).
     pub fn apply_diff(&self, diff: &Path) -> Result<(), WorkspaceError> {
-        let private = Private::create(&self.root.join("apply.git"), &self.baseline)?;
+        let private = Private::create(&self.root.join("apply.objects"), &self.baseline)?;
         let mut c = private.git(&self.worktree, &self.root.join("apply.index"));
         c.args(["apply", "--binary", "--whitespace=nowarn", "--"])
             .arg(diff);
         let result = run(c);
-        let _ = std::fs::remove_dir_all(&private.dir);
+        private.remove();
+        let _ = std::fs::remove_file(self.root.join("apply.index"));
         result?;
         Ok(())
     }
@@ -330,15 +366,14 @@ fn make_writable(root: &Path) {
     }
 }
 
-/// The tree id of a work tree's files as they are (tracked and untracked, ignored files
-/// excluded): `git add --all` into `index` (seeded with `base_tree` when given, else used as
-/// it is), then `git write-tree`, on the worker's private repository.
-fn fingerprint_in(
+/// `git add --all` of a work tree's files as they are (tracked and untracked, ignored files
+/// excluded) into `index` (first made from `base_tree` when given, else used as it is).
+fn add_all(
     private: &Private,
     worktree: &Path,
     base_tree: Option<&str>,
     index: &Path,
-) -> Result<String, GitError> {
+) -> Result<(), GitError> {
     if let Some(tree) = base_tree {
         let _ = std::fs::remove_file(index);
         let mut c = private.git(worktree, index);
@@ -348,9 +383,7 @@ fn fingerprint_in(
     let mut c = private.git(worktree, index);
     c.args(["add", "--all", "--", "."]);
     run(c)?;
-    let mut c = private.git(worktree, index);
-    c.arg("write-tree");
-    run_text(c)
+    Ok(())
 }
 
 /// The tree id of a work tree as it is (see [`Workspace::collect`]), read through a private
@@ -361,10 +394,14 @@ pub fn fingerprint(
     baseline: &Baseline,
     scratch: &Path,
 ) -> Result<String, WorkspaceError> {
-    let private = Private::create(&scratch.join("fp.git"), baseline)?;
+    let private = Private::create(&scratch.join("fp.objects"), baseline)?;
     let index = scratch.join("fp.index");
-    let result = fingerprint_in(&private, worktree, Some(&baseline.tree), &index);
-    let _ = std::fs::remove_dir_all(&private.dir);
+    let result = add_all(&private, worktree, Some(&baseline.tree), &index).and_then(|()| {
+        let mut c = private.git(worktree, &index);
+        c.arg("write-tree");
+        run_text(c)
+    });
+    private.remove();
     let _ = std::fs::remove_file(&index);
     Ok(result?)
 }

@@ -80,6 +80,97 @@ fn an_agent_that_changes_nothing_completes_unsolved() {
     assert_eq!(g.tests[0].outcome, TestOutcome::Failed);
     assert_eq!(g.tests[0].message.as_deref(), Some("wrong answer"));
     assert_eq!(rec.attempts[0].workspace.files_changed, Some(0));
+    // Nothing changed: the fingerprint is the baseline's tree and the diff is empty.
+    let w = &rec.attempts[0].workspace;
+    assert_eq!(w.tree_after_agent, w.tree_after_mutation);
+    let diff = fs::read(c.root().join("out/noop/a1/agent.diff")).unwrap();
+    assert!(diff.is_empty());
+    // The work root spreads attempt folders over block groups where the file system can.
+    let can = akbench_worker::spread::spread_children(&c.root().join("probe"));
+    match std::process::Command::new("lsattr")
+        .arg("-d")
+        .arg(c.root().join("cache/work"))
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let attrs = String::from_utf8_lossy(&o.stdout);
+            let attrs = attrs.split_whitespace().next().unwrap_or("").to_string();
+            assert_eq!(attrs.contains('T'), can, "{attrs}");
+        }
+        _ => println!("skipped: lsattr is not available to read the work root's flags"),
+    }
+}
+
+/// COLLECTING skips `write-tree` and `diff-tree` when the index's entries are the baseline's:
+/// every kind of change (content with the same size, mode only, a new empty file, a file
+/// removed, a file replaced by a symlink (a removal and an addition in git's diff), a new file in a new folder, an ignored file) is
+/// still seen, with the tree git itself computes for the worktree.
+#[test]
+fn every_kind_of_change_is_collected_and_an_ignored_file_is_not() {
+    let c = corpus();
+    let cases = [
+        ("same-size", "echo 40 > value.txt", 1),
+        ("mode-only", "chmod +x README", 1),
+        ("new-empty", ": > empty.txt", 1),
+        ("removed", "rm README", 1),
+        ("symlink", "rm README && ln -s value.txt README", 2),
+        ("new-folder", "mkdir -p a/b && echo x > a/b/c.txt", 1),
+        ("ignored-only", "mkdir -p ignored && echo x > ignored/f", 0),
+        ("touched-only", "touch value.txt README", 0),
+    ];
+    for (name, script, files) in cases {
+        c.add_agent(
+            name,
+            &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
+            Some(&format!("{script}\n")),
+        );
+        let rec = run(&c, "answer", name, name);
+        let w = &rec.attempts[0].workspace;
+        assert_eq!(w.files_changed, Some(files), "{name}");
+        let diff = fs::read_to_string(c.root().join(format!("out/{name}/a1/agent.diff"))).unwrap();
+        if files == 0 {
+            assert_eq!(w.tree_after_agent, w.tree_after_mutation, "{name}");
+            assert!(diff.is_empty(), "{name}: {diff}");
+            continue;
+        }
+        assert_ne!(w.tree_after_agent, w.tree_after_mutation, "{name}");
+        assert!(diff.starts_with("diff --git "), "{name}: {diff}");
+        // The recorded tree is git's own for that worktree: rebuild it from the baseline
+        // checkout plus the agent's script in a scratch repository.
+        let scratch = c.root().join(format!("check-{name}"));
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&scratch)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{args:?}: {o:?}");
+            String::from_utf8(o.stdout).unwrap().trim().to_string()
+        };
+        fs::create_dir_all(&scratch).unwrap();
+        git(&["init", "-q"]);
+        git(&[
+            "fetch",
+            "-q",
+            c.root().join("repo").to_str().unwrap(),
+            &c.commit,
+        ]);
+        git(&["checkout", "-q", "FETCH_HEAD"]);
+        fs::write(scratch.join("value.txt"), "41\n").unwrap();
+        let o = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&scratch)
+            .status()
+            .unwrap();
+        assert!(o.success());
+        git(&["add", "-A"]);
+        assert_eq!(
+            w.tree_after_agent.as_deref(),
+            Some(git(&["write-tree"]).as_str()),
+            "{name}"
+        );
+    }
 }
 
 #[test]

@@ -346,6 +346,8 @@ fn drive(
 
     // CREATING_WORKSPACE.
     r.advance(None);
+    // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
+    crate::spread::spread_children(&r.orch.work_root);
     let ws = match Workspace::create(&r.orch.cache, task, &work, req.options.apply_mutation) {
         Ok(w) => w,
         Err(e) => {
@@ -441,7 +443,8 @@ fn drive(
         readable: [launch.readable.clone(), git_ro].concat(),
         endpoints,
         disk_roots: vec![worktree.clone(), home.clone()],
-        scratch: work_root.join("runtime"),
+        // The attempt folder itself (the agent sees none of it but its worktree and home).
+        scratch: work_root.clone(),
     };
     let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
     {
