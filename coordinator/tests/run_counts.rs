@@ -192,9 +192,10 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
         .unwrap();
     agree(&s, run, "an accepted trial").await;
 
-    // Retried: an infrastructure error with a record of its own (tokens, a cost), then a
-    // second attempt whose record reports no cost.
-    let (json, digest) = record_with(b.attempt_id, "b1", Some(0.5));
+    // Retried: an infrastructure error with a record of its own (tokens, no cost), then a
+    // second attempt whose record reports a cost: the trial is counted once among those with
+    // a record, and once among those with a cost when the second record arrives.
+    let (json, digest) = record_with(b.attempt_id, "b1", None);
     s.upload_record(b.attempt_id, b.epoch, &json, &digest)
         .await
         .unwrap();
