@@ -92,6 +92,16 @@ async fn claim_streams_transitions_uploads_and_finishes() {
     )
     .await;
     assert_eq!(outcome.as_deref(), Some("not_graded"));
+    // Finished without a cause: none is stored (NULL, as the record's `cause: null`).
+    let cause: Option<String> = scalar(
+        &s,
+        &format!(
+            "SELECT cause FROM attempts WHERE attempt_id = '{}'",
+            a.attempt_id
+        ),
+    )
+    .await;
+    assert_eq!(cause, None);
     assert_eq!(scalar::<i64>(&s, "SELECT count(*) FROM leases").await, 1);
     assert_eq!(
         scalar::<i64>(&s, "SELECT count(*) FROM transitions").await,

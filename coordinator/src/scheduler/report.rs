@@ -773,7 +773,9 @@ fn finish_of(
         row.state = terminal;
     }
     row.terminal = Some(terminal);
-    row.cause = Some(cause.to_string());
+    // An attempt that ended without a cause has none (NULL), as its record says (`cause:
+    // null`), never an empty one: the viewer, status and exports read the same value.
+    row.cause = (!cause.is_empty()).then(|| cause.to_string());
     row.dirty = true;
     // The disposition is filled in once the work item is settled.
     Ok(ReportAck::Finished(Some(Disposition::Done(terminal))))
