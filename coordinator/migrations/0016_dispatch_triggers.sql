@@ -25,8 +25,6 @@
 --   SQLSTATE 23503 naming the same constraint, and the same guarantee, because records are
 --   only inserted (migration 0015 refuses UPDATE, DELETE and TRUNCATE) and attempts are never
 --   deleted (migration 0008).
--- - (Not a cost.) An attempt that ended without a cause had an empty one ('') where its
---   record says `cause: null`; the scheduler now stores NULL, and the existing rows follow.
 -- - Leases lose their two foreign keys (16 referential checks per claim of 8): a lease is
 --   created only with its attempt, in the same statement, for the attempt's own worker
 --   (`sql/scheduler/claim_create.sql`), attempts are never deleted (migration 0008), and
@@ -134,5 +132,3 @@ ALTER TABLE leases
     DROP CONSTRAINT leases_worker_id_fkey;
 
 ALTER TABLE submissions DROP CONSTRAINT submissions_attempt_id_fkey;
-
-UPDATE attempts SET cause = NULL WHERE cause = '';

@@ -141,6 +141,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "dispatch_triggers",
         sql: include_str!("../migrations/0016_dispatch_triggers.sql"),
     },
+    Migration {
+        version: 17,
+        name: "empty_causes",
+        sql: include_str!("../migrations/0017_empty_causes.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
