@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "empty_causes",
         sql: include_str!("../migrations/0017_empty_causes.sql"),
     },
+    Migration {
+        version: 18,
+        name: "settle_buckets",
+        sql: include_str!("../migrations/0018_settle_buckets.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

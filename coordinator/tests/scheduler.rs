@@ -648,3 +648,67 @@ async fn settling_a_runs_last_trials_at_once_always_ends_the_run() {
         assert_eq!(state, "finished", "round {round}");
     }
 }
+
+/// A record and the finish in one report batch (as the dispatch benchmark and a worker that
+/// sends both at once do): the settle sees the record, so the trial's bucket comes from its
+/// grade, whichever order the two reports have in the batch.
+#[tokio::test]
+async fn a_record_and_its_finish_in_one_batch_give_the_graded_bucket() {
+    use akbench_coordinator::scheduler::Report;
+    let s = scheduler().await;
+    enqueued(&s, 2, 0, &Caps::default()).await;
+    worker(&s, "w1").await;
+    let got = s.claim("w1", 2, TTL).await.unwrap();
+    for (x, ok, finish_first) in [(&got[0], true, false), (&got[1], false, true)] {
+        let value = serde_json::to_value(akbench_core::testkit::attempt_record(
+            x.attempt_id,
+            "graded",
+            1,
+            State::Completed,
+            Some(ok),
+        ))
+        .unwrap();
+        let json = akbench_core::digest::canonical_json(&value);
+        let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+        let path = akbench_core::lifecycle::CHAIN[..10].to_vec();
+        let mut reports = vec![Report::Transitions {
+            attempt_id: x.attempt_id,
+            epoch: x.epoch,
+            transitions: transitions(&path, 1),
+        }];
+        let record = Report::Record {
+            attempt_id: x.attempt_id,
+            epoch: x.epoch,
+            record_json: json,
+            digest,
+        };
+        let finish = Report::Finished {
+            attempt_id: x.attempt_id,
+            epoch: x.epoch,
+            terminal: State::Completed,
+            cause: String::new(),
+        };
+        if finish_first {
+            reports.extend([finish, record]);
+        } else {
+            reports.extend([record, finish]);
+        }
+        for outcome in s.report(&reports).await {
+            outcome.unwrap();
+        }
+        let bucket: Option<String> = scalar(
+            &s,
+            &format!(
+                "SELECT bucket FROM work_items WHERE trial_id = '{}'",
+                x.trial_id
+            ),
+        )
+        .await;
+        let want = if ok { "succeeded" } else { "failed" };
+        assert_eq!(
+            bucket.as_deref(),
+            Some(want),
+            "finish first: {finish_first}"
+        );
+    }
+}

@@ -9,6 +9,15 @@
 UPDATE work_items w
 SET state = CASE WHEN s.retry THEN 'ready' ELSE 'done' END,
     outcome = CASE WHEN s.retry THEN NULL ELSE s.outcome END,
+    -- The bucket of a trial made done, from its last attempt and that attempt's record: the
+    -- expression of the bucket trigger (migration 0005), which then leaves the row alone
+    -- (migration 0018).
+    bucket = CASE WHEN s.retry THEN NULL ELSE (
+        SELECT akbench_bucket(a.terminal_state, sb.ok)
+        FROM attempts a
+        LEFT JOIN submissions sb ON sb.attempt_id = a.attempt_id
+        WHERE a.trial_id = w.trial_id AND a.number = w.attempts_used
+          AND a.finished_at IS NOT NULL) END,
     ready_at = now() + CASE
         WHEN s.retry THEN ($4::int8[])[greatest(1, least(s.used, cardinality($4::int8[])))]
                           * s.factor * interval '1 millisecond'

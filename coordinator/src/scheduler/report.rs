@@ -507,6 +507,21 @@ async fn apply(
 
     writes.insert_transitions(tx).await?;
     update_attempts(tx, &rows).await?;
+    // Records before the settle: a trial made done in this batch takes its bucket from its
+    // record in the settle itself, not from a second update of the same rows by the records
+    // trigger (migration 0018). The budget check stays after the settle, so a trial it
+    // re-queues is cancelled with the others when the budget is spent.
+    let stored: Vec<Uuid> = writes.submissions.iter().map(|r| r.0).collect();
+    if !writes.submissions.is_empty() {
+        let s = &writes.submissions;
+        let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
+        let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
+        tx.execute(
+            &tx.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
+            &[&stored, &digests, &records],
+        )
+        .await?;
+    }
     if !finishing.is_empty() {
         let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
         tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
@@ -535,17 +550,8 @@ async fn apply(
             }
         }
     }
-    if !writes.submissions.is_empty() {
-        let s = &writes.submissions;
-        let ids: Vec<Uuid> = s.iter().map(|r| r.0).collect();
-        let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
-        let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
-        tx.execute(
-            &tx.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
-            &[&ids, &digests, &records],
-        )
-        .await?;
-        super::budget::enforce(tx, &ids).await?;
+    if !stored.is_empty() {
+        super::budget::enforce(tx, &stored).await?;
     }
     if !writes.quarantine.is_empty() {
         let q = &writes.quarantine;
