@@ -49,12 +49,9 @@ pub(super) async fn note_finished(
                 &[&unsettled],
             )
             .await?;
-        for r in &rows {
-            let pair: Result<(Uuid, String), RowError> =
-                (|| Ok((col(r, "trial_id")?, col(r, "provider_route")?)))();
-            let (trial, route) = pair.map_err(|e| e.in_query("routes_of_trials.sql"))?;
-            route_of.insert(trial, route);
-        }
+        route_of.extend(crate::rows::all("routes_of_trials.sql", &rows, |r| {
+            Ok::<_, RowError>((col(r, "trial_id")?, col(r, "provider_route")?))
+        })?);
     }
     if route_of.is_empty() {
         return Ok(());
