@@ -132,27 +132,40 @@ impl GrpcBackend {
     async fn fetch(&self, run: &str, trials: Vec<String>) -> Result<Vec<RunRecord>, SourceError> {
         let what = format!("the records of run `{run}`");
         let mut c = self.client.inner.clone();
-        let mut stream = match c
+        let opened = c
             .fetch_records(self.client.request(pb::FetchRecordsRequest {
                 run: run.to_string(),
                 trials,
             }))
-            .await
-        {
-            Ok(r) => r.into_inner(),
-            Err(s) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => {
-                return Ok(Vec::new())
-            }
-            Err(s) => return Err(self.read_error(&what, s)),
-        };
+            .await;
         let mut out = Vec::new();
-        while let Some(m) = stream.next().await {
-            let m = m.map_err(|s| self.read_error(&what, s))?;
+        self.drain(&what, opened, |m| {
             let r: RunRecord = serde_json::from_str(&m.record_json)
                 .map_err(|e| SourceError::read(&what, format!("a record does not parse: {e}")))?;
             out.push(r);
-        }
+            Ok(())
+        })
+        .await?;
         Ok(out)
+    }
+
+    /// Reads a server stream opened for `what` to its end, each message through `each`. A run
+    /// the coordinator does not know (or a name it refuses) reads as an empty stream.
+    async fn drain<M>(
+        &self,
+        what: &str,
+        opened: Result<tonic::Response<tonic::Streaming<M>>, tonic::Status>,
+        mut each: impl FnMut(M) -> Result<(), SourceError>,
+    ) -> Result<(), SourceError> {
+        let mut stream = match opened {
+            Ok(r) => r.into_inner(),
+            Err(s) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => return Ok(()),
+            Err(s) => return Err(self.read_error(what, s)),
+        };
+        while let Some(m) = stream.next().await {
+            each(m.map_err(|s| self.read_error(what, s))?)?;
+        }
+        Ok(())
     }
 }
 
@@ -199,25 +212,19 @@ impl Backend for GrpcBackend {
     async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
         let what = format!("the trials of run `{run}`");
         let mut c = self.client.inner.clone();
-        let mut stream = match c
+        let opened = c
             .list_trial_rows(self.client.request(pb::ListTrialRowsRequest {
                 run: run.to_string(),
             }))
-            .await
-        {
-            Ok(r) => r.into_inner(),
-            Err(s) if matches!(s.code(), Code::NotFound | Code::InvalidArgument) => {
-                return Ok(Vec::new())
-            }
-            Err(s) => return Err(self.read_error(&what, s)),
-        };
+            .await;
         let mut out = Vec::new();
-        while let Some(batch) = stream.next().await {
-            let batch = batch.map_err(|s| self.read_error(&what, s))?;
+        self.drain(&what, opened, |batch| {
             for r in batch.rows {
                 out.push(trial_row(r).map_err(|e| SourceError::read(&what, e))?);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(out)
     }
 
