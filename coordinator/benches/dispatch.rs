@@ -333,13 +333,11 @@ async fn main() {
     if let Ok(sql) = std::env::var("AKBENCH_BENCH_SQL") {
         // An experiment: SQL run once after the migrations (e.g. drop a trigger to see
         // what it costs).
-        store
-            .client()
-            .await
-            .unwrap()
-            .batch_execute(&sql)
-            .await
-            .unwrap();
+        if let Err(e) = store.client().await.unwrap().batch_execute(&sql).await {
+            panic!(
+                "AKBENCH_BENCH_SQL failed: {e}; fix the SQL (it runs once, after the migrations)"
+            );
+        }
     }
     if stats {
         let c = store.client().await.unwrap();
