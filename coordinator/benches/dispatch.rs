@@ -334,8 +334,11 @@ async fn main() {
         // An experiment: SQL run once after the migrations (e.g. drop a trigger to see
         // what it costs).
         if let Err(e) = store.client().await.unwrap().batch_execute(&sql).await {
+            let why = e
+                .as_db_error()
+                .map_or(e.to_string(), |d| d.message().to_string());
             panic!(
-                "AKBENCH_BENCH_SQL failed: {e}; fix the SQL (it runs once, after the migrations)"
+                "AKBENCH_BENCH_SQL failed: {why}; fix the SQL (it runs once, after the migrations)"
             );
         }
     }
