@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::scheduler::{store_records, NewRecord};
+use akbench_coordinator::store::Store;
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::plan;
@@ -94,10 +96,31 @@ async fn half_finished(url: &str, run: &str) {
                WHERE ordinal % 2 = 0 AND run_id = (SELECT run_id FROM this_run);
              INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
                SELECT attempt_id, trial_id, 1, 'execute', 'completed', 1, now(), 'completed' FROM picked;
-             INSERT INTO submissions (attempt_id, digest, record)
-               SELECT attempt_id, 'sha256:' || repeat('0', 64),
-                      jsonb_build_object('outcome', jsonb_build_object('state', 'completed', 'ok', ordinal % 4 = 0))
-               FROM picked;
+             COMMIT;"
+        ))
+        .await
+        .unwrap();
+    // The records through the product's statement (spend counted as for a real report).
+    let records: Vec<NewRecord> = client
+        .query(
+            "SELECT attempt_id, 'sha256:' || repeat('0', 64) AS digest,
+                    jsonb_build_object('outcome', jsonb_build_object(
+                        'state', 'completed', 'ok', ordinal % 4 = 0))::text AS record
+             FROM picked",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get("attempt_id"), r.get("digest"), r.get("record")))
+        .collect();
+    let store = Store::connect(url).await.unwrap();
+    store_records(&store.client().await.unwrap(), &records)
+        .await
+        .unwrap();
+    client
+        .batch_execute(
+            "BEGIN;
              UPDATE work_items SET state = 'done', attempts_used = 1,
                     updated_at = now() - (ordinal % 600) * interval '1 second'
                WHERE trial_id IN (SELECT trial_id FROM picked);
@@ -106,8 +129,8 @@ async fn half_finished(url: &str, run: &str) {
                WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
              UPDATE work_items SET state = 'leased'
                WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
-             COMMIT;"
-        ))
+             COMMIT;",
+        )
         .await
         .unwrap();
     client.batch_execute("VACUUM ANALYZE").await.unwrap();

@@ -151,6 +151,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "settle_buckets",
         sql: include_str!("../migrations/0018_settle_buckets.sql"),
     },
+    Migration {
+        version: 19,
+        name: "records_statement",
+        sql: include_str!("../migrations/0019_records_statement.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -253,13 +253,16 @@ async fn finish_trial_observed(
     {
         have.extend(add);
     }
-    client
-        .execute(
-            "INSERT INTO submissions (attempt_id, digest, record) VALUES ($1, $2, $3)",
-            &[&attempt, &akbench_core::digest::digest_of(&record), &record],
-        )
-        .await
-        .unwrap();
+    akbench_coordinator::scheduler::store_records(
+        &client,
+        &[(
+            attempt,
+            akbench_core::digest::digest_of(&record),
+            record.to_string(),
+        )],
+    )
+    .await
+    .unwrap();
     attempt
 }
 

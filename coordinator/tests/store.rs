@@ -347,8 +347,8 @@ async fn a_transition_needs_its_attempt_and_attempts_are_never_deleted() {
 async fn a_record_needs_its_attempt() {
     let store = migrated().await;
     let client = store.client().await.unwrap();
-    // Checked once per stored batch since 0016, with the same error as the foreign key; the
-    // batch stores nothing.
+    // The foreign key (0016 checked it per batch in a trigger with the same error; 0019 put
+    // the key back): the batch stores nothing.
     let err = StoreError::from(
         client
             .execute(

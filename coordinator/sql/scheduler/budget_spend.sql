@@ -1,23 +1,15 @@
--- The spend of the runs with an `execution.budget` among the runs $1 and the runs of the
--- attempts $2 (one statement on the report path, not a lookup of the runs first): per
--- run, over the accepted records of its execute attempts, what core::budget::Spent counts
--- (a cost or token count a record did not report is counted as missing, never as 0), from
--- the spend columns of submissions (migration 0013). The runs with a budget are found first
+-- The spend of the runs with an `execution.budget` among the runs $1: per run, over the
+-- accepted records of its execute attempts, what core::budget::Spent counts (a cost or
+-- token count a record did not report is counted as missing, never as 0), from the spend
+-- columns of submissions (migration 0013). The runs with a budget are found first
 -- (a materialized CTE, the outer side of the joins): a run without one costs a key lookup,
 -- never a scan of its attempts (the generic plan used to join every attempt of the run
 -- before filtering on the budget: ~10 ms per report at 8,000 attempts).
-WITH asked AS MATERIALIZED (
-    SELECT r.run_id FROM unnest($1::uuid[]) AS r (run_id)
-    UNION
-    SELECT w.run_id
-    FROM attempts a
-    JOIN work_items w ON w.trial_id = a.trial_id
-    WHERE a.attempt_id = ANY($2::uuid[])
-), budgeted AS MATERIALIZED (
+WITH budgeted AS MATERIALIZED (
     SELECT s.run_id, (s.document #> '{condition,execution,budget}')::text AS budget
-    FROM asked
-    JOIN run_specs s ON s.run_id = asked.run_id
-    WHERE s.document #> '{condition,execution,budget}' IS NOT NULL
+    FROM run_specs s
+    WHERE s.run_id = ANY ($1::uuid[])
+      AND s.document #> '{condition,execution,budget}' IS NOT NULL
 )
 SELECT b.run_id,
        b.budget,

@@ -2,30 +2,83 @@
 //! have an `execution.budget` are checked with `core::budget::verdict` over their accepted
 //! records; a run whose budget is spent gets its ready items cancelled with the reason
 //! "budget" (so claims never see them again) and ends once its leased items finish.
-//! [`budget_status`] is the same reading for the status projection.
+//! [`budget_status`] is the same reading for the status projection. [`BudgetedRuns`]
+//! remembers which runs have a budget (a run's spec never changes), so the report path
+//! reads no spend for runs without one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use akbench_core::budget::{verdict, Budget, BudgetStatus, Spent};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use crate::rows::{col, count, RowError};
+use crate::rows::{self, col, count, RowError};
 use crate::store::{StoreError, Tx};
 
 const BUDGET_SPEND_SQL: &str = include_str!("../../sql/scheduler/budget_spend.sql");
 const BUDGET_CANCEL_SQL: &str = include_str!("../../sql/scheduler/budget_cancel.sql");
+const RUNS_BUDGETED_SQL: &str = include_str!("../../sql/scheduler/runs_budgeted.sql");
 
-/// Reads the cap and the spend of those of `runs` and of the runs of `attempts` that have
-/// a budget.
+/// Runs remembered at most; past it the memory starts over (a miss costs one keyed read).
+const REMEMBERED_RUNS: usize = 100_000;
+
+/// Whether runs have an `execution.budget`, read once per run and process: run specs are
+/// immutable (migration 0003), so the answer never changes.
+#[derive(Debug, Clone, Default)]
+pub(super) struct BudgetedRuns(Arc<Mutex<HashMap<Uuid, bool>>>);
+
+impl BudgetedRuns {
+    /// Those of `runs` that have a budget, reading only the runs not seen before.
+    pub(super) async fn of(
+        &self,
+        client: &impl GenericClient,
+        runs: &[Uuid],
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let unknown: Vec<Uuid> = {
+            let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            runs.iter()
+                .filter(|r| !known.contains_key(r))
+                .copied()
+                .collect()
+        };
+        if !unknown.is_empty() {
+            let read = client
+                .query(
+                    &client.prepare_cached(RUNS_BUDGETED_SQL).await?,
+                    &[&unknown],
+                )
+                .await?;
+            let read: HashMap<Uuid, bool> = rows::all("runs_budgeted.sql", &read, |r| {
+                Ok((col(r, "run_id")?, col(r, "budgeted")?))
+            })?
+            .into_iter()
+            .collect();
+            let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if known.len() + unknown.len() > REMEMBERED_RUNS {
+                known.clear();
+            }
+            for run in unknown {
+                // A run without a spec row has no budget (and cannot get one).
+                known.insert(run, read.get(&run).copied().unwrap_or(false));
+            }
+        }
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(runs
+            .iter()
+            .filter(|r| known.get(r).copied().unwrap_or(false))
+            .copied()
+            .collect())
+    }
+}
+
+/// Reads the cap and the spend of those of `runs` that have a budget.
 async fn spend_of(
     client: &impl GenericClient,
     runs: &[Uuid],
-    attempts: &[Uuid],
 ) -> Result<Vec<(Uuid, Budget, Spent)>, StoreError> {
     let rows = client
-        .query(
-            &client.prepare_cached(BUDGET_SPEND_SQL).await?,
-            &[&runs, &attempts],
-        )
+        .query(&client.prepare_cached(BUDGET_SPEND_SQL).await?, &[&runs])
         .await?;
     rows.iter()
         .map(|row| {
@@ -53,16 +106,16 @@ pub async fn budget_status(
     client: &impl GenericClient,
     run: Uuid,
 ) -> Result<Option<BudgetStatus>, StoreError> {
-    Ok(spend_of(client, &[run], &[])
+    Ok(spend_of(client, &[run])
         .await?
         .into_iter()
         .next()
         .map(|(_, b, s)| BudgetStatus::of(b, s)))
 }
 
-/// Cancels the ready items of the runs (of `attempts`) whose budget is spent.
-pub(super) async fn enforce(tx: &Tx<'_>, attempts: &[Uuid]) -> Result<(), StoreError> {
-    let spent_runs: Vec<Uuid> = spend_of(tx, &[], attempts)
+/// Cancels the ready items of those of `runs` whose budget is spent.
+pub(super) async fn enforce(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
+    let spent_runs: Vec<Uuid> = spend_of(tx, runs)
         .await?
         .into_iter()
         .filter(|(_, b, s)| verdict(Some(b), s).is_some())

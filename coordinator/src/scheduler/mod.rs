@@ -11,6 +11,8 @@
 //!   records), many at once, each checked against its epoch and the core lifecycle, each
 //!   accepted or refused on its own; [`Scheduler::record_transitions`],
 //!   [`Scheduler::finish`] and [`Scheduler::upload_record`] are the one-report forms.
+//! - [`store_records`] stores accepted records and counts their spend (the report path's
+//!   statement, public so that tests and benches store records as the product does).
 //! - [`Scheduler::reap`] takes back expired leases; [`Scheduler::cancel_run`] cancels a run.
 //!
 //! Fencing: an epoch is valid for an attempt while it equals `attempts.epoch` and the
@@ -27,6 +29,7 @@ mod claim;
 mod error;
 mod reap;
 mod record;
+mod record_store;
 mod report;
 mod retry;
 mod routes;
@@ -45,6 +48,7 @@ use uuid::Uuid;
 use crate::store::{Store, StoreError};
 
 pub use error::SchedulerError;
+pub use record_store::{store_records, NewRecord, StoredRecord};
 pub use report::ClaimAfter;
 pub use retry::{JitterSource, RetryPolicy};
 pub use types::{
@@ -68,6 +72,7 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     work_available: Arc<Notify>,
     retry: RetryPolicy,
+    budgeted: budget::BudgetedRuns,
 }
 
 impl Scheduler {
@@ -83,6 +88,7 @@ impl Scheduler {
             clock,
             work_available: Arc::new(Notify::new()),
             retry: RetryPolicy::default(),
+            budgeted: budget::BudgetedRuns::default(),
         }
     }
 

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::claim::claim_in;
 use super::record::check_record;
+use super::record_store::{store_records, NewRecord};
 use super::{Assignment, Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
 use crate::rows::{self, col, count32, parsed, parsed_opt};
 use crate::store::{StoreError, Tx};
@@ -27,7 +28,6 @@ pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finis
 const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
-const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
 
 type Outcome = Result<ReportAck, SchedulerError>;
@@ -55,7 +55,7 @@ fn content(t: &TransitionIn) -> Content {
 #[derive(Default)]
 pub(super) struct Writes {
     pub(super) transitions: Vec<(Uuid, i32, String, DateTime<Utc>, String)>,
-    submissions: Vec<(Uuid, String, String)>,
+    submissions: Vec<NewRecord>,
     quarantine: Vec<(Uuid, String, String, String)>,
 }
 
@@ -139,9 +139,10 @@ impl Scheduler {
                     let batch = Arc::clone(&batch);
                     let claim = claim.clone();
                     let retry = self.retry.clone();
+                    let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let results = apply(tx, &batch, &retry).await?;
+                        let results = apply(tx, &batch, &retry, &budgeted).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -365,6 +366,7 @@ async fn apply(
     tx: &Tx<'_>,
     batch: &[(usize, Report)],
     retry: &super::RetryPolicy,
+    budgeted: &super::budget::BudgetedRuns,
 ) -> Result<Vec<(usize, Outcome)>, StoreError> {
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
@@ -508,20 +510,16 @@ async fn apply(
     writes.insert_transitions(tx).await?;
     update_attempts(tx, &rows).await?;
     // Records before the settle: a trial made done in this batch takes its bucket from its
-    // record in the settle itself, not from a second update of the same rows by the records
-    // trigger (migration 0018). The budget check stays after the settle, so a trial it
-    // re-queues is cancelled with the others when the budget is spent.
-    let stored: Vec<Uuid> = writes.submissions.iter().map(|r| r.0).collect();
-    if !writes.submissions.is_empty() {
-        let s = &writes.submissions;
-        let digests: Vec<&str> = s.iter().map(|r| r.1.as_str()).collect();
-        let records: Vec<&str> = s.iter().map(|r| r.2.as_str()).collect();
-        tx.execute(
-            &tx.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
-            &[&stored, &digests, &records],
-        )
-        .await?;
-    }
+    // record in the settle itself, not from a second update of the same rows (migration
+    // 0018). The budget check stays after the settle, so a trial it re-queues is cancelled
+    // with the others when the budget is spent.
+    let mut record_runs: Vec<Uuid> = store_records(tx, &writes.submissions)
+        .await?
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    record_runs.sort();
+    record_runs.dedup();
     if !finishing.is_empty() {
         let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
         tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
@@ -550,8 +548,11 @@ async fn apply(
             }
         }
     }
-    if !stored.is_empty() {
-        super::budget::enforce(tx, &stored).await?;
+    if !record_runs.is_empty() {
+        let runs = budgeted.of(tx, &record_runs).await?;
+        if !runs.is_empty() {
+            super::budget::enforce(tx, &runs).await?;
+        }
     }
     if !writes.quarantine.is_empty() {
         let q = &writes.quarantine;

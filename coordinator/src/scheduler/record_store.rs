@@ -1,0 +1,65 @@
+//! Storing accepted attempt records: [`store_records`] is the one writer of `submissions`.
+//! One statement stores a batch and counts its spend (`insert_submissions.sql`, migration
+//! 0019); a record that arrives after its trial was settled re-buckets the trial
+//! (`late_buckets.sql`), a second statement run only when there is such a record.
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use crate::rows::{self, col};
+use crate::store::StoreError;
+
+const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
+const LATE_BUCKETS_SQL: &str = include_str!("../../sql/scheduler/late_buckets.sql");
+
+/// An accepted record to store: its attempt, its digest and the record (JSON text).
+pub type NewRecord = (Uuid, String, String);
+
+/// A record just stored: its attempt and the attempt's run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// The attempt.
+    pub attempt_id: Uuid,
+    /// The run of the attempt's trial.
+    pub run_id: Uuid,
+}
+
+/// Stores `records` (their attempts must exist: the foreign key refuses the whole batch
+/// otherwise, SQLSTATE 23503 on `submissions_attempt_id_fkey`), counts their spend and sets
+/// the bucket of every done trial whose record came after its finish was settled. Call it
+/// inside the transaction that accepted the records; digests and conflicts are the caller's
+/// checks.
+pub async fn store_records(
+    client: &impl GenericClient,
+    records: &[NewRecord],
+) -> Result<Vec<StoredRecord>, StoreError> {
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = records.iter().map(|r| r.0).collect();
+    let digests: Vec<&str> = records.iter().map(|r| r.1.as_str()).collect();
+    let texts: Vec<&str> = records.iter().map(|r| r.2.as_str()).collect();
+    let rows = client
+        .query(
+            &client.prepare_cached(INSERT_SUBMISSIONS_SQL).await?,
+            &[&ids, &digests, &texts],
+        )
+        .await?;
+    let mut late = Vec::new();
+    let stored = rows::all("insert_submissions.sql", &rows, |r| {
+        let attempt_id: Uuid = col(r, "attempt_id")?;
+        if col::<bool>(r, "late")? {
+            late.push(attempt_id);
+        }
+        Ok(StoredRecord {
+            attempt_id,
+            run_id: col(r, "run_id")?,
+        })
+    })?;
+    if !late.is_empty() {
+        client
+            .execute(&client.prepare_cached(LATE_BUCKETS_SQL).await?, &[&late])
+            .await?;
+    }
+    Ok(stored)
+}
