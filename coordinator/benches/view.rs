@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::scheduler::{store_records, NewRecord};
-use akbench_coordinator::store::Store;
 use akbench_coordinator::server::{serve_with, Config, Services};
+use akbench_coordinator::store::Store;
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::{canonical_json, digest_of};
 use akbench_core::lifecycle::State;
