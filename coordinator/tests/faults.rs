@@ -339,6 +339,61 @@ async fn a_frozen_worker_gets_nothing_and_its_trials_go_to_others() {
     assert_eq!(causes, 2);
 }
 
+/// A worker whose leases the reaper took back for silence gets nothing new, even when a
+/// report it sent after its last lease extension keeps it "heard" within the TTL (the chaos
+/// check caught a frozen worker being given a new trial 5 ms after its lease was reaped).
+/// The clock is the scheduler's (injected): the report arrives 27 s into a 30 s lease, the
+/// reaper runs at 32 s, when the report is only 5 s old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_lease_expired_gets_nothing_though_heard_within_the_ttl() {
+    let ttl = Duration::from_secs(30);
+    let clock = Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
+    let base = scheduler().await;
+    let s =
+        Scheduler::with_clock(base.store().clone(), clock.clone()).with_retry(base.retry().clone());
+    enqueued(&s, 3, 3, &Caps::default()).await;
+    // No reaper task: its pass is run by hand at the chosen instant.
+    let (service, addr) = serve(&s, ttl).await;
+    let mut silent = Worker::simple(addr, "silent", 2).await;
+    let taken = [assignment(&mut silent).await, assignment(&mut silent).await];
+    clock.advance(chrono::Duration::seconds(27));
+    silent.send(batch(&taken[0], &chain()[..2], 1)).await;
+    match silent.next().await {
+        Out::Ack(_) => {}
+        other => panic!("expected the report's ack, got {other:?}"),
+    }
+    assert_eq!(service.connected(), 1, "heard 0 s ago");
+    clock.advance(chrono::Duration::seconds(5));
+    assert_eq!(service.reap_once().await.unwrap(), 2, "both leases expired");
+    for _ in 0..2 {
+        match silent.next().await {
+            Out::Cancel(c) => assert_eq!(c.reason, "lease expired"),
+            other => panic!("a silent worker got {other:?}"),
+        }
+    }
+    assert_eq!(
+        service.connected(),
+        0,
+        "heard 5 s ago, but its leases expired for silence since"
+    );
+    // Another worker takes all three (the two rescued, the one never started); the silent
+    // one took none of them.
+    let mut healthy = Worker::simple(addr, "healthy", 3).await;
+    let mut got: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        got.push(assignment(&mut healthy).await.trial_id);
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 3);
+    let on_silent: i64 = scalar(
+        &s,
+        "SELECT count(*) FROM attempts WHERE worker_id = 'silent'",
+    )
+    .await;
+    assert_eq!(on_silent, 2, "only the two attempts it lost");
+}
+
 /// A session that breaks with no reconnect releases its leases within the grace, long
 /// before the TTL (30 s here; `Worker::next` gives up after 10 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

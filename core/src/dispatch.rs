@@ -242,6 +242,21 @@ pub fn alive(last_heard: DateTime<Utc>, now: DateTime<Utc>, ttl: Duration) -> bo
     }
 }
 
+/// [`alive`], unless the worker was found silent after it was last heard: a lease of it
+/// expired at `silenced` (its heartbeats, which extend leases, stopped for the TTL) no
+/// earlier than `last_heard`. Any message counts as heard, heartbeats only extend leases, so
+/// a report sent after the last heartbeat keeps `last_heard` ahead of the lease clock; it
+/// must not keep a worker whose leases were just taken back for silence eligible for new
+/// work. Hearing from the worker again makes it alive.
+pub fn alive_unless_silenced(
+    last_heard: DateTime<Utc>,
+    silenced: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    ttl: Duration,
+) -> bool {
+    alive(last_heard, now, ttl) && silenced.is_none_or(|at| at < last_heard)
+}
+
 /// What dispatch knows about a worker when it might claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerView {

@@ -494,6 +494,52 @@ async fn chaos_check() {
     }
 }
 
+/// The trials of `run_id` that ended `infrastructure_error` because every one of their
+/// attempts (retry budget + 1) was lost to an injected worker fault: each attempt ended
+/// `infrastructure_error` and was live on its worker at the instant that worker was killed
+/// or frozen. By trial, its agent.
+async fn spent_on_faults(
+    db: &tokio_postgres::Client,
+    run_id: uuid::Uuid,
+    faults: &[Injected],
+) -> BTreeMap<uuid::Uuid, String> {
+    let rows = db
+        .query(
+            "SELECT w.trial_id, w.agent, w.retry_budget, a.worker_id, a.terminal_state, \
+             extract(epoch FROM a.started_at)::float8, extract(epoch FROM a.finished_at)::float8 \
+             FROM work_items w JOIN attempts a ON a.trial_id = w.trial_id \
+             WHERE w.run_id = $1 AND w.outcome = 'infrastructure_error' ORDER BY a.number",
+            &[&run_id],
+        )
+        .await
+        .unwrap();
+    let mut by_trial: BTreeMap<uuid::Uuid, (String, i32, Vec<bool>)> = BTreeMap::new();
+    for r in &rows {
+        let worker: Option<String> = r.get(3);
+        let terminal: Option<String> = r.get(4);
+        let (start, end): (f64, Option<f64>) = (r.get(5), r.get(6));
+        let lost = terminal.as_deref() == Some("infrastructure_error")
+            && faults.iter().any(|f| {
+                f.worker
+                    .is_some_and(|n| worker.as_deref() == Some(&format!("w{n}")))
+                    && start <= f.at
+                    && end.is_some_and(|e| f.at <= e)
+            });
+        by_trial
+            .entry(r.get(0))
+            .or_insert_with(|| (r.get(1), r.get(2), Vec::new()))
+            .2
+            .push(lost);
+    }
+    by_trial
+        .into_iter()
+        .filter(|(_, (_, budget, lost))| {
+            lost.len() as i64 == i64::from(*budget) + 1 && lost.iter().all(|l| *l)
+        })
+        .map(|(t, (agent, _, _))| (t, agent))
+        .collect()
+}
+
 /// Runs the checks over the finished run; one line per check, `ok` or `FAIL`.
 async fn check(
     chaos: &Chaos,
@@ -527,11 +573,16 @@ async fn check(
         planned == trials as i64 && done == planned,
         format!("planned {planned} trials, {done} with a final outcome"),
     );
+    // Trials that spent their infrastructure retries on the injected faults: they end
+    // `infrastructure_error` (the right bucket: resumable, never an agent failure), and
+    // only when every one of their attempts (retry budget + 1) was live on a worker at the
+    // instant that worker was killed or frozen.
+    let spent = spent_on_faults(&db, run_id, faults).await;
     // A trial's accepted final outcomes: attempts with an accepted record that ended in a
     // final state (an infrastructure error is retried, never final while budget remains).
-    let per_trial: Vec<i64> = db
+    let per_trial: Vec<(uuid::Uuid, i64)> = db
         .query(
-            "SELECT count(sub.attempt_id) FILTER (WHERE a.terminal_state <> 'infrastructure_error') \
+            "SELECT w.trial_id, count(sub.attempt_id) FILTER (WHERE a.terminal_state <> 'infrastructure_error') \
              FROM work_items w LEFT JOIN attempts a ON a.trial_id = w.trial_id \
              LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id \
              WHERE w.run_id = $1 GROUP BY w.trial_id",
@@ -540,13 +591,23 @@ async fn check(
         .await
         .unwrap()
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| (r.get(0), r.get(1)))
         .collect();
-    let exactly_one = per_trial.iter().filter(|n| **n == 1).count();
-    let duplicates: i64 = per_trial.iter().filter(|n| **n > 1).map(|n| n - 1).sum();
+    let exactly_one = per_trial
+        .iter()
+        .filter(|(t, n)| *n == 1 || (*n == 0 && spent.contains_key(t)))
+        .count();
+    let duplicates: i64 = per_trial
+        .iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(_, n)| n - 1)
+        .sum();
     line!(
         exactly_one as i64 == planned,
-        format!("{exactly_one} of {planned} trials have exactly one accepted final outcome"),
+        format!(
+            "{exactly_one} of {planned} trials have exactly one accepted final outcome \
+             (or spent their retries on faults)"
+        ),
     );
     line!(duplicates == 0, format!("{duplicates} duplicates"));
     let deciding_not_last = one(
@@ -574,9 +635,9 @@ async fn check(
         format!("{stale} stale completions accepted ({fenced} attempts fenced)"),
     );
     // Misfiled: the deciding outcome of each trial against its agent's deterministic one.
-    let outcomes: Vec<(String, Option<String>, Option<bool>)> = db
+    let outcomes: Vec<(uuid::Uuid, String, Option<String>, Option<bool>)> = db
         .query(
-            "SELECT w.agent, w.outcome, (sub.record -> 'grade' ->> 'ok')::boolean \
+            "SELECT w.trial_id, w.agent, w.outcome, (sub.record -> 'grade' ->> 'ok')::boolean \
              FROM work_items w LEFT JOIN attempts a ON a.trial_id = w.trial_id AND a.number = w.attempts_used \
              LEFT JOIN submissions sub ON sub.attempt_id = a.attempt_id WHERE w.run_id = $1",
             &[&run_id],
@@ -584,10 +645,13 @@ async fn check(
         .await
         .unwrap()
         .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
         .collect();
     let mut misfiled: BTreeMap<String, usize> = BTreeMap::new();
-    for (agent, outcome, ok) in &outcomes {
+    for (trial, agent, outcome, ok) in &outcomes {
+        if spent.contains_key(trial) {
+            continue;
+        }
         let expected = (agent == "oracle").then_some(true).or(Some(false));
         if outcome.as_deref() != Some("completed") || *ok != expected {
             *misfiled
@@ -602,6 +666,11 @@ async fn check(
             misfiled.values().sum::<usize>()
         ),
     );
+    out.push(format!(
+        "chaos: info {} trials spent their infrastructure retries on injected faults \
+         (every attempt live on a worker when it was faulted): infrastructure_error, resumable",
+        spent.len()
+    ));
     let mut client = chaos.control().await;
     let r = client
         .reconcile(pb::ReconcileRequest {
@@ -612,12 +681,13 @@ async fn check(
         .unwrap()
         .into_inner();
     let report: serde_json::Value = serde_json::from_str(&r.report_json).unwrap();
-    let half = serde_json::json!(trials / 2);
+    let spent_of = |agent: &str| spent.values().filter(|a| a.as_str() == agent).count() as u64;
     line!(
         r.valid
             && report["complete"] == true
-            && report["counts"]["succeeded"] == half
-            && report["counts"]["failed"] == half,
+            && report["counts"]["succeeded"] == serde_json::json!(trials / 2 - spent_of("oracle"))
+            && report["counts"]["failed"] == serde_json::json!(trials / 2 - spent_of("fail"))
+            && report["counts"]["infrastructure_error"] == serde_json::json!(spent.len()),
         format!(
             "reconcile valid {} complete {} counts {}",
             r.valid, report["complete"], report["counts"]

@@ -26,6 +26,20 @@ impl Scheduler {
     /// backoff: its worker was lost), while its retry budget lasts, else done. Leases whose attempt another transaction holds are left for the
     /// next pass.
     pub async fn reap(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
+        let reaped = self.reap_unwoken(now).await?;
+        if reaped
+            .iter()
+            .any(|r: &Reaped| r.disposition == Disposition::Requeued)
+        {
+            self.wake_claimer();
+        }
+        Ok(reaped)
+    }
+
+    /// [`Scheduler::reap`] without waking a claimer: for a caller that has to act on the
+    /// reaped leases first (the reaper marks their workers silent, so that a re-queued
+    /// trial is not claimed by the silent worker's own session), then wakes one itself.
+    pub async fn reap_unwoken(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
         let reaped = self
             .store
             .tx(|tx| {
@@ -135,12 +149,6 @@ impl Scheduler {
                 })
             })
             .await?;
-        if reaped
-            .iter()
-            .any(|r: &Reaped| r.disposition == Disposition::Requeued)
-        {
-            self.wake_claimer();
-        }
         Ok(reaped)
     }
 

@@ -114,6 +114,8 @@ pub(crate) struct Heard {
     pub(crate) stored: bool,
     /// Asked to drain or said it drains.
     pub(crate) draining: bool,
+    /// When the reaper last took back a lease of this worker because it went silent.
+    pub(crate) silenced: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Heard {
@@ -123,7 +125,14 @@ impl Heard {
             leases: Vec::new(),
             stored: true,
             draining: false,
+            silenced: None,
         }
+    }
+
+    /// Whether the worker is alive at `now` (`core::dispatch::alive_unless_silenced`):
+    /// heard from within `ttl`, and not found silent by the reaper since.
+    pub(crate) fn alive(&self, now: chrono::DateTime<chrono::Utc>, ttl: Duration) -> bool {
+        akbench_core::dispatch::alive_unless_silenced(self.at, self.silenced, now, ttl)
     }
 }
 
@@ -176,7 +185,7 @@ impl Registry {
     ) -> Vec<(String, Arc<Mutex<Heard>>)> {
         self.lock()
             .iter()
-            .filter(|(_, e)| akbench_core::dispatch::alive(heard(&e.heard).at, now, ttl))
+            .filter(|(_, e)| heard(&e.heard).alive(now, ttl))
             .map(|(id, e)| (id.clone(), Arc::clone(&e.heard)))
             .collect()
     }
@@ -191,7 +200,7 @@ impl Registry {
     ) -> bool {
         self.lock().iter().any(|(id, e)| {
             let h = heard(&e.heard);
-            id != me && !h.draining && akbench_core::dispatch::alive(h.at, now, ttl)
+            id != me && !h.draining && h.alive(now, ttl)
         })
     }
 
@@ -200,6 +209,14 @@ impl Registry {
         let mut sessions = self.lock();
         if sessions.get(worker_id).is_some_and(|e| e.serial == serial) {
             sessions.remove(worker_id);
+        }
+    }
+
+    /// Notes that the reaper took back a lease of `worker_id` for silence at `at`: its
+    /// session claims nothing until the worker is heard from again.
+    fn silenced(&self, worker_id: &str, at: chrono::DateTime<chrono::Utc>) {
+        if let Some(e) = self.lock().get(worker_id) {
+            heard(&e.heard).silenced = Some(at);
         }
     }
 
@@ -360,11 +377,25 @@ impl WorkersService {
         let reaped = {
             use tracing::Instrument as _;
             self.scheduler
-                .reap(now)
+                .reap_unwoken(now)
                 .instrument(trace::db("reap", None))
                 .await?
         };
         self.metrics.db_time("reap", started.elapsed());
+        // Its lease expired: the worker went silent, even if a report it sent after its
+        // last heartbeat keeps it "heard" for a little longer. Marked before its slot is
+        // freed (the Cancel below) and before a claimer is woken, so that its session
+        // takes none of the trials just re-queued, nor anything else, until it is heard
+        // from again.
+        for r in &reaped {
+            self.registry.silenced(&r.worker_id, now);
+        }
+        if reaped
+            .iter()
+            .any(|r| r.disposition == Disposition::Requeued)
+        {
+            self.scheduler.wake_claimer();
+        }
         for r in &reaped {
             self.metrics.lease_expired();
             self.metrics

@@ -190,11 +190,7 @@ impl Session {
 
     /// Whether the worker was heard from within the lease TTL.
     fn alive(&self) -> bool {
-        akbench_core::dispatch::alive(
-            heard(&self.heard).at,
-            self.service.scheduler.now(),
-            self.service.config.lease_ttl,
-        )
+        heard(&self.heard).alive(self.service.scheduler.now(), self.service.config.lease_ttl)
     }
 
     /// Whether another worker may take the items this one lost.

@@ -148,6 +148,36 @@ fn a_worker_is_alive_while_it_is_heard_from_not_while_its_stream_is_open() {
 }
 
 #[test]
+fn a_worker_whose_lease_expired_for_silence_is_not_alive_until_heard_again() {
+    let t0 = DateTime::from_timestamp(1_767_225_600, 0).unwrap();
+    let ttl = Duration::from_secs(2);
+    let ms = chrono::Duration::milliseconds;
+    // (last heard, silenced at, now, alive)
+    let table = [
+        // Never silenced: as `alive`.
+        (t0, None, t0 + ms(1_999), true),
+        (t0, None, t0 + ms(2_000), false),
+        // Heard (a report) after its last heartbeat; its lease expired 1.8 s later, within
+        // the TTL of the report: silent all the same.
+        (t0, Some(t0 + ms(1_800)), t0 + ms(1_800), false),
+        (t0, Some(t0 + ms(1_800)), t0 + ms(1_900), false),
+        // Silenced at the very instant it was last heard: silent.
+        (t0, Some(t0), t0 + ms(10), false),
+        // Heard again after the expiry: alive again.
+        (t0 + ms(2_500), Some(t0 + ms(1_800)), t0 + ms(2_600), true),
+        // ... and, heard long ago, not alive anyway.
+        (t0 + ms(2_500), Some(t0 + ms(1_800)), t0 + ms(4_500), false),
+    ];
+    for (heard, silenced, now, want) in table {
+        assert_eq!(
+            alive_unless_silenced(heard, silenced, now, ttl),
+            want,
+            "heard {heard}, silenced {silenced:?}, now {now}"
+        );
+    }
+}
+
+#[test]
 fn only_alive_idle_non_draining_workers_claim() {
     let table = [
         (true, false, 1, true),
