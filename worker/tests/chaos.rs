@@ -10,6 +10,8 @@
 //!
 //! `CHAOS_TRIALS` (default 100) sets the plan size (rounded up to a multiple of 8);
 //! `CHAOS_KILLS` / `CHAOS_FREEZES` the worker faults (default 2 each, or trials / 100);
+//! `CHAOS_RETRIES` the run's `infrastructure_retries` (default 3; a trial whose every attempt
+//! is lost to a fault ends `infrastructure_error`, counted as such and checked to be one);
 //! `CHAOS_SEED` the fault order and targets; `CHAOS_KEEP=1` keeps the logs and the
 //! PostgreSQL data folder (always kept when a check fails). `bench/chaos` runs it at 1,000 trials.
 
@@ -272,12 +274,17 @@ impl Chaos {
         .await;
     }
 
-    /// Waits until a trial is claimed after `at` (the system makes progress again).
+    /// Waits until a trial is claimed after `at` (the system makes progress again), or
+    /// every trial is done (the fault took the last live trial's last retry: with many
+    /// faults on few trials, nothing may be left to claim).
     async fn wait_claim_after(&self, at: f64, what: &str) {
         self.wait_count(
             180,
             what,
-            &format!("SELECT count(*) FROM attempts WHERE started_at > to_timestamp({at})"),
+            &format!(
+                "SELECT (EXISTS (SELECT 1 FROM attempts WHERE started_at > to_timestamp({at})) \
+                 OR NOT EXISTS (SELECT 1 FROM work_items WHERE state <> 'done'))::int::int8"
+            ),
             |c| c > 0,
         )
         .await;
@@ -368,6 +375,7 @@ async fn chaos_check() {
     let trials = reps * 8;
     let kills = env_u64("CHAOS_KILLS", (trials / 100).max(2));
     let freezes = env_u64("CHAOS_FREEZES", (trials / 100).max(2));
+    let retries = env_u64("CHAOS_RETRIES", 3);
     let seed = env_u64(
         "CHAOS_SEED",
         SystemTime::now()
@@ -401,7 +409,7 @@ async fn chaos_check() {
         &format!(
             "experiment: chaos\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n\
              \x20   - descriptor: oracle\n    - descriptor: fail\nrepetitions: {reps}\n\
-             execution:\n  runtime: direct\n  infrastructure_retries: 3\n"
+             execution:\n  runtime: direct\n  infrastructure_retries: {retries}\n"
         ),
     );
     assert_eq!(ready.trials.len() as u64, trials);
@@ -480,7 +488,7 @@ async fn chaos_check() {
         )
         .await;
     let elapsed = began.elapsed();
-    let report = check(&chaos, &run, run_id, trials, &injected).await;
+    let report = check(&chaos, &run, run_id, trials, retries, &injected).await;
     println!("chaos: {} trials in {:.1} s", trials, elapsed.as_secs_f64());
     println!("{report}");
     if report.contains("FAIL") || std::env::var_os("CHAOS_KEEP").is_some() {
@@ -546,6 +554,7 @@ async fn check(
     run: &str,
     run_id: uuid::Uuid,
     trials: u64,
+    retries: u64,
     faults: &[Injected],
 ) -> String {
     let db = chaos.db().await;
@@ -718,7 +727,7 @@ async fn check(
                 .query(
                     "SELECT extract(epoch FROM a.finished_at)::float8, \
                      extract(epoch FROM next.started_at)::float8 FROM attempts a \
-                     JOIN attempts next ON next.trial_id = a.trial_id AND next.number = a.number + 1 \
+                     LEFT JOIN attempts next ON next.trial_id = a.trial_id AND next.number = a.number + 1 \
                      WHERE a.worker_id = $1 AND a.started_at <= to_timestamp($2) \
                      AND a.finished_at > to_timestamp($2) AND a.terminal_state = 'infrastructure_error'",
                     &[&format!("w{n}"), &f.at],
@@ -727,7 +736,10 @@ async fn check(
                 .unwrap();
             for r in rows {
                 entry.0.push(r.get::<_, f64>(0) - f.at);
-                entry.1.push(r.get::<_, f64>(1) - f.at);
+                // No next attempt: the fault took the trial's last retry.
+                if let Some(next) = r.get::<_, Option<f64>>(1) {
+                    entry.1.push(next - f.at);
+                }
             }
         }
     }
@@ -737,14 +749,16 @@ async fn check(
         let n = first.len();
         if matches!(kind, Fault::KillWorker | Fault::FreezeWorker) {
             let (bmax, cmax) = (max(&back), max(&claim));
-            let rescued = claim.len();
+            let (taken, rescued) = (back.len(), claim.len());
             let (bmed, cmed) = (median(&mut back), median(&mut claim));
+            // Every fault hits a busy worker, so trials are taken back; they are claimed
+            // again unless the fault took their last retry (none left with 0 retries).
             line!(
-                rescued > 0 && bmax <= bound,
+                taken > 0 && bmax <= bound && (retries == 0 || rescued > 0),
                 format!(
-                    "{}: {n} faults, {rescued} trials rescued; taken back after median {bmed:.2} s, \
-                     max {bmax:.2} s (bound TTL + 2 s = {bound:.1} s); claimed again (rescue) \
-                     after median {cmed:.2} s, max {cmax:.2} s",
+                    "{}: {n} faults, {taken} trials taken back after median {bmed:.2} s, \
+                     max {bmax:.2} s (bound TTL + 2 s = {bound:.1} s); {rescued} claimed again \
+                     (rescue) after median {cmed:.2} s, max {cmax:.2} s",
                     kind.name()
                 ),
             );
