@@ -222,48 +222,17 @@ async fn finish_trial_observed(
     observations: serde_json::Value,
 ) -> Uuid {
     let trial = &plan.trials[ordinal];
-    let attempt = Uuid::now_v7();
-    let client = store.client().await.unwrap();
-    client
-        .execute(
-            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-             VALUES ($1, $2, $3, 'execute', $4, 1, now(), $4)",
-            &[&attempt, &trial.trial_id, &number, &terminal],
-        )
-        .await
-        .unwrap();
-    client
-        .execute(
-            "UPDATE work_items SET state = 'done', attempts_used = $2, updated_at = now() WHERE trial_id = $1",
-            &[&trial.trial_id, &number],
-        )
-        .await
-        .unwrap();
-    let record = serde_json::to_value(akbench_core::testkit::attempt_record(
-        attempt,
+    akbench_coordinator::scheduler::test_support::finish_trial(
+        store,
+        trial.trial_id,
         &trial.key,
         u32::try_from(number).unwrap(),
         akbench_core::lifecycle::State::parse(terminal).unwrap(),
         ok,
-    ))
-    .unwrap();
-    let mut record = record;
-    if let (Some(have), serde_json::Value::Object(add)) =
-        (record["observations"].as_object_mut(), observations)
-    {
-        have.extend(add);
-    }
-    akbench_coordinator::scheduler::store_records(
-        &client,
-        &[(
-            attempt,
-            akbench_core::digest::digest_of(&record),
-            record.to_string(),
-        )],
+        observations,
     )
     .await
-    .unwrap();
-    attempt
+    .unwrap()
 }
 
 /// A live attempt on trial `ordinal` in lifecycle state `state`.

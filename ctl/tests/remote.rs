@@ -191,38 +191,14 @@ async fn start_by_hand(store: &Store, run_id: Uuid) {
 /// Finishes trial `ordinal` with one attempt and an accepted record.
 async fn finish_trial(store: &Store, plan: &RunPlan, ordinal: usize, ok: bool) {
     let trial = &plan.trials[ordinal];
-    let attempt = Uuid::now_v7();
-    let client = store.client().await.unwrap();
-    client
-        .execute(
-            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-             VALUES ($1, $2, 1, 'execute', 'completed', 1, now(), 'completed')",
-            &[&attempt, &trial.trial_id],
-        )
-        .await
-        .unwrap();
-    client
-        .execute(
-            "UPDATE work_items SET state = 'done', attempts_used = 1, updated_at = now() WHERE trial_id = $1",
-            &[&trial.trial_id],
-        )
-        .await
-        .unwrap();
-    let record = serde_json::to_value(akbench_core::testkit::attempt_record(
-        attempt,
+    akbench_coordinator::scheduler::test_support::finish_trial(
+        store,
+        trial.trial_id,
         &trial.key,
         1,
         akbench_core::lifecycle::State::Completed,
         Some(ok),
-    ))
-    .unwrap();
-    akbench_coordinator::scheduler::store_records(
-        &client,
-        &[(
-            attempt,
-            akbench_core::digest::digest_of(&record),
-            record.to_string(),
-        )],
+        serde_json::json!({}),
     )
     .await
     .unwrap();

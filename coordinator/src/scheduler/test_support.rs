@@ -1,12 +1,14 @@
 //! Test and benchmark helpers: a minimal spec, planned trials and run, so that work items
-//! (which reference them) can be enqueued.
+//! (which reference them) can be enqueued; a trial ended with a record, as a worker would.
 
 use akbench_core::digest::digest_of;
+use akbench_core::lifecycle::State;
+use akbench_core::testkit::attempt_record;
 use serde_json::json;
 use uuid::Uuid;
 
 use super::{Caps, NewWorkItem, SchedulerError, WorkKind};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// A seeded run: its id and its planned trials in plan order.
 #[derive(Debug, Clone)]
@@ -98,4 +100,50 @@ pub async fn seed_run_with(
         )
         .await?;
     Ok(SeededRun { run_id, trial_ids })
+}
+
+/// Ends trial `trial_id` (key `key`) as a worker would have: attempt `number` finished
+/// `terminal`, the work item done, then the attempt's record (`ok`: its grade;
+/// `observations` merged into the record's own) stored through the product's statement
+/// ([`super::store_records`]), so its bucket and spend are those of a late record. Returns
+/// the attempt.
+pub async fn finish_trial(
+    store: &Store,
+    trial_id: Uuid,
+    key: &str,
+    number: u32,
+    terminal: State,
+    ok: Option<bool>,
+    observations: serde_json::Value,
+) -> Result<Uuid, StoreError> {
+    let attempt = Uuid::now_v7();
+    let number_sql = i32::try_from(number).unwrap_or(i32::MAX);
+    let client = store.client().await?;
+    client
+        .execute(
+            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, \
+             finished_at, terminal_state) VALUES ($1, $2, $3, 'execute', $4, 1, now(), $4)",
+            &[&attempt, &trial_id, &number_sql, &terminal.as_str()],
+        )
+        .await?;
+    client
+        .execute(
+            "UPDATE work_items SET state = 'done', attempts_used = $2, updated_at = now() \
+             WHERE trial_id = $1",
+            &[&trial_id, &number_sql],
+        )
+        .await?;
+    let mut record = serde_json::to_value(attempt_record(attempt, key, number, terminal, ok))
+        .unwrap_or_default();
+    if let (Some(have), serde_json::Value::Object(add)) =
+        (record["observations"].as_object_mut(), observations)
+    {
+        have.extend(add);
+    }
+    super::store_records(
+        &client,
+        &[(attempt, digest_of(&record), record.to_string())],
+    )
+    .await?;
+    Ok(attempt)
 }
