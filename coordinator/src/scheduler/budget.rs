@@ -42,28 +42,30 @@ impl BudgetedRuns {
                 .copied()
                 .collect()
         };
-        if !unknown.is_empty() {
-            let read = client
+        let read: HashMap<Uuid, bool> = if unknown.is_empty() {
+            HashMap::new()
+        } else {
+            let rows = client
                 .query(
                     &client.prepare_cached(RUNS_BUDGETED_SQL).await?,
                     &[&unknown],
                 )
                 .await?;
-            let read: HashMap<Uuid, bool> = rows::all("runs_budgeted.sql", &read, |r| {
+            rows::all("runs_budgeted.sql", &rows, |r| {
                 Ok((col(r, "run_id")?, col(r, "budgeted")?))
             })?
             .into_iter()
-            .collect();
-            let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            if known.len() + unknown.len() > REMEMBERED_RUNS {
-                known.clear();
-            }
-            for run in unknown {
-                // A run without a spec row has no budget (and cannot get one).
-                known.insert(run, read.get(&run).copied().unwrap_or(false));
-            }
+            .collect()
+        };
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if known.len() + unknown.len() > REMEMBERED_RUNS {
+            // Start over, but keep what this call answers from.
+            known.retain(|r, _| runs.contains(r));
         }
-        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for run in unknown {
+            // A run without a spec row has no budget (and cannot get one).
+            known.insert(run, read.get(&run).copied().unwrap_or(false));
+        }
         Ok(runs
             .iter()
             .filter(|r| known.get(r).copied().unwrap_or(false))

@@ -48,7 +48,7 @@ use uuid::Uuid;
 use crate::store::{Store, StoreError};
 
 pub use error::SchedulerError;
-pub use record_store::{store_records, NewRecord, StoredRecord};
+pub use record_store::{store_records, NewRecord};
 pub use report::ClaimAfter;
 pub use retry::{JitterSource, RetryPolicy};
 pub use types::{

@@ -27,18 +27,24 @@ impl Scheduler {
     /// next pass.
     pub async fn reap(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
         let reaped = self.reap_unwoken(now).await?;
+        self.wake_if_requeued(&reaped);
+        Ok(reaped)
+    }
+
+    /// Wakes one idle session when `reaped` put a trial back in the queue.
+    pub fn wake_if_requeued(&self, reaped: &[Reaped]) {
         if reaped
             .iter()
-            .any(|r: &Reaped| r.disposition == Disposition::Requeued)
+            .any(|r| r.disposition == Disposition::Requeued)
         {
             self.wake_claimer();
         }
-        Ok(reaped)
     }
 
     /// [`Scheduler::reap`] without waking a claimer: for a caller that has to act on the
     /// reaped leases first (the reaper marks their workers silent, so that a re-queued
-    /// trial is not claimed by the silent worker's own session), then wakes one itself.
+    /// trial is not claimed by the silent worker's own session), then wakes one itself
+    /// ([`Scheduler::wake_if_requeued`]).
     pub async fn reap_unwoken(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
         let reaped = self
             .store

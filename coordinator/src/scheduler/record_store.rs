@@ -15,24 +15,15 @@ const LATE_BUCKETS_SQL: &str = include_str!("../../sql/scheduler/late_buckets.sq
 /// An accepted record to store: its attempt, its digest and the record (JSON text).
 pub type NewRecord = (Uuid, String, String);
 
-/// A record just stored: its attempt and the attempt's run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoredRecord {
-    /// The attempt.
-    pub attempt_id: Uuid,
-    /// The run of the attempt's trial.
-    pub run_id: Uuid,
-}
-
 /// Stores `records` (their attempts must exist: the foreign key refuses the whole batch
 /// otherwise, SQLSTATE 23503 on `submissions_attempt_id_fkey`), counts their spend and sets
-/// the bucket of every done trial whose record came after its finish was settled. Call it
-/// inside the transaction that accepted the records; digests and conflicts are the caller's
-/// checks.
+/// the bucket of every done trial whose record came after its finish was settled. Returns
+/// the runs of the stored records, each once (for the budget check). Call it inside the
+/// transaction that accepted the records; digests and conflicts are the caller's checks.
 pub async fn store_records(
     client: &impl GenericClient,
     records: &[NewRecord],
-) -> Result<Vec<StoredRecord>, StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     if records.is_empty() {
         return Ok(Vec::new());
     }
@@ -46,20 +37,18 @@ pub async fn store_records(
         )
         .await?;
     let mut late = Vec::new();
-    let stored = rows::all("insert_submissions.sql", &rows, |r| {
-        let attempt_id: Uuid = col(r, "attempt_id")?;
+    let mut runs = rows::all("insert_submissions.sql", &rows, |r| {
         if col::<bool>(r, "late")? {
-            late.push(attempt_id);
+            late.push(col::<Uuid>(r, "attempt_id")?);
         }
-        Ok(StoredRecord {
-            attempt_id,
-            run_id: col(r, "run_id")?,
-        })
+        col::<Uuid>(r, "run_id")
     })?;
     if !late.is_empty() {
         client
             .execute(&client.prepare_cached(LATE_BUCKETS_SQL).await?, &[&late])
             .await?;
     }
-    Ok(stored)
+    runs.sort();
+    runs.dedup();
+    Ok(runs)
 }

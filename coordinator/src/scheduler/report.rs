@@ -513,13 +513,7 @@ async fn apply(
     // record in the settle itself, not from a second update of the same rows (migration
     // 0018). The budget check stays after the settle, so a trial it re-queues is cancelled
     // with the others when the budget is spent.
-    let mut record_runs: Vec<Uuid> = store_records(tx, &writes.submissions)
-        .await?
-        .into_iter()
-        .map(|r| r.run_id)
-        .collect();
-    record_runs.sort();
-    record_runs.dedup();
+    let record_runs = store_records(tx, &writes.submissions).await?;
     if !finishing.is_empty() {
         let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
         tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])

@@ -390,12 +390,7 @@ impl WorkersService {
         for r in &reaped {
             self.registry.silenced(&r.worker_id, now);
         }
-        if reaped
-            .iter()
-            .any(|r| r.disposition == Disposition::Requeued)
-        {
-            self.scheduler.wake_claimer();
-        }
+        self.scheduler.wake_if_requeued(&reaped);
         for r in &reaped {
             self.metrics.lease_expired();
             self.metrics

@@ -188,7 +188,8 @@ impl Session {
         })
     }
 
-    /// Whether the worker was heard from within the lease TTL.
+    /// Whether the worker was heard from within the lease TTL and not found silent by the
+    /// reaper since ([`super::Heard::alive`]).
     fn alive(&self) -> bool {
         heard(&self.heard).alive(self.service.scheduler.now(), self.service.config.lease_ttl)
     }
