@@ -33,11 +33,15 @@ const TTL_MS: u64 = 2_000;
 const WORKERS: usize = 4;
 const SLOTS: u32 = 2;
 
+/// `name` from the environment, `default` when unset; a value that is not a whole number
+/// stops the check with an error naming it (never a silent default).
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            panic!("{name}={v:?} is not a whole number: set it to one, or unset it for {default}")
+        }),
+    }
 }
 
 fn now_epoch() -> f64 {
