@@ -706,6 +706,38 @@ async fn check(
             r.valid, report["complete"], report["counts"]
         ),
     );
+    // Status reads the counters the coordinator keeps as trials end (run_counts, kept by
+    // triggers and the records statement through every fault); reconcile recounts the rows.
+    // They must agree.
+    let status = client
+        .get_status(pb::GetStatusRequest {
+            run: run.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let from_status: BTreeMap<String, u64> = status
+        .outcomes
+        .iter()
+        .filter(|c| c.count > 0)
+        .map(|c| (c.state.clone(), c.count))
+        .collect();
+    let from_rows: BTreeMap<String, u64> = report["counts"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        })
+        .unwrap_or_default();
+    line!(
+        status.finished == planned as u64 && from_status == from_rows,
+        format!(
+            "status agrees with reconcile: {} finished, outcomes {from_status:?}",
+            status.finished
+        ),
+    );
     // Per worker fault, for each trial the worker held then: the time from the fault until
     // the coordinator took the trial back (its attempt ended `infrastructure_error`: the
     // coordinator's part, bounded by TTL + 2 s) and until its next claim (the rescue time
