@@ -60,24 +60,33 @@ pub struct Handed {
     roots: Vec<(PathBuf, u32, u32)>,
 }
 
-/// Hands every entry under each of `roots` owned by `(from_uid)` to `to` (entries of other
-/// owners, links and multiply linked files stay).
+/// Hands every entry under each of `roots` owned by the root's own owner to `to` (entries of
+/// other owners and multiply linked files stay; links are changed, never followed). On an
+/// error what was handed over is given back.
 pub fn hand_over(roots: &[PathBuf], to: SandboxUser) -> Result<Handed, (PathBuf, std::io::Error)> {
     let mut handed = Handed {
         user: Some(to),
         roots: Vec::new(),
     };
     for r in roots {
-        let m = std::fs::symlink_metadata(r).map_err(|e| (r.clone(), e))?;
-        let (uid, gid) = (m.uid(), m.gid());
-        handed.roots.push((r.clone(), uid, gid));
-        walk(r, &mut |p, m| {
-            if m.uid() == uid && !(m.is_file() && m.nlink() > 1) {
-                std::os::unix::fs::lchown(p, Some(to.uid), Some(to.gid))
-                    .map_err(|e| (p.to_path_buf(), e))?;
-            }
-            Ok(())
-        })?;
+        let walked = std::fs::symlink_metadata(r)
+            .map_err(|e| (r.clone(), e))
+            .and_then(|m| {
+                let (uid, gid) = (m.uid(), m.gid());
+                handed.roots.push((r.clone(), uid, gid));
+                walk(r, &mut |p, m| {
+                    if m.uid() == uid && !(m.is_file() && m.nlink() > 1) {
+                        std::os::unix::fs::lchown(p, Some(to.uid), Some(to.gid))
+                            .map_err(|e| (p.to_path_buf(), e))?;
+                    }
+                    Ok(())
+                })
+            });
+        if let Err(e) = walked {
+            // Nothing half handed over stays so.
+            handed.restore();
+            return Err(e);
+        }
     }
     Ok(handed)
 }
