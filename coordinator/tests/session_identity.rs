@@ -138,8 +138,8 @@ async fn a_second_process_is_refused_while_the_first_is_alive() {
 async fn a_silent_holder_loses_the_id_to_a_new_process() {
     let clock = Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
     let base = scheduler().await;
-    let s = Scheduler::with_clock(base.store().clone(), clock.clone())
-        .with_retry(base.retry().clone());
+    let s =
+        Scheduler::with_clock(base.store().clone(), clock.clone()).with_retry(base.retry().clone());
     let (service, addr) = serve(&s, TTL).await;
     let (mut silent, _) = Worker::try_connect(addr, hello("w", "old", Vec::new()))
         .await

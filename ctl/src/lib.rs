@@ -127,7 +127,10 @@ mod tests {
     fn only_a_closed_stdout_is_reported_as_one() {
         for (message, want) in [
             ("failed printing to stdout: Broken pipe (os error 32)", true),
-            ("failed printing to stdout: No space left on device (os error 28)", false),
+            (
+                "failed printing to stdout: No space left on device (os error 28)",
+                false,
+            ),
             ("index out of bounds", false),
             ("", false),
         ] {

@@ -978,8 +978,7 @@ async fn a_second_process_with_a_live_worker_id_exits_with_code_5() {
     let c = full_corpus();
     let (first, _task) = spawn(config(&c, &coord, "w-dup", 1));
     first.wait_for(|s| s.connected).await;
-    let (exit, stderr) =
-        worker_binary_until_exit(&c, coord.url().as_str(), "w-dup", None).await;
+    let (exit, stderr) = worker_binary_until_exit(&c, coord.url().as_str(), "w-dup", None).await;
     assert_eq!(exit, Some(5), "stderr:\n{stderr}");
     assert!(
         stderr.contains("AlreadyExists") && stderr.contains("\"w-dup\""),

@@ -152,7 +152,8 @@ fn check_hello(hello: &Hello) -> Result<(), String> {
 
 /// The refusal of a session whose worker id is held by another live session.
 fn id_held(worker_id: &str, holder: &Holder, ttl: std::time::Duration) -> Status {
-    let at = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let at =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     Status::already_exists(format!(
         "failed to open a session for worker {worker_id:?}: that worker id is held by a live \
          session of another worker process, connected since {} (last heard {}); a worker id \

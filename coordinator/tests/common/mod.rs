@@ -181,10 +181,7 @@ impl Worker {
         })
         .await
         .unwrap();
-        let mut rx = client
-            .session(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
+        let mut rx = client.session(ReceiverStream::new(rx)).await?.into_inner();
         let first = tokio::time::timeout(Duration::from_secs(10), rx.message())
             .await
             .expect("an answer to the Hello within 10 s")?

@@ -353,15 +353,39 @@ mod tests {
         assert!(e.contains("http://x:1"), "{e}");
         // A plaintext connection broken off by the server: it may expect TLS.
         for (code, url, why, hint) in [
-            (Code::Unknown, "http://x:1", "transport error: broken pipe", true),
-            (Code::Unavailable, "http://x:1", "connection reset by peer", true),
-            (Code::Internal, "http://x:1", "h2 protocol error: frame with invalid size", true),
+            (
+                Code::Unknown,
+                "http://x:1",
+                "transport error: broken pipe",
+                true,
+            ),
+            (
+                Code::Unavailable,
+                "http://x:1",
+                "connection reset by peer",
+                true,
+            ),
+            (
+                Code::Internal,
+                "http://x:1",
+                "h2 protocol error: frame with invalid size",
+                true,
+            ),
             (Code::Unknown, "https://x:1", "broken pipe", false),
-            (Code::Unavailable, "http://x:1", "tcp connect error: refused", false),
+            (
+                Code::Unavailable,
+                "http://x:1",
+                "tcp connect error: refused",
+                false,
+            ),
         ] {
             let e = from_status(&Status::new(code, why), url, false);
             let text = e.to_string();
-            assert_eq!(text.contains("may expect TLS"), hint, "{code:?} {url} {why}: {text}");
+            assert_eq!(
+                text.contains("may expect TLS"),
+                hint,
+                "{code:?} {url} {why}: {text}"
+            );
             assert_eq!(crate::exit::code_for(&e), crate::exit::FAILURE, "{text}");
         }
     }

@@ -482,11 +482,9 @@ impl Supervisor {
             });
             let mut req = tonic::Request::new(UnboundedReceiverStream::new(rx));
             if let Some(t) = token {
-                let v = format!("Bearer {t}")
-                    .parse()
-                    .map_err(|_| {
-                        Refusal::transient("the token is not valid in a header".to_string())
-                    })?;
+                let v = format!("Bearer {t}").parse().map_err(|_| {
+                    Refusal::transient("the token is not valid in a header".to_string())
+                })?;
                 req.metadata_mut().insert("authorization", v);
             }
             let stream = client
