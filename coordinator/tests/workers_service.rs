@@ -11,7 +11,6 @@ use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
     HeldLease, Hello, RecordUpload, RefusalCode, Subject, Transition, TransitionBatch,
 };
-use chrono::Utc;
 use common::{chain, counts, enqueued, record, scalar, scheduler, serve, Worker};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -125,22 +124,17 @@ async fn a_worker_leases_streams_uploads_and_finishes() {
 
 #[tokio::test]
 async fn an_expired_lease_is_requeued_and_the_late_worker_is_fenced() {
-    let s = scheduler().await;
-    // No reaper runs here: the test reaps at an instant past the TTL, so no window depends
-    // on how fast this machine is.
+    let (s, clock) = common::clocked().await;
+    // No reaper runs here: the test moves the scheduler's clock past the TTL and reaps, so
+    // no window depends on how fast this machine is.
     let (_svc, addr) = serve(&s, TTL).await;
     enqueued(&s, 1, 1, &Caps::default()).await;
     let mut slow = Worker::simple(addr, "slow", 1).await;
     let a = assignment(&mut slow).await;
     w_send_and_ack(&mut slow, batch(&a, &chain()[..2], 1), Subject::Transitions).await;
-    assert!(
-        s.reap(Utc::now()).await.unwrap().is_empty(),
-        "not expired yet"
-    );
-    let reaped = s
-        .reap(Utc::now() + chrono::Duration::from_std(TTL).unwrap() + chrono::Duration::seconds(1))
-        .await
-        .unwrap();
+    assert!(s.reap(s.now()).await.unwrap().is_empty(), "not expired yet");
+    clock.advance(chrono::Duration::from_std(TTL).unwrap() + chrono::Duration::seconds(1));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1);
     let mut fast = Worker::simple(addr, "fast", 1).await;
     let b = assignment(&mut fast).await;

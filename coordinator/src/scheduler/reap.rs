@@ -102,7 +102,7 @@ impl Scheduler {
                             t_ids.push(id);
                             t_seqs.push(seq);
                             t_states.push(State::InfrastructureError.as_str());
-                            t_ats.push(Utc::now());
+                            t_ats.push(now);
                             t_notes.push(cause.clone());
                         }
                         ids.push(id);
@@ -132,7 +132,7 @@ impl Scheduler {
                     .await?;
                     tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
                         .await?;
-                    let settled = settle(tx, &trials, &terminals, &retry).await?;
+                    let settled = settle(tx, &trials, &terminals, &retry, now).await?;
                     tx.execute(
                         &tx.prepare_cached(MARK_LOST_SQL).await?,
                         &[&trials, &workers],
@@ -168,8 +168,11 @@ impl Scheduler {
         ttl: std::time::Duration,
     ) -> Result<u64, SchedulerError> {
         let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let now = self.now();
         let client = self.store.client().await?;
-        Ok(client.execute(RESTART_LEASE_CLOCKS_SQL, &[&ms]).await?)
+        Ok(client
+            .execute(RESTART_LEASE_CLOCKS_SQL, &[&ms, &now])
+            .await?)
     }
 
     /// Resumes a started run: first takes back expired leases ([`Scheduler::reap`]), then, in
@@ -185,11 +188,12 @@ impl Scheduler {
             .filter(|r| r.disposition == Disposition::Requeued)
             .map(|r| r.trial_id)
             .collect();
+        let now = self.now();
         let again = self
             .store
             .tx(|tx| {
                 Box::pin(async move {
-                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id]).await?;
+                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id, &now]).await?;
                     let ids: Vec<Uuid> =
                         crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
                     tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;

@@ -133,6 +133,7 @@ impl Scheduler {
                 None
             };
             let earlier_freed = claim.as_ref().map_or(0, |c| freed(c, reports, &outcomes));
+            let now = self.now();
             let result = self
                 .store
                 .tx(|tx| {
@@ -142,7 +143,7 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let results = apply(tx, &batch, &retry, &budgeted).await?;
+                        let results = apply(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -160,7 +161,8 @@ impl Scheduler {
                             n = n.min(c.slots);
                             if n > 0 {
                                 let avoid = c.others_eligible.then_some(c.worker_id.as_str());
-                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid).await?;
+                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid, now)
+                                    .await?;
                             }
                         }
                         Ok((results, got))
@@ -361,12 +363,15 @@ fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
     SchedulerError::StaleEpoch { attempt_id, epoch }
 }
 
-/// Applies a chunk of prechecked reports in one transaction.
+/// Applies a chunk of prechecked reports in one transaction, at `now` by the scheduler's
+/// clock (the time of the transitions it writes, of re-queued trials' backoff and of route
+/// pauses).
 async fn apply(
     tx: &Tx<'_>,
     batch: &[(usize, Report)],
     retry: &super::RetryPolicy,
     budgeted: &super::budget::BudgetedRuns,
+    now: DateTime<Utc>,
 ) -> Result<Vec<(usize, Outcome)>, StoreError> {
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
@@ -463,7 +468,7 @@ async fn apply(
                 cause,
                 ..
             } => {
-                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes);
+                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes, now);
                 if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
                     finishing.push((i, id, row.trial_id, *terminal));
                 }
@@ -520,7 +525,7 @@ async fn apply(
             .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
-        let settled = settle(tx, &trials, &states, retry).await?;
+        let settled = settle(tx, &trials, &states, retry, now).await?;
         let terminals: Vec<State> = finishing.iter().map(|f| f.3).collect();
         let causes: Vec<&str> = finishing
             .iter()
@@ -530,7 +535,7 @@ async fn apply(
                     .unwrap_or("")
             })
             .collect();
-        super::routes::note_finished(tx, &trials, &terminals, &causes, &settled).await?;
+        super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now).await?;
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial).map(|s| s.outcome) {
                 Some(None) => Disposition::Requeued,
@@ -569,20 +574,22 @@ pub(super) struct Settled {
     pub(super) route: Option<String>,
 }
 
-/// Settles finished trials; returns what was decided per trial (trials whose item was not
-/// leased are left out).
+/// Settles finished trials at `now` by the scheduler's clock (a re-queued trial is ready
+/// again its backoff after it); returns what was decided per trial (trials whose item was
+/// not leased are left out).
 pub(super) async fn settle(
     tx: &Tx<'_>,
     trials: &[Uuid],
     states: &[&str],
     retry: &super::RetryPolicy,
+    now: DateTime<Utc>,
 ) -> Result<HashMap<Uuid, Settled>, StoreError> {
     let factors = retry.factors(trials.len());
     let schedule = retry.backoff.schedule_ms();
     let rows = tx
         .query(
             &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
-            &[&trials, &states, &factors, &schedule],
+            &[&trials, &states, &factors, &schedule, &now],
         )
         .await?;
     let settled = rows::all("settle_items.sql", &rows, |r| {
@@ -740,6 +747,7 @@ fn finish_of(
     cause: &str,
     row: &mut AttemptRow,
     writes: &mut Writes,
+    now: DateTime<Utc>,
 ) -> Outcome {
     if epoch != row.epoch || row.fenced {
         return Err(stale(id, epoch));
@@ -768,7 +776,7 @@ fn finish_of(
             id,
             i32::try_from(row.last_seq).unwrap_or(i32::MAX),
             terminal.as_str().to_string(),
-            Utc::now(),
+            now,
             cause.to_string(),
         ));
         row.state = terminal;

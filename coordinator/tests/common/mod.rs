@@ -37,6 +37,17 @@ pub async fn scheduler_with(retry: RetryPolicy) -> Scheduler {
     Scheduler::new(store).with_retry(retry)
 }
 
+/// [`scheduler`] on a clock the test moves: a test that reaps "past the TTL" advances
+/// this clock instead of passing a future instant, so that what the reaper re-queues is
+/// ready by the same clock the next claim reads (docs/testing.md, "Clocks").
+pub async fn clocked() -> (Scheduler, std::sync::Arc<akbench_core::clock::ManualClock>) {
+    let base = scheduler().await;
+    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
+    let s =
+        Scheduler::with_clock(base.store().clone(), clock.clone()).with_retry(base.retry().clone());
+    (s, clock)
+}
+
 /// Seeds a run of `n` trials of agent "oracle" and enqueues them with `budget`.
 pub async fn enqueued(s: &Scheduler, n: usize, budget: i32, caps: &Caps) -> SeededRun {
     let run = seed_run(s.store(), n, "oracle", caps).await.expect("seeds");
