@@ -6,7 +6,10 @@
 //!   whose session is alive (heard within the lease TTL) is refused, unless it comes from
 //!   the same worker process (the same non-empty instance id: its own stream broke and it
 //!   reconnects); a holder that is silent past the TTL is taken over.
-//! - [`certificate_admits`]: a worker certificate's name must equal the worker id.
+//! - [`certificate_admits`]: a worker certificate's name must equal the worker id, or be a
+//!   pool name `pool:PREFIX`, which admits the ids that start with PREFIX and are longer (for
+//!   replicas whose ids are made at start: Kubernetes pod names, compose's container ids).
+//!   Two replicas can never hold one id at once ([`may_open_session`]).
 //! - [`after_refusal`]: how a worker reacts to a refused session (an authentication error or
 //!   a held id ends it after a short bounded retry, with its own exit code; anything else is
 //!   retried for ever).
@@ -44,10 +47,20 @@ pub fn may_open_session(holder: Option<Holder<'_>>, instance: &str) -> SessionCl
     }
 }
 
+/// The common-name prefix of a pool certificate (`pool:PREFIX`).
+pub const POOL_PREFIX: &str = "pool:";
+
 /// Whether a client certificate named `certificate_name` (its subject's common name; `None`
-/// when it has none) may open a session as `worker_id`: only when the name equals the id.
+/// when it has none) may open a session as `worker_id`: when the name equals the id, or the
+/// name is `pool:PREFIX` and the id starts with PREFIX and is longer than it.
 pub fn certificate_admits(certificate_name: Option<&str>, worker_id: &str) -> bool {
-    certificate_name.is_some_and(|name| !name.is_empty() && name == worker_id)
+    let Some(name) = certificate_name.filter(|n| !n.is_empty()) else {
+        return false;
+    };
+    match name.strip_prefix(POOL_PREFIX) {
+        Some(prefix) => worker_id.len() > prefix.len() && worker_id.starts_with(prefix),
+        None => name == worker_id,
+    }
 }
 
 /// Why the coordinator refused a worker's session, as the worker sees it (the gRPC status).
@@ -134,6 +147,14 @@ mod tests {
             (Some("w1"), "W1", false),
             (Some(""), "", false),
             (None, "w1", false),
+            // Pools: ids that start with the prefix and are longer than it.
+            (Some("pool:akbench-worker-"), "akbench-worker-7d9f-x2", true),
+            (Some("pool:akbench-worker-"), "akbench-worker-", false),
+            (Some("pool:akbench-worker-"), "other-worker-1", false),
+            (Some("pool:akbench-worker-"), "akbench-Worker-1", false),
+            (Some("pool:"), "3f2a9c1b-17", true),
+            (Some("pool:"), "", false),
+            (Some("pool:w"), "pool:w1", false),
         ];
         for (name, id, want) in cases {
             assert_eq!(certificate_admits(name, id), want, "{name:?} {id:?}");

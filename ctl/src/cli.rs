@@ -77,6 +77,12 @@ pub struct CertsArgs {
     /// A worker's identity (repeatable): writes worker-NAME.pem/.key.
     #[arg(long = "worker", value_name = "NAME")]
     pub workers: Vec<String>,
+    /// A certificate shared by a pool of workers whose ids start with PREFIX (repeatable;
+    /// an empty PREFIX admits any id): writes worker-pool-PREFIX.pem/.key (worker-pool.pem
+    /// for an empty one), named `pool:PREFIX`. For replicas whose ids are made at start
+    /// (Kubernetes pod names, compose containers); one id is still held by one live session.
+    #[arg(long = "worker-pool", value_name = "PREFIX")]
+    pub worker_pools: Vec<String>,
     /// Days the server and worker certificates are valid.
     #[arg(long, default_value_t = 90)]
     pub days: u64,

@@ -474,6 +474,19 @@ async fn worker_certificates_are_required_checked_and_bound_to_ids() {
     let (r, _gamma) = session(&url, &gamma, "gamma-1", WORKER).await;
     assert_eq!(r, Ok(()));
 
+    // A pool certificate (`pool:PREFIX`, `akbench certs --worker-pool PREFIX`) admits the ids
+    // that start with its prefix, one live session per id: Kubernetes replicas named by pod.
+    let pool = pki.worker(&pki.ca, "pool:akbench-worker-", Validity::days(1));
+    let (r, _pod1) = session(&url, &pool, "akbench-worker-5d8c-a1", WORKER).await;
+    assert_eq!(r, Ok(()));
+    let (r, _pod2) = session(&url, &pool, "akbench-worker-5d8c-b2", WORKER).await;
+    assert_eq!(r, Ok(()));
+    for id in ["alpha-2", "akbench-worker-"] {
+        let (r, _) = session(&url, &pool, id, WORKER).await;
+        let e = r.unwrap_err();
+        assert!(e.contains("PermissionDenied"), "pool took {id:?}: {e}");
+    }
+
     // A worker certificate cannot call the control API, even with an operator token.
     let channel = endpoint(&url, &alpha, true, false)
         .unwrap()

@@ -20,10 +20,11 @@ fn safe_name(name: &str) -> bool {
 
 /// Writes the files and prints their paths.
 pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
-    if args.server_names.is_empty() && args.workers.is_empty() {
+    if args.server_names.is_empty() && args.workers.is_empty() && args.worker_pools.is_empty() {
         return Err(InputError(
             "failed to make certificates: nothing asked for; fix: pass --server-name NAME \
-             (repeatable: DNS names or IP addresses of the coordinator) and/or --worker NAME"
+             (repeatable: DNS names or IP addresses of the coordinator) and/or --worker NAME \
+             and/or --worker-pool PREFIX"
                 .into(),
         )
         .into());
@@ -42,6 +43,29 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
             .into());
         }
     }
+    for p in &args.worker_pools {
+        if !p.is_empty() && !safe_name(p) {
+            return Err(InputError(format!(
+                "failed to make a pool certificate for prefix {p:?}: a prefix is empty or \
+                 1-64 letters, digits, '.', '-' or '_'; fix: pick such a --worker-pool PREFIX"
+            ))
+            .into());
+        }
+    }
+    // (file stem, certificate name) of every worker certificate asked for.
+    let worker_certs: Vec<(String, String)> = args
+        .workers
+        .iter()
+        .map(|w| (format!("worker-{w}"), w.clone()))
+        .chain(args.worker_pools.iter().map(|p| {
+            let stem = if p.is_empty() {
+                "worker-pool".to_string()
+            } else {
+                format!("worker-pool-{p}")
+            };
+            (stem, format!("{}{p}", akbench_core::identity::POOL_PREFIX))
+        }))
+        .collect();
     let out = &args.out;
     let ca_cert = out.join("ca.pem");
     let ca_key = out.join("ca.key");
@@ -50,10 +74,10 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
     if !args.server_names.is_empty() {
         planned.extend([out.join("server.pem"), out.join("server.key")]);
     }
-    for w in &args.workers {
+    for (stem, _) in &worker_certs {
         planned.extend([
-            out.join(format!("worker-{w}.pem")),
-            out.join(format!("worker-{w}.key")),
+            out.join(format!("{stem}.pem")),
+            out.join(format!("{stem}.key")),
         ]);
     }
     // Check everything before writing anything.
@@ -95,8 +119,8 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
     if !args.server_names.is_empty() {
         add("server", ca.server(&args.server_names, validity)?);
     }
-    for w in &args.workers {
-        add(&format!("worker-{w}"), ca.worker(w, validity)?);
+    for (stem, name) in &worker_certs {
+        add(stem, ca.worker(name, validity)?);
     }
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
