@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod bounded_read;
 pub mod budget;
 pub mod candidates;
 pub mod clock;
@@ -24,6 +25,7 @@ pub mod harbor;
 pub mod ids;
 pub mod interval;
 pub mod lifecycle;
+pub mod limits;
 pub mod manifest;
 pub mod observe;
 pub mod placement;

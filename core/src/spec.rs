@@ -507,7 +507,14 @@ pub fn resolve(
     let manifest_digest = inputs
         .manifest_path
         .as_deref()
-        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|p| {
+            crate::bounded_read::read(
+                p,
+                crate::manifest::MAX_MANIFEST_BYTES as u64,
+                crate::bounded_read::Links::Follow,
+            )
+            .ok()
+        })
         .map(|b| crate::digest::digest_bytes(&b));
     let provenance = Provenance {
         manifest: inputs
