@@ -311,7 +311,9 @@ impl EvidenceStore {
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| e.path().join(SPEC_FILE).is_file())
+            // A spec that is not a regular file still marks a run: reading it names the
+            // problem (a FIFO, a device) instead of hiding the run.
+            .filter(|e| std::fs::symlink_metadata(e.path().join(SPEC_FILE)).is_ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         keys.sort();
