@@ -158,8 +158,8 @@ impl Agent {
             ))
         })?;
         let text = crate::bounded_read::text(bytes.clone()).map_err(|e| invalid(e.to_string()))?;
-        let descriptor: AgentDescriptor =
-            toml::from_str(&text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        let descriptor: AgentDescriptor = toml::from_str(&text)
+            .map_err(|e| invalid(crate::limits::elide_lines(e.to_string().trim_end())))?;
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

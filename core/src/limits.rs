@@ -120,6 +120,12 @@ pub fn elide(s: &str) -> String {
     }
 }
 
+/// Each line of `s` through [`elide`]: a parser's message keeps its shape (position,
+/// caret, expectation) while a long input line it quotes is cut.
+pub fn elide_lines(s: &str) -> String {
+    s.lines().map(elide).collect::<Vec<_>>().join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +233,9 @@ mod tests {
         assert!(e.len() < 300 && e.ends_with("... (1000000 bytes)"), "{e}");
         let multi = "é".repeat(300);
         assert!(elide(&multi).ends_with("(600 bytes)"));
+        let msg = format!("error at line 1\n1 | {long}\n  | ^ expected `=`");
+        let e = elide_lines(&msg);
+        assert!(e.len() < 500 && e.ends_with("^ expected `=`"), "{e}");
         assert_eq!(parse_whole("12").unwrap(), 12);
         assert!(parse_whole("-1").is_err());
     }

@@ -305,7 +305,7 @@ impl ExperimentManifest {
             ManifestError::Parse {
                 file: file.to_path_buf(),
                 line,
-                message,
+                message: crate::limits::elide_lines(&message),
             }
         })?;
         m.check(file)?;

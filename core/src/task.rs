@@ -235,7 +235,7 @@ pub struct TaskError {
 fn render_kind(kind: &TaskErrorKind) -> String {
     match kind {
         TaskErrorKind::Io(e) => e.clone(),
-        TaskErrorKind::Parse(e) => e.trim_end().to_string(),
+        TaskErrorKind::Parse(e) => crate::limits::elide_lines(e.trim_end()),
         TaskErrorKind::Field {
             field,
             problem,

@@ -217,6 +217,25 @@ fn cases() -> Vec<Case> {
             code: 2,
             words: &["experiment", "(600000 bytes)"],
         },
+        Case {
+            name: "a 500 KB unknown visibility is elided",
+            make: |d| manifest_with(d, &format!("visibility: {}\n", "y".repeat(500_000))),
+            args: PLAN,
+            code: 2,
+            words: &["experiment.yaml", "unknown variant", "bytes)"],
+        },
+        Case {
+            name: "a task.toml with a 500 KB bad line is elided",
+            make: |d| {
+                append(
+                    &d.join("tasks/wordcount-001/task.toml"),
+                    &format!("bogus = \"{}\"\n", "z".repeat(500_000)),
+                )
+            },
+            args: PLAN,
+            code: 2,
+            words: &["task.toml", "bogus", "bytes)"],
+        },
         // --- the manifest file ---
         Case {
             name: "manifest is /dev/zero",
@@ -309,6 +328,19 @@ fn cases() -> Vec<Case> {
             args: PLAN,
             code: 2,
             words: &["source.commit", "sha1"],
+        },
+        Case {
+            name: "a task folder whose name is not UTF-8",
+            make: |d| {
+                use std::os::unix::ffi::OsStrExt;
+                let name = std::ffi::OsStr::from_bytes(b"task-\xff");
+                std::fs::create_dir_all(d.join("tasks").join(name)).unwrap();
+                let m = MANIFEST.replace("ids: [wordcount-001]", "include: [\"*\"]");
+                std::fs::write(d.join("experiment.yaml"), m).unwrap();
+            },
+            args: PLAN,
+            code: 2,
+            words: &["task-", "not UTF-8"],
         },
         // --- agent descriptors ---
         Case {
