@@ -629,7 +629,27 @@ fn store_cases() -> Vec<Case> {
             words: &["run_record.json", "FIFO"],
         },
         Case {
-            name: "evaluate --all: a FIFO in an attempt folder",
+            name: "evaluate --all: the run record is a FIFO",
+            make: |d| {
+                std::fs::create_dir_all(d.join("out/t1")).unwrap();
+                fifo(&d.join("out/t1/run_record.json"));
+            },
+            args: &["run", "evaluate", "--all", "out", "--tasks-root", "tasks"],
+            code: 1,
+            words: &["run_record.json", "FIFO"],
+        },
+        Case {
+            name: "aggregate: a record over the cap",
+            make: |d| {
+                std::fs::create_dir_all(d.join("out/t1")).unwrap();
+                sparse(&d.join("out/t1/run_record.json"), 1 << 30);
+            },
+            args: &["run", "aggregate", "out"],
+            code: 1,
+            words: &["run_record.json", "more than the maximum"],
+        },
+        Case {
+            name: "evaluate: a FIFO in an attempt folder",
             make: |d| {
                 std::fs::create_dir_all(d.join("out/t1/a1")).unwrap();
                 std::fs::write(d.join("out/t1/run_record.json"), "{}").unwrap();

@@ -91,6 +91,14 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
     let cancel = CancelToken::new();
     for f in &files {
         let dir = f.parent().unwrap_or(&args.run_dir);
+        // Before the record is read: a FIFO in its place must not block the whole sweep.
+        if let Err(e) = precheck(dir, &args.tasks_root) {
+            if !args.json {
+                eprintln!("refused {}: {e}", dir.display());
+            }
+            refused.push(serde_json::json!({"dir": dir, "reason": e}));
+            continue;
+        }
         match read_record(dir) {
             Ok((_, r)) if owes_grade(r.outcome.state) => {}
             Ok(_) => {
@@ -104,13 +112,6 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
                 refused.push(serde_json::json!({"dir": dir, "reason": e.to_string()}));
                 continue;
             }
-        }
-        if let Err(e) = precheck(dir, &args.tasks_root) {
-            if !args.json {
-                eprintln!("refused {}: {e}", dir.display());
-            }
-            refused.push(serde_json::json!({"dir": dir, "reason": e}));
-            continue;
         }
         match regrade(orch, dir, &args.tasks_root, mode, &cancel) {
             Ok(d) => {
