@@ -63,6 +63,14 @@ impl Coordinator {
     }
 }
 
+/// (case, what the coordinator answered, the code wanted, words the message must hold)
+type Outcome = (
+    &'static str,
+    Result<(), tonic::Status>,
+    Code,
+    &'static [&'static str],
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identifiers_and_sizes_from_a_client_are_refused_with_a_status_naming_the_field() {
     let c = Coordinator::open().await;
@@ -70,7 +78,7 @@ async fn identifiers_and_sizes_from_a_client_are_refused_with_a_status_naming_th
     let huge = "r".repeat(300_000);
     let nul = "demo-20260304-ab12\0x".to_string();
     // (case, status, code wanted, words the message must hold)
-    let mut outcomes: Vec<(&str, Result<(), tonic::Status>, Code, &[&str])> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     for (name, run) in [("get run: 300 KB id", &huge), ("get run: NUL", &nul)] {
         let r = client
             .get_run(pb::GetRunRequest {

@@ -121,9 +121,8 @@ fn link_immutable(tmp: &Path, path: &Path) -> Result<(), EvidenceError> {
 /// Opens a plan file for a streaming read: a regular file only (a FIFO or device in a run
 /// folder is refused, never waited on), read at most [`super::MAX_DOC_BYTES`].
 fn open_regular(path: &Path) -> std::io::Result<std::io::Take<File>> {
-    if let Err(e) = std::fs::symlink_metadata(path) {
-        return Err(e);
-    }
+    // A missing file keeps its NotFound kind (callers tell it from a damaged one).
+    std::fs::symlink_metadata(path)?;
     crate::bounded_read::open(path, crate::bounded_read::Links::Follow)
         .map(|(f, _)| f.take(super::MAX_DOC_BYTES))
         .map_err(|e| std::io::Error::other(e.to_string()))
