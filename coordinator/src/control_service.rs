@@ -40,8 +40,11 @@ pub const MAX_PAGE_SIZE: u32 = 500;
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 /// Rows per `ListTrialRows` message (about 100 KiB).
 pub const TRIAL_ROW_BATCH: usize = 1000;
-/// Largest request accepted (a 100,000-trial plan is about 100 MB of JSON).
-pub const MAX_REQUEST_BYTES: usize = 512 * 1024 * 1024;
+/// Largest request accepted, in bytes: near the largest legitimate message (a plan streams
+/// in chunks of about 256 KiB after a first chunk holding the spec; `SubmitPlan` in one
+/// message and `Reconcile`'s observations fit plans of some 20,000 trials). A larger message
+/// is refused by its length before it is decoded.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -273,6 +276,9 @@ impl Control for ControlService {
                 )
             })?),
         };
+        if !r.key_prefix.is_empty() {
+            convert::client_id("list runs", "key_prefix", &r.key_prefix)?;
+        }
         let mut runs = evidence::list_runs(&self.store, size + 1, before, &r.key_prefix).await?;
         let next_page_token = if runs.len() > size as usize {
             runs.truncate(size as usize);
@@ -368,6 +374,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         require_operator(&request, "cancel run")?;
         let r = request.into_inner();
+        convert::client_text("cancel run", "reason", &r.reason)?;
         let run = self.run(&r.run).await?;
         let cancelling = self.work.cancel(run.run_id, r.reason).await?;
         let run = self.run(&run.run_id.to_string()).await?;
@@ -478,6 +485,9 @@ impl Control for ControlService {
         request: Request<pb::FetchRecordsRequest>,
     ) -> Result<Response<Self::FetchRecordsStream>, Status> {
         let r = request.into_inner();
+        for t in &r.trials {
+            convert::client_id("fetch records", "trials", t)?;
+        }
         let run = self.run(&r.run).await?;
         let client = self
             .store

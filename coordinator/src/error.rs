@@ -8,7 +8,7 @@ use crate::store::StoreError;
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// No run with that UUID or key.
-    #[error("failed to find run `{0}`: no run on this coordinator has that UUID or key; fix: pass the run key or UUID that `akbench run plan` or `akbench sweep` printed")]
+    #[error("failed to find run `{}`: no run on this coordinator has that UUID or key; fix: pass the run key or UUID that `akbench run plan` or `akbench sweep` printed", akbench_core::limits::elide(.0))]
     RunNotFound(String),
     /// The request is malformed (bad JSON, a digest mismatch, an empty field, ...).
     #[error("failed to {action}: {field}: {problem}")]

@@ -625,14 +625,7 @@ pub async fn find_run_with(
     client: &impl deadpool_postgres::GenericClient,
     run: &str,
 ) -> Result<RunSummary, ControlError> {
-    let run = run.trim();
-    if run.is_empty() {
-        return Err(ControlError::invalid(
-            "find run",
-            "run",
-            "is empty; fix: pass a run UUID or key",
-        ));
-    }
+    let run = crate::convert::client_id("find run", "run", run)?;
     let row = match Uuid::parse_str(run) {
         Ok(id) => {
             let sql = format!("{SUMMARY_SQL} WHERE c.run_id = $1");

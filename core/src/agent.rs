@@ -5,6 +5,7 @@
 //! declared by environment-variable *name*; their values never enter a descriptor, a
 //! condition, a record or a log. See docs/agents.md.
 
+use crate::bounded_read::{read, Links};
 use crate::digest::{digest_bytes, digest_of};
 use crate::ids::is_valid_name;
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod adapters;
+
+/// The largest descriptor accepted, in bytes.
+pub const MAX_DESCRIPTOR_BYTES: u64 = 1 << 20;
+/// The largest `scripted` adapter script accepted, in bytes.
+pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
 
 /// A descriptor as written on disk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +60,10 @@ pub struct AgentDescriptor {
     /// `api.anthropic.com:443`; nothing else is reachable. Empty: no network at all.
     #[serde(default)]
     pub network: Vec<String>,
+    /// Loopback ports of well-known local services (e.g. 5432) that `network` may name all
+    /// the same ([`crate::endpoint::LOCAL_SERVICE_PORTS`]); default none.
+    #[serde(default)]
+    pub allow_local_ports: Vec<u16>,
 }
 
 /// The exact agent condition a trial runs under; its digest makes runs comparable.
@@ -122,7 +132,8 @@ impl Agent {
     /// Loads `<agents_root>/<name>.toml`.
     pub fn load(agents_root: &Path, name: &str) -> Result<Agent, AgentError> {
         let file = crate::task::absolute(&agents_root.join(format!("{name}.toml")));
-        if !is_valid_name(name) || !file.is_file() {
+        // Anything by that name (a FIFO, a link) is the descriptor, refused by kind below.
+        if !is_valid_name(name) || std::fs::symlink_metadata(&file).is_err() {
             return Err(AgentError::Unknown {
                 name: name.to_string(),
                 file,
@@ -139,11 +150,16 @@ impl Agent {
             file: file.clone(),
             problem,
         };
-        let bytes = std::fs::read(&file).map_err(|e| invalid(format!("cannot read it: {e}")))?;
-        let text = String::from_utf8(bytes.clone())
-            .map_err(|_| invalid("is not UTF-8 text".to_string()))?;
-        let descriptor: AgentDescriptor =
-            toml::from_str(&text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        // Not followed: a descriptor that is a link to another file (say /etc/passwd) would
+        // have that file parsed and its first line echoed in the error.
+        let bytes = read(&file, MAX_DESCRIPTOR_BYTES, Links::Refuse).map_err(|e| {
+            invalid(format!(
+                "{e}; fix: a descriptor is a regular TOML file of at most {MAX_DESCRIPTOR_BYTES} bytes"
+            ))
+        })?;
+        let text = crate::bounded_read::text(bytes.clone()).map_err(|e| invalid(e.to_string()))?;
+        let descriptor: AgentDescriptor = toml::from_str(&text)
+            .map_err(|e| invalid(crate::limits::elide_lines(e.to_string().trim_end())))?;
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -178,11 +194,8 @@ impl Agent {
                 )));
             }
         }
-        for n in &descriptor.network {
-            if let Err(e) = crate::endpoint::Endpoint::parse(n) {
-                return Err(invalid(format!("field `network`: {e}")));
-            }
-        }
+        crate::endpoint::check_list(&descriptor.network, &descriptor.allow_local_ports)
+            .map_err(|e| invalid(format!("field `network`: {e}")))?;
         let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut descriptor_digest = digest_bytes(&bytes);
         if let Some(script) = &descriptor.script {
@@ -191,9 +204,9 @@ impl Agent {
                     "field `script`: `{script}` leaves the descriptor's folder; fix: give a relative path inside it"
                 ))
             })?;
-            let sb = std::fs::read(&p).map_err(|e| {
+            let sb = read(&p, MAX_SCRIPT_BYTES, Links::Refuse).map_err(|e| {
                 invalid(format!(
-                    "field `script`: cannot read {}: {e}; fix: point it at an existing script",
+                    "field `script`: {} {e}; fix: point it at a script (a regular file of at most {MAX_SCRIPT_BYTES} bytes) in the descriptor's folder",
                     p.display()
                 ))
             })?;
@@ -300,6 +313,64 @@ mod tests {
                 e.contains(needle) && e.contains(&format!("{name}.toml")),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn descriptors_are_regular_bounded_files_with_reachable_endpoints() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        std::os::unix::fs::symlink("/etc/passwd", d.join("passwd.toml")).unwrap();
+        let fifo = std::ffi::CString::new(d.join("fifo.toml").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        fs::File::create(d.join("huge.toml"))
+            .unwrap()
+            .set_len(MAX_DESCRIPTOR_BYTES + 1)
+            .unwrap();
+        fs::write(d.join("bom.toml"), "\u{feff}adapter = \"oracle\"\n").unwrap();
+        let net = |list: &str| format!("adapter = \"oracle\"\nnetwork = [{list}]\n");
+        let many: Vec<String> = (0..10_000)
+            .map(|i| format!("\"h{i}.example:443\""))
+            .collect();
+        for (name, text) in [
+            ("wild", net("\"[::]:1\"")),
+            ("zero", net("\"0.0.0.0:443\"")),
+            ("pg", net("\"127.0.0.1:5432\"")),
+            ("many", net(&many.join(","))),
+            (
+                "pgok",
+                format!("{}allow_local_ports = [5432]\n", net("\"127.0.0.1:5432\"")),
+            ),
+        ] {
+            fs::write(d.join(format!("{name}.toml")), text).unwrap();
+        }
+        let cases = [
+            ("passwd", Some("symbolic link")),
+            ("fifo", Some("FIFO")),
+            ("huge", Some("more than the maximum")),
+            ("wild", Some("unspecified")),
+            ("zero", Some("unspecified")),
+            ("pg", Some("PostgreSQL")),
+            ("many", Some("more than the maximum 250")),
+            ("bom", None),
+            ("pgok", None),
+        ];
+        for (name, want) in cases {
+            let r = Agent::load(d, name);
+            match (want, r) {
+                (None, Ok(_)) => {}
+                (Some(w), Err(e)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(w) && e.contains(&format!("{name}.toml")),
+                        "{name}: {e}"
+                    );
+                    assert!(!e.contains("root:"), "{name} echoed /etc/passwd: {e}");
+                    assert!(e.len() < 600, "{name}: {e}");
+                }
+                (w, r) => panic!("{name}: wanted {w:?}, got {r:?}"),
+            }
         }
     }
 

@@ -74,6 +74,26 @@ pub enum EvidenceError {
     },
 }
 
+/// The largest store document read (spec, plan, outcome), in bytes: a plan of
+/// [`crate::spec::MAX_PLAN_TRIALS`] trials fits.
+pub const MAX_DOC_BYTES: u64 = 2 << 30;
+
+/// Reads a store document: a regular file (a FIFO or device put in a run folder is refused,
+/// never read), at most [`MAX_DOC_BYTES`]; `None` when it does not exist.
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, EvidenceError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path, e)),
+        Ok(_) => {}
+    }
+    crate::bounded_read::read(path, MAX_DOC_BYTES, crate::bounded_read::Links::Follow)
+        .map(Some)
+        .map_err(|e| EvidenceError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
 fn io(path: &Path, e: std::io::Error) -> EvidenceError {
     EvidenceError::Io {
         path: path.to_path_buf(),
@@ -148,15 +168,14 @@ impl StoredRun {
 
 /// Writes `text` to `path` unless it exists; same content is a no-op, other content refused.
 fn write_immutable(path: &Path, text: &str) -> Result<(), EvidenceError> {
-    match std::fs::read_to_string(path) {
-        Ok(existing) if existing == text => return Ok(()),
-        Ok(_) => {
+    match read_bounded(path)? {
+        Some(existing) if existing == text.as_bytes() => return Ok(()),
+        Some(_) => {
             return Err(EvidenceError::Immutable {
                 path: path.to_path_buf(),
             })
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(io(path, e)),
+        None => {}
     }
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
@@ -165,8 +184,8 @@ fn write_immutable(path: &Path, text: &str) -> Result<(), EvidenceError> {
     match linked {
         Ok(()) => Ok(()),
         // Someone wrote it meanwhile: accept only the same content.
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => match std::fs::read_to_string(path) {
-            Ok(existing) if existing == text => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => match read_bounded(path) {
+            Ok(Some(existing)) if existing == text.as_bytes() => Ok(()),
             _ => Err(EvidenceError::Immutable {
                 path: path.to_path_buf(),
             }),
@@ -176,12 +195,10 @@ fn write_immutable(path: &Path, text: &str) -> Result<(), EvidenceError> {
 }
 
 fn read_doc<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, EvidenceError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(path, e)),
+    let Some(text) = read_bounded(path)? else {
+        return Ok(None);
     };
-    serde_json::from_str(&text)
+    serde_json::from_slice(&text)
         .map(Some)
         .map_err(|e| EvidenceError::Corrupt {
             path: path.to_path_buf(),
@@ -294,7 +311,9 @@ impl EvidenceStore {
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| e.path().join(SPEC_FILE).is_file())
+            // A spec that is not a regular file still marks a run: reading it names the
+            // problem (a FIFO, a device) instead of hiding the run.
+            .filter(|e| std::fs::symlink_metadata(e.path().join(SPEC_FILE)).is_ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         keys.sort();
@@ -360,13 +379,20 @@ impl EvidenceStore {
                         problem: "its digest does not match its content or its spec".into(),
                     });
                 }
+                if let Err(why) = crate::plan::check_membership(&spec, &pl.trials) {
+                    return Err(EvidenceError::Corrupt {
+                        path: p,
+                        problem: format!("its trials are not the spec's: {why}"),
+                    });
+                }
             }
             plans.push(plan);
         }
         let ready = plans.pop().flatten();
         let draft = plans.pop().flatten();
-        let outcome = std::fs::read(dir.join(OUTCOME_FILE))
+        let outcome = read_bounded(&dir.join(OUTCOME_FILE))
             .ok()
+            .flatten()
             .and_then(|b| serde_json::from_slice(&b).ok());
         Ok(StoredRun {
             dir,

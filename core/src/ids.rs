@@ -82,9 +82,61 @@ pub fn is_valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
 }
 
+/// The longest identifier a client may send (a run key or UUID, a worker id, a trial key), in
+/// bytes; far above any akbench makes (run keys are at most a few dozen characters).
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Checks an identifier that came from a client before it reaches a database or a message:
+/// 1 to [`MAX_ID_BYTES`] bytes of printable ASCII without spaces (`[!-~]`), which every
+/// run key, UUID, worker id and trial key is. The problem names the length or the first bad
+/// byte, never repeats a long value.
+pub fn check_client_id(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("is empty".into());
+    }
+    if s.len() > MAX_ID_BYTES {
+        return Err(format!(
+            "is {} bytes, more than the maximum {MAX_ID_BYTES}",
+            s.len()
+        ));
+    }
+    match s.bytes().position(|b| !b.is_ascii_graphic()) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "holds byte 0x{:02x} at offset {i}; only printable ASCII without spaces is an identifier",
+            s.as_bytes()[i]
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_identifiers_are_short_printable_ascii() {
+        for ok in [
+            "demo-20260304-ab12",
+            "0194d6a2-7c1e-7c3e-9a55-0123456789ab",
+            "demo-20260304-ab12/wordcount-001/oracle/r1/c2",
+            &"a".repeat(MAX_ID_BYTES),
+        ] {
+            assert_eq!(check_client_id(ok), Ok(()), "{ok}");
+        }
+        for (bad, words) in [
+            ("", "empty"),
+            ("run\0x", "0x00 at offset 3"),
+            ("run x", "0x20"),
+            ("caf\u{e9}", "0xc3"),
+            ("a\nb", "0x0a"),
+        ] {
+            let e = check_client_id(bad).unwrap_err();
+            assert!(e.contains(words), "{bad:?}: {e}");
+        }
+        let huge = "r".repeat(300_000);
+        let e = check_client_id(&huge).unwrap_err();
+        assert!(e.contains("300000 bytes") && e.len() < 100, "{e}");
+    }
     use chrono::TimeZone;
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod bounded_read;
 pub mod budget;
 pub mod candidates;
 pub mod clock;
@@ -25,6 +26,7 @@ pub mod identity;
 pub mod ids;
 pub mod interval;
 pub mod lifecycle;
+pub mod limits;
 pub mod manifest;
 pub mod observe;
 pub mod placement;

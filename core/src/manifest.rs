@@ -278,9 +278,12 @@ pub enum ManifestError {
 impl ExperimentManifest {
     /// Reads and checks `file`.
     pub fn load(file: &Path) -> Result<ExperimentManifest, ManifestError> {
-        let text = std::fs::read_to_string(file).map_err(|e| ManifestError::Io {
-            file: file.to_path_buf(),
-            message: e.to_string(),
+        use crate::bounded_read::{read_text, Links};
+        let text = read_text(file, MAX_MANIFEST_BYTES as u64, Links::Follow).map_err(|e| {
+            ManifestError::Io {
+                file: file.to_path_buf(),
+                message: e.to_string(),
+            }
         })?;
         Self::parse(&text, file)
     }
@@ -289,6 +292,8 @@ impl ExperimentManifest {
     /// [`MAX_MANIFEST_BYTES`] or nested deeper than [`MAX_MANIFEST_DEPTH`] is refused before
     /// parsing (a parser's time on pathological nesting is not bounded).
     pub fn parse(text: &str, file: &Path) -> Result<ExperimentManifest, ManifestError> {
+        // A byte-order mark is not content (editors on some systems write one).
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         check_shape(text, file)?;
         let m: ExperimentManifest = serde_norway::from_str(text).map_err(|e| {
             let line = e.location().map(|l| l.line());
@@ -300,7 +305,7 @@ impl ExperimentManifest {
             ManifestError::Parse {
                 file: file.to_path_buf(),
                 line,
-                message,
+                message: crate::limits::elide_lines(&message),
             }
         })?;
         m.check(file)?;
@@ -317,7 +322,10 @@ impl ExperimentManifest {
         if !is_valid_name(&self.experiment) {
             return Err(bad(
                 "experiment",
-                format!("`{}` is not a valid name", self.experiment),
+                format!(
+                    "`{}` is not a valid name",
+                    crate::limits::elide(&self.experiment)
+                ),
                 "use letters, digits, `.`, `_` and `-` only",
             ));
         }
@@ -333,7 +341,7 @@ impl ExperimentManifest {
             if !is_valid_name(id) {
                 return Err(bad(
                     "tasks.ids",
-                    format!("`{id}` is not a valid task id"),
+                    format!("`{}` is not a valid task id", crate::limits::elide(id)),
                     "use letters, digits, `.`, `_` and `-` only",
                 ));
             }
@@ -342,7 +350,10 @@ impl ExperimentManifest {
             if g.is_empty() || g.contains('/') {
                 return Err(bad(
                     "tasks.include/exclude",
-                    format!("`{g}` is not a glob over task folder names"),
+                    format!(
+                        "`{}` is not a glob over task folder names",
+                        crate::limits::elide(g)
+                    ),
                     "use `*` and `?` over names, e.g. `wordcount-*`",
                 ));
             }
@@ -360,7 +371,10 @@ impl ExperimentManifest {
             if !is_valid_name(&a.descriptor) || !is_valid_name(label) {
                 return Err(bad(
                     "agents.conditions",
-                    format!("`{label}` is not a valid agent name"),
+                    format!(
+                        "`{}` is not a valid agent name",
+                        crate::limits::elide(label)
+                    ),
                     "use letters, digits, `.`, `_` and `-` only",
                 ));
             }
@@ -376,25 +390,22 @@ impl ExperimentManifest {
             if !labels.contains(k) {
                 return Err(bad(
                     "execution.concurrency.per_agent",
-                    format!("`{k}` is not one of the agent conditions"),
+                    format!(
+                        "`{}` is not one of the agent conditions",
+                        crate::limits::elide(k)
+                    ),
                     "use the agent labels listed under `agents.conditions`",
                 ));
             }
         }
         if let Some(r) = self.execution.infrastructure_retries {
-            if let Err(e) = crate::dispatch::check_retries(u64::from(r)) {
-                return Err(bad(
+            crate::limits::retries(u64::from(r)).map_err(|why| {
+                bad(
                     "execution.infrastructure_retries",
-                    format!(
-                        "{r} is more than the maximum {}",
-                        crate::dispatch::MAX_INFRASTRUCTURE_RETRIES
-                    ),
-                    &format!(
-                        "use 0 to {} ({e})",
-                        crate::dispatch::MAX_INFRASTRUCTURE_RETRIES
-                    ),
-                ));
-            }
+                    why,
+                    "retry an infrastructure error at most 10 times (agent failures are never retried)",
+                )
+            })?;
         }
         if self.repetitions.is_some_and(|r| r > MAX_REPETITIONS) {
             return Err(bad(
@@ -438,12 +449,50 @@ impl ExperimentManifest {
                 ));
             }
         }
-        if self.compute.cpus == Some(0) || self.compute.memory_mb == Some(0) {
-            return Err(bad(
-                "compute",
-                "asks for 0 cpus or 0 memory".into(),
-                "give positive numbers or drop them for the defaults",
-            ));
+        if let Some(c) = self.compute.cpus {
+            crate::limits::cpus(u64::from(c)).map_err(|why| {
+                bad(
+                    "compute.cpus",
+                    why,
+                    "give a whole number of CPUs per trial or drop it for the default 1",
+                )
+            })?;
+        }
+        if let Some(m) = self.compute.memory_mb {
+            crate::limits::memory_mb(m).map_err(|why| {
+                bad(
+                    "compute.memory_mb",
+                    why,
+                    "give the memory per trial in MiB or drop it for the default 2048",
+                )
+            })?;
+        }
+        let caps = &self.execution.concurrency;
+        let named = |section: &str, k: &String, v: &u32| (format!("{section}.{k}"), *v);
+        for (field, v) in self
+            .execution
+            .concurrency
+            .max_trials
+            .map(|v| ("execution.concurrency.max_trials".to_string(), v))
+            .into_iter()
+            .chain(
+                caps.per_agent
+                    .iter()
+                    .map(|(k, v)| named("execution.concurrency.per_agent", k, v)),
+            )
+            .chain(
+                caps.per_provider_route
+                    .iter()
+                    .map(|(k, v)| named("execution.concurrency.per_provider_route", k, v)),
+            )
+        {
+            crate::limits::concurrency(u64::from(v)).map_err(|why| {
+                bad(
+                    &field,
+                    why,
+                    "give 1 or more trials at once, or drop the cap for none",
+                )
+            })?;
         }
         if let Some(d) = self.compute.diff_mb {
             if d == 0 || d > crate::spec::MAX_DIFF_MB {
@@ -466,20 +515,23 @@ impl ExperimentManifest {
             ),
         ] {
             if let Some(t) = t {
-                if !(t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0) {
-                    return Err(bad(
+                crate::limits::timeout_sec(t).map_err(|why| {
+                    bad(
                         field,
-                        format!("{t} is not a usable timeout"),
-                        "give a positive number of seconds (at most a week)",
-                    ));
-                }
+                        why,
+                        "give a positive number of seconds, or drop it for each task's own",
+                    )
+                })?;
             }
         }
         for c in &self.credentials {
             if !is_env_name(c) {
                 return Err(bad(
                     "credentials",
-                    format!("`{c}` is not an environment-variable name"),
+                    format!(
+                        "`{}` is not an environment-variable name",
+                        crate::limits::elide(c)
+                    ),
                     "list variable names such as ANTHROPIC_API_KEY, never values",
                 ));
             }

@@ -14,11 +14,13 @@
 
 mod check;
 mod expand;
+mod membership;
 mod seal;
 mod summary;
 
 pub use check::PlanChecker;
 pub use expand::Expansion;
+pub use membership::{check_membership, MembershipChecker};
 pub use seal::{sealed_head, sealed_plan_digest, PlanSealer, Sealed};
 pub use summary::SummaryCounter;
 

@@ -47,6 +47,34 @@ impl Filter {
     }
 }
 
+/// Every state a run can be in: the local store's (resolved, draft, ready, finished,
+/// interrupted) and a coordinator's (planned, running, cancelling, cancelled, finished).
+pub const RUN_STATES: [&str; 9] = [
+    "resolved",
+    "draft",
+    "ready",
+    "finished",
+    "interrupted",
+    "planned",
+    "running",
+    "cancelling",
+    "cancelled",
+];
+
+/// Parses `--state`: one of [`RUN_STATES`]; anything else names the valid states (a typo
+/// must not list nothing and exit 0).
+pub fn parse_state(text: &str) -> Result<String, String> {
+    if RUN_STATES.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "`{}` is not a run state; use one of {}",
+            crate::limits::elide(text),
+            RUN_STATES.join(", ")
+        ))
+    }
+}
+
 /// Parses `--since`: an RFC 3339 instant (`2026-11-30T12:00:00Z`), a date (`2026-11-30`,
 /// midnight UTC) or an age before `now` (`90m`, `24h`, `7d`, `2w`).
 pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
@@ -79,6 +107,17 @@ pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn states_are_known_or_refused_with_the_list() {
+        for s in RUN_STATES {
+            assert_eq!(parse_state(s).unwrap(), s);
+        }
+        for bad in ["exploded", "", "Finished", "finished "] {
+            let e = parse_state(bad).unwrap_err();
+            assert!(e.contains("resolved") && e.contains("cancelled"), "{e}");
+        }
+    }
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

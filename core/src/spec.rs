@@ -324,15 +324,28 @@ pub fn select_task_ids(
                 "pass an existing folder with --tasks-root",
             )
         })?;
-        let mut names: Vec<String> = rd
-            .flatten()
-            .filter(|e| e.path().is_dir())
+        let entries: Vec<_> = rd.flatten().filter(|e| e.path().is_dir()).collect();
+        let mut names: Vec<String> = entries
+            .iter()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| !n.starts_with('.'))
             .collect();
         names.sort();
         for g in &sel.include {
             let hits: Vec<&String> = names.iter().filter(|n| glob_match(g, n)).collect();
+            // A folder whose name is not UTF-8 cannot be a task id: named as such, not
+            // reported later as a missing folder under its mangled name.
+            if let Some(bad) = entries.iter().find(|e| {
+                e.file_name().to_str().is_none() && glob_match(g, &e.file_name().to_string_lossy())
+            }) {
+                return Err(selection(
+                    format!(
+                        "the include glob `{g}` matches the folder {}, whose name is not UTF-8",
+                        bad.path().display()
+                    ),
+                    "rename the folder (task ids are letters, digits, `.`, `_` and `-`) or narrow the glob",
+                ));
+            }
             if hits.is_empty() {
                 return Err(selection(
                     format!(
@@ -507,7 +520,14 @@ pub fn resolve(
     let manifest_digest = inputs
         .manifest_path
         .as_deref()
-        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|p| {
+            crate::bounded_read::read(
+                p,
+                crate::manifest::MAX_MANIFEST_BYTES as u64,
+                crate::bounded_read::Links::Follow,
+            )
+            .ok()
+        })
         .map(|b| crate::digest::digest_bytes(&b));
     let provenance = Provenance {
         manifest: inputs

@@ -6,6 +6,8 @@
 //! See docs/tasks.md for the format. A [`TaskRelease`] is (id, version, digest of the whole
 //! directory's canonical content).
 
+use crate::agent::adapters::{list_placeholders, unknown_placeholder};
+use crate::bounded_read::{read, read_text, Links};
 use crate::digest::Hasher;
 use crate::ids::is_valid_name;
 use serde::{Deserialize, Serialize};
@@ -17,6 +19,14 @@ use std::path::{Path, PathBuf};
 pub const TASK_FILE: &str = "task.toml";
 /// Name of the instruction file.
 pub const INSTRUCTION_FILE: &str = "instruction.md";
+/// The largest `task.toml` accepted, in bytes.
+pub const MAX_TASK_TOML_BYTES: u64 = 1 << 20;
+/// The largest file accepted anywhere in a task directory (instruction, patch, tests,
+/// solution), in bytes: 64 MiB. Only regular files, directories and symlinks may be in a
+/// task; a FIFO, socket or device is refused by name.
+pub const MAX_TASK_FILE_BYTES: u64 = 64 << 20;
+/// The placeholders `verifier.command` may use; the evaluator substitutes them.
+pub const VERIFIER_PLACEHOLDERS: &[&str] = &["tests_dir", "workspace", "verifier_dir"];
 /// Default agent timeout when a task declares none.
 pub const DEFAULT_AGENT_TIMEOUT_SEC: f64 = 600.0;
 /// Default evaluation timeout when a task declares none.
@@ -225,7 +235,7 @@ pub struct TaskError {
 fn render_kind(kind: &TaskErrorKind) -> String {
     match kind {
         TaskErrorKind::Io(e) => e.clone(),
-        TaskErrorKind::Parse(e) => e.trim_end().to_string(),
+        TaskErrorKind::Parse(e) => crate::limits::elide_lines(e.trim_end()),
         TaskErrorKind::Field {
             field,
             problem,
@@ -311,11 +321,13 @@ impl Task {
             }
         }
         let toml_path = dir.join(TASK_FILE);
-        let text = std::fs::read_to_string(&toml_path).map_err(|e| TaskError {
-            file: toml_path.clone(),
-            kind: TaskErrorKind::Io(format!(
-                "cannot read it ({e}); a task directory needs a task.toml at its root"
-            )),
+        let text = read_text(&toml_path, MAX_TASK_TOML_BYTES, Links::Follow).map_err(|e| {
+            TaskError {
+                file: toml_path.clone(),
+                kind: TaskErrorKind::Io(format!(
+                    "{e}; a task directory needs a task.toml (a regular file, at most {MAX_TASK_TOML_BYTES} bytes) at its root"
+                )),
+            }
         })?;
         let file: TaskFile = toml::from_str(&text).map_err(|e| TaskError {
             file: toml_path.clone(),
@@ -369,18 +381,36 @@ impl Task {
                 "source.commit",
                 format!(
                     "`{}` is not a full commit hash (branch names and short hashes are refused: they move or are ambiguous)",
-                    source.commit
+                    crate::limits::elide(&source.commit)
                 ),
                 "pin the full 40-character hash, e.g. from `git rev-parse HEAD`",
             ));
         }
+        if let Some(len) = hash::hex_len(&repo) {
+            if source.commit.len() != len {
+                return Err(TaskError::field(
+                    &toml_path,
+                    "source.commit",
+                    format!(
+                        "`{}` has {} hex digits but the repository `{}` uses {} ({} object ids)",
+                        crate::limits::elide(&source.commit),
+                        source.commit.len(),
+                        crate::limits::elide(&source.repo),
+                        len,
+                        if len == 40 { "sha1" } else { "sha256" }
+                    ),
+                    "pin a commit of that repository, e.g. from `git rev-parse HEAD` in it",
+                ));
+            }
+        }
         let instruction_path = dir.join(INSTRUCTION_FILE);
-        let instruction = std::fs::read_to_string(&instruction_path).map_err(|e| TaskError {
-            file: instruction_path.clone(),
-            kind: TaskErrorKind::Io(format!(
-                "cannot read it ({e}); write what the agent is told in instruction.md"
-            )),
-        })?;
+        let instruction = read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow)
+            .map_err(|e| TaskError {
+                file: instruction_path.clone(),
+                kind: TaskErrorKind::Io(format!(
+                    "{e}; write what the agent is told in instruction.md (a regular UTF-8 file)"
+                )),
+            })?;
         if instruction.trim().is_empty() {
             return Err(TaskError {
                 file: instruction_path,
@@ -408,11 +438,11 @@ impl Task {
                         "give a path inside the task directory",
                     )
                 })?;
-                let bytes = std::fs::read(&p).map_err(|e| {
+                let bytes = read(&p, MAX_TASK_FILE_BYTES, Links::Follow).map_err(|e| {
                     TaskError::field(
                         &toml_path,
                         "mutation.patch",
-                        format!("cannot read `{}`: {e}", m.patch),
+                        format!("`{}` {e}", crate::limits::elide(&m.patch)),
                         "point it at an existing patch file (git diff format)",
                     )
                 })?;
@@ -444,6 +474,33 @@ impl Task {
                 "is empty",
                 "give the evaluation argv, e.g. [\"bash\", \"{tests_dir}/test.sh\"], or remove it",
             ));
+        }
+        for arg in &verifier_command {
+            if let Some(name) = unknown_placeholder(arg, VERIFIER_PLACEHOLDERS) {
+                return Err(TaskError::field(
+                    &toml_path,
+                    "verifier.command",
+                    format!(
+                        "unknown placeholder `{{{}}}` in `{}`",
+                        crate::limits::elide(name),
+                        crate::limits::elide(arg)
+                    ),
+                    format!("use {}", list_placeholders(VERIFIER_PLACEHOLDERS)),
+                ));
+            }
+        }
+        for k in file.verifier.env.keys() {
+            if !crate::agent::is_env_name(k) {
+                return Err(TaskError::field(
+                    &toml_path,
+                    "verifier.env",
+                    format!(
+                        "`{}` is not an environment-variable name",
+                        crate::limits::elide(k)
+                    ),
+                    "use names of letters, digits and `_`, not starting with a digit (e.g. PYTHONHASHSEED)",
+                ));
+            }
         }
         if file.verifier.command.is_none() && !tests_dir.join("test.sh").is_file() {
             return Err(TaskError {
@@ -507,13 +564,14 @@ impl Task {
 fn check_timeout(file: &Path, field: &str, v: Option<f64>, default: f64) -> Result<f64, TaskError> {
     match v {
         None => Ok(default),
-        Some(t) if t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0 => Ok(t),
-        Some(t) => Err(TaskError::field(
-            file,
-            field,
-            format!("{t} is not a usable timeout"),
-            "give a positive number of seconds (at most a week)",
-        )),
+        Some(t) => crate::limits::timeout_sec(t).map_err(|why| {
+            TaskError::field(
+                file,
+                field,
+                why,
+                "give a positive number of seconds, or drop it for the default",
+            )
+        }),
     }
 }
 
@@ -565,7 +623,13 @@ pub fn dir_digest(dir: &Path) -> Result<String, String> {
             use std::os::unix::fs::PermissionsExt;
             let exec = meta.permissions().mode() & 0o111 != 0;
             h.update(if exec { b"X" } else { b"F" });
-            let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            // Not a symlink (checked above): refused if the name is swapped for one.
+            let bytes = read(&p, MAX_TASK_FILE_BYTES, Links::Refuse).map_err(|e| {
+                format!(
+                    "{}: {e}; fix: a task holds regular files of at most {MAX_TASK_FILE_BYTES} bytes",
+                    p.display()
+                )
+            })?;
             h.update(&(bytes.len() as u64).to_le_bytes());
             h.update(&bytes);
         }
@@ -631,6 +695,7 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
     Ok(task)
 }
 
+mod hash;
 mod links;
 
 #[cfg(test)]

@@ -242,7 +242,7 @@ pub struct ListArgs {
     pub experiment: Option<String>,
     /// Only runs in this state (local: resolved, draft, ready, finished, interrupted;
     /// coordinator: planned, running, cancelling, cancelled, finished).
-    #[arg(long)]
+    #[arg(long, value_parser = akbench_core::run_list::parse_state)]
     pub state: Option<String>,
     /// Only runs created since: an RFC 3339 instant, a date (2026-11-30) or an age (24h, 7d).
     #[arg(long)]
@@ -432,14 +432,14 @@ pub struct SingleArgs {
     /// Do not apply the task's mutation (the pristine repository).
     #[arg(long)]
     pub no_mutation: bool,
-    /// Retries for infrastructure errors only (agent failures are never retried).
-    #[arg(long, default_value_t = 0)]
+    /// Retries for infrastructure errors only (agent failures are never retried), 0 to 10.
+    #[arg(long, default_value_t = 0, value_parser = retries_flag)]
     pub infrastructure_retries: u32,
     /// Keep the worktree on disk after the attempt.
     #[arg(long)]
     pub keep_workspace: bool,
-    /// Override the task's agent timeout, in seconds.
-    #[arg(long)]
+    /// Override the task's agent timeout, in seconds (0.001 to 604800, a week).
+    #[arg(long, value_parser = akbench_core::limits::parse_seconds)]
     pub agent_timeout: Option<f64>,
     /// How the agent is confined: `sandbox` (bubblewrap) or `direct` (unisolated; the record
     /// says so).
@@ -512,9 +512,9 @@ pub struct SweepArgs {
     /// Where run records and artifacts are written (one folder per trial key).
     #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
     pub out: PathBuf,
-    /// Trials run at once (default: the number of CPUs), further limited by the plan's
-    /// concurrency caps.
-    #[arg(long)]
+    /// Trials run at once, 1 or more (default: the number of CPUs), further limited by the
+    /// plan's concurrency caps.
+    #[arg(long, value_parser = jobs_flag)]
     pub jobs: Option<usize>,
     /// Per-host cache of bare mirrors.
     #[arg(long, env = "AKBENCH_CACHE")]
@@ -533,11 +533,11 @@ pub struct SweepArgs {
 /// Options of the embedded default.
 #[derive(Debug, Clone, Args)]
 pub struct EmbeddedArgs {
-    /// Local workers.
-    #[arg(long, default_value_t = 2)]
+    /// Local workers, 1 to 256.
+    #[arg(long, default_value_t = 2, value_parser = workers_flag)]
     pub workers: usize,
     /// Slots per worker, 1 or more (default: CPUs / workers, at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = slots_flag)]
     pub slots: Option<u32>,
     /// PostgreSQL data folder, kept between runs (default: $AKBENCH_DATA/postgres, or
     /// /var/lib/akbench/postgres as root, else ~/.local/share/akbench/postgres).
@@ -572,4 +572,24 @@ pub struct UpArgs {
     /// The embedded system's options.
     #[command(flatten)]
     pub embedded: EmbeddedArgs,
+}
+
+/// `--infrastructure-retries`: the manifest's range ([`akbench_core::limits::retries`]).
+fn retries_flag(text: &str) -> Result<u32, String> {
+    akbench_core::limits::retries(akbench_core::limits::parse_whole(text)?)
+}
+
+/// `--jobs`: a concurrency cap, 1 or more ([`akbench_core::limits::concurrency`]).
+fn jobs_flag(text: &str) -> Result<usize, String> {
+    akbench_core::limits::concurrency(akbench_core::limits::parse_whole(text)?).map(|n| n as usize)
+}
+
+/// `--slots`: trials at once on one worker, the same range as `--jobs`.
+fn slots_flag(text: &str) -> Result<u32, String> {
+    akbench_core::limits::concurrency(akbench_core::limits::parse_whole(text)?).map(|n| n as u32)
+}
+
+/// `--workers`: 1 to [`akbench_core::limits::MAX_WORKERS`] (0 is refused, never made 1).
+fn workers_flag(text: &str) -> Result<usize, String> {
+    akbench_core::limits::workers(akbench_core::limits::parse_whole(text)?)
 }

@@ -410,3 +410,33 @@ fn evaluate_all_grades_every_executed_trial_under_a_folder_once() {
     assert_eq!(v["graded"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(v["left_alone"], 4, "{v}");
 }
+
+#[test]
+fn a_record_whose_base_commit_is_not_its_tasks_is_not_graded() {
+    let env = Env::new();
+    let (code, exec) = env.json(&[
+        "run",
+        "execute",
+        "pyslug-001",
+        "--agent",
+        "oracle",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let dir = run_dir(&exec);
+    let path = dir.join("run_record.json");
+    let mut rec = record(&path);
+    let base = rec["attempts"][0]["workspace"]["base_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = if base.starts_with('0') { "1" } else { "0" }.repeat(40);
+    rec["attempts"][0]["workspace"]["base_commit"] = Value::String(other.clone());
+    std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let (code, _, err) = env.raw(&["run", "evaluate", "--copy", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("base_commit") && err.contains(&other), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.join("run_record.execute.json").exists());
+}

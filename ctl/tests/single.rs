@@ -226,7 +226,7 @@ fn bad_inputs_give_clear_errors_and_write_nothing() {
         // Past Duration's range: refused, not a panic (exit 101).
         (
             &["pyslug-001", "--agent", "oracle", "--agent-timeout=1e20"],
-            "--agent-timeout 100000000000000000000",
+            "1e20 seconds is outside 0.001 to 604800 seconds",
         ),
     ];
     for (args, needle) in cases {
@@ -265,4 +265,40 @@ fn bad_inputs_give_clear_errors_and_write_nothing() {
         "{err}"
     );
     assert!(!env.out().exists());
+}
+
+#[test]
+fn a_task_given_by_path_finds_its_repository_beside_it_not_under_tasks_root() {
+    let env = Env::new();
+    // A copy of pyslug-001 elsewhere, whose repository is only beside the copy.
+    let elsewhere = env.tmp.path().join("elsewhere");
+    let task = elsewhere.join("tasks/pyslug-001");
+    std::fs::create_dir_all(elsewhere.join("own-repos")).unwrap();
+    std::fs::copy(
+        examples().join("repos/pyslug.bundle"),
+        elsewhere.join("own-repos/pyslug.bundle"),
+    )
+    .unwrap();
+    let src = examples().join("tasks/pyslug-001");
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        std::fs::create_dir_all(task.join(&rel)).unwrap();
+        for e in std::fs::read_dir(src.join(&rel)).unwrap().flatten() {
+            let r = rel.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                todo.push(r);
+            } else {
+                std::fs::copy(e.path(), task.join(&r)).unwrap();
+            }
+        }
+    }
+    let toml = task.join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(text.contains("../repos/pyslug.bundle"), "{text}");
+    std::fs::write(&toml, text.replace("../repos/", "../own-repos/")).unwrap();
+    // --tasks-root (examples/tasks, from Env) holds no `own-repos`: only the task's own
+    // folder can find it.
+    let (code, v, all) = env.akbench(&[task.to_str().unwrap(), "--agent", "oracle", "--json"]);
+    assert_eq!(code, 0, "{all}");
+    assert_eq!(v["state"], "completed", "{all}");
 }

@@ -122,9 +122,18 @@ pub fn parse_observations(text: &str, file: &Path) -> Result<Vec<Observation>, O
     Ok(out)
 }
 
+/// The largest observations file read, in bytes (one JSON line per trial of the largest
+/// plan fits).
+pub const MAX_OBSERVATIONS_BYTES: u64 = 1 << 30;
+
 /// Reads and parses an observations file.
 pub fn load_observations(file: &Path) -> Result<Vec<Observation>, ObservationsError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ObservationsError {
+    let text = crate::bounded_read::read_text(
+        file,
+        MAX_OBSERVATIONS_BYTES,
+        crate::bounded_read::Links::Follow,
+    )
+    .map_err(|e| ObservationsError {
         file: file.to_path_buf(),
         line: None,
         problem: e.to_string(),

@@ -84,26 +84,40 @@ fn no_parameters(adapter: &str, parameters: &BTreeMap<String, Value>) -> Result<
 /// Every `{name}` in `arg` is a known placeholder (a `{` without a closing `}` is literal,
 /// as the worker expands it).
 fn check_placeholders(arg: &str) -> Result<(), String> {
+    match unknown_placeholder(arg, PLACEHOLDERS) {
+        None => Ok(()),
+        Some(name) => Err(format!(
+            "field `command`: unknown placeholder `{{{name}}}` in `{}`; fix: use {}",
+            crate::limits::elide(arg),
+            list_placeholders(PLACEHOLDERS)
+        )),
+    }
+}
+
+/// The first `{name}` in `arg` that is not one of `known` (a `{` without a closing `}` is
+/// literal, as the worker and the evaluator expand it). Shared by the agent's `command` and
+/// the task's `verifier.command`.
+pub fn unknown_placeholder<'a>(arg: &'a str, known: &[&str]) -> Option<&'a str> {
     let mut rest = arg;
     while let Some(start) = rest.find('{') {
         let after = &rest[start + 1..];
-        let Some(end) = after.find('}') else {
-            return Ok(());
-        };
+        let end = after.find('}')?;
         let name = &after[..end];
-        if !PLACEHOLDERS.contains(&name) {
-            return Err(format!(
-                "field `command`: unknown placeholder `{{{name}}}` in `{arg}`; fix: use {}",
-                PLACEHOLDERS
-                    .iter()
-                    .map(|p| format!("{{{p}}}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+        if !known.contains(&name) {
+            return Some(name);
         }
         rest = &after[end + 1..];
     }
-    Ok(())
+    None
+}
+
+/// `{a}, {b}, ...` for a message.
+pub fn list_placeholders(known: &[&str]) -> String {
+    known
+        .iter()
+        .map(|p| format!("{{{p}}}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

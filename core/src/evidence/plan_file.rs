@@ -118,14 +118,24 @@ fn link_immutable(tmp: &Path, path: &Path) -> Result<(), EvidenceError> {
     outcome
 }
 
+/// Opens a plan file for a streaming read: a regular file only (a FIFO or device in a run
+/// folder is refused, never waited on), read at most [`super::MAX_DOC_BYTES`].
+fn open_regular(path: &Path) -> std::io::Result<std::io::Take<File>> {
+    // A missing file keeps its NotFound kind (callers tell it from a damaged one).
+    std::fs::symlink_metadata(path)?;
+    crate::bounded_read::open(path, crate::bounded_read::Links::Follow)
+        .map(|(f, _)| f.take(super::MAX_DOC_BYTES))
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
 /// True when two files hold the same bytes (read a block at a time).
 fn same_content(a: &Path, b: &Path) -> std::io::Result<bool> {
     if std::fs::metadata(a)?.len() != std::fs::metadata(b)?.len() {
         return Ok(false);
     }
     let (mut a, mut b) = (
-        BufReader::new(File::open(a)?),
-        BufReader::new(File::open(b)?),
+        BufReader::new(open_regular(a)?),
+        BufReader::new(open_regular(b)?),
     );
     let (mut x, mut y) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
     loop {
@@ -344,7 +354,7 @@ fn corrupt(path: &Path, e: impl std::fmt::Display) -> EvidenceError {
 
 /// The head of the plan file `path` and its number of trials; `None` when it does not exist.
 fn read_head(path: &Path) -> Result<Option<(RunPlan, u64)>, EvidenceError> {
-    let file = match File::open(path) {
+    let file = match open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(path, e)),
@@ -372,7 +382,7 @@ fn for_each_trial(
     path: &Path,
     each: &mut dyn FnMut(PlannedTrial) -> bool,
 ) -> Result<(), EvidenceError> {
-    let file = File::open(path).map_err(|e| io(path, e))?;
+    let file = open_regular(path).map_err(|e| io(path, e))?;
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, file));
     (Doc { each })
         .deserialize(&mut de)

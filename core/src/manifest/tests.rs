@@ -95,6 +95,114 @@ fn bad_values_name_the_field() {
 }
 
 #[test]
+fn every_number_has_a_range_with_its_unit() {
+    // (section text replacing `repetitions: 2`, accepted?, field named, unit named)
+    let cases: &[(&str, bool, &str, &str)] = &[
+        (
+            "compute:\n  memory_mb: 17592186044416",
+            false,
+            "compute.memory_mb",
+            "MiB",
+        ),
+        (
+            "compute:\n  memory_mb: 1",
+            false,
+            "compute.memory_mb",
+            "MiB",
+        ),
+        (
+            "compute:\n  memory_mb: 0",
+            false,
+            "compute.memory_mb",
+            "MiB",
+        ),
+        ("compute:\n  memory_mb: 64", true, "", ""),
+        ("compute:\n  memory_mb: 16777216", true, "", ""),
+        (
+            "compute:\n  memory_mb: 16777217",
+            false,
+            "compute.memory_mb",
+            "MiB",
+        ),
+        ("compute:\n  cpus: 0", false, "compute.cpus", "CPUs"),
+        (
+            "compute:\n  cpus: 1000000000",
+            false,
+            "compute.cpus",
+            "CPUs",
+        ),
+        ("compute:\n  cpus: 1024", true, "", ""),
+        (
+            "compute:\n  agent_timeout_sec: 1e-300",
+            false,
+            "compute.agent_timeout_sec",
+            "seconds",
+        ),
+        (
+            "compute:\n  verifier_timeout_sec: .inf",
+            false,
+            "compute.verifier_timeout_sec",
+            "seconds",
+        ),
+        (
+            "compute:\n  verifier_timeout_sec: .nan",
+            false,
+            "compute.verifier_timeout_sec",
+            "seconds",
+        ),
+        (
+            "compute:\n  agent_timeout_sec: 604801",
+            false,
+            "compute.agent_timeout_sec",
+            "seconds",
+        ),
+        ("compute:\n  agent_timeout_sec: 0.5", true, "", ""),
+        (
+            "execution:\n  concurrency:\n    max_trials: 0",
+            false,
+            "execution.concurrency.max_trials",
+            "trials",
+        ),
+        (
+            "execution:\n  concurrency:\n    max_trials: 1",
+            true,
+            "",
+            "",
+        ),
+        (
+            "execution:\n  concurrency:\n    per_agent: {oracle: 0}",
+            false,
+            "execution.concurrency.per_agent.oracle",
+            "trials",
+        ),
+        (
+            "execution:\n  concurrency:\n    per_provider_route: {r: 0}",
+            false,
+            "execution.concurrency.per_provider_route.r",
+            "trials",
+        ),
+        (
+            "execution:\n  infrastructure_retries: 11",
+            false,
+            "execution.infrastructure_retries",
+            "retries",
+        ),
+    ];
+    for (section, ok, field, unit) in cases {
+        let r = parse(&GOOD.replace("repetitions: 2", section));
+        assert_eq!(r.is_ok(), *ok, "{section}: {r:?}");
+        if let Err(e) = r {
+            let s = e.to_string();
+            assert!(
+                s.contains(&format!("`{field}`")) && s.contains(unit),
+                "{section}: {s}"
+            );
+            assert!(s.len() < 400, "{s}");
+        }
+    }
+}
+
+#[test]
 fn globs() {
     assert!(glob_match("wordcount-*", "wordcount-001"));
     assert!(glob_match("*", "x"));
@@ -109,7 +217,7 @@ fn retries_and_repetitions_are_bounded() {
     let text = format!("{GOOD}execution:\n  infrastructure_retries: 4294967295\n");
     let s = parse(&text).unwrap_err().to_string();
     assert!(
-        s.contains("execution.infrastructure_retries") && s.contains("maximum 10"),
+        s.contains("execution.infrastructure_retries") && s.contains("0 to 10 retries"),
         "{s}"
     );
     let text = format!("{GOOD}execution:\n  infrastructure_retries: 10\n");

@@ -281,3 +281,45 @@ fn the_lazy_expansion_gives_the_trials_of_the_nested_loops() {
         assert_eq!(p.ready().digest, crate::digest::sealed_digest(&p.ready()));
     }
 }
+
+#[test]
+fn membership_is_the_specs_expansion_and_tampering_shows() {
+    use crate::clock::SystemClock;
+    // 8 tasks x 2 agents x 2 repetitions, as in the issue; then with candidates.
+    for candidates in [1, 3] {
+        let mut spec = synthetic_spec(8, 2, 2, &SystemClock);
+        spec.condition.execution.candidates = candidates;
+        let p = plan(&spec, &SystemClock);
+        check_membership(&spec, &p.trials).unwrap();
+        check_membership(&spec, &p.ready().trials).unwrap();
+        let renumber = |trials: &mut Vec<PlannedTrial>| {
+            for (i, t) in trials.iter_mut().enumerate() {
+                t.ordinal = i as u64;
+            }
+        };
+        // (what was done, words the refusal must have)
+        let mut cases: Vec<(Vec<PlannedTrial>, &str)> = Vec::new();
+        let mut removed = p.trials.clone();
+        removed.pop();
+        cases.push((removed, "missing"));
+        let mut removed_inside = p.trials.clone();
+        removed_inside.remove(5);
+        renumber(&mut removed_inside);
+        cases.push((removed_inside, "differs"));
+        let mut extra = p.trials.clone();
+        let mut more = extra.last().unwrap().clone();
+        more.ordinal += 1;
+        extra.push(more);
+        cases.push((extra, "not in the spec"));
+        let mut altered = p.trials.clone();
+        altered[3].compute.memory_mb = 1;
+        cases.push((altered, "compute"));
+        let mut other_task = p.trials.clone();
+        other_task[0].task.digest = "sha256:00".into();
+        cases.push((other_task, "task"));
+        for (trials, words) in cases {
+            let e = check_membership(&spec, &trials).unwrap_err();
+            assert!(e.contains(words), "{words}: {e}");
+        }
+    }
+}

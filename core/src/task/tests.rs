@@ -228,3 +228,149 @@ fn the_digest_covers_what_every_file_contains() {
         assert_eq!(load().release.digest, first.release.digest);
     }
 }
+
+fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    unsafe { libc::mknod(c.as_ptr(), mode, dev) == 0 }
+}
+
+#[test]
+fn files_in_a_task_are_regular_and_bounded_or_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    // (where, how to make it, words the message must have)
+    type Make = fn(&Path);
+    let cases: [(&str, Make, &str); 7] = [
+        (
+            "tests/fifo",
+            |p| assert!(mknod(p, libc::S_IFIFO | 0o600, 0)),
+            "FIFO",
+        ),
+        (
+            "instruction.md",
+            |p| {
+                fs::remove_file(p).unwrap();
+                assert!(mknod(p, libc::S_IFIFO | 0o600, 0));
+            },
+            "FIFO",
+        ),
+        (
+            "task.toml",
+            |p| {
+                fs::remove_file(p).unwrap();
+                assert!(mknod(p, libc::S_IFIFO | 0o600, 0));
+            },
+            "FIFO",
+        ),
+        // /dev/zero's numbers (1, 5); needs root (the test machines run as root), else a
+        // FIFO stands in.
+        (
+            "solution/zero",
+            |p| {
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                if !mknod(p, libc::S_IFCHR | 0o600, libc::makedev(1, 5)) {
+                    assert!(mknod(p, libc::S_IFIFO | 0o600, 0));
+                }
+            },
+            "not a regular file",
+        ),
+        (
+            "tests/huge.bin",
+            |p| {
+                fs::File::create(p).unwrap().set_len(20 << 30).unwrap();
+            },
+            "21474836480 bytes, more than the maximum 67108864",
+        ),
+        (
+            "instruction.md",
+            |p| {
+                fs::File::options()
+                    .write(true)
+                    .open(p)
+                    .unwrap()
+                    .set_len(MAX_TASK_FILE_BYTES + 1)
+                    .unwrap();
+            },
+            "more than the maximum",
+        ),
+        (
+            "task.toml",
+            |p| {
+                fs::File::options()
+                    .append(true)
+                    .open(p)
+                    .unwrap()
+                    .set_len(MAX_TASK_TOML_BYTES + 1)
+                    .unwrap();
+            },
+            "more than the maximum",
+        ),
+    ];
+    for (i, (rel, make, words)) in cases.into_iter().enumerate() {
+        let dir = write_task(tmp.path(), &format!("t{i}"), &good_toml());
+        make(&dir.join(rel));
+        let e = Task::load(&dir, tmp.path()).unwrap_err().to_string();
+        let name = Path::new(rel)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(e.contains(words) && e.contains(&name), "{rel}: {e}");
+    }
+}
+
+#[test]
+fn verifier_fields_and_commit_lengths_are_checked_at_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("repos/x.bundle");
+    fs::create_dir_all(bundle.parent().unwrap()).unwrap();
+    fs::write(&bundle, format!("# v2 git bundle\n{COMMIT} HEAD\n\n")).unwrap();
+    let sha256 = "a".repeat(64);
+    let cases = [
+        (
+            format!(
+                "{}[verifier]\ncommand = [\"bash\", \"{{test_dir}}/t.sh\"]\n",
+                good_toml()
+            ),
+            "verifier.command",
+            "{test_dir}",
+        ),
+        (
+            format!("{}[verifier]\nenv = {{ \"\" = \"x\" }}\n", good_toml()),
+            "verifier.env",
+            "``",
+        ),
+        (
+            format!("{}[verifier]\nenv = {{ \"A=B\" = \"x\" }}\n", good_toml()),
+            "verifier.env",
+            "`A=B`",
+        ),
+        (
+            good_toml().replace(COMMIT, &sha256),
+            "source.commit",
+            "sha1",
+        ),
+        (
+            format!("{}[agent]\ntimeout_sec = 1e-300\n", good_toml()),
+            "agent.timeout_sec",
+            "1e-300 seconds",
+        ),
+    ];
+    for (i, (toml, field, words)) in cases.iter().enumerate() {
+        let dir = write_task(tmp.path(), &format!("v{i}"), toml);
+        let e = Task::load(&dir, tmp.path()).unwrap_err();
+        let s = e.to_string();
+        assert_eq!(field_of(e), *field, "{s}");
+        assert!(s.contains(words) && s.len() < 600, "{s}");
+    }
+    // The same commit against a remote URL (hash unknown at load) and the good forms load.
+    let ok = [
+        good_toml().replace("repos/x.bundle", "https://example.com/x.git").replace(COMMIT, &sha256),
+        format!("{}[verifier]\ncommand = [\"sh\", \"{{tests_dir}}/t.sh\", \"{{workspace}}\", \"{{verifier_dir}}\"]\nenv = {{ PYTHONHASHSEED = \"0\" }}\n", good_toml()),
+    ];
+    for (i, toml) in ok.iter().enumerate() {
+        let dir = write_task(tmp.path(), &format!("ok{i}"), toml);
+        Task::load(&dir, tmp.path()).unwrap();
+    }
+}

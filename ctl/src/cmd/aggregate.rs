@@ -102,7 +102,12 @@ pub(crate) fn read(f: &Path) -> Result<RunRecord, String> {
     if !meta.is_file() {
         return Err("not a regular file (symlinks are refused)".into());
     }
-    let bytes = std::fs::read(f).map_err(|e| e.to_string())?;
+    let bytes = akbench_core::bounded_read::read(
+        f,
+        akbench_core::record::MAX_RECORD_BYTES,
+        akbench_core::bounded_read::Links::Refuse,
+    )
+    .map_err(|e| e.to_string())?;
     let r: RunRecord = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     r.validate()?;
     Ok(r)

@@ -23,6 +23,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     if args.all {
         return run_all(&args, &orch, mode);
     }
+    precheck(&args.run_dir, &args.tasks_root).map_err(InputError)?;
     let done = match regrade(
         &orch,
         &args.run_dir,
@@ -90,6 +91,14 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
     let cancel = CancelToken::new();
     for f in &files {
         let dir = f.parent().unwrap_or(&args.run_dir);
+        // Before the record is read: a FIFO in its place must not block the whole sweep.
+        if let Err(e) = precheck(dir, &args.tasks_root) {
+            if !args.json {
+                eprintln!("refused {}: {e}", dir.display());
+            }
+            refused.push(serde_json::json!({"dir": dir, "reason": e}));
+            continue;
+        }
         match read_record(dir) {
             Ok((_, r)) if owes_grade(r.outcome.state) => {}
             Ok(_) => {
@@ -155,4 +164,64 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
     } else {
         exit::NEGATIVE
     })
+}
+
+/// What is refused before a run directory is graded: a special file (FIFO, socket, device)
+/// in the run folder or an attempt folder (the agent's kept `workspace` is not searched), so
+/// no read blocks on one; and a record whose `base_commit` is not its task release's pinned
+/// commit (an altered record must not be graded as if it were the release's).
+fn precheck(run_dir: &std::path::Path, tasks_root: &std::path::Path) -> Result<(), String> {
+    special_file(run_dir, 2).map_err(|(p, kind)| {
+        format!(
+            "failed to grade {}: {} is a {kind}; fix: a run directory holds only the files `run single` wrote, remove it",
+            run_dir.display(),
+            p.display()
+        )
+    })?;
+    let Ok((_, record)) = read_record(run_dir) else {
+        // regrade reports an unreadable record itself.
+        return Ok(());
+    };
+    let Ok(task) = akbench_core::task::load_by_id(tasks_root, &record.task.release.id) else {
+        return Ok(());
+    };
+    for a in &record.attempts {
+        if let Some(base) = &a.workspace.base_commit {
+            if !base.eq_ignore_ascii_case(&task.commit) {
+                return Err(format!(
+                    "failed to grade {}: the record's base_commit `{}` (attempt {}) is not the pinned commit {} of task {} {}; fix: the record was altered or belongs to another release: grade it against the tasks it ran with",
+                    run_dir.display(),
+                    akbench_core::limits::elide(base),
+                    a.number,
+                    task.commit,
+                    task.release.id,
+                    task.release.version
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first FIFO, socket or device under `dir` (`depth` levels, `workspace` and `.git`
+/// folders not entered), with its kind.
+fn special_file(
+    dir: &std::path::Path,
+    depth: u32,
+) -> Result<(), (std::path::PathBuf, &'static str)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        let name = e.file_name();
+        if ft.is_dir() {
+            if depth > 1 && name != "workspace" && name != ".git" {
+                special_file(&e.path(), depth - 1)?;
+            }
+        } else if !ft.is_file() && !ft.is_symlink() {
+            return Err((e.path(), akbench_core::bounded_read::kind_name(&ft)));
+        }
+    }
+    Ok(())
 }

@@ -22,15 +22,7 @@ use std::time::Instant;
 pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
-    if let Some(t) = args.agent_timeout {
-        // The manifest's bound (compute.agent_timeout_sec): at most a week.
-        if !(t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0) {
-            return Err(InputError(format!(
-                "--agent-timeout {t} is not a usable timeout; give a positive number of seconds, at most 604800 (a week)"
-            ))
-            .into());
-        }
-    }
+    // --agent-timeout was range-checked where clap parsed it (core::limits::timeout_sec).
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
     orch.registry.resolve(&agent).map_err(InputError)?;
     let now = orch.clock.now();
@@ -175,7 +167,14 @@ pub fn verdict(state: State, ok: Option<bool>) -> &'static str {
 pub fn load_task(spec: &str, tasks_root: &Path) -> anyhow::Result<Task> {
     let as_path = Path::new(spec);
     if spec.contains('/') && as_path.join(task::TASK_FILE).is_file() {
-        return Ok(Task::load(as_path, tasks_root)?);
+        // A task given by path anchors its repository at its own folder's parent (the tasks
+        // root it lives in), not at --tasks-root, which names another folder of tasks.
+        let dir = task::absolute(as_path);
+        let root = dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.clone());
+        return Ok(Task::load(&dir, &root)?);
     }
     Ok(task::load_by_id(tasks_root, spec)?)
 }

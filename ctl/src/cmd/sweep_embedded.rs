@@ -13,7 +13,6 @@ use crate::embedded::{Embedded, StopSignals};
 use crate::exit;
 use crate::remote::{view, Remote};
 use akbench_core::clock::SystemClock;
-use akbench_core::digest::canonical_json;
 use akbench_core::report::ReportTrial;
 use akbench_proto::v1 as pb;
 use akbench_worker::orchestrator::Orchestrator;
@@ -168,13 +167,10 @@ async fn follow(
 ) -> anyhow::Result<(serde_json::Value, bool)> {
     let c = remote.connect().await?;
     let mut inner = c.inner.clone();
+    // Streamed in chunks: a whole plan in one message would pass the coordinator's cap.
+    let chunks = crate::remote::submit::chunks_in_memory(spec, ready);
     inner
-        .submit_plan(c.request(pb::SubmitPlanRequest {
-            spec_json: canonical_json(spec),
-            spec_digest: spec.digest.clone(),
-            plan_json: canonical_json(ready),
-            plan_digest: ready.digest.clone(),
-        }))
+        .submit_plan_stream(c.request(tokio_stream::iter(chunks)))
         .await
         .map_err(|s| c.error(s))?;
     let run = spec.run_key().to_string();

@@ -43,6 +43,24 @@ pub fn options(
 
 /// Serves until SIGINT, SIGTERM or SIGHUP.
 pub fn run(args: UpArgs) -> anyhow::Result<i32> {
+    // Bad folders are bad flags: refused (exit 2) before PostgreSQL starts.
+    for (flag, dir) in [
+        ("--tasks-root", &args.tasks_root),
+        ("--agents-root", &args.agents_root),
+    ] {
+        if !dir.is_dir() {
+            return Err(exit::InputError(format!(
+                "failed to use {flag} {}: it is not a folder; fix: give the folder holding the {}",
+                dir.display(),
+                if flag == "--tasks-root" {
+                    "tasks"
+                } else {
+                    "agent descriptors"
+                }
+            ))
+            .into());
+        }
+    }
     let o = options(
         &args.embedded,
         &args.tasks_root,

@@ -152,3 +152,30 @@ fn report(
     }
     Ok(exit::OK)
 }
+
+/// A plan held in memory (the embedded sweep's) as `SubmitPlanStream` chunks: the spec and
+/// the plan's head first, then its trials in chunks of about [`CHUNK_BYTES`], so no message
+/// nears the coordinator's request cap whatever the plan's size.
+pub fn chunks_in_memory(spec: &ResolvedRunSpec, ready: &RunPlan) -> Vec<pb::SubmitPlanChunk> {
+    let mut chunks = vec![pb::SubmitPlanChunk {
+        spec_json: canonical_json(spec),
+        spec_digest: spec.digest.clone(),
+        plan_head_json: canonical_json(&ready.head()),
+        plan_digest: ready.digest.clone(),
+        trials_json: Vec::new(),
+    }];
+    let mut bytes = 0usize;
+    for t in &ready.trials {
+        let text = canonical_json(t);
+        bytes += text.len();
+        chunks.last_mut().expect("one chunk").trials_json.push(text);
+        if bytes >= CHUNK_BYTES {
+            bytes = 0;
+            chunks.push(pb::SubmitPlanChunk::default());
+        }
+    }
+    if chunks.len() > 1 && chunks.last().is_some_and(|c| c.trials_json.is_empty()) {
+        chunks.pop();
+    }
+    chunks
+}
