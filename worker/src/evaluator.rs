@@ -28,6 +28,7 @@ use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, Tripwir
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
 use std::collections::HashSet;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -320,10 +321,26 @@ fn run_once(
     }
     if let Some((file, code)) = tripwire {
         let path = tests.join(file);
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, code.as_bytes()));
+        // Only a regular file of the copy (a link could lead back into the task release),
+        // made writable first (the release's file may be read-only).
+        let appended = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => {
+                let mut perms = m.permissions();
+                std::os::unix::fs::PermissionsExt::set_mode(
+                    &mut perms,
+                    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) | 0o200,
+                );
+                std::fs::set_permissions(&path, perms).and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&path)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, code.as_bytes()))
+                })
+            }
+            Ok(_) => Err(std::io::Error::other("it is not a regular file")),
+            Err(e) => Err(e),
+        };
         if let Err(e) = appended {
             return machinery(format!(
                 "failed to add the tripwire to {}: {e}",
