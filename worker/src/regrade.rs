@@ -723,3 +723,26 @@ fn run_solution(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grading_never_falls_back_to_direct_silently() {
+        assert_eq!(grading_runtime("direct").unwrap(), RuntimeKind::Direct);
+        for recorded in ["sandbox", "container"] {
+            match (
+                crate::runtime::sandbox_available(),
+                grading_runtime(recorded),
+            ) {
+                (Ok(()), Ok(k)) => assert_eq!(k, RuntimeKind::Sandbox),
+                (Err(_), Err(e)) => assert!(
+                    e.contains("unsandboxed is refused") && e.contains(recorded),
+                    "{e}"
+                ),
+                (s, g) => panic!("sandbox {s:?} but grading runtime {g:?}"),
+            }
+        }
+    }
+}

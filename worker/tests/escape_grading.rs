@@ -362,3 +362,98 @@ for _m in list(__import__("sys").modules.values()):
     );
     assert_tampered("skip-all", &r);
 }
+
+/// Runs `script` as a scripted agent under `sandbox` on the example task `wordcount-001`
+/// (Rust, `cargo test` with the hidden tests copied into tests/akbench_hidden.rs).
+fn rust_attack(name: &str, script: &str) -> RunRecord {
+    let c = corpus();
+    c.add_agent(
+        name,
+        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
+        Some(script),
+    );
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
+    let a = c.agent(name);
+    let mut req = c.request(&t, &a, name);
+    req.options.runtime = RuntimeKind::Sandbox;
+    let record = c
+        .orchestrator()
+        .run_trial(&req, &Silent, &CancelToken::new())
+        .unwrap()
+        .record;
+    let a = &record.attempts[0];
+    eprintln!(
+        "{name}: state={} ok={:?} cause={:?} withheld={:?}",
+        record.outcome.state,
+        record.outcome.ok,
+        a.cause,
+        a.grade.as_ref().map(|g| g.withheld.clone())
+    );
+    record
+}
+
+#[test]
+fn a_cargo_runner_rewriting_failed_to_ok_is_withheld_from_grading() {
+    if !sandbox_works("a_cargo_runner_rewriting_failed_to_ok_is_withheld_from_grading") {
+        return;
+    }
+    let r = rust_attack(
+        "cargo-runner",
+        r#"mkdir -p .cargo
+cat > .cargo/config.toml <<'AKBEOF'
+[target.'cfg(all())']
+runner = ["sh", "-c", "\"$@\" 2>&1 | sed -e 's/FAILED/ok/g'; exit 0", "runner"]
+AKBEOF
+exit 0
+"#,
+    );
+    assert_eq!(
+        r.outcome.state,
+        State::Completed,
+        "{:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(
+        r.outcome.ok,
+        Some(false),
+        "the runner's rewrite graded solved"
+    );
+    let g = r.attempts[0].grade.as_ref().unwrap();
+    assert_eq!(g.withheld, vec![".cargo/config.toml".to_string()]);
+}
+
+#[test]
+fn a_build_script_stripping_the_hidden_asserts_is_caught_by_the_tripwire() {
+    if !sandbox_works("a_build_script_stripping_the_hidden_asserts_is_caught_by_the_tripwire") {
+        return;
+    }
+    let r = rust_attack(
+        "strip-asserts",
+        r#"cat > build.rs <<'AKBEOF'
+fn strip(dir: &std::path::Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            strip(&p);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            if let Ok(s) = std::fs::read_to_string(&p) {
+                let t = s.replace("assert_eq!", "let _ = ").replace("assert!", "let _ = ");
+                if t != s {
+                    let _ = std::fs::write(&p, t);
+                }
+            }
+        }
+    }
+}
+fn main() {
+    strip(std::path::Path::new("src"));
+    strip(std::path::Path::new("tests"));
+}
+AKBEOF
+exit 0
+"#,
+    );
+    assert_tampered("strip-asserts", &r);
+}
