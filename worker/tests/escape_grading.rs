@@ -431,25 +431,14 @@ fn a_build_script_stripping_the_hidden_asserts_is_caught_by_the_tripwire() {
     let r = rust_attack(
         "strip-asserts",
         r#"cat > build.rs <<'AKBEOF'
-fn strip(dir: &std::path::Path) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            strip(&p);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            if let Ok(s) = std::fs::read_to_string(&p) {
-                let t = s.replace("assert_eq!", "let _ = ").replace("assert!", "let _ = ");
-                if t != s {
-                    let _ = std::fs::write(&p, t);
-                }
-            }
+fn main() {
+    let p = std::path::Path::new("tests/akbench_hidden.rs");
+    if let Ok(s) = std::fs::read_to_string(p) {
+        let t = s.replace("assert_eq!", "let _ = ").replace("assert!", "let _ = ");
+        if t != s {
+            let _ = std::fs::write(p, t);
         }
     }
-}
-fn main() {
-    strip(std::path::Path::new("src"));
-    strip(std::path::Path::new("tests"));
 }
 AKBEOF
 exit 0
