@@ -354,7 +354,8 @@ mod tests {
         use TestOutcome as O;
         let n = "test_qwerty";
         let other = tr("m.T::test_real", O::Passed);
-        let cases: Vec<(Vec<TestResult>, &str, bool, Result<(), &str>)> = vec![
+        type Case<'a> = (Vec<TestResult>, &'a str, bool, Result<(), &'a str>);
+        let cases: Vec<Case> = vec![
             (
                 vec![other.clone(), tr("m.Q::test_qwerty", O::Failed)],
                 "",
