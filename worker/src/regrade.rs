@@ -4,9 +4,11 @@
 //! The run directory is untrusted: every path read from it is resolved inside it, the record
 //! must validate, the recorded diff must match its digest, and the task must still be the
 //! exact release the run used (its digest covers the tests, the mutation and the reference),
-//! else grading is refused, saying why. The workspace is either the preserved one, adopted in
-//! place after checking it still holds exactly what the agent left, or rebuilt from the record
-//! (pinned commit + mutation + diff) and checked against the recorded fingerprint. The grade is
+//! else grading is refused, saying why. The workspace is rebuilt from the record (pinned
+//! commit + mutation + diff), checked against the recorded fingerprint, with the paths that
+//! steer the grader withheld (the clean room); or, only when asked for (`--in-place`), the
+//! preserved one, adopted in place after checking it still holds exactly what the agent left.
+//! A run that was sandboxed is graded in the sandbox or not at all ([`grading_runtime`]). The grade is
 //! written back atomically; the record as it was before is kept beside it; the agent's timings
 //! and logs are never touched.
 
@@ -31,7 +33,7 @@ pub const NOT_REQUESTED: &str = "grading not requested";
 /// Where grading happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspaceMode {
-    /// In place when the run kept its workspace, else a rebuilt copy.
+    /// A rebuilt copy (the clean room); the same as `Copy`.
     Auto,
     /// The preserved workspace, adopted in place (refused when there is none).
     InPlace,
