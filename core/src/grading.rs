@@ -6,8 +6,15 @@
 //! timed out, was cancelled, or never ran (infrastructure error, invalid configuration) has
 //! nothing to grade, and grading never changes what it is. `not_graded` means exactly
 //! "executed, grading not run".
+//!
+//! It also owns the rules that keep a grade honest against the code under test (docs/tasks.md,
+//! "Grading the agent cannot forge"): the tripwire placed in the grader's copy of the hidden
+//! tests ([`tripwire_code`]) and what a run with it must show ([`check_tripwire`]); which
+//! paths of the agent's diff steer the grader and are withheld from the grading workspace
+//! ([`is_withheld`]).
 
 use crate::lifecycle::State;
+use crate::record::{TestOutcome, TestResult};
 use serde::{Deserialize, Serialize};
 
 /// How the execution half of an attempt ended.
@@ -94,6 +101,182 @@ pub fn is_gradable(state: State) -> bool {
     matches!(state, State::NotGraded | State::Completed)
 }
 
+/// The result of a tripwire that failed as it must.
+pub const TRIPWIRE_OK: &str = "failed as it must";
+
+/// The test to add to a hidden-tests file named `file_name` holding `content` so that it
+/// must fail: `(test name, code to append)`, or `None` when the file is not a test file of a
+/// framework the examples use (Python `unittest` / pytest `test*.py`, Rust `#[test]`).
+/// `token` is a random lowercase word (the test's name), `a != b` two random numbers the
+/// test compares, so neither the name nor the values mark it as the tripwire.
+pub fn tripwire_code(
+    file_name: &str,
+    content: &str,
+    token: &str,
+    a: u32,
+    b: u32,
+) -> Option<(String, String)> {
+    debug_assert_ne!(a, b);
+    if file_name.ends_with(".py") && file_name.starts_with("test") {
+        let name = format!("test_{token}");
+        if content.contains("unittest") {
+            let class = format!("{}{}Test", token[..1].to_uppercase(), &token[1..]);
+            let code = format!(
+                "\n\nimport unittest as _{token}\n\n\nclass {class}(_{token}.TestCase):\n    def {name}(self):\n        self.assertEqual({a}, {b})\n"
+            );
+            return Some((name, code));
+        }
+        let code = format!("\n\ndef {name}():\n    assert {a} == {b}\n");
+        return Some((name, code));
+    }
+    if file_name.ends_with(".rs") && content.contains("#[test]") {
+        let name = token.to_string();
+        let code = format!("\n#[test]\nfn {name}() {{\n    assert_eq!({a}u64, {b}u64);\n}}\n");
+        return Some((name, code));
+    }
+    None
+}
+
+/// Checks what a grading run with the tripwire `name` in its tests showed: the tripwire must
+/// be reported failing (by name in the JUnit report, or, without one, in the runner's
+/// output) and the run must not be solved. `Err` says how grading was tampered with.
+pub fn check_tripwire(
+    name: &str,
+    tests: &[TestResult],
+    report: &str,
+    solved: bool,
+) -> Result<(), String> {
+    if solved {
+        return Err(format!(
+            "the run with the tripwire `{name}` (a test that must fail) was graded solved"
+        ));
+    }
+    if tests.is_empty() {
+        return if report.contains(name) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the tripwire `{name}` does not appear in the runner's output: it did not run"
+            ))
+        };
+    }
+    let named = |t: &&TestResult| {
+        t.name == name
+            || t.name.ends_with(&format!("::{name}"))
+            || t.name.ends_with(&format!(".{name}"))
+    };
+    match tests.iter().find(named).map(|t| t.outcome) {
+        Some(TestOutcome::Failed | TestOutcome::Error) => Ok(()),
+        Some(TestOutcome::Passed) => Err(format!(
+            "the tripwire `{name}` (a test that must fail) passed"
+        )),
+        Some(TestOutcome::Skipped) => Err(format!(
+            "the tripwire `{name}` (a test that must fail) was skipped"
+        )),
+        None => Err(format!(
+            "the tripwire `{name}` is missing from the JUnit report: it did not run"
+        )),
+    }
+}
+
+/// Paths that steer the grader rather than the solution, withheld from the agent's diff by
+/// default (docs/tasks.md, "Clean-room grading"): runner and toolchain configuration
+/// (`.cargo/`, `rust-toolchain`, `rust-toolchain.toml`), interpreter start-up hooks
+/// (`sitecustomize.py`, `usercustomize.py`, `*.pth`), pytest configuration (`conftest.py`,
+/// `pytest.ini`), and what the grader itself owns (the verifier folder names `.akbench/`).
+/// A glob is a path (`a/b.txt`), a folder (`a/`: everything under it), or a file name
+/// pattern with one leading `*` (`*.pth`), matched at any depth.
+pub const DEFAULT_WITHHELD: &[&str] = &[
+    ".cargo/",
+    "rust-toolchain",
+    "rust-toolchain.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "*.pth",
+    "conftest.py",
+    "pytest.ini",
+    ".akbench/",
+];
+
+/// True when the diff's change of `path` (relative to the repository, `/`-separated) is
+/// withheld from grading: it matches a default ([`DEFAULT_WITHHELD`]) or one of the task's
+/// `verifier.protected_paths` (same glob forms; a path without `/` matches that name at any
+/// depth, one with `/` from the repository root).
+pub fn is_withheld(path: &str, protected: &[String]) -> bool {
+    let globs = DEFAULT_WITHHELD
+        .iter()
+        .copied()
+        .chain(protected.iter().map(String::as_str));
+    let parts: Vec<&str> = path.split('/').collect();
+    let file = parts.last().copied().unwrap_or("");
+    for g in globs {
+        let matched = if let Some(dir) = g.strip_suffix('/') {
+            if dir.contains('/') {
+                path.starts_with(&format!("{dir}/"))
+            } else {
+                parts[..parts.len().saturating_sub(1)].contains(&dir)
+            }
+        } else if let Some(suffix) = g.strip_prefix('*') {
+            file.ends_with(suffix)
+        } else if g.contains('/') {
+            path == g
+        } else {
+            file == g
+        };
+        if matched {
+            return true;
+        }
+    }
+    false
+}
+
+/// The path a `diff --git a/P b/P` header names (renames are off, so both are the same);
+/// `None` for a line that is not such a header.
+fn header_path(line: &[u8]) -> Option<String> {
+    let rest = std::str::from_utf8(line.strip_prefix(b"diff --git ")?).ok()?;
+    if let Some(q) = rest.strip_prefix("\"a/") {
+        // Quoted (special characters): `"a/P" "b/P"`, P C-escaped; kept escaped.
+        let end = q.find("\" \"b/")?;
+        return Some(q[..end].to_string());
+    }
+    let n = rest.len();
+    if n < 5 || (n - 1) % 2 != 0 {
+        return None;
+    }
+    let half = (n - 1) / 2;
+    let (a, b) = (&rest[..half], &rest[half + 1..]);
+    match (a.strip_prefix("a/"), b.strip_prefix("b/")) {
+        (Some(pa), Some(pb)) if pa == pb => Some(pa.to_string()),
+        _ => None,
+    }
+}
+
+/// Splits a recorded diff (`git diff-tree -p --no-renames` output) into the part grading
+/// takes and the part it withholds ([`is_withheld`] on each file's path): `(kept, withheld,
+/// withheld paths)`. The parts are whole per-file sections, in order.
+pub fn split_withheld(diff: &[u8], protected: &[String]) -> (Vec<u8>, Vec<u8>, Vec<String>) {
+    let (mut kept, mut held, mut paths) = (Vec::new(), Vec::new(), Vec::new());
+    let mut current_held = false;
+    for line in diff.split_inclusive(|b| *b == b'\n') {
+        let bare = line.strip_suffix(b"\n").unwrap_or(line);
+        if bare.starts_with(b"diff --git ") {
+            current_held = match header_path(bare) {
+                Some(p) if is_withheld(&p, protected) => {
+                    paths.push(p);
+                    true
+                }
+                _ => false,
+            };
+        }
+        if current_held {
+            held.extend_from_slice(line);
+        } else {
+            kept.extend_from_slice(line);
+        }
+    }
+    (kept, held, paths)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +339,155 @@ mod tests {
         for s in crate::lifecycle::ALL_STATES {
             assert_eq!(owes_grade(s), s == State::NotGraded, "{s:?}");
         }
+    }
+
+    fn tr(name: &str, outcome: TestOutcome) -> TestResult {
+        TestResult {
+            name: name.into(),
+            outcome,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn the_tripwire_table() {
+        use TestOutcome as O;
+        let n = "test_qwerty";
+        let other = tr("m.T::test_real", O::Passed);
+        type Case<'a> = (Vec<TestResult>, &'a str, bool, Result<(), &'a str>);
+        let cases: Vec<Case> = vec![
+            (
+                vec![other.clone(), tr("m.Q::test_qwerty", O::Failed)],
+                "",
+                false,
+                Ok(()),
+            ),
+            (vec![tr("m.Q.test_qwerty", O::Error)], "", false, Ok(())),
+            (vec![tr("test_qwerty", O::Failed)], "", false, Ok(())),
+            (
+                vec![tr("m.Q::test_qwerty", O::Failed)],
+                "",
+                true,
+                Err("graded solved"),
+            ),
+            (
+                vec![tr("m.Q::test_qwerty", O::Passed)],
+                "",
+                false,
+                Err("passed"),
+            ),
+            (
+                vec![tr("m.Q::test_qwerty", O::Skipped)],
+                "",
+                false,
+                Err("skipped"),
+            ),
+            (vec![other.clone()], "test_qwerty", false, Err("missing")),
+            (
+                vec![tr("m.Q::test_qwertyx", O::Failed)],
+                "",
+                false,
+                Err("missing"),
+            ),
+            (vec![], "FAIL: test_qwerty", false, Ok(())),
+            (vec![], "OK", false, Err("does not appear")),
+            (vec![], "FAIL: test_qwerty", true, Err("graded solved")),
+        ];
+        for (tests, report, solved, want) in cases {
+            let got = check_tripwire(n, &tests, report, solved);
+            match (got, want) {
+                (Ok(()), Ok(())) => {}
+                (Err(e), Err(w)) => assert!(e.contains(w) && e.contains(n), "{e} vs {w}"),
+                (g, w) => panic!("{tests:?} {report:?} {solved}: got {g:?}, want {w:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn tripwire_code_per_framework() {
+        let (n, code) = tripwire_code("test_hidden.py", "import unittest\n", "abc", 1, 2).unwrap();
+        assert_eq!(n, "test_abc");
+        assert!(
+            code.contains("class AbcTest(_abc.TestCase):") && code.contains("def test_abc(self):")
+        );
+        assert!(code.contains("self.assertEqual(1, 2)"), "{code}");
+        let (n, code) = tripwire_code("test_x.py", "def test_y(): pass\n", "abc", 1, 2).unwrap();
+        assert_eq!(n, "test_abc");
+        assert!(
+            code.contains("def test_abc():\n    assert 1 == 2"),
+            "{code}"
+        );
+        let (n, code) = tripwire_code("hidden.rs", "#[test]\nfn t() {}\n", "abc", 3, 4).unwrap();
+        assert_eq!(n, "abc");
+        assert!(
+            code.contains("#[test]\nfn abc() {\n    assert_eq!(3u64, 4u64);"),
+            "{code}"
+        );
+        assert_eq!(
+            tripwire_code("run_tests.py", "import unittest", "abc", 1, 2),
+            None
+        );
+        assert_eq!(tripwire_code("helpers.rs", "fn x() {}", "abc", 1, 2), None);
+        assert_eq!(tripwire_code("test.sh", "#[test]", "abc", 1, 2), None);
+    }
+
+    #[test]
+    fn withheld_paths() {
+        let extra = vec![
+            "scripts/grade.sh".to_string(),
+            "fixtures/".to_string(),
+            "*.cfg".to_string(),
+        ];
+        let table: &[(&str, bool)] = &[
+            (".cargo/config.toml", true),
+            ("sub/.cargo/config.toml", true),
+            ("rust-toolchain.toml", true),
+            ("crates/a/rust-toolchain", true),
+            ("sitecustomize.py", true),
+            ("lib/usercustomize.py", true),
+            ("evil.pth", true),
+            ("tests/conftest.py", true),
+            ("pytest.ini", true),
+            (".akbench/reward.txt", true),
+            ("scripts/grade.sh", true),
+            ("other/scripts/grade.sh", false),
+            ("fixtures/a.json", true),
+            ("setup.cfg", true),
+            ("src/lib.rs", false),
+            ("build.rs", false),
+            ("Cargo.toml", false),
+            ("pyslug/__init__.py", false),
+            ("tests/test_x.py", false),
+            ("cargo/config.toml", false),
+            ("my.pthx", false),
+        ];
+        for (p, want) in table {
+            assert_eq!(is_withheld(p, &extra), *want, "{p}");
+        }
+        assert!(!is_withheld("setup.cfg", &[]));
+    }
+
+    #[test]
+    fn diffs_split_into_kept_and_withheld_sections() {
+        let diff = b"diff --git a/src/lib.rs b/src/lib.rs\nindex 1..2 100644\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/.cargo/config.toml b/.cargo/config.toml\nnew file mode 100644\n--- /dev/null\n+++ b/.cargo/config.toml\n@@ -0,0 +1 @@\n+[target]\ndiff --git a/a b/a b/a b/a b/a\n--- a/a b/a\n+++ b/a b/a\n@@ -1 +1 @@\n-x\n+y\ndiff --git \"a/x\\tconftest.py\" \"b/x\\tconftest.py\"\n+z\n";
+        let (kept, held, paths) = split_withheld(diff, &[]);
+        let kept = String::from_utf8(kept).unwrap();
+        let held = String::from_utf8(held).unwrap();
+        assert_eq!(paths, vec![".cargo/config.toml".to_string()]);
+        assert!(kept.starts_with("diff --git a/src/lib.rs") && kept.contains("+b\n"));
+        assert!(kept.contains("diff --git a/a b/a b/a b/a b/a\n"), "{kept}");
+        assert!(
+            held.starts_with("diff --git a/.cargo/config.toml") && held.ends_with("+[target]\n")
+        );
+        assert!(!kept.contains("[target]"));
+        let (k, h, p) = split_withheld(b"", &[]);
+        assert!(k.is_empty() && h.is_empty() && p.is_empty());
+        let (_, _, p) = split_withheld(diff, &["src/lib.rs".into()]);
+        assert_eq!(
+            p,
+            vec!["src/lib.rs".to_string(), ".cargo/config.toml".to_string()]
+        );
+        assert_eq!(header_path(b"diff --git a/x b/y"), None);
+        assert_eq!(header_path(b"+diff --git a/x b/x"), None);
     }
 }

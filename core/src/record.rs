@@ -278,6 +278,41 @@ pub struct Grade {
     pub graded_at: DateTime<Utc>,
     /// How long grading took.
     pub duration_ms: u64,
+    /// The runtime the hidden tests ran in and the limits enforced, as observed by the worker
+    /// (`direct` only when the run said `runtime: direct`). Absent in records written before
+    /// it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeFacts>,
+    /// Why the grade is `not solved` whatever the reward said: `grading tampered: ...` (with
+    /// `tampered`), or the evaluation died or gave no verdict while the agent's code ran on a
+    /// task whose reference solution the same grader solves. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// True when grading saw tampering (a verifier output that is a link, not a regular
+    /// file, too large, or changed after the test process ended; a tripwire that did not
+    /// fail): the grade is `not solved`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tampered: bool,
+    /// The tripwire check run beside the hidden tests. Absent in records written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<TripwireFacts>,
+    /// Paths the agent's diff changed that were not taken into the grading workspace (they
+    /// steer the grader, not the solution: docs/tasks.md, "Clean-room grading").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<String>,
+}
+
+/// The tripwire of a grade: a randomly named test that must fail, added to the grader's copy
+/// of the hidden tests and run in a second, fresh grading run when the first one solved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TripwireFacts {
+    /// The test's name (random per grade), empty when none was placed.
+    pub name: String,
+    /// The file of the tests copy it was added to (relative to `tests/`), empty when none.
+    pub file: String,
+    /// What happened: `failed as it must`, `not run: ...`, `none: ...`, or the tampering seen.
+    pub result: String,
 }
 
 /// One attempt of a trial.
@@ -291,7 +326,8 @@ pub struct AttemptRecord {
     pub transitions: Vec<Transition>,
     /// Terminal state of this attempt.
     pub state: State,
-    /// Why it ended where it did, for any state but `completed`.
+    /// Why it ended where it did, for any state but `completed`; for a `completed` attempt,
+    /// the grade's `cause` when it has one (tampering, an evaluation the agent's code broke).
     pub cause: Option<String>,
     /// Workspace facts.
     pub workspace: WorkspaceFacts,

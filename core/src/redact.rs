@@ -2,6 +2,11 @@
 //! the evaluator's output and report, the record's free text) has each declared credential
 //! value replaced by `[REDACTED:<NAME>]`, and the names found are reported so the record can
 //! say that something was redacted.
+//!
+//! A value is also found in its common encodings ([`encoded_forms`]): reversed, hex (lower
+//! and upper case), percent-encoded, and base64 (standard and URL-safe) at each of the three
+//! alignments a value can have inside a longer base64 text, so a credential embedded in an
+//! encoded blob is cut out of it too.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -22,9 +27,16 @@ pub fn marker(name: &str) -> String {
 impl Redactor {
     /// A redactor for `(name, value)` pairs; empty values are ignored.
     pub fn new(secrets: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut secrets: Vec<_> = secrets.into_iter().filter(|(_, v)| !v.is_empty()).collect();
-        secrets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
-        Self { secrets }
+        let mut forms: Vec<(String, String)> = Vec::new();
+        for (name, value) in secrets.into_iter().filter(|(_, v)| !v.is_empty()) {
+            for f in encoded_forms(&value) {
+                if !forms.iter().any(|(_, v)| *v == f) {
+                    forms.push((name.clone(), f));
+                }
+            }
+        }
+        forms.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+        Self { secrets: forms }
     }
 
     /// True when there is nothing to scrub.
@@ -81,6 +93,74 @@ impl Redactor {
             _ => {}
         }
     }
+}
+
+/// The shortest encoded form searched for: shorter ones (of short values) would match
+/// ordinary text by chance.
+const MIN_ENCODED: usize = 8;
+
+/// The forms of `value` that are scrubbed: the value itself, then (each when at least
+/// [`MIN_ENCODED`] characters long and different from the value) reversed, hex lower and
+/// upper case, percent-encoded (upper and lower case escapes), and the characters of its
+/// base64 encoding (standard and URL-safe) that depend on the value's bytes only, for each
+/// of the three offsets it can start at inside a longer encoded text.
+pub fn encoded_forms(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_string()];
+    let b = value.as_bytes();
+    let mut add = |f: String| {
+        if f.len() >= MIN_ENCODED && !out.contains(&f) {
+            out.push(f);
+        }
+    };
+    add(value.chars().rev().collect());
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    add(hex.to_uppercase());
+    add(hex);
+    let pct = |upper: bool| -> String {
+        b.iter()
+            .map(|&x| {
+                if x.is_ascii_alphanumeric() || b"-_.~".contains(&x) {
+                    char::from(x).to_string()
+                } else if upper {
+                    format!("%{x:02X}")
+                } else {
+                    format!("%{x:02x}")
+                }
+            })
+            .collect()
+    };
+    add(pct(true));
+    add(pct(false));
+    for alphabet in [B64_STD, B64_URL] {
+        for k in 0..3 {
+            add(base64_core(b, k, alphabet));
+        }
+    }
+    out
+}
+
+const B64_STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const B64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The base64 characters of `value` placed `k` bytes into a 3-byte group that depend on
+/// `value`'s bytes only (the 6-bit groups wholly inside it).
+fn base64_core(value: &[u8], k: usize, alphabet: &[u8; 64]) -> String {
+    let mut bytes = vec![0u8; k];
+    bytes.extend_from_slice(value);
+    bytes.extend_from_slice(&[0, 0]);
+    let bits = |i: usize| -> u8 {
+        let (byte, bit) = (i / 8, i % 8);
+        (bytes[byte] >> (7 - bit)) & 1
+    };
+    let (start, end) = (8 * k, 8 * (k + value.len()));
+    let first = start.div_ceil(6);
+    let last = end / 6; // exclusive
+    (first..last)
+        .map(|c| {
+            let v = (0..6).fold(0u8, |acc, j| (acc << 1) | bits(6 * c + j));
+            char::from(alphabet[usize::from(v)])
+        })
+        .collect()
 }
 
 /// `text` with every occurrence of `needle` replaced, or `None` when there is none.
@@ -191,5 +271,76 @@ mod tests {
         assert_eq!(v.n, 7);
         assert_eq!(found.len(), 2);
         assert!(Redactor::new([("E".to_string(), String::new())]).is_empty());
+    }
+
+    /// Standard base64 of `b` (with padding), for the tests.
+    fn b64(b: &[u8], alphabet: &[u8; 64]) -> String {
+        let mut out = String::new();
+        for chunk in b.chunks(3) {
+            let n = chunk.len();
+            let v = (u32::from(chunk[0]) << 16)
+                | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*chunk.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                if i <= n {
+                    out.push(char::from(alphabet[((v >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn encoded_forms_are_scrubbed_too() {
+        let secret = "sk-live/9f8e+7d6c?5b4a";
+        let red = Redactor::new([("KEY".to_string(), secret.to_string())]);
+        let hex: String = secret.bytes().map(|x| format!("{x:02x}")).collect();
+        let mut cases: Vec<(String, &str)> = vec![
+            (format!("x {secret} y"), "literal"),
+            (
+                format!("x {} y", secret.chars().rev().collect::<String>()),
+                "reversed",
+            ),
+            (format!("h={hex};"), "hex lower"),
+            (format!("H={};", hex.to_uppercase()), "hex upper"),
+            (
+                "q=sk-live%2F9f8e%2B7d6c%3F5b4a&".to_string(),
+                "percent upper",
+            ),
+            (
+                "q=sk-live%2f9f8e%2b7d6c%3f5b4a&".to_string(),
+                "percent lower",
+            ),
+        ];
+        for prefix in ["", "a", "ab", "abc", "Authorization: Basic "] {
+            for (alphabet, what) in [(B64_STD, "base64"), (B64_URL, "base64url")] {
+                let blob = format!("{prefix}{secret}:tail-bytes");
+                cases.push((format!("blob {} end", b64(blob.as_bytes(), alphabet)), what));
+            }
+        }
+        for (input, what) in &cases {
+            let mut found = BTreeSet::new();
+            let out = red.bytes(input.as_bytes(), &mut found);
+            let out =
+                String::from_utf8(out.unwrap_or_else(|| panic!("{what}: not found in {input}")))
+                    .unwrap();
+            assert!(out.contains("[REDACTED:KEY]"), "{what}: {out}");
+            assert_eq!(found.len(), 1, "{what}");
+            // Nothing of the encoded value is left that decodes to more than a few bytes.
+            for f in encoded_forms(secret) {
+                assert!(!out.contains(&f), "{what}: {f} left in {out}");
+            }
+        }
+        // Ordinary text, and the encodings of another value, are left alone.
+        let mut found = BTreeSet::new();
+        let other = b64(b"sk-live/0000+0000?0000", B64_STD);
+        assert_eq!(
+            red.bytes(format!("nothing {other} here").as_bytes(), &mut found),
+            None
+        );
+        // Short values are scrubbed only literally (their encodings would match by chance).
+        assert_eq!(encoded_forms("ab"), vec!["ab".to_string()]);
     }
 }

@@ -118,6 +118,26 @@ pub struct VerifierSection {
     /// Extra environment for the evaluation command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The tripwire (docs/tasks.md, "Tripwire"); absent: placed by the framework defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<TripwireSection>,
+    /// Paths of the repository that steer the grader and are never taken from the agent's
+    /// diff for grading, besides the defaults (docs/tasks.md, "Clean-room grading").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_paths: Vec<String>,
+}
+
+/// `[verifier.tripwire]`: a test that must fail, added to the grader's copy of the tests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TripwireSection {
+    /// `false`: no tripwire for this task (its record says so). Default true.
+    pub enabled: Option<bool>,
+    /// The file of `tests/` the code is appended to (relative to `tests/`).
+    pub file: Option<String>,
+    /// The code appended; `{name}` is replaced by the tripwire's random name, which the
+    /// runner must report failing (in junit.xml, or in its output).
+    pub code: Option<String>,
 }
 
 /// `[source]`.

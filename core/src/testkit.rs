@@ -184,6 +184,11 @@ pub fn attempt_record(
         tests_digest: "sha256:00".into(),
         graded_at: at,
         duration_ms: 1,
+        runtime: None,
+        cause: None,
+        tampered: false,
+        tripwire: None,
+        withheld: Vec::new(),
     });
     crate::record::AttemptRecord {
         attempt: crate::record::Identity {

@@ -468,7 +468,7 @@ pub struct EvaluateArgs {
     #[arg(long, conflicts_with = "in_place")]
     pub copy: bool,
     /// Grade the preserved workspace in place (refused when the run kept none). The default
-    /// is in place when a workspace was kept, else a copy.
+    /// is a copy (the clean room: grading never runs in the agent's own folder unless asked).
     #[arg(long)]
     pub in_place: bool,
     /// Print one JSON object instead of human output.

@@ -103,6 +103,13 @@ fn oracle_solves_every_task_and_a_failing_agent_solves_none() {
                 .is_empty(),
             "{task}: per-test results from the JUnit report"
         );
+        let grade = &rec["attempts"][0]["grade"];
+        assert_eq!(
+            grade["tripwire"]["result"], "failed as it must",
+            "{task}: the tripwire is placed in the example tests and seen failing: {}",
+            grade["tripwire"]
+        );
+        assert_eq!(grade["runtime"]["name"], "sandbox", "{task}");
 
         let (code, v, all) = env.akbench(&[task, "--agent", "fail", "--json"]);
         assert_eq!(code, 1, "fail on {task}: {all}");

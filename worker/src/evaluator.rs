@@ -1,25 +1,48 @@
-//! The evaluator engine: runs a task's hidden tests against a workspace.
+//! The evaluator engine: runs a task's hidden tests against a workspace, and keeps the grade
+//! honest against the code under test (docs/tasks.md, "Grading the agent cannot forge").
 //!
 //! `tests/` is copied from the task release (never from the workspace) into a folder outside
 //! the worktree, checked against the digest taken when the task was loaded, and the verifier
 //! command runs with its own timeout. The verdict comes from a reward file when one is
-//! written, else from the exit code; per-test results come from a JUnit XML report. An
-//! evaluator that crashes, cannot start or times out is an evaluation error, never an agent
-//! failure. See docs/tasks.md, "Evaluation".
+//! written, else from the exit code; per-test results come from a JUnit XML report. Verifier
+//! outputs are read without following links and size-capped ([`outputs`]); the reward is read
+//! when the verifier's top process ended and again once every process of its tree is gone,
+//! and must not have changed. A solved grade is checked by a second run, in a fresh copy of
+//! the agent's work, with a tripwire (a randomly named test that must fail) added to the
+//! grader's copy of the tests. Anything of this that fails is tampering: graded not solved,
+//! flagged, never an evaluation error.
+//!
+//! Whose failure: a grader that cannot start or set up (tests copy, digest, runtime) is an
+//! evaluation error. A verifier that ran the agent's code and then died by a signal, timed
+//! out, exited as "could not execute" or left no usable reward is the agent's failure (graded
+//! not solved, cause named) when the same grader solves the task's reference solution on this
+//! host (checked once per task release and runtime); else an evaluation error.
+
+pub mod outputs;
+mod tripwire;
 
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
-use akbench_core::record::{Grade, TestOutcome, TestResult};
+use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
+use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
+use std::collections::HashSet;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bytes of the evaluator's output kept in the record.
 pub const REPORT_CAP: usize = 64 * 1024;
 
+/// The prefix of every cause of a tampered grade.
+pub const TAMPERED: &str = "grading tampered";
+
 /// What evaluation gave.
 #[derive(Debug, Clone, PartialEq)]
+// One per grade, moved once: boxing the grade would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum EvalResult {
     /// A verdict.
     Graded(Grade),
@@ -34,10 +57,59 @@ pub enum EvalResult {
     Cancelled,
 }
 
+/// A workspace made for one grading run; removed when dropped.
+pub struct FreshWorkspace {
+    /// The worktree.
+    pub path: PathBuf,
+    /// Paths of the agent's diff not taken into it.
+    pub withheld: Vec<String>,
+    cleanup: Option<Box<dyn FnOnce() + 'static>>,
+}
+
+impl FreshWorkspace {
+    /// A workspace at `path`; `cleanup` removes it.
+    pub fn new(path: PathBuf, withheld: Vec<String>, cleanup: Box<dyn FnOnce() + 'static>) -> Self {
+        Self {
+            path,
+            withheld,
+            cleanup: Some(cleanup),
+        }
+    }
+}
+
+impl Drop for FreshWorkspace {
+    fn drop(&mut self) {
+        if let Some(c) = self.cleanup.take() {
+            c();
+        }
+    }
+}
+
+impl std::fmt::Debug for FreshWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FreshWorkspace")
+            .field("path", &self.path)
+            .field("withheld", &self.withheld)
+            .finish()
+    }
+}
+
+/// Makes the workspaces a grade needs besides the first one: a fresh copy of the agent's
+/// work (the tripwire run) and the baseline with the reference solution applied (the check
+/// that the grader works, when a run gave no verdict).
+pub trait Workspaces {
+    /// A fresh copy of the agent's work (baseline plus the recorded diff, grader-steering
+    /// paths withheld) under `dir`.
+    fn agent_copy(&self, dir: &Path) -> Result<FreshWorkspace, String>;
+    /// The baseline with the task's reference solution applied, under `dir`.
+    fn reference(&self, dir: &Path, cancel: &CancelToken) -> Result<FreshWorkspace, String>;
+}
+
 /// Where evaluation runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EvalPlace<'a> {
-    /// The worktree as the agent left it.
+    /// The workspace to grade: a fresh copy of the agent's work (never the agent's live
+    /// worktree, except for `grade --in-place`).
     pub workspace: &'a Path,
     /// A fresh folder for the tests copy, verifier output and the evaluator's HOME.
     pub eval_root: &'a Path,
@@ -49,6 +121,65 @@ pub struct EvalPlace<'a> {
     /// The runtime the verifier runs in (`sandbox`: it sees the worktree, its copy of the
     /// tests read-only, its verifier folder and home, nothing else).
     pub runtime: RuntimeKind,
+    /// The other workspaces a grade needs; `None`: no tripwire run and no reference check
+    /// (the record says so).
+    pub workspaces: Option<&'a dyn Workspaces>,
+    /// Paths withheld from `workspace` (recorded in the grade).
+    pub withheld: &'a [String],
+}
+
+impl std::fmt::Debug for EvalPlace<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvalPlace")
+            .field("workspace", &self.workspace)
+            .field("eval_root", &self.eval_root)
+            .field("runtime", &self.runtime)
+            .field("withheld", &self.withheld)
+            .finish()
+    }
+}
+
+/// The limits every grading run has.
+pub fn grading_limits() -> Limits {
+    Limits {
+        pids: 4096,
+        ..Limits::default()
+    }
+}
+
+/// One verdict of one run.
+#[derive(Debug, Clone)]
+struct Verdict {
+    ok: bool,
+    score: f64,
+    source: &'static str,
+    exit_code: Option<i32>,
+    tests: Vec<TestResult>,
+    report: String,
+    report_truncated: bool,
+    runtime: RuntimeFacts,
+    tampered: Option<String>,
+    cause: Option<String>,
+}
+
+/// How one run of the verifier ended.
+#[derive(Debug)]
+enum Run {
+    Verdict(Verdict),
+    /// The verifier ran (the agent's code with it) but gave no usable verdict.
+    NoVerdict {
+        cause: String,
+        report: String,
+        report_truncated: bool,
+        exit_code: Option<i32>,
+        runtime: RuntimeFacts,
+    },
+    /// The grader's own machinery failed.
+    Machinery {
+        cause: String,
+        report: String,
+    },
+    Cancelled,
 }
 
 /// Runs the task's evaluation.
@@ -60,34 +191,168 @@ pub fn evaluate(
 ) -> EvalResult {
     let started = Instant::now();
     let graded_at = clock.now();
-    let broken = |cause: String| EvalResult::Broken {
+    let main = run_once(
+        task,
+        place,
+        place.workspace,
+        &place.eval_root.join("main"),
+        place.log_prefix,
+        None,
+        cancel,
+    );
+    let mut v = match main {
+        Run::Cancelled => return EvalResult::Cancelled,
+        Run::Machinery { cause, report } => return EvalResult::Broken { cause, report },
+        Run::NoVerdict {
+            cause,
+            report,
+            report_truncated,
+            exit_code,
+            runtime,
+        } => match reference_check(task, place, cancel) {
+            RefCheck::Cancelled => return EvalResult::Cancelled,
+            RefCheck::Fails(why) => {
+                return EvalResult::Broken {
+                    cause: format!("{cause} ({why})"),
+                    report,
+                }
+            }
+            RefCheck::Solves => Verdict {
+                ok: false,
+                score: 0.0,
+                source: "no_verdict",
+                exit_code,
+                tests: Vec::new(),
+                report,
+                report_truncated,
+                runtime,
+                tampered: None,
+                cause: Some(format!(
+                    "{cause} while the agent's code ran; the same grader solves the task's reference solution, so this is the agent's failure"
+                )),
+            },
+        },
+        Run::Verdict(v) => v,
+    };
+    let tripwire = if v.tampered.is_some() {
+        not_run("tampering was seen in the first run")
+    } else if !v.ok {
+        not_run("the grade is not solved")
+    } else {
+        match tripwire::run(task, place, cancel) {
+            tripwire::Tripwire::Cancelled => return EvalResult::Cancelled,
+            tripwire::Tripwire::Broken(cause) => {
+                return EvalResult::Broken {
+                    cause,
+                    report: v.report,
+                }
+            }
+            tripwire::Tripwire::Done(facts, tamper) => {
+                if let Some(t) = tamper {
+                    v.tampered = Some(t);
+                }
+                facts
+            }
+        }
+    };
+    let (cause, tampered) = match &v.tampered {
+        Some(t) => (Some(format!("{TAMPERED}: {t}")), true),
+        None => (v.cause.clone(), false),
+    };
+    EvalResult::Graded(Grade {
+        ok: v.ok && !tampered,
+        score: if tampered { 0.0 } else { v.score },
+        source: v.source.to_string(),
+        exit_code: v.exit_code,
+        tests: v.tests,
+        report: v.report,
+        report_truncated: v.report_truncated,
+        tests_digest: task.tests_digest.clone(),
+        graded_at,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        runtime: Some(v.runtime),
+        cause,
+        tampered,
+        tripwire: Some(tripwire),
+        withheld: place.withheld.to_vec(),
+    })
+}
+
+fn not_run(why: &str) -> TripwireFacts {
+    TripwireFacts {
+        name: String::new(),
+        file: String::new(),
+        result: format!("not run: {why}"),
+    }
+}
+/// Runs the verifier once over `workspace`, with a fresh tests copy, verifier folder and home
+/// under `eval_root`; `tripwire` is (file under tests/, code) appended to the tests copy.
+fn run_once(
+    task: &Task,
+    place: &EvalPlace<'_>,
+    workspace: &Path,
+    eval_root: &Path,
+    log_prefix: &str,
+    tripwire: Option<(&str, &str)>,
+    cancel: &CancelToken,
+) -> Run {
+    let machinery = |cause: String| Run::Machinery {
         cause,
         report: String::new(),
     };
-    let tests = place.eval_root.join("tests");
-    let verifier = place.eval_root.join("verifier");
-    let home = place.eval_root.join("home");
+    let tests = eval_root.join("tests");
+    let verifier = eval_root.join("verifier");
+    let home = eval_root.join("home");
     for d in [&verifier, &home.join("tmp")] {
         if let Err(e) = std::fs::create_dir_all(d) {
-            return broken(format!("failed to create {}: {e}", d.display()));
+            return machinery(format!("failed to create {}: {e}", d.display()));
         }
     }
     if let Err(e) = copy_tree(&task.tests_dir, &tests) {
-        return broken(format!("failed to copy the task's tests: {e}"));
+        return machinery(format!("failed to copy the task's tests: {e}"));
     }
     match dir_digest(&tests) {
         Ok(d) if d == task.tests_digest => {}
         Ok(d) => {
-            return broken(format!(
+            return machinery(format!(
                 "the task's tests changed since the task was loaded (digest {d}, expected {}); refusing to grade with different tests",
                 task.tests_digest
             ))
         }
-        Err(e) => return broken(format!("failed to digest the tests copy: {e}")),
+        Err(e) => return machinery(format!("failed to digest the tests copy: {e}")),
+    }
+    if let Some((file, code)) = tripwire {
+        let path = tests.join(file);
+        // Only a regular file of the copy (a link could lead back into the task release),
+        // made writable first (the release's file may be read-only).
+        let appended = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => {
+                let mut perms = m.permissions();
+                std::os::unix::fs::PermissionsExt::set_mode(
+                    &mut perms,
+                    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) | 0o200,
+                );
+                std::fs::set_permissions(&path, perms).and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&path)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, code.as_bytes()))
+                })
+            }
+            Ok(_) => Err(std::io::Error::other("it is not a regular file")),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = appended {
+            return machinery(format!(
+                "failed to add the tripwire to {}: {e}",
+                path.display()
+            ));
+        }
     }
     let subst = |s: &String| {
         s.replace("{tests_dir}", &tests.display().to_string())
-            .replace("{workspace}", &place.workspace.display().to_string())
+            .replace("{workspace}", &workspace.display().to_string())
             .replace("{verifier_dir}", &verifier.display().to_string())
     };
     let argv: Vec<String> = task.verifier_command.iter().map(subst).collect();
@@ -98,19 +363,16 @@ pub fn evaluate(
         "AKBENCH_VERIFIER_DIR".into(),
         verifier.display().to_string(),
     );
-    env.insert(
-        "AKBENCH_WORKSPACE".into(),
-        place.workspace.display().to_string(),
-    );
+    env.insert("AKBENCH_WORKSPACE".into(), workspace.display().to_string());
     let stdout_path = place
         .artifacts_dir
-        .join(format!("{}evaluator.stdout.log", place.log_prefix));
+        .join(format!("{log_prefix}evaluator.stdout.log"));
     let stderr_path = place
         .artifacts_dir
-        .join(format!("{}evaluator.stderr.log", place.log_prefix));
+        .join(format!("{log_prefix}evaluator.stderr.log"));
     let spec = ProcessSpec {
         argv: argv.clone(),
-        cwd: place.workspace.to_path_buf(),
+        cwd: workspace.to_path_buf(),
         env,
         stdout_path: stdout_path.clone(),
         stderr_path: stderr_path.clone(),
@@ -120,74 +382,104 @@ pub fn evaluate(
         tag: format!("eval-{}", uuid::Uuid::now_v7()),
         hooks: Default::default(),
     };
-    let (git_rw, git_ro) = crate::runtime::linked_git_dirs(place.workspace);
+    let (git_rw, git_ro) = crate::runtime::linked_git_dirs(workspace);
     let exposure = Exposure {
         writable: [
-            vec![
-                place.workspace.to_path_buf(),
-                verifier.clone(),
-                home.clone(),
-            ],
+            vec![workspace.to_path_buf(), verifier.clone(), home.clone()],
             git_rw,
         ]
         .concat(),
         readable: [vec![tests.clone()], git_ro].concat(),
         endpoints: Vec::new(),
         disk_roots: vec![verifier.clone(), home.clone()],
-        scratch: place.eval_root.join("runtime"),
+        scratch: eval_root.join("runtime"),
     };
-    let limits = Limits {
-        pids: 4096,
-        ..Limits::default()
-    };
-    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, limits) {
+    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, grading_limits()) {
         Ok(p) => p,
-        Err(e) => return broken(e.to_string()),
+        Err(e) => return machinery(e.to_string()),
     };
     let guard = prepared.guard;
     let running = match spawn(prepared.spec) {
         Ok(r) => r,
         Err(e) => {
             guard.finish();
-            return broken(e.to_string());
+            return machinery(e.to_string());
         }
     };
     let end = running.wait(cancel);
-    guard.finish();
+    // The reward as the verifier's top process left it, and again once every process of
+    // its tree is gone: a change in between is a late write by the code under test.
+    let at_exit = read_reward(&verifier);
+    let finished = guard.finish();
+    let runtime = finished.facts;
     let (report, report_truncated) = read_report(&stdout_path, &stderr_path);
-    let broken_with = |cause: String| EvalResult::Broken {
+    if end.cancelled {
+        return Run::Cancelled;
+    }
+    let reward = read_reward(&verifier);
+    let junit = read_capped(&verifier, "junit.xml", JUNIT_CAP);
+    let tamper = match (&at_exit, &reward, &junit) {
+        (Err(OutputError::Tampered(t)), _, _)
+        | (_, Err(OutputError::Tampered(t)), _)
+        | (_, _, Err(OutputError::Tampered(t))) => Some(t.clone()),
+        (a, b, _) if a != b => {
+            Some("the reward changed after the verifier's top process ended".to_string())
+        }
+        _ => None,
+    };
+    let code = end.exit_code;
+    if let Some(t) = tamper {
+        return Run::Verdict(Verdict {
+            ok: false,
+            score: 0.0,
+            source: "tampered",
+            exit_code: code,
+            tests: Vec::new(),
+            report,
+            report_truncated,
+            runtime,
+            tampered: Some(t),
+            cause: None,
+        });
+    }
+    let no_verdict = |cause: String| Run::NoVerdict {
         cause,
         report: report.clone(),
+        report_truncated,
+        exit_code: code,
+        runtime: runtime.clone(),
     };
-    if end.cancelled {
-        return EvalResult::Cancelled;
-    }
     if end.timed_out {
-        return broken_with(format!(
+        return no_verdict(format!(
             "the evaluation timed out after {}s (verifier.timeout_sec)",
             task.verifier_timeout_sec
         ));
     }
     if let Some(sig) = end.signal {
-        return broken_with(format!("the evaluation was killed by signal {sig}"));
+        return no_verdict(format!("the evaluation was killed by signal {sig}"));
     }
-    let code = end.exit_code.unwrap_or(-1);
+    let code = code.unwrap_or(-1);
     if !(0..126).contains(&code) {
-        return broken_with(format!(
-            "the evaluation command `{}` exited {code} (could not execute, not found, or killed)",
+        let killed = if code > 128 && code < 160 {
+            format!(" (killed by signal {})", code - 128)
+        } else {
+            String::new()
+        };
+        return no_verdict(format!(
+            "the evaluation command `{}` exited {code}{killed} (could not execute, not found, or killed)",
             argv.join(" ")
         ));
     }
-    let reward = match read_reward(&verifier) {
+    let reward = match reward {
         Ok(r) => r,
-        Err(e) => return broken_with(e),
+        Err(OutputError::Invalid(e) | OutputError::Tampered(e)) => return no_verdict(e),
     };
     let (ok, score, source) = match reward {
         Some((r, source)) => (r >= task.pass_threshold, r, source),
         None => (code == 0, if code == 0 { 1.0 } else { 0.0 }, "exit_code"),
     };
-    let (tests_results, junit_note) = match std::fs::read_to_string(verifier.join("junit.xml")) {
-        Ok(xml) => match parse_junit(&xml) {
+    let (tests_results, junit_note) = match junit {
+        Ok(Some(bytes)) => match parse_junit(&String::from_utf8_lossy(&bytes)) {
             Ok(mut t) => {
                 // Test runners report in completion order, which varies between runs.
                 t.sort_by(|a, b| a.name.cmp(&b.name));
@@ -198,23 +490,23 @@ pub fn evaluate(
                 Some(format!("\n[akbench: junit.xml ignored: {e}]")),
             ),
         },
-        Err(_) => (Vec::new(), None),
+        _ => (Vec::new(), None),
     };
-    let mut report = report.clone();
+    let mut report = report;
     if let Some(n) = junit_note {
         report.push_str(&n);
     }
-    EvalResult::Graded(Grade {
+    Run::Verdict(Verdict {
         ok,
         score,
-        source: source.to_string(),
+        source,
         exit_code: Some(code),
         tests: tests_results,
         report,
         report_truncated,
-        tests_digest: task.tests_digest.clone(),
-        graded_at,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        runtime,
+        tampered: None,
+        cause: None,
     })
 }
 
@@ -231,35 +523,67 @@ fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {
     (String::from_utf8_lossy(&out).into_owned(), truncated)
 }
 
-/// Reads `reward.txt` or `reward.json` from the verifier folder.
-pub fn read_reward(verifier: &Path) -> Result<Option<(f64, &'static str)>, String> {
-    let txt = verifier.join("reward.txt");
-    if let Ok(s) = std::fs::read_to_string(&txt) {
-        let v: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("reward.txt holds `{}`, not a number", s.trim()))?;
-        if !v.is_finite() {
-            return Err("reward.txt is not a finite number".into());
-        }
-        return Ok(Some((v, "reward_txt")));
+enum RefCheck {
+    Solves,
+    Fails(String),
+    Cancelled,
+}
+
+/// Task releases (digest, runtime) whose reference solution this process saw solved.
+static REFERENCE_SOLVES: Mutex<Option<HashSet<(String, &'static str)>>> = Mutex::new(None);
+
+/// Whether the same grader solves the task's reference solution here (once per release and
+/// runtime per process): what makes a run without a verdict the agent's failure.
+fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> RefCheck {
+    let key = (task.release.digest.clone(), place.runtime.as_str());
+    let seen = |set: &Mutex<Option<HashSet<_>>>| {
+        set.lock()
+            .map(|s| s.as_ref().is_some_and(|s| s.contains(&key)))
+            .unwrap_or(false)
+    };
+    if seen(&REFERENCE_SOLVES) {
+        return RefCheck::Solves;
     }
-    let json = verifier.join("reward.json");
-    if let Ok(s) = std::fs::read_to_string(&json) {
-        let v: serde_json::Value =
-            serde_json::from_str(&s).map_err(|e| format!("reward.json does not parse: {e}"))?;
-        let r = v
-            .get("reward")
-            .or_else(|| v.get("score"))
-            .and_then(serde_json::Value::as_f64)
-            .or_else(|| v.as_f64())
-            .ok_or("reward.json has no numeric `reward` or `score`")?;
-        if !r.is_finite() {
-            return Err("reward.json's reward is not a finite number".into());
-        }
-        return Ok(Some((r, "reward_json")));
+    let Some(ws) = place.workspaces else {
+        return RefCheck::Fails("the task could not be validated here: no reference run".into());
+    };
+    if task.reference.is_none() {
+        return RefCheck::Fails(
+            "the task has no reference solution to show that the grader works".into(),
+        );
     }
-    Ok(None)
+    let dir = place.eval_root.join("reference");
+    let fresh = match ws.reference(&dir, cancel) {
+        Ok(f) => f,
+        Err(e) => {
+            return RefCheck::Fails(format!(
+                "the task's reference solution could not be applied here: {e}"
+            ))
+        }
+    };
+    let prefix = format!("{}reference.", place.log_prefix);
+    let run = run_once(
+        task,
+        place,
+        &fresh.path,
+        &dir.join("eval"),
+        &prefix,
+        None,
+        cancel,
+    );
+    drop(fresh);
+    match run {
+        Run::Cancelled => RefCheck::Cancelled,
+        Run::Verdict(v) if v.ok && v.tampered.is_none() => {
+            if let Ok(mut s) = REFERENCE_SOLVES.lock() {
+                s.get_or_insert_with(HashSet::new).insert(key);
+            }
+            RefCheck::Solves
+        }
+        _ => RefCheck::Fails(
+            "the same grader does not solve the task's reference solution either, so the grader is at fault".into(),
+        ),
+    }
 }
 
 /// Parses a JUnit XML report into per-test results.
@@ -399,17 +723,5 @@ mod tests {
         );
         assert!(parse_junit("<testsuite><testcase name='x'>").is_ok());
         assert!(parse_junit("<a></b>").is_err());
-    }
-
-    #[test]
-    fn reward_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(read_reward(tmp.path()).unwrap(), None);
-        std::fs::write(tmp.path().join("reward.json"), r#"{"reward": 0.5}"#).unwrap();
-        assert_eq!(read_reward(tmp.path()).unwrap(), Some((0.5, "reward_json")));
-        std::fs::write(tmp.path().join("reward.txt"), "1\n").unwrap();
-        assert_eq!(read_reward(tmp.path()).unwrap(), Some((1.0, "reward_txt")));
-        std::fs::write(tmp.path().join("reward.txt"), "yes").unwrap();
-        assert!(read_reward(tmp.path()).is_err());
     }
 }

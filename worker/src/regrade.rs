@@ -4,18 +4,24 @@
 //! The run directory is untrusted: every path read from it is resolved inside it, the record
 //! must validate, the recorded diff must match its digest, and the task must still be the
 //! exact release the run used (its digest covers the tests, the mutation and the reference),
-//! else grading is refused, saying why. The workspace is either the preserved one, adopted in
-//! place after checking it still holds exactly what the agent left, or rebuilt from the record
-//! (pinned commit + mutation + diff) and checked against the recorded fingerprint. The grade is
+//! else grading is refused, saying why. The workspace is rebuilt from the record (pinned
+//! commit + mutation + diff), checked against the recorded fingerprint, with the paths that
+//! steer the grader withheld (the clean room); or, only when asked for (`--in-place`), the
+//! preserved one, adopted in place after checking it still holds exactly what the agent left.
+//! A run that was sandboxed is graded in the sandbox or not at all ([`grading_runtime`]). The grade is
 //! written back atomically; the record as it was before is kept beside it; the agent's timings
 //! and logs are never touched.
 
-use crate::evaluator::{evaluate, EvalPlace, EvalResult};
+use crate::evaluator::{
+    evaluate, grading_limits, EvalPlace, EvalResult, FreshWorkspace, Workspaces,
+};
 use crate::orchestrator::{write_json_atomic, Orchestrator};
 use crate::process::CancelToken;
+use crate::runtime::RuntimeKind;
 use crate::workspace::{fingerprint, Workspace};
 use akbench_core::clock::Clock;
 use akbench_core::digest::digest_bytes;
+use akbench_core::grading::split_withheld;
 use akbench_core::lifecycle::{apply, Event, State};
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, Transition, RECORD_FILE};
 use akbench_core::task::{load_by_id, Task};
@@ -27,7 +33,7 @@ pub const NOT_REQUESTED: &str = "grading not requested";
 /// Where grading happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspaceMode {
-    /// In place when the run kept its workspace, else a rebuilt copy.
+    /// A rebuilt copy (the clean room); the same as `Copy`.
     Auto,
     /// The preserved workspace, adopted in place (refused when there is none).
     InPlace,
@@ -222,8 +228,31 @@ pub fn regrade(
             "the run kept no workspace to grade in place; use --copy to rebuild it from the record"
                 .into(),
         )),
-        (WorkspaceMode::Copy, _) | (WorkspaceMode::Auto, None) => None,
-        (_, Some(p)) => Some(p.clone()),
+        // The clean room: unless asked for in place, grading never runs in the agent's
+        // folder but in a copy rebuilt from the record.
+        (WorkspaceMode::Copy | WorkspaceMode::Auto, _) => None,
+        (WorkspaceMode::InPlace, Some(p)) => Some(p.clone()),
+    };
+    let runtime = grading_runtime(&record.options.runtime).map_err(err_ws)?;
+    let diff_path = resolve_inside(&run_dir, diff_rel).map_err(untrusted)?;
+    let diff = std::fs::read(&diff_path)
+        .map_err(|e| untrusted(format!("cannot read the recorded diff: {e}")))?;
+    if digest_bytes(&diff) != diff_digest {
+        return Err(RegradeError::InvalidRecord {
+            run_dir: run_dir.clone(),
+            reason: format!("the recorded diff {diff_rel} does not match its digest"),
+        });
+    }
+    let rebuilder = Rebuilder {
+        orch,
+        task: &task,
+        mutation_applied: record.task.mutation_applied,
+        work: RecordedWork {
+            tree_after_mutation: tree_mut,
+            tree_after_agent: tree_agent,
+            diff: &diff,
+        },
+        runtime,
     };
 
     let prior_grades = grades_of(attempt);
@@ -234,7 +263,7 @@ pub fn regrade(
     let result = (|| {
         std::fs::create_dir_all(&scratch)
             .map_err(|e| err_ws(format!("cannot create {}: {e}", scratch.display())))?;
-        let mut rebuilt: Option<Workspace> = None;
+        let mut rebuilt: Option<FreshWorkspace> = None;
         let worktree = match &in_place {
             Some(p) => {
                 let baseline = orch
@@ -256,32 +285,16 @@ pub fn regrade(
                 p.clone()
             }
             None => {
-                let diff = resolve_inside(&run_dir, diff_rel).map_err(untrusted)?;
-                let bytes = std::fs::read(&diff)
-                    .map_err(|e| untrusted(format!("cannot read the recorded diff: {e}")))?;
-                if digest_bytes(&bytes) != diff_digest {
-                    return Err(RegradeError::InvalidRecord {
-                        run_dir: run_dir.clone(),
-                        reason: format!("the recorded diff {diff_rel} does not match its digest"),
-                    });
-                }
-                let w = rebuild(
-                    orch,
-                    &task,
-                    record.task.mutation_applied,
-                    &RecordedWork {
-                        tree_after_mutation: tree_mut,
-                        tree_after_agent: tree_agent,
-                        diff: &bytes,
-                    },
-                    &scratch,
-                )
-                .map_err(|e| err_ws(e.to_string()))?;
-                let path = w.worktree.clone();
+                let w = rebuilder.agent_copy(&scratch).map_err(err_ws)?;
+                let path = w.path.clone();
                 rebuilt = Some(w);
                 path
             }
         };
+        let withheld = rebuilt
+            .as_ref()
+            .map(|w| w.withheld.clone())
+            .unwrap_or_default();
         let prefix = format!("grade-{grade_number}.");
         let outcome = evaluate(
             &task,
@@ -290,14 +303,14 @@ pub fn regrade(
                 eval_root: &scratch.join("eval"),
                 artifacts_dir: &artifacts,
                 log_prefix: &prefix,
-                runtime: crate::runtime::for_grading(),
+                runtime,
+                workspaces: Some(&rebuilder),
+                withheld: &withheld,
             },
             orch.clock.as_ref(),
             cancel,
         );
-        if let Some(w) = rebuilt {
-            let _ = w.remove(&orch.cache);
-        }
+        drop(rebuilt);
         Ok(outcome)
     })();
     let _ = std::fs::remove_dir_all(&scratch);
@@ -383,6 +396,19 @@ pub fn rebuild(
     work: &RecordedWork<'_>,
     scratch: &Path,
 ) -> Result<Workspace, RebuildError> {
+    rebuild_for_grading(orch, task, mutation_applied, work, scratch).map(|(w, _)| w)
+}
+
+/// [`rebuild`], then the clean room: the changes of the diff to paths that steer the grader
+/// ([`akbench_core::grading::is_withheld`], the task's `verifier.protected_paths`) are taken
+/// back. Returns the workspace and the withheld paths.
+pub fn rebuild_for_grading(
+    orch: &Orchestrator,
+    task: &Task,
+    mutation_applied: bool,
+    work: &RecordedWork<'_>,
+    scratch: &Path,
+) -> Result<(Workspace, Vec<String>), RebuildError> {
     let setup = |e: &dyn std::fmt::Display| RebuildError::Setup(e.to_string());
     std::fs::create_dir_all(scratch)
         .map_err(|e| RebuildError::Setup(format!("cannot create {}: {e}", scratch.display())))?;
@@ -418,10 +444,20 @@ pub fn rebuild(
                 work.tree_after_agent
             )));
         }
-        Ok(())
+        let (_, held, paths) = split_withheld(work.diff, &task.file.verifier.protected_paths);
+        if !held.is_empty() {
+            let path = scratch.join("withheld.diff");
+            std::fs::write(&path, &held).map_err(|e| {
+                RebuildError::Setup(format!("cannot write {}: {e}", path.display()))
+            })?;
+            w.unapply_diff(&path).map_err(|e| {
+                RebuildError::Mismatch(format!("the withheld paths cannot be taken back: {e}"))
+            })?;
+        }
+        Ok(paths)
     })();
     match checked {
-        Ok(()) => Ok(w),
+        Ok(paths) => Ok((w, paths)),
         Err(e) => {
             let _ = w.remove(&orch.cache);
             Err(e)
@@ -461,20 +497,15 @@ pub fn record_grade(
     match outcome {
         EvalResult::Cancelled => return Err(GradingCancelled),
         EvalResult::Graded(g) => {
-            let verdict = format!(
-                "{note}: {} (score {}, from {})",
-                if g.ok { "solved" } else { "not solved" },
-                g.score,
-                g.source
-            );
+            let verdict = format!("{note}: {}", verdict_note(&g));
             match attempt.transitions.last_mut() {
                 Some(t) if evaluating => t.note = Some(verdict),
                 _ => push(attempt, clock, State::Evaluating, Some(verdict)),
             }
             push(attempt, clock, State::Finalizing, None);
             push(attempt, clock, State::Completed, None);
+            attempt.cause = g.cause.clone();
             attempt.grade = Some(g);
-            attempt.cause = None;
         }
         EvalResult::Broken { cause, report } => {
             let _ = std::fs::write(
@@ -490,6 +521,21 @@ pub fn record_grade(
         }
     }
     Ok(())
+}
+
+/// The note of a verdict: `solved (score 1, from reward_txt)`, with the grade's cause.
+pub fn verdict_note(g: &akbench_core::record::Grade) -> String {
+    let mut s = format!(
+        "{} (score {}, from {})",
+        if g.ok { "solved" } else { "not solved" },
+        g.score,
+        g.source
+    );
+    if let Some(c) = &g.cause {
+        s.push_str(": ");
+        s.push_str(c);
+    }
+    s
 }
 
 /// How many times an attempt was actually graded (a no-op EVALUATING does not count).
@@ -522,4 +568,183 @@ pub fn check_same_task(record: &RunRecord, task: &Task) -> Result<(), String> {
         return Err("the task's mutation no longer matches the recorded mutation digest".into());
     }
     Ok(())
+}
+
+/// The runtime a later grade (regrade, distributed grade) runs the verifier in: the sandbox,
+/// never a silent fallback. `direct` only when the run itself said `runtime: direct` (and
+/// then the grade's `runtime` says so); a run that was sandboxed is refused grading on a
+/// host where the sandbox does not work.
+pub fn grading_runtime(recorded: &str) -> Result<RuntimeKind, String> {
+    if recorded == RuntimeKind::Direct.as_str() {
+        return Ok(RuntimeKind::Direct);
+    }
+    crate::runtime::sandbox_available()
+        .map(|()| RuntimeKind::Sandbox)
+        .map_err(|e| {
+            format!(
+                "failed to grade in the sandbox here: {e}; the run used `runtime: {recorded}`, so grading it unsandboxed is refused; fix the sandbox on this host (or grade on another), or run with `runtime: direct`"
+            )
+        })
+}
+
+/// Fresh grading workspaces made from a task release and the agent's recorded work: the
+/// clean room of every grading run, the tripwire run's copy, and the reference check's
+/// baseline with the reference solution applied.
+pub struct Rebuilder<'a> {
+    /// Its mirror cache and work root.
+    pub orch: &'a Orchestrator,
+    /// The task release.
+    pub task: &'a Task,
+    /// Whether the agent's starting point had the mutation.
+    pub mutation_applied: bool,
+    /// The agent's recorded work.
+    pub work: RecordedWork<'a>,
+    /// The runtime the reference solution runs in.
+    pub runtime: RuntimeKind,
+}
+
+impl std::fmt::Debug for Rebuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rebuilder")
+            .field("task", &self.task.release.id)
+            .finish()
+    }
+}
+
+fn fresh(orch: &Orchestrator, w: Workspace, withheld: Vec<String>) -> FreshWorkspace {
+    let cache = orch.cache.clone();
+    let path = w.worktree.clone();
+    FreshWorkspace::new(
+        path,
+        withheld,
+        Box::new(move || {
+            let _ = w.remove(&cache);
+        }),
+    )
+}
+
+impl Rebuilder<'_> {
+    /// The clean room: the agent's work rebuilt under `dir`, grader-steering paths withheld.
+    pub fn clean_room(&self, dir: &Path) -> Result<FreshWorkspace, RebuildError> {
+        let (w, withheld) =
+            rebuild_for_grading(self.orch, self.task, self.mutation_applied, &self.work, dir)?;
+        Ok(fresh(self.orch, w, withheld))
+    }
+}
+
+impl Workspaces for Rebuilder<'_> {
+    fn agent_copy(&self, dir: &Path) -> Result<FreshWorkspace, String> {
+        self.clean_room(dir).map_err(|e| e.to_string())
+    }
+
+    fn reference(&self, dir: &Path, cancel: &CancelToken) -> Result<FreshWorkspace, String> {
+        let Some((solution, _)) = &self.task.reference else {
+            return Err("the task has no reference solution".into());
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let w = Workspace::create(
+            &self.orch.cache,
+            self.task,
+            &dir.join("ws"),
+            self.mutation_applied,
+        )
+        .map_err(|e| e.to_string())?;
+        let home = w.home.clone();
+        let f = fresh(self.orch, w, Vec::new());
+        run_solution(
+            solution,
+            &f.path,
+            &home,
+            dir,
+            self.task,
+            self.runtime,
+            cancel,
+        )?;
+        Ok(f)
+    }
+}
+
+/// Runs the task's `solution/solve.sh` in `worktree` (as the oracle does), confined by
+/// `runtime`.
+fn run_solution(
+    solution: &Path,
+    worktree: &Path,
+    home: &Path,
+    dir: &Path,
+    task: &Task,
+    runtime: RuntimeKind,
+    cancel: &CancelToken,
+) -> Result<(), String> {
+    let mut env = crate::process::base_env(home);
+    env.insert(
+        "AKBENCH_SOLUTION_DIR".into(),
+        solution.display().to_string(),
+    );
+    env.insert("AKBENCH_WORKSPACE".into(), worktree.display().to_string());
+    env.insert("AKBENCH_TASK_ID".into(), task.release.id.clone());
+    let spec = crate::process::ProcessSpec {
+        argv: vec![
+            "bash".into(),
+            solution.join("solve.sh").display().to_string(),
+        ],
+        cwd: worktree.to_path_buf(),
+        env,
+        stdout_path: dir.join("solve.stdout.log"),
+        stderr_path: dir.join("solve.stderr.log"),
+        output_cap: 1024 * 1024,
+        timeout: std::time::Duration::from_secs_f64(task.agent_timeout_sec),
+        grace: std::time::Duration::from_secs(5),
+        tag: format!("reference-{}", uuid::Uuid::now_v7()),
+        hooks: Default::default(),
+    };
+    let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
+    let exposure = crate::runtime::Exposure {
+        writable: [vec![worktree.to_path_buf(), home.to_path_buf()], git_rw].concat(),
+        readable: [vec![solution.to_path_buf()], git_ro].concat(),
+        endpoints: Vec::new(),
+        disk_roots: vec![worktree.to_path_buf(), home.to_path_buf()],
+        scratch: dir.join("runtime"),
+    };
+    let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits())
+        .map_err(|e| e.to_string())?;
+    let running = match crate::process::spawn(prepared.spec) {
+        Ok(r) => r,
+        Err(e) => {
+            prepared.guard.finish();
+            return Err(e.to_string());
+        }
+    };
+    let end = running.wait(cancel);
+    prepared.guard.finish();
+    match end.exit_code {
+        Some(0) => Ok(()),
+        _ => Err(format!(
+            "solution/solve.sh ended {:?} (signal {:?}, timed out {})",
+            end.exit_code, end.signal, end.timed_out
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grading_never_falls_back_to_direct_silently() {
+        assert_eq!(grading_runtime("direct").unwrap(), RuntimeKind::Direct);
+        for recorded in ["sandbox", "container"] {
+            match (
+                crate::runtime::sandbox_available(),
+                grading_runtime(recorded),
+            ) {
+                (Ok(()), Ok(k)) => assert_eq!(k, RuntimeKind::Sandbox),
+                (Err(_), Err(e)) => assert!(
+                    e.contains("unsandboxed is refused") && e.contains(recorded),
+                    "{e}"
+                ),
+                (s, g) => panic!("sandbox {s:?} but grading runtime {g:?}"),
+            }
+        }
+    }
 }

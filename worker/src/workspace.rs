@@ -289,10 +289,23 @@ impl Workspace {
     /// Applies a recorded agent diff on top of the post-mutation tree (rebuilding the agent's
     /// work on any host, any time later).
     pub fn apply_diff(&self, diff: &Path) -> Result<(), WorkspaceError> {
+        self.apply(diff, false)
+    }
+
+    /// Takes back a part of a diff applied with [`Workspace::apply_diff`] (`git apply -R`):
+    /// grading withholds the paths that steer the grader.
+    pub fn unapply_diff(&self, diff: &Path) -> Result<(), WorkspaceError> {
+        self.apply(diff, true)
+    }
+
+    fn apply(&self, diff: &Path, reverse: bool) -> Result<(), WorkspaceError> {
         let private = Private::create(&self.root.join("apply.objects"), &self.baseline)?;
         let mut c = private.git(&self.worktree, &self.root.join("apply.index"));
-        c.args(["apply", "--binary", "--whitespace=nowarn", "--"])
-            .arg(diff);
+        c.args(["apply", "--binary", "--whitespace=nowarn"]);
+        if reverse {
+            c.arg("-R");
+        }
+        c.arg("--").arg(diff);
         let result = run(c);
         private.remove();
         let _ = std::fs::remove_file(self.root.join("apply.index"));

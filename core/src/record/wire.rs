@@ -137,6 +137,11 @@ mod tests {
             tests_digest: "sha256:x".into(),
             graded_at: chrono::DateTime::UNIX_EPOCH,
             duration_ms: 1,
+            runtime: None,
+            cause: None,
+            tampered: false,
+            tripwire: None,
+            withheld: Vec::new(),
         }
     }
 

@@ -21,7 +21,9 @@ use super::runner::{
 };
 use crate::orchestrator::{write_json_atomic, Observer};
 use crate::process::CancelToken;
-use crate::regrade::{grades_of, rebuild, record_grade, RebuildError, RecordedWork};
+use crate::regrade::{
+    grades_of, grading_runtime, record_grade, RebuildError, Rebuilder, RecordedWork,
+};
 use akbench_core::digest::digest_bytes;
 use akbench_core::ids;
 use akbench_core::lifecycle::State;
@@ -93,6 +95,13 @@ pub(super) fn grade(
         );
     }
 
+    // Never a silent fallback to `direct`: a host whose sandbox does not work cannot grade
+    // a sandboxed run (another host may: infrastructure_error is retried).
+    let runtime = match grading_runtime(work.trial.compute.runtime.as_str()) {
+        Ok(r) => r,
+        Err(e) => return refuse(State::InfrastructureError, format!("cannot grade: {e}")),
+    };
+
     tracing::info!(attempt = %key, attempt_id = %a.attempt_id, epoch = a.epoch, source = %src.attempt.key, "grading started");
     let rel = format!("a{number}");
     let artifacts_dir = ctx.out_root.join(&work.trial.key).join(&rel);
@@ -142,24 +151,34 @@ pub(super) fn grade(
     };
     // Daemon attempts always apply the mutation; the starting-tree check would catch one
     // that did not.
-    let outcome = match rebuild(&ctx.orchestrator, &task, true, &recorded, &scratch) {
+    let rebuilder = Rebuilder {
+        orch: &ctx.orchestrator,
+        task: &task,
+        mutation_applied: true,
+        work: recorded,
+        runtime,
+    };
+    let outcome = match rebuilder.clean_room(&scratch) {
         Err(RebuildError::Setup(e)) => Err((State::InfrastructureError, e)),
         Err(RebuildError::Mismatch(e)) => Err((State::EvaluationError, e)),
         Ok(w) => {
             let prefix = format!("grade-{}.", grades_of(src) + 1);
+            let withheld = w.withheld.clone();
             let result = crate::evaluator::evaluate(
                 &task,
                 &crate::evaluator::EvalPlace {
-                    workspace: &w.worktree,
+                    workspace: &w.path,
                     eval_root: &scratch.join("eval"),
                     artifacts_dir: &artifacts_dir,
                     log_prefix: &prefix,
-                    runtime: crate::runtime::for_grading(),
+                    runtime,
+                    workspaces: Some(&rebuilder),
+                    withheld: &withheld,
                 },
                 clock,
                 cancel,
             );
-            let _ = w.remove(&ctx.orchestrator.cache);
+            drop(w);
             Ok(result)
         }
     };
@@ -188,6 +207,21 @@ pub(super) fn grade(
             record.cause = Some(cause);
         }
     }
+    finish(work, &rel, artifacts_dir, record, sent, number, &key, fwd)
+}
+
+/// Streams the transitions after `sent`, writes the attempt record and names its artifacts.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    work: &WorkItem,
+    rel: &str,
+    artifacts_dir: std::path::PathBuf,
+    record: AttemptRecord,
+    sent: usize,
+    number: u32,
+    key: &str,
+    fwd: &Forward,
+) -> (AttemptRecord, Option<Artifacts>) {
     for t in &record.transitions[sent..] {
         fwd.transition(&record.attempt, number, t);
     }

@@ -4,6 +4,7 @@
 use super::{AttemptRequest, Observer, Orchestrator};
 use crate::evaluator::{evaluate, EvalPlace, EvalResult};
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec, SpawnError};
+use crate::regrade::{Rebuilder, RecordedWork};
 use crate::runtime::{self, Exposure, RuntimeKind};
 use crate::workspace::{Workspace, WorkspaceError};
 use akbench_core::digest::digest_bytes;
@@ -585,30 +586,49 @@ fn drive(
     if req.options.grade {
         r.advance(None);
         let eval_root = work_root.join("eval");
+        // The clean room: the hidden tests never run in the agent's live worktree, but in a
+        // fresh copy of the baseline plus the agent's diff (the unredacted one it left),
+        // grader-steering paths withheld.
+        let Ok(c) = &collected else {
+            unreachable!("an attempt whose work was not collected ended above")
+        };
+        let rebuilder = Rebuilder {
+            orch: r.orch,
+            task,
+            mutation_applied: req.options.apply_mutation,
+            work: RecordedWork {
+                tree_after_mutation: &ws.tree_after_mutation,
+                tree_after_agent: &c.tree_after_agent,
+                diff: &c.diff,
+            },
+            runtime: req.options.runtime,
+        };
         let evaluated = tracing::info_span!("evaluator", akbench.task.id = %task.release.id)
-            .in_scope(|| {
-                evaluate(
+            .in_scope(|| match rebuilder.clean_room(&work_root.join("clean")) {
+                Err(e) => EvalResult::Broken {
+                    cause: format!("failed to make the grading workspace: {e}"),
+                    report: String::new(),
+                },
+                Ok(w) => evaluate(
                     task,
                     &EvalPlace {
-                        workspace: &worktree,
+                        workspace: &w.path,
                         eval_root: &eval_root,
                         artifacts_dir: &req.artifacts_dir,
                         log_prefix: "",
                         runtime: req.options.runtime,
+                        workspaces: Some(&rebuilder),
+                        withheld: &w.withheld,
                     },
                     r.orch.clock.as_ref(),
                     cancel,
-                )
+                ),
             });
         match evaluated {
             EvalResult::Graded(mut g) => {
                 r.redactor.value(&mut g, &mut r.redacted);
-                let note = format!(
-                    "{} (score {}, from {})",
-                    if g.ok { "solved" } else { "not solved" },
-                    g.score,
-                    g.source
-                );
+                let note = crate::regrade::verdict_note(&g);
+                r.cause = g.cause.clone();
                 r.grade = Some(g);
                 r.annotate(note);
             }
