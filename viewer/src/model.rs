@@ -128,6 +128,7 @@ impl TrialRow {
             task: self.task.clone(),
             cause: self.cause.clone(),
             spend: self.spend,
+            attempts: self.attempts,
             observation: Observation {
                 trial_id: uuid::Uuid::nil(),
                 state: self.state,

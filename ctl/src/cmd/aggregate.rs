@@ -49,6 +49,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 task: r.task.release.id.clone(),
                 cause: r.attempts.last().and_then(|a| a.cause.clone()),
                 spend: Spend::of_record(&r),
+                attempts: r.outcome.attempts,
                 observation: Observation {
                     trial_id: r.trial.id,
                     state: r.outcome.state,
