@@ -150,6 +150,16 @@ pub fn fmt_usd(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |c| format!("${c:.4}"))
 }
 
+/// A cost for a table cell: cents from $1 up (`$12.35`), four decimals below (`$0.0363`:
+/// in cents it would read `$0.04`, and a cheap trial `$0.00`).
+pub fn fmt_cost(usd: f64) -> String {
+    if usd.abs() >= 1.0 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +281,15 @@ mod tests {
         assert_eq!(fmt_count(Some(0)), "0");
         assert_eq!(fmt_usd(None), "n/a");
         assert_eq!(fmt_usd(Some(0.000912)), "$0.0009");
+        for (usd, want) in [
+            (0.0363, "$0.0363"),
+            (0.000912, "$0.0009"),
+            (0.0, "$0.0000"),
+            (0.99994, "$0.9999"),
+            (1.0, "$1.00"),
+            (12.345, "$12.35"),
+        ] {
+            assert_eq!(fmt_cost(usd), want, "{usd}");
+        }
     }
 }

@@ -326,10 +326,7 @@ fn outcomes(
                         attempt_id: rec.attempts.last().map(|a| a.attempt.id),
                         source: Some(o.record_path.display().to_string()),
                     },
-                    rec.outcome
-                        .cancelled
-                        .clone()
-                        .or_else(|| rec.attempts.last().and_then(|a| a.cause.clone())),
+                    rec.cause(),
                     akbench_core::spend::Spend::of_record(rec),
                     rec.outcome.attempts,
                 )
