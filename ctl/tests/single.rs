@@ -143,6 +143,11 @@ fn broken_commit_is_an_infrastructure_error_and_is_retried() {
     );
     assert_eq!(v["state"], "infrastructure_error");
     assert_eq!(v["attempts"], 2);
+    let key = v["trial"]["key"].as_str().unwrap();
+    assert!(
+        key.ends_with("/broken-missing-commit/oracle/r1"),
+        "repetitions count from 1, as in sweeps: {key}"
+    );
     assert!(v["cause"]
         .as_str()
         .unwrap()

@@ -35,7 +35,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let now = orch.clock.now();
     let run_id = ids::uuid_v7_at(now);
     let run_key = ids::run_key("single", now, &run_id);
-    let trial_key = ids::trial_key(&run_key, &task.release.id, &agent.name, 0);
+    // Repetitions count from 1, as in a sweep's plan (`r1`).
+    let trial_key = ids::trial_key(&run_key, &task.release.id, &agent.name, 1);
     let out_dir = args.out.join(&trial_key);
     let req = TrialRequest {
         task: &task,
