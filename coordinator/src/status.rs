@@ -404,7 +404,7 @@ pub async fn run_status(
                 spend: spend_by_agent
                     .remove(agent)
                     .unwrap_or_default()
-                    .finish(c.succeeded),
+                    .finish_from_counts(c.succeeded),
             }
         })
         .collect();
@@ -441,7 +441,7 @@ pub async fn run_status(
         retries,
         workers,
         rates: Rates::from_counts(&total),
-        spend: total_spend.finish(total.succeeded),
+        spend: total_spend.finish_from_counts(total.succeeded),
         paused_routes,
         budget,
         worker_labels,

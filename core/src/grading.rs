@@ -277,9 +277,103 @@ pub fn split_withheld(diff: &[u8], protected: &[String]) -> (Vec<u8>, Vec<u8>, V
     (kept, held, paths)
 }
 
+/// What one trial's end answers about the agent: the exit code of `run single`,
+/// `run execute` and `run evaluate` follows it (README, "Exit codes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Solved (graded) or executed to the end (`run execute`, grading not asked for).
+    Yes,
+    /// The agent's answer is no: graded and not solved, the agent failed, it timed out.
+    No,
+    /// No verdict on the agent, for a reason that is not the agent's: the infrastructure
+    /// broke, the configuration was refused, the evaluation broke, the trial was cancelled,
+    /// grading was asked for and not run, or the trial has not ended.
+    NoVerdict,
+}
+
+/// The answer of a trial that ended in `state` with `ok`; `graded` says whether grading
+/// was asked for (`run single`, `run evaluate`) or not (`run execute`, which succeeds by
+/// ending `not_graded`).
+pub fn answer(state: State, ok: Option<bool>, graded: bool) -> Answer {
+    match state {
+        State::Completed if ok == Some(true) => Answer::Yes,
+        State::Completed => Answer::No,
+        State::NotGraded if !graded => Answer::Yes,
+        State::Failed | State::Timeout => Answer::No,
+        State::NotGraded
+        | State::Cancelled
+        | State::InfrastructureError
+        | State::InvalidConfiguration
+        | State::EvaluationError => Answer::NoVerdict,
+        State::Pending
+        | State::Preparing
+        | State::Validating
+        | State::ConfiguringRuntime
+        | State::CreatingWorkspace
+        | State::StartingAgent
+        | State::Executing
+        | State::Collecting
+        | State::Evaluating
+        | State::Finalizing => Answer::NoVerdict,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_table() {
+        use Answer::{No, NoVerdict as Nv, Yes};
+        use State as S;
+        // (state, ok, graded, answer); every other (state, ok, graded) is NoVerdict.
+        let table: &[(S, Option<bool>, bool, Answer)] = &[
+            (S::Completed, Some(true), true, Yes),
+            (S::Completed, Some(true), false, Yes),
+            (S::Completed, Some(false), true, No),
+            (S::Completed, Some(false), false, No),
+            (S::Completed, None, true, No),
+            (S::Completed, None, false, No),
+            (S::NotGraded, None, false, Yes),
+            (S::NotGraded, Some(true), false, Yes),
+            (S::NotGraded, Some(false), false, Yes),
+            (S::Failed, None, true, No),
+            (S::Failed, None, false, No),
+            (S::Failed, Some(true), true, No),
+            (S::Failed, Some(true), false, No),
+            (S::Failed, Some(false), true, No),
+            (S::Failed, Some(false), false, No),
+            (S::Timeout, None, true, No),
+            (S::Timeout, None, false, No),
+            (S::Timeout, Some(true), true, No),
+            (S::Timeout, Some(true), false, No),
+            (S::Timeout, Some(false), true, No),
+            (S::Timeout, Some(false), false, No),
+        ];
+        let mut seen = 0;
+        for s in crate::lifecycle::ALL_STATES {
+            for ok in [None, Some(true), Some(false)] {
+                for graded in [true, false] {
+                    let want = table
+                        .iter()
+                        .find(|(ts, tok, tg, _)| *ts == s && *tok == ok && *tg == graded)
+                        .map_or(Nv, |r| r.3);
+                    assert_eq!(answer(s, ok, graded), want, "{s:?} {ok:?} graded {graded}");
+                    seen += 1;
+                }
+            }
+        }
+        assert_eq!(seen, 18 * 3 * 2);
+        for s in [
+            S::InfrastructureError,
+            S::InvalidConfiguration,
+            S::EvaluationError,
+            S::Cancelled,
+        ] {
+            assert_eq!(answer(s, None, true), Nv, "{s:?}: not the agent's doing");
+        }
+    }
 
     #[test]
     fn the_status_table() {

@@ -34,9 +34,17 @@ pub fn run_key(experiment: &str, at: DateTime<Utc>, run_id: &Uuid) -> String {
     )
 }
 
-/// A trial key: `<run key>/<task>/<agent>/r<rep>`.
+/// A trial key: `<run key>/<task>/<agent>/r<rep>`. The task id and the agent label appear
+/// as written (`partA` stays `partA`: one spelling in the manifest, keys, records, status and
+/// on the command line); only a character outside `[A-Za-z0-9._-]` becomes `-` (see
+/// [`key_part`]). Keys of plans made before this rule (lowercased) are stored in their plans
+/// and stay valid.
 pub fn trial_key(run_key: &str, task: &str, agent: &str, repetition: u32) -> String {
-    format!("{run_key}/{}/{}/r{repetition}", slug(task), slug(agent))
+    format!(
+        "{run_key}/{}/{}/r{repetition}",
+        key_part(task),
+        key_part(agent)
+    )
 }
 
 /// A candidate's key: `<trial key>/c<i>` (candidates count from 1); its attempts are
@@ -51,12 +59,17 @@ pub fn attempt_key(trial_key: &str, attempt: u32) -> String {
 }
 
 /// Lowercases and replaces every character outside `[a-z0-9._-]` with `-`, so a name is safe
-/// inside a key and as a path component.
+/// inside a key and as a path component (the experiment's part of a run key).
 pub fn slug(name: &str) -> String {
+    key_part(&name.to_ascii_lowercase())
+}
+
+/// Replaces every character outside `[A-Za-z0-9._-]` with `-`, keeping the case, so a name is
+/// safe inside a key and as a path component; a valid name ([`is_valid_name`]) is unchanged.
+pub fn key_part(name: &str) -> String {
     let s: String = name
         .chars()
         .map(|c| {
-            let c = c.to_ascii_lowercase();
             if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
                 c
             } else {
@@ -149,6 +162,11 @@ mod tests {
         assert_eq!(rk.len(), "my-exp-20261129-".len() + 4);
         let tk = trial_key(&rk, "wordcount-001", "oracle", 2);
         assert_eq!(tk, format!("{rk}/wordcount-001/oracle/r2"));
+        assert_eq!(
+            trial_key(&rk, "Task-1", "partA", 1),
+            format!("{rk}/Task-1/partA/r1"),
+            "task ids and agent labels as written"
+        );
         assert_eq!(attempt_key(&tk, 1), format!("{tk}/a1"));
         let ck = candidate_key(&tk, 3);
         assert_eq!(attempt_key(&ck, 2), format!("{tk}/c3/a2"));
@@ -170,5 +188,8 @@ mod tests {
         assert!(!is_valid_name("a/b"));
         assert_eq!(slug("A/b c"), "a-b-c");
         assert_eq!(slug(".."), "-");
+        assert_eq!(key_part("partA b/c"), "partA-b-c");
+        assert_eq!(key_part(".."), "-");
+        assert_eq!(key_part(""), "-");
     }
 }

@@ -44,6 +44,7 @@ pub mod spend;
 pub mod support;
 pub mod task;
 pub mod telemetry;
+pub mod test_failure;
 pub mod testkit;
 pub mod transport;
 pub mod trial_record;

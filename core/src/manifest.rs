@@ -385,6 +385,18 @@ impl ExperimentManifest {
                     "give each condition of the same descriptor its own `name`",
                 ));
             }
+            // Labels are used as written in trial keys, which are folder names: two that
+            // differ only in case would be one folder on a case-insensitive file system.
+            if let Some(other) = labels
+                .iter()
+                .find(|l| *l != label && l.eq_ignore_ascii_case(label))
+            {
+                return Err(bad(
+                    "agents.conditions",
+                    format!("the labels `{other}` and `{label}` differ only in case"),
+                    "give the conditions labels that differ in more than case (they name folders)",
+                ));
+            }
         }
         for k in self.execution.concurrency.per_agent.keys() {
             if !labels.contains(k) {

@@ -424,6 +424,16 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Why the trial ended where it did, one answer for every surface (`run aggregate`, the
+    /// viewer, the sweep's report): the reason its run cancelled it before an attempt ran to
+    /// an end (`budget`, `cancelled`), else the last attempt's cause.
+    pub fn cause(&self) -> Option<String> {
+        self.outcome
+            .cancelled
+            .clone()
+            .or_else(|| self.attempts.last().and_then(|a| a.cause.clone()))
+    }
+
     /// The outcome implied by the last attempt.
     pub fn outcome_of(attempts: &[AttemptRecord]) -> Option<Outcome> {
         let last = attempts.last()?;

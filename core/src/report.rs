@@ -25,6 +25,9 @@ pub struct ReportTrial {
     /// Tokens and cost over all its attempts (absent where not reported).
     #[serde(default)]
     pub spend: Spend,
+    /// Attempts it made (0: it never started; see [`crate::spend::is_without_cost`]).
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 /// Counts and rates of one group.
@@ -45,7 +48,7 @@ impl Row {
         Row {
             trials: counts.planned(),
             rates: Rates::from_counts(&counts),
-            spend: spend.finish(counts.succeeded),
+            spend: spend.finish(),
             counts,
         }
     }
@@ -68,9 +71,10 @@ pub fn summarize(trials: &[ReportTrial]) -> Summary {
         let b = Bucket::of(&t.observation);
         let agent = by_agent.entry(t.agent.clone()).or_default();
         agent.0.add(b);
-        agent.1.add(&t.spend);
+        let solved = b == Bucket::Succeeded;
+        agent.1.add_trial(&t.spend, t.attempts, solved);
         total.0.add(b);
-        total.1.add(&t.spend);
+        total.1.add_trial(&t.spend, t.attempts, solved);
     }
     Summary {
         by_agent: by_agent
@@ -151,7 +155,11 @@ pub fn to_junit(trials: &[ReportTrial]) -> String {
         let mut cases = String::new();
         let mut spend = SpendTotals::default();
         for t in ts.iter() {
-            spend.add(&t.spend);
+            spend.add_trial(
+                &t.spend,
+                t.attempts,
+                Bucket::of(&t.observation) == Bucket::Succeeded,
+            );
             let cause = xml_escape(t.cause.as_deref().unwrap_or(""));
             let state = t.observation.state.as_str();
             let body = match Bucket::of(&t.observation) {
@@ -234,7 +242,40 @@ mod tests {
             },
             cause: None,
             spend: Spend::default(),
+            attempts: 1,
         }
+    }
+
+    #[test]
+    fn one_definition_of_without_cost_and_of_cost_per_solved() {
+        let paid = |usd| Spend {
+            cost_usd: Some(usd),
+            ..Spend::default()
+        };
+        let mut trials = vec![
+            t("a", 1, State::Completed, Some(true)),
+            t("a", 2, State::Completed, Some(false)),
+            t("b", 3, State::Completed, Some(true)),
+            t("b", 4, State::Cancelled, None),
+        ];
+        trials[0].spend = paid(0.5);
+        trials[1].spend = paid(0.25);
+        // trials[2]: solved, no cost reported (like codex). trials[3]: cancelled by the budget
+        // before it started: no attempt, spent nothing.
+        trials[3].attempts = 0;
+        let s = summarize(&trials);
+        assert_eq!(s.by_agent["a"].spend.cost_per_solved_usd, Some(0.75));
+        assert_eq!(s.by_agent["b"].spend.cost_per_solved_usd, None);
+        assert_eq!(
+            s.by_agent["b"].spend.trials_without_cost, 1,
+            "not the cancelled"
+        );
+        assert_eq!(s.total.spend.trials_without_cost, 1);
+        assert_eq!(
+            s.total.spend.cost_per_solved_usd,
+            Some(0.75),
+            "the solved trial of unknown cost is not in the denominator"
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub struct RunRow {
     pub state: String,
     /// Planned trials.
     pub trials: u64,
-    /// Trials with an outcome; `None` when unknown (a local run never executed here).
+    /// Settled trials: with an outcome, or cancelled without running (a spent budget, a
+    /// cancelled run); `None` when unknown (a local run never executed here).
     pub finished: Option<u64>,
     /// When the run was created.
     pub created_at: DateTime<Utc>,

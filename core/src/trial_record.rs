@@ -350,6 +350,7 @@ mod tests {
         assert_eq!(r.outcome.state, Cancelled);
         assert_eq!(r.outcome.attempts, 0);
         assert_eq!(r.outcome.cancelled.as_deref(), Some("cancelled"));
+        assert_eq!(r.cause().as_deref(), Some("cancelled"));
         assert_eq!((r.started_at, r.finished_at), (at, at));
         // It reads back and validates like any record.
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
@@ -360,6 +361,15 @@ mod tests {
         let r = assemble_cancelled(&spec, &trial, vec![lost], "budget", at, "test").unwrap();
         assert_eq!(r.attempts.len(), 1);
         assert_eq!(r.outcome, crate::record::Outcome::cancelled(1, "budget"));
+        assert_eq!(
+            r.cause().as_deref(),
+            Some("budget"),
+            "the reason, not the attempt's"
+        );
+        let mut done = r.clone();
+        done.outcome.cancelled = None;
+        done.attempts[0].cause = Some("provider: 503".into());
+        assert_eq!(done.cause().as_deref(), Some("provider: 503"));
         // Without the reason, an empty record stays refused.
         let mut bad = r.clone();
         bad.attempts.clear();

@@ -30,3 +30,20 @@ pub fn code_for(e: &anyhow::Error) -> i32 {
         FAILURE
     }
 }
+
+/// No verdict on the agent (`run single`, `run execute`, `run evaluate`): the trial ended
+/// `infrastructure_error`, `invalid_configuration`, `evaluation_error` or `cancelled`, not
+/// by the agent's doing; distinct from [`NEGATIVE`] so that a script tells a broken
+/// environment from an agent's "no".
+pub const NO_VERDICT: i32 = 4;
+
+/// The exit code of a trial's answer (`akbench_core::grading::answer`): the one mapping for
+/// `run single`, `run execute` and `run evaluate`.
+pub fn of_answer(a: akbench_core::grading::Answer) -> i32 {
+    use akbench_core::grading::Answer;
+    match a {
+        Answer::Yes => OK,
+        Answer::No => NEGATIVE,
+        Answer::NoVerdict => NO_VERDICT,
+    }
+}

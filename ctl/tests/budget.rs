@@ -69,6 +69,21 @@ fn sweep(agent: (&str, &str), budget: &str) -> (Value, String, usize) {
         )
     });
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // `run aggregate` over the records says what the sweep said: one definition of the
+    // trials without cost (the never-started are not) and of the cost per solved.
+    let agg = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "aggregate"])
+        .arg(tmp.path().join("out"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let a: Value = serde_json::from_slice(&agg.stdout).unwrap();
+    for field in ["trials_without_cost", "cost_per_solved_usd", "cost_usd"] {
+        assert_eq!(
+            a["summary"]["total"]["spend"][field], v["summary"]["total"]["spend"][field],
+            "{field}: aggregate {a} sweep {v}"
+        );
+    }
     (v, stderr, count_records(&tmp.path().join("out")))
 }
 
@@ -93,6 +108,10 @@ fn a_usd_cap_with_an_agent_that_reports_no_cost_stops_after_its_first_trial() {
     assert_eq!(v["accounting"]["valid"], true, "{v}");
     assert_eq!(v["accounting"]["counts"]["cancelled"], 5, "{v}");
     assert_eq!(records, 1);
+    assert_eq!(
+        v["summary"]["total"]["spend"]["trials_without_cost"], 1,
+        "the trial that ran reported no cost; the five the budget kept from starting spent nothing: {v}"
+    );
 }
 
 #[test]

@@ -241,7 +241,8 @@ fn timeouts_and_infrastructure_errors_are_never_graded() {
     ]);
     assert_eq!(
         (code, v2["state"].as_str()),
-        (1, Some("infrastructure_error"))
+        (4, Some("infrastructure_error")),
+        "no verdict, not the agent's: exit 4"
     );
     for (v, state) in [(&v, "timeout"), (&v2, "infrastructure_error")] {
         let dir = run_dir(v);

@@ -515,3 +515,57 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// One rule for agent labels: as written in the manifest, in trial keys, records and
+/// `run compare --left-agent`, with or without the plans at hand.
+#[test]
+fn agent_labels_are_used_as_written_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let agents = examples().join("agents");
+    let one = |experiment: &str, descriptor: &str, label: &str| {
+        format!(
+            "experiment: {experiment}\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: {descriptor}\n      name: {label}\nrepetitions: 1\n"
+        )
+    };
+    let a = sweep(t, &agents, "a", &one("left", "oracle", "partA"));
+    let b = sweep(t, &agents, "b", &one("right", "fail", "PartB"));
+    for (run, label) in [(&a, "partA"), (&b, "PartB")] {
+        let dir = t.join("out").join(run);
+        let keys: Vec<String> = std::fs::read_dir(dir.join("pyslug-001"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            keys,
+            [label],
+            "the trial key's agent is the label as written"
+        );
+    }
+    // Records only (no plans at hand: an empty store), labels as the manifest wrote them.
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "compare"])
+        .arg(t.join("out").join(&a))
+        .arg(t.join("out").join(&b))
+        .args(["--left-agent", "partA", "--right-agent", "PartB", "--json"])
+        .arg("--store-root")
+        .arg(t.join("empty-store"))
+        .env_remove("AKBENCH_COORDINATOR")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = json(&o);
+    let by: Vec<&str> = v["comparison"]["left"]["by_agent"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(by, ["partA"]);
+    assert_eq!(v["comparison"]["paired"]["pairs"], 1);
+}

@@ -124,6 +124,30 @@ async fn list_and_compare_runs_on_a_coordinator() {
         (row["trials"].as_u64(), row["finished"].as_u64()),
         (Some(32), Some(2))
     );
+    // Progress counts settled trials: with an outcome, or cancelled without running (a spent
+    // budget), as the local store's progress does; B has 3 done and 2 cancelled.
+    store
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE work_items SET state = 'cancelled', cancel_reason = 'budget'
+             WHERE run_id = $1 AND ordinal IN (30, 31)",
+            &[&b.run_id],
+        )
+        .await
+        .unwrap();
+    let o = akbench(&url, &["run", "list", "--json"]);
+    let runs = json(&o)["runs"].as_array().unwrap().clone();
+    let row = runs
+        .iter()
+        .find(|r| r["key"] == b.run_key.as_str())
+        .unwrap();
+    assert_eq!(
+        (row["trials"].as_u64(), row["finished"].as_u64()),
+        (Some(32), Some(5)),
+        "{row}"
+    );
     let count = |args: &[&str]| {
         let mut all = vec!["run", "list", "--json"];
         all.extend_from_slice(args);

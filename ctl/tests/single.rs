@@ -169,13 +169,47 @@ fn broken_commit_is_an_infrastructure_error_and_is_retried() {
         "1",
         "--json",
     ]);
-    assert_eq!(code, 1, "{all}");
+    assert_eq!(
+        code, 4,
+        "no verdict (not the agent's doing) is not exit 1: {all}"
+    );
     assert_eq!(v["state"], "infrastructure_error");
     assert_eq!(v["attempts"], 2);
+    let key = v["trial"]["key"].as_str().unwrap();
+    assert!(
+        key.ends_with("/broken-missing-commit/oracle/r1"),
+        "repetitions count from 1, as in sweeps: {key}"
+    );
     assert!(v["cause"]
         .as_str()
         .unwrap()
         .contains("failed to find commit"));
+
+    // `run execute` answers the same way: executed is 0, the broken environment 4.
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args([
+            "run",
+            "execute",
+            "broken-missing-commit",
+            "--agent",
+            "oracle",
+        ])
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--out")
+        .arg(env.out())
+        .arg("--cache")
+        .arg(env.tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

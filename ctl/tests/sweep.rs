@@ -200,3 +200,48 @@ fn walk(dir: &Path) -> usize {
     }
     n
 }
+
+#[test]
+fn a_finished_sweep_prints_the_next_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let m = t.join("experiment.yaml");
+    std::fs::write(
+        &m,
+        "experiment: next\ntasks:\n  ids: [pyslug-003]\nagents:\n  conditions:\n    - descriptor: oracle\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("sweep")
+        .arg(&m)
+        .arg("--local")
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--store-root")
+        .arg(t.join("runs"))
+        .arg("--out")
+        .arg(t.join("out"))
+        .arg("--cache")
+        .arg(t.join("cache"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("records: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    for step in [
+        format!("akbench view {}", t.join("out").display()),
+        format!("akbench run aggregate {records}"),
+    ] {
+        assert!(stdout.contains(&step), "`{step}` in:\n{stdout}");
+    }
+}

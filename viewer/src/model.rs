@@ -79,7 +79,7 @@ impl TrialRow {
             ok: r.outcome.ok,
             score: r.outcome.score,
             bucket: Bucket::of(&obs).as_str(),
-            cause: last.and_then(|a| a.cause.clone()),
+            cause: r.cause(),
             attempts: r.outcome.attempts,
             cost_usd,
             tokens,
@@ -128,6 +128,7 @@ impl TrialRow {
             task: self.task.clone(),
             cause: self.cause.clone(),
             spend: self.spend,
+            attempts: self.attempts,
             observation: Observation {
                 trial_id: uuid::Uuid::nil(),
                 state: self.state,

@@ -179,7 +179,7 @@ fn rates_table(b: &mut String, r: &RunView) {
                 ))
                 .unwrap_or_default(),
             sr = pct(a.row.rates.solve_rate),
-            c = a.cost_usd.map(|c| format!("${c:.2}")).unwrap_or_else(|| "–".into()),
+            c = a.cost_usd.map(akbench_core::spend::fmt_cost).unwrap_or_else(|| "–".into()),
             tok = a.tokens.map(|t| t.to_string()).unwrap_or_else(|| "–".into()),
         );
     }
@@ -634,6 +634,34 @@ fn digests(b: &mut String, r: &RunRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cost_below_a_dollar_keeps_four_decimals() {
+        let row = |key: &str, cost| crate::model::TrialRow {
+            run: "run-1".into(),
+            key: key.into(),
+            task: "t1".into(),
+            agent: "a".into(),
+            state: akbench_core::lifecycle::State::Completed,
+            ok: Some(true),
+            score: Some(1.0),
+            bucket: "succeeded",
+            cause: None,
+            attempts: 1,
+            cost_usd: Some(cost),
+            tokens: None,
+            spend: akbench_core::spend::Spend {
+                cost_usd: Some(cost),
+                ..Default::default()
+            },
+            duration_ms: 1,
+            file: std::path::PathBuf::new(),
+        };
+        let r = RunView::build("run-1".into(), vec![row("run-1/t1/a/r1", 0.0363)], None);
+        let mut b = String::new();
+        rates_table(&mut b, &r);
+        assert!(b.contains("<td>$0.0363</td>"), "{b}");
+    }
 
     #[test]
     fn diff_lines_are_classified_and_escaped() {

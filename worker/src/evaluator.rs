@@ -586,13 +586,17 @@ fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> 
     }
 }
 
-/// Parses a JUnit XML report into per-test results.
+/// Parses a JUnit XML report into per-test results; a failure's message is picked by
+/// `akbench_core::test_failure::failure_message` (the assertion, not a diff line).
 pub fn parse_junit(xml: &str) -> Result<Vec<TestResult>, String> {
+    use akbench_core::test_failure::failure_message;
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = Vec::new();
     let mut current: Option<TestResult> = None;
     let mut capture_message = false;
+    // The body of a <failure> or <error>, read whole before its message is picked.
+    let mut body: Option<String> = None;
     loop {
         let ev = reader.read_event().map_err(|e| e.to_string())?;
         match ev {
@@ -642,9 +646,21 @@ pub fn parse_junit(xml: &str) -> Result<Vec<TestResult>, String> {
                                 }
                             }
                             capture_message = !empty && t.message.is_none();
+                            if tag != b"skipped" {
+                                capture_message = !empty;
+                                body = (!empty).then(String::new);
+                                if empty {
+                                    t.message = failure_message(t.message.as_deref(), None);
+                                }
+                            }
                         }
                     }
                     _ => {}
+                }
+            }
+            Event::Text(t) if capture_message && body.is_some() => {
+                if let (Some(b), Ok(s)) = (body.as_mut(), t.decode()) {
+                    b.push_str(&s);
                 }
             }
             Event::Text(t) if capture_message => {
@@ -662,7 +678,13 @@ pub fn parse_junit(xml: &str) -> Result<Vec<TestResult>, String> {
                     }
                     capture_message = false;
                 }
-                b"failure" | b"error" | b"skipped" => capture_message = false,
+                b"failure" | b"error" | b"skipped" => {
+                    if let (Some(b), Some(cur)) = (body.take(), current.as_mut()) {
+                        cur.message =
+                            failure_message(cur.message.as_deref(), Some(&b)).map(|m| cap(&m));
+                    }
+                    capture_message = false
+                }
                 _ => {}
             },
             Event::Eof => break,
@@ -723,5 +745,27 @@ mod tests {
         );
         assert!(parse_junit("<testsuite><testcase name='x'>").is_ok());
         assert!(parse_junit("<a></b>").is_err());
+    }
+
+    #[test]
+    fn a_failed_unittest_shows_its_assertion_not_the_diffs_last_line() {
+        // What the example tasks' runner writes: message = the traceback's last line.
+        let xml = r#"<testsuites><testsuite name="s">
+  <testcase classname="m.T" name="a"><failure message="?  -">Traceback (most recent call last):
+  File "t.py", line 9, in test_a
+    self.assertEqual(slugify("a  b"), "a-b")
+AssertionError: 'a--b' != 'a-b'
+- a--b
+?  -
++ a-b
+</failure></testcase>
+  <testcase classname="m.T" name="b"><skipped message="not here">why</skipped></testcase>
+</testsuite></testsuites>"#;
+        let t = parse_junit(xml).unwrap();
+        assert_eq!(
+            t[0].message.as_deref(),
+            Some("AssertionError: 'a--b' != 'a-b'")
+        );
+        assert_eq!(t[1].message.as_deref(), Some("not here"));
     }
 }

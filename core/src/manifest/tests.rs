@@ -60,6 +60,10 @@ fn bad_values_name_the_field() {
             "appears twice",
         ),
         (
+            GOOD.replace("      model: m1", "      name: Oracle"),
+            "differ only in case",
+        ),
+        (
             GOOD.replace("repetitions: 2", "execution:\n  candidates: 0"),
             "candidates",
         ),

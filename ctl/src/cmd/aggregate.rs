@@ -47,8 +47,9 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 key: r.trial.key.clone(),
                 agent: r.agent.name.clone(),
                 task: r.task.release.id.clone(),
-                cause: r.attempts.last().and_then(|a| a.cause.clone()),
+                cause: r.cause(),
                 spend: Spend::of_record(&r),
+                attempts: r.outcome.attempts,
                 observation: Observation {
                     trial_id: r.trial.id,
                     state: r.outcome.state,

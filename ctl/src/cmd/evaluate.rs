@@ -6,7 +6,6 @@ use crate::cmd::single::{cache_root, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
 use akbench_core::grading::owes_grade;
-use akbench_core::lifecycle::State;
 use akbench_worker::orchestrator::Orchestrator;
 use akbench_worker::process::CancelToken;
 use akbench_worker::regrade::{read_record, regrade, RegradeError, WorkspaceMode};
@@ -65,11 +64,9 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
         println!("record: {}", done.record_path.display());
         println!("before grading: {}", done.backup_path.display());
     }
-    Ok(if o.state == State::Completed && o.ok == Some(true) {
-        exit::OK
-    } else {
-        exit::NEGATIVE
-    })
+    Ok(exit::of_answer(akbench_core::grading::answer(
+        o.state, o.ok, true,
+    )))
 }
 
 /// `--all`: grades, in path order, every run directory below `args.run_dir` whose last

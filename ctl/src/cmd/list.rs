@@ -128,7 +128,14 @@ fn remote_rows(url: &str, args: &RemoteArgs, filter: &Filter) -> anyhow::Result<
                 .await
                 .map_err(|s| c.error(s))?
                 .into_inner();
-            row.finished = Some(status.finished);
+            // Settled: with an outcome, or cancelled without running (a spent budget, a
+            // cancelled run), as the local store's progress counts them (README, `run list`).
+            let cancelled = status
+                .work_items
+                .iter()
+                .find(|c| c.state == "cancelled")
+                .map_or(0, |c| c.count);
+            row.finished = Some(status.finished + cancelled);
         }
         anyhow::Ok(rows)
     })?

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Runs one trial; with `grade` false it ends `not_graded` (exit 0) unless the run itself
-/// failed.
+/// failed. Exit 0 yes, 1 the agent's no, 4 no verdict (`exit::of_answer`).
 pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
@@ -28,7 +28,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let now = orch.clock.now();
     let run_id = ids::uuid_v7_at(now);
     let run_key = ids::run_key("single", now, &run_id);
-    let trial_key = ids::trial_key(&run_key, &task.release.id, &agent.name, 0);
+    // Repetitions count from 1, as in a sweep's plan (`r1`).
+    let trial_key = ids::trial_key(&run_key, &task.release.id, &agent.name, 1);
     let out_dir = args.out.join(&trial_key);
     let req = TrialRequest {
         task: &task,
@@ -77,11 +78,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let outcome = orch.run_trial(&req, &live, &cancel)?;
     let rec = &outcome.record;
     let last = rec.attempts.last().expect("a trial has an attempt");
-    let success = if grade {
-        rec.outcome.state == State::Completed && rec.outcome.ok == Some(true)
-    } else {
-        rec.outcome.state == State::NotGraded
-    };
+    let answer = akbench_core::grading::answer(rec.outcome.state, rec.outcome.ok, grade);
     let spend = akbench_core::spend::Spend::of_record(rec);
     if args.json {
         let v = serde_json::json!({
@@ -144,7 +141,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         }
         writeln!(out, "record: {}", outcome.record_path.display())?;
     }
-    Ok(if success { exit::OK } else { exit::NEGATIVE })
+    Ok(exit::of_answer(answer))
 }
 
 /// One word for the result.

@@ -233,6 +233,12 @@ pub fn show_result(
                 }
             );
         }
+        // The next step, where the user needs it (README, "Quick start").
+        println!(
+            "next: akbench view {}    # the run in a browser\n      akbench run aggregate {} --junit report.xml    # summary (markdown, JSON, JUnit)",
+            args.out.display(),
+            records.display()
+        );
     }
     Ok(())
 }

@@ -93,22 +93,25 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         let (Some(p), Some(outcome)) = (trials.get(&t.trial_id.to_string()), &t.outcome) else {
             continue;
         };
+        // From the exported record (`<out>/<trial key>/run_record.json`), when it is there.
+        let record = std::fs::read(
+            args.out
+                .join(&p.key)
+                .join(akbench_core::record::RECORD_FILE),
+        )
+        .ok()
+        .and_then(|b| serde_json::from_slice::<akbench_core::record::RunRecord>(&b).ok());
         report_trials.push(ReportTrial {
             key: p.key.clone(),
             agent: p.agent.label.clone(),
             task: p.task.id.clone(),
             observation: outcome.clone(),
             cause: None,
-            // From the exported record (`<out>/<trial key>/run_record.json`), when it is there.
-            spend: std::fs::read(
-                args.out
-                    .join(&p.key)
-                    .join(akbench_core::record::RECORD_FILE),
-            )
-            .ok()
-            .and_then(|b| serde_json::from_slice::<akbench_core::record::RunRecord>(&b).ok())
-            .map(|r| akbench_core::spend::Spend::of_record(&r))
-            .unwrap_or_default(),
+            spend: record
+                .as_ref()
+                .map(akbench_core::spend::Spend::of_record)
+                .unwrap_or_default(),
+            attempts: record.as_ref().map_or(0, |r| r.outcome.attempts),
         });
     }
     crate::cmd::sweep::show_result(

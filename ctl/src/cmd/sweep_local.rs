@@ -314,7 +314,7 @@ fn outcomes(
     let mut observations = Vec::new();
     let mut report = Vec::new();
     for (t, r) in trials.iter().zip(results) {
-        let (observation, cause, spend) = match r {
+        let (observation, cause, spend, attempts) = match r {
             Some(Ok(o)) => {
                 let rec = &o.record;
                 (
@@ -326,11 +326,9 @@ fn outcomes(
                         attempt_id: rec.attempts.last().map(|a| a.attempt.id),
                         source: Some(o.record_path.display().to_string()),
                     },
-                    rec.outcome
-                        .cancelled
-                        .clone()
-                        .or_else(|| rec.attempts.last().and_then(|a| a.cause.clone())),
+                    rec.cause(),
                     akbench_core::spend::Spend::of_record(rec),
+                    rec.outcome.attempts,
                 )
             }
             _ => continue,
@@ -342,6 +340,7 @@ fn outcomes(
             observation: observation.clone(),
             cause,
             spend,
+            attempts,
         });
         observations.push(observation);
     }

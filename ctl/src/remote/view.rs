@@ -33,6 +33,23 @@ fn counts(counts: &[pb::StateCount]) -> String {
     }
 }
 
+/// Outcome counts in the words of the results table: a trial of bucket `succeeded` is
+/// `solved` there and here (the JSON keeps the bucket names).
+fn outcomes(c: &[pb::StateCount]) -> String {
+    let worded: Vec<pb::StateCount> = c
+        .iter()
+        .map(|c| pb::StateCount {
+            state: if c.state == "succeeded" {
+                "solved".into()
+            } else {
+                c.state.clone()
+            },
+            count: c.count,
+        })
+        .collect();
+    counts(&worded)
+}
+
 fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
     let r = r.copied().unwrap_or_default();
     serde_json::json!({
@@ -160,7 +177,7 @@ pub fn block(s: &pb::RunStatus) -> String {
         s.planned, s.queued, s.running, s.finished, s.retries
     );
     let _ = writeln!(o, "phases     {}", counts(&s.phases));
-    let _ = writeln!(o, "outcomes   {}", counts(&s.outcomes));
+    let _ = writeln!(o, "outcomes   {}", outcomes(&s.outcomes));
     let _ = writeln!(o, "work       {}", counts(&s.work_items));
     let _ = writeln!(o, "workers    {} connected", s.workers);
     if !s.worker_labels.is_empty() {
@@ -197,7 +214,7 @@ pub fn block(s: &pb::RunStatus) -> String {
                 "  {:<width$}  {} planned  {}  {}  {}",
                 a.agent,
                 a.planned,
-                counts(&a.outcomes),
+                outcomes(&a.outcomes),
                 rates_text(a.rates.as_ref()),
                 spend_text(a.spend.as_ref())
             );
@@ -222,7 +239,7 @@ pub fn line(s: &pb::RunStatus) -> String {
         s.planned,
         s.queued,
         s.running,
-        counts(&s.outcomes),
+        outcomes(&s.outcomes),
         s.workers,
         Pct(r.pass_rate),
         r.graded,
@@ -253,6 +270,32 @@ mod tests {
             block(&s)
         );
         assert_eq!(status_json(&s)["budget"], line);
+    }
+
+    #[test]
+    fn progress_says_solved_like_the_table() {
+        let n = |state: &str, count| pb::StateCount {
+            state: state.into(),
+            count,
+        };
+        let s = pb::RunStatus {
+            outcomes: vec![n("succeeded", 3), n("failed", 1), n("cancelled", 0)],
+            agents: vec![pb::AgentStatus {
+                agent: "a".into(),
+                outcomes: vec![n("succeeded", 3)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for text in [line(&s), block(&s)] {
+            assert!(text.contains("solved=3 failed=1"), "{text}");
+            assert!(!text.contains("succeeded"), "{text}");
+        }
+        assert_eq!(
+            status_json(&s)["outcomes"]["succeeded"],
+            3,
+            "JSON keeps buckets"
+        );
     }
 
     #[test]
