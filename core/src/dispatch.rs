@@ -286,6 +286,78 @@ pub fn reap(expired: bool, worker_alive: bool) -> bool {
     expired && !worker_alive
 }
 
+/// Why the coordinator took a lease back from its worker: the cause written on the attempt
+/// says which, so an operator reads what happened, never "went silent" for a worker that
+/// was heard to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// Its lease expired: no heartbeat for the TTL.
+    WentSilent,
+    /// Its session broke and it did not come back within the grace.
+    SessionBroke,
+    /// It reconnected without the lease (it no longer holds the attempt).
+    RevokedAtReconnect,
+}
+
+impl Loss {
+    /// Every loss, for table tests.
+    pub const ALL: [Loss; 3] = [Self::WentSilent, Self::SessionBroke, Self::RevokedAtReconnect];
+
+    /// The stored name (`leases.released_because`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WentSilent => "went_silent",
+            Self::SessionBroke => "session_broke",
+            Self::RevokedAtReconnect => "revoked_at_reconnect",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The cause written on the attempt taken back from `worker`.
+    pub fn cause(self, worker: &str) -> String {
+        match self {
+            Self::WentSilent => {
+                format!("lease expired: worker {worker} went silent (no heartbeat within the lease TTL)")
+            }
+            Self::SessionBroke => format!(
+                "lease released: the session of worker {worker} broke and it did not come back \
+                 within the grace"
+            ),
+            Self::RevokedAtReconnect => {
+                format!("lease revoked: worker {worker} reconnected without it")
+            }
+        }
+    }
+}
+
+/// What the coordinator writes when it takes an attempt back from its worker (the reaper).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Close {
+    /// The transition to append to the attempt's stored history (`None`: it already ends
+    /// there).
+    pub step: Option<State>,
+    /// The attempt's terminal state, which also settles its trial.
+    pub terminal: State,
+}
+
+/// How an attempt in `state` (its last stored transition; a lease exists, so no finish was
+/// accepted) is closed when its lease is taken back: `infrastructure_error` through the
+/// lifecycle's [`Event::Lost`](crate::lifecycle::Event::Lost) step, appended after whatever
+/// its worker last reported, a terminal state included (a `completed` whose record never
+/// arrived is not a grade the coordinator holds). So every history the reaper writes is one
+/// [`validate_path`](crate::lifecycle::validate_path), and so the record assembly, accepts.
+pub fn close_lost(state: State) -> Close {
+    use crate::lifecycle::{apply, Event};
+    Close {
+        step: apply(state, Event::Lost).ok(),
+        terminal: State::InfrastructureError,
+    }
+}
+
 /// What a worker's report about an attempt meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttemptView {

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
-use akbench_core::dispatch::Backoff;
+use akbench_core::dispatch::{close_lost, Backoff, Loss};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -20,8 +20,9 @@ const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
-    /// `infrastructure_error` ("lease expired: worker <id> went silent", with a terminal
-    /// transition when it was not already in a terminal state) and is fenced, so its epoch
+    /// `infrastructure_error` (core's [`close_lost`]: a terminal transition after whatever its
+    /// worker last reported, a `completed` whose record never arrived included; cause from
+    /// [`Loss`]) and is fenced, so its epoch
     /// stays stale; the lease is deleted; the trial is re-queued, ready at once (no
     /// backoff: its worker was lost), while its retry budget lasts, else done. Leases whose attempt another transaction holds are left for the
     /// next pass.
@@ -81,6 +82,7 @@ impl Scheduler {
                     let mut trials = Vec::new();
                     let mut workers: Vec<String> = Vec::new();
                     let mut states = Vec::new();
+                    let mut terminals = Vec::new();
                     let mut seqs = Vec::new();
                     let mut causes = Vec::new();
                     let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
@@ -96,23 +98,24 @@ impl Scheduler {
                         ))
                     })?;
                     for (id, worker, state, mut seq, trial) in expired {
-                        let cause = format!("lease expired: worker {worker} went silent");
-                        if !state.is_terminal() {
+                        let cause = Loss::WentSilent.cause(&worker);
+                        // Core decides what is written: the lifecycle's `Lost` step after
+                        // whatever the worker last reported (a `completed` whose record
+                        // never arrived included), so the record assembly accepts it.
+                        let close = close_lost(state);
+                        if let Some(step) = close.step {
                             seq += 1;
                             t_ids.push(id);
                             t_seqs.push(seq);
-                            t_states.push(State::InfrastructureError.as_str());
+                            t_states.push(step.as_str());
                             t_ats.push(Utc::now());
                             t_notes.push(cause.clone());
                         }
                         ids.push(id);
                         trials.push(trial);
                         workers.push(worker);
-                        states.push(if state.is_terminal() {
-                            state.as_str()
-                        } else {
-                            State::InfrastructureError.as_str()
-                        });
+                        states.push(close.step.unwrap_or(state).as_str());
+                        terminals.push(close.terminal.as_str());
                         seqs.push(seq);
                         causes.push(cause);
                     }
@@ -123,7 +126,6 @@ impl Scheduler {
                         )
                         .await?;
                     }
-                    let terminals = vec![State::InfrastructureError.as_str(); ids.len()];
                     let fenced = vec![true; ids.len()];
                     tx.execute(
                         &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use akbench_core::lifecycle::{is_valid_step, State};
+use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -657,12 +657,13 @@ async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Resul
     Ok(())
 }
 
-/// The state a transition at `last_seq + 1` steps from (`None`: the implicit start).
+/// Whether a worker's transition at `last_seq + 1` to `to` is a step it may take (from the
+/// implicit start when nothing is stored). The coordinator's own step (`Lost`) is not one.
 fn step_allowed(row_state: State, last_seq: u32, to: State) -> bool {
     if last_seq == 0 {
-        to == State::Pending || is_valid_step(State::Pending, to)
+        to == State::Pending || is_worker_step(State::Pending, to)
     } else {
-        is_valid_step(row_state, to)
+        is_worker_step(row_state, to)
     }
 }
 
