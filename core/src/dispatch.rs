@@ -201,6 +201,38 @@ pub enum Settlement {
     Done(State),
 }
 
+/// Who stopped an attempt before it ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The coordinator's `Cancel`: a user's cancel of the run, a budget stop.
+    Cancelled,
+    /// Its own worker (why): a drain whose grace ran out, a shutdown. Not the user's doing.
+    Interrupted(String),
+}
+
+impl Stop {
+    /// The lifecycle event and the cause of the attempt's end, stopped while `phase`
+    /// ("while the agent ran", ...): `cancelled` only for the coordinator's cancel; an
+    /// interruption by the worker is an `infrastructure_error` (retried within budget,
+    /// counted as an infrastructure error by status, records and reconcile alike). The same
+    /// rule as [`trial_terminal`], decided where the attempt ends so that its record says it.
+    pub fn end(&self, phase: &str) -> (crate::lifecycle::Event, String) {
+        use crate::lifecycle::Event;
+        let phase = if phase.is_empty() {
+            String::new()
+        } else {
+            format!(" {phase}")
+        };
+        match self {
+            Self::Cancelled => (Event::Cancel, format!("cancelled{phase}")),
+            Self::Interrupted(why) => (
+                Event::InfrastructureFailed,
+                format!("interrupted by its worker{phase}: {why}"),
+            ),
+        }
+    }
+}
+
 /// How a reported terminal state counts for its trial: an attempt `cancelled` while its
 /// run is not being cancelled was interrupted by its worker (a shutdown, a drain whose
 /// grace ran out), never by the user: an infrastructure fact, retried and resumable.
@@ -320,9 +352,7 @@ impl Loss {
     /// The cause written on the attempt taken back from `worker`.
     pub fn cause(self, worker: &str) -> String {
         match self {
-            Self::WentSilent => {
-                format!("lease expired: worker {worker} went silent (no heartbeat within the lease TTL)")
-            }
+            Self::WentSilent => format!("lease expired: worker {worker} went silent"),
             Self::SessionBroke => format!(
                 "lease released: the session of worker {worker} broke and it did not come back \
                  within the grace"

@@ -23,6 +23,7 @@ pub mod grading;
 pub mod harbor;
 pub mod ids;
 pub mod interval;
+pub mod lease_timing;
 pub mod lifecycle;
 pub mod manifest;
 pub mod observe;

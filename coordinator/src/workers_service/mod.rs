@@ -52,6 +52,7 @@ use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use crate::metrics::Metrics;
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
 
@@ -69,6 +70,28 @@ pub struct WorkersConfig {
     pub poll_interval: Duration,
     /// The most slots one worker may claim (larger `Hello.slots` are capped).
     pub max_slots: u32,
+    /// The heartbeat interval asked of workers (`None`: a third of the TTL); see
+    /// [`WorkersConfig::timing`].
+    pub heartbeat_interval: Option<Duration>,
+}
+
+impl WorkersConfig {
+    /// The lease timing (core's one type): TTL, heartbeat interval, reap interval, session
+    /// grace; an error for a combination that cannot work (the server refuses it at start).
+    pub fn try_timing(&self) -> Result<LeaseTiming, LeaseTimingError> {
+        LeaseTiming::new(self.lease_ttl, self.heartbeat_interval)
+    }
+
+    /// [`WorkersConfig::try_timing`]; a combination that cannot work (only possible when
+    /// built by hand, the server checks it at start) falls back to the TTL's defaults.
+    pub fn timing(&self) -> LeaseTiming {
+        self.try_timing()
+            .or_else(|_| LeaseTiming::new(self.lease_ttl, None))
+            .unwrap_or_else(|_| {
+                LeaseTiming::new(Duration::from_secs(30), None)
+                    .expect("the default lease timing is valid")
+            })
+    }
 }
 
 impl Default for WorkersConfig {
@@ -77,6 +100,7 @@ impl Default for WorkersConfig {
             lease_ttl: Duration::from_secs(30),
             poll_interval: Duration::from_millis(250),
             max_slots: 256,
+            heartbeat_interval: None,
         }
     }
 }
@@ -321,7 +345,7 @@ impl WorkersService {
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(reap_interval(this.config.lease_ttl));
+            let mut tick = tokio::time::interval(this.config.timing().reap_interval());
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut clocks_restarted = false;
             loop {
@@ -418,7 +442,7 @@ impl WorkersService {
     pub(crate) fn release_after_grace(&self, worker_id: String) {
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(session_grace(this.config.lease_ttl)).await;
+            tokio::time::sleep(session_grace(&this.config)).await;
             if this.registry.has(&worker_id) {
                 return;
             }
@@ -444,15 +468,13 @@ impl WorkersService {
 /// How often the reaper runs for a lease TTL: half the TTL, at most 1 s, so that rescue
 /// takes at most TTL + 1 s (plus the pass itself).
 pub fn reap_interval(ttl: Duration) -> Duration {
-    (ttl / 2)
-        .min(Duration::from_secs(1))
-        .max(Duration::from_millis(10))
+    LeaseTiming::new(ttl, None).map_or(Duration::from_millis(10), |t| t.reap_interval())
 }
 
 /// How long a worker whose session broke has to open a new one before its leases are
-/// released: a third of the TTL (its heartbeat interval), at most 2 s.
-pub fn session_grace(ttl: Duration) -> Duration {
-    (ttl / 3).min(Duration::from_secs(2))
+/// released: one heartbeat interval, at most 2 s ([`LeaseTiming::session_grace`]).
+pub fn session_grace(config: &WorkersConfig) -> Duration {
+    config.timing().session_grace()
 }
 
 #[tonic::async_trait]
