@@ -388,6 +388,34 @@ pub fn close_lost(state: State) -> Close {
     }
 }
 
+/// What holds back work that has not started: a lease whose attempt has no transition yet
+/// (a worker's prefetched assignment waiting for a slot, or one just assigned) is taken back
+/// when its run's budget is spent or its provider route pauses, so that the stop holds for
+/// prefetched work too (issue 28: a budget stop let two prefetched trials start after the
+/// cap). A started attempt runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// The run's `execution.budget` is spent: the trial is cancelled with reason `budget`.
+    BudgetSpent,
+    /// The provider route is paused: the trial goes back to the queue (its retry budget
+    /// untouched) and is claimed once the pause ends.
+    RoutePaused(String),
+}
+
+impl Hold {
+    /// The cause written on the revoked attempt (ended `cancelled`: the coordinator's doing).
+    pub fn cause(&self) -> String {
+        match self {
+            Self::BudgetSpent => {
+                "revoked before it started: the run's budget is spent".to_string()
+            }
+            Self::RoutePaused(route) => format!(
+                "revoked before it started: provider route {route} is paused; queued again"
+            ),
+        }
+    }
+}
+
 /// What a worker's report about an attempt meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttemptView {

@@ -142,7 +142,7 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let results = apply(tx, &batch, &retry, &budgeted).await?;
+                        let (results, revoked) = apply(tx, &batch, &retry, &budgeted).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -163,13 +163,14 @@ impl Scheduler {
                                 got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid).await?;
                             }
                         }
-                        Ok((results, got))
+                        Ok((results, got, revoked))
                     })
                 })
                 .await;
             match result {
-                Ok((results, got)) => {
+                Ok((results, got, revoked)) => {
                     assigned = got;
+                    self.revoked(&revoked);
                     let requeued = results.iter().any(|(_, o)| {
                         matches!(o, Ok(ReportAck::Finished(Some(Disposition::Requeued))))
                     });
@@ -367,7 +368,8 @@ async fn apply(
     batch: &[(usize, Report)],
     retry: &super::RetryPolicy,
     budgeted: &super::budget::BudgetedRuns,
-) -> Result<Vec<(usize, Outcome)>, StoreError> {
+) -> Result<(Vec<(usize, Outcome)>, Vec<super::Revoked>), StoreError> {
+    let mut revoked = Vec::new();
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
     ids.dedup();
@@ -530,7 +532,9 @@ async fn apply(
                     .unwrap_or("")
             })
             .collect();
-        super::routes::note_finished(tx, &trials, &terminals, &causes, &settled).await?;
+        revoked.extend(
+            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled).await?,
+        );
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial).map(|s| s.outcome) {
                 Some(None) => Disposition::Requeued,
@@ -545,7 +549,7 @@ async fn apply(
     if !record_runs.is_empty() {
         let runs = budgeted.of(tx, &record_runs).await?;
         if !runs.is_empty() {
-            super::budget::enforce(tx, &runs).await?;
+            revoked.extend(super::budget::enforce(tx, &runs).await?);
         }
     }
     if !writes.quarantine.is_empty() {
@@ -560,7 +564,7 @@ async fn apply(
         )
         .await?;
     }
-    Ok(out)
+    Ok((out, revoked))
 }
 
 /// A trial [`settle`] decided: its outcome (`None`: re-queued) and its provider route.

@@ -267,10 +267,26 @@ pub struct WorkersService {
 impl WorkersService {
     /// A service over `scheduler`.
     pub fn new(scheduler: Scheduler, config: WorkersConfig) -> Self {
+        let registry = Arc::new(Registry::default());
+        // A budget stop or a route pause took back leases whose attempts had not started
+        // (prefetched): their workers must not start them.
+        let to = Arc::clone(&registry);
+        scheduler.on_revoked(move |revoked| {
+            for r in revoked {
+                to.send(
+                    &r.worker_id,
+                    Control::Cancel {
+                        attempt_id: r.attempt_id,
+                        reason: r.reason.clone(),
+                        forget: true,
+                    },
+                );
+            }
+        });
         Self {
             scheduler,
             config: Arc::new(config),
-            registry: Arc::new(Registry::default()),
+            registry,
             metrics: Arc::new(Metrics::default()),
         }
     }
