@@ -81,6 +81,7 @@ pub async fn queue_grading_paged(
     let mut done = GradingQueued::default();
     let mut after: i32 = -1;
     loop {
+        let now = scheduler.now();
         let page = scheduler
             .store()
             .tx(|tx| {
@@ -104,7 +105,7 @@ pub async fn queue_grading_paged(
                     }
                     if !ids.is_empty() {
                         out.queued = tx
-                            .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets])
+                            .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets, &now])
                             .await?;
                         tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
                     }

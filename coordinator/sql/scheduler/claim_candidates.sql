@@ -3,11 +3,12 @@
 -- (run, provider route) pairs; $7 full runs; $8 the claiming worker when another worker may
 -- take the items it lost (then those are skipped: core::dispatch::may_take), else NULL;
 -- $9 the claiming worker (placement: core::placement::eligible over runs.caps.worker_labels
--- and the labels the worker advertised).
+-- and the labels the worker advertised); $10 now, the scheduler's clock (readiness after a
+-- backoff and route pauses are decided by it).
 SELECT trial_id, run_id, agent, provider_route
 FROM work_items
 WHERE state = 'ready'
-  AND ready_at <= now()
+  AND ready_at <= $10::timestamptz
   AND NOT (trial_id = ANY ($2::uuid[]))
   AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
   AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
@@ -15,7 +16,7 @@ WHERE state = 'ready'
   -- A paused provider route (route_pauses, migration 0010) gets no new claims.
   AND (provider_route IS NULL OR NOT EXISTS (
         SELECT 1 FROM route_pauses p
-        WHERE p.route = work_items.provider_route AND p.paused_until > now()))
+        WHERE p.route = work_items.provider_route AND p.paused_until > $10::timestamptz))
   AND ($8::text IS NULL OR lost_by IS NULL OR lost_by <> $8::text)
   -- Every label the run requires (`key`: any value; `key=value`: that value) is one the
   -- claiming worker advertises.

@@ -3,7 +3,8 @@
 -- WorkItem {"trial": planned trial, "agent": the run's agent condition} of an item created
 -- by StartRun (migration 0014), else (items enqueued without one) the planned trial's
 -- document. planned_trials.document is `json`: read as jsonb.
--- $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds.
+-- $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds; $5 now, the
+-- scheduler's clock (a lease expires by the clock that reaps it: docs/testing.md, "Clocks").
 WITH taken AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[]) AS t (trial_id, attempt_id)
 ), items AS (
@@ -20,7 +21,7 @@ WITH taken AS (
     RETURNING attempt_id, trial_id, number, kind, epoch
 ), leased AS (
     INSERT INTO leases (attempt_id, worker_id, epoch, expires_at)
-    SELECT attempt_id, $1, epoch, now() + $4::bigint * interval '1 millisecond'
+    SELECT attempt_id, $1, epoch, $5::timestamptz + $4::bigint * interval '1 millisecond'
     FROM created
 )
 SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,

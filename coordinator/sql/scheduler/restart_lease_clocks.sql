@@ -1,9 +1,9 @@
 -- A coordinator that starts has heard from no worker yet: every live lease gets one TTL
--- from now ($1 in milliseconds), as if its worker had just heartbeated, so that the time
+-- from now ($1 in milliseconds; $2 now, the scheduler's clock), as if its worker had just heartbeated, so that the time
 -- the coordinator was down (or restarting) is never counted as the workers' silence. A lease
 -- already released ('-infinity': its worker was judged gone) stays released; a lease that
 -- expires later keeps its expiry.
 UPDATE leases
-SET expires_at = now() + $1::bigint * interval '1 millisecond'
+SET expires_at = $2::timestamptz + $1::bigint * interval '1 millisecond'
 WHERE expires_at > '-infinity'
-  AND expires_at < now() + $1::bigint * interval '1 millisecond'
+  AND expires_at < $2::timestamptz + $1::bigint * interval '1 millisecond'

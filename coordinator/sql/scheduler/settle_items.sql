@@ -5,7 +5,8 @@
 -- (attempts_used - budget_from <= retry_budget) and a run not being cancelled goes back to
 -- `ready` after its backoff; anything else is `done` with that outcome.
 -- $1 trial ids; $2 terminal states; $3 jitter factors (core Backoff::jitter_factor), one per
--- trial; $4 nominal backoff in ms by retry number (core Backoff::nominal for 1, 2, ...).
+-- trial; $4 nominal backoff in ms by retry number (core Backoff::nominal for 1, 2, ...); $5 now,
+-- the scheduler's clock (a re-queued trial is ready again $backoff after it).
 UPDATE work_items w
 SET state = CASE WHEN s.retry THEN 'ready' ELSE 'done' END,
     outcome = CASE WHEN s.retry THEN NULL ELSE s.outcome END,
@@ -18,7 +19,7 @@ SET state = CASE WHEN s.retry THEN 'ready' ELSE 'done' END,
         LEFT JOIN submissions sb ON sb.attempt_id = a.attempt_id
         WHERE a.trial_id = w.trial_id AND a.number = w.attempts_used
           AND a.finished_at IS NOT NULL) END,
-    ready_at = now() + CASE
+    ready_at = $5::timestamptz + CASE
         WHEN s.retry THEN ($4::int8[])[greatest(1, least(s.used, cardinality($4::int8[])))]
                           * s.factor * interval '1 millisecond'
         ELSE interval '0' END,

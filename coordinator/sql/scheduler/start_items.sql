@@ -6,17 +6,20 @@
 -- its own (readers compose it: see `claim_create.sql`). Runs in the transaction that moves
 -- the run to `running` (`start_run.sql`). Every planned trial's agent must be among $2
 -- (checked first: `start_unknown_agent.sql`).
--- $1 run_id; $2 agent labels; $3 their provider routes; $4 their documents (core's SpecAgent).
+-- $1 run_id; $2 agent labels; $3 their provider routes; $4 their documents (core's SpecAgent);
+-- $5 now, the scheduler's clock (the items are ready from then by the clock claims compare
+-- with).
 WITH agents AS (
     SELECT * FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS a (agent, provider_route, document)
 ), stored AS (
     INSERT INTO run_agents (run_id, agent, document)
     SELECT $1, agent, document FROM agents
 )
-INSERT INTO work_items (trial_id, run_id, ordinal, retry_budget, agent, provider_route, kind)
+INSERT INTO work_items (trial_id, run_id, ordinal, retry_budget, agent, provider_route, kind,
+                        ready_at)
 SELECT p.trial_id, p.run_id, p.ordinal,
        LEAST((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint, 2147483647)::int4,
-       p.agent, a.provider_route, 'execute'
+       p.agent, a.provider_route, 'execute', $5::timestamptz
 FROM planned_trials p
 JOIN agents a ON a.agent = p.agent
 WHERE p.run_id = $1

@@ -121,6 +121,7 @@ pub async fn budget_status(
 pub(super) async fn enforce(
     tx: &Tx<'_>,
     runs: &[Uuid],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<super::revoke::Revoked>, StoreError> {
     let spent_runs: Vec<Uuid> = spend_of(tx, runs)
         .await?
@@ -131,7 +132,7 @@ pub(super) async fn enforce(
     if spent_runs.is_empty() {
         return Ok(Vec::new());
     }
-    let revoked = super::revoke::revoke_unstarted(tx, &spent_runs, &[]).await?;
+    let revoked = super::revoke::revoke_unstarted(tx, &spent_runs, &[], now).await?;
     tx.query(&tx.prepare_cached(BUDGET_CANCEL_SQL).await?, &[&spent_runs])
         .await?;
     super::report::finish_runs(tx, &spent_runs).await?;

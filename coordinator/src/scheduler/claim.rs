@@ -1,6 +1,7 @@
 //! [`Scheduler::claim`]: leasing ready work to a worker, respecting per-run caps (live attempts
 //! per run, per agent and per provider route).
 
+use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -175,6 +176,7 @@ impl Scheduler {
             return Ok(Vec::new());
         }
         let ttl = ttl_ms(ttl);
+        let now = self.now();
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         let worker_id = worker_id.to_string();
         let assignments = self
@@ -184,7 +186,7 @@ impl Scheduler {
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let avoid = others_eligible.then_some(worker_id.as_str());
-                    claim_in(tx, &worker_id, limit, ttl, avoid).await
+                    claim_in(tx, &worker_id, limit, ttl, avoid, now).await
                 })
             })
             .await?;
@@ -192,15 +194,17 @@ impl Scheduler {
     }
 }
 
-/// Claims up to `limit` items for `worker_id` inside `tx` (see [`Scheduler::claim`]).
+/// Claims up to `limit` items for `worker_id` inside `tx` (see [`Scheduler::claim`]), at
+/// `now` by the scheduler's clock: items ready by then, leases expiring `ttl_ms` after it.
 pub(super) async fn claim_in(
     tx: &Tx<'_>,
     worker_id: &str,
     limit: i64,
     ttl_ms: i64,
     avoid_lost_by: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Assignment>, StoreError> {
-    let chosen = choose(tx, worker_id, limit, avoid_lost_by).await?;
+    let chosen = choose(tx, worker_id, limit, avoid_lost_by, now).await?;
     if chosen.is_empty() {
         return Ok(Vec::new());
     }
@@ -208,7 +212,7 @@ pub(super) async fn claim_in(
     let rows = tx
         .query(
             &tx.prepare_cached(CREATE_SQL).await?,
-            &[&worker_id, &chosen, &attempt_ids, &ttl_ms],
+            &[&worker_id, &chosen, &attempt_ids, &ttl_ms, &now],
         )
         .await?;
     Ok(rows::all("claim_create.sql", &rows, |r| {
@@ -230,6 +234,7 @@ async fn choose(
     worker_id: &str,
     limit: i64,
     avoid_lost_by: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Uuid>, StoreError> {
     let mut caps = CapState::default();
     let mut chosen: Vec<Uuid> = Vec::new();
@@ -257,6 +262,7 @@ async fn choose(
                     &full_runs,
                     &avoid_lost_by,
                     &worker_id,
+                    &now,
                 ],
             )
             .await?;

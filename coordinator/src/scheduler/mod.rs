@@ -181,11 +181,12 @@ impl Scheduler {
     ) -> Result<u64, SchedulerError> {
         check_items(items)?;
         let items: Arc<[NewWorkItem]> = items.into();
+        let now = self.now();
         let created = self
             .store
             .tx(|tx| {
                 let items = Arc::clone(&items);
-                Box::pin(async move { insert_items(tx, run_id, &items).await })
+                Box::pin(async move { insert_items(tx, run_id, &items, now).await })
             })
             .await?;
         self.after_enqueue(created).await;
@@ -234,6 +235,7 @@ impl Scheduler {
             ));
         }
         drop(client);
+        let now = self.now();
         let created = self
             .store
             .tx(|tx| {
@@ -251,7 +253,7 @@ impl Scheduler {
                     let created = tx
                         .execute(
                             START_ITEMS_SQL,
-                            &[&run_id, &&*labels, &&*routes, &&*documents],
+                            &[&run_id, &&*labels, &&*routes, &&*documents, &now],
                         )
                         .await?;
                     Ok(Some(created))
@@ -328,9 +330,13 @@ impl Scheduler {
     ) -> Result<Vec<(Uuid, i64)>, SchedulerError> {
         let ids: Vec<Uuid> = held.iter().map(|h| h.0).collect();
         let epochs: Vec<i64> = held.iter().map(|h| h.1).collect();
+        let now = self.now();
         let client = self.store.client().await?;
         let rows = client
-            .query(HEARTBEAT_SQL, &[&worker_id, &ids, &epochs, &ttl_ms(ttl)])
+            .query(
+                HEARTBEAT_SQL,
+                &[&worker_id, &ids, &epochs, &ttl_ms(ttl), &now],
+            )
             .await?;
         let extended: HashSet<Uuid> = rows
             .iter()
@@ -360,11 +366,13 @@ fn check_items(items: &[NewWorkItem]) -> Result<(), SchedulerError> {
     Ok(())
 }
 
-/// Inserts `items` of `run_id` in one statement; returns how many.
+/// Inserts `items` of `run_id` in one statement, ready from `now` (the scheduler's clock);
+/// returns how many.
 async fn insert_items(
     tx: &crate::store::Tx<'_>,
     run_id: Uuid,
     items: &[NewWorkItem],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, crate::store::StoreError> {
     let trial_ids: Vec<Uuid> = items.iter().map(|i| i.trial_id).collect();
     let ordinals: Vec<i32> = items.iter().map(|i| i.ordinal).collect();
@@ -379,6 +387,7 @@ async fn insert_items(
             &tx.prepare_cached(ENQUEUE_SQL).await?,
             &[
                 &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
+                &now,
             ],
         )
         .await?)

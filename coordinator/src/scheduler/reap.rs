@@ -72,7 +72,7 @@ impl Scheduler {
                         return Ok(Vec::new());
                     }
                     let expired = lease_rows("reap_expired.sql", &rows)?;
-                    close_in(tx, expired, Loss::WentSilent, &retry).await
+                    close_in(tx, expired, Loss::WentSilent, &retry, now).await
                 })
             })
             .await?;
@@ -101,8 +101,11 @@ impl Scheduler {
         ttl: std::time::Duration,
     ) -> Result<u64, SchedulerError> {
         let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let now = self.now();
         let client = self.store.client().await?;
-        Ok(client.execute(RESTART_LEASE_CLOCKS_SQL, &[&ms]).await?)
+        Ok(client
+            .execute(RESTART_LEASE_CLOCKS_SQL, &[&ms, &now])
+            .await?)
     }
 
     /// Resumes a started run: first takes back expired leases ([`Scheduler::reap`]), then, in
@@ -118,11 +121,12 @@ impl Scheduler {
             .filter(|r| r.disposition == Disposition::Requeued)
             .map(|r| r.trial_id)
             .collect();
+        let now = self.now();
         let again = self
             .store
             .tx(|tx| {
                 Box::pin(async move {
-                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id]).await?;
+                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id, &now]).await?;
                     let ids: Vec<Uuid> =
                         crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
                     tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
@@ -157,6 +161,7 @@ impl Scheduler {
             Loss::RevokedAtReconnect
         };
         let (worker, keep) = (worker_id.to_string(), keep.to_vec());
+        let now = self.now();
         let mut released = self
             .store
             .tx(|tx| {
@@ -171,7 +176,7 @@ impl Scheduler {
                         )
                         .await?;
                     let leases = lease_rows("release_worker.sql", &rows)?;
-                    close_in(tx, leases, loss, &retry).await
+                    close_in(tx, leases, loss, &retry, now).await
                 })
             })
             .await?;
@@ -248,7 +253,8 @@ fn lease_rows(query: &'static str, rows: &[tokio_postgres::Row]) -> Result<Vec<L
 /// Closes the attempts of `leases` (locked by the caller) taken back for `loss`, in `tx`:
 /// each ends as core's [`close_lost`] says (the lifecycle's `Lost` step after whatever its
 /// worker last reported, a `completed` whose record never arrived included, so the record
-/// assembly accepts the history) with the cause [`Loss::cause`], and is fenced, so its epoch
+/// assembly accepts the history; its transition at `now`, the scheduler's clock) with the
+/// cause [`Loss::cause`], and is fenced, so its epoch
 /// stays stale; the lease is deleted; the trial is settled by `retry` and remembers the
 /// worker that lost it.
 async fn close_in(
@@ -256,6 +262,7 @@ async fn close_in(
     leases: Vec<LeaseRow>,
     loss: Loss,
     retry: &RetryPolicy,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Reaped>, StoreError> {
     if leases.is_empty() {
         return Ok(Vec::new());
@@ -277,7 +284,7 @@ async fn close_in(
             t_ids.push(id);
             t_seqs.push(seq);
             t_states.push(step.as_str());
-            t_ats.push(Utc::now());
+            t_ats.push(now);
             t_notes.push(cause.clone());
         }
         ids.push(id);
@@ -303,7 +310,7 @@ async fn close_in(
     .await?;
     tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
         .await?;
-    let settled = settle(tx, &trials, &terminals, retry).await?;
+    let settled = settle(tx, &trials, &terminals, retry, now).await?;
     tx.execute(
         &tx.prepare_cached(MARK_LOST_SQL).await?,
         &[&trials, &workers],

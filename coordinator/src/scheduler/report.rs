@@ -133,6 +133,7 @@ impl Scheduler {
                 None
             };
             let earlier_freed = claim.as_ref().map_or(0, |c| freed(c, reports, &outcomes));
+            let now = self.now();
             let result = self
                 .store
                 .tx(|tx| {
@@ -142,7 +143,8 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let (results, revoked) = apply(tx, &batch, &retry, &budgeted).await?;
+                        let (results, revoked) =
+                            apply(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -160,7 +162,8 @@ impl Scheduler {
                             n = n.min(c.slots);
                             if n > 0 {
                                 let avoid = c.others_eligible.then_some(c.worker_id.as_str());
-                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid).await?;
+                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid, now)
+                                    .await?;
                             }
                         }
                         Ok((results, got, revoked))
@@ -362,12 +365,15 @@ fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
     SchedulerError::StaleEpoch { attempt_id, epoch }
 }
 
-/// Applies a chunk of prechecked reports in one transaction.
+/// Applies a chunk of prechecked reports in one transaction, at `now` by the scheduler's
+/// clock (the time of the transitions it writes, of re-queued trials' backoff and of route
+/// pauses).
 async fn apply(
     tx: &Tx<'_>,
     batch: &[(usize, Report)],
     retry: &super::RetryPolicy,
     budgeted: &super::budget::BudgetedRuns,
+    now: DateTime<Utc>,
 ) -> Result<(Vec<(usize, Outcome)>, Vec<super::Revoked>), StoreError> {
     let mut revoked = Vec::new();
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
@@ -465,7 +471,7 @@ async fn apply(
                 cause,
                 ..
             } => {
-                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes);
+                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes, now);
                 if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
                     finishing.push((i, id, row.trial_id, *terminal));
                 }
@@ -522,7 +528,7 @@ async fn apply(
             .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
         let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
-        let settled = settle(tx, &trials, &states, retry).await?;
+        let settled = settle(tx, &trials, &states, retry, now).await?;
         let terminals: Vec<State> = finishing.iter().map(|f| f.3).collect();
         let causes: Vec<&str> = finishing
             .iter()
@@ -533,7 +539,8 @@ async fn apply(
             })
             .collect();
         revoked.extend(
-            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled).await?,
+            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now)
+                .await?,
         );
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial).map(|s| s.outcome) {
@@ -549,7 +556,7 @@ async fn apply(
     if !record_runs.is_empty() {
         let runs = budgeted.of(tx, &record_runs).await?;
         if !runs.is_empty() {
-            revoked.extend(super::budget::enforce(tx, &runs).await?);
+            revoked.extend(super::budget::enforce(tx, &runs, now).await?);
         }
     }
     if !writes.quarantine.is_empty() {
@@ -573,20 +580,22 @@ pub(super) struct Settled {
     pub(super) route: Option<String>,
 }
 
-/// Settles finished trials; returns what was decided per trial (trials whose item was not
-/// leased are left out).
+/// Settles finished trials at `now` by the scheduler's clock (a re-queued trial is ready
+/// again its backoff after it); returns what was decided per trial (trials whose item was
+/// not leased are left out).
 pub(super) async fn settle(
     tx: &Tx<'_>,
     trials: &[Uuid],
     states: &[&str],
     retry: &super::RetryPolicy,
+    now: DateTime<Utc>,
 ) -> Result<HashMap<Uuid, Settled>, StoreError> {
     let factors = retry.factors(trials.len());
     let schedule = retry.backoff.schedule_ms();
     let rows = tx
         .query(
             &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
-            &[&trials, &states, &factors, &schedule],
+            &[&trials, &states, &factors, &schedule, &now],
         )
         .await?;
     let settled = rows::all("settle_items.sql", &rows, |r| {
@@ -745,6 +754,7 @@ fn finish_of(
     cause: &str,
     row: &mut AttemptRow,
     writes: &mut Writes,
+    now: DateTime<Utc>,
 ) -> Outcome {
     if epoch != row.epoch || row.fenced {
         return Err(stale(id, epoch));
@@ -773,7 +783,7 @@ fn finish_of(
             id,
             i32::try_from(row.last_seq).unwrap_or(i32::MAX),
             terminal.as_str().to_string(),
-            Utc::now(),
+            now,
             cause.to_string(),
         ));
         row.state = terminal;

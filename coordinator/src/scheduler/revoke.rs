@@ -10,7 +10,7 @@
 
 use akbench_core::dispatch::Hold;
 use akbench_core::lifecycle::State;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::report::{DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
@@ -32,11 +32,13 @@ pub struct Revoked {
 }
 
 /// Takes back, in `tx`, the unstarted leases of `spent_runs` (budget spent) and of the
-/// `paused_routes`; returns them for the `Cancel`s to send after commit.
+/// `paused_routes` at `now` (the scheduler's clock); returns them for the `Cancel`s to send
+/// after commit.
 pub(super) async fn revoke_unstarted(
     tx: &Tx<'_>,
     spent_runs: &[Uuid],
     paused_routes: &[String],
+    now: DateTime<Utc>,
 ) -> Result<Vec<Revoked>, StoreError> {
     if spent_runs.is_empty() && paused_routes.is_empty() {
         return Ok(Vec::new());
@@ -80,7 +82,7 @@ pub(super) async fn revoke_unstarted(
     // Its one transition: from the implicit start to `cancelled` (a step the lifecycle allows).
     let seqs = vec![1i32; n];
     let states = vec![State::Cancelled.as_str(); n];
-    let ats = vec![Utc::now(); n];
+    let ats = vec![now; n];
     tx.execute(
         &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
         &[&ids, &seqs, &states, &ats, &causes],
@@ -95,7 +97,10 @@ pub(super) async fn revoke_unstarted(
     .await?;
     tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
         .await?;
-    tx.execute(&tx.prepare_cached(REQUEUE_REVOKED_SQL).await?, &[&trials])
-        .await?;
+    tx.execute(
+        &tx.prepare_cached(REQUEUE_REVOKED_SQL).await?,
+        &[&trials, &now],
+    )
+    .await?;
     Ok(revoked)
 }

@@ -22,13 +22,15 @@ const UPDATE_ROUTE_SQL: &str = include_str!("../../sql/routes/update_route.sql")
 
 /// Updates the routes of the trials whose attempts just ended (`terminal` and `cause` per
 /// trial, in order). The routes of the trials `settle` decided come with them; only the
-/// others (an item no longer leased) are looked up.
+/// others (an item no longer leased) are looked up. Pauses are decided at `now`, the
+/// scheduler's clock, which claims compare `paused_until` with.
 pub(super) async fn note_finished(
     tx: &Tx<'_>,
     trials: &[Uuid],
     terminal: &[State],
     causes: &[&str],
     settled: &HashMap<Uuid, Settled>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<super::revoke::Revoked>, StoreError> {
     let mut route_of: BTreeMap<Uuid, String> = BTreeMap::new();
     let mut unsettled: Vec<Uuid> = Vec::new();
@@ -65,24 +67,15 @@ pub(super) async fn note_finished(
         .query(&tx.prepare_cached(LOCK_ROUTES_SQL).await?, &[&routes])
         .await?;
     let mut states: BTreeMap<String, RouteState> = BTreeMap::new();
-    let mut now: Option<DateTime<Utc>> = None;
     let locked = crate::rows::all("lock_routes.sql", &locked, |r| {
         let state = RouteState {
             consecutive_failures: crate::rows::count32(r, "consecutive_failures")?,
             paused_until: col(r, "paused_until")?,
             last_error: col(r, "last_error")?,
         };
-        Ok((
-            col::<DateTime<Utc>>(r, "now")?,
-            col::<String>(r, "route")?,
-            state,
-        ))
+        Ok((col::<String>(r, "route")?, state))
     })?;
-    for (at, route, state) in locked {
-        now = Some(at);
-        states.insert(route, state);
-    }
-    let now = now.unwrap_or_else(Utc::now);
+    states.extend(locked);
     let policy = RoutePolicy::default();
     for ((trial, state), cause) in trials.iter().zip(terminal).zip(causes) {
         let Some(route) = route_of.get(trial) else {
@@ -105,5 +98,5 @@ pub(super) async fn note_finished(
         .filter(|(_, s)| s.paused_until.is_some_and(|until| until > now))
         .map(|(route, _)| route.clone())
         .collect();
-    super::revoke::revoke_unstarted(tx, &[], &paused).await
+    super::revoke::revoke_unstarted(tx, &[], &paused, now).await
 }
