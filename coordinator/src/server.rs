@@ -13,7 +13,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 use crate::auth::{AuthError, Tokens};
 use crate::control_service::ControlService;
 use crate::http::{router, HttpState};
@@ -26,6 +25,7 @@ use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
 use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
 #[derive(Debug, Clone, clap::Parser)]

@@ -215,7 +215,10 @@ async fn a_budget_stop_holds_for_prefetched_work() {
         .record_transitions(got[2].attempt_id, got[2].epoch, &transitions(1)[..2])
         .await
         .unwrap_err();
-    assert!(matches!(late, SchedulerError::StaleEpoch { .. }), "{late:?}");
+    assert!(
+        matches!(late, SchedulerError::StaleEpoch { .. }),
+        "{late:?}"
+    );
     assert!(s.claim("w1", 8, TTL).await.unwrap().is_empty());
     // The started one runs on; then the run ends.
     run_attempt(&s, &got[1], Some(0.0001)).await;

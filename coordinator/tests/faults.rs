@@ -422,7 +422,10 @@ async fn a_broken_session_releases_its_leases_at_once() {
         akbench_core::dispatch::Loss::SessionBroke.cause("gone"),
         "{cause}"
     );
-    assert!(cause.contains("session") && !cause.contains("silent"), "{cause}");
+    assert!(
+        cause.contains("session") && !cause.contains("silent"),
+        "{cause}"
+    );
     let last: String = scalar(
         &s,
         "SELECT t.note FROM transitions t JOIN attempts a USING (attempt_id) \

@@ -170,14 +170,22 @@ async fn a_route_pause_holds_for_prefetched_work() {
     let got = s.claim("w1", 2, TTL).await.unwrap();
     assert_eq!(got.len(), 2);
     let cause = "provider: unreachable after 3 failed requests: Connection refused";
-    s.finish(got[0].attempt_id, got[0].epoch, State::InfrastructureError, cause)
-        .await
-        .unwrap();
+    s.finish(
+        got[0].attempt_id,
+        got[0].epoch,
+        State::InfrastructureError,
+        cause,
+    )
+    .await
+    .unwrap();
     assert!(route_row(&s, "down-route").await.1, "paused");
     let revoked = seen.lock().unwrap().clone();
     assert_eq!(revoked.len(), 1, "{revoked:?}");
     assert_eq!(revoked[0].attempt_id, got[1].attempt_id);
-    assert!(revoked[0].reason.contains("down-route is paused"), "{revoked:?}");
+    assert!(
+        revoked[0].reason.contains("down-route is paused"),
+        "{revoked:?}"
+    );
     let item: String = scalar(
         &s,
         &format!(

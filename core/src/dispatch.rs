@@ -333,7 +333,11 @@ pub enum Loss {
 
 impl Loss {
     /// Every loss, for table tests.
-    pub const ALL: [Loss; 3] = [Self::WentSilent, Self::SessionBroke, Self::RevokedAtReconnect];
+    pub const ALL: [Loss; 3] = [
+        Self::WentSilent,
+        Self::SessionBroke,
+        Self::RevokedAtReconnect,
+    ];
 
     /// The stored name (`leases.released_because`).
     pub fn as_str(self) -> &'static str {
@@ -406,12 +410,10 @@ impl Hold {
     /// The cause written on the revoked attempt (ended `cancelled`: the coordinator's doing).
     pub fn cause(&self) -> String {
         match self {
-            Self::BudgetSpent => {
-                "revoked before it started: the run's budget is spent".to_string()
+            Self::BudgetSpent => "revoked before it started: the run's budget is spent".to_string(),
+            Self::RoutePaused(route) => {
+                format!("revoked before it started: provider route {route} is paused; queued again")
             }
-            Self::RoutePaused(route) => format!(
-                "revoked before it started: provider route {route} is paused; queued again"
-            ),
         }
     }
 }

@@ -118,7 +118,10 @@ mod tests {
 
     #[test]
     fn combinations_that_cannot_work_are_refused_naming_the_flags() {
-        assert_eq!(LeaseTiming::from_ms(0, None), Err(LeaseTimingError::ZeroTtl));
+        assert_eq!(
+            LeaseTiming::from_ms(0, None),
+            Err(LeaseTimingError::ZeroTtl)
+        );
         assert_eq!(
             LeaseTiming::from_ms(30_000, Some(0)),
             Err(LeaseTimingError::ZeroHeartbeat)
@@ -133,8 +136,14 @@ mod tests {
             }
         );
         let text = e.to_string();
-        assert!(text.starts_with("failed to use a heartbeat interval of 40000 ms"), "{text}");
-        assert!(text.contains("--heartbeat-interval-ms") && text.contains("fix:"), "{text}");
+        assert!(
+            text.starts_with("failed to use a heartbeat interval of 40000 ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--heartbeat-interval-ms") && text.contains("fix:"),
+            "{text}"
+        );
         assert!(LeaseTiming::from_ms(30_000, Some(15_001)).is_err());
         assert!(LeaseTiming::from_ms(30_000, Some(15_000)).is_ok());
     }

@@ -738,7 +738,9 @@ async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_s
 }
 
 /// A transition batch from seq 1 for `states`, as a worker sends it.
-fn batch(states: &[akbench_core::lifecycle::State]) -> Vec<akbench_coordinator::scheduler::TransitionIn> {
+fn batch(
+    states: &[akbench_core::lifecycle::State],
+) -> Vec<akbench_coordinator::scheduler::TransitionIn> {
     states
         .iter()
         .enumerate()
@@ -823,7 +825,14 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
 
     // Exported with every attempt; the first one's history says what happened.
     let out = c.dir.path().join("records");
-    let o = c.akbench(&["run", "records", &key, "--out", out.to_str().unwrap(), "--json"]);
+    let o = c.akbench(&[
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json(&o);
     assert_eq!(v["records"], 1, "{v}");
@@ -859,7 +868,13 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
     assert!(text(&o).contains(&bare_key), "{}", text(&o));
     assert!(text(&o).contains("has not arrived"), "{}", text(&o));
     let o = c.akbench(&[
-        "run", "records", &key, "--out", out.to_str().unwrap(), "--trial", &bare_key,
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--trial",
+        &bare_key,
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     c.stop().await;

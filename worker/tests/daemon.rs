@@ -413,7 +413,11 @@ async fn drain_grace_expiry_interrupts_what_still_runs_as_an_infrastructure_erro
         .unwrap();
     let (outcome, bucket): (Option<String>, Option<String>) = (item.get(0), item.get(1));
     assert_eq!(outcome.as_deref(), Some("infrastructure_error"));
-    assert_eq!(bucket.as_deref(), Some("infrastructure_error"), "status agrees");
+    assert_eq!(
+        bucket.as_deref(),
+        Some("infrastructure_error"),
+        "status agrees"
+    );
     for pid in pids {
         assert!(is_gone(pid), "pid {pid} survived the drain");
     }

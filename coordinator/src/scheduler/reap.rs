@@ -237,7 +237,10 @@ impl Scheduler {
 /// A lease taken back: its attempt, worker, last stored state and seq, and trial.
 type LeaseRow = (Uuid, String, State, i32, Uuid);
 
-fn lease_rows(query: &'static str, rows: &[tokio_postgres::Row]) -> Result<Vec<LeaseRow>, RowError> {
+fn lease_rows(
+    query: &'static str,
+    rows: &[tokio_postgres::Row],
+) -> Result<Vec<LeaseRow>, RowError> {
     crate::rows::all(query, rows, |r| {
         Ok((
             col::<Uuid>(r, "attempt_id")?,

@@ -143,8 +143,7 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let (results, revoked) =
-                            apply(tx, &batch, &retry, &budgeted, now).await?;
+                        let (results, revoked) = apply(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -539,8 +538,7 @@ async fn apply(
             })
             .collect();
         revoked.extend(
-            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now)
-                .await?,
+            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now).await?,
         );
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial).map(|s| s.outcome) {

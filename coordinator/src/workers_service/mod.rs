@@ -52,9 +52,9 @@ use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use crate::metrics::Metrics;
-use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 
 pub use convert::wire_state;
 

@@ -329,11 +329,17 @@ fn every_loss_has_its_own_cause_naming_the_worker() {
 fn only_the_coordinators_cancel_makes_an_attempt_cancelled() {
     use crate::lifecycle::Event;
     let (e, cause) = Stop::Cancelled.end("while the agent ran");
-    assert_eq!((e, cause.as_str()), (Event::Cancel, "cancelled while the agent ran"));
+    assert_eq!(
+        (e, cause.as_str()),
+        (Event::Cancel, "cancelled while the agent ran")
+    );
     assert_eq!(Stop::Cancelled.end("").1, "cancelled");
     let (e, cause) = Stop::Interrupted("worker w drained".into()).end("while evaluating");
     assert_eq!(e, Event::InfrastructureFailed);
-    assert_eq!(cause, "interrupted by its worker while evaluating: worker w drained");
+    assert_eq!(
+        cause,
+        "interrupted by its worker while evaluating: worker w drained"
+    );
     // The same bucket as the trial-level rule gives a `cancelled` an old worker reports
     // while its run is not being cancelled.
     for run in RunState::ALL {
