@@ -783,8 +783,10 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
     };
 
     // The real scheduler's statements on the coordinator's database, as its sessions and
-    // reaper run them; no worker is connected, so nothing else claims.
-    let s = Scheduler::new(c.store().clone());
+    // reaper run them, on a clock of the test's (leases expire, and re-queued trials are
+    // ready, by it); no worker is connected, so nothing else claims.
+    let clock = Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
+    let s = Scheduler::with_clock(c.store().clone(), clock.clone());
     for w in ["w-lost", "w-ok"] {
         s.register_worker(w, 1, &Default::default(), "test")
             .await
@@ -796,8 +798,8 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
         .await
         .unwrap();
     // Killed before its record: the lease expires and is reaped.
-    let later = chrono::Utc::now() + chrono::Duration::minutes(30);
-    let reaped = s.reap(later).await.unwrap();
+    clock.advance(chrono::Duration::minutes(30));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!(reaped[0].disposition, Disposition::Requeued);
     let retry = s.claim("w-ok", 1, ttl).await.unwrap().remove(0);
