@@ -5,8 +5,8 @@
 //!    `Hello` (empty or over-long worker id), ends the stream with `INVALID_ARGUMENT`. The
 //!    coordinator registers the worker (upsert of `workers`), checks the re-presented held
 //!    leases (valid ones are kept and extended, the others are listed in
-//!    `Welcome.revoked_attempt_ids`) and answers `Welcome` (lease TTL, heartbeat interval =
-//!    TTL / 3).
+//!    `Welcome.revoked_attempt_ids`) and answers `Welcome` (lease TTL, heartbeat interval:
+//!    [`LeaseTiming::heartbeat`], `--heartbeat-interval-ms`, by default TTL / 3).
 //! 2. While the worker has free slots (its `Hello.slots` minus the attempts it holds) and is
 //!    not draining, the coordinator claims up to that many items and sends one `Assignment`
 //!    each. It tries again when work is enqueued or re-queued in this process (a `Notify`),
@@ -21,10 +21,10 @@
 //!    `UNAVAILABLE` (the database failed; send again). A refused message changes nothing.
 //! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts;
 //!    [`WorkersService::drain_all`] sends `Drain` (no more assignments). The reaper
-//!    ([`WorkersService::spawn_reaper`], every [`reap_interval`]) takes back expired leases and sends
+//!    ([`WorkersService::spawn_reaper`], every [`LeaseTiming::reap_interval`]) takes back expired leases and sends
 //!    `Cancel` ("lease expired") to their worker when it is still connected.
 //! 5. When the stream ends the session is forgotten; unless the worker opens a new session
-//!    within [`session_grace`], its leases are released and reaped at once. A worker that
+//!    within [`LeaseTiming::session_grace`], its leases are released and reaped at once. A worker that
 //!    opens a session without leases the coordinator has for it gets those released at once.
 //! 6. A worker is alive while it is heard from (any message) within the lease TTL, in this
 //!    process's memory: a silent one (frozen, or its network gone) gets no new work, is not
@@ -349,7 +349,7 @@ impl WorkersService {
             .count()
     }
 
-    /// Starts the reaper: every [`reap_interval`], it first extends the leases that workers
+    /// Starts the reaper: every [`LeaseTiming::reap_interval`], it first extends the leases that workers
     /// it still hears listed in heartbeats the database did not take (an outage), then
     /// [`Scheduler::reap`]s at the scheduler's clock and sends `Cancel` to each reaped
     /// attempt's worker when it is still connected here. Silence is judged by what this
@@ -453,12 +453,12 @@ impl WorkersService {
     }
 
     /// After a session of `worker_id` ended: unless the worker opened a new session within
-    /// [`session_grace`], its leases are released at once (fencing makes that safe) instead
+    /// [`LeaseTiming::session_grace`], its leases are released at once (fencing makes that safe) instead
     /// of waiting for them to expire.
     pub(crate) fn release_after_grace(&self, worker_id: String) {
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(session_grace(&this.config)).await;
+            tokio::time::sleep(this.config.timing().session_grace()).await;
             if this.registry.has(&worker_id) {
                 return;
             }
@@ -479,18 +479,6 @@ impl WorkersService {
             }
         });
     }
-}
-
-/// How often the reaper runs for a lease TTL: half the TTL, at most 1 s, so that rescue
-/// takes at most TTL + 1 s (plus the pass itself).
-pub fn reap_interval(ttl: Duration) -> Duration {
-    LeaseTiming::new(ttl, None).map_or(Duration::from_millis(10), |t| t.reap_interval())
-}
-
-/// How long a worker whose session broke has to open a new one before its leases are
-/// released: one heartbeat interval, at most 2 s ([`LeaseTiming::session_grace`]).
-pub fn session_grace(config: &WorkersConfig) -> Duration {
-    config.timing().session_grace()
 }
 
 #[tonic::async_trait]
