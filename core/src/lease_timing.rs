@@ -103,7 +103,8 @@ mod tests {
             (30_000, Some(15_000), (15_000, 1_000, 2_000)),
             (30_000, Some(500), (500, 1_000, 500)),
             (900, None, (300, 450, 300)),
-            (10, None, (3, 10, 3)),
+            (30, None, (10, 15, 10)),
+            (12, None, (4, 10, 4)),
         ];
         for (ttl, hb, (h, r, g)) in table {
             let t = LeaseTiming::new(MS(ttl), hb.map(MS)).unwrap();
