@@ -388,10 +388,9 @@ async fn the_heartbeat_interval_flag_is_what_workers_are_asked_for() {
 
     let mut config = Config::local(url);
     config.heartbeat_interval_ms = Some(31_000);
-    let refused = serve_with(config, Services::default(), std::future::pending())
-        .await
-        .err()
-        .expect("a heartbeat interval longer than the TTL is refused");
+    let Err(refused) = serve_with(config, Services::default(), std::future::pending()).await else {
+        panic!("a heartbeat interval longer than the TTL is refused");
+    };
     assert!(matches!(refused, ServeError::Timing(_)), "{refused:?}");
     let text = refused.to_string();
     assert!(
