@@ -265,7 +265,13 @@ async fn caps_per_agent_and_per_provider_are_respected() {
 
 #[tokio::test]
 async fn an_expired_lease_requeues_and_fences_the_late_worker() {
-    let s = scheduler().await;
+    // The scheduler's clock is the test's: the reaper's instant and the re-queued trial's
+    // readiness are both by it (a trial reaped at an instant is ready at that instant).
+    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(Utc::now()));
+    let base = scheduler().await;
+    let s =
+        akbench_coordinator::scheduler::Scheduler::with_clock(base.store().clone(), clock.clone())
+            .with_retry(base.retry().clone());
     enqueued(&s, 1, 1, &Caps::default()).await;
     worker(&s, "slow").await;
     // The reaper's instant is passed in: no window depends on how fast this machine is.
@@ -280,21 +286,16 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
     s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..3], 1))
         .await
         .unwrap();
+    assert!(s.reap(s.now()).await.unwrap().is_empty(), "not expired yet");
     assert!(
-        s.reap(Utc::now()).await.unwrap().is_empty(),
-        "not expired yet"
-    );
-    assert!(
-        s.reap(Utc::now() + ttl - chrono::Duration::minutes(1))
+        s.reap(s.now() + ttl - chrono::Duration::minutes(1))
             .await
             .unwrap()
             .is_empty(),
         "not expired a minute before its TTL"
     );
-    let reaped = s
-        .reap(Utc::now() + ttl + chrono::Duration::seconds(1))
-        .await
-        .unwrap();
+    clock.advance(ttl + chrono::Duration::seconds(1));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1);
     assert_eq!(reaped[0].disposition, Disposition::Requeued);
     assert_eq!(reaped[0].worker_id, "slow");

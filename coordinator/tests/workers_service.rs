@@ -125,7 +125,13 @@ async fn a_worker_leases_streams_uploads_and_finishes() {
 
 #[tokio::test]
 async fn an_expired_lease_is_requeued_and_the_late_worker_is_fenced() {
-    let s = scheduler().await;
+    // The scheduler's clock is the test's: the reaper's instant and the re-queued trial's
+    // readiness are both by it (a trial reaped at an instant is ready at that instant).
+    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(Utc::now()));
+    let base = scheduler().await;
+    let s =
+        akbench_coordinator::scheduler::Scheduler::with_clock(base.store().clone(), clock.clone())
+            .with_retry(base.retry().clone());
     // No reaper runs here: the test reaps at an instant past the TTL, so no window depends
     // on how fast this machine is.
     let (_svc, addr) = serve(&s, TTL).await;
@@ -133,14 +139,9 @@ async fn an_expired_lease_is_requeued_and_the_late_worker_is_fenced() {
     let mut slow = Worker::simple(addr, "slow", 1).await;
     let a = assignment(&mut slow).await;
     w_send_and_ack(&mut slow, batch(&a, &chain()[..2], 1), Subject::Transitions).await;
-    assert!(
-        s.reap(Utc::now()).await.unwrap().is_empty(),
-        "not expired yet"
-    );
-    let reaped = s
-        .reap(Utc::now() + chrono::Duration::from_std(TTL).unwrap() + chrono::Duration::seconds(1))
-        .await
-        .unwrap();
+    assert!(s.reap(s.now()).await.unwrap().is_empty(), "not expired yet");
+    clock.advance(chrono::Duration::from_std(TTL).unwrap() + chrono::Duration::seconds(1));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1);
     let mut fast = Worker::simple(addr, "fast", 1).await;
     let b = assignment(&mut fast).await;
