@@ -172,6 +172,11 @@ impl Tokens {
         ))
     }
 
+    /// True when a token of `role` is configured.
+    pub fn has_role(&self, role: Role) -> bool {
+        self.entries.iter().any(|(code, _)| *code == role.code())
+    }
+
     /// True when no token is configured: the coordinator is open (local mode).
     pub fn is_open(&self) -> bool {
         self.entries.is_empty()
@@ -311,6 +316,7 @@ mod tests {
         assert!(t.authenticate(None).is_err());
         assert!(t.authenticate(Some("op")).is_err());
         assert!(authorize_http(&t, Some("Bearer wk")).is_err());
+        assert!(t.has_role(Role::Worker) && !t.has_role(Role::Viewer));
         let open = Tokens::default();
         assert!(open.is_open());
         assert_eq!(open.authenticate(None), Ok(Role::Operator));

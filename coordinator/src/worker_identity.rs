@@ -3,8 +3,16 @@
 //! - [`workers_interceptor`]: the check when `Workers.Session` opens. With
 //!   `require_certs`, a connection without a client certificate is refused (certificates
 //!   from another CA or expired ones never get that far: the TLS handshake refuses them).
-//!   Otherwise a client certificate, a worker token, or an open coordinator lets it in. The
-//!   credential ([`WorkerCredential`]) goes in the request extensions.
+//!   A bearer token, when one is sent, must be a valid worker token, certificate or not
+//!   (`UNAUTHENTICATED` when unknown, `PERMISSION_DENIED` for another role's); when the
+//!   coordinator has worker tokens configured, a certificate alone is not enough either:
+//!   certificate and token must both be valid. Otherwise a client certificate, a worker
+//!   token, or an open coordinator lets it in. The credential ([`WorkerCredential`]) goes
+//!   in the request extensions.
+//! - [`WorkerCredential::check_worker_id`]: a worker certificate's name (its subject's
+//!   common name) must equal the worker id of the session's `Hello`
+//!   ([`akbench_core::identity::certificate_admits`]); otherwise `PERMISSION_DENIED` naming
+//!   both.
 //! - [`bind`]: a worker id belongs to the credential that first registered it
 //!   (`worker_credentials`, migration 0009); a session for that id with another credential
 //!   is refused, so one worker cannot take over another's session and leases.
@@ -19,15 +27,44 @@ use crate::store::{Store, StoreError};
 
 const BIND_WORKER_SQL: &str = include_str!("../sql/identity/bind_worker.sql");
 
-/// The credential a worker session opened with: `cert:<subject>` or `token:<sha256 hex>`;
-/// `None` on an open coordinator without client certificates (nothing to bind to).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerCredential(pub Option<String>);
+/// The credential a worker session opened with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkerCredential {
+    /// What the worker id is bound to ([`bind`]): `cert:<subject>` when a client
+    /// certificate was presented, else `token:<sha256 hex>`; `None` on an open coordinator
+    /// without client certificates (nothing to bind to).
+    pub binding: Option<String>,
+    /// The client certificate's name (its subject's common name), when one was presented:
+    /// `Some(None)` for a certificate without a common name.
+    pub certificate: Option<Option<String>>,
+}
 
-/// The identity of a client certificate (DER): `cert:CN=<common name>`, or
-/// `cert:sha256:<hex>` of the certificate when it has no common name.
-pub fn certificate_identity(der: &[u8]) -> String {
-    let cn = x509_parser::parse_x509_certificate(der)
+impl WorkerCredential {
+    /// Refuses (`PERMISSION_DENIED`, naming both) a session whose worker id is not the name
+    /// of the client certificate it presented; without a certificate any id passes here.
+    pub fn check_worker_id(&self, worker_id: &str) -> Result<(), Status> {
+        let Some(name) = &self.certificate else {
+            return Ok(());
+        };
+        if akbench_core::identity::certificate_admits(name.as_deref(), worker_id) {
+            return Ok(());
+        }
+        let named = match name {
+            Some(name) => format!("is issued to {name:?}"),
+            None => "has no common name".to_string(),
+        };
+        Err(Status::permission_denied(format!(
+            "failed to open a session for worker {worker_id:?}: the worker certificate \
+             {named}, and a worker certificate's name must equal the worker id; fix: start \
+             the worker with --worker-id equal to its certificate's name, or issue it a \
+             certificate for {worker_id:?} (akbench certs --worker {worker_id})"
+        )))
+    }
+}
+
+/// The common name of a client certificate (DER), if it has one.
+pub fn certificate_name(der: &[u8]) -> Option<String> {
+    x509_parser::parse_x509_certificate(der)
         .ok()
         .and_then(|(_, cert)| {
             cert.subject()
@@ -35,8 +72,13 @@ pub fn certificate_identity(der: &[u8]) -> String {
                 .next()
                 .and_then(|cn| cn.as_str().ok())
                 .map(str::to_string)
-        });
-    match cn {
+        })
+}
+
+/// The identity of a client certificate (DER): `cert:CN=<common name>`, or
+/// `cert:sha256:<hex>` of the certificate when it has no common name.
+pub fn certificate_identity(der: &[u8]) -> String {
+    match certificate_name(der) {
         Some(cn) => format!("cert:CN={cn}"),
         None => format!("cert:sha256:{}", hex::encode(Sha256::digest(der))),
     }
@@ -81,34 +123,59 @@ fn check_worker(
     require_certs: bool,
     request: &Request<()>,
 ) -> Result<WorkerCredential, Status> {
-    if let Some(der) = peer_certificate(request) {
-        return Ok(WorkerCredential(Some(certificate_identity(&der))));
-    }
-    if require_certs {
+    let certificate = peer_certificate(request);
+    if certificate.is_none() && require_certs {
         return Err(Status::unauthenticated(
             "failed to open a worker session: this coordinator requires a worker certificate; \
              fix: start the worker with --tls-cert and --tls-key issued by the coordinator's \
              client CA (akbench certs worker)",
         ));
     }
-    if tokens.is_open() {
-        return Ok(WorkerCredential(None));
+    // A token sent is checked even next to a certificate: both must be valid.
+    let token = match bearer(request) {
+        Some(token) if !tokens.is_open() => Some(check_token(tokens, token)?),
+        _ => None,
+    };
+    if let Some(der) = certificate {
+        if token.is_none() && tokens.has_role(Role::Worker) {
+            return Err(Status::unauthenticated(
+                "failed to open a worker session: this coordinator has worker tokens, so a \
+                 worker certificate needs a worker token too; fix: start the worker with a \
+                 worker token (--token-file) as well as its certificate",
+            ));
+        }
+        return Ok(WorkerCredential {
+            binding: Some(certificate_identity(&der)),
+            certificate: Some(certificate_name(&der)),
+        });
     }
-    let token = bearer(request).ok_or_else(|| {
-        Status::unauthenticated(
+    if tokens.is_open() {
+        return Ok(WorkerCredential::default());
+    }
+    match token {
+        Some(identity) => Ok(WorkerCredential {
+            binding: Some(identity),
+            certificate: None,
+        }),
+        None => Err(Status::unauthenticated(
             "failed to open a worker session: missing bearer token; fix: start the worker \
              with a worker token (--token-file) or a worker certificate",
-        )
-    })?;
+        )),
+    }
+}
+
+/// The identity of a presented bearer token when it is a worker token.
+fn check_token(tokens: &Tokens, token: &str) -> Result<String, Status> {
     match tokens.role_of(token) {
-        Some(Role::Worker) => Ok(WorkerCredential(Some(token_identity(token)))),
+        Some(Role::Worker) => Ok(token_identity(token)),
         Some(_) => Err(Status::permission_denied(
             "failed to open a worker session: it needs a worker token; fix: start the worker \
              with a worker token",
         )),
         None => Err(Status::unauthenticated(
             "failed to open a worker session: unknown bearer token; fix: start the worker \
-             with a worker token",
+             with a worker token, or without one when it authenticates with its certificate \
+             alone",
         )),
     }
 }
@@ -172,7 +239,8 @@ mod tests {
             r
         };
         let ok = check_worker(&tokens, false, &req(Some("wk"))).unwrap();
-        assert_eq!(ok, WorkerCredential(Some(token_identity("wk"))));
+        assert_eq!(ok.binding, Some(token_identity("wk")));
+        assert_eq!(ok.certificate, None);
         let code = |t, certs| check_worker(&tokens, certs, &req(t)).unwrap_err().code();
         assert_eq!(code(Some("op"), false), tonic::Code::PermissionDenied);
         assert_eq!(code(Some("nope"), false), tonic::Code::Unauthenticated);
@@ -182,7 +250,34 @@ mod tests {
         let open = Tokens::default();
         assert_eq!(
             check_worker(&open, false, &req(None)).unwrap(),
-            WorkerCredential(None)
+            WorkerCredential::default()
         );
+    }
+
+    #[test]
+    fn a_certificate_admits_only_the_worker_id_of_its_name() {
+        let named = WorkerCredential {
+            binding: Some("cert:CN=w1".into()),
+            certificate: Some(Some("w1".into())),
+        };
+        assert!(named.check_worker_id("w1").is_ok());
+        let e = named.check_worker_id("w2").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(
+            e.message().contains("\"w1\"") && e.message().contains("\"w2\""),
+            "{}",
+            e.message()
+        );
+        let nameless = WorkerCredential {
+            binding: Some("cert:sha256:00".into()),
+            certificate: Some(None),
+        };
+        let e = nameless.check_worker_id("w1").unwrap_err();
+        assert!(e.message().contains("no common name"), "{}", e.message());
+        let token = WorkerCredential {
+            binding: Some(token_identity("wk")),
+            certificate: None,
+        };
+        assert!(token.check_worker_id("anything").is_ok());
     }
 }

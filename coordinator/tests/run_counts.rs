@@ -12,8 +12,7 @@ use std::time::Duration;
 use akbench_coordinator::scheduler::{Caps, Disposition, Scheduler, SchedulerError, TransitionIn};
 use akbench_coordinator::status::{run_status, StatusOptions};
 use akbench_core::lifecycle::State;
-use chrono::Utc;
-use common::{enqueued, record, scheduler};
+use common::{enqueued, record};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -163,7 +162,7 @@ async fn catalog(s: &Scheduler, run: Uuid, trials: i64, agent: &str) {
 
 #[tokio::test]
 async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_resume() {
-    let s = scheduler().await;
+    let (s, clock) = common::clocked().await;
     let run = enqueued(&s, 8, 1, &Caps::default()).await.run_id;
     catalog(&s, run, 8, "oracle").await;
     // A second run in the same tables: its changes must not move the first run's counters.
@@ -213,10 +212,8 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
     agree(&s, run, "an infrastructure error re-queued").await;
 
     // Fenced: c's lease expires and is taken back; its late record and finish are stale.
-    let reaped = s
-        .reap(Utc::now() + chrono::Duration::seconds(31))
-        .await
-        .unwrap();
+    clock.advance(chrono::Duration::seconds(31));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert!(reaped.iter().any(|r| r.attempt_id == c.attempt_id));
     agree(&s, run, "leases reaped").await;
     let (json, digest) = record_with(c.attempt_id, "late", Some(9.0));

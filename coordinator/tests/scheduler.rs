@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use akbench_coordinator::scheduler::{Caps, Disposition, SchedulerError, TransitionIn};
 use akbench_core::lifecycle::State;
-use chrono::Utc;
 use common::{chain, counts, enqueued, record, scalar, scheduler};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -265,18 +264,12 @@ async fn caps_per_agent_and_per_provider_are_respected() {
 
 #[tokio::test]
 async fn an_expired_lease_requeues_and_fences_the_late_worker() {
-    // The scheduler's clock is the test's: the reaper's instant and the re-queued trial's
-    // readiness are both by it (a trial reaped at an instant is ready at that instant).
-    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(Utc::now()));
-    let base = scheduler().await;
-    let s =
-        akbench_coordinator::scheduler::Scheduler::with_clock(base.store().clone(), clock.clone())
-            .with_retry(base.retry().clone());
+    let (s, clock) = common::clocked().await;
     enqueued(&s, 1, 1, &Caps::default()).await;
     worker(&s, "slow").await;
-    // The reaper's instant is passed in: no window depends on how fast this machine is.
-    // The lease runs for ten minutes from the claim; one minute short of that it has not
-    // expired, one second past it has.
+    // The scheduler's clock is moved by the test: no window depends on how fast this
+    // machine is. The lease runs for ten minutes from the claim; one minute short of that it
+    // has not expired, one second past it has.
     let ttl = chrono::Duration::minutes(10);
     let a = s
         .claim("slow", 1, ttl.to_std().unwrap())
@@ -287,14 +280,12 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
         .await
         .unwrap();
     assert!(s.reap(s.now()).await.unwrap().is_empty(), "not expired yet");
+    clock.advance(ttl - chrono::Duration::minutes(1));
     assert!(
-        s.reap(s.now() + ttl - chrono::Duration::minutes(1))
-            .await
-            .unwrap()
-            .is_empty(),
+        s.reap(s.now()).await.unwrap().is_empty(),
         "not expired a minute before its TTL"
     );
-    clock.advance(ttl + chrono::Duration::seconds(1));
+    clock.advance(chrono::Duration::seconds(61));
     let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1);
     assert_eq!(reaped[0].disposition, Disposition::Requeued);
@@ -352,10 +343,8 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
     assert_eq!(b.number, 2);
     assert!(b.epoch > a.epoch);
     // Budget exhausted: the second expiry ends the trial.
-    let reaped = s
-        .reap(Utc::now() + ttl + chrono::Duration::seconds(60))
-        .await
-        .unwrap();
+    clock.advance(ttl + chrono::Duration::seconds(60));
+    let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(
         reaped[0].disposition,
         Disposition::Done(State::InfrastructureError)

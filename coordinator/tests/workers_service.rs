@@ -11,7 +11,6 @@ use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
     HeldLease, Hello, RecordUpload, RefusalCode, Subject, Transition, TransitionBatch,
 };
-use chrono::Utc;
 use common::{chain, counts, enqueued, record, scalar, scheduler, serve, Worker};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -125,15 +124,9 @@ async fn a_worker_leases_streams_uploads_and_finishes() {
 
 #[tokio::test]
 async fn an_expired_lease_is_requeued_and_the_late_worker_is_fenced() {
-    // The scheduler's clock is the test's: the reaper's instant and the re-queued trial's
-    // readiness are both by it (a trial reaped at an instant is ready at that instant).
-    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(Utc::now()));
-    let base = scheduler().await;
-    let s =
-        akbench_coordinator::scheduler::Scheduler::with_clock(base.store().clone(), clock.clone())
-            .with_retry(base.retry().clone());
-    // No reaper runs here: the test reaps at an instant past the TTL, so no window depends
-    // on how fast this machine is.
+    let (s, clock) = common::clocked().await;
+    // No reaper runs here: the test moves the scheduler's clock past the TTL and reaps, so
+    // no window depends on how fast this machine is.
     let (_svc, addr) = serve(&s, TTL).await;
     enqueued(&s, 1, 1, &Caps::default()).await;
     let mut slow = Worker::simple(addr, "slow", 1).await;

@@ -21,6 +21,7 @@ pub mod evidence;
 pub mod git_index;
 pub mod grading;
 pub mod harbor;
+pub mod identity;
 pub mod ids;
 pub mod interval;
 pub mod lease_timing;

@@ -13,6 +13,7 @@ pub mod remote;
 pub mod view;
 
 use clap::Parser;
+use std::io::Write as _;
 
 /// Runs the CLI with `args` (argv including the program name) and returns the exit code.
 pub fn main_with_args<I, T>(args: I) -> i32
@@ -20,10 +21,13 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    // SIGPIPE stays ignored (Rust's default) for every command: a peer that closes a socket
+    // (an http:// URL sent to a TLS port) or a reader that closes stdout (`| head`) is an
+    // error with a message and exit 3, never a silent death by signal.
+    report_closed_stdout();
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            restore_sigpipe();
             let _ = e.print();
             return if e.use_stderr() {
                 exit::USAGE
@@ -32,23 +36,19 @@ where
             };
         }
     };
-    // Commands that serve (a coordinator, workers, PostgreSQL connections, agents' pipes, a
-    // web server) keep SIGPIPE ignored: a peer closing a socket or pipe is an error to handle
-    // there, never a reason for the whole process (and its PostgreSQL) to die unstopped.
-    if !matches!(
-        cli.command,
-        cli::Command::Up(_) | cli::Command::Sweep(_) | cli::Command::View(_)
-    ) {
-        restore_sigpipe();
-    }
     let telemetry = init_telemetry();
     let span = command_span(&cli);
-    let code = match span.in_scope(|| cmd::dispatch(cli)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        span.in_scope(|| cmd::dispatch(cli))
+    }));
+    let code = match ran {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             exit::code_for(&e)
         }
+        // Already reported by the panic hook (a closed stdout, or a bug).
+        Err(_) => exit::FAILURE,
     };
     drop(span);
     telemetry.shutdown();
@@ -91,11 +91,50 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
     )
 }
 
-/// Restores the default SIGPIPE action, so `akbench ... | head` ends quietly instead of
-/// panicking on a closed pipe (Rust ignores SIGPIPE by default).
-fn restore_sigpipe() {
-    // SAFETY: setting a signal disposition to its default; no handler code is involved.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+/// Makes a write to a closed standard output (`println!` panics on `EPIPE` while SIGPIPE
+/// is ignored) end the command with one line saying so on stderr (and exit 3, from
+/// [`main_with_args`]) instead of a panic message; other panics keep the default report.
+fn report_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if is_closed_stdout(payload) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: failed to write to standard output: the reader closed the pipe (os \
+                 error 32); the output is incomplete"
+            );
+        } else {
+            default(info);
+        }
+    }));
+}
+
+/// Whether a panic message is `println!`'s on a closed pipe.
+fn is_closed_stdout(message: &str) -> bool {
+    message.starts_with("failed printing to stdout")
+        && (message.contains("Broken pipe") || message.contains("os error 32"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_closed_stdout_is_reported_as_one() {
+        for (message, want) in [
+            ("failed printing to stdout: Broken pipe (os error 32)", true),
+            (
+                "failed printing to stdout: No space left on device (os error 28)",
+                false,
+            ),
+            ("index out of bounds", false),
+            ("", false),
+        ] {
+            assert_eq!(super::is_closed_stdout(message), want, "{message}");
+        }
     }
 }

@@ -127,6 +127,31 @@ fn no_mutation_runs_the_pristine_repository() {
 }
 
 #[test]
+fn the_sandbox_applies_the_planned_default_limits() {
+    let env = Env::new();
+    let (_, v, all) = env.akbench(&["pyslug-003", "--agent", "noop", "--json"]);
+    let rec = env.record(&v);
+    let rt = &rec["attempts"][0]["agent_process"]["runtime"];
+    if rt["name"] != "sandbox" {
+        akbench_core::testkit::skip(
+            "the_sandbox_applies_the_planned_default_limits",
+            &format!("the sandbox does not work here: {all}"),
+        );
+        return;
+    }
+    // The same limits a planned run gets from a manifest that names none.
+    assert_eq!(
+        rt["limits"],
+        format!(
+            "memory_mb={} cpus={} pids=1024 disk_mb=4096",
+            akbench_core::spec::DEFAULT_MEMORY_MB,
+            akbench_core::spec::DEFAULT_CPUS
+        ),
+        "{all}"
+    );
+}
+
+#[test]
 fn broken_commit_is_an_infrastructure_error_and_is_retried() {
     let env = Env::new();
     let (code, v, all) = env.akbench(&[

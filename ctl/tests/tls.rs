@@ -145,7 +145,8 @@ fn text(o: &Output) -> String {
 }
 
 /// Opens a worker session as `worker_id` and returns its first answer (`Ok(())` for a
-/// Welcome); the session's sender is returned so the session stays open.
+/// Welcome); the session's sender is returned so the session stays open. Its instance id is
+/// `test-<worker id>`: sessions of one id here are one worker process reconnecting.
 async fn session(
     url: &str,
     tls: &TlsOptions,
@@ -166,6 +167,7 @@ async fn session(
             worker_id: worker_id.into(),
             slots: 1,
             version: "test".into(),
+            instance_id: format!("test-{worker_id}"),
             ..pb::Hello::default()
         })),
     })
@@ -389,17 +391,40 @@ async fn ctl_never_sends_a_token_in_plaintext() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_certificates_are_required_checked_and_bound_to_ids() {
+    const WORKER: Option<&str> = Some("worker-token-tls");
     let pki = Pki::new();
     let c = Coordinator::start(&pki, true).await;
     let url = c.grpc_url();
 
-    // A certificate from the coordinator's CA opens a session.
-    let alpha = pki.worker(&pki.ca, "worker-alpha", Validity::days(1));
-    let (r, held) = session(&url, &alpha, "alpha-1", None).await;
+    // A certificate from the coordinator's CA, named like the worker id, with a worker
+    // token (this coordinator has worker tokens) opens a session.
+    let alpha = pki.worker(&pki.ca, "alpha-1", Validity::days(1));
+    let (r, held) = session(&url, &alpha, "alpha-1", WORKER).await;
     assert_eq!(r, Ok(()));
 
+    // Certificate and token must both be valid: a valid certificate with a bogus token, an
+    // operator's token or no token at all is refused.
+    let (r, _) = session(&url, &alpha, "alpha-1", Some("bogus-token")).await;
+    let e = r.unwrap_err();
+    assert!(
+        e.contains("Unauthenticated") && e.contains("unknown bearer token"),
+        "{e}"
+    );
+    let (r, _) = session(&url, &alpha, "alpha-1", Some(OPERATOR)).await;
+    let e = r.unwrap_err();
+    assert!(
+        e.contains("PermissionDenied") && e.contains("worker token"),
+        "{e}"
+    );
+    let (r, _) = session(&url, &alpha, "alpha-1", None).await;
+    let e = r.unwrap_err();
+    assert!(
+        e.contains("Unauthenticated") && e.contains("worker token too"),
+        "{e}"
+    );
+
     // No certificate (even with a worker token): refused.
-    let (r, _) = session(&url, &pki.client(), "nocert-1", Some("worker-token-tls")).await;
+    let (r, _) = session(&url, &pki.client(), "nocert-1", WORKER).await;
     let e = r.unwrap_err();
     assert!(
         e.contains("Unauthenticated") && e.contains("worker certificate"),
@@ -408,36 +433,45 @@ async fn worker_certificates_are_required_checked_and_bound_to_ids() {
 
     // A certificate from another CA, or an expired one: the handshake refuses it.
     let other = Ca::new("other CA", Validity::days(2)).unwrap();
-    let stranger = pki.worker(&other, "worker-stranger", Validity::days(1));
-    let (r, _) = session(&url, &stranger, "stranger-1", None).await;
+    let stranger = pki.worker(&other, "stranger-1", Validity::days(1));
+    let (r, _) = session(&url, &stranger, "stranger-1", WORKER).await;
     assert!(r.is_err(), "a certificate from another CA was accepted");
     let now = SystemTime::now();
     let expired = pki.worker(
         &pki.ca,
-        "worker-expired",
+        "expired-1",
         Validity {
             from: now - Duration::from_secs(10 * 86_400),
             until: now - Duration::from_secs(86_400),
         },
     );
-    let (r, _) = session(&url, &expired, "expired-1", None).await;
+    let (r, _) = session(&url, &expired, "expired-1", WORKER).await;
     assert!(r.is_err(), "an expired certificate was accepted");
 
-    // Another worker's certificate cannot claim alpha's id, while alpha is connected or after.
-    let beta = pki.worker(&pki.ca, "worker-beta", Validity::days(1));
-    let (r, _) = session(&url, &beta, "alpha-1", None).await;
-    let e = r.unwrap_err();
-    assert!(
-        e.contains("PermissionDenied") && e.contains("another"),
-        "{e}"
-    );
+    // A certificate's name must equal the worker id: beta's certificate claims neither
+    // alpha's id (connected or not) nor an id nobody registered, naming both.
+    let beta = pki.worker(&pki.ca, "beta-1", Validity::days(1));
+    for id in ["alpha-1", "gamma-1"] {
+        let (r, _) = session(&url, &beta, id, WORKER).await;
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("PermissionDenied")
+                && e.contains("\"beta-1\"")
+                && e.contains(&format!("{id:?}")),
+            "{e}"
+        );
+    }
     drop(held);
-    let (r, _) = session(&url, &beta, "alpha-1", None).await;
+    let (r, _) = session(&url, &beta, "alpha-1", WORKER).await;
     assert!(r.is_err(), "beta took alpha's id after alpha left");
-    // Alpha itself comes back under its id, and beta has ids of its own.
-    let (r, _alpha_again) = session(&url, &alpha, "alpha-1", None).await;
+    // Alpha itself comes back under its id, and beta has its own; gamma's id was never
+    // taken by beta, so gamma's own certificate gets it.
+    let (r, _alpha_again) = session(&url, &alpha, "alpha-1", WORKER).await;
     assert_eq!(r, Ok(()));
-    let (r, _beta) = session(&url, &beta, "beta-1", None).await;
+    let (r, _beta) = session(&url, &beta, "beta-1", WORKER).await;
+    assert_eq!(r, Ok(()));
+    let gamma = pki.worker(&pki.ca, "gamma-1", Validity::days(1));
+    let (r, _gamma) = session(&url, &gamma, "gamma-1", WORKER).await;
     assert_eq!(r, Ok(()));
 
     // A worker certificate cannot call the control API, even with an operator token.
@@ -582,4 +616,58 @@ async fn akbench_certs_makes_a_pki_the_coordinator_and_workers_use() {
     assert_eq!(r, Ok(()));
     let _ = stop.send(());
     handle.wait().await.unwrap();
+}
+
+/// `http://` to the TLS port is a mistake the command names: the server closes the
+/// connection, and the command says so, suggests https:// and exits 3 (it used to die of
+/// SIGPIPE, exit 141 and no message, 19 times in 20). Repeated to catch the race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_a_tls_coordinator_says_so_and_exits_3() {
+    let pki = Pki::new();
+    let c = Coordinator::start(&pki, false).await;
+    let plain = format!("http://127.0.0.1:{}", c.handle.grpc_addr.port());
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        let (cwd, url) = (dir.path().to_path_buf(), plain.clone());
+        let o = tokio::task::spawn_blocking(move || {
+            akbench(&cwd, &["--coordinator", &url, "run", "list"], &[])
+        })
+        .await
+        .unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(3), "try {i}: {:?}\n{t}", o.status);
+        assert!(
+            t.contains(&plain) && t.contains("closed the connection") && t.contains("https://"),
+            "try {i}: {t}"
+        );
+    }
+    c.stop().await;
+}
+
+/// Output to a pipe nobody reads any more (`akbench ... | head` once head exited) is
+/// reported on stderr with exit 3, never a silent death by SIGPIPE.
+#[test]
+fn a_closed_stdout_is_reported_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs");
+    std::fs::create_dir_all(&store).unwrap();
+    for i in 0..5 {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .current_dir(dir.path())
+            .env_remove("AKBENCH_COORDINATOR")
+            .args(["run", "list", "--store-root"])
+            .arg(&store)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "try {i}: {:?}\n{err}", o.status);
+        assert!(
+            err.contains("failed to write to standard output") && err.contains("closed"),
+            "try {i}: {err}"
+        );
+    }
 }

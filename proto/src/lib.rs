@@ -51,6 +51,7 @@ mod tests {
                     attempt_id: "a".into(),
                     epoch: 7,
                 }],
+                instance_id: "0192f3c4-1".into(),
             })),
         };
         let batch = WorkerMessage {

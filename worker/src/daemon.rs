@@ -38,7 +38,15 @@
 //! - **Reconnect**: when the stream fails or ends, attempts keep running; the daemon
 //!   reconnects with exponential backoff (100 ms doubling to 5 s, and to at most the
 //!   heartbeat period, +-20% jitter), presents its held leases in `Hello` and re-sends what
-//!   is owed.
+//!   is owed. Every `Hello` of one daemon carries the same random `instance_id`, so the
+//!   coordinator lets it take over its own stale session at once while another process
+//!   with the same worker id is refused (`ALREADY_EXISTS`).
+//! - **Refused**: a session refused with `UNAUTHENTICATED` or `PERMISSION_DENIED` (a bad
+//!   credential, a certificate whose name is not the worker id, an id bound to another
+//!   credential) or `ALREADY_EXISTS` (another live session holds the worker id) is tried
+//!   again with the backoff; after 3 such refusals in a row
+//!   ([`akbench_core::identity::after_refusal`]) the daemon logs why, cancels what runs and
+//!   exits (4 or 5) instead of retrying for ever. Other failures are retried for ever.
 //! - **Drain** (the coordinator's `Drain`, SIGTERM or SIGINT, or [`Handle::drain`]): no new
 //!   work (free slots 0; an assignment that arrives anyway is not started and is reported
 //!   `infrastructure_error`, "worker draining", so the coordinator can re-queue it within its
@@ -53,6 +61,9 @@
 //! - `2`: bad command line (from clap).
 //! - `3`: drained, but some owed messages could not be delivered before the deadline (the
 //!   coordinator was unreachable); their leases will expire and be reaped.
+//! - `4`: the coordinator refused the worker's credential (`UNAUTHENTICATED` or
+//!   `PERMISSION_DENIED`) 3 times in a row.
+//! - `5`: another live session held the worker id (`ALREADY_EXISTS`) 3 times in a row.
 
 mod artifacts;
 mod cli;

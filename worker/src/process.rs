@@ -143,6 +143,9 @@ pub struct ChildHooks {
     pub netns: Option<Arc<std::os::fd::OwnedFd>>,
     /// `RLIMIT_FSIZE`: the largest file the child may write.
     pub max_file_bytes: Option<u64>,
+    /// Close-on-exec descriptors the child keeps across exec (by their own numbers; the
+    /// sandbox's seccomp program, read by bwrap).
+    pub inherit_fds: Vec<Arc<std::os::fd::OwnedFd>>,
     /// Set by a runtime whose processes cannot leave the cgroups in [`Self::cgroup_procs`]
     /// and that kills and waits for every member of them after the end (the `sandbox`
     /// runtime: a pid namespace, no access to the cgroup filesystem, no capabilities).
@@ -279,11 +282,13 @@ fn install_hooks(cmd: &mut Command, hooks: &ChildHooks) -> Result<(), SpawnError
         .map_err(other)?;
     let netns = hooks.netns.clone();
     let fsize = hooks.max_file_bytes;
-    if procs.is_empty() && netns.is_none() && fsize.is_none() {
+    let inherit: Vec<i32> = hooks.inherit_fds.iter().map(|f| f.as_raw_fd()).collect();
+    if procs.is_empty() && netns.is_none() && fsize.is_none() && inherit.is_empty() {
         return Ok(());
     }
     // SAFETY: the closure only calls async-signal-safe functions (open, write, close, setns,
-    // setrlimit) on data prepared before fork; it allocates nothing.
+    // setrlimit, fcntl) on data prepared before fork; it allocates nothing. The inherited
+    // descriptors are held open by `hooks` until spawn returns.
     unsafe {
         cmd.pre_exec(move || {
             for p in &procs {
@@ -308,6 +313,11 @@ fn install_hooks(cmd: &mut Command, hooks: &ChildHooks) -> Result<(), SpawnError
                     rlim_max: n,
                 };
                 if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for fd in &inherit {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

@@ -906,3 +906,110 @@ async fn a_drain_hands_back_a_prefetched_attempt_at_once_without_starting_it() {
     assert_eq!(done.terminal.as_deref(), Some("not_graded"), "{done:?}");
     assert_eq!(run.await.unwrap(), Exit::Drained);
 }
+
+/// Runs the real `akbench-worker` binary against `url` as `worker_id` with `token` until it
+/// exits by itself (bounded wait); its exit code and stderr.
+async fn worker_binary_until_exit(
+    c: &Corpus,
+    url: &str,
+    worker_id: &str,
+    token: Option<&str>,
+) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
+    cmd.env_remove("AKBENCH_WORKER_TOKEN")
+        .env("AKBENCH_COORDINATOR", url)
+        .args(["--slots", "1", "--worker-id", worker_id])
+        .arg("--cache")
+        .arg(c.root().join("cache"))
+        .arg("--out")
+        .arg(c.root().join("out"))
+        .arg("--tasks-root")
+        .arg(c.tasks())
+        .arg("--agents-root")
+        .arg(c.agents())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    if let Some(t) = token {
+        let file = c.root().join(format!("token-{worker_id}"));
+        std::fs::write(&file, format!("{t}\n")).unwrap();
+        cmd.arg("--token-file").arg(file);
+    }
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
+    let out = match tokio::time::timeout(Duration::from_secs(60), waited).await {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: signals a child this test started.
+            unsafe {
+                libc::kill(i32::try_from(pid).unwrap(), libc::SIGKILL);
+            }
+            panic!("the worker kept retrying instead of exiting");
+        }
+    };
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A worker whose credential the coordinator refuses (an unknown token, another role's
+/// token) stops after a short bounded retry with exit code 4 and says why, instead of
+/// retrying for ever; a good token keeps it running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_credential_ends_the_worker_with_exit_code_4() {
+    use akbench_coordinator::auth::{Role, Tokens};
+    use akbench_coordinator::server::{serve_with, Config, Services};
+    let db = akbench_coordinator::pgcluster::test_support::fresh_database().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = serve_with(
+        Config::local(db),
+        Services {
+            tokens: Some(Tokens::from_pairs([
+                (Role::Worker, "worker-token-good"),
+                (Role::Operator, "operator-token"),
+            ])),
+            ..Services::default()
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}", handle.grpc_addr.port());
+    let c = full_corpus();
+    for (token, code) in [
+        (Some("bogus-token"), "Unauthenticated"),
+        (Some("operator-token"), "PermissionDenied"),
+        (None, "Unauthenticated"),
+    ] {
+        let (exit, stderr) = worker_binary_until_exit(&c, &url, "w-refused", token).await;
+        assert_eq!(exit, Some(4), "token {token:?}; stderr:\n{stderr}");
+        assert!(
+            stderr.contains(code) && stderr.contains("refused 3 times in a row"),
+            "token {token:?}; stderr:\n{stderr}"
+        );
+    }
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// A second worker process with the id of a live worker is refused and exits with code 5,
+/// naming the id; the first keeps its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_with_a_live_worker_id_exits_with_code_5() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let (first, _task) = spawn(config(&c, &coord, "w-dup", 1));
+    first.wait_for(|s| s.connected).await;
+    let (exit, stderr) = worker_binary_until_exit(&c, coord.url().as_str(), "w-dup", None).await;
+    assert_eq!(exit, Some(5), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("AlreadyExists") && stderr.contains("\"w-dup\""),
+        "stderr:\n{stderr}"
+    );
+    let s = first.status();
+    assert!(s.connected && s.sessions == 1, "{s:?}");
+    assert_eq!(coord.service.sessions(), 1);
+}

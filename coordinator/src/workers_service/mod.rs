@@ -30,10 +30,15 @@
 //!    process's memory: a silent one (frozen, or its network gone) gets no new work, is not
 //!    counted as connected, and the items it lost go to other workers while any is alive.
 //!
-//! Identity: when the session opened with a credential (a client certificate or a worker
-//! token, see [`crate::worker_identity`]), the worker id must belong to it: the first session
-//! of an id binds it; a later one with another credential ends with `PERMISSION_DENIED`
-//! before anything is registered.
+//! Identity, checked in this order before anything is registered: a client certificate's
+//! name must equal the worker id (`PERMISSION_DENIED`, see [`crate::worker_identity`]); when
+//! the session opened with a credential (a client certificate or a worker token), the worker
+//! id must belong to it: the first session of an id binds it, a later one with another
+//! credential ends with `PERMISSION_DENIED`; and a worker id is held by one live session
+//! ([`akbench_core::identity::may_open_session`], [`Registry::claim`]): a session for an id
+//! whose session is alive ends with `ALREADY_EXISTS` naming the holder's connection time,
+//! unless it carries the holder's `Hello.instance_id` (the same worker process reconnecting:
+//! it takes over its own session, which ends); a holder silent past the TTL is taken over.
 
 mod convert;
 mod session;
@@ -123,6 +128,19 @@ struct Entry {
     serial: u64,
     control: mpsc::UnboundedSender<Control>,
     heard: Arc<Mutex<Heard>>,
+    /// The worker process's `Hello.instance_id` (empty: unknown).
+    instance: String,
+    /// When this session took the worker id (scheduler clock).
+    since: chrono::DateTime<chrono::Utc>,
+}
+
+/// The live session that holds a worker id, named when another session is refused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Holder {
+    /// When it took the id.
+    pub(crate) since: chrono::DateTime<chrono::Utc>,
+    /// When it was last heard from.
+    pub(crate) heard: chrono::DateTime<chrono::Utc>,
 }
 
 /// What this coordinator last heard from a worker, in memory: it judges silence by this,
@@ -177,23 +195,58 @@ impl Registry {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a session (replacing an older one of the same worker); returns its serial.
-    pub(crate) fn insert(
+    /// Takes `worker_id` for a new session of worker process `instance` when
+    /// [`akbench_core::identity::may_open_session`] allows it (the id is free, its holder
+    /// is silent past `ttl`, or it is this process's own older session, which then ends:
+    /// its control channel closes); returns the session's serial, or the live holder that
+    /// keeps the id. Checked and taken under one lock, so two sessions racing for an id
+    /// cannot both get it.
+    pub(crate) fn claim(
         &self,
         worker_id: &str,
+        instance: &str,
         control: mpsc::UnboundedSender<Control>,
         heard: Arc<Mutex<Heard>>,
-    ) -> u64 {
+        now: chrono::DateTime<chrono::Utc>,
+        ttl: Duration,
+    ) -> Result<u64, Holder> {
+        use akbench_core::identity::{may_open_session, SessionClaim};
+        let mut sessions = self.lock();
+        let holder = sessions.get(worker_id).map(|e| {
+            let h = self::heard(&e.heard);
+            (
+                h.alive(now, ttl),
+                e.instance.clone(),
+                Holder {
+                    since: e.since,
+                    heard: h.at,
+                },
+            )
+        });
+        let claim = may_open_session(
+            holder
+                .as_ref()
+                .map(|(alive, instance, _)| akbench_core::identity::Holder {
+                    alive: *alive,
+                    instance,
+                }),
+            instance,
+        );
+        if let (SessionClaim::Refuse, Some((_, _, holder))) = (claim, holder) {
+            return Err(holder);
+        }
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(
+        sessions.insert(
             worker_id.to_string(),
             Entry {
                 serial,
                 control,
                 heard,
+                instance: instance.to_string(),
+                since: now,
             },
         );
-        serial
+        Ok(serial)
     }
 
     /// Whether a session of `worker_id` is registered.
@@ -492,7 +545,8 @@ impl Workers for WorkersService {
         let credential = request
             .extensions()
             .get::<WorkerCredential>()
-            .and_then(|c| c.0.clone());
+            .cloned()
+            .unwrap_or_default();
         let inbound = request.into_inner();
         let (out, rx) = mpsc::channel(256);
         tokio::spawn(session::run(self.clone(), inbound, out, credential));

@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::convert::{self, answer, malformed};
 use super::trace;
-use super::{heard, Control, Heard, WorkersService, HELLO_TIMEOUT};
+use super::{heard, Control, Heard, Holder, WorkersService, HELLO_TIMEOUT};
 use crate::scheduler::{ClaimAfter, Disposition, Report, ReportAck, SchedulerError};
-use crate::worker_identity::bind;
+use crate::worker_identity::{bind, WorkerCredential};
 use std::sync::{Arc, Mutex};
 use tracing::Instrument as _;
 
@@ -34,7 +34,7 @@ pub(super) async fn run(
     service: WorkersService,
     mut inbound: Streaming<WorkerMessage>,
     out: Outbox,
-    credential: Option<String>,
+    credential: WorkerCredential,
 ) {
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await {
         Ok(Ok(Some(WorkerMessage {
@@ -60,8 +60,13 @@ pub(super) async fn run(
         let _ = out.send(Err(Status::invalid_argument(why))).await;
         return;
     }
-    if let Some(credential) = &credential {
-        let refusal = match bind(service.scheduler.store(), &hello.worker_id, credential).await {
+    if let Err(status) = credential.check_worker_id(&hello.worker_id) {
+        tracing::warn!(worker = %hello.worker_id, "session refused: {}", status.message());
+        let _ = out.send(Err(status)).await;
+        return;
+    }
+    if let Some(binding) = &credential.binding {
+        let refusal = match bind(service.scheduler.store(), &hello.worker_id, binding).await {
             Ok(true) => None,
             Ok(false) => Some(Status::permission_denied(format!(
                 "failed to open a session for worker {:?}: that worker id belongs to another \
@@ -78,9 +83,35 @@ pub(super) async fn run(
             return;
         }
     }
-    let mut session = match Session::open(service, hello, out).await {
+    // The worker id is taken before anything is registered: a refused session changes
+    // nothing, and two sessions racing for one id cannot both get it.
+    let (control_tx, control) = mpsc::unbounded_channel();
+    let now = service.scheduler.now();
+    let heard = Arc::new(Mutex::new(Heard::new(now)));
+    let ttl = service.config.lease_ttl;
+    let serial = match service.registry.claim(
+        &hello.worker_id,
+        &hello.instance_id,
+        control_tx,
+        Arc::clone(&heard),
+        now,
+        ttl,
+    ) {
+        Ok(serial) => serial,
+        Err(holder) => {
+            let status = id_held(&hello.worker_id, &holder, ttl);
+            tracing::warn!(worker = %hello.worker_id, instance = %hello.instance_id,
+                "session refused: {}", status.message());
+            let _ = out.send(Err(status)).await;
+            return;
+        }
+    };
+    let worker_id = hello.worker_id.clone();
+    let mut session = match Session::open(service.clone(), hello, out, serial, control, heard).await
+    {
         Ok(s) => s,
         Err(e) => {
+            service.registry.remove(&worker_id, serial);
             tracing::warn!("session refused: {e}");
             return;
         }
@@ -110,7 +141,29 @@ fn check_hello(hello: &Hello) -> Result<(), String> {
             "worker_id {id:?} must be 1 to {MAX_WORKER_ID} printable characters"
         ));
     }
+    let instance = &hello.instance_id;
+    if instance.len() > MAX_WORKER_ID || instance.chars().any(char::is_control) {
+        return Err(format!(
+            "instance_id {instance:?} must be at most {MAX_WORKER_ID} printable characters"
+        ));
+    }
     Ok(())
+}
+
+/// The refusal of a session whose worker id is held by another live session.
+fn id_held(worker_id: &str, holder: &Holder, ttl: std::time::Duration) -> Status {
+    let at =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    Status::already_exists(format!(
+        "failed to open a session for worker {worker_id:?}: that worker id is held by a live \
+         session of another worker process, connected since {} (last heard {}); a worker id \
+         is held by one live session at a time; fix: give each worker its own --worker-id, \
+         or stop the other worker (the id is free once its session ends or is silent for \
+         the lease TTL, {} s)",
+        at(holder.since),
+        at(holder.heard),
+        ttl.as_secs_f64()
+    ))
 }
 
 struct Session {
@@ -130,10 +183,18 @@ struct Session {
 }
 
 impl Session {
+    /// Registers the worker that holds registry `serial` (taken by [`Registry::claim`]
+    /// with `heard` and the sender of `control`), checks its re-presented leases and
+    /// answers `Welcome`.
+    ///
+    /// [`Registry::claim`]: super::Registry::claim
     async fn open(
         service: WorkersService,
         hello: Hello,
         out: Outbox,
+        serial: u64,
+        control: mpsc::UnboundedReceiver<Control>,
+        heard: Arc<Mutex<Heard>>,
     ) -> Result<Self, SchedulerError> {
         let scheduler = &service.scheduler;
         let slots = hello.slots.min(service.config.max_slots);
@@ -162,11 +223,6 @@ impl Session {
         scheduler
             .release_worker(&hello.worker_id, &keep, false)
             .await?;
-        let (control_tx, control) = mpsc::unbounded_channel();
-        let heard = Arc::new(Mutex::new(Heard::new(scheduler.now())));
-        let serial = service
-            .registry
-            .insert(&hello.worker_id, control_tx, Arc::clone(&heard));
         let ttl = service.config.lease_ttl;
         let welcome = Welcome {
             lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),

@@ -37,6 +37,17 @@ pub async fn scheduler_with(retry: RetryPolicy) -> Scheduler {
     Scheduler::new(store).with_retry(retry)
 }
 
+/// [`scheduler`] on a clock the test moves: a test that reaps "past the TTL" advances
+/// this clock instead of passing a future instant, so that what the reaper re-queues is
+/// ready by the same clock the next claim reads (docs/testing.md, "Clocks").
+pub async fn clocked() -> (Scheduler, std::sync::Arc<akbench_core::clock::ManualClock>) {
+    let base = scheduler().await;
+    let clock = std::sync::Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
+    let s =
+        Scheduler::with_clock(base.store().clone(), clock.clone()).with_retry(base.retry().clone());
+    (s, clock)
+}
+
 /// Seeds a run of `n` trials of agent "oracle" and enqueues them with `budget`.
 pub async fn enqueued(s: &Scheduler, n: usize, budget: i32, caps: &Caps) -> SeededRun {
     let run = seed_run(s.store(), n, "oracle", caps).await.expect("seeds");
@@ -152,8 +163,24 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Opens a session; returns the worker and its `Welcome`.
+    /// Opens a session; returns the worker and its `Welcome`. A `Hello` without an
+    /// instance id gets `test-<worker id>`: the sessions of one worker id in a test are one
+    /// worker process reconnecting, unless the test gives them instance ids of their own.
     pub async fn connect(addr: SocketAddr, hello: Hello) -> (Self, Welcome) {
+        match Self::try_connect(addr, hello).await {
+            Ok(opened) => opened,
+            Err(status) => panic!("session refused: {status:?}"),
+        }
+    }
+
+    /// Opens a session like [`Worker::connect`]; `Err` with the status when it is refused.
+    pub async fn try_connect(
+        addr: SocketAddr,
+        mut hello: Hello,
+    ) -> Result<(Self, Welcome), tonic::Status> {
+        if hello.instance_id.is_empty() {
+            hello.instance_id = format!("test-{}", hello.worker_id);
+        }
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
@@ -166,14 +193,13 @@ impl Worker {
         })
         .await
         .unwrap();
-        let rx = client
-            .session(ReceiverStream::new(rx))
+        let mut rx = client.session(ReceiverStream::new(rx)).await?.into_inner();
+        let first = tokio::time::timeout(Duration::from_secs(10), rx.message())
             .await
-            .unwrap()
-            .into_inner();
-        let mut w = Self { tx, rx };
-        match w.next().await {
-            Out::Welcome(welcome) => (w, welcome),
+            .expect("an answer to the Hello within 10 s")?
+            .and_then(|m| m.body);
+        match first {
+            Some(Out::Welcome(welcome)) => Ok((Self { tx, rx }, welcome)),
             other => panic!("expected Welcome, got {other:?}"),
         }
     }

@@ -11,6 +11,7 @@ use akbench_core::record::{Identity, Transition};
 use akbench_core::task::{self, Task};
 use akbench_worker::orchestrator::{AttemptOptions, Observer, Orchestrator, TrialRequest};
 use akbench_worker::process::CancelToken;
+use akbench_worker::runtime::Limits;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,12 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
                 akbench_core::manifest::Runtime::Direct
             } else {
                 akbench_core::manifest::Runtime::Sandbox
+            },
+            // The limits a planned run gets from a manifest that names none.
+            limits: Limits {
+                memory_mb: Some(akbench_core::spec::DEFAULT_MEMORY_MB),
+                cpus: Some(akbench_core::spec::DEFAULT_CPUS),
+                ..Limits::default()
             },
             ..AttemptOptions::default()
         },

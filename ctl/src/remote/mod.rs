@@ -219,7 +219,8 @@ impl Client {
 ///   exit 3, naming the coordinator URL;
 /// - anything else (INTERNAL, UNKNOWN, ...): exit 3.
 pub fn from_status(status: &Status, url: &str, has_token: bool) -> anyhow::Error {
-    let message = status.message();
+    let detailed = with_sources(status);
+    let message = detailed.as_str();
     match status.code() {
         Code::NotFound | Code::InvalidArgument | Code::AlreadyExists | Code::FailedPrecondition => {
             InputError(message.to_string()).into()
@@ -238,6 +239,9 @@ pub fn from_status(status: &Status, url: &str, has_token: bool) -> anyhow::Error
             .into()
         }
         Code::Unavailable => unavailable(url, message),
+        Code::Unknown | Code::Internal if closed_plaintext(url, message) => {
+            unavailable(url, message)
+        }
         code => anyhow::anyhow!(
             "the coordinator at {url} failed ({}): {message}",
             code.description()
@@ -245,8 +249,53 @@ pub fn from_status(status: &Status, url: &str, has_token: bool) -> anyhow::Error
     }
 }
 
-/// The coordinator cannot be reached or cannot serve now (exit 3).
+/// The status's message followed by its sources (a transport error's cause, such as
+/// `connection reset by peer`, is only there).
+fn with_sources(status: &Status) -> String {
+    use std::error::Error as _;
+    let mut text = status.message().to_string();
+    let mut source = status.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text = format!("{text}: {s_text}");
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Whether `why` says the server broke off a plaintext (`http://`) connection: what a TLS
+/// server does with a client that speaks plaintext HTTP/2 to it (it closes the connection,
+/// or answers with a TLS alert the client reads as a malformed frame).
+fn closed_plaintext(url: &str, why: &str) -> bool {
+    let why = why.to_ascii_lowercase();
+    url.starts_with("http://")
+        && [
+            "broken pipe",
+            "connection reset",
+            "closed",
+            "frame with invalid size",
+            "protocol error",
+            "connection error",
+            "unexpected end of file",
+            "unexpected eof",
+        ]
+        .iter()
+        .any(|p| why.contains(p))
+}
+
+/// The coordinator cannot be reached or cannot serve now (exit 3). A plaintext connection
+/// the server broke off is named as such, with the likely cause: the server speaks TLS.
 fn unavailable(url: &str, why: &str) -> anyhow::Error {
+    if closed_plaintext(url, why) {
+        let tls = url.replacen("http://", "https://", 1);
+        return anyhow::anyhow!(
+            "failed to talk to the coordinator at {url}: the server closed the connection \
+             ({why}); it may expect TLS; fix: use {tls} (with --ca-file if its certificate \
+             is not signed by a system root)"
+        );
+    }
     anyhow::anyhow!(
         "the coordinator at {url} is unavailable: {why}; fix: check that it is running and \
          reachable, and that --coordinator / AKBENCH_COORDINATOR names it, then retry"
@@ -302,6 +351,43 @@ mod tests {
         assert!(e.contains("AKBENCH_TOKEN") && e.contains("refused"), "{e}");
         let e = from_status(&Status::unavailable("down"), "http://x:1", false).to_string();
         assert!(e.contains("http://x:1"), "{e}");
+        // A plaintext connection broken off by the server: it may expect TLS.
+        for (code, url, why, hint) in [
+            (
+                Code::Unknown,
+                "http://x:1",
+                "transport error: broken pipe",
+                true,
+            ),
+            (
+                Code::Unavailable,
+                "http://x:1",
+                "connection reset by peer",
+                true,
+            ),
+            (
+                Code::Internal,
+                "http://x:1",
+                "h2 protocol error: frame with invalid size",
+                true,
+            ),
+            (Code::Unknown, "https://x:1", "broken pipe", false),
+            (
+                Code::Unavailable,
+                "http://x:1",
+                "tcp connect error: refused",
+                false,
+            ),
+        ] {
+            let e = from_status(&Status::new(code, why), url, false);
+            let text = e.to_string();
+            assert_eq!(
+                text.contains("may expect TLS"),
+                hint,
+                "{code:?} {url} {why}: {text}"
+            );
+            assert_eq!(crate::exit::code_for(&e), crate::exit::FAILURE, "{text}");
+        }
     }
 
     #[test]

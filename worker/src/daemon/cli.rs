@@ -8,9 +8,22 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The exit codes, shown by `--help` (the same list as the module docs of `daemon`).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  drained; everything owed was acknowledged
+  1  could not start (bad configuration, unreadable token file, artifact store)
+  2  bad command line
+  3  drained, but some owed messages could not be delivered before the deadline
+  4  the coordinator refused the worker's credential (UNAUTHENTICATED or PERMISSION_DENIED:
+     unknown or missing token, certificate name other than --worker-id, id bound to
+     another credential) 3 times in a row
+  5  another live session holds --worker-id (ALREADY_EXISTS) 3 times in a row: another
+     worker process uses the same id";
+
 /// akbench worker daemon: runs the coordinator's assignments on this host.
 #[derive(Debug, Parser)]
-#[command(name = "akbench-worker", version)]
+#[command(name = "akbench-worker", version, after_help = EXIT_CODES)]
 pub struct Args {
     /// The coordinator's gRPC endpoint, e.g. http://coordinator:7443.
     #[arg(long, env = "AKBENCH_COORDINATOR")]
@@ -38,7 +51,9 @@ pub struct Args {
     /// `execution.worker_labels` lists labels is claimed only by workers that have them all.
     #[arg(long = "label", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
-    /// Stable worker identity [default: <hostname>-<pid>].
+    /// Stable worker identity [default: <hostname>-<pid>]. One live session per id: a
+    /// second process with an id in use is refused (exit 5). With a client certificate it
+    /// must equal the certificate's name.
     #[arg(long)]
     pub worker_id: Option<String>,
     /// Mirror cache and work folders [default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench].

@@ -9,6 +9,7 @@ use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use akbench_core::clock::SystemClock;
+use akbench_core::identity::{after_refusal, AfterRefusal, Refused};
 use akbench_core::lifecycle::State;
 use akbench_proto::v1 as pb;
 use akbench_proto::v1::coordinator_message::Body as In;
@@ -38,6 +39,11 @@ pub enum Exit {
     Drained,
     /// Drained, but some owed messages were never acknowledged.
     Undelivered,
+    /// The coordinator kept refusing the worker's credential (`UNAUTHENTICATED` or
+    /// `PERMISSION_DENIED`, [`akbench_core::identity::REFUSALS_BEFORE_EXIT`] times in a row).
+    CredentialRefused,
+    /// Another live session kept holding the worker id (`ALREADY_EXISTS`, as many times).
+    IdHeld,
 }
 
 impl Exit {
@@ -46,6 +52,8 @@ impl Exit {
         match self {
             Exit::Drained => 0,
             Exit::Undelivered => 3,
+            Exit::CredentialRefused => akbench_core::identity::EXIT_AUTH_REFUSED,
+            Exit::IdHeld => akbench_core::identity::EXIT_ID_HELD,
         }
     }
 }
@@ -207,6 +215,9 @@ impl Daemon {
             status: Status::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             status_tx: self.status_tx,
+            instance_id: uuid::Uuid::now_v7().to_string(),
+            refusals: (Refused::Other, 0),
+            fatal: None,
         };
         s.run(events_rx, self.control_rx).await
     }
@@ -272,11 +283,40 @@ type Connecting = Pin<
                         mpsc::UnboundedSender<pb::WorkerMessage>,
                         tonic::Streaming<pb::CoordinatorMessage>,
                     ),
-                    String,
+                    Refusal,
                 >,
             > + Send,
     >,
 >;
+
+/// Why a session did not open (or ended before its `Welcome`).
+#[derive(Debug, Clone)]
+struct Refusal {
+    why: Refused,
+    message: String,
+}
+
+impl Refusal {
+    fn transient(message: String) -> Self {
+        Self {
+            why: Refused::Other,
+            message,
+        }
+    }
+
+    fn of(status: &tonic::Status) -> Self {
+        let why = match status.code() {
+            tonic::Code::Unauthenticated => Refused::Unauthenticated,
+            tonic::Code::PermissionDenied => Refused::PermissionDenied,
+            tonic::Code::AlreadyExists => Refused::IdHeld,
+            _ => Refused::Other,
+        };
+        Self {
+            why,
+            message: format!("{:?}: {}", status.code(), status.message()),
+        }
+    }
+}
 
 struct Supervisor {
     config: WorkerConfig,
@@ -295,6 +335,13 @@ struct Supervisor {
     status_tx: watch::Sender<Status>,
     /// One permit per slot: an assignment runs once it holds one (the prefetched wait).
     slots: Arc<tokio::sync::Semaphore>,
+    /// This process's `Hello.instance_id` (the same on every reconnect).
+    instance_id: String,
+    /// The last refusal and how many sessions in a row were refused for it (reset by a
+    /// `Welcome`).
+    refusals: (Refused, u32),
+    /// Set when lasting refusals end the daemon: it exits once no attempt runs.
+    fatal: Option<Exit>,
 }
 
 impl Supervisor {
@@ -315,7 +362,7 @@ impl Supervisor {
             if let Some(exit) = self.finished() {
                 // Closing the request stream ends the session on the coordinator.
                 self.tx = None;
-                tracing::info!(?exit, "worker drained; exiting");
+                tracing::info!(?exit, code = exit.code(), "worker exiting");
                 return exit;
             }
             let grace_end = match &self.drain {
@@ -347,12 +394,22 @@ impl Supervisor {
                         }
                     }
                     Ok(None) | Err(_) => {
-                        match m {
-                            Err(e) => tracing::warn!("session failed: {e}"),
-                            _ => tracing::warn!("session ended by the coordinator"),
-                        }
+                        let refusal = match (m, self.welcomed) {
+                            (Err(e), false) => Some(Refusal::of(&e)),
+                            (Err(e), true) => {
+                                tracing::warn!("session failed: {e}");
+                                None
+                            }
+                            _ => {
+                                tracing::warn!("session ended by the coordinator");
+                                None
+                            }
+                        };
                         inbound = None;
-                        retry_at = Some(self.disconnected());
+                        retry_at = match refusal {
+                            Some(r) => self.refused(r),
+                            None => Some(self.disconnected()),
+                        };
                     }
                 },
                 r = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
@@ -362,10 +419,7 @@ impl Supervisor {
                             self.tx = Some(tx);
                             inbound = Some(rx);
                         }
-                        Err(e) => {
-                            tracing::warn!(coordinator = %self.config.coordinator, "connect failed: {e}");
-                            retry_at = Some(self.disconnected());
-                        }
+                        Err(r) => retry_at = self.refused(r),
                     }
                 }
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => {
@@ -404,6 +458,7 @@ impl Supervisor {
             labels: self.config.labels.clone().into_iter().collect(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             held_leases: self.held_leases(),
+            instance_id: self.instance_id.clone(),
         };
         tracing::debug!(coordinator = %self.config.coordinator, held = hello.held_leases.len(), "connecting");
         Box::pin(async move {
@@ -414,7 +469,7 @@ impl Supervisor {
                     s.push_str(&format!(": {c}"));
                     src = c.source();
                 }
-                s
+                Refusal::transient(s)
             })?;
             // Explicit on both ends (the coordinator sets the same limits); records are cut
             // to fit before they are sent (runner::done).
@@ -427,18 +482,56 @@ impl Supervisor {
             });
             let mut req = tonic::Request::new(UnboundedReceiverStream::new(rx));
             if let Some(t) = token {
-                let v = format!("Bearer {t}")
-                    .parse()
-                    .map_err(|_| "the token is not valid in a header".to_string())?;
+                let v = format!("Bearer {t}").parse().map_err(|_| {
+                    Refusal::transient("the token is not valid in a header".to_string())
+                })?;
                 req.metadata_mut().insert("authorization", v);
             }
             let stream = client
                 .session(req)
                 .await
-                .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+                .map_err(|s| Refusal::of(&s))?
                 .into_inner();
             Ok((tx, stream))
         })
+    }
+
+    /// A session was refused (or failed to connect): logs why, and returns when to try
+    /// again, or `None` when lasting refusals end the daemon
+    /// ([`akbench_core::identity::after_refusal`]): every running attempt is cancelled and
+    /// the daemon exits once they ended.
+    fn refused(&mut self, r: Refusal) -> Option<Instant> {
+        let in_a_row = if self.refusals.0 == r.why {
+            self.refusals.1 + 1
+        } else {
+            1
+        };
+        self.refusals = (r.why, in_a_row);
+        let exit = match after_refusal(r.why, in_a_row) {
+            AfterRefusal::Retry => {
+                tracing::warn!(coordinator = %self.config.coordinator, worker_id = %self.config.worker_id,
+                    "failed to open a session: {}", r.message);
+                return Some(self.disconnected());
+            }
+            AfterRefusal::Exit(_) if r.why == Refused::IdHeld => Exit::IdHeld,
+            AfterRefusal::Exit(_) => Exit::CredentialRefused,
+        };
+        tracing::error!(
+            coordinator = %self.config.coordinator,
+            worker_id = %self.config.worker_id,
+            attempts = in_a_row,
+            exit_code = exit.code(),
+            "failed to open a session, refused {in_a_row} times in a row: {}; giving up \
+             (fix the worker's credential or --worker-id and start it again)",
+            r.message
+        );
+        self.tx = None;
+        self.welcomed = false;
+        self.fatal = Some(exit);
+        for e in self.attempts.values() {
+            e.cancel.cancel();
+        }
+        None
     }
 
     /// Forgets the stream; returns when to try again.
@@ -506,8 +599,11 @@ impl Supervisor {
         });
     }
 
-    /// `Some` once draining and nothing is left.
+    /// `Some` once draining and nothing is left, or once refused for good and nothing runs.
     fn finished(&mut self) -> Option<Exit> {
+        if let Some(exit) = self.fatal {
+            return self.attempts.values().all(|e| !e.running).then_some(exit);
+        }
         self.drain.as_ref()?;
         if self.attempts.is_empty() {
             return Some(Exit::Drained);
@@ -702,6 +798,7 @@ impl Supervisor {
             Some(In::Welcome(w)) => {
                 self.welcomed = true;
                 self.backoff = BACKOFF_MIN;
+                self.refusals = (Refused::Other, 0);
                 self.status.sessions += 1;
                 self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
                     .min(DEFAULT_HEARTBEAT * 6);

@@ -99,7 +99,12 @@ fn flavor_and_parents() -> Result<(Flavor, Vec<PathBuf>), String> {
 
 /// Checks that a group can be made and removed here.
 pub fn probe() -> Result<(), String> {
-    let g = Group::create(&format!("probe-{}", std::process::id()), &Limits::default())?;
+    let g = Group::create(&format!("probe-{}", std::process::id()), &Limits::default())
+        .map_err(|e| {
+            // SAFETY: geteuid has no preconditions.
+            let uid = unsafe { libc::geteuid() };
+            format!("{e}: the sandbox needs a cgroup hierarchy this user (uid {uid}) may write (cgroup v1 `memory`, `pids` and `cpu` controllers, or a cgroup v2 subtree with `memory`, `pids` and `cpu` delegated to it); fix: run the worker as root, or delegate its cgroup to it (systemd `Delegate=yes`; in a container, a writable /sys/fs/cgroup)")
+        })?;
     g.remove();
     Ok(())
 }

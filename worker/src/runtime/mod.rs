@@ -3,9 +3,11 @@
 //! - `direct`: today's child process group with a reduced environment ([`crate::process`]);
 //!   no isolation, and every record made with it says so.
 //! - `sandbox`: bubblewrap ([`bwrap`]) with new pid, mount, ipc, uts and network namespaces,
-//!   `--die-with-parent`, `--new-session` and no capabilities; the process sees its worktree
-//!   and home read-write, a read-only toolchain, a private `/tmp` and its own `/proc`, nothing
-//!   else. Limits come from cgroups ([`cgroup`]); network is only the declared endpoints,
+//!   `--die-with-parent`, `--new-session`, an unprivileged host user and no capabilities
+//!   whatever user the worker is ([`owner`]), and a seccomp filter ([`seccomp`]); the process
+//!   sees its worktree and home read-write, a read-only toolchain, a private size-capped
+//!   `/tmp` and `/dev/shm` and its own `/proc` (host-wide parts read-only), nothing else.
+//!   Limits come from cgroups ([`cgroup`]); network is only the declared endpoints,
 //!   forwarded from the sandbox's own loopback ([`net`]).
 //!
 //! [`prepare`] turns a [`ProcessSpec`] into a confined one plus a [`Guard`]; after the process
@@ -15,11 +17,14 @@
 pub mod bwrap;
 pub mod cgroup;
 pub mod net;
+pub mod owner;
+pub mod seccomp;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
 pub use akbench_core::manifest::Runtime as RuntimeKind;
 use akbench_core::record::RuntimeFacts;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,7 +39,8 @@ pub struct Limits {
     pub cpus: Option<u32>,
     /// Processes and threads alive at once.
     pub pids: u32,
-    /// Bytes in the worktree, home and private /tmp, in MiB (also the largest file).
+    /// Bytes in the worktree, home, private /tmp and /dev/shm together, in MiB (also the
+    /// largest file, and the size of each tmpfs).
     pub disk_mb: u64,
     /// Largest diff the agent may leave, MiB (the plan's `compute.diff_mb`); checked when
     /// the diff is collected, under every runtime, so it is not in [`Limits::describe`].
@@ -89,10 +95,13 @@ pub struct Exposure {
 /// The runtime could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// bubblewrap is missing or does not work on this machine.
-    #[error("failed to start the `sandbox` runtime: {reason}; fix: install bubblewrap (`apt-get install -y bubblewrap`) where user namespaces or root allow it, or choose `runtime: direct` (unisolated)")]
+    /// What the sandbox needs is missing here (bubblewrap, `setpriv`, a kernel feature, a
+    /// writable cgroup hierarchy); the reason names it and its fix.
+    #[error(
+        "failed to start the `sandbox` runtime: {reason}; or choose `runtime: direct` (unisolated)"
+    )]
     Unavailable {
-        /// What the probe saw.
+        /// What the probe saw, and the fix.
         reason: String,
     },
     /// `container` is not implemented.
@@ -163,6 +172,7 @@ pub struct Guard {
     cgroup: Option<cgroup::Group>,
     net: Option<net::Network>,
     disk: Option<DiskWatch>,
+    handed: owner::Handed,
     limits: Limits,
 }
 
@@ -220,6 +230,8 @@ impl Guard {
             }
             g.remove();
         }
+        // Every process is gone: the folders go back to their owner.
+        std::mem::take(&mut self.handed).restore();
         if let Some(n) = self.net.take() {
             n.stop();
         }
@@ -255,26 +267,57 @@ pub fn prepare(
                 cgroup: None,
                 net: None,
                 disk: None,
+                handed: owner::Handed::none(),
                 limits,
             },
         });
     }
-    let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
-    let network = if exposure.endpoints.is_empty() {
-        None
-    } else {
-        Some(net::Network::start(&exposure.endpoints).map_err(RuntimeError::Net)?)
-    };
+    let drop_to = bwrap::drop_to().map_err(|reason| RuntimeError::Unavailable { reason })?;
+    let seccomp = seccomp::memfd()
+        .map_err(|reason| RuntimeError::Unavailable { reason })?
+        .map(Arc::new);
     std::fs::create_dir_all(&exposure.scratch).map_err(|source| RuntimeError::Io {
         path: exposure.scratch.clone(),
         source,
     })?;
+    let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
+    let network = if exposure.endpoints.is_empty() {
+        None
+    } else {
+        match net::Network::start(&exposure.endpoints) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                group.remove();
+                return Err(RuntimeError::Net(e));
+            }
+        }
+    };
+    let undo = |group: &cgroup::Group, network: Option<net::Network>| {
+        group.remove();
+        if let Some(n) = network {
+            n.stop();
+        }
+    };
     let hosts = exposure.scratch.join("hosts");
     let hosts_text = net::hosts_file(network.as_ref().map(|n| n.bound()).unwrap_or_default());
-    std::fs::write(&hosts, hosts_text).map_err(|source| RuntimeError::Io {
-        path: hosts.clone(),
-        source,
-    })?;
+    if let Err(source) = std::fs::write(&hosts, hosts_text) {
+        undo(&group, network);
+        return Err(RuntimeError::Io {
+            path: hosts.clone(),
+            source,
+        });
+    }
+    // A root worker's sandbox runs as the sandbox user: it must own what it writes.
+    let handed = match &drop_to {
+        None => owner::Handed::none(),
+        Some(d) => match owner::hand_over(&exposure.writable, d.user) {
+            Ok(h) => h,
+            Err((path, source)) => {
+                undo(&group, network);
+                return Err(RuntimeError::Io { path, source });
+            }
+        },
+    };
     let plan = bwrap::Plan {
         argv: spec.argv.clone(),
         cwd: spec.cwd.clone(),
@@ -284,12 +327,14 @@ pub fn prepare(
         hosts_file: hosts,
         own_network: network.is_none(),
         tmp_bytes: limits.disk_mb.saturating_mul(1024 * 1024),
-        as_root: bwrap::is_root(),
+        drop_to,
+        seccomp_fd: seccomp.as_ref().map(|f| f.as_raw_fd()),
     };
     spec.argv = bwrap::args(&plan);
     spec.hooks.cgroup_procs = group.procs_files();
     spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
     spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
+    spec.hooks.inherit_fds.extend(seccomp);
     // Every process of the tree stays in the group (bwrap's pid namespace, no cgroup
     // filesystem, no capabilities); `Guard::finish` kills and waits for all its members.
     spec.hooks.contained = true;
@@ -306,6 +351,7 @@ pub fn prepare(
             cgroup: Some(group),
             net: network,
             disk: Some(disk),
+            handed,
             limits,
         },
     })
@@ -330,7 +376,8 @@ impl DiskWatch {
         let (s, h, r) = (stop.clone(), hit.clone(), roots.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
-                if disk_usage(&r) > limit_bytes {
+                let used = disk_usage(&r) + sandbox_tmpfs_usage(&group.members());
+                if used > limit_bytes {
                     h.store(true, Ordering::SeqCst);
                     group.kill_all_and_wait(Duration::from_secs(5));
                     return;
@@ -383,6 +430,42 @@ pub fn linked_git_dirs(worktree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (vec![gitdir], common.into_iter().collect())
 }
 
+/// The sandbox's private tmpfs folders, counted in the disk limit while it runs.
+pub const TMPFS_IN_SANDBOX: &[&str] = &["tmp", "dev/shm"];
+
+/// Bytes used in the private tmpfs folders ([`TMPFS_IN_SANDBOX`]) of the sandbox whose
+/// processes are `members`: read through the first member in another mount namespace
+/// (bwrap's first process is still in the host's).
+pub fn sandbox_tmpfs_usage(members: &[i32]) -> u64 {
+    let own = std::fs::read_link("/proc/self/ns/mnt").ok();
+    for pid in members {
+        let ns = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+        if ns.is_none() || ns == own {
+            continue;
+        }
+        let mut total = 0;
+        for t in TMPFS_IN_SANDBOX {
+            total += tmpfs_used(&format!("/proc/{pid}/root/{t}"));
+        }
+        return total;
+    }
+    0
+}
+
+fn tmpfs_used(path: &str) -> u64 {
+    let Ok(c) = std::ffi::CString::new(path) else {
+        return 0;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a NUL-terminated path and a buffer of the right type.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: statvfs succeeded and filled the buffer.
+    let st = unsafe { st.assume_init() };
+    st.f_blocks.saturating_sub(st.f_bfree) * st.f_frsize
+}
+
 /// Bytes allocated on disk under `roots` (symlinks not followed).
 pub fn disk_usage(roots: &[PathBuf]) -> u64 {
     use std::os::unix::fs::MetadataExt;
@@ -413,13 +496,14 @@ mod tests {
     #[test]
     fn errors_name_the_package_and_the_alternative() {
         let e = RuntimeError::Unavailable {
-            reason: "`bwrap` is not installed (Debian package `bubblewrap`)".into(),
+            reason: "user namespaces are disabled (user.max_user_namespaces = 0); fix: ...".into(),
         }
         .to_string();
         assert!(
-            e.contains("apt-get install -y bubblewrap") && e.contains("runtime: direct"),
+            e.contains("user.max_user_namespaces = 0") && e.contains("runtime: direct"),
             "{e}"
         );
+        assert!(!e.contains("bubblewrap"), "{e}");
         assert!(matches!(
             check(RuntimeKind::Container),
             Err(RuntimeError::Container)
