@@ -141,6 +141,7 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         planned: s.planned,
         queued: s.queued,
         running: s.running,
+        prefetched: s.prefetched,
         finished: s.finished,
         phases: counts(&s.phases),
         outcomes: counts(&s.outcomes),

@@ -25,6 +25,7 @@ use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
 use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
 #[derive(Debug, Clone, clap::Parser)]
@@ -51,7 +52,8 @@ pub struct Config {
     /// Lease time-to-live, milliseconds.
     #[arg(long, env = "AKBENCH_LEASE_TTL_MS", default_value_t = 30_000)]
     pub lease_ttl_ms: u64,
-    /// Heartbeat interval asked of workers, milliseconds (default: half the lease TTL).
+    /// Heartbeat interval asked of workers, milliseconds (default: a third of the lease TTL;
+    /// at most half of it, refused at start otherwise).
     #[arg(long, env = "AKBENCH_HEARTBEAT_INTERVAL_MS")]
     pub heartbeat_interval_ms: Option<u64>,
     /// Log JSON lines instead of text.
@@ -101,9 +103,10 @@ impl Config {
         Duration::from_millis(self.lease_ttl_ms)
     }
 
-    /// The heartbeat interval (half the lease TTL unless set).
-    pub fn heartbeat_interval(&self) -> Duration {
-        Duration::from_millis(self.heartbeat_interval_ms.unwrap_or(self.lease_ttl_ms / 2))
+    /// The lease timing (TTL, heartbeat interval, reap interval, session grace): core's one
+    /// type; an error for a TTL and heartbeat interval that cannot work together.
+    pub fn lease_timing(&self) -> Result<LeaseTiming, LeaseTimingError> {
+        LeaseTiming::from_ms(self.lease_ttl_ms, self.heartbeat_interval_ms)
     }
 
     /// The TLS files, when TLS is configured; an error for flag combinations that cannot
@@ -189,6 +192,9 @@ pub enum ServeError {
         /// The error.
         source: std::io::Error,
     },
+    /// The lease TTL and heartbeat interval cannot work together.
+    #[error(transparent)]
+    Timing(#[from] LeaseTimingError),
     /// A server failed while running.
     #[error("failed to serve {what}: {message}")]
     Serve {
@@ -241,6 +247,7 @@ pub async fn serve_with(
     services: Services,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeHandle, ServeError> {
+    let timing = config.lease_timing()?;
     let tls_files = config.tls_files()?;
     let tls = tls_files.clone().map(Reloader::new).transpose()?;
     let store = Store::connect(&config.database_url).await?;
@@ -276,7 +283,8 @@ pub async fn serve_with(
     let workers = WorkersService::new(
         Scheduler::new(store.clone()),
         WorkersConfig {
-            lease_ttl: config.lease_ttl(),
+            lease_ttl: timing.ttl(),
+            heartbeat_interval: Some(timing.heartbeat()),
             ..WorkersConfig::default()
         },
     )

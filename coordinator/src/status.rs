@@ -111,8 +111,12 @@ pub struct RunStatus {
     pub planned: u64,
     /// Trials waiting for a worker (work items `ready`).
     pub queued: u64,
-    /// Trials with a live lease (work items `leased`).
+    /// Trials with a live lease whose attempt has started (work items `leased`, less the
+    /// prefetched ones).
     pub running: u64,
+    /// Trials leased to a worker whose attempt has not started: a prefetched assignment
+    /// waiting for a slot (phase `prefetched`).
+    pub prefetched: u64,
     /// Trials done (work items `done`).
     pub finished: u64,
     /// Work items by state.
@@ -429,11 +433,18 @@ pub async fn run_status(
         }
         _ => None,
     };
+    // Leased but not started: shown as prefetched, never as running.
+    let prefetched = phases.get("prefetched").copied().unwrap_or(0);
     Ok(RunStatus {
         recent_failures,
         planned,
         queued,
-        running: work_items.get("leased").copied().unwrap_or(0),
+        running: work_items
+            .get("leased")
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(prefetched),
+        prefetched,
         finished,
         work_items,
         phases,

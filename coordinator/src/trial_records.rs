@@ -4,9 +4,10 @@
 //! transitions when it never arrived), streamed in plan order as canonical JSON with its
 //! digest. A trial its run cancelled before an attempt ran to an end is exported too:
 //! `cancelled` with its reason and the attempts it had made (none when it never started). Rows
-//! are typed ([`crate::rows`]): a damaged row ends the stream with an error. A trial that cannot be assembled (a completed attempt whose record has not arrived
-//! yet, a stored row that no longer parses) is left out and logged, never sent half-made; the
-//! client sees fewer records than planned trials.
+//! are typed ([`crate::rows`]): a damaged row ends the stream with an error. A trial that
+//! cannot be assembled (a completed attempt whose record never arrived, a stored row that no
+//! longer parses) is never sent half-made: it is logged and sent as a message with only
+//! `not_exported` (why) set, so the client names it and fails.
 
 use akbench_core::digest::{canonical_json, digest_bytes};
 use akbench_core::lifecycle::State;
@@ -141,6 +142,7 @@ fn message(spec: &ResolvedRunSpec, g: Gathered) -> Result<pb::RunRecord, String>
         ordinal: u64::try_from(g.ordinal).unwrap_or(0),
         digest: digest_bytes(record_json.as_bytes()),
         record_json,
+        not_exported: String::new(),
     })
 }
 
@@ -195,7 +197,7 @@ pub async fn send(
         let trial_id: Option<Uuid> = row.as_ref().map(|r| r.trial_id);
         if current.as_ref().map(|g| g.trial_id) != trial_id {
             if let Some(g) = current.take() {
-                let id = g.trial_id;
+                let (id, ordinal) = (g.trial_id, g.ordinal);
                 match message(&spec, g) {
                     Ok(m) => {
                         if tx.send(Ok(m)).await.is_err() {
@@ -204,6 +206,16 @@ pub async fn send(
                     }
                     Err(why) => {
                         tracing::warn!(run = %spec.identity.run_key, trial = %id, "record not exported: {why}");
+                        // Said to the client too: it counts the trial and must name it.
+                        let m = pb::RunRecord {
+                            trial_id: id.to_string(),
+                            ordinal: u64::try_from(ordinal).unwrap_or(0),
+                            not_exported: why,
+                            ..Default::default()
+                        };
+                        if tx.send(Ok(m)).await.is_err() {
+                            return;
+                        }
                     }
                 }
             }

@@ -158,6 +158,10 @@ impl StoreBackend {
         let mut out = Vec::new();
         while let Some(m) = rx.recv().await {
             let m = m.map_err(|s| SourceError::read(&what, s.message()))?;
+            if !m.not_exported.is_empty() {
+                // A trial without a record to show (logged by the export itself).
+                continue;
+            }
             out.push(
                 serde_json::from_str(&m.record_json).map_err(|e| {
                     SourceError::read(&what, format!("a record does not parse: {e}"))

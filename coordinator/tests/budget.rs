@@ -93,6 +93,11 @@ async fn a_spent_usd_cap_cancels_the_ready_items_with_reason_budget_and_running_
     run_attempt(&s, &got[0], Some(0.0006)).await;
     let third = s.claim("w1", 1, TTL).await.unwrap();
     assert_eq!(third.len(), 1, "the budget is not spent yet");
+    // It starts (a lease whose attempt has not started would be taken back: see
+    // a_budget_stop_holds_for_prefetched_work).
+    s.record_transitions(third[0].attempt_id, third[0].epoch, &transitions(1)[..2])
+        .await
+        .unwrap();
     // $0.0012: spent. The two items never started are cancelled; the leased one runs on.
     run_attempt(&s, &got[1], Some(0.0006)).await;
     assert_eq!(
@@ -158,4 +163,68 @@ async fn a_token_cap_counts_input_plus_output_and_a_run_without_budget_is_untouc
     run_attempt(&s, &got[0], None).await; // 30 tokens: spent
     assert_eq!(item_states(&s, run).await, "done:- done:- cancelled:budget");
     assert_eq!(item_states(&s, free.run_id).await, "ready:- ready:-");
+}
+
+/// Issue 28: a budget stop holds for prefetched work. A lease whose attempt has not started
+/// when the cap is reached (a worker's prefetched assignment waiting for a slot) is taken
+/// back: its attempt ends `cancelled`, its worker is sent `Cancel`, its late reports are
+/// refused, and its trial is cancelled with reason `budget`. A started attempt runs on.
+#[tokio::test]
+async fn a_budget_stop_holds_for_prefetched_work() {
+    use akbench_coordinator::scheduler::{Revoked, SchedulerError};
+    use std::sync::{Arc, Mutex};
+    let s = scheduler().await;
+    let seen: Arc<Mutex<Vec<Revoked>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    s.on_revoked(move |r| sink.lock().unwrap().extend(r.iter().cloned()));
+    let run = capped_run(&s, 4, r#"{"usd": 0.001}"#).await;
+    let got = s.claim("w1", 3, TTL).await.unwrap();
+    assert_eq!(got.len(), 3);
+    // got[1] has started; got[2] is prefetched (nothing reported yet).
+    s.record_transitions(got[1].attempt_id, got[1].epoch, &transitions(1)[..3])
+        .await
+        .unwrap();
+    run_attempt(&s, &got[0], Some(0.002)).await;
+    assert_eq!(
+        item_states(&s, run).await,
+        "done:- leased:- cancelled:budget cancelled:budget"
+    );
+    let revoked = seen.lock().unwrap().clone();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0].attempt_id, got[2].attempt_id);
+    assert_eq!(revoked[0].worker_id, "w1");
+    assert!(revoked[0].reason.contains("budget"), "{revoked:?}");
+    let (state, cause): (String, String) = {
+        let row = s
+            .store()
+            .client()
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT terminal_state, cause FROM attempts WHERE attempt_id = $1",
+                &[&got[2].attempt_id],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(state, "cancelled");
+    assert!(cause.starts_with("revoked before it started"), "{cause}");
+    // Had its worker started it anyway, its reports are refused: nothing runs for it.
+    let late = s
+        .record_transitions(got[2].attempt_id, got[2].epoch, &transitions(1)[..2])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(late, SchedulerError::StaleEpoch { .. }),
+        "{late:?}"
+    );
+    assert!(s.claim("w1", 8, TTL).await.unwrap().is_empty());
+    // The started one runs on; then the run ends.
+    run_attempt(&s, &got[1], Some(0.0001)).await;
+    assert_eq!(
+        item_states(&s, run).await,
+        "done:- done:- cancelled:budget cancelled:budget"
+    );
+    assert_eq!(run_state(&s, run).await, "finished");
 }

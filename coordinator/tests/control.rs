@@ -578,6 +578,18 @@ async fn status_projection_counts_work_attempts_and_outcomes() {
     assert_eq!(count(&s.outcomes, "succeeded"), Some(1));
     assert_eq!(count(&s.outcomes, "failed"), Some(1));
     assert_eq!(count(&s.outcomes, "timed_out"), Some(1));
+    assert_eq!(s.prefetched, 0);
+    // Issue 28: a lease whose attempt has not started (a worker's prefetched assignment) is
+    // shown as prefetched, not running.
+    live_attempt(store, &ready, 5, "pending").await;
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((s.queued, s.running, s.prefetched), (0, 1, 1));
+    assert_eq!(count(&s.phases, "prefetched"), Some(1));
+    assert_eq!(count(&s.phases, "pending"), None);
     assert_eq!(count(&s.outcomes, "not_graded"), Some(1));
     assert_eq!(count(&s.work_items, "done"), Some(4));
     let rates = s.rates.unwrap();

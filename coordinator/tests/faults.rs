@@ -415,6 +415,24 @@ async fn a_broken_session_releases_its_leases_at_once() {
     )
     .await;
     assert_eq!(cause, "infrastructure_error");
+    // Issue 28: the cause says what happened (the session broke), not "went silent".
+    let cause: String = scalar(&s, "SELECT cause FROM attempts WHERE worker_id = 'gone'").await;
+    assert_eq!(
+        cause,
+        akbench_core::dispatch::Loss::SessionBroke.cause("gone"),
+        "{cause}"
+    );
+    assert!(
+        cause.contains("session") && !cause.contains("silent"),
+        "{cause}"
+    );
+    let last: String = scalar(
+        &s,
+        "SELECT t.note FROM transitions t JOIN attempts a USING (attempt_id) \
+         WHERE a.worker_id = 'gone' ORDER BY t.seq DESC LIMIT 1",
+    )
+    .await;
+    assert_eq!(last, cause);
     drop(service);
 }
 
@@ -442,6 +460,13 @@ async fn a_worker_back_without_its_leases_releases_them_at_once() {
     let b = assignment(&mut after).await;
     assert_eq!(b.trial_id, a.trial_id);
     assert_eq!(b.attempt_number, 2);
+    // Issue 28: the cause says it came back without the lease, not "went silent".
+    let cause: String = scalar(&s, "SELECT cause FROM attempts WHERE number = 1").await;
+    assert_eq!(
+        cause,
+        akbench_core::dispatch::Loss::RevokedAtReconnect.cause("w"),
+        "{cause}"
+    );
     // A worker that re-presents its lease keeps it.
     let (mut again, welcome) = Worker::connect(
         addr,

@@ -150,3 +150,93 @@ async fn a_failing_route_is_paused_with_growing_backoff_and_resumed_by_a_success
     .unwrap();
     assert_eq!(route_row(&s, "down-route").await.0, 0);
 }
+
+/// Issue 28: a route pause holds for prefetched work. When a provider failure pauses a
+/// route, the leases on it whose attempts have not started are taken back (their workers are
+/// sent `Cancel`): the trial goes back to the queue with its retry budget untouched and is not
+/// claimed while the pause lasts.
+#[tokio::test]
+async fn a_route_pause_holds_for_prefetched_work() {
+    use akbench_coordinator::scheduler::Revoked;
+    use std::sync::{Arc, Mutex};
+    let s = scheduler().await;
+    let seen: Arc<Mutex<Vec<Revoked>>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    s.on_revoked(move |r| sink.lock().unwrap().extend(r.iter().cloned()));
+    s.register_worker("w1", 8, &Default::default(), "test")
+        .await
+        .unwrap();
+    let run = routed(&s, 2, "down-route", 0).await;
+    let got = s.claim("w1", 2, TTL).await.unwrap();
+    assert_eq!(got.len(), 2);
+    let cause = "provider: unreachable after 3 failed requests: Connection refused";
+    s.finish(
+        got[0].attempt_id,
+        got[0].epoch,
+        State::InfrastructureError,
+        cause,
+    )
+    .await
+    .unwrap();
+    assert!(route_row(&s, "down-route").await.1, "paused");
+    let revoked = seen.lock().unwrap().clone();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0].attempt_id, got[1].attempt_id);
+    assert!(
+        revoked[0].reason.contains("down-route is paused"),
+        "{revoked:?}"
+    );
+    let item: String = scalar(
+        &s,
+        &format!(
+            "SELECT state || ':' || (attempts_used - budget_from) FROM work_items \
+             WHERE trial_id = '{}'",
+            got[1].trial_id
+        ),
+    )
+    .await;
+    assert_eq!(item, "ready:0", "queued again, its retry budget untouched");
+    assert!(
+        s.claim("w1", 8, TTL).await.unwrap().is_empty(),
+        "nothing while the route is paused"
+    );
+    // The pause ends: the trial runs (retries 0: the revoked attempt did not use its budget).
+    s.store()
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE route_pauses SET paused_until = now() - interval '1 second'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let again = s.claim("w1", 1, TTL).await.unwrap();
+    assert_eq!((again[0].trial_id, again[0].number), (got[1].trial_id, 2));
+    let t: Vec<TransitionIn> = chain()
+        .iter()
+        .enumerate()
+        .map(|(i, st)| TransitionIn {
+            seq: i as u32 + 1,
+            state: *st,
+            at: chrono::Utc::now(),
+            note: String::new(),
+        })
+        .collect();
+    s.record_transitions(again[0].attempt_id, again[0].epoch, &t)
+        .await
+        .unwrap();
+    s.finish(again[0].attempt_id, again[0].epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+    let outcome: String = scalar(
+        &s,
+        &format!(
+            "SELECT outcome FROM work_items WHERE trial_id = '{}'",
+            got[1].trial_id
+        ),
+    )
+    .await;
+    assert_eq!(outcome, "not_graded");
+    let _ = run;
+}

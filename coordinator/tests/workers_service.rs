@@ -350,3 +350,45 @@ async fn an_older_session_ending_leaves_the_newer_one_connected() {
     s.register_worker("w-re", 1, &labels, "t").await.unwrap();
     assert_eq!(connected(&s).await, 1, "reconnecting clears the disconnect");
 }
+
+/// Issue 28: `--heartbeat-interval-ms` (AKBENCH_HEARTBEAT_INTERVAL_MS) takes effect: the
+/// coordinator asks its workers for that interval in `Welcome`; an interval longer than half
+/// the lease TTL is refused at start with an error naming the flag, before anything listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_interval_flag_is_what_workers_are_asked_for() {
+    use akbench_coordinator::pgcluster::test_support;
+    use akbench_coordinator::server::{serve_with, Config, ServeError, Services};
+    let url = test_support::fresh_database().await;
+    let mut config = Config::local(url.clone());
+    config.heartbeat_interval_ms = Some(400);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = serve_with(config, Services::default(), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("serves");
+    let (_w, welcome) = Worker::connect(
+        handle.grpc_addr,
+        Hello {
+            worker_id: "w-hb".into(),
+            slots: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(welcome.lease_ttl_ms, 30_000);
+    assert_eq!(welcome.heartbeat_interval_ms, 400);
+    let _ = stop.send(());
+
+    let mut config = Config::local(url);
+    config.heartbeat_interval_ms = Some(31_000);
+    let Err(refused) = serve_with(config, Services::default(), std::future::pending()).await else {
+        panic!("a heartbeat interval longer than the TTL is refused");
+    };
+    assert!(matches!(refused, ServeError::Timing(_)), "{refused:?}");
+    let text = refused.to_string();
+    assert!(
+        text.contains("--heartbeat-interval-ms") && text.contains("31000 ms"),
+        "{text}"
+    );
+}

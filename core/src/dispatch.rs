@@ -201,6 +201,38 @@ pub enum Settlement {
     Done(State),
 }
 
+/// Who stopped an attempt before it ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The coordinator's `Cancel`: a user's cancel of the run, a budget stop.
+    Cancelled,
+    /// Its own worker (why): a drain whose grace ran out, a shutdown. Not the user's doing.
+    Interrupted(String),
+}
+
+impl Stop {
+    /// The lifecycle event and the cause of the attempt's end, stopped while `phase`
+    /// ("while the agent ran", ...): `cancelled` only for the coordinator's cancel; an
+    /// interruption by the worker is an `infrastructure_error` (retried within budget,
+    /// counted as an infrastructure error by status, records and reconcile alike). The same
+    /// rule as [`trial_terminal`], decided where the attempt ends so that its record says it.
+    pub fn end(&self, phase: &str) -> (crate::lifecycle::Event, String) {
+        use crate::lifecycle::Event;
+        let phase = if phase.is_empty() {
+            String::new()
+        } else {
+            format!(" {phase}")
+        };
+        match self {
+            Self::Cancelled => (Event::Cancel, format!("cancelled{phase}")),
+            Self::Interrupted(why) => (
+                Event::InfrastructureFailed,
+                format!("interrupted by its worker{phase}: {why}"),
+            ),
+        }
+    }
+}
+
 /// How a reported terminal state counts for its trial: an attempt `cancelled` while its
 /// run is not being cancelled was interrupted by its worker (a shutdown, a drain whose
 /// grace ran out), never by the user: an infrastructure fact, retried and resumable.
@@ -284,6 +316,106 @@ pub fn may_take(lost_by: Option<&str>, worker: &str, another_eligible: bool) -> 
 /// database was down keeps its leases (the reaper extends them instead).
 pub fn reap(expired: bool, worker_alive: bool) -> bool {
     expired && !worker_alive
+}
+
+/// Why the coordinator took a lease back from its worker: the cause written on the attempt
+/// says which, so an operator reads what happened, never "went silent" for a worker that
+/// was heard to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// Its lease expired: no heartbeat for the TTL.
+    WentSilent,
+    /// Its session broke and it did not come back within the grace.
+    SessionBroke,
+    /// It reconnected without the lease (it no longer holds the attempt).
+    RevokedAtReconnect,
+}
+
+impl Loss {
+    /// Every loss, for table tests.
+    pub const ALL: [Loss; 3] = [
+        Self::WentSilent,
+        Self::SessionBroke,
+        Self::RevokedAtReconnect,
+    ];
+
+    /// The stored name (`leases.released_because`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WentSilent => "went_silent",
+            Self::SessionBroke => "session_broke",
+            Self::RevokedAtReconnect => "revoked_at_reconnect",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The cause written on the attempt taken back from `worker`.
+    pub fn cause(self, worker: &str) -> String {
+        match self {
+            Self::WentSilent => format!("lease expired: worker {worker} went silent"),
+            Self::SessionBroke => format!(
+                "lease released: the session of worker {worker} broke and it did not come back \
+                 within the grace"
+            ),
+            Self::RevokedAtReconnect => {
+                format!("lease revoked: worker {worker} reconnected without it")
+            }
+        }
+    }
+}
+
+/// What the coordinator writes when it takes an attempt back from its worker (the reaper).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Close {
+    /// The transition to append to the attempt's stored history (`None`: it already ends
+    /// there).
+    pub step: Option<State>,
+    /// The attempt's terminal state, which also settles its trial.
+    pub terminal: State,
+}
+
+/// How an attempt in `state` (its last stored transition; a lease exists, so no finish was
+/// accepted) is closed when its lease is taken back: `infrastructure_error` through the
+/// lifecycle's [`Event::Lost`](crate::lifecycle::Event::Lost) step, appended after whatever
+/// its worker last reported, a terminal state included (a `completed` whose record never
+/// arrived is not a grade the coordinator holds). So every history the reaper writes is one
+/// [`validate_path`](crate::lifecycle::validate_path), and so the record assembly, accepts.
+pub fn close_lost(state: State) -> Close {
+    use crate::lifecycle::{apply, Event};
+    Close {
+        step: apply(state, Event::Lost).ok(),
+        terminal: State::InfrastructureError,
+    }
+}
+
+/// What holds back work that has not started: a lease whose attempt has no transition yet
+/// (a worker's prefetched assignment waiting for a slot, or one just assigned) is taken back
+/// when its run's budget is spent or its provider route pauses, so that the stop holds for
+/// prefetched work too (issue 28: a budget stop let two prefetched trials start after the
+/// cap). A started attempt runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// The run's `execution.budget` is spent: the trial is cancelled with reason `budget`.
+    BudgetSpent,
+    /// The provider route is paused: the trial goes back to the queue (its retry budget
+    /// untouched) and is claimed once the pause ends.
+    RoutePaused(String),
+}
+
+impl Hold {
+    /// The cause written on the revoked attempt (ended `cancelled`: the coordinator's doing).
+    pub fn cause(&self) -> String {
+        match self {
+            Self::BudgetSpent => "revoked before it started: the run's budget is spent".to_string(),
+            Self::RoutePaused(route) => {
+                format!("revoked before it started: provider route {route} is paused; queued again")
+            }
+        }
+    }
 }
 
 /// What a worker's report about an attempt meets.

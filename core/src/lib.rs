@@ -25,6 +25,7 @@ pub mod harbor;
 pub mod identity;
 pub mod ids;
 pub mod interval;
+pub mod lease_timing;
 pub mod lifecycle;
 pub mod limits;
 pub mod manifest;

@@ -9,9 +9,14 @@
 //! failure state can only be entered from the phases where its cause can happen, so an
 //! infrastructure error is never read as an agent failure.
 //!
-//! The one way out of a terminal state is [`Event::Regrade`]: an attempt whose agent ran to
-//! the end (`not_graded`, `completed`, `evaluation_error`) may be graded again later, which
-//! appends EVALUATING and FINALIZING entries to its history. The agent never runs again.
+//! There are two ways out of a terminal state. [`Event::Regrade`]: an attempt whose agent ran
+//! to the end (`not_graded`, `completed`, `evaluation_error`) may be graded again later, which
+//! appends EVALUATING and FINALIZING entries to its history; the agent never runs again.
+//! [`Event::Lost`]: the coordinator took the attempt back from its worker before the worker
+//! confirmed its end (a worker killed after it reported `completed`, before its record with
+//! the grade arrived); the attempt ends `infrastructure_error` after the state its worker
+//! reported, so its history says both. Only the coordinator takes that step
+//! ([`is_worker_step`]).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -201,10 +206,16 @@ pub enum Event {
     /// Grade an executed attempt later (from `not_graded`, `completed` or
     /// `evaluation_error` only): back to EVALUATING.
     Regrade,
+    /// The coordinator took the attempt back from its worker (its lease expired or was
+    /// released) before the worker's end of it was confirmed by a finish: INFRASTRUCTURE_ERROR,
+    /// from any state but `infrastructure_error` itself, including a terminal state the worker
+    /// had only reported as a transition (its record, with the grade, never arrived: the
+    /// coordinator cannot vouch for it). The coordinator's step, never a worker's.
+    Lost,
 }
 
 /// All events, for table tests.
-pub const ALL_EVENTS: [Event; 10] = [
+pub const ALL_EVENTS: [Event; 11] = [
     Event::Advance,
     Event::Complete,
     Event::FinishUngraded,
@@ -215,6 +226,7 @@ pub const ALL_EVENTS: [Event; 10] = [
     Event::EvaluationFailed,
     Event::Cancel,
     Event::Regrade,
+    Event::Lost,
 ];
 
 /// A transition that the lifecycle does not allow.
@@ -234,6 +246,12 @@ pub fn apply(from: State, event: Event) -> Result<State, TransitionError> {
         return match from {
             State::NotGraded | State::Completed | State::EvaluationError => Ok(State::Evaluating),
             _ => err,
+        };
+    }
+    if event == Event::Lost {
+        return match from {
+            State::InfrastructureError => err,
+            _ => Ok(State::InfrastructureError),
         };
     }
     if from.is_terminal() {
@@ -263,6 +281,16 @@ pub fn apply(from: State, event: Event) -> Result<State, TransitionError> {
 /// logs that arrive from elsewhere (a worker, a record file).
 pub fn is_valid_step(from: State, to: State) -> bool {
     ALL_EVENTS.iter().any(|e| apply(from, *e) == Ok(to))
+}
+
+/// True when a worker may report `to` right after `from`: [`is_valid_step`] without the
+/// coordinator's own step ([`Event::Lost`]). A worker that reported a terminal state can only
+/// regrade it; it never turns it into an infrastructure error afterwards.
+pub fn is_worker_step(from: State, to: State) -> bool {
+    ALL_EVENTS
+        .iter()
+        .filter(|e| **e != Event::Lost)
+        .any(|e| apply(from, *e) == Ok(to))
 }
 
 /// Checks that a sequence of states, starting at PENDING, only takes allowed steps.

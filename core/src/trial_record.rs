@@ -323,6 +323,89 @@ mod tests {
         assert_eq!(record.agent.name, trial.agent.label);
     }
 
+    /// For every state a worker's reports can leave an attempt in (each reached by its
+    /// shortest path of worker steps, the coordinator's own check), the history the reaper
+    /// writes when it takes the lease back ([`crate::dispatch::close_lost`]) and the history
+    /// of a finish the coordinator accepts are both exported: the record assembly accepts
+    /// every history the coordinator can write.
+    #[test]
+    fn every_history_the_coordinator_writes_is_exported() {
+        use crate::dispatch::close_lost;
+        use crate::lifecycle::{is_worker_step, ALL_STATES};
+        let spec = synthetic_spec(1, 1, 1, &SystemClock);
+        let trial = plan(&spec, &SystemClock).trials[0].clone();
+        // Shortest worker path from the implicit start to each state.
+        let mut paths: Vec<Vec<State>> = vec![vec![State::Pending]];
+        let mut queue = std::collections::VecDeque::from([vec![State::Pending]]);
+        while let Some(path) = queue.pop_front() {
+            let at = *path.last().unwrap();
+            for to in ALL_STATES {
+                if is_worker_step(at, to) && !paths.iter().any(|p| p.last() == Some(&to)) {
+                    let mut next = path.clone();
+                    next.push(to);
+                    paths.push(next.clone());
+                    queue.push_back(next);
+                }
+            }
+        }
+        assert_eq!(paths.len(), ALL_STATES.len(), "every state is reachable");
+        let export = |stored_states: &[State], terminal: State| {
+            let mut a = stored(1, terminal, stored_states);
+            a.cause = Some("lease expired".into());
+            assemble(&spec, &trial, vec![a], "test")
+        };
+        for path in &paths {
+            let state = *path.last().unwrap();
+            // The reaper takes the lease back: its step is appended to what is stored.
+            let close = close_lost(state);
+            let mut reaped = path.clone();
+            reaped.extend(close.step);
+            let r = export(&reaped, close.terminal)
+                .unwrap_or_else(|e| panic!("reaped after {path:?}: {e}"));
+            assert_eq!(r.outcome.state, State::InfrastructureError);
+            // What a reaper that appended nothing left (stored before this rule): exported
+            // too, the terminal added by the assembly.
+            export(path, close.terminal)
+                .unwrap_or_else(|e| panic!("reaped (old) after {path:?}: {e}"));
+            // A finish the coordinator accepts (the same state, or a worker step to it);
+            // `completed` is exported with its record only, checked on its own below.
+            for terminal in ALL_STATES.into_iter().filter(|t| t.is_terminal()) {
+                if terminal == State::Completed {
+                    continue;
+                }
+                if state == terminal || is_worker_step(state, terminal) {
+                    let mut finished = path.clone();
+                    if state != terminal {
+                        finished.push(terminal);
+                    }
+                    export(&finished, terminal)
+                        .unwrap_or_else(|e| panic!("{terminal} after {path:?}: {e}"));
+                }
+            }
+        }
+        // The case of the issue: `completed` reported, the worker killed before its record,
+        // the lease reaped, a second attempt graded: the trial exports both attempts.
+        let completed = paths
+            .iter()
+            .find(|p| p.last() == Some(&State::Completed))
+            .unwrap();
+        let mut lost = completed.clone();
+        lost.extend(close_lost(State::Completed).step);
+        let lost = stored(1, State::InfrastructureError, &lost);
+        let mut second = stored(2, State::Completed, completed);
+        second.record = Some(crate::testkit::attempt_record(
+            second.id,
+            &trial.key,
+            2,
+            State::Completed,
+            Some(true),
+        ));
+        let r = assemble(&spec, &trial, vec![lost, second], "test").unwrap();
+        let states: Vec<State> = r.attempts.iter().map(|a| a.state).collect();
+        assert_eq!(states, [State::InfrastructureError, State::Completed]);
+        assert_eq!(r.outcome.ok, Some(true));
+    }
+
     #[test]
     fn a_completed_attempt_without_its_record_is_refused() {
         let spec = synthetic_spec(1, 1, 1, &SystemClock);

@@ -736,3 +736,148 @@ async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_s
     assert_eq!(c.scalar::<i64>(&sql).await, 0);
     c.stop().await;
 }
+
+/// A transition batch from seq 1 for `states`, as a worker sends it.
+fn batch(
+    states: &[akbench_core::lifecycle::State],
+) -> Vec<akbench_coordinator::scheduler::TransitionIn> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| akbench_coordinator::scheduler::TransitionIn {
+            seq: u32::try_from(i + 1).unwrap(),
+            state: *s,
+            at: chrono::Utc::now(),
+            note: String::new(),
+        })
+        .collect()
+}
+
+/// Issue 28: a worker reports `completed` and is lost before its record arrives; the reaper
+/// takes the lease back and the retry is graded. `run records` exports that trial with both
+/// attempts and agrees with reconcile. A trial the coordinator counts as ended but cannot
+/// export (a `completed` attempt whose record never arrived) makes `run records` fail (exit 1)
+/// naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt() {
+    use akbench_coordinator::scheduler::{Disposition, Scheduler};
+    use akbench_core::lifecycle::{State, CHAIN};
+    let c = Coordinator::start(None, Tokens::default()).await;
+    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
+        .unwrap()
+        .replace("infrastructure_retries: 0", "infrastructure_retries: 1");
+    let path = c.dir.path().join("retry-once.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let key = c.plan(Some(&path));
+    let o = c.akbench(&["run", "start", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ready = c.ready(&key);
+    let key_of = |trial: Uuid| {
+        ready
+            .trials
+            .iter()
+            .find(|t| t.trial_id == trial)
+            .unwrap()
+            .key
+            .clone()
+    };
+
+    // The real scheduler's statements on the coordinator's database, as its sessions and
+    // reaper run them, on a clock of the test's (leases expire, and re-queued trials are
+    // ready, by it); no worker is connected, so nothing else claims.
+    let clock = Arc::new(akbench_core::clock::ManualClock::new(chrono::Utc::now()));
+    let s = Scheduler::with_clock(c.store().clone(), clock.clone());
+    for w in ["w-lost", "w-ok"] {
+        s.register_worker(w, 1, &Default::default(), "test")
+            .await
+            .unwrap();
+    }
+    let ttl = std::time::Duration::from_secs(600);
+    let lost = s.claim("w-lost", 1, ttl).await.unwrap().remove(0);
+    s.record_transitions(lost.attempt_id, lost.epoch, &batch(&CHAIN))
+        .await
+        .unwrap();
+    // Killed before its record: the lease expires and is reaped.
+    clock.advance(chrono::Duration::minutes(30));
+    let reaped = s.reap(s.now()).await.unwrap();
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(reaped[0].disposition, Disposition::Requeued);
+    let retry = s.claim("w-ok", 1, ttl).await.unwrap().remove(0);
+    assert_eq!((retry.trial_id, retry.number), (lost.trial_id, 2));
+    let trial_key = key_of(retry.trial_id);
+    s.record_transitions(retry.attempt_id, retry.epoch, &batch(&CHAIN))
+        .await
+        .unwrap();
+    let record = akbench_core::testkit::attempt_record(
+        retry.attempt_id,
+        &trial_key,
+        2,
+        State::Completed,
+        Some(true),
+    );
+    let json_text = akbench_core::digest::canonical_json(&record);
+    let digest = akbench_core::digest::digest_bytes(json_text.as_bytes());
+    assert!(s
+        .upload_record(retry.attempt_id, retry.epoch, &json_text, &digest)
+        .await
+        .unwrap());
+    s.finish(retry.attempt_id, retry.epoch, State::Completed, "")
+        .await
+        .unwrap();
+
+    // Exported with every attempt; the first one's history says what happened.
+    let out = c.dir.path().join("records");
+    let o = c.akbench(&[
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["records"], 1, "{v}");
+    let file = out.join(&trial_key).join("run_record.json");
+    let r: akbench_core::record::RunRecord =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    r.validate().unwrap();
+    let states: Vec<State> = r.attempts.iter().map(|a| a.state).collect();
+    assert_eq!(states, [State::InfrastructureError, State::Completed]);
+    let first: Vec<State> = r.attempts[0].transitions.iter().map(|t| t.state).collect();
+    assert_eq!(
+        &first[first.len() - 2..],
+        [State::Completed, State::InfrastructureError]
+    );
+    assert_eq!(r.outcome.ok, Some(true));
+    // Reconcile counts what was exported: one succeeded, the rest missing.
+    let rec = json(&c.akbench(&["run", "reconcile", &key, "--json"]));
+    assert_eq!(rec["counts"]["succeeded"], 1, "{rec}");
+    assert_eq!(rec["counts"]["missing"], ready.trials.len() - 1, "{rec}");
+    assert_eq!(v["covered"], 1, "{v}");
+
+    // A trial that ends `completed` without its record: counted, not exportable.
+    let bare = s.claim("w-ok", 1, ttl).await.unwrap().remove(0);
+    s.record_transitions(bare.attempt_id, bare.epoch, &batch(&CHAIN))
+        .await
+        .unwrap();
+    s.finish(bare.attempt_id, bare.epoch, State::Completed, "")
+        .await
+        .unwrap();
+    let bare_key = key_of(bare.trial_id);
+    let o = c.akbench(&["run", "records", &key, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&bare_key), "{}", text(&o));
+    assert!(text(&o).contains("has not arrived"), "{}", text(&o));
+    let o = c.akbench(&[
+        "run",
+        "records",
+        &key,
+        "--out",
+        out.to_str().unwrap(),
+        "--trial",
+        &bare_key,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    c.stop().await;
+}

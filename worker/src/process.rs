@@ -35,22 +35,44 @@ pub const ENV_ALLOW_LIST: &[&str] = &[
     "RUSTUP_TOOLCHAIN",
 ];
 
-/// A shared cancellation flag.
+/// A shared cancellation flag, and who stopped the attempt: the coordinator's `Cancel` (a
+/// user's cancel, a budget stop) or the worker itself ([`CancelToken::interrupt`]: a drain
+/// whose grace ran out), which ends the attempt differently
+/// ([`akbench_core::dispatch::Stop`]).
 #[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken(Arc<AtomicBool>, Arc<std::sync::Mutex<Option<String>>>);
 
 impl CancelToken {
     /// A fresh, uncancelled token.
     pub fn new() -> Self {
         Self::default()
     }
-    /// Requests cancellation.
+    /// Requests cancellation (the coordinator's cancel).
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+    /// Requests cancellation by the worker itself, saying why (`reason`): the attempt ends as
+    /// the host's doing, not a cancel. A cancel already requested stays a cancel.
+    pub fn interrupt(&self, reason: &str) {
+        if let Ok(mut why) = self.1.lock() {
+            if !self.is_cancelled() {
+                *why = Some(reason.to_string());
+            }
+        }
+        self.cancel();
     }
     /// True once cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
+    }
+    /// Who stopped the attempt, once cancelled.
+    pub fn stop(&self) -> Option<akbench_core::dispatch::Stop> {
+        use akbench_core::dispatch::Stop;
+        if !self.is_cancelled() {
+            return None;
+        }
+        let why = self.1.lock().ok().and_then(|w| w.clone());
+        Some(why.map_or(Stop::Cancelled, Stop::Interrupted))
     }
 }
 

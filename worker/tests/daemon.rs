@@ -369,8 +369,11 @@ async fn coordinator_drain_lets_the_running_attempt_finish_and_takes_nothing_new
     assert_eq!(h.status().assignments, 1);
 }
 
+/// Issue 28: an agent that outlives the drain's grace is stopped by its worker, not by a
+/// user: the attempt, its record, the trial's outcome and its status bucket all say
+/// `infrastructure_error` (docs/remote.md), never `cancelled`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drain_grace_expiry_cancels_what_still_runs() {
+async fn drain_grace_expiry_interrupts_what_still_runs_as_an_infrastructure_error() {
     let coord = Coord::start(TTL).await;
     let c = full_corpus();
     let items = work_items(&c, "hang", 1, true);
@@ -391,8 +394,30 @@ async fn drain_grace_expiry_cancels_what_still_runs() {
     h.drain("SIGTERM (test)");
     assert_eq!(run.await.unwrap(), Exit::Drained);
     let a = coord.attempts(trials[0]).await.remove(0);
-    assert_eq!(a.terminal.as_deref(), Some("cancelled"), "{a:?}");
-    assert!(coord.record(a.id).await.is_some());
+    assert_eq!(a.terminal.as_deref(), Some("infrastructure_error"), "{a:?}");
+    let cause = a.cause.clone().unwrap_or_default();
+    assert!(
+        cause.contains("interrupted by its worker") && cause.contains("w-grace"),
+        "{a:?}"
+    );
+    let (record, _, _) = coord.record(a.id).await.expect("the record arrived");
+    assert_eq!(record.state, State::InfrastructureError);
+    let item = coord
+        .client()
+        .await
+        .query_one(
+            "SELECT outcome, bucket FROM work_items WHERE trial_id = $1",
+            &[&trials[0]],
+        )
+        .await
+        .unwrap();
+    let (outcome, bucket): (Option<String>, Option<String>) = (item.get(0), item.get(1));
+    assert_eq!(outcome.as_deref(), Some("infrastructure_error"));
+    assert_eq!(
+        bucket.as_deref(),
+        Some("infrastructure_error"),
+        "status agrees"
+    );
     for pid in pids {
         assert!(is_gone(pid), "pid {pid} survived the drain");
     }

@@ -115,8 +115,14 @@ pub async fn budget_status(
         .map(|(_, b, s)| BudgetStatus::of(b, s)))
 }
 
-/// Cancels the ready items of those of `runs` whose budget is spent.
-pub(super) async fn enforce(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
+/// Cancels the ready items of those of `runs` whose budget is spent, after taking back their
+/// leases that have not started ([`super::revoke`]: prefetched work is held too). Returns
+/// the revoked leases, whose workers are sent `Cancel` after commit.
+pub(super) async fn enforce(
+    tx: &Tx<'_>,
+    runs: &[Uuid],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<super::revoke::Revoked>, StoreError> {
     let spent_runs: Vec<Uuid> = spend_of(tx, runs)
         .await?
         .into_iter()
@@ -124,9 +130,11 @@ pub(super) async fn enforce(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError
         .map(|(r, _, _)| r)
         .collect();
     if spent_runs.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    let revoked = super::revoke::revoke_unstarted(tx, &spent_runs, &[], now).await?;
     tx.query(&tx.prepare_cached(BUDGET_CANCEL_SQL).await?, &[&spent_runs])
         .await?;
-    super::report::finish_runs(tx, &spent_runs).await
+    super::report::finish_runs(tx, &spent_runs).await?;
+    Ok(revoked)
 }

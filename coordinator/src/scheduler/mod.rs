@@ -32,6 +32,7 @@ mod record;
 mod record_store;
 mod report;
 mod retry;
+mod revoke;
 mod routes;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
@@ -51,6 +52,7 @@ pub use error::SchedulerError;
 pub use record_store::{store_records, NewRecord};
 pub use report::ClaimAfter;
 pub use retry::{JitterSource, RetryPolicy};
+pub use revoke::Revoked;
 pub use types::{
     Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck, RunAgent,
     TransitionIn, WorkKind,
@@ -73,6 +75,19 @@ pub struct Scheduler {
     work_available: Arc<Notify>,
     retry: RetryPolicy,
     budgeted: budget::BudgetedRuns,
+    revoked_to: RevokedTo,
+}
+
+/// Where revoked leases go once committed: the service that sends their workers `Cancel`.
+type RevokedFn = Arc<dyn Fn(&[Revoked]) + Send + Sync>;
+
+#[derive(Clone, Default)]
+struct RevokedTo(Arc<std::sync::Mutex<Option<RevokedFn>>>);
+
+impl std::fmt::Debug for RevokedTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RevokedTo")
+    }
 }
 
 impl Scheduler {
@@ -89,6 +104,36 @@ impl Scheduler {
             work_available: Arc::new(Notify::new()),
             retry: RetryPolicy::default(),
             budgeted: budget::BudgetedRuns::default(),
+            revoked_to: RevokedTo::default(),
+        }
+    }
+
+    /// Calls `f` with the leases taken back before their attempt started (a budget stop, a
+    /// route pause: [`Revoked`]) once their transaction committed, for every clone of this
+    /// scheduler; the `Workers` service sends their workers `Cancel`. A later call replaces
+    /// `f`.
+    pub fn on_revoked(&self, f: impl Fn(&[Revoked]) + Send + Sync + 'static) {
+        *self.revoked_to.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+    }
+
+    /// Hands committed revocations to [`Scheduler::on_revoked`]'s function.
+    fn revoked(&self, revoked: &[Revoked]) {
+        if revoked.is_empty() {
+            return;
+        }
+        let f = self
+            .revoked_to
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match f {
+            Some(f) => f(revoked),
+            None => tracing::warn!(
+                revoked = revoked.len(),
+                "leases revoked before they started, but no service sends their workers Cancel; \
+                 their reports will be refused as stale"
+            ),
         }
     }
 

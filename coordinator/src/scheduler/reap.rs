@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
-use akbench_core::dispatch::Backoff;
+use crate::store::{StoreError, Tx};
+use akbench_core::dispatch::{close_lost, Backoff, Loss};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -20,8 +21,9 @@ const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
-    /// `infrastructure_error` ("lease expired: worker <id> went silent", with a terminal
-    /// transition when it was not already in a terminal state) and is fenced, so its epoch
+    /// `infrastructure_error` (core's [`close_lost`]: a terminal transition after whatever its
+    /// worker last reported, a `completed` whose record never arrived included; cause from
+    /// [`Loss`]) and is fenced, so its epoch
     /// stays stale; the lease is deleted; the trial is re-queued, ready at once (no
     /// backoff: its worker was lost), while its retry budget lasts, else done. Leases whose attempt another transaction holds are left for the
     /// next pass.
@@ -49,15 +51,7 @@ impl Scheduler {
         let reaped = self
             .store
             .tx(|tx| {
-                // A trial taken back from a lost worker is claimable again at once: the
-                // worker failed, not the attempt, and rescue takes at most TTL + the
-                // reaper's tick. (Before, it waited the retry backoff too: 1-2 s for the
-                // first rescue of a trial, 4-8 s for the third; found by the chaos check.)
-                // Infrastructure errors a worker reports still back off.
-                let retry = RetryPolicy {
-                    backoff: Backoff::NONE,
-                    jitter: self.retry.jitter.clone(),
-                };
+                let retry = self.rescue_policy();
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let rows = tx
@@ -77,85 +71,24 @@ impl Scheduler {
                         super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
-                    let mut ids = Vec::new();
-                    let mut trials = Vec::new();
-                    let mut workers: Vec<String> = Vec::new();
-                    let mut states = Vec::new();
-                    let mut seqs = Vec::new();
-                    let mut causes = Vec::new();
-                    let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
-                        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                    let expired = crate::rows::all("reap_expired.sql", &rows, |r| {
-                        Ok((
-                            col::<Uuid>(r, "attempt_id")?,
-                            col::<String>(r, "worker_id")?,
-                            // An unknown stored state is an error, never taken as `pending`.
-                            parsed(r, "state", State::parse)?,
-                            col::<i32>(r, "last_seq")?,
-                            col::<Uuid>(r, "trial_id")?,
-                        ))
-                    })?;
-                    for (id, worker, state, mut seq, trial) in expired {
-                        let cause = format!("lease expired: worker {worker} went silent");
-                        if !state.is_terminal() {
-                            seq += 1;
-                            t_ids.push(id);
-                            t_seqs.push(seq);
-                            t_states.push(State::InfrastructureError.as_str());
-                            t_ats.push(now);
-                            t_notes.push(cause.clone());
-                        }
-                        ids.push(id);
-                        trials.push(trial);
-                        workers.push(worker);
-                        states.push(if state.is_terminal() {
-                            state.as_str()
-                        } else {
-                            State::InfrastructureError.as_str()
-                        });
-                        seqs.push(seq);
-                        causes.push(cause);
-                    }
-                    if !t_ids.is_empty() {
-                        tx.execute(
-                            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
-                            &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
-                        )
-                        .await?;
-                    }
-                    let terminals = vec![State::InfrastructureError.as_str(); ids.len()];
-                    let fenced = vec![true; ids.len()];
-                    tx.execute(
-                        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
-                        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
-                    )
-                    .await?;
-                    tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
-                        .await?;
-                    let settled = settle(tx, &trials, &terminals, &retry, now).await?;
-                    tx.execute(
-                        &tx.prepare_cached(MARK_LOST_SQL).await?,
-                        &[&trials, &workers],
-                    )
-                    .await?;
-                    Ok(ids
-                        .iter()
-                        .zip(trials.iter().zip(workers))
-                        .map(|(id, (trial, worker_id))| Reaped {
-                            attempt_id: *id,
-                            trial_id: *trial,
-                            worker_id,
-                            disposition: match settled.get(trial).map(|s| s.outcome) {
-                                Some(None) => Disposition::Requeued,
-                                Some(Some(outcome)) => Disposition::Done(outcome),
-                                None => Disposition::Done(State::InfrastructureError),
-                            },
-                        })
-                        .collect())
+                    let expired = lease_rows("reap_expired.sql", &rows)?;
+                    close_in(tx, expired, Loss::WentSilent, &retry, now).await
                 })
             })
             .await?;
         Ok(reaped)
+    }
+
+    /// The retry policy of a trial taken back from a lost worker: claimable again at once.
+    /// The worker failed, not the attempt, and rescue takes at most TTL + the reaper's tick.
+    /// (Before, it waited the retry backoff too: 1-2 s for the first rescue of a trial, 4-8 s
+    /// for the third; found by the chaos check.) Infrastructure errors a worker reports still
+    /// back off.
+    fn rescue_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            backoff: Backoff::NONE,
+            jitter: self.retry.jitter.clone(),
+        }
     }
 
     /// Gives every live lease (except released ones) at least `ttl` from now: what a
@@ -212,27 +145,47 @@ impl Scheduler {
 
     /// Takes back at once the leases of `worker_id` other than `keep`: its session broke and
     /// it did not come back within the grace (`only_if_disconnected`: unless a session of it
-    /// is open on any replica), or it came back without them. Returns what
-    /// [`Scheduler::reap`] did with them (and any other expired lease).
+    /// is open on any replica; cause [`Loss::SessionBroke`]), or it came back without them
+    /// ([`Loss::RevokedAtReconnect`]). They are closed in one transaction with that cause
+    /// (never "went silent": the worker was heard to the end), then any other expired lease
+    /// is reaped ([`Scheduler::reap`]). Returns what was done with them all.
     pub async fn release_worker(
         &self,
         worker_id: &str,
         keep: &[Uuid],
         only_if_disconnected: bool,
     ) -> Result<Vec<Reaped>, SchedulerError> {
-        let released = {
-            let client = self.store.client().await?;
-            client
-                .execute(
-                    RELEASE_WORKER_SQL,
-                    &[&worker_id, &keep, &only_if_disconnected],
-                )
-                .await?
+        let loss = if only_if_disconnected {
+            Loss::SessionBroke
+        } else {
+            Loss::RevokedAtReconnect
         };
-        if released == 0 {
-            return Ok(Vec::new());
+        let (worker, keep) = (worker_id.to_string(), keep.to_vec());
+        let now = self.now();
+        let mut released = self
+            .store
+            .tx(|tx| {
+                let retry = self.rescue_policy();
+                let (worker, keep) = (worker.clone(), keep.clone());
+                Box::pin(async move {
+                    super::keyed_plans(tx).await?;
+                    let rows = tx
+                        .query(
+                            &tx.prepare_cached(RELEASE_WORKER_SQL).await?,
+                            &[&worker, &keep, &only_if_disconnected],
+                        )
+                        .await?;
+                    let leases = lease_rows("release_worker.sql", &rows)?;
+                    close_in(tx, leases, loss, &retry, now).await
+                })
+            })
+            .await?;
+        if released.is_empty() {
+            return Ok(released);
         }
-        self.reap(self.now()).await
+        self.wake_if_requeued(&released);
+        released.extend(self.reap(self.now()).await?);
+        Ok(released)
     }
 
     /// Cancels a run: queued items become `cancelled` at once and the run `cancelling`
@@ -279,4 +232,105 @@ impl Scheduler {
             .await?;
         report.ok_or_else(|| SchedulerError::NotFound(format!("run {run_id}")))
     }
+}
+
+/// A lease taken back: its attempt, worker, last stored state and seq, and trial.
+type LeaseRow = (Uuid, String, State, i32, Uuid);
+
+fn lease_rows(
+    query: &'static str,
+    rows: &[tokio_postgres::Row],
+) -> Result<Vec<LeaseRow>, RowError> {
+    crate::rows::all(query, rows, |r| {
+        Ok((
+            col::<Uuid>(r, "attempt_id")?,
+            col::<String>(r, "worker_id")?,
+            // An unknown stored state is an error, never taken as `pending`.
+            parsed(r, "state", State::parse)?,
+            col::<i32>(r, "last_seq")?,
+            col::<Uuid>(r, "trial_id")?,
+        ))
+    })
+}
+
+/// Closes the attempts of `leases` (locked by the caller) taken back for `loss`, in `tx`:
+/// each ends as core's [`close_lost`] says (the lifecycle's `Lost` step after whatever its
+/// worker last reported, a `completed` whose record never arrived included, so the record
+/// assembly accepts the history; its transition at `now`, the scheduler's clock) with the
+/// cause [`Loss::cause`], and is fenced, so its epoch
+/// stays stale; the lease is deleted; the trial is settled by `retry` and remembers the
+/// worker that lost it.
+async fn close_in(
+    tx: &Tx<'_>,
+    leases: Vec<LeaseRow>,
+    loss: Loss,
+    retry: &RetryPolicy,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reaped>, StoreError> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::new();
+    let mut trials = Vec::new();
+    let mut workers: Vec<String> = Vec::new();
+    let mut states = Vec::new();
+    let mut terminals = Vec::new();
+    let mut seqs = Vec::new();
+    let mut causes = Vec::new();
+    let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (id, worker, state, mut seq, trial) in leases {
+        let cause = loss.cause(&worker);
+        let close = close_lost(state);
+        if let Some(step) = close.step {
+            seq += 1;
+            t_ids.push(id);
+            t_seqs.push(seq);
+            t_states.push(step.as_str());
+            t_ats.push(now);
+            t_notes.push(cause.clone());
+        }
+        ids.push(id);
+        trials.push(trial);
+        workers.push(worker);
+        states.push(close.step.unwrap_or(state).as_str());
+        terminals.push(close.terminal.as_str());
+        seqs.push(seq);
+        causes.push(cause);
+    }
+    if !t_ids.is_empty() {
+        tx.execute(
+            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
+            &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
+        )
+        .await?;
+    }
+    let fenced = vec![true; ids.len()];
+    tx.execute(
+        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
+        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
+    )
+    .await?;
+    tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
+        .await?;
+    let settled = settle(tx, &trials, &terminals, retry, now).await?;
+    tx.execute(
+        &tx.prepare_cached(MARK_LOST_SQL).await?,
+        &[&trials, &workers],
+    )
+    .await?;
+    Ok(ids
+        .iter()
+        .zip(trials.iter().zip(workers))
+        .map(|(id, (trial, worker_id))| Reaped {
+            attempt_id: *id,
+            trial_id: *trial,
+            worker_id,
+            disposition: match settled.get(trial).map(|s| s.outcome) {
+                Some(None) => Disposition::Requeued,
+                Some(Some(outcome)) => Disposition::Done(outcome),
+                None => Disposition::Done(State::InfrastructureError),
+            },
+        })
+        .collect())
 }

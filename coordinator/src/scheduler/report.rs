@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use akbench_core::lifecycle::{is_valid_step, State};
+use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -143,7 +143,7 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let results = apply(tx, &batch, &retry, &budgeted, now).await?;
+                        let (results, revoked) = apply(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -165,13 +165,14 @@ impl Scheduler {
                                     .await?;
                             }
                         }
-                        Ok((results, got))
+                        Ok((results, got, revoked))
                     })
                 })
                 .await;
             match result {
-                Ok((results, got)) => {
+                Ok((results, got, revoked)) => {
                     assigned = got;
+                    self.revoked(&revoked);
                     let requeued = results.iter().any(|(_, o)| {
                         matches!(o, Ok(ReportAck::Finished(Some(Disposition::Requeued))))
                     });
@@ -372,7 +373,8 @@ async fn apply(
     retry: &super::RetryPolicy,
     budgeted: &super::budget::BudgetedRuns,
     now: DateTime<Utc>,
-) -> Result<Vec<(usize, Outcome)>, StoreError> {
+) -> Result<(Vec<(usize, Outcome)>, Vec<super::Revoked>), StoreError> {
+    let mut revoked = Vec::new();
     let mut ids: Vec<Uuid> = batch.iter().map(|(_, r)| r.attempt_id()).collect();
     ids.sort();
     ids.dedup();
@@ -535,7 +537,9 @@ async fn apply(
                     .unwrap_or("")
             })
             .collect();
-        super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now).await?;
+        revoked.extend(
+            super::routes::note_finished(tx, &trials, &terminals, &causes, &settled, now).await?,
+        );
         for (i, _, trial, terminal) in &finishing {
             let d = match settled.get(trial).map(|s| s.outcome) {
                 Some(None) => Disposition::Requeued,
@@ -550,7 +554,7 @@ async fn apply(
     if !record_runs.is_empty() {
         let runs = budgeted.of(tx, &record_runs).await?;
         if !runs.is_empty() {
-            super::budget::enforce(tx, &runs).await?;
+            revoked.extend(super::budget::enforce(tx, &runs, now).await?);
         }
     }
     if !writes.quarantine.is_empty() {
@@ -565,7 +569,7 @@ async fn apply(
         )
         .await?;
     }
-    Ok(out)
+    Ok((out, revoked))
 }
 
 /// A trial [`settle`] decided: its outcome (`None`: re-queued) and its provider route.
@@ -664,12 +668,13 @@ async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Resul
     Ok(())
 }
 
-/// The state a transition at `last_seq + 1` steps from (`None`: the implicit start).
+/// Whether a worker's transition at `last_seq + 1` to `to` is a step it may take (from the
+/// implicit start when nothing is stored). The coordinator's own step (`Lost`) is not one.
 fn step_allowed(row_state: State, last_seq: u32, to: State) -> bool {
     if last_seq == 0 {
-        to == State::Pending || is_valid_step(State::Pending, to)
+        to == State::Pending || is_worker_step(State::Pending, to)
     } else {
-        is_valid_step(row_state, to)
+        is_worker_step(row_state, to)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Provider route pauses in PostgreSQL (`route_pauses`, migration 0010): when attempts end,
 //! [`note_finished`] feeds each one on a route to core's [`route_pause::next`] in the same
 //! transaction that settles them; `claim_candidates.sql` skips the work items of a paused
-//! route.
+//! route, and the unstarted leases of a paused route are taken back ([`super::revoke`]).
 //!
 //! [`route_pause::next`]: akbench_core::route_pause::next
 
@@ -31,7 +31,7 @@ pub(super) async fn note_finished(
     causes: &[&str],
     settled: &HashMap<Uuid, Settled>,
     now: DateTime<Utc>,
-) -> Result<(), StoreError> {
+) -> Result<Vec<super::revoke::Revoked>, StoreError> {
     let mut route_of: BTreeMap<Uuid, String> = BTreeMap::new();
     let mut unsettled: Vec<Uuid> = Vec::new();
     for trial in trials {
@@ -56,7 +56,7 @@ pub(super) async fn note_finished(
         })?);
     }
     if route_of.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut routes: Vec<String> = route_of.values().cloned().collect();
     routes.sort();
@@ -92,5 +92,11 @@ pub(super) async fn note_finished(
         tx.execute(&update, &[route, &failures, &s.paused_until, &s.last_error])
             .await?;
     }
-    Ok(())
+    // A paused route holds for prefetched work too: its unstarted leases are taken back.
+    let paused: Vec<String> = states
+        .iter()
+        .filter(|(_, s)| s.paused_until.is_some_and(|until| until > now))
+        .map(|(route, _)| route.clone())
+        .collect();
+    super::revoke::revoke_unstarted(tx, &[], &paused, now).await
 }

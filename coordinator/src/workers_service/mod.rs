@@ -5,8 +5,8 @@
 //!    `Hello` (empty or over-long worker id), ends the stream with `INVALID_ARGUMENT`. The
 //!    coordinator registers the worker (upsert of `workers`), checks the re-presented held
 //!    leases (valid ones are kept and extended, the others are listed in
-//!    `Welcome.revoked_attempt_ids`) and answers `Welcome` (lease TTL, heartbeat interval =
-//!    TTL / 3).
+//!    `Welcome.revoked_attempt_ids`) and answers `Welcome` (lease TTL, heartbeat interval:
+//!    [`LeaseTiming::heartbeat`], `--heartbeat-interval-ms`, by default TTL / 3).
 //! 2. While the worker has free slots (its `Hello.slots` minus the attempts it holds) and is
 //!    not draining, the coordinator claims up to that many items and sends one `Assignment`
 //!    each. It tries again when work is enqueued or re-queued in this process (a `Notify`),
@@ -21,10 +21,10 @@
 //!    `UNAVAILABLE` (the database failed; send again). A refused message changes nothing.
 //! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts;
 //!    [`WorkersService::drain_all`] sends `Drain` (no more assignments). The reaper
-//!    ([`WorkersService::spawn_reaper`], every [`reap_interval`]) takes back expired leases and sends
+//!    ([`WorkersService::spawn_reaper`], every [`LeaseTiming::reap_interval`]) takes back expired leases and sends
 //!    `Cancel` ("lease expired") to their worker when it is still connected.
 //! 5. When the stream ends the session is forgotten; unless the worker opens a new session
-//!    within [`session_grace`], its leases are released and reaped at once. A worker that
+//!    within [`LeaseTiming::session_grace`], its leases are released and reaped at once. A worker that
 //!    opens a session without leases the coordinator has for it gets those released at once.
 //! 6. A worker is alive while it is heard from (any message) within the lease TTL, in this
 //!    process's memory: a silent one (frozen, or its network gone) gets no new work, is not
@@ -59,6 +59,7 @@ use uuid::Uuid;
 use crate::metrics::Metrics;
 use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 
 pub use convert::wire_state;
 
@@ -74,6 +75,28 @@ pub struct WorkersConfig {
     pub poll_interval: Duration,
     /// The most slots one worker may claim (larger `Hello.slots` are capped).
     pub max_slots: u32,
+    /// The heartbeat interval asked of workers (`None`: a third of the TTL); see
+    /// [`WorkersConfig::timing`].
+    pub heartbeat_interval: Option<Duration>,
+}
+
+impl WorkersConfig {
+    /// The lease timing (core's one type): TTL, heartbeat interval, reap interval, session
+    /// grace; an error for a combination that cannot work (the server refuses it at start).
+    pub fn try_timing(&self) -> Result<LeaseTiming, LeaseTimingError> {
+        LeaseTiming::new(self.lease_ttl, self.heartbeat_interval)
+    }
+
+    /// [`WorkersConfig::try_timing`]; a combination that cannot work (only possible when
+    /// built by hand, the server checks it at start) falls back to the TTL's defaults.
+    pub fn timing(&self) -> LeaseTiming {
+        self.try_timing()
+            .or_else(|_| LeaseTiming::new(self.lease_ttl, None))
+            .unwrap_or_else(|_| {
+                LeaseTiming::new(Duration::from_secs(30), None)
+                    .expect("the default lease timing is valid")
+            })
+    }
 }
 
 impl Default for WorkersConfig {
@@ -82,6 +105,7 @@ impl Default for WorkersConfig {
             lease_ttl: Duration::from_secs(30),
             poll_interval: Duration::from_millis(250),
             max_slots: 256,
+            heartbeat_interval: None,
         }
     }
 }
@@ -296,10 +320,26 @@ pub struct WorkersService {
 impl WorkersService {
     /// A service over `scheduler`.
     pub fn new(scheduler: Scheduler, config: WorkersConfig) -> Self {
+        let registry = Arc::new(Registry::default());
+        // A budget stop or a route pause took back leases whose attempts had not started
+        // (prefetched): their workers must not start them.
+        let to = Arc::clone(&registry);
+        scheduler.on_revoked(move |revoked| {
+            for r in revoked {
+                to.send(
+                    &r.worker_id,
+                    Control::Cancel {
+                        attempt_id: r.attempt_id,
+                        reason: r.reason.clone(),
+                        forget: true,
+                    },
+                );
+            }
+        });
         Self {
             scheduler,
             config: Arc::new(config),
-            registry: Arc::new(Registry::default()),
+            registry,
             metrics: Arc::new(Metrics::default()),
         }
     }
@@ -362,7 +402,7 @@ impl WorkersService {
             .count()
     }
 
-    /// Starts the reaper: every [`reap_interval`], it first extends the leases that workers
+    /// Starts the reaper: every [`LeaseTiming::reap_interval`], it first extends the leases that workers
     /// it still hears listed in heartbeats the database did not take (an outage), then
     /// [`Scheduler::reap`]s at the scheduler's clock and sends `Cancel` to each reaped
     /// attempt's worker when it is still connected here. Silence is judged by what this
@@ -374,7 +414,7 @@ impl WorkersService {
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(reap_interval(this.config.lease_ttl));
+            let mut tick = tokio::time::interval(this.config.timing().reap_interval());
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut clocks_restarted = false;
             loop {
@@ -466,12 +506,12 @@ impl WorkersService {
     }
 
     /// After a session of `worker_id` ended: unless the worker opened a new session within
-    /// [`session_grace`], its leases are released at once (fencing makes that safe) instead
+    /// [`LeaseTiming::session_grace`], its leases are released at once (fencing makes that safe) instead
     /// of waiting for them to expire.
     pub(crate) fn release_after_grace(&self, worker_id: String) {
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(session_grace(this.config.lease_ttl)).await;
+            tokio::time::sleep(this.config.timing().session_grace()).await;
             if this.registry.has(&worker_id) {
                 return;
             }
@@ -492,20 +532,6 @@ impl WorkersService {
             }
         });
     }
-}
-
-/// How often the reaper runs for a lease TTL: half the TTL, at most 1 s, so that rescue
-/// takes at most TTL + 1 s (plus the pass itself).
-pub fn reap_interval(ttl: Duration) -> Duration {
-    (ttl / 2)
-        .min(Duration::from_secs(1))
-        .max(Duration::from_millis(10))
-}
-
-/// How long a worker whose session broke has to open a new one before its leases are
-/// released: a third of the TTL (its heartbeat interval), at most 2 s.
-pub fn session_grace(ttl: Duration) -> Duration {
-    (ttl / 3).min(Duration::from_secs(2))
 }
 
 #[tonic::async_trait]

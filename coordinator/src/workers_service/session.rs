@@ -226,7 +226,8 @@ impl Session {
         let ttl = service.config.lease_ttl;
         let welcome = Welcome {
             lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
-            heartbeat_interval_ms: u64::try_from((ttl / 3).as_millis()).unwrap_or(u64::MAX),
+            heartbeat_interval_ms: u64::try_from(service.config.timing().heartbeat().as_millis())
+                .unwrap_or(u64::MAX),
             revoked_attempt_ids: revoked,
         };
         let _ = out.send(msg(Out::Welcome(welcome))).await;

@@ -140,6 +140,7 @@ pub async fn serve(s: &Scheduler, ttl: Duration) -> (WorkersService, SocketAddr)
             lease_ttl: ttl,
             poll_interval: Duration::from_millis(100),
             max_slots: 64,
+            heartbeat_interval: None,
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -293,3 +293,59 @@ fn caps_admit_until_the_first_full_one() {
         assert_eq!(within_caps(&view), want, "{view:?}");
     }
 }
+
+#[test]
+fn a_lost_attempt_ends_infrastructure_error_after_whatever_its_worker_reported() {
+    use crate::lifecycle::{is_valid_step, ALL_STATES};
+    for state in ALL_STATES {
+        let close = close_lost(state);
+        assert_eq!(close.terminal, State::InfrastructureError, "{state:?}");
+        match close.step {
+            // Already there: nothing appended.
+            None => assert_eq!(state, State::InfrastructureError),
+            Some(step) => {
+                assert_eq!(step, State::InfrastructureError);
+                assert!(is_valid_step(state, step), "{state:?} -> {step:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_loss_has_its_own_cause_naming_the_worker() {
+    let causes: Vec<String> = Loss::ALL.iter().map(|l| l.cause("w-7")).collect();
+    for (l, c) in Loss::ALL.iter().zip(&causes) {
+        assert!(c.contains("w-7"), "{c}");
+        assert_eq!(Loss::parse(l.as_str()), Some(*l));
+        assert_eq!(c.contains("silent"), *l == Loss::WentSilent, "{c}");
+    }
+    let mut unique = causes.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), causes.len());
+}
+
+#[test]
+fn only_the_coordinators_cancel_makes_an_attempt_cancelled() {
+    use crate::lifecycle::Event;
+    let (e, cause) = Stop::Cancelled.end("while the agent ran");
+    assert_eq!(
+        (e, cause.as_str()),
+        (Event::Cancel, "cancelled while the agent ran")
+    );
+    assert_eq!(Stop::Cancelled.end("").1, "cancelled");
+    let (e, cause) = Stop::Interrupted("worker w drained".into()).end("while evaluating");
+    assert_eq!(e, Event::InfrastructureFailed);
+    assert_eq!(
+        cause,
+        "interrupted by its worker while evaluating: worker w drained"
+    );
+    // The same bucket as the trial-level rule gives a `cancelled` an old worker reports
+    // while its run is not being cancelled.
+    for run in RunState::ALL {
+        let from_interrupt = crate::lifecycle::apply(State::Executing, e).unwrap();
+        if !run.is_cancelling() {
+            assert_eq!(from_interrupt, trial_terminal(State::Cancelled, run));
+        }
+    }
+}

@@ -9,6 +9,8 @@ fn expected(from: State, event: Event) -> Option<State> {
             return Some(S::Evaluating)
         }
         (_, E::Regrade) => return None,
+        (S::InfrastructureError, E::Lost) => return None,
+        (_, E::Lost) => return Some(S::InfrastructureError),
         _ => {}
     }
     if from.is_terminal() {
@@ -68,29 +70,38 @@ fn every_state_event_pair_matches_the_table() {
     }
     // 9 Advance + Complete + FinishUngraded + 2 AgentFailed + AgentTimedOut
     // + 7 Rejected + 10 InfrastructureFailed + EvaluationFailed + 10 Cancel + 3 Regrade
-    assert_eq!(allowed, 9 + 1 + 1 + 2 + 1 + 7 + 10 + 1 + 10 + 3);
+    // + 17 Lost (every state but infrastructure_error)
+    assert_eq!(allowed, 9 + 1 + 1 + 2 + 1 + 7 + 10 + 1 + 10 + 3 + 17);
 }
 
 #[test]
-fn no_way_out_of_a_terminal_state_but_a_regrade_of_executed_work() {
+fn no_way_out_of_a_terminal_state_but_a_regrade_of_executed_work_or_the_coordinators_loss() {
     for from in ALL_STATES.into_iter().filter(|s| s.is_terminal()) {
         let regradable = matches!(
             from,
             State::NotGraded | State::Completed | State::EvaluationError
         );
+        let losable = from != State::InfrastructureError;
         for event in ALL_EVENTS {
             let ok = apply(from, event).is_ok();
             assert_eq!(
                 ok,
-                regradable && event == Event::Regrade,
+                (regradable && event == Event::Regrade) || (losable && event == Event::Lost),
                 "{from:?} {event:?}"
             );
         }
         for to in ALL_STATES {
             assert_eq!(
                 is_valid_step(from, to),
-                regradable && to == State::Evaluating,
+                (regradable && to == State::Evaluating)
+                    || (losable && to == State::InfrastructureError),
                 "{from:?} -> {to:?}"
+            );
+            // A worker never takes the coordinator's step.
+            assert_eq!(
+                is_worker_step(from, to),
+                regradable && to == State::Evaluating,
+                "worker {from:?} -> {to:?}"
             );
         }
     }

@@ -228,8 +228,13 @@ async fn follow(
         .await
         .map_err(|s| c.error(s))?
         .into_inner();
-    if let Err(e) = crate::remote::records::export(&c, &run, out, &[]).await {
-        eprintln!("akbench sweep: exporting records failed: {e:#}");
+    match crate::remote::records::export(&c, &run, out, &[]).await {
+        Err(e) => eprintln!("akbench sweep: exporting records failed: {e:#}"),
+        Ok(exported) => {
+            for (key, why) in &exported.unexported {
+                eprintln!("akbench sweep: failed to export the record of trial {key}: {why}");
+            }
+        }
     }
     Ok((serde_json::from_str(&r.report_json)?, interrupted))
 }

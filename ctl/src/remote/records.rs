@@ -30,6 +30,7 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         summary,
         planned,
         written,
+        unexported,
     } = export(&c, &args.run.run, &args.out, &args.trials).await?;
     let coverage = coverage_of(planned, &written)?;
     if args.run.json {
@@ -41,6 +42,10 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             "records": written.len(),
             "coverage": coverage.ratio(),
             "covered": coverage.covered,
+            "not_exported": unexported.iter().map(|(key, why)| serde_json::json!({
+                "key": key,
+                "why": why,
+            })).collect::<Vec<_>>(),
             "trials": written.iter().map(|(r, key, path)| serde_json::json!({
                 "ordinal": r.ordinal,
                 "key": key,
@@ -60,7 +65,22 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             args.out.display()
         );
     }
-    Ok(exit::OK)
+    // A trial the coordinator counts as ended (status and reconcile do) but could not
+    // export is named, and the command fails: the export is not the run.
+    for (key, why) in &unexported {
+        eprintln!("error: failed to export the record of trial {key}: {why}");
+    }
+    if unexported.is_empty() {
+        Ok(exit::OK)
+    } else {
+        eprintln!(
+            "{} ended trials of run {} have no record in {}; the coordinator logged why",
+            unexported.len(),
+            summary.run_key,
+            args.out.display()
+        );
+        Ok(exit::NEGATIVE)
+    }
 }
 
 /// The coverage of the records written (core's one definition): every planned trial is the
@@ -98,9 +118,12 @@ pub struct Exported {
     pub planned: usize,
     /// Each record written, its trial key and path.
     pub written: Vec<(pb::RunRecord, String, PathBuf)>,
+    /// Each trial the coordinator counts as ended but could not export: its key and why.
+    pub unexported: Vec<(String, String)>,
 }
 
-/// Writes every accepted record of `run` (or only `trials`) under `out`, in plan order.
+/// Writes every accepted record of `run` (or only `trials`) under `out`, in plan order, and
+/// lists the trials the coordinator said it could not export.
 pub async fn export(
     c: &Client,
     run: &str,
@@ -134,6 +157,7 @@ pub async fn export(
         .map_err(|s| c.error(s))?
         .into_inner();
     let mut written = Vec::new();
+    let mut unexported = Vec::new();
     while let Some(r) = stream.message().await.map_err(|s| c.error(s))? {
         let Some(key) = keys.get(&r.trial_id) else {
             anyhow::bail!(
@@ -143,6 +167,10 @@ pub async fn export(
                 summary.run_key
             );
         };
+        if !r.not_exported.is_empty() {
+            unexported.push((key.to_string(), r.not_exported));
+            continue;
+        }
         let digest = digest_bytes(r.record_json.as_bytes());
         if digest != r.digest {
             anyhow::bail!(
@@ -158,6 +186,7 @@ pub async fn export(
         summary,
         planned: plan.trials.len(),
         written,
+        unexported,
     })
 }
 

@@ -79,6 +79,7 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         "planned": s.planned,
         "queued": s.queued,
         "running": s.running,
+        "prefetched": s.prefetched,
         "finished": s.finished,
         "work_items": map(&s.work_items),
         "phases": map(&s.phases),
@@ -173,8 +174,17 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "state      {}", state_name(run.state));
     let _ = writeln!(
         o,
-        "trials     {} planned  {} queued  {} running  {} finished  {} retries",
-        s.planned, s.queued, s.running, s.finished, s.retries
+        "trials     {} planned  {} queued  {} running{}  {} finished  {} retries",
+        s.planned,
+        s.queued,
+        s.running,
+        if s.prefetched > 0 {
+            format!("  {} prefetched", s.prefetched)
+        } else {
+            String::new()
+        },
+        s.finished,
+        s.retries
     );
     let _ = writeln!(o, "phases     {}", counts(&s.phases));
     let _ = writeln!(o, "outcomes   {}", outcomes(&s.outcomes));

@@ -140,6 +140,10 @@ impl GrpcBackend {
             .await;
         let mut out = Vec::new();
         self.drain(&what, opened, |m| {
+            if !m.not_exported.is_empty() {
+                // A trial the coordinator counts but cannot export: nothing to show.
+                return Ok(());
+            }
             let r: RunRecord = serde_json::from_str(&m.record_json)
                 .map_err(|e| SourceError::read(&what, format!("a record does not parse: {e}")))?;
             out.push(r);

@@ -196,8 +196,16 @@ pub(super) fn grade(
             )
             .is_err()
             {
-                let cause = "cancelled while grading".to_string();
-                push(&mut record, State::Cancelled, Some(cause.clone()));
+                // A cancel, or the worker's own interruption (core::dispatch::Stop).
+                let stop = cancel
+                    .stop()
+                    .unwrap_or(akbench_core::dispatch::Stop::Cancelled);
+                let (event, cause) = stop.end("while grading");
+                let state = match event {
+                    akbench_core::lifecycle::Event::Cancel => State::Cancelled,
+                    _ => State::InfrastructureError,
+                };
+                push(&mut record, state, Some(cause.clone()));
                 record.cause = Some(cause);
             }
         }

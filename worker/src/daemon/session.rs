@@ -648,8 +648,14 @@ impl Supervisor {
         }
         for (id, e) in &self.attempts {
             if e.running {
-                tracing::info!(attempt_id = %id, "grace period over: cancelling");
-                e.cancel.cancel();
+                tracing::info!(attempt_id = %id, "grace period over: interrupting");
+                // The worker's doing, not a user's cancel: the attempt ends
+                // `infrastructure_error` (core::dispatch::Stop), retried within budget.
+                e.cancel.interrupt(&format!(
+                    "worker {} drained and its grace of {}s ran out",
+                    self.config.worker_id,
+                    self.config.grace.as_secs_f64()
+                ));
             }
         }
     }

@@ -241,13 +241,13 @@ fn drive(
 ) {
     let task = req.task;
     let agent = req.agent;
-    let cancelled = |r: &mut Run<'_>| {
-        if cancel.is_cancelled() {
-            r.step(Event::Cancel, Some("cancelled".into()));
+    let cancelled = |r: &mut Run<'_>| match cancel.stop() {
+        Some(stop) => {
+            let (event, cause) = stop.end("");
+            r.step(event, Some(cause));
             true
-        } else {
-            false
         }
+        None => false,
     };
 
     // PREPARING: the attempt's folders.
@@ -520,6 +520,11 @@ fn drive(
         req.options.provider_grace,
         || adapter.refused_to_start(&stdout, &stderr),
     );
+    // Stopped by its own worker (a drain whose grace ran out), not by a cancel: the host's
+    // doing (core::dispatch::Stop).
+    if let (Some((Event::Cancel, _)), Some(stop)) = (&agent_event, cancel.stop()) {
+        agent_event = Some(stop.end("while the agent ran"));
+    }
 
     // COLLECTING (also done, best effort, for an agent that failed or timed out, so its diff
     // is on record).
@@ -641,7 +646,13 @@ fn drive(
                 let _ = std::fs::write(report_path, report);
                 end!(r, Event::EvaluationFailed, cause);
             }
-            EvalResult::Cancelled => end!(r, Event::Cancel, "cancelled while evaluating".into()),
+            EvalResult::Cancelled => {
+                let (event, cause) = cancel
+                    .stop()
+                    .unwrap_or(akbench_core::dispatch::Stop::Cancelled)
+                    .end("while evaluating");
+                end!(r, event, cause)
+            }
         }
     } else {
         r.advance(Some(crate::regrade::NOT_REQUESTED.into()));

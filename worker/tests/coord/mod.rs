@@ -113,6 +113,7 @@ impl Coord {
                 lease_ttl,
                 poll_interval: Duration::from_millis(50),
                 max_slots: 256,
+                heartbeat_interval: None,
             },
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,0 +1,8 @@
+-- The work items of revoked unstarted attempts ($1 trial ids) go back to `ready`, the attempt
+-- given back to their retry budget (budget_from + 1): it never ran. A budget stop then
+-- cancels them with its ready items (budget_cancel.sql); a paused route's wait for its pause
+-- to end (claim_candidates.sql skips paused routes). $2 now, the scheduler's clock (ready
+-- at once: docs/testing.md, "Clocks").
+UPDATE work_items
+SET state = 'ready', budget_from = budget_from + 1, ready_at = $2, updated_at = now()
+WHERE trial_id = ANY ($1::uuid[]) AND state = 'leased'
