@@ -40,11 +40,17 @@ pub const MAX_PAGE_SIZE: u32 = 500;
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 /// Rows per `ListTrialRows` message (about 100 KiB).
 pub const TRIAL_ROW_BATCH: usize = 1000;
-/// Largest request accepted, in bytes: near the largest legitimate message (a plan streams
-/// in chunks of about 256 KiB after a first chunk holding the spec; `SubmitPlan` in one
-/// message and `Reconcile`'s observations fit plans of some 20,000 trials). A larger message
-/// is refused by its length before it is decoded.
-pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+/// Largest request accepted, in bytes: near the largest legitimate message. A plan streams
+/// in chunks of about 256 KiB after a first chunk holding the spec; the largest single
+/// messages are `SubmitPlan` (older clients) and `Reconcile`, whose observations file comes
+/// whole (a few hundred bytes per trial: some 100,000 trials fit). A larger message is
+/// refused by its length before it is decoded, so a client cannot make the coordinator
+/// hold more than this (a 400 MB `SubmitPlan` once took it from 21 MB to 862 MB).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// Largest response, in bytes: responses are the coordinator's own (records stream one
+/// message per trial; a reconcile report or a spec diff of a large plan can be large), so
+/// this only guards against a runaway, as the clients' own 512 MiB limit does.
+pub const MAX_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -76,7 +82,7 @@ impl ControlService {
     > {
         let server = ControlServer::new(self)
             .max_decoding_message_size(MAX_REQUEST_BYTES)
-            .max_encoding_message_size(MAX_REQUEST_BYTES);
+            .max_encoding_message_size(MAX_RESPONSE_BYTES);
         tonic::service::interceptor::InterceptedService::new(
             server,
             auth::control_interceptor(tokens),

@@ -142,11 +142,11 @@ async fn identifiers_and_sizes_from_a_client_are_refused_with_a_status_naming_th
         Code::InvalidArgument,
         &["trials"],
     ));
-    // 20 MiB in one message: refused by its length, not decoded (the cap is near the
+    // 80 MiB in one message: refused by its length, not decoded (the 64 MiB cap is near the
     // largest legitimate message; plans stream in chunks).
     let r = client
         .submit_plan(pb::SubmitPlanRequest {
-            spec_json: "x".repeat(20 << 20),
+            spec_json: "x".repeat(80 << 20),
             spec_digest: String::new(),
             plan_json: String::new(),
             plan_digest: String::new(),
@@ -154,7 +154,7 @@ async fn identifiers_and_sizes_from_a_client_are_refused_with_a_status_naming_th
         .await
         .map(drop);
     outcomes.push((
-        "submit plan: 20 MiB message",
+        "submit plan: 80 MiB message",
         r,
         Code::OutOfRange,
         &["too large"],
