@@ -91,8 +91,8 @@ fn records(dir: &Path, run_key: &str) -> BTreeMap<String, Value> {
 /// Fields that differ between any two runs of the same plan (docs/record.md, "Comparing
 /// records"): identities, times, durations, the worker id, the evaluator's verbatim report
 /// (it prints its own timings and the attempt's paths; `grade.tests` holds the per-test
-/// results and is compared), and who wrote the record file (`akbench` or
-/// `akbench-coordinator`).
+/// results and is compared), who wrote the record file (`akbench` or
+/// `akbench-coordinator`), and the tripwire's random name (`grade.tripwire.name`).
 const MASKED: &[&str] = &[
     "id",
     "key",
@@ -113,6 +113,11 @@ fn mask(v: &mut Value, run_key: &str) {
     match v {
         Value::Object(m) => {
             for (k, x) in m.iter_mut() {
+                if k == "tripwire" {
+                    if let Some(name) = x.get_mut("name") {
+                        *name = Value::String("<masked>".into());
+                    }
+                }
                 if MASKED.contains(&k.as_str()) {
                     *x = Value::String("<masked>".into());
                 } else {

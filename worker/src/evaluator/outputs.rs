@@ -12,7 +12,7 @@ use std::path::Path;
 /// The most a reward file may hold.
 pub const REWARD_CAP: u64 = 4 * 1024;
 /// The most a JUnit report may hold.
-pub const JUNIT_CAP: u64 = 8 * 1024 * 1024;
+pub const JUNIT_CAP: u64 = 64 * 1024 * 1024;
 
 /// Why a verifier output could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]

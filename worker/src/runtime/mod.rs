@@ -436,6 +436,13 @@ pub const TMPFS_IN_SANDBOX: &[&str] = &["tmp", "dev/shm"];
 /// Bytes used in the private tmpfs folders ([`TMPFS_IN_SANDBOX`]) of the sandbox whose
 /// processes are `members`: read through the first member in another mount namespace
 /// (bwrap's first process is still in the host's).
+///
+/// Only the sandbox's own tmpfs mounts count: a folder that is not a tmpfs, or is the same
+/// file system as this process sees at that path, is not yet (or no longer) the sandbox's
+/// private mount and counts 0. Before, while bwrap was still setting up its new mount
+/// namespace, `/proc/PID/root/tmp` was the host's `/tmp`, and the whole root file system's
+/// usage (gigabytes) was counted against the agent's `disk_mb`: the disk watch killed a
+/// healthy agent and the trial was recorded as the agent's failure.
 pub fn sandbox_tmpfs_usage(members: &[i32]) -> u64 {
     let own = std::fs::read_link("/proc/self/ns/mnt").ok();
     for pid in members {
@@ -445,25 +452,44 @@ pub fn sandbox_tmpfs_usage(members: &[i32]) -> u64 {
         }
         let mut total = 0;
         for t in TMPFS_IN_SANDBOX {
-            total += tmpfs_used(&format!("/proc/{pid}/root/{t}"));
+            total += private_tmpfs_used(&format!("/proc/{pid}/root/{t}"), &format!("/{t}"));
         }
         return total;
     }
     0
 }
 
-fn tmpfs_used(path: &str) -> u64 {
+/// `statfs(2)`'s magic number of a tmpfs.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Bytes used on the tmpfs at `path` when it is a tmpfs other than the one this process
+/// sees at `host` (see [`sandbox_tmpfs_usage`]), else 0.
+fn private_tmpfs_used(path: &str, host: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inside) = std::fs::metadata(path) else {
+        return 0;
+    };
+    if std::fs::metadata(host).is_ok_and(|h| h.dev() == inside.dev()) {
+        return 0;
+    }
     let Ok(c) = std::ffi::CString::new(path) else {
         return 0;
     };
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: a NUL-terminated path and a buffer of the right type.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+    if unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
         return 0;
     }
-    // SAFETY: statvfs succeeded and filled the buffer.
+    // SAFETY: statfs succeeded and filled the buffer.
     let st = unsafe { st.assume_init() };
-    st.f_blocks.saturating_sub(st.f_bfree) * st.f_frsize
+    #[allow(clippy::unnecessary_cast)] // f_type's type differs between libc targets
+    if st.f_type as i64 != TMPFS_MAGIC {
+        return 0;
+    }
+    let blocks = u64::try_from(st.f_blocks).unwrap_or(0);
+    let free = u64::try_from(st.f_bfree).unwrap_or(0);
+    let size = u64::try_from(st.f_bsize).unwrap_or(0);
+    blocks.saturating_sub(free).saturating_mul(size)
 }
 
 /// Bytes allocated on disk under `roots` (symlinks not followed).
@@ -492,6 +518,41 @@ pub fn disk_usage(roots: &[PathBuf]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process in a new mount namespace that has not mounted the sandbox's tmpfs yet (as
+    /// bwrap is while it sets up) sees the host's `/tmp`: that counts nothing against the
+    /// agent's disk limit. Before, the whole root file system's usage counted, and the disk
+    /// watch killed healthy agents under load (an agent failure by the harness's doing).
+    #[test]
+    fn a_sandbox_still_setting_up_counts_no_tmpfs() {
+        const TEST: &str = "a_sandbox_still_setting_up_counts_no_tmpfs";
+        if !bwrap::is_root() {
+            akbench_core::testkit::skip(TEST, "`unshare -m` needs root");
+            return;
+        }
+        let mut child = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sleep", "30"])
+            .spawn()
+            .expect("unshare starts");
+        let pid = i32::try_from(child.id()).unwrap();
+        // Wait until the child is in its own mount namespace (unshare execs sleep after).
+        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let mut entered = false;
+        for _ in 0..500 {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let ns = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+            if comm.trim() == "sleep" && ns.is_some_and(|n| n != own) {
+                entered = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(entered, "unshare -m never entered a mount namespace");
+        let counted = sandbox_tmpfs_usage(&[pid]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(counted, 0, "the host's /tmp and /dev/shm were counted");
+    }
 
     #[test]
     fn errors_name_the_package_and_the_alternative() {
