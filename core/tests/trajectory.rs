@@ -72,6 +72,16 @@ fn check_valid(name: &str, t: &Trajectory) {
     );
     let fm = t.final_metrics.as_ref().unwrap();
     assert_eq!(fm.total_steps, Some(t.steps.len() as u64), "{name}");
+    // For a check with Harbor's own models (scripts/check-atif.py, docs/trajectory.md).
+    if let Some(dir) = std::env::var_os("ATIF_DUMP_DIR") {
+        let file = format!("{}-{}.json", t.agent.name, name.trim_end_matches(".jsonl"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            Path::new(&dir).join(file),
+            serde_json::to_vec_pretty(t).unwrap(),
+        )
+        .unwrap();
+    }
 }
 
 /// The final metrics agree with the parser: prompt tokens are uncached + cached input.
