@@ -14,8 +14,8 @@ use akbench_core::record::{
     WorkspaceFacts,
 };
 use akbench_core::redact::Redactor;
-use akbench_core::trajectory;
 use akbench_core::task::Family;
+use akbench_core::trajectory;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
