@@ -5,9 +5,14 @@
 use akbench_core::trajectory::{validate, Source, Trajectory};
 use serde_json::Value;
 use std::ffi::OsString;
+use std::io::BufRead as _;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
+/// Shared with the viewer tests; this file uses only part of it.
+#[allow(dead_code)]
+#[path = "view/chromium.rs"]
+mod chromium;
 mod fake_cli;
 use fake_cli::{fake_agent, repo};
 
@@ -49,10 +54,10 @@ fn tool_calls(t: &Trajectory) -> Vec<(String, bool)> {
         .collect()
 }
 
-#[test]
-fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let agents = tmp.path().join("agents");
+/// `run single` of a fake claude-code agent replaying `success_multi_turn.jsonl`; returns
+/// the record's path.
+fn single_claude(tmp: &Path) -> std::path::PathBuf {
+    let agents = tmp.join("agents");
     std::fs::create_dir_all(&agents).unwrap();
     fake_agent(
         &agents,
@@ -60,7 +65,6 @@ fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
         "claude-code",
         "claude-code/success_multi_turn.jsonl",
     );
-    let out = tmp.path().join("out");
     let single = Command::new(env!("CARGO_BIN_EXE_akbench"))
         .args(["run", "single", "wordcount-001", "--agent", "cc", "--json"])
         .arg("--tasks-root")
@@ -68,9 +72,9 @@ fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
         .arg("--agents-root")
         .arg(&agents)
         .arg("--out")
-        .arg(&out)
+        .arg(tmp.join("out"))
         .arg("--cache")
-        .arg(tmp.path().join("cache"))
+        .arg(tmp.join("cache"))
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&single.stdout).unwrap_or_else(|_| {
@@ -80,7 +84,34 @@ fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
             String::from_utf8_lossy(&single.stderr)
         )
     });
-    let record = Path::new(v["record"].as_str().unwrap()).to_path_buf();
+    Path::new(v["record"].as_str().unwrap()).to_path_buf()
+}
+
+/// `akbench view <out>` on a free port: the child and its URL.
+fn view(out: &Path) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .arg("view")
+        .arg(out)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_string();
+    (child, url)
+}
+
+#[test]
+fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let record = single_claude(tmp.path());
     let dir = record.parent().unwrap();
     assert!(dir.join("a1/trajectory.json").is_file());
 
@@ -137,4 +168,49 @@ fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("failed to find attempt 7"));
+}
+
+#[test]
+fn the_trial_page_shows_the_transcript_in_chromium() {
+    let Some(bin) = chromium::binary() else {
+        return akbench_core::testkit::skip(
+            "the_trial_page_shows_the_transcript_in_chromium",
+            "chromium is not installed (CI installs it in .ci/run)",
+        );
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let record = single_claude(tmp.path());
+    let r: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let (mut child, url) = view(&tmp.path().join("out"));
+    let trial_url = format!("{url}trials/{}", r["trial"]["key"].as_str().unwrap());
+    let profile = tmp.path().join("chromium");
+    let dom = chromium::dump_dom(&bin, &profile, &trial_url);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    chromium::screenshot(&bin, &profile, &trial_url, &shots.join("transcript.png"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(dom.contains("<ol class=\"transcript\">"), "{dom}");
+    // The instruction and five agent steps; every tool call with its output.
+    assert_eq!(dom.matches("<li class=\"step s-user\"").count(), 1, "{dom}");
+    assert_eq!(
+        dom.matches("<li class=\"step s-agent\"").count(),
+        5,
+        "{dom}"
+    );
+    assert_eq!(dom.matches("<div class=\"call\">").count(), 4, "{dom}");
+    assert_eq!(dom.matches("no result recorded").count(), 0, "{dom}");
+    assert!(
+        dom.contains("python -m pytest -x tests/test_parser.py"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("output (error)"),
+        "the failing test's result: {dom}"
+    );
+    assert!(dom.contains("cached) · "), "tokens per step: {dom}");
+    assert!(
+        dom.contains("<pre id=\"console-errors\" hidden=\"\"></pre>"),
+        "{dom}"
+    );
 }

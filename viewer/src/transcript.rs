@@ -126,12 +126,13 @@ fn step(b: &mut String, s: &Step) {
     if !s.message.is_empty() {
         text(b, "msg", "message", &s.message);
     }
-    let results = s.observation.as_ref().map(|o| &o.results[..]).unwrap_or(&[]);
+    let results = s
+        .observation
+        .as_ref()
+        .map(|o| &o.results[..])
+        .unwrap_or(&[]);
     for c in s.tool_calls.iter().flatten() {
-        let args = match c.arguments.get("command").and_then(|v| v.as_str()) {
-            Some(cmd) if c.arguments.len() <= 2 => cmd.to_string(),
-            _ => serde_json::to_string_pretty(&c.arguments).unwrap_or_default(),
-        };
+        let args = arguments(&c.arguments);
         let _ = write!(
             b,
             "<div class=\"call\"><div class=\"call-head\">tool <code>{}</code></div>",
@@ -165,6 +166,30 @@ fn step(b: &mut String, s: &Step) {
         text(b, "out", "result", r.content.as_deref().unwrap_or(""));
     }
     b.push_str("</li>");
+}
+
+/// A tool call's arguments as text: a shell command alone; string arguments as `name: value`
+/// (multi-line values below their name, as written); anything else as pretty JSON.
+fn arguments(args: &serde_json::Map<String, serde_json::Value>) -> String {
+    if let Some(cmd) = args.get("command").and_then(|v| v.as_str()) {
+        if args.len() <= 2 {
+            return cmd.to_string();
+        }
+    }
+    if !args.values().all(|v| v.is_string()) {
+        return serde_json::to_string_pretty(args).unwrap_or_default();
+    }
+    args.iter()
+        .map(|(k, v)| {
+            let v = v.as_str().unwrap_or_default();
+            if v.contains('\n') {
+                format!("{k}:\n{v}")
+            } else {
+                format!("{k}: {v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One text, folded in `<details>` when long.
@@ -282,6 +307,21 @@ mod tests {
         render(&mut b, &t, false);
         assert_eq!(b.matches("<li class=\"step").count(), 1001);
         assert!(b.contains("id=\"step-1001\""));
+    }
+
+    #[test]
+    fn arguments_read_as_written() {
+        let args = |v: serde_json::Value| arguments(v.as_object().unwrap());
+        use serde_json::json;
+        assert_eq!(
+            args(json!({"command": "ls -l", "description": "list"})),
+            "ls -l"
+        );
+        assert_eq!(
+            args(json!({"file_path": "a.py", "new_string": "x\ny"})),
+            "file_path: a.py\nnew_string:\nx\ny"
+        );
+        assert_eq!(args(json!({"n": 1})), "{\n  \"n\": 1\n}");
     }
 
     #[test]
