@@ -89,13 +89,26 @@ pub fn render(b: &mut String, t: &Trajectory, converted: bool) {
             ""
         },
     );
+    let mut previous: Option<chrono::DateTime<chrono::FixedOffset>> = None;
     for s in &t.steps {
-        step(b, s);
+        let at = s.timestamp.as_deref().and_then(parse_time);
+        let since = match (previous, at) {
+            (Some(p), Some(a)) => Some((a - p).num_milliseconds()),
+            _ => None,
+        };
+        step(b, s, since);
+        previous = at.or(previous);
     }
     b.push_str("</ol>");
 }
 
-fn step(b: &mut String, s: &Step) {
+/// An RFC 3339 timestamp (`Z` or an offset).
+fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(s).ok()
+}
+
+/// `s`: one step; `since`: milliseconds since the previous timed step, when both are known.
+fn step(b: &mut String, s: &Step, since: Option<i64>) {
     let source = match s.source {
         Source::System => "system",
         Source::User => "user",
@@ -108,6 +121,13 @@ fn step(b: &mut String, s: &Step) {
     );
     if let Some(ts) = &s.timestamp {
         let _ = write!(b, " · <time>{}</time>", esc(ts));
+    }
+    if let Some(ms) = since.filter(|ms| *ms >= 0) {
+        let _ = write!(
+            b,
+            " · <span class=\"dt\">+{:.1}s</span>",
+            ms as f64 / 1000.0
+        );
     }
     if let Some(m) = &s.model_name {
         let _ = write!(b, " · {}", esc(m));
@@ -307,6 +327,17 @@ mod tests {
         render(&mut b, &t, false);
         assert_eq!(b.matches("<li class=\"step").count(), 1001);
         assert!(b.contains("id=\"step-1001\""));
+    }
+
+    #[test]
+    fn steps_show_the_time_since_the_previous_one() {
+        let text = "{\"type\":\"assistant\",\"timestamp\":\"2026-11-30T21:20:27.000Z\",\"message\":{\"id\":\"a\",\"content\":[{\"type\":\"text\",\"text\":\"one\"}]}}\n\
+                    {\"type\":\"assistant\",\"timestamp\":\"2026-11-30T21:20:29.500Z\",\"message\":{\"id\":\"b\",\"content\":[{\"type\":\"text\",\"text\":\"two\"}]}}\n";
+        let t = from_claude_code(text, Some("go"));
+        let mut b = String::new();
+        render(&mut b, &t, false);
+        assert_eq!(b.matches("class=\"dt\"").count(), 1, "{b}");
+        assert!(b.contains("+2.5s"), "{b}");
     }
 
     #[test]
