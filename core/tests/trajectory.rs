@@ -290,3 +290,15 @@ fn scripted_agents_get_the_instruction_and_their_output() {
     assert_eq!(t.steps[1].message, "working...\nall done");
     assert_eq!(t.agent.version, "v9");
 }
+
+#[test]
+fn a_tool_use_repeated_by_the_stream_is_one_call_with_its_result() {
+    let line = r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":1,"output_tokens":2}}}"#;
+    let result = r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"a.txt"}]}}"#;
+    let t = from_claude_code(&format!("{line}\n{line}\n{result}\n"), None);
+    check_valid("repeated", &t);
+    assert_eq!(t.steps.len(), 1);
+    assert_eq!(t.steps[0].tool_calls.as_ref().unwrap().len(), 1);
+    assert_eq!(t.steps[0].observation.as_ref().unwrap().results.len(), 1);
+    assert_eq!(t.steps[0].metrics.as_ref().unwrap().prompt_tokens, Some(1));
+}

@@ -103,6 +103,10 @@ pub fn from_claude_code(stdout: &str, instruction: Option<&str>) -> Trajectory {
                     let Some(call_id) = block.get("id").and_then(Value::as_str) else {
                         continue;
                     };
+                    if by_call.contains_key(call_id) {
+                        // A block repeated by the stream: one call.
+                        continue;
+                    }
                     let arguments = match block.get("input") {
                         Some(Value::Object(m)) => m.clone(),
                         None | Some(Value::Null) => Map::new(),
