@@ -57,14 +57,14 @@ fn tool_calls(t: &Trajectory) -> Vec<(String, bool)> {
 /// `run single` of a fake claude-code agent replaying `success_multi_turn.jsonl`; returns
 /// the record's path.
 fn single_claude(tmp: &Path) -> std::path::PathBuf {
+    single_fake(tmp, "claude-code", "claude-code/success_multi_turn.jsonl")
+}
+
+/// `run single` of a fake `adapter` agent replaying `fixture`; returns the record's path.
+fn single_fake(tmp: &Path, adapter: &str, fixture: &str) -> std::path::PathBuf {
     let agents = tmp.join("agents");
     std::fs::create_dir_all(&agents).unwrap();
-    fake_agent(
-        &agents,
-        "cc",
-        "claude-code",
-        "claude-code/success_multi_turn.jsonl",
-    );
+    fake_agent(&agents, "cc", adapter, fixture);
     let single = Command::new(env!("CARGO_BIN_EXE_akbench"))
         .args(["run", "single", "wordcount-001", "--agent", "cc", "--json"])
         .arg("--tasks-root")
@@ -168,6 +168,31 @@ fn run_trajectory_prints_the_stored_file_and_converts_older_runs() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("failed to find attempt 7"));
+}
+
+#[test]
+fn a_codex_attempt_stores_its_commands_and_file_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let record = single_fake(tmp.path(), "codex", "codex/success.jsonl");
+    let (code, t, stderr) = trajectory(record.parent().unwrap(), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(t.agent.name, "codex");
+    assert_eq!(t.steps[0].source, Source::User);
+    let names: Vec<&str> = t
+        .steps
+        .iter()
+        .flat_map(|s| s.tool_calls.iter().flatten())
+        .map(|c| c.function_name.as_str())
+        .collect();
+    assert!(names.contains(&"command_execution"), "{names:?}");
+    assert!(names.contains(&"file_change"), "{names:?}");
+    let answered = tool_calls(&t)
+        .into_iter()
+        .zip(&names)
+        .filter(|(_, n)| **n != "todo_list")
+        .all(|((_, answered), _)| answered);
+    assert!(answered, "{t:#?}");
+    assert!(t.final_metrics.unwrap().total_prompt_tokens.is_some());
 }
 
 #[test]
