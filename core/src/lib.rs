@@ -47,6 +47,7 @@ pub mod task;
 pub mod telemetry;
 pub mod test_failure;
 pub mod testkit;
+pub mod trajectory;
 pub mod transport;
 pub mod trial_record;
 pub mod work;

@@ -35,7 +35,9 @@ pub fn emits_events(stdout: &str) -> bool {
 
 /// The JSON objects of a JSON Lines text, in order; anything else (blank lines, log lines,
 /// a truncated last line, arrays, scalars) is skipped. A byte-order mark is ignored.
-fn json_objects(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Value>> + '_ {
+pub(crate) fn json_objects(
+    stdout: &str,
+) -> impl Iterator<Item = serde_json::Map<String, Value>> + '_ {
     stdout.lines().filter_map(|line| {
         let line = line.trim().trim_start_matches('\u{feff}');
         if !line.starts_with('{') {
@@ -49,7 +51,7 @@ fn json_objects(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Va
 }
 
 /// A non-negative integer token or turn count; integral floats (`12.0`) are accepted.
-fn count(v: Option<&Value>) -> Option<u64> {
+pub(crate) fn count(v: Option<&Value>) -> Option<u64> {
     let v = v?;
     v.as_u64().or_else(|| {
         v.as_f64()
@@ -59,7 +61,7 @@ fn count(v: Option<&Value>) -> Option<u64> {
 }
 
 /// The sum of the present values; `None` when none is present.
-fn sum_present(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+pub(crate) fn sum_present(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
     values
         .into_iter()
         .flatten()

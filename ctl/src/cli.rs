@@ -164,10 +164,26 @@ pub enum RunCommand {
     /// Read Harbor's per-trial result.json files into an observations file and reconcile it
     /// against the run's plan (exit 0 valid, 1 invalid or unidentified results).
     ImportHarbor(ImportHarborArgs),
+    /// Print an attempt's agent trajectory (ATIF JSON, docs/trajectory.md): the stored
+    /// `trajectory.json`, or, for older runs, converted from the agent's stored stdout.
+    Trajectory(TrajectoryArgs),
     /// Write one self-contained HTML report of a run (or, with --compare, of two runs
     /// compared): rates with intervals, the task-by-agent matrix, cost and tokens,
     /// infrastructure errors by cause, a timeline of attempts.
     Report(ReportArgs),
+}
+
+/// `akbench run trajectory`.
+#[derive(Debug, Args)]
+pub struct TrajectoryArgs {
+    /// The trial: its folder (holding run_record.json) or the record file itself.
+    pub trial: PathBuf,
+    /// The attempt's number (default: the last attempt whose agent ran).
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// Indent the JSON.
+    #[arg(long)]
+    pub pretty: bool,
 }
 
 /// `akbench run report`.

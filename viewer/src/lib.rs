@@ -5,7 +5,7 @@
 //! matrix, progress); [`live`] words a coordinator run's live status (ETA, workers, paused
 //! routes); [`pages`] renders HTML on the server ([`html`] holds escaping and the page frame);
 //! [`source`] is the data-source trait (folder | coordinator) and the cached coordinator
-//! source; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
+//! source; [`transcript`] renders an attempt's ATIF trajectory on the trial page; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
 //! source. Assets are embedded (`assets/`); nothing is fetched from the network at view time.
 
 pub mod html;
@@ -14,3 +14,4 @@ pub mod model;
 pub mod pages;
 pub mod server;
 pub mod source;
+pub mod transcript;

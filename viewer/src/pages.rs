@@ -377,7 +377,7 @@ pub fn trial(r: &RunRecord, artifacts: &Artifacts) -> String {
         w = esc(&r.written_by),
     );
     for a in &r.attempts {
-        attempt(&mut b, a, artifacts);
+        attempt(&mut b, a, artifacts, &r.agent.adapter);
     }
     digests(&mut b, r);
     let run = (format!("/runs/{}", url(&r.run.key)), r.run.key.clone());
@@ -388,7 +388,7 @@ pub fn trial(r: &RunRecord, artifacts: &Artifacts) -> String {
     page(&r.trial.key, &[run, me], &b)
 }
 
-fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts) {
+fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
     let _ = write!(
         b,
         "<section class=\"attempt\" id=\"attempt-{n}\"><h2>Attempt {n}: {st}</h2>",
@@ -411,6 +411,18 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts) {
             d = p.duration_ms as f64 / 1000.0,
             to = if p.timed_out { " · timed out" } else { "" },
         );
+        if let Artifacts::Folder(root) = dir {
+            match crate::transcript::load(root, adapter, a) {
+                Ok((t, converted)) => crate::transcript::render(b, &t, converted),
+                Err(e) => {
+                    let _ = write!(
+                        b,
+                        "<h3>Transcript</h3><p class=\"refused\">not shown: {}</p>",
+                        esc(&e)
+                    );
+                }
+            }
+        }
         for (path, title) in [
             (&p.stdout_path, "Agent stdout"),
             (&p.stderr_path, "Agent stderr"),

@@ -357,12 +357,20 @@ fn credential_values_never_reach_the_record_or_the_logs() {
         "run_record.json",
         "a1/agent.stdout.log",
         "a1/agent.stderr.log",
+        "a1/trajectory.json",
     ] {
         let text = fs::read_to_string(out.join(f)).unwrap();
         assert!(!text.contains(secret), "{f} leaks the secret");
         seen += usize::from(text.contains("[REDACTED:AKBENCH_TEST_PRESENT_KEY]"));
     }
-    assert_eq!(seen, 2, "both logs show the redaction marker");
+    assert_eq!(
+        seen, 3,
+        "both logs and the trajectory show the redaction marker"
+    );
+    let t: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("a1/trajectory.json")).unwrap()).unwrap();
+    akbench_core::trajectory::validate(&t).unwrap();
+    assert_eq!(t["agent"]["name"], "scripted");
 }
 
 #[test]

@@ -147,6 +147,20 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
             Cli::Claude => assert!(obs.cost_usd.is_some_and(|c| c > 0.0)),
             Cli::Codex => assert_eq!(obs.cost_usd, None, "codex reports no cost"),
         }
+        // The trajectory beside the logs: valid ATIF, the shell call with its result.
+        let path = c.root().join("out/agent/a1/trajectory.json");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        akbench_core::trajectory::validate(&json).unwrap();
+        let t: akbench_core::trajectory::Trajectory = serde_json::from_value(json).unwrap();
+        let calls: Vec<_> = t
+            .steps
+            .iter()
+            .filter_map(|s| s.tool_calls.as_ref().map(|c| (c, s.observation.as_ref())))
+            .collect();
+        assert_eq!(calls.len(), usize::from(fix), "{}", ctx());
+        assert!(calls.iter().all(|(_, o)| o.is_some()), "{}", ctx());
+        assert_eq!(t.final_metrics.unwrap().total_cost_usd, obs.cost_usd);
     } else {
         assert!(obs.provider_error.is_some(), "{}", ctx());
         assert!(obs.error_text.is_some(), "{}", ctx());

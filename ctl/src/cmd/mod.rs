@@ -20,6 +20,7 @@ pub mod sweep_dispatch;
 pub mod sweep_embedded;
 pub mod sweep_local;
 pub mod sweep_routes;
+pub mod trajectory;
 pub mod up;
 pub mod view;
 
@@ -50,6 +51,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::ExportHarbor(args)) => harbor_export::run(args),
         Command::Run(RunCommand::ImportHarbor(args)) => harbor_import::run(args),
         Command::Run(RunCommand::Report(args)) => report::run(args, &cli.remote),
+        Command::Run(RunCommand::Trajectory(args)) => trajectory::run(args),
         Command::Run(
             rc @ (RunCommand::Submit(_)
             | RunCommand::Start(_)

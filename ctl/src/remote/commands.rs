@@ -59,6 +59,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::ExportHarbor(_) => "export-harbor",
         RunCommand::ImportHarbor(_) => "import-harbor",
         RunCommand::Report(_) => "report",
+        RunCommand::Trajectory(_) => "trajectory",
     }
 }
 

@@ -15,6 +15,7 @@ use akbench_core::record::{
 };
 use akbench_core::redact::Redactor;
 use akbench_core::task::Family;
+use akbench_core::trajectory;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -69,6 +70,23 @@ impl Run<'_> {
                     None => msg,
                 });
             }
+        }
+    }
+
+    /// Writes the agent's trajectory (ATIF, converted from its scrubbed stdout) beside its
+    /// logs, scrubbed like them. Best effort: a failure is logged, the attempt goes on.
+    fn write_trajectory(&mut self, path: &Path, adapter: &str, stdout: &str, instruction: &str) {
+        let version = self.provenance.agent_cli_version.clone();
+        let t = trajectory::convert(adapter, stdout, Some(instruction), version.as_deref());
+        let written = serde_json::to_vec_pretty(&t)
+            .map_err(|e| e.to_string())
+            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => self.scrub_file(path),
+            Err(e) => tracing::warn!(
+                "failed to write the trajectory {}: {e}; `akbench run trajectory` converts the agent's stdout instead",
+                path.display()
+            ),
         }
     }
 
@@ -495,6 +513,12 @@ fn drive(
     let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     r.observations = adapter.observe(&stdout, &stderr);
+    r.write_trajectory(
+        &req.artifacts_dir.join(trajectory::FILE_NAME),
+        adapter.name(),
+        &stdout,
+        &task.instruction,
+    );
     let rel = |name: &str| format!("{}/{name}", req.artifacts_rel);
     r.process = Some(ProcessFacts {
         argv: launch.argv.clone(),
