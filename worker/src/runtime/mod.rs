@@ -486,9 +486,13 @@ fn private_tmpfs_used(path: &str, host: &str) -> u64 {
     if st.f_type as i64 != TMPFS_MAGIC {
         return 0;
     }
-    let blocks = u64::try_from(st.f_blocks).unwrap_or(0);
-    let free = u64::try_from(st.f_bfree).unwrap_or(0);
-    let size = u64::try_from(st.f_bsize).unwrap_or(0);
+    // The field types differ between libc targets (u64 here, other widths elsewhere).
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let (blocks, free, size) = (
+        u64::try_from(st.f_blocks).unwrap_or(0),
+        u64::try_from(st.f_bfree).unwrap_or(0),
+        u64::try_from(st.f_bsize).unwrap_or(0),
+    );
     blocks.saturating_sub(free).saturating_mul(size)
 }
 
