@@ -146,16 +146,6 @@ pub fn check(kind: RuntimeKind) -> Result<(), RuntimeError> {
     }
 }
 
-/// The runtime a later grade (regrade, distributed grade) runs the verifier in: `sandbox`
-/// where it works, else `direct`.
-pub fn for_grading() -> RuntimeKind {
-    if sandbox_available().is_ok() {
-        RuntimeKind::Sandbox
-    } else {
-        RuntimeKind::Direct
-    }
-}
-
 /// A process spec ready to spawn, and what must be done once it ended.
 #[derive(Debug)]
 pub struct Prepared {
