@@ -138,6 +138,10 @@ pub struct SpecTask {
     pub tests_digest: String,
     /// Digest of the reference solution, when any.
     pub reference_digest: Option<String>,
+    /// `environment.image` as the task writes it, or pinned to a digest once resolved
+    /// (`registry/repository@sha256:...`); a ready plan holds only pinned images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Effective agent timeout (the manifest's, else the task's).
     pub agent_timeout_sec: f64,
     /// Effective evaluation timeout (the manifest's, else the task's).
@@ -434,6 +438,10 @@ pub fn resolve(
             mutation_digest: t.mutation.as_ref().map(|m| m.1.clone()),
             tests_digest: t.tests_digest.clone(),
             reference_digest: t.reference.as_ref().map(|r| r.1.clone()),
+            image: t.image.as_ref().map(|i| match &i.digest {
+                Some(d) => i.pinned(d),
+                None => i.to_string(),
+            }),
             agent_timeout_sec: compute.agent_timeout_sec.unwrap_or(t.agent_timeout_sec),
             verifier_timeout_sec: compute
                 .verifier_timeout_sec

@@ -342,6 +342,11 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
         mutation_applied: mutation_applied && task.mutation.is_some(),
         tests_digest: task.tests_digest.clone(),
         reference_digest: task.reference.as_ref().map(|(_, d)| d.clone()),
+        image: task.image.as_ref().map(|i| {
+            i.digest
+                .as_deref()
+                .map_or_else(|| i.to_string(), |d| i.pinned(d))
+        }),
     }
 }
 
