@@ -6,6 +6,7 @@
 //! (infrastructure errors only, up to the budget) and writes the record.
 
 mod attempt;
+mod container;
 mod provider_watch;
 
 use crate::adapters::Registry;
@@ -191,6 +192,8 @@ pub struct Orchestrator {
     pub cache: MirrorCache,
     /// Root for per-attempt work folders (worktree, home, evaluation).
     pub work_root: PathBuf,
+    /// The image store's folder (the `container` runtime, [`crate::image::Store`]).
+    pub images: PathBuf,
     /// Adapters.
     pub registry: Registry,
     /// Clock.
@@ -206,6 +209,7 @@ impl Orchestrator {
         Self {
             cache: MirrorCache::new(cache_root.join("mirrors")),
             work_root: cache_root.join("work"),
+            images: cache_root.join("images"),
             registry: Registry::builtin(),
             clock,
             worker_id: crate::provenance::LOCAL_WORKER.to_string(),

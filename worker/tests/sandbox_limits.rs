@@ -92,6 +92,7 @@ fn observe(limits: Limits) -> Vec<(i32, String, String)> {
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
+        container: None,
     };
     let p = prepare(RuntimeKind::Sandbox, spec, &exposure, limits).unwrap();
     let running = spawn(p.spec).unwrap();

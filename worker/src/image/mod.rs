@@ -13,9 +13,11 @@
 
 mod http;
 mod registry;
+mod task;
 mod unpack;
 
 pub use registry::{credentials_file, Client};
+pub use task::{for_task, TaskImageError};
 
 use akbench_core::image::layer::compression;
 use akbench_core::image::manifest::{run_config, RunConfig};
