@@ -230,3 +230,214 @@ fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    enum E<'a> {
+        Dir(&'a str),
+        File(&'a str, &'a str),
+        Link(&'a str, &'a str),
+        Hard(&'a str, &'a str),
+        Char(&'a str),
+        Fifo(&'a str),
+    }
+
+    /// A tar layer of `entries` written to `path`.
+    fn layer(path: &Path, entries: &[E<'_>]) {
+        let mut b = tar::Builder::new(Vec::new());
+        for e in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_mode(0o755);
+            h.set_size(0);
+            let (name, data): (&str, &[u8]) = match e {
+                E::Dir(n) => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    (n, b"")
+                }
+                E::File(n, c) => {
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_mode(0o4755);
+                    h.set_size(c.len() as u64);
+                    (n, c.as_bytes())
+                }
+                E::Link(n, t) | E::Hard(n, t) => {
+                    h.set_entry_type(if matches!(e, E::Link(..)) {
+                        tar::EntryType::Symlink
+                    } else {
+                        tar::EntryType::Link
+                    });
+                    h.set_link_name(t).unwrap();
+                    (n, b"")
+                }
+                E::Char(n) => {
+                    h.set_entry_type(tar::EntryType::Char);
+                    (n, b"")
+                }
+                E::Fifo(n) => {
+                    h.set_entry_type(tar::EntryType::Fifo);
+                    (n, b"")
+                }
+            };
+            // Raw names: `set_path` itself refuses `..`, as a hostile layer would not.
+            let raw = &mut h.as_old_mut().name;
+            raw.fill(0);
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_cksum();
+            b.append(&h, data).unwrap();
+        }
+        std::fs::write(path, b.into_inner().unwrap()).unwrap();
+    }
+
+    fn apply_all(root: &Path, dir: &Path, layers: &[&[E<'_>]]) -> Result<(), String> {
+        for (i, l) in layers.iter().enumerate() {
+            let p = dir.join(format!("l{i}.tar"));
+            layer(&p, l);
+            apply(root, &p, Compression::None, None)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn layers_apply_whiteouts_opaque_folders_links_and_skip_devices() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        use E::*;
+        apply_all(
+            &root,
+            d.path(),
+            &[
+                &[
+                    Dir("./etc/"),
+                    File("./etc/motd", "hello"),
+                    File("./etc/keep", "k"),
+                    Dir("./var/"),
+                    Dir("./var/lib/"),
+                    File("./var/lib/old", "o"),
+                    Dir("./usr/"),
+                    Dir("./usr/bin/"),
+                    Link("./bin", "usr/bin"),
+                    File("./usr/bin/tool", "t"),
+                    Char("./dev-null"),
+                    Fifo("./fifo"),
+                ],
+                &[
+                    File("etc/.wh.motd", ""),
+                    Dir("var/lib/"),
+                    File("var/lib/.wh..wh..opq", ""),
+                    File("var/lib/new", "n"),
+                    // Through the image's own symlink /bin -> usr/bin.
+                    File("bin/other", "o2"),
+                    Hard("etc/keep-link", "etc/keep"),
+                ],
+            ],
+        )
+        .unwrap();
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
+        assert_eq!(read("etc/motd"), None, "whiteout");
+        assert_eq!(read("etc/keep").as_deref(), Some("k"));
+        assert_eq!(read("var/lib/old"), None, "opaque folder");
+        assert_eq!(read("var/lib/new").as_deref(), Some("n"));
+        assert_eq!(read("usr/bin/other").as_deref(), Some("o2"));
+        assert_eq!(read("etc/keep-link").as_deref(), Some("k"));
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &str| std::fs::metadata(root.join(p)).unwrap().ino();
+        assert_eq!(ino("etc/keep"), ino("etc/keep-link"));
+        assert!(!root.join("dev-null").exists() && !root.join("fifo").exists());
+        let mode = std::fs::metadata(root.join("usr/bin/tool")).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "set-uid dropped");
+    }
+
+    #[test]
+    fn no_entry_writes_outside_the_root() {
+        use E::*;
+        let cases: Vec<(&str, Vec<Vec<E<'_>>>, &str)> = vec![
+            ("dotdot", vec![vec![File("../escaped", "x")]], "climbs out"),
+            (
+                "deep",
+                vec![vec![Dir("a/"), File("a/../../escaped", "x")]],
+                "climbs out",
+            ),
+            // An absolute symlink is the image's /, never the host's.
+            (
+                "abs-link",
+                vec![vec![Link("evil", "/"), File("evil/escaped", "x")]],
+                "",
+            ),
+            (
+                "rel-link",
+                vec![vec![Link("up", "../../.."), File("up/escaped", "x")]],
+                "",
+            ),
+            ("hard", vec![vec![Hard("h", "../outside")]], "climbs out"),
+            (
+                "whiteout",
+                vec![vec![File("../.wh.outside", "")]],
+                "climbs out",
+            ),
+        ];
+        for (name, layers, want) in cases {
+            let d = tempfile::tempdir().unwrap();
+            let root = d.path().join("a/b/root");
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(d.path().join("a/b/outside"), "host").unwrap();
+            let refs: Vec<&[E<'_>]> = layers.iter().map(Vec::as_slice).collect();
+            let got = apply_all(&root, d.path(), &refs);
+            if want.is_empty() {
+                got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(
+                    root.join("escaped").is_file(),
+                    "{name}: not inside the root"
+                );
+            } else {
+                let e = got.unwrap_err();
+                assert!(e.contains(want), "{name}: {e}");
+            }
+            for p in ["a/escaped", "a/b/escaped", "escaped"] {
+                assert!(
+                    !d.path().join(p).exists(),
+                    "{name}: wrote {p} outside the root"
+                );
+            }
+            assert_eq!(
+                std::fs::read_to_string(d.path().join("a/b/outside")).unwrap(),
+                "host"
+            );
+        }
+    }
+
+    #[test]
+    fn gzip_and_zstd_layers_unpack() {
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("l.tar");
+        layer(&plain, &[E::File("hello", "world")]);
+        let bytes = std::fs::read(&plain).unwrap();
+        let gz = d.path().join("l.tar.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &bytes).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let zst = d.path().join("l.tar.zst");
+        std::fs::write(
+            &zst,
+            ruzstd::encoding::compress_to_vec(
+                &bytes[..],
+                ruzstd::encoding::CompressionLevel::Fastest,
+            ),
+        )
+        .unwrap();
+        for (p, c) in [(&gz, Compression::Gzip), (&zst, Compression::Zstd)] {
+            let root = d.path().join(format!("root-{c:?}"));
+            std::fs::create_dir(&root).unwrap();
+            apply(&root, p, c, None).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(root.join("hello")).unwrap(),
+                "world"
+            );
+        }
+        let root = d.path().join("bad");
+        std::fs::create_dir(&root).unwrap();
+        assert!(apply(&root, &plain, Compression::Gzip, None).is_err());
+    }
+}
