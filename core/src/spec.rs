@@ -549,6 +549,47 @@ pub fn resolve(
     Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
 }
 
+impl ResolvedRunSpec {
+    /// The spec with every task image that names a tag pinned to the digest `resolve`
+    /// gives for it (`registry/repository@sha256:...`), its digests and identity made anew:
+    /// a plan runs exactly the images resolved when it was made. An image already pinned
+    /// is kept; a resolver's error names the task and the image.
+    pub fn pin_images(
+        self,
+        mut resolve: impl FnMut(&crate::image::ImageRef) -> Result<String, String>,
+        clock: &dyn Clock,
+    ) -> Result<ResolvedRunSpec, String> {
+        let mut condition = self.condition;
+        let mut changed = false;
+        for t in &mut condition.tasks {
+            let Some(written) = &t.image else { continue };
+            let r = crate::image::ImageRef::parse(written)
+                .map_err(|e| format!("failed to pin the image of task `{}`: {e}", t.release.id))?;
+            if r.digest.is_some() {
+                continue;
+            }
+            let digest = resolve(&r).map_err(|e| {
+                format!(
+                    "failed to pin the image of task `{}` ({written}): {e}",
+                    t.release.id
+                )
+            })?;
+            if !crate::image::is_digest(&digest) {
+                return Err(format!(
+                    "failed to pin the image of task `{}` ({written}): `{digest}` is not a sha256 digest",
+                    t.release.id
+                ));
+            }
+            t.image = Some(r.pinned(&digest));
+            changed = true;
+        }
+        if !changed {
+            return Ok(ResolvedRunSpec { condition, ..self });
+        }
+        Ok(ResolvedRunSpec::assemble(condition, self.provenance, clock))
+    }
+}
+
 impl SpecAgent {
     /// Builds an agent condition and its digest.
     pub fn new(
