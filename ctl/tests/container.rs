@@ -40,7 +40,10 @@ fn corpus(tmp: &Path, reg: &registry::Registry) -> (PathBuf, String) {
             .success());
         let toml = tasks.join(t).join("task.toml");
         let text = std::fs::read_to_string(&toml).unwrap();
-        assert!(text.contains("127.0.0.1:5000/akbench/base:bookworm"), "{text}");
+        assert!(
+            text.contains("127.0.0.1:5000/akbench/base:bookworm"),
+            "{text}"
+        );
         std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
     }
     std::os::unix::fs::symlink(examples().join("repos"), tmp.join("repos")).unwrap();
@@ -91,7 +94,16 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
     let pinned = format!("{}/akbench/base@{digest}", reg.addr);
     for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
         let (code, stdout, stderr) = akbench(
-            &["run", "single", TASKS[0], "--agent", agent, "--runtime", "container", "--json"],
+            &[
+                "run",
+                "single",
+                TASKS[0],
+                "--agent",
+                agent,
+                "--runtime",
+                "container",
+                "--json",
+            ],
             tmp.path(),
             &reg,
         );
@@ -102,7 +114,11 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
         let record: Value =
             serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
         assert_eq!(record["options"]["runtime"], "container");
-        assert_eq!(record["task"]["image"], pinned.as_str(), "the record names the digest");
+        assert_eq!(
+            record["task"]["image"],
+            pinned.as_str(),
+            "the record names the digest"
+        );
     }
     // Without an image, `--runtime container` is refused before anything runs.
     let plain = tmp.path().join("tasks/plain");
@@ -114,12 +130,23 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
         .unwrap()
         .success());
     let (code, _, stderr) = akbench(
-        &["run", "single", "plain", "--agent", "oracle", "--runtime", "container"],
+        &[
+            "run",
+            "single",
+            "plain",
+            "--agent",
+            "oracle",
+            "--runtime",
+            "container",
+        ],
         tmp.path(),
         &reg,
     );
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("names no image") && stderr.contains("environment.image"), "{stderr}");
+    assert!(
+        stderr.contains("names no image") && stderr.contains("environment.image"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -157,7 +184,10 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     let a = &v["accounting"];
     assert_eq!(a["planned"], 4, "{v}");
     assert_eq!(a["counts"]["succeeded"], 2, "{v}");
-    assert_eq!(v["summary"]["by_agent"]["fail"]["counts"]["succeeded"], Value::Null, "{v}");
+    let by = &v["summary"]["by_agent"];
+    assert_eq!(by["oracle"]["counts"]["succeeded"], 2, "{v}");
+    assert_eq!(by["fail"]["counts"]["succeeded"], 0, "{v}");
+    assert_eq!(by["fail"]["counts"]["failed"], 2, "{v}");
     // The plan names the digest, and so does every record.
     let pinned = format!("{}/akbench/base@{digest}", reg.addr);
     let plans = walk_files(&tmp.path().join("runs"), "plan");
@@ -166,7 +196,11 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     for p in plans {
         let text = std::fs::read_to_string(&p).unwrap_or_default();
         seen += text.matches(&pinned).count();
-        assert!(!text.contains("akbench/base:bookworm"), "{}: the tag is in the plan", p.display());
+        assert!(
+            !text.contains("akbench/base:bookworm"),
+            "{}: the tag is in the plan",
+            p.display()
+        );
     }
     assert!(seen >= 4, "the plan names the digest for every trial");
     let records = walk_files(&tmp.path().join("out"), "run_record.json");

@@ -298,3 +298,71 @@ fn a_tampered_layer_is_refused_and_nothing_of_it_is_cached() {
         .to_string();
     assert!(e.contains("failed TLS"), "{e}");
 }
+
+#[test]
+fn the_cache_is_collected_least_recently_used_first_never_an_image_in_use() {
+    if !runs_here("the_cache_is_collected_least_recently_used_first_never_an_image_in_use") {
+        return;
+    }
+    let reg = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::from_env(dir.path().join("images")).unwrap();
+    store.insecure = vec![reg.addr.clone()];
+    store.auth_file = None;
+    let mut refs = Vec::new();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        let l = layer(dir.path(), name, &[("data", &name.repeat(100_000))], "gzip");
+        let d = reg.push(
+            &format!("akbench/{name}:v1"),
+            &[(&l, "gzip")],
+            &[],
+            None,
+            None,
+        );
+        let r = ImageRef::parse(&format!("{}/akbench/{name}@{d}", reg.addr)).unwrap();
+        drop(store.ensure(&r).unwrap());
+        // Used in this order: a first (least recently), c last.
+        let ready = dir
+            .path()
+            .join("images/roots")
+            .join(d.strip_prefix("sha256:").unwrap())
+            .join("ready");
+        let t =
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
+        fs::File::options()
+            .write(true)
+            .open(&ready)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+        refs.push((r, d));
+    }
+    let blobs = || {
+        fs::read_dir(dir.path().join("images/blobs/sha256"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(blobs(), 6, "3 configurations and 3 layers");
+    // `a` is in use: it stays whatever the bound; `b` goes first, then `c`.
+    let held = store.ensure(&refs[0].0).unwrap();
+    let a_ready = held.rootfs.parent().unwrap().join("ready");
+    fs::File::options()
+        .write(true)
+        .open(&a_ready)
+        .unwrap()
+        .set_modified(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap();
+    let gone = store.gc(0).unwrap();
+    assert_eq!(gone, vec![refs[1].1.clone(), refs[2].1.clone()]);
+    assert!(
+        held.rootfs.join("data").is_file(),
+        "the image in use was removed"
+    );
+    assert_eq!(blobs(), 2, "only the kept image's blobs stay");
+    drop(held);
+    assert_eq!(store.gc(u64::MAX).unwrap(), Vec::<String>::new());
+    assert_eq!(store.gc(0).unwrap(), vec![refs[0].1.clone()]);
+    assert_eq!(blobs(), 0);
+    // A removed image is pulled again when asked for.
+    assert!(store.ensure(&refs[1].0).unwrap().fetched);
+}

@@ -234,6 +234,48 @@ impl OverlayMount {
     }
 }
 
+/// The folder in the scratch folder where a container's overlay is mounted (in the child's
+/// own mount namespace), and its upper and work folders.
+pub const ROOT: &str = "container-root";
+const UPPER: &str = "container-upper";
+const WORK: &str = "container-work";
+
+/// Makes a fresh copy-on-write layer for one container start in `exposure.scratch`: the
+/// mount point, the upper folder (owned like the image's root, so the sandbox user may
+/// write where the image lets it) and overlay's work folder.
+pub(super) fn copy_on_write(
+    exposure: &super::Exposure,
+    view: &View,
+    drop_to: Option<&bwrap::DropTo>,
+) -> Result<(OverlayMount, PathBuf), (PathBuf, std::io::Error)> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = &exposure.scratch;
+    let (root, upper, work) = (s.join(ROOT), s.join(UPPER), s.join(WORK));
+    for d in [&root, &upper, &work] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| (d.clone(), e))?;
+        }
+        std::fs::create_dir_all(d).map_err(|e| (d.clone(), e))?;
+    }
+    let lower = &view.image.rootfs;
+    let m = std::fs::metadata(lower).map_err(|e| (lower.clone(), e))?;
+    if drop_to.is_some() {
+        std::os::unix::fs::lchown(&upper, Some(m.uid()), Some(m.gid()))
+            .map_err(|e| (upper.clone(), e))?;
+    }
+    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777))
+        .map_err(|e| (upper.clone(), e))?;
+    let mount = OverlayMount::new(
+        lower,
+        &upper,
+        &work,
+        &root,
+        drop_to.map(|d| (d.user.uid, d.user.gid)),
+    )
+    .map_err(|e| (root.clone(), std::io::Error::other(e)))?;
+    Ok((mount, upper))
+}
+
 /// The bwrap argv of a container start (pure): `plan` as the sandbox's (namespaces, user,
 /// seccomp, tmpfs sizes, read-only and read-write host paths, working folder, argv), over
 /// `root` (the mounted overlay) instead of the host's system folders, with `view`'s mounts.

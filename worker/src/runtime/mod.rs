@@ -318,9 +318,16 @@ pub fn prepare(
     let mut writable = exposure.writable.clone();
     let container = match (kind, &exposure.container) {
         (RuntimeKind::Container, Some(view)) => {
-            writable.extend(view.mounts.iter().map(|(h, _)| h.clone()));
-            disk_roots.extend(view.mounts.iter().map(|(h, _)| h.clone()));
-            match container_root(exposure, view, drop_to.as_ref()) {
+            for (h, _) in &view.mounts {
+                // Handed over once (the verifier folder is also bound at its host path).
+                if !writable.contains(h) {
+                    writable.push(h.clone());
+                }
+                if !disk_roots.contains(h) {
+                    disk_roots.push(h.clone());
+                }
+            }
+            match container::copy_on_write(exposure, view, drop_to.as_ref()) {
                 Ok((mount, upper)) => {
                     disk_roots.push(upper);
                     Some((view, mount))
@@ -367,7 +374,7 @@ pub fn prepare(
         Some((view, mount)) => {
             spec.env = container::env(view, &spec.env);
             spec.hooks.overlay = Some(mount.clone());
-            container::args(&plan, view, &exposure.scratch.join(CONTAINER_ROOT))
+            container::args(&plan, view, &exposure.scratch.join(container::ROOT))
         }
     };
     spec.hooks.cgroup_procs = group.procs_files();
@@ -394,52 +401,6 @@ pub fn prepare(
             limits,
         },
     })
-}
-
-/// The folder in the scratch folder where a container's overlay is mounted (in the child's
-/// own mount namespace), and its upper and work folders.
-const CONTAINER_ROOT: &str = "container-root";
-const CONTAINER_UPPER: &str = "container-upper";
-const CONTAINER_WORK: &str = "container-work";
-
-/// Makes a fresh copy-on-write layer for one container start in `exposure.scratch`: the
-/// mount point, the upper folder (owned like the image's root, so the sandbox user may
-/// write where the image lets it) and overlay's work folder.
-fn container_root(
-    exposure: &Exposure,
-    view: &container::View,
-    drop_to: Option<&bwrap::DropTo>,
-) -> Result<(container::OverlayMount, PathBuf), (PathBuf, std::io::Error)> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let s = &exposure.scratch;
-    let (root, upper, work) = (
-        s.join(CONTAINER_ROOT),
-        s.join(CONTAINER_UPPER),
-        s.join(CONTAINER_WORK),
-    );
-    for d in [&root, &upper, &work] {
-        if d.exists() {
-            std::fs::remove_dir_all(d).map_err(|e| (d.clone(), e))?;
-        }
-        std::fs::create_dir_all(d).map_err(|e| (d.clone(), e))?;
-    }
-    let lower = &view.image.rootfs;
-    let m = std::fs::metadata(lower).map_err(|e| (lower.clone(), e))?;
-    if drop_to.is_some() {
-        std::os::unix::fs::lchown(&upper, Some(m.uid()), Some(m.gid()))
-            .map_err(|e| (upper.clone(), e))?;
-    }
-    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777))
-        .map_err(|e| (upper.clone(), e))?;
-    let mount = container::OverlayMount::new(
-        lower,
-        &upper,
-        &work,
-        &root,
-        drop_to.map(|d| (d.user.uid, d.user.gid)),
-    )
-    .map_err(|e| (root.clone(), std::io::Error::other(e)))?;
-    Ok((mount, upper))
 }
 
 /// Watches the size of the disk roots while the process runs; over the limit it kills the
