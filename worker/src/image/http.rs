@@ -161,7 +161,7 @@ pub async fn get(
                 at.host_str().unwrap_or(""),
                 at.port_or_known_default().unwrap_or(80)
             );
-            if !insecure.iter().any(|i| *i == hp) {
+            if !insecure.contains(&hp) {
                 return Err(format!(
                     "`{at}` is plain HTTP and {hp} is not in {}; fix: use https, or list {hp} there",
                     akbench_core::image::registry::INSECURE_VAR

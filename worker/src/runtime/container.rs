@@ -480,7 +480,8 @@ mod tests {
     fn the_images_user_is_found_in_its_own_files() {
         let passwd = "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1001::/home/app:/bin/sh\n";
         let group = "root:x:0:\nstaff:x:50:\n";
-        let cases: &[(&str, Result<(u32, u32), &str>)] = &[
+        type Want = Result<(u32, u32), &'static str>;
+        let cases: &[(&str, Want)] = &[
             ("app", Ok((1000, 1001))),
             ("app:staff", Ok((1000, 50))),
             ("1000", Ok((1000, 1001))),
