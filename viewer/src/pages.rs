@@ -70,7 +70,7 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         esc(q)
     );
     b.push_str(
-        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>state</th><th>progress</th>\
+        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>state</th><th>created</th><th>progress</th>\
          <th>agents</th><th>tasks</th><th>pass rate</th><th>solve rate</th></tr></thead><tbody>",
     );
     let ql = q.to_lowercase();
@@ -83,10 +83,14 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         let _ = write!(
             b,
             "<tr class=\"run-row\" data-key=\"{k}\"><td><a href=\"/runs/{u}\">{k}</a></td>\
-             <td>{st}</td><td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
+             <td class=\"state\">{st}</td><td class=\"created\">{cr}</td><td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
             k = esc(&run.key),
             u = url(&run.key),
             st = esc(run.state.as_deref().unwrap_or("–")),
+            cr = run
+                .created
+                .map(|c| c.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+                .unwrap_or_else(|| "–".into()),
             bar = progress_bar(run.done, run.planned),
             a = esc(&run.agents.join(", ")),
             t = run
@@ -118,11 +122,9 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         }
         b.push_str("</ul>");
     }
-    b.push_str(
-        "<section class=\"compare-slot\" id=\"compare\"><!-- COMPARE: the paired view of \
-         `run compare` (core::compare) goes here when it lands --><h2>Compare runs</h2>\
-         <p>Not in the viewer yet: use <code>akbench run compare</code>.</p></section>",
-    );
+    b.push_str("<section class=\"compare-slot\" id=\"compare\"><h2>Compare two runs</h2>");
+    crate::compare::picker(&mut b, list, &crate::compare::CompareQuery::default());
+    b.push_str("</section>");
     page("runs", &[], &b)
 }
 

@@ -144,6 +144,25 @@ pub async fn export(
         .iter()
         .map(|t| (t.trial_id.to_string(), t.key.as_str()))
         .collect();
+    let (written, unexported) = fetch_and_write(c, &summary, &keys, out, trials).await?;
+    Ok(Exported {
+        summary,
+        planned: plan.trials.len(),
+        written,
+        unexported,
+    })
+}
+
+/// Fetches the records of `trials` (all when empty) of the run `summary` and writes each under
+/// `out`; `keys` maps the plan's trial ids to their keys. Returns what was written and the
+/// trials the coordinator could not export.
+async fn fetch_and_write(
+    c: &Client,
+    summary: &pb::RunSummary,
+    keys: &HashMap<String, &str>,
+    out: &Path,
+    trials: &[String],
+) -> anyhow::Result<Written> {
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
     let mut stream = c
@@ -182,12 +201,60 @@ pub async fn export(
         let path = write_record(out, key, r.record_json.as_bytes())?;
         written.push((r, key.to_string(), path));
     }
-    Ok(Exported {
-        summary,
-        planned: plan.trials.len(),
-        written,
-        unexported,
-    })
+    Ok((written, unexported))
+}
+
+/// What [`fetch_and_write`] wrote, and the trials it could not.
+type Written = (Vec<(pb::RunRecord, String, PathBuf)>, Vec<(String, String)>);
+
+/// Writes the records of the trials of `plan` (the run `run`) that ended since the last call,
+/// as [`export`] writes them, so that `out` fills while the run goes (`akbench view` shows
+/// each trial as it ends): the ended trials' keys from `ListTrialRows`, the records of those
+/// not in `written` from `FetchRecords`; each key written joins `written`. Returns how many
+/// ended trials still have no record (their record has not arrived: ask again later).
+pub async fn export_ended(
+    c: &Client,
+    run: &str,
+    plan: &RunPlan,
+    out: &Path,
+    written: &mut std::collections::HashSet<String>,
+) -> anyhow::Result<usize> {
+    let mut stream = c
+        .inner
+        .clone()
+        .list_trial_rows(c.request(pb::ListTrialRowsRequest {
+            run: run.to_string(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let mut ended = Vec::new();
+    while let Some(batch) = stream.message().await.map_err(|s| c.error(s))? {
+        ended.extend(
+            batch
+                .rows
+                .into_iter()
+                .map(|r| r.key)
+                .filter(|k| !written.contains(k)),
+        );
+    }
+    if ended.is_empty() {
+        return Ok(0);
+    }
+    let keys: HashMap<String, &str> = plan
+        .trials
+        .iter()
+        .map(|t| (t.trial_id.to_string(), t.key.as_str()))
+        .collect();
+    let summary = pb::RunSummary {
+        run_key: run.to_string(),
+        run_id: plan.run_id.to_string(),
+        ..Default::default()
+    };
+    let (got, _) = fetch_and_write(c, &summary, &keys, out, &ended).await?;
+    let new = got.len();
+    written.extend(got.into_iter().map(|(_, key, _)| key));
+    Ok(ended.len() - new)
 }
 
 /// True when `key` is a relative path of plain components (`run/task/agent/r0`): no empty,
