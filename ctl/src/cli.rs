@@ -355,6 +355,10 @@ pub struct RecordsArgs {
     /// Only these trials (UUIDs or keys); repeatable. Default: every accepted record.
     #[arg(long = "trial")]
     pub trials: Vec<String>,
+    /// The workers' artifact folder (`akbench up --out`): each attempt's `trajectory.json`
+    /// is copied from it beside the exported record (`<trial key>/<attempt dir>/`).
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
 }
 
 /// Where runs are stored.

@@ -8,6 +8,9 @@
 //! place, so a reader never sees half a record. Trial keys (`<run key>/<task>/<agent>/r<n>`)
 //! come from the run's plan; a key with an empty, `.` or `..` component, a leading `/`, or a
 //! folder on its way that is a symlink is refused, so nothing is written outside DIR.
+//!
+//! With `--artifacts DIR` (the workers' artifact folder), each attempt's `trajectory.json`
+//! is copied beside its record, so the export carries what the agent did.
 
 use super::Client;
 use crate::cli::RecordsArgs;
@@ -26,6 +29,13 @@ pub const RECORD_FILE: &str = "run_record.json";
 
 /// Downloads the records.
 pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
+    if let Some(a) = args.artifacts.as_ref().filter(|a| !a.is_dir()) {
+        return Err(crate::exit::InputError(format!(
+            "failed to export records: --artifacts {} is not a folder; fix: give the workers' artifact folder (`akbench up --out`), or leave it out",
+            a.display()
+        ))
+        .into());
+    }
     let Exported {
         summary,
         planned,
@@ -33,6 +43,10 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         unexported,
     } = export(&c, &args.run.run, &args.out, &args.trials).await?;
     let coverage = coverage_of(planned, &written)?;
+    let trajectories = match &args.artifacts {
+        Some(a) => Some(copy_trajectories(a, &args.out, &written)?),
+        None => None,
+    };
     if args.run.json {
         print_json(&serde_json::json!({
             "run_key": summary.run_key,
@@ -42,6 +56,10 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             "records": written.len(),
             "coverage": coverage.ratio(),
             "covered": coverage.covered,
+            "trajectories": trajectories.as_ref().map(|t| serde_json::json!({
+                "copied": t.copied,
+                "missing": t.missing,
+            })),
             "not_exported": unexported.iter().map(|(key, why)| serde_json::json!({
                 "key": key,
                 "why": why,
@@ -64,6 +82,20 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             akbench_core::rates::Pct(coverage.ratio()),
             args.out.display()
         );
+        if let Some(t) = &trajectories {
+            println!(
+                "copied {} trajectories{}",
+                t.copied,
+                if t.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} attempts whose agent ran have none in the artifact folder",
+                        t.missing.len()
+                    )
+                }
+            );
+        }
     }
     // A trial the coordinator counts as ended (status and reconcile do) but could not
     // export is named, and the command fails: the export is not the run.
@@ -81,6 +113,69 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         );
         Ok(exit::NEGATIVE)
     }
+}
+
+/// What [`copy_trajectories`] copied.
+#[derive(Debug, Default)]
+pub struct Trajectories {
+    /// Files copied.
+    pub copied: usize,
+    /// `<trial key>/<attempt dir>` of each attempt whose agent ran but whose trajectory is
+    /// not in the artifact folder (a run recorded before trajectories were written, or a
+    /// worker whose artifacts are elsewhere).
+    pub missing: Vec<String>,
+}
+
+/// Copies each exported attempt's `trajectory.json` from the workers' artifact folder
+/// (`<artifacts>/<trial key>/<attempt dir>/`, the layout of `akbench up --out`) to the same
+/// place under `out`, beside the record, so `akbench run trajectory` and `akbench view` find
+/// it. A path that leaves its trial folder (an attempt dir with `..`, a symlink out) is
+/// refused.
+fn copy_trajectories(
+    artifacts: &Path,
+    out: &Path,
+    written: &[(pb::RunRecord, String, PathBuf)],
+) -> anyhow::Result<Trajectories> {
+    use akbench_core::trajectory::FILE_NAME;
+    let mut t = Trajectories::default();
+    for (r, key, path) in written {
+        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
+            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
+        let dest_dir = path.parent().unwrap_or(out);
+        for a in &rec.attempts {
+            if a.agent_process.is_none() {
+                continue;
+            }
+            let rel = format!("{}/{FILE_NAME}", a.artifacts_dir);
+            if !is_safe_key(&rel) {
+                anyhow::bail!(
+                    "failed to copy the trajectory of trial {key}: its attempt folder `{}` is not a plain relative path; refused",
+                    a.artifacts_dir
+                );
+            }
+            let src = artifacts.join(key);
+            let from = match akbench_core::record::resolve_inside(&src, &rel) {
+                Ok(p) => p,
+                Err(_) if !src.join(&rel).exists() => {
+                    t.missing.push(format!("{key}/{}", a.artifacts_dir));
+                    continue;
+                }
+                Err(e) => anyhow::bail!("failed to copy the trajectory of trial {key}: {e}"),
+            };
+            let to = dest_dir.join(&rel);
+            let dir = to.parent().unwrap_or(dest_dir);
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
+            let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+            std::fs::copy(&from, &tmp)
+                .and_then(|_| std::fs::rename(&tmp, &to))
+                .map_err(|e| {
+                    anyhow::anyhow!("failed to copy {} to {}: {e}", from.display(), to.display())
+                })?;
+            t.copied += 1;
+        }
+    }
+    Ok(t)
 }
 
 /// The coverage of the records written (core's one definition): every planned trial is the
