@@ -256,7 +256,7 @@ pub struct ListArgs {
     /// Only runs of this experiment.
     #[arg(long)]
     pub experiment: Option<String>,
-    /// Only runs in this state (local: resolved, draft, ready, finished, interrupted;
+    /// Only runs in this state (local: resolved, draft, ready, running, finished, interrupted;
     /// coordinator: planned, running, cancelling, cancelled, finished).
     #[arg(long, value_parser = akbench_core::run_list::parse_state)]
     pub state: Option<String>,

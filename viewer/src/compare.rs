@@ -445,6 +445,80 @@ mod tests {
         }
     }
 
+    fn view(run: &str, rows: &[(&str, &str, &'static str)]) -> RunView {
+        use crate::model::{CompactTrial, TrialRow};
+        let rows = rows
+            .iter()
+            .map(|(task, agent, bucket)| {
+                TrialRow::compact(CompactTrial {
+                    run: run.into(),
+                    key: format!("{run}/{task}/{agent}/r1"),
+                    agent: (*agent).into(),
+                    bucket,
+                    state: akbench_core::lifecycle::State::Completed,
+                    cause: None,
+                    attempts: 1,
+                    score: None,
+                    spend: Default::default(),
+                    duration_ms: 0,
+                })
+            })
+            .collect();
+        RunView::build(run.into(), rows, None)
+    }
+
+    #[test]
+    fn trial_rows_compare_as_core_compares_their_trials() {
+        let left = view(
+            "l",
+            &[
+                ("t1", "a", "succeeded"),
+                ("t2", "a", "failed"),
+                ("t3", "a", "infrastructure_error"),
+                ("t4", "a", "succeeded"),
+            ],
+        );
+        let right = view(
+            "r",
+            &[
+                ("t1", "a", "failed"),
+                ("t2", "a", "succeeded"),
+                ("t3", "a", "succeeded"),
+                ("t4", "a", "succeeded"),
+            ],
+        );
+        let q = CompareQuery::default();
+        let Compared::Done(d) = of_views(&left, &right, &q) else {
+            panic!("refused")
+        };
+        let want = compare(
+            &trials(&left).unwrap(),
+            &trials(&right).unwrap(),
+            &AgentPairing::Shared,
+            Options::default(),
+        )
+        .unwrap();
+        assert_eq!(d.comparison, want);
+        assert_eq!((want.paired.lost, want.paired.gained), (1, 1));
+        assert_eq!(
+            want.unpaired.len(),
+            1,
+            "the infrastructure error is unpaired"
+        );
+        assert_eq!(d.conditions, None, "rows cannot check the conditions");
+        // Agents that cannot be paired are refused with core's message.
+        let other = view("r", &[("t1", "b", "failed")]);
+        let two = view("l", &[("t1", "a", "failed"), ("t1", "c", "failed")]);
+        match of_views(&two, &other, &q) {
+            Compared::Refused(why) => assert!(why.contains("different agents"), "{why}"),
+            x => panic!("{x:?}"),
+        }
+        // A key without a repetition is refused, not guessed.
+        let mut bad = view("l", &[("t1", "a", "failed")]);
+        bad.trials[0].key = "l/t1/a".into();
+        assert!(matches!(of_views(&bad, &right, &q), Compared::Refused(_)));
+    }
+
     #[test]
     fn queries_name_runs_and_agents_only_when_given() {
         let q = |l: &str, r: &str, la: &str, ra: &str| CompareQuery {

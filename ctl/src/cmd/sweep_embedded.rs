@@ -66,13 +66,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             let key = spec.run_key().to_string();
             if !json {
                 eprintln!(
-                    "akbench sweep: run {key} ({}), {} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
+                    "akbench sweep: run {key} ({}), {} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots\nakbench sweep: records are written to {} as trials end; watch them (also after this sweep ends) with: akbench view {}",
                     spec.run_id(),
                     ready.trials.len(),
                     e.grpc_addr(),
                     e.http_addr(),
                     o.workers,
-                    o.slots
+                    o.slots,
+                    args.out.join(&key).display(),
+                    args.out.display()
                 );
             }
             let (report, interrupted) =
