@@ -413,6 +413,7 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
             d = p.duration_ms as f64 / 1000.0,
             to = if p.timed_out { " · timed out" } else { "" },
         );
+        observations(b, a);
         if let Artifacts::Folder(root) = dir {
             match crate::transcript::load(root, adapter, a) {
                 Ok((t, converted)) => crate::transcript::render(b, &t, converted),
@@ -483,6 +484,37 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
         );
     }
     b.push_str("</section>");
+}
+
+/// What the adapter observed (turns, tokens, cost, model) and the agent CLI's version, each
+/// when known.
+fn observations(b: &mut String, a: &AttemptRecord) {
+    let o = &a.observations;
+    let num = |n: Option<u64>| n.map(|n| n.to_string());
+    let facts = [
+        (
+            "agent CLI",
+            a.provenance
+                .as_ref()
+                .and_then(|p| p.agent_cli_version.clone()),
+        ),
+        ("model", o.model.clone()),
+        ("turns", num(o.turns)),
+        ("input tokens", num(o.input_tokens)),
+        ("cached input tokens", num(o.cached_input_tokens)),
+        ("output tokens", num(o.output_tokens)),
+        ("cost", o.cost_usd.map(akbench_core::spend::fmt_cost)),
+    ];
+    if facts.iter().all(|(_, v)| v.is_none()) {
+        return;
+    }
+    b.push_str("<dl class=\"facts observations\">");
+    for (k, v) in facts {
+        if let Some(v) = v {
+            let _ = write!(b, "<dt>{k}</dt><dd>{}</dd>", esc(&v));
+        }
+    }
+    b.push_str("</dl>");
 }
 
 /// The transitions drawn to scale: one bar per state, as wide as the time spent in it.
