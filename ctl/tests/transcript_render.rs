@@ -4,6 +4,8 @@
 //! with `cargo nextest run -p akbench --test transcript_render --run-ignored only
 //! --no-capture` (figures in docs/PERFORMANCE.md).
 
+/// Shared with the viewer tests; this file uses only part of it.
+#[allow(dead_code)]
 #[path = "view/chromium.rs"]
 mod chromium;
 
