@@ -228,6 +228,11 @@ fn points(x: f64) -> String {
     format!("{:+.1}", x * 100.0)
 }
 
+/// `agent: solved` or `agent: not solved`.
+fn verdict(agent: &str, solved: bool) -> String {
+    format!("{agent}: {}", if solved { "solved" } else { "not solved" })
+}
+
 /// A link to a trial's page (`class` on the link, e.g. a bucket's badge).
 fn trial_link(key: &str, label: &str, class: &str) -> String {
     format!(
@@ -359,8 +364,8 @@ fn result(b: &mut String, d: &CompareDoc) {
                 d = if f.direction == Flip::Lost { "lost" } else { "gained" },
                 t = esc(&q.task),
                 rep = q.repetition,
-                l = trial_link(&q.left_key, &q.left_agent, "trial-link"),
-                r = trial_link(&q.right_key, &q.right_agent, "trial-link"),
+                l = trial_link(&q.left_key, &verdict(&q.left_agent, q.left_solved), "trial-link"),
+                r = trial_link(&q.right_key, &verdict(&q.right_agent, q.right_solved), "trial-link"),
             );
         }
         b.push_str("</tbody></table>");
