@@ -38,6 +38,7 @@ pub mod redact;
 pub mod report;
 pub mod report_view;
 pub mod route_pause;
+pub mod sandbox_needs;
 pub mod run_list;
 pub mod spec;
 pub mod spec_diff;
