@@ -28,7 +28,8 @@ pub enum Missing {
     /// Creating a user namespace is refused, no seccomp filter in sight (a kernel setting
     /// or an AppArmor policy): the probe's own message names which.
     UserNamespaces,
-    /// A new `/proc` cannot be mounted because this `/proc` has masked paths.
+    /// A new `/proc` cannot be mounted because parts of this `/proc` are covered by other
+    /// mounts.
     UnmaskedProc,
     /// No cgroup the worker may write.
     WritableCgroup,
@@ -42,7 +43,7 @@ impl Missing {
         match self {
             Missing::UserNamespacesBySeccomp => "missing: user namespaces. A seccomp filter on this worker refuses the system calls the sandbox makes (unshare/clone with CLONE_NEWUSER and CLONE_NEWNS, mount, pivot_root): container runtimes' default profiles do. Fix: run the worker with deploy/security/worker-seccomp.json (compose: security_opt `seccomp=...`; Kubernetes: seccompProfile type Localhost)".into(),
             Missing::UserNamespaces => "missing: unprivileged user namespaces (kernel.unprivileged_userns_clone, user.max_user_namespaces, or an AppArmor policy refuses them; see the probe's message)".into(),
-            Missing::UnmaskedProc => "missing: an unmasked /proc. This container's /proc has masked paths (/proc/kcore, /proc/keys, ...), so the kernel refuses the sandbox a /proc of its own. Fix: compose security_opt `systempaths=unconfined`; Kubernetes securityContext.procMount: Unmasked".into(),
+            Missing::UnmaskedProc => "missing: an uncovered /proc. The container runtime mounted over parts of this container's /proc (/proc/kcore, /proc/keys, read-only /proc/sys, ...), so the kernel refuses the sandbox a /proc of its own. Fix: start through the worker image's entry point with CAP_SYS_ADMIN and CAP_SETPCAP (it unmounts the covers, then drops every capability); or `docker run --security-opt systempaths=unconfined`, or Kubernetes securityContext.procMount: Unmasked where the ProcMountType feature is on".into(),
             Missing::WritableCgroup => format!("missing: a cgroup this worker (uid {}) may write, for the sandbox's memory, pids and cpu limits. Fix: in a container, bind /sys/fs/cgroup/memory, /sys/fs/cgroup/pids and /sys/fs/cgroup/cpu read-write (cgroup v1) and start through the image's entry point, which gives the worker user an `akbench` group below the container's own; on a host, run the worker as root or delegate its cgroup to it (systemd Delegate=yes)", c.uid),
             Missing::Other => "the sandbox probe failed (its message says why)".into(),
         }
@@ -55,17 +56,21 @@ pub fn diagnose(reason: &str, c: &Confinement) -> Missing {
     if r.contains("cgroup") {
         return Missing::WritableCgroup;
     }
-    if r.contains("mount proc") || (r.contains("/proc") && r.contains("operation not permitted"))
-    {
+    if r.contains("mount proc") || (r.contains("/proc") && r.contains("operation not permitted")) {
         return if c.proc_masked {
             Missing::UnmaskedProc
         } else {
             Missing::Other
         };
     }
-    let userns = ["new namespace", "user namespace", "uid map", "setting up uid map"]
-        .iter()
-        .any(|m| r.contains(m));
+    let userns = [
+        "new namespace",
+        "user namespace",
+        "uid map",
+        "setting up uid map",
+    ]
+    .iter()
+    .any(|m| r.contains(m));
     if userns {
         return if c.seccomp_filter {
             Missing::UserNamespacesBySeccomp
@@ -87,7 +92,8 @@ pub const MASKED_PROC_PATHS: &[&str] = &[
     "/proc/latency_stats",
 ];
 
-/// Whether `/proc/self/mountinfo` text shows a mount over one of [`MASKED_PROC_PATHS`].
+/// Whether `/proc/self/mountinfo` text shows a mount over one of [`MASKED_PROC_PATHS`] (a
+/// host's own submounts such as `/proc/sys/fs/binfmt_misc` do not count).
 pub fn proc_masked(mountinfo: &str) -> bool {
     mountinfo.lines().any(|l| {
         l.split_whitespace()
@@ -98,10 +104,9 @@ pub fn proc_masked(mountinfo: &str) -> bool {
 
 /// Whether `/proc/self/status` text says a seccomp filter applies (`Seccomp: 2`).
 pub fn seccomp_filter(status: &str) -> bool {
-    status.lines().any(|l| {
-        l.strip_prefix("Seccomp:")
-            .is_some_and(|v| v.trim() == "2")
-    })
+    status
+        .lines()
+        .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
 }
 
 #[cfg(test)]
@@ -142,9 +147,23 @@ mod tests {
     #[test]
     fn explanations_name_the_feature_and_the_setting_not_a_package() {
         for (m, words) in [
-            (Missing::UserNamespacesBySeccomp, &["user namespaces", "seccomp", "worker-seccomp.json"][..]),
-            (Missing::UnmaskedProc, &["/proc", "systempaths=unconfined", "procMount: Unmasked"][..]),
-            (Missing::WritableCgroup, &["cgroup", "uid 10001", "read-write"][..]),
+            (
+                Missing::UserNamespacesBySeccomp,
+                &["user namespaces", "seccomp", "worker-seccomp.json"][..],
+            ),
+            (
+                Missing::UnmaskedProc,
+                &[
+                    "/proc",
+                    "CAP_SYS_ADMIN",
+                    "systempaths=unconfined",
+                    "procMount: Unmasked",
+                ][..],
+            ),
+            (
+                Missing::WritableCgroup,
+                &["cgroup", "uid 10001", "read-write"][..],
+            ),
             (Missing::UserNamespaces, &["user namespaces"][..]),
         ] {
             let e = m.explain(&PLAIN);
@@ -164,7 +183,9 @@ mod tests {
         assert!(proc_masked(docker));
         assert!(!proc_masked(host));
         assert!(!proc_masked(""));
-        assert!(seccomp_filter("Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t1\n"));
+        assert!(seccomp_filter(
+            "Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t1\n"
+        ));
         assert!(!seccomp_filter("Seccomp:\t0\n"));
         assert!(!seccomp_filter("Seccomp_filters:\t2\n"));
     }

@@ -48,7 +48,7 @@ def compose_facts(config):
         "no_new_privs": "no-new-privileges:true" in opts or "no-new-privileges" in opts,
         "privileged": bool(w.get("privileged", False)),
         "seccomp": SECCOMP_FILE if len(seccomp) == 1 and os.path.basename(seccomp[0]) == SECCOMP_FILE else seccomp,
-        "proc": "unmasked" if "systempaths=unconfined" in opts else "masked",
+        "proc": "unmasked" if "systempaths=unconfined" in opts else "as the runtime mounts it",
         "cgroup_rw": sorted(cgroup_rw),
         "read_only_root": bool(w.get("read_only", False)),
     }
@@ -78,7 +78,7 @@ def k8s_facts(doc):
         "no_new_privs": csc.get("allowPrivilegeEscalation") is False,
         "privileged": bool(csc.get("privileged", False)),
         "seccomp": seccomp,
-        "proc": "unmasked" if csc.get("procMount") == "Unmasked" else "masked",
+        "proc": "unmasked" if csc.get("procMount") == "Unmasked" else "as the runtime mounts it",
         "cgroup_rw": sorted(cgroup_rw),
         "read_only_root": bool(csc.get("readOnlyRootFilesystem", False)),
     }

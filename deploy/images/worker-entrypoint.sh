@@ -1,13 +1,19 @@
 #!/bin/sh
-# The worker container's entry point. Started as root with only CAP_CHOWN, CAP_SETUID and
-# CAP_SETGID (deploy/README.md, "What a worker needs"), it
+# The worker container's entry point. Started as root with only CAP_CHOWN, CAP_SETUID,
+# CAP_SETGID, CAP_SETPCAP and CAP_SYS_ADMIN (deploy/README.md, "What a worker needs"), it
 #   1. makes an `akbench` cgroup below the container's own group of each controller the
 #      sandbox limits with (cgroup v1: memory, pids, cpu; v2: the container's group, its
 #      processes moved to a leaf first) and gives it to the worker user, so the worker can
-#      make one group per attempt there and nothing above it;
-#   2. runs akbench-worker as that user (AKBENCH_WORKER_UID, default 10001) with no
-#      capabilities and no_new_privs. The sandboxed programs then run in a user namespace
-#      of that uid (bubblewrap), never as root.
+#      make one group per attempt there and nothing above it (CAP_CHOWN);
+#   2. unmounts what the container runtime mounted over parts of /proc (/proc/kcore,
+#      /proc/keys, read-only /proc/sys, ...; CAP_SYS_ADMIN): the kernel lets a user
+#      namespace mount a /proc of its own only where a /proc without such covers is
+#      visible, and the sandbox needs one (its own /proc/sys and the rest are read-only
+#      inside the sandbox);
+#   3. runs akbench-worker as the worker user (AKBENCH_WORKER_UID, default 10001) with no
+#      capabilities, an empty bounding set (CAP_SETPCAP) and no_new_privs (CAP_SETUID,
+#      CAP_SETGID). The sandboxed programs then run in a user namespace of that uid
+#      (bubblewrap), never as root.
 # Started as another user (e.g. Kubernetes runAsUser) it runs the worker as it is; the
 # worker's start-up check then says what is missing.
 set -eu
@@ -44,4 +50,10 @@ else
     fi
   done
 fi
-exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --inh-caps=-all --no-new-privs -- "$worker" "$@"
+# Innermost first: /proc/sys/fs/binfmt_misc before /proc/sys.
+awk '$5 ~ /^\/proc\// { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do
+  umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
+    echo "akbench-worker-entrypoint: cannot unmount $m (CAP_SYS_ADMIN missing?); the sandbox will not start" >&2
+done
+exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --inh-caps=-all --bounding-set=-all \
+  --no-new-privs -- "$worker" "$@"

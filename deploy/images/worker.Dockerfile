@@ -1,5 +1,5 @@
 # The worker image: `akbench-worker` plus what attempts need: git (workspaces), bubblewrap
-# and setpriv (the `sandbox` runtime), python3 and Debian's cargo/rustc (the example corpus
+# and setpriv (the `sandbox` runtime), python3 and Debian's cargo-web/rustc-web (1.85+; the example corpus
 # has Python and Rust tasks), Node.js (CLI agents such as claude-code and codex are npm
 # packages: install them in a derived image with `apt-get install npm && npm install -g ...`).
 # From the repository root:
@@ -13,7 +13,7 @@
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 ARG BIN_DIR=target/release
-RUN set -e; pkgs="ca-certificates git bubblewrap util-linux python3 cargo rustc nodejs"; \
+RUN set -e; pkgs="ca-certificates git bubblewrap util-linux python3 cargo-web rustc-web nodejs"; \
     dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $pkgs && rm -rf /var/lib/apt/lists/*; }; \
     useradd --system --uid 10001 --user-group --create-home --home-dir /home/akbench --shell /usr/sbin/nologin akbench
 COPY deploy/images/worker-entrypoint.sh /usr/local/bin/akbench-worker-entrypoint
