@@ -9,7 +9,7 @@
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 ARG BIN_DIR=target/release
-RUN set -e; pkgs="ca-certificates"; \
+RUN set -e; pkgs="ca-certificates curl"; \
     dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $pkgs && rm -rf /var/lib/apt/lists/*; }; \
     useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin akbench; \
     # /certs: a named volume mounted here starts owned by 10001 (compose's `certs` service

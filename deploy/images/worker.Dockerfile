@@ -1,7 +1,8 @@
 # The worker image: `akbench-worker` plus what attempts need: git (workspaces), bubblewrap
-# and setpriv (the `sandbox` runtime), python3 and Debian's cargo-web/rustc-web (1.85+; the example corpus
-# has Python and Rust tasks), Node.js (CLI agents such as claude-code and codex are npm
-# packages: install them in a derived image with `apt-get install npm && npm install -g ...`).
+# and setpriv (the `sandbox` runtime), python3 and Debian's cargo-web/rustc-web (Rust
+# 1.85+: the example corpus has Python and Rust tasks, and its Cargo.lock files are
+# version 4), Node.js (CLI agents such as claude-code and codex are npm packages: install
+# them in a derived image with `apt-get install npm && npm install -g ...`).
 # From the repository root:
 #   cargo build --release -p akbench-worker -p akbench
 #   docker build -f deploy/images/worker.Dockerfile -t akbench-worker .
