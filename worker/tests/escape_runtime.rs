@@ -587,3 +587,13 @@ fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
     assert_ne!(o.record.outcome.state, State::Failed, "{}", o.summary());
     assert!(o.record.attempts[0].workspace.diff_path.is_some());
 }
+
+/// Every other test of this file again, with the worker process as an unprivileged user
+/// (common::unprivileged).
+#[test]
+fn the_runtime_escape_suite_holds_with_an_unprivileged_worker() {
+    common::unprivileged::rerun_suite(
+        "the_runtime_escape_suite_holds_with_an_unprivileged_worker",
+        &[],
+    );
+}

@@ -250,6 +250,7 @@ where
                     _ = term.recv() => "SIGTERM",
                     _ = int.recv() => "SIGINT",
                 };
+                crate::process::note_shutdown(name);
                 handle.drain(name);
             }
         });
