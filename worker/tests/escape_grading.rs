@@ -536,6 +536,40 @@ fn rust_attack(name: &str, script: &str) -> RunRecord {
     record
 }
 
+/// The Rust grader works here (the attacks below are only meaningful if it does): the oracle
+/// is solved with the tripwire failing as it must, `noop` is not.
+#[test]
+fn the_honest_grade_of_a_rust_task() {
+    if !sandbox_works("the_honest_grade_of_a_rust_task") {
+        return;
+    }
+    let c = corpus();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
+    for (agent, solved) in [("oracle", true), ("noop", false)] {
+        let a = c.agent(agent);
+        let mut req = c.request(&t, &a, agent);
+        req.options.runtime = RuntimeKind::Sandbox;
+        let r = c
+            .orchestrator()
+            .run_trial(&req, &Silent, &CancelToken::new())
+            .unwrap()
+            .record;
+        let g = r.attempts[0].grade.as_ref();
+        assert_eq!(
+            (r.outcome.state, r.outcome.ok),
+            (State::Completed, Some(solved)),
+            "{agent}: {:?} {:?}",
+            r.attempts[0].cause,
+            g.map(|g| &g.report)
+        );
+        if solved {
+            let trip = g.unwrap().tripwire.as_ref().unwrap();
+            assert_eq!(trip.result, "failed as it must", "{trip:?}");
+        }
+    }
+}
+
 #[test]
 fn a_cargo_runner_rewriting_failed_to_ok_is_withheld_from_grading() {
     if !sandbox_works("a_cargo_runner_rewriting_failed_to_ok_is_withheld_from_grading") {

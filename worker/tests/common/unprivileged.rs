@@ -117,16 +117,69 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
             std::ffi::CString::new(d.join("cgroup.procs").as_os_str().as_encoded_bytes()).unwrap()
         })
         .collect();
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--skip", this, "--test-threads", "2"]);
-    for t in also_skip {
-        cmd.args(["--skip", t]);
+    // One process per test, as nextest runs them (a test may set process-wide state, e.g.
+    // the worker's shutdown flag).
+    let listed = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--list", "--format", "terse"])
+        .output()
+        .unwrap();
+    let tests: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| *t != this && !also_skip.contains(t))
+        .map(str::to_string)
+        .collect();
+    assert!(!tests.is_empty(), "no tests listed by {:?}", listed);
+    let mut failed = Vec::new();
+    let mut text = String::new();
+    for test in &tests {
+        let out = as_worker_user(test, dir.path(), &procs).output().unwrap();
+        let t = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() || !t.contains("1 passed; 0 failed") {
+            failed.push(test.clone());
+        }
+        text.push_str(&t);
     }
-    cmd.env_clear()
+    for d in groups.iter().rev() {
+        // The runtime's own parent group below it, then the delegated one.
+        let _ = std::fs::remove_dir(d.join("akbench"));
+        let _ = std::fs::remove_dir(d);
+    }
+    eprintln!("{text}");
+    assert!(
+        failed.is_empty(),
+        "with the worker as uid {UID}, these tests failed: {failed:?}"
+    );
+    let skipped: Vec<&str> = text.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
+    if !skipped.is_empty() {
+        akbench_core::testkit::skip(
+            this,
+            &format!(
+                "with the worker as uid {UID}, tests skipped: {}",
+                skipped.join("; ")
+            ),
+        );
+    }
+}
+
+/// This test binary running `test` alone as [`UID`], in the delegated cgroup (`procs`: its
+/// `cgroup.procs` files), with `dir` as its home and temporary folder.
+fn as_worker_user(
+    test: &str,
+    dir: &Path,
+    procs: &[std::ffi::CString],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture"])
+        .env_clear()
         .env(CHILD, "1")
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
-        .current_dir(dir.path());
+        .env("HOME", dir)
+        .env("TMPDIR", dir)
+        .current_dir(dir);
     for var in [
         "PATH",
         "RUSTUP_HOME",
@@ -134,12 +187,26 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
         "RUSTUP_TOOLCHAIN",
         "PYENV_ROOT",
         "PYENV_VERSION",
+        // What a test expects in the worker's own environment (escape_runtime's
+        // reading_the_workers_environment_fails looks for it from inside).
+        "CARGO_MANIFEST_DIR",
         akbench_core::testkit::REQUIRE_ALL_TESTS_ENV,
     ] {
         if let Some(v) = std::env::var_os(var) {
             cmd.env(var, v);
         }
     }
+    // The child's HOME is a fresh folder: the toolchain homes the worker would find under
+    // its own HOME are named instead, as a deployment's worker environment does.
+    if let Some(home) = std::env::var_os("HOME") {
+        for (var, sub) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
+            let p = Path::new(&home).join(sub);
+            if std::env::var_os(var).is_none() && p.is_dir() {
+                cmd.env(var, p);
+            }
+        }
+    }
+    let procs = procs.to_vec();
     use std::os::unix::process::CommandExt;
     // SAFETY: only async-signal-safe calls (open, write, close, setgroups, setgid, setuid)
     // on data made before fork.
@@ -161,34 +228,5 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
             Ok(())
         });
     }
-    let out = cmd.output().unwrap();
-    for d in groups.iter().rev() {
-        // The runtime's own parent group below it, then the delegated one.
-        let _ = std::fs::remove_dir(d.join("akbench"));
-        let _ = std::fs::remove_dir(d);
-    }
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}");
-    assert!(
-        out.status.success(),
-        "the suite failed with the worker as uid {UID}"
-    );
-    let skipped: Vec<&str> = text.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
-    if !skipped.is_empty() {
-        akbench_core::testkit::skip(
-            this,
-            &format!(
-                "with the worker as uid {UID}, tests skipped: {}",
-                skipped.join("; ")
-            ),
-        );
-    }
-    assert!(
-        text.contains(" passed; 0 failed"),
-        "the child ran no tests: {text}"
-    );
+    cmd
 }
