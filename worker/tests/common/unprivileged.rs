@@ -168,11 +168,7 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
 
 /// This test binary running `test` alone as [`UID`], in the delegated cgroup (`procs`: its
 /// `cgroup.procs` files), with `dir` as its home and temporary folder.
-fn as_worker_user(
-    test: &str,
-    dir: &Path,
-    procs: &[std::ffi::CString],
-) -> std::process::Command {
+fn as_worker_user(test: &str, dir: &Path, procs: &[std::ffi::CString]) -> std::process::Command {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", test, "--nocapture"])
         .env_clear()
