@@ -700,6 +700,7 @@ mod tests {
                 cost_usd: Some(cost),
                 ..Default::default()
             },
+            grading: Default::default(),
             duration_ms: 1,
             file: std::path::PathBuf::new(),
         };

@@ -115,6 +115,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .map(akbench_core::spend::Spend::of_record)
                 .unwrap_or_default(),
             attempts: record.as_ref().map_or(0, |r| r.outcome.attempts),
+            grading: record
+                .as_ref()
+                .map(akbench_core::grading::integrity::GradeFlags::of_record)
+                .unwrap_or_default(),
         });
     }
     crate::cmd::sweep::show_result(

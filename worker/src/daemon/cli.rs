@@ -264,6 +264,7 @@ where
                     _ = term.recv() => "SIGTERM",
                     _ = int.recv() => "SIGINT",
                 };
+                crate::process::note_shutdown(name);
                 handle.drain(name);
             }
         });
