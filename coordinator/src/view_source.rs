@@ -197,6 +197,7 @@ impl Backend for StoreBackend {
                     agents: p.map(|p| p.agents).unwrap_or_default(),
                     solve_rate: None,
                     state: Some(r.state.as_str().to_string()),
+                    created: Some(r.created_at),
                     key: r.run_key,
                 }
             })

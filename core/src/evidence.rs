@@ -123,10 +123,13 @@ pub struct StoredRun {
     pub outcome: Option<RunOutcome>,
 }
 
-/// What executing a run gave: written by `akbench sweep` beside the evidence.
+/// What executing a run gave: written by `akbench sweep` beside the evidence, first as
+/// [`RunOutcome::running`] when the sweep starts, then with the result when it ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
-    /// `finished`, or `interrupted` when cancelled before every trial ran.
+    /// `running` while a sweep executes it; then `finished`, or `interrupted` when cancelled
+    /// before every trial ran. (A sweep killed without a chance to write its end stays
+    /// `running`.)
     pub state: String,
     /// Where the records are.
     pub records: String,
@@ -142,12 +145,28 @@ pub struct RunOutcome {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
+impl RunOutcome {
+    /// The outcome of a run whose sweep just started: nothing counted yet.
+    pub fn running(records: String, at: chrono::DateTime<chrono::Utc>) -> RunOutcome {
+        let counts = crate::accounting::BucketCounts::default();
+        RunOutcome {
+            state: "running".into(),
+            records,
+            valid: false,
+            complete: false,
+            rates: crate::rates::Rates::from_counts(&counts),
+            counts,
+            at,
+        }
+    }
+}
+
 /// File of the run's latest execution outcome.
 pub const OUTCOME_FILE: &str = "outcome.json";
 
 impl StoredRun {
-    /// `resolved`, `draft` or `ready`: how far the documents go; `finished` or
-    /// `interrupted` once the run was executed.
+    /// `resolved`, `draft` or `ready`: how far the documents go; `running` while a sweep
+    /// executes it, `finished` or `interrupted` once it was executed.
     pub fn state(&self) -> &str {
         if let Some(o) = &self.outcome {
             o.state.as_str()

@@ -11,7 +11,12 @@
 //! "Grading the agent cannot forge"): the tripwire placed in the grader's copy of the hidden
 //! tests ([`tripwire_code`]) and what a run with it must show ([`check_tripwire`]); which
 //! paths of the agent's diff steer the grader and are withheld from the grading workspace
-//! ([`is_withheld`]).
+//! ([`is_withheld`]); which trials a report counts as tampered or graded with withheld paths
+//! ([`integrity`]); whose failure a grading run without a verdict is, from who ended it
+//! ([`blame`]).
+
+pub mod blame;
+pub mod integrity;
 
 use crate::lifecycle::State;
 use crate::record::{TestOutcome, TestResult};

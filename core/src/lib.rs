@@ -40,6 +40,7 @@ pub mod report;
 pub mod report_view;
 pub mod route_pause;
 pub mod run_list;
+pub mod sandbox_needs;
 pub mod spec;
 pub mod spec_diff;
 pub mod spend;

@@ -305,6 +305,12 @@ pub struct Grade {
     /// steer the grader, not the solution: docs/tasks.md, "Clean-room grading").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub withheld: Vec<String>,
+    /// Who ended the graded process when it was not its own end (the verifier's timeout, a
+    /// limit of the grading run): what made a run without a verdict the agent's failure
+    /// (core::grading::blame). Absent when the process ended itself, and in records written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<crate::grading::blame::EndedBy>,
 }
 
 /// The tripwire of a grade: a randomly named test that must fail, added to the grader's copy

@@ -1,8 +1,11 @@
 //! Summaries rebuilt from trial outcomes: per-agent bucket counts and [`Rates`], rendered as
 //! JSON, a markdown table and JUnit XML. Every rate goes through [`Rates`]: "n/a" (JSON
-//! `null`) when nothing was graded, never 0%.
+//! `null`) when nothing was graded, never 0%. Each row also counts the trials whose grade
+//! was flagged `grading tampered` and those graded with paths withheld
+//! ([`crate::grading::integrity`]).
 
 use crate::accounting::{Bucket, BucketCounts, Observation};
+use crate::grading::integrity::{FlagCounts, GradeFlags};
 use crate::rates::{Pct, Rates};
 use crate::spend::{fmt_count, fmt_usd, Spend, SpendTotals};
 use serde::{Deserialize, Serialize};
@@ -28,6 +31,10 @@ pub struct ReportTrial {
     /// Attempts it made (0: it never started; see [`crate::spend::is_without_cost`]).
     #[serde(default)]
     pub attempts: u32,
+    /// What its deciding grade says about tampering and withheld paths
+    /// ([`GradeFlags::of_record`]).
+    #[serde(default)]
+    pub grading: GradeFlags,
 }
 
 /// Counts and rates of one group.
@@ -41,15 +48,35 @@ pub struct Row {
     pub rates: Rates,
     /// Tokens and cost, summed over the trials, and the cost per solved trial.
     pub spend: SpendTotals,
+    /// Trials flagged `grading tampered`, and trials graded with withheld paths.
+    #[serde(default)]
+    pub flagged: FlagCounts,
 }
 
-impl Row {
-    fn from_counts(counts: BucketCounts, spend: SpendTotals) -> Row {
+/// What one group's row is summed from.
+#[derive(Default)]
+struct Acc {
+    counts: BucketCounts,
+    spend: SpendTotals,
+    flagged: FlagCounts,
+}
+
+impl Acc {
+    fn add(&mut self, t: &ReportTrial) {
+        let b = Bucket::of(&t.observation);
+        self.counts.add(b);
+        self.spend
+            .add_trial(&t.spend, t.attempts, b == Bucket::Succeeded);
+        self.flagged.add(t.grading);
+    }
+
+    fn finish(self) -> Row {
         Row {
-            trials: counts.planned(),
-            rates: Rates::from_counts(&counts),
-            spend: spend.finish(),
-            counts,
+            trials: self.counts.planned(),
+            rates: Rates::from_counts(&self.counts),
+            spend: self.spend.finish(),
+            counts: self.counts,
+            flagged: self.flagged,
         }
     }
 }
@@ -65,23 +92,15 @@ pub struct Summary {
 
 /// Builds the summary of `trials`.
 pub fn summarize(trials: &[ReportTrial]) -> Summary {
-    let mut by_agent: BTreeMap<String, (BucketCounts, SpendTotals)> = BTreeMap::new();
-    let mut total = (BucketCounts::default(), SpendTotals::default());
+    let mut by_agent: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut total = Acc::default();
     for t in trials {
-        let b = Bucket::of(&t.observation);
-        let agent = by_agent.entry(t.agent.clone()).or_default();
-        agent.0.add(b);
-        let solved = b == Bucket::Succeeded;
-        agent.1.add_trial(&t.spend, t.attempts, solved);
-        total.0.add(b);
-        total.1.add_trial(&t.spend, t.attempts, solved);
+        by_agent.entry(t.agent.clone()).or_default().add(t);
+        total.add(t);
     }
     Summary {
-        by_agent: by_agent
-            .into_iter()
-            .map(|(k, (c, s))| (k, Row::from_counts(c, s)))
-            .collect(),
-        total: Row::from_counts(total.0, total.1),
+        by_agent: by_agent.into_iter().map(|(k, a)| (k, a.finish())).collect(),
+        total: total.finish(),
     }
 }
 
@@ -89,8 +108,8 @@ impl Summary {
     /// A markdown table: one line per agent and a total.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate | input tokens | cached tokens | output tokens | cost | cost per solved |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate | input tokens | cached tokens | output tokens | cost | cost per solved | grading tampered | withheld paths |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         let line = |s: &mut String, name: &str, r: &Row| {
             let c = &r.counts;
@@ -102,7 +121,7 @@ impl Summary {
             }
             let _ = writeln!(
                 s,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cost} | {} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cost} | {} | {} | {} |",
                 r.trials,
                 c.succeeded,
                 c.failed,
@@ -119,6 +138,8 @@ impl Summary {
                 fmt_count(sp.spend.cached_input_tokens),
                 fmt_count(sp.spend.output_tokens),
                 fmt_usd(sp.cost_per_solved_usd),
+                r.flagged.tampered,
+                r.flagged.withheld,
             );
         };
         for (name, r) in &self.by_agent {
@@ -243,7 +264,52 @@ mod tests {
             cause: None,
             spend: Spend::default(),
             attempts: 1,
+            grading: GradeFlags::default(),
         }
+    }
+
+    #[test]
+    fn tampered_and_withheld_trials_are_counted_per_agent_in_json_and_markdown() {
+        let flags = |tampered, withheld| GradeFlags { tampered, withheld };
+        let mut trials = vec![
+            t("a", 1, State::Completed, Some(false)),
+            t("a", 2, State::Completed, Some(false)),
+            t("a", 3, State::Completed, Some(true)),
+            t("b", 4, State::Completed, Some(false)),
+            t("b", 5, State::Completed, Some(true)),
+        ];
+        trials[0].grading = flags(true, false);
+        trials[1].grading = flags(true, true);
+        trials[2].grading = flags(false, true);
+        let s = summarize(&trials);
+        assert_eq!(
+            s.by_agent["a"].flagged,
+            FlagCounts {
+                tampered: 2,
+                withheld: 2
+            }
+        );
+        assert_eq!(s.by_agent["b"].flagged, FlagCounts::default());
+        assert_eq!(s.total.flagged.tampered, 2);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["by_agent"]["a"]["flagged"]["tampered"], 2);
+        assert_eq!(json["by_agent"]["a"]["flagged"]["withheld"], 2);
+        assert_eq!(json["by_agent"]["b"]["flagged"]["tampered"], 0);
+        let md = s.to_markdown();
+        assert!(
+            md.contains("| grading tampered | withheld paths |\n"),
+            "{md}"
+        );
+        assert!(md.contains("| n/a | n/a | 2 | 2 |\n| b |"), "{md}");
+        assert!(md.contains("| n/a | n/a | 0 | 0 |\n| **total** |"), "{md}");
+        // A summary stored before the counts existed still reads.
+        let mut old = json.clone();
+        old["by_agent"]["a"]
+            .as_object_mut()
+            .unwrap()
+            .remove("flagged");
+        let back: Summary = serde_json::from_value(old).unwrap();
+        assert_eq!(back.by_agent["a"].flagged, FlagCounts::default());
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub struct RunRow {
     pub run_id: Uuid,
     /// Experiment name.
     pub experiment: String,
-    /// State (local: resolved, draft, ready, finished, interrupted; coordinator: planned,
+    /// State (local: resolved, draft, ready, running, finished, interrupted; coordinator: planned,
     /// running, cancelling, cancelled, finished).
     pub state: String,
     /// Planned trials.
@@ -48,8 +48,9 @@ impl Filter {
     }
 }
 
-/// Every state a run can be in: the local store's (resolved, draft, ready, finished,
-/// interrupted) and a coordinator's (planned, running, cancelling, cancelled, finished).
+/// Every state a run can be in: the local store's (resolved, draft, ready, running while a
+/// sweep executes it, finished, interrupted) and a coordinator's (planned, running,
+/// cancelling, cancelled, finished).
 pub const RUN_STATES: [&str; 9] = [
     "resolved",
     "draft",

@@ -190,6 +190,7 @@ pub fn attempt_record(
         tampered: false,
         tripwire: None,
         withheld: Vec::new(),
+        ended_by: None,
     });
     crate::record::AttemptRecord {
         attempt: crate::record::Identity {

@@ -51,6 +51,7 @@ fn rows() -> Vec<TrialRow> {
                     cost_usd: Some(0.01 * (n % 7) as f64),
                     tokens: Some(1_000 + (n % 5000) as u64),
                     spend: Default::default(),
+                    grading: Default::default(),
                     duration_ms: 1_000 + (n % 60_000) as i64,
                     file: Default::default(),
                 });

@@ -256,7 +256,7 @@ pub struct ListArgs {
     /// Only runs of this experiment.
     #[arg(long)]
     pub experiment: Option<String>,
-    /// Only runs in this state (local: resolved, draft, ready, finished, interrupted;
+    /// Only runs in this state (local: resolved, draft, ready, running, finished, interrupted;
     /// coordinator: planned, running, cancelling, cancelled, finished).
     #[arg(long, value_parser = akbench_core::run_list::parse_state)]
     pub state: Option<String>,
@@ -355,6 +355,10 @@ pub struct RecordsArgs {
     /// Only these trials (UUIDs or keys); repeatable. Default: every accepted record.
     #[arg(long = "trial")]
     pub trials: Vec<String>,
+    /// The workers' artifact folder (`akbench up --out`): each attempt's `trajectory.json`
+    /// is copied from it beside the exported record (`<trial key>/<attempt dir>/`).
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
 }
 
 /// Where runs are stored.

@@ -234,6 +234,28 @@ fn the_trial_page_shows_the_transcript_in_chromium() {
         "the failing test's result: {dom}"
     );
     assert!(dom.contains("cached) · "), "tokens per step: {dom}");
+    // The attempt's observations and the agent CLI's version, as the record states them.
+    let obs = &r["attempts"][0]["observations"];
+    for (label, value) in [
+        ("turns", obs["turns"].to_string()),
+        ("output tokens", obs["output_tokens"].to_string()),
+        (
+            "cost",
+            akbench_core::spend::fmt_cost(obs["cost_usd"].as_f64().unwrap()),
+        ),
+        (
+            "agent CLI",
+            r["attempts"][0]["provenance"]["agent_cli_version"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ),
+    ] {
+        assert!(
+            dom.contains(&format!("<dt>{label}</dt><dd>{value}</dd>")),
+            "{label} {value}: {dom}"
+        );
+    }
     assert!(
         dom.contains("<pre id=\"console-errors\" hidden=\"\"></pre>"),
         "{dom}"

@@ -428,6 +428,7 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
         format!("/api/runs/{key}"),
         format!("/api/runs/{key}/trials"),
         format!("/api/runs/{key}/status"),
+        format!("/compare?left={key}&right={key}"),
     ];
     for path in &reads {
         assert_eq!(
@@ -443,6 +444,24 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
         let (code, text) = request(http, "GET", path, Some(VIEWER));
         assert_eq!(code, 200, "{path} with the viewer token: {text}");
     }
+    // The compare page over the coordinator's trial rows (a run with itself: nothing done
+    // yet, so no pair), and an unknown run named on a 404 page.
+    let (_, text) = request(
+        http,
+        "GET",
+        &format!("/compare?left={key}&right={key}"),
+        Some(VIEWER),
+    );
+    assert!(text.contains("data-pairs=\"0\""), "{text}");
+    assert!(text.contains("Conditions not checked here"), "{text}");
+    let (code, text) = request(
+        http,
+        "GET",
+        &format!("/compare?left=nope&right={key}"),
+        Some(VIEWER),
+    );
+    assert_eq!(code, 404, "{text}");
+    assert!(text.contains("no run `nope`"), "{text}");
     // No trial has a record yet.
     assert_eq!(request(http, "GET", &trial, Some(VIEWER)).0, 404);
     // Nothing answers a write, whatever the token, on any route of the UI.

@@ -1,14 +1,21 @@
-# The coordinator image: the release binary on a small Debian base, run as an unprivileged
-# user. Build the binaries first (cargo build --release -p akbench-coordinator -p akbench
-# -p akbench-worker), then, from the repository root:
+# The coordinator image: `akbench-coordinator` and `akbench` (for `akbench certs`) on a
+# Debian base, run as the unprivileged user 10001. From the repository root (the
+# .dockerignore there keeps the build context to the binaries and deploy/):
+#   cargo build --release -p akbench-coordinator -p akbench
 #   docker build -f deploy/images/coordinator.Dockerfile -t akbench-coordinator .
-# Not built in this repository's CI (no container engine or base image is reachable there).
-FROM debian:bookworm-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin akbench
-COPY target/release/akbench-coordinator target/release/akbench /usr/local/bin/
+# scripts/compose-images builds it in CI from the Debian base of scripts/base-image
+# (--build-arg BASE=akbench-base:KEY, BIN_DIR=target/debug), where every package below is
+# installed already and nothing is downloaded.
+ARG BASE=debian:bookworm-slim
+FROM ${BASE}
+ARG BIN_DIR=target/release
+RUN set -e; pkgs="ca-certificates curl"; \
+    dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $pkgs && rm -rf /var/lib/apt/lists/*; }; \
+    useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin akbench; \
+    # /certs: a named volume mounted here starts owned by 10001 (compose's `certs` service
+    # writes into it as that user).
+    mkdir -m 0755 /certs && chown 10001:10001 /certs
+COPY ${BIN_DIR}/akbench-coordinator ${BIN_DIR}/akbench /usr/local/bin/
 USER 10001:10001
 EXPOSE 7400 7401
 ENTRYPOINT ["/usr/local/bin/akbench-coordinator"]

@@ -70,16 +70,19 @@ pub fn progress_bar(done: u64, planned: Option<u64>) -> String {
             (done as f64 / p as f64 * 100.0).min(100.0),
             format!("{done} / {p} trials"),
         ),
-        _ => (
-            100.0,
-            format!("{done} trials (plan not found: pass --store-root)"),
-        ),
+        _ => (100.0, format!("{done} trials (no stored plan)")),
     };
     format!(
-        "<div class=\"progress\" id=\"progress\" data-done=\"{done}\" data-planned=\"{p}\">\
+        "<div class=\"progress\" id=\"progress\" data-done=\"{done}\" data-planned=\"{p}\"{title}>\
          <div class=\"bar\" style=\"width:{width:.1}%\"></div>\
          <span class=\"label\" id=\"progress-label\">{label}</span></div>",
         p = planned.map(|p| p.to_string()).unwrap_or_default(),
+        title = if planned.is_some_and(|p| p > 0) {
+            ""
+        } else {
+            " title=\"the planned count comes from the run's plan in the evidence store \
+             (--store-root): a sweep stores one, run single makes none\""
+        },
         label = esc(&label),
     )
 }
@@ -119,6 +122,6 @@ mod tests {
     #[test]
     fn progress_bar_without_a_plan_says_so() {
         assert!(progress_bar(3, Some(6)).contains("width:50.0%"));
-        assert!(progress_bar(3, None).contains("plan not found"));
+        assert!(progress_bar(3, None).contains("no stored plan"));
     }
 }

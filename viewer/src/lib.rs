@@ -5,9 +5,11 @@
 //! matrix, progress); [`live`] words a coordinator run's live status (ETA, workers, paused
 //! routes); [`pages`] renders HTML on the server ([`html`] holds escaping and the page frame);
 //! [`source`] is the data-source trait (folder | coordinator) and the cached coordinator
-//! source; [`transcript`] renders an attempt's ATIF trajectory on the trial page; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
+//! source; [`compare`] is the compare page (two runs paired as `run compare` pairs them);
+//! [`transcript`] renders an attempt's ATIF trajectory on the trial page; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
 //! source. Assets are embedded (`assets/`); nothing is fetched from the network at view time.
 
+pub mod compare;
 pub mod html;
 pub mod live;
 pub mod model;

@@ -5,6 +5,7 @@
 //! ([`Live`]: ETA, workers, paused provider routes).
 
 use akbench_core::accounting::{Bucket, BucketCounts, Observation, ALL_BUCKETS};
+use akbench_core::grading::integrity::GradeFlags;
 use akbench_core::interval::{wilson, Interval, Z95};
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
@@ -44,6 +45,10 @@ pub struct TrialRow {
     /// What the trial spent, summed over its attempts (not sent to the browser).
     #[serde(skip)]
     pub spend: Spend,
+    /// Whether its grade was flagged tampered or withheld paths (core's definition; not
+    /// known for a coordinator's compact rows).
+    #[serde(skip)]
+    pub grading: GradeFlags,
     /// Wall time from start to finish, in milliseconds.
     pub duration_ms: i64,
     /// The record file (absolute; never sent to the browser).
@@ -84,6 +89,7 @@ impl TrialRow {
             cost_usd,
             tokens,
             spend,
+            grading: GradeFlags::of_record(r),
             duration_ms: (r.finished_at - r.started_at).num_milliseconds(),
             file,
         }
@@ -116,6 +122,7 @@ impl TrialRow {
             cause: c.cause,
             attempts: c.attempts,
             spend: c.spend,
+            grading: GradeFlags::default(),
             duration_ms: c.duration_ms,
             file: PathBuf::new(),
         }
@@ -129,6 +136,7 @@ impl TrialRow {
             cause: self.cause.clone(),
             spend: self.spend,
             attempts: self.attempts,
+            grading: self.grading,
             observation: Observation {
                 trial_id: uuid::Uuid::nil(),
                 state: self.state,
@@ -494,6 +502,7 @@ mod tests {
             cost_usd: None,
             tokens: None,
             spend: Spend::default(),
+            grading: Default::default(),
             duration_ms: 10,
             file: PathBuf::new(),
         }

@@ -70,7 +70,7 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         esc(q)
     );
     b.push_str(
-        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>state</th><th>progress</th>\
+        "<table id=\"runs\" class=\"list\"><thead><tr><th>run</th><th>state</th><th>created</th><th>progress</th>\
          <th>agents</th><th>tasks</th><th>pass rate</th><th>solve rate</th></tr></thead><tbody>",
     );
     let ql = q.to_lowercase();
@@ -83,10 +83,14 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         let _ = write!(
             b,
             "<tr class=\"run-row\" data-key=\"{k}\"><td><a href=\"/runs/{u}\">{k}</a></td>\
-             <td>{st}</td><td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
+             <td class=\"state\">{st}</td><td class=\"created\">{cr}</td><td>{bar}</td><td>{a}</td><td>{t}</td><td>{p}</td><td>{s}</td></tr>",
             k = esc(&run.key),
             u = url(&run.key),
             st = esc(run.state.as_deref().unwrap_or("–")),
+            cr = run
+                .created
+                .map(|c| c.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+                .unwrap_or_else(|| "–".into()),
             bar = progress_bar(run.done, run.planned),
             a = esc(&run.agents.join(", ")),
             t = run
@@ -118,11 +122,9 @@ pub fn runs(list: &RunList, origin: &str, q: &str) -> String {
         }
         b.push_str("</ul>");
     }
-    b.push_str(
-        "<section class=\"compare-slot\" id=\"compare\"><!-- COMPARE: the paired view of \
-         `run compare` (core::compare) goes here when it lands --><h2>Compare runs</h2>\
-         <p>Not in the viewer yet: use <code>akbench run compare</code>.</p></section>",
-    );
+    b.push_str("<section class=\"compare-slot\" id=\"compare\"><h2>Compare two runs</h2>");
+    crate::compare::picker(&mut b, list, &crate::compare::CompareQuery::default());
+    b.push_str("</section>");
     page("runs", &[], &b)
 }
 
@@ -411,6 +413,7 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
             d = p.duration_ms as f64 / 1000.0,
             to = if p.timed_out { " · timed out" } else { "" },
         );
+        observations(b, a);
         if let Artifacts::Folder(root) = dir {
             match crate::transcript::load(root, adapter, a) {
                 Ok((t, converted)) => crate::transcript::render(b, &t, converted),
@@ -481,6 +484,37 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
         );
     }
     b.push_str("</section>");
+}
+
+/// What the adapter observed (turns, tokens, cost, model) and the agent CLI's version, each
+/// when known.
+fn observations(b: &mut String, a: &AttemptRecord) {
+    let o = &a.observations;
+    let num = |n: Option<u64>| n.map(|n| n.to_string());
+    let facts = [
+        (
+            "agent CLI",
+            a.provenance
+                .as_ref()
+                .and_then(|p| p.agent_cli_version.clone()),
+        ),
+        ("model", o.model.clone()),
+        ("turns", num(o.turns)),
+        ("input tokens", num(o.input_tokens)),
+        ("cached input tokens", num(o.cached_input_tokens)),
+        ("output tokens", num(o.output_tokens)),
+        ("cost", o.cost_usd.map(akbench_core::spend::fmt_cost)),
+    ];
+    if facts.iter().all(|(_, v)| v.is_none()) {
+        return;
+    }
+    b.push_str("<dl class=\"facts observations\">");
+    for (k, v) in facts {
+        if let Some(v) = v {
+            let _ = write!(b, "<dt>{k}</dt><dd>{}</dd>", esc(&v));
+        }
+    }
+    b.push_str("</dl>");
 }
 
 /// The transitions drawn to scale: one bar per state, as wide as the time spent in it.
@@ -666,6 +700,7 @@ mod tests {
                 cost_usd: Some(cost),
                 ..Default::default()
             },
+            grading: Default::default(),
             duration_ms: 1,
             file: std::path::PathBuf::new(),
         };

@@ -5,6 +5,7 @@
 //! A run's event stream sends its progress when it changes: woken by the source's change
 //! signal (a folder re-read) or, for sources that cannot tell, by polling every `poll`.
 
+use crate::compare::{self, CompareQuery, Compared};
 use crate::html::{esc, page};
 use crate::model::TrialRow;
 use crate::pages::{self, RunQuery};
@@ -45,7 +46,7 @@ pub fn router<S: Source>(source: Arc<S>, poll: Duration) -> Router {
         .route("/", get(runs_page::<S>))
         .route("/runs/{run}", get(run_page::<S>))
         .route("/trials/{*trial}", get(trial_page::<S>))
-        .route("/compare", get(compare_page))
+        .route("/compare", get(compare_page::<S>))
         .route("/api/runs", get(api_runs::<S>))
         .route("/api/runs/{run}", get(api_run::<S>))
         .route("/api/runs/{run}/trials", get(api_trials::<S>))
@@ -155,16 +156,35 @@ async fn trial_page<S: Source>(State(v): State<Shared<S>>, Path(trial): Path<Str
     }
 }
 
-async fn compare_page() -> Response {
-    // COMPARE: the paired view of `run compare` (core::compare) is served here when it lands.
-    html(
-        StatusCode::NOT_IMPLEMENTED,
-        page(
-            "compare",
-            &[],
-            "<h1>Compare runs</h1><p>Not in the viewer yet: use <code>akbench run compare</code>.</p>",
-        ),
-    )
+async fn compare_page<S: Source>(
+    State(v): State<Shared<S>>,
+    Query(q): Query<CompareQuery>,
+) -> Response {
+    let list = match v.source.runs().await {
+        Ok(list) => list,
+        Err(e) => return unavailable(&e),
+    };
+    if q.runs().is_none() {
+        // Nothing or one side picked: the picker (a half-filled form is a bad request).
+        let half = q.left.as_deref().is_some_and(|s| !s.trim().is_empty())
+            || q.right.as_deref().is_some_and(|s| !s.trim().is_empty());
+        let status = if half {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        return html(status, compare::page(&list, &q, None));
+    }
+    let outcome = match v.source.compare(&q).await {
+        Ok(o) => o,
+        Err(e) => return unavailable(&e),
+    };
+    let status = match &outcome {
+        Compared::Done(_) => StatusCode::OK,
+        Compared::UnknownRun { .. } => StatusCode::NOT_FOUND,
+        Compared::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    html(status, compare::page(&list, &q, Some(&outcome)))
 }
 
 async fn api_runs<S: Source>(State(v): State<Shared<S>>) -> Response {

@@ -11,6 +11,7 @@
 //! [`Coordinated::min_rebuild`] or four times the last build's duration, whichever is longer,
 //! so a big live run is not re-aggregated on every poll.
 
+use crate::compare::{of_views, CompareQuery, Compared};
 use crate::live::Live;
 use crate::model::{Progress, Refused, RunView, TrialRow};
 use akbench_core::record::RunRecord;
@@ -50,8 +51,11 @@ impl SourceError {
 pub struct RunItem {
     /// Run key.
     pub key: String,
-    /// The coordinator's run state, when the run is on one.
+    /// The run's state: a coordinator's (planned, running, cancelling, cancelled,
+    /// finished), or the local evidence store's (ready, running, finished, interrupted).
     pub state: Option<String>,
+    /// When the run was created, when known.
+    pub created: Option<chrono::DateTime<chrono::Utc>>,
     /// Trials done (with a record, or finished on the coordinator).
     pub done: u64,
     /// Planned trials, when known.
@@ -73,6 +77,21 @@ pub struct RunList {
     pub runs: Vec<RunItem>,
     /// Records that were refused (folder sources).
     pub refused: Vec<Refused>,
+}
+
+impl RunList {
+    /// Orders the runs newest first: by creation time, then (unknown times last) by key,
+    /// descending.
+    pub fn newest_first(mut self) -> RunList {
+        self.runs.sort_by(|a, b| {
+            b.created
+                .is_some()
+                .cmp(&a.created.is_some())
+                .then(b.created.cmp(&a.created))
+                .then(b.key.cmp(&a.key))
+        });
+        self
+    }
 }
 
 /// What the run page needs.
@@ -126,6 +145,35 @@ pub trait Source: Send + Sync + 'static {
     /// Bumped when the source knows something changed (a folder was re-read); sources that
     /// cannot tell are polled by the event streams instead.
     fn changes(&self) -> watch::Receiver<u64>;
+
+    /// Two runs compared (the compare page; `q` names both). By default from the runs' done
+    /// trial rows ([`of_views`]); a source that has the runs' records and plans (a folder)
+    /// compares them as `akbench run compare` does.
+    fn compare(
+        &self,
+        q: &CompareQuery,
+    ) -> impl Future<Output = Result<Compared, SourceError>> + Send {
+        async move {
+            let Some((l, r)) = q.runs() else {
+                return Ok(Compared::Refused(
+                    "failed to compare: pick two runs (left and right)".into(),
+                ));
+            };
+            let Some(left) = self.run(l).await? else {
+                return Ok(Compared::UnknownRun {
+                    side: "left",
+                    run: l.into(),
+                });
+            };
+            let Some(right) = self.run(r).await? else {
+                return Ok(Compared::UnknownRun {
+                    side: "right",
+                    run: r.into(),
+                });
+            };
+            Ok(of_views(&left.view, &right.view, q))
+        }
+    }
 }
 
 /// A run's status on a coordinator.
@@ -235,7 +283,8 @@ impl<B: Backend> Source for Coordinated<B> {
         Ok(RunList {
             runs: self.backend.runs().await?,
             refused: Vec::new(),
-        })
+        }
+        .newest_first())
     }
 
     async fn run(&self, run: &str) -> Result<Option<RunPage>, SourceError> {
@@ -330,6 +379,35 @@ mod tests {
             artifacts_under(None, "run-1/t/a/r0"),
             Artifacts::Unavailable(_)
         ));
+    }
+
+    #[test]
+    fn runs_are_listed_newest_first_unknown_times_last() {
+        let t = |s: &str| Some(s.parse::<chrono::DateTime<chrono::Utc>>().unwrap());
+        let item = |key: &str, created| RunItem {
+            key: key.into(),
+            state: None,
+            created,
+            done: 0,
+            planned: None,
+            agents: Vec::new(),
+            tasks: None,
+            pass_rate: None,
+            solve_rate: None,
+        };
+        let list = RunList {
+            runs: vec![
+                item("b-old", t("2026-01-01T00:00:00Z")),
+                item("a-unknown", None),
+                item("z-new", t("2026-03-01T00:00:00Z")),
+                item("c-unknown", None),
+                item("a-mid", t("2026-02-01T00:00:00Z")),
+            ],
+            refused: Vec::new(),
+        }
+        .newest_first();
+        let keys: Vec<&str> = list.runs.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["z-new", "a-mid", "b-old", "c-unknown", "a-unknown"]);
     }
 
     #[test]

@@ -57,7 +57,9 @@
 //! # Exit codes of `akbench-worker`
 //!
 //! - `0`: drained; everything owed was acknowledged.
-//! - `1`: could not start (bad configuration, unreadable token file, artifact store).
+//! - `1`: could not start (bad configuration, unreadable token file, artifact store, or the
+//!   `sandbox` runtime cannot run here: the message names the missing kernel feature or
+//!   permission; `--allow-unsandboxed` starts anyway).
 //! - `2`: bad command line (from clap).
 //! - `3`: drained, but some owed messages could not be delivered before the deadline (the
 //!   coordinator was unreachable); their leases will expire and be reaped.
@@ -70,6 +72,7 @@ mod cli;
 mod config;
 mod grade;
 pub mod metrics;
+mod preflight;
 mod runner;
 mod session;
 mod spans;

@@ -13,10 +13,17 @@
 //! flagged, never an evaluation error.
 //!
 //! Whose failure: a grader that cannot start or set up (tests copy, digest, runtime) is an
-//! evaluation error. A verifier that ran the agent's code and then died by a signal, timed
-//! out, exited as "could not execute" or left no usable reward is the agent's failure (graded
-//! not solved, cause named) when the same grader solves the task's reference solution on this
-//! host (checked once per task release and runtime); else an evaluation error.
+//! evaluation error. Who ended the verifier is recorded first
+//! ([`akbench_core::grading::blame::EndedBy`]) and core's rule applies
+//! ([`akbench_core::grading::blame::judge`]): a verifier that ran the agent's code and then
+//! died by a signal of its own, timed out, ran into a limit of the grading run, exited as
+//! "could not execute" or left no usable reward is the agent's failure (graded not solved,
+//! cause named) when the same grader solves the task's reference solution on this host
+//! (checked once per task release and runtime); else an evaluation error. What the harness
+//! or the host did is never the agent's: the sandbox launcher failing before the verifier
+//! started, or the host's out-of-memory killer, is an evaluation error; a cancel ends the
+//! attempt cancelled, and the worker's shutdown (a signal to the worker while the verifier
+//! died by a signal, or its drain) an infrastructure error.
 
 pub mod outputs;
 mod tripwire;
@@ -24,6 +31,7 @@ mod tripwire;
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
+use akbench_core::grading::blame::{judge, EndedBy, Judgement};
 use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
@@ -142,10 +150,17 @@ impl std::fmt::Debug for EvalPlace<'_> {
     }
 }
 
+/// Memory of every grading run, MiB: a hidden test suite's build and run fit (the examples'
+/// `cargo test` stays under 1 GiB); a tree that goes over it is killed by the kernel at the
+/// run's own limit, which is the code under test's doing, instead of growing until the
+/// host's out-of-memory killer picks a victim, which would be the host's.
+pub const GRADING_MEMORY_MB: u64 = 8192;
+
 /// The limits every grading run has.
 pub fn grading_limits() -> Limits {
     Limits {
         pids: 4096,
+        memory_mb: Some(GRADING_MEMORY_MB),
         ..Limits::default()
     }
 }
@@ -163,6 +178,7 @@ struct Verdict {
     runtime: RuntimeFacts,
     tampered: Option<String>,
     cause: Option<String>,
+    ended_by: Option<EndedBy>,
 }
 
 /// How one run of the verifier ended.
@@ -176,6 +192,7 @@ enum Run {
         report_truncated: bool,
         exit_code: Option<i32>,
         runtime: RuntimeFacts,
+        ended_by: EndedBy,
     },
     /// The grader's own machinery failed.
     Machinery {
@@ -212,6 +229,7 @@ pub fn evaluate(
             report_truncated,
             exit_code,
             runtime,
+            ended_by,
         } => match reference_check(task, place, cancel) {
             RefCheck::Cancelled => return EvalResult::Cancelled,
             RefCheck::Fails(why) => {
@@ -233,6 +251,7 @@ pub fn evaluate(
                 cause: Some(format!(
                     "{cause} while the agent's code ran; the same grader solves the task's reference solution, so this is the agent's failure"
                 )),
+                ended_by: (ended_by != EndedBy::Itself).then_some(ended_by),
             },
         },
         Run::Verdict(v) => v,
@@ -278,6 +297,7 @@ pub fn evaluate(
         tampered,
         tripwire: Some(tripwire),
         withheld: place.withheld.to_vec(),
+        ended_by: v.ended_by,
     })
 }
 
@@ -421,7 +441,18 @@ fn run_once(
     let finished = guard.finish();
     let runtime = finished.facts;
     let (report, report_truncated) = read_report(&stdout_path, &stderr_path);
-    if end.cancelled {
+    let code = end.exit_code;
+    let by = ended_by(&end, finished.ended_by, cancel);
+    if matches!(by, EndedBy::Shutdown | EndedBy::Cancel) {
+        if let (EndedBy::Shutdown, false, Some(why)) =
+            (by, cancel.is_cancelled(), crate::process::shutting_down())
+        {
+            // The worker's doing, not a cancel: the attempt ends as the host's
+            // (core::dispatch::Stop), not as the agent's failure.
+            cancel.interrupt(&format!(
+                "the worker was shutting down ({why}) when the graded process died by a signal"
+            ));
+        }
         return Run::Cancelled;
     }
     let reward = read_reward(&verifier);
@@ -435,7 +466,6 @@ fn run_once(
         }
         _ => None,
     };
-    let code = end.exit_code;
     if let Some(t) = tamper {
         return Run::Verdict(Verdict {
             ok: false,
@@ -448,39 +478,73 @@ fn run_once(
             runtime,
             tampered: Some(t),
             cause: None,
+            ended_by: (by != EndedBy::Itself).then_some(by),
         });
     }
-    let no_verdict = |cause: String| Run::NoVerdict {
-        cause,
-        report: report.clone(),
-        report_truncated,
-        exit_code: code,
-        runtime: runtime.clone(),
-    };
-    if end.timed_out {
-        return no_verdict(format!(
+    // Why the run gave no usable verdict, when it did not (whoever ended it).
+    let missing = if by == EndedBy::Timeout {
+        Some(format!(
             "the evaluation timed out after {}s (verifier.timeout_sec)",
             task.verifier_timeout_sec
-        ));
-    }
-    if let Some(sig) = end.signal {
-        return no_verdict(format!("the evaluation was killed by signal {sig}"));
+        ))
+    } else if let (EndedBy::Limit, Some(c)) = (by, &finished.limit_cause) {
+        Some(format!("the evaluation was stopped: {c}"))
+    } else if let Some(sig) = end.signal {
+        Some(format!("the evaluation was killed by signal {sig}"))
+    } else {
+        match code.unwrap_or(-1) {
+            c if !(0..126).contains(&c) => {
+                let killed = if c > 128 && c < 160 {
+                    format!(" (killed by signal {})", c - 128)
+                } else {
+                    String::new()
+                };
+                Some(format!(
+                    "the evaluation command `{}` exited {c}{killed} (could not execute, not found, or killed)",
+                    argv.join(" ")
+                ))
+            }
+            _ => match &reward {
+                Err(OutputError::Invalid(e) | OutputError::Tampered(e)) => Some(e.clone()),
+                Ok(_) => None,
+            },
+        }
+    };
+    match judge(by, missing.is_none()) {
+        Judgement::Stopped => return Run::Cancelled,
+        Judgement::Grader => {
+            return Run::Machinery {
+                cause: format!(
+                    "the grader could not judge the agent's work: {}{}",
+                    by.describe(),
+                    finished
+                        .limit_cause
+                        .as_deref()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default()
+                ),
+                report,
+            }
+        }
+        Judgement::AgentIfValidated => {
+            return Run::NoVerdict {
+                cause: missing.unwrap_or_else(|| by.describe().to_string()),
+                report,
+                report_truncated,
+                exit_code: code,
+                runtime,
+                ended_by: by,
+            }
+        }
+        Judgement::Verdict => {}
     }
     let code = code.unwrap_or(-1);
-    if !(0..126).contains(&code) {
-        let killed = if code > 128 && code < 160 {
-            format!(" (killed by signal {})", code - 128)
-        } else {
-            String::new()
+    let Ok(reward) = reward else {
+        // judge() gives a verdict only when the reward was usable.
+        return Run::Machinery {
+            cause: "the grader read an unusable reward as a verdict".into(),
+            report,
         };
-        return no_verdict(format!(
-            "the evaluation command `{}` exited {code}{killed} (could not execute, not found, or killed)",
-            argv.join(" ")
-        ));
-    }
-    let reward = match reward {
-        Ok(r) => r,
-        Err(OutputError::Invalid(e) | OutputError::Tampered(e)) => return no_verdict(e),
     };
     let (ok, score, source) = match reward {
         Some((r, source)) => (r >= task.pass_threshold, r, source),
@@ -515,7 +579,37 @@ fn run_once(
         runtime,
         tampered: None,
         cause: None,
+        ended_by: None,
     })
+}
+
+/// Who ended the verifier: a cancel or the worker's own stop (the process layer saw the
+/// token), the verifier's timeout, one of the runtime's watchers (a limit, the host's OOM
+/// killer, a launcher that failed), the worker's shutdown when the process died by a signal
+/// after the worker was told to stop, else the tree itself.
+fn ended_by(
+    end: &crate::process::ProcessEnd,
+    runtime: Option<EndedBy>,
+    cancel: &CancelToken,
+) -> EndedBy {
+    use akbench_core::dispatch::Stop;
+    if end.cancelled {
+        return match cancel.stop() {
+            Some(Stop::Interrupted(_)) => EndedBy::Shutdown,
+            _ => EndedBy::Cancel,
+        };
+    }
+    if end.timed_out {
+        return EndedBy::Timeout;
+    }
+    if let Some(by) = runtime {
+        return by;
+    }
+    let by_signal = end.signal.is_some() || end.exit_code.is_some_and(|c| c > 128 && c < 160);
+    if by_signal && crate::process::shutting_down().is_some() {
+        return EndedBy::Shutdown;
+    }
+    EndedBy::Itself
 }
 
 fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {

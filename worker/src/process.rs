@@ -76,6 +76,23 @@ impl CancelToken {
     }
 }
 
+/// Why this process is shutting down, once it is (a signal to the worker): set by the
+/// worker daemon's signal handler ([`note_shutdown`]).
+static SHUTDOWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Notes that the worker was told to stop (`why`: the signal's name). A graded process
+/// that dies by a signal from then on is the shutdown's doing, never the agent's: a service
+/// manager stopping the worker signals every process of its control group, the graded
+/// tree's included, before the worker's drain reaches it (core::grading::blame).
+pub fn note_shutdown(why: &str) {
+    let _ = SHUTDOWN.set(why.to_string());
+}
+
+/// Why the worker is shutting down, once [`note_shutdown`] was called.
+pub fn shutting_down() -> Option<&'static str> {
+    SHUTDOWN.get().map(String::as_str)
+}
+
 /// The base environment for a child: the allow-list from this process, plus `HOME`,
 /// `TMPDIR`, and toolchain homes (rustup and cargo keep working with a private HOME).
 pub fn base_env(home: &Path) -> BTreeMap<String, String> {

@@ -97,12 +97,17 @@ fn attack(c: &Corpus, name: &str, python: &str, hostfile: &Path) -> RunRecord {
     let script = format!(
         "mkdir -p tests\n: > tests/__init__.py\ncat > tests/test_evil.py <<'AKBEOF'\n{python}\nAKBEOF\nexit 0\n"
     );
+    run_agent(c, name, &script, "pyanswer")
+}
+
+/// Runs `script` as a scripted agent under `sandbox` on `task` of the corpus.
+fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
     c.add_agent(
         name,
         &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
-        Some(&script),
+        Some(script),
     );
-    let t = c.task("pyanswer");
+    let t = c.task(task);
     let a = c.agent(name);
     let mut req = c.request(&t, &a, name);
     req.options.runtime = RuntimeKind::Sandbox;
@@ -312,6 +317,71 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
     );
 }
 
+/// The pid of the main grading run's verifier (`python3 .../run_tests.py` under `root`),
+/// waited for while the trial runs on another thread.
+fn verifier_pid(root: &Path) -> i32 {
+    let root = root.display().to_string();
+    loop {
+        for e in fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+                continue;
+            };
+            let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("run_tests.py") && cmd.contains(&root) && cmd.contains("/main/") {
+                return pid;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A worker told to stop (SIGTERM from a service manager, which signals every process of
+/// the worker's control group: the graded verifier dies by it before the worker's drain
+/// reaches the attempt) ends the attempt as the host's doing, retried: never the agent's
+/// `failed`, although the same grader solves the reference and the verifier died by a
+/// signal while the agent's code ran (core::grading::blame). The agent's own kill of its
+/// test process stays its failure
+/// (`killing_the_test_process_is_the_agents_failure_not_an_evaluation_error`).
+#[test]
+fn a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure() {
+    if !sandbox_works("a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure") {
+        return;
+    }
+    let c = py_corpus();
+    let host = host_file(&c, "unused");
+    // The agent's test module waits while grading runs it (never on its own end).
+    let root = c.root().to_path_buf();
+    let killer = std::thread::spawn(move || {
+        let pid = verifier_pid(&root);
+        akbench_worker::process::note_shutdown("SIGTERM");
+        // SAFETY: kill(2) on the verifier process found above; no memory involved.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    });
+    let r = attack(
+        &c,
+        "wait-for-shutdown",
+        r#"import os, time
+if os.environ.get("AKBENCH_VERIFIER_DIR"):
+    while True:
+        time.sleep(3600)"#,
+        &host,
+    );
+    killer.join().unwrap();
+    assert_eq!(
+        r.outcome.state,
+        State::InfrastructureError,
+        "the worker's shutdown is the host's doing: {:?}",
+        r.attempts[0].cause
+    );
+    let cause = r.attempts[0].cause.clone().unwrap_or_default();
+    assert!(
+        cause.contains("interrupted by its worker") && cause.contains("shutting down (SIGTERM)"),
+        "{cause:?}"
+    );
+    assert!(r.attempts[0].grade.is_none(), "no verdict on the agent");
+}
+
 #[test]
 fn patching_the_test_framework_is_caught_by_the_tripwire() {
     if !sandbox_works("patching_the_test_framework_is_caught_by_the_tripwire") {
@@ -363,6 +433,79 @@ for _m in list(__import__("sys").modules.values()):
     assert_tampered("skip-all", &r);
 }
 
+/// An interpreter start-up hook (`sitecustomize.py`, a `.pth` file) in the agent's diff,
+/// on a task whose test script puts the workspace on `PYTHONPATH` (so Python would import
+/// it before any test): the hook writes reward 1 and exits before the tests run. The clean
+/// room withholds both paths, the grade is the honest "not solved" and lists them.
+#[test]
+fn an_interpreter_start_up_hook_is_withheld_from_grading() {
+    if !sandbox_works("an_interpreter_start_up_hook_is_withheld_from_grading") {
+        return;
+    }
+    let c = py_corpus();
+    // The same task, with the workspace on PYTHONPATH (as some task scripts do).
+    let t = c.tasks().join("pyanswer");
+    let test_sh = fs::read_to_string(t.join("tests/test.sh")).unwrap();
+    let test_sh = test_sh.replacen(
+        "export PYTHONDONTWRITEBYTECODE=1",
+        "export PYTHONDONTWRITEBYTECODE=1\nexport PYTHONPATH=\"$ws\"",
+        1,
+    );
+    assert!(test_sh.contains("PYTHONPATH"), "{test_sh}");
+    let pypath = c.tasks().join("pypath");
+    akbench_worker::evaluator::copy_tree(&t, &pypath).unwrap();
+    fs::write(pypath.join("tests/test.sh"), test_sh).unwrap();
+    let hook = r#"import os
+if os.environ.get("AKBENCH_VERIFIER_DIR"):
+    with open(os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "reward.txt"), "w") as f:
+        f.write("1\n")
+    os._exit(0)
+"#;
+    let script = format!(
+        "cat > sitecustomize.py <<'AKBEOF'\n{hook}AKBEOF\necho 'import os' > evil.pth\nexit 0\n"
+    );
+    let r = run_agent(&c, "startup-hook", &script, "pypath");
+    assert_eq!(
+        r.outcome.state,
+        State::Completed,
+        "{:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false), "the start-up hook graded solved");
+    let g = r.attempts[0].grade.as_ref().unwrap();
+    assert_eq!(
+        g.withheld,
+        vec!["evil.pth".to_string(), "sitecustomize.py".to_string()]
+    );
+}
+
+/// The agent's package raises `unittest.SkipTest` when the grader imports it: the hidden
+/// tests (and the tripwire beside them) are skipped, "OK (skipped=1)". Never solved.
+#[test]
+fn skipping_at_import_is_never_solved() {
+    if !sandbox_works("skipping_at_import_is_never_solved") {
+        return;
+    }
+    let c = py_corpus();
+    let script = r#"cat >> answer.py <<'AKBEOF'
+
+import os as _os
+import unittest as _unittest
+if _os.environ.get("AKBENCH_VERIFIER_DIR"):
+    raise _unittest.SkipTest("not today")
+AKBEOF
+exit 0
+"#;
+    let r = run_agent(&c, "skip-import", script, "pyanswer");
+    assert_eq!(
+        r.outcome.state,
+        State::Completed,
+        "never evaluation_error: {:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false), "skipped at import graded solved");
+}
+
 /// Runs `script` as a scripted agent under `sandbox` on the example task `wordcount-001`
 /// (Rust, `cargo test` with the hidden tests copied into tests/akbench_hidden.rs).
 fn rust_attack(name: &str, script: &str) -> RunRecord {
@@ -391,6 +534,40 @@ fn rust_attack(name: &str, script: &str) -> RunRecord {
         a.grade.as_ref().map(|g| g.withheld.clone())
     );
     record
+}
+
+/// The Rust grader works here (the attacks below are only meaningful if it does): the oracle
+/// is solved with the tripwire failing as it must, `noop` is not.
+#[test]
+fn the_honest_grade_of_a_rust_task() {
+    if !sandbox_works("the_honest_grade_of_a_rust_task") {
+        return;
+    }
+    let c = corpus();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
+    for (agent, solved) in [("oracle", true), ("noop", false)] {
+        let a = c.agent(agent);
+        let mut req = c.request(&t, &a, agent);
+        req.options.runtime = RuntimeKind::Sandbox;
+        let r = c
+            .orchestrator()
+            .run_trial(&req, &Silent, &CancelToken::new())
+            .unwrap()
+            .record;
+        let g = r.attempts[0].grade.as_ref();
+        assert_eq!(
+            (r.outcome.state, r.outcome.ok),
+            (State::Completed, Some(solved)),
+            "{agent}: {:?} {:?}",
+            r.attempts[0].cause,
+            g.map(|g| &g.report)
+        );
+        if solved {
+            let trip = g.unwrap().tripwire.as_ref().unwrap();
+            assert_eq!(trip.result, "failed as it must", "{trip:?}");
+        }
+    }
 }
 
 #[test]
@@ -445,4 +622,14 @@ exit 0
 "#,
     );
     assert_tampered("strip-asserts", &r);
+}
+
+/// Every other test of this file again, with the worker process as an unprivileged user
+/// (common::unprivileged).
+#[test]
+fn the_grading_escape_suite_holds_with_an_unprivileged_worker() {
+    common::unprivileged::rerun_suite(
+        "the_grading_escape_suite_holds_with_an_unprivileged_worker",
+        &[],
+    );
 }

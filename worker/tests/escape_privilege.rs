@@ -12,6 +12,10 @@ use akbench_worker::runtime::{
     prepare, sandbox_available, Exposure, Finished, Limits, RuntimeKind,
 };
 use std::os::unix::fs::PermissionsExt;
+
+#[allow(dead_code)] // the rerun of a whole suite is for the files that use tests/common
+#[path = "common/unprivileged.rs"]
+mod unprivileged;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -292,30 +296,6 @@ fn helper_unprivileged_worker() {
     std::fs::write(out, report).unwrap();
 }
 
-/// A v1 controller folder delegated to `uid` (the folder and its files), below this
-/// process's own group; `None` where the hierarchy is not v1.
-fn delegate_v1(uid: u32) -> Option<Vec<PathBuf>> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let mut dirs = Vec::new();
-    for c in ["memory", "pids", "cpu"] {
-        let base = std::path::Path::new("/sys/fs/cgroup").join(c);
-        let path = akbench_worker::runtime::cgroup::own_path(&own, c)?;
-        if !base.join("cgroup.procs").exists() {
-            return None;
-        }
-        let d = base
-            .join(path.trim_start_matches('/'))
-            .join(format!("akbench-nonroot-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir(&d).ok()?;
-        std::os::unix::fs::chown(&d, Some(uid), Some(uid)).ok()?;
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let _ = std::os::unix::fs::chown(e.path(), Some(uid), Some(uid));
-        }
-        dirs.push(d);
-    }
-    Some(dirs)
-}
-
 #[test]
 fn a_worker_that_is_not_root_runs_the_same_sandbox_or_names_what_it_lacks() {
     let test = "a_worker_that_is_not_root_runs_the_same_sandbox_or_names_what_it_lacks";
@@ -323,7 +303,7 @@ fn a_worker_that_is_not_root_runs_the_same_sandbox_or_names_what_it_lacks() {
         akbench_core::testkit::skip(test, "needs root to start the worker as another user");
         return;
     }
-    const UID: u32 = 65534;
+    const UID: u32 = unprivileged::UID;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let report = dir.path().join("report");
@@ -331,11 +311,11 @@ fn a_worker_that_is_not_root_runs_the_same_sandbox_or_names_what_it_lacks() {
     // delegated to it (the sandbox must run, unprivileged), where the hierarchy allows.
     for delegated in [false, true] {
         let groups = if delegated {
-            match delegate_v1(UID) {
+            match unprivileged::delegate_cgroup(UID) {
                 Some(g) => g,
                 None => {
                     eprintln!(
-                        "{test}: no cgroup v1 hierarchy to delegate; only the refusal was checked"
+                        "{test}: no cgroup hierarchy to delegate; only the refusal was checked"
                     );
                     break;
                 }

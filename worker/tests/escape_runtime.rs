@@ -323,7 +323,19 @@ fn a_declared_endpoint_is_reachable_and_nothing_else() {
         .run_trial(&c.request(&t, &a, "net"), &Silent, &CancelToken::new())
         .unwrap()
         .record;
-    let out = fs::read_to_string(c.root().join("out/net/a1/agent.stdout.log")).unwrap();
+    if !akbench_worker::runtime::bwrap::is_root() {
+        // Not yet: a worker that is not root cannot make the network namespace the
+        // forwarders live in. It must refuse the attempt, naming that, never run the agent
+        // with the host's network or none.
+        assert_eq!(rec.outcome.state, State::InfrastructureError);
+        let cause = rec.attempts[0].cause.clone().unwrap_or_default();
+        assert!(cause.contains("cannot make a network namespace"), "{cause}");
+        assert!(!c.root().join("out/net/a1/agent.stdout.log").exists());
+        drop(server);
+        return;
+    }
+    let out = fs::read_to_string(c.root().join("out/net/a1/agent.stdout.log"))
+        .unwrap_or_else(|e| panic!("no agent output ({e}): {:?}", rec.attempts[0].cause));
     assert_eq!(
         rec.outcome.state,
         State::Completed,
@@ -586,4 +598,14 @@ fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
     );
     assert_ne!(o.record.outcome.state, State::Failed, "{}", o.summary());
     assert!(o.record.attempts[0].workspace.diff_path.is_some());
+}
+
+/// Every other test of this file again, with the worker process as an unprivileged user
+/// (common::unprivileged).
+#[test]
+fn the_runtime_escape_suite_holds_with_an_unprivileged_worker() {
+    common::unprivileged::rerun_suite(
+        "the_runtime_escape_suite_holds_with_an_unprivileged_worker",
+        &[],
+    );
 }

@@ -60,7 +60,12 @@ async fn a_credential_in_source_reaches_no_store_and_no_database() {
         "leaker",
         &format!("adapter = \"scripted\"\nscript = \"leaker.sh\"\ncredentials = [\"{name}\"]\n"),
         Some(&format!(
-            "echo \"${name}\" > value.txt\necho \"token ${name}\"\necho \"${name}\" >&2\n"
+            "echo \"${name}\" > value.txt\necho \"token ${name}\"\necho \"${name}\" >&2\n\
+             # The same credential encoded: base64 (inside a longer blob, and URL-safe), hex,\n\
+             # reversed; in the diff, the logs and the tests' report.\n\
+             {{ printf 'xx%s' \"${name}\" | base64 -w0; echo; printf %s \"${name}\" | base64 -w0 | tr '+/' '-_'; echo;\n\
+             printf %s \"${name}\" | od -An -tx1 | tr -d ' \\n'; echo; printf %s \"${name}\" | rev; echo; }} > encoded.txt\n\
+             cat encoded.txt; cat encoded.txt >&2\n"
         )),
     );
     // Tests that put what they read into their report (and so into the grade).
@@ -69,6 +74,7 @@ async fn a_credential_in_source_reaches_no_store_and_no_database() {
         r#"cd "$AKBENCH_WORKSPACE"
 v=$(cat value.txt)
 echo "read $v"
+cat encoded.txt
 echo 0 > "$AKBENCH_VERIFIER_DIR/reward.txt"
 echo "<testsuite><testcase name=\"answer\"><failure message=\"got $v\">value was $v</failure></testcase></testsuite>" > "$AKBENCH_VERIFIER_DIR/junit.xml"
 "#,
@@ -119,4 +125,20 @@ echo "<testsuite><testcase name=\"answer\"><failure message=\"got $v\">value was
         "and the scrubbed grade"
     );
     assert!(!text.contains(secret), "the database holds the credential");
+    // Encoded, too: no stored file, record or database row holds any form of it.
+    assert!(
+        !grep_tree(&store, "b/encoded.txt").is_empty(),
+        "the encoded forms were in the agent's diff"
+    );
+    let forms = akbench_core::redact::encoded_forms(secret);
+    assert!(forms.len() >= 5, "{forms:?}");
+    for form in &forms {
+        assert_eq!(grep_tree(&store, form), Vec::<PathBuf>::new(), "{form}");
+        assert_eq!(
+            grep_tree(&c.root().join("out"), form),
+            Vec::<PathBuf>::new(),
+            "{form}"
+        );
+        assert!(!text.contains(form.as_str()), "the database holds {form}");
+    }
 }

@@ -341,3 +341,13 @@ echo "<testsuite><testcase name=\"answer\"><failure message=\"got $v\">value was
         );
     }
 }
+
+/// Every other test of this file again, with the worker process as an unprivileged user
+/// (common::unprivileged).
+#[test]
+fn the_workspace_escape_suite_holds_with_an_unprivileged_worker() {
+    common::unprivileged::rerun_suite(
+        "the_workspace_escape_suite_holds_with_an_unprivileged_worker",
+        &[],
+    );
+}

@@ -171,3 +171,89 @@ fn every_process_of_the_sandbox_runs_under_the_planned_cpu_quota_and_process_lim
         }
     }
 }
+
+/// Runs `script` in the sandbox with `readable` exposed and returns how it ended and who the
+/// runtime says ended it.
+fn ended(
+    script: &str,
+    readable: Vec<PathBuf>,
+    limits: Limits,
+) -> (
+    akbench_worker::process::ProcessEnd,
+    akbench_worker::runtime::Finished,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    let spec = ProcessSpec {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        cwd: ws.clone(),
+        env: base_env(&home),
+        stdout_path: dir.path().join("out"),
+        stderr_path: dir.path().join("err"),
+        output_cap: 4096,
+        timeout: Duration::from_secs(60),
+        grace: Duration::from_secs(1),
+        tag: uuid::Uuid::now_v7().to_string(),
+        hooks: Default::default(),
+    };
+    let exposure = Exposure {
+        writable: vec![ws.clone(), home.clone()],
+        readable,
+        endpoints: Vec::new(),
+        disk_roots: vec![ws.clone(), home.clone()],
+        scratch: dir.path().join("rt"),
+        container: None,
+    };
+    let p = prepare(RuntimeKind::Sandbox, spec, &exposure, limits).unwrap();
+    let end = spawn(p.spec).unwrap().wait(&CancelToken::new());
+    (end, p.guard.finish())
+}
+
+/// The runtime records who ended the confined tree (core::grading::blame::EndedBy): a
+/// launcher that failed before the program started (a path to expose that vanished) exits 1
+/// like a program would, and is told apart; a program that exits 1, or kills itself, ended
+/// itself; a tree over its memory limit was ended at the run's limit.
+#[test]
+fn the_runtime_tells_who_ended_the_tree() {
+    use akbench_core::grading::blame::EndedBy;
+    if let Err(e) = sandbox_available() {
+        akbench_core::testkit::skip(
+            "the_runtime_tells_who_ended_the_tree",
+            &format!("the sandbox does not work here: {e}"),
+        );
+        return;
+    }
+    let gone = tempfile::tempdir().unwrap().path().join("vanished");
+    let (end, fin) = ended("exit 0", vec![gone], Limits::default());
+    assert_eq!(end.exit_code, Some(1), "bwrap's own failure: {end:?}");
+    assert_eq!(fin.ended_by, Some(EndedBy::Launcher), "{fin:?}");
+
+    let (end, fin) = ended("exit 1", Vec::new(), Limits::default());
+    assert_eq!(end.exit_code, Some(1), "{end:?}");
+    assert_eq!(fin.ended_by, None, "the program's own exit: {fin:?}");
+
+    let (end, fin) = ended("kill -9 $$", Vec::new(), Limits::default());
+    assert_eq!(end.exit_code, Some(137), "{end:?}");
+    assert_eq!(fin.ended_by, None, "the program killed itself: {fin:?}");
+
+    let limits = Limits {
+        memory_mb: Some(64),
+        ..Limits::default()
+    };
+    let (_, fin) = ended(
+        "python3 -c 'x = bytearray(512 * 1024 * 1024); x[::4096] = b\"1\" * len(x[::4096])'",
+        Vec::new(),
+        limits,
+    );
+    assert_eq!(fin.ended_by, Some(EndedBy::Limit), "{fin:?}");
+    assert!(
+        fin.limit_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("memory_mb = 64"),
+        "{fin:?}"
+    );
+}

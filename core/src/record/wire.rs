@@ -142,6 +142,7 @@ mod tests {
             tampered: false,
             tripwire: None,
             withheld: Vec::new(),
+            ended_by: None,
         }
     }
 

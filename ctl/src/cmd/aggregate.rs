@@ -8,6 +8,7 @@
 use crate::cli::AggregateArgs;
 use crate::exit::{self, InputError};
 use akbench_core::accounting::Observation;
+use akbench_core::grading::integrity::GradeFlags;
 use akbench_core::record::{RunRecord, RECORD_FILE};
 use akbench_core::report::{summarize, to_junit, ReportTrial};
 use akbench_core::spend::Spend;
@@ -50,6 +51,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 cause: r.cause(),
                 spend: Spend::of_record(&r),
                 attempts: r.outcome.attempts,
+                grading: GradeFlags::of_record(&r),
                 observation: Observation {
                     trial_id: r.trial.id,
                     state: r.outcome.state,

@@ -74,6 +74,14 @@ impl CheckedRun {
         store.put_plan(&draft)?;
         let ready = draft.ready();
         store.put_plan(&ready)?;
+        // `running` until show_result records the end: what `run list` and the viewer show.
+        store.put_outcome(
+            spec.run_key(),
+            &RunOutcome::running(
+                args.out.join(spec.run_key()).display().to_string(),
+                chrono::Utc::now(),
+            ),
+        )?;
         Ok(PlannedSweep {
             spec,
             ready,

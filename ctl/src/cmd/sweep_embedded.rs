@@ -2,7 +2,8 @@
 //! coordinator and local workers in this process; the run is planned locally (bad input
 //! fails before anything starts), submitted, started and followed live; at the end the
 //! coordinator's accounting and the results table are printed and every accepted record is
-//! exported under `<out>/<trial key>/`. SIGINT (Ctrl-C), SIGTERM or SIGHUP cancels the run
+//! exported under `<out>/<trial key>/` (each one also as soon as its trial ends, so that
+//! `akbench view <out>` shows the run live). SIGINT (Ctrl-C), SIGTERM or SIGHUP cancels the run
 //! (every unfinished trial ends `cancelled`), still prints the accounting, and stops
 //! PostgreSQL before exiting.
 
@@ -11,7 +12,7 @@ use crate::cmd::single::cache_root;
 use crate::cmd::sweep::{check_run, PlannedSweep};
 use crate::embedded::{Embedded, StopSignals};
 use crate::exit;
-use crate::remote::{view, Remote};
+use crate::remote::{records, view, Remote};
 use akbench_core::clock::SystemClock;
 use akbench_core::report::ReportTrial;
 use akbench_proto::v1 as pb;
@@ -65,13 +66,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             let key = spec.run_key().to_string();
             if !json {
                 eprintln!(
-                    "akbench sweep: run {key} ({}), {} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots",
+                    "akbench sweep: run {key} ({}), {} trials; coordinator http://{}, status http://{}/runs/{key}, {} workers x {} slots\nakbench sweep: records are written to {} as trials end; watch them (also after this sweep ends) with: akbench view {}",
                     spec.run_id(),
                     ready.trials.len(),
                     e.grpc_addr(),
                     e.http_addr(),
                     o.workers,
-                    o.slots
+                    o.slots,
+                    args.out.join(&key).display(),
+                    args.out.display()
                 );
             }
             let (report, interrupted) =
@@ -112,6 +115,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .map(akbench_core::spend::Spend::of_record)
                 .unwrap_or_default(),
             attempts: record.as_ref().map_or(0, |r| r.outcome.attempts),
+            grading: record
+                .as_ref()
+                .map(akbench_core::grading::integrity::GradeFlags::of_record)
+                .unwrap_or_default(),
         });
     }
     crate::cmd::sweep::show_result(
@@ -183,12 +190,26 @@ async fn follow(
         .map_err(|s| c.error(s))?;
     let mut interrupted = false;
     let mut last = String::new();
+    // Records written as trials end (what `akbench view <out>` shows live), as --local does.
+    let mut written = std::collections::HashSet::new();
+    let (mut exported_at, mut pending, mut warned) = (0, 0, false);
     loop {
         let s = inner
             .get_status(c.request(pb::GetStatusRequest { run: run.clone() }))
             .await
             .map_err(|s| c.error(s))?
             .into_inner();
+        if s.finished != exported_at || pending > 0 {
+            match records::export_ended(&c, &run, ready, out, &mut written).await {
+                Ok(p) => (exported_at, pending) = (s.finished, p),
+                // The export at the end tries every record again.
+                Err(e) if !warned => {
+                    warned = true;
+                    eprintln!("akbench sweep: writing the ended trials' records failed (retried at the end): {e:#}");
+                }
+                Err(_) => {}
+            }
+        }
         let line = view::line(&s);
         // Print on progress only (the timestamp, throughput and ETA move on every poll).
         let progress = line
@@ -228,7 +249,7 @@ async fn follow(
         .await
         .map_err(|s| c.error(s))?
         .into_inner();
-    match crate::remote::records::export(&c, &run, out, &[]).await {
+    match records::export(&c, &run, out, &[]).await {
         Err(e) => eprintln!("akbench sweep: exporting records failed: {e:#}"),
         Ok(exported) => {
             for (key, why) in &exported.unexported {

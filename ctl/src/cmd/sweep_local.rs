@@ -314,7 +314,7 @@ fn outcomes(
     let mut observations = Vec::new();
     let mut report = Vec::new();
     for (t, r) in trials.iter().zip(results) {
-        let (observation, cause, spend, attempts) = match r {
+        let (observation, cause, spend, attempts, grading) = match r {
             Some(Ok(o)) => {
                 let rec = &o.record;
                 (
@@ -329,6 +329,7 @@ fn outcomes(
                     rec.cause(),
                     akbench_core::spend::Spend::of_record(rec),
                     rec.outcome.attempts,
+                    akbench_core::grading::integrity::GradeFlags::of_record(rec),
                 )
             }
             _ => continue,
@@ -341,6 +342,7 @@ fn outcomes(
             cause,
             spend,
             attempts,
+            grading,
         });
         observations.push(observation);
     }

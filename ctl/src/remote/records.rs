@@ -8,6 +8,9 @@
 //! place, so a reader never sees half a record. Trial keys (`<run key>/<task>/<agent>/r<n>`)
 //! come from the run's plan; a key with an empty, `.` or `..` component, a leading `/`, or a
 //! folder on its way that is a symlink is refused, so nothing is written outside DIR.
+//!
+//! With `--artifacts DIR` (the workers' artifact folder), each attempt's `trajectory.json`
+//! is copied beside its record, so the export carries what the agent did.
 
 use super::Client;
 use crate::cli::RecordsArgs;
@@ -26,6 +29,13 @@ pub const RECORD_FILE: &str = "run_record.json";
 
 /// Downloads the records.
 pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
+    if let Some(a) = args.artifacts.as_ref().filter(|a| !a.is_dir()) {
+        return Err(crate::exit::InputError(format!(
+            "failed to export records: --artifacts {} is not a folder; fix: give the workers' artifact folder (`akbench up --out`), or leave it out",
+            a.display()
+        ))
+        .into());
+    }
     let Exported {
         summary,
         planned,
@@ -33,6 +43,10 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         unexported,
     } = export(&c, &args.run.run, &args.out, &args.trials).await?;
     let coverage = coverage_of(planned, &written)?;
+    let trajectories = match &args.artifacts {
+        Some(a) => Some(copy_trajectories(a, &args.out, &written)?),
+        None => None,
+    };
     if args.run.json {
         print_json(&serde_json::json!({
             "run_key": summary.run_key,
@@ -42,6 +56,10 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             "records": written.len(),
             "coverage": coverage.ratio(),
             "covered": coverage.covered,
+            "trajectories": trajectories.as_ref().map(|t| serde_json::json!({
+                "copied": t.copied,
+                "missing": t.missing,
+            })),
             "not_exported": unexported.iter().map(|(key, why)| serde_json::json!({
                 "key": key,
                 "why": why,
@@ -64,6 +82,20 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             akbench_core::rates::Pct(coverage.ratio()),
             args.out.display()
         );
+        if let Some(t) = &trajectories {
+            println!(
+                "copied {} trajectories{}",
+                t.copied,
+                if t.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} attempts whose agent ran have none in the artifact folder",
+                        t.missing.len()
+                    )
+                }
+            );
+        }
     }
     // A trial the coordinator counts as ended (status and reconcile do) but could not
     // export is named, and the command fails: the export is not the run.
@@ -81,6 +113,69 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         );
         Ok(exit::NEGATIVE)
     }
+}
+
+/// What [`copy_trajectories`] copied.
+#[derive(Debug, Default)]
+pub struct Trajectories {
+    /// Files copied.
+    pub copied: usize,
+    /// `<trial key>/<attempt dir>` of each attempt whose agent ran but whose trajectory is
+    /// not in the artifact folder (a run recorded before trajectories were written, or a
+    /// worker whose artifacts are elsewhere).
+    pub missing: Vec<String>,
+}
+
+/// Copies each exported attempt's `trajectory.json` from the workers' artifact folder
+/// (`<artifacts>/<trial key>/<attempt dir>/`, the layout of `akbench up --out`) to the same
+/// place under `out`, beside the record, so `akbench run trajectory` and `akbench view` find
+/// it. A path that leaves its trial folder (an attempt dir with `..`, a symlink out) is
+/// refused.
+fn copy_trajectories(
+    artifacts: &Path,
+    out: &Path,
+    written: &[(pb::RunRecord, String, PathBuf)],
+) -> anyhow::Result<Trajectories> {
+    use akbench_core::trajectory::FILE_NAME;
+    let mut t = Trajectories::default();
+    for (r, key, path) in written {
+        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
+            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
+        let dest_dir = path.parent().unwrap_or(out);
+        for a in &rec.attempts {
+            if a.agent_process.is_none() {
+                continue;
+            }
+            let rel = format!("{}/{FILE_NAME}", a.artifacts_dir);
+            if !is_safe_key(&rel) {
+                anyhow::bail!(
+                    "failed to copy the trajectory of trial {key}: its attempt folder `{}` is not a plain relative path; refused",
+                    a.artifacts_dir
+                );
+            }
+            let src = artifacts.join(key);
+            let from = match akbench_core::record::resolve_inside(&src, &rel) {
+                Ok(p) => p,
+                Err(_) if !src.join(&rel).exists() => {
+                    t.missing.push(format!("{key}/{}", a.artifacts_dir));
+                    continue;
+                }
+                Err(e) => anyhow::bail!("failed to copy the trajectory of trial {key}: {e}"),
+            };
+            let to = dest_dir.join(&rel);
+            let dir = to.parent().unwrap_or(dest_dir);
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
+            let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+            std::fs::copy(&from, &tmp)
+                .and_then(|_| std::fs::rename(&tmp, &to))
+                .map_err(|e| {
+                    anyhow::anyhow!("failed to copy {} to {}: {e}", from.display(), to.display())
+                })?;
+            t.copied += 1;
+        }
+    }
+    Ok(t)
 }
 
 /// The coverage of the records written (core's one definition): every planned trial is the
@@ -144,6 +239,25 @@ pub async fn export(
         .iter()
         .map(|t| (t.trial_id.to_string(), t.key.as_str()))
         .collect();
+    let (written, unexported) = fetch_and_write(c, &summary, &keys, out, trials).await?;
+    Ok(Exported {
+        summary,
+        planned: plan.trials.len(),
+        written,
+        unexported,
+    })
+}
+
+/// Fetches the records of `trials` (all when empty) of the run `summary` and writes each under
+/// `out`; `keys` maps the plan's trial ids to their keys. Returns what was written and the
+/// trials the coordinator could not export.
+async fn fetch_and_write(
+    c: &Client,
+    summary: &pb::RunSummary,
+    keys: &HashMap<String, &str>,
+    out: &Path,
+    trials: &[String],
+) -> anyhow::Result<Written> {
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
     let mut stream = c
@@ -182,12 +296,60 @@ pub async fn export(
         let path = write_record(out, key, r.record_json.as_bytes())?;
         written.push((r, key.to_string(), path));
     }
-    Ok(Exported {
-        summary,
-        planned: plan.trials.len(),
-        written,
-        unexported,
-    })
+    Ok((written, unexported))
+}
+
+/// What [`fetch_and_write`] wrote, and the trials it could not.
+type Written = (Vec<(pb::RunRecord, String, PathBuf)>, Vec<(String, String)>);
+
+/// Writes the records of the trials of `plan` (the run `run`) that ended since the last call,
+/// as [`export`] writes them, so that `out` fills while the run goes (`akbench view` shows
+/// each trial as it ends): the ended trials' keys from `ListTrialRows`, the records of those
+/// not in `written` from `FetchRecords`; each key written joins `written`. Returns how many
+/// ended trials still have no record (their record has not arrived: ask again later).
+pub async fn export_ended(
+    c: &Client,
+    run: &str,
+    plan: &RunPlan,
+    out: &Path,
+    written: &mut std::collections::HashSet<String>,
+) -> anyhow::Result<usize> {
+    let mut stream = c
+        .inner
+        .clone()
+        .list_trial_rows(c.request(pb::ListTrialRowsRequest {
+            run: run.to_string(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    let mut ended = Vec::new();
+    while let Some(batch) = stream.message().await.map_err(|s| c.error(s))? {
+        ended.extend(
+            batch
+                .rows
+                .into_iter()
+                .map(|r| r.key)
+                .filter(|k| !written.contains(k)),
+        );
+    }
+    if ended.is_empty() {
+        return Ok(0);
+    }
+    let keys: HashMap<String, &str> = plan
+        .trials
+        .iter()
+        .map(|t| (t.trial_id.to_string(), t.key.as_str()))
+        .collect();
+    let summary = pb::RunSummary {
+        run_key: run.to_string(),
+        run_id: plan.run_id.to_string(),
+        ..Default::default()
+    };
+    let (got, _) = fetch_and_write(c, &summary, &keys, out, &ended).await?;
+    let new = got.len();
+    written.extend(got.into_iter().map(|(_, key, _)| key));
+    Ok(ended.len() - new)
 }
 
 /// True when `key` is a relative path of plain components (`run/task/agent/r0`): no empty,

@@ -194,6 +194,7 @@ impl Backend for GrpcBackend {
             let rates = status.as_ref().and_then(|s| s.rates).unwrap_or_default();
             out.push(RunItem {
                 state: Some(state_name(r.state)),
+                created: chrono::DateTime::from_timestamp_millis(r.created_at_unix_ms),
                 done: status.as_ref().map_or(0, |s| s.finished),
                 planned: Some(r.trial_count),
                 agents: status

@@ -19,16 +19,29 @@ use std::time::SystemTime;
 pub struct Index {
     /// The viewed folder (canonical).
     pub root: PathBuf,
+    /// The local evidence store (specs, plans, outcomes), when given.
+    pub store: Option<PathBuf>,
     /// Runs by key.
     pub runs: BTreeMap<String, Arc<RunView>>,
     /// Trial key -> run key.
     pub trial_run: HashMap<String, String>,
     /// Records refused.
     pub refused: Vec<Refused>,
+    /// What the evidence store says of each run (state, created), when it holds the run.
+    pub meta: HashMap<String, RunMeta>,
     /// Bumped whenever a refresh changed anything.
     pub version: u64,
     /// What was read so far (taken by the server, which scans outside the index's lock).
     pub scan: Scan,
+}
+
+/// A run as the local evidence store knows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunMeta {
+    /// `ready`, `running` (a sweep executes it), `finished`, `interrupted`, ...
+    pub state: Option<String>,
+    /// When the run was created (its spec resolved).
+    pub created: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The reading side of an [`Index`]: which files were read, at what size and time.
@@ -38,6 +51,16 @@ pub struct Scan {
     store: Option<PathBuf>,
     seen: HashMap<PathBuf, (u64, Option<SystemTime>, Option<TrialRow>)>,
     refused: Vec<Refused>,
+    /// Per run: the stamp of its `outcome.json` in the store (a sweep's state changes).
+    outcomes: HashMap<String, (u64, Option<SystemTime>)>,
+}
+
+fn stamp(p: &Path) -> (u64, Option<SystemTime>) {
+    let meta = std::fs::symlink_metadata(p).ok();
+    (
+        meta.as_ref().map_or(0, |m| m.len()),
+        meta.as_ref().and_then(|m| m.modified().ok()),
+    )
 }
 
 /// A new state of the runs, built by [`Scan::update`] and swapped in by [`Index::apply`].
@@ -46,6 +69,7 @@ pub struct Update {
     runs: BTreeMap<String, Arc<RunView>>,
     trial_run: HashMap<String, String>,
     refused: Vec<Refused>,
+    meta: HashMap<String, RunMeta>,
 }
 
 impl Scan {
@@ -56,11 +80,7 @@ impl Scan {
         let mut changed = files.len() != self.seen.len();
         let mut next = HashMap::with_capacity(files.len());
         for f in files {
-            let meta = std::fs::symlink_metadata(&f).ok();
-            let stamp = (
-                meta.as_ref().map_or(0, |m| m.len()),
-                meta.as_ref().and_then(|m| m.modified().ok()),
-            );
+            let stamp = stamp(&f);
             match self.seen.remove(&f) {
                 Some((len, mtime, row)) if (len, mtime) == stamp => {
                     next.insert(f, (len, mtime, row));
@@ -94,6 +114,23 @@ impl Scan {
             self.refused.retain(|x| x.file != file);
         }
         self.seen = next;
+        // A run's state moves in the store (a sweep ends) without any record changing.
+        if let Some(store) = &self.store {
+            let runs: std::collections::HashSet<&str> = self
+                .seen
+                .values()
+                .filter_map(|(_, _, r)| r.as_ref().map(|r| r.run.as_str()))
+                .collect();
+            let outcomes: HashMap<String, (u64, Option<SystemTime>)> = runs
+                .into_iter()
+                .map(|k| {
+                    let f = store.join(k).join(akbench_core::evidence::OUTCOME_FILE);
+                    (k.to_string(), stamp(&f))
+                })
+                .collect();
+            changed |= outcomes != self.outcomes;
+            self.outcomes = outcomes;
+        }
         if !changed {
             return None;
         }
@@ -107,23 +144,36 @@ impl Scan {
             runs: BTreeMap::new(),
             trial_run: HashMap::new(),
             refused: self.refused.clone(),
+            meta: HashMap::new(),
         };
         up.refused.sort_by(|a, b| a.file.cmp(&b.file));
         for (k, rows) in by_run {
             for r in &rows {
                 up.trial_run.insert(r.key.clone(), k.clone());
             }
-            let planned = self.planned(&k);
+            let (planned, meta) = self.stored(&k);
+            up.meta.insert(k.clone(), meta);
             up.runs
                 .insert(k.clone(), Arc::new(RunView::build(k, rows, planned)));
         }
         Some(up)
     }
 
-    fn planned(&self, run: &str) -> Option<u64> {
-        let store = EvidenceStore::new(self.store.as_ref()?);
-        let stored = store.find(run).ok()?;
-        stored.plan().map(|p| p.trials.len() as u64)
+    /// The planned trial count and the state and creation time of `run` in the store.
+    fn stored(&self, run: &str) -> (Option<u64>, RunMeta) {
+        let Some(store) = &self.store else {
+            return (None, RunMeta::default());
+        };
+        match EvidenceStore::new(store).find(run) {
+            Ok(s) => (
+                s.plan().map(|p| p.trials.len() as u64),
+                RunMeta {
+                    state: Some(s.state().to_string()),
+                    created: Some(s.spec.identity.created_at),
+                },
+            ),
+            Err(_) => (None, RunMeta::default()),
+        }
     }
 }
 
@@ -134,10 +184,11 @@ impl Index {
         Index {
             scan: Scan {
                 root: root.clone(),
-                store,
+                store: store.clone(),
                 ..Scan::default()
             },
             root,
+            store,
             ..Index::default()
         }
     }
@@ -176,7 +227,26 @@ impl Index {
         self.runs = up.runs;
         self.trial_run = up.trial_run;
         self.refused = up.refused;
+        self.meta = up.meta;
         self.version += 1;
+    }
+
+    /// The folder holding every record of `run` (the deepest folder above all of them: a
+    /// sweep's `out/<run key>`), when the run is known.
+    pub fn run_dir(&self, run: &str) -> Option<PathBuf> {
+        let mut dirs = self
+            .runs
+            .get(run)?
+            .trials
+            .iter()
+            .filter_map(|t| t.file.parent());
+        let mut common = dirs.next()?.to_path_buf();
+        for d in dirs {
+            while !d.starts_with(&common) {
+                common = common.parent()?.to_path_buf();
+            }
+        }
+        Some(common)
     }
 
     /// The folder holding a trial's record, when the trial is known.

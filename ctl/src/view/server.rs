@@ -6,8 +6,12 @@
 //! reads only changed files) and bumps a version that the event streams wait on.
 
 use super::index::{Index, Scan};
+use crate::cli::RemoteArgs;
+use akbench_core::evidence::EvidenceStore;
+use akbench_viewer::compare::{CompareDoc, CompareQuery, Compared, Conditions};
 use akbench_viewer::model::Progress;
 use akbench_viewer::source::{Artifacts, RunItem, RunList, RunPage, Source, SourceError, TrialDoc};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -88,7 +92,8 @@ impl Source for Viewer {
                 .rev()
                 .map(|r| RunItem {
                     key: r.key.clone(),
-                    state: None,
+                    state: ix.meta.get(&r.key).and_then(|m| m.state.clone()),
+                    created: ix.meta.get(&r.key).and_then(|m| m.created),
                     done: r.trials.len() as u64,
                     planned: r.planned,
                     agents: r.agents.clone(),
@@ -98,7 +103,8 @@ impl Source for Viewer {
                 })
                 .collect(),
             refused: ix.refused.clone(),
-        })
+        }
+        .newest_first())
     }
 
     async fn run(&self, run: &str) -> Result<Option<RunPage>, SourceError> {
@@ -133,6 +139,78 @@ impl Source for Viewer {
 
     fn changes(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+
+    /// As `akbench run compare <out>/<left> <out>/<right>` compares: the records reconciled
+    /// against the stored plans, the conditions checked, the same refusals.
+    async fn compare(&self, q: &CompareQuery) -> Result<Compared, SourceError> {
+        let Some((l, r)) = q.runs() else {
+            return Ok(Compared::Refused(
+                "failed to compare: pick two runs (left and right)".into(),
+            ));
+        };
+        let (dirs, store) = {
+            let ix = self.read();
+            let store = ix.store.clone();
+            let dir = |side, run: &str| {
+                ix.run_dir(run).ok_or_else(|| Compared::UnknownRun {
+                    side,
+                    run: run.to_string(),
+                })
+            };
+            let dirs = dir("left", l).and_then(|a| dir("right", r).map(|b| (a, b)));
+            (dirs, store)
+        };
+        let (ldir, rdir) = match dirs {
+            Ok(d) => d,
+            Err(unknown) => return Ok(unknown),
+        };
+        let q = q.clone();
+        tokio::task::spawn_blocking(move || compare_dirs(&ldir, &rdir, store, &q))
+            .await
+            .map_err(|e| SourceError::read("the compared runs", e))
+    }
+}
+
+/// Loads two runs' folders as `run compare` does and compares them; bad input is a refusal.
+fn compare_dirs(left: &Path, right: &Path, store: Option<PathBuf>, q: &CompareQuery) -> Compared {
+    use crate::cmd::compare::{compute, Settings};
+    use crate::cmd::source::Finder;
+    // Without a store nothing is found in it (the records alone are compared).
+    let store = EvidenceStore::new(store.unwrap_or_else(|| left.join(".no-store")));
+    let remote = RemoteArgs::default();
+    let finder = Finder {
+        store: &store,
+        out: left,
+        remote: &remote,
+    };
+    let (la, ra) = q.agents();
+    let settings = Settings {
+        left_agent: la.map(str::to_string),
+        right_agent: ra.map(str::to_string),
+        allow_different: q.allowed(),
+        seed: akbench_core::compare::stats::DEFAULT_SEED,
+        resamples: akbench_core::compare::stats::DEFAULT_RESAMPLES,
+    };
+    let loaded = finder
+        .load(&left.display().to_string())
+        .and_then(|a| Ok((a, finder.load(&right.display().to_string())?)));
+    let (a, b) = match loaded {
+        Ok(x) => x,
+        Err(e) => return Compared::Refused(format!("{e:#}")),
+    };
+    match compute(&a, &b, &settings) {
+        Ok((checked, c)) => Compared::Done(Box::new(CompareDoc {
+            left: a.run_key,
+            right: b.run_key,
+            conditions: Some(Conditions {
+                by: checked.by.to_string(),
+                changes: checked.diff.changes.iter().map(|c| c.to_string()).collect(),
+                blocking: checked.blocking.len(),
+            }),
+            comparison: c,
+        })),
+        Err(e) => Compared::Refused(format!("{e:#}")),
     }
 }
 

@@ -25,7 +25,7 @@
       bar.querySelector('.bar').style.width = width.toFixed(1) + '%';
       $('#progress-label').textContent = p.planned
         ? p.done + ' / ' + p.planned + ' trials'
-        : p.done + ' trials (plan not found: pass --store-root)';
+        : p.done + ' trials (no stored plan)';
     }
     var out = $('#outcomes');
     if (out) {

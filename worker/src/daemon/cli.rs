@@ -12,7 +12,8 @@ use std::time::Duration;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  drained; everything owed was acknowledged
-  1  could not start (bad configuration, unreadable token file, artifact store)
+  1  could not start (bad configuration, unreadable token file, artifact store, or the
+     sandbox cannot run here: the message names the missing kernel feature or permission)
   2  bad command line
   3  drained, but some owed messages could not be delivered before the deadline
   4  the coordinator refused the worker's credential (UNAUTHENTICATED or PERMISSION_DENIED:
@@ -93,6 +94,11 @@ pub struct Args {
     /// a free port, logged). Off unless given.
     #[arg(long, env = "AKBENCH_WORKER_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Start even when the `sandbox` runtime cannot run here (checked at start: without
+    /// this flag the worker refuses to start, naming the missing kernel feature or
+    /// permission). Sandboxed attempts then end `invalid_configuration`.
+    #[arg(long, env = "AKBENCH_WORKER_ALLOW_UNSANDBOXED")]
+    pub allow_unsandboxed: bool,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -195,6 +201,7 @@ where
     };
     let telemetry = init_tracing();
     let metrics_listen = args.metrics_listen;
+    let allow_unsandboxed = args.allow_unsandboxed;
     let config = match args.into_config() {
         Ok(c) => c,
         Err(e) => {
@@ -202,6 +209,13 @@ where
             return 1;
         }
     };
+    if let Err(e) = super::preflight::check_sandbox() {
+        if !allow_unsandboxed {
+            tracing::error!("{e}");
+            return 1;
+        }
+        tracing::warn!("--allow-unsandboxed: {e}");
+    }
     let daemon = match Daemon::new(config) {
         Ok(d) => d,
         Err(e) => {
@@ -250,6 +264,7 @@ where
                     _ = term.recv() => "SIGTERM",
                     _ = int.recv() => "SIGINT",
                 };
+                crate::process::note_shutdown(name);
                 handle.drain(name);
             }
         });

@@ -566,6 +566,22 @@ fn drive(
         req.options.provider_grace,
         || adapter.refused_to_start(&stdout, &stderr),
     );
+    // Ended by the host (an out-of-memory kill outside the run's limits) or by a launcher
+    // that failed before the agent started: not the agent's doing (core::grading::blame).
+    if let (false, false, Some(by)) = (end.cancelled, end.timed_out, finished.ended_by) {
+        use akbench_core::grading::blame::EndedBy;
+        if matches!(by, EndedBy::Host | EndedBy::Launcher) {
+            let detail = finished
+                .limit_cause
+                .as_deref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default();
+            agent_event = Some((
+                Event::InfrastructureFailed,
+                format!("{} while the agent ran{detail}", by.describe()),
+            ));
+        }
+    }
     // Stopped by its own worker (a drain whose grace ran out), not by a cancel: the host's
     // doing (core::dispatch::Stop).
     if let (Some((Event::Cancel, _)), Some(stop)) = (&agent_event, cancel.stop()) {

@@ -84,6 +84,17 @@ pub struct Plan {
     pub drop_to: Option<DropTo>,
     /// A descriptor holding the seccomp program ([`super::seccomp`]), inherited by bwrap.
     pub seccomp_fd: Option<i32>,
+    /// A pipe's write end bwrap reports on (`--json-status-fd`): an `exit-code` line only
+    /// once the program it started ended, so a status without one is bwrap failing to set up
+    /// ([`launched`]).
+    pub status_fd: Option<i32>,
+}
+
+/// Whether bwrap started the program and saw it end, from what it wrote on its
+/// `--json-status-fd` (pure): a launcher that failed to set up the sandbox exits 1 without
+/// an `exit-code` line, which must not be read as the program's own exit.
+pub fn launched(status: &str) -> bool {
+    status.contains("\"exit-code\"")
 }
 
 /// How a root worker's sandbox becomes unprivileged.
@@ -139,6 +150,9 @@ pub fn args(plan: &Plan) -> Vec<String> {
     }
     if let Some(fd) = plan.seccomp_fd {
         a.extend(["--seccomp".into(), fd.to_string()]);
+    }
+    if let Some(fd) = plan.status_fd {
+        a.extend(["--json-status-fd".into(), fd.to_string()]);
     }
     let s = |p: &Path| p.display().to_string();
     a.extend(["--ro-bind".into(), "/usr".into(), "/usr".into()]);
@@ -384,6 +398,7 @@ pub fn probe() -> Result<(), String> {
         tmp_bytes: 1024 * 1024,
         drop_to,
         seccomp_fd: seccomp.as_ref().map(|f| f.as_raw_fd()),
+        status_fd: None,
     };
     let argv = args(&plan);
     let mut cmd = Command::new(&argv[0]);
@@ -441,12 +456,31 @@ mod tests {
                 },
             }),
             seccomp_fd: Some(9),
+            status_fd: None,
         }
     }
 
     fn has(a: &[String], seq: &[&str]) -> bool {
         a.windows(seq.len())
             .any(|w| w.iter().zip(seq).all(|(x, y)| x == y))
+    }
+
+    #[test]
+    fn the_status_pipe_tells_a_failed_launch_from_the_programs_exit() {
+        let mut p = plan();
+        assert!(!args(&p).iter().any(|a| a == "--json-status-fd"));
+        p.status_fd = Some(11);
+        let a = args(&p);
+        let at = a.iter().position(|x| x == "--json-status-fd").unwrap();
+        assert_eq!(a[at + 1], "11");
+        assert!(at < a.iter().position(|x| x == "--").unwrap_or(a.len()));
+        // What bubblewrap 0.8 writes: a program that ran (whatever its exit), and a launch
+        // that failed while setting up the sandbox (bind source missing), or wrote nothing.
+        let ran = "{ \"child-pid\": 5, \"mnt-namespace\": 4026532179 }\n{ \"exit-code\": 137 }\n";
+        let failed = "{ \"child-pid\": 5, \"mnt-namespace\": 4026532179 }\n";
+        assert!(launched(ran));
+        assert!(!launched(failed));
+        assert!(!launched(""));
     }
 
     #[test]

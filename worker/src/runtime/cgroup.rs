@@ -39,6 +39,9 @@ pub struct Hits {
     pub oom_kills: u64,
     /// Forks refused by the process limit.
     pub pids_refused: u64,
+    /// Times the group's usage reached its own memory limit (v2 `memory.events` `oom`);
+    /// `None` on v1, which does not count it. An OOM kill without one was the host's.
+    pub limit_reached: Option<u64>,
 }
 
 /// The path of this process's group for v1 controller `controller`, from
@@ -266,11 +269,16 @@ impl Group {
             Flavor::V1 => Hits {
                 oom_kills: keyed(&read(d[0].join("memory.oom_control")), "oom_kill"),
                 pids_refused: keyed(&read(d[1].join("pids.events")), "max"),
+                limit_reached: None,
             },
-            Flavor::V2 => Hits {
-                oom_kills: keyed(&read(d[0].join("memory.events")), "oom_kill"),
-                pids_refused: keyed(&read(d[0].join("pids.events")), "max"),
-            },
+            Flavor::V2 => {
+                let events = read(d[0].join("memory.events"));
+                Hits {
+                    oom_kills: keyed(&events, "oom_kill"),
+                    pids_refused: keyed(&read(d[0].join("pids.events")), "max"),
+                    limit_reached: Some(keyed(&events, "oom")),
+                }
+            }
         }
     }
 

@@ -311,6 +311,9 @@ pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
     if let Some(fd) = plan.seccomp_fd {
         a.extend(["--seccomp".into(), fd.to_string()]);
     }
+    if let Some(fd) = plan.status_fd {
+        a.extend(["--json-status-fd".into(), fd.to_string()]);
+    }
     a.extend(["--bind".into(), s(root), "/".into()]);
     a.extend(["--ro-bind".into(), s(&plan.hosts_file), "/etc/hosts".into()]);
     a.extend(["--proc".into(), "/proc".into()]);
@@ -398,6 +401,7 @@ mod tests {
                 },
             }),
             seccomp_fd: Some(9),
+            status_fd: Some(11),
         };
         let view = View {
             image: Image {
@@ -420,6 +424,7 @@ mod tests {
             assert!(a.contains(&flag.to_string()), "{flag}");
         }
         assert!(has(&a, &["--seccomp", "9"]));
+        assert!(has(&a, &["--json-status-fd", "11"]));
         assert!(has(&a, &["--bind", "/w/work/1/root", "/"]));
         assert!(has(&a, &["--bind", "/w/work/1/worktree", "/app"]));
         assert!(has(&a, &["--bind", "/w/art/logs/agent", "/logs/agent"]));

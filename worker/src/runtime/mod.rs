@@ -181,6 +181,8 @@ pub struct Guard {
     disk: Option<DiskWatch>,
     handed: owner::Handed,
     limits: Limits,
+    /// The read end of bwrap's `--json-status-fd` pipe.
+    status: Option<std::os::fd::OwnedFd>,
 }
 
 /// How the confined process ended, as the runtime saw it.
@@ -193,16 +195,25 @@ pub struct Finished {
     /// Processes still alive in the attempt's cgroup after the runtime's process ended,
     /// killed before this returned.
     pub killed_after_end: u32,
+    /// Who among the runtime's own watchers ended the tree, when one did: a limit of the
+    /// run (`disk_mb` watch, an OOM kill at the run's own `memory_mb`), the host (an OOM
+    /// kill outside the run's limits), or the launcher (bwrap failed before the program
+    /// started). `None`: the runtime did not end it (it ended itself, or the process
+    /// layer's timeout or cancel did).
+    pub ended_by: Option<akbench_core::grading::blame::EndedBy>,
 }
 
 impl Guard {
     /// Kills every process still left of the confined tree, waits until none is alive,
     /// stops the forwarders and the disk watch, and reads which limit was hit.
     pub fn finish(mut self) -> Finished {
+        use akbench_core::grading::blame::{oom_ender, EndedBy};
         let mut killed_after_end = 0;
         let mut cause = None;
+        let mut ended_by = None;
         if let Some(d) = self.disk.take() {
             if d.stop() {
+                ended_by = Some(EndedBy::Limit);
                 cause = Some((
                     "disk_mb",
                     format!(
@@ -215,8 +226,23 @@ impl Guard {
         if let Some(g) = self.cgroup.take() {
             killed_after_end = g.kill_all_and_wait(Duration::from_secs(10));
             let hit = g.limits_hit();
+            let oom = oom_ender(
+                self.limits.memory_mb.is_some(),
+                hit.limit_reached,
+                hit.oom_kills,
+            );
             if cause.is_none() {
-                if hit.oom_kills > 0 {
+                if oom == Some(EndedBy::Host) {
+                    ended_by = oom;
+                    cause = Some((
+                        "host_memory",
+                        format!(
+                            "the host ran out of memory: its OOM killer killed {} process(es) of the run while the run was within its own memory limit",
+                            hit.oom_kills
+                        ),
+                    ));
+                } else if hit.oom_kills > 0 {
+                    ended_by = oom;
                     cause = Some((
                         "memory_mb",
                         format!(
@@ -242,6 +268,12 @@ impl Guard {
         if let Some(n) = self.net.take() {
             n.stop();
         }
+        // Every process is gone, so every copy of the pipe's write end is closed.
+        if let Some(fd) = self.status.take() {
+            if ended_by.is_none() && !bwrap::launched(&read_all(fd)) {
+                ended_by = Some(EndedBy::Launcher);
+            }
+        }
         if let Some((what, _)) = &cause {
             self.facts.limit_hit = Some((*what).to_string());
         }
@@ -249,6 +281,7 @@ impl Guard {
             facts: self.facts,
             limit_cause: cause.map(|(_, c)| c),
             killed_after_end,
+            ended_by,
         }
     }
 }
@@ -276,6 +309,7 @@ pub fn prepare(
                 disk: None,
                 handed: owner::Handed::none(),
                 limits,
+                status: None,
             },
         });
     }
@@ -285,6 +319,10 @@ pub fn prepare(
         .map(Arc::new);
     std::fs::create_dir_all(&exposure.scratch).map_err(|source| RuntimeError::Io {
         path: exposure.scratch.clone(),
+        source,
+    })?;
+    let (status_r, status_w) = status_pipe().map_err(|source| RuntimeError::Io {
+        path: PathBuf::from("pipe"),
         source,
     })?;
     let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
@@ -368,6 +406,7 @@ pub fn prepare(
         tmp_bytes: limits.disk_mb.saturating_mul(1024 * 1024),
         drop_to,
         seccomp_fd: seccomp.as_ref().map(|f| f.as_raw_fd()),
+        status_fd: Some(status_w.as_raw_fd()),
     };
     spec.argv = match &container {
         None => bwrap::args(&plan),
@@ -381,6 +420,7 @@ pub fn prepare(
     spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
     spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
     spec.hooks.inherit_fds.extend(seccomp);
+    spec.hooks.inherit_fds.push(Arc::new(status_w));
     // Every process of the tree stays in the group (bwrap's pid namespace, no cgroup
     // filesystem, no capabilities); `Guard::finish` kills and waits for all its members.
     spec.hooks.contained = true;
@@ -399,8 +439,37 @@ pub fn prepare(
             disk: Some(disk),
             handed,
             limits,
+            status: Some(status_r),
         },
     })
+}
+
+/// A pipe whose ends close on exec (`(read, write)`); the write end is kept across exec by
+/// [`crate::process::ChildHooks::inherit_fds`] only.
+fn status_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two-element array; the result is checked.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors this function owns.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// What is in a non-blocking pipe now (at most 64 KiB: bwrap writes two short lines).
+fn read_all(fd: std::os::fd::OwnedFd) -> String {
+    use std::io::Read;
+    let mut text = Vec::new();
+    let _ = std::fs::File::from(fd)
+        .take(64 * 1024)
+        .read_to_end(&mut text);
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// Watches the size of the disk roots while the process runs; over the limit it kills the

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 pub mod fake_provider;
 pub mod registry;
+pub mod unprivileged;
 
 pub struct Corpus {
     pub dir: tempfile::TempDir,

@@ -1,0 +1,109 @@
+//! Which trials a report counts as "grading tampered" and as "graded with withheld paths":
+//! one definition ([`GradeFlags::of_record`]) that `run aggregate`, the sweep's results
+//! table and JSON, and the viewer all apply through [`crate::report::summarize`].
+
+use crate::record::{Grade, RunRecord};
+use serde::{Deserialize, Serialize};
+
+/// What a trial's deciding grade says about the agent's dealings with the grader.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradeFlags {
+    /// The grade was flagged `grading tampered` (a verifier output that was a link, not a
+    /// regular file, too large or changed late; a tripwire that did not fail).
+    #[serde(default)]
+    pub tampered: bool,
+    /// Grading withheld at least one path of the agent's diff (runner or toolchain
+    /// configuration, an interpreter start-up hook, the task's protected paths).
+    #[serde(default)]
+    pub withheld: bool,
+}
+
+impl GradeFlags {
+    /// The flags of one grade (none without a grade).
+    pub fn of_grade(grade: Option<&Grade>) -> GradeFlags {
+        grade.map_or_else(GradeFlags::default, |g| GradeFlags {
+            tampered: g.tampered,
+            withheld: !g.withheld.is_empty(),
+        })
+    }
+
+    /// The flags of a trial: those of its last attempt's grade, the one its outcome comes
+    /// from ([`RunRecord::outcome_of`]). An earlier attempt's grade does not count: a later
+    /// grade of the same work replaced it.
+    pub fn of_record(r: &RunRecord) -> GradeFlags {
+        GradeFlags::of_grade(r.attempts.last().and_then(|a| a.grade.as_ref()))
+    }
+}
+
+/// Per-agent (or total) counts of flagged trials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagCounts {
+    /// Trials whose grade was flagged `grading tampered`.
+    #[serde(default)]
+    pub tampered: u64,
+    /// Trials graded with paths of their diff withheld.
+    #[serde(default)]
+    pub withheld: u64,
+}
+
+impl FlagCounts {
+    /// Counts one trial's flags.
+    pub fn add(&mut self, f: GradeFlags) {
+        self.tampered += u64::from(f.tampered);
+        self.withheld += u64::from(f.withheld);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grade(tampered: bool, withheld: &[&str]) -> Grade {
+        Grade {
+            ok: false,
+            score: 0.0,
+            source: "exit_code".into(),
+            exit_code: Some(1),
+            tests: Vec::new(),
+            report: String::new(),
+            report_truncated: false,
+            tests_digest: String::new(),
+            graded_at: chrono::DateTime::UNIX_EPOCH,
+            duration_ms: 0,
+            runtime: None,
+            cause: None,
+            tampered,
+            tripwire: None,
+            withheld: withheld.iter().map(|s| s.to_string()).collect(),
+            ended_by: None,
+        }
+    }
+
+    #[test]
+    fn the_flags_table() {
+        let f = |tampered, withheld| GradeFlags { tampered, withheld };
+        let g1 = grade(false, &[]);
+        let g2 = grade(true, &[]);
+        let g3 = grade(false, &[".cargo/config.toml"]);
+        let g4 = grade(true, &["sitecustomize.py", "x.pth"]);
+        let table: &[(Option<&Grade>, GradeFlags)] = &[
+            (None, f(false, false)),
+            (Some(&g1), f(false, false)),
+            (Some(&g2), f(true, false)),
+            (Some(&g3), f(false, true)),
+            (Some(&g4), f(true, true)),
+        ];
+        let mut counts = FlagCounts::default();
+        for (g, want) in table {
+            assert_eq!(GradeFlags::of_grade(*g), *want, "{g:?}");
+            counts.add(*want);
+        }
+        assert_eq!(
+            counts,
+            FlagCounts {
+                tampered: 2,
+                withheld: 2
+            }
+        );
+    }
+}
