@@ -24,6 +24,7 @@ pub mod grading;
 pub mod harbor;
 pub mod identity;
 pub mod ids;
+pub mod image;
 pub mod interval;
 pub mod lease_timing;
 pub mod lifecycle;

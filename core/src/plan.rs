@@ -125,6 +125,10 @@ pub struct TrialTaskSource {
     pub repo: String,
     /// Pinned commit.
     pub commit: String,
+    /// The task's image pinned to its digest (`registry/repository@sha256:...`), when it
+    /// names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// The agent condition of a trial.

@@ -52,6 +52,10 @@ pub struct TaskRef {
     pub tests_digest: String,
     /// Digest of the reference solution, when the task has one.
     pub reference_digest: Option<String>,
+    /// The image the task ran in, pinned (`registry/repository@sha256:...`), when it names
+    /// one (`environment.image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// Options the trial ran with.

@@ -138,6 +138,10 @@ pub struct SpecTask {
     pub tests_digest: String,
     /// Digest of the reference solution, when any.
     pub reference_digest: Option<String>,
+    /// `environment.image` as the task writes it, or pinned to a digest once resolved
+    /// (`registry/repository@sha256:...`); a ready plan holds only pinned images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Effective agent timeout (the manifest's, else the task's).
     pub agent_timeout_sec: f64,
     /// Effective evaluation timeout (the manifest's, else the task's).
@@ -434,6 +438,10 @@ pub fn resolve(
             mutation_digest: t.mutation.as_ref().map(|m| m.1.clone()),
             tests_digest: t.tests_digest.clone(),
             reference_digest: t.reference.as_ref().map(|r| r.1.clone()),
+            image: t.image.as_ref().map(|i| match &i.digest {
+                Some(d) => i.pinned(d),
+                None => i.to_string(),
+            }),
             agent_timeout_sec: compute.agent_timeout_sec.unwrap_or(t.agent_timeout_sec),
             verifier_timeout_sec: compute
                 .verifier_timeout_sec
@@ -539,6 +547,47 @@ pub fn resolve(
         agents_root: Some(agents_root.display().to_string()),
     };
     Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
+}
+
+impl ResolvedRunSpec {
+    /// The spec with every task image that names a tag pinned to the digest `resolve`
+    /// gives for it (`registry/repository@sha256:...`), its digests and identity made anew:
+    /// a plan runs exactly the images resolved when it was made. An image already pinned
+    /// is kept; a resolver's error names the task and the image.
+    pub fn pin_images(
+        self,
+        mut resolve: impl FnMut(&crate::image::ImageRef) -> Result<String, String>,
+        clock: &dyn Clock,
+    ) -> Result<ResolvedRunSpec, String> {
+        let mut condition = self.condition;
+        let mut changed = false;
+        for t in &mut condition.tasks {
+            let Some(written) = &t.image else { continue };
+            let r = crate::image::ImageRef::parse(written)
+                .map_err(|e| format!("failed to pin the image of task `{}`: {e}", t.release.id))?;
+            if r.digest.is_some() {
+                continue;
+            }
+            let digest = resolve(&r).map_err(|e| {
+                format!(
+                    "failed to pin the image of task `{}` ({written}): {e}",
+                    t.release.id
+                )
+            })?;
+            if !crate::image::is_digest(&digest) {
+                return Err(format!(
+                    "failed to pin the image of task `{}` ({written}): `{digest}` is not a sha256 digest",
+                    t.release.id
+                ));
+            }
+            t.image = Some(r.pinned(&digest));
+            changed = true;
+        }
+        if !changed {
+            return Ok(ResolvedRunSpec { condition, ..self });
+        }
+        Ok(ResolvedRunSpec::assemble(condition, self.provenance, clock))
+    }
 }
 
 impl SpecAgent {

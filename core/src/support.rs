@@ -45,11 +45,23 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
         })
     };
     if condition.execution.runtime == Runtime::Container {
-        refuse(
-            "execution.runtime",
-            "container".into(),
-            "no container runtime is built; use `sandbox` (bubblewrap) or `direct`",
-        );
+        let without: Vec<&str> = condition
+            .tasks
+            .iter()
+            .filter(|t| t.image.is_none())
+            .map(|t| t.release.id.as_str())
+            .collect();
+        if !without.is_empty() {
+            refuse(
+                "execution.runtime",
+                "container".into(),
+                &format!(
+                    "the container runtime runs each task in its image, and {} name{} none; fix: set `environment.image` in their task.toml, or use `sandbox` (bubblewrap) or `direct`",
+                    crate::limits::elide(&without.join(", ")),
+                    if without.len() == 1 { "s" } else { "" }
+                ),
+            );
+        }
     }
     if condition.execution.candidates > MAX_CANDIDATES {
         refuse(

@@ -83,7 +83,8 @@ pub struct TaskFile {
     /// The evaluation command and its limits.
     #[serde(default)]
     pub verifier: VerifierSection,
-    /// Harbor's container environment; kept, not used by the direct runtime.
+    /// Harbor's container environment: `image` (an OCI reference) and `workdir` (where the
+    /// workspace is inside it) take effect under the `container` runtime; other keys are kept.
     #[serde(default)]
     pub environment: BTreeMap<String, toml::Value>,
     /// Harbor's solution settings; kept.
@@ -222,7 +223,16 @@ pub struct Task {
     pub verifier_command: Vec<String>,
     /// Reward at or above which the task counts as solved.
     pub pass_threshold: f64,
+    /// The image the task runs in (`environment.image`) under the `container` runtime; its
+    /// digest is set when written, or once a plan resolved its tag ([`Task::pin_image`]).
+    pub image: Option<crate::image::ImageRef>,
+    /// Where the workspace is inside the image (`environment.workdir`, an absolute path);
+    /// `None`: the image's working directory, or [`DEFAULT_IMAGE_WORKDIR`].
+    pub image_workdir: Option<String>,
 }
+
+/// Where the workspace is inside an image whose task and configuration name no folder.
+pub const DEFAULT_IMAGE_WORKDIR: &str = "/app";
 
 /// What was wrong with a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -553,6 +563,7 @@ impl Task {
         } else {
             None
         };
+        let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
         let digest = dir_digest(dir).map_err(|e| TaskError {
             file: dir.to_path_buf(),
             kind: TaskErrorKind::Io(e),
@@ -576,8 +587,31 @@ impl Task {
             verifier_timeout_sec,
             verifier_command,
             pass_threshold,
+            image,
+            image_workdir,
             file,
         })
+    }
+
+    /// The image reference pinned to `digest` (a plan resolved the tag); refused when the
+    /// task names no image or already pins another digest.
+    pub fn pin_image(&mut self, digest: &str) -> Result<(), String> {
+        let Some(image) = &self.image else {
+            return Err(format!("task `{}` names no image", self.release.id));
+        };
+        if !crate::image::is_digest(digest) {
+            return Err(format!("`{digest}` is not a sha256 digest"));
+        }
+        match &image.digest {
+            Some(d) if d != digest => Err(format!(
+                "task `{}` pins {d} in `environment.image`, not {digest}",
+                self.release.id
+            )),
+            _ => {
+                self.image = Some(image.with_digest(digest));
+                Ok(())
+            }
+        }
     }
 }
 
@@ -715,6 +749,7 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
     Ok(task)
 }
 
+mod environment;
 mod hash;
 mod links;
 

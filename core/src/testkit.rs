@@ -64,6 +64,7 @@ pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
         mutation_digest: None,
         tests_digest: crate::digest::digest_of(&id),
         reference_digest: None,
+        image: None,
         agent_timeout_sec: 600.0,
         verifier_timeout_sec: 300.0,
         metadata: BTreeMap::new(),

@@ -209,6 +209,7 @@ fn build(
             mutation_applied: task.mutation_digest.is_some(),
             tests_digest: task.tests_digest.clone(),
             reference_digest: task.reference_digest.clone(),
+            image: trial.task_source.image.clone(),
         },
         agent: condition,
         options: RunOptions {

@@ -461,9 +461,9 @@ pub struct SingleArgs {
     /// Override the task's agent timeout, in seconds (0.001 to 604800, a week).
     #[arg(long, value_parser = akbench_core::limits::parse_seconds)]
     pub agent_timeout: Option<f64>,
-    /// How the agent is confined: `sandbox` (bubblewrap) or `direct` (unisolated; the record
-    /// says so).
-    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "direct"])]
+    /// How the agent is confined: `sandbox` (bubblewrap), `container` (bubblewrap over the
+    /// task's image, `environment.image`) or `direct` (unisolated; the record says so).
+    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "container", "direct"])]
     pub runtime: String,
     /// Per-host cache of bare mirrors (default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench).
     #[arg(long, env = "AKBENCH_CACHE")]

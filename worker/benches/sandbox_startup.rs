@@ -40,6 +40,7 @@ fn once(dir: &Path, kind: RuntimeKind, endpoints: &[Endpoint], i: usize) -> (Dur
         endpoints: endpoints.to_vec(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.join(format!("rt{i}")),
+        container: None,
     };
     let limits = Limits {
         memory_mb: Some(2048),

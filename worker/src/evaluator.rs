@@ -134,6 +134,9 @@ pub struct EvalPlace<'a> {
     pub workspaces: Option<&'a dyn Workspaces>,
     /// Paths withheld from `workspace` (recorded in the grade).
     pub withheld: &'a [String],
+    /// The task's image, for the `container` runtime: every grading run is a fresh
+    /// copy-on-write view of it, with the verifier folder at `/logs/verifier`.
+    pub image: Option<&'a crate::runtime::container::Image>,
 }
 
 impl std::fmt::Debug for EvalPlace<'_> {
@@ -413,6 +416,11 @@ fn run_once(
         endpoints: Vec::new(),
         disk_roots: vec![verifier.clone(), home.clone()],
         scratch: eval_root.join("runtime"),
+        container: place.image.map(|i| crate::runtime::container::View {
+            image: i.clone(),
+            mounts: vec![(verifier.clone(), "/logs/verifier".into())],
+            tools: Vec::new(),
+        }),
     };
     let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, grading_limits()) {
         Ok(p) => p,

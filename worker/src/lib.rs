@@ -21,6 +21,7 @@ pub mod daemon;
 pub mod dial;
 pub mod evaluator;
 pub mod git;
+pub mod image;
 pub mod mirror;
 pub mod orchestrator;
 pub mod process;

@@ -6,6 +6,7 @@
 //! (infrastructure errors only, up to the budget) and writes the record.
 
 mod attempt;
+mod container;
 mod provider_watch;
 
 use crate::adapters::Registry;
@@ -191,6 +192,8 @@ pub struct Orchestrator {
     pub cache: MirrorCache,
     /// Root for per-attempt work folders (worktree, home, evaluation).
     pub work_root: PathBuf,
+    /// The image store's folder (the `container` runtime, [`crate::image::Store`]).
+    pub images: PathBuf,
     /// Adapters.
     pub registry: Registry,
     /// Clock.
@@ -206,6 +209,7 @@ impl Orchestrator {
         Self {
             cache: MirrorCache::new(cache_root.join("mirrors")),
             work_root: cache_root.join("work"),
+            images: cache_root.join("images"),
             registry: Registry::builtin(),
             clock,
             worker_id: crate::provenance::LOCAL_WORKER.to_string(),
@@ -342,6 +346,11 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
         mutation_applied: mutation_applied && task.mutation.is_some(),
         tests_digest: task.tests_digest.clone(),
         reference_digest: task.reference.as_ref().map(|(_, d)| d.clone()),
+        image: task.image.as_ref().map(|i| {
+            i.digest
+                .as_deref()
+                .map_or_else(|| i.to_string(), |d| i.pinned(d))
+        }),
     }
 }
 

@@ -171,6 +171,9 @@ pub struct ChildHooks {
     /// scan every process on the host and are the `direct` runtime's only way to find a
     /// process that left its group.
     pub contained: bool,
+    /// An overlay the child mounts in a private mount namespace of its own before it
+    /// execs (the `container` runtime's copy-on-write root).
+    pub overlay: Option<crate::runtime::container::OverlayMount>,
 }
 
 /// How the process ended.
@@ -245,6 +248,9 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
         .stderr(Stdio::piped())
         .process_group(0);
     install_hooks(&mut cmd, &spec.hooks)?;
+    if let Some(o) = &spec.hooks.overlay {
+        o.install(&mut cmd);
+    }
     let mut child: Child = cmd.spawn().map_err(|source| {
         if matches!(
             source.kind(),

@@ -306,6 +306,7 @@ pub fn regrade(
                 runtime,
                 workspaces: Some(&rebuilder),
                 withheld: &withheld,
+                image: None,
             },
             orch.clock.as_ref(),
             cancel,
@@ -705,6 +706,7 @@ fn run_solution(
         endpoints: Vec::new(),
         disk_roots: vec![worktree.to_path_buf(), home.to_path_buf()],
         scratch: dir.join("runtime"),
+        container: None,
     };
     let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits())
         .map_err(|e| e.to_string())?;

@@ -56,6 +56,18 @@ pub fn prepare(
             trial.task.id, task.release.version, task.release.digest, trial.task.version, trial.task.digest
         )));
     }
+    if let Some(planned) = &trial.task_source.image {
+        // The image the plan resolved the task's tag to (docs/container.md).
+        let pinned = akbench_core::image::ImageRef::parse(planned)
+            .ok()
+            .and_then(|p| p.digest)
+            .ok_or_else(|| {
+                err(format!(
+                    "the plan's image `{planned}` is not pinned to a digest; re-plan the run"
+                ))
+            })?;
+        task.pin_image(&pinned).map_err(err)?;
+    }
     task.agent_timeout_sec = trial.compute.agent_timeout_sec;
     task.verifier_timeout_sec = trial.compute.verifier_timeout_sec;
     let mut agent = Agent::load(agents_root, &agent_condition.descriptor.name)

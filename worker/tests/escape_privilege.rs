@@ -62,6 +62,7 @@ fn run(script: &str, limits: Limits, readable: Vec<PathBuf>) -> Ran {
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
+        container: None,
     };
     let p = prepare(RuntimeKind::Sandbox, spec, &exposure, limits).unwrap();
     let running = spawn(p.spec).unwrap();

@@ -92,6 +92,7 @@ fn observe(limits: Limits) -> Vec<(i32, String, String)> {
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
+        container: None,
     };
     let p = prepare(RuntimeKind::Sandbox, spec, &exposure, limits).unwrap();
     let running = spawn(p.spec).unwrap();
@@ -204,6 +205,7 @@ fn ended(
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
+        container: None,
     };
     let p = prepare(RuntimeKind::Sandbox, spec, &exposure, limits).unwrap();
     let end = spawn(p.spec).unwrap().wait(&CancelToken::new());

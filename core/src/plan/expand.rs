@@ -139,6 +139,7 @@ impl Iterator for Expansion<'_> {
             task_source: TrialTaskSource {
                 repo: task.source_repo.clone(),
                 commit: task.source_commit.clone(),
+                image: task.image.clone(),
             },
             agent: TrialAgent {
                 label: agent.label.clone(),

@@ -204,6 +204,7 @@ fn reference_trials(spec: &ResolvedRunSpec, now: DateTime<Utc>) -> Vec<PlannedTr
                         task_source: TrialTaskSource {
                             repo: task.source_repo.clone(),
                             commit: task.source_commit.clone(),
+                            image: task.image.clone(),
                         },
                         agent: TrialAgent {
                             label: agent.label.clone(),

@@ -191,7 +191,7 @@ fn roots_come_from_the_manifest_relative_to_its_folder() {
 }
 
 #[test]
-fn container_runtime_is_refused_naming_the_field() {
+fn container_runtime_is_refused_for_tasks_without_an_image() {
     let tmp = tempfile::tempdir().unwrap();
     let (tasks, agents) = fixture(tmp.path());
     let mut m = manifest(1);
@@ -265,4 +265,74 @@ fn the_diff_limit_is_in_the_spec_and_the_plan_only_when_not_the_default() {
         let t: crate::plan::PlannedTrial = serde_json::from_str(&json).unwrap();
         assert_eq!(t.compute.diff_mb, want);
     }
+}
+
+#[test]
+fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let mut m = manifest(1);
+    m.execution.runtime = Some(Runtime::Container);
+    for dir in std::fs::read_dir(&tasks).unwrap().flatten() {
+        let toml = dir.path().join("task.toml");
+        if toml.is_file() {
+            let mut s = std::fs::read_to_string(&toml).unwrap();
+            s.push_str("\n[environment]\nimage = \"reg.example:5000/team/img:v1\"\n");
+            std::fs::write(&toml, s).unwrap();
+        }
+    }
+    let spec = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(
+        spec.condition.tasks[0].image.as_deref(),
+        Some("reg.example:5000/team/img:v1")
+    );
+    let d1 = format!("sha256:{}", "1".repeat(64));
+    let d2 = format!("sha256:{}", "2".repeat(64));
+    let mut asked = Vec::new();
+    let a = spec
+        .clone()
+        .pin_images(
+            |r| {
+                asked.push(r.to_string());
+                Ok(d1.clone())
+            },
+            &clock(),
+        )
+        .unwrap();
+    assert_eq!(asked[0], "reg.example:5000/team/img:v1");
+    let pinned = format!("reg.example:5000/team/img@{d1}");
+    assert!(a
+        .condition
+        .tasks
+        .iter()
+        .all(|t| t.image.as_deref() == Some(pinned.as_str())));
+    let b = spec
+        .clone()
+        .pin_images(|_| Ok(d2.clone()), &clock())
+        .unwrap();
+    assert_ne!(
+        a.condition_digest, b.condition_digest,
+        "the digest is part of the spec"
+    );
+    assert_ne!(a.condition_digest, spec.condition_digest);
+    // Pinned images are not asked again; errors name the task and the image.
+    let again = a
+        .clone()
+        .pin_images(|_| panic!("asked again"), &clock())
+        .unwrap();
+    assert_eq!(again.condition_digest, a.condition_digest);
+    let e = spec
+        .clone()
+        .pin_images(|_| Err("no such tag".into()), &clock())
+        .unwrap_err();
+    assert!(
+        e.contains("no such tag")
+            && e.contains("reg.example:5000/team/img:v1")
+            && e.contains("task `"),
+        "{e}"
+    );
+    let e = spec
+        .pin_images(|_| Ok("latest".into()), &clock())
+        .unwrap_err();
+    assert!(e.contains("not a sha256 digest"), "{e}");
 }

@@ -374,3 +374,88 @@ fn verifier_fields_and_commit_lengths_are_checked_at_load() {
         Task::load(&dir, tmp.path()).unwrap();
     }
 }
+
+#[test]
+fn environment_image_is_parsed_and_bad_values_are_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let with = |env: &str| format!("{}[environment]\n{env}\n", good_toml());
+    let dir = write_task(
+        tmp.path(),
+        "img",
+        &with("image = \"127.0.0.1:5000/akbench/base:v1\"\nworkdir = \"/app/\""),
+    );
+    let mut t = Task::load(&dir, tmp.path()).unwrap();
+    let image = t.image.clone().unwrap();
+    assert_eq!(
+        (
+            image.registry.as_str(),
+            image.repository.as_str(),
+            image.tag.as_deref(),
+            image.digest.as_deref()
+        ),
+        ("127.0.0.1:5000", "akbench/base", Some("v1"), None)
+    );
+    assert_eq!(t.image_workdir.as_deref(), Some("/app"));
+    t.pin_image(d).unwrap();
+    assert_eq!(t.image.as_ref().unwrap().digest.as_deref(), Some(d));
+    assert!(t
+        .pin_image(&d.replace('0', "1"))
+        .unwrap_err()
+        .contains("pins"));
+    assert!(t
+        .pin_image("sha256:x")
+        .unwrap_err()
+        .contains("not a sha256 digest"));
+    let plain = Task::load(&write_task(tmp.path(), "plain", &good_toml()), tmp.path()).unwrap();
+    assert!(plain.image.is_none() && plain.image_workdir.is_none());
+    let pinned = Task::load(
+        &write_task(
+            tmp.path(),
+            "pinned",
+            &with(&format!("image = \"reg.example/a@{d}\"")),
+        ),
+        tmp.path(),
+    )
+    .unwrap();
+    assert_eq!(pinned.image.unwrap().digest.as_deref(), Some(d));
+    let cases = [
+        ("image = \"Not/Valid\"", "environment.image", "lowercase"),
+        (
+            "image = \"a/b@sha256:12\"",
+            "environment.image",
+            "64 lowercase hex",
+        ),
+        ("image = 3", "environment.image", "not a string"),
+        (
+            "image = \"a/b\"\nworkdir = \"app\"",
+            "environment.workdir",
+            "absolute",
+        ),
+        (
+            "image = \"a/b\"\nworkdir = \"/a/../b\"",
+            "environment.workdir",
+            "absolute",
+        ),
+        (
+            "image = \"a/b\"\nworkdir = \"/\"",
+            "environment.workdir",
+            "absolute",
+        ),
+        (
+            "workdir = \"/app\"",
+            "environment.workdir",
+            "environment.image` is not",
+        ),
+    ];
+    for (i, (env, field, want)) in cases.iter().enumerate() {
+        let dir = write_task(tmp.path(), &format!("bad{i}"), &with(env));
+        let e = Task::load(&dir, tmp.path()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("task.toml") && msg.contains(want) && msg.contains("fix:"),
+            "{env}: {msg}"
+        );
+        assert_eq!(&field_of(e), field, "{env}");
+    }
+}

@@ -7,6 +7,7 @@ pub mod diff;
 pub mod evaluate;
 pub mod harbor_export;
 pub mod harbor_import;
+pub mod images;
 pub mod inspect;
 pub mod list;
 pub mod plan;

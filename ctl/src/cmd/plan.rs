@@ -50,6 +50,7 @@ pub(crate) fn plan_and_store(
         agents_root: args.agents_root.clone(),
     };
     let spec = resolve(&manifest, &inputs, clock)?;
+    let spec = super::images::pin_spec(spec, clock)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
     let ready = store.plan_streamed(&spec, clock.now())?;

@@ -20,10 +20,19 @@ use std::time::Instant;
 /// Runs one trial; with `grade` false it ends `not_graded` (exit 0) unless the run itself
 /// failed. Exit 0 yes, 1 the agent's no, 4 no verdict (`exit::of_answer`).
 pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
-    let task = load_task(&args.task, &args.tasks_root)?;
+    let mut task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
     // --agent-timeout was range-checked where clap parsed it (core::limits::timeout_sec).
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    let runtime = match args.runtime.as_str() {
+        "direct" => akbench_core::manifest::Runtime::Direct,
+        "container" => akbench_core::manifest::Runtime::Container,
+        _ => akbench_core::manifest::Runtime::Sandbox,
+    };
+    if runtime == akbench_core::manifest::Runtime::Container {
+        // As a plan would: the tag is resolved now, and the record names the digest.
+        super::images::pin_task(&orch, &mut task)?;
+    }
     orch.registry.resolve(&agent).map_err(InputError)?;
     let now = orch.clock.now();
     let run_id = ids::uuid_v7_at(now);
@@ -49,11 +58,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             grade,
             keep_workspace: args.keep_workspace,
             agent_timeout_sec: args.agent_timeout,
-            runtime: if args.runtime == "direct" {
-                akbench_core::manifest::Runtime::Direct
-            } else {
-                akbench_core::manifest::Runtime::Sandbox
-            },
+            runtime,
             // The limits a planned run gets from a manifest that names none.
             limits: Limits {
                 memory_mb: Some(akbench_core::spec::DEFAULT_MEMORY_MB),

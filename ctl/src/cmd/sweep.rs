@@ -112,6 +112,7 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     };
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
     let spec = resolve(&manifest, &inputs, clock)?;
+    let spec = super::images::pin_spec(spec, clock)?;
     let labels = &spec.condition.execution.worker_labels;
     if !labels.is_empty() {
         // This sweep's workers (in this process, or the embedded default's) advertise no

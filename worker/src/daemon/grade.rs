@@ -174,6 +174,7 @@ pub(super) fn grade(
                     runtime,
                     workspaces: Some(&rebuilder),
                     withheld: &withheld,
+                    image: None,
                 },
                 clock,
                 cancel,

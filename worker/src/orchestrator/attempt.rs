@@ -344,8 +344,21 @@ fn drive(
     }
 
     // CONFIGURING_RUNTIME: which runtime, what it enforces (set up for real at
-    // STARTING_AGENT, once the workspace exists).
-    r.advance(Some(match req.options.runtime {
+    // STARTING_AGENT, once the workspace exists). The `container` runtime's image is pulled
+    // and unpacked here (once per image and host), and held in use until the attempt ends.
+    if req.options.runtime == RuntimeKind::Container {
+        r.advance(None);
+    }
+    let image = match super::container::image(r.orch, req, &endpoints) {
+        Ok(None) => None,
+        Ok(Some((held, image, note))) => {
+            r.annotate(note);
+            Some((held, image))
+        }
+        Err((event, cause)) => end!(r, event, cause),
+    };
+    if image.is_none() {
+        r.advance(Some(match req.options.runtime {
         RuntimeKind::Direct => {
             "direct: UNISOLATED (child process group, private HOME; the agent can read the host and reach the network)".into()
         }
@@ -359,6 +372,7 @@ fn drive(
             }
         ),
     }));
+    }
     if cancelled(r) {
         return;
     }
@@ -421,6 +435,7 @@ fn drive(
         Err(e) => end!(r, Event::Rejected, e),
     };
     let mut env = base_env(&home);
+    let env_path = env.get("PATH").cloned().unwrap_or_default();
     env.extend(launch.env.clone());
     for (k, v) in &secrets {
         env.insert(k.clone(), v.clone());
@@ -431,7 +446,7 @@ fn drive(
         .unwrap_or(task.agent_timeout_sec);
     let stdout_path = req.artifacts_dir.join("agent.stdout.log");
     let stderr_path = req.artifacts_dir.join("agent.stderr.log");
-    if let Some(e) = missing_program(&launch.argv, &env) {
+    if let Some(e) = missing_program(&launch.argv, &env).filter(|_| image.is_none()) {
         end!(
             r,
             Event::Rejected,
@@ -464,6 +479,13 @@ fn drive(
         disk_roots: vec![worktree.clone(), home.clone()],
         // The attempt folder itself (the agent sees none of it but its worktree and home).
         scratch: work_root.clone(),
+        container: match &image {
+            None => None,
+            Some((_, i)) => match super::container::agent_view(i, &req.artifacts_dir, &env_path) {
+                Ok(v) => Some(v),
+                Err(e) => end!(r, Event::InfrastructureFailed, e),
+            },
+        },
     };
     let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
     {
@@ -664,6 +686,7 @@ fn drive(
                         runtime: req.options.runtime,
                         workspaces: Some(&rebuilder),
                         withheld: &w.withheld,
+                        image: image.as_ref().map(|(_, i)| i),
                     },
                     r.orch.clock.as_ref(),
                     cancel,

@@ -302,7 +302,7 @@ pub fn toolchain_dirs(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
 
 /// The folder a program's install lives in, when it is not a system folder: `/opt/node` for
 /// `/opt/node/bin/node`, `/root/.pyenv` for `/root/.pyenv/shims/python3`.
-fn install_prefix(program: &Path) -> Option<PathBuf> {
+pub fn install_prefix(program: &Path) -> Option<PathBuf> {
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"];
     if system.iter().any(|s| program.starts_with(s)) {
         return None;

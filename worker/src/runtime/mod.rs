@@ -9,6 +9,8 @@
 //!   `/tmp` and `/dev/shm` and its own `/proc` (host-wide parts read-only), nothing else.
 //!   Limits come from cgroups ([`cgroup`]); network is only the declared endpoints,
 //!   forwarded from the sandbox's own loopback ([`net`]).
+//! - `container`: the same sandbox over the task's image instead of the host's system
+//!   folders, through a per-process copy-on-write overlay ([`container`]).
 //!
 //! [`prepare`] turns a [`ProcessSpec`] into a confined one plus a [`Guard`]; after the process
 //! ended, [`Guard::finish`] kills whatever is left of the attempt, waits until every process
@@ -16,6 +18,7 @@
 
 pub mod bwrap;
 pub mod cgroup;
+pub mod container;
 pub mod net;
 pub mod owner;
 pub mod seccomp;
@@ -90,6 +93,8 @@ pub struct Exposure {
     /// Where the runtime may keep its own files for this process (outside everything the
     /// process can see), e.g. the generated /etc/hosts.
     pub scratch: PathBuf,
+    /// The image and its mounts, for the `container` runtime.
+    pub container: Option<container::View>,
 }
 
 /// The runtime could not be set up.
@@ -104,9 +109,12 @@ pub enum RuntimeError {
         /// What the probe saw, and the fix.
         reason: String,
     },
-    /// `container` is not implemented.
-    #[error("failed to start the `container` runtime: it is not supported yet; fix: use `sandbox` or `direct`")]
-    Container,
+    /// The `container` runtime cannot run here or was not given an image.
+    #[error("failed to start the `container` runtime: {reason}")]
+    Container {
+        /// What is missing, and the fix.
+        reason: String,
+    },
     /// A cgroup could not be made or limited (an infrastructure problem).
     #[error("failed to set up the sandbox's cgroups: {0}")]
     Cgroup(String),
@@ -139,7 +147,16 @@ pub fn sandbox_available() -> Result<(), String> {
 pub fn check(kind: RuntimeKind) -> Result<(), RuntimeError> {
     match kind {
         RuntimeKind::Direct => Ok(()),
-        RuntimeKind::Container => Err(RuntimeError::Container),
+        RuntimeKind::Container => {
+            sandbox_available().map_err(|reason| RuntimeError::Unavailable { reason })?;
+            if bwrap::is_root() {
+                Ok(())
+            } else {
+                Err(RuntimeError::Container {
+                    reason: "it mounts a copy-on-write overlay of the image for each process, which needs a root worker here (bubblewrap 0.8 has no --overlay); fix: run the worker as root, or choose `runtime: sandbox`".into(),
+                })
+            }
+        }
         RuntimeKind::Sandbox => {
             sandbox_available().map_err(|reason| RuntimeError::Unavailable { reason })
         }
@@ -335,10 +352,42 @@ pub fn prepare(
             source,
         });
     }
+    let mut disk_roots = exposure.disk_roots.clone();
+    let mut writable = exposure.writable.clone();
+    let container = match (kind, &exposure.container) {
+        (RuntimeKind::Container, Some(view)) => {
+            for (h, _) in &view.mounts {
+                // Handed over once (the verifier folder is also bound at its host path).
+                if !writable.contains(h) {
+                    writable.push(h.clone());
+                }
+                if !disk_roots.contains(h) {
+                    disk_roots.push(h.clone());
+                }
+            }
+            match container::copy_on_write(exposure, view, drop_to.as_ref()) {
+                Ok((mount, upper)) => {
+                    disk_roots.push(upper);
+                    Some((view, mount))
+                }
+                Err((path, source)) => {
+                    undo(&group, network);
+                    return Err(RuntimeError::Io { path, source });
+                }
+            }
+        }
+        (RuntimeKind::Container, None) => {
+            undo(&group, network);
+            return Err(RuntimeError::Container {
+                reason: "the task names no image (`environment.image`); fix: name one, or choose `runtime: sandbox`".into(),
+            });
+        }
+        _ => None,
+    };
     // A root worker's sandbox runs as the sandbox user: it must own what it writes.
     let handed = match &drop_to {
         None => owner::Handed::none(),
-        Some(d) => match owner::hand_over(&exposure.writable, d.user) {
+        Some(d) => match owner::hand_over(&writable, d.user) {
             Ok(h) => h,
             Err((path, source)) => {
                 undo(&group, network);
@@ -359,7 +408,14 @@ pub fn prepare(
         seccomp_fd: seccomp.as_ref().map(|f| f.as_raw_fd()),
         status_fd: Some(status_w.as_raw_fd()),
     };
-    spec.argv = bwrap::args(&plan);
+    spec.argv = match &container {
+        None => bwrap::args(&plan),
+        Some((view, mount)) => {
+            spec.env = container::env(view, &spec.env);
+            spec.hooks.overlay = Some(mount.clone());
+            container::args(&plan, view, &exposure.scratch.join(container::ROOT))
+        }
+    };
     spec.hooks.cgroup_procs = group.procs_files();
     spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
     spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
@@ -368,12 +424,12 @@ pub fn prepare(
     // Every process of the tree stays in the group (bwrap's pid namespace, no cgroup
     // filesystem, no capabilities); `Guard::finish` kills and waits for all its members.
     spec.hooks.contained = true;
-    let disk = DiskWatch::start(exposure.disk_roots.clone(), limits.disk_mb, group.clone());
+    let disk = DiskWatch::start(disk_roots, limits.disk_mb, group.clone());
     Ok(Prepared {
         spec,
         guard: Guard {
             facts: RuntimeFacts {
-                name: "sandbox".into(),
+                name: kind.as_str().into(),
                 isolated: true,
                 limits: limits.describe(),
                 limit_hit: None,
@@ -628,10 +684,11 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("bubblewrap"), "{e}");
-        assert!(matches!(
-            check(RuntimeKind::Container),
-            Err(RuntimeError::Container)
-        ));
+        if bwrap::is_root() && sandbox_available().is_ok() {
+            assert!(check(RuntimeKind::Container).is_ok());
+        } else {
+            assert!(check(RuntimeKind::Container).is_err());
+        }
         assert!(check(RuntimeKind::Direct).is_ok());
         let l = Limits {
             memory_mb: Some(256),

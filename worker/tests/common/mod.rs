@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 pub mod fake_provider;
+pub mod registry;
 pub mod unprivileged;
 
 pub struct Corpus {

@@ -1,0 +1,230 @@
+//! The example corpus's image-based tasks (`examples/tasks/image-*`) under the `container`
+//! runtime, through the real `akbench` binary: a loopback registry holding the Debian image
+//! CI builds (scripts/build-test-image), the tasks' registry address rewritten to it.
+//! `run single`: the oracle solves, `fail` does not, the record names the image by digest.
+//! `sweep --local`: the plan pins the tag, every trial runs that digest.
+
+#[path = "../../worker/tests/common/registry.rs"]
+#[allow(dead_code)]
+mod registry;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TASKS: [&str; 2] = ["image-pyslug-001", "image-pyslug-004"];
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A copy of the image-based example tasks (and the repositories they pin) whose image is
+/// on `reg`, and the digest pushed there.
+fn corpus(tmp: &Path, reg: &registry::Registry) -> (PathBuf, String) {
+    let digest = reg.push(
+        "akbench/base:bookworm",
+        &[(&registry::base_tar(), "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        None,
+        None,
+    );
+    let tasks = tmp.join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    for t in TASKS {
+        assert!(Command::new("cp")
+            .arg("-a")
+            .arg(examples().join("tasks").join(t))
+            .arg(tasks.join(t))
+            .status()
+            .unwrap()
+            .success());
+        let toml = tasks.join(t).join("task.toml");
+        let text = std::fs::read_to_string(&toml).unwrap();
+        assert!(
+            text.contains("127.0.0.1:5000/akbench/base:bookworm"),
+            "{text}"
+        );
+        std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+    }
+    std::os::unix::fs::symlink(examples().join("repos"), tmp.join("repos")).unwrap();
+    (tasks, digest)
+}
+
+fn akbench(args: &[&str], tmp: &Path, reg: &registry::Registry) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(args)
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z")
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--tasks-root")
+        .arg(tmp.join("tasks"))
+        .arg("--out")
+        .arg(tmp.join("out"))
+        .arg("--cache")
+        .arg(tmp.join("cache"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn runs_here(test: &str) -> bool {
+    match registry::missing() {
+        None => true,
+        Some(why) => {
+            akbench_core::testkit::skip(test, &why);
+            false
+        }
+    }
+}
+
+#[test]
+fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
+    const TEST: &str = "run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    let (_, digest) = corpus(tmp.path(), &reg);
+    let pinned = format!("{}/akbench/base@{digest}", reg.addr);
+    for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
+        let (code, stdout, stderr) = akbench(
+            &[
+                "run",
+                "single",
+                TASKS[0],
+                "--agent",
+                agent,
+                "--runtime",
+                "container",
+                "--json",
+            ],
+            tmp.path(),
+            &reg,
+        );
+        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        assert_eq!(code, want_code, "{agent}: {stdout}{stderr}");
+        assert_eq!(v["ok"], want_ok, "{agent}: {v}");
+        assert_eq!(v["state"], "completed", "{agent}: {v}");
+        let record: Value =
+            serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(record["options"]["runtime"], "container");
+        assert_eq!(
+            record["task"]["image"],
+            pinned.as_str(),
+            "the record names the digest"
+        );
+    }
+    // Without an image, `--runtime container` is refused before anything runs.
+    let plain = tmp.path().join("tasks/plain");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/pyslug-001"))
+        .arg(&plain)
+        .status()
+        .unwrap()
+        .success());
+    let (code, _, stderr) = akbench(
+        &[
+            "run",
+            "single",
+            "plain",
+            "--agent",
+            "oracle",
+            "--runtime",
+            "container",
+        ],
+        tmp.path(),
+        &reg,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("names no image") && stderr.contains("environment.image"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
+    const TEST: &str = "a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    let (_, digest) = corpus(tmp.path(), &reg);
+    let m = tmp.path().join("experiment.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            "experiment: images\ntasks:\n  ids: [{}]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nexecution:\n  runtime: container\n",
+            TASKS.join(", ")
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = akbench(
+        &[
+            "sweep",
+            &m.display().to_string(),
+            "--local",
+            "--json",
+            "--store-root",
+            &tmp.path().join("runs").display().to_string(),
+        ],
+        tmp.path(),
+        &reg,
+    );
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));
+    let a = &v["accounting"];
+    assert_eq!(a["planned"], 4, "{v}");
+    assert_eq!(a["counts"]["succeeded"], 2, "{v}");
+    let by = &v["summary"]["by_agent"];
+    assert_eq!(by["oracle"]["counts"]["succeeded"], 2, "{v}");
+    assert_eq!(by["fail"]["counts"]["succeeded"], 0, "{v}");
+    assert_eq!(by["fail"]["counts"]["failed"], 2, "{v}");
+    // The plan names the digest, and so does every record.
+    let pinned = format!("{}/akbench/base@{digest}", reg.addr);
+    let plans = walk_files(&tmp.path().join("runs"), "plan");
+    assert!(!plans.is_empty());
+    let mut seen = 0;
+    for p in plans {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        seen += text.matches(&pinned).count();
+        assert!(
+            !text.contains("akbench/base:bookworm"),
+            "{}: the tag is in the plan",
+            p.display()
+        );
+    }
+    assert!(seen >= 4, "the plan names the digest for every trial");
+    let records = walk_files(&tmp.path().join("out"), "run_record.json");
+    assert_eq!(records.len(), 4);
+    for r in records {
+        let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
+        assert_eq!(rec["task"]["image"], pinned.as_str(), "{}", r.display());
+        assert_eq!(rec["options"]["runtime"], "container");
+    }
+}
+
+/// Files under `dir` whose name contains `name`.
+fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if e.file_name().to_string_lossy().contains(name) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

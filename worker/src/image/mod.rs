@@ -1,0 +1,404 @@
+//! Task images on a worker: pulled by digest, verified, cached and unpacked once.
+//!
+//! Layout under the store's folder (`<cache>/images`, root-only):
+//! - `blobs/sha256/<hex>`: verified blobs (a blob enters only after its digest matched);
+//! - `roots/<hex>/rootfs` and `roots/<hex>/run.json`: an unpacked image (by manifest
+//!   digest) and what its configuration says about running (env, working directory,
+//!   user); `roots/<hex>/ready` is written last, its modification time is the last use;
+//! - `roots/<hex>.lock`: held shared while an attempt uses the image, exclusively while it
+//!   is unpacked or removed; `tmp/`: downloads and unpacks in progress.
+//!
+//! [`Store::gc`] keeps the store under its bound, least recently used first, never an image
+//! in use (rules in `akbench_core::image::cache`).
+
+mod http;
+mod registry;
+mod task;
+mod unpack;
+
+pub use registry::{credentials_file, Client};
+pub use task::{for_task, TaskImageError};
+
+use akbench_core::image::layer::compression;
+use akbench_core::image::manifest::{run_config, RunConfig};
+use akbench_core::image::{digest_hex, ImageRef};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Pulling or unpacking an image failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The registry could not be reached or answered something unusable.
+    #[error("failed to pull {image}: {problem}")]
+    Registry {
+        /// The reference.
+        image: String,
+        /// What went wrong, with the fix.
+        problem: String,
+    },
+    /// A blob's content does not match its digest: nothing of it was stored.
+    #[error("failed to pull {image}: blob {blob} does not match its digest (got {got}); it was refused and nothing of it is cached")]
+    Tampered {
+        /// The reference.
+        image: String,
+        /// The expected digest.
+        blob: String,
+        /// The digest of what was served.
+        got: String,
+    },
+    /// The credentials file is unreadable or malformed.
+    #[error("failed to read registry credentials from {}: {problem}; fix: a docker config.json with `auths`", file.display())]
+    Credentials {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The image is not pinned to a digest.
+    #[error("failed to pull {0}: it is not pinned to a digest; fix: plan the run (a plan resolves tags) or write `@sha256:...`")]
+    NotPinned(String),
+    /// A layer could not be unpacked.
+    #[error("failed to unpack {image}: {problem}")]
+    Unpack {
+        /// The reference.
+        image: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// A local file operation failed.
+    #[error("failed to write {}: {source}", path.display())]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// An unpacked image ready to run over, held in use until dropped.
+#[derive(Debug)]
+pub struct Unpacked {
+    /// The manifest digest.
+    pub digest: String,
+    /// The root file system (read-only: runs see it through a copy-on-write view).
+    pub rootfs: PathBuf,
+    /// What the configuration says about running.
+    pub run: RunConfig,
+    /// True when this call pulled and unpacked it (false: it was cached).
+    pub fetched: bool,
+    _lock: std::fs::File,
+}
+
+/// The image store of a worker.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    /// Registries reachable over plain HTTP.
+    pub insecure: Vec<String>,
+    /// The docker config.json with credentials.
+    pub auth_file: Option<PathBuf>,
+    /// Unpacked images owned by this user (the sandbox user of a root worker).
+    pub owner: Option<(u32, u32)>,
+}
+
+fn lock(path: &Path, exclusive: bool) -> Result<std::fs::File, ImageError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|source| ImageError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: flock on an open descriptor.
+    if unsafe { libc::flock(f.as_raw_fd(), op) } != 0 {
+        return Err(ImageError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(f)
+}
+
+/// Runs `fut` on a private runtime on its own thread (callers may be inside one).
+fn block_on<T: Send>(fut: impl std::future::Future<Output = T> + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime starts")
+                .block_on(fut)
+        })
+        .join()
+        .expect("the pull thread does not panic")
+    })
+}
+
+impl Store {
+    /// A store in `root`, configured from the environment: `AKBENCH_INSECURE_REGISTRIES`,
+    /// the credentials file ([`credentials_file`]), and the sandbox user as owner when the
+    /// worker is root.
+    pub fn from_env(root: PathBuf) -> Result<Self, String> {
+        let insecure = akbench_core::image::registry::insecure_list(
+            &std::env::var(akbench_core::image::registry::INSECURE_VAR).unwrap_or_default(),
+        )?;
+        let owner = if crate::runtime::bwrap::is_root() {
+            let u = crate::runtime::owner::from_env()?;
+            Some((u.uid, u.gid))
+        } else {
+            None
+        };
+        Ok(Self {
+            root,
+            insecure,
+            auth_file: credentials_file(),
+            owner,
+        })
+    }
+
+    /// The store's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn client(&self) -> Client {
+        Client::new(self.insecure.clone(), self.auth_file.clone())
+    }
+
+    /// The digest `image`'s tag (or digest) names for this platform.
+    pub fn resolve(&self, image: &ImageRef) -> Result<String, ImageError> {
+        let c = self.client();
+        block_on(c.resolve(image))
+    }
+
+    fn blob_path(&self, digest: &str) -> PathBuf {
+        self.root
+            .join("blobs/sha256")
+            .join(digest_hex(digest).unwrap_or("invalid"))
+    }
+
+    /// The unpacked image `image` (pinned) names: pulled, verified and unpacked when not yet
+    /// cached, marked used now, held in use until the result is dropped.
+    pub fn ensure(&self, image: &ImageRef) -> Result<Unpacked, ImageError> {
+        let digest = image
+            .digest
+            .clone()
+            .ok_or_else(|| ImageError::NotPinned(image.to_string()))?;
+        let hex = digest_hex(&digest).ok_or_else(|| ImageError::NotPinned(image.to_string()))?;
+        let roots = self.root.join("roots");
+        std::fs::create_dir_all(&roots).map_err(|source| ImageError::Io {
+            path: roots.clone(),
+            source,
+        })?;
+        let dir = roots.join(hex);
+        let lock_path = roots.join(format!("{hex}.lock"));
+        let mut fetched = false;
+        if !dir.join("ready").is_file() {
+            let _x = lock(&lock_path, true)?;
+            if !dir.join("ready").is_file() {
+                self.pull_and_unpack(image, &digest, &dir)?;
+                fetched = true;
+            }
+        }
+        let held = lock(&lock_path, false)?;
+        let run_path = dir.join("run.json");
+        let run = std::fs::read(&run_path)
+            .map_err(|source| ImageError::Io {
+                path: run_path.clone(),
+                source,
+            })
+            .and_then(|b| {
+                run_config(&b).map_err(|problem| ImageError::Unpack {
+                    image: image.to_string(),
+                    problem,
+                })
+            })?;
+        // The marker's time is the last use (the collection order).
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(dir.join("ready"))
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        Ok(Unpacked {
+            digest,
+            rootfs: dir.join("rootfs"),
+            run,
+            fetched,
+            _lock: held,
+        })
+    }
+
+    fn pull_and_unpack(
+        &self,
+        image: &ImageRef,
+        digest: &str,
+        dir: &Path,
+    ) -> Result<(), ImageError> {
+        // Blobs are not collected while a pull is under way.
+        let _store = lock(&self.root.join("store.lock"), false)?;
+        let client = self.client();
+        let tmp = self.root.join("tmp");
+        let (config, layers) = block_on(async {
+            let (config, layers) = client.image_manifest(image, digest).await?;
+            for d in std::iter::once(&config).chain(&layers) {
+                let dest = self.blob_path(&d.digest);
+                if !dest.is_file() {
+                    client.blob(image, d, &tmp, &dest).await?;
+                }
+            }
+            Ok::<_, ImageError>((config, layers))
+        })?;
+        let unpack_err = |problem: String| ImageError::Unpack {
+            image: image.to_string(),
+            problem,
+        };
+        let work = tmp.join(format!("root-{}", uuid::Uuid::now_v7()));
+        let rootfs = work.join("rootfs");
+        let io = |path: &Path, source| ImageError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(&rootfs).map_err(|e| io(&rootfs, e))?;
+        let result = (|| {
+            for l in &layers {
+                let c = compression(&l.media_type).ok_or_else(|| {
+                    unpack_err(format!(
+                        "layer {} has the media type `{}`, which akbench does not unpack (tar, tar+gzip, tar+zstd)",
+                        l.digest, l.media_type
+                    ))
+                })?;
+                unpack::apply(&rootfs, &self.blob_path(&l.digest), c, self.owner)
+                    .map_err(unpack_err)?;
+            }
+            if let Some((uid, gid)) = self.owner {
+                std::os::unix::fs::lchown(&rootfs, Some(uid), Some(gid))
+                    .map_err(|e| io(&rootfs, e))?;
+            }
+            let cfg = std::fs::read(self.blob_path(&config.digest))
+                .map_err(|e| io(&self.blob_path(&config.digest), e))?;
+            run_config(&cfg).map_err(unpack_err)?;
+            std::fs::write(work.join("run.json"), &cfg).map_err(|e| io(&work, e))?;
+            let blobs: Vec<&str> = std::iter::once(&config)
+                .chain(&layers)
+                .map(|d| d.digest.as_str())
+                .collect();
+            std::fs::write(work.join("blobs"), blobs.join("\n")).map_err(|e| io(&work, e))?;
+            std::fs::write(work.join("ready"), digest).map_err(|e| io(&work, e))?;
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::rename(&work, dir).map_err(|e| io(dir, e))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        result
+    }
+
+    /// Removes unpacked images (with the blobs no remaining image uses), least recently
+    /// used first, until the store holds at most `max_bytes`; an image in use is never
+    /// removed. Returns the removed digests.
+    pub fn gc(&self, max_bytes: u64) -> Result<Vec<String>, ImageError> {
+        use akbench_core::image::cache::{victims, Entry};
+        let roots = self.root.join("roots");
+        let mut entries = Vec::new();
+        let mut in_use = std::collections::BTreeSet::new();
+        let Ok(rd) = std::fs::read_dir(&roots) else {
+            return Ok(Vec::new());
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(digest) = std::fs::read_to_string(p.join("ready")) else {
+                continue;
+            };
+            let last_used = std::fs::metadata(p.join("ready"))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            // A blob two images share counts for both (a conservative bound).
+            let blobs: u64 = self
+                .blobs_of(&p)
+                .iter()
+                .filter_map(|b| std::fs::metadata(self.blob_path(b)).ok())
+                .map(|m| m.len())
+                .sum();
+            let bytes = crate::runtime::disk_usage(std::slice::from_ref(&p)) + blobs;
+            if is_locked(&roots.join(format!("{}.lock", e.file_name().to_string_lossy()))) {
+                in_use.insert(digest.clone());
+            }
+            entries.push(Entry {
+                digest,
+                bytes,
+                last_used,
+            });
+        }
+        let mut gone = Vec::new();
+        for d in victims(&entries, &in_use, max_bytes) {
+            let hex = digest_hex(&d).unwrap_or("invalid");
+            // Exclusive and without waiting: an image taken into use meanwhile stays.
+            let Ok(f) = std::fs::OpenOptions::new()
+                .write(true)
+                .open(roots.join(format!("{hex}.lock")))
+            else {
+                continue;
+            };
+            // SAFETY: flock on an open descriptor; released when `f` closes.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                continue;
+            }
+            let dir = roots.join(hex);
+            let _ = std::fs::remove_file(dir.join("ready"));
+            std::fs::remove_dir_all(&dir).map_err(|source| ImageError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            gone.push(d);
+        }
+        if !gone.is_empty() {
+            self.remove_unused_blobs();
+        }
+        Ok(gone)
+    }
+
+    fn blobs_of(&self, dir: &Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join("blobs"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Removes every blob no ready image lists.
+    fn remove_unused_blobs(&self) {
+        let Ok(_store) = lock(&self.root.join("store.lock"), true) else {
+            return;
+        };
+        let mut used = std::collections::BTreeSet::new();
+        if let Ok(rd) = std::fs::read_dir(self.root.join("roots")) {
+            for e in rd.flatten() {
+                used.extend(self.blobs_of(&e.path()));
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(self.root.join("blobs/sha256")) {
+            for e in rd.flatten() {
+                let d = format!("sha256:{}", e.file_name().to_string_lossy());
+                if !used.contains(&d) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+fn is_locked(path: &Path) -> bool {
+    let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else {
+        return false;
+    };
+    // SAFETY: flock on an open descriptor; released when `f` closes.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+}

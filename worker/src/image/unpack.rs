@@ -1,0 +1,443 @@
+//! Applies image layers, lowest first, to a root folder: regular files, folders, symbolic
+//! and hard links; whiteouts and opaque folders remove what lower layers put there; device
+//! nodes, FIFOs and sockets are skipped. No entry may write outside the root: names with
+//! `..` are refused, and every parent is resolved inside the root (a symbolic link in the
+//! image, absolute or relative, is followed as the image sees it, never to the host).
+//! Set-uid and set-gid bits are dropped. Under a root worker every entry is owned by the
+//! sandbox user (the image's root is the sandbox user, never host uid 0).
+
+use akbench_core::image::layer::{self, Action, Compression};
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Unpacks the layer in `blob` (compressed as `c`) onto `root`.
+pub fn apply(
+    root: &Path,
+    blob: &Path,
+    c: Compression,
+    owner: Option<(u32, u32)>,
+) -> Result<(), String> {
+    let f =
+        std::fs::File::open(blob).map_err(|e| format!("failed to open {}: {e}", blob.display()))?;
+    let f = std::io::BufReader::with_capacity(1 << 20, f);
+    let reader: Box<dyn Read> = match c {
+        Compression::None => Box::new(f),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(f)),
+        Compression::Zstd => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(f)
+                .map_err(|e| format!("failed to read the zstd layer {}: {e}", blob.display()))?,
+        ),
+    };
+    let mut archive = tar::Archive::new(reader);
+    let mut made: HashSet<PathBuf> = HashSet::new();
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("failed to read the layer {}: {e}", blob.display()))?;
+    for entry in entries {
+        let mut entry =
+            entry.map_err(|e| format!("failed to read the layer {}: {e}", blob.display()))?;
+        let name = entry
+            .path()
+            .map_err(|e| format!("an entry name of {} is unreadable: {e}", blob.display()))?
+            .into_owned();
+        let action = layer::action(&name).map_err(|e| format!("layer {}: {e}", blob.display()))?;
+        apply_entry(root, &mut entry, action, owner, &mut made)
+            .map_err(|e| format!("layer {}: entry `{}`: {e}", blob.display(), name.display()))?;
+    }
+    Ok(())
+}
+
+fn apply_entry<R: Read>(
+    root: &Path,
+    entry: &mut tar::Entry<'_, R>,
+    action: Action,
+    owner: Option<(u32, u32)>,
+    made: &mut HashSet<PathBuf>,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    match action {
+        Action::Root => Ok(()),
+        Action::Remove(rel) => {
+            let p = place(root, &rel)?;
+            remove(&p).map_err(err)
+        }
+        Action::Opaque(rel) => {
+            let dir = if rel.as_os_str().is_empty() {
+                root.to_path_buf()
+            } else {
+                place(root, &rel)?
+            };
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                return Ok(());
+            };
+            for e in rd.flatten() {
+                let child = rel.join(e.file_name());
+                if !made.contains(&child) {
+                    remove(&e.path()).map_err(err)?;
+                }
+            }
+            Ok(())
+        }
+        Action::Put(rel) => {
+            let p = place(root, &rel)?;
+            let h = entry.header();
+            let mode = layer::kept_mode(h.mode().map_err(err)?);
+            let kind = h.entry_type();
+            let existing = std::fs::symlink_metadata(&p).ok();
+            if kind.is_dir() {
+                match existing {
+                    Some(m) if m.is_dir() => {}
+                    Some(_) => {
+                        remove(&p).map_err(err)?;
+                        std::fs::create_dir(&p).map_err(err)?;
+                    }
+                    None => std::fs::create_dir(&p).map_err(err)?,
+                }
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+            } else if kind.is_file() || kind == tar::EntryType::Continuous {
+                if existing.is_some() {
+                    remove(&p).map_err(err)?;
+                }
+                let mut out = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode_ext(mode)
+                    .open(&p)
+                    .map_err(err)?;
+                std::io::copy(entry, &mut out).map_err(err)?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+            } else if kind.is_symlink() {
+                let target = entry
+                    .link_name()
+                    .map_err(err)?
+                    .ok_or("a symbolic link without a target")?
+                    .into_owned();
+                if existing.is_some() {
+                    remove(&p).map_err(err)?;
+                }
+                std::os::unix::fs::symlink(&target, &p).map_err(err)?;
+            } else if kind.is_hard_link() {
+                let target = entry
+                    .link_name()
+                    .map_err(err)?
+                    .ok_or("a hard link without a target")?
+                    .into_owned();
+                let trel = layer::relative(&target)?.ok_or("a hard link to the root")?;
+                let tp = place(root, &trel)?;
+                let tm = std::fs::symlink_metadata(&tp)
+                    .map_err(|e| format!("its target `{}`: {e}", target.display()))?;
+                if tm.is_dir() {
+                    return Err(format!("it links to the folder `{}`", target.display()));
+                }
+                if existing.is_some() && tp != p {
+                    remove(&p).map_err(err)?;
+                }
+                if tp != p {
+                    std::fs::hard_link(&tp, &p).map_err(err)?;
+                }
+                made.insert(rel);
+                return Ok(());
+            } else {
+                // Character and block devices, FIFOs, sockets and unknown kinds.
+                return Ok(());
+            }
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::lchown(&p, Some(uid), Some(gid)).map_err(err)?;
+            }
+            made.insert(rel);
+            Ok(())
+        }
+    }
+}
+
+trait ModeExt {
+    fn mode_ext(&mut self, mode: u32) -> &mut Self;
+}
+
+impl ModeExt for std::fs::OpenOptions {
+    fn mode_ext(&mut self, mode: u32) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Owner-writable while it is written; the final mode is set after.
+        self.mode(mode | 0o200)
+    }
+}
+
+fn remove(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+    }
+}
+
+/// The host path of `rel` inside `root`: its parent folders resolved as the image sees
+/// them (a symbolic link followed inside `root`, `..` never above it), the last component
+/// as it is (not followed).
+pub fn place(root: &Path, rel: &Path) -> Result<PathBuf, String> {
+    let name = rel.file_name().ok_or("an entry without a name")?;
+    let parent = resolve(root, rel.parent().unwrap_or(Path::new("")))?;
+    let dir = root.join(&parent);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("its folder `{}` is not a folder", parent.display())),
+        Err(_) => return Err(format!("its folder `{}` does not exist", parent.display())),
+    }
+    Ok(dir.join(name))
+}
+
+/// `rel` resolved inside `root` (symbolic links followed, clamped at the root), as a path
+/// relative to `root`.
+fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
+    let mut out = PathBuf::new();
+    let mut hops = 0;
+    let mut pending: Vec<std::ffi::OsString> = rel
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(c) = pending.pop() {
+        if c == ".." {
+            out.pop();
+            continue;
+        }
+        let candidate = out.join(&c);
+        match std::fs::read_link(root.join(&candidate)) {
+            Ok(target) => {
+                hops += 1;
+                if hops > 40 {
+                    return Err("too many levels of symbolic links".into());
+                }
+                if target.is_absolute() {
+                    out = PathBuf::new();
+                }
+                for t in target.components().rev() {
+                    match t {
+                        Component::Normal(p) => pending.push(p.to_os_string()),
+                        Component::ParentDir => pending.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            Err(_) => out = candidate,
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    enum E<'a> {
+        Dir(&'a str),
+        File(&'a str, &'a str),
+        Link(&'a str, &'a str),
+        Hard(&'a str, &'a str),
+        Char(&'a str),
+        Fifo(&'a str),
+    }
+
+    /// A tar layer of `entries` written to `path`.
+    fn layer(path: &Path, entries: &[E<'_>]) {
+        let mut b = tar::Builder::new(Vec::new());
+        for e in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_mode(0o755);
+            h.set_size(0);
+            let (name, data): (&str, &[u8]) = match e {
+                E::Dir(n) => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    (n, b"")
+                }
+                E::File(n, c) => {
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_mode(0o4755);
+                    h.set_size(c.len() as u64);
+                    (n, c.as_bytes())
+                }
+                E::Link(n, t) | E::Hard(n, t) => {
+                    h.set_entry_type(if matches!(e, E::Link(..)) {
+                        tar::EntryType::Symlink
+                    } else {
+                        tar::EntryType::Link
+                    });
+                    h.set_link_name(t).unwrap();
+                    (n, b"")
+                }
+                E::Char(n) => {
+                    h.set_entry_type(tar::EntryType::Char);
+                    (n, b"")
+                }
+                E::Fifo(n) => {
+                    h.set_entry_type(tar::EntryType::Fifo);
+                    (n, b"")
+                }
+            };
+            // Raw names: `set_path` itself refuses `..`, as a hostile layer would not.
+            let raw = &mut h.as_old_mut().name;
+            raw.fill(0);
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_cksum();
+            b.append(&h, data).unwrap();
+        }
+        std::fs::write(path, b.into_inner().unwrap()).unwrap();
+    }
+
+    fn apply_all(root: &Path, dir: &Path, layers: &[&[E<'_>]]) -> Result<(), String> {
+        for (i, l) in layers.iter().enumerate() {
+            let p = dir.join(format!("l{i}.tar"));
+            layer(&p, l);
+            apply(root, &p, Compression::None, None)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn layers_apply_whiteouts_opaque_folders_links_and_skip_devices() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        use E::*;
+        apply_all(
+            &root,
+            d.path(),
+            &[
+                &[
+                    Dir("./etc/"),
+                    File("./etc/motd", "hello"),
+                    File("./etc/keep", "k"),
+                    Dir("./var/"),
+                    Dir("./var/lib/"),
+                    File("./var/lib/old", "o"),
+                    Dir("./usr/"),
+                    Dir("./usr/bin/"),
+                    Link("./bin", "usr/bin"),
+                    File("./usr/bin/tool", "t"),
+                    Char("./dev-null"),
+                    Fifo("./fifo"),
+                ],
+                &[
+                    File("etc/.wh.motd", ""),
+                    Dir("var/lib/"),
+                    File("var/lib/.wh..wh..opq", ""),
+                    File("var/lib/new", "n"),
+                    // Through the image's own symlink /bin -> usr/bin.
+                    File("bin/other", "o2"),
+                    Hard("etc/keep-link", "etc/keep"),
+                ],
+            ],
+        )
+        .unwrap();
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
+        assert_eq!(read("etc/motd"), None, "whiteout");
+        assert_eq!(read("etc/keep").as_deref(), Some("k"));
+        assert_eq!(read("var/lib/old"), None, "opaque folder");
+        assert_eq!(read("var/lib/new").as_deref(), Some("n"));
+        assert_eq!(read("usr/bin/other").as_deref(), Some("o2"));
+        assert_eq!(read("etc/keep-link").as_deref(), Some("k"));
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &str| std::fs::metadata(root.join(p)).unwrap().ino();
+        assert_eq!(ino("etc/keep"), ino("etc/keep-link"));
+        assert!(!root.join("dev-null").exists() && !root.join("fifo").exists());
+        let mode = std::fs::metadata(root.join("usr/bin/tool")).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "set-uid dropped");
+    }
+
+    #[test]
+    fn no_entry_writes_outside_the_root() {
+        use E::*;
+        let cases: Vec<(&str, Vec<Vec<E<'_>>>, &str)> = vec![
+            ("dotdot", vec![vec![File("../escaped", "x")]], "climbs out"),
+            (
+                "deep",
+                vec![vec![Dir("a/"), File("a/../../escaped", "x")]],
+                "climbs out",
+            ),
+            // An absolute symlink is the image's /, never the host's.
+            (
+                "abs-link",
+                vec![vec![Link("evil", "/"), File("evil/escaped", "x")]],
+                "",
+            ),
+            (
+                "rel-link",
+                vec![vec![Link("up", "../../.."), File("up/escaped", "x")]],
+                "",
+            ),
+            ("hard", vec![vec![Hard("h", "../outside")]], "climbs out"),
+            (
+                "whiteout",
+                vec![vec![File("../.wh.outside", "")]],
+                "climbs out",
+            ),
+        ];
+        for (name, layers, want) in cases {
+            let d = tempfile::tempdir().unwrap();
+            let root = d.path().join("a/b/root");
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(d.path().join("a/b/outside"), "host").unwrap();
+            let refs: Vec<&[E<'_>]> = layers.iter().map(Vec::as_slice).collect();
+            let got = apply_all(&root, d.path(), &refs);
+            if want.is_empty() {
+                got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(
+                    root.join("escaped").is_file(),
+                    "{name}: not inside the root"
+                );
+            } else {
+                let e = got.unwrap_err();
+                assert!(e.contains(want), "{name}: {e}");
+            }
+            for p in ["a/escaped", "a/b/escaped", "escaped"] {
+                assert!(
+                    !d.path().join(p).exists(),
+                    "{name}: wrote {p} outside the root"
+                );
+            }
+            assert_eq!(
+                std::fs::read_to_string(d.path().join("a/b/outside")).unwrap(),
+                "host"
+            );
+        }
+    }
+
+    #[test]
+    fn gzip_and_zstd_layers_unpack() {
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("l.tar");
+        layer(&plain, &[E::File("hello", "world")]);
+        let bytes = std::fs::read(&plain).unwrap();
+        let gz = d.path().join("l.tar.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &bytes).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let zst = d.path().join("l.tar.zst");
+        std::fs::write(
+            &zst,
+            ruzstd::encoding::compress_to_vec(
+                &bytes[..],
+                ruzstd::encoding::CompressionLevel::Fastest,
+            ),
+        )
+        .unwrap();
+        for (p, c) in [(&gz, Compression::Gzip), (&zst, Compression::Zstd)] {
+            let root = d.path().join(format!("root-{c:?}"));
+            std::fs::create_dir(&root).unwrap();
+            apply(&root, p, c, None).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(root.join("hello")).unwrap(),
+                "world"
+            );
+        }
+        let root = d.path().join("bad");
+        std::fs::create_dir(&root).unwrap();
+        assert!(apply(&root, &plain, Compression::Gzip, None).is_err());
+    }
+}

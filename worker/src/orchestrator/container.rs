@@ -1,0 +1,62 @@
+//! The `container` runtime's part of an attempt: the task's image made ready at
+//! CONFIGURING_RUNTIME, and the agent's view of it (Harbor's `/logs/agent` and
+//! `/logs/artifacts`, the worker's agent CLIs read-only).
+
+use super::{AttemptRequest, Orchestrator};
+use crate::image::{for_task, Store, TaskImageError, Unpacked};
+use crate::runtime::container::{agent_tools, Image, View};
+use crate::runtime::RuntimeKind;
+use akbench_core::endpoint::Endpoint;
+use akbench_core::lifecycle::Event;
+use std::path::Path;
+
+/// For a `container` attempt: the task's image, held in use, and the note of the
+/// CONFIGURING_RUNTIME transition; `None` under any other runtime.
+#[allow(clippy::type_complexity)]
+pub(super) fn image(
+    orch: &Orchestrator,
+    req: &AttemptRequest<'_>,
+    endpoints: &[Endpoint],
+) -> Result<Option<(Unpacked, Image, String)>, (Event, String)> {
+    if req.options.runtime != RuntimeKind::Container {
+        return Ok(None);
+    }
+    let store = Store::from_env(orch.images.clone()).map_err(|e| (Event::Rejected, e))?;
+    let (held, image) = match for_task(&store, req.task) {
+        Ok(x) => x,
+        Err(TaskImageError::Refused(e)) => return Err((Event::Rejected, e)),
+        Err(e @ TaskImageError::Pull(_)) => {
+            return Err((Event::InfrastructureFailed, e.to_string()))
+        }
+    };
+    let note = format!(
+        "container: {} ({}), workspace at {}, bubblewrap (pid, mount, ipc, uts, net namespaces) over a copy-on-write view, {}, network: {}",
+        image.pinned,
+        if held.fetched { "pulled and unpacked" } else { "cached" },
+        image.workdir,
+        req.options.limits.describe(),
+        if endpoints.is_empty() {
+            "none".to_string()
+        } else {
+            endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        }
+    );
+    Ok(Some((held, image, note)))
+}
+
+/// The agent's view: the image, `/logs/agent` and `/logs/artifacts` (kept with the
+/// attempt's artifacts, under `logs/`), and the worker's agent CLIs found on `host_path`.
+pub(super) fn agent_view(image: &Image, artifacts: &Path, host_path: &str) -> Result<View, String> {
+    let mut mounts = Vec::new();
+    for name in ["agent", "artifacts"] {
+        let host = artifacts.join("logs").join(name);
+        std::fs::create_dir_all(&host)
+            .map_err(|e| format!("failed to create {}: {e}", host.display()))?;
+        mounts.push((host, format!("/logs/{name}")));
+    }
+    Ok(View {
+        image: image.clone(),
+        mounts,
+        tools: agent_tools(host_path),
+    })
+}

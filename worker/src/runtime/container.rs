@@ -1,0 +1,509 @@
+//! The `container` runtime: the `sandbox` runtime's bubblewrap, namespaces, seccomp filter,
+//! cgroup limits and unprivileged user, over a task's image instead of the host's system
+//! folders.
+//!
+//! The image (unpacked once by [`crate::image::Store`]) is the lower layer of an overlay
+//! whose upper layer is a folder of this process only; the overlay is mounted in a private
+//! mount namespace the child makes before it starts bwrap ([`OverlayMount`]), so it is
+//! gone with the process and no mount is ever left on the host. bwrap binds it as `/`:
+//! writes anywhere land in the upper folder, removed with the attempt; the cached image
+//! never changes. Inside: the image's environment (its `PATH`, never the host's
+//! toolchain), the workspace at the task's folder (`environment.workdir`, else the image's
+//! working directory, else `/app`), `/logs/agent`, `/logs/artifacts` (the agent) or
+//! `/logs/verifier` (grading) as Harbor defines them, a fresh `/proc`, `/dev`, private
+//! `/tmp` and `/dev/shm`. bwrap 0.8 (this host's) has no `--overlay`, and the overlay is
+//! mounted by the worker, so the runtime needs a root worker.
+//!
+//! Who runs inside: after the mount the child becomes the sandbox user (setgroups,
+//! setresgid, setresuid, `no_new_privs`) and only then execs bwrap, which makes a user
+//! namespace mapping that one host user to the image's user (`User`, default root): the
+//! process is uid 0 (or the image's uid) inside, with every capability dropped, and the
+//! unprivileged sandbox user outside. The unpacked image is owned by the sandbox user, so
+//! the image's root-owned files are the process's own, as in the image. No program of the
+//! image or the host (such as `setpriv`) is needed for the drop.
+
+use super::bwrap::{self, Plan, PROC_READ_ONLY};
+use akbench_core::image::manifest::RunConfig;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+/// An unpacked image as a runtime uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// The pinned reference (`registry/repository@sha256:...`), for the record.
+    pub pinned: String,
+    /// The unpacked root file system (read-only lower layer).
+    pub rootfs: PathBuf,
+    /// The image configuration's run settings.
+    pub run: RunConfig,
+    /// Where the workspace is inside.
+    pub workdir: String,
+    /// The uid and gid the process has inside (the image's user; [`image_user`]).
+    pub user: (u32, u32),
+}
+
+/// One container start: the image, and the folders bound at fixed paths inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    /// The image.
+    pub image: Image,
+    /// Host folders bound read-write at paths inside (`/logs/agent`, `/logs/verifier`...).
+    pub mounts: Vec<(PathBuf, String)>,
+    /// Read-only host folders with agent CLIs the image may lack, bound at their host paths
+    /// (their `bin/` appended to `PATH`).
+    pub tools: Vec<PathBuf>,
+}
+
+/// The uid and gid of the image's `User` (`""`: root; `name`, `uid`, `name:group`,
+/// `uid:gid`), names looked up in the image's own `/etc/passwd` and `/etc/group`.
+pub fn image_user(user: Option<&str>, rootfs: &Path) -> Result<(u32, u32), String> {
+    let Some(u) = user.map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok((0, 0));
+    };
+    let read = |f: &str| std::fs::read_to_string(rootfs.join(f)).unwrap_or_default();
+    user_ids(u, &read("etc/passwd"), &read("etc/group"))
+}
+
+/// [`image_user`] over the files' text (pure).
+pub fn user_ids(user: &str, passwd: &str, group: &str) -> Result<(u32, u32), String> {
+    let (name, grp) = match user.split_once(':') {
+        Some((n, g)) => (n, Some(g)),
+        None => (user, None),
+    };
+    let entry = |text: &str, key: &str| -> Option<Vec<String>> {
+        text.lines()
+            .map(|l| l.split(':').map(str::to_string).collect::<Vec<_>>())
+            .find(|f| f.first().map(String::as_str) == Some(key))
+    };
+    let num = |f: &Option<Vec<String>>, col: usize| {
+        f.as_ref().and_then(|f| f.get(col)?.parse::<u32>().ok())
+    };
+    let (uid, default_gid) = match name.parse::<u32>() {
+        Ok(n) => {
+            let by_uid = passwd
+                .lines()
+                .map(|l| l.split(':').map(str::to_string).collect::<Vec<_>>())
+                .find(|f| f.get(2).map(String::as_str) == Some(name));
+            (n, num(&by_uid, 3).unwrap_or(n))
+        }
+        Err(_) => {
+            let e = entry(passwd, name);
+            let uid = num(&e, 2).ok_or_else(|| {
+                format!("the image's user `{name}` is not in its /etc/passwd; fix: set a user the image has, or a numeric uid")
+            })?;
+            (uid, num(&e, 3).unwrap_or(uid))
+        }
+    };
+    let gid = match grp {
+        None => default_gid,
+        Some(g) => match g.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => num(&entry(group, g), 2).ok_or_else(|| {
+                format!("the image's group `{g}` is not in its /etc/group; fix: set a group the image has, or a numeric gid")
+            })?,
+        },
+    };
+    Ok((uid, gid))
+}
+
+/// Where the workspace goes inside the image: the task's `environment.workdir`, else the
+/// image's working directory unless it is `/`, else [`akbench_core::task::DEFAULT_IMAGE_WORKDIR`].
+pub fn workdir(task: Option<&str>, image: &RunConfig) -> String {
+    task.map(str::to_string)
+        .or_else(|| {
+            image
+                .working_dir
+                .clone()
+                .map(|w| w.trim_end_matches('/').to_string())
+                .filter(|w| w.starts_with('/') && w.len() > 1 && !w.contains(".."))
+        })
+        .unwrap_or_else(|| akbench_core::task::DEFAULT_IMAGE_WORKDIR.to_string())
+}
+
+/// The programs whose install folder (outside the system folders) a container gets
+/// read-only when the host has them: the agent CLIs and their runtime.
+pub const AGENT_PROGRAMS: &[&str] = &["node", "npm", "npx", "claude", "codex"];
+
+/// Install folders of [`AGENT_PROGRAMS`] on the host `path` (outside `/usr`, `/bin`...).
+pub fn agent_tools(path: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for prog in AGENT_PROGRAMS {
+        for dir in path.split(':').filter(|d| !d.is_empty()) {
+            let cand = Path::new(dir).join(prog);
+            if !cand.is_file() {
+                continue;
+            }
+            if let Some(p) = bwrap::install_prefix(&cand) {
+                if !out.contains(&p) && !p.starts_with("/usr") {
+                    out.push(p);
+                }
+            }
+            break;
+        }
+    }
+    out
+}
+
+/// The overlay the child mounts in a private mount namespace before it execs bwrap, and
+/// the unprivileged host user it then becomes.
+#[derive(Debug, Clone)]
+pub struct OverlayMount {
+    target: CString,
+    options: CString,
+    drop_to: Option<(u32, u32)>,
+}
+
+impl OverlayMount {
+    /// An overlay of `lower` (read-only) and `upper` (with `work`, same file system) at
+    /// `target`; the folders must exist.
+    pub fn new(
+        lower: &Path,
+        upper: &Path,
+        work: &Path,
+        target: &Path,
+        drop_to: Option<(u32, u32)>,
+    ) -> Result<Self, String> {
+        let bad = |p: &Path| {
+            let s = p.display().to_string();
+            s.contains([',', ':', '\n']) || s.contains('\\')
+        };
+        if [lower, upper, work, target].iter().any(|p| bad(p)) {
+            return Err("an overlay folder's path holds `,`, `:` or `\\`".into());
+        }
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            upper.display(),
+            work.display()
+        );
+        Ok(Self {
+            target: CString::new(target.as_os_str().as_encoded_bytes())
+                .map_err(|e| e.to_string())?,
+            options: CString::new(options).map_err(|e| e.to_string())?,
+            drop_to,
+        })
+    }
+
+    /// Makes the child enter a new mount namespace (propagation private, so nothing reaches
+    /// the host) and mount the overlay there, just before it execs.
+    pub fn install(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        let m = self.clone();
+        // SAFETY: only async-signal-safe system calls (unshare, mount) on data prepared
+        // before fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let root = c"/";
+                let none = c"none";
+                if libc::mount(
+                    none.as_ptr(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let overlay = c"overlay";
+                if libc::mount(
+                    overlay.as_ptr(),
+                    m.target.as_ptr(),
+                    overlay.as_ptr(),
+                    0,
+                    m.options.as_ptr().cast(),
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some((uid, gid)) = m.drop_to {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setresgid(gid, gid, gid) != 0
+                        || libc::setresuid(uid, uid, uid) != 0
+                        || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The folder in the scratch folder where a container's overlay is mounted (in the child's
+/// own mount namespace), and its upper and work folders.
+pub const ROOT: &str = "container-root";
+const UPPER: &str = "container-upper";
+const WORK: &str = "container-work";
+
+/// Makes a fresh copy-on-write layer for one container start in `exposure.scratch`: the
+/// mount point, the upper folder (owned like the image's root, so the sandbox user may
+/// write where the image lets it) and overlay's work folder.
+pub(super) fn copy_on_write(
+    exposure: &super::Exposure,
+    view: &View,
+    drop_to: Option<&bwrap::DropTo>,
+) -> Result<(OverlayMount, PathBuf), (PathBuf, std::io::Error)> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = &exposure.scratch;
+    let (root, upper, work) = (s.join(ROOT), s.join(UPPER), s.join(WORK));
+    for d in [&root, &upper, &work] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| (d.clone(), e))?;
+        }
+        std::fs::create_dir_all(d).map_err(|e| (d.clone(), e))?;
+    }
+    let lower = &view.image.rootfs;
+    let m = std::fs::metadata(lower).map_err(|e| (lower.clone(), e))?;
+    if drop_to.is_some() {
+        std::os::unix::fs::lchown(&upper, Some(m.uid()), Some(m.gid()))
+            .map_err(|e| (upper.clone(), e))?;
+    }
+    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777))
+        .map_err(|e| (upper.clone(), e))?;
+    let mount = OverlayMount::new(
+        lower,
+        &upper,
+        &work,
+        &root,
+        drop_to.map(|d| (d.user.uid, d.user.gid)),
+    )
+    .map_err(|e| (root.clone(), std::io::Error::other(e)))?;
+    Ok((mount, upper))
+}
+
+/// The bwrap argv of a container start (pure): `plan` as the sandbox's (namespaces, user,
+/// seccomp, tmpfs sizes, read-only and read-write host paths, working folder, argv), over
+/// `root` (the mounted overlay) instead of the host's system folders, with `view`'s mounts.
+pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
+    let s = |p: &Path| p.display().to_string();
+    let mut a: Vec<String> = vec!["bwrap".into()];
+    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+    push(&[
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "akbench-sandbox",
+    ]);
+    if plan.own_network {
+        push(&["--unshare-net"]);
+    }
+    // bwrap runs as the unprivileged sandbox user ([`OverlayMount::install`]): a user
+    // namespace maps it to the image's user, every capability dropped.
+    let (uid, gid) = view.image.user;
+    a.extend([
+        "--unshare-user".into(),
+        "--uid".into(),
+        uid.to_string(),
+        "--gid".into(),
+        gid.to_string(),
+        "--cap-drop".into(),
+        "ALL".into(),
+    ]);
+    if let Some(fd) = plan.seccomp_fd {
+        a.extend(["--seccomp".into(), fd.to_string()]);
+    }
+    if let Some(fd) = plan.status_fd {
+        a.extend(["--json-status-fd".into(), fd.to_string()]);
+    }
+    a.extend(["--bind".into(), s(root), "/".into()]);
+    a.extend(["--ro-bind".into(), s(&plan.hosts_file), "/etc/hosts".into()]);
+    a.extend(["--proc".into(), "/proc".into()]);
+    for p in PROC_READ_ONLY {
+        a.extend(["--ro-bind-try".into(), (*p).to_string(), (*p).to_string()]);
+    }
+    let size = plan.tmp_bytes.max(1024 * 1024).to_string();
+    a.extend(["--dev".into(), "/dev".into()]);
+    for t in ["/dev/shm", "/tmp"] {
+        a.extend([
+            "--perms".into(),
+            "1777".into(),
+            "--size".into(),
+            size.clone(),
+            "--tmpfs".into(),
+            t.into(),
+        ]);
+    }
+    a.extend(["--remount-ro".into(), "/dev".into()]);
+    for t in &view.tools {
+        a.extend(["--ro-bind-try".into(), s(t), s(t)]);
+    }
+    for r in &plan.readable {
+        a.extend(["--ro-bind".into(), s(r), s(r)]);
+    }
+    for w in &plan.writable {
+        a.extend(["--bind".into(), s(w), s(w)]);
+    }
+    // The workspace (the plan's working folder) also at the task's folder, where it runs.
+    a.extend(["--bind".into(), s(&plan.cwd), view.image.workdir.clone()]);
+    for (host, inside) in &view.mounts {
+        a.extend(["--bind".into(), s(host), inside.clone()]);
+    }
+    let mut tool_plan = plan.clone();
+    tool_plan.toolchain = view.tools.clone();
+    for d in bwrap::made_folders(&tool_plan) {
+        if d != Path::new("/etc") {
+            a.extend(["--chmod".into(), "0755".into(), s(&d)]);
+        }
+    }
+    a.extend(["--chdir".into(), view.image.workdir.clone(), "--".into()]);
+    a.extend(plan.argv.iter().cloned());
+    a
+}
+
+/// The environment inside: the image's, the attempt's (without the host's toolchain
+/// variables), `PATH` the image's with the tools' `bin/` appended.
+pub fn env(
+    view: &View,
+    spec: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    let extra: Vec<String> = view
+        .tools
+        .iter()
+        .map(|t| t.join("bin").display().to_string())
+        .collect();
+    akbench_core::image::manifest::container_env(&view.image.run, spec, &extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(a: &[String], seq: &[&str]) -> bool {
+        a.windows(seq.len())
+            .any(|w| w.iter().zip(seq).all(|(x, y)| x == y))
+    }
+
+    #[test]
+    fn the_container_command_line_runs_over_the_image_with_the_sandboxs_isolation() {
+        let plan = Plan {
+            argv: vec!["bash".into(), "/agents/a.sh".into()],
+            cwd: "/w/work/1/worktree".into(),
+            writable: vec!["/w/work/1/worktree".into(), "/w/work/1/home".into()],
+            readable: vec!["/agents/a.sh".into()],
+            toolchain: vec!["/root/.cargo".into()],
+            hosts_file: "/w/work/1/hosts".into(),
+            own_network: true,
+            tmp_bytes: 4 << 20,
+            drop_to: Some(bwrap::DropTo {
+                setpriv: "/usr/bin/setpriv".into(),
+                user: crate::runtime::owner::SandboxUser {
+                    uid: 65534,
+                    gid: 65534,
+                },
+            }),
+            seccomp_fd: Some(9),
+            status_fd: Some(11),
+        };
+        let view = View {
+            image: Image {
+                pinned: "r/x@sha256:00".into(),
+                rootfs: "/c/images/roots/00/rootfs".into(),
+                run: RunConfig::default(),
+                workdir: "/app".into(),
+                user: (0, 0),
+            },
+            mounts: vec![("/w/art/logs/agent".into(), "/logs/agent".into())],
+            tools: vec![],
+        };
+        let a = args(&plan, &view, Path::new("/w/work/1/root"));
+        for flag in [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+        ] {
+            assert!(a.contains(&flag.to_string()), "{flag}");
+        }
+        assert!(has(&a, &["--seccomp", "9"]));
+        assert!(has(&a, &["--json-status-fd", "11"]));
+        assert!(has(&a, &["--bind", "/w/work/1/root", "/"]));
+        assert!(has(&a, &["--bind", "/w/work/1/worktree", "/app"]));
+        assert!(has(&a, &["--bind", "/w/art/logs/agent", "/logs/agent"]));
+        // The image's user inside a user namespace, no capability, no host program.
+        assert!(has(
+            &a,
+            &[
+                "--unshare-user",
+                "--uid",
+                "0",
+                "--gid",
+                "0",
+                "--cap-drop",
+                "ALL"
+            ]
+        ));
+        assert!(has(&a, &["--chdir", "/app", "--", "bash", "/agents/a.sh"]));
+        assert!(!a.iter().any(|x| x.contains("setpriv")));
+        // Nothing of the host's system or toolchain is bound: the image is the system.
+        for p in ["/usr", "/bin", "/lib", "/root/.cargo", "/etc/passwd"] {
+            assert!(
+                !has(&a, &["--ro-bind", p]) && !has(&a, &["--ro-bind-try", p]),
+                "{p} exposed"
+            );
+        }
+        for p in PROC_READ_ONLY {
+            assert!(has(&a, &["--ro-bind-try", p, p]), "{p}");
+        }
+        assert!(!a.contains(&"--remount-ro".to_string()) || has(&a, &["--remount-ro", "/dev"]));
+        assert!(
+            !has(&a, &["--remount-ro", "/"]),
+            "the copy-on-write root stays writable"
+        );
+    }
+
+    #[test]
+    fn the_workspace_folder_is_the_tasks_then_the_images_then_app() {
+        let img = |w: Option<&str>| RunConfig {
+            working_dir: w.map(str::to_string),
+            ..RunConfig::default()
+        };
+        assert_eq!(workdir(Some("/src"), &img(Some("/x"))), "/src");
+        assert_eq!(workdir(None, &img(Some("/x/"))), "/x");
+        assert_eq!(workdir(None, &img(Some("/"))), "/app");
+        assert_eq!(workdir(None, &img(Some("rel"))), "/app");
+        assert_eq!(workdir(None, &img(None)), "/app");
+    }
+
+    #[test]
+    fn overlay_options_refuse_separators_in_paths() {
+        let p = Path::new;
+        assert!(OverlayMount::new(p("/a"), p("/b"), p("/c"), p("/d"), None).is_ok());
+        assert!(OverlayMount::new(p("/a,b"), p("/b"), p("/c"), p("/d"), None).is_err());
+        assert!(OverlayMount::new(p("/a"), p("/b:x"), p("/c"), p("/d"), None).is_err());
+    }
+
+    #[test]
+    fn the_images_user_is_found_in_its_own_files() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1001::/home/app:/bin/sh\n";
+        let group = "root:x:0:\nstaff:x:50:\n";
+        type Want = Result<(u32, u32), &'static str>;
+        let cases: &[(&str, Want)] = &[
+            ("app", Ok((1000, 1001))),
+            ("app:staff", Ok((1000, 50))),
+            ("1000", Ok((1000, 1001))),
+            ("1234", Ok((1234, 1234))),
+            ("1234:7", Ok((1234, 7))),
+            ("root", Ok((0, 0))),
+            ("ghost", Err("`ghost` is not in its /etc/passwd")),
+            ("app:ghosts", Err("`ghosts` is not in its /etc/group")),
+        ];
+        for (u, want) in cases {
+            match (user_ids(u, passwd, group), want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, *w, "{u}"),
+                (Err(g), Err(w)) => assert!(g.contains(w) && g.contains("fix:"), "{u}: {g}"),
+                (g, w) => panic!("{u}: {g:?} vs {w:?}"),
+            }
+        }
+        assert_eq!(image_user(None, Path::new("/nonexistent")), Ok((0, 0)));
+        assert_eq!(image_user(Some(" "), Path::new("/nonexistent")), Ok((0, 0)));
+    }
+}

@@ -1,0 +1,197 @@
+//! A real OCI registry on loopback (Debian's `docker-registry`), and images pushed to it:
+//! the Debian base built by `scripts/build-test-image` (mmdebstrap, cached under target/)
+//! and small layers made here with `tar`, `gzip` and `zstd`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The registry program.
+pub const REGISTRY: &str = "/usr/bin/docker-registry";
+
+/// Why the container tests cannot run here, if they cannot.
+pub fn missing() -> Option<String> {
+    if !Path::new(REGISTRY).is_file() {
+        return Some("`docker-registry` is not installed (apt-get install docker-registry)".into());
+    }
+    if Command::new("mmdebstrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Some("`mmdebstrap` is not installed (apt-get install mmdebstrap)".into());
+    }
+    if !akbench_worker::runtime::bwrap::is_root() {
+        return Some("the container runtime needs a root worker".into());
+    }
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        return Some(format!("the sandbox does not work here: {e}"));
+    }
+    None
+}
+
+/// A running registry, stopped when dropped.
+pub struct Registry {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    /// Where it keeps its blobs.
+    pub storage: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Registry {
+    /// Starts a registry with its own storage on a free loopback port and waits until it
+    /// answers `/v2/`.
+    pub fn start() -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = dir.path().join("storage");
+        std::fs::create_dir_all(&storage).unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                storage.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(REGISTRY)
+            .args(["serve", &config.display().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let r = Registry {
+            child,
+            addr,
+            storage,
+            _dir: dir,
+        };
+        // Ready once it accepts connections and answers the API's base.
+        let mut ready = false;
+        for _ in 0..500 {
+            if let Ok(mut s) = std::net::TcpStream::connect(&r.addr) {
+                use std::io::{Read, Write};
+                let _ = write!(s, "GET /v2/ HTTP/1.0\r\nHost: {}\r\n\r\n", r.addr);
+                let mut b = String::new();
+                let _ = s.read_to_string(&mut b);
+                if b.starts_with("HTTP/1.0 200") || b.starts_with("HTTP/1.1 200") {
+                    ready = true;
+                    break;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(ready, "the registry at {} never answered", r.addr);
+        r
+    }
+
+    /// Pushes `layers` (tar files with their kind: `tar`, `gzip`, `zstd`) as
+    /// `repo_tag`, with the configuration's `env`, `workdir` and `user`; the manifest digest.
+    pub fn push(
+        &self,
+        repo_tag: &str,
+        layers: &[(&Path, &str)],
+        env: &[&str],
+        workdir: Option<&str>,
+        user: Option<&str>,
+    ) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/oci-push.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(&self.addr).arg(repo_tag);
+        for e in env {
+            cmd.args(["--env", e]);
+        }
+        if let Some(w) = workdir {
+            cmd.args(["--workdir", w]);
+        }
+        if let Some(u) = user {
+            cmd.args(["--user", u]);
+        }
+        for (p, kind) in layers {
+            cmd.arg(format!("{}:{kind}", p.display()));
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "oci-push: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// The registry's stored copy of blob `digest`.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+/// The Debian base image's root file system as a tar (built once, cached under target/).
+pub fn base_tar() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-test-image");
+    let out = Command::new("bash").arg(script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "build-test-image: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// A layer holding `files` (path, content) and `whiteouts` (names of `.wh.` files), as a
+/// tar compressed with `kind` (`tar`, `gzip`, `zstd`), written in `dir`.
+pub fn layer(dir: &Path, name: &str, files: &[(&str, &str)], kind: &str) -> PathBuf {
+    let stage = dir.join(format!("{name}-stage"));
+    for (p, content) in files {
+        let f = stage.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, content).unwrap();
+    }
+    std::fs::create_dir_all(&stage).unwrap();
+    let tar = dir.join(format!("{name}.tar"));
+    let st = Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(&stage)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (prog, ext) = match kind {
+        "tar" => return tar,
+        "gzip" => ("gzip", "gz"),
+        "zstd" => ("zstd", "zst"),
+        other => panic!("unknown layer kind {other}"),
+    };
+    let st = Command::new(prog)
+        .args(["-q", "-f"])
+        .arg(&tar)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{prog} failed");
+    let _ = std::fs::remove_file(&tar);
+    dir.join(format!("{name}.tar.{ext}"))
+}
