@@ -119,6 +119,22 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
             pinned.as_str(),
             "the record names the digest"
         );
+        // A later grade cannot run in the task's image yet: refused, never graded over the
+        // host's toolchain, and the record is left as it was.
+        let record_path = PathBuf::from(v["record"].as_str().unwrap());
+        let before = std::fs::read(&record_path).unwrap();
+        let run_dir = record_path.parent().unwrap().to_str().unwrap().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(["run", "evaluate", &run_dir, "--copy", "--tasks-root"])
+            .arg(tmp.path().join("tasks"))
+            .arg("--cache")
+            .arg(tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{agent}: {stderr}");
+        assert!(stderr.contains("task's image"), "{agent}: {stderr}");
+        assert_eq!(std::fs::read(&record_path).unwrap(), before, "{agent}");
     }
     // Without an image, `--runtime container` is refused before anything runs.
     let plain = tmp.path().join("tasks/plain");

@@ -575,9 +575,18 @@ pub fn check_same_task(record: &RunRecord, task: &Task) -> Result<(), String> {
 /// never a silent fallback. `direct` only when the run itself said `runtime: direct` (and
 /// then the grade's `runtime` says so); a run that was sandboxed is refused grading on a
 /// host where the sandbox does not work.
+///
+/// A `runtime: container` run is refused: a later grade does not yet run in the task's image
+/// (`EvalPlace.image` is not carried here), and grading it over this host's toolchain would
+/// be a different environment from the one the agent ran in.
 pub fn grading_runtime(recorded: &str) -> Result<RuntimeKind, String> {
     if recorded == RuntimeKind::Direct.as_str() {
         return Ok(RuntimeKind::Direct);
+    }
+    if recorded == RuntimeKind::Container.as_str() {
+        return Err(format!(
+            "failed to grade later: the run used `runtime: {recorded}`, and a later grade does not run in the task's image yet, so grading it over this host's toolchain is refused; fix: grade it in the sweep that ran it (evaluation.grade: true)"
+        ));
     }
     crate::runtime::sandbox_available()
         .map(|()| RuntimeKind::Sandbox)
@@ -735,7 +744,9 @@ mod tests {
     #[test]
     fn grading_never_falls_back_to_direct_silently() {
         assert_eq!(grading_runtime("direct").unwrap(), RuntimeKind::Direct);
-        for recorded in ["sandbox", "container"] {
+        let e = grading_runtime("container").unwrap_err();
+        assert!(e.contains("task's image") && e.contains("refused"), "{e}");
+        for recorded in ["sandbox"] {
             match (
                 crate::runtime::sandbox_available(),
                 grading_runtime(recorded),

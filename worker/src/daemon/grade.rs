@@ -27,6 +27,7 @@ use crate::regrade::{
 use akbench_core::digest::digest_bytes;
 use akbench_core::ids;
 use akbench_core::lifecycle::State;
+use akbench_core::manifest::Runtime as RuntimeKind;
 use akbench_core::record::{resolve_inside, AttemptRecord, Identity, Transition};
 use akbench_core::task::load_by_id;
 use akbench_core::work::{GradeSource, WorkItem};
@@ -97,8 +98,14 @@ pub(super) fn grade(
 
     // Never a silent fallback to `direct`: a host whose sandbox does not work cannot grade
     // a sandboxed run (another host may: infrastructure_error is retried).
-    let runtime = match grading_runtime(work.trial.compute.runtime.as_str()) {
+    // A container run cannot be graded later yet (not in its image): a configuration this
+    // worker refuses on every host, so not retried.
+    let recorded = work.trial.compute.runtime;
+    let runtime = match grading_runtime(recorded.as_str()) {
         Ok(r) => r,
+        Err(e) if recorded == RuntimeKind::Container => {
+            return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"))
+        }
         Err(e) => return refuse(State::InfrastructureError, format!("cannot grade: {e}")),
     };
 
