@@ -1,5 +1,6 @@
 //! Pure helpers of telemetry shared by the binaries: bounded metric labels
-//! ([`cause_class`], [`CAUSE_CLASSES`]) and the Prometheus text form of `prometheus-client`'s OpenMetrics
+//! ([`cause_class`], [`CAUSE_CLASSES`]), the trace contexts of a run and of a trial
+//! ([`run_context`], [`trial_context`]) and the Prometheus text form of `prometheus-client`'s OpenMetrics
 //! output ([`openmetrics_to_text`]).
 
 /// OpenMetrics text (what `prometheus-client` writes) as Prometheus text 0.0.4: a counter
@@ -142,6 +143,51 @@ pub fn cause_class(state: &str, cause: &str) -> &'static str {
     }
 }
 
+/// A W3C trace context (16-byte trace id, 8-byte span id) derived from `key` alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedContext {
+    /// The trace id (never all zero).
+    pub trace_id: [u8; 16],
+    /// The span id (never all zero).
+    pub span_id: [u8; 8],
+}
+
+impl DerivedContext {
+    /// The trace id as 32 lowercase hex digits, as trace UIs show it.
+    pub fn trace_hex(&self) -> String {
+        hex::encode(self.trace_id)
+    }
+}
+
+fn derived(kind: &str, key: &str) -> DerivedContext {
+    use sha2::{Digest as _, Sha256};
+    let h = Sha256::digest(format!("akbench/{kind}/{key}").as_bytes());
+    let mut trace_id = [0u8; 16];
+    let mut span_id = [0u8; 8];
+    trace_id.copy_from_slice(&h[..16]);
+    span_id.copy_from_slice(&h[16..24]);
+    // All-zero ids are invalid in W3C trace context: (practically never) nudged.
+    if trace_id == [0; 16] {
+        trace_id[15] = 1;
+    }
+    if span_id == [0; 8] {
+        span_id[7] = 1;
+    }
+    DerivedContext { trace_id, span_id }
+}
+
+/// The context every attempt of the trial `trial_key` links to (its `attempt.assign` span
+/// has a span link to it and `akbench.trial.trace_id`): the same on every replica and for
+/// every retry, with no span kept open across retries (a trial can wait for hours).
+pub fn trial_context(trial_key: &str) -> DerivedContext {
+    derived("trial", trial_key)
+}
+
+/// The context every attempt of the run `run_id` (its UUID) links to, as [`trial_context`].
+pub fn run_context(run_id: &str) -> DerivedContext {
+    derived("run", run_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +319,17 @@ mod tests {
             CAUSE_CLASSES.to_vec(),
             "docs/observability.md's cause table"
         );
+    }
+
+    #[test]
+    fn a_trials_context_depends_on_its_key_only() {
+        let a = trial_context("r/t/oracle/r1");
+        assert_eq!(a, trial_context("r/t/oracle/r1"));
+        assert_ne!(a.trace_id, trial_context("r/t/oracle/r2").trace_id);
+        assert_ne!(a.trace_id, run_context("r/t/oracle/r1").trace_id);
+        assert_eq!(a.trace_hex().len(), 32);
+        assert_ne!(a.trace_id, [0; 16]);
+        assert_ne!(a.span_id, [0; 8]);
     }
 
     #[test]
