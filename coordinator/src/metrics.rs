@@ -56,7 +56,7 @@ pub const NAMES: [&str; 10] = [
 pub struct AttemptLabels {
     /// The terminal lifecycle state (`completed`, `infrastructure_error`, ...).
     pub state: String,
-    /// `akbench_core::telemetry::cause_class` of the cause.
+    /// `akbench_core::telemetry::cause_class` of the state and cause.
     pub cause: String,
 }
 
@@ -165,12 +165,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts one attempt that reached `state` for `cause` (free text; see `akbench_core::telemetry::cause_class`).
+    /// Counts one attempt that reached `state` for `cause` (free text, labelled by its
+    /// class: `akbench_core::telemetry::cause_class`).
     pub fn attempt_finished(&self, state: &str, cause: &str) {
         self.attempts
             .get_or_create(&AttemptLabels {
                 state: state.to_string(),
-                cause: cause_class(cause),
+                cause: cause_class(state, cause).to_string(),
             })
             .inc();
     }
@@ -257,6 +258,8 @@ mod tests {
         m.attempt_finished("completed", "");
         m.attempt_finished("completed", "");
         m.attempt_finished("infrastructure_error", "lease expired");
+        m.attempt_finished("infrastructure_error", "session broke");
+        m.attempt_finished("cancelled", "cancelled while the agent ran");
         m.retried();
         m.lease_expired();
         m.assigned(Duration::from_micros(1500));
@@ -271,7 +274,9 @@ mod tests {
         let text = m.render();
         for want in [
             "akbench_attempts_finished_total{state=\"completed\",cause=\"none\"} 2",
-            "akbench_attempts_finished_total{state=\"infrastructure_error\",cause=\"lease\"} 1",
+            "akbench_attempts_finished_total{state=\"infrastructure_error\",cause=\"lease_expired\"} 1",
+            "akbench_attempts_finished_total{state=\"infrastructure_error\",cause=\"session_broke\"} 1",
+            "akbench_attempts_finished_total{state=\"cancelled\",cause=\"cancelled\"} 1",
             "akbench_retries_total 1",
             "akbench_lease_expiries_total 1",
             "akbench_assignments_total 2",

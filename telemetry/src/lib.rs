@@ -275,6 +275,23 @@ pub fn set_parent(span: &Span, traceparent: &str) {
     }
 }
 
+/// Adds to `span` a link to the span context `trace_id`/`span_id` (e.g. a trial's
+/// context derived from its key: `akbench_core::telemetry::trial_context`). Nothing when
+/// not exporting.
+pub fn link(span: &Span, trace_id: [u8; 16], span_id: [u8; 8]) {
+    use opentelemetry::trace::{SpanId, TraceFlags, TraceId, TraceState};
+    if !enabled() {
+        return;
+    }
+    span.add_link(opentelemetry::trace::SpanContext::new(
+        TraceId::from_bytes(trace_id),
+        SpanId::from_bytes(span_id),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    ));
+}
+
 /// Adds the current span's `traceparent` to gRPC request metadata.
 pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
     let tp = traceparent(&Span::current());

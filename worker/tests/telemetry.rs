@@ -384,6 +384,116 @@ async fn attempt_paths(s: &Sweep) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// docs/observability.md's span attribute table: (attribute, type, span name patterns).
+fn documented_attributes() -> Vec<(String, String, Vec<String>)> {
+    let doc = include_str!("../../docs/observability.md");
+    let start = doc
+        .find("<!-- span-attributes -->")
+        .expect("docs/observability.md has the span attribute table");
+    doc[start..]
+        .lines()
+        .skip(3)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let ticked = |c: &str| -> Vec<String> {
+                c.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect()
+            };
+            (
+                cells[1].trim_matches('`').to_string(),
+                cells[2].to_string(),
+                ticked(cells[3]),
+            )
+        })
+        .collect()
+}
+
+/// Whether an exported span name matches a documented pattern (`<...>` is a variable part,
+/// `*` any name).
+fn name_matches(pattern: &str, name: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let mut literals = Vec::new();
+    let mut rest = pattern;
+    while let Some(open) = rest.find('<') {
+        literals.push(&rest[..open]);
+        let close = rest[open..].find('>').map_or(rest.len(), |c| open + c + 1);
+        rest = &rest[close..];
+    }
+    if literals.is_empty() {
+        return pattern == name;
+    }
+    literals.push(rest);
+    let (first, last) = (literals[0], literals[literals.len() - 1]);
+    if !name.starts_with(first) || !name[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut middle = &name[first.len()..name.len() - last.len()];
+    for lit in &literals[1..literals.len() - 1] {
+        match middle.find(lit) {
+            Some(i) => middle = &middle[i + lit.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Every exported span's attributes against the documented table: each is listed, with
+/// its type, for a span of that name. Returns the mismatches.
+fn undocumented(spans: &[otlp::Span]) -> std::collections::BTreeSet<String> {
+    let table = documented_attributes();
+    let mut out = std::collections::BTreeSet::new();
+    for span in spans {
+        for (key, kind) in &span.types {
+            match table.iter().find(|(a, _, _)| a == key) {
+                None => {
+                    out.insert(format!(
+                        "{key} ({kind}) on {:?} is not documented",
+                        span.name
+                    ));
+                }
+                Some((_, want, names)) => {
+                    if want != kind {
+                        out.insert(format!(
+                            "{key} on {:?} is {kind}, documented {want}",
+                            span.name
+                        ));
+                    }
+                    if !names.iter().any(|p| name_matches(p, &span.name)) {
+                        out.insert(format!(
+                            "{key} on {:?}, documented only on {names:?}",
+                            span.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn span_name_patterns_match() {
+    for (pattern, name, matches) in [
+        ("attempt.assign", "attempt.assign", true),
+        ("attempt.assign", "attempt.assigned", false),
+        ("attempt <trial key>", "attempt r/t/a/r1", true),
+        ("attempt <trial key>", "attempt.assign", false),
+        ("<op> postgresql", "claim postgresql", true),
+        ("<service>/<method>", "akbench.v1.Workers/Session", true),
+        ("<service>/<method>", "executing", false),
+        ("*", "anything", true),
+    ] {
+        assert_eq!(name_matches(pattern, name), matches, "{pattern} {name}");
+    }
+    assert!(documented_attributes().len() > 10);
+}
+
 const TERMINAL: [&str; 8] = [
     "completed",
     "failed",
@@ -421,6 +531,21 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
         s.spawn_worker(n, 2, free_addr(), &otel);
     }
     s.wait_finished(Duration::from_secs(600)).await;
+    // Idle now: both sessions keep polling for work (and heartbeating, and the reaper
+    // ticks). Let a few claim polls pass: none may be exported as a trace of its own.
+    let http = s.handle().http_addr;
+    let claims = |text: &str| {
+        by_label(text, "akbench_scheduler_db_seconds_count", "op")
+            .get("claim")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let idle_from = claims(&scrape(http).await.expect("the coordinator's /metrics"));
+    let until = Instant::now() + Duration::from_secs(60);
+    while claims(&scrape(http).await.unwrap()) < idle_from + 6.0 {
+        assert!(Instant::now() < until, "the idle sessions did not poll");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // A ctl command against the coordinator, exporting too.
     let ctl = e2e::workspace_bin("akbench", "akbench");
     let out = Command::new(&ctl)
@@ -436,6 +561,7 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
     );
     let paths = attempt_paths(&s).await;
     assert_eq!(paths.len(), s.planned);
+    let run_id = s.spec.identity.run_id.to_string();
     // Workers flush their spans when they drain; the coordinator when telemetry shuts down.
     s.stop().await;
     telemetry.shutdown();
@@ -454,6 +580,24 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
     };
     let by_id: BTreeMap<&str, &otlp::Span> =
         spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    // No poll is a trace of its own: every database span belongs to an attempt's trace.
+    let attempt_traces: std::collections::BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s.name == "attempt.assign")
+        .map(|s| s.trace_id.as_str())
+        .collect();
+    let polls: Vec<&otlp::Span> = spans
+        .iter()
+        .filter(|s| {
+            !s.attr("db.operation.name").is_empty() && !attempt_traces.contains(s.trace_id.as_str())
+        })
+        .collect();
+    assert!(
+        polls.is_empty(),
+        "{} database spans outside any attempt's trace, e.g. {:#?}",
+        polls.len(),
+        &polls[..polls.len().min(3)]
+    );
     let mut traces = std::collections::BTreeSet::new();
     for (attempt, states) in &paths {
         let of_attempt: Vec<&otlp::Span> = spans
@@ -469,6 +613,24 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
             assign.parent_span_id, "",
             "the assignment is the trace's root"
         );
+        assert!(
+            !assign.attr("akbench.trial.key").is_empty(),
+            "the assignment names its trial: {assign:#?}"
+        );
+        // It links to its trial's and its run's contexts, derived from their keys alone, so
+        // the retries of one trial share the same trial link.
+        let trial = akbench_core::telemetry::trial_context(assign.attr("akbench.trial.key"));
+        let run = akbench_core::telemetry::run_context(&run_id);
+        assert_eq!(assign.attr("akbench.trial.trace_id"), trial.trace_hex());
+        assert_eq!(assign.attr("akbench.run.trace_id"), run.trace_hex());
+        for ctx in [trial, run] {
+            assert!(
+                assign
+                    .links
+                    .contains(&(ctx.trace_hex(), hex::encode(ctx.span_id))),
+                "{assign:#?}"
+            );
+        }
         // One trace per attempt, holding both processes' spans.
         assert!(
             traces.insert(assign.trace_id.clone()),
@@ -484,6 +646,10 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
             .unwrap_or_else(|| panic!("no worker attempt span for {attempt}: {of_attempt:#?}"));
         // Parents intact across the gRPC boundary, both ways.
         assert_eq!(worker.parent_span_id, assign.span_id);
+        assert_eq!(
+            worker.attr("akbench.trial.key"),
+            assign.attr("akbench.trial.key")
+        );
         let reports: Vec<&&otlp::Span> = of_attempt
             .iter()
             .filter(|s| s.name.starts_with("attempt.report"))
@@ -543,5 +709,11 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
             && s.trace_id == command.trace_id
             && s.attr("rpc.system") == "grpc"),
         "{server:#?}"
+    );
+    // Span names and attribute types as docs/observability.md says.
+    let wrong = undocumented(&spans);
+    assert!(
+        wrong.is_empty(),
+        "spans differ from docs/observability.md: {wrong:#?}"
     );
 }

@@ -471,7 +471,7 @@ impl WorkersService {
             use tracing::Instrument as _;
             self.scheduler
                 .reap_unwoken(now)
-                .instrument(trace::db("reap", None))
+                .instrument(trace::poll("reap"))
                 .await?
         };
         self.metrics.db_time("reap", started.elapsed());

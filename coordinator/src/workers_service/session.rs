@@ -362,7 +362,7 @@ impl Session {
         let scheduler = &self.service.scheduler;
         let wanted = self.free();
         let started = std::time::Instant::now();
-        let db = trace::db("claim", None);
+        let db = trace::poll("claim");
         let claimed = scheduler
             .claim_for(
                 &self.worker_id,
@@ -374,7 +374,7 @@ impl Session {
             .await;
         self.service.metrics.db_time("claim", started.elapsed());
         if let Ok(a) = &claimed {
-            db.record("db.response.returned_rows", a.len());
+            db.record("db.response.returned_rows", a.len() as i64);
         }
         drop(db);
         match claimed {
@@ -383,9 +383,11 @@ impl Session {
                     // There may be more: pass the wake-up on to another idle session.
                     scheduler.wake_claimer();
                 }
+                let took = started.elapsed();
                 for a in &assignments {
                     self.held.insert(a.attempt_id, a.epoch);
-                    let (_span, tp) = trace::assign(a, &self.worker_id);
+                    let (span, tp) = trace::assign(a, &self.worker_id);
+                    trace::claimed(&span, assignments.len(), took);
                     if !self.send(convert::assignment(a, tp)).await {
                         return false;
                     }
@@ -514,7 +516,7 @@ impl Session {
                 .map(|(r, tp)| trace::report(r, tp, &self.worker_id))
                 .collect();
             let db = trace::db("report", spans.first());
-            db.record("db.response.returned_rows", reports.len());
+            db.record("db.response.returned_rows", reports.len() as i64);
             let started = std::time::Instant::now();
             let (outcomes, assigned) = self
                 .service
@@ -603,7 +605,7 @@ impl Session {
             .service
             .scheduler
             .heartbeat(&self.worker_id, &leases, ttl)
-            .instrument(trace::db("heartbeat", None))
+            .instrument(trace::poll("heartbeat"))
             .await;
         self.service.metrics.db_time("heartbeat", started.elapsed());
         match extended {

@@ -173,7 +173,8 @@ impl WorkerMetrics {
         self.attempts
             .get_or_create(&AttemptLabels {
                 state: record.state.as_str().to_string(),
-                cause: cause_class(record.cause.as_deref().unwrap_or("")),
+                cause: cause_class(record.state.as_str(), record.cause.as_deref().unwrap_or(""))
+                    .to_string(),
             })
             .inc();
         for (phase, ms) in &record.timings_ms {
@@ -319,11 +320,14 @@ mod tests {
             provider_route: "anthropic".into(),
         };
         m.started();
-        m.ended(&record(State::Failed, "agent exited 1"), &labels);
+        m.ended(
+            &record(State::Failed, "the agent exited with code 1"),
+            &labels,
+        );
         m.started();
         let text = m.render();
         for want in [
-            "akbench_worker_attempts_finished_total{state=\"failed\",cause=\"agent\"} 1",
+            "akbench_worker_attempts_finished_total{state=\"failed\",cause=\"agent_exit\"} 1",
             "akbench_worker_phase_seconds_count{phase=\"executing\"} 1",
             "akbench_worker_phase_seconds_bucket{le=\"5.0\",phase=\"executing\"} 1",
             "akbench_worker_phase_seconds_bucket{le=\"2.5\",phase=\"executing\"} 0",

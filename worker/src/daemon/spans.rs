@@ -26,7 +26,8 @@ pub(super) fn attempt(a: &pb::Assignment, worker_id: &str) -> Span {
         akbench.run.id = %trial.map(|t| t.run_id.to_string()).unwrap_or_default(),
         akbench.trial.key = trial.map_or("", |t| t.key.as_str()),
         akbench.attempt.id = a.attempt_id.as_str(),
-        akbench.attempt.number = a.attempt_number,
+        // i64: the exporter sends unsigned integers as strings.
+        akbench.attempt.number = i64::from(a.attempt_number),
         akbench.lease.epoch = a.epoch,
         akbench.task.release = %trial.map(|t| format!("{}@{}", t.task.id, t.task.version)).unwrap_or_default(),
         akbench.agent = agent.map_or("", |g| g.label.as_str()),
@@ -51,11 +52,13 @@ pub(super) fn finished(span: &Span, record: &AttemptRecord) {
         record.cause.as_deref().unwrap_or(""),
     );
     let o = &record.observations;
+    // i64: the exporter sends unsigned integers as strings (docs/observability.md: int).
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     if let Some(n) = o.input_tokens {
-        span.record("gen_ai.usage.input_tokens", n);
+        span.record("gen_ai.usage.input_tokens", int(n));
     }
     if let Some(n) = o.output_tokens {
-        span.record("gen_ai.usage.output_tokens", n);
+        span.record("gen_ai.usage.output_tokens", int(n));
     }
     if let Some(c) = o.cost_usd {
         span.record("akbench.cost.usd", c);

@@ -24,6 +24,10 @@ pub struct Span {
     pub parent_span_id: String,
     pub start: u64,
     pub attributes: Vec<(String, String)>,
+    /// The OTLP type of each attribute (`string`, `int`, `double`, `bool`, `other`).
+    pub types: Vec<(String, &'static str)>,
+    /// The (trace id, span id) of each span link, hex.
+    pub links: Vec<(String, String)>,
 }
 
 impl Span {
@@ -39,6 +43,16 @@ impl Span {
 #[derive(Clone, Default)]
 struct Collector {
     spans: Arc<Mutex<Vec<Span>>>,
+}
+
+fn kind(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> &'static str {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(Value::StringValue(_)) => "string",
+        Some(Value::IntValue(_)) => "int",
+        Some(Value::DoubleValue(_)) => "double",
+        Some(Value::BoolValue(_)) => "bool",
+        _ => "other",
+    }
 }
 
 fn text(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
@@ -78,6 +92,16 @@ impl TraceService for Collector {
                             .attributes
                             .iter()
                             .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+                            .collect(),
+                        types: s
+                            .attributes
+                            .iter()
+                            .map(|kv| (kv.key.clone(), kind(kv.value.as_ref())))
+                            .collect(),
+                        links: s
+                            .links
+                            .iter()
+                            .map(|l| (hex::encode(&l.trace_id), hex::encode(&l.span_id)))
                             .collect(),
                     });
                 }
