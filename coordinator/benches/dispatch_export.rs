@@ -1,8 +1,9 @@
 //! The dispatch benchmark with span export on against the same with export off, in one run:
 //! N synthetic worker sessions over real gRPC against the real coordinator (`WorkersService`
 //! with gRPC server spans, as `serve` builds it) and a private PostgreSQL cluster; each
-//! attempt is claim -> 11 transitions (one batch) -> record upload -> finish, the reports
-//! carrying the assignment's `traceparent` as a real worker's do. Export goes over
+//! attempt is claim -> 11 transitions (one batch) -> record upload -> finish, with the spans a
+//! real worker makes (`attempt`, its phases, `agent.process`, `evaluator`), the reports
+//! carrying the `attempt` span's `traceparent` as a real worker's do. Export goes over
 //! OTLP/gRPC to a receiver in this process that decodes and counts the spans.
 //!
 //! Phases: a warm-up (not counted), then off, on, on, off (ABBA, so that a drift over the
@@ -154,7 +155,8 @@ async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Ar
     while let Ok(Some(m)) = inbound.message().await {
         match m.body {
             Some(Out::Assignment(a)) => {
-                for m in messages(&a.attempt_id, a.epoch, &a.traceparent) {
+                let traceparent = worker_spans(&a.traceparent);
+                for m in messages(&a.attempt_id, a.epoch, &traceparent) {
                     tx.send(m).await.unwrap();
                 }
             }
@@ -166,6 +168,31 @@ async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Ar
             _ => {}
         }
     }
+}
+
+/// The spans a real worker makes for one attempt (worker/src/daemon/spans.rs and the
+/// runtime's): `attempt` continuing the assignment's `traceparent`, one `phase` span per
+/// lifecycle phase, `agent.process` and `evaluator`, so the export carries the span volume of
+/// a real attempt (about 20 with the coordinator's). Returns the `attempt` span's
+/// `traceparent`, which the reports carry as a real worker's do (empty when paused).
+fn worker_spans(assignment_traceparent: &str) -> String {
+    let attempt = tracing::info_span!(
+        parent: None,
+        "attempt",
+        otel.kind = "consumer",
+        akbench.attempt.state = "not_graded",
+    );
+    akbench_telemetry::set_parent(&attempt, assignment_traceparent);
+    for state in PATH.iter().take(10) {
+        let phase = tracing::info_span!(parent: &attempt, "phase", otel.name = state.as_str(), akbench.phase = state.as_str());
+        if *state == State::Executing {
+            drop(tracing::info_span!(parent: &phase, "agent.process"));
+        }
+        if *state == State::Evaluating {
+            drop(tracing::info_span!(parent: &phase, "evaluator"));
+        }
+    }
+    akbench_telemetry::traceparent(&attempt)
 }
 
 async fn wait_for(progress: &Progress, target: u64) {
@@ -252,6 +279,7 @@ async fn main() {
     }
 
     let mut rates = Vec::new();
+    let mut offs = Vec::new();
     // A warm-up phase (caches, plans, connections), not counted, then ABBA.
     let phases = [
         ("warm-up", false),
@@ -274,6 +302,9 @@ async fn main() {
         println!("  phase {phase:<7}: {rate:.0} attempts/s");
         if phase != "warm-up" {
             rates.push((export, rate));
+            if !export {
+                offs.push(rate);
+            }
         }
     }
     let mean = |on: bool| {
@@ -286,9 +317,20 @@ async fn main() {
     println!("dispatch with span export on vs off (ABBA, {attempts} attempts per phase, {sessions} x {slots} slots)");
     println!("  export off: {off:.0} attempts/s");
     println!("  export on:  {on:.0} attempts/s");
+    // The ABBA pairs: (off1, on1) and (on2, off2); the spread of the two "off" phases is the
+    // noise the on/off effect must be read against.
+    let pair = |i: usize, j: usize| rates[i].1 / rates[j].1;
+    let spread = (offs[0] - offs[1]).abs() / off;
+    let spans = received.load(Ordering::Relaxed);
     println!(
-        "  ratio on/off: {:.2}; spans received: {}",
+        "  ratio on/off: {:.2} (pairs {:.2} and {:.2}); off phases differ by {:.1}%",
         on / off,
-        received.load(Ordering::Relaxed)
+        pair(1, 0),
+        pair(2, 3),
+        spread * 100.0
+    );
+    println!(
+        "  spans received: {spans} ({:.1} per attempt exported)",
+        spans as f64 / (2 * attempts) as f64
     );
 }
