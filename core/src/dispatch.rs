@@ -311,11 +311,39 @@ pub fn may_take(lost_by: Option<&str>, worker: &str, another_eligible: bool) -> 
     lost_by != Some(worker) || !another_eligible
 }
 
-/// Whether the reaper takes back a lease that expired: only when its worker was not heard
-/// from within the TTL by this coordinator. A worker that kept heartbeating while the
-/// database was down keeps its leases (the reaper extends them instead).
-pub fn reap(expired: bool, worker_alive: bool) -> bool {
-    expired && !worker_alive
+/// What the reaper does with a lease whose stored expiry passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseFate {
+    /// Its worker was heard holding it: it lives on, to expire at this instant (stored
+    /// instead of the old expiry).
+    Live(DateTime<Utc>),
+    /// Its worker went silent: take it back.
+    Reap,
+}
+
+/// The reaper's rule for a lease whose stored expiry `stored` passed at `now`: it expires
+/// `ttl` after the later of that expiry's heartbeat and `heard`, the last heartbeat in which
+/// this coordinator heard its worker list it (same attempt, same epoch), whether or not the
+/// database took that heartbeat. A worker heard by the coordinator is never taken for
+/// silent because the database was unavailable (down, or frozen while the coordinator's
+/// session waited on it): the stored expiry is only as recent as the last heartbeat the
+/// database could store.
+pub fn reap(
+    stored: DateTime<Utc>,
+    heard: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    ttl: Duration,
+) -> LeaseFate {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let expiry = match heard.and_then(|at| at.checked_add_signed(ttl)) {
+        Some(heard_expiry) => stored.max(heard_expiry),
+        None => stored,
+    };
+    if expiry <= now {
+        LeaseFate::Reap
+    } else {
+        LeaseFate::Live(expiry)
+    }
 }
 
 /// Why the coordinator took a lease back from its worker: the cause written on the attempt

@@ -214,10 +214,48 @@ fn a_rescued_trial_goes_back_to_the_worker_that_lost_it_only_when_nobody_else_ca
 
 #[test]
 fn the_reaper_spares_workers_it_still_hears() {
-    assert!(reap(true, false));
-    assert!(!reap(true, true), "heartbeating through a database outage");
-    assert!(!reap(false, false));
-    assert!(!reap(false, true));
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let ttl = Duration::from_secs(10);
+    // (stored expiry, last heard listing it, now) -> fate
+    let table = [
+        // Never heard (another replica's worker, a worker gone): the stored expiry decides.
+        (at(10_000), None, at(10_000), LeaseFate::Reap),
+        (at(10_000), None, at(12_000), LeaseFate::Reap),
+        // Heard within the TTL while the database could not store it (an outage, a frozen
+        // database): the lease lives TTL after that heartbeat.
+        (
+            at(10_000),
+            Some(at(9_000)),
+            at(12_000),
+            LeaseFate::Live(at(19_000)),
+        ),
+        (
+            at(10_000),
+            Some(at(14_999)),
+            at(24_998),
+            LeaseFate::Live(at(24_999)),
+        ),
+        // Heard, but longer ago than the TTL: silent.
+        (at(10_000), Some(at(14_000)), at(24_000), LeaseFate::Reap),
+        (at(10_000), Some(at(1_000)), at(12_000), LeaseFate::Reap),
+        // An older heartbeat never shortens the stored expiry.
+        (
+            at(30_000),
+            Some(at(1_000)),
+            at(12_000),
+            LeaseFate::Live(at(30_000)),
+        ),
+    ];
+    for (stored, heard, now, want) in table {
+        assert_eq!(
+            reap(stored, heard, now, ttl),
+            want,
+            "{stored} {heard:?} {now}"
+        );
+    }
 }
 
 #[test]
