@@ -4,10 +4,14 @@
 //! worker that lost it while another can take it), which leases the reaper may take back,
 //! and how a reported terminal state counts for its trial.
 //!
-//! The coordinator loads typed rows, calls these functions and persists what they return;
-//! its SQL mirrors the two rules that run inside one statement for throughput (the retry
-//! condition in `settle_items.sql` and the finish rule in `finish_runs.sql`), and the
-//! coordinator's tests run this module's tables against that SQL.
+//! The coordinator loads typed rows, calls these functions and persists what they return
+//! (the report path decides acceptance with [`current`], [`accept_finish`] and
+//! [`accept_record`]; the reaper with [`reap`] and [`close_lost`]); its SQL mirrors the two
+//! rules that run inside one statement for throughput (the retry condition in
+//! `settle_items.sql` and the finish rule in `finish_runs.sql`). The coordinator's tests run
+//! this module's tables against its PostgreSQL path: the retry table against the settle
+//! statement and the acceptance table against the report path
+//! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`).
 //!
 //! Randomness (backoff jitter) and time come in as arguments: nothing here reads a clock.
 
@@ -470,11 +474,19 @@ pub enum Acceptance {
     Conflict,
 }
 
-/// Whether a finish report (`terminal` at `epoch`) is accepted: a stale epoch or a fenced
-/// attempt is refused (a late report never overwrites the attempt that replaced it), a
-/// re-send of the accepted terminal state is a duplicate, a different one a conflict.
+/// Whether a report at `epoch` may touch the attempt at all: the attempt's own epoch (a
+/// finished attempt keeps it, so its record may follow the finish) and not fenced (its lease
+/// was taken back). Every report, transitions included, is refused as stale otherwise: a
+/// late report never overwrites the attempt that replaced it.
+pub fn current(a: &AttemptView, epoch: i64) -> bool {
+    epoch == a.epoch && !a.fenced
+}
+
+/// Whether a finish report (`terminal` at `epoch`) is accepted: not [`current`] is stale,
+/// a re-send of the accepted terminal state is a duplicate (whatever cause it carries: the
+/// accepted one stays, nothing changes), a different terminal state a conflict.
 pub fn accept_finish(a: &AttemptView, epoch: i64, terminal: State) -> Acceptance {
-    if epoch != a.epoch || a.fenced {
+    if !current(a, epoch) {
         return Acceptance::Stale;
     }
     match a.terminal {
@@ -484,16 +496,15 @@ pub fn accept_finish(a: &AttemptView, epoch: i64, terminal: State) -> Acceptance
     }
 }
 
-/// Whether a record upload at `epoch` is accepted: the attempt's own epoch (a finished
-/// attempt keeps it, so the record may follow the finish), not fenced; the same digest
-/// again is a duplicate, another one a conflict.
+/// Whether a record upload at `epoch` is accepted: not [`current`] is stale; the same
+/// digest again is a duplicate, another one a conflict.
 pub fn accept_record(
     a: &AttemptView,
     epoch: i64,
     stored_digest: Option<&str>,
     digest: &str,
 ) -> Acceptance {
-    if epoch != a.epoch || a.fenced {
+    if !current(a, epoch) {
         return Acceptance::Stale;
     }
     match stored_digest {

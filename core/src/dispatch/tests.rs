@@ -283,6 +283,13 @@ fn late_and_resent_reports() {
         (reaped, 3, Completed, Acceptance::Stale),
         (reaped, 3, InfrastructureError, Acceptance::Stale),
     ];
+    for (a, epoch, _, want) in &table {
+        assert_eq!(
+            current(a, *epoch),
+            *want != Acceptance::Stale,
+            "{a:?} {epoch}"
+        );
+    }
     for (a, epoch, terminal, want) in table {
         assert_eq!(
             accept_finish(&a, epoch, terminal),
