@@ -278,6 +278,42 @@ async fn settling_in_the_database_follows_core_dispatch() {
     }
 }
 
+/// Core's run-ending table (`RunState::when_idle`) run against `finish_runs.sql` (through
+/// the reaper's end-of-run safety net): a run with nothing ready or leased ends as core
+/// says, one with work left never does.
+#[tokio::test]
+async fn ending_runs_in_the_database_follows_core_run_states() {
+    for state in RunState::ALL {
+        for idle in [false, true] {
+            let s = common::scheduler().await;
+            let seeded = enqueued(&s, 1, 0, &Caps::default()).await;
+            let c = s.store().client().await.unwrap();
+            if idle {
+                c.execute(
+                    "UPDATE work_items SET state = 'done', outcome = 'not_graded'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            }
+            c.execute(
+                "UPDATE runs SET state = $2 WHERE run_id = $1",
+                &[&seeded.run_id, &state.as_str()],
+            )
+            .await
+            .unwrap();
+            s.reap(s.now()).await.unwrap();
+            let got: String = scalar(&s, "SELECT state FROM runs").await;
+            let want = if idle {
+                state.when_idle(true).unwrap_or(state)
+            } else {
+                state
+            };
+            assert_eq!(got, want.as_str(), "{state} idle {idle}");
+        }
+    }
+}
+
 /// A frozen worker (its stream open, nothing heard past the TTL) loses its leases, gets
 /// nothing new, is not counted as connected, and its trials go to the healthy worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

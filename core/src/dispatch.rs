@@ -11,7 +11,8 @@
 //! `settle_items.sql` and the finish rule in `finish_runs.sql`). The coordinator's tests run
 //! this module's tables against its PostgreSQL path: the retry table against the settle
 //! statement and the acceptance table against the report path
-//! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`).
+//! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
+//! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
 //!
 //! Randomness (backoff jitter) and time come in as arguments: nothing here reads a clock.
 
