@@ -534,6 +534,65 @@ pub struct CapView {
     pub route_cap: Option<i64>,
 }
 
+/// Live attempts of a run, of one agent and of one provider route (0 without a route), as
+/// a candidate meets them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Of the run.
+    pub run: i64,
+    /// Of the candidate's agent.
+    pub agent: i64,
+    /// Of the candidate's provider route.
+    pub route: i64,
+}
+
+/// The concurrency caps of one run (`execution.concurrency`, widened to the database's
+/// integers), in the one form dispatch admits by: the coordinator stores it (`runs.caps`,
+/// these field names) and `sweep --local` holds it in memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCaps {
+    /// At most this many live attempts per agent label (`per_agent`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_agent: std::collections::BTreeMap<String, i64>,
+    /// At most this many live attempts per provider route (`per_provider_route`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_provider: std::collections::BTreeMap<String, i64>,
+    /// At most this many live attempts in the run (`max_trials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_trials: Option<i64>,
+}
+
+impl RunCaps {
+    /// The caps a manifest's `execution.concurrency` sets.
+    pub fn of(c: &crate::manifest::Concurrency) -> Self {
+        let wide = |m: &std::collections::BTreeMap<String, u32>| {
+            m.iter().map(|(k, v)| (k.clone(), i64::from(*v))).collect()
+        };
+        Self {
+            per_agent: wide(&c.per_agent),
+            per_provider: wide(&c.per_provider_route),
+            max_trials: c.max_trials.map(i64::from),
+        }
+    }
+
+    /// Whether nothing is capped.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// What a candidate of `agent` on `route` meets: these caps and `live`.
+    pub fn view(&self, agent: &str, route: Option<&str>, live: Live) -> CapView {
+        CapView {
+            run_live: live.run,
+            run_cap: self.max_trials,
+            agent_live: live.agent,
+            agent_cap: self.per_agent.get(agent).copied(),
+            route_live: if route.is_some() { live.route } else { 0 },
+            route_cap: route.and_then(|r| self.per_provider.get(r).copied()),
+        }
+    }
+}
+
 /// The cap a candidate meets full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Full {

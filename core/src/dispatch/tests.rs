@@ -394,3 +394,41 @@ fn only_the_coordinators_cancel_makes_an_attempt_cancelled() {
         }
     }
 }
+
+#[test]
+fn run_caps_come_from_the_manifest_and_meet_candidates() {
+    let c = crate::manifest::Concurrency {
+        max_trials: Some(4),
+        per_agent: [("a".to_string(), 2)].into(),
+        per_provider_route: [("anthropic".to_string(), 1)].into(),
+    };
+    let caps = RunCaps::of(&c);
+    assert_eq!(caps.max_trials, Some(4));
+    assert!(!caps.is_empty() && RunCaps::default().is_empty());
+    let live = Live {
+        run: 3,
+        agent: 2,
+        route: 1,
+    };
+    // (agent, route) -> the first full cap
+    let table = [
+        ("a", Some("anthropic"), Err(Full::Agent)),
+        ("b", Some("anthropic"), Err(Full::Route)),
+        ("b", Some("openai"), Ok(())),
+        ("b", None, Ok(())),
+    ];
+    for (agent, route, want) in table {
+        assert_eq!(
+            within_caps(&caps.view(agent, route, live)),
+            want,
+            "{agent} {route:?}"
+        );
+    }
+    let full = Live { run: 4, ..live };
+    assert_eq!(within_caps(&caps.view("b", None, full)), Err(Full::Run));
+    // The stored form keeps the coordinator's field names.
+    assert_eq!(
+        serde_json::to_value(&caps).unwrap(),
+        serde_json::json!({"per_agent": {"a": 2}, "per_provider": {"anthropic": 1}, "max_trials": 4})
+    );
+}
