@@ -805,6 +805,96 @@ pub mod test_support {
             .unwrap_or_else(|e| panic!("test database: {e}"))
     }
 
+    /// The shared cluster frozen: its postmaster and every process it started (backends,
+    /// background workers) stopped with `SIGSTOP`, the postmaster first so it starts no
+    /// new one, until the returned guard is dropped (`SIGCONT`), or at the latest after
+    /// `at_most`: a detached `sh` sends the `SIGCONT` then even when the test process is
+    /// killed meanwhile, so the freeze is bounded. (Each backend leads a process group of
+    /// its own, so stopping the postmaster's group would leave them running.) Connections
+    /// stay open and queries simply hang, as on a database host that stalls (swapping, a
+    /// paused VM, a storage hiccup).
+    pub fn freeze(at_most: std::time::Duration) -> Frozen {
+        let cluster = shared();
+        let postmaster = stale::postmaster_pid(cluster.data_dir())
+            .unwrap_or_else(|| panic!("no postmaster.pid in {}", cluster.data_dir().display()));
+        stop(postmaster, libc::SIGSTOP);
+        let mut pids = vec![postmaster];
+        pids.extend(children(postmaster));
+        let list: Vec<String> = pids.iter().map(i32::to_string).collect();
+        let safety_net = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "sleep {}; kill -CONT {} 2>/dev/null",
+                at_most.as_secs().max(1),
+                list.join(" ")
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start the freeze's safety net: {e}"));
+        for &pid in &pids[1..] {
+            stop(pid, libc::SIGSTOP);
+        }
+        Frozen { pids, safety_net }
+    }
+
+    /// Sends `signal` to `pid`.
+    fn stop(pid: i32, signal: i32) {
+        // SAFETY: kill sends a signal to a process.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(
+            rc, 0,
+            "failed to send signal {signal} to PostgreSQL process {pid}"
+        );
+    }
+
+    /// The processes whose parent is `parent` (from `/proc/<pid>/stat`, field 4).
+    fn children(parent: i32) -> Vec<i32> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid ...`: comm may hold spaces, so read after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid == Some(parent) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    /// A frozen shared cluster ([`freeze`]); dropping it lets the cluster run again.
+    #[derive(Debug)]
+    pub struct Frozen {
+        /// The postmaster first, then its children.
+        pids: Vec<i32>,
+        /// The `sh` that would send the `SIGCONT` at the latest.
+        safety_net: std::process::Child,
+    }
+
+    impl Drop for Frozen {
+        fn drop(&mut self) {
+            for &pid in self.pids.iter().rev() {
+                // SAFETY: kill sends a signal to a process.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+            let _ = self.safety_net.kill();
+            let _ = self.safety_net.wait();
+        }
+    }
+
     /// A `sh` that waits for its stdin to close, then stops the cluster and removes its
     /// temporary folder. Statics are never dropped, so this is what cleans up.
     fn spawn_guardian(cluster: &PrivateCluster) -> Result<ChildStdin, ClusterError> {

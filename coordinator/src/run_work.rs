@@ -49,17 +49,7 @@ impl SchedulerWork {
         let (spec_agents, execution) = start_condition(store, &run).await?;
         let c = &execution.concurrency;
         let caps = Caps {
-            per_agent: c
-                .per_agent
-                .iter()
-                .map(|(k, v)| (k.clone(), i64::from(*v)))
-                .collect(),
-            per_provider: c
-                .per_provider_route
-                .iter()
-                .map(|(k, v)| (k.clone(), i64::from(*v)))
-                .collect(),
-            max_trials: c.max_trials.map(i64::from),
+            limits: akbench_core::dispatch::RunCaps::of(c),
             worker_labels: execution.worker_labels.clone(),
         };
         let agents = spec_agents

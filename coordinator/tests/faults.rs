@@ -278,6 +278,61 @@ async fn settling_in_the_database_follows_core_dispatch() {
     }
 }
 
+/// Core's run-ending table (`RunState::when_idle`) run against `finish_runs.sql` (through
+/// the reaper's end-of-run safety net): a run with nothing ready or leased ends as core
+/// says, one with work left never does.
+#[tokio::test]
+async fn ending_runs_in_the_database_follows_core_run_states() {
+    for state in RunState::ALL {
+        for idle in [false, true] {
+            let s = common::scheduler().await;
+            let seeded = enqueued(&s, 1, 0, &Caps::default()).await;
+            let c = s.store().client().await.unwrap();
+            if idle {
+                c.execute(
+                    "UPDATE work_items SET state = 'done', outcome = 'not_graded'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            }
+            c.execute(
+                "UPDATE runs SET state = $2 WHERE run_id = $1",
+                &[&seeded.run_id, &state.as_str()],
+            )
+            .await
+            .unwrap();
+            s.reap(s.now()).await.unwrap();
+            let got: String = scalar(&s, "SELECT state FROM runs").await;
+            let want = if idle {
+                state.when_idle(true).unwrap_or(state)
+            } else {
+                state
+            };
+            assert_eq!(got, want.as_str(), "{state} idle {idle}");
+        }
+    }
+}
+
+/// The run states the database allows (the `runs.state` check) are exactly core's
+/// `RunState`s.
+#[tokio::test]
+async fn the_databases_run_states_are_cores() {
+    let s = common::scheduler().await;
+    let definition: String = scalar(
+        &s,
+        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
+         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+         WHERE c.conrelid = 'runs'::regclass AND c.contype = 'c' AND a.attname = 'state'",
+    )
+    .await;
+    let mut stored: Vec<&str> = definition.split('\'').skip(1).step_by(2).collect();
+    stored.sort();
+    let mut core: Vec<&str> = RunState::ALL.iter().map(|r| r.as_str()).collect();
+    core.sort();
+    assert_eq!(stored, core, "runs.state check: {definition}");
+}
+
 /// A frozen worker (its stream open, nothing heard past the TTL) loses its leases, gets
 /// nothing new, is not counted as connected, and its trials go to the healthy worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -591,6 +646,93 @@ async fn a_database_outage_does_not_expire_the_leases_of_heartbeating_workers() 
     }
     let outcome: String = scalar(&s, "SELECT outcome FROM work_items").await;
     assert_eq!(outcome, "not_graded");
+}
+
+/// A frozen database (PostgreSQL's postmaster and backends stopped, `SIGSTOP`) for longer
+/// than the TTL while a worker holds leases and keeps heartbeating: the coordinator's
+/// session waits on the database the whole time, yet the worker was heard, so no lease is
+/// taken back once the database runs again (before, every lease was reaped as "went silent"
+/// at the first pass after the freeze and the result sent during it was refused as stale),
+/// and every trial ends exactly once, with its one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_database_does_not_expire_the_leases_of_heartbeating_workers() {
+    const N: usize = 3;
+    // Heartbeats every TTL / 5, as in the outage test above.
+    let ttl = Duration::from_secs(3);
+    let s = common::scheduler().await;
+    // No retries: a lease taken back ends its trial infrastructure_error.
+    enqueued(&s, N, 0, &Caps::default()).await;
+    let (service, addr) = serve(&s, ttl).await;
+    let mut w = Worker::simple(addr, "steady", N as u32).await;
+    let mut held = Vec::new();
+    for _ in 0..N {
+        held.push(assignment(&mut w).await);
+    }
+    for a in &held {
+        w.send(batch(a, &chain()[..7], 1)).await;
+    }
+    let mut acks = 0;
+    while acks < N {
+        match w.next().await {
+            Out::Ack(_) => acks += 1,
+            other => panic!("expected the transitions' acks, got {other:?}"),
+        }
+    }
+    let beats = heartbeats(&w, held.iter().map(lease).collect(), ttl / 5);
+    // A pass before the freeze, as the reaper makes every interval (its connection is open).
+    assert_eq!(service.reap_once().await.unwrap(), 0);
+    let reaper = {
+        let _frozen = akbench_coordinator::pgcluster::test_support::freeze(ttl * 10);
+        // A result sent while the database is frozen: the session waits on it.
+        w.send(batch(&held[0], &chain()[7..], 8)).await;
+        w.send(finished(&held[0], State::NotGraded)).await;
+        // The freeze lasts twice the TTL while the worker keeps heartbeating (the
+        // scenario's length, not a wait for an event).
+        tokio::time::sleep(ttl * 2).await;
+        // The reaper's pass at the end of the freeze: it judges now, then waits on the
+        // database with the session.
+        let service = service.clone();
+        tokio::spawn(async move { service.reap_once().await })
+    };
+    let reaped = reaper.await.unwrap().unwrap();
+    assert_eq!(reaped, 0, "a heartbeating worker's lease was reaped");
+    // And the next pass takes back nothing either.
+    assert_eq!(service.reap_once().await.unwrap(), 0);
+    drop(beats);
+    for a in &held[1..] {
+        w.send(batch(a, &chain()[7..], 8)).await;
+        w.send(finished(a, State::NotGraded)).await;
+    }
+    let mut acks = 0;
+    while acks < 2 * N {
+        match w.next().await {
+            Out::Ack(_) => acks += 1,
+            // The answer to a heartbeat that listed an attempt finished meanwhile.
+            Out::Cancel(c) if c.reason == "lease lost" => {}
+            other => panic!("a result was refused after the freeze: {other:?}"),
+        }
+    }
+    let attempts: i64 = scalar(&s, "SELECT count(*) FROM attempts").await;
+    assert_eq!(attempts, N as i64, "one attempt per trial, none lost");
+    let outcomes: Vec<(String, i64)> = {
+        let c = s.store().client().await.unwrap();
+        c.query(
+            "SELECT coalesce(outcome, '-'), count(*) FROM work_items GROUP BY 1 ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    assert_eq!(outcomes, vec![("not_graded".to_string(), N as i64)]);
+    let lost: i64 = scalar(
+        &s,
+        "SELECT count(*) FROM attempts WHERE state <> 'not_graded' OR fenced",
+    )
+    .await;
+    assert_eq!(lost, 0, "an attempt was closed by the reaper");
 }
 
 /// `run resume` re-queues every trial without an accepted final outcome: the never-run

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use akbench_coordinator::scheduler::{Caps, Disposition, SchedulerError, TransitionIn};
+use akbench_core::dispatch::RunCaps;
 use akbench_core::lifecycle::State;
 use common::{chain, counts, enqueued, record, scalar, scheduler};
 
@@ -182,7 +183,10 @@ async fn concurrent_finishes_end_the_run() {
 async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() {
     let s = scheduler().await;
     let caps = Caps {
-        max_trials: Some(3),
+        limits: RunCaps {
+            max_trials: Some(3),
+            ..RunCaps::default()
+        },
         ..Caps::default()
     };
     let run = enqueued(&s, 6, 0, &caps).await;
@@ -216,9 +220,10 @@ async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() 
 async fn caps_per_agent_and_per_provider_are_respected() {
     let s = scheduler().await;
     let caps = Caps {
-        per_agent: [("oracle".to_string(), 2)].into(),
-        per_provider: BTreeMap::new(),
-        max_trials: None,
+        limits: RunCaps {
+            per_agent: [("oracle".to_string(), 2)].into(),
+            ..RunCaps::default()
+        },
         worker_labels: Vec::new(),
     };
     enqueued(&s, 5, 0, &caps).await;
@@ -238,9 +243,10 @@ async fn caps_per_agent_and_per_provider_are_respected() {
 
     // Per provider, across agents, and an uncapped run alongside is not blocked.
     let caps = Caps {
-        per_agent: BTreeMap::new(),
-        per_provider: [("anthropic".to_string(), 1)].into(),
-        max_trials: None,
+        limits: RunCaps {
+            per_provider: [("anthropic".to_string(), 1)].into(),
+            ..RunCaps::default()
+        },
         worker_labels: Vec::new(),
     };
     let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)

@@ -12,6 +12,7 @@ use std::time::Duration;
 use akbench_coordinator::rows::{self, col, count, count32, count_opt, json, parsed, RowError};
 use akbench_coordinator::scheduler::{Caps, SchedulerError};
 use akbench_coordinator::store::StoreError;
+use akbench_core::dispatch::RunCaps;
 use akbench_core::lifecycle::State;
 use common::{counts, enqueued, scheduler};
 use tokio_postgres::Row;
@@ -199,7 +200,7 @@ async fn malformed_rows_are_errors_naming_the_query_and_column() {
         (
             "caps that decode",
             "SELECT '{\"max_trials\": 2}'::jsonb AS caps",
-            |r| json::<Caps>(r, "caps").map(|c| format!("{:?}", c.max_trials)),
+            |r| json::<Caps>(r, "caps").map(|c| format!("{:?}", c.limits.max_trials)),
             Ok("Some(2)"),
         ),
         (
@@ -243,7 +244,10 @@ async fn malformed_rows_are_errors_naming_the_query_and_column() {
 async fn a_claim_refuses_caps_that_do_not_decode_and_changes_nothing() {
     let s = scheduler().await;
     let caps = Caps {
-        max_trials: Some(1),
+        limits: RunCaps {
+            max_trials: Some(1),
+            ..RunCaps::default()
+        },
         ..Caps::default()
     };
     let run = enqueued(&s, 3, 0, &caps).await;

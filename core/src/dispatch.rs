@@ -4,10 +4,15 @@
 //! worker that lost it while another can take it), which leases the reaper may take back,
 //! and how a reported terminal state counts for its trial.
 //!
-//! The coordinator loads typed rows, calls these functions and persists what they return;
-//! its SQL mirrors the two rules that run inside one statement for throughput (the retry
-//! condition in `settle_items.sql` and the finish rule in `finish_runs.sql`), and the
-//! coordinator's tests run this module's tables against that SQL.
+//! The coordinator loads typed rows, calls these functions and persists what they return
+//! (the report path decides acceptance with [`current`], [`accept_finish`] and
+//! [`accept_record`]; the reaper with [`reap`] and [`close_lost`]); its SQL mirrors the two
+//! rules that run inside one statement for throughput (the retry condition in
+//! `settle_items.sql` and the finish rule in `finish_runs.sql`). The coordinator's tests run
+//! this module's tables against its PostgreSQL path: the retry table against the settle
+//! statement and the acceptance table against the report path
+//! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
+//! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
 //!
 //! Randomness (backoff jitter) and time come in as arguments: nothing here reads a clock.
 
@@ -311,11 +316,39 @@ pub fn may_take(lost_by: Option<&str>, worker: &str, another_eligible: bool) -> 
     lost_by != Some(worker) || !another_eligible
 }
 
-/// Whether the reaper takes back a lease that expired: only when its worker was not heard
-/// from within the TTL by this coordinator. A worker that kept heartbeating while the
-/// database was down keeps its leases (the reaper extends them instead).
-pub fn reap(expired: bool, worker_alive: bool) -> bool {
-    expired && !worker_alive
+/// What the reaper does with a lease whose stored expiry passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseFate {
+    /// Its worker was heard holding it: it lives on, to expire at this instant (stored
+    /// instead of the old expiry).
+    Live(DateTime<Utc>),
+    /// Its worker went silent: take it back.
+    Reap,
+}
+
+/// The reaper's rule for a lease whose stored expiry `stored` passed at `now`: it expires
+/// `ttl` after the later of that expiry's heartbeat and `heard`, the last heartbeat in which
+/// this coordinator heard its worker list it (same attempt, same epoch), whether or not the
+/// database took that heartbeat. A worker heard by the coordinator is never taken for
+/// silent because the database was unavailable (down, or frozen while the coordinator's
+/// session waited on it): the stored expiry is only as recent as the last heartbeat the
+/// database could store.
+pub fn reap(
+    stored: DateTime<Utc>,
+    heard: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    ttl: Duration,
+) -> LeaseFate {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let expiry = match heard.and_then(|at| at.checked_add_signed(ttl)) {
+        Some(heard_expiry) => stored.max(heard_expiry),
+        None => stored,
+    };
+    if expiry <= now {
+        LeaseFate::Reap
+    } else {
+        LeaseFate::Live(expiry)
+    }
 }
 
 /// Why the coordinator took a lease back from its worker: the cause written on the attempt
@@ -442,11 +475,19 @@ pub enum Acceptance {
     Conflict,
 }
 
-/// Whether a finish report (`terminal` at `epoch`) is accepted: a stale epoch or a fenced
-/// attempt is refused (a late report never overwrites the attempt that replaced it), a
-/// re-send of the accepted terminal state is a duplicate, a different one a conflict.
+/// Whether a report at `epoch` may touch the attempt at all: the attempt's own epoch (a
+/// finished attempt keeps it, so its record may follow the finish) and not fenced (its lease
+/// was taken back). Every report, transitions included, is refused as stale otherwise: a
+/// late report never overwrites the attempt that replaced it.
+pub fn current(a: &AttemptView, epoch: i64) -> bool {
+    epoch == a.epoch && !a.fenced
+}
+
+/// Whether a finish report (`terminal` at `epoch`) is accepted: not [`current`] is stale,
+/// a re-send of the accepted terminal state is a duplicate (whatever cause it carries: the
+/// accepted one stays, nothing changes), a different terminal state a conflict.
 pub fn accept_finish(a: &AttemptView, epoch: i64, terminal: State) -> Acceptance {
-    if epoch != a.epoch || a.fenced {
+    if !current(a, epoch) {
         return Acceptance::Stale;
     }
     match a.terminal {
@@ -456,16 +497,15 @@ pub fn accept_finish(a: &AttemptView, epoch: i64, terminal: State) -> Acceptance
     }
 }
 
-/// Whether a record upload at `epoch` is accepted: the attempt's own epoch (a finished
-/// attempt keeps it, so the record may follow the finish), not fenced; the same digest
-/// again is a duplicate, another one a conflict.
+/// Whether a record upload at `epoch` is accepted: not [`current`] is stale; the same
+/// digest again is a duplicate, another one a conflict.
 pub fn accept_record(
     a: &AttemptView,
     epoch: i64,
     stored_digest: Option<&str>,
     digest: &str,
 ) -> Acceptance {
-    if epoch != a.epoch || a.fenced {
+    if !current(a, epoch) {
         return Acceptance::Stale;
     }
     match stored_digest {
@@ -492,6 +532,65 @@ pub struct CapView {
     pub route_live: i64,
     /// `per_provider_route` of its route (`None` without a route).
     pub route_cap: Option<i64>,
+}
+
+/// Live attempts of a run, of one agent and of one provider route (0 without a route), as
+/// a candidate meets them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Of the run.
+    pub run: i64,
+    /// Of the candidate's agent.
+    pub agent: i64,
+    /// Of the candidate's provider route.
+    pub route: i64,
+}
+
+/// The concurrency caps of one run (`execution.concurrency`, widened to the database's
+/// integers), in the one form dispatch admits by: the coordinator stores it (`runs.caps`,
+/// these field names) and `sweep --local` holds it in memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCaps {
+    /// At most this many live attempts per agent label (`per_agent`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_agent: std::collections::BTreeMap<String, i64>,
+    /// At most this many live attempts per provider route (`per_provider_route`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_provider: std::collections::BTreeMap<String, i64>,
+    /// At most this many live attempts in the run (`max_trials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_trials: Option<i64>,
+}
+
+impl RunCaps {
+    /// The caps a manifest's `execution.concurrency` sets.
+    pub fn of(c: &crate::manifest::Concurrency) -> Self {
+        let wide = |m: &std::collections::BTreeMap<String, u32>| {
+            m.iter().map(|(k, v)| (k.clone(), i64::from(*v))).collect()
+        };
+        Self {
+            per_agent: wide(&c.per_agent),
+            per_provider: wide(&c.per_provider_route),
+            max_trials: c.max_trials.map(i64::from),
+        }
+    }
+
+    /// Whether nothing is capped.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// What a candidate of `agent` on `route` meets: these caps and `live`.
+    pub fn view(&self, agent: &str, route: Option<&str>, live: Live) -> CapView {
+        CapView {
+            run_live: live.run,
+            run_cap: self.max_trials,
+            agent_live: live.agent,
+            agent_cap: self.per_agent.get(agent).copied(),
+            route_live: if route.is_some() { live.route } else { 0 },
+            route_cap: route.and_then(|r| self.per_provider.get(r).copied()),
+        }
+    }
 }
 
 /// The cap a candidate meets full.

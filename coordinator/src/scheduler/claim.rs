@@ -102,26 +102,16 @@ impl CapState {
             return true;
         };
         let agent_key = (c.run_id, c.agent.clone());
-        let agent_cap = caps.per_agent.get(&c.agent).copied();
         let route_key = c.route.clone().map(|r| (c.run_id, r));
-        let route_cap = c
-            .route
-            .as_ref()
-            .and_then(|r| caps.per_provider.get(r).copied());
-        let run_live = self.run_live.get(&c.run_id).copied().unwrap_or(0);
-        let agent_live = self.agent_live.get(&agent_key).copied().unwrap_or(0);
-        let route_live = route_key
-            .as_ref()
-            .and_then(|k| self.route_live.get(k).copied())
-            .unwrap_or(0);
-        let view = akbench_core::dispatch::CapView {
-            run_live,
-            run_cap: caps.max_trials,
-            agent_live,
-            agent_cap,
-            route_live,
-            route_cap,
+        let live = akbench_core::dispatch::Live {
+            run: self.run_live.get(&c.run_id).copied().unwrap_or(0),
+            agent: self.agent_live.get(&agent_key).copied().unwrap_or(0),
+            route: route_key
+                .as_ref()
+                .and_then(|k| self.route_live.get(k).copied())
+                .unwrap_or(0),
         };
+        let view = caps.limits.view(&c.agent, c.route.as_deref(), live);
         match akbench_core::dispatch::within_caps(&view) {
             Ok(()) => {}
             Err(akbench_core::dispatch::Full::Run) => {

@@ -76,6 +76,7 @@ pub struct Scheduler {
     retry: RetryPolicy,
     budgeted: budget::BudgetedRuns,
     revoked_to: RevokedTo,
+    heard_from: HeardFrom,
 }
 
 /// Where revoked leases go once committed: the service that sends their workers `Cancel`.
@@ -87,6 +88,38 @@ struct RevokedTo(Arc<std::sync::Mutex<Option<RevokedFn>>>);
 impl std::fmt::Debug for RevokedTo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RevokedTo")
+    }
+}
+
+/// A lease a worker was last heard holding, in a heartbeat this process received (whether
+/// or not the database took it): see [`Scheduler::on_heard`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeardLease {
+    /// The worker that listed it.
+    pub worker_id: String,
+    /// The epoch it listed.
+    pub epoch: i64,
+    /// When that heartbeat arrived (scheduler clock).
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What this process heard workers hold, by attempt, and the lease TTL it judges by.
+#[derive(Debug, Clone, Default)]
+pub struct Heard {
+    /// The last heartbeat's leases of each worker with a session here.
+    pub leases: std::collections::HashMap<Uuid, HeardLease>,
+    /// The lease TTL.
+    pub ttl: Duration,
+}
+
+type HeardFn = Arc<dyn Fn() -> Heard + Send + Sync>;
+
+#[derive(Clone, Default)]
+struct HeardFrom(Arc<std::sync::Mutex<Option<HeardFn>>>);
+
+impl std::fmt::Debug for HeardFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeardFrom")
     }
 }
 
@@ -105,7 +138,28 @@ impl Scheduler {
             retry: RetryPolicy::default(),
             budgeted: budget::BudgetedRuns::default(),
             revoked_to: RevokedTo::default(),
+            heard_from: HeardFrom::default(),
         }
+    }
+
+    /// Has every reap of this scheduler (and its clones) ask `f` which leases workers were
+    /// heard holding, so that a lease whose stored expiry passed while its worker kept
+    /// heartbeating (the database down or frozen: the heartbeat could not be stored) lives
+    /// on instead of being taken back ([`akbench_core::dispatch::reap`]). The `Workers`
+    /// service answers from its sessions. A later call replaces `f`.
+    pub fn on_heard(&self, f: impl Fn() -> Heard + Send + Sync + 'static) {
+        *self.heard_from.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+    }
+
+    /// What [`Scheduler::on_heard`]'s function answers now (nothing heard without one).
+    fn heard(&self) -> Heard {
+        let f = self
+            .heard_from
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        f.map(|f| f()).unwrap_or_default()
     }
 
     /// Calls `f` with the leases taken back before their attempt started (a budget stop, a

@@ -5,10 +5,11 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
+use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
 use crate::store::{StoreError, Tx};
-use akbench_core::dispatch::{close_lost, Backoff, Loss};
+use akbench_core::dispatch::{close_lost, reap, Backoff, LeaseFate, Loss};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -17,6 +18,7 @@ const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sq
 const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
+const EXTEND_HEARD_SQL: &str = include_str!("../../sql/scheduler/extend_heard_leases.sql");
 const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart_lease_clocks.sql");
 
 impl Scheduler {
@@ -48,10 +50,12 @@ impl Scheduler {
     /// trial is not claimed by the silent worker's own session), then wakes one itself
     /// ([`Scheduler::wake_if_requeued`]).
     pub async fn reap_unwoken(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
+        let heard = std::sync::Arc::new(self.heard());
         let reaped = self
             .store
             .tx(|tx| {
                 let retry = self.rescue_policy();
+                let heard = std::sync::Arc::clone(&heard);
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let rows = tx
@@ -71,7 +75,7 @@ impl Scheduler {
                         super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
-                    let expired = lease_rows("reap_expired.sql", &rows)?;
+                    let expired = spare_heard(tx, &rows, &heard, now).await?;
                     close_in(tx, expired, Loss::WentSilent, &retry, now).await
                 })
             })
@@ -232,6 +236,54 @@ impl Scheduler {
             .await?;
         report.ok_or_else(|| SchedulerError::NotFound(format!("run {run_id}")))
     }
+}
+
+/// Of the expired leases `rows` (locked by the caller; `reap_expired.sql`), the ones whose
+/// worker was heard holding them within the TTL live on (core's [`reap`]: their expiry is
+/// moved to TTL after that heartbeat, in one statement); returns the others, to be taken
+/// back.
+async fn spare_heard(
+    tx: &Tx<'_>,
+    rows: &[tokio_postgres::Row],
+    heard: &Heard,
+    now: DateTime<Utc>,
+) -> Result<Vec<LeaseRow>, StoreError> {
+    let leases = lease_rows("reap_expired.sql", rows)?;
+    let expiries = crate::rows::all("reap_expired.sql", rows, |r| {
+        Ok((
+            col::<i64>(r, "epoch")?,
+            col::<DateTime<Utc>>(r, "expires_at")?,
+        ))
+    })?;
+    let (mut live_ids, mut live_until) = (Vec::new(), Vec::new());
+    let mut expired = Vec::new();
+    for (lease, (epoch, stored)) in leases.into_iter().zip(expiries) {
+        let listed = heard
+            .leases
+            .get(&lease.0)
+            .filter(|h| h.worker_id == lease.1 && h.epoch == epoch)
+            .map(|h| h.at);
+        match reap(stored, listed, now, heard.ttl) {
+            LeaseFate::Live(until) => {
+                live_ids.push(lease.0);
+                live_until.push(until);
+            }
+            LeaseFate::Reap => expired.push(lease),
+        }
+    }
+    if !live_ids.is_empty() {
+        tracing::info!(
+            leases = live_ids.len(),
+            "expired leases kept: their workers were heard holding them (the database did not \
+             store those heartbeats)"
+        );
+        tx.execute(
+            &tx.prepare_cached(EXTEND_HEARD_SQL).await?,
+            &[&live_ids, &live_until],
+        )
+        .await?;
+    }
+    Ok(expired)
 }
 
 /// A lease taken back: its attempt, worker, last stored state and seq, and trial.

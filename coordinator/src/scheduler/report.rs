@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use akbench_core::dispatch::{accept_finish, accept_record, current, Acceptance, AttemptView};
 use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -42,6 +43,17 @@ struct AttemptRow {
     terminal: Option<State>,
     cause: Option<String>,
     dirty: bool,
+}
+
+impl AttemptRow {
+    /// What core's acceptance rules read of it.
+    fn view(&self) -> AttemptView {
+        AttemptView {
+            epoch: self.epoch,
+            fenced: self.fenced,
+            terminal: self.terminal,
+        }
+    }
 }
 
 /// A stored (or to-be-stored) transition's content, for comparing re-sends.
@@ -482,31 +494,30 @@ async fn apply(
                 digest,
                 ..
             } => {
-                if *epoch != row.epoch || row.fenced {
-                    Err(stale(id, *epoch))
-                } else {
-                    match accepted.get(&id) {
-                        None => {
-                            accepted.insert(id, digest.clone());
-                            writes
-                                .submissions
-                                .push((id, digest.clone(), record_json.clone()));
-                            Ok(ReportAck::Record { stored: true })
-                        }
-                        Some(d) if d == digest => Ok(ReportAck::Record { stored: false }),
-                        Some(d) => {
-                            writes.quarantine.push((
-                                id,
-                                digest.clone(),
-                                record_json.clone(),
-                                format!("conflicts with the accepted record {d}"),
-                            ));
-                            Err(SchedulerError::RecordConflict {
-                                attempt_id: id,
-                                accepted: d.clone(),
-                                digest: digest.clone(),
-                            })
-                        }
+                let stored = accepted.get(&id).cloned();
+                match accept_record(&row.view(), *epoch, stored.as_deref(), digest) {
+                    Acceptance::Stale => Err(stale(id, *epoch)),
+                    Acceptance::Accept => {
+                        accepted.insert(id, digest.clone());
+                        writes
+                            .submissions
+                            .push((id, digest.clone(), record_json.clone()));
+                        Ok(ReportAck::Record { stored: true })
+                    }
+                    Acceptance::Duplicate => Ok(ReportAck::Record { stored: false }),
+                    Acceptance::Conflict => {
+                        let d = stored.unwrap_or_default();
+                        writes.quarantine.push((
+                            id,
+                            digest.clone(),
+                            record_json.clone(),
+                            format!("conflicts with the accepted record {d}"),
+                        ));
+                        Err(SchedulerError::RecordConflict {
+                            attempt_id: id,
+                            accepted: d,
+                            digest: digest.clone(),
+                        })
                     }
                 }
             }
@@ -686,7 +697,7 @@ fn transitions_of(
     known: &mut HashMap<(Uuid, u32), Content>,
     writes: &mut Writes,
 ) -> Outcome {
-    if epoch != row.epoch || row.fenced {
+    if !current(&row.view(), epoch) {
         return Err(stale(id, epoch));
     }
     let (mut state, mut last) = (row.state, row.last_seq);
@@ -754,20 +765,22 @@ fn finish_of(
     writes: &mut Writes,
     now: DateTime<Utc>,
 ) -> Outcome {
-    if epoch != row.epoch || row.fenced {
-        return Err(stale(id, epoch));
-    }
     let refuse = |reason: String| SchedulerError::InvalidTransition {
         attempt_id: id,
         seq: 0,
         reason,
     };
-    if let Some(done) = row.terminal {
-        return if done == terminal && row.cause.as_deref().unwrap_or("") == cause {
-            Ok(ReportAck::Finished(None))
-        } else {
-            Err(refuse(format!("the attempt already finished as {done}")))
-        };
+    match accept_finish(&row.view(), epoch, terminal) {
+        Acceptance::Stale => return Err(stale(id, epoch)),
+        // The accepted finish stays as it is, its cause included.
+        Acceptance::Duplicate => return Ok(ReportAck::Finished(None)),
+        Acceptance::Conflict => {
+            let done = row.terminal.map_or("", State::as_str);
+            return Err(refuse(format!(
+                "the attempt already finished as {done}: {terminal} conflicts with it"
+            )));
+        }
+        Acceptance::Accept => {}
     }
     if row.state != terminal {
         if !step_allowed(row.state, row.last_seq, terminal) {

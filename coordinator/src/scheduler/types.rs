@@ -1,7 +1,5 @@
 //! Inputs and outputs of the scheduler.
 
-use std::collections::BTreeMap;
-
 use akbench_core::lifecycle::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -69,18 +67,14 @@ pub struct RunAgent {
     pub document: serde_json::Value,
 }
 
-/// Per-run concurrency caps, stored as jsonb on `runs.caps`.
+/// Per-run dispatch limits, stored as jsonb on `runs.caps`: core's concurrency caps (one
+/// type with `sweep --local`'s, its fields at the top level of the stored document) and the
+/// worker labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caps {
-    /// At most this many live attempts per agent name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub per_agent: BTreeMap<String, i64>,
-    /// At most this many live attempts per provider route.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub per_provider: BTreeMap<String, i64>,
-    /// At most this many live attempts in the run (`concurrency.max_trials`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_trials: Option<i64>,
+    /// The concurrency caps.
+    #[serde(flatten)]
+    pub limits: akbench_core::dispatch::RunCaps,
     /// Labels a worker must advertise to claim the run's items (`execution.worker_labels`,
     /// matched as `akbench_core::placement::eligible` does, in `claim_candidates.sql`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

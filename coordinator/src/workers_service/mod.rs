@@ -57,7 +57,7 @@ use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use crate::metrics::Metrics;
-use crate::scheduler::{CancelReport, Disposition, Scheduler, SchedulerError};
+use crate::scheduler::{CancelReport, Disposition, HeardLease, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
 use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
 
@@ -149,11 +149,13 @@ pub(crate) struct Holder {
 pub(crate) struct Heard {
     /// When the last message arrived (scheduler clock).
     pub(crate) at: chrono::DateTime<chrono::Utc>,
-    /// The leases its last heartbeat listed.
+    /// The leases its last heartbeat listed, and when that heartbeat arrived. Recorded by
+    /// the session's reader as each message arrives, before and whatever the database does
+    /// with it: the reaper spares these leases for a TTL after that
+    /// ([`akbench_core::dispatch::reap`]).
     pub(crate) leases: Vec<(Uuid, i64)>,
-    /// Whether the database has those leases extended since (false after a heartbeat the
-    /// database did not take: the reaper extends them before it reaps).
-    pub(crate) stored: bool,
+    /// When the heartbeat that listed [`Heard::leases`] arrived.
+    pub(crate) listed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Asked to drain or said it drains.
     pub(crate) draining: bool,
     /// When the reaper last took back a lease of this worker because it went silent.
@@ -165,7 +167,7 @@ impl Heard {
         Self {
             at,
             leases: Vec::new(),
-            stored: true,
+            listed_at: None,
             draining: false,
             silenced: None,
         }
@@ -281,6 +283,26 @@ impl Registry {
         })
     }
 
+    /// The leases each worker with a session here listed in its last heartbeat, by attempt.
+    pub(crate) fn heard_leases(&self) -> HashMap<Uuid, HeardLease> {
+        let mut leases = HashMap::new();
+        for (worker_id, e) in self.lock().iter() {
+            let h = heard(&e.heard);
+            let Some(at) = h.listed_at else { continue };
+            for (attempt_id, epoch) in &h.leases {
+                leases.insert(
+                    *attempt_id,
+                    HeardLease {
+                        worker_id: worker_id.clone(),
+                        epoch: *epoch,
+                        at,
+                    },
+                );
+            }
+        }
+        leases
+    }
+
     /// Forgets a session, unless a newer one of the same worker replaced it.
     pub(crate) fn remove(&self, worker_id: &str, serial: u64) {
         let mut sessions = self.lock();
@@ -324,6 +346,14 @@ impl WorkersService {
         // A budget stop or a route pause took back leases whose attempts had not started
         // (prefetched): their workers must not start them.
         let to = Arc::clone(&registry);
+        // The reaper spares leases their workers were heard holding, whatever the database
+        // could store meanwhile.
+        let heard_in = Arc::clone(&registry);
+        let ttl = config.lease_ttl;
+        scheduler.on_heard(move || crate::scheduler::Heard {
+            leases: heard_in.heard_leases(),
+            ttl,
+        });
         scheduler.on_revoked(move |revoked| {
             for r in revoked {
                 to.send(
@@ -402,13 +432,13 @@ impl WorkersService {
             .count()
     }
 
-    /// Starts the reaper: every [`LeaseTiming::reap_interval`], it first extends the leases that workers
-    /// it still hears listed in heartbeats the database did not take (an outage), then
+    /// Starts the reaper: every [`LeaseTiming::reap_interval`], it
     /// [`Scheduler::reap`]s at the scheduler's clock and sends `Cancel` to each reaped
     /// attempt's worker when it is still connected here. Silence is judged by what this
-    /// coordinator heard, so a database outage does not expire the leases of workers that
-    /// kept heartbeating; a lease is taken back at most TTL + one interval after its worker
-    /// went silent. Before its first pass it restarts the clock of every lease
+    /// coordinator heard (each session's reader notes every heartbeat's leases as it
+    /// arrives, see [`Scheduler::on_heard`]), so a database that is down or frozen does not
+    /// expire the leases of workers that kept heartbeating; a lease is taken back at most
+    /// TTL + one interval after its worker went silent. Before its first pass it restarts the clock of every lease
     /// ([`Scheduler::restart_lease_clocks`]): a coordinator that just started has heard from
     /// no worker, so the time it was down is not counted as silence.
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
@@ -453,19 +483,7 @@ impl WorkersService {
 
     /// One pass of the reaper (see [`WorkersService::spawn_reaper`]).
     pub async fn reap_once(&self) -> Result<usize, SchedulerError> {
-        let ttl = self.config.lease_ttl;
         let now = self.scheduler.now();
-        for (worker_id, h) in self.registry.alive(now, ttl) {
-            let leases = {
-                let h = heard(&h);
-                if h.stored {
-                    continue;
-                }
-                h.leases.clone()
-            };
-            self.scheduler.heartbeat(&worker_id, &leases, ttl).await?;
-            heard(&h).stored = true;
-        }
         let started = std::time::Instant::now();
         let reaped = {
             use tracing::Instrument as _;

@@ -134,6 +134,28 @@ pub(super) async fn run(
     }
 }
 
+/// Notes that `m` arrived at `now` (and, for a heartbeat, the leases it lists); returns
+/// whether the worker was alive just before.
+fn note_heard(
+    heard_by: &Mutex<Heard>,
+    m: &WorkerMessage,
+    now: chrono::DateTime<chrono::Utc>,
+    ttl: std::time::Duration,
+) -> bool {
+    let mut h = heard(heard_by);
+    let was_alive = h.alive(now, ttl);
+    h.at = now;
+    if let Some(In::Heartbeat(beat)) = &m.body {
+        h.leases = beat
+            .leases
+            .iter()
+            .filter_map(|l| Some((Uuid::parse_str(&l.attempt_id).ok()?, l.epoch)))
+            .collect();
+        h.listed_at = Some(now);
+    }
+    was_alive
+}
+
 fn check_hello(hello: &Hello) -> Result<(), String> {
     let id = &hello.worker_id;
     if id.is_empty() || id.len() > MAX_WORKER_ID || id.chars().any(char::is_control) {
@@ -284,15 +306,35 @@ impl Session {
     }
 
     async fn serve(&mut self, mut inbound: Streaming<WorkerMessage>) {
-        // A reader task, so that messages already received can be taken in batches.
-        let (in_tx, mut in_rx) = mpsc::channel::<WorkerMessage>(MAX_BATCH);
-        let reader = tokio::spawn(async move {
-            while let Ok(Some(m)) = inbound.message().await {
-                if in_tx.send(m).await.is_err() {
-                    break;
+        // A reader task, so that messages already received can be taken in batches, and so
+        // that the worker is heard while this loop waits on the database: it notes when
+        // each message arrived and the leases each heartbeat lists (the reaper judges
+        // silence by that, never by what the database could store), and whether the worker
+        // was alive just before.
+        let (in_tx, mut in_rx) = mpsc::channel::<(WorkerMessage, bool)>(MAX_BATCH);
+        let reader = {
+            let (heard_by, scheduler) = (Arc::clone(&self.heard), self.service.scheduler.clone());
+            let ttl = self.service.config.lease_ttl;
+            tokio::spawn(async move {
+                while let Ok(Some(m)) = inbound.message().await {
+                    let was_alive = note_heard(&heard_by, &m, scheduler.now(), ttl);
+                    let is_heartbeat = matches!(m.body, Some(In::Heartbeat(_)));
+                    match in_tx.try_send((m, was_alive)) {
+                        Ok(()) => {}
+                        // A heartbeat that finds the queue full is noted above and dropped:
+                        // the next one extends the leases in the database, and the reader
+                        // stays free to hear the worker.
+                        Err(mpsc::error::TrySendError::Full(_)) if is_heartbeat => {}
+                        Err(mpsc::error::TrySendError::Full(m)) => {
+                            if in_tx.send(m).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => break,
+                    }
                 }
-            }
-        });
+            })
+        };
         let work = std::sync::Arc::clone(self.service.scheduler.work_available());
         let mut poll = tokio::time::interval(self.service.config.poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -321,14 +363,15 @@ impl Session {
                     None => break,
                 },
                 m = in_rx.recv() => {
-                    let Some(m) = m else { break };
-                    let was_alive = self.alive();
-                    heard(&self.heard).at = self.service.scheduler.now();
+                    let Some((m, was_alive)) = m else { break };
                     want_claim |= !was_alive;
                     let mut batch = vec![m];
                     while batch.len() < MAX_BATCH {
                         match in_rx.try_recv() {
-                            Ok(m) => batch.push(m),
+                            Ok((m, was_alive)) => {
+                                want_claim |= !was_alive;
+                                batch.push(m);
+                            }
                             Err(_) => break,
                         }
                     }
@@ -595,11 +638,6 @@ impl Session {
             }
         }
         let ttl = self.service.config.lease_ttl;
-        {
-            let mut h = heard(&self.heard);
-            h.leases.clone_from(&leases);
-            h.stored = false;
-        }
         let started = std::time::Instant::now();
         let extended = self
             .service
@@ -610,13 +648,12 @@ impl Session {
         self.service.metrics.db_time("heartbeat", started.elapsed());
         match extended {
             Ok(invalid) => {
-                heard(&self.heard).stored = true;
                 for (id, _) in invalid {
                     lost.push((id.to_string(), "lease lost".into()));
                 }
             }
-            // The database is down: the reaper extends these leases once it is back, as
-            // long as this worker keeps being heard.
+            // The database is down: the reaper spares these leases as long as this worker
+            // keeps being heard listing them (the reader noted this heartbeat).
             Err(e) => tracing::warn!(worker = %self.worker_id, "heartbeat failed: {e}"),
         }
         let mut freed = false;

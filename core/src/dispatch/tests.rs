@@ -214,10 +214,48 @@ fn a_rescued_trial_goes_back_to_the_worker_that_lost_it_only_when_nobody_else_ca
 
 #[test]
 fn the_reaper_spares_workers_it_still_hears() {
-    assert!(reap(true, false));
-    assert!(!reap(true, true), "heartbeating through a database outage");
-    assert!(!reap(false, false));
-    assert!(!reap(false, true));
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let ttl = Duration::from_secs(10);
+    // (stored expiry, last heard listing it, now) -> fate
+    let table = [
+        // Never heard (another replica's worker, a worker gone): the stored expiry decides.
+        (at(10_000), None, at(10_000), LeaseFate::Reap),
+        (at(10_000), None, at(12_000), LeaseFate::Reap),
+        // Heard within the TTL while the database could not store it (an outage, a frozen
+        // database): the lease lives TTL after that heartbeat.
+        (
+            at(10_000),
+            Some(at(9_000)),
+            at(12_000),
+            LeaseFate::Live(at(19_000)),
+        ),
+        (
+            at(10_000),
+            Some(at(14_999)),
+            at(24_998),
+            LeaseFate::Live(at(24_999)),
+        ),
+        // Heard, but longer ago than the TTL: silent.
+        (at(10_000), Some(at(14_000)), at(24_000), LeaseFate::Reap),
+        (at(10_000), Some(at(1_000)), at(12_000), LeaseFate::Reap),
+        // An older heartbeat never shortens the stored expiry.
+        (
+            at(30_000),
+            Some(at(1_000)),
+            at(12_000),
+            LeaseFate::Live(at(30_000)),
+        ),
+    ];
+    for (stored, heard, now, want) in table {
+        assert_eq!(
+            reap(stored, heard, now, ttl),
+            want,
+            "{stored} {heard:?} {now}"
+        );
+    }
 }
 
 #[test]
@@ -245,6 +283,13 @@ fn late_and_resent_reports() {
         (reaped, 3, Completed, Acceptance::Stale),
         (reaped, 3, InfrastructureError, Acceptance::Stale),
     ];
+    for (a, epoch, _, want) in &table {
+        assert_eq!(
+            current(a, *epoch),
+            *want != Acceptance::Stale,
+            "{a:?} {epoch}"
+        );
+    }
     for (a, epoch, terminal, want) in table {
         assert_eq!(
             accept_finish(&a, epoch, terminal),
@@ -348,4 +393,42 @@ fn only_the_coordinators_cancel_makes_an_attempt_cancelled() {
             assert_eq!(from_interrupt, trial_terminal(State::Cancelled, run));
         }
     }
+}
+
+#[test]
+fn run_caps_come_from_the_manifest_and_meet_candidates() {
+    let c = crate::manifest::Concurrency {
+        max_trials: Some(4),
+        per_agent: [("a".to_string(), 2)].into(),
+        per_provider_route: [("anthropic".to_string(), 1)].into(),
+    };
+    let caps = RunCaps::of(&c);
+    assert_eq!(caps.max_trials, Some(4));
+    assert!(!caps.is_empty() && RunCaps::default().is_empty());
+    let live = Live {
+        run: 3,
+        agent: 2,
+        route: 1,
+    };
+    // (agent, route) -> the first full cap
+    let table = [
+        ("a", Some("anthropic"), Err(Full::Agent)),
+        ("b", Some("anthropic"), Err(Full::Route)),
+        ("b", Some("openai"), Ok(())),
+        ("b", None, Ok(())),
+    ];
+    for (agent, route, want) in table {
+        assert_eq!(
+            within_caps(&caps.view(agent, route, live)),
+            want,
+            "{agent} {route:?}"
+        );
+    }
+    let full = Live { run: 4, ..live };
+    assert_eq!(within_caps(&caps.view("b", None, full)), Err(Full::Run));
+    // The stored form keeps the coordinator's field names.
+    assert_eq!(
+        serde_json::to_value(&caps).unwrap(),
+        serde_json::json!({"per_agent": {"a": 2}, "per_provider": {"anthropic": 1}, "max_trials": 4})
+    );
 }

@@ -9,7 +9,7 @@
 //! not retried) and when the run ends (`RunState::when_idle`). Time and jitter come in as
 //! arguments: nothing here reads a clock or runs anything; `sweep_local` drives it.
 
-use akbench_core::dispatch::{self, Backoff, CapView, Ended, RunState, Settlement};
+use akbench_core::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
 use akbench_core::lifecycle::State;
 use akbench_core::manifest::Concurrency;
 use akbench_core::plan::PlannedTrial;
@@ -65,20 +65,14 @@ pub enum Next {
     Stop,
 }
 
-/// The caps of one run, as the coordinator stores them (`runs.caps`).
-#[derive(Debug, Clone, Default)]
-struct Limits {
-    run: Option<i64>,
-    per_agent: BTreeMap<String, i64>,
-    per_route: BTreeMap<String, i64>,
-}
-
 /// The dispatch state of one local run.
 #[derive(Debug)]
 pub struct InMemoryDispatch {
     run: RunState,
     items: Vec<Item>,
-    limits: Limits,
+    /// The run's caps, core's type (the coordinator stores the same in `runs.caps`), with
+    /// `max_trials` bounded by the slots.
+    limits: RunCaps,
     live: i64,
     live_agent: BTreeMap<String, i64>,
     live_route: BTreeMap<String, i64>,
@@ -107,18 +101,12 @@ impl InMemoryDispatch {
                 retry_budget: t.attempt.infrastructure_retries,
             })
             .collect();
-        let wide = |m: &BTreeMap<String, u32>| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), i64::from(*v)))
-                .collect::<BTreeMap<_, _>>()
-        };
         InMemoryDispatch {
             run: RunState::Running,
             items,
-            limits: Limits {
-                run: Some(caps.max_trials.map_or(slots, |m| i64::from(m).min(slots))),
-                per_agent: wide(&caps.per_agent),
-                per_route: wide(&caps.per_provider_route),
+            limits: RunCaps {
+                max_trials: Some(caps.max_trials.map_or(slots, |m| i64::from(m).min(slots))),
+                ..RunCaps::of(caps)
             },
             live: 0,
             live_agent: BTreeMap::new(),
@@ -201,22 +189,16 @@ impl InMemoryDispatch {
     }
 
     fn cap_view(&self, item: &Item) -> CapView {
-        let route_live = item
-            .route
-            .as_ref()
-            .and_then(|r| self.live_route.get(r).copied())
-            .unwrap_or(0);
-        CapView {
-            run_live: self.live,
-            run_cap: self.limits.run,
-            agent_live: self.live_agent.get(&item.agent).copied().unwrap_or(0),
-            agent_cap: self.limits.per_agent.get(&item.agent).copied(),
-            route_live,
-            route_cap: item
+        let live = Live {
+            run: self.live,
+            agent: self.live_agent.get(&item.agent).copied().unwrap_or(0),
+            route: item
                 .route
                 .as_ref()
-                .and_then(|r| self.limits.per_route.get(r).copied()),
-        }
+                .and_then(|r| self.live_route.get(r).copied())
+                .unwrap_or(0),
+        };
+        self.limits.view(&item.agent, item.route.as_deref(), live)
     }
 
     /// The live attempt of item `i` ended in `terminal` at `now`: settles it by core's
