@@ -119,41 +119,26 @@ pub const PROC_READ_ONLY: &[&str] = &[
 /// The full bwrap argv for `plan` (pure).
 pub fn args(plan: &Plan) -> Vec<String> {
     let mut a: Vec<String> = vec!["bwrap".into()];
-    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
-    push(&[
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "akbench-sandbox",
-    ]);
-    if plan.own_network {
-        push(&["--unshare-net"]);
-    }
+    namespaces(&mut a, plan);
     if plan.drop_to.is_some() {
         // Only what `setpriv` needs to become the sandbox user and drop the rest.
-        push(&[
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-            "--cap-add",
-            "CAP_SETPCAP",
-        ]);
+        a.extend(
+            [
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+                "--cap-add",
+                "CAP_SETPCAP",
+            ]
+            .map(String::from),
+        );
     } else {
-        push(&["--unshare-user"]);
+        a.push("--unshare-user".into());
     }
-    if let Some(fd) = plan.seccomp_fd {
-        a.extend(["--seccomp".into(), fd.to_string()]);
-    }
-    if let Some(fd) = plan.status_fd {
-        a.extend(["--json-status-fd".into(), fd.to_string()]);
-    }
+    filters(&mut a, plan);
     let s = |p: &Path| p.display().to_string();
     a.extend(["--ro-bind".into(), "/usr".into(), "/usr".into()]);
     for top in SYSTEM_TOP {
@@ -168,34 +153,8 @@ pub fn args(plan: &Plan) -> Vec<String> {
     for e in ETC_PIECES {
         a.extend(["--ro-bind-try".into(), (*e).to_string(), (*e).to_string()]);
     }
-    a.extend(["--ro-bind".into(), s(&plan.hosts_file), "/etc/hosts".into()]);
-    a.extend(["--proc".into(), "/proc".into()]);
-    for p in PROC_READ_ONLY {
-        a.extend(["--ro-bind-try".into(), (*p).to_string(), (*p).to_string()]);
-    }
-    let size = plan.tmp_bytes.max(1024 * 1024).to_string();
-    a.extend(["--dev".into(), "/dev".into()]);
-    for t in ["/dev/shm", "/tmp"] {
-        a.extend([
-            "--perms".into(),
-            "1777".into(),
-            "--size".into(),
-            size.clone(),
-            "--tmpfs".into(),
-            t.into(),
-        ]);
-    }
-    // /dev's own tmpfs has no size cap: nothing may be written there.
-    a.extend(["--remount-ro".into(), "/dev".into()]);
-    for t in &plan.toolchain {
-        a.extend(["--ro-bind-try".into(), s(t), s(t)]);
-    }
-    for r in &plan.readable {
-        a.extend(["--ro-bind".into(), s(r), s(r)]);
-    }
-    for w in &plan.writable {
-        a.extend(["--bind".into(), s(w), s(w)]);
-    }
+    kernel_views(&mut a, plan);
+    host_paths(&mut a, &plan.toolchain, plan);
     // bwrap makes the folders above a bound path with the host folders' modes: a 0700
     // folder only root may enter (a temporary folder, `/root`) would keep the sandbox user
     // out of what is bound below it.
@@ -219,6 +178,79 @@ pub fn args(plan: &Plan) -> Vec<String> {
     }
     a.extend(plan.argv.iter().cloned());
     a
+}
+
+/// The namespaces of every sandbox, over the host's root or an image's: pid, ipc, uts,
+/// cgroup, a new session, and the network when the plan has its own.
+pub fn namespaces(a: &mut Vec<String>, plan: &Plan) {
+    a.extend(
+        [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "akbench-sandbox",
+        ]
+        .map(String::from),
+    );
+    if plan.own_network {
+        a.push("--unshare-net".into());
+    }
+}
+
+/// The plan's seccomp filter and the status pipe bwrap reports the program's start and exit
+/// on.
+pub fn filters(a: &mut Vec<String>, plan: &Plan) {
+    if let Some(fd) = plan.seccomp_fd {
+        a.extend(["--seccomp".into(), fd.to_string()]);
+    }
+    if let Some(fd) = plan.status_fd {
+        a.extend(["--json-status-fd".into(), fd.to_string()]);
+    }
+}
+
+/// What every sandbox sees of the kernel, over the host's root or an image's: the plan's
+/// `/etc/hosts`, its own `/proc` with [`PROC_READ_ONLY`] read-only, a read-only `/dev`, and
+/// size-capped `/dev/shm` and `/tmp` (counted in the plan's disk limit).
+pub fn kernel_views(a: &mut Vec<String>, plan: &Plan) {
+    let s = |p: &Path| p.display().to_string();
+    a.extend(["--ro-bind".into(), s(&plan.hosts_file), "/etc/hosts".into()]);
+    a.extend(["--proc".into(), "/proc".into()]);
+    for p in PROC_READ_ONLY {
+        a.extend(["--ro-bind-try".into(), (*p).to_string(), (*p).to_string()]);
+    }
+    let size = plan.tmp_bytes.max(1024 * 1024).to_string();
+    a.extend(["--dev".into(), "/dev".into()]);
+    for t in ["/dev/shm", "/tmp"] {
+        a.extend([
+            "--perms".into(),
+            "1777".into(),
+            "--size".into(),
+            size.clone(),
+            "--tmpfs".into(),
+            t.into(),
+        ]);
+    }
+    // /dev's own tmpfs has no size cap: nothing may be written there.
+    a.extend(["--remount-ro".into(), "/dev".into()]);
+}
+
+/// The host paths a sandbox is given: `tools` read-only where they exist, the plan's
+/// readable paths read-only and its writable paths read-write.
+pub fn host_paths(a: &mut Vec<String>, tools: &[PathBuf], plan: &Plan) {
+    let s = |p: &Path| p.display().to_string();
+    for t in tools {
+        a.extend(["--ro-bind-try".into(), s(t), s(t)]);
+    }
+    for r in &plan.readable {
+        a.extend(["--ro-bind".into(), s(r), s(r)]);
+    }
+    for w in &plan.writable {
+        a.extend(["--bind".into(), s(w), s(w)]);
+    }
 }
 
 /// The folders bwrap makes in the sandbox's own tmpfs to hold the bound paths: `/etc`, and

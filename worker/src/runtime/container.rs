@@ -22,7 +22,7 @@
 //! the image's root-owned files are the process's own, as in the image. No program of the
 //! image or the host (such as `setpriv`) is needed for the drop.
 
-use super::bwrap::{self, Plan, PROC_READ_ONLY};
+use super::bwrap::{self, Plan};
 use akbench_core::image::manifest::RunConfig;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -282,20 +282,7 @@ pub(super) fn copy_on_write(
 pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     let mut a: Vec<String> = vec!["bwrap".into()];
-    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
-    push(&[
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "akbench-sandbox",
-    ]);
-    if plan.own_network {
-        push(&["--unshare-net"]);
-    }
+    bwrap::namespaces(&mut a, plan);
     // bwrap runs as the unprivileged sandbox user ([`OverlayMount::install`]): a user
     // namespace maps it to the image's user, every capability dropped.
     let (uid, gid) = view.image.user;
@@ -308,40 +295,10 @@ pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
         "--cap-drop".into(),
         "ALL".into(),
     ]);
-    if let Some(fd) = plan.seccomp_fd {
-        a.extend(["--seccomp".into(), fd.to_string()]);
-    }
-    if let Some(fd) = plan.status_fd {
-        a.extend(["--json-status-fd".into(), fd.to_string()]);
-    }
+    bwrap::filters(&mut a, plan);
     a.extend(["--bind".into(), s(root), "/".into()]);
-    a.extend(["--ro-bind".into(), s(&plan.hosts_file), "/etc/hosts".into()]);
-    a.extend(["--proc".into(), "/proc".into()]);
-    for p in PROC_READ_ONLY {
-        a.extend(["--ro-bind-try".into(), (*p).to_string(), (*p).to_string()]);
-    }
-    let size = plan.tmp_bytes.max(1024 * 1024).to_string();
-    a.extend(["--dev".into(), "/dev".into()]);
-    for t in ["/dev/shm", "/tmp"] {
-        a.extend([
-            "--perms".into(),
-            "1777".into(),
-            "--size".into(),
-            size.clone(),
-            "--tmpfs".into(),
-            t.into(),
-        ]);
-    }
-    a.extend(["--remount-ro".into(), "/dev".into()]);
-    for t in &view.tools {
-        a.extend(["--ro-bind-try".into(), s(t), s(t)]);
-    }
-    for r in &plan.readable {
-        a.extend(["--ro-bind".into(), s(r), s(r)]);
-    }
-    for w in &plan.writable {
-        a.extend(["--bind".into(), s(w), s(w)]);
-    }
+    bwrap::kernel_views(&mut a, plan);
+    bwrap::host_paths(&mut a, &view.tools, plan);
     // The workspace (the plan's working folder) also at the task's folder, where it runs.
     a.extend(["--bind".into(), s(&plan.cwd), view.image.workdir.clone()]);
     for (host, inside) in &view.mounts {
@@ -376,6 +333,7 @@ pub fn env(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::bwrap::PROC_READ_ONLY;
 
     fn has(a: &[String], seq: &[&str]) -> bool {
         a.windows(seq.len())
