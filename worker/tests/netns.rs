@@ -122,6 +122,18 @@ impl Drop for Net {
 
 struct Procs(Vec<Child>);
 
+impl Procs {
+    /// Fails the test at once when one of the processes has exited (a worker that refused to
+    /// start would otherwise leave the test waiting for work until its bound).
+    fn all_running(&mut self) {
+        for c in &mut self.0 {
+            if let Some(status) = c.try_wait().unwrap() {
+                panic!("process {} exited early: {status}", c.id());
+            }
+        }
+    }
+}
+
 impl Drop for Procs {
     fn drop(&mut self) {
         for c in &mut self.0 {
@@ -270,6 +282,10 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
             net.command(w, env!("CARGO_BIN_EXE_akbench-worker").as_ref())
                 .args(["--coordinator", &url, "--worker-id", w, "--slots", "2"])
                 .args(["--grace", "5"])
+                // The plan is `runtime: direct` (above): a worker in a fresh network
+                // namespace has no cgroup to sandbox with, and says so at start unless told
+                // it serves only direct plans.
+                .arg("--allow-unsandboxed")
                 .arg("--ca-file")
                 .arg(&ca_file)
                 .arg("--tls-cert")
@@ -298,6 +314,7 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     };
     let until = Instant::now() + Duration::from_secs(300);
     while count("SELECT count(*) FROM leases WHERE worker_id = 'w1'").await == 0 {
+        procs.all_running();
         assert!(Instant::now() < until, "w1 never took work");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
