@@ -245,13 +245,19 @@ fn timeout_stops_the_agent_and_leaves_no_process_behind() {
             "trap '' TERM\nsleep 300 & echo $! >> \"$HOME/pids\"\n\
              (sleep 300 & echo $! >> \"$HOME/pids\"; wait) &\n\
              setsid sleep 300 & echo $! >> \"$HOME/pids\"\n\
-             echo $$ >> \"$HOME/pids\"\ncp \"$HOME/pids\" /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG\nsleep 300\n",
+             echo $$ >> \"$HOME/pids\"\n\
+             while [ \"$(wc -l < \"$HOME/pids\")\" -lt 4 ]; do sleep 0.01; done\n\
+             cp \"$HOME/pids\" /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG.part\n\
+             mv /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG.part /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG\nsleep 300\n",
         ),
     );
     let t = c.task("answer");
     let a = c.agent("hang");
     let mut req = c.request(&t, &a, "hang");
-    req.options.agent_timeout_sec = Some(1.0);
+    // The subshell writes its child's pid asynchronously: the script waits for all four lines
+    // before publishing the file (CI once saw 3), and the timeout leaves room for that on a
+    // loaded machine.
+    req.options.agent_timeout_sec = Some(3.0);
     // The direct runtime's own guarantee (tag sweep); the sandbox's is in escape_runtime.rs.
     req.options.runtime = akbench_worker::runtime::RuntimeKind::Direct;
     let rec = c
