@@ -420,6 +420,9 @@ impl Running {
             end.stragglers_killed = sweep(&self.spec.tag);
         }
         let status = self.child.wait().ok();
+        if self.spec.hooks.contained {
+            end_contained_tree(&self.spec.hooks.cgroup_procs, &self.readers);
+        }
         for (i, r) in self.readers.into_iter().enumerate() {
             let (bytes, truncated) = r.join().unwrap_or((0, false));
             if i == 0 {
@@ -443,6 +446,33 @@ impl Running {
             kill_group(self.pid, libc::SIGKILL);
             let _ = self.exited.recv();
         }
+    }
+}
+
+/// Once a contained child's leader (bwrap) has exited, ends what is left of its tree until
+/// the output readers reach the end of their pipes (bounded: 10 s). Normally nothing is left:
+/// the sandbox's pid namespace ends with its init, which bwrap ties to the leader with a
+/// parent-death signal. But bwrap sets that signal only after it cloned the init, so a leader
+/// killed in its first moments (a cancel or timeout just after the start) leaves the tree
+/// running, holding the pipes, and the readers would wait for it to end by itself (a
+/// `sleep 300` agent cancelled at once waited 300 s). The runtime kills, waits for and counts
+/// what is left of the cgroups once [`Running::wait`] returned ([`crate::runtime::Guard`]);
+/// these processes are the tree the stop already meant to end, not stragglers, so they are
+/// not counted.
+fn end_contained_tree(procs_files: &[PathBuf], readers: &[std::thread::JoinHandle<(u64, bool)>]) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !readers.iter().all(std::thread::JoinHandle::is_finished) && Instant::now() < until {
+        for f in procs_files {
+            let listed = std::fs::read_to_string(f).unwrap_or_default();
+            for pid in listed.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // SAFETY: kill(2) on a pid read from the attempt's own cgroup; no memory
+                // involved.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -163,3 +163,38 @@ fn redaction_replaces_secret_values() {
         "key=[REDACTED:API_KEY] and again [REDACTED:API_KEY]."
     );
 }
+
+/// A contained child's tree may outlive its leader (bwrap killed before it set its init's
+/// parent-death signal: CI saw a cancelled `sleep 300` agent take 300 s). `wait` ends what is
+/// left of the cgroups until the output pipes close, instead of waiting for the tree to end
+/// by itself. Here the survivor leaves the process group with `setsid` and keeps stdout (in
+/// the sandbox the group kill reaches only bwrap, never the tree).
+#[test]
+fn a_contained_tree_that_outlives_its_leader_is_ended_not_waited_for() {
+    use crate::runtime::{cgroup::Group, Limits};
+    let tmp = tempfile::tempdir().unwrap();
+    // The leader exits only once the survivor has left its process group (`setsid` runs
+    // the shell after setsid(2)): otherwise the group kill at the leader's end may catch it.
+    let mut s = spec(
+        tmp.path(),
+        "setsid sh -c 'echo $$ > left; exec sleep 3600' &\n\
+         while [ ! -s left ]; do sleep 0.01; done\necho started",
+        600_000,
+    );
+    let group = Group::create(&s.tag, &Limits::default()).unwrap();
+    s.hooks.cgroup_procs = group.procs_files();
+    s.hooks.contained = true;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(spawn(s).unwrap().wait(&CancelToken::new()));
+    });
+    // A bound on a hang, not a timing assertion: the old code returned after 3600 s.
+    let end = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("wait() still waited for the tree that outlived its leader");
+    assert_eq!(end.exit_code, Some(0));
+    assert_eq!(end.stdout_bytes, "started\n".len() as u64);
+    assert_eq!(group.kill_all_and_wait(Duration::from_secs(10)), 0);
+    assert!(group.members().is_empty());
+    group.remove();
+}
