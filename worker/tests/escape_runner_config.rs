@@ -82,14 +82,14 @@ fn run_agent(c: &Corpus, name: &str, script: &str, tasks: &Path, task: &str) -> 
     record
 }
 
-/// The attack ended graded and not solved (never `evaluation_error`), and, unless it was
-/// flagged `grading tampered`, with `withheld` among the paths grading withheld. The host's
-/// toolchain settings are as `before`, and `mark` (a host path the attack tried to write) is
-/// not there.
+/// The attack ended graded and not solved (never `evaluation_error`): with `withheld` among
+/// the paths grading withheld and no tampering seen (the clean room held), or, for `None`,
+/// flagged `grading tampered` (the tripwire held). The host's toolchain settings are as
+/// `before`, and `mark` (a host path the attack tried to write) is not there.
 fn assert_held(
     name: &str,
     r: &RunRecord,
-    withheld: &str,
+    withheld: Option<&str>,
     before: &[(PathBuf, Option<Vec<u8>>)],
     mark: &Path,
 ) {
@@ -101,15 +101,22 @@ fn assert_held(
     );
     assert_eq!(r.outcome.ok, Some(false), "{name}: graded solved");
     let g = r.attempts[0].grade.as_ref().unwrap();
-    if g.tampered {
-        let cause = g.cause.clone().unwrap_or_default();
-        assert!(cause.starts_with("grading tampered"), "{name}: {cause:?}");
-    } else {
-        assert!(
-            g.withheld.iter().any(|w| w == withheld),
-            "{name}: {withheld} not withheld: {:?}",
-            g.withheld
-        );
+    match withheld {
+        None => {
+            let cause = g.cause.clone().unwrap_or_default();
+            assert!(
+                g.tampered && cause.starts_with("grading tampered"),
+                "{name}: not flagged: {cause:?}"
+            );
+        }
+        Some(w) => {
+            assert!(!g.tampered, "{name}: {:?}", g.cause);
+            assert!(
+                g.withheld.iter().any(|x| x == w),
+                "{name}: {w} not withheld: {:?}",
+                g.withheld
+            );
+        }
     }
     assert_eq!(host_state(), before, "{name}: the host's settings changed");
     assert!(
@@ -148,7 +155,7 @@ exit 0
 AKBEOF
 chmod +x faketc/bin/cargo
 cp faketc/bin/cargo faketc/bin/rustc
-printf '[toolchain]\npath = "%s/faketc"\n' "$PWD" > rust-toolchain.toml
+printf '[toolchain]\npath = "faketc"\n' > rust-toolchain.toml
 exit 0
 "#,
         mark = mark.display()
@@ -160,7 +167,13 @@ exit 0
         &examples_tasks(),
         "wordcount-001",
     );
-    assert_held("fake-toolchain", &r, "rust-toolchain.toml", &before, &mark);
+    assert_held(
+        "fake-toolchain",
+        &r,
+        Some("rust-toolchain.toml"),
+        &before,
+        &mark,
+    );
 }
 
 /// A `.cargo/config.toml` whose `rustc-wrapper` strips the asserts out of the hidden test
@@ -185,7 +198,7 @@ exec "$@"
 AKBEOF
 chmod +x wrap.sh
 mkdir -p .cargo
-printf '[build]\nrustc-wrapper = "%s/wrap.sh"\n' "$PWD" > .cargo/config.toml
+printf '[build]\nrustc-wrapper = "./wrap.sh"\n' > .cargo/config.toml
 exit 0
 "#,
         mark = mark.display()
@@ -197,7 +210,13 @@ exit 0
         &examples_tasks(),
         "wordcount-001",
     );
-    assert_held("rustc-wrapper", &r, ".cargo/config.toml", &before, &mark);
+    assert_held(
+        "rustc-wrapper",
+        &r,
+        Some(".cargo/config.toml"),
+        &before,
+        &mark,
+    );
 }
 
 const ANSWER_PY: &str = r#"import os
@@ -346,7 +365,7 @@ fn a_conftest_reporting_every_test_passed_is_withheld() {
         passing_plugin(&mark)
     );
     let r = run_agent(&c, "conftest", &script, &c.tasks(), "pytest-answer");
-    assert_held("conftest", &r, "conftest.py", &before, &mark);
+    assert_held("conftest", &r, Some("conftest.py"), &before, &mark);
 }
 
 /// A `pytest.ini` that loads a plugin of the agent's (`-p`, with the repository on the
@@ -368,7 +387,7 @@ fn a_pytest_ini_loading_a_passing_plugin_is_withheld() {
         passing_plugin(&mark)
     );
     let r = run_agent(&c, "pytest-ini", &script, &c.tasks(), "pytest-answer");
-    assert_held("pytest-ini", &r, "pytest.ini", &before, &mark);
+    assert_held("pytest-ini", &r, Some("pytest.ini"), &before, &mark);
 }
 
 /// The same plugin loaded from `pyproject.toml`'s `[tool.pytest.ini_options]`. A
@@ -392,12 +411,8 @@ fn a_pyproject_pytest_section_loading_a_passing_plugin_is_caught_by_the_tripwire
         passing_plugin(&mark)
     );
     let r = run_agent(&c, "pyproject", &script, &c.tasks(), "pytest-answer");
-    assert_held("pyproject", &r, "pyproject.toml", &before, &mark);
-    let g = r.attempts[0].grade.as_ref().unwrap();
-    assert!(
-        g.tampered,
-        "the plugin ran, so only the tripwire holds: {g:?}"
-    );
+    // The plugin ran, so only the tripwire holds.
+    assert_held("pyproject", &r, None, &before, &mark);
 }
 
 /// Every other test of this file again, with the worker process as an unprivileged user
