@@ -32,6 +32,7 @@ use crate::work_control::WorkControl;
 
 const OBSERVATIONS_SQL: &str = include_str!("../sql/control/observations.sql");
 const TRIALS_NAMED_SQL: &str = include_str!("../sql/control/trials_named.sql");
+const FLAGS_SQL: &str = include_str!("../sql/control/flags_by_agent.sql");
 /// `ListRuns` page size when the request says 0, and the most it may ask for.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// The largest page `ListRuns` returns.
@@ -91,6 +92,30 @@ impl ControlService {
 
     async fn run(&self, run: &str) -> Result<RunSummary, ControlError> {
         evidence::find_run(&self.store, run).await
+    }
+
+    /// Per agent, the run's done trials whose deciding grade its records flag (the same
+    /// query as status).
+    async fn own_flags(
+        &self,
+        run: &RunSummary,
+    ) -> Result<
+        std::collections::BTreeMap<String, akbench_core::grading::integrity::FlagCounts>,
+        ControlError,
+    > {
+        let client = self
+            .store
+            .client()
+            .await
+            .map_err(ControlError::store("reconcile"))?;
+        let rows = client
+            .query(FLAGS_SQL, &[&run.run_id])
+            .await
+            .map_err(|e| ControlError::store("reconcile")(e.into()))?;
+        status::flags_of_rows(&rows).map_err(|e| ControlError::Corrupt {
+            run: run.run_key.clone(),
+            problem: e.in_query("flags_by_agent.sql").to_string(),
+        })
     }
 
     async fn own_observations(&self, run: &RunSummary) -> Result<Vec<Observation>, ControlError> {
@@ -454,11 +479,15 @@ impl Control for ControlService {
             Some(parse_observations(&r.observations_json)?)
         };
         let plan = evidence::ready_plan(&self.store, &run).await?;
-        let observations = match sent {
-            Some(o) => o,
-            None => self.own_observations(&run).await?,
+        let accounting = match sent {
+            // Observations carry no grade: no flag counts.
+            Some(o) => reconcile(&plan, &o),
+            None => {
+                let observations = self.own_observations(&run).await?;
+                let flags = self.own_flags(&run).await?;
+                reconcile(&plan, &observations).with_flags(&plan, flags)
+            }
         };
-        let accounting = reconcile(&plan, &observations);
         let report_json = canonical_json(&accounting);
         let report_digest = digest_bytes(report_json.as_bytes());
         let partitions = ALL_BUCKETS

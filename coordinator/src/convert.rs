@@ -124,6 +124,14 @@ pub fn spend(s: &akbench_core::spend::SpendTotals) -> pb::Spend {
     }
 }
 
+/// The proto `Flagged`.
+pub fn flagged(f: &akbench_core::grading::integrity::FlagCounts) -> pb::Flagged {
+    pb::Flagged {
+        tampered: f.tampered,
+        withheld: f.withheld,
+    }
+}
+
 fn agent(a: &AgentStatus) -> pb::AgentStatus {
     pb::AgentStatus {
         agent: a.agent.clone(),
@@ -131,6 +139,7 @@ fn agent(a: &AgentStatus) -> pb::AgentStatus {
         outcomes: counts(&a.outcomes),
         rates: Some(rates(&a.rates)),
         spend: Some(spend(&a.spend)),
+        flagged: Some(flagged(&a.flagged)),
     }
 }
 
@@ -154,6 +163,7 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         throughput_per_minute: s.throughput_per_minute,
         eta_unix_ms: s.eta.map(ms),
         spend: Some(spend(&s.spend)),
+        flagged: Some(flagged(&s.flagged)),
         budget: s.budget.as_ref().map(|b| b.line()),
         worker_labels: s.worker_labels.clone(),
         placement: s.placement.clone(),
@@ -193,6 +203,8 @@ pub fn trial_row(r: akbench_viewer::model::TrialRow) -> pb::TrialRow {
         output_tokens: r.spend.output_tokens,
         cost_usd: r.spend.cost_usd,
         duration_ms: r.duration_ms,
+        tampered: r.grading.tampered,
+        withheld: r.grading.withheld,
         key: r.key,
         agent: r.agent,
     }

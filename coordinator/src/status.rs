@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use akbench_core::accounting::{Bucket, BucketCounts, Observation};
+use akbench_core::grading::integrity::FlagCounts;
 use akbench_core::lifecycle::State;
 use akbench_core::rates::Rates;
 use akbench_core::spend::SpendTotals;
@@ -38,6 +39,7 @@ const RUNS_COUNTS_SQL: &str = include_str!("../sql/control/runs_counts.sql");
 const RUNS_AGENTS_SQL: &str = include_str!("../sql/control/runs_agents.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
+const FLAGS_SQL: &str = include_str!("../sql/control/flags_by_agent.sql");
 const ACTION: &str = "read run status";
 /// A run whose counters have more delta rows than this is folded after a status read.
 const FOLD_AFTER_DELTAS: u64 = 512;
@@ -74,6 +76,8 @@ pub struct AgentStatus {
     pub rates: Rates,
     /// Tokens and cost over this agent's recorded attempts, and the cost per solved trial.
     pub spend: SpendTotals,
+    /// This agent's done trials whose deciding grade was flagged (core's definition).
+    pub flagged: FlagCounts,
 }
 
 /// A provider route of the run that gets no new work for now.
@@ -135,6 +139,8 @@ pub struct RunStatus {
     pub agents: Vec<AgentStatus>,
     /// Tokens and cost over the run's recorded attempts, and the cost per solved trial.
     pub spend: SpendTotals,
+    /// Done trials whose deciding grade was flagged, over the run.
+    pub flagged: FlagCounts,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
     /// The latest done trials that did not succeed (at most 5, newest first).
@@ -169,6 +175,7 @@ impl RunStatus {
             || self.retries != before.retries
             || self.workers != before.workers
             || self.spend != before.spend
+            || self.flagged != before.flagged
             || self.paused_routes != before.paused_routes
             || self.budget != before.budget
             || self.placement != before.placement
@@ -224,6 +231,33 @@ pub fn bucket_of(terminal_state: &str, ok: Option<bool>) -> Option<Bucket> {
         attempt_id: None,
         source: None,
     }))
+}
+
+/// The rows of `flags_by_agent.sql`: per agent, its flagged trials (agents without one have
+/// no row).
+pub fn flags_of_rows(
+    rows: &[tokio_postgres::Row],
+) -> Result<BTreeMap<String, FlagCounts>, RowError> {
+    use crate::rows::col;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let agent: String = col(row, "agent")?;
+        let count = |c: &'static str| -> Result<u64, RowError> {
+            let n: i64 = col(row, c)?;
+            u64::try_from(n).map_err(|_| RowError::Value {
+                column: c,
+                problem: format!("{n} is negative"),
+            })
+        };
+        out.insert(
+            agent,
+            FlagCounts {
+                tampered: count("tampered")?,
+                withheld: count("withheld")?,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// The bucket stored under `name` (`Bucket::as_str`) in `work_items.bucket`.
@@ -323,7 +357,7 @@ pub async fn run_status(
     let id = summary.run_id;
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (counts, phases, clock, paused, failures) = tokio::try_join!(
+    let (counts, phases, clock, paused, failures, flags) = tokio::try_join!(
         async { client.query(COUNTS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async {
@@ -334,6 +368,7 @@ pub async fn run_status(
         },
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
+        async { client.query(FLAGS_SQL, &[&id]).await.map_err(db) },
     )?;
     let placement_row = client
         .query_one(PLACEMENT_SQL, &[&id, &workers_window])
@@ -351,6 +386,13 @@ pub async fn run_status(
         problem: e.to_string(),
     };
     let paused_routes = PausedRoute::from_rows(&paused).map_err(corrupt)?;
+    let mut flags_by_agent =
+        flags_of_rows(&flags).map_err(|e| corrupt(e.in_query("flags_by_agent.sql")))?;
+    let mut flagged = FlagCounts::default();
+    for f in flags_by_agent.values() {
+        flagged.tampered += f.tampered;
+        flagged.withheld += f.withheld;
+    }
     let recent_failures = RecentFailure::from_rows(&failures)
         .map_err(|e| corrupt(e.in_query("status_failures.sql")))?;
     let counts =
@@ -409,6 +451,7 @@ pub async fn run_status(
                     .remove(agent)
                     .unwrap_or_default()
                     .finish_from_counts(c.succeeded),
+                flagged: flags_by_agent.remove(agent).unwrap_or_default(),
             }
         })
         .collect();
@@ -453,6 +496,7 @@ pub async fn run_status(
         workers,
         rates: Rates::from_counts(&total),
         spend: total_spend.finish_from_counts(total.succeeded),
+        flagged,
         paused_routes,
         budget,
         worker_labels,

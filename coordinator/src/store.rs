@@ -156,6 +156,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "records_statement",
         sql: include_str!("../migrations/0019_records_statement.sql"),
     },
+    Migration {
+        version: 21,
+        name: "grade_flags",
+        sql: include_str!("../migrations/0021_grade_flags.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -101,6 +101,10 @@ fn row(run: &str, r: &tokio_postgres::Row) -> Result<TrialRow, RowError> {
             cost_usd: col(r, "cost_usd")?,
         },
         duration_ms: col(r, "duration_ms")?,
+        grading: akbench_core::grading::integrity::GradeFlags {
+            tampered: col(r, "tampered")?,
+            withheld: col(r, "withheld")?,
+        },
     }))
 }
 

@@ -272,9 +272,28 @@ pub struct RunAccounting {
     /// rates, and pass@k. Absent without candidates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<crate::candidates::CandidateAccounting>,
+    /// Per agent label, the accepted trials whose deciding grade was flagged `grading
+    /// tampered` or graded with withheld paths (`core::grading::integrity`), when the
+    /// outcomes came with their grades (a coordinator reconciling its own records); absent
+    /// when they did not (an observations file carries no grade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flagged: Option<std::collections::BTreeMap<String, crate::grading::integrity::FlagCounts>>,
 }
 
 impl RunAccounting {
+    /// `flagged` for every agent label of `plan` (zero where `by_agent` has none).
+    pub fn with_flags(
+        mut self,
+        plan: &RunPlan,
+        mut by_agent: std::collections::BTreeMap<String, crate::grading::integrity::FlagCounts>,
+    ) -> RunAccounting {
+        for t in &plan.trials {
+            by_agent.entry(t.agent.label.clone()).or_default();
+        }
+        self.flagged = Some(by_agent);
+        self
+    }
+
     /// The accepted records, in plan order.
     pub fn accepted(&self) -> impl Iterator<Item = (&AccountedTrial, &Observation)> {
         self.trials
@@ -371,6 +390,7 @@ pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting 
         unexpected: unexpected_order,
         quarantined,
         candidates,
+        flagged: None,
     }
 }
 

@@ -13,10 +13,12 @@
 //! paths of the agent's diff steer the grader and are withheld from the grading workspace
 //! ([`is_withheld`]); which trials a report counts as tampered or graded with withheld paths
 //! ([`integrity`]); whose failure a grading run without a verdict is, from who ended it
-//! ([`blame`]).
+//! ([`blame`]); where a verdict comes from (a reward, never the exit code alone) and whose
+//! fault a run without one is, from the task's reference solution ([`verdict`]).
 
 pub mod blame;
 pub mod integrity;
+pub mod verdict;
 
 use crate::lifecycle::State;
 use crate::record::{TestOutcome, TestResult};

@@ -466,6 +466,7 @@ mod tests {
                     score: None,
                     spend: Default::default(),
                     duration_ms: 0,
+                    grading: Default::default(),
                 })
             })
             .collect();

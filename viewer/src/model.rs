@@ -45,8 +45,8 @@ pub struct TrialRow {
     /// What the trial spent, summed over its attempts (not sent to the browser).
     #[serde(skip)]
     pub spend: Spend,
-    /// Whether its grade was flagged tampered or withheld paths (core's definition; not
-    /// known for a coordinator's compact rows).
+    /// Whether its grade was flagged tampered or withheld paths (core's definition; a
+    /// coordinator's compact rows carry them from the last attempt's accepted record).
     #[serde(skip)]
     pub grading: GradeFlags,
     /// Wall time from start to finish, in milliseconds.
@@ -122,7 +122,7 @@ impl TrialRow {
             cause: c.cause,
             attempts: c.attempts,
             spend: c.spend,
-            grading: GradeFlags::default(),
+            grading: c.grading,
             duration_ms: c.duration_ms,
             file: PathBuf::new(),
         }
@@ -172,6 +172,9 @@ pub struct CompactTrial {
     pub spend: Spend,
     /// Wall time from the first attempt's start to the last one's end, in milliseconds.
     pub duration_ms: i64,
+    /// The flags of the grade in the last attempt's accepted record (core's
+    /// `GradeFlags::of_grade`, as the coordinator stored them: migration 0021).
+    pub grading: GradeFlags,
 }
 
 /// The bucket named `name` (`succeeded`, `agent_failed`, ...), when there is one.
@@ -461,7 +464,12 @@ mod tests {
                     cost_usd: Some(0.25),
                 },
                 duration_ms: 1234,
+                grading: GradeFlags {
+                    tampered: bucket == "failed",
+                    withheld: false,
+                },
             });
+            assert_eq!(r.grading.tampered, bucket == "failed", "{bucket}");
             assert_eq!(r.task, "task-7", "{bucket}");
             assert_eq!(r.ok, ok, "{bucket}");
             assert_eq!(r.tokens, tokens, "{bucket}");

@@ -3,8 +3,9 @@
 //!
 //! `tests/` is copied from the task release (never from the workspace) into a folder outside
 //! the worktree, checked against the digest taken when the task was loaded, and the verifier
-//! command runs with its own timeout. The verdict comes from a reward file when one is
-//! written, else from the exit code; per-test results come from a JUnit XML report. Verifier
+//! command runs with its own timeout. The verdict comes from a reward file the verifier
+//! wrote, never from its exit code alone (a run without a reward gives no verdict:
+//! [`akbench_core::grading::verdict`]); per-test results come from a JUnit XML report. Verifier
 //! outputs are read without following links and size-capped ([`outputs`]); the reward is read
 //! when the verifier's top process ended and again once every process of its tree is gone,
 //! and must not have changed. A solved grade is checked by a second run, in a fresh copy of
@@ -19,7 +20,8 @@
 //! died by a signal of its own, timed out, ran into a limit of the grading run, exited as
 //! "could not execute" or left no usable reward is the agent's failure (graded not solved,
 //! cause named) when the same grader solves the task's reference solution on this host
-//! (checked once per task release and runtime); else an evaluation error. What the harness
+//! (checked once per task release and runtime); else an evaluation error naming the task
+//! ([`akbench_core::grading::verdict::fault`]). What the harness
 //! or the host did is never the agent's: the sandbox launcher failing before the verifier
 //! started, or the host's out-of-memory killer, is an evaluation error; a cancel ends the
 //! attempt cancelled, and the worker's shutdown (a signal to the worker while the verifier
@@ -32,6 +34,9 @@ use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
 use akbench_core::grading::blame::{judge, EndedBy, Judgement};
+use akbench_core::grading::verdict::{
+    fault, no_verdict, task_fault_cause, Fault, NoVerdict, Reference, RewardRead, RunEnd,
+};
 use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
@@ -187,6 +192,7 @@ enum Run {
     Verdict(Verdict),
     /// The verifier ran (the agent's code with it) but gave no usable verdict.
     NoVerdict {
+        why: NoVerdict,
         cause: String,
         report: String,
         report_truncated: bool,
@@ -224,21 +230,23 @@ pub fn evaluate(
         Run::Cancelled => return EvalResult::Cancelled,
         Run::Machinery { cause, report } => return EvalResult::Broken { cause, report },
         Run::NoVerdict {
+            why: _,
             cause,
             report,
             report_truncated,
             exit_code,
             runtime,
             ended_by,
-        } => match reference_check(task, place, cancel) {
-            RefCheck::Cancelled => return EvalResult::Cancelled,
-            RefCheck::Fails(why) => {
+        } => match reference_check(task, place, cancel).map(|r| fault(&r)) {
+            None => return EvalResult::Cancelled,
+            Some(Fault::Task(why)) => {
+                let r = &task.release;
                 return EvalResult::Broken {
-                    cause: format!("{cause} ({why})"),
+                    cause: task_fault_cause(&r.id, &r.version, &cause, &why),
                     report,
-                }
+                };
             }
-            RefCheck::Solves => Verdict {
+            Some(Fault::Agent) => Verdict {
                 ok: false,
                 score: 0.0,
                 source: "no_verdict",
@@ -481,35 +489,22 @@ fn run_once(
             ended_by: (by != EndedBy::Itself).then_some(by),
         });
     }
-    // Why the run gave no usable verdict, when it did not (whoever ended it).
-    let missing = if by == EndedBy::Timeout {
-        Some(format!(
-            "the evaluation timed out after {}s (verifier.timeout_sec)",
-            task.verifier_timeout_sec
-        ))
-    } else if let (EndedBy::Limit, Some(c)) = (by, &finished.limit_cause) {
-        Some(format!("the evaluation was stopped: {c}"))
-    } else if let Some(sig) = end.signal {
-        Some(format!("the evaluation was killed by signal {sig}"))
-    } else {
-        match code.unwrap_or(-1) {
-            c if !(0..126).contains(&c) => {
-                let killed = if c > 128 && c < 160 {
-                    format!(" (killed by signal {})", c - 128)
-                } else {
-                    String::new()
-                };
-                Some(format!(
-                    "the evaluation command `{}` exited {c}{killed} (could not execute, not found, or killed)",
-                    argv.join(" ")
-                ))
-            }
-            _ => match &reward {
-                Err(OutputError::Invalid(e) | OutputError::Tampered(e)) => Some(e.clone()),
-                Ok(_) => None,
-            },
-        }
+    // Why the run gave no usable verdict, when it did not (whoever ended it): core's rule,
+    // a reward written by a run that ended itself is the only verdict.
+    let read = match &reward {
+        Ok(Some((r, _))) => RewardRead::Written(*r),
+        Ok(None) => RewardRead::Missing,
+        Err(OutputError::Invalid(e) | OutputError::Tampered(e)) => RewardRead::Unusable(e.clone()),
     };
+    let run_end = RunEnd {
+        by,
+        exit_code: code,
+        signal: end.signal,
+    };
+    let why = no_verdict(run_end, &read);
+    let missing = why
+        .as_ref()
+        .map(|w| missing_cause(w, task, &argv, finished.limit_cause.as_deref()));
     match judge(by, missing.is_none()) {
         Judgement::Stopped => return Run::Cancelled,
         Judgement::Grader => {
@@ -528,6 +523,7 @@ fn run_once(
         }
         Judgement::AgentIfValidated => {
             return Run::NoVerdict {
+                why: why.unwrap_or(NoVerdict::Limit),
                 cause: missing.unwrap_or_else(|| by.describe().to_string()),
                 report,
                 report_truncated,
@@ -539,17 +535,14 @@ fn run_once(
         Judgement::Verdict => {}
     }
     let code = code.unwrap_or(-1);
-    let Ok(reward) = reward else {
-        // judge() gives a verdict only when the reward was usable.
+    let Ok(Some((score, source))) = reward else {
+        // no_verdict() and judge() give a verdict only when a reward was written.
         return Run::Machinery {
-            cause: "the grader read an unusable reward as a verdict".into(),
+            cause: "the grader read a missing or unusable reward as a verdict".into(),
             report,
         };
     };
-    let (ok, score, source) = match reward {
-        Some((r, source)) => (r >= task.pass_threshold, r, source),
-        None => (code == 0, if code == 0 { 1.0 } else { 0.0 }, "exit_code"),
-    };
+    let ok = score >= task.pass_threshold;
     let (tests_results, junit_note) = match junit {
         Ok(Some(bytes)) => match parse_junit(&String::from_utf8_lossy(&bytes)) {
             Ok(mut t) => {
@@ -581,6 +574,38 @@ fn run_once(
         cause: None,
         ended_by: None,
     })
+}
+
+/// The cause naming why a run gave no verdict (`why`, core's), with its particulars: the
+/// verifier's timeout, the limit it ran into, the command.
+fn missing_cause(why: &NoVerdict, task: &Task, argv: &[String], limit: Option<&str>) -> String {
+    let command = argv.join(" ");
+    match why {
+        NoVerdict::TimedOut => format!(
+            "the evaluation timed out after {}s (verifier.timeout_sec)",
+            task.verifier_timeout_sec
+        ),
+        NoVerdict::Limit => match limit {
+            Some(c) => format!("the evaluation was stopped: {c}"),
+            None => EndedBy::Limit.describe().to_string(),
+        },
+        NoVerdict::Signal(sig) => format!("the evaluation was killed by signal {sig}"),
+        NoVerdict::CouldNotExecute(c) => {
+            let killed = if *c > 128 && *c < 160 {
+                format!(" (killed by signal {})", c - 128)
+            } else {
+                String::new()
+            };
+            format!(
+                "the evaluation command `{command}` exited {c}{killed} (could not execute, not found, or killed)"
+            )
+        }
+        NoVerdict::NoReward { exit_code } => format!(
+            "the evaluation command `{command}` {} without writing a reward (no reward.txt or reward.json in the verifier folder)",
+            exit_code.map_or_else(|| "ended".to_string(), |c| format!("exited {c}"))
+        ),
+        NoVerdict::Unusable(e) => e.clone(),
+    }
 }
 
 /// Who ended the verifier: a cancel or the worker's own stop (the process layer saw the
@@ -625,18 +650,13 @@ fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {
     (String::from_utf8_lossy(&out).into_owned(), truncated)
 }
 
-enum RefCheck {
-    Solves,
-    Fails(String),
-    Cancelled,
-}
-
 /// Task releases (digest, runtime) whose reference solution this process saw solved.
 static REFERENCE_SOLVES: Mutex<Option<HashSet<(String, &'static str)>>> = Mutex::new(None);
 
-/// Whether the same grader solves the task's reference solution here (once per release and
-/// runtime per process): what makes a run without a verdict the agent's failure.
-fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> RefCheck {
+/// What the same grader makes of the task's reference solution here (once per release and
+/// runtime per process, when it solves): what decides whose fault a run without a verdict
+/// is (core::grading::verdict::fault). `None`: cancelled.
+fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> Option<Reference> {
     let key = (task.release.digest.clone(), place.runtime.as_str());
     let seen = |set: &Mutex<Option<HashSet<_>>>| {
         set.lock()
@@ -644,23 +664,23 @@ fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> 
             .unwrap_or(false)
     };
     if seen(&REFERENCE_SOLVES) {
-        return RefCheck::Solves;
+        return Some(Reference::Solved);
     }
     let Some(ws) = place.workspaces else {
-        return RefCheck::Fails("the task could not be validated here: no reference run".into());
+        return Some(Reference::Unavailable("no reference run".into()));
     };
     if task.reference.is_none() {
-        return RefCheck::Fails(
+        return Some(Reference::Unavailable(
             "the task has no reference solution to show that the grader works".into(),
-        );
+        ));
     }
     let dir = place.eval_root.join("reference");
     let fresh = match ws.reference(&dir, cancel) {
         Ok(f) => f,
         Err(e) => {
-            return RefCheck::Fails(format!(
+            return Some(Reference::Unavailable(format!(
                 "the task's reference solution could not be applied here: {e}"
-            ))
+            )))
         }
     };
     let prefix = format!("{}reference.", place.log_prefix);
@@ -674,18 +694,25 @@ fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> 
         cancel,
     );
     drop(fresh);
-    match run {
-        Run::Cancelled => RefCheck::Cancelled,
-        Run::Verdict(v) if v.ok && v.tampered.is_none() => {
-            if let Ok(mut s) = REFERENCE_SOLVES.lock() {
-                s.get_or_insert_with(HashSet::new).insert(key);
+    Some(match run {
+        Run::Cancelled => return None,
+        Run::Verdict(v) => match v.tampered {
+            Some(t) => Reference::Unavailable(format!(
+                "grading its reference solution saw tampering ({t})"
+            )),
+            None if v.ok => {
+                if let Ok(mut s) = REFERENCE_SOLVES.lock() {
+                    s.get_or_insert_with(HashSet::new).insert(key);
+                }
+                Reference::Solved
             }
-            RefCheck::Solves
-        }
-        _ => RefCheck::Fails(
-            "the same grader does not solve the task's reference solution either, so the grader is at fault".into(),
-        ),
-    }
+            None => Reference::NotSolved(v.score),
+        },
+        Run::NoVerdict { why, .. } => Reference::NoVerdict(why),
+        Run::Machinery { cause, .. } => Reference::Unavailable(format!(
+            "the grader broke on its reference solution: {cause}"
+        )),
+    })
 }
 
 /// Parses a JUnit XML report into per-test results; a failure's message is picked by

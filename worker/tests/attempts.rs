@@ -446,6 +446,95 @@ fn a_broken_or_slow_evaluator_is_an_evaluation_error_not_an_agent_failure() {
     assert_eq!(rec.outcome.state, State::EvaluationError);
 }
 
+/// A test script that exits non-zero without writing a reward gives no verdict by itself:
+/// its reference solution, graded the same way, writes one, so the missing reward on the
+/// agent's run is the agent's doing (core::grading::verdict): graded not solved, the record
+/// saying that no reward was written, never evaluation_error.
+#[test]
+fn a_test_script_that_exits_without_a_reward_is_the_agents_failure_when_the_reference_writes_one() {
+    let c = corpus();
+    c.add_task(
+        "crash-unless-solved",
+        &c.commit,
+        &format!(
+            "cd \"$AKBENCH_WORKSPACE\"\n[ \"$(cat value.txt)\" = 42 ] || {{ echo 'crashing'; exit 1; }}\n{TEST_SH}"
+        ),
+        "[mutation]\npatch = \"mutation.patch\"\n",
+    );
+    fs::copy(
+        c.tasks().join("answer/mutation.patch"),
+        c.tasks().join("crash-unless-solved/mutation.patch"),
+    )
+    .unwrap();
+    let rec = run(&c, "crash-unless-solved", "noop", "crash-unless-solved");
+    assert_eq!(
+        rec.outcome.state,
+        State::Completed,
+        "{:?}",
+        rec.attempts[0].cause
+    );
+    assert_eq!(rec.outcome.ok, Some(false));
+    let g = rec.attempts[0].grade.as_ref().unwrap();
+    assert_eq!(g.source, "no_verdict", "the exit code is not a verdict");
+    assert!(!g.tampered);
+    let cause = g.cause.as_deref().unwrap_or_default();
+    assert!(
+        cause.contains("exited 1 without writing a reward")
+            && cause.contains("the same grader solves the task's reference solution")
+            && cause.contains("the agent's failure"),
+        "{cause}"
+    );
+    assert_eq!(rec.attempts[0].cause.as_deref(), Some(cause));
+    // The oracle on the same task: the reward decides, solved.
+    let rec = run(
+        &c,
+        "crash-unless-solved",
+        "oracle",
+        "crash-unless-solved-oracle",
+    );
+    assert_eq!(
+        (rec.outcome.state, rec.outcome.ok),
+        (State::Completed, Some(true))
+    );
+}
+
+/// Tests that never write a reward (an exit code is all they give) never give a verdict: not
+/// on the agent's work, not on the reference solution, so the task is broken, and every
+/// trial of it is evaluation_error naming the task, counted against no agent.
+#[test]
+fn tests_that_never_write_a_reward_are_an_evaluation_error_naming_the_task() {
+    let c = corpus();
+    c.add_task(
+        "exit-code-only",
+        &c.commit,
+        "cd \"$AKBENCH_WORKSPACE\"\n[ \"$(cat value.txt)\" = 42 ]\n",
+        "[mutation]\npatch = \"mutation.patch\"\n",
+    );
+    fs::copy(
+        c.tasks().join("answer/mutation.patch"),
+        c.tasks().join("exit-code-only/mutation.patch"),
+    )
+    .unwrap();
+    for (agent, exit) in [("oracle", 0), ("noop", 1)] {
+        let rec = run(
+            &c,
+            "exit-code-only",
+            agent,
+            &format!("exit-code-only-{agent}"),
+        );
+        assert_eq!(rec.outcome.state, State::EvaluationError, "{agent}");
+        assert_eq!(rec.outcome.ok, None, "{agent}");
+        assert!(rec.attempts[0].grade.is_none(), "{agent}");
+        let cause = rec.attempts[0].cause.as_deref().unwrap_or_default();
+        assert!(
+            cause.starts_with("task exit-code-only (version 1.0) is broken: ")
+                && cause.contains(&format!("exited {exit} without writing a reward"))
+                && cause.contains("wrote no reward for the reference solution either"),
+            "{agent}: {cause}"
+        );
+    }
+}
+
 #[test]
 fn not_graded_when_grading_is_not_requested() {
     let c = corpus();

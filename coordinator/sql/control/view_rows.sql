@@ -3,8 +3,9 @@
 -- finished attempt's terminal state and cause; its finished attempts; the score in that
 -- attempt's accepted record; tokens and cost summed over the accepted records of its
 -- attempts (the submissions' spend columns of migration 0013, NULL where no record reported
--- them); wall time from its first attempt's start to its last one's end. Only the score is
--- read out of a record (one per trial). $1 run id.
+-- them); wall time from its first attempt's start to its last one's end; whether that
+-- record's grade was flagged tampered or withheld paths (migration 0021's columns). Only the
+-- score is read out of a record (one per trial). $1 run id.
 WITH t AS (
     SELECT w.trial_id, p.key, w.agent, w.bucket
     FROM work_items w
@@ -33,7 +34,9 @@ SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint AS atte
        a.cached_input_tokens::bigint AS cached_input_tokens,
        a.output_tokens::bigint AS output_tokens,
        a.cost_usd,
-       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms
+       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms,
+       COALESCE(ls.grade_tampered, false) AS tampered,
+       COALESCE(ls.grade_withheld, false) AS withheld
 FROM t
 JOIN a ON a.trial_id = t.trial_id
 LEFT JOIN submissions ls ON ls.attempt_id = a.last_id

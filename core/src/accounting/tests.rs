@@ -256,3 +256,42 @@ fn coverage_counts_measured_trials_over_every_planned_one() {
     assert!(a.complete);
     assert_eq!(a.rates.coverage, Some(0.25));
 }
+
+#[test]
+fn flagged_counts_are_absent_without_grades_and_cover_every_agent_with_them() {
+    use crate::grading::integrity::FlagCounts;
+    let p = plan(&synthetic_spec(2, 2, 1, &clock()), &clock());
+    let a = reconcile(&p, &[]);
+    assert_eq!(a.flagged, None, "observations carry no grade");
+    let json = serde_json::to_value(&a).unwrap();
+    assert!(json.get("flagged").is_none(), "absent, not null: {json}");
+    let labels: std::collections::BTreeSet<String> =
+        p.trials.iter().map(|t| t.agent.label.clone()).collect();
+    assert_eq!(labels.len(), 2);
+    let first = labels.iter().next().unwrap().clone();
+    let seen = [(
+        first.clone(),
+        FlagCounts {
+            tampered: 1,
+            withheld: 2,
+        },
+    )]
+    .into_iter()
+    .collect();
+    let a = a.with_flags(&p, seen);
+    let flagged = a.flagged.as_ref().unwrap();
+    assert_eq!(flagged.len(), 2, "every agent of the plan: {flagged:?}");
+    for l in &labels {
+        let want = if *l == first {
+            FlagCounts {
+                tampered: 1,
+                withheld: 2,
+            }
+        } else {
+            FlagCounts::default()
+        };
+        assert_eq!(flagged[l], want, "{l}");
+    }
+    let back: RunAccounting = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+    assert_eq!(back, a);
+}

@@ -56,6 +56,16 @@ pub(crate) fn show(a: &RunAccounting, all: bool, json: bool) -> anyhow::Result<i
         if let Some(c) = &a.candidates {
             println!("{c}");
         }
+        // Only a coordinator reconciling its own records knows the grades.
+        if let Some(flagged) = &a.flagged {
+            println!("flagged    (core::grading::integrity)");
+            for (agent, f) in flagged {
+                println!(
+                    "  {agent:<21}grading tampered {}, withheld paths {}",
+                    f.tampered, f.withheld
+                );
+            }
+        }
         let identical = a.duplicates.iter().filter(|d| d.identical).count();
         println!(
             "duplicates {} identical (counted once), {} conflicting (quarantined)",

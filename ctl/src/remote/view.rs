@@ -93,8 +93,10 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "outcomes": map(&a.outcomes),
             "rates": rates_json(a.rates.as_ref()),
             "spend": spend_json(a.spend.as_ref()),
+            "flagged": flagged_json(a.flagged.as_ref()),
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
+        "flagged": flagged_json(s.flagged.as_ref()),
         "budget": s.budget,
         "worker_labels": s.worker_labels,
         "placement": s.placement,
@@ -108,6 +110,21 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         "eta": s.eta_unix_ms.map(time),
         "as_of": time(s.as_of_unix_ms),
     })
+}
+
+/// Flagged trials as JSON, the shape of core's `FlagCounts` (`run aggregate`'s `flagged`).
+fn flagged_json(f: Option<&pb::Flagged>) -> serde_json::Value {
+    let f = f.copied().unwrap_or_default();
+    serde_json::json!({ "tampered": f.tampered, "withheld": f.withheld })
+}
+
+/// "grading tampered 1, withheld paths 0" (core::grading::integrity's two counts).
+fn flagged_text(f: Option<&pb::Flagged>) -> String {
+    let f = f.copied().unwrap_or_default();
+    format!(
+        "grading tampered {}, withheld paths {}",
+        f.tampered, f.withheld
+    )
 }
 
 /// Tokens and cost as JSON (absent values `null`).
@@ -202,6 +219,7 @@ pub fn block(s: &pb::RunStatus) -> String {
     }
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
+    let _ = writeln!(o, "flagged    {}", flagged_text(s.flagged.as_ref()));
     if let Some(b) = &s.budget {
         let _ = writeln!(o, "budget     {}", b.trim_start_matches("budget: "));
     }
@@ -221,12 +239,13 @@ pub fn block(s: &pb::RunStatus) -> String {
         for a in &s.agents {
             let _ = writeln!(
                 o,
-                "  {:<width$}  {} planned  {}  {}  {}",
+                "  {:<width$}  {} planned  {}  {}  {}  {}",
                 a.agent,
                 a.planned,
                 outcomes(&a.outcomes),
                 rates_text(a.rates.as_ref()),
-                spend_text(a.spend.as_ref())
+                spend_text(a.spend.as_ref()),
+                flagged_text(a.flagged.as_ref())
             );
         }
     }

@@ -62,6 +62,10 @@ pub fn trial_row(r: pb::TrialRow) -> Result<TrialRow, String> {
             cost_usd: r.cost_usd,
         },
         duration_ms: r.duration_ms,
+        grading: akbench_core::grading::integrity::GradeFlags {
+            tampered: r.tampered,
+            withheld: r.withheld,
+        },
         key: r.key,
         agent: r.agent,
     }))

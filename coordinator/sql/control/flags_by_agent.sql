@@ -1,0 +1,21 @@
+-- Per agent of run $1: its done trials whose deciding grade was flagged (core's
+-- GradeFlags::of_record: the grade in the accepted record of the trial's last finished
+-- attempt), `tampered` and `withheld` counted apart (migration 0021's columns). It starts
+-- from the flagged records (partial index submissions_flagged), which are few, so its cost
+-- does not grow with the run's size. Agents without a flagged trial have no row.
+SELECT w.agent,
+       count(*) FILTER (WHERE s.grade_tampered)::bigint AS tampered,
+       count(*) FILTER (WHERE s.grade_withheld)::bigint AS withheld
+FROM submissions s
+JOIN attempts a ON a.attempt_id = s.attempt_id
+JOIN work_items w ON w.trial_id = a.trial_id
+WHERE (s.grade_tampered OR s.grade_withheld)
+  AND w.run_id = $1
+  AND w.state = 'done'
+  AND NOT EXISTS (
+      SELECT 1
+      FROM attempts b
+      WHERE b.trial_id = a.trial_id AND b.finished_at IS NOT NULL AND b.number > a.number
+  )
+GROUP BY w.agent
+ORDER BY w.agent
