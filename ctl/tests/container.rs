@@ -1,7 +1,8 @@
 //! The example corpus's image-based tasks (`examples/tasks/image-*`) under the `container`
 //! runtime, through the real `akbench` binary: a loopback registry holding the Debian image
 //! CI builds (scripts/build-test-image), the tasks' registry address rewritten to it.
-//! `run single`: the oracle solves, `fail` does not, the record names the image by digest.
+//! `run single`: the oracle solves, `fail` does not, the record names the image by digest;
+//! `run execute` then `run evaluate`: graded later in the same image, the same verdict.
 //! `sweep --local`: the plan pins the tag, every trial runs that digest.
 
 #[path = "../../worker/tests/common/registry.rs"]
@@ -119,22 +120,57 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
             pinned.as_str(),
             "the record names the digest"
         );
-        // A later grade cannot run in the task's image yet: refused, never graded over the
-        // host's toolchain, and the record is left as it was.
-        let record_path = PathBuf::from(v["record"].as_str().unwrap());
-        let before = std::fs::read(&record_path).unwrap();
-        let run_dir = record_path.parent().unwrap().to_str().unwrap().to_string();
+        // Executed only, then graded later (`run evaluate`): graded in the run's image (the
+        // grade's runtime says `container`), with the verdict grading in the run gave.
+        let (code, stdout, stderr) = akbench(
+            &[
+                "run",
+                "execute",
+                TASKS[0],
+                "--agent",
+                agent,
+                "--runtime",
+                "container",
+                "--json",
+            ],
+            tmp.path(),
+            &reg,
+        );
+        let exec: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        assert_eq!(code, 0, "{agent}: {stdout}{stderr}");
+        assert_eq!(exec["state"], "not_graded", "{agent}: {exec}");
+        let exec_record = PathBuf::from(exec["record"].as_str().unwrap());
+        let run_dir = exec_record.parent().unwrap().to_str().unwrap().to_string();
         let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-            .args(["run", "evaluate", &run_dir, "--copy", "--tasks-root"])
+            .args(["run", "evaluate", &run_dir, "--copy", "--json", "--tasks-root"])
             .arg(tmp.path().join("tasks"))
             .arg("--cache")
             .arg(tmp.path().join("cache"))
+            .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
             .output()
             .unwrap();
+        let later: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{agent}: {stderr}");
-        assert!(stderr.contains("task's image"), "{agent}: {stderr}");
-        assert_eq!(std::fs::read(&record_path).unwrap(), before, "{agent}");
+        assert_eq!(out.status.code(), Some(want_code), "{agent}: {later} {stderr}");
+        for field in ["state", "ok", "score"] {
+            assert_eq!(later[field], v[field], "{agent}: {field}: {later} vs {v}");
+        }
+        let graded: Value =
+            serde_json::from_slice(&std::fs::read(&exec_record).unwrap()).unwrap();
+        let grade = |r: &Value| r["attempts"][0]["grade"].clone();
+        assert_eq!(
+            grade(&graded)["runtime"]["name"],
+            "container",
+            "{agent}: graded in the image: {graded}"
+        );
+        assert_eq!(graded["task"]["image"], pinned.as_str());
+        for field in ["ok", "score", "source", "exit_code", "tests", "tests_digest"] {
+            assert_eq!(
+                grade(&graded)[field],
+                grade(&record)[field],
+                "{agent}: grade.{field} graded later vs graded in the run"
+            );
+        }
     }
     // Without an image, `--runtime container` is refused before anything runs.
     let plain = tmp.path().join("tasks/plain");
