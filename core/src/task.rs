@@ -761,6 +761,8 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
 mod environment;
 pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS};
 mod hash;
+mod write_image;
+pub use write_image::set_image;
 mod links;
 
 #[cfg(test)]

@@ -737,7 +737,7 @@ impl Workspaces for Rebuilder<'_> {
 
 /// Runs the task's `solution/solve.sh` in `worktree` (as the oracle does), confined by
 /// `runtime` (under `container`, over a fresh view of `image`).
-fn run_solution(
+pub(crate) fn run_solution(
     solution: &Path,
     worktree: &Path,
     home: &Path,

@@ -16,6 +16,7 @@ pub mod report;
 pub mod report_html;
 pub mod single;
 pub mod source;
+pub mod task_check;
 pub mod sweep;
 pub mod sweep_dispatch;
 pub mod sweep_embedded;
@@ -43,6 +44,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(args) => up::run(args),
         Command::Certs(args) => certs::run(args),
         Command::View(args) => view::run(args, &cli.remote),
+        Command::Task(crate::cli::TaskCommand::Check(args)) => task_check::run(args),
+        Command::Image(crate::cli::ImageCommand::Build(args)) => images::build(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),
