@@ -569,7 +569,10 @@ impl Task {
         };
         environment::check_fields(
             &toml_path,
-            &[("environment", &file.environment), ("solution", &file.solution)],
+            &[
+                ("environment", &file.environment),
+                ("solution", &file.solution),
+            ],
             file.verifier.environment_mode.as_deref(),
         )?;
         let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;

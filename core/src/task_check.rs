@@ -97,7 +97,11 @@ mod tests {
         ] {
             let (ok, problems) = judge(reference, baseline);
             assert_eq!(ok, valid, "{reference:?} {baseline:?}");
-            assert_eq!(problems.len(), n, "{reference:?} {baseline:?}: {problems:?}");
+            assert_eq!(
+                problems.len(),
+                n,
+                "{reference:?} {baseline:?}: {problems:?}"
+            );
         }
     }
 

@@ -110,10 +110,12 @@ pub struct TaskCheckArgs {
 pub enum ImageCommand {
     /// Build a task's `environment/Dockerfile` with docker (or podman, or buildah, the
     /// first found on PATH), push it to REGISTRY, and write the pushed digest into the
-    /// task's `task.toml` as `environment.image` (`REGISTRY/NAME:TAG@sha256:...`), where
-    /// plans read it. Exit 0 built and pushed, 2 bad input (no Dockerfile, a bad registry
-    /// or name, an `environment.image` already naming another repository), 3 the build or
-    /// the push failed (the builder's output is shown).
+    /// task's `task.toml` as `environment.image` (or Harbor's `environment.docker_image`
+    /// when the task uses that key), `REGISTRY/NAME:TAG@sha256:...`, where plans read it.
+    /// The digest is the pushed tag resolved as a plan resolves it (a plain-HTTP registry
+    /// must be in AKBENCH_INSECURE_REGISTRIES). Exit 0 built and pushed, 2 bad input (no
+    /// Dockerfile, a bad registry, name or tag, a task.toml this cannot edit, no builder),
+    /// 3 the build or the push failed (the builder's output is shown).
     Build(ImageBuildArgs),
 }
 

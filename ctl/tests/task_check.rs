@@ -49,9 +49,10 @@ fn check(tmp: &Path, dir: &Path, extra: &[&str]) -> (i32, Value, String) {
 
 /// True when one of the check's problems contains `needle`.
 fn names(v: &Value, needle: &str) -> bool {
-    v["problems"]
-        .as_array()
-        .is_some_and(|p| p.iter().any(|p| p.as_str().is_some_and(|p| p.contains(needle))))
+    v["problems"].as_array().is_some_and(|p| {
+        p.iter()
+            .any(|p| p.as_str().is_some_and(|p| p.contains(needle)))
+    })
 }
 
 #[test]
@@ -81,7 +82,11 @@ fn a_valid_task_passes_and_its_result_is_cached_by_its_digest() {
     assert_eq!(again["checked_at"], first["checked_at"]);
     // --recheck runs it anew.
     let (code, fresh, _) = check(tmp.path(), &dir, &["--recheck"]);
-    assert_eq!((code, &fresh["cached"]), (0, &Value::Bool(false)), "{fresh}");
+    assert_eq!(
+        (code, &fresh["cached"]),
+        (0, &Value::Bool(false)),
+        "{fresh}"
+    );
     // A changed task is another release: checked anew, never the old result.
     std::fs::write(dir.join("instruction.md"), "Fix the slug bug (reworded).\n").unwrap();
     let (code, changed, _) = check(tmp.path(), &dir, &[]);
@@ -112,7 +117,11 @@ fn a_task_the_unchanged_start_passes_or_the_reference_fails_is_not_valid() {
     assert!(names(&v, "already solves"), "{v}");
     // A reference solution that changes nothing does not solve.
     let lazy = task(tmp.path(), "lazy-solution");
-    std::fs::write(lazy.join("solution/solve.sh"), "#!/usr/bin/env bash\nexit 0\n").unwrap();
+    std::fs::write(
+        lazy.join("solution/solve.sh"),
+        "#!/usr/bin/env bash\nexit 0\n",
+    )
+    .unwrap();
     let (code, v, _) = check(tmp.path(), &lazy, &[]);
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["reference"], "not_solved", "{v}");

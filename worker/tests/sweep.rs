@@ -78,7 +78,14 @@ impl Sweep {
             tmp.path(),
             &manifest(include, agents, reps, retries, extra_manifest),
         );
-        Self::launch(tmp, examples().join("tasks"), Vec::new(), lease_ttl_ms, (spec, plan)).await
+        Self::launch(
+            tmp,
+            examples().join("tasks"),
+            Vec::new(),
+            lease_ttl_ms,
+            (spec, plan),
+        )
+        .await
     }
 
     /// A coordinator with `lease_ttl_ms`, `spec` and its `plan` submitted and started;
@@ -700,7 +707,10 @@ async fn container_sweep(reg: &registry::Registry, digest: &str, extra: &str) ->
         .success());
     let toml = tasks.join(task).join("task.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
-    assert!(text.contains("127.0.0.1:5000/akbench/base:bookworm"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:5000/akbench/base:bookworm"),
+        "{text}"
+    );
     std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
     std::os::unix::fs::symlink(examples().join("repos"), tmp.path().join("repos")).unwrap();
     let manifest = manifest(
@@ -747,7 +757,12 @@ async fn a_container_run_graded_later_is_graded_in_its_image_with_the_same_verdi
     a.spawn_worker(0, 2);
     a.wait_finished(Duration::from_secs(600)).await;
     let (_, report) = a.reconcile().await;
-    assert_eq!(report["counts"]["not_graded"], 2, "{report}\n{}", history(&a).await);
+    assert_eq!(
+        report["counts"]["not_graded"],
+        2,
+        "{report}\n{}",
+        history(&a).await
+    );
     let executed = deciding_records(&a).await;
     let key = a.spec.identity.run_key.clone();
     let owed = a
@@ -763,20 +778,30 @@ async fn a_container_run_graded_later_is_graded_in_its_image_with_the_same_verdi
     a.wait_finished(Duration::from_secs(600)).await;
     let (r, report) = a.reconcile().await;
     assert!(r.valid, "{report}");
-    assert_eq!(report["counts"]["not_graded"], 0, "{report}\n{}", history(&a).await);
+    assert_eq!(
+        report["counts"]["not_graded"],
+        0,
+        "{report}\n{}",
+        history(&a).await
+    );
     let graded = deciding_records(&a).await;
     a.stop().await;
     assert_eq!(graded.len(), 2);
     for (k, (number, kind, record)) in &graded {
         let (before_n, _, before) = &executed[k];
-        let record = record.as_ref().unwrap_or_else(|| panic!("{k:?}: no record"));
+        let record = record
+            .as_ref()
+            .unwrap_or_else(|| panic!("{k:?}: no record"));
         assert_eq!((*number, kind.as_str()), (before_n + 1, "grade"), "{k:?}");
         assert_eq!(
             record.graded_from.as_ref(),
             Some(&before.as_ref().unwrap().attempt),
             "{k:?}"
         );
-        let grade = record.grade.as_ref().unwrap_or_else(|| panic!("{k:?}: {:?}", record.cause));
+        let grade = record
+            .grade
+            .as_ref()
+            .unwrap_or_else(|| panic!("{k:?}: {:?}", record.cause));
         assert_eq!(
             grade.runtime.as_ref().map(|r| r.name.as_str()),
             Some("container"),
@@ -798,8 +823,16 @@ async fn a_container_run_graded_later_is_graded_in_its_image_with_the_same_verdi
     for (k, (_, _, record)) in &direct {
         let later = graded[k].2.as_ref().unwrap();
         let now = record.as_ref().unwrap();
-        assert_eq!(verdict(later), verdict(now), "{k:?}: graded later vs at once");
-        assert_eq!(now.grade.as_ref().map(|g| g.ok), Some(k.1 == "oracle"), "{k:?}");
+        assert_eq!(
+            verdict(later),
+            verdict(now),
+            "{k:?}: graded later vs at once"
+        );
+        assert_eq!(
+            now.grade.as_ref().map(|g| g.ok),
+            Some(k.1 == "oracle"),
+            "{k:?}"
+        );
     }
 }
 

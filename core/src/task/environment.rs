@@ -145,7 +145,10 @@ fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(),
         ("environment.os", other) => Err(TaskError::field(
             toml_path,
             field,
-            format!("is {}, not `linux`", crate::limits::elide(&other.to_string())),
+            format!(
+                "is {}, not `linux`",
+                crate::limits::elide(&other.to_string())
+            ),
             "set `linux` or remove it: akbench runs Linux images only",
         )),
         ("environment.build_timeout_sec", v) => {

@@ -528,18 +528,57 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
     }
     // Unknown keys, and applied fields with a value that cannot take effect.
     for (section, key, value, field, needle) in [
-        ("environment", "colour", "\"red\"", "environment.colour", "not a field akbench knows"),
-        ("solution", "timeout_sec", "5.0", "solution.timeout_sec", "not a field akbench knows"),
-        ("environment", "os", "\"windows\"", "environment.os", "not `linux`"),
-        ("environment", "build_timeout_sec", "-1.0", "environment.build_timeout_sec", "seconds"),
-        ("environment", "build_timeout_sec", "\"long\"", "environment.build_timeout_sec", "not a number"),
-        ("verifier", "environment_mode", "\"shared\"", "verifier.environment_mode", "fresh sandbox"),
+        (
+            "environment",
+            "colour",
+            "\"red\"",
+            "environment.colour",
+            "not a field akbench knows",
+        ),
+        (
+            "solution",
+            "timeout_sec",
+            "5.0",
+            "solution.timeout_sec",
+            "not a field akbench knows",
+        ),
+        (
+            "environment",
+            "os",
+            "\"windows\"",
+            "environment.os",
+            "not `linux`",
+        ),
+        (
+            "environment",
+            "build_timeout_sec",
+            "-1.0",
+            "environment.build_timeout_sec",
+            "seconds",
+        ),
+        (
+            "environment",
+            "build_timeout_sec",
+            "\"long\"",
+            "environment.build_timeout_sec",
+            "not a number",
+        ),
+        (
+            "verifier",
+            "environment_mode",
+            "\"shared\"",
+            "verifier.environment_mode",
+            "fresh sandbox",
+        ),
     ] {
         let e = with_field(tmp.path(), section, key, value)
             .map(|_| ())
             .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains(needle) && msg.contains("fix:"), "{field}: {msg}");
+        assert!(
+            msg.contains(needle) && msg.contains("fix:"),
+            "{field}: {msg}"
+        );
         assert_eq!(field_of(e), field);
     }
     // Harbor's and akbench's name of the image together: one of the two.
@@ -554,8 +593,8 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
 
 #[test]
 fn the_harbor_field_table_is_documented() {
-    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tasks.md"))
-        .unwrap();
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tasks.md")).unwrap();
     for (field, handling) in HARBOR_FIELDS {
         let row = doc
             .lines()

@@ -1,22 +1,24 @@
-//! Writing a built image into `task.toml` (`akbench image build`): `environment.image` set
-//! to the pushed reference, every other line (comments, order, formatting) kept as written.
+//! Writing a built image into `task.toml` (`akbench image build`): `environment.image` (or
+//! Harbor's `environment.docker_image`, when that is the key the task uses) set to the
+//! pushed reference, every other line (comments, order, formatting) kept as written.
 
-/// `text` (a task.toml) with `[environment] image` set to `image`: the existing `image = ...`
-/// line of `[environment]` replaced, else the key added right below the section header,
-/// else the section appended. Refused when the file does not parse, names Harbor's
-/// `docker_image` (a prebuilt image the task runs instead of its Dockerfile), or writes the
-/// environment in a form this edit does not handle (inline table, dotted keys); the result
-/// is checked to parse with exactly that image.
+/// `text` (a task.toml) with the image of `[environment]` set to `image`: the existing
+/// `image = ...` (or `docker_image = ...`) line replaced, else `image` added right below the
+/// section header, else the section appended. Refused when the file does not parse or
+/// writes the environment in a form this edit does not handle (inline table, dotted keys);
+/// the result is checked to parse with exactly that image.
 pub fn set_image(text: &str, image: &str) -> Result<String, String> {
     let parsed: toml::Table =
         toml::from_str(text).map_err(|e| format!("task.toml does not parse: {e}"))?;
     let env = parsed.get("environment");
-    if env
+    let key = if env
         .and_then(|e| e.as_table())
         .is_some_and(|t| t.contains_key("docker_image"))
     {
-        return Err("`environment.docker_image` names a prebuilt image; fix: remove it to run the image built from environment/Dockerfile".into());
-    }
+        "docker_image"
+    } else {
+        "image"
+    };
     let lines: Vec<&str> = text.lines().collect();
     let is_header = |l: &str| {
         let t = l.trim_start();
@@ -24,9 +26,10 @@ pub fn set_image(text: &str, image: &str) -> Result<String, String> {
     };
     let header = lines.iter().position(|l| {
         let t = l.trim();
-        t == "[environment]" || t.starts_with("[environment]") && t[13..].trim_start().starts_with('#')
+        t == "[environment]"
+            || t.starts_with("[environment]") && t[13..].trim_start().starts_with('#')
     });
-    let line = format!("image = {}", toml::Value::String(image.to_string()));
+    let line = format!("{key} = {}", toml::Value::String(image.to_string()));
     let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     match header {
         Some(h) => {
@@ -35,7 +38,7 @@ pub fn set_image(text: &str, image: &str) -> Result<String, String> {
                 .unwrap_or(lines.len());
             let existing = (h + 1..end).find(|&i| {
                 let t = lines[i].trim_start();
-                t.strip_prefix("image")
+                t.strip_prefix(key)
                     .is_some_and(|rest| rest.trim_start().starts_with('='))
             });
             match existing {
@@ -60,7 +63,7 @@ pub fn set_image(text: &str, image: &str) -> Result<String, String> {
         .map_err(|e| format!("the edited task.toml does not parse ({e}); set `image` by hand"))?;
     let got = check
         .get("environment")
-        .and_then(|e| e.get("image"))
+        .and_then(|e| e.get(key))
         .and_then(|v| v.as_str());
     if got != Some(image) {
         return Err("the edited task.toml does not hold the image; set `image` by hand".into());
@@ -90,6 +93,11 @@ mod tests {
                 format!("version = \"1.0\"\n[verifier]\ntimeout_sec = 1.0\n\n[environment]\nimage = \"{IMG}\"\n"),
             ),
             (
+                // Harbor's name of the key is kept.
+                "version = \"1.0\"\n[environment]\ndocker_image = \"base:1\"\nos = \"linux\"\n",
+                format!("version = \"1.0\"\n[environment]\ndocker_image = \"{IMG}\"\nos = \"linux\"\n"),
+            ),
+            (
                 // `images` is another key, not `image`.
                 "version = \"1.0\"\n[environment]\nimages_note = \"x\"\n",
                 format!("version = \"1.0\"\n[environment]\nimage = \"{IMG}\"\nimages_note = \"x\"\n"),
@@ -102,9 +110,14 @@ mod tests {
     #[test]
     fn forms_it_cannot_edit_are_refused_naming_the_fix() {
         for (text, needle) in [
-            ("version = \"1\"\n[environment]\ndocker_image = \"x\"\n", "docker_image"),
-            ("version = \"1\"\nenvironment = { workdir = \"/app\" }\n", "inline table"),
-            ("version = \"1\"\nenvironment.workdir = \"/app\"\n", "dotted keys"),
+            (
+                "version = \"1\"\nenvironment = { workdir = \"/app\" }\n",
+                "inline table",
+            ),
+            (
+                "version = \"1\"\nenvironment.workdir = \"/app\"\n",
+                "dotted keys",
+            ),
             ("version = \n", "does not parse"),
         ] {
             let e = set_image(text, IMG).unwrap_err();

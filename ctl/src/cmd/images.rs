@@ -74,7 +74,10 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         .name
         .clone()
         .unwrap_or_else(|| format!("akbench/{}", task.release.id.to_ascii_lowercase()));
-    let tag = args.tag.clone().unwrap_or_else(|| task.release.version.clone());
+    let tag = args
+        .tag
+        .clone()
+        .unwrap_or_else(|| task.release.version.clone());
     let written = format!("{registry}/{name}:{tag}");
     let target = ImageRef::parse(&written).map_err(|e| {
         InputError(format!(
@@ -82,14 +85,10 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
             akbench_core::limits::elide(&written)
         ))
     })?;
-    if let Some(existing) = &task.image {
-        if existing.registry != target.registry || existing.repository != target.repository {
-            return Err(InputError(format!(
-                "failed to build: task `{}` names the image `{existing}` in `environment.image`, another repository than `{written}`; fix: push to that one (--push/--name), or remove `environment.image`",
-                task.release.id
-            ))
-            .into());
-        }
+    if let (Some(existing), false) = (&task.image, args.json) {
+        eprintln!(
+            "akbench: the image the task names now, {existing}, is replaced by the one built"
+        );
     }
     let toml_path = dir.join(akbench_core::task::TASK_FILE);
     let text = std::fs::read_to_string(&toml_path)?;
@@ -115,7 +114,10 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
             vec!["buildah", "bud", "-t", &written, &ctx],
             vec!["buildah", "push", &written],
         ),
-        b => (vec![b, "build", "-t", &written, &ctx], vec![b, "push", &written]),
+        b => (
+            vec![b, "build", "-t", &written, &ctx],
+            vec![b, "push", &written],
+        ),
     };
     if !args.json {
         eprintln!("akbench: building {written} from {ctx} with {builder}");
@@ -155,7 +157,8 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| {
         std::env::split_paths(&p).any(|d| {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
     })
 }
@@ -167,7 +170,8 @@ fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
         .stdout(std::process::Stdio::from(std::io::stderr()))
         .spawn()
         .map_err(|e| anyhow::anyhow!("failed to start `{}`: {e}", argv.join(" ")))?;
-    let deadline = timeout.map(|t| std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
+    let deadline =
+        timeout.map(|t| std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;
@@ -184,7 +188,10 @@ fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     if !status.success() {
-        anyhow::bail!("failed: `{}` ended {status} (its output is above)", argv.join(" "));
+        anyhow::bail!(
+            "failed: `{}` ended {status} (its output is above)",
+            argv.join(" ")
+        );
     }
     Ok(())
 }

@@ -53,7 +53,9 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     let file = cache.join(CHECKS_DIR).join(cache_name(
         &task.release.digest,
         runtime.as_str(),
-        image_digest.as_deref().filter(|_| runtime == Runtime::Container),
+        image_digest
+            .as_deref()
+            .filter(|_| runtime == Runtime::Container),
     ));
     let cached = if args.recheck {
         None
@@ -70,7 +72,11 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
             .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", file.display()))?;
     }
     print(&check, &file, was_cached, args.json);
-    Ok(if check.valid { exit::OK } else { exit::NEGATIVE })
+    Ok(if check.valid {
+        exit::OK
+    } else {
+        exit::NEGATIVE
+    })
 }
 
 /// The cached check in `file` when it is one of the task release `digest`.
@@ -81,18 +87,23 @@ fn read_cached(file: &std::path::Path, digest: &str) -> Option<TaskCheck> {
         .filter(|c| c.digest == digest)
 }
 
-fn check_now(orch: &Orchestrator, task: &task::Task, runtime: Runtime) -> anyhow::Result<TaskCheck> {
+fn check_now(
+    orch: &Orchestrator,
+    task: &task::Task,
+    runtime: Runtime,
+) -> anyhow::Result<TaskCheck> {
     akbench_worker::runtime::check(runtime)
         .map_err(|e| anyhow::anyhow!("failed to check task `{}` here: {e}", task.release.id))?;
-    let held = match runtime {
-        Runtime::Container => {
-            let store = Store::from_env(orch.images.clone()).map_err(InputError)?;
-            Some(for_task(&store, task).map_err(|e| {
-                anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id)
-            })?)
-        }
-        _ => None,
-    };
+    let held =
+        match runtime {
+            Runtime::Container => {
+                let store = Store::from_env(orch.images.clone()).map_err(InputError)?;
+                Some(for_task(&store, task).map_err(|e| {
+                    anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id)
+                })?)
+            }
+            _ => None,
+        };
     let scratch: PathBuf = orch
         .work_root
         .join(format!("task-check-{}", uuid::Uuid::now_v7()));
@@ -133,7 +144,11 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
         println!("{v}");
         return;
     }
-    let side = |s| serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string));
+    let side = |s| {
+        serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+    };
     println!(
         "task {} {} ({}): {} under {}{}; reference {}, baseline {}{}",
         check.task,

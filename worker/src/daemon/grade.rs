@@ -21,13 +21,12 @@
 use super::runner::{
     ended_before_start, safe_key, Artifacts, Context, Forward, ATTEMPT_RECORD_FILE,
 };
+use crate::image::TaskImageError;
 use crate::orchestrator::{write_json_atomic, Observer};
 use crate::process::CancelToken;
 use crate::regrade::{
-    grades_of, grading_image, grading_runtime, record_grade, RebuildError, Rebuilder,
-    RecordedWork,
+    grades_of, grading_image, grading_runtime, record_grade, RebuildError, Rebuilder, RecordedWork,
 };
-use crate::image::TaskImageError;
 use akbench_core::digest::digest_bytes;
 use akbench_core::ids;
 use akbench_core::lifecycle::State;
