@@ -314,6 +314,15 @@ fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Docker image tags removed (best effort) when dropped.
+struct Untag(Vec<String>);
+
+impl Drop for Untag {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").arg("rmi").args(&self.0).output();
+    }
+}
+
 /// Why docker cannot build here, if it cannot (`docker info` fails: no client, no daemon).
 fn docker_missing() -> Option<String> {
     match Command::new("docker").arg("info").output() {
@@ -341,6 +350,11 @@ fn image_build_pushes_the_harbor_tasks_dockerfile_and_the_task_runs_in_that_imag
     let reg = registry::Registry::start();
     corpus(tmp.path(), &reg);
     let dir = tmp.path().join("tasks").join(HARBOR);
+    // The tags docker keeps (this registry's port is this run's): removed at the end.
+    let _untag = Untag(vec![
+        format!("{}/akbench/{HARBOR}:1.0", reg.addr),
+        format!("{}/akbench/base:bookworm", reg.addr),
+    ]);
     let cli = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
             .args(args)
