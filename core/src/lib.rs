@@ -46,6 +46,7 @@ pub mod spec_diff;
 pub mod spend;
 pub mod support;
 pub mod task;
+pub mod task_check;
 pub mod telemetry;
 pub mod test_failure;
 pub mod testkit;

@@ -84,10 +84,11 @@ pub struct TaskFile {
     #[serde(default)]
     pub verifier: VerifierSection,
     /// Harbor's container environment: `image` (an OCI reference) and `workdir` (where the
-    /// workspace is inside it) take effect under the `container` runtime; other keys are kept.
+    /// workspace is inside it) take effect under the `container` runtime; every other key
+    /// takes effect or is refused ([`HARBOR_FIELDS`]).
     #[serde(default)]
     pub environment: BTreeMap<String, toml::Value>,
-    /// Harbor's solution settings; kept.
+    /// Harbor's solution settings: refused ([`HARBOR_FIELDS`]).
     #[serde(default)]
     pub solution: BTreeMap<String, toml::Value>,
     /// The git repository and pinned commit the workspace is made from.
@@ -126,6 +127,9 @@ pub struct VerifierSection {
     /// diff for grading, besides the defaults (docs/tasks.md, "Clean-room grading").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected_paths: Vec<String>,
+    /// Harbor's `environment_mode`: `separate` only (grading is always a fresh sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_mode: Option<String>,
 }
 
 /// `[verifier.tripwire]`: a test that must fail, added to the grader's copy of the tests.
@@ -563,6 +567,14 @@ impl Task {
         } else {
             None
         };
+        environment::check_fields(
+            &toml_path,
+            &[
+                ("environment", &file.environment),
+                ("solution", &file.solution),
+            ],
+            file.verifier.environment_mode.as_deref(),
+        )?;
         let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
         let digest = dir_digest(dir).map_err(|e| TaskError {
             file: dir.to_path_buf(),
@@ -750,7 +762,10 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
 }
 
 mod environment;
+pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS};
 mod hash;
+mod write_image;
+pub use write_image::set_image;
 mod links;
 
 #[cfg(test)]

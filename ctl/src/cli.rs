@@ -63,6 +63,83 @@ pub enum Command {
     /// coordinator's runs (live): runs, a run's rates and matrix, a trial's attempts, logs,
     /// diff and tests. Prints the URL and serves until Ctrl-C.
     View(ViewArgs),
+    /// Validate task folders (either layout): `akbench task check`.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Build and push task images: `akbench image build`.
+    #[command(subcommand)]
+    Image(ImageCommand),
+}
+
+/// `akbench task ...`
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Validate a task folder on this host: its reference solution (solution/solve.sh)
+    /// solves under the task's own tests, and its unchanged starting point does not, in the
+    /// runtime given (under `container`, in the task's image). The result is cached by the
+    /// task's digest (and the image's) under the cache folder's `task-checks/`, and reused
+    /// until the task changes. Exit 0 valid, 1 not valid (the problems named), 2 bad input
+    /// (the folder is not a loadable task, has no solution/solve.sh, or a flag is wrong),
+    /// 3 the check could not run here (no working sandbox, git, the registry).
+    Check(TaskCheckArgs),
+}
+
+/// `akbench task check`
+#[derive(Debug, clap::Args)]
+pub struct TaskCheckArgs {
+    /// The task folder (holding task.toml); a relative `[source] repo` is resolved against
+    /// the folder holding it.
+    pub dir: PathBuf,
+    /// The runtime the two grading runs use: `sandbox`, `container` (the task's image) or
+    /// `direct` (unisolated).
+    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "container", "direct"])]
+    pub runtime: String,
+    /// Run the check again even when a result for this task digest is cached.
+    #[arg(long)]
+    pub recheck: bool,
+    /// Print one JSON object (the check, `cached`, `cache_file`) instead of human output.
+    #[arg(long)]
+    pub json: bool,
+    /// Per-host cache (mirrors, images, task-checks/); default as `run single`.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
+}
+
+/// `akbench image ...`
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Build a task's `environment/Dockerfile` with docker (or podman, or buildah, the
+    /// first found on PATH), push it to REGISTRY, and write the pushed digest into the
+    /// task's `task.toml` as `environment.image` (or Harbor's `environment.docker_image`
+    /// when the task uses that key), `REGISTRY/NAME:TAG@sha256:...`, where plans read it.
+    /// The digest is the pushed tag resolved as a plan resolves it (a plain-HTTP registry
+    /// must be in AKBENCH_INSECURE_REGISTRIES). Exit 0 built and pushed, 2 bad input (no
+    /// Dockerfile, a bad registry, name or tag, a task.toml this cannot edit, no builder),
+    /// 3 the build or the push failed (the builder's output is shown).
+    Build(ImageBuildArgs),
+}
+
+/// `akbench image build`
+#[derive(Debug, clap::Args)]
+pub struct ImageBuildArgs {
+    /// The task folder (holding task.toml and environment/Dockerfile).
+    pub dir: PathBuf,
+    /// The registry to push to, `host[:port]` (plain HTTP only for loopback, as the
+    /// builder allows).
+    #[arg(long)]
+    pub push: String,
+    /// The repository name in the registry (default `akbench/<task id>`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The tag (default: the task's version).
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// The builder program: `docker`, `podman` or `buildah` (default: the first on PATH).
+    #[arg(long, value_parser = ["docker", "podman", "buildah"])]
+    pub builder: Option<String>,
+    /// Print one JSON object instead of human output.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `akbench certs`

@@ -82,6 +82,8 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
         cli::Command::Up(_) => "up".into(),
         cli::Command::Certs(_) => "certs".into(),
         cli::Command::View(_) => "view".into(),
+        cli::Command::Task(_) => "task check".into(),
+        cli::Command::Image(_) => "image build".into(),
     };
     tracing::info_span!(
         "akbench",

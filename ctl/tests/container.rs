@@ -1,7 +1,8 @@
 //! The example corpus's image-based tasks (`examples/tasks/image-*`) under the `container`
 //! runtime, through the real `akbench` binary: a loopback registry holding the Debian image
 //! CI builds (scripts/build-test-image), the tasks' registry address rewritten to it.
-//! `run single`: the oracle solves, `fail` does not, the record names the image by digest.
+//! `run single`: the oracle solves, `fail` does not, the record names the image by digest;
+//! `run execute` then `run evaluate`: graded later in the same image, the same verdict.
 //! `sweep --local`: the plan pins the tag, every trial runs that digest.
 
 #[path = "../../worker/tests/common/registry.rs"]
@@ -12,7 +13,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TASKS: [&str; 2] = ["image-pyslug-001", "image-pyslug-004"];
+/// The image-based examples, and the Harbor-layout one (`docker_image`, tests/test.sh
+/// writing /logs/verifier/reward.txt, environment/Dockerfile).
+const TASKS: [&str; 3] = ["image-pyslug-001", "image-pyslug-004", HARBOR];
+const HARBOR: &str = "harbor-pyslug-002";
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
@@ -45,6 +49,10 @@ fn corpus(tmp: &Path, reg: &registry::Registry) -> (PathBuf, String) {
             "{text}"
         );
         std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+        let dockerfile = tasks.join(t).join("environment/Dockerfile");
+        if let Ok(text) = std::fs::read_to_string(&dockerfile) {
+            std::fs::write(&dockerfile, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+        }
     }
     std::os::unix::fs::symlink(examples().join("repos"), tmp.join("repos")).unwrap();
     (tasks, digest)
@@ -92,49 +100,108 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
     let reg = registry::Registry::start();
     let (_, digest) = corpus(tmp.path(), &reg);
     let pinned = format!("{}/akbench/base@{digest}", reg.addr);
-    for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
-        let (code, stdout, stderr) = akbench(
-            &[
-                "run",
-                "single",
-                TASKS[0],
-                "--agent",
-                agent,
-                "--runtime",
+    for task in [TASKS[0], HARBOR] {
+        for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
+            let (code, stdout, stderr) = akbench(
+                &[
+                    "run",
+                    "single",
+                    task,
+                    "--agent",
+                    agent,
+                    "--runtime",
+                    "container",
+                    "--json",
+                ],
+                tmp.path(),
+                &reg,
+            );
+            let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+            assert_eq!(code, want_code, "{task} {agent}: {stdout}{stderr}");
+            assert_eq!(v["ok"], want_ok, "{task} {agent}: {v}");
+            assert_eq!(v["state"], "completed", "{task} {agent}: {v}");
+            let record: Value =
+                serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap())
+                    .unwrap();
+            assert_eq!(record["options"]["runtime"], "container");
+            assert_eq!(
+                record["task"]["image"],
+                pinned.as_str(),
+                "the record names the digest"
+            );
+            // Executed only, then graded later (`run evaluate`): graded in the run's image (the
+            // grade's runtime says `container`), with the verdict grading in the run gave.
+            let (code, stdout, stderr) = akbench(
+                &[
+                    "run",
+                    "execute",
+                    task,
+                    "--agent",
+                    agent,
+                    "--runtime",
+                    "container",
+                    "--json",
+                ],
+                tmp.path(),
+                &reg,
+            );
+            let exec: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+            assert_eq!(code, 0, "{task} {agent}: {stdout}{stderr}");
+            assert_eq!(exec["state"], "not_graded", "{task} {agent}: {exec}");
+            let exec_record = PathBuf::from(exec["record"].as_str().unwrap());
+            let run_dir = exec_record.parent().unwrap().to_str().unwrap().to_string();
+            let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+                .args([
+                    "run",
+                    "evaluate",
+                    &run_dir,
+                    "--copy",
+                    "--json",
+                    "--tasks-root",
+                ])
+                .arg(tmp.path().join("tasks"))
+                .arg("--cache")
+                .arg(tmp.path().join("cache"))
+                .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+                .output()
+                .unwrap();
+            let later: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(want_code),
+                "{task} {agent}: {later} {stderr}"
+            );
+            for field in ["state", "ok", "score"] {
+                assert_eq!(
+                    later[field], v[field],
+                    "{task} {agent}: {field}: {later} vs {v}"
+                );
+            }
+            let graded: Value =
+                serde_json::from_slice(&std::fs::read(&exec_record).unwrap()).unwrap();
+            let grade = |r: &Value| r["attempts"][0]["grade"].clone();
+            assert_eq!(
+                grade(&graded)["runtime"]["name"],
                 "container",
-                "--json",
-            ],
-            tmp.path(),
-            &reg,
-        );
-        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-        assert_eq!(code, want_code, "{agent}: {stdout}{stderr}");
-        assert_eq!(v["ok"], want_ok, "{agent}: {v}");
-        assert_eq!(v["state"], "completed", "{agent}: {v}");
-        let record: Value =
-            serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
-        assert_eq!(record["options"]["runtime"], "container");
-        assert_eq!(
-            record["task"]["image"],
-            pinned.as_str(),
-            "the record names the digest"
-        );
-        // A later grade cannot run in the task's image yet: refused, never graded over the
-        // host's toolchain, and the record is left as it was.
-        let record_path = PathBuf::from(v["record"].as_str().unwrap());
-        let before = std::fs::read(&record_path).unwrap();
-        let run_dir = record_path.parent().unwrap().to_str().unwrap().to_string();
-        let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-            .args(["run", "evaluate", &run_dir, "--copy", "--tasks-root"])
-            .arg(tmp.path().join("tasks"))
-            .arg("--cache")
-            .arg(tmp.path().join("cache"))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{agent}: {stderr}");
-        assert!(stderr.contains("task's image"), "{agent}: {stderr}");
-        assert_eq!(std::fs::read(&record_path).unwrap(), before, "{agent}");
+                "{task} {agent}: graded in the image: {graded}"
+            );
+            assert_eq!(graded["task"]["image"], pinned.as_str());
+            for field in [
+                "ok",
+                "score",
+                "source",
+                "exit_code",
+                "tests",
+                "tests_digest",
+            ] {
+                assert_eq!(
+                    grade(&graded)[field],
+                    grade(&record)[field],
+                    "{task} {agent}: grade.{field} graded later vs graded in the run"
+                );
+            }
+        }
     }
     // Without an image, `--runtime container` is refused before anything runs.
     let plain = tmp.path().join("tasks/plain");
@@ -198,12 +265,14 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));
     let a = &v["accounting"];
-    assert_eq!(a["planned"], 4, "{v}");
-    assert_eq!(a["counts"]["succeeded"], 2, "{v}");
+    // Two trials a task, the Harbor-layout task among them.
+    let n = TASKS.len();
+    assert_eq!(a["planned"], 2 * n, "{v}");
+    assert_eq!(a["counts"]["succeeded"], n, "{v}");
     let by = &v["summary"]["by_agent"];
-    assert_eq!(by["oracle"]["counts"]["succeeded"], 2, "{v}");
+    assert_eq!(by["oracle"]["counts"]["succeeded"], n, "{v}");
     assert_eq!(by["fail"]["counts"]["succeeded"], 0, "{v}");
-    assert_eq!(by["fail"]["counts"]["failed"], 2, "{v}");
+    assert_eq!(by["fail"]["counts"]["failed"], n, "{v}");
     // The plan names the digest, and so does every record.
     let pinned = format!("{}/akbench/base@{digest}", reg.addr);
     let plans = walk_files(&tmp.path().join("runs"), "plan");
@@ -218,9 +287,9 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
             p.display()
         );
     }
-    assert!(seen >= 4, "the plan names the digest for every trial");
+    assert!(seen >= 2 * n, "the plan names the digest for every trial");
     let records = walk_files(&tmp.path().join("out"), "run_record.json");
-    assert_eq!(records.len(), 4);
+    assert_eq!(records.len(), 2 * n);
     for r in records {
         let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
         assert_eq!(rec["task"]["image"], pinned.as_str(), "{}", r.display());
@@ -243,4 +312,112 @@ fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Docker image tags removed (best effort) when dropped.
+struct Untag(Vec<String>);
+
+impl Drop for Untag {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").arg("rmi").args(&self.0).output();
+    }
+}
+
+/// Why docker cannot build here, if it cannot (`docker info` fails: no client, no daemon).
+fn docker_missing() -> Option<String> {
+    match Command::new("docker").arg("info").output() {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "`docker info` failed (no daemon? start dockerd): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("docker is not installed: {e}")),
+    }
+}
+
+#[test]
+fn image_build_pushes_the_harbor_tasks_dockerfile_and_the_task_runs_in_that_image() {
+    const TEST: &str =
+        "image_build_pushes_the_harbor_tasks_dockerfile_and_the_task_runs_in_that_image";
+    if !runs_here(TEST) {
+        return;
+    }
+    if let Some(why) = docker_missing() {
+        akbench_core::testkit::skip(TEST, &why);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    corpus(tmp.path(), &reg);
+    let dir = tmp.path().join("tasks").join(HARBOR);
+    // The tags docker keeps (this registry's port is this run's): removed at the end.
+    let _untag = Untag(vec![
+        format!("{}/akbench/{HARBOR}:1.0", reg.addr),
+        format!("{}/akbench/base:bookworm", reg.addr),
+    ]);
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(args)
+            .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let d = dir.to_str().unwrap();
+    let (code, built, stderr) = cli(&[
+        "image",
+        "build",
+        d,
+        "--push",
+        &reg.addr,
+        "--builder",
+        "docker",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{built} {stderr}");
+    let image = built["image"].as_str().unwrap().to_string();
+    let digest = built["digest"].as_str().unwrap().to_string();
+    assert_eq!(
+        image,
+        format!("{}/akbench/{HARBOR}:1.0@{digest}", reg.addr),
+        "{built}"
+    );
+    // Written where plans read it: Harbor's key, kept as the task wrote it.
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    assert!(
+        toml.contains(&format!("docker_image = \"{image}\"")),
+        "{toml}"
+    );
+    assert!(!toml.contains("akbench/base:bookworm"), "{toml}");
+    // The task is valid in the built image, and that image is the Dockerfile's: the file
+    // its RUN line wrote is in the unpacked root.
+    let cache = tmp.path().join("cache");
+    let (code, check, stderr) = cli(&[
+        "task",
+        "check",
+        d,
+        "--runtime",
+        "container",
+        "--json",
+        "--cache",
+        cache.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{check} {stderr}");
+    assert_eq!(check["valid"], true, "{check}");
+    assert_eq!(
+        check["image"],
+        format!("{}/akbench/{HARBOR}@{digest}", reg.addr).as_str()
+    );
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let marker = cache.join(format!("images/roots/{hex}/rootfs/etc/akbench-task"));
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        format!("{HARBOR}\n"),
+        "{}",
+        marker.display()
+    );
 }

@@ -29,5 +29,6 @@ pub mod provenance;
 pub mod regrade;
 pub mod runtime;
 pub mod spread;
+pub mod task_check;
 pub mod trial;
 pub mod workspace;

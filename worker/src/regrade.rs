@@ -8,15 +8,18 @@
 //! commit + mutation + diff), checked against the recorded fingerprint, with the paths that
 //! steer the grader withheld (the clean room); or, only when asked for (`--in-place`), the
 //! preserved one, adopted in place after checking it still holds exactly what the agent left.
-//! A run that was sandboxed is graded in the sandbox or not at all ([`grading_runtime`]). The grade is
+//! A run that was sandboxed is graded in the sandbox or not at all ([`grading_runtime`]); a
+//! `container` run in the image its record names ([`grading_image`]). The grade is
 //! written back atomically; the record as it was before is kept beside it; the agent's timings
 //! and logs are never touched.
 
 use crate::evaluator::{
     evaluate, grading_limits, EvalPlace, EvalResult, FreshWorkspace, Workspaces,
 };
+use crate::image::{for_task, Store, TaskImageError, Unpacked};
 use crate::orchestrator::{write_json_atomic, Orchestrator};
 use crate::process::CancelToken;
+use crate::runtime::container::Image;
 use crate::runtime::RuntimeKind;
 use crate::workspace::{fingerprint, Workspace};
 use akbench_core::clock::Clock;
@@ -196,7 +199,7 @@ pub fn regrade(
             why: why_not(attempt.state),
         });
     }
-    let task =
+    let mut task =
         load_by_id(tasks_root, &record.task.release.id).map_err(|e| RegradeError::TaskChanged {
             run_dir: run_dir.clone(),
             reason: format!("the task cannot be loaded ({e})"),
@@ -234,6 +237,20 @@ pub fn regrade(
         (WorkspaceMode::InPlace, Some(p)) => Some(p.clone()),
     };
     let runtime = grading_runtime(&record.options.runtime).map_err(err_ws)?;
+    // A `container` run is graded in the image it ran in: the digest its record names.
+    let held = match runtime {
+        RuntimeKind::Container => Some(
+            grading_image(orch, &mut task, record.task.image.as_deref()).map_err(|e| match e {
+                TaskImageError::Refused(reason) => RegradeError::InvalidRecord {
+                    run_dir: run_dir.clone(),
+                    reason,
+                },
+                TaskImageError::Pull(e) => err_ws(format!("failed to pull the run's image: {e}")),
+            })?,
+        ),
+        _ => None,
+    };
+    let image = held.as_ref().map(|(_, i)| i);
     let diff_path = resolve_inside(&run_dir, diff_rel).map_err(untrusted)?;
     let diff = std::fs::read(&diff_path)
         .map_err(|e| untrusted(format!("cannot read the recorded diff: {e}")))?;
@@ -253,6 +270,7 @@ pub fn regrade(
             diff: &diff,
         },
         runtime,
+        image,
     };
 
     let prior_grades = grades_of(attempt);
@@ -306,7 +324,7 @@ pub fn regrade(
                 runtime,
                 workspaces: Some(&rebuilder),
                 withheld: &withheld,
-                image: None,
+                image,
             },
             orch.clock.as_ref(),
             cancel,
@@ -576,17 +594,21 @@ pub fn check_same_task(record: &RunRecord, task: &Task) -> Result<(), String> {
 /// then the grade's `runtime` says so); a run that was sandboxed is refused grading on a
 /// host where the sandbox does not work.
 ///
-/// A `runtime: container` run is refused: a later grade does not yet run in the task's image
-/// (`EvalPlace.image` is not carried here), and grading it over this host's toolchain would
-/// be a different environment from the one the agent ran in.
+/// A `runtime: container` run is graded under `container` (in the image the run recorded,
+/// [`grading_image`]), never over this host's toolchain: refused on a host where that
+/// runtime does not work.
 pub fn grading_runtime(recorded: &str) -> Result<RuntimeKind, String> {
     if recorded == RuntimeKind::Direct.as_str() {
         return Ok(RuntimeKind::Direct);
     }
     if recorded == RuntimeKind::Container.as_str() {
-        return Err(format!(
-            "failed to grade later: the run used `runtime: {recorded}`, and a later grade does not run in the task's image yet, so grading it over this host's toolchain is refused; fix: grade it in the sweep that ran it (evaluation.grade: true)"
-        ));
+        return crate::runtime::check(RuntimeKind::Container)
+            .map(|()| RuntimeKind::Container)
+            .map_err(|e| {
+                format!(
+                    "failed to grade later: the run used `runtime: {recorded}` and {e}; grading it over this host's toolchain instead of the task's image is refused; fix: grade on a host where the `container` runtime works"
+                )
+            });
     }
     crate::runtime::sandbox_available()
         .map(|()| RuntimeKind::Sandbox)
@@ -595,6 +617,42 @@ pub fn grading_runtime(recorded: &str) -> Result<RuntimeKind, String> {
                 "failed to grade in the sandbox here: {e}; the run used `runtime: {recorded}`, so grading it unsandboxed is refused; fix the sandbox on this host (or grade on another), or run with `runtime: direct`"
             )
         })
+}
+
+/// The image a later grade of a `container` run runs in: `task`'s image pinned to the
+/// digest the run recorded (`recorded`, `registry/repository@sha256:...`; a tag is never
+/// resolved again), pulled or taken from this host's cache, held in use until the returned
+/// [`Unpacked`] is dropped. A record without a pinned image, or a task that pins another
+/// digest, is [`TaskImageError::Refused`]; a registry or cache failure is
+/// [`TaskImageError::Pull`].
+pub fn grading_image(
+    orch: &Orchestrator,
+    task: &mut Task,
+    recorded: Option<&str>,
+) -> Result<(Unpacked, Image), TaskImageError> {
+    let id = task.release.id.clone();
+    let refused = |why: String| {
+        TaskImageError::Refused(format!(
+            "failed to grade task `{id}` in the run's image: {why}"
+        ))
+    };
+    let Some(recorded) = recorded else {
+        return Err(refused(
+            "the record of this `container` run names no image (`task.image`); fix: grade it in the sweep that ran it".into(),
+        ));
+    };
+    let digest = akbench_core::image::ImageRef::parse(recorded)
+        .ok()
+        .and_then(|r| r.digest)
+        .ok_or_else(|| {
+            refused(format!(
+                "the recorded image `{}` is not pinned to a digest",
+                akbench_core::limits::elide(recorded)
+            ))
+        })?;
+    task.pin_image(&digest).map_err(refused)?;
+    let store = Store::from_env(orch.images.clone()).map_err(refused)?;
+    for_task(&store, task)
 }
 
 /// Fresh grading workspaces made from a task release and the agent's recorded work: the
@@ -611,6 +669,8 @@ pub struct Rebuilder<'a> {
     pub work: RecordedWork<'a>,
     /// The runtime the reference solution runs in.
     pub runtime: RuntimeKind,
+    /// Under `container`, the image the reference solution runs in (the one the agent ran in).
+    pub image: Option<&'a Image>,
 }
 
 impl std::fmt::Debug for Rebuilder<'_> {
@@ -668,7 +728,7 @@ impl Workspaces for Rebuilder<'_> {
             &home,
             dir,
             self.task,
-            self.runtime,
+            (self.runtime, self.image),
             cancel,
         )?;
         Ok(f)
@@ -676,14 +736,14 @@ impl Workspaces for Rebuilder<'_> {
 }
 
 /// Runs the task's `solution/solve.sh` in `worktree` (as the oracle does), confined by
-/// `runtime`.
-fn run_solution(
+/// `runtime` (under `container`, over a fresh view of `image`).
+pub(crate) fn run_solution(
     solution: &Path,
     worktree: &Path,
     home: &Path,
     dir: &Path,
     task: &Task,
-    runtime: RuntimeKind,
+    (runtime, image): (RuntimeKind, Option<&Image>),
     cancel: &CancelToken,
 ) -> Result<(), String> {
     let mut env = crate::process::base_env(home);
@@ -715,7 +775,11 @@ fn run_solution(
         endpoints: Vec::new(),
         disk_roots: vec![worktree.to_path_buf(), home.to_path_buf()],
         scratch: dir.join("runtime"),
-        container: None,
+        container: image.map(|i| crate::runtime::container::View {
+            image: i.clone(),
+            mounts: Vec::new(),
+            tools: Vec::new(),
+        }),
     };
     let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits())
         .map_err(|e| e.to_string())?;
@@ -744,8 +808,19 @@ mod tests {
     #[test]
     fn grading_never_falls_back_to_direct_silently() {
         assert_eq!(grading_runtime("direct").unwrap(), RuntimeKind::Direct);
-        let e = grading_runtime("container").unwrap_err();
-        assert!(e.contains("task's image") && e.contains("refused"), "{e}");
+        // A container run is graded under `container` where it works, else refused: never
+        // the sandbox over this host's toolchain.
+        match (
+            crate::runtime::check(RuntimeKind::Container),
+            grading_runtime("container"),
+        ) {
+            (Ok(()), Ok(k)) => assert_eq!(k, RuntimeKind::Container),
+            (Err(_), Err(e)) => assert!(
+                e.contains("task's image is refused") && e.contains("runtime: container"),
+                "{e}"
+            ),
+            (s, g) => panic!("container {s:?} but grading runtime {g:?}"),
+        }
         for recorded in ["sandbox"] {
             match (
                 crate::runtime::sandbox_available(),

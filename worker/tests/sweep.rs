@@ -6,9 +6,13 @@
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::server::{serve, Config, ServeHandle};
 mod e2e;
+#[path = "common/registry.rs"]
+#[allow(dead_code)]
+mod registry;
 
+use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
-use akbench_core::plan::RunPlan;
+use akbench_core::plan::{plan, RunPlan};
 use akbench_core::record::AttemptRecord;
 use akbench_core::spec::ResolvedRunSpec;
 use akbench_proto::control_client::ControlClient;
@@ -27,6 +31,22 @@ struct Sweep {
     spec: ResolvedRunSpec,
     plan: RunPlan,
     workers: Vec<Child>,
+    /// The tasks the workers read.
+    tasks_root: std::path::PathBuf,
+    /// Extra environment of the workers.
+    worker_env: Vec<(String, String)>,
+}
+
+/// The manifest of a run of the tasks matching `include` with `agents`.
+fn manifest(include: &str, agents: &[&str], reps: u32, retries: u32, extra: &str) -> String {
+    format!(
+        "experiment: e2e\ntasks:\n  include: [\"{include}\"]\nagents:\n  conditions:\n{}\
+         repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n{extra}",
+        agents
+            .iter()
+            .map(|a| format!("    - descriptor: {a}\n"))
+            .collect::<String>()
+    )
 }
 
 impl Sweep {
@@ -54,6 +74,29 @@ impl Sweep {
         extra_manifest: &str,
     ) -> Sweep {
         let tmp = tempfile::tempdir().unwrap();
+        let (spec, plan) = e2e::plan_run(
+            tmp.path(),
+            &manifest(include, agents, reps, retries, extra_manifest),
+        );
+        Self::launch(
+            tmp,
+            examples().join("tasks"),
+            Vec::new(),
+            lease_ttl_ms,
+            (spec, plan),
+        )
+        .await
+    }
+
+    /// A coordinator with `lease_ttl_ms`, `spec` and its `plan` submitted and started;
+    /// workers will read tasks from `tasks_root` and get `worker_env`.
+    async fn launch(
+        tmp: tempfile::TempDir,
+        tasks_root: std::path::PathBuf,
+        worker_env: Vec<(String, String)>,
+        lease_ttl_ms: u64,
+        (spec, plan): (ResolvedRunSpec, RunPlan),
+    ) -> Sweep {
         let url = test_support::fresh_database().await;
         let mut config = Config::local(url);
         config.lease_ttl_ms = lease_ttl_ms;
@@ -71,17 +114,6 @@ impl Sweep {
         let mut client = ControlClient::new(channel)
             .max_encoding_message_size(64 << 20)
             .max_decoding_message_size(64 << 20);
-        let (spec, plan) = e2e::plan_run(
-            tmp.path(),
-            &format!(
-                "experiment: e2e\ntasks:\n  include: [\"{include}\"]\nagents:\n  conditions:\n{}\
-                 repetitions: {reps}\nexecution:\n  infrastructure_retries: {retries}\n{extra_manifest}",
-                agents
-                    .iter()
-                    .map(|a| format!("    - descriptor: {a}\n"))
-                    .collect::<String>()
-            ),
-        );
         client
             .submit_plan(pb::SubmitPlanRequest {
                 spec_json: canonical_json(&spec),
@@ -101,6 +133,8 @@ impl Sweep {
         assert_eq!(started.work_items_created, plan.trials.len() as u64);
         Sweep {
             tmp,
+            tasks_root,
+            worker_env,
             handle: Some(handle),
             stop: Some(stop),
             client,
@@ -135,11 +169,12 @@ impl Sweep {
             // The claude-code agent's credential is absent: its trials never start.
             .env_remove("ANTHROPIC_API_KEY")
             .arg("--tasks-root")
-            .arg(examples().join("tasks"))
+            .arg(&self.tasks_root)
             .arg("--agents-root")
             .arg(examples().join("agents"))
             .args(["--grace", "5"])
             .env("AKBENCH_LOG", "warn")
+            .envs(self.worker_env.iter().cloned())
             .spawn()
             .unwrap();
         self.workers.push(child);
@@ -653,6 +688,152 @@ async fn an_execute_only_sweep_graded_later_matches_a_grading_sweep() {
         );
     }
     b.stop().await;
+}
+
+/// A run of the image-based example task under `container` on a fresh coordinator and one
+/// worker, its image tag pinned at plan time to the digest pushed to the loopback registry
+/// `reg`; `extra` is appended to the manifest.
+async fn container_sweep(reg: &registry::Registry, digest: &str, extra: &str) -> Sweep {
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = tmp.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let task = "image-pyslug-001";
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks").join(task))
+        .arg(tasks.join(task))
+        .status()
+        .unwrap()
+        .success());
+    let toml = tasks.join(task).join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(
+        text.contains("127.0.0.1:5000/akbench/base:bookworm"),
+        "{text}"
+    );
+    std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+    std::os::unix::fs::symlink(examples().join("repos"), tmp.path().join("repos")).unwrap();
+    let manifest = manifest(
+        task,
+        &["oracle", "fail"],
+        1,
+        1,
+        &format!("  runtime: container\n{extra}"),
+    );
+    let spec = e2e::resolve_run(tmp.path(), &manifest, &tasks)
+        .pin_images(|_| Ok(digest.to_string()), &SystemClock)
+        .unwrap();
+    let ready = plan(&spec, &SystemClock).ready();
+    let env = vec![(
+        akbench_core::image::registry::INSECURE_VAR.to_string(),
+        reg.addr.clone(),
+    )];
+    Sweep::launch(tmp, tasks, env, 10_000, (spec, ready)).await
+}
+
+/// Distributed grading of a `container` run: a `grade: false` sweep under `container`,
+/// then `run grade`: each executed trial is graded by a grade attempt in the image its plan
+/// pinned (the grade's runtime is `container`, never the sandbox over the host's
+/// toolchain), with the verdict a grading sweep of the same tasks gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_run_graded_later_is_graded_in_its_image_with_the_same_verdict() {
+    const TEST: &str = "a_container_run_graded_later_is_graded_in_its_image_with_the_same_verdict";
+    if let Some(why) = registry::missing() {
+        akbench_core::testkit::skip(TEST, &why);
+        return;
+    }
+    let reg = registry::Registry::start();
+    let digest = reg.push(
+        "akbench/base:bookworm",
+        &[(&registry::base_tar(), "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        None,
+        None,
+    );
+    let pinned = format!("{}/akbench/base@{digest}", reg.addr);
+
+    // Execute only, then grade.
+    let mut a = container_sweep(&reg, &digest, "evaluation:\n  grade: false\n").await;
+    a.spawn_worker(0, 2);
+    a.wait_finished(Duration::from_secs(600)).await;
+    let (_, report) = a.reconcile().await;
+    assert_eq!(
+        report["counts"]["not_graded"],
+        2,
+        "{report}\n{}",
+        history(&a).await
+    );
+    let executed = deciding_records(&a).await;
+    let key = a.spec.identity.run_key.clone();
+    let owed = a
+        .client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((owed.grading, owed.not_gradable), (2, 0));
+    a.wait_finished(Duration::from_secs(600)).await;
+    let (r, report) = a.reconcile().await;
+    assert!(r.valid, "{report}");
+    assert_eq!(
+        report["counts"]["not_graded"],
+        0,
+        "{report}\n{}",
+        history(&a).await
+    );
+    let graded = deciding_records(&a).await;
+    a.stop().await;
+    assert_eq!(graded.len(), 2);
+    for (k, (number, kind, record)) in &graded {
+        let (before_n, _, before) = &executed[k];
+        let record = record
+            .as_ref()
+            .unwrap_or_else(|| panic!("{k:?}: no record"));
+        assert_eq!((*number, kind.as_str()), (before_n + 1, "grade"), "{k:?}");
+        assert_eq!(
+            record.graded_from.as_ref(),
+            Some(&before.as_ref().unwrap().attempt),
+            "{k:?}"
+        );
+        let grade = record
+            .grade
+            .as_ref()
+            .unwrap_or_else(|| panic!("{k:?}: {:?}", record.cause));
+        assert_eq!(
+            grade.runtime.as_ref().map(|r| r.name.as_str()),
+            Some("container"),
+            "{k:?}: graded in the image"
+        );
+    }
+
+    // The same tasks, grading as they go.
+    let mut b = container_sweep(&reg, &digest, "").await;
+    assert_eq!(
+        b.plan.trials[0].task_source.image.as_deref(),
+        Some(pinned.as_str())
+    );
+    b.spawn_worker(0, 2);
+    b.wait_finished(Duration::from_secs(600)).await;
+    let direct = deciding_records(&b).await;
+    b.stop().await;
+    assert_eq!(direct.len(), graded.len());
+    for (k, (_, _, record)) in &direct {
+        let later = graded[k].2.as_ref().unwrap();
+        let now = record.as_ref().unwrap();
+        assert_eq!(
+            verdict(later),
+            verdict(now),
+            "{k:?}: graded later vs at once"
+        );
+        assert_eq!(
+            now.grade.as_ref().map(|g| g.ok),
+            Some(k.1 == "oracle"),
+            "{k:?}"
+        );
+    }
 }
 
 /// Best-of-N (issue 16): a candidate whose worker is killed mid-attempt is retried as an

@@ -36,6 +36,22 @@ pub fn compression(media_type: &str) -> Option<Compression> {
     }
 }
 
+/// The compression a layer blob is actually in, from its first bytes (gzip `1f 8b`, zstd
+/// `28 b5 2f fd`, else an uncompressed tar): what unpacking reads, whatever the media type
+/// says. Docker labels every layer of the manifests it pushes `tar.gzip`, also one it
+/// mounted from an uncompressed blob of another repository (a base image pushed as plain
+/// tar), and reads blobs by these bytes itself; the media type only decides whether a
+/// layer is one akbench unpacks at all ([`compression`]).
+pub fn detect(head: &[u8]) -> Compression {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Compression::Gzip
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    }
+}
+
 /// What an entry means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {

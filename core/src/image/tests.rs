@@ -1,5 +1,5 @@
 use super::cache::{victims, Entry};
-use super::layer::{action, compression, kept_mode, Action, Compression};
+use super::layer::{action, compression, detect, kept_mode, Action, Compression};
 use super::manifest::{choose, container_env, parse, run_config, Document, RunConfig};
 use super::registry::{docker_config_auth, insecure_list, parse_challenge, scheme, Challenge};
 use super::*;
@@ -164,6 +164,19 @@ fn layer_entries_map_to_actions_and_never_leave_the_root() {
             (Err(got), Err(w)) => assert!(got.contains(w), "{name}: {got}"),
             (got, w) => panic!("{name}: got {got:?}, want {w:?}"),
         }
+    }
+}
+
+#[test]
+fn a_layer_is_read_in_the_compression_its_bytes_are_in() {
+    for (head, want) in [
+        (&[0x1f, 0x8b, 0x08, 0x00][..], Compression::Gzip),
+        (&[0x28, 0xb5, 0x2f, 0xfd, 0x04][..], Compression::Zstd),
+        (b"etc/\0\0\0\0".as_slice(), Compression::None),
+        (&[0x1f][..], Compression::None),
+        (&[][..], Compression::None),
+    ] {
+        assert_eq!(detect(head), want, "{head:?}");
     }
 }
 

@@ -1,22 +1,217 @@
-//! `[environment]` of `task.toml`: the image a task runs in under the `container` runtime.
+//! `[environment]` of `task.toml`: the image a task runs in under the `container` runtime;
+//! and every field of Harbor's sections that akbench keeps as written (`[environment]`,
+//! `[solution]`, `[verifier] environment_mode`): each takes effect or is refused when the
+//! task loads, never silently ignored ([`HARBOR_FIELDS`], the table in docs/tasks.md).
 
 use super::{TaskError, TASK_FILE};
 use crate::image::ImageRef;
 use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
-/// `environment.image` and `environment.workdir`, checked.
+/// What akbench does with a field of Harbor's `task.toml` that it keeps as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// The field takes effect: how.
+    Applied(&'static str),
+    /// The field is refused when the task loads: the fix the error names.
+    Refused(&'static str),
+}
+
+const RESOURCES: &str =
+    "remove it: a run's CPUs and memory are the manifest's `compute.cpus` and `compute.memory_mb` (`akbench run single --cpus/--memory-mb` where offered), the same for every task of the run";
+
+/// Every field of `[environment]`, `[solution]` and `[verifier] environment_mode` (Harbor
+/// 0.25's task configuration) and what akbench does with it. Any other key of
+/// `[environment]` or `[solution]` is refused as unknown.
+pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
+    (
+        "environment.image",
+        Handling::Applied("the OCI image the task runs in under `runtime: container`; a tag is pinned to its digest when a run is planned"),
+    ),
+    (
+        "environment.docker_image",
+        Handling::Applied("Harbor's name of `environment.image`, read the same way (a task sets one of the two)"),
+    ),
+    (
+        "environment.workdir",
+        Handling::Applied("where the workspace is inside the image, and where the agent, the solution and the tests start"),
+    ),
+    (
+        "environment.os",
+        Handling::Applied("`linux` only (images are resolved for `linux/<arch>`); any other value is refused"),
+    ),
+    (
+        "environment.build_timeout_sec",
+        Handling::Applied("the time limit of `akbench image build` (0.001 to 604800 s)"),
+    ),
+    ("environment.cpus", Handling::Refused(RESOURCES)),
+    ("environment.memory_mb", Handling::Refused(RESOURCES)),
+    (
+        "environment.storage_mb",
+        Handling::Refused("remove it: the space an attempt may write is the worker's `disk_mb` limit (docs/agents.md), the same for every task"),
+    ),
+    (
+        "environment.gpus",
+        Handling::Refused("remove it: akbench schedules no GPUs; run GPU tasks with Harbor"),
+    ),
+    (
+        "environment.gpu_types",
+        Handling::Refused("remove it: akbench schedules no GPUs; run GPU tasks with Harbor"),
+    ),
+    (
+        "environment.env",
+        Handling::Refused("move what the tests need to `[verifier] env`; the agent's environment comes from its descriptor and the image's `Env`"),
+    ),
+    (
+        "environment.healthcheck",
+        Handling::Refused("remove it: akbench starts no long-running service in the image; each process is started on demand"),
+    ),
+    (
+        "environment.network_mode",
+        Handling::Refused("remove it: the agent reaches only the endpoints its descriptor lists (`network`), grading reaches none"),
+    ),
+    (
+        "environment.allowed_hosts",
+        Handling::Refused("remove it: list the endpoints in the agent descriptor's `network` (host:port)"),
+    ),
+    (
+        "solution.env",
+        Handling::Refused("remove it: solve.sh gets AKBENCH_SOLUTION_DIR, AKBENCH_WORKSPACE and AKBENCH_TASK_ID; write other values into solve.sh"),
+    ),
+    (
+        "verifier.environment_mode",
+        Handling::Applied("`separate` only (every grading run is a fresh sandbox, over a fresh view of the image under `container`); `shared` is refused"),
+    ),
+];
+
+/// How akbench handles the Harbor field `field` (`section.key`), when it knows it.
+pub fn handling(field: &str) -> Option<Handling> {
+    HARBOR_FIELDS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, h)| *h)
+}
+
+/// Refuses the fields of `[environment]` and `[solution]` that do not take effect (and
+/// unknown ones), and checks the values of those that do but are not read elsewhere.
+pub(super) fn check_fields(
+    toml_path: &Path,
+    sections: &[(&str, &BTreeMap<String, toml::Value>)],
+    environment_mode: Option<&str>,
+) -> Result<(), TaskError> {
+    for (section, map) in sections {
+        for (key, value) in *map {
+            let field = format!("{section}.{key}");
+            match handling(&field) {
+                None => {
+                    return Err(TaskError::field(
+                        toml_path,
+                        &field,
+                        "is not a field akbench knows",
+                        format!(
+                            "remove it (the fields of [{section}] are listed in docs/tasks.md, \"Harbor fields\")"
+                        ),
+                    ))
+                }
+                Some(Handling::Refused(fix)) => {
+                    return Err(TaskError::field(
+                        toml_path,
+                        &field,
+                        "does not take effect in akbench",
+                        fix,
+                    ))
+                }
+                Some(Handling::Applied(_)) => check_value(toml_path, &field, value)?,
+            }
+        }
+    }
+    match environment_mode {
+        None | Some("separate") => Ok(()),
+        Some(other) => Err(TaskError::field(
+            toml_path,
+            "verifier.environment_mode",
+            format!(
+                "`{}`: akbench grades in a fresh sandbox, never in the agent's",
+                crate::limits::elide(other)
+            ),
+            "set `separate` or remove it (a test that needs what the agent left outside the workspace cannot be graded by akbench)",
+        )),
+    }
+}
+
+fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(), TaskError> {
+    match (field, value) {
+        ("environment.os", toml::Value::String(s)) if s == "linux" => Ok(()),
+        ("environment.os", other) => Err(TaskError::field(
+            toml_path,
+            field,
+            format!(
+                "is {}, not `linux`",
+                crate::limits::elide(&other.to_string())
+            ),
+            "set `linux` or remove it: akbench runs Linux images only",
+        )),
+        ("environment.build_timeout_sec", v) => {
+            let secs = match v {
+                toml::Value::Float(f) => *f,
+                toml::Value::Integer(i) => *i as f64,
+                other => {
+                    return Err(TaskError::field(
+                        toml_path,
+                        field,
+                        format!("is a {}, not a number", other.type_str()),
+                        "give a number of seconds such as 600.0",
+                    ))
+                }
+            };
+            crate::limits::timeout_sec(secs).map(|_| ()).map_err(|why| {
+                TaskError::field(
+                    toml_path,
+                    field,
+                    why,
+                    "give a positive number of seconds, or drop it for the default",
+                )
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The time limit of building the task's image: `environment.build_timeout_sec`, checked.
+pub fn build_timeout_sec(env: &BTreeMap<String, toml::Value>) -> Option<f64> {
+    match env.get("build_timeout_sec")? {
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::Integer(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+/// `environment.image` (or Harbor's `environment.docker_image`) and `environment.workdir`,
+/// checked.
 pub(super) fn image(
     toml_path: &Path,
     env: &BTreeMap<String, toml::Value>,
 ) -> Result<(Option<ImageRef>, Option<String>), TaskError> {
     debug_assert!(toml_path.ends_with(TASK_FILE));
-    let image = match env.get("image") {
+    let (key, written) = match (env.get("image"), env.get("docker_image")) {
+        (Some(_), Some(_)) => {
+            return Err(TaskError::field(
+                toml_path,
+                "environment.docker_image",
+                "is set beside `environment.image`",
+                "keep one of the two (`docker_image` is Harbor's name of `image`)",
+            ))
+        }
+        (Some(v), None) => ("environment.image", Some(v)),
+        (None, Some(v)) => ("environment.docker_image", Some(v)),
+        (None, None) => ("environment.image", None),
+    };
+    let image = match written {
         None => None,
         Some(toml::Value::String(s)) => Some(ImageRef::parse(s).map_err(|e| {
             TaskError::field(
                 toml_path,
-                "environment.image",
+                key,
                 e.to_string(),
                 "write an OCI reference such as `registry.example:5000/team/image:tag` or `...@sha256:<64 hex>`",
             )
@@ -24,7 +219,7 @@ pub(super) fn image(
         Some(other) => {
             return Err(TaskError::field(
                 toml_path,
-                "environment.image",
+                key,
                 format!("is a {}, not a string", other.type_str()),
                 "write the image reference as a string",
             ))

@@ -459,3 +459,151 @@ fn environment_image_is_parsed_and_bad_values_are_refused_naming_the_field() {
         assert_eq!(&field_of(e), field, "{env}");
     }
 }
+
+/// A task whose `task.toml` is the minimal one plus `section` holding `key = value`.
+fn with_field(root: &Path, section: &str, key: &str, value: &str) -> Result<Task, TaskError> {
+    let extra = match section {
+        // `workdir` needs an image beside it.
+        "environment" if key == "workdir" => "image = \"reg.example:5000/t/i:v1\"\n",
+        _ => "",
+    };
+    let toml = format!("{}[{section}]\n{key} = {value}\n{extra}", good_toml());
+    let dir = write_task(root, "harbor-field", &toml);
+    Task::load(&dir, root)
+}
+
+#[test]
+fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let value = |field: &str| match field {
+        "environment.image" => "\"reg.example:5000/t/i:v1\"",
+        "environment.docker_image" => "\"reg.example:5000/t/i:v1\"",
+        "environment.workdir" => "\"/app\"",
+        "environment.os" => "\"linux\"",
+        "environment.build_timeout_sec" => "600.0",
+        "environment.cpus" => "1",
+        "environment.memory_mb" => "2048",
+        "environment.storage_mb" => "10240",
+        "environment.gpus" => "0",
+        "environment.gpu_types" => "[\"h100\"]",
+        "environment.env" => "{ A = \"1\" }",
+        "environment.healthcheck" => "{ command = \"true\" }",
+        "environment.network_mode" => "\"no-network\"",
+        "environment.allowed_hosts" => "[\"example.com\"]",
+        "solution.env" => "{ A = \"1\" }",
+        "verifier.environment_mode" => "\"separate\"",
+        other => panic!("no test value for {other}"),
+    };
+    for (field, handling) in HARBOR_FIELDS {
+        let (section, key) = field.split_once('.').unwrap();
+        let got = with_field(tmp.path(), section, key, value(field));
+        match handling {
+            Handling::Applied(_) => {
+                let t = got.unwrap_or_else(|e| panic!("{field}: {e}"));
+                if key.ends_with("image") {
+                    assert_eq!(
+                        t.image.unwrap().to_string(),
+                        "reg.example:5000/t/i:v1",
+                        "{field}"
+                    );
+                }
+                if key == "workdir" {
+                    assert_eq!(t.image_workdir.as_deref(), Some("/app"));
+                }
+                if key == "build_timeout_sec" {
+                    assert_eq!(build_timeout_sec(&t.file.environment), Some(600.0));
+                }
+            }
+            Handling::Refused(fix) => {
+                let e = got.map(|_| ()).unwrap_err();
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("task.toml")
+                        && msg.contains(&format!("field `{field}`"))
+                        && msg.contains(&format!("fix: {fix}")),
+                    "{field}: {msg}"
+                );
+            }
+        }
+    }
+    // Unknown keys, and applied fields with a value that cannot take effect.
+    for (section, key, value, field, needle) in [
+        (
+            "environment",
+            "colour",
+            "\"red\"",
+            "environment.colour",
+            "not a field akbench knows",
+        ),
+        (
+            "solution",
+            "timeout_sec",
+            "5.0",
+            "solution.timeout_sec",
+            "not a field akbench knows",
+        ),
+        (
+            "environment",
+            "os",
+            "\"windows\"",
+            "environment.os",
+            "not `linux`",
+        ),
+        (
+            "environment",
+            "build_timeout_sec",
+            "-1.0",
+            "environment.build_timeout_sec",
+            "seconds",
+        ),
+        (
+            "environment",
+            "build_timeout_sec",
+            "\"long\"",
+            "environment.build_timeout_sec",
+            "not a number",
+        ),
+        (
+            "verifier",
+            "environment_mode",
+            "\"shared\"",
+            "verifier.environment_mode",
+            "fresh sandbox",
+        ),
+    ] {
+        let e = with_field(tmp.path(), section, key, value)
+            .map(|_| ())
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(needle) && msg.contains("fix:"),
+            "{field}: {msg}"
+        );
+        assert_eq!(field_of(e), field);
+    }
+    // Harbor's and akbench's name of the image together: one of the two.
+    let toml = format!(
+        "{}[environment]\nimage = \"a\"\ndocker_image = \"b\"\n",
+        good_toml()
+    );
+    let dir = write_task(tmp.path(), "both", &toml);
+    let e = Task::load(&dir, tmp.path()).unwrap_err();
+    assert_eq!(field_of(e), "environment.docker_image");
+}
+
+#[test]
+fn the_harbor_field_table_is_documented() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tasks.md")).unwrap();
+    for (field, handling) in HARBOR_FIELDS {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("docs/tasks.md has no row for `{field}`"));
+        let kind = match handling {
+            Handling::Applied(_) => "takes effect",
+            Handling::Refused(_) => "refused",
+        };
+        assert!(row.contains(kind), "{field}: {row}");
+    }
+}

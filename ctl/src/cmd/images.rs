@@ -44,3 +44,154 @@ pub fn pin_spec(spec: ResolvedRunSpec, clock: &dyn Clock) -> anyhow::Result<Reso
     spec.pin_images(|r| store.resolve(r).map_err(|e| e.to_string()), clock)
         .map_err(|e| InputError(e).into())
 }
+
+/// `akbench image build DIR --push REGISTRY`: builds `environment/Dockerfile` with the
+/// builder found (docker, podman, buildah), pushes it, resolves the pushed tag to its
+/// manifest digest as plans do, and writes `environment.image` (`REGISTRY/NAME:TAG@digest`)
+/// into the task's task.toml.
+pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
+    use akbench_core::image::ImageRef;
+    let dir = akbench_core::task::absolute(&args.dir);
+    let task = super::single::load_task(&dir.display().to_string(), &dir)?;
+    let context = dir.join("environment");
+    if !context.join("Dockerfile").is_file() {
+        return Err(InputError(format!(
+            "failed to build the image of task `{}`: {} is missing; fix: write the task's environment as environment/Dockerfile (or name a prebuilt image in `environment.image`)",
+            task.release.id,
+            context.join("Dockerfile").display()
+        ))
+        .into());
+    }
+    let registry = args.push.trim();
+    if registry.is_empty() || registry.contains("://") || registry.contains('/') {
+        return Err(InputError(format!(
+            "failed to build: --push `{}` is not a registry `host[:port]`; fix: give e.g. 127.0.0.1:5000 or registry.example",
+            akbench_core::limits::elide(registry)
+        ))
+        .into());
+    }
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("akbench/{}", task.release.id.to_ascii_lowercase()));
+    let tag = args
+        .tag
+        .clone()
+        .unwrap_or_else(|| task.release.version.clone());
+    let written = format!("{registry}/{name}:{tag}");
+    let target = ImageRef::parse(&written).map_err(|e| {
+        InputError(format!(
+            "failed to build: `{}` is not an image reference ({e}); fix: pass --name (lowercase path) and --tag ([A-Za-z0-9_.-], the task's version is the default)",
+            akbench_core::limits::elide(&written)
+        ))
+    })?;
+    if let (Some(existing), false) = (&task.image, args.json) {
+        eprintln!(
+            "akbench: the image the task names now, {existing}, is replaced by the one built"
+        );
+    }
+    let toml_path = dir.join(akbench_core::task::TASK_FILE);
+    let text = std::fs::read_to_string(&toml_path)?;
+    // Refused before anything is built when task.toml cannot take the image.
+    akbench_core::task::set_image(&text, &format!("{written}@sha256:{}", "0".repeat(64)))
+        .map_err(|e| InputError(format!("failed to build: {}: {e}", toml_path.display())))?;
+    let builder = match &args.builder {
+        Some(b) => b.clone(),
+        None => ["docker", "podman", "buildah"]
+            .into_iter()
+            .find(|b| on_path(b))
+            .map(str::to_string)
+            .ok_or_else(|| {
+                InputError(
+                    "failed to build: none of docker, podman or buildah is on PATH; fix: install one (the worker never builds images)".into(),
+                )
+            })?,
+    };
+    let timeout = akbench_core::task::build_timeout_sec(&task.file.environment).unwrap_or(600.0);
+    let ctx = context.display().to_string();
+    let (build_argv, push_argv): (Vec<&str>, Vec<&str>) = match builder.as_str() {
+        "buildah" => (
+            vec!["buildah", "bud", "-t", &written, &ctx],
+            vec!["buildah", "push", &written],
+        ),
+        b => (
+            vec![b, "build", "-t", &written, &ctx],
+            vec![b, "push", &written],
+        ),
+    };
+    if !args.json {
+        eprintln!("akbench: building {written} from {ctx} with {builder}");
+    }
+    step(&build_argv, Some(timeout))?;
+    if !args.json {
+        eprintln!("akbench: pushing {written}");
+    }
+    step(&push_argv, None)?;
+    // The digest a plan would pin: the tag resolved through akbench's own registry client.
+    let store = store(std::env::temp_dir().join("akbench-resolve"))?;
+    let digest = store.resolve(&target).map_err(|e| {
+        anyhow::anyhow!("failed to read back the pushed image {written}: {e} (a plain-HTTP registry must be listed in AKBENCH_INSECURE_REGISTRIES)")
+    })?;
+    let pinned = format!("{written}@{digest}");
+    let edited = akbench_core::task::set_image(&text, &pinned)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", toml_path.display()))?;
+    let tmp = toml_path.with_extension("toml.akbench-tmp");
+    std::fs::write(&tmp, edited)?;
+    std::fs::rename(&tmp, &toml_path)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"task": task.release.id, "image": pinned, "digest": digest, "builder": builder, "task_toml": toml_path})
+        );
+    } else {
+        println!("{pinned}");
+        eprintln!(
+            "akbench: wrote environment.image into {}",
+            toml_path.display()
+        );
+    }
+    Ok(crate::exit::OK)
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Runs `argv` (its output passed through to stderr), within `timeout` seconds when given.
+fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
+    let mut child = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("failed to start `{}`: {e}", argv.join(" ")))?;
+    let deadline =
+        timeout.map(|t| std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "failed: `{}` ran past the build time limit of {}s (environment.build_timeout_sec)",
+                argv.join(" "),
+                timeout.unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    if !status.success() {
+        anyhow::bail!(
+            "failed: `{}` ended {status} (its output is above)",
+            argv.join(" ")
+        );
+    }
+    Ok(())
+}

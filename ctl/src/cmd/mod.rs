@@ -21,6 +21,7 @@ pub mod sweep_dispatch;
 pub mod sweep_embedded;
 pub mod sweep_local;
 pub mod sweep_routes;
+pub mod task_check;
 pub mod trajectory;
 pub mod up;
 pub mod view;
@@ -43,6 +44,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(args) => up::run(args),
         Command::Certs(args) => certs::run(args),
         Command::View(args) => view::run(args, &cli.remote),
+        Command::Task(crate::cli::TaskCommand::Check(args)) => task_check::run(args),
+        Command::Image(crate::cli::ImageCommand::Build(args)) => images::build(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

@@ -12,17 +12,20 @@
 //!
 //! Refused before anything starts (`invalid_configuration`): a source that cannot be graded,
 //! a task that is no longer the planned release (grading would score another task), a stored
-//! diff that does not match its recorded digest. `infrastructure_error` (retried by the
-//! coordinator within the trial's budget): the diff cannot be fetched, or the workspace
-//! cannot be set up on this host.
+//! diff that does not match its recorded digest, a `container` run whose plan pinned no
+//! image digest. `infrastructure_error` (retried by the coordinator within the trial's
+//! budget): the diff cannot be fetched, the workspace cannot be set up on this host, the
+//! run's runtime does not work here, or its image cannot be pulled. A `container` run is
+//! graded in the image its plan pinned, never over this host's toolchain.
 
 use super::runner::{
     ended_before_start, safe_key, Artifacts, Context, Forward, ATTEMPT_RECORD_FILE,
 };
+use crate::image::TaskImageError;
 use crate::orchestrator::{write_json_atomic, Observer};
 use crate::process::CancelToken;
 use crate::regrade::{
-    grades_of, grading_runtime, record_grade, RebuildError, Rebuilder, RecordedWork,
+    grades_of, grading_image, grading_runtime, record_grade, RebuildError, Rebuilder, RecordedWork,
 };
 use akbench_core::digest::digest_bytes;
 use akbench_core::ids;
@@ -96,18 +99,31 @@ pub(super) fn grade(
         );
     }
 
-    // Never a silent fallback to `direct`: a host whose sandbox does not work cannot grade
-    // a sandboxed run (another host may: infrastructure_error is retried).
-    // A container run cannot be graded later yet (not in its image): a configuration this
-    // worker refuses on every host, so not retried.
+    // Never a silent fallback to `direct`, never a container run over this host's
+    // toolchain: a host whose sandbox (or container runtime) does not work cannot grade
+    // the run (another host may: infrastructure_error is retried).
     let recorded = work.trial.compute.runtime;
     let runtime = match grading_runtime(recorded.as_str()) {
         Ok(r) => r,
-        Err(e) if recorded == RuntimeKind::Container => {
-            return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"))
-        }
         Err(e) => return refuse(State::InfrastructureError, format!("cannot grade: {e}")),
     };
+    // A container run is graded in the image its plan pinned (the digest its attempt ran).
+    let held = match runtime {
+        RuntimeKind::Container => {
+            let planned = work.trial.task_source.image.as_deref();
+            match grading_image(&ctx.orchestrator, &mut task, planned) {
+                Ok(h) => Some(h),
+                Err(TaskImageError::Refused(e)) => {
+                    return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"))
+                }
+                Err(e @ TaskImageError::Pull(_)) => {
+                    return refuse(State::InfrastructureError, format!("cannot grade: {e}"))
+                }
+            }
+        }
+        _ => None,
+    };
+    let image = held.as_ref().map(|(_, i)| i);
 
     tracing::info!(attempt = %key, attempt_id = %a.attempt_id, epoch = a.epoch, source = %src.attempt.key, "grading started");
     let rel = format!("a{number}");
@@ -164,6 +180,7 @@ pub(super) fn grade(
         mutation_applied: true,
         work: recorded,
         runtime,
+        image,
     };
     let outcome = match rebuilder.clean_room(&scratch) {
         Err(RebuildError::Setup(e)) => Err((State::InfrastructureError, e)),
@@ -181,7 +198,7 @@ pub(super) fn grade(
                     runtime,
                     workspaces: Some(&rebuilder),
                     withheld: &withheld,
-                    image: None,
+                    image,
                 },
                 clock,
                 cancel,

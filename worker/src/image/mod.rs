@@ -267,13 +267,13 @@ impl Store {
         std::fs::create_dir_all(&rootfs).map_err(|e| io(&rootfs, e))?;
         let result = (|| {
             for l in &layers {
-                let c = compression(&l.media_type).ok_or_else(|| {
+                compression(&l.media_type).ok_or_else(|| {
                     unpack_err(format!(
                         "layer {} has the media type `{}`, which akbench does not unpack (tar, tar+gzip, tar+zstd)",
                         l.digest, l.media_type
                     ))
                 })?;
-                unpack::apply(&rootfs, &self.blob_path(&l.digest), c, self.owner)
+                unpack::apply(&rootfs, &self.blob_path(&l.digest), self.owner)
                     .map_err(unpack_err)?;
             }
             if let Some((uid, gid)) = self.owner {

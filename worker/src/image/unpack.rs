@@ -12,17 +12,17 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-/// Unpacks the layer in `blob` (compressed as `c`) onto `root`.
-pub fn apply(
-    root: &Path,
-    blob: &Path,
-    c: Compression,
-    owner: Option<(u32, u32)>,
-) -> Result<(), String> {
+/// Unpacks the layer in `blob` onto `root`, read in the compression its first bytes are in
+/// (`layer::detect`; Docker's manifests call even an uncompressed layer `tar.gzip`).
+pub fn apply(root: &Path, blob: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
+    use std::io::BufRead;
     let f =
         std::fs::File::open(blob).map_err(|e| format!("failed to open {}: {e}", blob.display()))?;
-    let f = std::io::BufReader::with_capacity(1 << 20, f);
-    let reader: Box<dyn Read> = match c {
+    let mut f = std::io::BufReader::with_capacity(1 << 20, f);
+    let head = f
+        .fill_buf()
+        .map_err(|e| format!("failed to read the layer {}: {e}", blob.display()))?;
+    let reader: Box<dyn Read> = match layer::detect(head) {
         Compression::None => Box::new(f),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(f)),
         Compression::Zstd => Box::new(
@@ -294,7 +294,7 @@ mod tests {
         for (i, l) in layers.iter().enumerate() {
             let p = dir.join(format!("l{i}.tar"));
             layer(&p, l);
-            apply(root, &p, Compression::None, None)?;
+            apply(root, &p, None)?;
         }
         Ok(())
     }
@@ -427,17 +427,21 @@ mod tests {
             ),
         )
         .unwrap();
-        for (p, c) in [(&gz, Compression::Gzip), (&zst, Compression::Zstd)] {
-            let root = d.path().join(format!("root-{c:?}"));
+        // Whatever the manifest called them: each is read as its bytes are.
+        for (i, p) in [&gz, &zst, &plain].into_iter().enumerate() {
+            let root = d.path().join(format!("root-{i}"));
             std::fs::create_dir(&root).unwrap();
-            apply(&root, p, c, None).unwrap();
+            apply(&root, p, None).unwrap();
             assert_eq!(
                 std::fs::read_to_string(root.join("hello")).unwrap(),
                 "world"
             );
         }
+        // A blob that says gzip but is not: refused.
+        let bad = d.path().join("bad.tar.gz");
+        std::fs::write(&bad, [0x1f, 0x8b, 0, 0, 1, 2, 3]).unwrap();
         let root = d.path().join("bad");
         std::fs::create_dir(&root).unwrap();
-        assert!(apply(&root, &plain, Compression::Gzip, None).is_err());
+        assert!(apply(&root, &bad, None).is_err());
     }
 }

@@ -669,6 +669,7 @@ fn drive(
                 diff: &c.diff,
             },
             runtime: req.options.runtime,
+            image: image.as_ref().map(|(_, i)| i),
         };
         let evaluated = tracing::info_span!("evaluator", akbench.task.id = %task.release.id)
             .in_scope(|| match rebuilder.clean_room(&work_root.join("clean")) {

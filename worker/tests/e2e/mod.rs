@@ -39,20 +39,26 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
 /// Writes `manifest` to `dir/experiment.yaml` and resolves and plans it over the example
 /// corpus: the spec and the ready plan.
 pub fn plan_run(dir: &Path, manifest: &str) -> (ResolvedRunSpec, RunPlan) {
+    let spec = resolve_run(dir, manifest, &examples().join("tasks"));
+    let ready = plan(&spec, &SystemClock).ready();
+    (spec, ready)
+}
+
+/// Writes `manifest` to `dir/experiment.yaml` and resolves it over the tasks in
+/// `tasks_root` (and the example agents).
+pub fn resolve_run(dir: &Path, manifest: &str, tasks_root: &Path) -> ResolvedRunSpec {
     let path = dir.join("experiment.yaml");
     std::fs::write(&path, manifest).unwrap();
-    let spec = resolve(
+    resolve(
         &ExperimentManifest::load(&path).unwrap(),
         &ResolveInputs {
             manifest_path: Some(path),
-            tasks_root: Some(examples().join("tasks")),
+            tasks_root: Some(tasks_root.to_path_buf()),
             agents_root: Some(examples().join("agents")),
         },
         &SystemClock,
     )
-    .unwrap();
-    let ready = plan(&spec, &SystemClock).ready();
-    (spec, ready)
+    .unwrap()
 }
 
 /// Accepted records of each trial's deciding attempt, one count per work item of `run_id`.

@@ -1,0 +1,127 @@
+//! Writing a built image into `task.toml` (`akbench image build`): `environment.image` (or
+//! Harbor's `environment.docker_image`, when that is the key the task uses) set to the
+//! pushed reference, every other line (comments, order, formatting) kept as written.
+
+/// `text` (a task.toml) with the image of `[environment]` set to `image`: the existing
+/// `image = ...` (or `docker_image = ...`) line replaced, else `image` added right below the
+/// section header, else the section appended. Refused when the file does not parse or
+/// writes the environment in a form this edit does not handle (inline table, dotted keys);
+/// the result is checked to parse with exactly that image.
+pub fn set_image(text: &str, image: &str) -> Result<String, String> {
+    let parsed: toml::Table =
+        toml::from_str(text).map_err(|e| format!("task.toml does not parse: {e}"))?;
+    let env = parsed.get("environment");
+    let key = if env
+        .and_then(|e| e.as_table())
+        .is_some_and(|t| t.contains_key("docker_image"))
+    {
+        "docker_image"
+    } else {
+        "image"
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let is_header = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with('[')
+    };
+    let header = lines.iter().position(|l| {
+        let t = l.trim();
+        t == "[environment]"
+            || t.starts_with("[environment]") && t[13..].trim_start().starts_with('#')
+    });
+    let line = format!("{key} = {}", toml::Value::String(image.to_string()));
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    match header {
+        Some(h) => {
+            let end = (h + 1..lines.len())
+                .find(|&i| is_header(lines[i]))
+                .unwrap_or(lines.len());
+            let existing = (h + 1..end).find(|&i| {
+                let t = lines[i].trim_start();
+                t.strip_prefix(key)
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            });
+            match existing {
+                Some(i) => out[i] = line,
+                None => out.insert(h + 1, line),
+            }
+        }
+        None if env.is_some() => {
+            return Err("`environment` is written as an inline table or dotted keys; fix: write it as an `[environment]` section, or set `image` by hand".into());
+        }
+        None => {
+            if out.last().is_some_and(|l| !l.trim().is_empty()) {
+                out.push(String::new());
+            }
+            out.push("[environment]".into());
+            out.push(line);
+        }
+    }
+    let mut written = out.join("\n");
+    written.push('\n');
+    let check: toml::Table = toml::from_str(&written)
+        .map_err(|e| format!("the edited task.toml does not parse ({e}); set `image` by hand"))?;
+    let got = check
+        .get("environment")
+        .and_then(|e| e.get(key))
+        .and_then(|v| v.as_str());
+    if got != Some(image) {
+        return Err("the edited task.toml does not hold the image; set `image` by hand".into());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IMG: &str = "127.0.0.1:5000/akbench/t:1.0@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    #[test]
+    fn the_image_line_is_replaced_added_or_its_section_appended_and_the_rest_kept() {
+        for (before, after) in [
+            (
+                "version = \"1.0\"\n# keep me\n[environment]\nimage = \"old:1\" # was\nworkdir = \"/app\"\n[source]\nrepo = \"r\"\n",
+                format!("version = \"1.0\"\n# keep me\n[environment]\nimage = \"{IMG}\"\nworkdir = \"/app\"\n[source]\nrepo = \"r\"\n"),
+            ),
+            (
+                "version = \"1.0\"\n[environment] # env\nbuild_timeout_sec = 600.0\n\n[verifier]\ntimeout_sec = 1.0\n",
+                format!("version = \"1.0\"\n[environment] # env\nimage = \"{IMG}\"\nbuild_timeout_sec = 600.0\n\n[verifier]\ntimeout_sec = 1.0\n"),
+            ),
+            (
+                "version = \"1.0\"\n[verifier]\ntimeout_sec = 1.0",
+                format!("version = \"1.0\"\n[verifier]\ntimeout_sec = 1.0\n\n[environment]\nimage = \"{IMG}\"\n"),
+            ),
+            (
+                // Harbor's name of the key is kept.
+                "version = \"1.0\"\n[environment]\ndocker_image = \"base:1\"\nos = \"linux\"\n",
+                format!("version = \"1.0\"\n[environment]\ndocker_image = \"{IMG}\"\nos = \"linux\"\n"),
+            ),
+            (
+                // `images` is another key, not `image`.
+                "version = \"1.0\"\n[environment]\nimages_note = \"x\"\n",
+                format!("version = \"1.0\"\n[environment]\nimage = \"{IMG}\"\nimages_note = \"x\"\n"),
+            ),
+        ] {
+            assert_eq!(set_image(before, IMG).unwrap(), after, "{before}");
+        }
+    }
+
+    #[test]
+    fn forms_it_cannot_edit_are_refused_naming_the_fix() {
+        for (text, needle) in [
+            (
+                "version = \"1\"\nenvironment = { workdir = \"/app\" }\n",
+                "inline table",
+            ),
+            (
+                "version = \"1\"\nenvironment.workdir = \"/app\"\n",
+                "dotted keys",
+            ),
+            ("version = \n", "does not parse"),
+        ] {
+            let e = set_image(text, IMG).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Validating a task (`akbench task check`): what makes a task release valid on a runtime
+//! (its reference solution solves under its own grader, its unchanged starting point does
+//! not), the result kept by the task's digest, and where it is cached. Pure: the grading
+//! runs are the worker's (`worker/src/task_check.rs`), the files the CLI's.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What one grading run of a check concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The grader solved it.
+    Solved,
+    /// The grader gave the verdict "not solved".
+    NotSolved,
+    /// The grader gave no verdict (killed, timed out, no reward, tampering).
+    NoVerdict,
+}
+
+/// The result of checking one task release on one runtime (and image).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskCheck {
+    /// Task id.
+    pub task: String,
+    /// Task version.
+    pub version: String,
+    /// The task release's digest (the cache key).
+    pub digest: String,
+    /// The runtime the check graded in (`sandbox`, `container`, `direct`).
+    pub runtime: String,
+    /// Under `container`: the image, pinned (`registry/repository@sha256:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// When the check ran.
+    pub checked_at: DateTime<Utc>,
+    /// The reference solution (`solution/solve.sh`) applied, then graded.
+    pub reference: Side,
+    /// The starting point the agent gets (mutation applied), graded unchanged.
+    pub baseline: Side,
+    /// True when the reference solves and the baseline does not ([`judge`]).
+    pub valid: bool,
+    /// Why it is not valid (empty when valid).
+    pub problems: Vec<String>,
+}
+
+/// Whether a task is valid given how its two grading runs ended, and why not: the
+/// reference must be solved, the unchanged baseline must not be (no verdict on the baseline
+/// is not a pass: a starting point that hangs or crashes the tests does not solve).
+pub fn judge(reference: Side, baseline: Side) -> (bool, Vec<String>) {
+    let mut problems = Vec::new();
+    match reference {
+        Side::Solved => {}
+        Side::NotSolved => problems.push(
+            "the reference solution does not solve the task: solution/solve.sh or the tests are wrong".to_string(),
+        ),
+        Side::NoVerdict => problems.push(
+            "the grader gave no verdict on the reference solution (killed, timed out, no reward, or tampering seen): the tests cannot judge this task here".to_string(),
+        ),
+    }
+    if baseline == Side::Solved {
+        problems.push(
+            "the unchanged starting point already solves the task: an agent that does nothing passes, so the tests do not test the change".to_string(),
+        );
+    }
+    (problems.is_empty(), problems)
+}
+
+/// The file name a check is cached under in the data dir's `task-checks/` folder: the
+/// task digest's hex, the runtime, and under `container` the image digest's hex.
+pub fn cache_name(digest: &str, runtime: &str, image_digest: Option<&str>) -> String {
+    let hex = |d: &str| d.strip_prefix("sha256:").unwrap_or(d).to_string();
+    match image_digest {
+        Some(i) => format!("{}.{runtime}.{}.json", hex(digest), hex(i)),
+        None => format!("{}.{runtime}.json", hex(digest)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_only_when_the_reference_solves_and_the_baseline_does_not() {
+        use Side::*;
+        for (reference, baseline, valid, n) in [
+            (Solved, NotSolved, true, 0),
+            (Solved, NoVerdict, true, 0),
+            (Solved, Solved, false, 1),
+            (NotSolved, NotSolved, false, 1),
+            (NotSolved, Solved, false, 2),
+            (NoVerdict, NotSolved, false, 1),
+            (NoVerdict, Solved, false, 2),
+            (NotSolved, NoVerdict, false, 1),
+            (NoVerdict, NoVerdict, false, 1),
+        ] {
+            let (ok, problems) = judge(reference, baseline);
+            assert_eq!(ok, valid, "{reference:?} {baseline:?}");
+            assert_eq!(
+                problems.len(),
+                n,
+                "{reference:?} {baseline:?}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cache_name_holds_the_digests_and_the_runtime() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let i = format!("sha256:{}", "b".repeat(64));
+        assert_eq!(
+            cache_name(&d, "sandbox", None),
+            format!("{}.sandbox.json", "a".repeat(64))
+        );
+        assert_eq!(
+            cache_name(&d, "container", Some(&i)),
+            format!("{}.container.{}.json", "a".repeat(64), "b".repeat(64))
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! `akbench task check DIR` through the real binary, over copies of an example task: a
+//! valid task passes (exit 0) and its result is reused from the cache by the task's digest;
+//! a task whose starting point already passes, or whose reference solution does not solve,
+//! is not valid (exit 1, the problem named); a folder without a reference solution or
+//! without task.toml is bad input (exit 2).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A copy of `pyslug-001` as `tasks/<name>` under `tmp` (the repositories beside them).
+fn task(tmp: &Path, name: &str) -> PathBuf {
+    let tasks = tmp.join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    if !tmp.join("repos").exists() {
+        std::os::unix::fs::symlink(examples().join("repos"), tmp.join("repos")).unwrap();
+    }
+    let dir = tasks.join(name);
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/pyslug-001"))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    dir
+}
+
+fn check(tmp: &Path, dir: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["task", "check"])
+        .arg(dir)
+        .arg("--json")
+        .args(extra)
+        .arg("--cache")
+        .arg(tmp.join("cache"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// True when one of the check's problems contains `needle`.
+fn names(v: &Value, needle: &str) -> bool {
+    v["problems"].as_array().is_some_and(|p| {
+        p.iter()
+            .any(|p| p.as_str().is_some_and(|p| p.contains(needle)))
+    })
+}
+
+#[test]
+fn a_valid_task_passes_and_its_result_is_cached_by_its_digest() {
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        akbench_core::testkit::skip(
+            "a_valid_task_passes_and_its_result_is_cached_by_its_digest",
+            &e,
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = task(tmp.path(), "valid");
+    let (code, first, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 0, "{first} {stderr}");
+    assert_eq!(first["valid"], true, "{first}");
+    assert_eq!(first["reference"], "solved");
+    assert_eq!(first["baseline"], "not_solved");
+    assert_eq!(first["runtime"], "sandbox");
+    assert_eq!(first["cached"], false);
+    let cache_file = PathBuf::from(first["cache_file"].as_str().unwrap());
+    assert!(cache_file.starts_with(tmp.path().join("cache/task-checks")));
+    // Again: read from the cache, the same check.
+    let (code, again, _) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(again["cached"], true, "{again}");
+    assert_eq!(again["checked_at"], first["checked_at"]);
+    // --recheck runs it anew.
+    let (code, fresh, _) = check(tmp.path(), &dir, &["--recheck"]);
+    assert_eq!(
+        (code, &fresh["cached"]),
+        (0, &Value::Bool(false)),
+        "{fresh}"
+    );
+    // A changed task is another release: checked anew, never the old result.
+    std::fs::write(dir.join("instruction.md"), "Fix the slug bug (reworded).\n").unwrap();
+    let (code, changed, _) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(changed["cached"], false, "{changed}");
+    assert_ne!(changed["digest"], first["digest"]);
+}
+
+#[test]
+fn a_task_the_unchanged_start_passes_or_the_reference_fails_is_not_valid() {
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        akbench_core::testkit::skip(
+            "a_task_the_unchanged_start_passes_or_the_reference_fails_is_not_valid",
+            &e,
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Without the mutation, the starting point already passes the tests.
+    let no_bug = task(tmp.path(), "no-bug");
+    let toml = std::fs::read_to_string(no_bug.join("task.toml")).unwrap();
+    let cut = toml.find("[mutation]").unwrap();
+    std::fs::write(no_bug.join("task.toml"), &toml[..cut]).unwrap();
+    let (code, v, stderr) = check(tmp.path(), &no_bug, &[]);
+    assert_eq!(code, 1, "{v} {stderr}");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["baseline"], "solved");
+    assert!(names(&v, "already solves"), "{v}");
+    // A reference solution that changes nothing does not solve.
+    let lazy = task(tmp.path(), "lazy-solution");
+    std::fs::write(
+        lazy.join("solution/solve.sh"),
+        "#!/usr/bin/env bash\nexit 0\n",
+    )
+    .unwrap();
+    let (code, v, _) = check(tmp.path(), &lazy, &[]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["reference"], "not_solved", "{v}");
+    assert!(names(&v, "reference solution does not solve"), "{v}");
+    assert!(!names(&v, "already solves"), "{v}");
+}
+
+#[test]
+fn a_folder_without_a_solution_or_a_task_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = task(tmp.path(), "no-solution");
+    std::fs::remove_dir_all(bare.join("solution")).unwrap();
+    let (code, _, stderr) = check(tmp.path(), &bare, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no reference solution") && stderr.contains("solution/solve.sh"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = check(tmp.path(), tmp.path(), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no task.toml"), "{stderr}");
+    assert!(!tmp.path().join("cache/task-checks").exists());
+}
