@@ -108,7 +108,9 @@ async fn a_small_run_started_behind_a_big_one_gets_its_share_at_once() {
     let big = seed_run(s.store(), 5_000, "oracle", &Caps::default())
         .await
         .unwrap();
-    s.enqueue(big.run_id, &big.items("oracle", 0)).await.unwrap();
+    s.enqueue(big.run_id, &big.items("oracle", 0))
+        .await
+        .unwrap();
     // The big run alone: it takes every slot of 8 claims of 8.
     for _ in 0..8 {
         let got = s.claim("w", 8, TTL).await.unwrap();
@@ -146,7 +148,9 @@ async fn a_weighted_run_gets_its_weight_and_a_higher_priority_run_everything() {
     let mut runs = Vec::new();
     for caps in [shared(0, 1), shared(0, 3)] {
         let run = seed_run(s.store(), 100, "oracle", &caps).await.unwrap();
-        s.enqueue(run.run_id, &run.items("oracle", 0)).await.unwrap();
+        s.enqueue(run.run_id, &run.items("oracle", 0))
+            .await
+            .unwrap();
         runs.push(run.run_id);
     }
     let got: Vec<Uuid> = s
@@ -182,7 +186,9 @@ async fn caps_still_hold_while_runs_share_and_the_rest_goes_to_the_others() {
     let big = seed_run(s.store(), 100, "oracle", &Caps::default())
         .await
         .unwrap();
-    s.enqueue(big.run_id, &big.items("oracle", 0)).await.unwrap();
+    s.enqueue(big.run_id, &big.items("oracle", 0))
+        .await
+        .unwrap();
     let capped = Caps {
         limits: RunCaps {
             per_agent: [("oracle".to_string(), 2)].into(),
@@ -213,4 +219,57 @@ async fn caps_still_hold_while_runs_share_and_the_rest_goes_to_the_others() {
         .map(|a| a.run_id)
         .collect();
     assert_eq!(per_run(&got, &runs), vec![8, 0], "the cap is full");
+}
+
+#[tokio::test]
+async fn status_shows_each_runs_share_of_the_live_leases() {
+    let s = scheduler().await;
+    worker(&s, "w").await;
+    let heavy = seed_run(s.store(), 40, "oracle", &shared(0, 3))
+        .await
+        .unwrap();
+    s.enqueue(heavy.run_id, &heavy.items("oracle", 0))
+        .await
+        .unwrap();
+    let light = seed_run(s.store(), 40, "oracle", &shared(0, 1))
+        .await
+        .unwrap();
+    s.enqueue(light.run_id, &light.items("oracle", 0))
+        .await
+        .unwrap();
+    let waiting = seed_run(s.store(), 3, "oracle", &shared(-1, 1))
+        .await
+        .unwrap();
+    s.enqueue(waiting.run_id, &waiting.items("oracle", 0))
+        .await
+        .unwrap();
+    assert_eq!(s.claim("w", 8, TTL).await.unwrap().len(), 8);
+    let client = s.store().client().await.unwrap();
+    let share = |run| {
+        let client = &client;
+        async move {
+            akbench_coordinator::status_share::run_share(client, run)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let h = share(heavy.run_id).await;
+    assert_eq!((h.priority, h.weight, h.live), (0, 3, 6));
+    assert!((h.of_live - 0.75).abs() < 1e-9, "{h:?}");
+    assert_eq!(h.entitled, Some(0.75));
+    let l = share(light.run_id).await;
+    assert_eq!((l.priority, l.weight, l.live), (0, 1, 2));
+    assert!((l.of_live - 0.25).abs() < 1e-9, "{l:?}");
+    assert_eq!(l.entitled, Some(0.25));
+    let w = share(waiting.run_id).await;
+    assert_eq!((w.priority, w.live, w.of_live), (-1, 0, 0.0));
+    assert_eq!(
+        w.entitled,
+        Some(0.0),
+        "a lower priority waits while others want workers"
+    );
+    // A run with nothing ready or live wants no workers.
+    s.cancel_run(waiting.run_id).await.unwrap();
+    assert_eq!(share(waiting.run_id).await.entitled, None);
 }

@@ -547,9 +547,8 @@ pub fn resolve(
                 None => 0,
             },
             weight: match manifest.execution.weight {
-                Some(w) => crate::dispatch::share::check_weight(w).map_err(|why| {
-                    ResolveError::Unsupported(format!("execution.weight {why}"))
-                })?,
+                Some(w) => crate::dispatch::share::check_weight(w)
+                    .map_err(|why| ResolveError::Unsupported(format!("execution.weight {why}")))?,
                 None => 1,
             },
         },

@@ -173,7 +173,11 @@ pub fn standing(runs: &[Active], i: usize) -> Standing {
     } else {
         me.live as f64 / all_live as f64
     };
-    let top = runs.iter().filter(|r| r.wants).map(|r| r.share.priority).max();
+    let top = runs
+        .iter()
+        .filter(|r| r.wants)
+        .map(|r| r.share.priority)
+        .max();
     let entitled = me.wants.then(|| {
         if top != Some(me.share.priority) {
             return 0.0;
@@ -313,11 +317,14 @@ mod tests {
 
     #[test]
     fn the_default_share_is_left_out_of_the_json() {
-        assert_eq!(serde_json::to_value(Share::default()).unwrap(), serde_json::json!({}));
+        assert_eq!(
+            serde_json::to_value(Share::default()).unwrap(),
+            serde_json::json!({})
+        );
         let s: Share = serde_json::from_value(serde_json::json!({})).unwrap();
         assert_eq!(s, Share::default());
-        let s: Share = serde_json::from_value(serde_json::json!({"priority": -2, "weight": 3}))
-            .unwrap();
+        let s: Share =
+            serde_json::from_value(serde_json::json!({"priority": -2, "weight": 3})).unwrap();
         assert_eq!(
             s,
             Share {
@@ -345,7 +352,11 @@ mod tests {
         assert!((s.of_live - 0.75).abs() < 1e-9);
         assert_eq!(s.entitled, Some(0.25));
         assert_eq!(standing(&runs, 1).entitled, Some(0.75));
-        assert_eq!(standing(&runs, 2).entitled, Some(0.0), "a lower priority waits");
+        assert_eq!(
+            standing(&runs, 2).entitled,
+            Some(0.0),
+            "a lower priority waits"
+        );
         assert_eq!(standing(&runs, 3).entitled, None, "no work, no claim");
         let idle = [a(0, 1, 0, true)];
         assert_eq!(standing(&idle, 0).of_live, 0.0);

@@ -245,7 +245,10 @@ fn priority_and_weight_are_in_the_spec_only_when_not_the_default() {
     let plain = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
     // The defaults are left out of the JSON: older specs keep their digests.
     let json = crate::digest::canonical_json(&plain);
-    assert!(!json.contains("priority") && !json.contains("weight"), "{json}");
+    assert!(
+        !json.contains("priority") && !json.contains("weight"),
+        "{json}"
+    );
     assert_eq!(
         plain.condition.execution.share(),
         crate::dispatch::share::Share::default()

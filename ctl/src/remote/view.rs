@@ -331,7 +331,11 @@ mod tests {
         );
         let j = &status_json(&s)["share"];
         assert_eq!(
-            (j["priority"].as_i64(), j["weight"].as_u64(), j["live"].as_u64()),
+            (
+                j["priority"].as_i64(),
+                j["weight"].as_u64(),
+                j["live"].as_u64()
+            ),
             (Some(2), Some(3), Some(12))
         );
         assert_eq!(j["entitled"].as_f64(), Some(0.75));
@@ -342,7 +346,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(block(&idle).contains("(wants no workers)"), "{}", block(&idle));
+        assert!(
+            block(&idle).contains("(wants no workers)"),
+            "{}",
+            block(&idle)
+        );
     }
 
     #[test]
