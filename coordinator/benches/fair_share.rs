@@ -165,10 +165,11 @@ async fn worker(
                     }
                 });
             }
-            Some(Out::Ack(a)) if a.subject == Subject::Finished as i32 => {
-                if seen.small_attempts.lock().unwrap().contains(&a.attempt_id) {
-                    seen.small_finished.fetch_add(1, Ordering::Relaxed);
-                }
+            Some(Out::Ack(a))
+                if a.subject == Subject::Finished as i32
+                    && seen.small_attempts.lock().unwrap().contains(&a.attempt_id) =>
+            {
+                seen.small_finished.fetch_add(1, Ordering::Relaxed);
             }
             Some(Out::Refusal(r)) => panic!("refused: {r:?}"),
             _ => {}
