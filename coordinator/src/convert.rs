@@ -167,6 +167,13 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         budget: s.budget.as_ref().map(|b| b.line()),
         worker_labels: s.worker_labels.clone(),
         placement: s.placement.clone(),
+        share: s.share.map(|h| pb::RunShare {
+            priority: h.priority,
+            weight: h.weight,
+            live: h.live,
+            of_live: h.of_live,
+            entitled: h.entitled,
+        }),
         paused_routes: s
             .paused_routes
             .iter()

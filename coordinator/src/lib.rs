@@ -34,6 +34,7 @@ pub mod scheduler;
 pub mod server;
 pub mod status;
 mod status_rows;
+pub mod status_share;
 pub mod store;
 pub mod tls;
 pub mod trial_records;

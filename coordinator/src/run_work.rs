@@ -51,6 +51,7 @@ impl SchedulerWork {
         let caps = Caps {
             limits: akbench_core::dispatch::RunCaps::of(c),
             worker_labels: execution.worker_labels.clone(),
+            share: execution.share(),
         };
         let agents = spec_agents
             .iter()

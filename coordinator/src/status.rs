@@ -156,6 +156,10 @@ pub struct RunStatus {
     /// has labels gpu: 3 trials wait"); `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// What the run holds of the workers among the runs sharing them: priority, weight, live
+    /// leases and the share they are (`crate::status_share`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<crate::status_share::RunShare>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -374,6 +378,9 @@ pub async fn run_status(
         .query_one(PLACEMENT_SQL, &[&id, &workers_window])
         .await
         .map_err(db)?;
+    let share = crate::status_share::run_share(&client, id)
+        .await
+        .map_err(ControlError::store(ACTION))?;
     let budget = if has_budget(&client, id).await.map_err(db)? {
         crate::scheduler::budget_status(&client, id)
             .await
@@ -501,6 +508,7 @@ pub async fn run_status(
         budget,
         worker_labels,
         placement,
+        share,
         agents,
         throughput_per_minute,
         eta,

@@ -224,7 +224,7 @@ async fn caps_per_agent_and_per_provider_are_respected() {
             per_agent: [("oracle".to_string(), 2)].into(),
             ..RunCaps::default()
         },
-        worker_labels: Vec::new(),
+        ..Caps::default()
     };
     enqueued(&s, 5, 0, &caps).await;
     worker(&s, "w1").await;
@@ -247,7 +247,7 @@ async fn caps_per_agent_and_per_provider_are_respected() {
             per_provider: [("anthropic".to_string(), 1)].into(),
             ..RunCaps::default()
         },
-        worker_labels: Vec::new(),
+        ..Caps::default()
     };
     let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)
         .await

@@ -277,7 +277,7 @@ async fn a_claim_refuses_caps_that_do_not_decode_and_changes_nothing() {
     );
     let text = err.to_string();
     assert!(
-        text.contains("`claim_caps.sql`") && text.contains("column `caps`"),
+        text.contains("`claim_contenders.sql`") && text.contains("column `caps`"),
         "{text}"
     );
     assert_eq!(counts(&s).await, before, "a refused claim changes nothing");

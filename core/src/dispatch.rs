@@ -14,6 +14,9 @@
 //! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
 //! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
 //!
+//! How runs share the workers (priority, then weighted fair share of the live leases) is
+//! [`share`].
+//!
 //! Randomness (backoff jitter) and time come in as arguments: nothing here reads a clock.
 
 use std::time::Duration;
@@ -22,6 +25,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::State;
+
+pub mod share;
 
 #[cfg(test)]
 mod tests;

@@ -147,6 +147,14 @@ pub struct ExecutionSection {
     /// see [`crate::placement`]); default none: any worker.
     #[serde(default)]
     pub worker_labels: Vec<String>,
+    /// Which runs sharing the workers are served first: higher first; default 0, -1000 to
+    /// 1000 ([`crate::dispatch::share`]).
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// The run's share of the workers among runs of the same priority, in proportion to
+    /// the others' weights; default 1, 1 to 1000 ([`crate::dispatch::share`]).
+    #[serde(default)]
+    pub weight: Option<i64>,
 }
 
 /// `execution.concurrency:`.
@@ -451,6 +459,24 @@ impl ExperimentManifest {
                     "list labels as `name` or `name=value`, as workers advertise them with `--label name=value`",
                 ));
             }
+        }
+        if let Some(p) = self.execution.priority {
+            crate::dispatch::share::check_priority(p).map_err(|why| {
+                bad(
+                    "execution.priority",
+                    why,
+                    "give a whole number from -1000 to 1000 (higher runs are served first) or drop it for the default 0",
+                )
+            })?;
+        }
+        if let Some(w) = self.execution.weight {
+            crate::dispatch::share::check_weight(w).map_err(|why| {
+                bad(
+                    "execution.weight",
+                    why,
+                    "give a whole number from 1 to 1000 (the run's share among runs of its priority) or drop it for the default 1",
+                )
+            })?;
         }
         if let Some(b) = &self.execution.budget {
             if let Err(why) = b.check() {

@@ -212,6 +212,36 @@ pub struct ExecutionPolicy {
     /// left out of the JSON, so older digests stay) when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_labels: Vec<String>,
+    /// The run's priority among runs sharing the workers ([`crate::dispatch::share`]); left
+    /// out of the JSON (so older digests stay) when it is the default 0.
+    #[serde(default, skip_serializing_if = "is_zero_priority")]
+    pub priority: i32,
+    /// The run's weight among runs of its priority; left out of the JSON when it is the
+    /// default 1.
+    #[serde(default = "default_weight", skip_serializing_if = "is_default_weight")]
+    pub weight: u32,
+}
+
+fn is_zero_priority(p: &i32) -> bool {
+    *p == 0
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+fn is_default_weight(w: &u32) -> bool {
+    *w == 1
+}
+
+impl ExecutionPolicy {
+    /// The run's share of the workers (priority and weight).
+    pub fn share(&self) -> crate::dispatch::share::Share {
+        crate::dispatch::share::Share {
+            priority: self.priority,
+            weight: self.weight,
+        }
+    }
 }
 
 /// Evaluation policy.
@@ -509,6 +539,17 @@ pub fn resolve(
                 l.sort();
                 l.dedup();
                 l
+            },
+            priority: match manifest.execution.priority {
+                Some(p) => crate::dispatch::share::check_priority(p).map_err(|why| {
+                    ResolveError::Unsupported(format!("execution.priority {why}"))
+                })?,
+                None => 0,
+            },
+            weight: match manifest.execution.weight {
+                Some(w) => crate::dispatch::share::check_weight(w)
+                    .map_err(|why| ResolveError::Unsupported(format!("execution.weight {why}")))?,
+                None => 1,
             },
         },
         evaluation: EvaluationPolicy {

@@ -118,6 +118,8 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             concurrency: Concurrency::default(),
             budget: None,
             worker_labels: Vec::new(),
+            priority: 0,
+            weight: 1,
         },
         evaluation: EvaluationPolicy {
             grade: true,

@@ -1,36 +1,31 @@
--- Ready work in plan order, skipping rows other claimers hold. $1 limit; $2 trial ids
--- already refused in this transaction; $3/$4 full (run, agent) pairs; $5/$6 full
--- (run, provider route) pairs; $7 full runs; $8 the claiming worker when another worker may
--- take the items it lost (then those are skipped: core::dispatch::may_take), else NULL;
--- $9 the claiming worker (placement: core::placement::eligible over runs.caps.worker_labels
--- and the labels the worker advertised); $10 now, the scheduler's clock (readiness after a
--- backoff and route pauses are decided by it).
-SELECT trial_id, run_id, agent, provider_route
-FROM work_items
-WHERE state = 'ready'
-  AND ready_at <= $10::timestamptz
-  AND NOT (trial_id = ANY ($2::uuid[]))
-  AND (run_id, agent) NOT IN (SELECT * FROM unnest($3::uuid[], $4::text[]))
-  AND (run_id, coalesce(provider_route, '')) NOT IN (SELECT * FROM unnest($5::uuid[], $6::text[]))
-  AND NOT (run_id = ANY ($7::uuid[]))
-  -- A paused provider route (route_pauses, migration 0010) gets no new claims.
-  AND (provider_route IS NULL OR NOT EXISTS (
-        SELECT 1 FROM route_pauses p
-        WHERE p.route = work_items.provider_route AND p.paused_until > $10::timestamptz))
-  AND ($8::text IS NULL OR lost_by IS NULL OR lost_by <> $8::text)
-  -- Every label the run requires (`key`: any value; `key=value`: that value) is one the
-  -- claiming worker advertises.
-  AND NOT EXISTS (
-        SELECT 1
-        FROM runs r, jsonb_array_elements_text(r.caps -> 'worker_labels') AS req (label)
-        WHERE r.run_id = work_items.run_id
-          AND NOT coalesce((
-                SELECT CASE WHEN strpos(req.label, '=') > 0
-                            THEN w.labels ->> split_part(req.label, '=', 1)
-                                 = substr(req.label, strpos(req.label, '=') + 1)
-                            ELSE w.labels ? req.label END
-                FROM workers w
-                WHERE w.worker_id = $9::text), false))
-ORDER BY run_id, ordinal
-FOR UPDATE SKIP LOCKED
-LIMIT $1
+-- Ready work of each run the claim chose, as many items as core gave the run
+-- (akbench_core::dispatch::share::divide), each run's in plan order, skipping rows other
+-- claimers hold. $1/$2 the runs and how many items of each (in the order core listed them);
+-- $3 trial ids this transaction already chose or refused (still `ready` until the claim
+-- creates their attempts); $4/$5 full (run, agent) pairs; $6/$7 full (run, provider route)
+-- pairs; $8 the claiming worker when another worker may take the items it lost (then those
+-- are skipped: core::dispatch::may_take), else NULL; $9 now, the scheduler's clock
+-- (readiness after a backoff and route pauses are decided by it). Placement (worker labels)
+-- was decided per run by claim_contenders.sql.
+SELECT c.trial_id, c.run_id, c.agent, c.provider_route
+FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS p (run_id, n, pos)
+CROSS JOIN LATERAL (
+    SELECT w.trial_id, w.run_id, w.agent, w.provider_route, w.ordinal
+    FROM work_items w
+    WHERE w.run_id = p.run_id
+      AND w.state = 'ready'
+      AND w.ready_at <= $9::timestamptz
+      AND NOT (w.trial_id = ANY ($3::uuid[]))
+      AND (w.run_id, w.agent) NOT IN (SELECT * FROM unnest($4::uuid[], $5::text[]))
+      AND (w.run_id, coalesce(w.provider_route, ''))
+          NOT IN (SELECT * FROM unnest($6::uuid[], $7::text[]))
+      -- A paused provider route (route_pauses, migration 0010) gets no new claims.
+      AND (w.provider_route IS NULL OR NOT EXISTS (
+            SELECT 1 FROM route_pauses rp
+            WHERE rp.route = w.provider_route AND rp.paused_until > $9::timestamptz))
+      AND ($8::text IS NULL OR w.lost_by IS NULL OR w.lost_by <> $8::text)
+    ORDER BY w.ordinal
+    LIMIT p.n
+    FOR UPDATE SKIP LOCKED
+) c
+ORDER BY p.pos, c.ordinal

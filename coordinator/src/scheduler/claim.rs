@@ -1,23 +1,31 @@
-//! [`Scheduler::claim`]: leasing ready work to a worker, respecting per-run caps (live attempts
-//! per run, per agent and per provider route).
+//! [`Scheduler::claim`]: leasing ready work to a worker. The runs with ready work share the
+//! claim's slots as `akbench_core::dispatch::share::divide` decides (priority, then weighted
+//! fair share of the live leases): `claim_contenders.sql` reads each run's stored share and
+//! live leases, core divides, `claim_candidates.sql` takes that many ready items of each run
+//! in plan order (`FOR UPDATE SKIP LOCKED`), and each item is admitted within its run's caps
+//! (live attempts per run, per agent and per provider route). A run that yields fewer items
+//! than it was given leaves the claim, and the next round divides what is still free among
+//! the others.
 
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use akbench_core::dispatch::share::{self, Contender};
 use uuid::Uuid;
 
 use super::{ttl_ms, Assignment, Caps, Scheduler, SchedulerError, WorkKind};
 use crate::rows::{self, col, json, parsed, RowError};
 use crate::store::{StoreError, Tx};
 
+const CONTENDERS_SQL: &str = include_str!("../../sql/scheduler/claim_contenders.sql");
 const CANDIDATES_SQL: &str = include_str!("../../sql/scheduler/claim_candidates.sql");
-const CAPS_SQL: &str = include_str!("../../sql/scheduler/claim_caps.sql");
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/claim_lock_runs.sql");
 const LIVE_COUNTS_SQL: &str = include_str!("../../sql/scheduler/claim_live_counts.sql");
 const CREATE_SQL: &str = include_str!("../../sql/scheduler/claim_create.sql");
 
-/// Candidate rounds per claim: each round either takes rows or marks a cap full.
+/// Candidate rounds per claim beyond one per contending run: each round takes rows, marks a
+/// cap full or lets a run that yielded fewer items than it was given leave the claim.
 const MAX_ROUNDS: usize = 8;
 
 /// One ready row.
@@ -28,11 +36,19 @@ struct Candidate {
     route: Option<String>,
 }
 
+/// A run with ready work this worker may serve, as one claim sees it.
+struct Run {
+    run_id: Uuid,
+    contender: Contender,
+}
+
 /// Caps and live counts of the capped runs seen so far in one claim.
 #[derive(Default)]
 struct CapState {
-    /// `None`: the run has no caps.
+    /// Every contending run's caps (`None`: the run has no caps).
     caps: HashMap<Uuid, Option<Caps>>,
+    /// The capped runs already locked and counted.
+    loaded: HashSet<Uuid>,
     run_live: HashMap<Uuid, i64>,
     agent_live: HashMap<(Uuid, String), i64>,
     route_live: HashMap<(Uuid, String), i64>,
@@ -42,35 +58,18 @@ struct CapState {
 }
 
 impl CapState {
-    /// Loads the caps of runs not seen yet; locks and counts the capped ones.
+    /// Locks and counts the capped runs among `runs` not counted yet (in a fixed order).
     async fn load(&mut self, tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
-        let new: Vec<Uuid> = runs
+        let mut capped: Vec<Uuid> = runs
             .iter()
-            .filter(|r| !self.caps.contains_key(r))
+            .filter(|r| matches!(self.caps.get(r), Some(Some(c)) if !c.limits.is_empty()))
+            .filter(|r| !self.loaded.contains(r))
             .copied()
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        if new.is_empty() {
-            return Ok(());
-        }
-        let mut capped = Vec::new();
-        let stored = tx
-            .query(&tx.prepare_cached(CAPS_SQL).await?, &[&new])
-            .await?;
-        // Caps that do not decode are a bad row (an error), never "no caps".
-        let stored = rows::all("claim_caps.sql", &stored, |row| {
-            Ok((col::<Uuid>(row, "run_id")?, json::<Caps>(row, "caps")?))
-        })?;
-        for (run, caps) in stored {
-            if caps != Caps::default() {
-                capped.push(run);
-                self.caps.insert(run, Some(caps));
-            }
-        }
-        for run in &new {
-            self.caps.entry(*run).or_insert(None);
-        }
+        capped.sort();
+        self.loaded.extend(capped.iter().copied());
         if capped.is_empty() {
             return Ok(());
         }
@@ -139,8 +138,10 @@ impl CapState {
 }
 
 impl Scheduler {
-    /// Leases up to `n` ready work items to `worker_id` in ONE transaction: ready items in
-    /// plan order (`ORDER BY run_id, ordinal FOR UPDATE SKIP LOCKED`), within each run's caps
+    /// Leases up to `n` ready work items to `worker_id` in ONE transaction: the slots divided
+    /// among the runs with ready work by priority, then weighted fair share of their live
+    /// leases (`akbench_core::dispatch::share::divide`), each run's ready items in plan order
+    /// (`ORDER BY ordinal FOR UPDATE SKIP LOCKED`), within each run's caps
     /// per agent and per provider route (live attempts counted under a per-run advisory lock,
     /// so concurrent claimers cannot overshoot), each given a new attempt (number =
     /// attempts_used + 1, UUIDv7) and a lease with a new epoch expiring `ttl` from now.
@@ -218,7 +219,39 @@ pub(super) async fn claim_in(
     })?)
 }
 
-/// Picks up to `limit` ready items within caps, locked for this transaction.
+/// The runs with ready work `worker_id` may serve, with their shares and live leases; their
+/// caps go into `caps`.
+async fn contenders(
+    tx: &Tx<'_>,
+    worker_id: &str,
+    caps: &mut CapState,
+) -> Result<Vec<Run>, StoreError> {
+    let rows = tx
+        .query(&tx.prepare_cached(CONTENDERS_SQL).await?, &[&worker_id])
+        .await?;
+    // Caps that do not decode are a bad row (an error), never "no caps".
+    let runs = rows::all("claim_contenders.sql", &rows, |row| {
+        let run_id: Uuid = col(row, "run_id")?;
+        let stored: Caps = json(row, "caps")?;
+        let live: i64 = col(row, "live")?;
+        Ok((run_id, stored, live))
+    })?;
+    Ok(runs
+        .into_iter()
+        .map(|(run_id, stored, live)| {
+            let contender = Contender {
+                share: stored.share,
+                live: u64::try_from(live).unwrap_or(0),
+            };
+            caps.caps
+                .insert(run_id, (!stored.limits.is_empty()).then_some(stored));
+            Run { run_id, contender }
+        })
+        .collect())
+}
+
+/// Picks up to `limit` ready items, divided among the runs by core's share rule and within
+/// their caps, locked for this transaction.
 async fn choose(
     tx: &Tx<'_>,
     worker_id: &str,
@@ -227,38 +260,51 @@ async fn choose(
     now: DateTime<Utc>,
 ) -> Result<Vec<Uuid>, StoreError> {
     let mut caps = CapState::default();
+    let mut open = contenders(tx, worker_id, &mut caps).await?;
     let mut chosen: Vec<Uuid> = Vec::new();
     let mut refused: Vec<Uuid> = Vec::new();
-    for _ in 0..MAX_ROUNDS {
+    for _ in 0..MAX_ROUNDS + open.len() {
         let want = limit - chosen.len() as i64;
-        if want <= 0 {
+        open.retain(|r| !caps.full_runs.contains(&r.run_id));
+        if want <= 0 || open.is_empty() {
+            break;
+        }
+        let given = share::divide(
+            &open.iter().map(|r| r.contender).collect::<Vec<_>>(),
+            u64::try_from(want).unwrap_or(0),
+        );
+        let (runs, counts): (Vec<Uuid>, Vec<i64>) = open
+            .iter()
+            .zip(&given)
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| (r.run_id, i64::try_from(*n).unwrap_or(i64::MAX)))
+            .unzip();
+        if runs.is_empty() {
             break;
         }
         let (fa_runs, fa_agents): (Vec<Uuid>, Vec<String>) =
             caps.full_agents.iter().cloned().unzip();
         let (fr_runs, fr_routes): (Vec<Uuid>, Vec<String>) =
             caps.full_routes.iter().cloned().unzip();
-        let full_runs: Vec<Uuid> = caps.full_runs.iter().copied().collect();
+        // Rows this transaction already holds stay `ready` until the claim creates their
+        // attempts: never offered again, whether chosen or refused.
+        let seen: Vec<Uuid> = chosen.iter().chain(&refused).copied().collect();
         let rows = tx
             .query(
                 &tx.prepare_cached(CANDIDATES_SQL).await?,
                 &[
-                    &want,
-                    &refused,
+                    &runs,
+                    &counts,
+                    &seen,
                     &fa_runs,
                     &fa_agents,
                     &fr_runs,
                     &fr_routes,
-                    &full_runs,
                     &avoid_lost_by,
-                    &worker_id,
                     &now,
                 ],
             )
             .await?;
-        if rows.is_empty() {
-            break;
-        }
         let candidates: Vec<Candidate> = rows::all("claim_candidates.sql", &rows, |r| {
             Ok::<_, RowError>(Candidate {
                 trial_id: col(r, "trial_id")?,
@@ -267,21 +313,28 @@ async fn choose(
                 route: col(r, "provider_route")?,
             })
         })?;
-        let runs: Vec<Uuid> = candidates.iter().map(|c| c.run_id).collect();
         caps.load(tx, &runs).await?;
-        let mut refused_any = false;
+        let mut yielded: HashMap<Uuid, i64> = HashMap::new();
         for c in &candidates {
+            *yielded.entry(c.run_id).or_default() += 1;
             if caps.admit(c) {
                 chosen.push(c.trial_id);
+                if let Some(r) = open.iter_mut().find(|r| r.run_id == c.run_id) {
+                    r.contender.live += 1;
+                }
             } else {
                 refused.push(c.trial_id);
-                refused_any = true;
             }
         }
-        if !refused_any {
-            // Fewer rows than wanted means the queue is empty for us; otherwise done.
-            break;
-        }
+        // A run that yielded fewer items than it was given has no more for this worker now
+        // (exhausted, in backoff, held by other claimers, paused or capped): it leaves.
+        let short: HashSet<Uuid> = runs
+            .iter()
+            .zip(&counts)
+            .filter(|(run, n)| yielded.get(run).copied().unwrap_or(0) < **n)
+            .map(|(run, _)| *run)
+            .collect();
+        open.retain(|r| !short.contains(&r.run_id));
     }
     Ok(chosen)
 }

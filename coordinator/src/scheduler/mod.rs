@@ -3,9 +3,10 @@
 //! - [`Scheduler::start_run`] moves a planned run to `running` and creates its work items
 //!   from its stored plan, in one transaction; [`Scheduler::enqueue`] creates given work
 //!   items (one statement).
-//! - [`Scheduler::claim`] leases ready work to a worker in one transaction (`FOR UPDATE SKIP
-//!   LOCKED`, plan order, per-run caps per agent and per provider route): one attempt, one
-//!   lease and a new fencing epoch per item.
+//! - [`Scheduler::claim`] leases ready work to a worker in one transaction (the slots divided
+//!   among runs by priority and weighted fair share, `akbench_core::dispatch::share`; each
+//!   run's items in plan order, `FOR UPDATE SKIP LOCKED`; per-run caps per agent and per
+//!   provider route): one attempt, one lease and a new fencing epoch per item.
 //! - [`Scheduler::heartbeat`] extends a worker's leases in one statement.
 //! - [`Scheduler::report`] stores what workers say about attempts (transitions, finishes,
 //!   records), many at once, each checked against its epoch and the core lifecycle, each

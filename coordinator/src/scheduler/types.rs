@@ -68,8 +68,8 @@ pub struct RunAgent {
 }
 
 /// Per-run dispatch limits, stored as jsonb on `runs.caps`: core's concurrency caps (one
-/// type with `sweep --local`'s, its fields at the top level of the stored document) and the
-/// worker labels.
+/// type with `sweep --local`'s, its fields at the top level of the stored document), the
+/// worker labels, and the run's share of the workers (priority, weight).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caps {
     /// The concurrency caps.
@@ -79,6 +79,11 @@ pub struct Caps {
     /// matched as `akbench_core::placement::eligible` does, in `claim_candidates.sql`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_labels: Vec<String>,
+    /// The run's priority and weight among runs sharing the workers
+    /// (`execution.priority`, `execution.weight`; `akbench_core::dispatch::share`), at the
+    /// top level of the stored document, left out when they are the defaults.
+    #[serde(flatten)]
+    pub share: akbench_core::dispatch::share::Share,
 }
 
 /// A new attempt leased to a worker by [`super::Scheduler::claim`].

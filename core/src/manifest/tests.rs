@@ -90,6 +90,22 @@ fn bad_values_name_the_field() {
             GOOD.replace("repetitions: 2", "compute:\n  diff_mb: 1025"),
             "from 1 to 1024",
         ),
+        (
+            GOOD.replace("repetitions: 2", "execution:\n  weight: 0"),
+            "execution.weight",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "execution:\n  weight: -3"),
+            "give a whole number from 1 to 1000",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "execution:\n  priority: 1001"),
+            "execution.priority",
+        ),
+        (
+            GOOD.replace("repetitions: 2", "execution:\n  priority: -1001"),
+            "from -1000 to 1000",
+        ),
     ];
     for (text, needle) in cases {
         let e = parse(&text).unwrap_err().to_string();

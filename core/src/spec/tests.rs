@@ -239,6 +239,43 @@ fn the_budget_is_in_the_spec_and_its_digest_and_absent_without_one() {
 }
 
 #[test]
+fn priority_and_weight_are_in_the_spec_only_when_not_the_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let plain = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    // The defaults are left out of the JSON: older specs keep their digests.
+    let json = crate::digest::canonical_json(&plain);
+    assert!(
+        !json.contains("priority") && !json.contains("weight"),
+        "{json}"
+    );
+    assert_eq!(
+        plain.condition.execution.share(),
+        crate::dispatch::share::Share::default()
+    );
+    let mut m = manifest(1);
+    m.execution.priority = Some(-2);
+    m.execution.weight = Some(5);
+    let shared = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(
+        shared.condition.execution.share(),
+        crate::dispatch::share::Share {
+            priority: -2,
+            weight: 5
+        }
+    );
+    assert_ne!(plain.condition_digest, shared.condition_digest);
+    let back: ResolvedRunSpec =
+        serde_json::from_str(&crate::digest::canonical_json(&shared)).unwrap();
+    assert!(back.verify());
+    assert_eq!(back, shared);
+    // A manifest built in code is checked again at resolve, naming the field.
+    m.execution.weight = Some(0);
+    let e = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap_err();
+    assert!(e.to_string().contains("execution.weight"), "{e}");
+}
+
+#[test]
 fn the_diff_limit_is_in_the_spec_and_the_plan_only_when_not_the_default() {
     let tmp = tempfile::tempdir().unwrap();
     let (tasks, agents) = fixture(tmp.path());

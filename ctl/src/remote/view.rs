@@ -60,6 +60,21 @@ fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
     })
 }
 
+/// `priority 0  weight 1  12 live leases = 40.0% of all live (entitled to 50.0%)`.
+fn share_text(h: &pb::RunShare) -> String {
+    let entitled = match h.entitled {
+        Some(e) => format!(" (entitled to {:.1}%)", e * 100.0),
+        None => " (wants no workers)".to_string(),
+    };
+    format!(
+        "priority {}  weight {}  {} live leases = {:.1}% of all live{entitled}",
+        h.priority,
+        h.weight,
+        h.live,
+        h.of_live * 100.0
+    )
+}
+
 fn rates_text(r: Option<&pb::Rates>) -> String {
     let r = r.copied().unwrap_or_default();
     format!(
@@ -100,6 +115,13 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         "budget": s.budget,
         "worker_labels": s.worker_labels,
         "placement": s.placement,
+        "share": s.share.map(|h| serde_json::json!({
+            "priority": h.priority,
+            "weight": h.weight,
+            "live": h.live,
+            "of_live": h.of_live,
+            "entitled": h.entitled,
+        })),
         "paused_routes": s.paused_routes.iter().map(|p| serde_json::json!({
             "route": p.route,
             "consecutive_failures": p.consecutive_failures,
@@ -217,6 +239,9 @@ pub fn block(s: &pb::RunStatus) -> String {
     if let Some(p) = &s.placement {
         let _ = writeln!(o, "waiting    {p}");
     }
+    if let Some(h) = &s.share {
+        let _ = writeln!(o, "share      {}", share_text(h));
+    }
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
     let _ = writeln!(o, "flagged    {}", flagged_text(s.flagged.as_ref()));
@@ -299,6 +324,52 @@ mod tests {
             block(&s)
         );
         assert_eq!(status_json(&s)["budget"], line);
+    }
+
+    #[test]
+    fn the_share_shows_in_text_and_json_when_the_coordinator_knows_it() {
+        let none = pb::RunStatus::default();
+        assert!(!block(&none).contains("share"));
+        assert!(status_json(&none)["share"].is_null());
+        let s = pb::RunStatus {
+            share: Some(pb::RunShare {
+                priority: 2,
+                weight: 3,
+                live: 12,
+                of_live: 0.4,
+                entitled: Some(0.75),
+            }),
+            ..Default::default()
+        };
+        assert!(
+            block(&s).contains(
+                "share      priority 2  weight 3  12 live leases = 40.0% of all live (entitled to 75.0%)"
+            ),
+            "{}",
+            block(&s)
+        );
+        let j = &status_json(&s)["share"];
+        assert_eq!(
+            (
+                j["priority"].as_i64(),
+                j["weight"].as_u64(),
+                j["live"].as_u64()
+            ),
+            (Some(2), Some(3), Some(12))
+        );
+        assert_eq!(j["entitled"].as_f64(), Some(0.75));
+        let idle = pb::RunStatus {
+            share: Some(pb::RunShare {
+                weight: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(
+            block(&idle).contains("(wants no workers)"),
+            "{}",
+            block(&idle)
+        );
     }
 
     #[test]
