@@ -23,7 +23,7 @@ use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use e2e::examples;
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::transport::Channel;
@@ -49,13 +49,6 @@ fn now_epoch() -> f64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -396,12 +389,13 @@ async fn chaos_check() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = PrivateCluster::start(Some(tmp.path().join("pg"))).unwrap();
     let db_url = cluster.create_database("chaos").await.unwrap();
+    let [grpc, http] = e2e::restartable_addrs();
     let mut chaos = Chaos {
         tmp,
         cluster,
         db_url,
-        grpc: free_addr(),
-        http: free_addr(),
+        grpc,
+        http,
         coordinator_bin: e2e::workspace_bin("akbench-coordinator", "akbench-coordinator"),
         coordinator: None,
         workers: (0..WORKERS).map(|_| None).collect(),

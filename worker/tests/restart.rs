@@ -9,7 +9,7 @@ use akbench_core::digest::canonical_json;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use e2e::examples;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -17,13 +17,6 @@ use tonic::transport::Channel;
 
 fn coordinator_bin() -> PathBuf {
     e2e::workspace_bin("akbench-coordinator", "akbench-coordinator")
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 struct Procs(Vec<Child>);
@@ -82,7 +75,7 @@ async fn done(db: &tokio_postgres::Client) -> i64 {
 async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let url = test_support::fresh_database().await;
-    let (grpc, http) = (free_addr(), free_addr());
+    let [grpc, http] = e2e::restartable_addrs();
     let mut procs = Procs(vec![start_coordinator(&url, grpc, http)]);
     let mut client = connect(grpc).await;
 

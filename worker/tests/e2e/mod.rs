@@ -76,3 +76,43 @@ pub async fn accepted_records_per_trial(db: &tokio_postgres::Client, run_id: Uui
     .map(|r| r.get(0))
     .collect()
 }
+
+/// `N` distinct addresses on 127.0.0.1 for servers the test kills and starts again on the
+/// same address: ports below the kernel's ephemeral range (`ip_local_port_range`), free when
+/// picked. A port from `bind(:0)` is an ephemeral one, which any outbound connection on the
+/// host may take while the server is down (a restart 12 minutes into a loaded run failed
+/// with "Address already in use").
+pub fn restartable_addrs<const N: usize>() -> [std::net::SocketAddr; N] {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u16, low.max(10_001));
+    let span = u64::from(to - from);
+    let seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    // Held until all N are chosen, so they differ.
+    let mut held = Vec::new();
+    for i in 0..span {
+        if held.len() == N {
+            break;
+        }
+        let port =
+            from + ((seed.wrapping_mul(2_654_435_761).wrapping_add(i * 7_919)) % span) as u16;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    assert_eq!(
+        held.len(),
+        N,
+        "no {N} free ports on 127.0.0.1 between {from} and {to}"
+    );
+    std::array::from_fn(|i| {
+        held[i]
+            .local_addr()
+            .expect("a bound listener has an address")
+    })
+}
