@@ -156,6 +156,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "records_statement",
         sql: include_str!("../migrations/0019_records_statement.sql"),
     },
+    Migration {
+        version: 20,
+        name: "dispatch_effects",
+        sql: include_str!("../migrations/0020_dispatch_effects.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
