@@ -23,6 +23,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use akbench_core::html::esc;
 use akbench_core::rates::Pct;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -236,14 +237,6 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     }
 }
 
-/// HTML-escapes text.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
 
 fn table<'a>(out: &mut String, title: &str, rows: impl IntoIterator<Item = (&'a String, &'a u64)>) {
     let _ = write!(out, "<h2>{}</h2><table>", esc(title));
