@@ -237,7 +237,6 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     }
 }
 
-
 fn table<'a>(out: &mut String, title: &str, rows: impl IntoIterator<Item = (&'a String, &'a u64)>) {
     let _ = write!(out, "<h2>{}</h2><table>", esc(title));
     let mut any = false;

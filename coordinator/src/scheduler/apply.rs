@@ -211,10 +211,7 @@ pub(super) async fn apply(
 }
 
 /// Reads the items of `trials` with their runs' states.
-async fn read_items(
-    tx: &Tx<'_>,
-    trials: &[Uuid],
-) -> Result<HashMap<Uuid, ItemView>, StoreError> {
+async fn read_items(tx: &Tx<'_>, trials: &[Uuid]) -> Result<HashMap<Uuid, ItemView>, StoreError> {
     let rows = tx
         .query(&tx.prepare_cached(SETTLE_SNAPSHOT_SQL).await?, &[&trials])
         .await?;

@@ -357,8 +357,7 @@ async fn close_in(
         trials.push(trial);
         workers.push(worker);
     }
-    let settled =
-        apply::apply(tx, effects, &endings, Default::default(), retry, now).await?;
+    let settled = apply::apply(tx, effects, &endings, Default::default(), retry, now).await?;
     tx.execute(
         &tx.prepare_cached(MARK_LOST_SQL).await?,
         &[&trials, &workers],

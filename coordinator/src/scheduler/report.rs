@@ -132,7 +132,8 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let (results, revoked) = apply_batch(tx, &batch, &retry, &budgeted, now).await?;
+                        let (results, revoked) =
+                            apply_batch(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;

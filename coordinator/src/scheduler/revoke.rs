@@ -98,7 +98,15 @@ pub(super) async fn revoke_unstarted(
         });
     }
     effects.leases_ended = ids.clone();
-    apply::apply(tx, effects, &[], Default::default(), &Default::default(), now).await?;
+    apply::apply(
+        tx,
+        effects,
+        &[],
+        Default::default(),
+        &Default::default(),
+        now,
+    )
+    .await?;
     tx.execute(
         &tx.prepare_cached(REQUEUE_REVOKED_SQL).await?,
         &[&trials, &now],

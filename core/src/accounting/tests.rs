@@ -273,7 +273,13 @@ fn settled_bucket_of_every_state() {
             assert_eq!(got, want, "{state} ok {ok:?}");
         }
     }
-    assert_eq!(Bucket::settled(State::Completed, Some(true)), Some(Bucket::Succeeded));
-    assert_eq!(Bucket::settled(State::Completed, Some(false)), Some(Bucket::Failed));
+    assert_eq!(
+        Bucket::settled(State::Completed, Some(true)),
+        Some(Bucket::Succeeded)
+    );
+    assert_eq!(
+        Bucket::settled(State::Completed, Some(false)),
+        Some(Bucket::Failed)
+    );
     assert_eq!(Bucket::settled(State::Executing, Some(true)), None);
 }

@@ -193,7 +193,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 let done = {
                     let mut st = shared.lock().expect("sweep lock");
                     st.attempts[item].push(a);
-                    match st.dispatch.ended(item, terminal, akbench_core::ids::random_unit(), Instant::now()) {
+                    match st.dispatch.ended(
+                        item,
+                        terminal,
+                        akbench_core::ids::random_unit(),
+                        Instant::now(),
+                    ) {
                         Settlement::Retry { .. } => None,
                         Settlement::Done(_) => Some((
                             std::mem::take(&mut st.attempts[item]),
