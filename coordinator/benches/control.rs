@@ -121,9 +121,18 @@ async fn half_finished(url: &str, run: &str) {
     client
         .batch_execute(
             "BEGIN;
-             UPDATE work_items SET state = 'done', attempts_used = 1,
-                    updated_at = now() - (ordinal % 600) * interval '1 second'
-               WHERE trial_id IN (SELECT trial_id FROM picked);
+             WITH done AS (
+               UPDATE work_items w SET state = 'done', attempts_used = 1,
+                      bucket = (SELECT akbench_bucket(a.terminal_state, s.ok) FROM picked p
+                                JOIN attempts a ON a.attempt_id = p.attempt_id
+                                LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
+                                WHERE p.trial_id = w.trial_id),
+                      updated_at = now() - (ordinal % 600) * interval '1 second'
+                 WHERE trial_id IN (SELECT trial_id FROM picked)
+                 RETURNING run_id, agent, bucket)
+             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+               SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
+               GROUP BY run_id, agent, bucket;
              INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch)
                SELECT gen_random_uuid(), trial_id, 1, 'execute', 'executing', 2 FROM work_items
                WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);

@@ -145,8 +145,13 @@ async fn main() {
             .await
             .unwrap();
         db.execute(
-            "UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
-             FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t",
+            "WITH done AS (
+               UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
+               FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t
+               RETURNING w.run_id, w.agent, w.bucket)
+             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+             SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
+             GROUP BY run_id, agent, bucket",
             &[&trials, &buckets],
         )
         .await

@@ -104,9 +104,10 @@ pub async fn queue_grading_paged(
                         }
                     }
                     if !ids.is_empty() {
-                        out.queued = tx
-                            .execute(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets, &now])
+                        let row = tx
+                            .query_one(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets, &now])
                             .await?;
+                        out.queued = crate::rows::count(&row, "queued")?;
                         tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
                     }
                     Ok((out, last))

@@ -23,6 +23,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use akbench_core::html::esc;
 use akbench_core::rates::Pct;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -234,15 +235,6 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         )
             .into_response(),
     }
-}
-
-/// HTML-escapes text.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
 }
 
 fn table<'a>(out: &mut String, title: &str, rows: impl IntoIterator<Item = (&'a String, &'a u64)>) {

@@ -157,6 +157,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0019_records_statement.sql"),
     },
     Migration {
+        version: 20,
+        name: "dispatch_effects",
+        sql: include_str!("../migrations/0020_dispatch_effects.sql"),
+    },
+    Migration {
         version: 21,
         name: "grade_flags",
         sql: include_str!("../migrations/0021_grade_flags.sql"),

@@ -1257,9 +1257,12 @@ async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and
     // cancelled: it is cancelled, whatever its earlier attempt ended in.
     finish_trial(&store, &ready, 2, 1, "infrastructure_error", None).await;
     let c = store.client().await.unwrap();
-    c.execute(
-        "UPDATE work_items SET state = 'ready' WHERE trial_id = $1",
-        &[&ready.trials[2].trial_id],
+    akbench_coordinator::scheduler::test_support::set_item_state(
+        &c,
+        &[ready.trials[2].trial_id],
+        "ready",
+        None,
+        None,
     )
     .await
     .unwrap();

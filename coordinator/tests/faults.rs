@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use akbench_coordinator::scheduler::test_support::seed_run;
+use akbench_coordinator::scheduler::test_support::{seed_run, set_item_state};
 use akbench_coordinator::scheduler::{Caps, RunAgent};
 use common::scheduler;
 
@@ -177,8 +177,9 @@ fn heartbeats(w: &Worker, leases: Vec<HeldLease>, every: Duration) -> mpsc::Send
     stop
 }
 
-/// Core's retry table, run against the settle statement on a real database: the same
-/// decisions, and the backoff applied to `ready_at`.
+/// Core's retry table, run through the report path's settle on a real database (decided by
+/// core over the report's snapshot, applied by `apply_effects.sql`): the same decisions,
+/// and the backoff applied to `ready_at`.
 #[tokio::test]
 async fn settling_in_the_database_follows_core_dispatch() {
     let backoff = Backoff {
@@ -289,12 +290,9 @@ async fn ending_runs_in_the_database_follows_core_run_states() {
             let seeded = enqueued(&s, 1, 0, &Caps::default()).await;
             let c = s.store().client().await.unwrap();
             if idle {
-                c.execute(
-                    "UPDATE work_items SET state = 'done', outcome = 'not_graded'",
-                    &[],
-                )
-                .await
-                .unwrap();
+                set_item_state(&c, &seeded.trial_ids, "done", Some("not_graded"), None)
+                    .await
+                    .unwrap();
             }
             c.execute(
                 "UPDATE runs SET state = $2 WHERE run_id = $1",

@@ -318,3 +318,46 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
     assert_eq!(status.finished, 8, "{status:?}");
     assert!(status.retries > 0);
 }
+
+/// Migration 0020: no trigger runs on an UPDATE of `work_items` (claims, settles, cancels,
+/// resumes): each statement that moves an item writes its own counters and bucket.
+#[tokio::test]
+async fn no_trigger_runs_on_work_item_updates() {
+    let s = common::scheduler().await;
+    let c = s.store().client().await.unwrap();
+    // pg_trigger.tgtype: bit 4 (16) is UPDATE.
+    let names: Vec<String> = c
+        .query(
+            "SELECT tgname::text FROM pg_trigger
+             WHERE tgrelid = 'work_items'::regclass AND NOT tgisinternal
+               AND (tgtype::int & 16) <> 0
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(names.is_empty(), "update triggers on work_items: {names:?}");
+}
+
+/// The database's bucket rule (`akbench_bucket`, which a late record's re-bucket still
+/// uses) is core's `Bucket::settled`, which the settle writes: every state, every `ok`.
+#[tokio::test]
+async fn the_databases_bucket_rule_is_cores() {
+    use akbench_core::accounting::Bucket;
+    let s = common::scheduler().await;
+    let c = s.store().client().await.unwrap();
+    for state in akbench_core::lifecycle::ALL_STATES {
+        for ok in [None, Some(true), Some(false)] {
+            let got: Option<String> = c
+                .query_one("SELECT akbench_bucket($1, $2)", &[&state.as_str(), &ok])
+                .await
+                .unwrap()
+                .get(0);
+            let want = Bucket::settled(state, ok).map(|b| b.as_str().to_string());
+            assert_eq!(got, want, "{state} ok {ok:?}");
+        }
+    }
+}

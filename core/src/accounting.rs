@@ -66,8 +66,12 @@ pub const ALL_BUCKETS: [Bucket; 11] = [
 impl Bucket {
     /// The bucket of an accepted observation.
     pub fn of(o: &Observation) -> Bucket {
-        match o.state {
-            State::Completed if o.ok == Some(true) => Bucket::Succeeded,
+        Bucket::of_state(o.state, o.ok)
+    }
+
+    fn of_state(state: State, ok: Option<bool>) -> Bucket {
+        match state {
+            State::Completed if ok == Some(true) => Bucket::Succeeded,
             State::Completed => Bucket::Failed,
             State::Failed => Bucket::AgentFailed,
             State::Cancelled => Bucket::Cancelled,
@@ -79,6 +83,17 @@ impl Bucket {
             // Parsing refuses non-terminal states; should one arrive, nothing is accepted.
             _ => Bucket::Quarantined,
         }
+    }
+
+    /// The bucket a done trial is counted in by the coordinator, from its last attempt's
+    /// terminal state and the `ok` of that attempt's accepted record: `None` (not counted
+    /// yet) for a `completed` attempt whose record, or its `ok`, has not arrived, and for a
+    /// state that is not terminal. The coordinator writes it into `work_items.bucket` when it
+    /// settles a trial (`scheduler::apply`) and when a late record arrives
+    /// (`late_buckets.sql`, whose `akbench_bucket` function of migration 0005 is this rule).
+    pub fn settled(terminal: State, ok: Option<bool>) -> Option<Bucket> {
+        let counted = terminal.is_terminal() && (terminal != State::Completed || ok.is_some());
+        counted.then(|| Bucket::of_state(terminal, ok))
     }
 
     /// The snake_case name.

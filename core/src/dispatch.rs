@@ -4,13 +4,14 @@
 //! worker that lost it while another can take it), which leases the reaper may take back,
 //! and how a reported terminal state counts for its trial.
 //!
-//! The coordinator loads typed rows, calls these functions and persists what they return
-//! (the report path decides acceptance with [`current`], [`accept_finish`] and
-//! [`accept_record`]; the reaper with [`reap`] and [`close_lost`]); its SQL mirrors the two
-//! rules that run inside one statement for throughput (the retry condition in
-//! `settle_items.sql` and the finish rule in `finish_runs.sql`). The coordinator's tests run
-//! this module's tables against its PostgreSQL path: the retry table against the settle
-//! statement and the acceptance table against the report path
+//! The coordinator loads typed rows, calls these functions and persists what they return:
+//! the report path decides acceptance with [`current`], [`accept_finish`] and
+//! [`accept_record`] and every settle with [`settle`] (`scheduler::apply`, over the
+//! snapshot one statement loads, applied by one guarded statement); the reaper decides with
+//! [`reap`] and [`close_lost`] and settles through the same path. Its SQL mirrors one rule
+//! that runs inside a statement: the run-ending rule in `finish_runs.sql`. The
+//! coordinator's tests run this module's tables against its PostgreSQL path: the retry
+//! table against the report path's settle and the acceptance table against the report path
 //! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
 //! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
 //!

@@ -17,6 +17,13 @@ pub fn uuid_v7_at(at: DateTime<Utc>) -> Uuid {
     ))
 }
 
+/// A draw in `[0, 1)` from the 53 low random bits of a fresh UUIDv7 (its low 62 bits are
+/// random): the source of retry jitter for the coordinator and `sweep --local` alike.
+pub fn random_unit() -> f64 {
+    let bits = (Uuid::now_v7().as_u128() as u64) & ((1u64 << 53) - 1);
+    bits as f64 / (1u64 << 53) as f64
+}
+
 /// True when `id` is a version-7 UUID.
 pub fn is_uuid_v7(id: &Uuid) -> bool {
     id.get_version_num() == 7
@@ -125,6 +132,14 @@ pub fn check_client_id(s: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_units_are_in_zero_one() {
+        for _ in 0..1000 {
+            let x = random_unit();
+            assert!((0.0..1.0).contains(&x), "{x}");
+        }
+    }
 
     #[test]
     fn client_identifiers_are_short_printable_ascii() {

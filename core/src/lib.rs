@@ -22,6 +22,7 @@ pub mod evidence;
 pub mod git_index;
 pub mod grading;
 pub mod harbor;
+pub mod html;
 pub mod identity;
 pub mod ids;
 pub mod image;

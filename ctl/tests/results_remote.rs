@@ -126,17 +126,15 @@ async fn list_and_compare_runs_on_a_coordinator() {
     );
     // Progress counts settled trials: with an outcome, or cancelled without running (a spent
     // budget), as the local store's progress does; B has 3 done and 2 cancelled.
-    store
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE work_items SET state = 'cancelled', cancel_reason = 'budget'
-             WHERE run_id = $1 AND ordinal IN (30, 31)",
-            &[&b.run_id],
-        )
-        .await
-        .unwrap();
+    akbench_coordinator::scheduler::test_support::set_item_state(
+        &store.client().await.unwrap(),
+        &[b.trials[30].trial_id, b.trials[31].trial_id],
+        "cancelled",
+        None,
+        Some("budget"),
+    )
+    .await
+    .unwrap();
     let o = akbench(&url, &["run", "list", "--json"]);
     let runs = json(&o)["runs"].as_array().unwrap().clone();
     let row = runs

@@ -5,21 +5,7 @@
 use akbench_core::rates::Pct;
 use std::fmt::Write as _;
 
-/// Escapes `s` for HTML text and double-quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use akbench_core::html::esc;
 
 /// Percent-encodes `s` for one path segment or query value.
 pub fn url(s: &str) -> String {

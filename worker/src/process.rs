@@ -634,43 +634,5 @@ fn wait_gone(pids: &[i32], limit: Duration) {
     }
 }
 
-/// Replaces each secret value in the file with `[REDACTED:<name>]`.
-pub fn redact_file(path: &Path, secrets: &[(String, String)]) -> std::io::Result<()> {
-    if secrets.iter().all(|(_, v)| v.is_empty()) {
-        return Ok(());
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let mut text = bytes;
-    let mut changed = false;
-    for (name, value) in secrets {
-        if value.is_empty() {
-            continue;
-        }
-        let replacement = format!("[REDACTED:{name}]");
-        let mut out = Vec::with_capacity(text.len());
-        let mut i = 0;
-        let v = value.as_bytes();
-        while i < text.len() {
-            if text[i..].starts_with(v) {
-                out.extend_from_slice(replacement.as_bytes());
-                i += v.len();
-                changed = true;
-            } else {
-                out.push(text[i]);
-                i += 1;
-            }
-        }
-        text = out;
-    }
-    if changed {
-        std::fs::write(path, text)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
--- Marks a run as being cancelled and its queued items cancelled. $1 run id.
+-- Marks a run as being cancelled and its queued items cancelled, counted as such (migration
+-- 0020). $1 run id.
 WITH run AS (
     UPDATE runs SET state = 'cancelling', updated_at = now()
     WHERE run_id = $1 AND state <> 'cancelled'
@@ -6,6 +7,11 @@ WITH run AS (
 ), items AS (
     UPDATE work_items SET state = 'cancelled', outcome = 'cancelled', updated_at = now()
     WHERE run_id = $1 AND state = 'ready'
-    RETURNING trial_id
+    RETURNING trial_id, run_id, agent
+), counted AS (
+    INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+    SELECT run_id, agent, 'items', 'cancelled', NULL, count(*)
+    FROM items
+    GROUP BY run_id, agent
 )
 SELECT (SELECT count(*) FROM run) AS runs, (SELECT count(*) FROM items) AS items

@@ -7,7 +7,8 @@
 -- tokens and costs (NULL where none reported the value). The statement's snapshot does not
 -- see the rows `stored` inserts, so "before this statement" is what `submissions` shows.
 --
--- Returns per stored record its attempt, its run (for the budget check) and `late`: its
+-- Returns per stored record its attempt, its run (for the budget check), its `ok` (the bucket
+-- of a trial the same batch settles) and `late`: its
 -- trial is already done by this attempt with a bucket the record changes (the record came
 -- after the finish was settled); the caller re-buckets those with late_buckets.sql.
 WITH stored AS (
@@ -46,4 +47,4 @@ WITH stored AS (
     ) t
     GROUP BY t.run_id, t.agent
 )
-SELECT m.attempt_id, m.run_id, m.late FROM mine m
+SELECT m.attempt_id, m.run_id, m.late, m.ok FROM mine m

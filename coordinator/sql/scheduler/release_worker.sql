@@ -4,7 +4,7 @@
 -- attempts (a lease a concurrent finish deleted is left out; an attempt that finished is
 -- left out); the caller closes them with the cause (core::dispatch::Loss). Fencing makes
 -- that safe even if the worker still runs them.
-SELECT a.attempt_id, a.trial_id, l.worker_id, a.state, a.last_seq
+SELECT a.attempt_id, a.trial_id, a.number, l.worker_id, a.state, a.last_seq
 FROM leases l
 JOIN attempts a ON a.attempt_id = l.attempt_id
 WHERE l.worker_id = $1 AND NOT (l.attempt_id = ANY ($2::uuid[]))

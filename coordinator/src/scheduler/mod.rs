@@ -24,6 +24,7 @@
 //! Transition seqs start at 1. The state before seq 1 is an implicit `pending`, which seq 1
 //! may state again (`pending`) or leave (`preparing`, or a failure state).
 
+mod apply;
 mod budget;
 pub use budget::budget_status;
 mod claim;

@@ -4,7 +4,7 @@ use akbench_core::lifecycle::State;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::report::{settle, DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
+use super::apply::{self, AttemptWrite, Effects, Ending};
 use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
@@ -286,8 +286,9 @@ async fn spare_heard(
     Ok(expired)
 }
 
-/// A lease taken back: its attempt, worker, last stored state and seq, and trial.
-type LeaseRow = (Uuid, String, State, i32, Uuid);
+/// A lease taken back: its attempt, worker, last stored state and seq, trial, and the
+/// attempt's number.
+type LeaseRow = (Uuid, String, State, i32, Uuid, i32);
 
 fn lease_rows(
     query: &'static str,
@@ -301,6 +302,7 @@ fn lease_rows(
             parsed(r, "state", State::parse)?,
             col::<i32>(r, "last_seq")?,
             col::<Uuid>(r, "trial_id")?,
+            col::<i32>(r, "number")?,
         ))
     })
 }
@@ -325,47 +327,37 @@ async fn close_in(
     let mut ids = Vec::new();
     let mut trials = Vec::new();
     let mut workers: Vec<String> = Vec::new();
-    let mut states = Vec::new();
-    let mut terminals = Vec::new();
-    let mut seqs = Vec::new();
-    let mut causes = Vec::new();
-    let (mut t_ids, mut t_seqs, mut t_states, mut t_ats, mut t_notes) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (id, worker, state, mut seq, trial) in leases {
+    let mut effects = Effects::default();
+    let mut endings = Vec::new();
+    for (id, worker, state, mut seq, trial, number) in leases {
         let cause = loss.cause(&worker);
         let close = close_lost(state);
         if let Some(step) = close.step {
             seq += 1;
-            t_ids.push(id);
-            t_seqs.push(seq);
-            t_states.push(step.as_str());
-            t_ats.push(now);
-            t_notes.push(cause.clone());
+            effects
+                .transitions
+                .push((id, seq, step.as_str().to_string(), now, cause.clone()));
         }
+        effects.attempts.push(AttemptWrite {
+            attempt_id: id,
+            state: close.step.unwrap_or(state),
+            last_seq: u32::try_from(seq).unwrap_or(0),
+            terminal: Some(close.terminal),
+            cause: Some(cause),
+            fenced: true,
+        });
+        effects.leases_ended.push(id);
+        endings.push(Ending {
+            trial_id: trial,
+            number,
+            terminal: close.terminal,
+            ok: None,
+        });
         ids.push(id);
         trials.push(trial);
         workers.push(worker);
-        states.push(close.step.unwrap_or(state).as_str());
-        terminals.push(close.terminal.as_str());
-        seqs.push(seq);
-        causes.push(cause);
     }
-    if !t_ids.is_empty() {
-        tx.execute(
-            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
-            &[&t_ids, &t_seqs, &t_states, &t_ats, &t_notes],
-        )
-        .await?;
-    }
-    let fenced = vec![true; ids.len()];
-    tx.execute(
-        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
-        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
-    )
-    .await?;
-    tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
-        .await?;
-    let settled = settle(tx, &trials, &terminals, retry, now).await?;
+    let settled = apply::apply(tx, effects, &endings, Default::default(), retry, now).await?;
     tx.execute(
         &tx.prepare_cached(MARK_LOST_SQL).await?,
         &[&trials, &workers],

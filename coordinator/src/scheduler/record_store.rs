@@ -3,6 +3,8 @@
 //! 0019); a record that arrives after its trial was settled re-buckets the trial
 //! (`late_buckets.sql`), a second statement run only when there is such a record.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -24,8 +26,18 @@ pub async fn store_records(
     client: &impl GenericClient,
     records: &[NewRecord],
 ) -> Result<Vec<Uuid>, StoreError> {
+    Ok(store(client, records).await?.0)
+}
+
+/// [`store_records`], also returning each stored record's `ok` (the generated column of
+/// migration 0003) by attempt.
+pub(super) async fn store(
+    client: &impl GenericClient,
+    records: &[NewRecord],
+) -> Result<(Vec<Uuid>, HashMap<Uuid, Option<bool>>), StoreError> {
+    let mut oks = HashMap::new();
     if records.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), oks));
     }
     let ids: Vec<Uuid> = records.iter().map(|r| r.0).collect();
     let digests: Vec<&str> = records.iter().map(|r| r.1.as_str()).collect();
@@ -38,9 +50,11 @@ pub async fn store_records(
         .await?;
     let mut late = Vec::new();
     let mut runs = rows::all("insert_submissions.sql", &rows, |r| {
+        let attempt: Uuid = col(r, "attempt_id")?;
         if col::<bool>(r, "late")? {
-            late.push(col::<Uuid>(r, "attempt_id")?);
+            late.push(attempt);
         }
+        oks.insert(attempt, col::<Option<bool>>(r, "ok")?);
         col::<Uuid>(r, "run_id")
     })?;
     if !late.is_empty() {
@@ -50,5 +64,5 @@ pub async fn store_records(
     }
     runs.sort();
     runs.dedup();
-    Ok(runs)
+    Ok((runs, oks))
 }

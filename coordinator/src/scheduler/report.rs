@@ -10,21 +10,16 @@ use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::apply::{self, AttemptWrite, Effects, Ending, ItemView, TransitionWrite};
 use super::claim::claim_in;
 use super::record::check_record;
-use super::record_store::{store_records, NewRecord};
+use super::record_store::NewRecord;
 use super::{Assignment, Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
 use crate::rows::{self, col, count32, parsed, parsed_opt};
 use crate::store::{StoreError, Tx};
 
-const LOCK_ATTEMPTS_SQL: &str = include_str!("../../sql/scheduler/lock_attempts.sql");
+const REPORT_SNAPSHOT_SQL: &str = include_str!("../../sql/scheduler/report_snapshot.sql");
 const STORED_TRANSITIONS_SQL: &str = include_str!("../../sql/scheduler/stored_transitions.sql");
-pub(super) const INSERT_TRANSITIONS_SQL: &str =
-    include_str!("../../sql/scheduler/insert_transitions.sql");
-pub(super) const UPDATE_ATTEMPTS_SQL: &str =
-    include_str!("../../sql/scheduler/update_attempts.sql");
-pub(super) const DELETE_LEASES_SQL: &str = include_str!("../../sql/scheduler/delete_leases.sql");
-pub(super) const SETTLE_ITEMS_SQL: &str = include_str!("../../sql/scheduler/settle_items.sql");
 pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
 const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
@@ -33,9 +28,11 @@ const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_qua
 
 type Outcome = Result<ReportAck, SchedulerError>;
 
-/// An attempt row, locked, with what this batch changes.
+/// An attempt row, locked, with what this batch changes, and its work item as read.
 struct AttemptRow {
     trial_id: Uuid,
+    number: i32,
+    item: ItemView,
     epoch: i64,
     fenced: bool,
     state: State,
@@ -65,30 +62,10 @@ fn content(t: &TransitionIn) -> Content {
 
 /// Rows to write at the end of a batch.
 #[derive(Default)]
-pub(super) struct Writes {
-    pub(super) transitions: Vec<(Uuid, i32, String, DateTime<Utc>, String)>,
+struct Writes {
+    transitions: Vec<TransitionWrite>,
     submissions: Vec<NewRecord>,
     quarantine: Vec<(Uuid, String, String, String)>,
-}
-
-impl Writes {
-    pub(super) async fn insert_transitions(&self, tx: &Tx<'_>) -> Result<(), StoreError> {
-        if self.transitions.is_empty() {
-            return Ok(());
-        }
-        let t = &self.transitions;
-        let ids: Vec<Uuid> = t.iter().map(|r| r.0).collect();
-        let seqs: Vec<i32> = t.iter().map(|r| r.1).collect();
-        let states: Vec<&str> = t.iter().map(|r| r.2.as_str()).collect();
-        let ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.3).collect();
-        let notes: Vec<&str> = t.iter().map(|r| r.4.as_str()).collect();
-        tx.execute(
-            &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
-            &[&ids, &seqs, &states, &ats, &notes],
-        )
-        .await?;
-        Ok(())
-    }
 }
 
 impl Scheduler {
@@ -155,7 +132,8 @@ impl Scheduler {
                     let budgeted = self.budgeted.clone();
                     Box::pin(async move {
                         super::keyed_plans(tx).await?;
-                        let (results, revoked) = apply(tx, &batch, &retry, &budgeted, now).await?;
+                        let (results, revoked) =
+                            apply_batch(tx, &batch, &retry, &budgeted, now).await?;
                         let mut got = Vec::new();
                         if let Some(c) = claim {
                             let mut n = c.free + earlier_freed;
@@ -379,7 +357,7 @@ fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
 /// Applies a chunk of prechecked reports in one transaction, at `now` by the scheduler's
 /// clock (the time of the transitions it writes, of re-queued trials' backoff and of route
 /// pauses).
-async fn apply(
+async fn apply_batch(
     tx: &Tx<'_>,
     batch: &[(usize, Report)],
     retry: &super::RetryPolicy,
@@ -391,13 +369,15 @@ async fn apply(
     ids.sort();
     ids.dedup();
     let locked = tx
-        .query(&tx.prepare_cached(LOCK_ATTEMPTS_SQL).await?, &[&ids])
+        .query(&tx.prepare_cached(REPORT_SNAPSHOT_SQL).await?, &[&ids])
         .await?;
-    let mut rows: HashMap<Uuid, AttemptRow> = rows::all("lock_attempts.sql", &locked, |r| {
+    let mut rows: HashMap<Uuid, AttemptRow> = rows::all("report_snapshot.sql", &locked, |r| {
         Ok((
             col(r, "attempt_id")?,
             AttemptRow {
                 trial_id: col(r, "trial_id")?,
+                number: col(r, "number")?,
+                item: ItemView::of(r)?,
                 epoch: col(r, "epoch")?,
                 fenced: col(r, "fenced")?,
                 state: parsed(r, "state", State::parse)?,
@@ -443,13 +423,15 @@ async fn apply(
         })?);
     }
 
-    // Accepted records, to tell identical re-uploads from conflicts.
+    // Accepted records, to tell identical re-uploads from conflicts, and their `ok` for the
+    // bucket of the trials this batch settles.
     let record_ids: Vec<Uuid> = batch
         .iter()
-        .filter(|(_, r)| matches!(r, Report::Record { .. }))
+        .filter(|(_, r)| matches!(r, Report::Record { .. } | Report::Finished { .. }))
         .map(|(_, r)| r.attempt_id())
         .collect();
     let mut accepted: HashMap<Uuid, String> = HashMap::new();
+    let mut oks: HashMap<Uuid, Option<bool>> = HashMap::new();
     if !record_ids.is_empty() {
         let stored = tx
             .query(
@@ -457,9 +439,12 @@ async fn apply(
                 &[&record_ids],
             )
             .await?;
-        accepted.extend(rows::all("submissions_of.sql", &stored, |r| {
-            Ok((col(r, "attempt_id")?, col(r, "digest")?))
-        })?);
+        for (id, digest, ok) in rows::all("submissions_of.sql", &stored, |r| {
+            Ok((col(r, "attempt_id")?, col(r, "digest")?, col(r, "ok")?))
+        })? {
+            accepted.insert(id, digest);
+            oks.insert(id, ok);
+        }
     }
 
     let mut writes = Writes::default();
@@ -525,20 +510,42 @@ async fn apply(
         out.push((i, outcome));
     }
 
-    writes.insert_transitions(tx).await?;
-    update_attempts(tx, &rows).await?;
     // Records before the settle: a trial made done in this batch takes its bucket from its
-    // record in the settle itself, not from a second update of the same rows (migration
-    // 0018). The budget check stays after the settle, so a trial it re-queues is cancelled
-    // with the others when the budget is spent.
-    let record_runs = store_records(tx, &writes.submissions).await?;
+    // record (migration 0018). The budget check stays after the settle, so a trial it
+    // re-queues is cancelled with the others when the budget is spent.
+    let (record_runs, stored_oks) = super::record_store::store(tx, &writes.submissions).await?;
+    oks.extend(stored_oks);
+    let mut effects = Effects {
+        transitions: writes.transitions,
+        ..Effects::default()
+    };
+    for (id, row) in rows.iter().filter(|(_, r)| r.dirty) {
+        effects.attempts.push(AttemptWrite {
+            attempt_id: *id,
+            state: row.state,
+            last_seq: row.last_seq,
+            terminal: row.terminal,
+            cause: row.cause.clone(),
+            fenced: row.fenced,
+        });
+    }
+    let mut endings = Vec::new();
+    let mut items = HashMap::new();
+    for (_, id, trial, terminal) in &finishing {
+        effects.leases_ended.push(*id);
+        if let Some(row) = rows.get(id) {
+            endings.push(Ending {
+                trial_id: *trial,
+                number: row.number,
+                terminal: *terminal,
+                ok: oks.get(id).copied().flatten(),
+            });
+            items.insert(*trial, row.item.clone());
+        }
+    }
+    let settled = apply::apply(tx, effects, &endings, items, retry, now).await?;
     if !finishing.is_empty() {
-        let ids: Vec<Uuid> = finishing.iter().map(|f| f.1).collect();
-        tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
-            .await?;
         let trials: Vec<Uuid> = finishing.iter().map(|f| f.2).collect();
-        let states: Vec<&str> = finishing.iter().map(|f| f.3.as_str()).collect();
-        let settled = settle(tx, &trials, &states, retry, now).await?;
         let terminals: Vec<State> = finishing.iter().map(|f| f.3).collect();
         let causes: Vec<&str> = finishing
             .iter()
@@ -583,49 +590,6 @@ async fn apply(
     Ok((out, revoked))
 }
 
-/// A trial [`settle`] decided: its outcome (`None`: re-queued) and its provider route.
-pub(super) struct Settled {
-    pub(super) outcome: Option<State>,
-    pub(super) route: Option<String>,
-}
-
-/// Settles finished trials at `now` by the scheduler's clock (a re-queued trial is ready
-/// again its backoff after it); returns what was decided per trial (trials whose item was
-/// not leased are left out).
-pub(super) async fn settle(
-    tx: &Tx<'_>,
-    trials: &[Uuid],
-    states: &[&str],
-    retry: &super::RetryPolicy,
-    now: DateTime<Utc>,
-) -> Result<HashMap<Uuid, Settled>, StoreError> {
-    let factors = retry.factors(trials.len());
-    let schedule = retry.backoff.schedule_ms();
-    let rows = tx
-        .query(
-            &tx.prepare_cached(SETTLE_ITEMS_SQL).await?,
-            &[&trials, &states, &factors, &schedule, &now],
-        )
-        .await?;
-    let settled = rows::all("settle_items.sql", &rows, |r| {
-        let trial: Uuid = col(r, "trial_id")?;
-        let run: Uuid = col(r, "run_id")?;
-        let settled = Settled {
-            outcome: parsed_opt(r, "outcome", State::parse)?,
-            route: col(r, "provider_route")?,
-        };
-        Ok((trial, run, settled))
-    })?;
-    let mut runs: Vec<Uuid> = settled.iter().map(|(_, run, _)| *run).collect();
-    runs.sort();
-    runs.dedup();
-    finish_runs(tx, &runs).await?;
-    Ok(settled
-        .into_iter()
-        .map(|(trial, _, settled)| (trial, settled))
-        .collect())
-}
-
 /// Ends the runs among `runs` that have nothing ready or leased.
 ///
 /// Most calls settle one trial of a run with many left: a run with a ready or leased item
@@ -651,31 +615,6 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
         .await?;
     tx.execute(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
         .await?;
-    Ok(())
-}
-
-async fn update_attempts(tx: &Tx<'_>, rows: &HashMap<Uuid, AttemptRow>) -> Result<(), StoreError> {
-    let dirty: Vec<(&Uuid, &AttemptRow)> = rows.iter().filter(|(_, r)| r.dirty).collect();
-    if dirty.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<Uuid> = dirty.iter().map(|(id, _)| **id).collect();
-    let states: Vec<&str> = dirty.iter().map(|(_, r)| r.state.as_str()).collect();
-    let seqs: Vec<i32> = dirty
-        .iter()
-        .map(|(_, r)| i32::try_from(r.last_seq).unwrap_or(i32::MAX))
-        .collect();
-    let terminals: Vec<Option<&str>> = dirty
-        .iter()
-        .map(|(_, r)| r.terminal.map(State::as_str))
-        .collect();
-    let causes: Vec<Option<&str>> = dirty.iter().map(|(_, r)| r.cause.as_deref()).collect();
-    let fenced: Vec<bool> = dirty.iter().map(|(_, r)| r.fenced).collect();
-    tx.execute(
-        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
-        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
-    )
-    .await?;
     Ok(())
 }
 

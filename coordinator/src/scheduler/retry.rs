@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use akbench_core::dispatch::Backoff;
-use uuid::Uuid;
 
 /// A draw in `[0, 1)`.
 pub type JitterSource = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -31,7 +30,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             backoff: Backoff::default(),
-            jitter: Arc::new(uuid_jitter),
+            jitter: Arc::new(akbench_core::ids::random_unit),
         }
     }
 }
@@ -44,17 +43,4 @@ impl RetryPolicy {
             ..Self::default()
         }
     }
-
-    /// One jitter factor per trial, for `settle_items.sql`.
-    pub(super) fn factors(&self, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|_| Backoff::jitter_factor((self.jitter)()))
-            .collect()
-    }
-}
-
-/// 53 random bits of a UUIDv7 (its low 62 bits are random) as a draw in `[0, 1)`.
-fn uuid_jitter() -> f64 {
-    let bits = (Uuid::now_v7().as_u128() as u64) & ((1u64 << 53) - 1);
-    bits as f64 / (1u64 << 53) as f64
 }

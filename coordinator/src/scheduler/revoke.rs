@@ -13,7 +13,7 @@ use akbench_core::lifecycle::State;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::report::{DELETE_LEASES_SQL, INSERT_TRANSITIONS_SQL, UPDATE_ATTEMPTS_SQL};
+use super::apply::{self, AttemptWrite, Effects};
 use crate::rows::col;
 use crate::store::{StoreError, Tx};
 
@@ -78,25 +78,35 @@ pub(super) async fn revoke_unstarted(
             reason: cause,
         });
     }
-    let n = ids.len();
     // Its one transition: from the implicit start to `cancelled` (a step the lifecycle allows).
-    let seqs = vec![1i32; n];
-    let states = vec![State::Cancelled.as_str(); n];
-    let ats = vec![now; n];
-    tx.execute(
-        &tx.prepare_cached(INSERT_TRANSITIONS_SQL).await?,
-        &[&ids, &seqs, &states, &ats, &causes],
+    let mut effects = Effects::default();
+    for (id, cause) in ids.iter().zip(&causes) {
+        effects.transitions.push((
+            *id,
+            1,
+            State::Cancelled.as_str().to_string(),
+            now,
+            cause.clone(),
+        ));
+        effects.attempts.push(AttemptWrite {
+            attempt_id: *id,
+            state: State::Cancelled,
+            last_seq: 1,
+            terminal: Some(State::Cancelled),
+            cause: Some(cause.clone()),
+            fenced: true,
+        });
+    }
+    effects.leases_ended = ids.clone();
+    apply::apply(
+        tx,
+        effects,
+        &[],
+        Default::default(),
+        &Default::default(),
+        now,
     )
     .await?;
-    let terminals = states.clone();
-    let fenced = vec![true; n];
-    tx.execute(
-        &tx.prepare_cached(UPDATE_ATTEMPTS_SQL).await?,
-        &[&ids, &states, &seqs, &terminals, &causes, &fenced],
-    )
-    .await?;
-    tx.execute(&tx.prepare_cached(DELETE_LEASES_SQL).await?, &[&ids])
-        .await?;
     tx.execute(
         &tx.prepare_cached(REQUEUE_REVOKED_SQL).await?,
         &[&trials, &now],

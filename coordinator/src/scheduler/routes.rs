@@ -12,7 +12,7 @@ use akbench_core::route_pause::{self, RoutePolicy, RouteState};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 
-use super::report::Settled;
+use super::apply::Settled;
 use uuid::Uuid;
 
 const ROUTES_OF_TRIALS_SQL: &str = include_str!("../../sql/routes/routes_of_trials.sql");

@@ -128,8 +128,17 @@ pub async fn finish_trial(
         .await?;
     client
         .execute(
-            "UPDATE work_items SET state = 'done', attempts_used = $2, updated_at = now() \
-             WHERE trial_id = $1",
+            // Counted as the scheduler counts what it settles (migration 0020); the record
+            // stored below gives it its bucket (`late_buckets.sql`).
+            "WITH old AS (SELECT trial_id, state, bucket FROM work_items \
+             WHERE trial_id = $1 FOR UPDATE), \
+             done AS (UPDATE work_items w SET state = 'done', attempts_used = $2, \
+             bucket = NULL, updated_at = now() FROM old o WHERE w.trial_id = o.trial_id \
+             RETURNING w.run_id, w.agent, o.state AS state_old, o.bucket AS bucket_old) \
+             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n) \
+             SELECT run_id, agent, 'items', 'done', NULL, 1 FROM done \
+             UNION ALL SELECT run_id, agent, 'items', state_old, bucket_old, -1 FROM done \
+             WHERE state_old IN ('done', 'cancelled')",
             &[&trial_id, &number_sql],
         )
         .await?;
@@ -146,4 +155,35 @@ pub async fn finish_trial(
     )
     .await?;
     Ok(attempt)
+}
+
+/// Moves the work items `trials` to `state` by hand (a test's or benchmark's set-up), with
+/// `outcome` and `cancel_reason` as given and the bucket cleared, writing the run counters
+/// of the move as the scheduler's own statements do (migration 0020: no trigger does).
+/// Returns how many items moved.
+pub async fn set_item_state(
+    client: &impl deadpool_postgres::GenericClient,
+    trials: &[Uuid],
+    state: &str,
+    outcome: Option<&str>,
+    cancel_reason: Option<&str>,
+) -> Result<u64, StoreError> {
+    let row = client
+        .query_one(
+            "WITH old AS (SELECT trial_id, state, bucket FROM work_items \
+             WHERE trial_id = ANY ($1::uuid[]) FOR UPDATE), \
+             moved AS (UPDATE work_items w SET state = $2, outcome = $3, cancel_reason = $4, \
+             bucket = NULL, updated_at = now() FROM old o WHERE w.trial_id = o.trial_id \
+             RETURNING w.run_id, w.agent, o.state AS state_old, o.bucket AS bucket_old), \
+             counted AS (INSERT INTO run_counts (run_id, agent, kind, state, bucket, n) \
+             SELECT run_id, agent, 'items', $2, NULL, count(*) FROM moved \
+             WHERE $2 IN ('done', 'cancelled') GROUP BY run_id, agent \
+             UNION ALL SELECT run_id, agent, 'items', state_old, bucket_old, -count(*) \
+             FROM moved WHERE state_old IN ('done', 'cancelled') \
+             GROUP BY run_id, agent, state_old, bucket_old) \
+             SELECT count(*)::bigint AS moved FROM moved",
+            &[&trials, &state, &outcome, &cancel_reason],
+        )
+        .await?;
+    Ok(crate::rows::count(&row, "moved")?)
 }

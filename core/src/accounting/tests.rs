@@ -295,3 +295,30 @@ fn flagged_counts_are_absent_without_grades_and_cover_every_agent_with_them() {
     let back: RunAccounting = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
     assert_eq!(back, a);
 }
+
+/// The coordinator's settled bucket: every terminal state as `Bucket::of` counts an
+/// observation of it, except a `completed` attempt without its record's `ok` (not counted
+/// yet); no bucket for a state that is not terminal.
+#[test]
+fn settled_bucket_of_every_state() {
+    for state in crate::lifecycle::ALL_STATES {
+        for ok in [None, Some(true), Some(false)] {
+            let got = Bucket::settled(state, ok);
+            let want = if !state.is_terminal() || (state == State::Completed && ok.is_none()) {
+                None
+            } else {
+                Some(Bucket::of(&obs(Uuid::nil(), state, ok)))
+            };
+            assert_eq!(got, want, "{state} ok {ok:?}");
+        }
+    }
+    assert_eq!(
+        Bucket::settled(State::Completed, Some(true)),
+        Some(Bucket::Succeeded)
+    );
+    assert_eq!(
+        Bucket::settled(State::Completed, Some(false)),
+        Some(Bucket::Failed)
+    );
+    assert_eq!(Bucket::settled(State::Executing, Some(true)), None);
+}

@@ -63,21 +63,7 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
-/// Escapes text for HTML.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use akbench_core::html::esc;
 
 fn symbol(b: Bucket) -> &'static str {
     match b {

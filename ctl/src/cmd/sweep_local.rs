@@ -55,12 +55,6 @@ enum Event {
     Done(usize, Result<TrialOutcome, String>),
 }
 
-/// A draw in `[0, 1)` from the random bits of a UUIDv7 (the coordinator's jitter source).
-fn jitter() -> f64 {
-    let bits = (uuid::Uuid::now_v7().as_u128() as u64) & ((1u64 << 53) - 1);
-    bits as f64 / (1u64 << 53) as f64
-}
-
 /// Runs the sweep in this process (`--local`).
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let orch = Orchestrator::new(
@@ -199,7 +193,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 let done = {
                     let mut st = shared.lock().expect("sweep lock");
                     st.attempts[item].push(a);
-                    match st.dispatch.ended(item, terminal, jitter(), Instant::now()) {
+                    match st.dispatch.ended(
+                        item,
+                        terminal,
+                        akbench_core::ids::random_unit(),
+                        Instant::now(),
+                    ) {
                         Settlement::Retry { .. } => None,
                         Settlement::Done(_) => Some((
                             std::mem::take(&mut st.attempts[item]),

@@ -152,18 +152,6 @@ fn missing_program_is_not_found() {
     assert!(matches!(spawn(s), Err(SpawnError::NotFound { .. })));
 }
 
-#[test]
-fn redaction_replaces_secret_values() {
-    let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("log");
-    std::fs::write(&f, "key=sk-abc123 and again sk-abc123.").unwrap();
-    redact_file(&f, &[("API_KEY".into(), "sk-abc123".into())]).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&f).unwrap(),
-        "key=[REDACTED:API_KEY] and again [REDACTED:API_KEY]."
-    );
-}
-
 /// A contained child's tree may outlive its leader (bwrap killed before it set its init's
 /// parent-death signal: CI saw a cancelled `sleep 300` agent take 300 s). `wait` ends what is
 /// left of the cgroups until the output pipes close, instead of waiting for the tree to end

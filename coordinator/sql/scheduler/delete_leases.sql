@@ -1,1 +1,0 @@
-DELETE FROM leases WHERE attempt_id = ANY ($1::uuid[])
