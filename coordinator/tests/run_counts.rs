@@ -166,7 +166,16 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
     let run = enqueued(&s, 8, 1, &Caps::default()).await.run_id;
     catalog(&s, run, 8, "oracle").await;
     // A second run in the same tables: its changes must not move the first run's counters.
-    let other = enqueued(&s, 3, 0, &Caps::default()).await.run_id;
+    // A lower priority, so claims serve the first run while it has ready work (runs of one
+    // priority would share the claims: core::dispatch::share).
+    let low = Caps {
+        share: akbench_core::dispatch::share::Share {
+            priority: -1,
+            weight: 1,
+        },
+        ..Caps::default()
+    };
+    let other = enqueued(&s, 3, 0, &low).await.run_id;
     catalog(&s, other, 3, "oracle").await;
     for w in ["w1", "w2"] {
         s.register_worker(w, 8, &BTreeMap::new(), "test")
