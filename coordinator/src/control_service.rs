@@ -97,17 +97,12 @@ impl ControlService {
     /// Per agent, the run's done trials whose deciding grade its records flag (the same
     /// query as status).
     async fn own_flags(
-        &self,
+        client: &tokio_postgres::Transaction<'_>,
         run: &RunSummary,
     ) -> Result<
         std::collections::BTreeMap<String, akbench_core::grading::integrity::FlagCounts>,
         ControlError,
     > {
-        let client = self
-            .store
-            .client()
-            .await
-            .map_err(ControlError::store("reconcile"))?;
         let rows = client
             .query(FLAGS_SQL, &[&run.run_id])
             .await
@@ -118,12 +113,10 @@ impl ControlService {
         })
     }
 
-    async fn own_observations(&self, run: &RunSummary) -> Result<Vec<Observation>, ControlError> {
-        let client = self
-            .store
-            .client()
-            .await
-            .map_err(ControlError::store("reconcile"))?;
+    async fn own_observations(
+        client: &tokio_postgres::Transaction<'_>,
+        run: &RunSummary,
+    ) -> Result<Vec<Observation>, ControlError> {
         let rows = client
             .query(OBSERVATIONS_SQL, &[&run.run_id])
             .await
@@ -483,8 +476,22 @@ impl Control for ControlService {
             // Observations carry no grade: no flag counts.
             Some(o) => reconcile(&plan, &o),
             None => {
-                let observations = self.own_observations(&run).await?;
-                let flags = self.own_flags(&run).await?;
+                // The outcomes and their flags from one snapshot, as status reads them: a
+                // trial settled in between is in both or in neither.
+                let mut conn = self
+                    .store
+                    .client()
+                    .await
+                    .map_err(ControlError::store("reconcile"))?;
+                let snapshot = conn
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .await
+                    .map_err(|e| ControlError::store("reconcile")(e.into()))?;
+                let observations = Self::own_observations(&snapshot, &run).await?;
+                let flags = Self::own_flags(&snapshot, &run).await?;
                 reconcile(&plan, &observations).with_flags(&plan, flags)
             }
         };
