@@ -11,7 +11,7 @@
 //! "Grading the agent cannot forge"): the tripwire placed in the grader's copy of the hidden
 //! tests ([`tripwire_code`]) and what a run with it must show ([`check_tripwire`]); which
 //! paths of the agent's diff steer the grader and are withheld from the grading workspace
-//! ([`is_withheld`]); which trials a report counts as tampered or graded with withheld paths
+//! ([`withhold`]); which trials a report counts as tampered or graded with withheld paths
 //! ([`integrity`]); whose failure a grading run without a verdict is, from who ended it
 //! ([`blame`]); where a verdict comes from (a reward, never the exit code alone) and whose
 //! fault a run without one is, from the task's reference solution ([`verdict`]).
@@ -19,6 +19,12 @@
 pub mod blame;
 pub mod integrity;
 pub mod verdict;
+pub mod withhold;
+
+pub use withhold::{
+    diff_paths, is_runner_config_file, is_withheld, runner_config_changed, split_withheld,
+    DEFAULT_WITHHELD, RUNNER_CONFIG_FILES,
+};
 
 use crate::lifecycle::State;
 use crate::record::{TestOutcome, TestResult};
@@ -184,104 +190,6 @@ pub fn check_tripwire(
             "the tripwire `{name}` is missing from the JUnit report: it did not run"
         )),
     }
-}
-
-/// Paths that steer the grader rather than the solution, withheld from the agent's diff by
-/// default (docs/tasks.md, "Clean-room grading"): runner and toolchain configuration
-/// (`.cargo/`, `rust-toolchain`, `rust-toolchain.toml`), interpreter start-up hooks
-/// (`sitecustomize.py`, `usercustomize.py`, `*.pth`), pytest configuration (`conftest.py`,
-/// `pytest.ini`), and what the grader itself owns (the verifier folder names `.akbench/`).
-/// A glob is a path (`a/b.txt`), a folder (`a/`: everything under it), or a file name
-/// pattern with one leading `*` (`*.pth`), matched at any depth.
-pub const DEFAULT_WITHHELD: &[&str] = &[
-    ".cargo/",
-    "rust-toolchain",
-    "rust-toolchain.toml",
-    "sitecustomize.py",
-    "usercustomize.py",
-    "*.pth",
-    "conftest.py",
-    "pytest.ini",
-    ".akbench/",
-];
-
-/// True when the diff's change of `path` (relative to the repository, `/`-separated) is
-/// withheld from grading: it matches a default ([`DEFAULT_WITHHELD`]) or one of the task's
-/// `verifier.protected_paths` (same glob forms; a path without `/` matches that name at any
-/// depth, one with `/` from the repository root).
-pub fn is_withheld(path: &str, protected: &[String]) -> bool {
-    let globs = DEFAULT_WITHHELD
-        .iter()
-        .copied()
-        .chain(protected.iter().map(String::as_str));
-    let parts: Vec<&str> = path.split('/').collect();
-    let file = parts.last().copied().unwrap_or("");
-    for g in globs {
-        let matched = if let Some(dir) = g.strip_suffix('/') {
-            if dir.contains('/') {
-                path.starts_with(&format!("{dir}/"))
-            } else {
-                parts[..parts.len().saturating_sub(1)].contains(&dir)
-            }
-        } else if let Some(suffix) = g.strip_prefix('*') {
-            file.ends_with(suffix)
-        } else if g.contains('/') {
-            path == g
-        } else {
-            file == g
-        };
-        if matched {
-            return true;
-        }
-    }
-    false
-}
-
-/// The path a `diff --git a/P b/P` header names (renames are off, so both are the same);
-/// `None` for a line that is not such a header.
-fn header_path(line: &[u8]) -> Option<String> {
-    let rest = std::str::from_utf8(line.strip_prefix(b"diff --git ")?).ok()?;
-    if let Some(q) = rest.strip_prefix("\"a/") {
-        // Quoted (special characters): `"a/P" "b/P"`, P C-escaped; kept escaped.
-        let end = q.find("\" \"b/")?;
-        return Some(q[..end].to_string());
-    }
-    let n = rest.len();
-    if n < 5 || (n - 1) % 2 != 0 {
-        return None;
-    }
-    let half = (n - 1) / 2;
-    let (a, b) = (&rest[..half], &rest[half + 1..]);
-    match (a.strip_prefix("a/"), b.strip_prefix("b/")) {
-        (Some(pa), Some(pb)) if pa == pb => Some(pa.to_string()),
-        _ => None,
-    }
-}
-
-/// Splits a recorded diff (`git diff-tree -p --no-renames` output) into the part grading
-/// takes and the part it withholds ([`is_withheld`] on each file's path): `(kept, withheld,
-/// withheld paths)`. The parts are whole per-file sections, in order.
-pub fn split_withheld(diff: &[u8], protected: &[String]) -> (Vec<u8>, Vec<u8>, Vec<String>) {
-    let (mut kept, mut held, mut paths) = (Vec::new(), Vec::new(), Vec::new());
-    let mut current_held = false;
-    for line in diff.split_inclusive(|b| *b == b'\n') {
-        let bare = line.strip_suffix(b"\n").unwrap_or(line);
-        if bare.starts_with(b"diff --git ") {
-            current_held = match header_path(bare) {
-                Some(p) if is_withheld(&p, protected) => {
-                    paths.push(p);
-                    true
-                }
-                _ => false,
-            };
-        }
-        if current_held {
-            held.extend_from_slice(line);
-        } else {
-            kept.extend_from_slice(line);
-        }
-    }
-    (kept, held, paths)
 }
 
 /// What one trial's end answers about the agent: the exit code of `run single`,
@@ -530,65 +438,5 @@ mod tests {
         );
         assert_eq!(tripwire_code("helpers.rs", "fn x() {}", "abc", 1, 2), None);
         assert_eq!(tripwire_code("test.sh", "#[test]", "abc", 1, 2), None);
-    }
-
-    #[test]
-    fn withheld_paths() {
-        let extra = vec![
-            "scripts/grade.sh".to_string(),
-            "fixtures/".to_string(),
-            "*.cfg".to_string(),
-        ];
-        let table: &[(&str, bool)] = &[
-            (".cargo/config.toml", true),
-            ("sub/.cargo/config.toml", true),
-            ("rust-toolchain.toml", true),
-            ("crates/a/rust-toolchain", true),
-            ("sitecustomize.py", true),
-            ("lib/usercustomize.py", true),
-            ("evil.pth", true),
-            ("tests/conftest.py", true),
-            ("pytest.ini", true),
-            (".akbench/reward.txt", true),
-            ("scripts/grade.sh", true),
-            ("other/scripts/grade.sh", false),
-            ("fixtures/a.json", true),
-            ("setup.cfg", true),
-            ("src/lib.rs", false),
-            ("build.rs", false),
-            ("Cargo.toml", false),
-            ("pyslug/__init__.py", false),
-            ("tests/test_x.py", false),
-            ("cargo/config.toml", false),
-            ("my.pthx", false),
-        ];
-        for (p, want) in table {
-            assert_eq!(is_withheld(p, &extra), *want, "{p}");
-        }
-        assert!(!is_withheld("setup.cfg", &[]));
-    }
-
-    #[test]
-    fn diffs_split_into_kept_and_withheld_sections() {
-        let diff = b"diff --git a/src/lib.rs b/src/lib.rs\nindex 1..2 100644\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/.cargo/config.toml b/.cargo/config.toml\nnew file mode 100644\n--- /dev/null\n+++ b/.cargo/config.toml\n@@ -0,0 +1 @@\n+[target]\ndiff --git a/a b/a b/a b/a b/a\n--- a/a b/a\n+++ b/a b/a\n@@ -1 +1 @@\n-x\n+y\ndiff --git \"a/x\\tconftest.py\" \"b/x\\tconftest.py\"\n+z\n";
-        let (kept, held, paths) = split_withheld(diff, &[]);
-        let kept = String::from_utf8(kept).unwrap();
-        let held = String::from_utf8(held).unwrap();
-        assert_eq!(paths, vec![".cargo/config.toml".to_string()]);
-        assert!(kept.starts_with("diff --git a/src/lib.rs") && kept.contains("+b\n"));
-        assert!(kept.contains("diff --git a/a b/a b/a b/a b/a\n"), "{kept}");
-        assert!(
-            held.starts_with("diff --git a/.cargo/config.toml") && held.ends_with("+[target]\n")
-        );
-        assert!(!kept.contains("[target]"));
-        let (k, h, p) = split_withheld(b"", &[]);
-        assert!(k.is_empty() && h.is_empty() && p.is_empty());
-        let (_, _, p) = split_withheld(diff, &["src/lib.rs".into()]);
-        assert_eq!(
-            p,
-            vec!["src/lib.rs".to_string(), ".cargo/config.toml".to_string()]
-        );
-        assert_eq!(header_path(b"diff --git a/x b/y"), None);
-        assert_eq!(header_path(b"+diff --git a/x b/x"), None);
     }
 }

@@ -24,7 +24,9 @@ use crate::runtime::RuntimeKind;
 use crate::workspace::{fingerprint, Workspace};
 use akbench_core::clock::Clock;
 use akbench_core::digest::digest_bytes;
-use akbench_core::grading::split_withheld;
+use akbench_core::grading::{
+    diff_paths, is_runner_config_file, runner_config_changed, split_withheld,
+};
 use akbench_core::lifecycle::{apply, Event, State};
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, Transition, RECORD_FILE};
 use akbench_core::task::{load_by_id, Task};
@@ -439,6 +441,16 @@ pub fn rebuild_for_grading(
     )
     .map_err(|e| setup(&e))?;
     let checked = (|| {
+        // The starting text of each runner configuration file the diff changes, read
+        // before the diff goes on, to tell a change of its test settings from another.
+        let configs: Vec<(String, Result<Option<Vec<u8>>, ()>)> = diff_paths(work.diff)
+            .into_iter()
+            .filter(|p| is_runner_config_file(p))
+            .map(|p| {
+                let before = read_in(&w.worktree, &p);
+                (p, before)
+            })
+            .collect();
         if w.tree_after_mutation != work.tree_after_mutation {
             return Err(RebuildError::Mismatch(format!(
                 "the rebuilt starting tree {} differs from the recorded {}",
@@ -463,7 +475,17 @@ pub fn rebuild_for_grading(
                 work.tree_after_agent
             )));
         }
-        let (_, held, paths) = split_withheld(work.diff, &task.file.verifier.protected_paths);
+        let steering: Vec<String> = configs
+            .into_iter()
+            .filter(|(p, before)| match (before, read_in(&w.worktree, p)) {
+                (Ok(b), Ok(a)) => runner_config_changed(p, b.as_deref(), a.as_deref()),
+                // A link, a folder or an oversized file where pytest looks: withheld.
+                _ => true,
+            })
+            .map(|(p, _)| p)
+            .collect();
+        let (_, held, paths) =
+            split_withheld(work.diff, &task.file.verifier.protected_paths, &steering);
         if !held.is_empty() {
             let path = scratch.join("withheld.diff");
             std::fs::write(&path, &held).map_err(|e| {
@@ -482,6 +504,20 @@ pub fn rebuild_for_grading(
             Err(e)
         }
     }
+}
+
+/// The bytes of the regular file `rel` (a diff path, `/`-separated) under `root`, without
+/// following a link at its end, up to 1 MiB; `Ok(None)` when absent, `Err` when it is there
+/// and not such a file (a link, a folder, larger, unreadable).
+fn read_in(root: &Path, rel: &str) -> Result<Option<Vec<u8>>, ()> {
+    use akbench_core::bounded_read::{read, Links};
+    let path = root.join(rel);
+    if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(None);
+    }
+    read(&path, 1 << 20, Links::Refuse)
+        .map(Some)
+        .map_err(|_| ())
 }
 
 /// The attempt was cancelled while grading; nothing was appended.
