@@ -89,6 +89,11 @@ pub struct Provenance {
     pub tasks_root: Option<String>,
     /// The agents root used.
     pub agents_root: Option<String>,
+    /// The task checks this run was planned with (`akbench task check`, or `run plan
+    /// --check-tasks`): one per task release that had one on the run's runtime, each valid (a
+    /// plan refuses a task whose check is not). A task without one was not checked here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_checks: Vec<crate::task_check::TaskCheck>,
 }
 
 /// The requested condition, every default explicit.
@@ -586,6 +591,7 @@ pub fn resolve(
         manifest_digest,
         tasks_root: Some(tasks_root.display().to_string()),
         agents_root: Some(agents_root.display().to_string()),
+        task_checks: Vec::new(),
     };
     Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
 }
@@ -654,6 +660,14 @@ impl SpecAgent {
 }
 
 impl ResolvedRunSpec {
+    /// The spec with `checks` recorded in its provenance (the digest sealed again; the
+    /// condition, its digest and the run's identity unchanged).
+    pub fn with_task_checks(mut self, checks: Vec<crate::task_check::TaskCheck>) -> Self {
+        self.provenance.task_checks = checks;
+        self.digest = sealed_digest(&self);
+        self
+    }
+
     /// Gives a condition its identity: a fresh UUIDv7 and a key whose 4 hex come from the
     /// condition's digest. Pure apart from the clock and the UUID's random bits.
     pub fn assemble(

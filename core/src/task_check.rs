@@ -19,7 +19,7 @@ pub enum Side {
 }
 
 /// The result of checking one task release on one runtime (and image).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskCheck {
     /// Task id.

@@ -461,6 +461,14 @@ pub struct PlanArgs {
     /// Folder holding the agent descriptors (default: the manifest's `agents.root`).
     #[arg(long, env = "AKBENCH_AGENTS_ROOT")]
     pub agents_root: Option<PathBuf>,
+    /// Validate here every task without a cached check on the run's runtime (its reference
+    /// solution must solve it, its unchanged start must not; `akbench task check`), before
+    /// planning. Without it, only cached checks are recorded. An invalid task refuses the plan.
+    #[arg(long)]
+    pub check_tasks: bool,
+    /// Per-host cache holding the task checks (`task-checks/`); default as `run single`.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
     /// Store options.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -619,6 +627,10 @@ pub struct SweepArgs {
     /// Print one JSON document (accounting and summary) instead of human output.
     #[arg(long)]
     pub json: bool,
+    /// Validate every task without a cached check before the sweep (as `run plan
+    /// --check-tasks`); an invalid task refuses the sweep before anything runs.
+    #[arg(long)]
+    pub check_tasks: bool,
     /// Run every trial in this process, with no database or coordinator.
     #[arg(long)]
     pub local: bool,

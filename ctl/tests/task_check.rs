@@ -145,3 +145,111 @@ fn a_folder_without_a_solution_or_a_task_is_bad_input() {
     assert!(stderr.contains("no task.toml"), "{stderr}");
     assert!(!tmp.path().join("cache/task-checks").exists());
 }
+
+/// `run plan` in `tmp` over its `tasks/` folder (the examples' agents), with `extra` flags;
+/// the cache is the one the checks above write.
+fn plan(tmp: &Path, include: &str, extra: &[&str]) -> (i32, Value, String) {
+    let manifest = tmp.join(format!("experiment-{include}.yaml"));
+    std::fs::write(
+        &manifest,
+        format!(
+            "experiment: checks\ntasks:\n  root: tasks\n  include: [\"{include}\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: noop\nrepetitions: 1\nexecution:\n  runtime: sandbox\n",
+            examples().join("agents").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "plan", "--json", "--config"])
+        .arg(&manifest)
+        .arg("--store-root")
+        .arg(tmp.join("runs"))
+        .arg("--cache")
+        .arg(tmp.join("cache"))
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The spec a plan stored (its provenance holds the task checks).
+fn stored_spec(tmp: &Path, run_key: &str) -> Value {
+    let bytes = std::fs::read(tmp.join("runs").join(run_key).join("spec.json")).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A plan records the check of each task release that has one (cached by `task check`, or
+/// run by `--check-tasks`) in its spec, says which tasks were not checked, and refuses a
+/// task whose check is not valid, writing nothing.
+#[test]
+fn a_plan_records_the_task_checks_and_refuses_an_invalid_task() {
+    let test = "a_plan_records_the_task_checks_and_refuses_an_invalid_task";
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        akbench_core::testkit::skip(test, &e);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let valid = task(tmp.path(), "valid-a");
+    // Not checked yet: planned, and said so.
+    let (code, v, stderr) = plan(tmp.path(), "valid-a", &[]);
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["task_checks"]["valid"], 0, "{v}");
+    assert_eq!(
+        v["task_checks"]["unchecked"],
+        serde_json::json!(["valid-a"])
+    );
+    let spec = stored_spec(tmp.path(), v["run_key"].as_str().unwrap());
+    assert!(spec["provenance"].get("task_checks").is_none(), "{spec}");
+    // Checked by `task check`: the plan records that check.
+    let (code, checked, _) = check(tmp.path(), &valid, &[]);
+    assert_eq!(code, 0, "{checked}");
+    let (code, v, stderr) = plan(tmp.path(), "valid-a", &[]);
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["task_checks"]["valid"], 1, "{v}");
+    assert_eq!(v["task_checks"]["run_now"], 0, "{v}");
+    let spec = stored_spec(tmp.path(), v["run_key"].as_str().unwrap());
+    let recorded = &spec["provenance"]["task_checks"];
+    assert_eq!(recorded.as_array().map(Vec::len), Some(1), "{spec}");
+    assert_eq!(recorded[0]["digest"], checked["digest"]);
+    assert_eq!(recorded[0]["checked_at"], checked["checked_at"]);
+    assert_eq!(recorded[0]["valid"], true);
+    assert_eq!(
+        v["spec_digest"], spec["digest"],
+        "the recorded checks are sealed"
+    );
+    // A task whose unchanged start already passes: --check-tasks finds it, the plan is
+    // refused (exit 2) naming it, and nothing is stored.
+    let no_bug = task(tmp.path(), "no-bug");
+    let toml = std::fs::read_to_string(no_bug.join("task.toml")).unwrap();
+    let cut = toml.find("[mutation]").unwrap();
+    std::fs::write(no_bug.join("task.toml"), &toml[..cut]).unwrap();
+    let runs_before = std::fs::read_dir(tmp.path().join("runs")).unwrap().count();
+    let (code, v, stderr) = plan(tmp.path(), "no-bug", &["--check-tasks"]);
+    assert_eq!(code, 2, "{v} {stderr}");
+    assert!(
+        stderr.contains("task `no-bug`")
+            && stderr.contains("already solves")
+            && stderr.contains("--recheck"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("runs")).unwrap().count(),
+        runs_before,
+        "nothing stored"
+    );
+    // The failed check is cached: refused again without --check-tasks.
+    let (code, _, stderr) = plan(tmp.path(), "no-bug", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    // --check-tasks checks what has no check yet, and records it.
+    let b = task(tmp.path(), "valid-b");
+    // Another release (a copy with the same files has the same digest, and the same check).
+    std::fs::write(b.join("instruction.md"), "Fix the slug bug (task b).\n").unwrap();
+    let (code, v, stderr) = plan(tmp.path(), "valid-*", &["--check-tasks"]);
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["task_checks"]["valid"], 2, "{v}");
+    assert_eq!(v["task_checks"]["run_now"], 1, "{v}");
+    assert_eq!(v["task_checks"]["unchecked"], serde_json::json!([]), "{v}");
+}

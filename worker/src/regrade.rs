@@ -443,7 +443,7 @@ pub fn rebuild_for_grading(
     let checked = (|| {
         // The starting text of each runner configuration file the diff changes, read
         // before the diff goes on, to tell a change of its test settings from another.
-        let configs: Vec<(String, Result<Option<Vec<u8>>, ()>)> = diff_paths(work.diff)
+        let configs: Vec<(String, FileText)> = diff_paths(work.diff)
             .into_iter()
             .filter(|p| is_runner_config_file(p))
             .map(|p| {
@@ -506,10 +506,13 @@ pub fn rebuild_for_grading(
     }
 }
 
+/// A file's bytes as [`read_in`] reads them.
+type FileText = Result<Option<Vec<u8>>, ()>;
+
 /// The bytes of the regular file `rel` (a diff path, `/`-separated) under `root`, without
 /// following a link at its end, up to 1 MiB; `Ok(None)` when absent, `Err` when it is there
 /// and not such a file (a link, a folder, larger, unreadable).
-fn read_in(root: &Path, rel: &str) -> Result<Option<Vec<u8>>, ()> {
+fn read_in(root: &Path, rel: &str) -> FileText {
     use akbench_core::bounded_read::{read, Links};
     let path = root.join(rel);
     if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {

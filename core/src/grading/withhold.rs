@@ -288,7 +288,8 @@ mod tests {
         let tox = "[tox]\nenvlist = py3\n";
         let tox_evil = "[tox]\nenvlist = py3\n[ pytest ]\naddopts = -p evil\n";
         // (path, before, after, changed)
-        let table: &[(&str, Option<Vec<u8>>, Option<Vec<u8>>, bool)] = &[
+        type Row = (&'static str, Option<Vec<u8>>, Option<Vec<u8>>, bool);
+        let table: &[Row] = &[
             ("pyproject.toml", p(dep), p(dep2), false),
             ("pyproject.toml", None, p(dep), false),
             ("pyproject.toml", p(dep), None, false),

@@ -4,6 +4,7 @@
 //! grow with the plan.
 
 use crate::cli::PlanArgs;
+use crate::cmd::task_check::{checks_line, PlannedChecks};
 use crate::cmd::{counts, print_json};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 
 /// Plans a run.
 pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
-    let (spec, ready, dir) = plan_and_store(&args)?;
+    let (spec, ready, dir, checks) = plan_and_store(&args)?;
     if args.store.json {
         print_json(&serde_json::json!({
             "run_key": spec.run_key(),
@@ -24,12 +25,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
             "plan_digest": ready.digest,
             "state": "ready",
             "summary": ready.summary,
+            "task_checks": checks,
         }))?;
     } else {
         println!("run      {}", spec.run_key());
         println!("uuid     {}", spec.run_id());
         println!("stored   {}", dir.display());
         print_summary(&spec, &ready);
+        println!("checked  {}", checks_line(&checks));
         println!("state    ready ({})", counts(&ready.summary.by_lifecycle));
     }
     Ok(crate::exit::OK)
@@ -40,7 +43,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
 /// into the plan files, one at a time) and the run's folder (remote mode submits them next).
 pub(crate) fn plan_and_store(
     args: &PlanArgs,
-) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf)> {
+) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf, PlannedChecks)> {
     let clock = super::planning_clock()?;
     let clock = clock.as_ref();
     let manifest = ExperimentManifest::load(&args.config)?;
@@ -51,11 +54,13 @@ pub(crate) fn plan_and_store(
     };
     let spec = resolve(&manifest, &inputs, clock)?;
     let spec = super::images::pin_spec(spec, clock)?;
+    let cache = super::single::cache_root(args.cache.as_deref());
+    let (spec, checks) = super::task_check::record_in_spec(spec, &cache, args.check_tasks)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
     let ready = store.plan_streamed(&spec, clock.now())?;
     let dir = args.store.store_root.join(spec.run_key());
-    Ok((spec, ready, dir))
+    Ok((spec, ready, dir, checks))
 }
 
 /// `, each with N candidates (M plan entries, selection R)` with best-of-N, else nothing.

@@ -113,6 +113,14 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
     let spec = resolve(&manifest, &inputs, clock)?;
     let spec = super::images::pin_spec(spec, clock)?;
+    let cache = super::single::cache_root(args.cache.as_deref());
+    let (spec, checks) = super::task_check::record_in_spec(spec, &cache, args.check_tasks)?;
+    if !args.json {
+        eprintln!(
+            "akbench: task checks: {}",
+            super::task_check::checks_line(&checks)
+        );
+    }
     let labels = &spec.condition.execution.worker_labels;
     if !labels.is_empty() {
         // This sweep's workers (in this process, or the embedded default's) advertise no

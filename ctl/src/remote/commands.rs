@@ -69,7 +69,13 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
     // first: bad input fails with exit 2 before anything is sent.
     match rc {
         RunCommand::Plan(args) => {
-            let (spec, ready, dir) = cmd::plan::plan_and_store(&args)?;
+            let (spec, ready, dir, checks) = cmd::plan::plan_and_store(&args)?;
+            if !args.store.json {
+                eprintln!(
+                    "akbench: task checks: {}",
+                    cmd::task_check::checks_line(&checks)
+                );
+            }
             let store = EvidenceStore::new(&args.store.store_root);
             with_client(remote, |c| async move {
                 let out = submit::Outgoing {
@@ -98,6 +104,8 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
                 config: Default::default(),
                 tasks_root: None,
                 agents_root: None,
+                check_tasks: false,
+                cache: None,
                 store: args.store,
             };
             with_client(remote, |c| async move {

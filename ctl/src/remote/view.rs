@@ -149,6 +149,16 @@ fn flagged_text(f: Option<&pb::Flagged>) -> String {
     )
 }
 
+/// `"; flagged: grading tampered 1, withheld paths 0"` when a trial is flagged, else empty:
+/// the watch's lines and bars say it only when there is something to say.
+pub fn flagged_suffix(f: Option<&pb::Flagged>) -> String {
+    let c = f.copied().unwrap_or_default();
+    if c.tampered == 0 && c.withheld == 0 {
+        return String::new();
+    }
+    format!("; flagged: {}", flagged_text(f))
+}
+
 /// Tokens and cost as JSON (absent values `null`).
 fn spend_json(s: Option<&pb::Spend>) -> serde_json::Value {
     let s = s.cloned().unwrap_or_default();
@@ -285,7 +295,7 @@ pub fn line(s: &pb::RunStatus) -> String {
     let run = s.run.clone().unwrap_or_default();
     let r = s.rates.unwrap_or_default();
     format!(
-        "{} {} {}: {}/{} finished, {} queued, {} running; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}",
+        "{} {} {}: {}/{} finished, {} queued, {} running; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}{}",
         time(s.as_of_unix_ms),
         run.run_key,
         state_name(run.state),
@@ -300,6 +310,7 @@ pub fn line(s: &pb::RunStatus) -> String {
         Pct(r.coverage),
         throughput(s),
         eta(s),
+        flagged_suffix(s.flagged.as_ref()),
     )
 }
 

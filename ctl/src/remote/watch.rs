@@ -46,7 +46,7 @@ pub fn facts(s: &pb::RunStatus) -> String {
     let run = s.run.clone().unwrap_or_default();
     let r = s.rates.unwrap_or_default();
     let mut line = format!(
-        "{} {}: {}/{} finished, {} queued, {} running; workers {}; pass rate {} ({} graded); eta {}",
+        "{} {}: {}/{} finished, {} queued, {} running; workers {}; pass rate {} ({} graded){}; eta {}",
         run.run_key,
         state_name(run.state),
         s.finished,
@@ -56,6 +56,7 @@ pub fn facts(s: &pb::RunStatus) -> String {
         s.workers,
         Pct(r.pass_rate),
         r.graded,
+        view::flagged_suffix(s.flagged.as_ref()),
         view::eta(s),
     );
     for p in &s.paused_routes {
@@ -129,9 +130,10 @@ impl Bars {
             bar.set_length(a.planned);
             bar.set_position(agent_done(a));
             bar.set_message(format!(
-                "pass rate {} ({} graded)",
+                "pass rate {} ({} graded){}",
                 Pct(r.pass_rate),
-                r.graded
+                r.graded,
+                view::flagged_suffix(a.flagged.as_ref())
             ));
         }
         let lines: Vec<String> = s.recent_failures.iter().map(failure_text).collect();
@@ -304,6 +306,24 @@ mod tests {
         };
         let f = facts(&s);
         assert!(f.contains("1/4 finished") && f.contains("eta n/a"), "{f}");
+        assert!(!f.contains("flagged"), "nothing flagged, nothing said: {f}");
+        let flagged = pb::RunStatus {
+            flagged: Some(pb::Flagged {
+                tampered: 2,
+                withheld: 1,
+            }),
+            ..s.clone()
+        };
+        let f = facts(&flagged);
+        assert!(
+            f.contains("; flagged: grading tampered 2, withheld paths 1;"),
+            "{f}"
+        );
+        assert!(
+            view::line(&flagged).ends_with("; flagged: grading tampered 2, withheld paths 1"),
+            "{}",
+            view::line(&flagged)
+        );
         assert!(
             f.contains("provider route anthropic paused until 1970-01-01T00:00:00.000Z"),
             "{f}"
