@@ -158,6 +158,9 @@ pub struct ChildHooks {
     pub cgroup_procs: Vec<PathBuf>,
     /// A network namespace the child enters.
     pub netns: Option<Arc<std::os::fd::OwnedFd>>,
+    /// A user namespace the child enters first (the one owning [`Self::netns`], made by a
+    /// worker that is not root).
+    pub userns: Option<Arc<std::os::fd::OwnedFd>>,
     /// `RLIMIT_FSIZE`: the largest file the child may write.
     pub max_file_bytes: Option<u64>,
     /// Close-on-exec descriptors the child keeps across exec (by their own numbers; the
@@ -304,6 +307,7 @@ fn install_hooks(cmd: &mut Command, hooks: &ChildHooks) -> Result<(), SpawnError
         .collect::<Result<_, _>>()
         .map_err(other)?;
     let netns = hooks.netns.clone();
+    let userns = hooks.userns.clone();
     let fsize = hooks.max_file_bytes;
     let inherit: Vec<i32> = hooks.inherit_fds.iter().map(|f| f.as_raw_fd()).collect();
     if procs.is_empty() && netns.is_none() && fsize.is_none() && inherit.is_empty() {
@@ -322,6 +326,11 @@ fn install_hooks(cmd: &mut Command, hooks: &ChildHooks) -> Result<(), SpawnError
                 let n = libc::write(fd, b"0".as_ptr().cast(), 1);
                 libc::close(fd);
                 if n != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(ns) = &userns {
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWUSER) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

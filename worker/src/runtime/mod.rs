@@ -20,6 +20,7 @@ pub mod bwrap;
 pub mod cgroup;
 pub mod container;
 pub mod net;
+mod net_user;
 pub mod owner;
 pub mod seccomp;
 
@@ -418,6 +419,7 @@ pub fn prepare(
     };
     spec.hooks.cgroup_procs = group.procs_files();
     spec.hooks.netns = network.as_ref().map(|n| n.netns_fd());
+    spec.hooks.userns = network.as_ref().and_then(|n| n.userns_fd());
     spec.hooks.max_file_bytes = Some(limits.disk_mb.saturating_mul(1024 * 1024));
     spec.hooks.inherit_fds.extend(seccomp);
     spec.hooks.inherit_fds.push(Arc::new(status_w));

@@ -2,10 +2,11 @@
 //! worker binds one listener per declared endpoint; each connection accepted there is
 //! forwarded by the worker, from the host's namespace, to the real endpoint.
 //!
-//! The namespace is made by a short-lived thread of the worker (`unshare(CLONE_NEWNET)`,
-//! loopback up, listeners bound), so the sockets live inside it while the forwarding runs
-//! in ordinary threads outside; the sandboxed process enters the namespace before it execs
-//! bwrap. Host names resolve through a generated `/etc/hosts` to the loopback address the
+//! The namespace is made by a short-lived thread of a root worker (`unshare(CLONE_NEWNET)`,
+//! loopback up, listeners bound), or, for a worker that is not root, by a forked child inside
+//! a user namespace of the worker's own ([`super::net_user`]), so the sockets live inside it
+//! while the forwarding runs in ordinary threads outside; the sandboxed process enters the
+//! namespace (and that user namespace first) before it execs bwrap. Host names resolve through a generated `/etc/hosts` to the loopback address the
 //! endpoint listens on (`127.0.0.2`, `127.0.0.3`, ...), so TLS still sees the real name.
 //! Nothing else is reachable: no route leaves the namespace, and the host's loopback
 //! (PostgreSQL, the coordinator) is another namespace's.
@@ -20,6 +21,9 @@ use std::sync::Arc;
 /// A prepared network namespace with its forwarders.
 #[derive(Debug)]
 pub struct Network {
+    /// The user namespace owning [`Self::netns`], for a worker that is not root
+    /// ([`super::net_user`]); `None`: the worker's own.
+    userns: Option<Arc<OwnedFd>>,
     netns: Arc<OwnedFd>,
     bound: Vec<(Endpoint, Ipv4Addr)>,
     listeners: Vec<RawFd>,
@@ -62,12 +66,30 @@ impl Network {
     /// Makes the namespace and starts one forwarder per endpoint.
     pub fn start(endpoints: &[Endpoint]) -> Result<Network, String> {
         let addrs = inside_addresses(endpoints)?;
-        let eps = endpoints.to_vec();
-        let made = std::thread::spawn(move || make_namespace(&eps, &addrs))
-            .join()
-            .map_err(|_| "the namespace thread panicked".to_string())?
-            .map_err(|e| format!("cannot make a network namespace: {e}"))?;
-        let (netns, listeners, bound) = made;
+        let (userns, netns, listeners, bound) = if super::bwrap::is_root() {
+            let eps = endpoints.to_vec();
+            let made = std::thread::spawn(move || make_namespace(&eps, &addrs))
+                .join()
+                .map_err(|_| "the namespace thread panicked".to_string())?
+                .map_err(|e| format!("cannot make a network namespace: {e}"))?;
+            let (netns, listeners, bound) = made;
+            (None, netns, listeners, bound)
+        } else {
+            let at: Vec<(Ipv4Addr, u16)> = addrs
+                .iter()
+                .zip(endpoints)
+                .map(|(a, e)| (*a, e.port))
+                .collect();
+            let made = super::net_user::make(&at)
+                .map_err(|e| format!("cannot make a network namespace: {e}"))?;
+            let bound = endpoints.iter().cloned().zip(addrs).collect();
+            (
+                Some(Arc::new(made.userns)),
+                made.netns,
+                made.listeners,
+                bound,
+            )
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let mut fds = Vec::new();
         let mut threads = Vec::new();
@@ -77,6 +99,7 @@ impl Network {
             threads.push(std::thread::spawn(move || accept_loop(l, ep, stop)));
         }
         Ok(Network {
+            userns,
             netns: Arc::new(netns),
             bound,
             listeners: fds,
@@ -88,6 +111,12 @@ impl Network {
     /// The namespace, for the child to enter before exec.
     pub fn netns_fd(&self) -> Arc<OwnedFd> {
         self.netns.clone()
+    }
+
+    /// The user namespace the child enters before the network namespace (a worker that is
+    /// not root), if any.
+    pub fn userns_fd(&self) -> Option<Arc<OwnedFd>> {
+        self.userns.clone()
     }
 
     /// Endpoints and the inside addresses they listen on.
