@@ -47,6 +47,10 @@ pub struct ExportedTrial {
 pub struct ExportManifest {
     /// Always [`EXPORT_SCHEMA`].
     pub schema: String,
+    /// The pinned image (`REF@sha256:DIGEST`) every exported environment starts from (absent
+    /// in exports made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
     /// Run key.
     pub run_key: String,
     /// Run UUID.

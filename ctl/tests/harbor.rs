@@ -80,6 +80,106 @@ fn write(path: &Path, v: &Value) {
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }
 
+/// A pinned base image (the export writes it into every Dockerfile; nothing here pulls it).
+const BASE: &str = "127.0.0.1:5000/akbench/harbor-base@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn git(dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .unwrap()
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> String {
+    let o = git(dir, args);
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The exported environment of one trial holds the task's baseline and nothing that leads
+/// to the fix: the build context is the Dockerfile and the baseline repository only (no
+/// bundle, no patch); the workspace built as the Dockerfile builds it (the repository copied
+/// to /app/.git, `git reset --hard`) has one parentless commit, no other ref, no stash, no
+/// uncommitted change, the mutation applied, and neither the pinned commit nor the original
+/// content of any file the mutation changed.
+fn baseline_gives_nothing_away(trial: &Path, task: &Path) {
+    let mut context: Vec<String> = std::fs::read_dir(trial.join("environment"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    context.sort();
+    assert_eq!(
+        context,
+        ["Dockerfile", "baseline.git"],
+        "{}",
+        trial.display()
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let app = scratch.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(trial.join("environment/baseline.git"))
+        .arg(app.join(".git"))
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    git_ok(&app, &["reset", "--quiet", "--hard"]);
+    let log = git_ok(&app, &["log", "--format=%H %P", "--all", "HEAD"]);
+    let commits: Vec<&str> = log.lines().collect();
+    assert_eq!(commits.len(), 1, "one commit: {log}");
+    assert_eq!(commits[0].split(' ').nth(1), Some(""), "parentless: {log}");
+    assert_eq!(git_ok(&app, &["stash", "list"]), "");
+    assert_eq!(git_ok(&app, &["status", "--porcelain"]), "");
+    assert_eq!(git_ok(&app, &["for-each-ref"]), "", "no refs");
+    // The mutation is applied: it reverses cleanly.
+    let patch = task.join("mutation.patch");
+    git_ok(&app, &["apply", "--check", "-R", patch.to_str().unwrap()]);
+    // The pinned commit and the pre-mutation content of each changed file are absent.
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let commit = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("commit = \""))
+        .unwrap()
+        .trim_end_matches('"');
+    assert!(
+        !git(&app, &["cat-file", "-e", commit]).status.success(),
+        "pinned commit {commit} absent"
+    );
+    let source = Command::new("git")
+        .arg("clone")
+        .arg("--quiet")
+        .arg(examples().join("repos/pyslug.bundle"))
+        .arg(scratch.path().join("source"))
+        .status()
+        .unwrap();
+    assert!(source.success());
+    let src = scratch.path().join("source");
+    git_ok(&src, &["checkout", "--quiet", commit]);
+    let text = std::fs::read_to_string(&patch).unwrap();
+    let changed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("--- a/"))
+        .collect();
+    assert!(!changed.is_empty());
+    for f in changed {
+        let blob = git_ok(&src, &["rev-parse", &format!("{commit}:{f}")]);
+        let blob = blob.trim();
+        assert!(
+            !git(&app, &["cat-file", "-e", blob]).status.success(),
+            "the original {f} ({blob}) is not in the exported repository"
+        );
+    }
+}
+
 #[test]
 fn export_harbor_results_import_and_reconcile() {
     let tmp = tempfile::tempdir().unwrap();
@@ -123,6 +223,10 @@ fn export_harbor_results_import_and_reconcile() {
             out.to_str().unwrap(),
             "--tasks-root",
             tasks.to_str().unwrap(),
+            "--base-image",
+            BASE,
+            "--cache",
+            t.join("cache").to_str().unwrap(),
             "--json",
         ],
     );
@@ -156,13 +260,15 @@ fn export_harbor_results_import_and_reconcile() {
         assert!(dir.join("instruction.md").is_file());
         assert!(dir.join("solution/solve.sh").is_file());
         assert!(dir.join("tests/akbench/test_hidden.py").is_file());
+        baseline_gives_nothing_away(&dir, &tasks.join(tr["task"].as_str().unwrap()));
         let docker = std::fs::read_to_string(dir.join("environment/Dockerfile")).unwrap();
+        assert!(docker.contains(&format!("FROM {BASE}\n")), "{docker}");
         assert!(
-            docker.contains("1be5d35cd17161e467c534eca120ef1db9724a7f")
-                && docker.contains("mutation.patch"),
-            "{docker}"
+            toml.contains("user = \"agent\"")
+                && toml.contains("environment_mode = \"separate\"")
+                && toml.contains("AKBENCH_SOLUTION_DIR = \"/solution\""),
+            "{toml}"
         );
-        assert!(dir.join("environment/repo.bundle").is_file());
         let sh = Command::new("bash")
             .arg("-n")
             .arg(dir.join("tests/test.sh"))
@@ -181,6 +287,10 @@ fn export_harbor_results_import_and_reconcile() {
             out.to_str().unwrap(),
             "--tasks-root",
             tasks.to_str().unwrap(),
+            "--base-image",
+            BASE,
+            "--cache",
+            t.join("cache").to_str().unwrap(),
         ],
     );
     assert_eq!(
