@@ -58,7 +58,7 @@ fn harbor_result(
             "job_id": "00000000-0000-0000-0000-000000000000"
         },
         "agent_info": {"name": "oracle", "version": "1.0.0", "model_info": null},
-        "agent_result": {"n_input_tokens": null, "n_cache_tokens": null, "n_output_tokens": null, "cost_usd": null, "rollout_details": null, "metadata": null},
+        "agent_result": {"n_input_tokens": 1000, "n_cache_tokens": 400, "n_output_tokens": 50, "cost_usd": 0.5, "rollout_details": null, "metadata": null},
         "verifier_result": rewards.map(|r| json!({"rewards": r})),
         "exception_info": exception.map(|t| json!({
             "exception_type": t,
@@ -310,7 +310,12 @@ fn export_harbor_results_import_and_reconcile() {
     );
     let cases: [(Option<&str>, Option<Value>, &str); 6] = [
         (None, Some(json!({"reward": 1.0})), "succeeded"),
-        (None, Some(json!({"reward": 0.0})), "failed"),
+        // Harbor's error policy: the agent's outcome (its budget spent), graded by the reward.
+        (
+            Some("ContextLengthExceededError"),
+            Some(json!({"reward": 0.0})),
+            "failed",
+        ),
         (
             Some("AgentTimeoutError"),
             Some(json!({"reward": 0.0})),
@@ -356,6 +361,17 @@ fn export_harbor_results_import_and_reconcile() {
         assert_eq!(a["trials"][i]["bucket"], *bucket, "trial {i}: {a}");
     }
     assert_eq!(v["results"], 5);
+    // Tokens and cost are kept: in each observation line and summed in the import's report
+    // (Harbor's n_input_tokens includes the cached ones; akbench's input_tokens does not).
+    assert_eq!(
+        v["spend"],
+        json!({"input_tokens": 3000, "cached_input_tokens": 2000, "output_tokens": 250, "cost_usd": 2.5}),
+        "{v}"
+    );
+    let lines = std::fs::read_to_string(&obs).unwrap();
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["spend"]["input_tokens"], 600, "{first}");
+    assert_eq!(first["spend"]["cost_usd"], 0.5, "{first}");
     // `run reconcile` accepts the file and agrees.
     let r = ok_json(
         &akbench(

@@ -12,9 +12,12 @@
 use crate::cli::ImportHarborArgs;
 use crate::cmd::{find_run, print_json};
 use crate::exit::{self, InputError};
-use akbench_core::accounting::{reconcile, Observation};
+use akbench_core::accounting::{reconcile, ObservedLine};
 use akbench_core::evidence::EvidenceStore;
-use akbench_core::harbor::{observation, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST};
+use akbench_core::harbor::{
+    observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
+};
+use akbench_core::spend::{fmt_count, fmt_usd, Spend};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,7 +70,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     let mut files = Vec::new();
     find_results(&args.dir, &mut files);
     files.sort();
-    let mut observations: Vec<Observation> = Vec::new();
+    let mut observations: Vec<ObservedLine> = Vec::new();
     let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
     let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
@@ -101,7 +104,10 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                     None => format!("{why} -> {}", o.state),
                 };
                 *mapped.entry(label).or_default() += 1;
-                observations.push(o);
+                observations.push(ObservedLine {
+                    observation: o,
+                    spend: spend(&result),
+                });
             }
             Err(e) => unidentified.push((f.clone(), e)),
         }
@@ -111,12 +117,20 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| args.dir.join("akbench-observations.jsonl"));
     write_observations(&out, &observations)?;
-    let a = reconcile(plan, &observations);
+    let outcomes: Vec<_> = observations.iter().map(|l| l.observation.clone()).collect();
+    let a = reconcile(plan, &outcomes);
+    // Tokens and cost over the results read (a value no result reported stays null).
+    let spent = observations
+        .iter()
+        .filter_map(|l| l.spend)
+        .fold(None::<Spend>, |acc, s| Some(acc.map_or(s, |a| a.plus(&s))))
+        .unwrap_or_default();
     if args.store.json {
         print_json(&serde_json::json!({
             "observations_file": out,
             "results": observations.len(),
             "mapped": mapped,
+            "spend": spent,
             "unidentified": unidentified.iter().map(|(f, why)| serde_json::json!({"file": f, "problem": why})).collect::<Vec<_>>(),
             "accounting": a,
         }))?;
@@ -130,6 +144,13 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         for (label, n) in &mapped {
             println!("  {n:>5}  {label}");
         }
+        println!(
+            "  tokens: input {} (cached {}), output {}; cost {}",
+            fmt_count(spent.input_tokens),
+            fmt_count(spent.cached_input_tokens),
+            fmt_count(spent.output_tokens),
+            fmt_usd(spent.cost_usd)
+        );
         for (f, why) in &unidentified {
             println!("  unidentified {}: {why}", f.display());
         }
@@ -158,7 +179,7 @@ fn find_results(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Writes the observations as JSON Lines, atomically (a temporary file renamed into place).
-fn write_observations(path: &Path, observations: &[Observation]) -> anyhow::Result<()> {
+fn write_observations(path: &Path, observations: &[ObservedLine]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
