@@ -276,6 +276,31 @@ fn export_harbor_results_import_and_reconcile() {
             .unwrap();
         assert!(sh.success(), "tests/test.sh parses");
     }
+    // A base image that is not a reference, or a tag that cannot be pinned (no registry
+    // answers on this port), is refused before anything is written.
+    for bad in ["Not An Image!", "127.0.0.1:9/akbench/nowhere:latest"] {
+        let elsewhere = t.join("harbor-bad");
+        let o = akbench(
+            t,
+            &[
+                "run",
+                "export-harbor",
+                &key,
+                "--out",
+                elsewhere.to_str().unwrap(),
+                "--tasks-root",
+                tasks.to_str().unwrap(),
+                "--base-image",
+                bad,
+                "--cache",
+                t.join("cache").to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--base-image"), "{bad}: {err}");
+        assert!(!elsewhere.exists(), "{bad}: nothing written");
+    }
     // Exporting over a non-empty folder is refused and changes nothing.
     let o = akbench(
         t,
