@@ -84,6 +84,35 @@ pub struct TrialResult {
     /// What the agent spent, when it reported it.
     #[serde(default)]
     pub agent_result: Option<AgentResult>,
+    /// The agent Harbor ran (name, version, model).
+    #[serde(default)]
+    pub agent_info: Option<AgentInfo>,
+    /// When the trial started.
+    #[serde(default)]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When the trial ended.
+    #[serde(default)]
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `agent_info`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AgentInfo {
+    /// Harbor's agent name.
+    pub name: String,
+    /// Its version.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The model it drove.
+    #[serde(default)]
+    pub model_info: Option<ModelInfo>,
+}
+
+/// `agent_info.model_info`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModelInfo {
+    /// The model's name.
+    pub name: String,
 }
 
 /// `agent_result` (Harbor's `AgentContext`): tokens and cost.
@@ -342,6 +371,8 @@ pub fn observation(
         why,
     )
 }
+
+pub mod record;
 
 #[cfg(test)]
 mod tests;

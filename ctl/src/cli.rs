@@ -330,6 +330,11 @@ pub struct ImportHarborArgs {
     /// Where to write the observations (default: DIR/akbench-observations.jsonl).
     #[arg(long)]
     pub observations: Option<PathBuf>,
+    /// Also write each imported trial as a run record, `OUT/<trial key>/run_record.json` (as
+    /// `run records --out` does), so `run compare`, `run report` (`--out OUT`) and `view OUT`
+    /// open the run.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Store options.
     #[command(flatten)]
     pub store: StoreArgs,

@@ -397,6 +397,88 @@ fn export_harbor_results_import_and_reconcile() {
     let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
     assert_eq!(first["spend"]["input_tokens"], 600, "{first}");
     assert_eq!(first["spend"]["cost_usd"], 0.5, "{first}");
+    // With --out, each imported trial becomes a run record that `run report`, `run compare`
+    // and `run aggregate` (the readers `view` shares) open: the same buckets, and the tokens
+    // and cost Harbor reported.
+    let records = t.join("out");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "import-harbor",
+            &key,
+            jobs.to_str().unwrap(),
+            "--export",
+            out.to_str().unwrap(),
+            "--observations",
+            obs.to_str().unwrap(),
+            "--out",
+            records.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let w = ok_json(&o, 0);
+    assert_eq!(w["records"].as_array().unwrap().len(), 5, "{w}");
+    let html = t.join("report.html");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "report",
+            &key,
+            "--html",
+            html.to_str().unwrap(),
+            "--out",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("2.5000")
+            && page.contains("3000")
+            && page.contains("harbor: EnvironmentStartTimeoutError"),
+        "the report shows the imported cost, tokens and infrastructure cause"
+    );
+    let cmp = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "compare",
+                &key,
+                &key,
+                "--out",
+                records.to_str().unwrap(),
+                "--json",
+            ],
+        ),
+        0,
+    );
+    assert!(cmp.to_string().contains("succeeded"), "{cmp}");
+    let agg = ok_json(
+        &Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(["run", "aggregate", "--json"])
+            .arg(&records)
+            .output()
+            .unwrap(),
+        0,
+    );
+    assert!(agg.to_string().contains("\"cost_usd\":2.5"), "{agg}");
+
+    // `view`'s index opens the records: one run, nothing refused.
+    let mut index =
+        akbench::view::index::Index::new(records.canonicalize().unwrap(), Some(t.join("runs")));
+    index.refresh();
+    assert!(index.refused.is_empty(), "{:?}", index.refused);
+    assert_eq!(index.runs.len(), 1);
+    assert_eq!(index.runs[&key].trials.len(), 5);
+
     // `run reconcile` accepts the file and agrees.
     let r = ok_json(
         &akbench(

@@ -71,6 +71,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     find_results(&args.dir, &mut files);
     files.sort();
     let mut observations: Vec<ObservedLine> = Vec::new();
+    let mut results: Vec<TrialResult> = Vec::new();
     let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
     let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
@@ -108,6 +109,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                     observation: o,
                     spend: spend(&result),
                 });
+                results.push(result);
             }
             Err(e) => unidentified.push((f.clone(), e)),
         }
@@ -119,6 +121,10 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     write_observations(&out, &observations)?;
     let outcomes: Vec<_> = observations.iter().map(|l| l.observation.clone()).collect();
     let a = reconcile(plan, &outcomes);
+    let records = match &args.out {
+        Some(out) => write_records(&r.spec, plan, out, &results, &outcomes)?,
+        None => Vec::new(),
+    };
     // Tokens and cost over the results read (a value no result reported stays null).
     let spent = observations
         .iter()
@@ -131,6 +137,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
             "results": observations.len(),
             "mapped": mapped,
             "spend": spent,
+            "records": records,
             "unidentified": unidentified.iter().map(|(f, why)| serde_json::json!({"file": f, "problem": why})).collect::<Vec<_>>(),
             "accounting": a,
         }))?;
@@ -154,6 +161,13 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         for (f, why) in &unidentified {
             println!("  unidentified {}: {why}", f.display());
         }
+        if let Some(out) = &args.out {
+            println!(
+                "  wrote {} run records under {}",
+                records.len(),
+                out.display()
+            );
+        }
         crate::cmd::reconcile::show(&a, false, false)?;
     }
     Ok(if a.valid && unidentified.is_empty() {
@@ -161,6 +175,68 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     } else {
         exit::NEGATIVE
     })
+}
+
+/// Writes each planned trial that exactly one distinct result names as its run record
+/// (`out/<trial key>/run_record.json`); a trial with conflicting results (quarantined) or
+/// outside the plan gets none. Returns the record files written.
+fn write_records(
+    spec: &akbench_core::spec::ResolvedRunSpec,
+    plan: &akbench_core::plan::RunPlan,
+    out: &Path,
+    results: &[TrialResult],
+    outcomes: &[akbench_core::accounting::Observation],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut by_trial: BTreeMap<uuid::Uuid, Vec<usize>> = BTreeMap::new();
+    for (i, o) in outcomes.iter().enumerate() {
+        by_trial.entry(o.trial_id).or_default().push(i);
+    }
+    let now = chrono::Utc::now();
+    let mut written = Vec::new();
+    for t in &plan.trials {
+        let Some(idx) = by_trial.get(&t.trial_id) else {
+            continue;
+        };
+        if idx.iter().any(|&i| outcomes[i] != outcomes[idx[0]]) {
+            continue;
+        }
+        let i = idx[0];
+        let tests_digest = spec
+            .condition
+            .tasks
+            .iter()
+            .find(|x| x.release == t.task)
+            .map(|x| x.tests_digest.clone())
+            .unwrap_or_default();
+        let attempt = akbench_core::harbor::record::attempt(
+            &results[i],
+            &outcomes[i],
+            &t.key,
+            uuid::Uuid::now_v7(),
+            &tests_digest,
+            now,
+        );
+        let finished_at = attempt.transitions.last().map_or(now, |x| x.at);
+        let record = akbench_core::trial_record::assemble(
+            spec,
+            t,
+            vec![akbench_core::trial_record::StoredAttempt {
+                id: attempt.attempt.id,
+                number: 1,
+                terminal: attempt.state,
+                cause: attempt.cause.clone(),
+                finished_at,
+                record: Some(attempt),
+                transitions: Vec::new(),
+                worker_id: None,
+            }],
+            &format!("akbench {} (run import-harbor)", env!("CARGO_PKG_VERSION")),
+        )
+        .map_err(|e| anyhow::anyhow!("failed to make the run record of trial {}: {e}", t.key))?;
+        let bytes = serde_json::to_vec_pretty(&record)?;
+        written.push(crate::remote::records::write_record(out, &t.key, &bytes)?);
+    }
+    Ok(written)
 }
 
 /// Every `result.json` under `dir`.
