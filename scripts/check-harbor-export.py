@@ -16,7 +16,8 @@ harbor==0.25.0:
    Harbor's error policy (with and without a reward), plus rewarded trials without one, is
    imported by `akbench run import-harbor`; each observation must be the state
    docs/harbor.md gives for the type's cause in Harbor's own policy (`policy_for`), and the
-   tokens and cost must be kept.
+   tokens and cost must be kept; the run records it writes (`--out`) must open in
+   `run aggregate`.
 Exit 0 when all hold, 1 otherwise (each problem printed).
 """
 
@@ -157,7 +158,8 @@ def check_import(args, export: Path, manifest: dict) -> None:
     obs = jobs / "observations.jsonl"
     p = subprocess.run(
         [args.akbench, "run", "import-harbor", args.run, str(jobs), "--export", str(export),
-         "--observations", str(obs), "--json", "--store-root", args.store_root],
+         "--observations", str(obs), "--out", str(jobs / "records"), "--json",
+         "--store-root", args.store_root],
         capture_output=True, text=True,
     )
     # Exit 1: the plan has trials no result names (missing), which is valid but incomplete;
@@ -181,6 +183,14 @@ def check_import(args, export: Path, manifest: dict) -> None:
         problem(f"import wrote {seen} observations for {len(cases)} results")
     if report["spend"]["cost_usd"] is None or abs(report["spend"]["cost_usd"] - 0.01 * len(cases)) > 1e-9:
         problem(f"the import's summed cost is {report['spend']}")
+    if len(report.get("records", [])) != len(cases):
+        problem(f"import-harbor --out wrote {len(report.get('records', []))} run records for {len(cases)} results")
+    # The run records open where akbench's own do (`run aggregate` validates each, as view
+    # and report read them).
+    p = subprocess.run([args.akbench, "run", "aggregate", "--json", str(jobs / "records" / args.run)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        problem(f"run aggregate refuses the imported records: exit {p.returncode}: {p.stderr[-2000:]}")
     print(f"ok import-harbor maps {len(cases)} Harbor results ({len(ERROR_POLICIES)} policy types) as documented, tokens and cost kept")
 
 
