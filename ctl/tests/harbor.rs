@@ -1,5 +1,10 @@
 //! The Harbor transport round trip: plan, export, Harbor results written by the test in
-//! Harbor's documented `TrialResult` shape, import, reconcile.
+//! Harbor's documented `TrialResult` shape, import, reconcile, run records; and the export's
+//! base image pinned through a real loopback registry.
+
+#[path = "../../worker/tests/common/registry.rs"]
+#[allow(dead_code)]
+mod registry;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -540,4 +545,86 @@ fn export_harbor_results_import_and_reconcile() {
         text.contains("unidentified") && text.contains("hello-world"),
         "{text}"
     );
+}
+
+/// `--base-image` given as a tag is pinned to the digest the registry serves for it (a real
+/// `docker-registry` on loopback): every Dockerfile starts FROM `tag@digest`, and the
+/// manifest records it.
+#[test]
+fn export_pins_a_base_image_tag_to_the_registrys_digest() {
+    const TEST: &str = "export_pins_a_base_image_tag_to_the_registrys_digest";
+    if !Path::new(registry::REGISTRY).is_file() {
+        akbench_core::testkit::skip(
+            TEST,
+            "`docker-registry` is not installed (apt-get install docker-registry)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let reg = registry::Registry::start();
+    let layer = registry::layer(t, "base", &[("etc/akbench-base", "base\n")], "gzip");
+    let digest = reg.push(
+        "akbench/harbor-base:bookworm",
+        &[(&layer, "gzip")],
+        &[],
+        None,
+        None,
+    );
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    let manifest = t.join("experiment.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: hbi\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\n",
+    )
+    .unwrap();
+    let tasks = examples().join("tasks");
+    let plan = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "plan",
+                "--json",
+                "--config",
+                manifest.to_str().unwrap(),
+                "--tasks-root",
+                tasks.to_str().unwrap(),
+                "--agents-root",
+                examples().join("agents").to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    let key = plan["run_key"].as_str().unwrap().to_string();
+    let tag = format!("{}/akbench/harbor-base:bookworm", reg.addr);
+    let out = t.join("harbor");
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "export-harbor", &key, "--out"])
+        .arg(&out)
+        .arg("--tasks-root")
+        .arg(&tasks)
+        .args(["--base-image", &tag, "--cache"])
+        .arg(t.join("cache"))
+        .arg("--store-root")
+        .arg(t.join("runs"))
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .env_remove("AKBENCH_COORDINATOR")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let pinned = format!("{tag}@{digest}");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    assert_eq!(m["base_image"], pinned.as_str());
+    let id = m["trials"][0]["trial_id"].as_str().unwrap();
+    let docker =
+        std::fs::read_to_string(out.join("trials").join(id).join("environment/Dockerfile"))
+            .unwrap();
+    assert!(docker.contains(&format!("FROM {pinned}\n")), "{docker}");
 }
