@@ -48,6 +48,7 @@ def problem(msg: str) -> None:
 
 
 def check_models(export: Path, manifest: dict) -> None:
+    before = len(problems)
     solution_dir = str(EnvironmentPaths().solution_dir)
     for t in manifest["trials"]:
         d = export / t["path"]
@@ -78,7 +79,8 @@ def check_models(export: Path, manifest: dict) -> None:
         for tc in cfg.tasks:
             if not (export / tc.path).is_dir():
                 problem(f"{job}: task {tc.path} is not in the export")
-    print(f"ok Harbor's models load {len(manifest['trials'])} tasks and the jobs")
+    if len(problems) == before:
+        print(f"ok Harbor's models load {len(manifest['trials'])} tasks and the jobs")
 
 
 def check_lint(export: Path, manifest: dict) -> None:
@@ -117,6 +119,7 @@ def expected_state(exception_type: str | None, reward: float | None, threshold: 
 
 
 def check_import(args, export: Path, manifest: dict) -> None:
+    before = len(problems)
     trials = manifest["trials"]
     cases: list[tuple[str | None, float | None]] = [(None, 1.0), (None, 0.0), (None, None)]
     for t in sorted(ERROR_POLICIES):
@@ -191,7 +194,8 @@ def check_import(args, export: Path, manifest: dict) -> None:
                        capture_output=True, text=True)
     if p.returncode != 0:
         problem(f"run aggregate refuses the imported records: exit {p.returncode}: {p.stderr[-2000:]}")
-    print(f"ok import-harbor maps {len(cases)} Harbor results ({len(ERROR_POLICIES)} policy types) as documented, tokens and cost kept")
+    if len(problems) == before:
+        print(f"ok import-harbor maps {len(cases)} Harbor results ({len(ERROR_POLICIES)} policy types) as documented, tokens, cost and run records kept")
 
 
 def main() -> int:

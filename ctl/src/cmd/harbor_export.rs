@@ -79,9 +79,16 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
         MirrorCache::new(super::single::cache_root(args.cache.as_deref()).join("mirrors"));
     let mut baselines: BTreeMap<String, Baseline> = BTreeMap::new();
     for (id, task) in &tasks {
-        let b = mirrors
-            .baseline(task, true)
-            .map_err(|e| anyhow::anyhow!("failed to export run {key}: task {id}: {e}"))?;
+        let b = mirrors.baseline(task, true).map_err(|e| -> anyhow::Error {
+            let message = format!("failed to export run {key}: task {id}: {e}");
+            match e {
+                // The task is broken (bad input); the rest is the host's trouble.
+                akbench_worker::baseline::BaselineError::MutationDoesNotApply { .. } => {
+                    InputError(message).into()
+                }
+                _ => anyhow::anyhow!(message),
+            }
+        })?;
         baselines.insert(id.clone(), b);
     }
     let parent = args
