@@ -11,7 +11,10 @@
 
 pub mod observations;
 
-pub use observations::{load_observations, parse_observations, Observation, ObservationsError};
+pub use observations::{
+    load_observations, parse_lines, parse_observations, Observation, ObservationsError,
+    ObservedLine,
+};
 
 use crate::lifecycle::State;
 use crate::plan::RunPlan;

@@ -4,9 +4,12 @@
 //!
 //! Harbor (the Terminal-Bench 2.0 harness) writes one `result.json` per trial
 //! (`TrialResult`): `trial_name`, `task_name`, `config.task.path`, `verifier_result.rewards`
-//! (a map of numbers) and `exception_info.exception_type`. The mapping is documented in
-//! docs/harbor.md; an exception type this table does not know is an infrastructure error
-//! (never the agent's failure) and is named in the import's report.
+//! (a map of numbers), `exception_info.exception_type` and `agent_result` (tokens, cost).
+//! Exception types are classified as Harbor 0.25's own error policy classifies them
+//! ([`HARBOR_POLICY`]), then mapped to akbench's states (docs/harbor.md has the table): what
+//! Harbor counts as the agent's outcome (its budget spent, the task refused) is graded by the
+//! reward; an exception type Harbor does not classify is an infrastructure error (never the
+//! agent's failure) and is named in the import's report.
 
 use crate::accounting::Observation;
 use crate::lifecycle::State;
@@ -47,6 +50,10 @@ pub struct ExportedTrial {
 pub struct ExportManifest {
     /// Always [`EXPORT_SCHEMA`].
     pub schema: String,
+    /// The pinned image (`REF@sha256:DIGEST`) every exported environment starts from (absent
+    /// in exports made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
     /// Run key.
     pub run_key: String,
     /// Run UUID.
@@ -74,6 +81,55 @@ pub struct TrialResult {
     /// The exception that ended the trial, when one did.
     #[serde(default)]
     pub exception_info: Option<ExceptionInfo>,
+    /// What the agent spent, when it reported it.
+    #[serde(default)]
+    pub agent_result: Option<AgentResult>,
+    /// The agent Harbor ran (name, version, model).
+    #[serde(default)]
+    pub agent_info: Option<AgentInfo>,
+    /// When the trial started.
+    #[serde(default)]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When the trial ended.
+    #[serde(default)]
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `agent_info`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AgentInfo {
+    /// Harbor's agent name.
+    pub name: String,
+    /// Its version.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The model it drove.
+    #[serde(default)]
+    pub model_info: Option<ModelInfo>,
+}
+
+/// `agent_info.model_info`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModelInfo {
+    /// The model's name.
+    pub name: String,
+}
+
+/// `agent_result` (Harbor's `AgentContext`): tokens and cost.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AgentResult {
+    /// Input tokens, the cached ones included.
+    #[serde(default)]
+    pub n_input_tokens: Option<u64>,
+    /// Cached input tokens.
+    #[serde(default)]
+    pub n_cache_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default)]
+    pub n_output_tokens: Option<u64>,
+    /// Cost in US dollars.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// `verifier_result`.
@@ -113,36 +169,150 @@ pub fn trial_id(r: &TrialResult) -> Result<Uuid, String> {
     })
 }
 
-/// How an exception type maps to a state, and why.
-pub fn state_of_exception(exception_type: &str) -> (State, &'static str) {
-    match exception_type {
-        "AgentTimeoutError" => (State::Timeout, "agent timeout"),
-        "VerifierTimeoutError"
-        | "RewardFileNotFoundError"
-        | "RewardFileEmptyError"
-        | "VerifierOutputParseError" => (State::EvaluationError, "verifier failure"),
-        "NonZeroAgentExitCodeError"
-        | "ContextWindowExceededError"
-        | "OutputTokenExceededError"
-        | "AgentSafetyRefusalError" => (State::Failed, "the agent failed"),
-        "CancelledError" => (State::Cancelled, "cancelled"),
-        "ModelNotFoundError" => (State::InvalidConfiguration, "model not found"),
-        "ApiRateLimitError"
-        | "ApiUsageLimitError"
-        | "ApiInternalServerError"
-        | "ApiOverloadedError"
-        | "AgentAuthenticationError"
-        | "NetworkConnectionError" => (State::InfrastructureError, "provider failure"),
-        t if t.contains("Environment")
-            || t.contains("Setup")
-            || t.contains("Healthcheck")
-            || t.contains("Docker")
-            || t.contains("Build") =>
-        {
-            (State::InfrastructureError, "environment or setup failure")
+/// Who or what ended a Harbor trial: Harbor 0.25's own classification of exception types
+/// (`harbor.models.trial.error_policy.FailureCause`), mirrored exactly by [`cause_of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCause {
+    /// The environment (sandbox) failed: not graded.
+    SandboxFailed,
+    /// The model provider failed.
+    ModelProviderFailed,
+    /// Harbor itself failed.
+    HarborFailed,
+    /// Not classified (`NonZeroAgentExitCodeError`, and every type Harbor does not list).
+    Unclassified,
+    /// The agent spent its budget (time, context, output): its reward is a valid measurement.
+    AgentExhaustedBudget,
+    /// The agent refused the task: its reward is a valid measurement.
+    AgentRefusedTask,
+    /// The verifier failed.
+    VerifierFailed,
+    /// Cancelled.
+    Cancelled,
+}
+
+/// Harbor 0.25's exception types and their causes (`_POLICY_GROUPS` in
+/// `harbor/models/trial/error_policy.py`); `scripts/check-harbor-export` checks this table
+/// against Harbor's own.
+pub const HARBOR_POLICY: &[(&str, FailureCause)] = {
+    use FailureCause::*;
+    &[
+        ("EnvironmentStartTimeoutError", SandboxFailed),
+        ("SandboxBuildFailedError", SandboxFailed),
+        ("AgentSetupTimeoutError", SandboxFailed),
+        ("HealthcheckError", SandboxFailed),
+        ("SandboxLikelyOutOfMemoryError", SandboxFailed),
+        ("MemoryLimitExceededError", SandboxFailed),
+        ("SSHAccessError", SandboxFailed),
+        ("GKEExecStreamClosedError", SandboxFailed),
+        ("GKEPodNotFoundError", SandboxFailed),
+        ("RuntimeRequestError", SandboxFailed),
+        ("AddTestsDirError", SandboxFailed),
+        ("DownloadVerifierDirError", SandboxFailed),
+        ("ApiError", ModelProviderFailed),
+        ("ApiRateLimitError", ModelProviderFailed),
+        ("ApiInternalServerError", ModelProviderFailed),
+        ("ApiOverloadedError", ModelProviderFailed),
+        ("ApiConnectionClosedError", ModelProviderFailed),
+        ("ApiResponseStalledError", ModelProviderFailed),
+        ("UnknownApiError", ModelProviderFailed),
+        ("NetworkConnectionError", ModelProviderFailed),
+        ("ApiConnectionError", ModelProviderFailed),
+        ("ApiUsageLimitError", ModelProviderFailed),
+        ("RateLimitError", ModelProviderFailed),
+        ("InternalServerError", ModelProviderFailed),
+        ("ServiceUnavailableError", ModelProviderFailed),
+        ("APIConnectionError", ModelProviderFailed),
+        ("APIError", ModelProviderFailed),
+        ("Timeout", ModelProviderFailed),
+        ("BadRequestError", ModelProviderFailed),
+        ("UnprocessableEntityError", ModelProviderFailed),
+        ("UnsupportedParamsError", ModelProviderFailed),
+        ("APIResponseValidationError", ModelProviderFailed),
+        ("BudgetExceededError", ModelProviderFailed),
+        ("AgentAuthenticationError", ModelProviderFailed),
+        ("ModelNotFoundError", ModelProviderFailed),
+        ("ApiProviderResourceNotFoundError", ModelProviderFailed),
+        ("AuthenticationError", ModelProviderFailed),
+        ("PermissionDeniedError", ModelProviderFailed),
+        ("NotFoundError", ModelProviderFailed),
+        ("ServiceOperationsUnsupportedError", HarborFailed),
+        ("VercelScopeError", HarborFailed),
+        ("DspyImportError", HarborFailed),
+        ("MissingExtraError", HarborFailed),
+        ("RegradeError", HarborFailed),
+        ("NonZeroAgentExitCodeError", Unclassified),
+        ("AgentTimeoutError", AgentExhaustedBudget),
+        ("ContextWindowExceededError", AgentExhaustedBudget),
+        ("OutputTokenExceededError", AgentExhaustedBudget),
+        ("ContextLengthExceededError", AgentExhaustedBudget),
+        ("OutputLengthExceededError", AgentExhaustedBudget),
+        ("AgentSafetyRefusalError", AgentRefusedTask),
+        ("ContentPolicyViolationError", AgentRefusedTask),
+        ("VerifierTimeoutError", VerifierFailed),
+        ("RewardFileNotFoundError", VerifierFailed),
+        ("RewardFileEmptyError", VerifierFailed),
+        ("VerifierOutputParseError", VerifierFailed),
+        ("CancelledError", Cancelled),
+    ]
+};
+
+/// Harbor's cause of an exception type (`policy_for`: a type it does not list is
+/// unclassified).
+pub fn cause_of(exception_type: &str) -> FailureCause {
+    HARBOR_POLICY
+        .iter()
+        .find(|(t, _)| *t == exception_type)
+        .map_or(FailureCause::Unclassified, |(_, c)| *c)
+}
+
+/// The model-provider failures that name a model or resource the provider does not have:
+/// the run's configuration is wrong, not the provider down.
+const NOT_FOUND: &[&str] = &[
+    "ModelNotFoundError",
+    "ApiProviderResourceNotFoundError",
+    "NotFoundError",
+];
+
+/// How an exception ends a trial in akbench: `Some(state)`, or `None` when Harbor counts the
+/// reward as the agent's valid outcome (the budget spent or the task refused: the verdict
+/// comes from the reward, `failed` without one); with why.
+pub fn state_of_exception(exception_type: &str) -> (Option<State>, &'static str) {
+    use FailureCause::*;
+    match (exception_type, cause_of(exception_type)) {
+        ("AgentTimeoutError", _) => (Some(State::Timeout), "agent timeout"),
+        (_, AgentExhaustedBudget) => (None, "the agent exhausted its budget"),
+        (_, AgentRefusedTask) => (None, "the agent refused the task"),
+        ("NonZeroAgentExitCodeError", _) => (Some(State::Failed), "the agent failed"),
+        (_, VerifierFailed) => (Some(State::EvaluationError), "verifier failure"),
+        (_, Cancelled) => (Some(State::Cancelled), "cancelled"),
+        (t, ModelProviderFailed) if NOT_FOUND.contains(&t) => {
+            (Some(State::InvalidConfiguration), "model not found")
         }
-        _ => (State::InfrastructureError, "unmapped exception type"),
+        (_, ModelProviderFailed) => (Some(State::InfrastructureError), "provider failure"),
+        (_, SandboxFailed) => (
+            Some(State::InfrastructureError),
+            "environment or setup failure",
+        ),
+        (_, HarborFailed) => (Some(State::InfrastructureError), "harbor failure"),
+        (_, Unclassified) => (Some(State::InfrastructureError), "unmapped exception type"),
     }
+}
+
+/// What a Harbor trial's agent spent (`agent_result`): Harbor's `n_input_tokens` includes the
+/// cached ones, akbench's `input_tokens` does not.
+pub fn spend(r: &TrialResult) -> Option<crate::spend::Spend> {
+    let a = r.agent_result.as_ref()?;
+    let s = crate::spend::Spend {
+        input_tokens: a
+            .n_input_tokens
+            .map(|n| n.saturating_sub(a.n_cache_tokens.unwrap_or(0))),
+        cached_input_tokens: a.n_cache_tokens,
+        output_tokens: a.n_output_tokens,
+        cost_usd: a.cost_usd.filter(|c| c.is_finite()),
+    };
+    (s != crate::spend::Spend::default()).then_some(s)
 }
 
 /// The single reward of a rewards map: `reward` when present, else the only value.
@@ -169,10 +339,13 @@ pub fn observation(
 ) -> (Observation, &'static str) {
     let rewards = r.verifier_result.as_ref().and_then(|v| v.rewards.as_ref());
     let (state, ok, score, why) = match (&r.exception_info, rewards.and_then(reward)) {
-        (Some(e), _) => {
-            let (s, why) = state_of_exception(&e.exception_type);
-            (s, None, None, why)
-        }
+        (Some(e), x) => match state_of_exception(&e.exception_type) {
+            (Some(s), why) => (s, None, None, why),
+            (None, why) => match x.filter(|x| x.is_finite()) {
+                Some(x) => (State::Completed, Some(x >= pass_threshold), Some(x), why),
+                None => (State::Failed, None, None, why),
+            },
+        },
         (None, Some(x)) if x.is_finite() => (
             State::Completed,
             Some(x >= pass_threshold),
@@ -198,6 +371,8 @@ pub fn observation(
         why,
     )
 }
+
+pub mod record;
 
 #[cfg(test)]
 mod tests;

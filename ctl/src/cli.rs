@@ -303,6 +303,14 @@ pub struct ExportHarborArgs {
     /// Folder holding the tasks (default: the one the run was planned with).
     #[arg(long, env = "AKBENCH_TASKS_ROOT")]
     pub tasks_root: Option<PathBuf>,
+    /// The image every exported environment starts FROM: `REF@sha256:DIGEST`, or a tag that
+    /// is resolved to its digest through the registry (as plans pin task images). It must
+    /// hold bash, git, python3 (or what the tasks' verifiers run) and `useradd`.
+    #[arg(long, env = "AKBENCH_HARBOR_BASE_IMAGE")]
+    pub base_image: String,
+    /// Per-host cache (the task repositories' mirrors and baselines); default as `run single`.
+    #[arg(long, env = "AKBENCH_CACHE")]
+    pub cache: Option<PathBuf>,
     /// Store options.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -322,6 +330,11 @@ pub struct ImportHarborArgs {
     /// Where to write the observations (default: DIR/akbench-observations.jsonl).
     #[arg(long)]
     pub observations: Option<PathBuf>,
+    /// Also write each imported trial as a run record, `OUT/<trial key>/run_record.json` (as
+    /// `run records --out` does), so `run compare`, `run report` (`--out OUT`) and `view OUT`
+    /// open the run.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Store options.
     #[command(flatten)]
     pub store: StoreArgs,

@@ -1,5 +1,10 @@
 //! The Harbor transport round trip: plan, export, Harbor results written by the test in
-//! Harbor's documented `TrialResult` shape, import, reconcile.
+//! Harbor's documented `TrialResult` shape, import, reconcile, run records; and the export's
+//! base image pinned through a real loopback registry.
+
+#[path = "../../worker/tests/common/registry.rs"]
+#[allow(dead_code)]
+mod registry;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -58,7 +63,7 @@ fn harbor_result(
             "job_id": "00000000-0000-0000-0000-000000000000"
         },
         "agent_info": {"name": "oracle", "version": "1.0.0", "model_info": null},
-        "agent_result": {"n_input_tokens": null, "n_cache_tokens": null, "n_output_tokens": null, "cost_usd": null, "rollout_details": null, "metadata": null},
+        "agent_result": {"n_input_tokens": 1000, "n_cache_tokens": 400, "n_output_tokens": 50, "cost_usd": 0.5, "rollout_details": null, "metadata": null},
         "verifier_result": rewards.map(|r| json!({"rewards": r})),
         "exception_info": exception.map(|t| json!({
             "exception_type": t,
@@ -78,6 +83,106 @@ fn harbor_result(
 fn write(path: &Path, v: &Value) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// A pinned base image (the export writes it into every Dockerfile; nothing here pulls it).
+const BASE: &str = "127.0.0.1:5000/akbench/harbor-base@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn git(dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .unwrap()
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> String {
+    let o = git(dir, args);
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The exported environment of one trial holds the task's baseline and nothing that leads
+/// to the fix: the build context is the Dockerfile and the baseline repository only (no
+/// bundle, no patch); the workspace built as the Dockerfile builds it (the repository copied
+/// to /app/.git, `git reset --hard`) has one parentless commit, no other ref, no stash, no
+/// uncommitted change, the mutation applied, and neither the pinned commit nor the original
+/// content of any file the mutation changed.
+fn baseline_gives_nothing_away(trial: &Path, task: &Path) {
+    let mut context: Vec<String> = std::fs::read_dir(trial.join("environment"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    context.sort();
+    assert_eq!(
+        context,
+        ["Dockerfile", "baseline.git"],
+        "{}",
+        trial.display()
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let app = scratch.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(trial.join("environment/baseline.git"))
+        .arg(app.join(".git"))
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    git_ok(&app, &["reset", "--quiet", "--hard"]);
+    let log = git_ok(&app, &["log", "--format=%H %P", "--all", "HEAD"]);
+    let commits: Vec<&str> = log.lines().collect();
+    assert_eq!(commits.len(), 1, "one commit: {log}");
+    assert_eq!(commits[0].split(' ').nth(1), Some(""), "parentless: {log}");
+    assert_eq!(git_ok(&app, &["stash", "list"]), "");
+    assert_eq!(git_ok(&app, &["status", "--porcelain"]), "");
+    assert_eq!(git_ok(&app, &["for-each-ref"]), "", "no refs");
+    // The mutation is applied: it reverses cleanly.
+    let patch = task.join("mutation.patch");
+    git_ok(&app, &["apply", "--check", "-R", patch.to_str().unwrap()]);
+    // The pinned commit and the pre-mutation content of each changed file are absent.
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let commit = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("commit = \""))
+        .unwrap()
+        .trim_end_matches('"');
+    assert!(
+        !git(&app, &["cat-file", "-e", commit]).status.success(),
+        "pinned commit {commit} absent"
+    );
+    let source = Command::new("git")
+        .arg("clone")
+        .arg("--quiet")
+        .arg(examples().join("repos/pyslug.bundle"))
+        .arg(scratch.path().join("source"))
+        .status()
+        .unwrap();
+    assert!(source.success());
+    let src = scratch.path().join("source");
+    git_ok(&src, &["checkout", "--quiet", commit]);
+    let text = std::fs::read_to_string(&patch).unwrap();
+    let changed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("--- a/"))
+        .collect();
+    assert!(!changed.is_empty());
+    for f in changed {
+        let blob = git_ok(&src, &["rev-parse", &format!("{commit}:{f}")]);
+        let blob = blob.trim();
+        assert!(
+            !git(&app, &["cat-file", "-e", blob]).status.success(),
+            "the original {f} ({blob}) is not in the exported repository"
+        );
+    }
 }
 
 #[test]
@@ -123,6 +228,10 @@ fn export_harbor_results_import_and_reconcile() {
             out.to_str().unwrap(),
             "--tasks-root",
             tasks.to_str().unwrap(),
+            "--base-image",
+            BASE,
+            "--cache",
+            t.join("cache").to_str().unwrap(),
             "--json",
         ],
     );
@@ -156,19 +265,46 @@ fn export_harbor_results_import_and_reconcile() {
         assert!(dir.join("instruction.md").is_file());
         assert!(dir.join("solution/solve.sh").is_file());
         assert!(dir.join("tests/akbench/test_hidden.py").is_file());
+        baseline_gives_nothing_away(&dir, &tasks.join(tr["task"].as_str().unwrap()));
         let docker = std::fs::read_to_string(dir.join("environment/Dockerfile")).unwrap();
+        assert!(docker.contains(&format!("FROM {BASE}\n")), "{docker}");
         assert!(
-            docker.contains("1be5d35cd17161e467c534eca120ef1db9724a7f")
-                && docker.contains("mutation.patch"),
-            "{docker}"
+            toml.contains("user = \"agent\"")
+                && toml.contains("environment_mode = \"separate\"")
+                && toml.contains("AKBENCH_SOLUTION_DIR = \"/solution\""),
+            "{toml}"
         );
-        assert!(dir.join("environment/repo.bundle").is_file());
         let sh = Command::new("bash")
             .arg("-n")
             .arg(dir.join("tests/test.sh"))
             .status()
             .unwrap();
         assert!(sh.success(), "tests/test.sh parses");
+    }
+    // A base image that is not a reference, or a tag that cannot be pinned (no registry
+    // answers on this port), is refused before anything is written.
+    for bad in ["Not An Image!", "127.0.0.1:9/akbench/nowhere:latest"] {
+        let elsewhere = t.join("harbor-bad");
+        let o = akbench(
+            t,
+            &[
+                "run",
+                "export-harbor",
+                &key,
+                "--out",
+                elsewhere.to_str().unwrap(),
+                "--tasks-root",
+                tasks.to_str().unwrap(),
+                "--base-image",
+                bad,
+                "--cache",
+                t.join("cache").to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--base-image"), "{bad}: {err}");
+        assert!(!elsewhere.exists(), "{bad}: nothing written");
     }
     // Exporting over a non-empty folder is refused and changes nothing.
     let o = akbench(
@@ -181,6 +317,10 @@ fn export_harbor_results_import_and_reconcile() {
             out.to_str().unwrap(),
             "--tasks-root",
             tasks.to_str().unwrap(),
+            "--base-image",
+            BASE,
+            "--cache",
+            t.join("cache").to_str().unwrap(),
         ],
     );
     assert_eq!(
@@ -200,7 +340,12 @@ fn export_harbor_results_import_and_reconcile() {
     );
     let cases: [(Option<&str>, Option<Value>, &str); 6] = [
         (None, Some(json!({"reward": 1.0})), "succeeded"),
-        (None, Some(json!({"reward": 0.0})), "failed"),
+        // Harbor's error policy: the agent's outcome (its budget spent), graded by the reward.
+        (
+            Some("ContextLengthExceededError"),
+            Some(json!({"reward": 0.0})),
+            "failed",
+        ),
         (
             Some("AgentTimeoutError"),
             Some(json!({"reward": 0.0})),
@@ -246,6 +391,99 @@ fn export_harbor_results_import_and_reconcile() {
         assert_eq!(a["trials"][i]["bucket"], *bucket, "trial {i}: {a}");
     }
     assert_eq!(v["results"], 5);
+    // Tokens and cost are kept: in each observation line and summed in the import's report
+    // (Harbor's n_input_tokens includes the cached ones; akbench's input_tokens does not).
+    assert_eq!(
+        v["spend"],
+        json!({"input_tokens": 3000, "cached_input_tokens": 2000, "output_tokens": 250, "cost_usd": 2.5}),
+        "{v}"
+    );
+    let lines = std::fs::read_to_string(&obs).unwrap();
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["spend"]["input_tokens"], 600, "{first}");
+    assert_eq!(first["spend"]["cost_usd"], 0.5, "{first}");
+    // With --out, each imported trial becomes a run record that `run report`, `run compare`
+    // and `run aggregate` (the readers `view` shares) open: the same buckets, and the tokens
+    // and cost Harbor reported.
+    let records = t.join("out");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "import-harbor",
+            &key,
+            jobs.to_str().unwrap(),
+            "--export",
+            out.to_str().unwrap(),
+            "--observations",
+            obs.to_str().unwrap(),
+            "--out",
+            records.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let w = ok_json(&o, 0);
+    assert_eq!(w["records"].as_array().unwrap().len(), 5, "{w}");
+    let html = t.join("report.html");
+    let o = akbench(
+        t,
+        &[
+            "run",
+            "report",
+            &key,
+            "--html",
+            html.to_str().unwrap(),
+            "--out",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("2.5000")
+            && page.contains("3000")
+            && page.contains("harbor: EnvironmentStartTimeoutError"),
+        "the report shows the imported cost, tokens and infrastructure cause"
+    );
+    let cmp = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "compare",
+                &key,
+                &key,
+                "--out",
+                records.to_str().unwrap(),
+                "--json",
+            ],
+        ),
+        0,
+    );
+    assert!(cmp.to_string().contains("succeeded"), "{cmp}");
+    let agg = ok_json(
+        &Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(["run", "aggregate", "--json"])
+            .arg(&records)
+            .output()
+            .unwrap(),
+        0,
+    );
+    assert!(agg.to_string().contains("\"cost_usd\":2.5"), "{agg}");
+
+    // `view`'s index opens the records: one run, nothing refused.
+    let mut index =
+        akbench::view::index::Index::new(records.canonicalize().unwrap(), Some(t.join("runs")));
+    index.refresh();
+    assert!(index.refused.is_empty(), "{:?}", index.refused);
+    assert_eq!(index.runs.len(), 1);
+    assert_eq!(index.runs[&key].trials.len(), 5);
+
     // `run reconcile` accepts the file and agrees.
     let r = ok_json(
         &akbench(
@@ -307,4 +545,86 @@ fn export_harbor_results_import_and_reconcile() {
         text.contains("unidentified") && text.contains("hello-world"),
         "{text}"
     );
+}
+
+/// `--base-image` given as a tag is pinned to the digest the registry serves for it (a real
+/// `docker-registry` on loopback): every Dockerfile starts FROM `tag@digest`, and the
+/// manifest records it.
+#[test]
+fn export_pins_a_base_image_tag_to_the_registrys_digest() {
+    const TEST: &str = "export_pins_a_base_image_tag_to_the_registrys_digest";
+    if !Path::new(registry::REGISTRY).is_file() {
+        akbench_core::testkit::skip(
+            TEST,
+            "`docker-registry` is not installed (apt-get install docker-registry)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let reg = registry::Registry::start();
+    let layer = registry::layer(t, "base", &[("etc/akbench-base", "base\n")], "gzip");
+    let digest = reg.push(
+        "akbench/harbor-base:bookworm",
+        &[(&layer, "gzip")],
+        &[],
+        None,
+        None,
+    );
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    let manifest = t.join("experiment.yaml");
+    std::fs::write(
+        &manifest,
+        "experiment: hbi\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\n",
+    )
+    .unwrap();
+    let tasks = examples().join("tasks");
+    let plan = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "plan",
+                "--json",
+                "--config",
+                manifest.to_str().unwrap(),
+                "--tasks-root",
+                tasks.to_str().unwrap(),
+                "--agents-root",
+                examples().join("agents").to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    let key = plan["run_key"].as_str().unwrap().to_string();
+    let tag = format!("{}/akbench/harbor-base:bookworm", reg.addr);
+    let out = t.join("harbor");
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "export-harbor", &key, "--out"])
+        .arg(&out)
+        .arg("--tasks-root")
+        .arg(&tasks)
+        .args(["--base-image", &tag, "--cache"])
+        .arg(t.join("cache"))
+        .arg("--store-root")
+        .arg(t.join("runs"))
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .env_remove("AKBENCH_COORDINATOR")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let pinned = format!("{tag}@{digest}");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    assert_eq!(m["base_image"], pinned.as_str());
+    let id = m["trials"][0]["trial_id"].as_str().unwrap();
+    let docker =
+        std::fs::read_to_string(out.join("trials").join(id).join("environment/Dockerfile"))
+            .unwrap();
+    assert!(docker.contains(&format!("FROM {pinned}\n")), "{docker}");
 }

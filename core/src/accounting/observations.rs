@@ -1,5 +1,7 @@
 //! The observations file: one typed trial outcome per line (JSON Lines), documented in
-//! docs/observations.md. A malformed line refuses the whole file, naming its line.
+//! docs/observations.md. A malformed line refuses the whole file, naming its line. A line may
+//! also carry what the trial spent (`spend`: tokens and cost, e.g. from a Harbor import);
+//! the accounting reads the outcome only.
 
 use crate::lifecycle::State;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,36 @@ pub struct Observation {
     /// Where the outcome came from (a harness, a file).
     #[serde(deserialize_with = "present")]
     pub source: Option<String>,
+}
+
+/// One line of the file as read: the outcome, and what the trial spent when the line says.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    trial_id: Uuid,
+    #[serde(with = "state_name")]
+    state: State,
+    #[serde(deserialize_with = "present")]
+    ok: Option<bool>,
+    #[serde(deserialize_with = "present")]
+    score: Option<f64>,
+    #[serde(deserialize_with = "present")]
+    attempt_id: Option<Uuid>,
+    #[serde(deserialize_with = "present")]
+    source: Option<String>,
+    #[serde(default)]
+    spend: Option<crate::spend::Spend>,
+}
+
+/// An observation with what its trial spent, as one line of the file is written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObservedLine {
+    /// The outcome.
+    #[serde(flatten)]
+    pub observation: Observation,
+    /// Tokens and cost, when reported (the field is left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::spend::Spend>,
 }
 
 /// An `Option` field that must be present (`null` allowed): serde would otherwise read a
@@ -97,6 +129,14 @@ impl Observation {
 /// Parses observations text (JSON Lines; blank lines are skipped). `file` names the input in
 /// errors.
 pub fn parse_observations(text: &str, file: &Path) -> Result<Vec<Observation>, ObservationsError> {
+    Ok(parse_lines(text, file)?
+        .into_iter()
+        .map(|l| l.observation)
+        .collect())
+}
+
+/// Parses observations text keeping each line's `spend`.
+pub fn parse_lines(text: &str, file: &Path) -> Result<Vec<ObservedLine>, ObservationsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -108,7 +148,7 @@ pub fn parse_observations(text: &str, file: &Path) -> Result<Vec<Observation>, O
             line: Some(i + 1),
             problem,
         };
-        let o: Observation = serde_json::from_str(l).map_err(|e| {
+        let line: Line = serde_json::from_str(l).map_err(|e| {
             let mut m = e.to_string();
             // serde_json appends " at line 1 column C": the line is the file's, reported above.
             if let Some(i) = m.rfind(" at line ") {
@@ -116,8 +156,19 @@ pub fn parse_observations(text: &str, file: &Path) -> Result<Vec<Observation>, O
             }
             err(format!("{m} (column {})", e.column()))
         })?;
+        let o = Observation {
+            trial_id: line.trial_id,
+            state: line.state,
+            ok: line.ok,
+            score: line.score,
+            attempt_id: line.attempt_id,
+            source: line.source,
+        };
         o.check().map_err(err)?;
-        out.push(o);
+        out.push(ObservedLine {
+            observation: o,
+            spend: line.spend,
+        });
     }
     Ok(out)
 }

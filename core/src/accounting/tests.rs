@@ -173,6 +173,45 @@ fn observations_file_format() {
     }
 }
 
+/// A line may carry what the trial spent (`spend`, e.g. from a Harbor import); it round-trips,
+/// may be left out, and a malformed one refuses the file like any other field.
+#[test]
+fn observation_lines_keep_spend() {
+    let id = crate::ids::uuid_v7_at(clock().now());
+    let o = obs(id, State::Failed, None);
+    let spend = crate::spend::Spend {
+        input_tokens: Some(600),
+        cached_input_tokens: Some(400),
+        output_tokens: None,
+        cost_usd: Some(0.5),
+    };
+    let with = ObservedLine {
+        observation: o.clone(),
+        spend: Some(spend),
+    };
+    let without = ObservedLine {
+        observation: o.clone(),
+        spend: None,
+    };
+    let text = format!(
+        "{}\n{}\n",
+        serde_json::to_string(&with).unwrap(),
+        serde_json::to_string(&without).unwrap()
+    );
+    assert!(!text.lines().nth(1).unwrap().contains("spend"), "{text}");
+    let lines = parse_lines(&text, Path::new("o.jsonl")).unwrap();
+    assert_eq!(lines, [with, without]);
+    assert_eq!(
+        parse_observations(&text, Path::new("o.jsonl")).unwrap(),
+        [o.clone(), o]
+    );
+    let bad = format!(
+        "{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null,\"spend\":{{\"input_tokens\":-1}}}}\n"
+    );
+    let e = parse_observations(&bad, Path::new("o.jsonl")).unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+}
+
 proptest! {
     #[test]
     fn buckets_always_partition_the_plan(

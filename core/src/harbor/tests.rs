@@ -61,6 +61,13 @@ fn results_map_to_states() {
             None,
             None,
         ),
+        (ex("ContextLengthExceededError"), State::Failed, None, None),
+        (
+            ex("ModelNotFoundError"),
+            State::InvalidConfiguration,
+            None,
+            None,
+        ),
         (
             ex("ApiRateLimitError"),
             State::InfrastructureError,
@@ -117,4 +124,96 @@ fn identities_come_from_the_task_path() {
         json!({"trial_name": "t", "config": {"task": {"path": format!("/abs/trials/{id}/")}}}),
     );
     assert_eq!(trial_id(&r).unwrap(), id);
+}
+
+fn with_exception(t: &str, rewards: Option<serde_json::Value>) -> TrialResult {
+    let id = Uuid::now_v7();
+    result(json!({
+        "trial_name": "t__abc",
+        "config": {"task": {"path": format!("trials/{id}")}},
+        "verifier_result": rewards.map(|r| json!({"rewards": r})),
+        "exception_info": {"exception_type": t, "exception_message": "m"},
+    }))
+}
+
+/// Harbor 0.25's error policy counts a spent budget and a refusal as the agent's outcome
+/// (the reward is a valid measurement): graded by the reward, `failed` without one; never an
+/// infrastructure error.
+#[test]
+fn the_agents_outcomes_by_harbors_policy_are_graded_by_the_reward() {
+    let id = Uuid::now_v7();
+    for t in [
+        "ContextLengthExceededError",
+        "OutputLengthExceededError",
+        "ContentPolicyViolationError",
+        "ContextWindowExceededError",
+        "OutputTokenExceededError",
+        "AgentSafetyRefusalError",
+    ] {
+        let (o, _) = observation(&with_exception(t, Some(json!({"reward": 1.0}))), id, 1.0);
+        assert_eq!(
+            (o.state, o.ok, o.score),
+            (State::Completed, Some(true), Some(1.0)),
+            "{t}"
+        );
+        let (o, _) = observation(&with_exception(t, Some(json!({"reward": 0.0}))), id, 1.0);
+        assert_eq!((o.state, o.ok), (State::Completed, Some(false)), "{t}");
+        let (o, _) = observation(&with_exception(t, None), id, 1.0);
+        assert_eq!((o.state, o.ok, o.score), (State::Failed, None, None), "{t}");
+        o.check().unwrap();
+    }
+}
+
+/// Every type of Harbor's table, by its cause.
+#[test]
+fn every_harbor_policy_type_maps_by_its_cause() {
+    let mut seen = std::collections::BTreeSet::new();
+    for (t, cause) in HARBOR_POLICY {
+        assert!(seen.insert(*t), "{t} listed twice");
+        assert_eq!(cause_of(t), *cause);
+        let (state, _) = state_of_exception(t);
+        let expected = match cause {
+            FailureCause::AgentExhaustedBudget if *t == "AgentTimeoutError" => Some(State::Timeout),
+            FailureCause::AgentExhaustedBudget | FailureCause::AgentRefusedTask => None,
+            FailureCause::Unclassified => Some(State::Failed),
+            FailureCause::VerifierFailed => Some(State::EvaluationError),
+            FailureCause::Cancelled => Some(State::Cancelled),
+            FailureCause::ModelProviderFailed if NOT_FOUND.contains(t) => {
+                Some(State::InvalidConfiguration)
+            }
+            FailureCause::ModelProviderFailed
+            | FailureCause::SandboxFailed
+            | FailureCause::HarborFailed => Some(State::InfrastructureError),
+        };
+        assert_eq!(state, expected, "{t}");
+    }
+    assert_eq!(cause_of("SomethingNewError"), FailureCause::Unclassified);
+    assert_eq!(
+        state_of_exception("SomethingNewError").0,
+        Some(State::InfrastructureError)
+    );
+}
+
+#[test]
+fn tokens_and_cost_are_kept() {
+    let r = result(json!({
+        "trial_name": "t",
+        "agent_result": {"n_input_tokens": 1200, "n_cache_tokens": 200, "n_output_tokens": 30, "cost_usd": 0.25, "rollout_details": null, "metadata": null},
+    }));
+    assert_eq!(
+        spend(&r),
+        Some(crate::spend::Spend {
+            input_tokens: Some(1000),
+            cached_input_tokens: Some(200),
+            output_tokens: Some(30),
+            cost_usd: Some(0.25),
+        })
+    );
+    let r = result(
+        json!({"trial_name": "t", "agent_result": {"n_input_tokens": null, "cost_usd": null}}),
+    );
+    assert_eq!(spend(&r), None);
+    assert_eq!(spend(&result(json!({"trial_name": "t"}))), None);
+    let r = result(json!({"trial_name": "t", "agent_result": {"n_output_tokens": 7}}));
+    assert_eq!(spend(&r).unwrap().input_tokens, None);
 }

@@ -1,21 +1,30 @@
-//! `akbench run export-harbor RUN --out DIR`: a planned run as Harbor input (docs/harbor.md).
+//! `akbench run export-harbor RUN --out DIR --base-image REF@sha256:..`: a planned run as
+//! Harbor input (docs/harbor.md).
 //!
-//! Each planned trial becomes its own Harbor task folder `DIR/trials/<trial UUID>/`
-//! (`instruction.md`, `task.toml`, `environment/Dockerfile` that rebuilds the task's pinned
-//! and mutated repository in `/app`, `tests/test.sh` that runs akbench's evaluation and
-//! leaves the reward in `/logs/verifier`, `solution/`), so the UUID travels in every Harbor
-//! result as `config.task.path`. One Harbor job configuration per agent condition
-//! (`DIR/jobs/<agent label>.json`, `n_attempts: 1`) lists that agent's trials; the manifest
-//! `DIR/akbench-harbor.json` lists every trial. Everything is written to a temporary folder
-//! beside DIR and renamed into place: an error leaves nothing.
+//! Each planned trial becomes its own Harbor task folder `DIR/trials/<trial UUID>/`, so the
+//! UUID travels in every Harbor result as `config.task.path`. Its environment gives nothing
+//! away: the build context is a Dockerfile `FROM` the pinned base image and the task's
+//! baseline repository (the pinned tree with the mutation applied, one parentless commit,
+//! exactly the objects it reaches: the worker's own baseline, `akbench_worker::baseline`),
+//! checked out in `/app` and owned by the unprivileged `agent` user Harbor runs the agent as.
+//! No bundle, history, stash or reference fix is in the image. The verifier runs in a
+//! separate environment (Harbor's `separate` mode) that receives `/app` as an artifact; the
+//! reference solution finds its files through `[solution].env`. One Harbor job
+//! configuration per agent condition (`DIR/jobs/<agent label>.json`, `n_attempts: 1`) lists
+//! that agent's trials; the manifest `DIR/akbench-harbor.json` lists every trial. Everything
+//! is written to a temporary folder beside DIR and renamed into place: an error leaves
+//! nothing.
 
 use crate::cli::ExportHarborArgs;
 use crate::cmd::{find_run, print_json};
 use crate::exit::{self, InputError};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::harbor::{ExportManifest, ExportedTrial, EXPORT_MANIFEST, EXPORT_SCHEMA};
+use akbench_core::image::ImageRef;
 use akbench_core::plan::PlannedTrial;
-use akbench_core::task::{load_by_id, RepoLocation, Task};
+use akbench_core::task::{load_by_id, Task};
+use akbench_worker::baseline::Baseline;
+use akbench_worker::mirror::MirrorCache;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +73,24 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
         }
         tasks.insert(t.task.id.clone(), task);
     }
+    let base_image = pinned_base_image(&args.base_image)?;
+    // Each task's baseline, built (or reused) in the per-host cache as a worker builds it.
+    let mirrors =
+        MirrorCache::new(super::single::cache_root(args.cache.as_deref()).join("mirrors"));
+    let mut baselines: BTreeMap<String, Baseline> = BTreeMap::new();
+    for (id, task) in &tasks {
+        let b = mirrors.baseline(task, true).map_err(|e| -> anyhow::Error {
+            let message = format!("failed to export run {key}: task {id}: {e}");
+            match e {
+                // The task is broken (bad input); the rest is the host's trouble.
+                akbench_worker::baseline::BaselineError::MutationDoesNotApply { .. } => {
+                    InputError(message).into()
+                }
+                _ => anyhow::anyhow!(message),
+            }
+        })?;
+        baselines.insert(id.clone(), b);
+    }
     let parent = args
         .out
         .parent()
@@ -79,7 +106,11 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     for t in &plan.trials {
         let task = &tasks[&t.task.id];
         let path = format!("trials/{}", t.trial_id);
-        write_task(&dir.join(&path), task, t, &key)?;
+        let env = Environment {
+            base_image: &base_image,
+            baseline: &baselines[&t.task.id],
+        };
+        write_task(&dir.join(&path), task, t, &key, &env)?;
         let job = format!("jobs/{}.json", t.agent.label);
         jobs.entry(t.agent.label.clone())
             .or_default()
@@ -118,6 +149,7 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     }
     let manifest = ExportManifest {
         schema: EXPORT_SCHEMA.into(),
+        base_image: Some(base_image.clone()),
         run_key: key.clone(),
         run_id: plan.run_id,
         plan_digest: plan.digest.clone(),
@@ -171,12 +203,73 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
 
+/// What every exported environment is built from.
+struct Environment<'a> {
+    /// `REF@sha256:DIGEST`.
+    base_image: &'a str,
+    /// The task's baseline repository.
+    baseline: &'a Baseline,
+}
+
+/// The unprivileged user Harbor runs the agent as (`[agent].user`), made in the image.
+pub const AGENT_USER: &str = "agent";
+/// The workspace in the image.
+pub const WORKSPACE: &str = "/app";
+/// Where the baseline repository sits in the build context.
+pub const BASELINE_IN_CONTEXT: &str = "baseline.git";
+
+/// The base image pinned: `REF@sha256:DIGEST` as given, a tag resolved to its manifest's
+/// digest through the registry as plans pin task images.
+fn pinned_base_image(given: &str) -> anyhow::Result<String> {
+    let r = ImageRef::parse(given).map_err(|e| {
+        InputError(format!(
+            "failed to read --base-image: {e}; fix: give REF@sha256:DIGEST or a tag the registry resolves"
+        ))
+    })?;
+    if r.digest.is_some() {
+        return Ok(given.to_string());
+    }
+    let store =
+        akbench_worker::image::Store::from_env(std::env::temp_dir().join("akbench-resolve"))
+            .map_err(InputError)?;
+    let digest = store.resolve(&r).map_err(|e| {
+        InputError(format!(
+            "failed to pin --base-image {given} to a digest: {e}; fix: give REF@sha256:DIGEST (a plain-HTTP registry must be listed in AKBENCH_INSECURE_REGISTRIES)"
+        ))
+    })?;
+    Ok(format!("{given}@{digest}"))
+}
+
+/// The environment's Dockerfile: the baseline checked out in the workspace, owned by the
+/// agent's user; git trusts the workspace for the verifier (root) too.
+pub fn dockerfile(base_image: &str) -> String {
+    format!(
+        "# Written by akbench run export-harbor: the task's baseline (one parentless commit, the\n\
+         # mutation applied) in {WORKSPACE}, nothing else of its repository.\n\
+         FROM {base_image}\n\
+         RUN useradd --create-home --shell /bin/bash {AGENT_USER} \\\n    && git config --system --add safe.directory {WORKSPACE}\n\
+         COPY {BASELINE_IN_CONTEXT} {WORKSPACE}/.git\n\
+         RUN git -C {WORKSPACE} reset --quiet --hard \\\n    && chown -R {AGENT_USER}:{AGENT_USER} {WORKSPACE}\n\
+         WORKDIR {WORKSPACE}\n"
+    )
+}
+
 /// Writes one trial's Harbor task folder.
-fn write_task(dir: &Path, task: &Task, t: &PlannedTrial, run_key: &str) -> anyhow::Result<()> {
+fn write_task(
+    dir: &Path,
+    task: &Task,
+    t: &PlannedTrial,
+    run_key: &str,
+    env: &Environment,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir.join("environment"))?;
     std::fs::write(dir.join("instruction.md"), &task.instruction)?;
+    // The agent runs unprivileged; the verifier in a fresh environment of its own (Harbor's
+    // `separate` mode, `harbor lint`'s default) that receives the agent's workspace as an
+    // artifact; the reference solution (Harbor's `oracle`) finds its files as akbench's
+    // oracle does.
     let toml = format!(
-        "schema_version = \"1.4\"\n\n[task]\nname = {}\nversion = {}\n\n[metadata]\nakbench_run_key = {}\nakbench_trial_id = \"{}\"\nakbench_trial_key = {}\nakbench_task_digest = {}\nakbench_repetition = {}\n\n[agent]\ntimeout_sec = {:?}\n\n[verifier]\ntimeout_sec = {:?}\n\n[environment]\ncpus = {}\nmemory_mb = {}\n",
+        "schema_version = \"1.4\"\nartifacts = [\"{WORKSPACE}\"]\n\n[task]\nname = {}\nversion = {}\n\n[metadata]\nakbench_run_key = {}\nakbench_trial_id = \"{}\"\nakbench_trial_key = {}\nakbench_task_digest = {}\nakbench_repetition = {}\n\n[agent]\ntimeout_sec = {:?}\nuser = \"{AGENT_USER}\"\n\n[verifier]\ntimeout_sec = {:?}\nenvironment_mode = \"separate\"\n\n[solution.env]\nAKBENCH_SOLUTION_DIR = \"/solution\"\nAKBENCH_WORKSPACE = \"{WORKSPACE}\"\n\n[environment]\ncpus = {}\nmemory_mb = {}\n",
         toml_str(&format!("akbench/{}", t.task.id)),
         toml_str(&t.task.version),
         toml_str(run_key),
@@ -190,30 +283,14 @@ fn write_task(dir: &Path, task: &Task, t: &PlannedTrial, run_key: &str) -> anyho
         t.compute.memory_mb,
     );
     std::fs::write(dir.join("task.toml"), toml)?;
-    // The environment: the pinned repository with the task's mutation applied, in /app.
-    let mut docker = String::from(
-        "FROM buildpack-deps:bookworm\nRUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n",
-    );
-    let source = match &task.repo {
-        RepoLocation::Path(p) => {
-            std::fs::copy(p, dir.join("environment/repo.bundle")).map_err(|e| {
-                anyhow::anyhow!("failed to copy the repository {}: {e}", p.display())
-            })?;
-            docker.push_str("COPY repo.bundle /tmp/repo.bundle\n");
-            "/tmp/repo.bundle".to_string()
-        }
-        RepoLocation::Url(u) => u.clone(),
-    };
-    docker.push_str(&format!(
-        "RUN git clone --quiet {source} /app && git -C /app checkout --quiet {}\n",
-        task.commit
-    ));
-    if let Some((patch, _)) = &task.mutation {
-        std::fs::copy(patch, dir.join("environment/mutation.patch"))?;
-        docker.push_str("COPY mutation.patch /tmp/mutation.patch\nRUN git -C /app apply /tmp/mutation.patch && rm /tmp/mutation.patch\n");
-    }
-    docker.push_str("WORKDIR /app\n");
-    std::fs::write(dir.join("environment/Dockerfile"), docker)?;
+    copy_dir(
+        &env.baseline.repo,
+        &dir.join("environment").join(BASELINE_IN_CONTEXT),
+    )?;
+    std::fs::write(
+        dir.join("environment/Dockerfile"),
+        dockerfile(env.base_image),
+    )?;
     // The tests: akbench's, under tests/akbench, run by a tests/test.sh that Harbor calls.
     copy_dir(&task.tests_dir, &dir.join("tests/akbench"))?;
     let argv: Vec<String> = task
@@ -222,7 +299,7 @@ fn write_task(dir: &Path, task: &Task, t: &PlannedTrial, run_key: &str) -> anyho
         .map(|a| {
             let a = a
                 .replace("{tests_dir}", "/tests/akbench")
-                .replace("{workspace}", "/app")
+                .replace("{workspace}", WORKSPACE)
                 .replace("{verifier_dir}", "/logs/verifier");
             format!("'{}'", a.replace('\'', "'\\''"))
         })
@@ -235,7 +312,7 @@ fn write_task(dir: &Path, task: &Task, t: &PlannedTrial, run_key: &str) -> anyho
         .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', "'\\''")))
         .collect();
     let test = format!(
-        "#!/usr/bin/env bash\n# Written by akbench run export-harbor: runs the task's akbench evaluation, which leaves\n# reward.txt in /logs/verifier (Harbor reads it; the exit code is ignored).\nexport AKBENCH_TESTS_DIR=/tests/akbench AKBENCH_VERIFIER_DIR=/logs/verifier AKBENCH_WORKSPACE=/app\n{env}mkdir -p /logs/verifier\ncd /app\nexec {}\n",
+        "#!/usr/bin/env bash\n# Written by akbench run export-harbor: runs the task's akbench evaluation, which leaves\n# reward.txt in /logs/verifier (Harbor reads it; the exit code is ignored).\nexport AKBENCH_TESTS_DIR=/tests/akbench AKBENCH_VERIFIER_DIR=/logs/verifier AKBENCH_WORKSPACE={WORKSPACE}\n{env}mkdir -p /logs/verifier\ncd {WORKSPACE}\nexec {}\n",
         argv.join(" ")
     );
     write_exec(&dir.join("tests/test.sh"), &test)?;

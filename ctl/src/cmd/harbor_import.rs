@@ -12,9 +12,12 @@
 use crate::cli::ImportHarborArgs;
 use crate::cmd::{find_run, print_json};
 use crate::exit::{self, InputError};
-use akbench_core::accounting::{reconcile, Observation};
+use akbench_core::accounting::{reconcile, ObservedLine};
 use akbench_core::evidence::EvidenceStore;
-use akbench_core::harbor::{observation, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST};
+use akbench_core::harbor::{
+    observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
+};
+use akbench_core::spend::{fmt_count, fmt_usd, Spend};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,7 +70,8 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     let mut files = Vec::new();
     find_results(&args.dir, &mut files);
     files.sort();
-    let mut observations: Vec<Observation> = Vec::new();
+    let mut observations: Vec<ObservedLine> = Vec::new();
+    let mut results: Vec<TrialResult> = Vec::new();
     let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
     let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
@@ -101,7 +105,11 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                     None => format!("{why} -> {}", o.state),
                 };
                 *mapped.entry(label).or_default() += 1;
-                observations.push(o);
+                observations.push(ObservedLine {
+                    observation: o,
+                    spend: spend(&result),
+                });
+                results.push(result);
             }
             Err(e) => unidentified.push((f.clone(), e)),
         }
@@ -111,12 +119,25 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| args.dir.join("akbench-observations.jsonl"));
     write_observations(&out, &observations)?;
-    let a = reconcile(plan, &observations);
+    let outcomes: Vec<_> = observations.iter().map(|l| l.observation.clone()).collect();
+    let a = reconcile(plan, &outcomes);
+    let records = match &args.out {
+        Some(out) => write_records(&r.spec, plan, out, &results, &outcomes)?,
+        None => Vec::new(),
+    };
+    // Tokens and cost over the results read (a value no result reported stays null).
+    let spent = observations
+        .iter()
+        .filter_map(|l| l.spend)
+        .fold(None::<Spend>, |acc, s| Some(acc.map_or(s, |a| a.plus(&s))))
+        .unwrap_or_default();
     if args.store.json {
         print_json(&serde_json::json!({
             "observations_file": out,
             "results": observations.len(),
             "mapped": mapped,
+            "spend": spent,
+            "records": records,
             "unidentified": unidentified.iter().map(|(f, why)| serde_json::json!({"file": f, "problem": why})).collect::<Vec<_>>(),
             "accounting": a,
         }))?;
@@ -130,8 +151,22 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         for (label, n) in &mapped {
             println!("  {n:>5}  {label}");
         }
+        println!(
+            "  tokens: input {} (cached {}), output {}; cost {}",
+            fmt_count(spent.input_tokens),
+            fmt_count(spent.cached_input_tokens),
+            fmt_count(spent.output_tokens),
+            fmt_usd(spent.cost_usd)
+        );
         for (f, why) in &unidentified {
             println!("  unidentified {}: {why}", f.display());
+        }
+        if let Some(out) = &args.out {
+            println!(
+                "  wrote {} run records under {}",
+                records.len(),
+                out.display()
+            );
         }
         crate::cmd::reconcile::show(&a, false, false)?;
     }
@@ -140,6 +175,68 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     } else {
         exit::NEGATIVE
     })
+}
+
+/// Writes each planned trial that exactly one distinct result names as its run record
+/// (`out/<trial key>/run_record.json`); a trial with conflicting results (quarantined) or
+/// outside the plan gets none. Returns the record files written.
+fn write_records(
+    spec: &akbench_core::spec::ResolvedRunSpec,
+    plan: &akbench_core::plan::RunPlan,
+    out: &Path,
+    results: &[TrialResult],
+    outcomes: &[akbench_core::accounting::Observation],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut by_trial: BTreeMap<uuid::Uuid, Vec<usize>> = BTreeMap::new();
+    for (i, o) in outcomes.iter().enumerate() {
+        by_trial.entry(o.trial_id).or_default().push(i);
+    }
+    let now = chrono::Utc::now();
+    let mut written = Vec::new();
+    for t in &plan.trials {
+        let Some(idx) = by_trial.get(&t.trial_id) else {
+            continue;
+        };
+        if idx.iter().any(|&i| outcomes[i] != outcomes[idx[0]]) {
+            continue;
+        }
+        let i = idx[0];
+        let tests_digest = spec
+            .condition
+            .tasks
+            .iter()
+            .find(|x| x.release == t.task)
+            .map(|x| x.tests_digest.clone())
+            .unwrap_or_default();
+        let attempt = akbench_core::harbor::record::attempt(
+            &results[i],
+            &outcomes[i],
+            &t.key,
+            uuid::Uuid::now_v7(),
+            &tests_digest,
+            now,
+        );
+        let finished_at = attempt.transitions.last().map_or(now, |x| x.at);
+        let record = akbench_core::trial_record::assemble(
+            spec,
+            t,
+            vec![akbench_core::trial_record::StoredAttempt {
+                id: attempt.attempt.id,
+                number: 1,
+                terminal: attempt.state,
+                cause: attempt.cause.clone(),
+                finished_at,
+                record: Some(attempt),
+                transitions: Vec::new(),
+                worker_id: None,
+            }],
+            &format!("akbench {} (run import-harbor)", env!("CARGO_PKG_VERSION")),
+        )
+        .map_err(|e| anyhow::anyhow!("failed to make the run record of trial {}: {e}", t.key))?;
+        let bytes = serde_json::to_vec_pretty(&record)?;
+        written.push(crate::remote::records::write_record(out, &t.key, &bytes)?);
+    }
+    Ok(written)
 }
 
 /// Every `result.json` under `dir`.
@@ -158,7 +255,7 @@ fn find_results(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Writes the observations as JSON Lines, atomically (a temporary file renamed into place).
-fn write_observations(path: &Path, observations: &[Observation]) -> anyhow::Result<()> {
+fn write_observations(path: &Path, observations: &[ObservedLine]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
