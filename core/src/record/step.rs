@@ -95,7 +95,8 @@ mod tests {
         use State as S;
         let at = Utc.with_ymd_and_hms(2026, 12, 2, 1, 0, 0).unwrap();
         // (state graded, events, states entered or the first refused event)
-        let cases: &[(S, &[E], Result<&[S], E>)] = &[
+        type Case = (S, &'static [E], Result<&'static [S], E>);
+        let cases: &[Case] = &[
             (
                 S::NotGraded,
                 &[E::Regrade, E::Advance, E::Complete],
