@@ -4,6 +4,7 @@
 //! grow with the plan.
 
 use crate::cli::PlanArgs;
+use crate::cmd::shared::candidates_suffix;
 use crate::cmd::{counts, print_json};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
@@ -50,25 +51,12 @@ pub(crate) fn plan_and_store(
         agents_root: args.agents_root.clone(),
     };
     let spec = resolve(&manifest, &inputs, clock)?;
-    let spec = super::images::pin_spec(spec, clock)?;
+    let spec = crate::cmd::shared::inputs::pin_spec(spec, clock)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
     let ready = store.plan_streamed(&spec, clock.now())?;
     let dir = args.store.store_root.join(spec.run_key());
     Ok((spec, ready, dir))
-}
-
-/// `, each with N candidates (M plan entries, selection R)` with best-of-N, else nothing.
-pub(crate) fn candidates_suffix(spec: &ResolvedRunSpec, entries: u64) -> String {
-    let e = &spec.condition.execution;
-    if e.candidates > 1 {
-        format!(
-            ", each with {} candidates ({entries} plan entries, selection {})",
-            e.candidates, e.selection
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// Prints the plan summary lines (trials, agents, families, backend, visibility).

@@ -10,8 +10,10 @@
 //! says the cap is spent; the trials left are cancelled with the reason "budget".
 
 use crate::cli::SweepArgs;
-use crate::cmd::single::{cache_root, verdict};
-use crate::cmd::sweep::{plan_run, show_result, PlannedSweep};
+use crate::cmd::shared::candidates_suffix;
+use crate::cmd::shared::inputs::cache_root;
+use crate::cmd::shared::records::verdict;
+use crate::cmd::shared::sweep::{plan_run, show_result, PlannedSweep};
 use crate::cmd::sweep_dispatch::{InMemoryDispatch, ItemState, Next};
 use crate::cmd::sweep_routes::{LocalRoutes, RouteObserver};
 use crate::exit;
@@ -78,7 +80,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             ready.summary.by_task.len(),
             ready.summary.by_agent.len(),
             spec.condition.repetitions,
-            crate::cmd::plan::candidates_suffix(&spec, total as u64)
+            candidates_suffix(&spec, total as u64)
         );
     }
     let cancel = CancelToken::new();

@@ -3,8 +3,8 @@
 //! result by the task's digest (and its image's, under `container`) in the cache folder's
 //! `task-checks/`, reused until the task changes or `--recheck`.
 
-use super::single::{cache_root, load_task};
 use crate::cli::TaskCheckArgs;
+use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
 use crate::exit::{self, InputError};
 use akbench_core::bounded_read::{read, Links};
 use akbench_core::clock::SystemClock;
@@ -47,7 +47,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     let cache = cache_root(args.cache.as_deref());
     let orch = Orchestrator::new(&cache, Arc::new(SystemClock));
     if runtime == Runtime::Container {
-        super::images::pin_task(&orch, &mut task)?;
+        pin_task(&orch, &mut task)?;
     }
     let image_digest = task.image.as_ref().and_then(|i| i.digest.clone());
     let file = cache.join(CHECKS_DIR).join(cache_name(
