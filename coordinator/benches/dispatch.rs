@@ -11,6 +11,9 @@
 //! than `AKBENCH_BENCH_EXPLAIN_MS` (30) in the server log, a fraction
 //! `AKBENCH_BENCH_EXPLAIN_RATE` (1) of them.
 
+#[path = "common/synthetic.rs"]
+mod synthetic;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,31 +23,11 @@ use akbench_coordinator::pgcluster::{ClusterOptions, PrivateCluster};
 use akbench_coordinator::scheduler::test_support::seed_run;
 use akbench_coordinator::scheduler::{Caps, Scheduler};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::workers_service::{wire_state, WorkersConfig, WorkersService};
-use akbench_core::digest::{canonical_json, digest_bytes};
-use akbench_core::lifecycle::{self, State};
-use akbench_proto::v1::{
-    coordinator_message::Body as Out, worker_message::Body as In, AttemptFinished, Hello,
-    RecordUpload, Subject, Transition, TransitionBatch, WorkerMessage,
-};
-use akbench_proto::workers_client::WorkersClient;
-use serde_json::json;
-use tokio::sync::{mpsc, Notify};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// An ungraded no-op attempt's path: the lifecycle chain up to FINALIZING, then NOT_GRADED.
-static PATH: std::sync::LazyLock<Vec<State>> = std::sync::LazyLock::new(|| {
-    let mut p = lifecycle::CHAIN[..10].to_vec();
-    p.push(State::NotGraded);
-    p
-});
+use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
+use akbench_proto::v1::{coordinator_message::Body as Out, Subject};
+use synthetic::{env, messages, session};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::TcpListenerStream;
 
 /// Shared counters of the synthetic workers.
 struct Progress {
@@ -54,83 +37,15 @@ struct Progress {
     changed: Notify,
 }
 
-fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
-    let now = chrono::Utc::now().timestamp_millis();
-    let transitions = PATH
-        .iter()
-        .enumerate()
-        .map(|(i, s)| Transition {
-            seq: i as u32 + 1,
-            state: wire_state(*s) as i32,
-            at_unix_ms: now,
-            note: String::new(),
-        })
-        .collect();
-    let record = json!({
-        "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
-        "number": 1,
-        "transitions": PATH.iter().enumerate()
-            .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
-            .collect::<Vec<_>>(),
-        "state": "not_graded", "cause": null, "workspace": {"kept": false},
-        "agent_process": null, "observations": {}, "timings_ms": {}, "grade": null,
-        "artifacts_dir": "a",
-    });
-    let record_json = canonical_json(&record);
-    let digest = digest_bytes(record_json.as_bytes());
-    let m = |body| WorkerMessage { body: Some(body) };
-    [
-        m(In::Transitions(TransitionBatch {
-            attempt_id: attempt_id.into(),
-            epoch,
-            transitions,
-            ..Default::default()
-        })),
-        m(In::Record(RecordUpload {
-            attempt_id: attempt_id.into(),
-            epoch,
-            record_json,
-            digest,
-            ..Default::default()
-        })),
-        m(In::Finished(AttemptFinished {
-            attempt_id: attempt_id.into(),
-            epoch,
-            terminal_state: wire_state(State::NotGraded) as i32,
-            cause: String::new(),
-            ..Default::default()
-        })),
-    ]
-}
-
 async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Arc<Progress>) {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let (tx, rx) = mpsc::channel(4096);
-    tx.send(WorkerMessage {
-        body: Some(In::Hello(Hello {
-            worker_id: id,
-            slots,
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut inbound = WorkersClient::new(channel)
-        .session(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut inbound) = session(addr, id, slots).await;
     while let Ok(Some(m)) = inbound.message().await {
         match m.body {
             Some(Out::Assignment(a)) => {
                 *progress.last_assigned.lock().unwrap() = Some(Instant::now());
                 progress.assigned.fetch_add(1, Ordering::Relaxed);
                 progress.changed.notify_waiters();
-                for m in messages(&a.attempt_id, a.epoch) {
+                for m in messages(&a.attempt_id, a.epoch, "") {
                     tx.send(m).await.unwrap();
                 }
             }

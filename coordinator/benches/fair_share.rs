@@ -14,6 +14,9 @@
 //! (1), `SMALL_WEIGHT` (1), `WAIT_S` (60: how long to wait for the small run). Takes about 2 minutes at the defaults on 2 cores (most of it
 //! planning and starting the big run: 24-28 s and 56-60 s at 1,000,000 trials, load 7-14).
 
+#[path = "common/synthetic.rs"]
+mod synthetic;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,33 +25,14 @@ use std::time::{Duration, Instant};
 use akbench_coordinator::pgcluster::PrivateCluster;
 use akbench_coordinator::scheduler::{Caps, RunAgent, Scheduler};
 use akbench_coordinator::store::Store;
-use akbench_coordinator::workers_service::{wire_state, WorkersConfig, WorkersService};
-use akbench_core::digest::{canonical_json, digest_bytes, digest_of};
+use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
+use akbench_core::digest::digest_of;
 use akbench_core::dispatch::share::Share;
-use akbench_core::lifecycle::{self, State};
-use akbench_proto::v1::{
-    coordinator_message::Body as Out, worker_message::Body as In, AttemptFinished, Hello,
-    RecordUpload, Subject, Transition, TransitionBatch, WorkerMessage,
-};
-use akbench_proto::workers_client::WorkersClient;
+use akbench_proto::v1::{coordinator_message::Body as Out, Subject};
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use synthetic::{env, messages, session};
+use tokio_stream::wrappers::TcpListenerStream;
 use uuid::Uuid;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// An ungraded no-op attempt's path: the lifecycle chain up to FINALIZING, then NOT_GRADED.
-static PATH: std::sync::LazyLock<Vec<State>> = std::sync::LazyLock::new(|| {
-    let mut p = lifecycle::CHAIN[..10].to_vec();
-    p.push(State::NotGraded);
-    p
-});
 
 /// What the synthetic workers saw.
 #[derive(Default)]
@@ -63,55 +47,6 @@ struct Seen {
     first_small: Mutex<Option<Instant>>,
 }
 
-fn messages(attempt_id: &str, epoch: i64) -> [WorkerMessage; 3] {
-    let now = chrono::Utc::now().timestamp_millis();
-    let transitions = PATH
-        .iter()
-        .enumerate()
-        .map(|(i, s)| Transition {
-            seq: i as u32 + 1,
-            state: wire_state(*s) as i32,
-            at_unix_ms: now,
-            note: String::new(),
-        })
-        .collect();
-    let record = json!({
-        "attempt": {"id": attempt_id, "key": format!("attempt-{attempt_id}")},
-        "number": 1,
-        "transitions": PATH.iter().enumerate()
-            .map(|(i, s)| json!({"seq": i, "state": s, "at": "2026-01-01T00:00:00Z"}))
-            .collect::<Vec<_>>(),
-        "state": "not_graded", "cause": null, "workspace": {"kept": false},
-        "agent_process": null, "observations": {}, "timings_ms": {}, "grade": null,
-        "artifacts_dir": "a",
-    });
-    let record_json = canonical_json(&record);
-    let digest = digest_bytes(record_json.as_bytes());
-    let m = |body| WorkerMessage { body: Some(body) };
-    [
-        m(In::Transitions(TransitionBatch {
-            attempt_id: attempt_id.into(),
-            epoch,
-            transitions,
-            ..Default::default()
-        })),
-        m(In::Record(RecordUpload {
-            attempt_id: attempt_id.into(),
-            epoch,
-            record_json,
-            digest,
-            ..Default::default()
-        })),
-        m(In::Finished(AttemptFinished {
-            attempt_id: attempt_id.into(),
-            epoch,
-            terminal_state: wire_state(State::NotGraded) as i32,
-            cause: String::new(),
-            ..Default::default()
-        })),
-    ]
-}
-
 async fn worker(
     addr: std::net::SocketAddr,
     id: String,
@@ -119,26 +54,7 @@ async fn worker(
     hold: Duration,
     seen: Arc<Seen>,
 ) {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let (tx, rx) = mpsc::channel(4096);
-    tx.send(WorkerMessage {
-        body: Some(In::Hello(Hello {
-            worker_id: id,
-            slots,
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut inbound = WorkersClient::new(channel)
-        .session(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut inbound) = session(addr, id, slots).await;
     while let Ok(Some(m)) = inbound.message().await {
         match m.body {
             Some(Out::Assignment(a)) => {
@@ -158,7 +74,7 @@ async fn worker(
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(hold).await;
-                    for m in messages(&a.attempt_id, a.epoch) {
+                    for m in messages(&a.attempt_id, a.epoch, "") {
                         if tx.send(m).await.is_err() {
                             return;
                         }

@@ -146,6 +146,22 @@ pub fn synthetic_spec(
     )
 }
 
+/// A transition log through `path`, every step entered `at`, without notes.
+pub fn transitions_along(
+    path: &[State],
+    at: chrono::DateTime<chrono::Utc>,
+) -> Vec<crate::record::Transition> {
+    path.iter()
+        .enumerate()
+        .map(|(i, s)| crate::record::Transition {
+            seq: u32::try_from(i).unwrap(),
+            state: *s,
+            at,
+            note: None,
+        })
+        .collect()
+}
+
 /// A valid attempt record: the whole chain for `completed` (graded `ok`), else pending then
 /// `terminal`.
 pub fn attempt_record(
@@ -166,16 +182,7 @@ pub fn attempt_record(
     } else {
         vec![State::Pending, terminal]
     };
-    let transitions = path
-        .iter()
-        .enumerate()
-        .map(|(i, s)| crate::record::Transition {
-            seq: u32::try_from(i).unwrap(),
-            state: *s,
-            at,
-            note: None,
-        })
-        .collect();
+    let transitions = transitions_along(&path, at);
     let grade = ok.map(|ok| crate::record::Grade {
         ok,
         score: if ok { 1.0 } else { 0.0 },

@@ -1,6 +1,7 @@
 //! akbench wire protocol: the generated prost messages and tonic clients and servers for the
 //! `Control` service (used by the `akbench` CLI) and the `Workers` service (one bidirectional
-//! `Session` stream per worker). No logic lives here.
+//! `Session` stream per worker), and the one conversion of core's lifecycle states to and from
+//! the wire's ([`state`]). No other logic lives here.
 //!
 //! The `.proto` sources are under `akbench/v1/` in this crate and are compiled at build time
 //! with protox, so no system `protoc` is needed.
@@ -15,6 +16,8 @@
 pub mod v1 {
     tonic::include_proto!("akbench.v1");
 }
+
+pub mod state;
 
 pub use v1::{control_client, control_server, workers_client, workers_server};
 

@@ -27,8 +27,8 @@ use akbench_core::digest::digest_bytes;
 use akbench_core::grading::{
     diff_paths, is_runner_config_file, runner_config_changed, split_withheld,
 };
-use akbench_core::lifecycle::{apply, Event, State};
-use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, Transition, RECORD_FILE};
+use akbench_core::lifecycle::{apply, Event, State, TransitionError};
+use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, RECORD_FILE};
 use akbench_core::task::{load_by_id, Task};
 use std::path::{Path, PathBuf};
 
@@ -344,7 +344,7 @@ pub fn regrade(
         "rebuilt from the recorded diff"
     };
     let note = format!("graded later ({how})");
-    if record_grade(
+    record_grade(
         attempt,
         outcome,
         &note,
@@ -352,14 +352,22 @@ pub fn regrade(
         &artifacts,
         grade_number,
     )
-    .is_err()
-    {
-        return Err(RegradeError::Cancelled { run_dir });
-    }
+    .map_err(|e| match e {
+        GradeNotRecorded::Cancelled => RegradeError::Cancelled {
+            run_dir: run_dir.clone(),
+        },
+        refused @ GradeNotRecorded::Lifecycle { .. } => RegradeError::InvalidRecord {
+            run_dir: run_dir.clone(),
+            reason: refused.to_string(),
+        },
+    })?;
     record.outcome = RunRecord::outcome_of(&record.attempts).expect("validated");
     record
         .validate()
-        .expect("a regraded record keeps the lifecycle rules");
+        .map_err(|reason| RegradeError::InvalidRecord {
+            run_dir: run_dir.clone(),
+            reason: format!("the graded record breaks the lifecycle rules: {reason}"),
+        })?;
     let backup_name = if prior_grades == 0 {
         "run_record.execute.json".to_string()
     } else {
@@ -523,14 +531,29 @@ fn read_in(root: &Path, rel: &str) -> FileText {
         .map_err(|_| ())
 }
 
-/// The attempt was cancelled while grading; nothing was appended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GradingCancelled;
+/// Why a grade was not appended to an attempt; the attempt is left as it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GradeNotRecorded {
+    /// The attempt was cancelled while grading.
+    #[error("grading was cancelled")]
+    Cancelled,
+    /// The lifecycle does not allow the grade's steps from the attempt's state.
+    #[error("failed to record the grade of attempt {attempt}: {source}")]
+    Lifecycle {
+        /// The attempt's key.
+        attempt: String,
+        /// The refused step.
+        source: TransitionError,
+    },
+}
 
 /// Appends a grade to `attempt`: EVALUATING (noted `note` and the verdict), FINALIZING,
 /// COMPLETED with the grade, or EVALUATING, EVALUATION_ERROR with the cause (the evaluator's
 /// report kept as `grade-<n>.evaluator.report.txt` in `artifacts`). The agent's timings, logs
-/// and observations are left as they are; the grade carries its own time.
+/// and observations are left as they are; the grade carries its own time. Every step goes
+/// through core's lifecycle ([`AttemptRecord::step`]): a grade the lifecycle does not allow
+/// from the attempt's state (an attempt whose agent never ran to the end) is refused and
+/// nothing is changed or written.
 pub fn record_grade(
     attempt: &mut AttemptRecord,
     outcome: EvalResult,
@@ -538,46 +561,58 @@ pub fn record_grade(
     clock: &dyn Clock,
     artifacts: &Path,
     grade_number: usize,
-) -> Result<(), GradingCancelled> {
-    fn push(attempt: &mut AttemptRecord, clock: &dyn Clock, state: State, note: Option<String>) {
-        let seq = u32::try_from(attempt.transitions.len()).unwrap_or(u32::MAX);
-        attempt.transitions.push(Transition {
-            seq,
-            state,
-            at: clock.now(),
-            note,
-        });
-        attempt.state = state;
-    }
+) -> Result<(), GradeNotRecorded> {
+    let mut graded = attempt.clone();
+    let refused = |source: TransitionError| GradeNotRecorded::Lifecycle {
+        attempt: attempt.attempt.key.clone(),
+        source,
+    };
     // A caller that announced the grading already entered EVALUATING: the verdict joins
     // that transition's note instead of a second EVALUATING.
-    let evaluating = attempt.state == State::Evaluating;
-    match outcome {
-        EvalResult::Cancelled => return Err(GradingCancelled),
+    let evaluating = graded.state == State::Evaluating;
+    let report = match outcome {
+        EvalResult::Cancelled => return Err(GradeNotRecorded::Cancelled),
         EvalResult::Graded(g) => {
             let verdict = format!("{note}: {}", verdict_note(&g));
-            match attempt.transitions.last_mut() {
+            match graded.transitions.last_mut() {
                 Some(t) if evaluating => t.note = Some(verdict),
-                _ => push(attempt, clock, State::Evaluating, Some(verdict)),
+                _ => {
+                    graded
+                        .step(Event::Regrade, clock.now(), Some(verdict))
+                        .map_err(refused)?;
+                }
             }
-            push(attempt, clock, State::Finalizing, None);
-            push(attempt, clock, State::Completed, None);
-            attempt.cause = g.cause.clone();
-            attempt.grade = Some(g);
+            graded
+                .step(Event::Advance, clock.now(), None)
+                .map_err(refused)?;
+            graded
+                .step(Event::Complete, clock.now(), None)
+                .map_err(refused)?;
+            graded.cause = g.cause.clone();
+            graded.grade = Some(g);
+            None
         }
         EvalResult::Broken { cause, report } => {
-            let _ = std::fs::write(
-                artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
-                report,
-            );
             if !evaluating {
-                push(attempt, clock, State::Evaluating, Some(note.to_string()));
+                graded
+                    .step(Event::Regrade, clock.now(), Some(note.to_string()))
+                    .map_err(refused)?;
             }
-            push(attempt, clock, State::EvaluationError, Some(cause.clone()));
-            attempt.grade = None;
-            attempt.cause = Some(cause);
+            graded
+                .step(Event::EvaluationFailed, clock.now(), Some(cause.clone()))
+                .map_err(refused)?;
+            graded.grade = None;
+            graded.cause = Some(cause);
+            Some(report)
         }
+    };
+    if let Some(report) = report {
+        let _ = std::fs::write(
+            artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
+            report,
+        );
     }
+    *attempt = graded;
     Ok(())
 }
 
@@ -873,5 +908,75 @@ mod tests {
                 (s, g) => panic!("sandbox {s:?} but grading runtime {g:?}"),
             }
         }
+    }
+
+    /// A grade appended by hand to an attempt that never ran its agent to the end made a
+    /// history the lifecycle forbids (`failed -> evaluating -> ... -> completed`): the grade is
+    /// taken through core's lifecycle like every other step, so it is refused and the attempt
+    /// and its artifacts stay as they were.
+    #[test]
+    fn a_grade_is_never_appended_where_the_lifecycle_forbids_it() {
+        use akbench_core::testkit::attempt_record;
+        let clock = akbench_core::clock::ManualClock::new(chrono::Utc::now());
+        let tmp = tempfile::tempdir().unwrap();
+        let id = uuid::Uuid::nil();
+        let grade = attempt_record(id, "t", 1, State::Completed, Some(true))
+            .grade
+            .unwrap();
+        let outcomes = || {
+            [
+                EvalResult::Graded(grade.clone()),
+                EvalResult::Broken {
+                    cause: "the evaluator broke".into(),
+                    report: "report".into(),
+                },
+            ]
+        };
+        for state in [
+            State::Failed,
+            State::Timeout,
+            State::Cancelled,
+            State::InfrastructureError,
+            State::InvalidConfiguration,
+        ] {
+            let attempt = attempt_record(id, "t", 1, state, None);
+            for outcome in outcomes() {
+                let mut a = attempt.clone();
+                let got = record_grade(&mut a, outcome, "graded later", &clock, tmp.path(), 1);
+                assert!(got.is_err(), "a grade was appended to a `{state}` attempt");
+                assert_eq!(a, attempt, "a refused grade changes nothing");
+                assert!(!tmp.path().join("grade-1.evaluator.report.txt").exists());
+            }
+        }
+        // An executed attempt is graded: its history goes on through evaluating.
+        let executed = attempt_record(id, "t", 1, State::Completed, Some(false));
+        let logged = executed.transitions.len();
+        for outcome in outcomes() {
+            let mut a = executed.clone();
+            record_grade(&mut a, outcome, "graded later", &clock, tmp.path(), 1).unwrap();
+            let states: Vec<State> = a.transitions.iter().map(|t| t.state).collect();
+            akbench_core::lifecycle::validate_path(&states).unwrap();
+            assert_eq!(states[logged], State::Evaluating);
+            assert_eq!(Some(a.state), states.last().copied());
+        }
+        // A caller that announced the grading (EVALUATING entered) gets the verdict there.
+        let mut a = executed.clone();
+        let at = a
+            .transitions
+            .iter()
+            .position(|t| t.state == State::Evaluating)
+            .unwrap();
+        a.transitions.truncate(at + 1);
+        a.state = State::Evaluating;
+        let outcome = EvalResult::Graded(grade.clone());
+        record_grade(&mut a, outcome, "graded later", &clock, tmp.path(), 1).unwrap();
+        let states: Vec<State> = a.transitions.iter().map(|t| t.state).collect();
+        akbench_core::lifecycle::validate_path(&states).unwrap();
+        assert_eq!(
+            states[at..],
+            [State::Evaluating, State::Finalizing, State::Completed]
+        );
+        let note = a.transitions[at].note.as_deref().unwrap();
+        assert!(note.starts_with("graded later: solved"), "{note}");
     }
 }

@@ -1,10 +1,8 @@
 //! Conversions between the wire protocol and the scheduler, and refusals.
 
 use akbench_core::digest::{canonical_json, digest_bytes};
-use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
-    coordinator_message::Body as Out, Ack, AttemptState, CoordinatorMessage, Refusal, RefusalCode,
-    Subject,
+    coordinator_message::Body as Out, Ack, CoordinatorMessage, Refusal, RefusalCode, Subject,
 };
 use chrono::DateTime;
 use uuid::Uuid;
@@ -15,37 +13,8 @@ use crate::store::StoreError;
 /// Most transitions accepted in one batch.
 pub(super) const MAX_TRANSITIONS_PER_BATCH: usize = 1024;
 
-/// The core state of a wire state; `None` for unspecified or unknown values.
-pub(super) fn state_of(value: i32) -> Option<State> {
-    let s = match AttemptState::try_from(value).ok()? {
-        AttemptState::Unspecified => return None,
-        AttemptState::Pending => State::Pending,
-        AttemptState::Preparing => State::Preparing,
-        AttemptState::Validating => State::Validating,
-        AttemptState::ConfiguringRuntime => State::ConfiguringRuntime,
-        AttemptState::CreatingWorkspace => State::CreatingWorkspace,
-        AttemptState::StartingAgent => State::StartingAgent,
-        AttemptState::Executing => State::Executing,
-        AttemptState::Collecting => State::Collecting,
-        AttemptState::Evaluating => State::Evaluating,
-        AttemptState::Finalizing => State::Finalizing,
-        AttemptState::Completed => State::Completed,
-        AttemptState::Failed => State::Failed,
-        AttemptState::Timeout => State::Timeout,
-        AttemptState::Cancelled => State::Cancelled,
-        AttemptState::InfrastructureError => State::InfrastructureError,
-        AttemptState::InvalidConfiguration => State::InvalidConfiguration,
-        AttemptState::EvaluationError => State::EvaluationError,
-        AttemptState::NotGraded => State::NotGraded,
-    };
-    Some(s)
-}
-
-/// The wire state of a core state.
-pub fn wire_state(state: State) -> AttemptState {
-    AttemptState::from_str_name(&format!("ATTEMPT_STATE_{}", state.as_str().to_uppercase()))
-        .unwrap_or(AttemptState::Unspecified)
-}
+use akbench_proto::state::state_of;
+pub use akbench_proto::state::wire_state;
 
 /// A refusal of a message that could not be understood.
 pub(super) fn malformed(
@@ -201,22 +170,5 @@ pub(super) fn assignment(a: &Assignment, traceparent: String) -> CoordinatorMess
             traceparent,
             work_item_digest: digest,
         })),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use akbench_core::lifecycle::ALL_STATES;
-
-    #[test]
-    fn every_state_maps_both_ways() {
-        for s in ALL_STATES {
-            let w = wire_state(s);
-            assert_ne!(w, AttemptState::Unspecified, "{s}");
-            assert_eq!(state_of(w as i32), Some(s));
-        }
-        assert_eq!(state_of(0), None);
-        assert_eq!(state_of(99), None);
     }
 }

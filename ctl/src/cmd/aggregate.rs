@@ -6,13 +6,12 @@
 //! not counted.
 
 use crate::cli::AggregateArgs;
+use crate::cmd::shared::records::{find_records, read};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::Observation;
 use akbench_core::grading::integrity::GradeFlags;
-use akbench_core::record::{RunRecord, RECORD_FILE};
 use akbench_core::report::{summarize, to_junit, ReportTrial};
 use akbench_core::spend::Spend;
-use std::path::{Path, PathBuf};
 
 /// Summarizes the records under `args.dir`.
 pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
@@ -97,40 +96,4 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     } else {
         exit::NEGATIVE
     })
-}
-
-/// Reads and validates one record (symlinks refused).
-pub(crate) fn read(f: &Path) -> Result<RunRecord, String> {
-    let meta = std::fs::symlink_metadata(f).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file (symlinks are refused)".into());
-    }
-    let bytes = akbench_core::bounded_read::read(
-        f,
-        akbench_core::record::MAX_RECORD_BYTES,
-        akbench_core::bounded_read::Links::Refuse,
-    )
-    .map_err(|e| e.to_string())?;
-    let r: RunRecord = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
-    r.validate()?;
-    Ok(r)
-}
-
-/// Every `run_record.json` under `dir` (kept workspaces are not searched).
-pub(crate) fn find_records(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Ok(ft) = e.file_type() else { continue };
-        let p = e.path();
-        if ft.is_dir() {
-            // Kept workspaces hold the agent's files, not records.
-            if e.file_name() != "workspace" {
-                find_records(&p, out);
-            }
-        } else if e.file_name() == RECORD_FILE {
-            out.push(p);
-        }
-    }
 }

@@ -2,7 +2,8 @@
 //! `--all` grades every run directory below a folder whose trial owes a grade.
 
 use crate::cli::EvaluateArgs;
-use crate::cmd::single::{cache_root, verdict};
+use crate::cmd::shared::inputs::cache_root;
+use crate::cmd::shared::records::{find_records, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
 use akbench_core::grading::owes_grade;
@@ -82,7 +83,7 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
         .into());
     }
     let mut files = Vec::new();
-    crate::cmd::aggregate::find_records(&args.run_dir, &mut files);
+    find_records(&args.run_dir, &mut files);
     files.sort();
     let (mut graded, mut refused, mut skipped) = (Vec::new(), Vec::new(), 0usize);
     let cancel = CancelToken::new();

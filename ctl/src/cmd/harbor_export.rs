@@ -75,8 +75,9 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     }
     let base_image = pinned_base_image(&args.base_image)?;
     // Each task's baseline, built (or reused) in the per-host cache as a worker builds it.
-    let mirrors =
-        MirrorCache::new(super::single::cache_root(args.cache.as_deref()).join("mirrors"));
+    let mirrors = MirrorCache::new(
+        crate::cmd::shared::inputs::cache_root(args.cache.as_deref()).join("mirrors"),
+    );
     let mut baselines: BTreeMap<String, Baseline> = BTreeMap::new();
     for (id, task) in &tasks {
         let b = mirrors.baseline(task, true).map_err(|e| -> anyhow::Error {

@@ -14,9 +14,8 @@ pub mod plan;
 pub mod reconcile;
 pub mod report;
 pub mod report_html;
+pub mod shared;
 pub mod single;
-pub mod source;
-pub mod sweep;
 pub mod sweep_dispatch;
 pub mod sweep_embedded;
 pub mod sweep_local;
@@ -39,7 +38,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),
         Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
         Command::Run(RunCommand::Aggregate(args)) => aggregate::run(args),
-        Command::Sweep(args) if args.local => sweep::run(args),
+        Command::Sweep(args) if args.local => sweep_local::run(args),
         Command::Sweep(args) => sweep_embedded::run(args),
         Command::Up(args) => up::run(args),
         Command::Certs(args) => certs::run(args),

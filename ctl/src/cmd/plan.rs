@@ -4,7 +4,8 @@
 //! grow with the plan.
 
 use crate::cli::PlanArgs;
-use crate::cmd::task_check::{checks_line, PlannedChecks};
+use crate::cmd::shared::candidates_suffix;
+use crate::cmd::shared::task_checks::{checks_line, record_in_spec, PlannedChecks};
 use crate::cmd::{counts, print_json};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::manifest::ExperimentManifest;
@@ -53,27 +54,14 @@ pub(crate) fn plan_and_store(
         agents_root: args.agents_root.clone(),
     };
     let spec = resolve(&manifest, &inputs, clock)?;
-    let spec = super::images::pin_spec(spec, clock)?;
-    let cache = super::single::cache_root(args.cache.as_deref());
-    let (spec, checks) = super::task_check::record_in_spec(spec, &cache, args.check_tasks)?;
+    let spec = crate::cmd::shared::inputs::pin_spec(spec, clock)?;
+    let cache = crate::cmd::shared::inputs::cache_root(args.cache.as_deref());
+    let (spec, checks) = record_in_spec(spec, &cache, args.check_tasks)?;
     let store = EvidenceStore::new(&args.store.store_root);
     let spec = store.create_run(spec)?;
     let ready = store.plan_streamed(&spec, clock.now())?;
     let dir = args.store.store_root.join(spec.run_key());
     Ok((spec, ready, dir, checks))
-}
-
-/// `, each with N candidates (M plan entries, selection R)` with best-of-N, else nothing.
-pub(crate) fn candidates_suffix(spec: &ResolvedRunSpec, entries: u64) -> String {
-    let e = &spec.condition.execution;
-    if e.candidates > 1 {
-        format!(
-            ", each with {} candidates ({entries} plan entries, selection {})",
-            e.candidates, e.selection
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// Prints the plan summary lines (trials, agents, families, backend, visibility).

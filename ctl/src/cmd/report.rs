@@ -4,9 +4,9 @@
 //! Exit 0 when written; 2 for bad input (as `run compare`), nothing written.
 
 use crate::cli::{RemoteArgs, ReportArgs};
-use crate::cmd::compare::{compute, Settings};
 use crate::cmd::report_html;
-use crate::cmd::source::{Finder, LoadedRun};
+use crate::cmd::shared::compare::{compute, Settings};
+use crate::cmd::shared::source::{Finder, LoadedRun};
 use crate::exit;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::report_view::{build, RunView, TrialAttempts};

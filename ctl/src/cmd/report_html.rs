@@ -5,8 +5,8 @@
 //! writes itself into `#akbench-status` instead. A Content-Security-Policy forbids every
 //! fetch: the page needs no network at view time.
 
-use crate::cmd::compare::Checked;
-use crate::cmd::source::LoadedRun;
+use crate::cmd::shared::compare::Checked;
+use crate::cmd::shared::source::LoadedRun;
 use akbench_core::accounting::Bucket;
 use akbench_core::compare::stats::Interval;
 use akbench_core::compare::{Comparison, Flip, SideRates};

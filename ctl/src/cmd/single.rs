@@ -2,18 +2,18 @@
 //! orchestrator; `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
+use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
+use crate::cmd::shared::records::verdict;
 use crate::exit::{self, InputError};
 use akbench_core::agent::Agent;
 use akbench_core::clock::SystemClock;
 use akbench_core::ids;
-use akbench_core::lifecycle::State;
 use akbench_core::record::{Identity, Transition};
-use akbench_core::task::{self, Task};
 use akbench_worker::orchestrator::{AttemptOptions, Observer, Orchestrator, TrialRequest};
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::Limits;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     };
     if runtime == akbench_core::manifest::Runtime::Container {
         // As a plan would: the tag is resolved now, and the record names the digest.
-        super::images::pin_task(&orch, &mut task)?;
+        pin_task(&orch, &mut task)?;
     }
     orch.registry.resolve(&agent).map_err(InputError)?;
     let now = orch.clock.now();
@@ -147,53 +147,6 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         writeln!(out, "record: {}", outcome.record_path.display())?;
     }
     Ok(exit::of_answer(answer))
-}
-
-/// One word for the result.
-pub fn verdict(state: State, ok: Option<bool>) -> &'static str {
-    match (state, ok) {
-        (State::Completed, Some(true)) => "solved",
-        (State::Completed, _) => "not solved",
-        (State::NotGraded, _) => "not graded",
-        (State::Failed, _) => "agent failed",
-        (State::Timeout, _) => "agent timed out",
-        (State::Cancelled, _) => "cancelled",
-        (State::InfrastructureError, _) => "infrastructure error (not the agent's fault)",
-        (State::InvalidConfiguration, _) => "invalid configuration",
-        (State::EvaluationError, _) => "evaluation error (not the agent's fault)",
-        _ => "unfinished",
-    }
-}
-
-/// Loads a task given as an id under `tasks_root` or as a path to its folder.
-pub fn load_task(spec: &str, tasks_root: &Path) -> anyhow::Result<Task> {
-    let as_path = Path::new(spec);
-    if spec.contains('/') && as_path.join(task::TASK_FILE).is_file() {
-        // A task given by path anchors its repository at its own folder's parent (the tasks
-        // root it lives in), not at --tasks-root, which names another folder of tasks.
-        let dir = task::absolute(as_path);
-        let root = dir
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| dir.clone());
-        return Ok(Task::load(&dir, &root)?);
-    }
-    Ok(task::load_by_id(tasks_root, spec)?)
-}
-
-/// The per-host cache root: the flag, else `$XDG_CACHE_HOME/akbench`, else
-/// `~/.cache/akbench`, else a folder in the temp dir.
-pub fn cache_root(flag: Option<&Path>) -> PathBuf {
-    if let Some(p) = flag {
-        return task::absolute(p);
-    }
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(x).join("akbench");
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(h).join(".cache").join("akbench");
-    }
-    std::env::temp_dir().join("akbench-cache")
 }
 
 /// Prints each phase as it happens.

@@ -8,8 +8,9 @@
 //! PostgreSQL before exiting.
 
 use crate::cli::{RemoteArgs, SweepArgs};
-use crate::cmd::single::cache_root;
-use crate::cmd::sweep::{check_run, PlannedSweep};
+use crate::cmd::shared::embedded::options;
+use crate::cmd::shared::inputs::cache_root;
+use crate::cmd::shared::sweep::{check_run, show_result, PlannedSweep};
 use crate::embedded::{Embedded, StopSignals};
 use crate::exit;
 use crate::remote::{records, view, Remote};
@@ -26,7 +27,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
     // Bad input fails here, before PostgreSQL starts.
     let checked = check_run(&args, &orch)?;
-    let mut o = super::up::options(
+    let mut o = options(
         &args.embedded,
         &checked.tasks_root,
         &checked.agents_root,
@@ -121,7 +122,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .unwrap_or_default(),
         });
     }
-    crate::cmd::sweep::show_result(
+    show_result(
         &store,
         &spec,
         &args,

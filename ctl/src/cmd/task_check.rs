@@ -3,22 +3,16 @@
 //! result by the task's digest (and its image's, under `container`) in the cache folder's
 //! `task-checks/`, reused until the task changes or `--recheck`.
 
-use super::single::{cache_root, load_task};
 use crate::cli::TaskCheckArgs;
+use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
+use crate::cmd::shared::task_checks::{check_now, read_cached, CHECKS_DIR};
 use crate::exit::{self, InputError};
-use akbench_core::bounded_read::{read, Links};
 use akbench_core::clock::SystemClock;
 use akbench_core::manifest::Runtime;
 use akbench_core::task::{self, TASK_FILE};
-use akbench_core::task_check::{cache_name, judge, TaskCheck};
-use akbench_worker::image::{for_task, Store};
+use akbench_core::task_check::{cache_name, TaskCheck};
 use akbench_worker::orchestrator::{write_json_atomic, Orchestrator};
-use akbench_worker::process::CancelToken;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-/// The folder of cached checks under the cache root.
-pub const CHECKS_DIR: &str = "task-checks";
 
 /// Runs the check (or reads it from the cache); exit 0 valid, 1 not valid.
 pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
@@ -47,7 +41,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     let cache = cache_root(args.cache.as_deref());
     let orch = Orchestrator::new(&cache, Arc::new(SystemClock));
     if runtime == Runtime::Container {
-        super::images::pin_task(&orch, &mut task)?;
+        pin_task(&orch, &mut task)?;
     }
     let image_digest = task.image.as_ref().and_then(|i| i.digest.clone());
     let file = cache.join(CHECKS_DIR).join(cache_name(
@@ -76,63 +70,6 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         exit::OK
     } else {
         exit::NEGATIVE
-    })
-}
-
-/// The cached check in `file` when it is one of the task release `digest`.
-fn read_cached(file: &std::path::Path, digest: &str) -> Option<TaskCheck> {
-    let bytes = read(file, 1 << 20, Links::Refuse).ok()?;
-    serde_json::from_slice::<TaskCheck>(&bytes)
-        .ok()
-        .filter(|c| c.digest == digest)
-}
-
-fn check_now(
-    orch: &Orchestrator,
-    task: &task::Task,
-    runtime: Runtime,
-) -> anyhow::Result<TaskCheck> {
-    akbench_worker::runtime::check(runtime)
-        .map_err(|e| anyhow::anyhow!("failed to check task `{}` here: {e}", task.release.id))?;
-    let held =
-        match runtime {
-            Runtime::Container => {
-                let store = Store::from_env(orch.images.clone()).map_err(InputError)?;
-                Some(for_task(&store, task).map_err(|e| {
-                    anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id)
-                })?)
-            }
-            _ => None,
-        };
-    let scratch: PathBuf = orch
-        .work_root
-        .join(format!("task-check-{}", uuid::Uuid::now_v7()));
-    let runs = akbench_worker::task_check::run(
-        orch,
-        task,
-        runtime,
-        held.as_ref().map(|(_, i)| i),
-        &scratch,
-        &CancelToken::new(),
-    );
-    let _ = std::fs::remove_dir_all(&scratch);
-    let runs =
-        runs.map_err(|e| anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id))?;
-    let (valid, mut problems) = judge(runs.reference, runs.baseline);
-    if !valid {
-        problems.extend(runs.notes);
-    }
-    Ok(TaskCheck {
-        task: task.release.id.clone(),
-        version: task.release.version.clone(),
-        digest: task.release.digest.clone(),
-        runtime: runtime.as_str().to_string(),
-        image: held.as_ref().map(|(_, i)| i.pinned.clone()),
-        checked_at: orch.clock.now(),
-        reference: runs.reference,
-        baseline: runs.baseline,
-        valid,
-        problems,
     })
 }
 
@@ -172,126 +109,4 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
     for p in &check.problems {
         println!("  - {p}");
     }
-}
-
-/// What planning found of its tasks' checks ([`record_in_spec`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PlannedChecks {
-    /// Task releases with a valid check on the run's runtime (cached or run now).
-    pub valid: usize,
-    /// Of those, the checks run now (`--check-tasks`).
-    pub run_now: usize,
-    /// Task releases without a check: not validated here (the worker still checks the
-    /// reference solution whenever a grading run gives no verdict).
-    pub unchecked: Vec<String>,
-}
-
-/// Records in the spec's provenance the check of each of its task releases on the run's
-/// runtime: read from the cache (`akbench task check` wrote it), or run now when
-/// `run_missing` (`--check-tasks`). A task whose check is not valid refuses the plan (exit
-/// 2): every trial of it would be an evaluation error, or solved by doing nothing.
-pub fn record_in_spec(
-    spec: akbench_core::spec::ResolvedRunSpec,
-    cache: &std::path::Path,
-    run_missing: bool,
-) -> anyhow::Result<(akbench_core::spec::ResolvedRunSpec, PlannedChecks)> {
-    let runtime = spec.condition.execution.runtime;
-    let tasks_root = spec.provenance.tasks_root.clone().map(PathBuf::from);
-    let orch = Orchestrator::new(cache, Arc::new(SystemClock));
-    let mut checks = Vec::new();
-    let mut tally = PlannedChecks::default();
-    let mut refused = Vec::new();
-    for t in &spec.condition.tasks {
-        let image_digest = t
-            .image
-            .as_deref()
-            .and_then(|i| akbench_core::image::ImageRef::parse(i).ok())
-            .and_then(|r| r.digest)
-            .filter(|_| runtime == Runtime::Container);
-        let file = cache.join(CHECKS_DIR).join(cache_name(
-            &t.release.digest,
-            runtime.as_str(),
-            image_digest.as_deref(),
-        ));
-        let check = match read_cached(&file, &t.release.digest) {
-            Some(c) => c,
-            None if run_missing => {
-                let Some(root) = &tasks_root else {
-                    return Err(InputError(
-                        "failed to check the run's tasks: the spec names no tasks root; fix: give --tasks-root".into(),
-                    )
-                    .into());
-                };
-                let mut task = load_task(&t.release.id, root)?;
-                if task.release.digest != t.release.digest {
-                    return Err(InputError(format!(
-                        "failed to check task `{}`: its folder changed while planning (digest {} now, {} planned); fix: plan again",
-                        t.release.id, task.release.digest, t.release.digest
-                    ))
-                    .into());
-                }
-                if task.reference.is_none() {
-                    tally.unchecked.push(t.release.id.clone());
-                    continue;
-                }
-                if runtime == Runtime::Container {
-                    super::images::pin_task(&orch, &mut task)?;
-                }
-                eprintln!(
-                    "akbench: checking task {} {} under {} (reference solution, then the unchanged start)",
-                    t.release.id,
-                    t.release.version,
-                    runtime.as_str()
-                );
-                let c = check_now(&orch, &task, runtime)?;
-                std::fs::create_dir_all(file.parent().expect("has a parent"))?;
-                write_json_atomic(&file, &c)
-                    .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", file.display()))?;
-                tally.run_now += 1;
-                c
-            }
-            None => {
-                tally.unchecked.push(t.release.id.clone());
-                continue;
-            }
-        };
-        if check.valid {
-            tally.valid += 1;
-            checks.push(check);
-        } else {
-            refused.push(format!(
-                "task `{}` {} (checked {} under {}): {}",
-                check.task,
-                check.version,
-                check.checked_at.to_rfc3339(),
-                check.runtime,
-                check.problems.join("; ")
-            ));
-        }
-    }
-    if !refused.is_empty() {
-        return Err(InputError(format!(
-            "failed to plan: {} task(s) are not valid:\n  {}\nfix: repair the task (its reference solution must solve it and its unchanged start must not), or check it again with `akbench task check DIR --recheck` if it was fixed",
-            refused.len(),
-            refused.join("\n  ")
-        ))
-        .into());
-    }
-    Ok((spec.with_task_checks(checks), tally))
-}
-
-/// The plan output's line about the tasks' checks.
-pub fn checks_line(c: &PlannedChecks) -> String {
-    let mut s = format!("{} valid", c.valid);
-    if c.run_now > 0 {
-        s.push_str(&format!(" ({} checked now)", c.run_now));
-    }
-    if !c.unchecked.is_empty() {
-        s.push_str(&format!(
-            ", {} not checked ({}; `akbench task check DIR` or --check-tasks)",
-            c.unchecked.len(),
-            akbench_core::limits::elide(&c.unchecked.join(", "))
-        ));
-    }
-    s
 }

@@ -73,7 +73,7 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
             if !args.store.json {
                 eprintln!(
                     "akbench: task checks: {}",
-                    cmd::task_check::checks_line(&checks)
+                    cmd::shared::task_checks::checks_line(&checks)
                 );
             }
             let store = EvidenceStore::new(&args.store.store_root);

@@ -76,7 +76,7 @@ impl Scan {
     /// Re-reads the records whose file changed; `None` when nothing changed.
     pub fn update(&mut self) -> Option<Update> {
         let mut files = Vec::new();
-        crate::cmd::aggregate::find_records(&self.root, &mut files);
+        crate::cmd::shared::records::find_records(&self.root, &mut files);
         let mut changed = files.len() != self.seen.len();
         let mut next = HashMap::with_capacity(files.len());
         for f in files {
@@ -93,7 +93,7 @@ impl Scan {
                         .display()
                         .to_string();
                     self.refused.retain(|x| x.file != file);
-                    let row = match crate::cmd::aggregate::read(&f) {
+                    let row = match crate::cmd::shared::records::read(&f) {
                         Ok(r) => Some(TrialRow::of(&r, f.clone())),
                         Err(reason) => {
                             self.refused.push(Refused { file, reason });

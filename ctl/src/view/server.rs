@@ -124,7 +124,7 @@ impl Source for Viewer {
             return Ok(None);
         };
         let read = tokio::task::spawn_blocking(move || {
-            crate::cmd::aggregate::read(&file).map(|r| (r, file))
+            crate::cmd::shared::records::read(&file).map(|r| (r, file))
         })
         .await
         .map_err(|e| SourceError::read(format!("the record of `{trial}`"), e))?;
@@ -174,8 +174,8 @@ impl Source for Viewer {
 
 /// Loads two runs' folders as `run compare` does and compares them; bad input is a refusal.
 fn compare_dirs(left: &Path, right: &Path, store: Option<PathBuf>, q: &CompareQuery) -> Compared {
-    use crate::cmd::compare::{compute, Settings};
-    use crate::cmd::source::Finder;
+    use crate::cmd::shared::compare::{compute, Settings};
+    use crate::cmd::shared::source::Finder;
     // Without a store nothing is found in it (the records alone are compared).
     let store = EvidenceStore::new(store.unwrap_or_else(|| left.join(".no-store")));
     let remote = RemoteArgs::default();

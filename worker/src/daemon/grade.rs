@@ -25,13 +25,15 @@ use crate::image::TaskImageError;
 use crate::orchestrator::{write_json_atomic, Observer};
 use crate::process::CancelToken;
 use crate::regrade::{
-    grades_of, grading_image, grading_runtime, record_grade, RebuildError, Rebuilder, RecordedWork,
+    grades_of, grading_image, grading_runtime, record_grade, GradeNotRecorded, RebuildError,
+    Rebuilder, RecordedWork,
 };
+use akbench_core::clock::Clock;
 use akbench_core::digest::digest_bytes;
 use akbench_core::ids;
-use akbench_core::lifecycle::State;
+use akbench_core::lifecycle::{Event, State};
 use akbench_core::manifest::Runtime as RuntimeKind;
-use akbench_core::record::{resolve_inside, AttemptRecord, Identity, Transition};
+use akbench_core::record::{resolve_inside, AttemptRecord, Identity};
 use akbench_core::task::load_by_id;
 use akbench_core::work::{GradeSource, WorkItem};
 use akbench_proto::v1 as pb;
@@ -140,24 +142,14 @@ pub(super) fn grade(
     record.workspace.path = None;
     record.workspace.kept = false;
     let clock = ctx.orchestrator.clock.as_ref();
-    let push = |record: &mut AttemptRecord, state: State, note: Option<String>| {
-        let t = Transition {
-            seq: u32::try_from(record.transitions.len()).unwrap_or(u32::MAX),
-            state,
-            at: clock.now(),
-            note,
-        };
-        record.transitions.push(t);
-        record.state = state;
-    };
-    push(
-        &mut record,
-        State::Evaluating,
-        Some(format!(
-            "grading attempt {}'s recorded work, rebuilt from its stored diff",
-            src.attempt.key
-        )),
+    let announced = format!(
+        "grading attempt {}'s recorded work, rebuilt from its stored diff",
+        src.attempt.key
     );
+    // GradeSource::check let only a source the lifecycle may regrade through.
+    if let Err(e) = record.step(Event::Regrade, clock.now(), Some(announced)) {
+        return refuse(State::InvalidConfiguration, format!("cannot grade: {e}"));
+    }
     for t in &record.transitions {
         fwd.transition(&record.attempt, number, t);
     }
@@ -183,8 +175,8 @@ pub(super) fn grade(
         image,
     };
     let outcome = match rebuilder.clean_room(&scratch) {
-        Err(RebuildError::Setup(e)) => Err((State::InfrastructureError, e)),
-        Err(RebuildError::Mismatch(e)) => Err((State::EvaluationError, e)),
+        Err(RebuildError::Setup(e)) => Err((Event::InfrastructureFailed, e)),
+        Err(RebuildError::Mismatch(e)) => Err((Event::EvaluationFailed, e)),
         Ok(w) => {
             let prefix = format!("grade-{}.", grades_of(src) + 1);
             let withheld = w.withheld.clone();
@@ -211,36 +203,50 @@ pub(super) fn grade(
     match outcome {
         Ok(result) => {
             let note = "graded later (rebuilt from the recorded diff)";
-            if record_grade(
+            let recorded = record_grade(
                 &mut record,
                 result,
                 note,
                 clock,
                 &artifacts_dir,
                 grades_of(src) + 1,
-            )
-            .is_err()
-            {
-                // A cancel, or the worker's own interruption (core::dispatch::Stop).
-                let stop = cancel
-                    .stop()
-                    .unwrap_or(akbench_core::dispatch::Stop::Cancelled);
-                let (event, cause) = stop.end("while grading");
-                let state = match event {
-                    akbench_core::lifecycle::Event::Cancel => State::Cancelled,
-                    _ => State::InfrastructureError,
-                };
-                push(&mut record, state, Some(cause.clone()));
-                record.cause = Some(cause);
+            );
+            match recorded {
+                Ok(()) => {}
+                Err(GradeNotRecorded::Cancelled) => {
+                    // A cancel, or the worker's own interruption (core::dispatch::Stop).
+                    let stop = cancel
+                        .stop()
+                        .unwrap_or(akbench_core::dispatch::Stop::Cancelled);
+                    let (event, cause) = stop.end("while grading");
+                    end(&mut record, clock, event, cause);
+                }
+                Err(refused @ GradeNotRecorded::Lifecycle { .. }) => {
+                    end(
+                        &mut record,
+                        clock,
+                        Event::InfrastructureFailed,
+                        refused.to_string(),
+                    );
+                    record.grade = None;
+                }
             }
         }
-        Err((state, cause)) => {
-            push(&mut record, state, Some(cause.clone()));
+        Err((event, cause)) => {
+            end(&mut record, clock, event, cause);
             record.grade = None;
-            record.cause = Some(cause);
         }
     }
     finish(work, &rel, artifacts_dir, record, sent, number, &key, fwd)
+}
+
+/// Ends the grading attempt with `event` (from EVALUATING), `cause` as its note and cause.
+/// A step the lifecycle refuses is logged and leaves the record as it is.
+fn end(record: &mut AttemptRecord, clock: &dyn Clock, event: Event, cause: String) {
+    match record.step(event, clock.now(), Some(cause.clone())) {
+        Ok(_) => record.cause = Some(cause),
+        Err(e) => tracing::error!(attempt = %record.attempt.key, "failed to end the grade: {e}"),
+    }
 }
 
 /// Streams the transitions after `sent`, writes the attempt record and names its artifacts.

@@ -1,24 +1,31 @@
 //! One attempt, phase by phase. Every exit path records a terminal transition with its cause
 //! and removes the workspace unless it is to be kept.
+//!
+//! Each lifecycle phase is one function (`preparing`, `validating`, ..., `finalizing`) that
+//! either hands the next phase what it needs or ends the attempt ([`Phase`]); [`drive`] runs
+//! them in order. Every step goes through `core::lifecycle::apply`: a step it refuses is an
+//! orchestrator bug, which ends the attempt `infrastructure_error` naming the refused step,
+//! never a panic.
 
 use super::{AttemptRequest, Observer, Orchestrator};
-use crate::evaluator::{evaluate, EvalPlace, EvalResult};
-use crate::process::{base_env, spawn, CancelToken, ProcessSpec, SpawnError};
-use crate::regrade::{Rebuilder, RecordedWork};
-use crate::runtime::{self, Exposure, RuntimeKind};
-use crate::workspace::{Workspace, WorkspaceError};
-use akbench_core::digest::digest_bytes;
-use akbench_core::lifecycle::{apply, Event, State};
+use crate::process::CancelToken;
+use crate::workspace::Workspace;
+use akbench_core::lifecycle::{apply, Event, State, TransitionError};
 use akbench_core::record::{
     AttemptRecord, Grade, Identity, Observations, ProcessFacts, Provenance, Transition,
     WorkspaceFacts,
 };
 use akbench_core::redact::Redactor;
-use akbench_core::task::Family;
 use akbench_core::trajectory;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod phases;
+use phases::{
+    collecting, configuring_runtime, creating_workspace, evaluating, executing, finalizing,
+    preparing, starting_agent, validating,
+};
 
 /// The attempt being built: state, log and facts.
 struct Run<'a> {
@@ -43,7 +50,36 @@ struct Run<'a> {
     provenance: Provenance,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// Attempt `number`, PENDING recorded.
+    fn new(
+        orch: &'a Orchestrator,
+        attempt: Identity,
+        number: u32,
+        observer: &'a dyn Observer,
+    ) -> Self {
+        let mut r = Run {
+            orch,
+            attempt,
+            number,
+            observer,
+            state: State::Pending,
+            entered: Instant::now(),
+            transitions: Vec::new(),
+            timings: BTreeMap::new(),
+            cause: None,
+            workspace: WorkspaceFacts::default(),
+            process: None,
+            observations: Observations::default(),
+            grade: None,
+            redactor: Redactor::default(),
+            redacted: BTreeSet::new(),
+            provenance: crate::provenance::here(&orch.worker_id),
+        };
+        r.record(State::Pending, None);
+        r
+    }
+
     fn scrub(&mut self, note: Option<String>) -> Option<String> {
         note.map(|mut n| {
             self.redactor.text(&mut n, &mut self.redacted);
@@ -129,11 +165,24 @@ impl Run<'_> {
         self.transitions.push(t);
     }
 
-    fn step(&mut self, event: Event, note: Option<String>) {
+    /// Takes `event` through the lifecycle and records the state it enters; [`Ended`] once
+    /// that state is terminal. A step the lifecycle refuses is an orchestrator bug, never a
+    /// panic: the attempt ends `infrastructure_error` naming it ([`Run::refused`]).
+    fn step(&mut self, event: Event, note: Option<String>) -> Phase {
         let note = self.scrub(note);
-        let to = apply(self.state, event).unwrap_or_else(|e| {
-            panic!("orchestrator bug: {e}");
-        });
+        let to = match apply(self.state, event) {
+            Ok(to) => to,
+            Err(e) => return self.refused(&e),
+        };
+        self.enter(to, note);
+        if to.is_terminal() {
+            Err(Ended)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn enter(&mut self, to: State, note: Option<String>) {
         let ms = u64::try_from(self.entered.elapsed().as_millis()).unwrap_or(u64::MAX);
         *self.timings.entry(self.state).or_default() += ms;
         self.entered = Instant::now();
@@ -142,6 +191,39 @@ impl Run<'_> {
             self.cause.clone_from(&note);
         }
         self.record(to, note);
+    }
+
+    /// A step the lifecycle refused: the attempt ends `infrastructure_error` with the refusal
+    /// as its cause (when it had ended already, the refusal joins its cause).
+    fn refused(&mut self, e: &TransitionError) -> Phase {
+        let cause = format!("orchestrator bug: {e}");
+        tracing::error!(attempt = %self.attempt.key, "{cause}");
+        if apply(self.state, Event::InfrastructureFailed).is_ok() {
+            self.enter(State::InfrastructureError, Some(cause));
+        } else {
+            self.cause = Some(match self.cause.take() {
+                Some(c) => format!("{c}; {cause}"),
+                None => cause,
+            });
+        }
+        Err(Ended)
+    }
+
+    /// Ends the attempt with `event` (a terminal one), `cause` its note and cause.
+    fn end<T>(&mut self, event: Event, cause: String) -> Phase<T> {
+        let _ = self.step(event, Some(cause));
+        Err(Ended)
+    }
+
+    /// Ends the attempt when it was cancelled or its worker is stopping.
+    fn stop_if_cancelled(&mut self, cancel: &CancelToken) -> Phase {
+        match cancel.stop() {
+            Some(stop) => {
+                let (event, cause) = stop.end("");
+                self.end(event, cause)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Attaches a note to the last transition (facts known only once its phase has run).
@@ -153,18 +235,17 @@ impl Run<'_> {
         }
     }
 
-    fn advance(&mut self, note: Option<String>) {
-        self.step(Event::Advance, note);
+    fn advance(&mut self, note: Option<String>) -> Phase {
+        self.step(Event::Advance, note)
     }
 }
 
-/// Ends the attempt early with `event` unless the lifecycle is already terminal.
-macro_rules! end {
-    ($run:expr, $event:expr, $cause:expr) => {{
-        $run.step($event, Some($cause));
-        return;
-    }};
-}
+/// The attempt ended: its terminal transition is recorded and no later phase runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ended;
+
+/// What a phase hands the next one, or [`Ended`].
+type Phase<T = ()> = Result<T, Ended>;
 
 pub(super) fn run(
     orch: &Orchestrator,
@@ -172,27 +253,10 @@ pub(super) fn run(
     observer: &dyn Observer,
     cancel: &CancelToken,
 ) -> AttemptRecord {
-    let mut r = Run {
-        orch,
-        attempt: req.attempt.clone(),
-        number: req.number,
-        observer,
-        state: State::Pending,
-        entered: Instant::now(),
-        transitions: Vec::new(),
-        timings: BTreeMap::new(),
-        cause: None,
-        workspace: WorkspaceFacts::default(),
-        process: None,
-        observations: Observations::default(),
-        grade: None,
-        redactor: Redactor::default(),
-        redacted: BTreeSet::new(),
-        provenance: crate::provenance::here(&orch.worker_id),
-    };
-    r.record(State::Pending, None);
+    let mut r = Run::new(orch, req.attempt.clone(), req.number, observer);
     let mut ws: Option<Workspace> = None;
-    drive(&mut r, req, cancel, &mut ws);
+    // Every phase that ends the attempt has recorded its terminal state.
+    let _ = drive(&mut r, req, cancel, &mut ws);
     if let Some(w) = ws {
         let result = if req.options.keep_workspace {
             let dest = req.artifacts_dir.join("workspace");
@@ -251,596 +315,65 @@ pub(super) fn run(
     }
 }
 
+/// The phases in order, each ending the attempt or handing the next what it needs.
 fn drive(
     r: &mut Run<'_>,
     req: &AttemptRequest<'_>,
     cancel: &CancelToken,
     ws_slot: &mut Option<Workspace>,
-) {
-    let task = req.task;
-    let agent = req.agent;
-    let cancelled = |r: &mut Run<'_>| match cancel.stop() {
-        Some(stop) => {
-            let (event, cause) = stop.end("");
-            r.step(event, Some(cause));
-            true
-        }
-        None => false,
-    };
-
-    // PREPARING: the attempt's folders.
-    r.advance(None);
-    let work = r.orch.work_root.join(req.attempt.id.to_string());
-    if let Err(e) = std::fs::create_dir_all(&req.artifacts_dir) {
-        end!(
-            r,
-            Event::InfrastructureFailed,
-            format!("failed to create {}: {e}", req.artifacts_dir.display())
-        );
-    }
-    if cancelled(r) {
-        return;
-    }
-
-    // VALIDATING: adapter, family, task fit, credentials.
-    r.advance(None);
-    let adapter = match r.orch.registry.resolve(agent) {
-        Ok(a) => a,
-        Err(e) => end!(r, Event::Rejected, e),
-    };
-    r.provenance.adapter = Some(adapter.name().to_string());
-    r.provenance.adapter_version = Some(crate::provenance::akbench_version());
-    if task.family != Family::Artefact {
-        end!(
-            r,
-            Event::Rejected,
-            format!(
-                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact)",
-                task.release.id, task.family
-            )
-        );
-    }
-    if let Err(e) = adapter.check_task(task) {
-        end!(r, Event::Rejected, e);
-    }
-    let mut secrets = Vec::new();
-    for name in &agent.descriptor.credentials {
-        match std::env::var(name) {
-            Ok(v) if !v.is_empty() => secrets.push((name.clone(), v)),
-            _ => end!(
-                r,
-                Event::Rejected,
-                format!(
-                    "credential `{name}` declared by agent `{}` is not set in the launching environment; export it, or remove it from the descriptor",
-                    agent.name
-                )
-            ),
-        }
-    }
-    r.redactor = Redactor::new(secrets.iter().cloned());
-    if cancelled(r) {
-        return;
-    }
-
-    let mut endpoints = Vec::new();
-    for n in &agent.descriptor.network {
-        match akbench_core::endpoint::Endpoint::parse(n) {
-            Ok(e) => endpoints.push(e),
-            Err(e) => end!(
-                r,
-                Event::Rejected,
-                format!(
-                    "failed to load agent descriptor {}: field `network`: {e}",
-                    agent.file.display()
-                )
-            ),
-        }
-    }
-    if let Err(e) = runtime::check(req.options.runtime) {
-        end!(r, Event::Rejected, e.to_string());
-    }
-    if cancelled(r) {
-        return;
-    }
-
-    // CONFIGURING_RUNTIME: which runtime, what it enforces (set up for real at
-    // STARTING_AGENT, once the workspace exists). The `container` runtime's image is pulled
-    // and unpacked here (once per image and host), and held in use until the attempt ends.
-    if req.options.runtime == RuntimeKind::Container {
-        r.advance(None);
-    }
-    let image = match super::container::image(r.orch, req, &endpoints) {
-        Ok(None) => None,
-        Ok(Some((held, image, note))) => {
-            r.annotate(note);
-            Some((held, image))
-        }
-        Err((event, cause)) => end!(r, event, cause),
-    };
-    if image.is_none() {
-        r.advance(Some(match req.options.runtime {
-        RuntimeKind::Direct => {
-            "direct: UNISOLATED (child process group, private HOME; the agent can read the host and reach the network)".into()
-        }
-        _ => format!(
-            "sandbox: bubblewrap (pid, mount, ipc, uts, net namespaces), {}, network: {}",
-            req.options.limits.describe(),
-            if endpoints.is_empty() {
-                "none".to_string()
-            } else {
-                endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-            }
-        ),
-    }));
-    }
-    if cancelled(r) {
-        return;
-    }
-
-    // CREATING_WORKSPACE.
-    r.advance(None);
-    // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
-    crate::spread::spread_children(&r.orch.work_root);
-    let ws = match Workspace::create(&r.orch.cache, task, &work, req.options.apply_mutation) {
-        Ok(w) => w,
-        Err(e) => {
-            // Remove whatever part was made.
-            let _ = std::fs::remove_dir_all(&work);
-            let event = match e {
-                WorkspaceError::MutationDoesNotApply { .. } => Event::Rejected,
-                _ => Event::InfrastructureFailed,
-            };
-            end!(r, event, e.to_string());
-        }
-    };
-    r.workspace.base_commit = Some(ws.base_commit.clone());
-    r.workspace.tree_after_mutation = Some(ws.tree_after_mutation.clone());
-    let note = format!(
-        "base {} tree {}{}",
-        ws.base_commit,
-        ws.tree_after_mutation,
-        if ws.mutation_applied {
-            " (mutation applied)"
-        } else {
-            ""
-        }
-    );
-    let worktree = ws.worktree.clone();
-    let home = ws.home.clone();
-    let work_root = ws.root.clone();
-    *ws_slot = Some(ws);
-    r.annotate(note);
-    if cancelled(r) {
-        return;
-    }
-
-    // STARTING_AGENT.
-    r.advance(None);
-    let instruction_file = home.join("instruction.md");
-    if let Err(e) = std::fs::write(&instruction_file, &task.instruction) {
-        end!(
-            r,
-            Event::InfrastructureFailed,
-            format!("failed to write the instruction: {e}")
-        );
-    }
-    let launch = match adapter.launch(&crate::adapters::LaunchContext {
-        task,
-        agent,
-        workspace: &worktree,
-        home: &home,
-        instruction_file: &instruction_file,
-    }) {
-        Ok(l) => l,
-        Err(e) => end!(r, Event::Rejected, e),
-    };
-    let mut env = base_env(&home);
-    let env_path = env.get("PATH").cloned().unwrap_or_default();
-    env.extend(launch.env.clone());
-    for (k, v) in &secrets {
-        env.insert(k.clone(), v.clone());
-    }
-    let timeout = req
-        .options
-        .agent_timeout_sec
-        .unwrap_or(task.agent_timeout_sec);
-    let stdout_path = req.artifacts_dir.join("agent.stdout.log");
-    let stderr_path = req.artifacts_dir.join("agent.stderr.log");
-    if let Some(e) = missing_program(&launch.argv, &env).filter(|_| image.is_none()) {
-        end!(
-            r,
-            Event::Rejected,
-            format!("{e}; install the agent or fix the descriptor's program")
-        );
-    }
-    if let Some(argv) = adapter.version_argv(&launch) {
-        let v = crate::provenance::cli_version(&argv, &worktree, &env, &work_root, cancel);
-        r.provenance.agent_cli_version = r.scrub(Some(v));
-    }
-    let spec = ProcessSpec {
-        argv: launch.argv.clone(),
-        cwd: worktree.clone(),
-        env,
-        stdout_path: stdout_path.clone(),
-        stderr_path: stderr_path.clone(),
-        output_cap: req.options.output_cap,
-        timeout: Duration::from_secs_f64(timeout),
-        grace: req.options.grace,
-        tag: req.attempt.id.to_string(),
-        hooks: Default::default(),
-    };
-    // A linked worktree's repository (until the workspace is a self-contained repository):
-    // its own git folder writable, the repository read-only.
-    let (git_rw, git_ro) = runtime::linked_git_dirs(&worktree);
-    let exposure = Exposure {
-        writable: [vec![worktree.clone(), home.clone()], git_rw].concat(),
-        readable: [launch.readable.clone(), git_ro].concat(),
-        endpoints,
-        disk_roots: vec![worktree.clone(), home.clone()],
-        // The attempt folder itself (the agent sees none of it but its worktree and home).
-        scratch: work_root.clone(),
-        container: match &image {
-            None => None,
-            Some((_, i)) => match super::container::agent_view(i, &req.artifacts_dir, &env_path) {
-                Ok(v) => Some(v),
-                Err(e) => end!(r, Event::InfrastructureFailed, e),
-            },
-        },
-    };
-    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
-    {
-        Ok(p) => p,
-        Err(e) => end!(r, Event::InfrastructureFailed, e.to_string()),
-    };
-    let guard = prepared.guard;
-    let running = match spawn(prepared.spec) {
-        Ok(p) => p,
-        Err(e) => {
-            guard.finish();
-            match e {
-                SpawnError::NotFound { .. } => end!(
-                    r,
-                    Event::Rejected,
-                    format!("{e}; install the agent or fix the descriptor's program")
-                ),
-                SpawnError::Other { .. } => end!(r, Event::InfrastructureFailed, e.to_string()),
-            }
-        }
-    };
-
-    // EXECUTING.
-    r.advance(Some(format!("pid {}", running.pid())));
-    let span = tracing::info_span!(
-        "agent.process",
-        process.pid = running.pid(),
-        process.executable.name = launch.argv.first().map_or("", String::as_str),
-        process.exit.code = tracing::field::Empty,
-    );
-    let (end, provider_stop) = span.in_scope(|| {
-        let (end, stop) = super::provider_watch::wait_watching(
-            running,
-            cancel,
-            adapter.as_ref(),
-            &stdout_path,
-            req.options.provider_grace,
-        );
-        tracing::Span::current().record("process.exit.code", end.exit_code.unwrap_or(-1));
-        (end, stop)
-    });
-    // Every process of the attempt is gone once this returns.
-    let finished = guard.finish();
-    for p in [&stdout_path, &stderr_path] {
-        r.scrub_file(p);
-    }
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    r.observations = adapter.observe(&stdout, &stderr);
-    r.write_trajectory(
-        &req.artifacts_dir.join(trajectory::FILE_NAME),
-        adapter.name(),
-        &stdout,
-        &task.instruction,
-    );
-    let rel = |name: &str| format!("{}/{name}", req.artifacts_rel);
-    r.process = Some(ProcessFacts {
-        argv: launch.argv.clone(),
-        exit_code: end.exit_code,
-        signal: end.signal,
-        timed_out: end.timed_out,
-        cancelled: end.cancelled && !provider_stop,
-        duration_ms: u64::try_from(end.duration.as_millis()).unwrap_or(u64::MAX),
-        stdout_path: Some(rel("agent.stdout.log")),
-        stderr_path: Some(rel("agent.stderr.log")),
-        stdout_bytes: end.stdout_bytes,
-        stderr_bytes: end.stderr_bytes,
-        output_truncated: end.truncated,
-        stragglers_killed: end.stragglers_killed + finished.killed_after_end,
-        runtime: Some(finished.facts.clone()),
-    });
-    let mut agent_event = agent_verdict(
-        &end,
-        finished.limit_cause.clone(),
-        provider_stop,
-        &r.observations,
-        timeout,
-        req.options.provider_grace,
-        || adapter.refused_to_start(&stdout, &stderr),
-    );
-    // Ended by the host (an out-of-memory kill outside the run's limits) or by a launcher
-    // that failed before the agent started: not the agent's doing (core::grading::blame).
-    if let (false, false, Some(by)) = (end.cancelled, end.timed_out, finished.ended_by) {
-        use akbench_core::grading::blame::EndedBy;
-        if matches!(by, EndedBy::Host | EndedBy::Launcher) {
-            let detail = finished
-                .limit_cause
-                .as_deref()
-                .map(|c| format!(" ({c})"))
-                .unwrap_or_default();
-            agent_event = Some((
-                Event::InfrastructureFailed,
-                format!("{} while the agent ran{detail}", by.describe()),
-            ));
-        }
-    }
-    // Stopped by its own worker (a drain whose grace ran out), not by a cancel: the host's
-    // doing (core::dispatch::Stop).
-    if let (Some((Event::Cancel, _)), Some(stop)) = (&agent_event, cancel.stop()) {
-        agent_event = Some(stop.end("while the agent ran"));
-    }
-
-    // COLLECTING (also done, best effort, for an agent that failed or timed out, so its diff
-    // is on record).
+) -> Phase {
+    let work = preparing(r, req, cancel)?;
+    let checked = validating(r, req, cancel)?;
+    // The `container` runtime's image is held in use until the attempt ends.
+    let image = configuring_runtime(r, req, &checked.endpoints, cancel)?;
+    let image = image.as_ref().map(|(_, i)| i);
+    let paths = creating_workspace(r, req, &work, ws_slot, cancel)?;
+    let started = starting_agent(r, req, cancel, checked, image, &paths)?;
+    let agent_event = executing(r, req, cancel, started)?;
     let ws = ws_slot.as_ref().expect("workspace exists from here on");
-    if agent_event.is_none() {
-        r.advance(None);
-    }
-    let diff_mb = req.options.limits.diff_mb;
-    let collected = ws.collect(diff_mb.saturating_mul(1024 * 1024));
-    match &collected {
-        Ok(c) if c.too_large.is_some() => {
-            // Over the plan's diff limit: the agent's doing; nothing of the diff is stored.
-            r.workspace.tree_after_agent = Some(c.tree_after_agent.clone());
-            r.workspace.files_changed = Some(c.files_changed);
-            if let Some(rt) = r.process.as_mut().and_then(|p| p.runtime.as_mut()) {
-                rt.limit_hit.get_or_insert_with(|| "diff_mb".to_string());
-            }
-            if agent_event.is_none() {
-                agent_event = Some((
-                    Event::AgentFailed,
-                    diff_too_large_cause(diff_mb, c.too_large.unwrap_or(0), c.files_changed),
-                ));
-            }
-        }
-        Ok(c) => {
-            let diff_path = req.artifacts_dir.join("agent.diff");
-            // The stored diff (and its digest) never holds a credential value; a diff that
-            // had one no longer reproduces `tree_after_agent` (docs/record.md).
-            let diff = r
-                .redactor
-                .bytes(&c.diff, &mut r.redacted)
-                .unwrap_or_else(|| c.diff.clone());
-            if let Err(e) = std::fs::write(&diff_path, &diff) {
-                if agent_event.is_none() {
-                    end!(
-                        r,
-                        Event::InfrastructureFailed,
-                        format!("failed to save the agent's diff: {e}")
-                    );
-                }
-            }
-            r.workspace.tree_after_agent = Some(c.tree_after_agent.clone());
-            r.workspace.diff_path = Some(rel("agent.diff"));
-            r.workspace.diff_digest = Some(digest_bytes(&diff));
-            r.workspace.files_changed = Some(c.files_changed);
-        }
-        Err(e) if agent_event.is_none() => {
-            end!(
-                r,
-                Event::InfrastructureFailed,
-                format!("failed to collect the agent's work: {e}")
-            );
-        }
-        Err(_) => {}
-    }
-    if let Some((event, cause)) = agent_event {
-        end!(r, event, cause);
-    }
-    if cancelled(r) {
-        return;
-    }
-
-    // EVALUATING.
-    if req.options.grade {
-        r.advance(None);
-        let eval_root = work_root.join("eval");
-        // The clean room: the hidden tests never run in the agent's live worktree, but in a
-        // fresh copy of the baseline plus the agent's diff (the unredacted one it left),
-        // grader-steering paths withheld.
-        let Ok(c) = &collected else {
-            unreachable!("an attempt whose work was not collected ended above")
-        };
-        let rebuilder = Rebuilder {
-            orch: r.orch,
-            task,
-            mutation_applied: req.options.apply_mutation,
-            work: RecordedWork {
-                tree_after_mutation: &ws.tree_after_mutation,
-                tree_after_agent: &c.tree_after_agent,
-                diff: &c.diff,
-            },
-            runtime: req.options.runtime,
-            image: image.as_ref().map(|(_, i)| i),
-        };
-        let evaluated = tracing::info_span!("evaluator", akbench.task.id = %task.release.id)
-            .in_scope(|| match rebuilder.clean_room(&work_root.join("clean")) {
-                Err(e) => EvalResult::Broken {
-                    cause: format!("failed to make the grading workspace: {e}"),
-                    report: String::new(),
-                },
-                Ok(w) => evaluate(
-                    task,
-                    &EvalPlace {
-                        workspace: &w.path,
-                        eval_root: &eval_root,
-                        artifacts_dir: &req.artifacts_dir,
-                        log_prefix: "",
-                        runtime: req.options.runtime,
-                        workspaces: Some(&rebuilder),
-                        withheld: &w.withheld,
-                        image: image.as_ref().map(|(_, i)| i),
-                    },
-                    r.orch.clock.as_ref(),
-                    cancel,
-                ),
-            });
-        match evaluated {
-            EvalResult::Graded(mut g) => {
-                r.redactor.value(&mut g, &mut r.redacted);
-                let note = crate::regrade::verdict_note(&g);
-                r.cause = g.cause.clone();
-                r.grade = Some(g);
-                r.annotate(note);
-            }
-            EvalResult::Broken { cause, report } => {
-                let report_path = req.artifacts_dir.join("evaluator.report.txt");
-                let report = r
-                    .redactor
-                    .bytes(report.as_bytes(), &mut r.redacted)
-                    .unwrap_or_else(|| report.into_bytes());
-                let _ = std::fs::write(report_path, report);
-                end!(r, Event::EvaluationFailed, cause);
-            }
-            EvalResult::Cancelled => {
-                let (event, cause) = cancel
-                    .stop()
-                    .unwrap_or(akbench_core::dispatch::Stop::Cancelled)
-                    .end("while evaluating");
-                end!(r, event, cause)
-            }
-        }
-    } else {
-        r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
-    }
-
-    // FINALIZING.
-    r.advance(None);
-    if r.grade.is_some() {
-        r.step(Event::Complete, None);
-    } else {
-        r.step(Event::FinishUngraded, None);
-    }
+    let collected = collecting(r, req, ws, agent_event)?;
+    r.stop_if_cancelled(cancel)?;
+    evaluating(r, req, cancel, ws, &collected, &paths.root, image)?;
+    finalizing(r)
 }
 
-/// How the agent's run ends the attempt, or `None` when it goes on to be collected and
-/// graded. A model provider failure the agent did not recover from is never the agent's
-/// failure: a refused credential is the configuration's (`invalid_configuration`), an
-/// outage, 5xx or 429 the infrastructure's (`infrastructure_error`, cause `provider: ...`).
-fn agent_verdict(
-    end: &crate::process::ProcessEnd,
-    limit_cause: Option<String>,
-    provider_stop: bool,
-    obs: &Observations,
-    timeout: f64,
-    provider_grace: Duration,
-    refused_to_start: impl FnOnce() -> Option<String>,
-) -> Option<(Event, String)> {
-    if end.cancelled && !provider_stop {
-        return Some((Event::Cancel, "cancelled while the agent ran".to_string()));
-    }
-    // Running over a limit of the plan is the agent's doing, whatever else it met.
-    if let Some(cause) = limit_cause {
-        return Some((Event::AgentFailed, cause));
-    }
-    let failed = provider_stop
-        || end.timed_out
-        || end.exit_code != Some(0)
-        || obs.reported_error == Some(true);
-    if failed {
-        let stopped = if provider_stop {
-            format!(
-                "; the agent was stopped after {}s of provider failures",
-                provider_grace.as_secs_f64()
-            )
-        } else {
-            String::new()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use akbench_core::lifecycle::validate_path;
+    use std::sync::Arc;
+
+    /// A step the lifecycle refuses is an orchestrator bug: the attempt ends
+    /// `infrastructure_error` with the refusal as its cause, a valid history (it was a panic
+    /// that took the worker's attempt thread down with no record).
+    #[test]
+    fn a_refused_step_ends_the_attempt_infrastructure_error_instead_of_panicking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let orch = Orchestrator::new(tmp.path(), Arc::new(akbench_core::clock::SystemClock));
+        let attempt = Identity {
+            id: uuid::Uuid::now_v7(),
+            key: "t/a1".into(),
         };
-        match &obs.provider_error {
-            Some(p) if p.kind.is_configuration() => {
-                return Some((
-                    Event::Rejected,
-                    format!(
-                        "provider: the model provider refused the agent's credential: {p}{stopped}; fix: check the credential the descriptor declares and the provider's base URL"
-                    ),
-                ))
-            }
-            Some(p) => {
-                return Some((Event::InfrastructureFailed, format!("provider: {p}{stopped}")))
-            }
-            None if provider_stop => {
-                return Some((
-                    Event::InfrastructureFailed,
-                    format!("provider: the model provider kept failing{stopped}"),
-                ))
-            }
-            None => {}
-        }
+        let mut r = Run::new(&orch, attempt, 1, &super::super::Silent);
+        assert_eq!(r.advance(None), Ok(()));
+        // COMPLETED straight from PREPARING.
+        assert_eq!(r.step(Event::Complete, None), Err(Ended));
+        let states: Vec<State> = r.transitions.iter().map(|t| t.state).collect();
+        assert_eq!(
+            states,
+            [State::Pending, State::Preparing, State::InfrastructureError]
+        );
+        validate_path(&states).unwrap();
+        assert_eq!(r.state, State::InfrastructureError);
+        let cause = r.cause.clone().unwrap();
+        assert!(
+            cause.starts_with("orchestrator bug: ") && cause.contains("Complete"),
+            "{cause}"
+        );
+        assert_eq!(r.transitions[2].note.as_deref(), Some(cause.as_str()));
+        // Once ended, a further refused step only joins the cause.
+        assert_eq!(r.advance(None), Err(Ended));
+        assert_eq!(r.transitions.len(), 3);
+        assert_eq!(r.cause.unwrap().matches("orchestrator bug").count(), 2);
     }
-    if end.timed_out {
-        return Some((
-            Event::AgentTimedOut,
-            format!("the agent ran out of time after {timeout}s and was stopped"),
-        ));
-    }
-    if end.exit_code != Some(0) {
-        if end.exit_code.is_some() {
-            if let Some(why) = refused_to_start() {
-                return Some((
-                    Event::Rejected,
-                    format!(
-                        "the agent refused to start: {why}; fix: check the descriptor's program, extra_args and env (and IS_SANDBOX for claude-code as root)"
-                    ),
-                ));
-            }
-        }
-        return Some((
-            Event::AgentFailed,
-            match (end.exit_code, end.signal) {
-                (Some(c), _) => format!("the agent exited with code {c}"),
-                (None, Some(s)) => format!("the agent was killed by signal {s}"),
-                _ => "the agent ended without an exit status".to_string(),
-            },
-        ));
-    }
-    if obs.reported_error == Some(true) {
-        return Some((
-            Event::AgentFailed,
-            "the agent reported an error".to_string(),
-        ));
-    }
-    None
-}
-
-/// The cause of an attempt whose agent left a diff over `compute.diff_mb`.
-fn diff_too_large_cause(diff_mb: u64, read: u64, files: u32) -> String {
-    format!(
-        "diff_too_large: the agent left a diff over its limit (diff_mb = {diff_mb}): at least {read} bytes across {files} files; it was not stored; fix: raise compute.diff_mb (at most {}) if such diffs are expected",
-        akbench_core::spec::MAX_DIFF_MB
-    )
-}
-
-/// The launch's program when it cannot be found (bare names are looked up on the child's
-/// PATH): inside a sandbox, bwrap would only report it as the agent's failure.
-fn missing_program(argv: &[String], env: &BTreeMap<String, String>) -> Option<String> {
-    let program = argv.first()?;
-    let found = if program.contains('/') {
-        std::path::Path::new(program).is_file()
-    } else {
-        env.get("PATH")
-            .map(|p| {
-                p.split(':')
-                    .any(|d| !d.is_empty() && std::path::Path::new(d).join(program).is_file())
-            })
-            .unwrap_or(false)
-    };
-    (!found).then(|| format!("failed to start `{program}`: not found"))
 }

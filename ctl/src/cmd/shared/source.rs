@@ -292,7 +292,7 @@ fn parse_key(run_key: &str, key: &str) -> anyhow::Result<(String, String, u32)> 
 /// cannot be read or fails validation refuses the whole folder (exit 2), naming the file.
 pub fn read_records(dir: &Path) -> anyhow::Result<Vec<RunRecord>> {
     let mut files: Vec<PathBuf> = Vec::new();
-    crate::cmd::aggregate::find_records(dir, &mut files);
+    crate::cmd::shared::records::find_records(dir, &mut files);
     files.sort();
     let mut out = Vec::with_capacity(files.len());
     for f in files {

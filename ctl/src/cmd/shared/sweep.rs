@@ -1,4 +1,5 @@
-//! `akbench sweep experiment.yaml`: plan and check the run, store it, and show its result.
+//! A sweep's run (`akbench sweep experiment.yaml`) planned, checked and stored, and its
+//! result shown.
 //!
 //! Planning ([`check_run`], [`plan_run`]) and the result ([`show_result`]) are shared by the
 //! two executors: `sweep_local` (`--local`, in this process, dispatched by core's policy over
@@ -69,7 +70,7 @@ impl CheckedRun {
         let draft = if spec.run_key() == planned_key {
             self.draft
         } else {
-            plan(&spec, super::planning_clock()?.as_ref())
+            plan(&spec, crate::cmd::planning_clock()?.as_ref())
         };
         store.put_plan(&draft)?;
         let ready = draft.ready();
@@ -102,7 +103,7 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
 /// Resolves and plans the run and checks every trial's task and agent; writes nothing. Bad
 /// input fails here (exit 2).
 pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<CheckedRun> {
-    let clock = super::planning_clock()?;
+    let clock = crate::cmd::planning_clock()?;
     let clock = clock.as_ref();
     let manifest = ExperimentManifest::load(&args.config)?;
     let inputs = ResolveInputs {
@@ -112,13 +113,13 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     };
     let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
     let spec = resolve(&manifest, &inputs, clock)?;
-    let spec = super::images::pin_spec(spec, clock)?;
-    let cache = super::single::cache_root(args.cache.as_deref());
-    let (spec, checks) = super::task_check::record_in_spec(spec, &cache, args.check_tasks)?;
+    let spec = super::inputs::pin_spec(spec, clock)?;
+    let cache = super::inputs::cache_root(args.cache.as_deref());
+    let (spec, checks) = super::task_checks::record_in_spec(spec, &cache, args.check_tasks)?;
     if !args.json {
         eprintln!(
             "akbench: task checks: {}",
-            super::task_check::checks_line(&checks)
+            super::task_checks::checks_line(&checks)
         );
     }
     let labels = &spec.condition.execution.worker_labels;
@@ -156,11 +157,6 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
         agents_root,
         prepared,
     })
-}
-
-/// Runs the sweep in this process (`--local`): see `sweep_local`.
-pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    crate::cmd::sweep_local::run(args)
 }
 
 /// Records the run's outcome beside its evidence and prints the accounting and the results
