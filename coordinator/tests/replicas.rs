@@ -67,9 +67,15 @@ async fn a_worker_heard_only_by_replica_b_is_never_reaped_by_replica_a() {
             },
         );
         let by_a = a.reap(a.now()).await.unwrap();
-        assert!(by_a.is_empty(), "replica A reaped B's heard lease: {by_a:?}");
+        assert!(
+            by_a.is_empty(),
+            "replica A reaped B's heard lease: {by_a:?}"
+        );
         let by_b = b.reap(b.now()).await.unwrap();
-        assert!(by_b.is_empty(), "replica B reaped the lease it hears: {by_b:?}");
+        assert!(
+            by_b.is_empty(),
+            "replica B reaped the lease it hears: {by_b:?}"
+        );
     }
     // A database frozen for two TTLs: no pass of either replica ran, B's sessions kept
     // hearing the worker; after the thaw A happens to pass first.
@@ -83,9 +89,15 @@ async fn a_worker_heard_only_by_replica_b_is_never_reaped_by_replica_a() {
         },
     );
     let by_a = a.reap(a.now()).await.unwrap();
-    assert!(by_a.is_empty(), "replica A reaped after the freeze: {by_a:?}");
+    assert!(
+        by_a.is_empty(),
+        "replica A reaped after the freeze: {by_a:?}"
+    );
     let by_b = b.reap(b.now()).await.unwrap();
-    assert!(by_b.is_empty(), "replica B reaped after the freeze: {by_b:?}");
+    assert!(
+        by_b.is_empty(),
+        "replica B reaped after the freeze: {by_b:?}"
+    );
     let live: i64 = scalar(&a, "SELECT count(*) FROM leases").await;
     assert_eq!(live, 1, "the lease is held");
     let fenced: bool = scalar(&a, "SELECT fenced FROM attempts").await;
@@ -127,7 +139,11 @@ async fn a_worker_silent_on_both_replicas_is_reaped_once() {
         let mut ids: Vec<Uuid> = reaped.iter().map(|r| r.attempt_id).collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), reaped.len(), "an attempt reaped twice: {reaped:?}");
+        assert_eq!(
+            ids.len(),
+            reaped.len(),
+            "an attempt reaped twice: {reaped:?}"
+        );
         assert_eq!(reaped.len(), 8, "disconnected={disconnected}: {reaped:?}");
         let ended: i64 = scalar(
             &a,

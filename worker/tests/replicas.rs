@@ -239,7 +239,13 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     let out = tmp.path().join("records");
     let (code, records) = akbench(&both, &["records", &run, "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "records: {records}");
+    assert_eq!(records["records"], 24, "{records}");
+    assert_eq!(records["covered"], 24, "{records}");
     let (code, shown) = akbench(&both, &["status", &run]);
     assert_eq!(code, 0, "status: {shown}");
-    eprintln!("records: {records}\nstatus: {shown}");
+    assert_eq!(
+        (&shown["planned"], &shown["finished"]),
+        (&serde_json::json!(24), &serde_json::json!(24)),
+        "{shown}"
+    );
 }

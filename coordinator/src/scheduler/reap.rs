@@ -62,9 +62,10 @@ impl Scheduler {
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
                     let previous: Option<DateTime<Utc>> = col(
-                        &tx.query_one(&tx.prepare_cached(MARK_REPLICA_SQL).await?, &[
-                            &replica, &now,
-                        ])
+                        &tx.query_one(
+                            &tx.prepare_cached(MARK_REPLICA_SQL).await?,
+                            &[&replica, &now],
+                        )
                         .await?,
                         "previous",
                     )?;
@@ -85,10 +86,7 @@ impl Scheduler {
                         super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
-                    let me = Judge {
-                        replica,
-                        previous,
-                    };
+                    let me = Judge { replica, previous };
                     let expired = spare_heard(tx, &rows, &heard, me, now).await?;
                     close_in(tx, expired, Loss::WentSilent, &retry, now).await
                 })

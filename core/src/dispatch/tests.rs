@@ -478,12 +478,22 @@ fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
         (None, false, prev, Holder::Nobody),
         (Some((true, Some(at(20_000)))), false, prev, Holder::Here),
         (Some((true, Some(at(20_000)))), true, prev, Holder::Nobody),
-        (Some((false, Some(at(15_000)))), false, prev, Holder::OtherLive),
+        (
+            Some((false, Some(at(15_000)))),
+            false,
+            prev,
+            Holder::OtherLive,
+        ),
         // The other replica ended the session: nobody holds it.
         (Some((false, Some(at(15_000)))), true, prev, Holder::Nobody),
         // The other replica stopped marking a TTL before the judge's previous mark: dead.
         (Some((false, Some(at(10_000)))), false, prev, Holder::Nobody),
-        (Some((false, Some(at(10_000)))), false, None, Holder::OtherLive),
+        (
+            Some((false, Some(at(10_000)))),
+            false,
+            None,
+            Holder::OtherLive,
+        ),
         // No mark stored for it: not a live replica.
         (Some((false, None)), false, prev, Holder::Nobody),
         (Some((false, None)), false, None, Holder::Nobody),
@@ -498,7 +508,13 @@ fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
     // (stored expiry, heard here, holder, now) -> fate
     let fates = [
         // Another live replica holds the worker: left to it, heard here or not.
-        (at(10_000), None, Holder::OtherLive, at(30_000), LeaseFate::Theirs),
+        (
+            at(10_000),
+            None,
+            Holder::OtherLive,
+            at(30_000),
+            LeaseFate::Theirs,
+        ),
         (
             at(10_000),
             Some(at(29_000)),
@@ -516,7 +532,13 @@ fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
         ),
         (at(10_000), None, Holder::Here, at(30_000), LeaseFate::Reap),
         // Nobody: the stored expiry (and anything heard here) decides.
-        (at(10_000), None, Holder::Nobody, at(30_000), LeaseFate::Reap),
+        (
+            at(10_000),
+            None,
+            Holder::Nobody,
+            at(30_000),
+            LeaseFate::Reap,
+        ),
         (
             at(10_000),
             Some(at(25_000)),
