@@ -331,6 +331,39 @@ mod tests {
     }
 
     #[test]
+    fn several_coordinators_are_tried_in_the_order_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let args = Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443,http://127.0.0.1:7444",
+            "--tasks-root",
+            d,
+            "--agents-root",
+            d,
+        ])
+        .unwrap();
+        let c = args.into_config().unwrap();
+        assert_eq!(
+            c.coordinators().map(url::Url::as_str).collect::<Vec<_>>(),
+            ["http://127.0.0.1:7443/", "http://127.0.0.1:7444/"]
+        );
+        assert!(c.validate().is_ok());
+        // A list with a bad URL is a usage error.
+        assert!(Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443,not a url",
+            "--tasks-root",
+            d,
+            "--agents-root",
+            d,
+        ])
+        .is_err());
+    }
+
+    #[test]
     fn relative_paths_are_resolved_at_start() {
         let args = Args::try_parse_from([
             "akbench-worker",
