@@ -166,6 +166,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "grade_flags",
         sql: include_str!("../migrations/0021_grade_flags.sql"),
     },
+    Migration {
+        version: 22,
+        name: "replicas",
+        sql: include_str!("../migrations/0022_replicas.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

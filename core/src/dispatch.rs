@@ -15,6 +15,9 @@
 //! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
 //! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
 //!
+//! Which replica's reaper decides a lease (coordinator replicas on one database) is
+//! [`replica`].
+//!
 //! How runs share the workers (priority, then weighted fair share of the live leases) is
 //! [`share`].
 //!
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::State;
 
+pub mod replica;
 pub mod share;
 
 #[cfg(test)]
@@ -330,6 +334,9 @@ pub enum LeaseFate {
     Live(DateTime<Utc>),
     /// Its worker went silent: take it back.
     Reap,
+    /// Its worker's session is on another live replica, which decides
+    /// ([`replica::reap_across`]): left alone.
+    Theirs,
 }
 
 /// The reaper's rule for a lease whose stored expiry `stored` passed at `now`: it expires

@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Clone, Default, Args)]
 pub struct RemoteArgs {
     /// The coordinator's gRPC URL (`https://host:7400` for TLS, `http://host:7400`; a bare
-    /// `host:port` means http).
+    /// `host:port` means http); several replicas comma-separated, tried in order.
     #[arg(long, global = true, env = "AKBENCH_COORDINATOR", value_name = "URL")]
     pub coordinator: Option<String>,
     /// Bearer token for the coordinator (prefer --token-file or AKBENCH_TOKEN: a flag is

@@ -79,6 +79,7 @@ pub struct Scheduler {
     budgeted: budget::BudgetedRuns,
     revoked_to: RevokedTo,
     heard_from: HeardFrom,
+    replica: Uuid,
 }
 
 /// Where revoked leases go once committed: the service that sends their workers `Cancel`.
@@ -141,7 +142,15 @@ impl Scheduler {
             budgeted: budget::BudgetedRuns::default(),
             revoked_to: RevokedTo::default(),
             heard_from: HeardFrom::default(),
+            replica: Uuid::now_v7(),
         }
+    }
+
+    /// This replica's id, new for every scheduler (one per coordinator process): it names
+    /// the replica of the worker sessions registered through it and its marks of being
+    /// alive (docs/remote.md "Replicas"). Clones share it.
+    pub fn replica(&self) -> Uuid {
+        self.replica
     }
 
     /// Has every reap of this scheduler (and its clones) ask `f` which leases workers were
@@ -341,8 +350,9 @@ impl Scheduler {
         self.wake_claimer();
     }
 
-    /// Registers (or re-registers) a worker that opened a session; returns the session's
-    /// connection instant, which [`Scheduler::disconnect_worker`] takes back.
+    /// Registers (or re-registers) a worker that opened a session on this replica (which
+    /// it marks alive: [`Scheduler::replica`]); returns the session's connection instant,
+    /// which [`Scheduler::disconnect_worker`] takes back.
     pub async fn register_worker(
         &self,
         worker_id: &str,
@@ -352,11 +362,12 @@ impl Scheduler {
     ) -> Result<chrono::DateTime<chrono::Utc>, SchedulerError> {
         let labels = serde_json::to_value(labels).unwrap_or_default();
         let slots = i32::try_from(slots).unwrap_or(i32::MAX);
+        let now = self.now();
         let client = self.store.client().await?;
         let row = client
             .query_one(
                 REGISTER_WORKER_SQL,
-                &[&worker_id, &slots, &labels, &version],
+                &[&worker_id, &slots, &labels, &version, &self.replica, &now],
             )
             .await?;
         Ok(crate::rows::col(&row, "connected_at").map_err(StoreError::from)?)

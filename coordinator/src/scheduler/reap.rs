@@ -9,7 +9,8 @@ use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
 use crate::store::{StoreError, Tx};
-use akbench_core::dispatch::{close_lost, reap, Backoff, LeaseFate, Loss};
+use akbench_core::dispatch::replica::{holder, reap_across};
+use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -20,6 +21,7 @@ const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 const EXTEND_HEARD_SQL: &str = include_str!("../../sql/scheduler/extend_heard_leases.sql");
 const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart_lease_clocks.sql");
+const MARK_REPLICA_SQL: &str = include_str!("../../sql/scheduler/mark_replica.sql");
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
@@ -51,6 +53,7 @@ impl Scheduler {
     /// ([`Scheduler::wake_if_requeued`]).
     pub async fn reap_unwoken(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
         let heard = std::sync::Arc::new(self.heard());
+        let replica = self.replica;
         let reaped = self
             .store
             .tx(|tx| {
@@ -58,6 +61,14 @@ impl Scheduler {
                 let heard = std::sync::Arc::clone(&heard);
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
+                    let previous: Option<DateTime<Utc>> = col(
+                        &tx.query_one(
+                            &tx.prepare_cached(MARK_REPLICA_SQL).await?,
+                            &[&replica, &now],
+                        )
+                        .await?,
+                        "previous",
+                    )?;
                     let rows = tx
                         .query(&tx.prepare_cached(REAP_EXPIRED_SQL).await?, &[&now])
                         .await?;
@@ -75,7 +86,8 @@ impl Scheduler {
                         super::report::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
-                    let expired = spare_heard(tx, &rows, &heard, now).await?;
+                    let me = Judge { replica, previous };
+                    let expired = spare_heard(tx, &rows, &heard, me, now).await?;
                     close_in(tx, expired, Loss::WentSilent, &retry, now).await
                 })
             })
@@ -238,14 +250,27 @@ impl Scheduler {
     }
 }
 
+/// The replica reaping: its id and its mark before this pass (`mark_replica.sql`).
+#[derive(Debug, Clone, Copy)]
+struct Judge {
+    replica: Uuid,
+    previous: Option<DateTime<Utc>>,
+}
+
+/// Where a lease's worker last had a session: that replica, its mark, and whether the
+/// session ended (`reap_expired.sql`).
+type SessionAt = (Option<Uuid>, Option<DateTime<Utc>>, bool);
+
 /// Of the expired leases `rows` (locked by the caller; `reap_expired.sql`), the ones whose
-/// worker was heard holding them within the TTL live on (core's [`reap`]: their expiry is
-/// moved to TTL after that heartbeat, in one statement); returns the others, to be taken
+/// worker's session is on another live replica are left to it, and the ones whose worker
+/// was heard holding them here within the TTL live on (core's [`reap_across`]: their expiry
+/// is moved to TTL after that heartbeat, in one statement); returns the others, to be taken
 /// back.
 async fn spare_heard(
     tx: &Tx<'_>,
     rows: &[tokio_postgres::Row],
     heard: &Heard,
+    me: Judge,
     now: DateTime<Utc>,
 ) -> Result<Vec<LeaseRow>, StoreError> {
     let leases = lease_rows("reap_expired.sql", rows)?;
@@ -255,21 +280,40 @@ async fn spare_heard(
             col::<DateTime<Utc>>(r, "expires_at")?,
         ))
     })?;
+    let sessions: Vec<SessionAt> = crate::rows::all("reap_expired.sql", rows, |r| {
+        Ok((
+            col::<Option<Uuid>>(r, "replica")?,
+            col::<Option<DateTime<Utc>>>(r, "replica_seen")?,
+            col::<Option<bool>>(r, "disconnected")?.unwrap_or(true),
+        ))
+    })?;
     let (mut live_ids, mut live_until) = (Vec::new(), Vec::new());
     let mut expired = Vec::new();
-    for (lease, (epoch, stored)) in leases.into_iter().zip(expiries) {
+    let mut theirs = 0usize;
+    for ((lease, (epoch, stored)), (replica, seen, disconnected)) in
+        leases.into_iter().zip(expiries).zip(sessions)
+    {
         let listed = heard
             .leases
             .get(&lease.0)
             .filter(|h| h.worker_id == lease.1 && h.epoch == epoch)
             .map(|h| h.at);
-        match reap(stored, listed, now, heard.ttl) {
+        let session = replica.map(|r| (r == me.replica, seen));
+        let holder = holder(session, disconnected, me.previous, heard.ttl);
+        match reap_across(stored, listed, holder, now, heard.ttl) {
             LeaseFate::Live(until) => {
                 live_ids.push(lease.0);
                 live_until.push(until);
             }
             LeaseFate::Reap => expired.push(lease),
+            LeaseFate::Theirs => theirs += 1,
         }
+    }
+    if theirs > 0 {
+        tracing::debug!(
+            leases = theirs,
+            "expired leases left to the live replicas holding their workers' sessions"
+        );
     }
     if !live_ids.is_empty() {
         tracing::info!(

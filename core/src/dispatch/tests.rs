@@ -432,3 +432,126 @@ fn run_caps_come_from_the_manifest_and_meet_candidates() {
         serde_json::json!({"per_agent": {"a": 2}, "per_provider": {"anthropic": 1}, "max_trials": 4})
     );
 }
+
+#[test]
+fn replicas_judge_each_other_by_their_own_previous_mark() {
+    use replica::replica_alive;
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let ttl = Duration::from_secs(10);
+    // (other replica's mark, judge's previous mark) -> alive
+    let table = [
+        // The judge's first pass: every replica is alive.
+        (at(0), None, true),
+        // Marked after, or less than a TTL before, the judge's previous mark.
+        (at(5_000), Some(at(1_000)), true),
+        (at(1_000), Some(at(10_999)), true),
+        // Missed marking for a TTL while the judge kept marking: dead.
+        (at(1_000), Some(at(11_000)), false),
+        (at(1_000), Some(at(60_000)), false),
+        // A database frozen for both: the judge's previous mark is from before the freeze
+        // too, however late the clock is now.
+        (at(1_000), Some(at(2_000)), true),
+    ];
+    for (seen, previous, want) in table {
+        assert_eq!(
+            replica_alive(seen, previous, ttl),
+            want,
+            "{seen} {previous:?}"
+        );
+    }
+}
+
+#[test]
+fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
+    use replica::{holder, reap_across, Holder};
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let ttl = Duration::from_secs(10);
+    let prev = Some(at(20_000));
+    // (session: (here, its replica's mark), disconnected, judge's previous) -> holder
+    let holders = [
+        (None, false, prev, Holder::Nobody),
+        (Some((true, Some(at(20_000)))), false, prev, Holder::Here),
+        (Some((true, Some(at(20_000)))), true, prev, Holder::Nobody),
+        (
+            Some((false, Some(at(15_000)))),
+            false,
+            prev,
+            Holder::OtherLive,
+        ),
+        // The other replica ended the session: nobody holds it.
+        (Some((false, Some(at(15_000)))), true, prev, Holder::Nobody),
+        // The other replica stopped marking a TTL before the judge's previous mark: dead.
+        (Some((false, Some(at(10_000)))), false, prev, Holder::Nobody),
+        (
+            Some((false, Some(at(10_000)))),
+            false,
+            None,
+            Holder::OtherLive,
+        ),
+        // No mark stored for it: not a live replica.
+        (Some((false, None)), false, prev, Holder::Nobody),
+        (Some((false, None)), false, None, Holder::Nobody),
+    ];
+    for (session, disconnected, previous, want) in holders {
+        assert_eq!(
+            holder(session, disconnected, previous, ttl),
+            want,
+            "{session:?} {disconnected} {previous:?}"
+        );
+    }
+    // (stored expiry, heard here, holder, now) -> fate
+    let fates = [
+        // Another live replica holds the worker: left to it, heard here or not.
+        (
+            at(10_000),
+            None,
+            Holder::OtherLive,
+            at(30_000),
+            LeaseFate::Theirs,
+        ),
+        (
+            at(10_000),
+            Some(at(29_000)),
+            Holder::OtherLive,
+            at(30_000),
+            LeaseFate::Theirs,
+        ),
+        // Here: this replica's heard set decides, as with one coordinator.
+        (
+            at(10_000),
+            Some(at(25_000)),
+            Holder::Here,
+            at(30_000),
+            LeaseFate::Live(at(35_000)),
+        ),
+        (at(10_000), None, Holder::Here, at(30_000), LeaseFate::Reap),
+        // Nobody: the stored expiry (and anything heard here) decides.
+        (
+            at(10_000),
+            None,
+            Holder::Nobody,
+            at(30_000),
+            LeaseFate::Reap,
+        ),
+        (
+            at(10_000),
+            Some(at(25_000)),
+            Holder::Nobody,
+            at(30_000),
+            LeaseFate::Live(at(35_000)),
+        ),
+    ];
+    for (stored, heard, holder, now, want) in fates {
+        assert_eq!(
+            reap_across(stored, heard, holder, now, ttl),
+            want,
+            "{stored} {heard:?} {holder:?} {now}"
+        );
+    }
+}

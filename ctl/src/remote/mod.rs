@@ -71,21 +71,38 @@ pub fn needs_coordinator(rc: &RunCommand) -> anyhow::Error {
 pub struct Remote {
     /// The gRPC URL, with its scheme.
     pub url: String,
+    /// Further coordinators (replicas on the same database), tried in order after `url`
+    /// when it cannot be reached (`--coordinator URL1,URL2`; docs/remote.md "Replicas").
+    pub fallbacks: Vec<String>,
     token: Option<String>,
     tls: TlsOptions,
     allow_plaintext_token: bool,
 }
 
 impl Remote {
-    /// From the global flags: a bare `host:port` gets `http://`; the token comes from
+    /// From the global flags: `url` is one URL or several comma-separated (replicas, tried
+    /// in order); a bare `host:port` gets `http://`; the token comes from
     /// `--token`/`AKBENCH_TOKEN` or `--token-file`.
     pub fn new(url: &str, args: &RemoteArgs) -> anyhow::Result<Remote> {
-        let url = url.trim().trim_end_matches('/');
-        let url = if url.contains("://") {
-            url.to_string()
-        } else {
-            format!("http://{url}")
-        };
+        let mut urls = url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| {
+                let u = u.trim_end_matches('/');
+                if u.contains("://") {
+                    u.to_string()
+                } else {
+                    format!("http://{u}")
+                }
+            });
+        let url = urls.next().ok_or_else(|| {
+            InputError(format!(
+                "failed to read --coordinator {url:?}: it names no URL; fix: pass a URL such \
+                 as https://host:7400, or several comma-separated"
+            ))
+        })?;
+        let fallbacks = urls.collect();
         let token = match (&args.token, &args.token_file) {
             (_, Some(path)) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -102,6 +119,7 @@ impl Remote {
         };
         let remote = Remote {
             url,
+            fallbacks,
             token: token.filter(|t| !t.is_empty()),
             tls: TlsOptions {
                 ca_file: args.ca_file.clone(),
@@ -110,13 +128,20 @@ impl Remote {
             allow_plaintext_token: args.allow_plaintext_token,
         };
         // Refuse bad URLs, TLS flags on http:// and plaintext tokens before anything is sent.
-        remote.endpoint()?;
+        for url in remote.urls() {
+            remote.endpoint(url)?;
+        }
         Ok(remote)
     }
 
-    fn endpoint(&self) -> anyhow::Result<Endpoint> {
+    /// Every coordinator, in the order tried.
+    pub fn urls(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.url).chain(&self.fallbacks)
+    }
+
+    fn endpoint(&self, url: &str) -> anyhow::Result<Endpoint> {
         endpoint(
-            &self.url,
+            url,
             &self.tls,
             self.token.is_some(),
             self.allow_plaintext_token,
@@ -124,10 +149,28 @@ impl Remote {
         .map_err(|e: DialError| InputError(e.to_string()).into())
     }
 
-    /// Connects (once; every call of the command reuses the connection).
+    /// Connects to the first listed coordinator that can be reached (once; every call of
+    /// the command reuses the connection). When none can, the error names the last one
+    /// tried.
     pub async fn connect(&self) -> anyhow::Result<Client> {
+        let mut last = None;
+        for url in self.urls() {
+            match self.connect_to(url).await {
+                Ok(client) => return Ok(client),
+                Err(e) => {
+                    if !self.fallbacks.is_empty() {
+                        tracing::warn!(coordinator = %url, "{e:#}; trying the next coordinator");
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no coordinator to connect to")))
+    }
+
+    async fn connect_to(&self, url: &str) -> anyhow::Result<Client> {
         let channel = self
-            .endpoint()?
+            .endpoint(url)?
             .connect_timeout(CONNECT_TIMEOUT)
             .connect()
             .await
@@ -142,7 +185,7 @@ impl Remote {
                     }
                     source = s.source();
                 }
-                unavailable(&self.url, &why)
+                unavailable(url, &why)
             })?;
         let header = match &self.token {
             Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| {
@@ -159,7 +202,7 @@ impl Remote {
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
             header,
-            url: self.url.clone(),
+            url: url.to_string(),
             has_token: self.token.is_some(),
         })
     }
@@ -330,6 +373,25 @@ pub fn is_over(state: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_coordinators_are_tried_in_the_order_given_and_each_is_checked() {
+        let args = RemoteArgs::default();
+        let r = Remote::new(" 127.0.0.1:7400/, http://127.0.0.1:7402 ,", &args).unwrap();
+        assert_eq!(
+            r.urls().cloned().collect::<Vec<_>>(),
+            ["http://127.0.0.1:7400", "http://127.0.0.1:7402"]
+        );
+        let one = Remote::new("http://127.0.0.1:7400", &args).unwrap();
+        assert!(one.fallbacks.is_empty());
+        let e = Remote::new(" , ", &args).unwrap_err().to_string();
+        assert!(e.contains("names no URL"), "{e}");
+        // A bad URL anywhere in the list is refused before anything is sent.
+        let e = Remote::new("http://127.0.0.1:7400,ftp://x:1", &args)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ftp://x:1"), "{e}");
+    }
 
     #[test]
     fn statuses_map_to_exit_codes() {

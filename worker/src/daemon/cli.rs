@@ -26,9 +26,16 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "akbench-worker", version, after_help = EXIT_CODES)]
 pub struct Args {
-    /// The coordinator's gRPC endpoint, e.g. http://coordinator:7443.
-    #[arg(long, env = "AKBENCH_COORDINATOR")]
-    pub coordinator: url::Url,
+    /// The coordinator's gRPC endpoint, e.g. http://coordinator:7443; several replicas on
+    /// one database comma-separated (http://c1:7443,http://c2:7443), tried in order when a
+    /// session cannot be opened.
+    #[arg(
+        long,
+        env = "AKBENCH_COORDINATOR",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub coordinator: Vec<url::Url>,
     /// Bearer token for the session.
     #[arg(
         long,
@@ -144,13 +151,18 @@ impl Args {
             std::path::absolute(&p)
                 .map_err(|e| anyhow::anyhow!("failed to resolve {flag} {}: {e}", p.display()))
         };
+        let mut coordinators = self.coordinator.into_iter();
+        let first = coordinators.next().ok_or_else(|| {
+            anyhow::anyhow!("failed to read --coordinator: give at least one URL")
+        })?;
         let mut c = WorkerConfig::new(
-            self.coordinator,
+            first,
             absolute("--cache", self.cache.unwrap_or_else(cache_default))?,
             absolute("--out", self.out)?,
             absolute("--tasks-root", self.tasks_root)?,
             absolute("--agents-root", self.agents_root)?,
         );
+        c.fallbacks = coordinators.collect();
         c.token = token;
         c.slots = self.slots;
         c.prefetch = self.prefetch;
@@ -316,6 +328,39 @@ mod tests {
         assert_eq!(c.worker_id, "w1");
         assert_eq!(c.grace, Duration::from_millis(1500));
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn several_coordinators_are_tried_in_the_order_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let args = Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443,http://127.0.0.1:7444",
+            "--tasks-root",
+            d,
+            "--agents-root",
+            d,
+        ])
+        .unwrap();
+        let c = args.into_config().unwrap();
+        assert_eq!(
+            c.coordinators().map(url::Url::as_str).collect::<Vec<_>>(),
+            ["http://127.0.0.1:7443/", "http://127.0.0.1:7444/"]
+        );
+        assert!(c.validate().is_ok());
+        // A list with a bad URL is a usage error.
+        assert!(Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443,not a url",
+            "--tasks-root",
+            d,
+            "--agents-root",
+            d,
+        ])
+        .is_err());
     }
 
     #[test]

@@ -11,6 +11,9 @@ use url::Url;
 pub struct WorkerConfig {
     /// The coordinator's gRPC endpoint (`http://host:port`).
     pub coordinator: Url,
+    /// Further coordinators (replicas on the same database), tried in order after
+    /// `coordinator` when a session cannot be opened (docs/remote.md "Replicas").
+    pub fallbacks: Vec<Url>,
     /// Bearer token sent as `authorization: Bearer <token>` on the session.
     pub token: Option<String>,
     /// Stable identity of this worker (`<hostname>-<pid>` by default).
@@ -47,6 +50,10 @@ impl std::fmt::Debug for WorkerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerConfig")
             .field("coordinator", &self.coordinator.as_str())
+            .field(
+                "fallbacks",
+                &self.fallbacks.iter().map(Url::as_str).collect::<Vec<_>>(),
+            )
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("worker_id", &self.worker_id)
             .field("slots", &self.slots)
@@ -83,8 +90,25 @@ pub enum ConfigError {
 impl WorkerConfig {
     /// The coordinator's endpoint: TLS for `https://`, and the plaintext-token rule.
     pub fn endpoint(&self) -> Result<tonic::transport::Endpoint, ConfigError> {
+        self.endpoint_of(&self.coordinator)
+    }
+
+    /// Every coordinator this worker may open a session with, in the order tried:
+    /// `coordinator`, then the `fallbacks`.
+    pub fn coordinators(&self) -> impl Iterator<Item = &Url> {
+        std::iter::once(&self.coordinator).chain(&self.fallbacks)
+    }
+
+    /// The endpoint of each of [`WorkerConfig::coordinators`], with its URL.
+    pub fn endpoints(&self) -> Result<Vec<(Url, tonic::transport::Endpoint)>, ConfigError> {
+        self.coordinators()
+            .map(|url| Ok((url.clone(), self.endpoint_of(url)?)))
+            .collect()
+    }
+
+    fn endpoint_of(&self, url: &Url) -> Result<tonic::transport::Endpoint, ConfigError> {
         crate::dial::endpoint(
-            self.coordinator.as_str(),
+            url.as_str(),
             &self.tls,
             self.token.is_some(),
             self.allow_plaintext_token,
@@ -102,6 +126,7 @@ impl WorkerConfig {
     ) -> Self {
         Self {
             coordinator,
+            fallbacks: Vec::new(),
             token: None,
             worker_id: default_worker_id(),
             slots: 1,
@@ -132,22 +157,24 @@ impl WorkerConfig {
 
     /// Checks what can be checked before connecting.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        match self.coordinator.scheme() {
-            "http" | "https" => {}
-            s => {
+        for url in self.coordinators() {
+            match url.scheme() {
+                "http" | "https" => {}
+                s => {
+                    return Err(ConfigError::Coordinator {
+                        url: url.to_string(),
+                        reason: format!("scheme `{s}` is not http or https"),
+                    })
+                }
+            }
+            if url.host_str().is_none_or(str::is_empty) {
                 return Err(ConfigError::Coordinator {
-                    url: self.coordinator.to_string(),
-                    reason: format!("scheme `{s}` is not http or https"),
-                })
+                    url: url.to_string(),
+                    reason: "it names no host".into(),
+                });
             }
         }
-        if self.coordinator.host_str().is_none_or(str::is_empty) {
-            return Err(ConfigError::Coordinator {
-                url: self.coordinator.to_string(),
-                reason: "it names no host".into(),
-            });
-        }
-        self.endpoint()?;
+        self.endpoints()?;
         if self.slots == 0 {
             return Err(ConfigError::Invalid(
                 "--slots must be at least 1".to_string(),
@@ -230,6 +257,13 @@ mod tests {
         c.allow_plaintext_token = true;
         assert!(c.validate().is_ok());
         assert!(!format!("{c:?}").contains("secret"));
+        // Every listed coordinator is checked, not only the first.
+        let mut several = config("http://127.0.0.1:7443");
+        several.fallbacks = vec!["http://127.0.0.1:7444".parse().unwrap()];
+        assert!(several.validate().is_ok());
+        several.fallbacks.push("ftp://127.0.0.1:1".parse().unwrap());
+        let e = several.validate().unwrap_err().to_string();
+        assert!(e.contains("ftp://127.0.0.1:1"), "{e}");
         let mut tls = config("https://x:1");
         tls.token = Some("secret".into());
         assert!(tls.validate().is_ok());

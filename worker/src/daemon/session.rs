@@ -128,8 +128,8 @@ impl Handle {
 #[derive(Debug)]
 pub struct Daemon {
     config: WorkerConfig,
-    /// The coordinator's endpoint (TLS files read once, at start).
-    endpoint: Endpoint,
+    /// The coordinators' endpoints, in the order tried (TLS files read once, at start).
+    endpoints: Vec<(url::Url, Endpoint)>,
     ctx: Arc<Context>,
     control_tx: mpsc::UnboundedSender<Control>,
     control_rx: mpsc::UnboundedReceiver<Control>,
@@ -140,7 +140,7 @@ impl Daemon {
     /// Checks the configuration and opens the artifact store.
     pub fn new(config: WorkerConfig) -> Result<Self, StartError> {
         config.validate()?;
-        let endpoint = config.endpoint()?;
+        let endpoints = config.endpoints()?;
         let artifacts = config
             .artifacts
             .as_deref()
@@ -169,7 +169,7 @@ impl Daemon {
         let (status_tx, _) = watch::channel(Status::default());
         Ok(Self {
             config,
-            endpoint,
+            endpoints,
             ctx,
             control_tx,
             control_rx,
@@ -192,7 +192,11 @@ impl Daemon {
 
     /// Runs until drained.
     pub async fn run(self) -> Exit {
-        let endpoint = keep_alive(self.endpoint);
+        let endpoints = self
+            .endpoints
+            .into_iter()
+            .map(|(url, e)| (url, keep_alive(e)))
+            .collect();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -202,7 +206,8 @@ impl Daemon {
         let mut s = Supervisor {
             config: self.config,
             ctx: self.ctx,
-            endpoint,
+            endpoints,
+            at: 0,
             events_tx,
             attempts: HashMap::new(),
             tx: None,
@@ -321,7 +326,10 @@ impl Refusal {
 struct Supervisor {
     config: WorkerConfig,
     ctx: Arc<Context>,
-    endpoint: Endpoint,
+    /// The coordinators, in the order tried; `at` is the one sessions open with now (the
+    /// next is tried when a session cannot be opened).
+    endpoints: Vec<(url::Url, Endpoint)>,
+    at: usize,
     events_tx: mpsc::UnboundedSender<Event>,
     attempts: HashMap<String, Entry>,
     tx: Option<mpsc::UnboundedSender<pb::WorkerMessage>>,
@@ -449,8 +457,13 @@ async fn next_message(
 }
 
 impl Supervisor {
+    /// The URL of the coordinator sessions open with now.
+    fn coordinator(&self) -> &url::Url {
+        &self.endpoints[self.at].0
+    }
+
     fn connect(&self) -> Connecting {
-        let endpoint = self.endpoint.clone();
+        let endpoint = self.endpoints[self.at].1.clone();
         let token = self.config.token.clone();
         let hello = pb::Hello {
             worker_id: self.config.worker_id.clone(),
@@ -460,7 +473,7 @@ impl Supervisor {
             held_leases: self.held_leases(),
             instance_id: self.instance_id.clone(),
         };
-        tracing::debug!(coordinator = %self.config.coordinator, held = hello.held_leases.len(), "connecting");
+        tracing::debug!(coordinator = %self.coordinator(), held = hello.held_leases.len(), "connecting");
         Box::pin(async move {
             let channel = endpoint.connect().await.map_err(|e| {
                 let mut s = e.to_string();
@@ -509,15 +522,21 @@ impl Supervisor {
         self.refusals = (r.why, in_a_row);
         let exit = match after_refusal(r.why, in_a_row) {
             AfterRefusal::Retry => {
-                tracing::warn!(coordinator = %self.config.coordinator, worker_id = %self.config.worker_id,
+                tracing::warn!(coordinator = %self.coordinator(), worker_id = %self.config.worker_id,
                     "failed to open a session: {}", r.message);
+                if self.endpoints.len() > 1 {
+                    // Another replica may serve: the next listed is tried (the live
+                    // attempts are re-presented to it in its Hello, as after a restart).
+                    self.at = (self.at + 1) % self.endpoints.len();
+                    tracing::info!(coordinator = %self.coordinator(), "trying the next coordinator");
+                }
                 return Some(self.disconnected());
             }
             AfterRefusal::Exit(_) if r.why == Refused::IdHeld => Exit::IdHeld,
             AfterRefusal::Exit(_) => Exit::CredentialRefused,
         };
         tracing::error!(
-            coordinator = %self.config.coordinator,
+            coordinator = %self.coordinator(),
             worker_id = %self.config.worker_id,
             attempts = in_a_row,
             exit_code = exit.code(),
@@ -802,7 +821,7 @@ impl Supervisor {
                 self.status.sessions += 1;
                 self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
                     .min(DEFAULT_HEARTBEAT * 6);
-                tracing::info!(coordinator = %self.config.coordinator, worker_id = %self.config.worker_id,
+                tracing::info!(coordinator = %self.coordinator(), worker_id = %self.config.worker_id,
                     held = self.attempts.len(), revoked = w.revoked_attempt_ids.len(), "session open");
                 for id in &w.revoked_attempt_ids {
                     self.lose(id, "revoked by the coordinator at reconnect");

@@ -1,0 +1,251 @@
+//! Two coordinator processes (replicas) on one database serve one run while a worker and a
+//! coordinator are SIGKILLed in the same run: worker w0 (listing replica A first) loses its
+//! coordinator and reconnects to B, re-presenting its live attempts; worker w1 (on B) dies
+//! and B takes its leases back. The run ends with every planned trial ended exactly once:
+//! status, reconcile and the records agree, read through the `akbench` client given the
+//! dead replica first (docs/remote.md "Replicas").
+
+use akbench_coordinator::pgcluster::test_support;
+mod e2e;
+
+use akbench_core::digest::canonical_json;
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use e2e::examples;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {
+    Command::new(e2e::workspace_bin(
+        "akbench-coordinator",
+        "akbench-coordinator",
+    ))
+    .arg("--database-url")
+    .arg(url)
+    .arg("--grpc-listen")
+    .arg(grpc.to_string())
+    .arg("--http-listen")
+    .arg(http.to_string())
+    .args(["--lease-ttl-ms", "5000"])
+    .env("RUST_LOG", "warn")
+    .spawn()
+    .unwrap()
+}
+
+async fn connect(grpc: SocketAddr) -> ControlClient<Channel> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            return ControlClient::new(ch)
+                .max_encoding_message_size(64 << 20)
+                .max_decoding_message_size(64 << 20);
+        }
+        assert!(
+            Instant::now() < until,
+            "the coordinator never listened on {grpc}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A worker daemon: `coordinators` as `--coordinator` (`flag`) or as `AKBENCH_COORDINATOR`.
+fn start_worker(dir: &Path, id: &str, coordinators: &str, flag: bool) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
+    if flag {
+        cmd.arg("--coordinator").arg(coordinators);
+    } else {
+        cmd.env("AKBENCH_COORDINATOR", coordinators);
+    }
+    cmd.args(["--slots", "2", "--worker-id", id, "--grace", "5"])
+        .arg("--cache")
+        .arg(dir.join("cache"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--tasks-root")
+        .arg(examples().join("tasks"))
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .env("AKBENCH_LOG", "error")
+        .spawn()
+        .unwrap()
+}
+
+async fn count(db: &tokio_postgres::Client, q: &str, worker: &str) -> i64 {
+    db.query_one(q, &[&worker]).await.unwrap().get(0)
+}
+
+/// `akbench --coordinator <list> run ARGS... --json`: exit code and JSON output.
+fn akbench(coordinators: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let out = Command::new(e2e::workspace_bin("akbench", "akbench"))
+        .arg("--coordinator")
+        .arg(coordinators)
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .env_remove("AKBENCH_TOKEN")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "akbench run {args:?}: not JSON ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = test_support::fresh_database().await;
+    let [grpc_a, http_a, grpc_b, http_b] = e2e::restartable_addrs();
+    // A first: it migrates the database; B then starts on the migrated one.
+    let mut procs = Procs(vec![start_coordinator(&url, grpc_a, http_a)]);
+    let mut client_a = connect(grpc_a).await;
+    procs.0.push(start_coordinator(&url, grpc_b, http_b));
+    let mut client_b = connect(grpc_b).await;
+    let (a, b) = (format!("http://{grpc_a}"), format!("http://{grpc_b}"));
+
+    let (spec, ready) = e2e::plan_run(
+        tmp.path(),
+        "experiment: replicas\ntasks:\n  include: [\"pyslug-*\"]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 3\nexecution:\n  infrastructure_retries: 2\n",
+    );
+    let planned = ready.trials.len();
+    assert_eq!(planned, 24);
+    client_a
+        .submit_plan(pb::SubmitPlanRequest {
+            spec_json: canonical_json(&spec),
+            spec_digest: spec.digest.clone(),
+            plan_json: canonical_json(&ready),
+            plan_digest: ready.digest.clone(),
+        })
+        .await
+        .unwrap();
+    let run = spec.identity.run_key.clone();
+    // Started through B: A's idle sessions find the work by polling the shared queue.
+    client_b
+        .start_run(pb::StartRunRequest { run: run.clone() })
+        .await
+        .unwrap();
+    // w0 opens its session on A (listed first), w1 on B.
+    procs.0.push(start_worker(
+        &tmp.path().join("w0"),
+        "w0",
+        &format!("{a},{b}"),
+        true,
+    ));
+    procs.0.push(start_worker(
+        &tmp.path().join("w1"),
+        "w1",
+        &format!("{b},{a}"),
+        false,
+    ));
+
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    // Both workers hold leases, w0's through A: the kills land mid-run.
+    let until = Instant::now() + Duration::from_secs(300);
+    loop {
+        let w0 = count(
+            &db,
+            "SELECT count(*) FROM leases WHERE worker_id = $1",
+            "w0",
+        )
+        .await;
+        let w1 = count(
+            &db,
+            "SELECT count(*) FROM leases WHERE worker_id = $1",
+            "w1",
+        )
+        .await;
+        if w0 > 0 && w1 > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the workers never both held leases (w0 {w0}, w1 {w1})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The worker on B and the coordinator w0 is connected to, without warning.
+    procs.0[3].kill().unwrap();
+    procs.0[3].wait().unwrap();
+    procs.0[0].kill().unwrap();
+    procs.0[0].wait().unwrap();
+    let done: i64 = db
+        .query_one("SELECT count(*) FROM work_items WHERE state = 'done'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(done < 24, "the kills must land mid-run (done: {done})");
+
+    // B alone finishes the run with w0.
+    let until = Instant::now() + Duration::from_secs(600);
+    loop {
+        let state: String = db
+            .query_one("SELECT state FROM runs", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if state == "finished" {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the run did not finish after the kills"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let status = client_b
+        .get_status(pb::GetStatusRequest { run: run.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.planned, 24);
+    assert_eq!(status.finished, 24, "{status:?}");
+    assert_eq!((status.queued, status.running), (0, 0), "{status:?}");
+    let per_trial = e2e::accepted_records_per_trial(&db, spec.identity.run_id).await;
+    assert_eq!(per_trial.len(), 24);
+    assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");
+
+    // The client, given the dead replica first, reads through B.
+    let both = format!("{a},{b}");
+    let (code, report) = akbench(&both, &["reconcile", &run]);
+    assert_eq!(code, 0, "reconcile: {report}");
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["counts"]["succeeded"], 12, "{report}");
+    assert_eq!(report["counts"]["failed"], 12, "{report}");
+    let out = tmp.path().join("records");
+    let (code, records) = akbench(&both, &["records", &run, "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "records: {records}");
+    assert_eq!(records["records"], 24, "{records}");
+    assert_eq!(records["covered"], 24, "{records}");
+    let (code, shown) = akbench(&both, &["status", &run]);
+    assert_eq!(code, 0, "status: {shown}");
+    assert_eq!(
+        (&shown["planned"], &shown["finished"]),
+        (&serde_json::json!(24), &serde_json::json!(24)),
+        "{shown}"
+    );
+}
