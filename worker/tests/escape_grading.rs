@@ -15,7 +15,7 @@ use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::{sandbox_available, RuntimeKind};
+use akbench_worker::runtime::sandbox_available;
 use common::{corpus, Corpus};
 use std::fs;
 use std::path::Path;
@@ -110,7 +110,7 @@ fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
     let t = c.task(task);
     let a = c.agent(name);
     let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Sandbox;
+    req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
@@ -162,7 +162,7 @@ fn the_honest_grade_of_the_python_task() {
         let t = c.task("pyanswer");
         let a = c.agent(agent);
         let mut req = c.request(&t, &a, agent);
-        req.options.runtime = RuntimeKind::Sandbox;
+        req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
             .run_trial(&req, &Silent, &CancelToken::new())
@@ -173,7 +173,10 @@ fn the_honest_grade_of_the_python_task() {
         let g = r.attempts[0].grade.as_ref().unwrap();
         assert!(!g.tampered, "{agent}");
         let rt = g.runtime.as_ref().expect("the grade says how it ran");
-        assert_eq!((rt.name.as_str(), rt.isolated), ("sandbox", true));
+        assert_eq!(
+            (rt.name.as_str(), rt.isolated),
+            (common::in_container::isolated().as_str(), true)
+        );
         let trip = g.tripwire.as_ref().expect("a tripwire ran");
         if solved {
             assert_eq!(trip.result, "failed as it must", "{trip:?}");
@@ -519,7 +522,7 @@ fn rust_attack(name: &str, script: &str) -> RunRecord {
     let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
     let a = c.agent(name);
     let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Sandbox;
+    req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
@@ -549,7 +552,7 @@ fn the_honest_grade_of_a_rust_task() {
     for (agent, solved) in [("oracle", true), ("noop", false)] {
         let a = c.agent(agent);
         let mut req = c.request(&t, &a, agent);
-        req.options.runtime = RuntimeKind::Sandbox;
+        req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
             .run_trial(&req, &Silent, &CancelToken::new())
@@ -631,5 +634,33 @@ fn the_grading_escape_suite_holds_with_an_unprivileged_worker() {
     common::unprivileged::rerun_suite(
         "the_grading_escape_suite_holds_with_an_unprivileged_worker",
         &[],
+    );
+}
+
+/// Every other test of this file again under the `container` runtime: each task in the
+/// Debian test image, each attack against the container's root file system
+/// (common::in_container).
+#[test]
+fn the_grading_escape_suite_holds_in_a_container() {
+    common::in_container::rerun_suite(
+        "the_grading_escape_suite_holds_in_a_container",
+        &[
+            (
+                "the_grading_escape_suite_holds_with_an_unprivileged_worker",
+                "the container runtime needs a root worker",
+            ),
+            (
+                "the_honest_grade_of_a_rust_task",
+                "the test image has no Rust toolchain (the example Rust task names no image)",
+            ),
+            (
+                "a_cargo_runner_rewriting_failed_to_ok_is_withheld_from_grading",
+                "the test image has no Rust toolchain",
+            ),
+            (
+                "a_build_script_stripping_the_hidden_asserts_is_caught_by_the_tripwire",
+                "the test image has no Rust toolchain",
+            ),
+        ],
     );
 }

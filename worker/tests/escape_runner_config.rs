@@ -19,7 +19,7 @@ use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::{sandbox_available, RuntimeKind};
+use akbench_worker::runtime::sandbox_available;
 use common::{corpus, git, Corpus};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ fn run_agent(c: &Corpus, name: &str, script: &str, tasks: &Path, task: &str) -> 
     let t = akbench_core::task::load_by_id(tasks, task).unwrap();
     let a = c.agent(name);
     let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Sandbox;
+    req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
@@ -328,7 +328,7 @@ fn the_honest_grade_of_a_pytest_task() {
         let t = c.task("pytest-answer");
         let a = c.agent(agent);
         let mut req = c.request(&t, &a, agent);
-        req.options.runtime = RuntimeKind::Sandbox;
+        req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
             .run_trial(&req, &Silent, &CancelToken::new())
@@ -502,5 +502,29 @@ fn the_runner_configuration_escape_suite_holds_with_an_unprivileged_worker() {
     common::unprivileged::rerun_suite(
         "the_runner_configuration_escape_suite_holds_with_an_unprivileged_worker",
         &[],
+    );
+}
+
+/// Every other test of this file again under the `container` runtime: each task in the
+/// Debian test image, each attack against the container's root file system
+/// (common::in_container).
+#[test]
+fn the_runner_configuration_escape_suite_holds_in_a_container() {
+    common::in_container::rerun_suite(
+        "the_runner_configuration_escape_suite_holds_in_a_container",
+        &[
+            (
+                "the_runner_configuration_escape_suite_holds_with_an_unprivileged_worker",
+                "the container runtime needs a root worker",
+            ),
+            (
+                "a_rust_toolchain_file_pointing_at_a_fake_toolchain_is_withheld",
+                "the test image has no Rust toolchain (the example Rust task names no image)",
+            ),
+            (
+                "a_cargo_compiler_wrapper_stripping_the_hidden_asserts_is_withheld",
+                "the test image has no Rust toolchain (the example Rust task names no image)",
+            ),
+        ],
     );
 }

@@ -146,7 +146,7 @@ fn both(c: &Corpus, name: &str, script: &str, env: &[(&str, String)]) -> Outcome
     let s = attack(
         c,
         name,
-        RuntimeKind::Sandbox,
+        common::in_container::isolated(),
         script,
         env,
         Limits::default(),
@@ -160,7 +160,10 @@ fn both(c: &Corpus, name: &str, script: &str, env: &[(&str, String)]) -> Outcome
         s.survivors.is_empty(),
         "{name}: a process survived the sandbox"
     );
-    assert_eq!(s.record.options.runtime, "sandbox");
+    assert_eq!(
+        s.record.options.runtime,
+        common::in_container::isolated().as_str()
+    );
     let rt = s.record.attempts[0].agent_process.as_ref().unwrap();
     assert!(rt.runtime.as_ref().unwrap().isolated);
     let d = attack(c, name, RuntimeKind::Direct, script, env, Limits::default());
@@ -391,7 +394,14 @@ fn allocating_past_memory_mb_ends_failed_naming_the_limit() {
         ..Limits::default()
     };
     let script = "/usr/bin/python3 -c 'b = bytearray(512 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])' && echo ESCAPED\nexit 0\n";
-    let s = attack(&c, "memory", RuntimeKind::Sandbox, script, &[], limits);
+    let s = attack(
+        &c,
+        "memory",
+        common::in_container::isolated(),
+        script,
+        &[],
+        limits,
+    );
     assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
     let cause = s.record.attempts[0].cause.clone().unwrap();
     assert!(cause.contains("memory limit (memory_mb = 128)"), "{cause}");
@@ -417,7 +427,14 @@ fn forking_past_the_process_limit_ends_failed_naming_the_limit() {
         ..Limits::default()
     };
     let script = "n=0; for i in $(seq 1 100); do sh -c 'sleep 20; :' MARK 2>/dev/null & n=$((n+1)); done\necho started $n\nkill $(jobs -p) 2>/dev/null\nexit 0\n";
-    let s = attack(&c, "fork", RuntimeKind::Sandbox, script, &[], limits);
+    let s = attack(
+        &c,
+        "fork",
+        common::in_container::isolated(),
+        script,
+        &[],
+        limits,
+    );
     assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
     let cause = s.record.attempts[0].cause.clone().unwrap();
     assert!(cause.contains("more than 32 processes"), "{cause}");
@@ -442,7 +459,14 @@ fn filling_the_disk_ends_failed_naming_the_limit() {
     };
     // Many files, each under the per-file cap, together over the limit; then one big file.
     let script = "for i in $(seq 1 8); do head -c 20000000 /dev/zero > f$i; done\nhead -c 200000000 /dev/zero > big && echo ESCAPED\nexit 0\n";
-    let s = attack(&c, "disk", RuntimeKind::Sandbox, script, &[], limits);
+    let s = attack(
+        &c,
+        "disk",
+        common::in_container::isolated(),
+        script,
+        &[],
+        limits,
+    );
     assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
     let cause = s.record.attempts[0].cause.clone().unwrap();
     assert!(cause.contains("disk limit (disk_mb = 64)"), "{cause}");
@@ -460,7 +484,7 @@ fn helper_hanging_attempt() {
     };
     let runtime = match std::env::var("AKBENCH_ESCAPE_RUNTIME").as_deref() {
         Ok("direct") => RuntimeKind::Direct,
-        _ => RuntimeKind::Sandbox,
+        _ => common::in_container::isolated(),
     };
     let marker = std::env::var("AKBENCH_ESCAPE_MARK").unwrap();
     let c = corpus();
@@ -548,7 +572,7 @@ fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
     // 20 MB of text in one new file: under the disk limit, twenty times the diff limit.
     let script = "yes 'a line of text the agent wrote, over and over' | head -c 20000000 > big.txt\necho wrote\nexit 0\n";
     // Enforced when the diff is collected, so under `direct` too.
-    for runtime in [RuntimeKind::Sandbox, RuntimeKind::Direct] {
+    for runtime in [common::in_container::isolated(), RuntimeKind::Direct] {
         let o = attack(&c, "bigdiff", runtime, script, &[], limits);
         assert_eq!(o.record.outcome.state, State::Failed, "{}", o.summary());
         let a = &o.record.attempts[0];
@@ -580,7 +604,7 @@ fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
     let o = attack(
         &c,
         "bigdiffok",
-        RuntimeKind::Sandbox,
+        common::in_container::isolated(),
         script,
         &[],
         Limits::default(),
@@ -596,5 +620,25 @@ fn the_runtime_escape_suite_holds_with_an_unprivileged_worker() {
     common::unprivileged::rerun_suite(
         "the_runtime_escape_suite_holds_with_an_unprivileged_worker",
         &[],
+    );
+}
+
+/// Every other test of this file again under the `container` runtime: each task in the
+/// Debian test image, each attack against the container's root file system
+/// (common::in_container).
+#[test]
+fn the_runtime_escape_suite_holds_in_a_container() {
+    common::in_container::rerun_suite(
+        "the_runtime_escape_suite_holds_in_a_container",
+        &[
+            (
+                "the_runtime_escape_suite_holds_with_an_unprivileged_worker",
+                "the container runtime needs a root worker",
+            ),
+            (
+                "helper_hanging_attempt",
+                "a helper the kill -9 test starts itself",
+            ),
+        ],
     );
 }

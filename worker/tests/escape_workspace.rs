@@ -20,7 +20,7 @@ use std::fs;
 use std::path::Path;
 
 fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
-    run_in(c, task, agent, name, RuntimeKind::Sandbox)
+    run_in(c, task, agent, name, common::in_container::isolated())
 }
 
 /// One trial under `runtime` (the mirror attacks need `direct`, where the mirror is reachable).
@@ -82,7 +82,7 @@ fn the_answer_cannot_be_taken_from_git() {
     );
     // The repository itself holds no answer: the attack fails under both runtimes.
     for (name, runtime) in [
-        ("thief", RuntimeKind::Sandbox),
+        ("thief", common::in_container::isolated()),
         ("direct-thief", RuntimeKind::Direct),
     ] {
         let rec = run_in(&c, "answer", "git-thief", name, runtime);
@@ -238,7 +238,7 @@ fn a_large_file_written_by_the_agent_grows_no_cache() {
     let t = c.task("answer");
     let a = c.agent("big");
     let mut req = c.request(&t, &a, "big");
-    req.options.runtime = RuntimeKind::Sandbox;
+    req.options.runtime = common::in_container::isolated();
     req.options.agent_timeout_sec = Some(600.0);
     let rec = c
         .orchestrator()
@@ -349,5 +349,19 @@ fn the_workspace_escape_suite_holds_with_an_unprivileged_worker() {
     common::unprivileged::rerun_suite(
         "the_workspace_escape_suite_holds_with_an_unprivileged_worker",
         &[],
+    );
+}
+
+/// Every other test of this file again under the `container` runtime: each task in the
+/// Debian test image, each attack against the container's root file system
+/// (common::in_container).
+#[test]
+fn the_workspace_escape_suite_holds_in_a_container() {
+    common::in_container::rerun_suite(
+        "the_workspace_escape_suite_holds_in_a_container",
+        &[(
+            "the_workspace_escape_suite_holds_with_an_unprivileged_worker",
+            "the container runtime needs a root worker",
+        )],
     );
 }

@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 pub mod fake_provider;
+pub mod in_container;
 pub mod registry;
 pub mod unprivileged;
 
@@ -64,7 +65,13 @@ impl Corpus {
     }
 
     pub fn orchestrator(&self) -> Orchestrator {
-        Orchestrator::new(&self.root().join("cache"), Arc::new(SystemClock))
+        let mut o = Orchestrator::new(&self.root().join("cache"), Arc::new(SystemClock));
+        // Under the container rerun, one image cache for every test of the suite (the
+        // image is pulled and unpacked once, not once per test).
+        if let Some(images) = in_container::images_dir() {
+            o.images = images;
+        }
+        o
     }
 
     pub fn request<'a>(&self, task: &'a Task, agent: &'a Agent, name: &str) -> TrialRequest<'a> {
@@ -91,6 +98,14 @@ impl Corpus {
 
     /// Adds a task folder; `extra` is appended to task.toml.
     pub fn add_task(&self, id: &str, commit: &str, test_sh: &str, extra: &str) {
+        // Under the container rerun (in_container), every task runs in the test image.
+        let image = match in_container::image() {
+            Some(i) if !extra.contains("[environment]") => {
+                format!("[environment]\nimage = \"{i}\"\n")
+            }
+            _ => String::new(),
+        };
+        let extra = format!("{extra}\n{image}");
         let d = self.tasks().join(id);
         fs::create_dir_all(d.join("tests")).unwrap();
         fs::create_dir_all(d.join("solution")).unwrap();
