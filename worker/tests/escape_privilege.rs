@@ -13,6 +13,9 @@ use akbench_worker::runtime::{
 };
 use std::os::unix::fs::PermissionsExt;
 
+#[allow(dead_code)]
+#[path = "common/rerun.rs"]
+mod rerun;
 #[allow(dead_code)] // the rerun of a whole suite is for the files that use tests/common
 #[path = "common/unprivileged.rs"]
 mod unprivileged;

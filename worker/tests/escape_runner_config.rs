@@ -293,6 +293,12 @@ fn pytest_corpus(test: &str) -> Option<Corpus> {
 
 /// A pytest plugin that reports every test passed (and tries to write `mark` on the host).
 fn passing_plugin(mark: &Path) -> String {
+    plugin(mark, "True")
+}
+
+/// A pytest plugin that reports passed every test for which the Python expression `passes`
+/// (over `item`) holds, and tries to write `mark` on the host.
+fn plugin(mark: &Path, passes: &str) -> String {
     format!(
         r#"import pytest
 
@@ -301,8 +307,9 @@ fn passing_plugin(mark: &Path) -> String {
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
+    if {passes}:
+        report.outcome = "passed"
+        report.longrepr = None
     try:
         with open("{mark}", "w") as f:
             f.write("ran")
@@ -395,25 +402,7 @@ fn a_pytest_ini_loading_a_passing_plugin_is_withheld() {
 /// two underscores or more (`test_the_answer`) and leaves the rest alone (the tripwire,
 /// `test_<random letters>`, fails as it must), so only withholding what loads it holds.
 fn tripwire_dodging_plugin(mark: &Path) -> String {
-    format!(
-        r#"import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if item.name.count("_") >= 2:
-        report.outcome = "passed"
-        report.longrepr = None
-    try:
-        with open("{mark}", "w") as f:
-            f.write("ran")
-    except OSError:
-        pass
-"#,
-        mark = mark.display()
-    )
+    plugin(mark, r#"item.name.count("_") >= 2"#)
 }
 
 /// Plants the tripwire-dodging plugin as `akbench_dodge.py` with `config` (shell that writes

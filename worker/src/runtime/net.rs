@@ -160,7 +160,9 @@ fn make_namespace(endpoints: &[Endpoint], addrs: &[Ipv4Addr]) -> io::Result<Made
     Ok((netns, listeners, bound))
 }
 
-fn loopback_up() -> io::Result<()> {
+/// Brings the calling thread's network namespace's loopback up. Plain system calls on a
+/// stack `ifreq`, nothing allocated: also safe in [`super::net_user`]'s forked child.
+pub(super) fn loopback_up() -> io::Result<()> {
     // SAFETY: a plain datagram socket used for interface ioctls, closed by OwnedFd.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {

@@ -200,21 +200,10 @@ unsafe fn child(
         if !write_file(uid_map_path, uid_map) {
             return (4, errno());
         }
-        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if s < 0 {
-            return (5, errno());
+        // The root worker's own step: plain system calls, nothing allocated.
+        if let Err(e) = super::net::loopback_up() {
+            return (5, e.raw_os_error().unwrap_or(0));
         }
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        ifr.ifr_name[0] = b'l' as libc::c_char;
-        ifr.ifr_name[1] = b'o' as libc::c_char;
-        if libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) != 0 {
-            return (5, errno());
-        }
-        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) != 0 {
-            return (5, errno());
-        }
-        libc::close(s);
         for (i, a) in sockaddrs.iter().enumerate() {
             let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
             if l < 0 {

@@ -61,17 +61,8 @@ pub fn rerun_suite(this: &str, also_skip: &[(&str, &str)]) {
     );
     let pinned = format!("{}/akbench/escape@{digest}", reg.addr);
     let images = tempfile::tempdir().unwrap();
-    let listed = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--list", "--format", "terse"])
-        .output()
-        .unwrap();
-    let tests: Vec<String> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|t| *t != this && !also_skip.iter().any(|(s, _)| s == t))
-        .map(str::to_string)
-        .collect();
-    assert!(!tests.is_empty(), "no tests listed by {listed:?}");
+    let skip: Vec<&str> = also_skip.iter().map(|(t, _)| *t).collect();
+    let tests = super::rerun::listed(this, &skip);
     let mut failed = Vec::new();
     let mut text = String::new();
     for test in &tests {
@@ -88,24 +79,15 @@ pub fn rerun_suite(this: &str, also_skip: &[(&str, &str)]) {
         }
         text.push_str(&t);
     }
-    eprintln!("{text}");
     for (t, why) in also_skip {
         eprintln!("not rerun in a container: {t}: {why}");
     }
-    assert!(
-        failed.is_empty(),
-        "under the container runtime ({pinned}), these tests failed: {failed:?}"
+    super::rerun::conclude(
+        this,
+        &format!("under the container runtime ({pinned})"),
+        &text,
+        &failed,
     );
-    let skipped: Vec<&str> = text.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
-    if !skipped.is_empty() {
-        akbench_core::testkit::skip(
-            this,
-            &format!(
-                "under the container runtime, tests skipped: {}",
-                skipped.join("; ")
-            ),
-        );
-    }
 }
 
 /// How long one re-executed test may take before it is killed and counted as failed (a

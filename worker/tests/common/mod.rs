@@ -14,6 +14,7 @@ use std::sync::Arc;
 pub mod fake_provider;
 pub mod in_container;
 pub mod registry;
+pub mod rerun;
 pub mod unprivileged;
 
 pub struct Corpus {

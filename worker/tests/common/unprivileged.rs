@@ -119,17 +119,7 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
         .collect();
     // One process per test, as nextest runs them (a test may set process-wide state, e.g.
     // the worker's shutdown flag).
-    let listed = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--list", "--format", "terse"])
-        .output()
-        .unwrap();
-    let tests: Vec<String> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|t| *t != this && !also_skip.contains(t))
-        .map(str::to_string)
-        .collect();
-    assert!(!tests.is_empty(), "no tests listed by {:?}", listed);
+    let tests = super::rerun::listed(this, also_skip);
     let mut failed = Vec::new();
     let mut text = String::new();
     for test in &tests {
@@ -149,21 +139,12 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
         let _ = std::fs::remove_dir(d.join("akbench"));
         let _ = std::fs::remove_dir(d);
     }
-    eprintln!("{text}");
-    assert!(
-        failed.is_empty(),
-        "with the worker as uid {UID}, these tests failed: {failed:?}"
+    super::rerun::conclude(
+        this,
+        &format!("with the worker as uid {UID}"),
+        &text,
+        &failed,
     );
-    let skipped: Vec<&str> = text.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
-    if !skipped.is_empty() {
-        akbench_core::testkit::skip(
-            this,
-            &format!(
-                "with the worker as uid {UID}, tests skipped: {}",
-                skipped.join("; ")
-            ),
-        );
-    }
 }
 
 /// This test binary running `test` alone as [`UID`], in the delegated cgroup (`procs`: its
