@@ -5,13 +5,13 @@
 
 use crate::cli::TaskCheckArgs;
 use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
-use crate::cmd::shared::task_checks::{check_now, read_cached, CHECKS_DIR};
+use crate::cmd::shared::task_checks::{check_file, check_now, keep, read_cached};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
 use akbench_core::manifest::Runtime;
 use akbench_core::task::{self, TASK_FILE};
-use akbench_core::task_check::{cache_name, TaskCheck};
-use akbench_worker::orchestrator::{write_json_atomic, Orchestrator};
+use akbench_core::task_check::TaskCheck;
+use akbench_worker::orchestrator::Orchestrator;
 use std::sync::Arc;
 
 /// Runs the check (or reads it from the cache); exit 0 valid, 1 not valid.
@@ -44,13 +44,12 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         pin_task(&orch, &mut task)?;
     }
     let image_digest = task.image.as_ref().and_then(|i| i.digest.clone());
-    let file = cache.join(CHECKS_DIR).join(cache_name(
+    let file = check_file(
+        &cache,
         &task.release.digest,
-        runtime.as_str(),
-        image_digest
-            .as_deref()
-            .filter(|_| runtime == Runtime::Container),
-    ));
+        runtime,
+        image_digest.as_deref(),
+    );
     let cached = if args.recheck {
         None
     } else {
@@ -61,9 +60,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         None => (check_now(&orch, &task, runtime)?, false),
     };
     if !was_cached {
-        std::fs::create_dir_all(file.parent().expect("has a parent"))?;
-        write_json_atomic(&file, &check)
-            .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", file.display()))?;
+        keep(&file, &check)?;
     }
     print(&check, &file, was_cached, args.json);
     Ok(if check.valid {

@@ -19,6 +19,27 @@ use std::sync::Arc;
 /// The folder of cached checks under the cache root.
 pub const CHECKS_DIR: &str = "task-checks";
 
+/// Where the check of the task release `digest` on `runtime` is kept (under `container`, by
+/// the pinned image's `image_digest` too; other runtimes ignore it).
+pub fn check_file(
+    cache: &std::path::Path,
+    digest: &str,
+    runtime: Runtime,
+    image_digest: Option<&str>,
+) -> PathBuf {
+    let image = image_digest.filter(|_| runtime == Runtime::Container);
+    cache
+        .join(CHECKS_DIR)
+        .join(cache_name(digest, runtime.as_str(), image))
+}
+
+/// Keeps `check` in `file` (written whole, then renamed).
+pub fn keep(file: &std::path::Path, check: &TaskCheck) -> anyhow::Result<()> {
+    std::fs::create_dir_all(file.parent().expect("has a parent"))?;
+    write_json_atomic(file, check)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", file.display()))
+}
+
 /// The cached check in `file` when it is one of the task release `digest`.
 pub fn read_cached(file: &std::path::Path, digest: &str) -> Option<TaskCheck> {
     let bytes = read(file, 1 << 20, Links::Refuse).ok()?;
@@ -108,13 +129,8 @@ pub fn record_in_spec(
             .image
             .as_deref()
             .and_then(|i| akbench_core::image::ImageRef::parse(i).ok())
-            .and_then(|r| r.digest)
-            .filter(|_| runtime == Runtime::Container);
-        let file = cache.join(CHECKS_DIR).join(cache_name(
-            &t.release.digest,
-            runtime.as_str(),
-            image_digest.as_deref(),
-        ));
+            .and_then(|r| r.digest);
+        let file = check_file(cache, &t.release.digest, runtime, image_digest.as_deref());
         let check = match read_cached(&file, &t.release.digest) {
             Some(c) => c,
             None if run_missing => {
@@ -146,9 +162,7 @@ pub fn record_in_spec(
                     runtime.as_str()
                 );
                 let c = check_now(&orch, &task, runtime)?;
-                std::fs::create_dir_all(file.parent().expect("has a parent"))?;
-                write_json_atomic(&file, &c)
-                    .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", file.display()))?;
+                keep(&file, &c)?;
                 tally.run_now += 1;
                 c
             }
