@@ -866,12 +866,12 @@ pub(crate) fn run_solution(
     };
     let end = running.wait(cancel);
     prepared.guard.finish();
-    match end.exit_code {
-        Some(0) => Ok(()),
-        _ => Err(format!(
-            "solution/solve.sh ended {:?} (signal {:?}, timed out {})",
-            end.exit_code, end.signal, end.timed_out
-        )),
+    match (end.exit_code, end.signal, end.timed_out) {
+        (Some(0), _, _) => Ok(()),
+        (_, _, true) => Err("solution/solve.sh did not finish in its time limit".into()),
+        (Some(code), _, _) => Err(format!("solution/solve.sh exited {code}")),
+        (None, Some(sig), _) => Err(format!("solution/solve.sh was killed by signal {sig}")),
+        (None, None, _) => Err("solution/solve.sh ended without an exit status".into()),
     }
 }
 
