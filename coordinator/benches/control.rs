@@ -85,9 +85,14 @@ async fn half_finished(url: &str, run: &str) {
     client
         .batch_execute(&format!(
             "BEGIN;
-             INSERT INTO work_items (trial_id, run_id, ordinal)
-               SELECT p.trial_id, p.run_id, p.ordinal FROM planned_trials p
-               JOIN run_catalog c ON c.run_id = p.run_id WHERE c.run_key = '{run}';
+             WITH created AS (
+               INSERT INTO work_items (trial_id, run_id, ordinal, agent)
+               SELECT p.trial_id, p.run_id, p.ordinal, p.agent FROM planned_trials p
+               JOIN run_catalog c ON c.run_id = p.run_id WHERE c.run_key = '{run}'
+               RETURNING run_id, agent)
+             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+               SELECT run_id, agent, 'items', 'total', NULL, count(*) FROM created
+               GROUP BY run_id, agent;
              UPDATE runs SET state = 'running', started_at = now() - interval '10 minutes'
                WHERE run_id = (SELECT run_id FROM run_catalog WHERE run_key = '{run}');
              CREATE TEMP TABLE this_run AS SELECT run_id FROM run_catalog WHERE run_key = '{run}';
@@ -123,9 +128,11 @@ async fn half_finished(url: &str, run: &str) {
             "BEGIN;
              WITH done AS (
                UPDATE work_items w SET state = 'done', attempts_used = 1,
-                      bucket = (SELECT akbench_bucket(a.terminal_state, s.ok) FROM picked p
-                                JOIN attempts a ON a.attempt_id = p.attempt_id
-                                LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
+                      -- The picked attempts are `completed`: core's Bucket::settled.
+                      bucket = (SELECT CASE s.ok WHEN true THEN 'succeeded'
+                                                 WHEN false THEN 'failed' END
+                                FROM picked p
+                                LEFT JOIN submissions s ON s.attempt_id = p.attempt_id
                                 WHERE p.trial_id = w.trial_id),
                       updated_at = now() - (ordinal % 600) * interval '1 second'
                  WHERE trial_id IN (SELECT trial_id FROM picked)

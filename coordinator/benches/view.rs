@@ -102,8 +102,7 @@ async fn main() {
     tokio::spawn(conn);
     let store = Store::connect(&url).await.unwrap();
     db.execute(
-        "INSERT INTO work_items (trial_id, run_id, ordinal)
-         SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+        akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL,
         &[&spec.identity.run_id],
     )
     .await

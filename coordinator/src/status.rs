@@ -5,8 +5,8 @@
 //! `sql/control/status_*.sql`) pipelined on one connection, so its cost and memory do not
 //! depend on the plan's size beyond those scans. Outcomes are counted per planned trial from
 //! its last finished attempt and that attempt's accepted record, in core's accounting
-//! buckets: the scheduler stores each done trial's bucket (`work_items.bucket`, SQL
-//! `akbench_bucket`, the same mapping as [`bucket_of`]) when it settles the trial and when
+//! buckets: the scheduler stores each done trial's bucket (`work_items.bucket`, core's
+//! `Bucket::settled`, the same mapping as [`bucket_of`]) when it settles the trial and when
 //! that attempt's record arrives, so status groups one index; a `completed` attempt whose
 //! record has not arrived is not counted yet. Every rate
 //! goes through core's [`Rates`]: a rate over nothing is `None` (JSON `null`, shown "n/a").

@@ -171,6 +171,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "replicas",
         sql: include_str!("../migrations/0022_replicas.sql"),
     },
+    Migration {
+        version: 23,
+        name: "rules_in_rust",
+        sql: include_str!("../migrations/0023_rules_in_rust.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -171,12 +171,7 @@ async fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, St
 /// Creates the work items of a submitted run by hand (what the scheduler's start does).
 async fn start_by_hand(store: &Store, run_id: Uuid) {
     let client = store.client().await.unwrap();
-    client
-        .execute(
-            "INSERT INTO work_items (trial_id, run_id, ordinal)
-             SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
-            &[&run_id],
-        )
+    akbench_coordinator::scheduler::test_support::insert_items_by_hand(&client, run_id)
         .await
         .unwrap();
     client

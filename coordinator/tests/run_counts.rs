@@ -351,22 +351,89 @@ async fn no_trigger_runs_on_work_item_updates() {
     assert!(names.is_empty(), "update triggers on work_items: {names:?}");
 }
 
-/// The database's bucket rule (`akbench_bucket`, which a late record's re-bucket still
-/// uses) is core's `Bucket::settled`, which the settle writes: every state, every `ok`.
+/// A record that arrives after its trial was settled gives the trial core's bucket
+/// (`Bucket::settled`, decided in Rust since migration 0023: `late_buckets.sql` loads,
+/// `rebucket.sql` applies), for every terminal state and every `ok`; the counters follow the
+/// move, and no SQL copy of the rule is left in the database.
 #[tokio::test]
-async fn the_databases_bucket_rule_is_cores() {
+async fn a_late_records_bucket_is_cores() {
+    use akbench_coordinator::scheduler::test_support::finish_trial;
     use akbench_core::accounting::Bucket;
     let s = common::scheduler().await;
+    let cases: Vec<(State, Option<bool>)> = akbench_core::lifecycle::ALL_STATES
+        .into_iter()
+        .filter(|st| st.is_terminal())
+        .flat_map(|st| [None, Some(true), Some(false)].map(|ok| (st, ok)))
+        .collect();
+    let seeded = enqueued(&s, cases.len(), 0, &Caps::default()).await;
     let c = s.store().client().await.unwrap();
-    for state in akbench_core::lifecycle::ALL_STATES {
-        for ok in [None, Some(true), Some(false)] {
-            let got: Option<String> = c
-                .query_one("SELECT akbench_bucket($1, $2)", &[&state.as_str(), &ok])
-                .await
-                .unwrap()
-                .get(0);
-            let want = Bucket::settled(state, ok).map(|b| b.as_str().to_string());
-            assert_eq!(got, want, "{state} ok {ok:?}");
-        }
+    for (i, ((state, ok), trial)) in cases.iter().zip(&seeded.trial_ids).enumerate() {
+        finish_trial(
+            s.store(),
+            *trial,
+            &format!("late/{i}"),
+            1,
+            *state,
+            *ok,
+            json!({}),
+        )
+        .await
+        .unwrap();
+        let got: Option<String> = c
+            .query_one(
+                "SELECT bucket FROM work_items WHERE trial_id = $1",
+                &[trial],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let want = Bucket::settled(*state, *ok).map(|b| b.as_str().to_string());
+        assert_eq!(got, want, "{state} ok {ok:?}");
     }
+    catalog(&s, seeded.run_id, cases.len() as i64, "oracle").await;
+    agree(&s, seeded.run_id, "late records of every terminal state").await;
+    let copies: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_proc WHERE proname = 'akbench_bucket'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(copies, 0, "an SQL copy of the bucket rule is left");
+}
+
+/// No trigger keeps a counter or decides a dispatch rule: what is left on the dispatch
+/// tables is integrity (append-only evidence, foreign keys checked per statement) and the
+/// agent a work item inserted without one takes from its planned trial (migration 0023).
+#[tokio::test]
+async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
+    let s = common::scheduler().await;
+    let c = s.store().client().await.unwrap();
+    let mut names: Vec<String> = c
+        .query(
+            "SELECT t.tgname::text FROM pg_trigger t \
+             WHERE t.tgrelid IN ('work_items'::regclass, 'attempts'::regclass, \
+             'submissions'::regclass, 'leases'::regclass, 'runs'::regclass, \
+             'transitions'::regclass) AND NOT t.tgisinternal",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "attempts_no_delete",
+            "attempts_no_truncate",
+            "submissions_append_only",
+            "submissions_no_truncate",
+            "transitions_attempt_exists",
+            "transitions_attempt_fixed",
+            "work_items_agent",
+        ]
+    );
 }

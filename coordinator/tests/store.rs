@@ -258,29 +258,6 @@ async fn an_unreachable_database_is_unavailable() {
     assert!(matches!(err, StoreError::InvalidUrl(_)), "{err:?}");
 }
 
-/// The SQL mapping that keeps `work_items.bucket` (migration 0005) is core's `Bucket::of`, as
-/// status applies it: every terminal state, with and without a record's `ok`.
-#[tokio::test]
-async fn sql_bucket_mapping_is_cores() {
-    let store = migrated().await;
-    let client = store.client().await.unwrap();
-    for state in akbench_core::lifecycle::ALL_STATES {
-        for ok in [None, Some(true), Some(false)] {
-            let sql: Option<String> = client
-                .query_one("SELECT akbench_bucket($1, $2)", &[&state.as_str(), &ok])
-                .await
-                .unwrap()
-                .get(0);
-            let core = akbench_coordinator::status::bucket_of(state.as_str(), ok);
-            assert_eq!(
-                sql.as_deref(),
-                core.map(|b| b.as_str()),
-                "{state} with ok {ok:?}"
-            );
-        }
-    }
-}
-
 /// planned_trials.run_id is checked per statement (migration 0005), with the same error as
 /// the foreign key it replaces.
 #[tokio::test]

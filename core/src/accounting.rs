@@ -93,7 +93,7 @@ impl Bucket {
     /// yet) for a `completed` attempt whose record, or its `ok`, has not arrived, and for a
     /// state that is not terminal. The coordinator writes it into `work_items.bucket` when it
     /// settles a trial (`scheduler::apply`) and when a late record arrives
-    /// (`late_buckets.sql`, whose `akbench_bucket` function of migration 0005 is this rule).
+    /// (`record_store::rebucket`; since migration 0023 no SQL copy of this rule exists).
     pub fn settled(terminal: State, ok: Option<bool>) -> Option<Bucket> {
         let counted = terminal.is_terminal() && (terminal != State::Completed || ok.is_some());
         counted.then(|| Bucket::of_state(terminal, ok))

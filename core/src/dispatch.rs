@@ -8,12 +8,12 @@
 //! the report path decides acceptance with [`current`], [`accept_finish`] and
 //! [`accept_record`] and every settle with [`settle`] (`scheduler::apply`, over the
 //! snapshot one statement loads, applied by one guarded statement); the reaper decides with
-//! [`reap`] and [`close_lost`] and settles through the same path. Its SQL mirrors one rule
-//! that runs inside a statement: the run-ending rule in `finish_runs.sql`. The
-//! coordinator's tests run this module's tables against its PostgreSQL path: the retry
+//! [`reap`] and [`close_lost`] and settles through the same path; a run's end is decided
+//! with [`RunState::when_idle`] over the locked run's state (`finish_runs.sql` loads it,
+//! `end_runs.sql` applies the decision). The coordinator's tests run this module's tables against its PostgreSQL path: the retry
 //! table against the report path's settle and the acceptance table against the report path
 //! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
-//! table ([`RunState::when_idle`]) against `finish_runs.sql` (`faults.rs`).
+//! table ([`RunState::when_idle`]) against the run-ending path (`faults.rs`).
 //!
 //! Which replica's reaper decides a lease (coordinator replicas on one database) is
 //! [`replica`].

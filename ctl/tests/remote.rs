@@ -175,8 +175,7 @@ async fn sql(store: &Store, statement: &str, run_id: Uuid) {
 async fn start_by_hand(store: &Store, run_id: Uuid) {
     sql(
         store,
-        "INSERT INTO work_items (trial_id, run_id, ordinal)
-         SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+        akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL,
         run_id,
     )
     .await;

@@ -63,8 +63,7 @@ fn plan(url: &str, store_root: &Path) -> RunPlan {
 async fn start_by_hand(store: &Store, run_id: Uuid) {
     let c = store.client().await.unwrap();
     for s in [
-        "INSERT INTO work_items (trial_id, run_id, ordinal)
-         SELECT trial_id, run_id, ordinal FROM planned_trials WHERE run_id = $1",
+        akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL,
         "UPDATE runs SET state = 'running', started_at = now() WHERE run_id = $1",
     ] {
         c.execute(s, &[&run_id]).await.unwrap();

@@ -6,7 +6,11 @@
 //! with `pg_ctl stop -m immediate` for longer than the lease TTL and started again. Then it
 //! checks and prints: one final outcome per planned trial, no duplicates, no stale completion
 //! accepted, no trial misfiled because of a fault, reconcile valid and complete, and the
-//! rescue time per fault. Any failed check fails the test.
+//! rescue time per fault. Then one `run resume` runs again the trials the faults left
+//! `infrastructure_error` (every attempt lost: with `CHAOS_RETRIES=0`, one fault is enough),
+//! and every check is made again with no fault to excuse a trial: each planned trial graded
+//! with its agent's outcome, and `run records` exporting each exactly once with every attempt
+//! it made. Any failed check fails the test.
 //!
 //! `CHAOS_TRIALS` (default 100) sets the plan size (rounded up to a multiple of 8);
 //! `CHAOS_KILLS` / `CHAOS_FREEZES` the worker faults (default 2 each, or trials / 100);
@@ -131,19 +135,17 @@ impl Chaos {
             .open(self.tmp.path().join("coordinator.log"))
             .unwrap();
         self.coordinator = Some(
-            Command::new(&self.coordinator_bin)
-                .arg("--database-url")
-                .arg(&self.db_url)
-                .arg("--grpc-listen")
-                .arg(self.grpc.to_string())
-                .arg("--http-listen")
-                .arg(self.http.to_string())
-                .args(["--lease-ttl-ms", &TTL_MS.to_string()])
-                .env("RUST_LOG", "warn")
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap(),
+            e2e::coordinator_command(
+                &self.coordinator_bin,
+                &self.db_url,
+                self.grpc,
+                self.http,
+                TTL_MS,
+            )
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
         );
     }
 
@@ -185,20 +187,7 @@ impl Chaos {
 
     /// A control client, waiting for the coordinator to listen.
     async fn control(&self) -> ControlClient<Channel> {
-        let until = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(ch) = Channel::from_shared(format!("http://{}", self.grpc))
-                .unwrap()
-                .connect()
-                .await
-            {
-                return ControlClient::new(ch)
-                    .max_encoding_message_size(256 << 20)
-                    .max_decoding_message_size(256 << 20);
-            }
-            assert!(Instant::now() < until, "the coordinator never listened");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        e2e::control_client(self.grpc, 120).await
     }
 
     /// A fresh database connection (PostgreSQL restarts under the test).
@@ -486,8 +475,35 @@ async fn chaos_check() {
         )
         .await;
     let elapsed = began.elapsed();
-    let report = check(&chaos, &run, run_id, trials, retries, &injected).await;
+    let mut report = check(&chaos, &run, run_id, trials, retries, &injected).await;
+    report.push('\n');
+    report.push_str(&records_check(&chaos, &run, run_id).await);
     println!("chaos: {} trials in {:.1} s", trials, elapsed.as_secs_f64());
+    // One `run resume`: the trials the faults left `infrastructure_error` (every attempt lost;
+    // with `CHAOS_RETRIES=0` one fault is enough) run again, with no fault this time. After
+    // it every trial must be graded with its agent's outcome and exported exactly once.
+    let resumed = client
+        .resume_run(pb::ResumeRunRequest {
+            run: run.clone(),
+            grade: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    chaos
+        .wait_count(
+            900,
+            "the resumed run to finish",
+            &format!(
+                "SELECT count(*) FROM runs r WHERE r.run_id = '{run_id}' AND r.state = 'finished' \
+                 AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.run_id \
+                 AND w.state <> 'done')"
+            ),
+            |n| n == 1,
+        )
+        .await;
+    report.push('\n');
+    report.push_str(&after_resume(&chaos, &run, run_id, trials, resumed.requeued).await);
     println!("{report}");
     if report.contains("FAIL") || std::env::var_os("CHAOS_KEEP").is_some() {
         let kept = std::mem::replace(&mut chaos.tmp, tempfile::tempdir().unwrap()).keep();
@@ -544,6 +560,74 @@ async fn spent_on_faults(
         })
         .map(|(t, (agent, _, _))| (t, agent))
         .collect()
+}
+
+/// The checks after the one `run resume`: every check of [`check`] with no fault left to
+/// excuse a trial (each must now have exactly one accepted final outcome, its agent's), and
+/// the export: one record per planned trial, each with every attempt the trial made.
+async fn after_resume(
+    chaos: &Chaos,
+    run: &str,
+    run_id: uuid::Uuid,
+    trials: u64,
+    requeued: u64,
+) -> String {
+    let mut out = vec![format!(
+        "chaos: info one `run resume`: {requeued} trials re-queued (those the faults left \
+         infrastructure_error), run again with no fault"
+    )];
+    out.push(check(chaos, run, run_id, trials, 0, &[]).await);
+    out.push(records_check(chaos, run, run_id).await);
+    out.join("\n").replace("chaos: ", "chaos: after resume: ")
+}
+
+/// `run records` over gRPC: one record per planned trial, none withheld (`not_exported`),
+/// each with every attempt the coordinator stored for the trial, in order.
+async fn records_check(chaos: &Chaos, run: &str, run_id: uuid::Uuid) -> String {
+    use tokio_stream::StreamExt;
+    let db = chaos.db().await;
+    let attempts: BTreeMap<String, i64> = db
+        .query(
+            "SELECT w.trial_id::text, count(a.attempt_id) FROM work_items w \
+             LEFT JOIN attempts a ON a.trial_id = w.trial_id WHERE w.run_id = $1 GROUP BY 1",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut client = chaos.control().await;
+    let mut stream = client
+        .fetch_records(pb::FetchRecordsRequest {
+            run: run.to_string(),
+            trials: Vec::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut seen, mut withheld, mut short) = (BTreeMap::<String, u32>::new(), 0, 0);
+    while let Some(r) = stream.next().await {
+        let r = r.unwrap();
+        *seen.entry(r.trial_id.clone()).or_default() += 1;
+        if !r.not_exported.is_empty() {
+            withheld += 1;
+            continue;
+        }
+        let record: serde_json::Value = serde_json::from_str(&r.record_json).unwrap();
+        let n = record["attempts"].as_array().map_or(0, |a| a.len()) as i64;
+        if attempts.get(&r.trial_id) != Some(&n) {
+            short += 1;
+        }
+    }
+    let once = seen.values().filter(|n| **n == 1).count();
+    let ok = once == attempts.len() && seen.len() == attempts.len() && withheld == 0 && short == 0;
+    format!(
+        "chaos: {} records: {once} of {} planned trials exported exactly once, {withheld} not \
+         exported, {short} missing an attempt the coordinator stored",
+        if ok { "ok  " } else { "FAIL" },
+        attempts.len()
+    )
 }
 
 /// Runs the checks over the finished run; one line per check, `ok` or `FAIL`.

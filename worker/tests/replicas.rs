@@ -9,61 +9,18 @@ use akbench_coordinator::pgcluster::test_support;
 mod e2e;
 
 use akbench_core::digest::canonical_json;
-use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use e2e::examples;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
-
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {
-    Command::new(e2e::workspace_bin(
-        "akbench-coordinator",
-        "akbench-coordinator",
-    ))
-    .arg("--database-url")
-    .arg(url)
-    .arg("--grpc-listen")
-    .arg(grpc.to_string())
-    .arg("--http-listen")
-    .arg(http.to_string())
-    .args(["--lease-ttl-ms", "5000"])
-    .env("RUST_LOG", "warn")
-    .spawn()
-    .unwrap()
-}
-
-async fn connect(grpc: SocketAddr) -> ControlClient<Channel> {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            return ControlClient::new(ch)
-                .max_encoding_message_size(64 << 20)
-                .max_decoding_message_size(64 << 20);
-        }
-        assert!(
-            Instant::now() < until,
-            "the coordinator never listened on {grpc}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let bin = e2e::workspace_bin("akbench-coordinator", "akbench-coordinator");
+    e2e::coordinator_command(&bin, url, grpc, http, 5_000)
+        .spawn()
+        .unwrap()
 }
 
 /// A worker daemon: `coordinators` as `--coordinator` (`flag`) or as `AKBENCH_COORDINATOR`.
@@ -119,10 +76,10 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     let url = test_support::fresh_database().await;
     let [grpc_a, http_a, grpc_b, http_b] = e2e::restartable_addrs();
     // A first: it migrates the database; B then starts on the migrated one.
-    let mut procs = Procs(vec![start_coordinator(&url, grpc_a, http_a)]);
-    let mut client_a = connect(grpc_a).await;
+    let mut procs = e2e::Procs(vec![start_coordinator(&url, grpc_a, http_a)]);
+    let mut client_a = e2e::control_client(grpc_a, 60).await;
     procs.0.push(start_coordinator(&url, grpc_b, http_b));
-    let mut client_b = connect(grpc_b).await;
+    let mut client_b = e2e::control_client(grpc_b, 60).await;
     let (a, b) = (format!("http://{grpc_a}"), format!("http://{grpc_b}"));
 
     let (spec, ready) = e2e::plan_run(

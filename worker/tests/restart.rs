@@ -6,62 +6,21 @@ use akbench_coordinator::pgcluster::test_support;
 mod e2e;
 
 use akbench_core::digest::canonical_json;
-use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use e2e::examples;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 fn coordinator_bin() -> PathBuf {
     e2e::workspace_bin("akbench-coordinator", "akbench-coordinator")
 }
 
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {
-    Command::new(coordinator_bin())
-        .arg("--database-url")
-        .arg(url)
-        .arg("--grpc-listen")
-        .arg(grpc.to_string())
-        .arg("--http-listen")
-        .arg(http.to_string())
-        .args(["--lease-ttl-ms", "5000"])
-        .env("RUST_LOG", "warn")
+    e2e::coordinator_command(&coordinator_bin(), url, grpc, http, 5_000)
         .spawn()
         .unwrap()
-}
-
-async fn connect(grpc: SocketAddr) -> ControlClient<Channel> {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            return ControlClient::new(ch)
-                .max_encoding_message_size(64 << 20)
-                .max_decoding_message_size(64 << 20);
-        }
-        assert!(
-            Instant::now() < until,
-            "the coordinator never listened on {grpc}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn done(db: &tokio_postgres::Client) -> i64 {
@@ -76,8 +35,8 @@ async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let url = test_support::fresh_database().await;
     let [grpc, http] = e2e::restartable_addrs();
-    let mut procs = Procs(vec![start_coordinator(&url, grpc, http)]);
-    let mut client = connect(grpc).await;
+    let mut procs = e2e::Procs(vec![start_coordinator(&url, grpc, http)]);
+    let mut client = e2e::control_client(grpc, 60).await;
 
     let (spec, ready) = e2e::plan_run(
         tmp.path(),
@@ -142,7 +101,7 @@ async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
 
     // Restart on the same database and address.
     procs.0[0] = start_coordinator(&url, grpc, http);
-    let mut client = connect(grpc).await;
+    let mut client = e2e::control_client(grpc, 60).await;
     let until = Instant::now() + Duration::from_secs(600);
     loop {
         let state: String = db

@@ -1,5 +1,5 @@
 -- Leases the chosen items: one attempt each (number = attempts_used + 1), a lease with a new
--- fencing epoch. The document of each: the item's own (grade work), else the canonical
+-- fencing epoch, and counts the retries among them. The document of each: the item's own (grade work), else the canonical
 -- WorkItem {"trial": planned trial, "agent": the run's agent condition} of an item created
 -- by StartRun (migration 0014), else (items enqueued without one) the planned trial's
 -- document. planned_trials.document is `json`: read as jsonb.
@@ -23,6 +23,14 @@ WITH taken AS (
     INSERT INTO leases (attempt_id, worker_id, epoch, expires_at)
     SELECT attempt_id, $1, epoch, $5::timestamptz + $4::bigint * interval '1 millisecond'
     FROM created
+), retried AS (
+    -- Attempts beyond the first of their trial are retries (migration 0015's `retries`
+    -- counter, written here since migration 0023).
+    INSERT INTO run_counts (run_id, agent, kind, n)
+    SELECT i.run_id, i.agent, 'retries', count(*)
+    FROM items i
+    WHERE i.attempts_used > 1
+    GROUP BY i.run_id, i.agent
 )
 SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
        COALESCE(i.document,

@@ -8,9 +8,9 @@
 -- see the rows `stored` inserts, so "before this statement" is what `submissions` shows.
 --
 -- Returns per stored record its attempt, its run (for the budget check), its `ok` (the bucket
--- of a trial the same batch settles) and `late`: its
--- trial is already done by this attempt with a bucket the record changes (the record came
--- after the finish was settled); the caller re-buckets those with late_buckets.sql.
+-- of a trial the same batch settles) and `settled`: its trial is already done by this
+-- attempt (the record came after the finish was settled); the caller loads those with
+-- late_buckets.sql, decides their bucket in Rust and applies it with rebucket.sql.
 WITH stored AS (
     INSERT INTO submissions (attempt_id, digest, record)
     SELECT a, d, r::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u (a, d, r)
@@ -19,7 +19,7 @@ WITH stored AS (
     SELECT s.attempt_id, s.ok, s.input_tokens, s.cached_input_tokens, s.output_tokens,
            s.cost_usd, a.trial_id, w.run_id, w.agent,
            w.state = 'done' AND w.attempts_used = a.number AND a.finished_at IS NOT NULL
-           AND w.bucket IS DISTINCT FROM akbench_bucket(a.terminal_state, s.ok) AS late
+           AS settled
     FROM stored s
     JOIN attempts a ON a.attempt_id = s.attempt_id
     JOIN work_items w ON w.trial_id = a.trial_id
@@ -47,4 +47,4 @@ WITH stored AS (
     ) t
     GROUP BY t.run_id, t.agent
 )
-SELECT m.attempt_id, m.run_id, m.late, m.ok FROM mine m
+SELECT m.attempt_id, m.run_id, m.settled, m.ok FROM mine m

@@ -316,12 +316,12 @@ impl Scheduler {
                         return Ok(None);
                     }
                     let created = tx
-                        .execute(
+                        .query_one(
                             START_ITEMS_SQL,
                             &[&run_id, &&*labels, &&*routes, &&*documents, &now],
                         )
                         .await?;
-                    Ok(Some(created))
+                    Ok(Some(created_count(&created)?))
                 })
             })
             .await?;
@@ -449,15 +449,22 @@ async fn insert_items(
     let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
     let documents: Vec<Option<&serde_json::Value>> =
         items.iter().map(|i| i.document.as_ref()).collect();
-    Ok(tx
-        .execute(
+    let created = tx
+        .query_one(
             &tx.prepare_cached(ENQUEUE_SQL).await?,
             &[
                 &run_id, &trial_ids, &ordinals, &budgets, &agents, &routes, &kinds, &documents,
                 &now,
             ],
         )
-        .await?)
+        .await?;
+    created_count(&created)
+}
+
+/// The `created` count `start_items.sql` and `enqueue.sql` return.
+fn created_count(row: &tokio_postgres::Row) -> Result<u64, crate::store::StoreError> {
+    let n: i64 = crate::rows::col(row, "created")?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 const KEYED_PLANS_SQL: &str = include_str!("../../sql/scheduler/keyed_plans.sql");

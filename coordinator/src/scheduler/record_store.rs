@@ -1,10 +1,13 @@
 //! Storing accepted attempt records: [`store_records`] is the one writer of `submissions`.
 //! One statement stores a batch and counts its spend (`insert_submissions.sql`, migration
 //! 0019); a record that arrives after its trial was settled re-buckets the trial
-//! (`late_buckets.sql`), a second statement run only when there is such a record.
+//! by core's rule (`Bucket::settled` over the rows `late_buckets.sql` locks, applied by
+//! `rebucket.sql`), statements run only when there is such a record.
 
 use std::collections::HashMap;
 
+use akbench_core::accounting::Bucket;
+use akbench_core::lifecycle::State;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -13,6 +16,7 @@ use crate::store::StoreError;
 
 const INSERT_SUBMISSIONS_SQL: &str = include_str!("../../sql/scheduler/insert_submissions.sql");
 const LATE_BUCKETS_SQL: &str = include_str!("../../sql/scheduler/late_buckets.sql");
+const REBUCKET_SQL: &str = include_str!("../../sql/scheduler/rebucket.sql");
 
 /// An accepted record to store: its attempt, its digest and the record (JSON text).
 pub type NewRecord = (Uuid, String, String);
@@ -48,21 +52,49 @@ pub(super) async fn store(
             &[&ids, &digests, &texts],
         )
         .await?;
-    let mut late = Vec::new();
+    let mut settled = Vec::new();
     let mut runs = rows::all("insert_submissions.sql", &rows, |r| {
         let attempt: Uuid = col(r, "attempt_id")?;
-        if col::<bool>(r, "late")? {
-            late.push(attempt);
+        if col::<bool>(r, "settled")? {
+            settled.push(attempt);
         }
         oks.insert(attempt, col::<Option<bool>>(r, "ok")?);
         col::<Uuid>(r, "run_id")
     })?;
-    if !late.is_empty() {
-        client
-            .execute(&client.prepare_cached(LATE_BUCKETS_SQL).await?, &[&late])
-            .await?;
+    if !settled.is_empty() {
+        rebucket(client, &settled).await?;
     }
     runs.sort();
     runs.dedup();
     Ok((runs, oks))
+}
+
+/// Re-buckets the done trials decided by the attempts in `settled`, whose records arrived
+/// after their finish was settled: locks them with what their bucket is decided from, decides
+/// with core's [`Bucket::settled`] and moves those whose bucket changes (one statement, with
+/// the counters).
+async fn rebucket(client: &impl GenericClient, settled: &[Uuid]) -> Result<(), StoreError> {
+    let rows = client
+        .query(&client.prepare_cached(LATE_BUCKETS_SQL).await?, &[&settled])
+        .await?;
+    let (mut trials, mut old, mut new) = (Vec::new(), Vec::new(), Vec::new());
+    for r in &rows {
+        let bucket: Option<String> = col(r, "bucket")?;
+        let terminal = rows::parsed(r, "terminal_state", State::parse)?;
+        let decided = Bucket::settled(terminal, col(r, "ok")?).map(|b| b.as_str().to_string());
+        if decided != bucket {
+            trials.push(col::<Uuid>(r, "trial_id")?);
+            old.push(bucket);
+            new.push(decided);
+        }
+    }
+    if !trials.is_empty() {
+        client
+            .execute(
+                &client.prepare_cached(REBUCKET_SQL).await?,
+                &[&trials, &old, &new],
+            )
+            .await?;
+    }
+    Ok(())
 }

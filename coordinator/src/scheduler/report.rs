@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use akbench_core::dispatch::{accept_finish, accept_record, current, Acceptance, AttemptView};
+use akbench_core::dispatch::{
+    accept_finish, accept_record, current, Acceptance, AttemptView, RunState,
+};
 use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -23,6 +25,7 @@ const STORED_TRANSITIONS_SQL: &str = include_str!("../../sql/scheduler/stored_tr
 pub(super) const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
 const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
+const END_RUNS_SQL: &str = include_str!("../../sql/scheduler/end_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
 
@@ -598,7 +601,9 @@ async fn apply_batch(
 /// waits for this one's commit and sees its work. For the other runs the run rows are
 /// locked (in a fixed order), so two transactions settling a run's last two trials at once
 /// serialize here and the second one, taking a fresh snapshot after the lock, sees the
-/// first one's work: a run can never stay `running` with all its items done.
+/// first one's work: a run can never stay `running` with all its items done. Whether and
+/// how a locked run ends is core's rule ([`RunState::when_idle`]) over the run's state and
+/// whether it is idle (`finish_runs.sql`), applied by one guarded statement (`end_runs.sql`).
 pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
     if runs.is_empty() {
         return Ok(());
@@ -613,8 +618,26 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
     }
     tx.query(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&undecided])
         .await?;
-    tx.execute(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
+    let rows = tx
+        .query(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
         .await?;
+    let (mut ids, mut from, mut to) = (Vec::new(), Vec::new(), Vec::new());
+    for row in &rows {
+        let run: Uuid = col(row, "run_id")?;
+        let state = crate::rows::parsed(row, "state", RunState::parse)?;
+        let ended = col::<bool>(row, "idle")?
+            .then(|| state.when_idle(true))
+            .flatten();
+        if let Some(end) = ended {
+            ids.push(run);
+            from.push(state.as_str());
+            to.push(end.as_str());
+        }
+    }
+    if !ids.is_empty() {
+        tx.execute(&tx.prepare_cached(END_RUNS_SQL).await?, &[&ids, &from, &to])
+            .await?;
+    }
     Ok(())
 }
 

@@ -126,10 +126,20 @@ pub async fn finish_trial(
             &[&attempt, &trial_id, &number_sql, &terminal.as_str()],
         )
         .await?;
+    if number > 1 {
+        // A retry, counted as the claim counts the attempts it creates (migration 0023).
+        client
+            .execute(
+                "INSERT INTO run_counts (run_id, agent, kind, n) \
+                 SELECT run_id, agent, 'retries', 1 FROM work_items WHERE trial_id = $1",
+                &[&trial_id],
+            )
+            .await?;
+    }
     client
         .execute(
             // Counted as the scheduler counts what it settles (migration 0020); the record
-            // stored below gives it its bucket (`late_buckets.sql`).
+            // stored below gives it its bucket (`late_buckets.sql`, `rebucket.sql`).
             "WITH old AS (SELECT trial_id, state, bucket FROM work_items \
              WHERE trial_id = $1 FOR UPDATE), \
              done AS (UPDATE work_items w SET state = 'done', attempts_used = $2, \
@@ -155,6 +165,26 @@ pub async fn finish_trial(
     )
     .await?;
     Ok(attempt)
+}
+
+/// The SQL of [`insert_items_by_hand`]: every planned trial of run $1 gets a ready work item
+/// (its agent from the planned trial), counted per agent as `start_items.sql` counts them.
+pub const INSERT_ITEMS_BY_HAND_SQL: &str = "WITH created AS (\
+     INSERT INTO work_items (trial_id, run_id, ordinal, agent) \
+     SELECT trial_id, run_id, ordinal, agent FROM planned_trials WHERE run_id = $1 \
+     RETURNING run_id, agent) \
+     INSERT INTO run_counts (run_id, agent, kind, state, bucket, n) \
+     SELECT run_id, agent, 'items', 'total', NULL, count(*) FROM created GROUP BY run_id, agent";
+
+/// Creates a ready work item for every planned trial of `run_id` by hand (a test's or
+/// benchmark's set-up of what the scheduler's start does), writing the run counters as the
+/// start does (migration 0023: no trigger does).
+pub async fn insert_items_by_hand(
+    client: &impl deadpool_postgres::GenericClient,
+    run_id: Uuid,
+) -> Result<(), StoreError> {
+    client.execute(INSERT_ITEMS_BY_HAND_SQL, &[&run_id]).await?;
+    Ok(())
 }
 
 /// Moves the work items `trials` to `state` by hand (a test's or benchmark's set-up), with

@@ -1,12 +1,18 @@
-//! Helpers shared by the multi-process end-to-end tests (sweep, restart).
+//! Helpers shared by the multi-process end-to-end tests (sweep, restart, replicas, chaos):
+//! the example corpus, workspace binaries, plans, restartable addresses, and the one way a
+//! test starts an `akbench-coordinator` process and connects to it.
 #![allow(dead_code)]
 
 use akbench_core::clock::SystemClock;
 use akbench_core::manifest::ExperimentManifest;
 use akbench_core::plan::{plan, RunPlan};
 use akbench_core::spec::{resolve, ResolveInputs, ResolvedRunSpec};
+use akbench_proto::control_client::ControlClient;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
 use uuid::Uuid;
 
 /// The example corpus.
@@ -115,4 +121,62 @@ pub fn restartable_addrs<const N: usize>() -> [std::net::SocketAddr; N] {
             .local_addr()
             .expect("a bound listener has an address")
     })
+}
+
+/// The command of a test's `akbench-coordinator` process on the database `url`, serving gRPC
+/// on `grpc` and HTTP on `http`, with a lease TTL of `ttl_ms`, logging warnings only. The
+/// caller adds what else it needs (output, TLS) and spawns it.
+pub fn coordinator_command(
+    bin: &Path,
+    url: &str,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    ttl_ms: u64,
+) -> Command {
+    let mut c = Command::new(bin);
+    c.arg("--database-url")
+        .arg(url)
+        .arg("--grpc-listen")
+        .arg(grpc.to_string())
+        .arg("--http-listen")
+        .arg(http.to_string())
+        .args(["--lease-ttl-ms", &ttl_ms.to_string()])
+        .env("RUST_LOG", "warn");
+    c
+}
+
+/// A control client of the coordinator at `grpc` (messages up to 256 MiB), waiting up to
+/// `secs` for it to listen (it may be starting, or restarting).
+pub async fn control_client(grpc: SocketAddr, secs: u64) -> ControlClient<Channel> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            return ControlClient::new(ch)
+                .max_encoding_message_size(256 << 20)
+                .max_decoding_message_size(256 << 20);
+        }
+        assert!(
+            Instant::now() < until,
+            "the coordinator never listened on {grpc}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Child processes killed (after a SIGCONT, in case a test froze one) and reaped on drop.
+pub struct Procs(pub Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: kill(2) with the pid of a child this test spawned and has not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
