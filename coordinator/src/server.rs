@@ -195,6 +195,22 @@ pub enum ServeError {
     /// The lease TTL and heartbeat interval cannot work together.
     #[error(transparent)]
     Timing(#[from] LeaseTimingError),
+    /// A live replica on the same database runs with another lease TTL.
+    #[error(
+        "failed to start: replica {replica} on this database runs with --lease-ttl-ms {theirs} \
+         (marked alive at {seen}), this coordinator with {ours}; fix: give every replica of \
+         one database the same --lease-ttl-ms (or wait a TTL after stopping the others)"
+    )]
+    ReplicaTtl {
+        /// The other replica.
+        replica: String,
+        /// Its TTL in milliseconds.
+        theirs: u128,
+        /// Its last mark.
+        seen: String,
+        /// This coordinator's TTL in milliseconds.
+        ours: u128,
+    },
     /// A server failed while running.
     #[error("failed to serve {what}: {message}")]
     Serve {
@@ -280,8 +296,25 @@ pub async fn serve_with(
         })?,
     );
     let status = config.status_options();
+    let scheduler = Scheduler::new(store.clone());
+    if let Some(other) =
+        scheduler
+            .replica_ttl_conflict(timing.ttl())
+            .await
+            .map_err(|e| match e {
+                crate::scheduler::SchedulerError::Store(s) => ServeError::Store(s),
+                other => ServeError::Store(StoreError::Invalid(other.to_string())),
+            })?
+    {
+        return Err(ServeError::ReplicaTtl {
+            replica: other.replica,
+            theirs: other.ttl.map_or(0, |t| t.as_millis()),
+            seen: other.seen.to_rfc3339(),
+            ours: timing.ttl().as_millis(),
+        });
+    }
     let workers = WorkersService::new(
-        Scheduler::new(store.clone()),
+        scheduler,
         WorkersConfig {
             lease_ttl: timing.ttl(),
             heartbeat_interval: Some(timing.heartbeat()),

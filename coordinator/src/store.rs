@@ -176,6 +176,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "rules_in_rust",
         sql: include_str!("../migrations/0023_rules_in_rust.sql"),
     },
+    Migration {
+        version: 24,
+        name: "replica_ttl",
+        sql: include_str!("../migrations/0024_replica_ttl.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -183,3 +183,134 @@ async fn the_leases_of_a_dead_replicas_worker_are_reaped_once_it_stopped_marking
         "B missed its marks for a TTL while A kept marking"
     );
 }
+
+/// A run cancelled through replica A reaches a worker connected to replica B: B's reaper
+/// pass sends it `Cancel` for its live attempt of that run, once (issue 30: before, a cancel
+/// reached only the cancelling replica's own sessions, and B's worker ran on).
+#[tokio::test]
+async fn a_run_cancelled_on_replica_a_reaches_a_worker_connected_to_replica_b() {
+    use akbench_proto::v1::coordinator_message::Body as Out;
+    let (a, clock) = clocked().await;
+    let b = replica_of(&a, clock);
+    let seeded = enqueued(&a, 2, 0, &Caps::default()).await;
+    let (service_a, _) = common::serve(&a, TTL).await;
+    let (service_b, addr_b) = common::serve(&b, TTL).await;
+    let mut w = common::Worker::simple(addr_b, "w", 1).await;
+    let Out::Assignment(x) = w.next().await else {
+        panic!("expected an assignment")
+    };
+    let report = service_a.cancel_run(seeded.run_id).await.unwrap();
+    assert_eq!(report.live.len(), 1, "one live attempt, on B's worker");
+    // A has no session of that worker: only B can tell it.
+    assert_eq!(service_b.tell_cancels().await.unwrap(), 1);
+    match w.next().await {
+        Out::Cancel(c) => {
+            assert_eq!(c.attempt_id, x.attempt_id);
+            assert_eq!(c.reason, "run cancelled by user");
+        }
+        other => panic!("expected Cancel, got {other:?}"),
+    }
+    // Told once: the next passes send nothing more while the worker stops it.
+    assert_eq!(service_b.tell_cancels().await.unwrap(), 0);
+    assert_eq!(service_a.tell_cancels().await.unwrap(), 0);
+}
+
+/// A replica's row is deleted once it missed ten TTLs of marks while another kept marking
+/// (core::dispatch::replica::forgotten), and marks itself again when it comes back.
+#[tokio::test]
+async fn a_long_dead_replicas_row_is_deleted_and_comes_back_when_it_marks_again() {
+    let (a, clock) = clocked().await;
+    let b = replica_of(&a, clock.clone());
+    hears(&a);
+    hears(&b);
+    let rows = |s: &Scheduler| {
+        let s = s.clone();
+        async move { scalar::<i64>(&s, "SELECT count(*) FROM replicas").await }
+    };
+    assert!(a.reap(a.now()).await.unwrap().is_empty());
+    assert!(b.reap(b.now()).await.unwrap().is_empty());
+    assert_eq!(rows(&a).await, 2);
+    let ttl_ms: Vec<i64> = {
+        let c = a.store().client().await.unwrap();
+        c.query("SELECT ttl_ms FROM replicas", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    assert_eq!(ttl_ms, [10_000, 10_000], "each mark records its TTL");
+    // B stops; A keeps marking every second for nine TTLs: B is dead, but kept.
+    for _ in 0..90 {
+        clock.advance(secs(1));
+        a.reap(a.now()).await.unwrap();
+    }
+    assert_eq!(rows(&a).await, 2, "dead for nine TTLs: kept");
+    for _ in 0..12 {
+        clock.advance(secs(1));
+        a.reap(a.now()).await.unwrap();
+    }
+    assert_eq!(rows(&a).await, 1, "dead for ten TTLs: forgotten");
+    b.reap(b.now()).await.unwrap();
+    assert_eq!(rows(&a).await, 2, "B marked itself again");
+}
+
+/// A coordinator does not start next to a live replica of the same database that runs with
+/// another lease TTL (replicas judge each other's marks by their own TTL); with the same TTL
+/// it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_with_another_ttl_than_a_live_replica_refuses_to_start() {
+    use akbench_coordinator::server::{serve, Config, ServeError};
+    let url = akbench_coordinator::pgcluster::test_support::fresh_database().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let first = serve(Config::local(url.clone()), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    // Its reaper's first pass marks it with its TTL.
+    let db = first.store.client().await.unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let marked: i64 = db
+            .query_one("SELECT count(*) FROM replicas WHERE ttl_ms = 30000", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if marked == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the first replica never marked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut other = Config::local(url.clone());
+    other.lease_ttl_ms = 5_000;
+    let err = serve(other, std::future::pending())
+        .await
+        .expect_err("a second replica with another TTL starts");
+    assert!(
+        matches!(
+            err,
+            ServeError::ReplicaTtl {
+                theirs: 30_000,
+                ours: 5_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--lease-ttl-ms"), "{err}");
+    let (stop_same, stopped_same) = tokio::sync::oneshot::channel::<()>();
+    let same = serve(Config::local(url), async move {
+        let _ = stopped_same.await;
+    })
+    .await
+    .expect("a second replica with the same TTL starts");
+    let _ = stop_same.send(());
+    let _ = stop.send(());
+    same.wait().await.unwrap();
+    first.wait().await.unwrap();
+}

@@ -2,6 +2,7 @@
 
 use akbench_core::lifecycle::State;
 use chrono::{DateTime, Utc};
+use std::time::Duration;
 use uuid::Uuid;
 
 use super::apply::{self, AttemptWrite, Effects, Ending};
@@ -9,12 +10,14 @@ use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
 use crate::store::{StoreError, Tx};
-use akbench_core::dispatch::replica::{holder, reap_across};
+use akbench_core::dispatch::replica::{self, holder, reap_across};
 use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
 const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
+const LIVE_OF_CANCELLING_SQL: &str =
+    include_str!("../../sql/scheduler/live_attempts_of_cancelling_runs.sql");
 const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sql");
 const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
@@ -22,6 +25,8 @@ const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worke
 const EXTEND_HEARD_SQL: &str = include_str!("../../sql/scheduler/extend_heard_leases.sql");
 const RESTART_LEASE_CLOCKS_SQL: &str = include_str!("../../sql/scheduler/restart_lease_clocks.sql");
 const MARK_REPLICA_SQL: &str = include_str!("../../sql/scheduler/mark_replica.sql");
+const OTHER_REPLICAS_SQL: &str = include_str!("../../sql/scheduler/other_replicas.sql");
+const FORGET_REPLICAS_SQL: &str = include_str!("../../sql/scheduler/forget_replicas.sql");
 
 impl Scheduler {
     /// Takes back every lease that expired at `now`, in one transaction: each attempt ends
@@ -54,6 +59,8 @@ impl Scheduler {
     pub async fn reap_unwoken(&self, now: DateTime<Utc>) -> Result<Vec<Reaped>, SchedulerError> {
         let heard = std::sync::Arc::new(self.heard());
         let replica = self.replica;
+        // No service gave a TTL (a scheduler driven by hand): none is recorded.
+        let ttl = (!heard.ttl.is_zero()).then_some(heard.ttl);
         let reaped = self
             .store
             .tx(|tx| {
@@ -61,14 +68,18 @@ impl Scheduler {
                 let heard = std::sync::Arc::clone(&heard);
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
+                    let ttl_ms: Option<i64> = ttl.map(super::ttl_ms);
                     let previous: Option<DateTime<Utc>> = col(
                         &tx.query_one(
                             &tx.prepare_cached(MARK_REPLICA_SQL).await?,
-                            &[&replica, &now],
+                            &[&replica, &now, &ttl_ms],
                         )
                         .await?,
                         "previous",
                     )?;
+                    if let Some(ttl) = ttl {
+                        forget_dead_replicas(tx, replica, previous, ttl).await?;
+                    }
                     let rows = tx
                         .query(&tx.prepare_cached(REAP_EXPIRED_SQL).await?, &[&now])
                         .await?;
@@ -247,6 +258,95 @@ impl Scheduler {
             })
             .await?;
         report.ok_or_else(|| SchedulerError::NotFound(format!("run {run_id}")))
+    }
+
+    /// The live attempts of every run being cancelled, with their workers: what each
+    /// replica's reaper tells the workers of its own sessions, so a cancel taken by one
+    /// replica reaches the workers connected to the others.
+    pub async fn live_attempts_of_cancelling_runs(
+        &self,
+    ) -> Result<Vec<(Uuid, String)>, SchedulerError> {
+        let client = self.store.client().await?;
+        let rows = client
+            .query(&client.prepare_cached(LIVE_OF_CANCELLING_SQL).await?, &[])
+            .await
+            .map_err(StoreError::from)?;
+        let live = rows
+            .iter()
+            .map(|r| Ok((col(r, "attempt_id")?, col(r, "worker_id")?)))
+            .collect::<Result<_, RowError>>()
+            .map_err(|e| StoreError::from(e.in_query("live_attempts_of_cancelling_runs.sql")))?;
+        Ok(live)
+    }
+}
+
+/// The other replicas' marks and TTLs (`other_replicas.sql`).
+async fn other_replicas(
+    client: &impl deadpool_postgres::GenericClient,
+    replica: Uuid,
+) -> Result<Vec<(Uuid, replica::Marked)>, StoreError> {
+    let rows = client
+        .query(
+            &client.prepare_cached(OTHER_REPLICAS_SQL).await?,
+            &[&replica],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let id: Uuid = col(r, "replica_id")?;
+            let ttl: Option<i64> = col(r, "ttl_ms")?;
+            Ok((
+                id,
+                replica::Marked {
+                    replica: id.to_string(),
+                    seen: col(r, "seen_at")?,
+                    ttl: ttl.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+                },
+            ))
+        })
+        .collect::<Result<_, RowError>>()
+        .map_err(|e| StoreError::from(e.in_query("other_replicas.sql")))
+}
+
+/// Deletes the rows of the replicas this one judges long dead ([`replica::forgotten`]
+/// against its `previous` mark), each guarded by the mark it was judged on.
+async fn forget_dead_replicas(
+    tx: &Tx<'_>,
+    me: Uuid,
+    previous: Option<DateTime<Utc>>,
+    ttl: Duration,
+) -> Result<(), StoreError> {
+    let (ids, marks): (Vec<Uuid>, Vec<DateTime<Utc>>) = other_replicas(tx, me)
+        .await?
+        .into_iter()
+        .filter(|(_, m)| replica::forgotten(m.seen, previous, ttl))
+        .map(|(id, m)| (id, m.seen))
+        .unzip();
+    if !ids.is_empty() {
+        tx.execute(
+            &tx.prepare_cached(FORGET_REPLICAS_SQL).await?,
+            &[&ids, &marks],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+impl Scheduler {
+    /// A live replica on this database whose lease TTL differs from `ttl`
+    /// ([`replica::ttl_conflict`]), if any: replicas judge each other's marks and leases by
+    /// their own TTL, so a coordinator refuses to start next to one. Call it before serving.
+    pub async fn replica_ttl_conflict(
+        &self,
+        ttl: Duration,
+    ) -> Result<Option<replica::Marked>, SchedulerError> {
+        let client = self.store.client().await?;
+        let others: Vec<replica::Marked> = other_replicas(&client, self.replica)
+            .await?
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        Ok(replica::ttl_conflict(&others, self.now(), ttl).cloned())
     }
 }
 

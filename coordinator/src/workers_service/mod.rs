@@ -19,7 +19,10 @@
 //!    `RECORD_CONFLICT`, `DIGEST_MISMATCH`, `MALFORMED` (bad UUID, unknown state, seq gap,
 //!    record not JSON or not an attempt record, a second `Hello`, an empty message) and
 //!    `UNAVAILABLE` (the database failed; send again). A refused message changes nothing.
-//! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts;
+//! 4. [`WorkersService::cancel_run`] sends `Cancel` for the run's live attempts whose workers
+//!    are connected here; every replica's reaper pass sends it to its own workers for the
+//!    live attempts of any cancelling run ([`WorkersService::tell_cancels`]), so a cancel
+//!    taken by one replica reaches the workers of the others within one reap interval;
 //!    [`WorkersService::drain_all`] sends `Drain` (no more assignments). The reaper
 //!    ([`WorkersService::spawn_reaper`], every [`LeaseTiming::reap_interval`]) takes back expired leases and sends
 //!    `Cancel` ("lease expired") to their worker when it is still connected.
@@ -44,7 +47,7 @@ mod convert;
 mod session;
 mod trace;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -337,6 +340,9 @@ pub struct WorkersService {
     config: Arc<WorkersConfig>,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
+    /// Attempts of cancelling runs whose workers this replica has sent `Cancel` (by the
+    /// reaper's pass, [`WorkersService::tell_cancels`]), so each is told once.
+    cancels_told: Arc<Mutex<HashSet<Uuid>>>,
 }
 
 impl WorkersService {
@@ -371,6 +377,7 @@ impl WorkersService {
             config: Arc::new(config),
             registry,
             metrics: Arc::new(Metrics::default()),
+            cancels_told: Arc::default(),
         }
     }
 
@@ -410,17 +417,39 @@ impl WorkersService {
     /// attempt to its worker's session, when it is connected here.
     pub async fn cancel_run(&self, run_id: Uuid) -> Result<CancelReport, SchedulerError> {
         let report = self.scheduler.cancel_run(run_id).await?;
+        let mut told = self.cancels_told.lock().unwrap_or_else(|p| p.into_inner());
         for (attempt_id, worker_id) in &report.live {
-            self.registry.send(
-                worker_id,
-                Control::Cancel {
-                    attempt_id: *attempt_id,
-                    reason: "run cancelled by user".into(),
-                    forget: false,
-                },
-            );
+            if self
+                .registry
+                .send(worker_id, cancelled_by_user(*attempt_id))
+            {
+                told.insert(*attempt_id);
+            }
         }
         Ok(report)
+    }
+
+    /// Sends `Cancel` for each live attempt of a cancelling run whose worker has a session
+    /// here and was not told yet: a run cancelled through another replica reaches this
+    /// replica's workers on its next reaper pass. Forgets attempts that are no longer live.
+    /// Returns how many were told now.
+    pub async fn tell_cancels(&self) -> Result<usize, SchedulerError> {
+        let live = self.scheduler.live_attempts_of_cancelling_runs().await?;
+        let mut told = self.cancels_told.lock().unwrap_or_else(|p| p.into_inner());
+        let still: HashSet<Uuid> = live.iter().map(|(a, _)| *a).collect();
+        told.retain(|a| still.contains(a));
+        let mut now_told = 0;
+        for (attempt_id, worker_id) in live {
+            if !told.contains(&attempt_id)
+                && self
+                    .registry
+                    .send(&worker_id, cancelled_by_user(attempt_id))
+            {
+                told.insert(attempt_id);
+                now_told += 1;
+            }
+        }
+        Ok(now_told)
     }
 
     /// Asks every connected worker to drain; returns how many were asked.
@@ -460,6 +489,9 @@ impl WorkersService {
                 }
                 if let Err(e) = this.reap_once().await {
                     tracing::warn!("reaper: {e}");
+                }
+                if let Err(e) = this.tell_cancels().await {
+                    tracing::warn!("reaper: telling cancels: {e}");
                 }
             }
         })
@@ -569,5 +601,15 @@ impl Workers for WorkersService {
         let (out, rx) = mpsc::channel(256);
         tokio::spawn(session::run(self.clone(), inbound, out, credential));
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// The `Cancel` of an attempt whose run a user cancelled: the worker stops it and reports it
+/// `cancelled` (its lease is not forgotten: the report ends it).
+fn cancelled_by_user(attempt_id: Uuid) -> Control {
+    Control::Cancel {
+        attempt_id,
+        reason: "run cancelled by user".into(),
+        forget: false,
     }
 }

@@ -91,3 +91,45 @@ pub fn reap_across(
         Holder::Here | Holder::Nobody => reap(stored, heard, now, ttl),
     }
 }
+
+/// How many TTLs a replica must have missed marking itself, as its judge counts them (see
+/// [`replica_alive`]), before its row is deleted (`replicas` would otherwise grow by one row
+/// per coordinator start forever). A replica already counts as dead after one TTL; the
+/// margin keeps a recently dead one visible to an operator reading the table. A forgotten
+/// replica that comes back marks itself again.
+pub const FORGET_AFTER_TTLS: u32 = 10;
+
+/// Whether the row of replica B, last marked at `seen`, may be deleted by replica A whose
+/// previous mark was `judge_previous`: B missed marking for [`FORGET_AFTER_TTLS`] TTLs while
+/// A kept marking. A judge on its first pass forgets nobody.
+pub fn forgotten(
+    seen: DateTime<Utc>,
+    judge_previous: Option<DateTime<Utc>>,
+    ttl: Duration,
+) -> bool {
+    judge_previous.is_some() && !replica_alive(seen, judge_previous, ttl * FORGET_AFTER_TTLS)
+}
+
+/// Another replica's last mark, with the lease TTL it runs with (`None`: marked before TTLs
+/// were recorded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marked {
+    /// The replica.
+    pub replica: String,
+    /// Its last mark (the scheduler's clock).
+    pub seen: DateTime<Utc>,
+    /// Its `--lease-ttl-ms`.
+    pub ttl: Option<Duration>,
+}
+
+/// The first live replica (marked within its own TTL before `now`) whose lease TTL differs
+/// from `ttl`: replicas judge each other's marks and leases by their own TTL, so a replica
+/// with another TTL would reap too early or too late. A coordinator refuses to start then.
+pub fn ttl_conflict(others: &[Marked], now: DateTime<Utc>, ttl: Duration) -> Option<&Marked> {
+    others.iter().find(|m| {
+        let Some(theirs) = m.ttl else {
+            return false;
+        };
+        theirs != ttl && replica_alive(m.seen, Some(now), theirs)
+    })
+}

@@ -555,3 +555,63 @@ fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
         );
     }
 }
+
+#[test]
+fn a_replica_is_forgotten_after_missing_ten_ttls_of_marks() {
+    use replica::forgotten;
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let ttl = Duration::from_secs(10);
+    // (other replica's mark, judge's previous mark) -> forgotten
+    let table = [
+        // The judge's first pass forgets nobody.
+        (at(0), None, false),
+        // Dead (missed a TTL) but not for ten TTLs yet: kept.
+        (at(0), Some(at(10_000)), false),
+        (at(0), Some(at(99_999)), false),
+        // Missed ten TTLs of marks while the judge kept marking.
+        (at(0), Some(at(100_000)), true),
+        (at(0), Some(at(1_000_000)), true),
+        // Marked after the judge's previous mark.
+        (at(200_000), Some(at(100_000)), false),
+    ];
+    for (seen, previous, want) in table {
+        assert_eq!(forgotten(seen, previous, ttl), want, "{seen} {previous:?}");
+    }
+}
+
+#[test]
+fn a_live_replica_with_another_ttl_is_a_conflict() {
+    use replica::{ttl_conflict, Marked};
+    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
+    let mine = Duration::from_secs(10);
+    let marked = |seen: i64, ttl: Option<u64>| Marked {
+        replica: format!("r{seen}"),
+        seen: at(seen),
+        ttl: ttl.map(Duration::from_millis),
+    };
+    let now = at(100_000);
+    // (the other replica, conflict?)
+    let table = [
+        // Live, same TTL.
+        (marked(95_000, Some(10_000)), false),
+        // Live (marked within its own TTL), another TTL.
+        (marked(95_000, Some(30_000)), true),
+        (marked(75_000, Some(30_000)), true),
+        (marked(95_000, Some(2_000)), false), // marked 5 s ago with a 2 s TTL: dead
+        (marked(99_000, Some(2_000)), true),
+        // Dead for its own TTL: no conflict (it is not serving).
+        (marked(60_000, Some(30_000)), false),
+        // Marked before TTLs were recorded: unknown, not refused.
+        (marked(99_000, None), false),
+    ];
+    for (other, want) in table {
+        let got = ttl_conflict(std::slice::from_ref(&other), now, mine).is_some();
+        assert_eq!(got, want, "{other:?}");
+    }
+}
