@@ -12,8 +12,8 @@
 pub mod observations;
 
 pub use observations::{
-    load_observations, parse_lines, parse_observations, Observation, ObservationsError,
-    ObservedLine,
+    load_lines, load_observations, observed_spend, parse_lines, parse_observations, Observation,
+    ObservationsError, ObservedLine, ObservedSpend,
 };
 
 use crate::lifecycle::State;

@@ -150,6 +150,18 @@ pub fn fmt_usd(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |c| format!("${c:.4}"))
 }
 
+/// One line of text: `tokens: input N (cached N), output N; cost $0.1234` (`n/a` for a
+/// count not reported).
+pub fn fmt_spend(s: &Spend) -> String {
+    format!(
+        "tokens: input {} (cached {}), output {}; cost {}",
+        fmt_count(s.input_tokens),
+        fmt_count(s.cached_input_tokens),
+        fmt_count(s.output_tokens),
+        fmt_usd(s.cost_usd)
+    )
+}
+
 /// A cost for a table cell: cents from $1 up (`$12.35`), four decimals below (`$0.0363`:
 /// in cents it would read `$0.04`, and a cheap trial `$0.00`).
 pub fn fmt_cost(usd: f64) -> String {

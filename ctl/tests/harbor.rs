@@ -500,6 +500,15 @@ fn export_harbor_results_import_and_reconcile() {
         0,
     );
     assert_eq!(r["counts"], a["counts"]);
+    // ... and shows the tokens and cost the imported job carries, as the import summed them.
+    for k in [
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "cost_usd",
+    ] {
+        assert_eq!(r["spend"][k], v["spend"][k], "{k}: {r}");
+    }
     assert_eq!(r["counts"]["timed_out"], 1);
     assert_eq!(r["counts"]["infrastructure_error"], 1);
     assert_eq!(r["counts"]["evaluation_error"], 1);

@@ -277,6 +277,93 @@ fn reconcile_valid_invalid_and_malformed() {
     assert!(t.contains("line 5"), "{t}");
 }
 
+/// `run reconcile --observations` shows what the lines say the planned trials spent (tokens
+/// and cost, as an imported Harbor job carries them), in text and in --json: an identical
+/// duplicate once, a trial outside the plan left out, lines without spend counted.
+#[test]
+fn reconcile_shows_what_the_observations_spent() {
+    let tmp = fixture();
+    let v = plan_json(tmp.path(), "experiment.yaml");
+    let key = v["run_key"].as_str().unwrap();
+    let plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(store_file(tmp.path(), key, "plan.ready.json")).unwrap(),
+    )
+    .unwrap();
+    let id = |i: usize| plan["trials"][i]["trial_id"].as_str().unwrap().to_string();
+    let with_spend = |line: String, input: u64, cost: &str| {
+        format!(
+            "{},\"spend\":{{\"input_tokens\":{input},\"cached_input_tokens\":null,\"output_tokens\":10,\"cost_usd\":{cost}}}}}\n",
+            line.trim_end().trim_end_matches('}')
+        )
+    };
+    let mut lines = String::new();
+    lines += &with_spend(obs_line(&id(0), "completed", "true"), 100, "0.5");
+    lines += &with_spend(obs_line(&id(0), "completed", "true"), 100, "0.5"); // read twice
+    lines += &with_spend(obs_line(&id(1), "failed", "null"), 50, "null");
+    lines += &obs_line(&id(2), "completed", "false");
+    std::fs::write(tmp.path().join("spent.jsonl"), &lines).unwrap();
+    let o = akbench(
+        &["run", "reconcile", key, "--observations", "spent.jsonl"],
+        tmp.path(),
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(
+            "spend      tokens: input 150 (cached n/a), output 20; cost $0.5000 \
+             (1 of 3 observations without spend)"
+        ),
+        "{t}"
+    );
+    let o = akbench(
+        &[
+            "run",
+            "reconcile",
+            key,
+            "--observations",
+            "spent.jsonl",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        j["spend"],
+        serde_json::json!({
+            "input_tokens": 150,
+            "cached_input_tokens": null,
+            "output_tokens": 20,
+            "cost_usd": 0.5,
+            "lines": 3,
+            "lines_without_spend": 1
+        })
+    );
+    assert_eq!(j["counts"]["succeeded"], 1, "{j}");
+
+    // A trial the plan does not hold adds nothing (the accounting reports it as unexpected).
+    lines += &with_spend(
+        obs_line("01890000-0000-7000-8000-000000000000", "failed", "null"),
+        999,
+        "9.0",
+    );
+    std::fs::write(tmp.path().join("stranger.jsonl"), &lines).unwrap();
+    let o = akbench(
+        &[
+            "run",
+            "reconcile",
+            key,
+            "--observations",
+            "stranger.jsonl",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["spend"]["input_tokens"], 150);
+    assert_eq!(j["spend"]["lines"], 3);
+}
+
 #[test]
 fn a_field_akbench_would_ignore_is_refused_with_exit_2_and_nothing_written() {
     let tmp = fixture();

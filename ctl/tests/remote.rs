@@ -306,11 +306,12 @@ async fn status_reconcile_and_records() {
             .to_string()
     };
     let file = c.dir.path().join("observations.jsonl");
-    std::fs::write(
-        &file,
-        [line(t[0].trial_id, true), line(t[0].trial_id, false)].join("\n"),
-    )
-    .unwrap();
+    // The first line carries what the trial spent: shown as the local command shows it.
+    let spent = line(t[0].trial_id, true).replace(
+        "}",
+        r#","spend":{"input_tokens":100,"cached_input_tokens":null,"output_tokens":7,"cost_usd":0.25}}"#,
+    );
+    std::fs::write(&file, [spent, line(t[0].trial_id, false)].join("\n")).unwrap();
     let o = c.akbench(&[
         "run",
         "reconcile",
@@ -321,6 +322,14 @@ async fn status_reconcile_and_records() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(stdout(&o).contains("accounting INVALID"), "{}", text(&o));
     assert!(stdout(&o).contains("1 conflicting"), "{}", text(&o));
+    assert!(
+        stdout(&o).contains(
+            "spend      tokens: input 100 (cached n/a), output 7; cost $0.2500 \
+             (1 of 2 observations without spend)"
+        ),
+        "{}",
+        text(&o)
+    );
     // A malformed file is bad input: exit 2, nothing sent.
     std::fs::write(&file, "{not json").unwrap();
     let o = c.akbench(&[

@@ -179,6 +179,14 @@ pub const MAX_OBSERVATIONS_BYTES: u64 = 1 << 30;
 
 /// Reads and parses an observations file.
 pub fn load_observations(file: &Path) -> Result<Vec<Observation>, ObservationsError> {
+    Ok(load_lines(file)?
+        .into_iter()
+        .map(|l| l.observation)
+        .collect())
+}
+
+/// Reads and parses an observations file keeping each line's `spend`.
+pub fn load_lines(file: &Path) -> Result<Vec<ObservedLine>, ObservationsError> {
     let text = crate::bounded_read::read_text(
         file,
         MAX_OBSERVATIONS_BYTES,
@@ -189,5 +197,46 @@ pub fn load_observations(file: &Path) -> Result<Vec<Observation>, ObservationsEr
         line: None,
         problem: e.to_string(),
     })?;
-    parse_observations(&text, file)
+    parse_lines(&text, file)
+}
+
+/// What the observation lines say the planned trials spent (tokens and cost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ObservedSpend {
+    /// The sum over the lines counted (a count no line reported stays `null`).
+    #[serde(flatten)]
+    pub spend: crate::spend::Spend,
+    /// Lines counted: those of planned trials, a line repeated exactly counted once.
+    pub lines: u64,
+    /// Of those, lines that carry no `spend`.
+    pub lines_without_spend: u64,
+}
+
+/// Sums the `spend` of the lines whose trial is planned (`planned`). A line repeated exactly
+/// (the same outcome and the same spend: one result read twice) is counted once, as the
+/// accounting counts an identical duplicate once; lines of one trial that differ (conflicting
+/// results, quarantined by the accounting) each count, since each was spent. Lines of trials
+/// the plan does not hold are left out (the accounting reports them as unexpected).
+pub fn observed_spend(
+    planned: &std::collections::HashSet<Uuid>,
+    lines: &[ObservedLine],
+) -> ObservedSpend {
+    let mut by_trial: std::collections::BTreeMap<Uuid, Vec<&ObservedLine>> = Default::default();
+    for l in lines {
+        if planned.contains(&l.observation.trial_id) {
+            let seen = by_trial.entry(l.observation.trial_id).or_default();
+            if !seen.contains(&l) {
+                seen.push(l);
+            }
+        }
+    }
+    let mut out = ObservedSpend::default();
+    for l in by_trial.values().flatten() {
+        out.lines += 1;
+        match &l.spend {
+            Some(s) => out.spend = out.spend.plus(s),
+            None => out.lines_without_spend += 1,
+        }
+    }
+    out
 }

@@ -212,6 +212,91 @@ fn observation_lines_keep_spend() {
     assert_eq!(e.line, Some(1), "{e}");
 }
 
+/// What the lines spent: planned trials only, an exact repeat once, differing lines of one
+/// trial each, a count no line reported stays `None`.
+#[test]
+fn observed_spend_sums_the_planned_trials_lines() {
+    let t0 = clock().now();
+    let a = crate::ids::uuid_v7_at(t0);
+    let b = crate::ids::uuid_v7_at(t0 + chrono::Duration::seconds(1));
+    let stranger = crate::ids::uuid_v7_at(t0 + chrono::Duration::seconds(2));
+    let planned: std::collections::HashSet<Uuid> = [a, b].into_iter().collect();
+    let spent = |input, cost| crate::spend::Spend {
+        input_tokens: Some(input),
+        cached_input_tokens: None,
+        output_tokens: Some(10),
+        cost_usd: cost,
+    };
+    let line = |id, state, ok, spend| ObservedLine {
+        observation: obs(id, state, ok),
+        spend,
+    };
+    let done = |id, spend| line(id, State::Completed, Some(true), spend);
+    let failed = |id, spend| line(id, State::Failed, None, spend);
+    // (lines, expected spend, lines counted, lines without spend)
+    let cases: Vec<(Vec<ObservedLine>, crate::spend::Spend, u64, u64)> = vec![
+        (vec![], crate::spend::Spend::default(), 0, 0),
+        (
+            vec![
+                done(a, Some(spent(100, Some(0.5)))),
+                failed(b, Some(spent(50, None))),
+            ],
+            crate::spend::Spend {
+                input_tokens: Some(150),
+                cached_input_tokens: None,
+                output_tokens: Some(20),
+                cost_usd: Some(0.5),
+            },
+            2,
+            0,
+        ),
+        // The same result read twice counts once.
+        (
+            vec![
+                done(a, Some(spent(100, Some(0.5)))),
+                done(a, Some(spent(100, Some(0.5)))),
+            ],
+            spent(100, Some(0.5)),
+            1,
+            0,
+        ),
+        // Conflicting results of one trial: both were spent.
+        (
+            vec![
+                done(a, Some(spent(100, Some(0.5)))),
+                failed(a, Some(spent(100, Some(0.5)))),
+            ],
+            crate::spend::Spend {
+                input_tokens: Some(200),
+                cached_input_tokens: None,
+                output_tokens: Some(20),
+                cost_usd: Some(1.0),
+            },
+            2,
+            0,
+        ),
+        // A trial outside the plan is left out; a line without spend is counted as such.
+        (
+            vec![done(stranger, Some(spent(999, Some(9.0)))), failed(b, None)],
+            crate::spend::Spend::default(),
+            1,
+            1,
+        ),
+    ];
+    for (i, (lines, spend, counted, without)) in cases.into_iter().enumerate() {
+        let got = observed_spend(&planned, &lines);
+        assert_eq!(
+            got,
+            ObservedSpend {
+                spend,
+                lines: counted,
+                lines_without_spend: without
+            },
+            "case {i}"
+        );
+    }
+}
+
 proptest! {
     #[test]
     fn buckets_always_partition_the_plan(

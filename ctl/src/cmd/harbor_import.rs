@@ -17,7 +17,7 @@ use akbench_core::evidence::EvidenceStore;
 use akbench_core::harbor::{
     observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
 };
-use akbench_core::spend::{fmt_count, fmt_usd, Spend};
+use akbench_core::spend::{fmt_spend, Spend};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -151,13 +151,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         for (label, n) in &mapped {
             println!("  {n:>5}  {label}");
         }
-        println!(
-            "  tokens: input {} (cached {}), output {}; cost {}",
-            fmt_count(spent.input_tokens),
-            fmt_count(spent.cached_input_tokens),
-            fmt_count(spent.output_tokens),
-            fmt_usd(spent.cost_usd)
-        );
+        println!("  {}", fmt_spend(&spent));
         for (f, why) in &unidentified {
             println!("  unidentified {}: {why}", f.display());
         }
@@ -168,7 +162,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                 out.display()
             );
         }
-        crate::cmd::reconcile::show(&a, false, false)?;
+        crate::cmd::reconcile::show(&a, None, false, false)?;
     }
     Ok(if a.valid && unidentified.is_empty() {
         exit::OK

@@ -1,9 +1,12 @@
-//! `akbench run reconcile`: typed outcomes against a stored run's plan.
+//! `akbench run reconcile`: typed outcomes against a stored run's plan, and what the
+//! observation lines say the planned trials spent (`spend`, e.g. from a Harbor import).
 //! Exit 0 when the accounting is valid, 1 when invalid, 2 for a malformed observations file.
 
 use crate::cli::ReconcileArgs;
 use crate::cmd::{find_run, print_json};
-use akbench_core::accounting::{load_observations, reconcile, Bucket, RunAccounting, ALL_BUCKETS};
+use akbench_core::accounting::{
+    load_lines, observed_spend, reconcile, Bucket, ObservedSpend, RunAccounting, ALL_BUCKETS,
+};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::rates::Pct;
 
@@ -26,15 +29,31 @@ pub fn run(args: ReconcileArgs) -> anyhow::Result<i32> {
         )
         .into());
     };
-    let observations = load_observations(path)?;
+    let lines = load_lines(path)?;
+    let observations: Vec<_> = lines.iter().map(|l| l.observation.clone()).collect();
     let a = reconcile(plan, &observations);
-    show(&a, args.all, args.store.json)
+    let planned = plan.trials.iter().map(|t| t.trial_id).collect();
+    let spent = observed_spend(&planned, &lines);
+    show(&a, Some(&spent), args.all, args.store.json)
 }
 
-/// Prints an accounting and returns the exit code (shared with remote mode).
-pub(crate) fn show(a: &RunAccounting, all: bool, json: bool) -> anyhow::Result<i32> {
+/// Prints an accounting (with what the observations spent, when read from a file) and
+/// returns the exit code (shared with remote mode and the Harbor import).
+pub(crate) fn show(
+    a: &RunAccounting,
+    spent: Option<&ObservedSpend>,
+    all: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
     if json {
-        print_json(a)?;
+        match spent {
+            Some(s) => {
+                let mut v = serde_json::to_value(a)?;
+                v["spend"] = serde_json::to_value(s)?;
+                print_json(&v)?;
+            }
+            None => print_json(a)?,
+        }
     } else {
         println!("run        {} ({})", a.run_key, a.run_id);
         println!(
@@ -53,6 +72,14 @@ pub(crate) fn show(a: &RunAccounting, all: bool, json: bool) -> anyhow::Result<i
             Pct(a.rates.coverage),
             Pct(a.rates.infrastructure_error_rate)
         );
+        if let Some(s) = spent {
+            println!(
+                "spend      {} ({} of {} observations without spend)",
+                akbench_core::spend::fmt_spend(&s.spend),
+                s.lines_without_spend,
+                s.lines
+            );
+        }
         if let Some(c) = &a.candidates {
             println!("{c}");
         }

@@ -9,7 +9,7 @@ use crate::cli::{
 };
 use crate::cmd::{self, print_json};
 use crate::exit::{self, InputError};
-use akbench_core::accounting::{load_observations, RunAccounting};
+use akbench_core::accounting::{load_lines, observed_spend, ObservedLine, RunAccounting};
 use akbench_core::digest::digest_bytes;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::plan::RunPlan;
@@ -121,11 +121,11 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
         RunCommand::Inspect(args) => with_client(remote, |c| inspect(c, args)),
         RunCommand::Diff(args) => with_client(remote, |c| diff(c, args)),
         RunCommand::Reconcile(args) => {
-            let observations = match &args.observations {
-                Some(path) => Some(serde_json::to_string(&load_observations(path)?)?),
+            let lines = match &args.observations {
+                Some(path) => Some(load_lines(path)?),
                 None => None,
             };
-            with_client(remote, |c| reconcile(c, args, observations))
+            with_client(remote, |c| reconcile(c, args, lines))
         }
         RunCommand::Start(args) => with_client(remote, |c| start(c, args)),
         RunCommand::Resume(args) => with_client(remote, |c| resume(c, args)),
@@ -247,13 +247,25 @@ async fn diff(c: Client, args: DiffArgs) -> anyhow::Result<i32> {
     )
 }
 
+/// Reconciles on the coordinator; with a file of observations, also shows what its lines
+/// say the planned trials (those of the returned accounting) spent.
 async fn reconcile(
     c: Client,
     args: ReconcileArgs,
-    observations: Option<String>,
+    lines: Option<Vec<ObservedLine>>,
 ) -> anyhow::Result<i32> {
+    let observations = match &lines {
+        Some(l) => Some(serde_json::to_string(
+            &l.iter().map(|l| &l.observation).collect::<Vec<_>>(),
+        )?),
+        None => None,
+    };
     let a = reconcile_call(&c, &args.run, observations).await?;
-    cmd::reconcile::show(&a, args.all, args.store.json)
+    let spent = lines.map(|l| {
+        let planned = a.trials.iter().map(|t| t.trial_id).collect();
+        observed_spend(&planned, &l)
+    });
+    cmd::reconcile::show(&a, spent.as_ref(), args.all, args.store.json)
 }
 
 /// Reconciles on the coordinator and checks the report's digest.
