@@ -452,6 +452,8 @@ pub fn resolve(
     let mut tasks = Vec::with_capacity(ids.len());
     for id in &ids {
         let t = load_by_id(&tasks_root, id)?;
+        t.check_runtime(runtime == Runtime::Container)
+            .map_err(ResolveError::Unsupported)?;
         let metadata = t
             .file
             .metadata

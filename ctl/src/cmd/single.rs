@@ -2,7 +2,7 @@
 //! orchestrator; `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
-use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
+use crate::cmd::shared::inputs::{cache_root, check_runtime, load_task, pin_task};
 use crate::cmd::shared::records::verdict;
 use crate::exit::{self, InputError};
 use akbench_core::agent::Agent;
@@ -29,6 +29,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         "container" => akbench_core::manifest::Runtime::Container,
         _ => akbench_core::manifest::Runtime::Sandbox,
     };
+    check_runtime(&task, runtime)?;
     if runtime == akbench_core::manifest::Runtime::Container {
         // As a plan would: the tag is resolved now, and the record names the digest.
         pin_task(&orch, &mut task)?;

@@ -53,6 +53,13 @@ pub fn resolver() -> anyhow::Result<Store> {
     store(std::env::temp_dir().join("akbench-resolve"))
 }
 
+/// Refuses a runtime `task` cannot run under (an image-only task outside `container`),
+/// as bad input naming the task and the fix.
+pub fn check_runtime(task: &Task, runtime: Runtime) -> anyhow::Result<()> {
+    task.check_runtime(runtime == Runtime::Container)
+        .map_err(|e| InputError(e).into())
+}
+
 /// Pins `task`'s image to the digest its tag names now (kept when already pinned).
 pub fn pin_task(orch: &Orchestrator, task: &mut Task) -> anyhow::Result<()> {
     let Some(image) = task.image.clone() else {

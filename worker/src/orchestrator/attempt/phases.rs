@@ -173,18 +173,27 @@ pub(super) fn creating_workspace(
     req: &AttemptRequest<'_>,
     work: &Path,
     ws_slot: &mut Option<Workspace>,
+    image: Option<&Image>,
     cancel: &CancelToken,
 ) -> Phase<WorkspacePaths> {
     r.advance(None)?;
     // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
     crate::spread::spread_children(&r.orch.work_root);
-    let ws = match Workspace::create(&r.orch.cache, req.task, work, req.options.apply_mutation) {
+    let ws = match Workspace::create(
+        &r.orch.cache,
+        req.task,
+        work,
+        req.options.apply_mutation,
+        image,
+    ) {
         Ok(w) => w,
         Err(e) => {
             // Remove whatever part was made.
             let _ = std::fs::remove_dir_all(work);
             let event = match e {
-                WorkspaceError::MutationDoesNotApply { .. } => Event::Rejected,
+                WorkspaceError::MutationDoesNotApply { .. } | WorkspaceError::Refused(_) => {
+                    Event::Rejected
+                }
                 _ => Event::InfrastructureFailed,
             };
             return r.end(event, e.to_string());
