@@ -232,6 +232,11 @@ pub struct Task {
     /// The image the task runs in (`environment.image`) under the `container` runtime; its
     /// digest is set when written, or once a plan resolved its tag ([`Task::pin_image`]).
     pub image: Option<crate::image::ImageRef>,
+    /// What the task asks of the run (`[environment] cpus`, `memory_mb`, `storage_mb`),
+    /// checked when a run is planned ([`requirements::check`]).
+    pub requirements: requirements::Requirements,
+    /// The environment `solution/solve.sh` gets on top of akbench's (`[solution] env`).
+    pub solution_env: BTreeMap<String, String>,
     /// Where the workspace is inside the image (`environment.workdir`, an absolute path);
     /// `None`: the image's working directory, or [`DEFAULT_IMAGE_WORKDIR`].
     pub image_workdir: Option<String>,
@@ -534,6 +539,11 @@ impl Task {
             file.verifier.environment_mode.as_deref(),
         )?;
         let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
+        let requirements = environment::requirements(&file.environment);
+        let solution_env = match file.solution.get("env") {
+            Some(v) => environment::solution_env(&toml_path, v)?,
+            None => BTreeMap::new(),
+        };
         let (repo, commit) = match &file.source {
             Some(source) => {
                 let (repo, commit) = git_source(&toml_path, source, tasks_root)?;
@@ -584,6 +594,8 @@ impl Task {
             pass_threshold,
             image,
             image_workdir,
+            solution_env,
+            requirements,
             file,
         })
     }
@@ -811,6 +823,7 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
 mod environment;
 pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS};
 mod hash;
+pub mod requirements;
 mod write_image;
 pub use write_image::set_image;
 mod links;

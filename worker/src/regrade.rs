@@ -837,6 +837,7 @@ pub(crate) fn run_solution(
     );
     env.insert("AKBENCH_WORKSPACE".into(), worktree.display().to_string());
     env.insert("AKBENCH_TASK_ID".into(), task.release.id.clone());
+    env.extend(task.solution_env.clone());
     let spec = crate::process::ProcessSpec {
         argv: vec![
             "bash".into(),
@@ -862,6 +863,8 @@ pub(crate) fn run_solution(
         container: image.map(|i| crate::runtime::container::View {
             image: i.clone(),
             mounts: Vec::new(),
+            // Harbor's place of the solution, as its solve.sh files name it.
+            ro_mounts: vec![(solution.to_path_buf(), "/solution".into())],
             tools: Vec::new(),
         }),
     };

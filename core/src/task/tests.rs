@@ -513,6 +513,21 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
                 if key == "build_timeout_sec" {
                     assert_eq!(build_timeout_sec(&t.file.environment), Some(600.0));
                 }
+                if *field == "environment.cpus" {
+                    assert_eq!(t.requirements.cpus, Some(1));
+                }
+                if *field == "environment.memory_mb" {
+                    assert_eq!(t.requirements.memory_mb, Some(2048));
+                }
+                if *field == "environment.storage_mb" {
+                    assert_eq!(t.requirements.storage_mb, Some(10240));
+                }
+                if *field == "solution.env" {
+                    assert_eq!(
+                        t.solution_env,
+                        BTreeMap::from([("A".to_string(), "1".to_string())])
+                    );
+                }
             }
             Handling::Refused(fix) => {
                 let e = got.map(|_| ()).unwrap_err();
@@ -563,6 +578,49 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
             "environment.build_timeout_sec",
             "not a number",
         ),
+        (
+            "solution",
+            "env",
+            "{ A = \"${HOST_SECRET}\" }",
+            "solution.env",
+            "does not expand",
+        ),
+        (
+            "solution",
+            "env",
+            "{ A = 1 }",
+            "solution.env",
+            "not a string",
+        ),
+        (
+            "environment",
+            "cpus",
+            "0",
+            "environment.cpus",
+            "whole number",
+        ),
+        (
+            "environment",
+            "memory_mb",
+            "1.5",
+            "environment.memory_mb",
+            "whole number",
+        ),
+        (
+            "environment",
+            "storage_mb",
+            "\"10G\"",
+            "environment.storage_mb",
+            "whole number",
+        ),
+        (
+            "solution",
+            "env",
+            "{ \"A=B\" = \"1\" }",
+            "solution.env",
+            "not an environment-variable name",
+        ),
+        ("solution", "env", "\"A=1\"", "solution.env", "not a table"),
         (
             "verifier",
             "environment_mode",

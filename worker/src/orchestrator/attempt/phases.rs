@@ -313,7 +313,19 @@ pub(super) fn starting_agent(
     let container = match image {
         None => None,
         Some(i) => {
-            match crate::orchestrator::container::agent_view(i, &req.artifacts_dir, &env_path) {
+            // The reference solution only for an agent its launch grants it (the oracle).
+            let solution = req
+                .task
+                .reference
+                .as_ref()
+                .map(|(d, _)| d.as_path())
+                .filter(|d| launch.readable.iter().any(|r| r == d));
+            match crate::orchestrator::container::agent_view(
+                i,
+                &req.artifacts_dir,
+                &env_path,
+                solution,
+            ) {
                 Ok(v) => Some(v),
                 Err(e) => return r.end(Event::InfrastructureFailed, e),
             }
