@@ -87,3 +87,94 @@ fn build(task: &Task, image: &Image, tmp: &Path) -> Result<(), BaselineError> {
     };
     seal(tmp, &scratch, &index, &on_build)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use akbench_core::image::manifest::RunConfig;
+
+    fn image(rootfs: &Path, workdir: &str) -> Image {
+        Image {
+            pinned: format!("reg.example/t@sha256:{}", "0".repeat(64)),
+            rootfs: rootfs.to_path_buf(),
+            run: RunConfig::default(),
+            workdir: workdir.into(),
+            user: (0, 0),
+        }
+    }
+
+    fn task(root: &Path) -> Task {
+        let dir = root.join("tasks/img");
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(
+            dir.join("task.toml"),
+            "version = \"1\"\n[environment]\nimage = \"reg.example/t:1\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("instruction.md"), "Fix it.\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "exit 0\n").unwrap();
+        Task::load(&dir, &root.join("tasks")).unwrap()
+    }
+
+    /// The paths of `tree` in the baseline repository.
+    fn files(b: &Baseline) -> Vec<String> {
+        let mut c = git_at(&b.repo, None);
+        c.args(["ls-tree", "-r", "--name-only", &b.tree]);
+        String::from_utf8(run(c).unwrap())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_baseline_is_the_images_working_folder_as_the_image_sees_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let task = task(tmp.path());
+        let cache = MirrorCache::new(tmp.path().join("cache"));
+        // Without its image an image-only task has no baseline (refused, naming the fix).
+        let e = cache.baseline(&task, true).unwrap_err().to_string();
+        assert!(e.contains("`img`") && e.contains("container"), "{e}");
+        // /app is a link to /srv/app: followed inside the root, never to the host's /srv.
+        // A file the image's .gitignore names is kept: the folder as the image has it.
+        let root = tmp.path().join("rootfs");
+        std::fs::create_dir_all(root.join("srv/app/pkg")).unwrap();
+        std::fs::write(root.join("srv/app/main.py"), "print(1)\n").unwrap();
+        std::fs::write(root.join("srv/app/pkg/build.log"), "kept\n").unwrap();
+        std::fs::write(root.join("srv/app/.gitignore"), "*.log\n").unwrap();
+        std::os::unix::fs::symlink("/srv/app", root.join("app")).unwrap();
+        let b = cache
+            .baseline_in(&task, true, Some(&image(&root, "/app")))
+            .unwrap();
+        assert_eq!(files(&b), [".gitignore", "main.py", "pkg/build.log"]);
+        // One parentless commit; built once per image and folder.
+        let mut c = git_at(&b.repo, None);
+        c.args(["rev-list", "--parents", "-n", "1", &b.commit]);
+        let line = String::from_utf8(run(c).unwrap()).unwrap();
+        assert_eq!(line.split_whitespace().count(), 1, "{line}");
+        let again = cache
+            .baseline_in(&task, true, Some(&image(&root, "/app")))
+            .unwrap();
+        assert_eq!(
+            (again.commit, again.repo),
+            (b.commit.clone(), b.repo.clone())
+        );
+        // A link that climbs out of the root stays in it: /work -> ../../.. is the root.
+        std::os::unix::fs::symlink("../../..", root.join("work")).unwrap();
+        let b = cache
+            .baseline_in(&task, true, Some(&image(&root, "/work/srv/app")))
+            .unwrap();
+        assert_eq!(files(&b), [".gitignore", "main.py", "pkg/build.log"]);
+        // A folder the image lacks: an empty start.
+        let b = cache
+            .baseline_in(&task, true, Some(&image(&root, "/nowhere")))
+            .unwrap();
+        assert!(files(&b).is_empty());
+        // A file where the folder should be: refused.
+        let e = cache
+            .baseline_in(&task, true, Some(&image(&root, "/srv/app/main.py")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a folder"), "{e}");
+    }
+}
