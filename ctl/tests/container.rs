@@ -532,6 +532,47 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
             "the baseline commit made from /app: {record}"
         );
     }
+    // Executed, then graded later (`run evaluate`): the grading rebuilds the workspace from
+    // the image's /app plus the recorded diff, in the same image.
+    let (code, stdout, stderr) = akbench(
+        &[
+            "run",
+            "execute",
+            TB,
+            "--agent",
+            "oracle",
+            "--runtime",
+            "container",
+            "--json",
+        ],
+        tmp.path(),
+        &reg,
+    );
+    let exec: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(exec["state"], "not_graded", "{exec}");
+    let run_dir = PathBuf::from(exec["record"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "evaluate"])
+        .arg(&run_dir)
+        .args(["--copy", "--json", "--tasks-root"])
+        .arg(tmp.path().join("tasks"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .output()
+        .unwrap();
+    let later: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{later} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(later["ok"], true, "{later}");
     // The Harbor requirements (cpus 1, memory_mb 1024, storage_mb 1024) fit a plan's
     // defaults; a sandbox run is refused before anything runs, naming the task and the fix.
     let (code, _, stderr) = akbench(
