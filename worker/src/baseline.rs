@@ -70,7 +70,7 @@ pub enum BaselineError {
     },
 }
 
-pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BaselineError + '_ {
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BaselineError + '_ {
     move |source| BaselineError::Io {
         path: path.to_path_buf(),
         source,
@@ -163,7 +163,7 @@ impl MirrorCache {
 
     /// The baseline kept at `dir`, made by `make` (into a temporary folder, renamed into
     /// place) under `dir`'s lock when it is not there yet.
-    pub(crate) fn cached(
+    fn cached(
         &self,
         dir: &Path,
         make: impl FnOnce(&Path) -> Result<(), BaselineError>,
@@ -253,7 +253,7 @@ fn build(
 /// Commits the index `index` of the build repository `scratch` (git run by `on_build`) as
 /// the parentless "task baseline" commit and writes `tmp/repo` (exactly its objects, each
 /// hashed by `index-pack`) and `tmp/meta`; removes the build repository and the index.
-pub(crate) fn seal(
+fn seal(
     tmp: &Path,
     scratch: &Path,
     index: &Path,
