@@ -6,7 +6,8 @@
 # test.sh runs as akbench runs it: cwd = workspace, a fresh copy of tests/ outside the
 # workspace, an empty verifier folder, an empty private HOME. Every run must exit 0 and
 # write reward.txt and a junit.xml with at least one <testcase>.
-# The broken-* tasks are checked to be broken the intended way.
+# The broken-* tasks are checked to be broken the intended way. A task without [source]
+# (its workspace is its image's) is skipped: it needs akbench's container runtime.
 # usage: examples/check.sh [tasks root]   (default: examples/tasks)
 set -uo pipefail
 
@@ -110,6 +111,12 @@ for task in "$tasks_root"/*/; do
     id=$(basename "$task")
     [ -f "$task/task.toml" ] || continue
     start=$(date +%s)
+    if [ -z "$(toml_get "$task/task.toml" source repo)" ] && [[ $id != broken-* ]]; then
+        # An image-only task (Terminal-Bench's layout): its workspace is its image's, so
+        # only akbench can run it (`akbench task check DIR --runtime container`).
+        printf 'SKIP %-24s no [source]: checked in its image by akbench task check\n' "$id"
+        continue
+    fi
     case $id in
     broken-*) out=$(check_broken "$task" 2>"$scratch/err") ;;
     *) out=$(check_task "$task" 2>"$scratch/err") ;;

@@ -41,9 +41,10 @@ pub struct TaskRef {
     pub release: TaskRelease,
     /// Execution family.
     pub family: Family,
-    /// The repository as git was given it.
+    /// The repository as git was given it (empty for an image-only task).
     pub repo: String,
-    /// The pinned commit.
+    /// The pinned commit (empty for an image-only task: its start is `image`'s working
+    /// folder).
     pub commit: String,
     /// Digest of the mutation patch, when the task has one.
     pub mutation_digest: Option<String>,

@@ -15,6 +15,7 @@ use crate::ids::{slug, uuid_v7_at};
 use crate::manifest::{
     glob_match, Concurrency, ExperimentManifest, References, Runtime, Visibility,
 };
+use crate::task::requirements::{Offered, Requirements};
 use crate::task::{load_by_id, Family, TaskError, TaskRelease};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -151,6 +152,10 @@ pub struct SpecTask {
     pub agent_timeout_sec: f64,
     /// Effective evaluation timeout (the manifest's, else the task's).
     pub verifier_timeout_sec: f64,
+    /// What the task asks of the run (`[environment] cpus`, `memory_mb`, `storage_mb`),
+    /// checked against the run's compute when it was planned.
+    #[serde(default, skip_serializing_if = "Requirements::is_empty")]
+    pub requires: Requirements,
     /// The task's free-form metadata.
     pub metadata: BTreeMap<String, serde_json::Value>,
 }
@@ -192,6 +197,18 @@ pub struct ComputePolicy {
     pub agent_timeout_sec: Option<f64>,
     /// Manifest-wide evaluation timeout; `null` means each task's own.
     pub verifier_timeout_sec: Option<f64>,
+}
+
+impl ComputePolicy {
+    /// What the run gives each attempt, against what a task asks
+    /// ([`crate::task::requirements::check`]).
+    pub fn offered(&self) -> Offered {
+        Offered {
+            cpus: u64::from(self.cpus),
+            memory_mb: self.memory_mb,
+            disk_mb: crate::task::requirements::DISK_MB,
+        }
+    }
 }
 
 /// Execution policy.
@@ -452,6 +469,10 @@ pub fn resolve(
     let mut tasks = Vec::with_capacity(ids.len());
     for id in &ids {
         let t = load_by_id(&tasks_root, id)?;
+        t.check_runtime(runtime == Runtime::Container)
+            .map_err(ResolveError::Unsupported)?;
+        crate::task::requirements::check(&t.release.id, &t.requirements, &compute.offered())
+            .map_err(ResolveError::Unsupported)?;
         let metadata = t
             .file
             .metadata
@@ -482,6 +503,7 @@ pub fn resolve(
                 .verifier_timeout_sec
                 .unwrap_or(t.verifier_timeout_sec),
             metadata,
+            requires: t.requirements,
             release: t.release,
         });
     }

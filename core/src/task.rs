@@ -207,9 +207,11 @@ pub struct Task {
     pub family: Family,
     /// What the agent is told.
     pub instruction: String,
-    /// The repository.
-    pub repo: RepoLocation,
-    /// The pinned commit (40 lowercase hex).
+    /// The repository; `None` for an image-only task (no `[source]`): its workspace is the
+    /// image's working folder ([`Task::image_workdir`]), and it runs under `container` only.
+    pub repo: Option<RepoLocation>,
+    /// The pinned commit (40 or 64 lowercase hex); empty for an image-only task (its start
+    /// is named by the pinned image).
     pub commit: String,
     /// The mutation patch (absolute path) and its digest.
     pub mutation: Option<(PathBuf, String)>,
@@ -230,6 +232,11 @@ pub struct Task {
     /// The image the task runs in (`environment.image`) under the `container` runtime; its
     /// digest is set when written, or once a plan resolved its tag ([`Task::pin_image`]).
     pub image: Option<crate::image::ImageRef>,
+    /// What the task asks of the run (`[environment] cpus`, `memory_mb`, `storage_mb`),
+    /// checked when a run is planned ([`requirements::check`]).
+    pub requirements: requirements::Requirements,
+    /// The environment `solution/solve.sh` gets on top of akbench's (`[solution] env`).
+    pub solution_env: BTreeMap<String, String>,
     /// Where the workspace is inside the image (`environment.workdir`, an absolute path);
     /// `None`: the image's working directory, or [`DEFAULT_IMAGE_WORKDIR`].
     pub image_workdir: Option<String>,
@@ -393,50 +400,6 @@ impl Task {
                 "set `version = \"1.0\"` (any non-empty string)",
             ));
         }
-        let source = file.source.as_ref().ok_or_else(|| {
-            TaskError::field(
-                &toml_path,
-                "source",
-                "is missing",
-                "add a [source] section with `repo` (URL or path relative to the tasks root) and `commit` (full hash)",
-            )
-        })?;
-        let repo = parse_repo(&source.repo, tasks_root).map_err(|p| {
-            TaskError::field(
-                &toml_path,
-                "source.repo",
-                format!("`{}` {p}", source.repo),
-                "use an https:// or ssh:// URL, file://, or a path relative to the tasks root",
-            )
-        })?;
-        if !is_full_commit_hash(&source.commit) {
-            return Err(TaskError::field(
-                &toml_path,
-                "source.commit",
-                format!(
-                    "`{}` is not a full commit hash (branch names and short hashes are refused: they move or are ambiguous)",
-                    crate::limits::elide(&source.commit)
-                ),
-                "pin the full 40-character hash, e.g. from `git rev-parse HEAD`",
-            ));
-        }
-        if let Some(len) = hash::hex_len(&repo) {
-            if source.commit.len() != len {
-                return Err(TaskError::field(
-                    &toml_path,
-                    "source.commit",
-                    format!(
-                        "`{}` has {} hex digits but the repository `{}` uses {} ({} object ids)",
-                        crate::limits::elide(&source.commit),
-                        source.commit.len(),
-                        crate::limits::elide(&source.repo),
-                        len,
-                        if len == 40 { "sha1" } else { "sha256" }
-                    ),
-                    "pin a commit of that repository, e.g. from `git rev-parse HEAD` in it",
-                ));
-            }
-        }
         let instruction_path = dir.join(INSTRUCTION_FILE);
         let instruction = read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow)
             .map_err(|e| TaskError {
@@ -576,6 +539,36 @@ impl Task {
             file.verifier.environment_mode.as_deref(),
         )?;
         let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
+        let requirements = environment::requirements(&file.environment);
+        let solution_env = match file.solution.get("env") {
+            Some(v) => environment::solution_env(&toml_path, v)?,
+            None => BTreeMap::new(),
+        };
+        let (repo, commit) = match &file.source {
+            Some(source) => {
+                let (repo, commit) = git_source(&toml_path, source, tasks_root)?;
+                (Some(repo), commit)
+            }
+            None if image.is_some() => {
+                if file.mutation.is_some() {
+                    return Err(TaskError::field(
+                        &toml_path,
+                        "mutation.patch",
+                        "is set but the task has no [source]: an image-only task's workspace is its image's working folder, which no patch is applied to",
+                        "put the bug into the image (environment/Dockerfile), or add a [source] the patch applies to",
+                    ));
+                }
+                (None, String::new())
+            }
+            None => {
+                return Err(TaskError::field(
+                    &toml_path,
+                    "source",
+                    "is missing, and the task names no image either",
+                    "add a [source] section with `repo` (URL or path relative to the tasks root) and `commit` (full hash), or name the image whose working folder is the workspace (`[environment] image` or `docker_image`; runs under `runtime: container` only)",
+                ))
+            }
+        };
         let digest = dir_digest(dir).map_err(|e| TaskError {
             file: dir.to_path_buf(),
             kind: TaskErrorKind::Io(e),
@@ -590,7 +583,7 @@ impl Task {
             family,
             instruction,
             repo,
-            commit: source.commit.to_ascii_lowercase(),
+            commit,
             mutation,
             tests_dir,
             tests_digest,
@@ -601,8 +594,29 @@ impl Task {
             pass_threshold,
             image,
             image_workdir,
+            solution_env,
+            requirements,
             file,
         })
+    }
+
+    /// True for an image-only task: no `[source]`, its workspace is the image's working
+    /// folder.
+    pub fn image_only(&self) -> bool {
+        self.repo.is_none()
+    }
+
+    /// Refuses a runtime the task cannot run under: an image-only task needs `container`
+    /// (its workspace is in its image). The error names the task and the fix.
+    pub fn check_runtime(&self, container: bool) -> Result<(), String> {
+        if self.image_only() && !container {
+            return Err(format!(
+                "task `{}` has no [source]: its workspace is the working folder of its image ({}), which only the `container` runtime runs; fix: plan it with `runtime: container` (`--runtime container`), or leave it out of this run's tasks",
+                self.release.id,
+                self.image.as_ref().map_or_else(String::new, ToString::to_string)
+            ));
+        }
+        Ok(())
     }
 
     /// The image reference pinned to `digest` (a plan resolved the tag); refused when the
@@ -625,6 +639,51 @@ impl Task {
             }
         }
     }
+}
+
+/// `[source]`, checked: where the repository is and the pinned commit (lowercase).
+fn git_source(
+    toml_path: &Path,
+    source: &SourceSection,
+    tasks_root: &Path,
+) -> Result<(RepoLocation, String), TaskError> {
+    let repo = parse_repo(&source.repo, tasks_root).map_err(|p| {
+        TaskError::field(
+            toml_path,
+            "source.repo",
+            format!("`{}` {p}", source.repo),
+            "use an https:// or ssh:// URL, file://, or a path relative to the tasks root",
+        )
+    })?;
+    if !is_full_commit_hash(&source.commit) {
+        return Err(TaskError::field(
+                toml_path,
+                "source.commit",
+                format!(
+                    "`{}` is not a full commit hash (branch names and short hashes are refused: they move or are ambiguous)",
+                    crate::limits::elide(&source.commit)
+                ),
+                "pin the full 40-character hash, e.g. from `git rev-parse HEAD`",
+            ));
+    }
+    if let Some(len) = hash::hex_len(&repo) {
+        if source.commit.len() != len {
+            return Err(TaskError::field(
+                toml_path,
+                "source.commit",
+                format!(
+                    "`{}` has {} hex digits but the repository `{}` uses {} ({} object ids)",
+                    crate::limits::elide(&source.commit),
+                    source.commit.len(),
+                    crate::limits::elide(&source.repo),
+                    len,
+                    if len == 40 { "sha1" } else { "sha256" }
+                ),
+                "pin a commit of that repository, e.g. from `git rev-parse HEAD` in it",
+            ));
+        }
+    }
+    Ok((repo, source.commit.to_ascii_lowercase()))
 }
 
 fn check_timeout(file: &Path, field: &str, v: Option<f64>, default: f64) -> Result<f64, TaskError> {
@@ -764,6 +823,7 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
 mod environment;
 pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS};
 mod hash;
+pub mod requirements;
 mod write_image;
 pub use write_image::set_image;
 mod links;

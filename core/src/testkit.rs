@@ -67,6 +67,7 @@ pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
         image: None,
         agent_timeout_sec: 600.0,
         verifier_timeout_sec: 300.0,
+        requires: Default::default(),
         metadata: BTreeMap::new(),
     }
 }

@@ -241,11 +241,13 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry::Registry::start();
     let (_, digest) = corpus(tmp.path(), &reg);
+    // And the Terminal-Bench-layout task, as it is (no [source]; its own image).
+    let tb_pinned = tb_corpus(tmp.path(), &reg);
     let m = tmp.path().join("experiment.yaml");
     std::fs::write(
         &m,
         format!(
-            "experiment: images\ntasks:\n  ids: [{}]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nexecution:\n  runtime: container\n",
+            "experiment: images\ntasks:\n  ids: [{}, {TB}]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nexecution:\n  runtime: container\n",
             TASKS.join(", ")
         ),
     )
@@ -265,8 +267,8 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));
     let a = &v["accounting"];
-    // Two trials a task, the Harbor-layout task among them.
-    let n = TASKS.len();
+    // Two trials a task, the Harbor-layout tasks among them.
+    let n = TASKS.len() + 1;
     assert_eq!(a["planned"], 2 * n, "{v}");
     assert_eq!(a["counts"]["succeeded"], n, "{v}");
     let by = &v["summary"]["by_agent"];
@@ -278,21 +280,31 @@ fn a_container_sweep_pins_the_tag_in_its_plan_and_runs_that_digest() {
     let plans = walk_files(&tmp.path().join("runs"), "plan");
     assert!(!plans.is_empty());
     let mut seen = 0;
+    let mut tb_seen = 0;
     for p in plans {
         let text = std::fs::read_to_string(&p).unwrap_or_default();
         seen += text.matches(&pinned).count();
+        tb_seen += text.matches(&tb_pinned).count();
         assert!(
             !text.contains("akbench/base:bookworm"),
             "{}: the tag is in the plan",
             p.display()
         );
     }
-    assert!(seen >= 2 * n, "the plan names the digest for every trial");
+    assert!(
+        seen >= 2 * (n - 1) && tb_seen >= 2,
+        "the plan names the digest for every trial"
+    );
     let records = walk_files(&tmp.path().join("out"), "run_record.json");
     assert_eq!(records.len(), 2 * n);
     for r in records {
         let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
-        assert_eq!(rec["task"]["image"], pinned.as_str(), "{}", r.display());
+        let want = if rec["task"]["release"]["id"] == TB {
+            &tb_pinned
+        } else {
+            &pinned
+        };
+        assert_eq!(rec["task"]["image"], want.as_str(), "{}", r.display());
         assert_eq!(rec["options"]["runtime"], "container");
     }
 }
@@ -419,5 +431,209 @@ fn image_build_pushes_the_harbor_tasks_dockerfile_and_the_task_runs_in_that_imag
         format!("{HARBOR}\n"),
         "{}",
         marker.display()
+    );
+}
+
+/// The Terminal-Bench-layout example (no `[source]`: the workspace is its image's /app).
+const TB: &str = "tb-wordfreq-001";
+
+/// A copy of the Terminal-Bench-layout example under `tmp/tasks`, its registry address
+/// rewritten to `reg`, and its image pushed there as its Dockerfile describes it (the base
+/// image, then a layer with environment/wordfreq.py at /app, working folder /app): the
+/// pinned reference.
+fn tb_corpus(tmp: &Path, reg: &registry::Registry) -> String {
+    let src = examples().join("tasks").join(TB);
+    let program = std::fs::read_to_string(src.join("environment/wordfreq.py")).unwrap();
+    let app = registry::layer(tmp, "app", &[("app/wordfreq.py", &program)], "gzip");
+    let digest = reg.push(
+        &format!("akbench/{TB}:1.0"),
+        &[(&registry::base_tar(), "tar"), (&app, "gzip")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        Some("/app"),
+        None,
+    );
+    let tasks = tmp.join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(tasks.join(TB))
+        .status()
+        .unwrap()
+        .success());
+    for f in ["task.toml", "environment/Dockerfile"] {
+        let p = tasks.join(TB).join(f);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains("127.0.0.1:5000/akbench/"), "{f}: {text}");
+        std::fs::write(&p, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+    }
+    format!("{}/akbench/{TB}@{digest}", reg.addr)
+}
+
+/// `akbench task check DIR --runtime container --json` with its own cache folder.
+fn task_check(dir: &Path, cache: &Path, reg: &registry::Registry) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["task", "check"])
+        .arg(dir)
+        .args(["--runtime", "container", "--json", "--cache"])
+        .arg(cache)
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
+    const TEST: &str = "a_terminal_bench_task_without_source_runs_in_its_image_as_it_is";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    let pinned = tb_corpus(tmp.path(), &reg);
+    // The oracle (solve.sh copying from /solution) solves it; `fail` does not. Grading runs
+    // the task's test.sh as written: pytest on /tests/test_outputs.py in /app.
+    for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
+        let (code, stdout, stderr) = akbench(
+            &[
+                "run",
+                "single",
+                TB,
+                "--agent",
+                agent,
+                "--runtime",
+                "container",
+                "--json",
+            ],
+            tmp.path(),
+            &reg,
+        );
+        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        assert_eq!(code, want_code, "{agent}: {stdout}{stderr}");
+        assert_eq!(v["ok"], want_ok, "{agent}: {v}");
+        assert_eq!(v["state"], "completed", "{agent}: {v}");
+        let record: Value =
+            serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
+        // Its start is the image (pinned by digest), not a repository and commit.
+        assert_eq!(record["task"]["image"], pinned.as_str(), "{record}");
+        assert_eq!(record["task"]["commit"], "", "{record}");
+        assert_eq!(record["task"]["repo"], "", "{record}");
+        let base = record["attempts"][0]["workspace"]["base_commit"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            base.len() == 40 && base.chars().all(|c| c.is_ascii_hexdigit()),
+            "the baseline commit made from /app: {record}"
+        );
+    }
+    // Executed, then graded later (`run evaluate`): the grading rebuilds the workspace from
+    // the image's /app plus the recorded diff, in the same image.
+    let (code, stdout, stderr) = akbench(
+        &[
+            "run",
+            "execute",
+            TB,
+            "--agent",
+            "oracle",
+            "--runtime",
+            "container",
+            "--json",
+        ],
+        tmp.path(),
+        &reg,
+    );
+    let exec: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(exec["state"], "not_graded", "{exec}");
+    let run_dir = PathBuf::from(exec["record"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "evaluate"])
+        .arg(&run_dir)
+        .args(["--copy", "--json", "--tasks-root"])
+        .arg(tmp.path().join("tasks"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .output()
+        .unwrap();
+    let later: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{later} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(later["ok"], true, "{later}");
+    // The Harbor requirements (cpus 1, memory_mb 1024, storage_mb 1024) fit a plan's
+    // defaults; a sandbox run is refused before anything runs, naming the task and the fix.
+    let (code, _, stderr) = akbench(
+        &[
+            "run",
+            "single",
+            TB,
+            "--agent",
+            "oracle",
+            "--runtime",
+            "sandbox",
+        ],
+        tmp.path(),
+        &reg,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("task `{TB}` has no [source]"))
+            && stderr.contains("--runtime container"),
+        "{stderr}"
+    );
+    // task check: the reference solves, the image's /app unchanged does not.
+    let dir = tmp.path().join("tasks").join(TB);
+    let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 0, "{check} {stderr}");
+    assert_eq!(check["valid"], true, "{check}");
+    assert_eq!(check["reference"], "solved", "{check}");
+    assert_eq!(check["baseline"], "not_solved", "{check}");
+    assert_eq!(check["image"], pinned.as_str(), "{check}");
+}
+
+#[test]
+fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
+    const TEST: &str = "what_a_solution_changes_outside_the_working_folder_does_not_reach_grading";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    tb_corpus(tmp.path(), &reg);
+    // A reference solution that only works through state outside /app: the fixed program
+    // installed in /usr/local/lib, /app's program a stub that runs it. In the agent's
+    // container that works; the grader's fresh container over the same image has no
+    // /usr/local/lib/wordfreq.py, so the task is not valid.
+    let dir = tmp.path().join("tasks").join(TB);
+    std::fs::write(
+        dir.join("solution/solve.sh"),
+        "#!/usr/bin/env bash\nset -euo pipefail\ncp /solution/wordfreq.py /usr/local/lib/wordfreq.py\n\
+         printf 'import runpy\\nrunpy.run_path(\"/usr/local/lib/wordfreq.py\", run_name=\"__main__\")\\n' > /app/wordfreq.py\n\
+         cd /app && printf 'a A b\\n' > /tmp/t.txt && test \"$(python3 wordfreq.py /tmp/t.txt 1)\" = 'a 2'\n",
+    )
+    .unwrap();
+    let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 1, "{check} {stderr}");
+    assert_eq!(check["valid"], false, "{check}");
+    assert_eq!(check["reference"], "not_solved", "{check}");
+    // solve.sh ran to its end (its own last line checks the stub works there): it is the
+    // grading of its result that fails.
+    let problems = check["problems"].to_string();
+    assert!(
+        !problems.contains("solve.sh exited") && !problems.contains("did not finish"),
+        "{check}"
     );
 }

@@ -50,6 +50,7 @@ fn once(dir: &Path, kind: RuntimeKind, image: Option<&Image>, i: usize) -> Durat
         container: image.map(|i| View {
             image: i.clone(),
             mounts: Vec::new(),
+            ro_mounts: Vec::new(),
             tools: Vec::new(),
         }),
     };

@@ -17,6 +17,7 @@
 
 use crate::git::{git_at, run, run_text, run_with_input, GitError};
 use crate::mirror::{MirrorCache, MirrorError};
+use crate::runtime::container::Image;
 use akbench_core::task::Task;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,15 @@ pub enum BaselineError {
         mirror: PathBuf,
         /// The commit.
         commit: String,
+    },
+    /// An image-only task's baseline was asked for without its image, or the image's working
+    /// folder cannot be read (the run is refused: the task needs `runtime: container`).
+    #[error("failed to make the baseline of task `{task}`: {problem}")]
+    Image {
+        /// The task.
+        task: String,
+        /// What is wrong, with the fix.
+        problem: String,
     },
     /// The task's mutation does not apply to its pinned commit (the task is broken).
     #[error("failed to apply the mutation {} to commit {commit}: {detail}; fix the task's mutation.patch so that `git apply` accepts it on the pinned commit", patch.display())]
@@ -103,7 +113,9 @@ pub(crate) fn init_repo(dir: &Path, head: &str, config: &str) -> std::io::Result
 pub fn key(task: &Task, apply_mutation: bool) -> String {
     let mut h = Sha256::new();
     h.update(b"akbench-baseline-v1\0");
-    h.update(task.repo.as_git_arg().as_bytes());
+    if let Some(repo) = &task.repo {
+        h.update(repo.as_git_arg().as_bytes());
+    }
     h.update(b"\0");
     h.update(task.commit.as_bytes());
     h.update(b"\0");
@@ -121,35 +133,59 @@ impl MirrorCache {
     }
 
     /// The baseline of `task` (with its mutation when `apply_mutation`), built on first use.
+    /// An image-only task's baseline needs its image: [`MirrorCache::baseline_in`].
     pub fn baseline(&self, task: &Task, apply_mutation: bool) -> Result<Baseline, BaselineError> {
-        let root = self.baselines_root();
-        let dir = root.join(key(task, apply_mutation));
-        if let Some(b) = read_built(&dir) {
-            return Ok(b);
-        }
-        std::fs::create_dir_all(&root).map_err(io(&root))?;
-        let _lock = self.lock(&dir)?;
-        if let Some(b) = read_built(&dir) {
-            return Ok(b);
-        }
-        let mirror = {
-            let mirror = self.path_for(&task.repo);
-            let lock = self.lock(&mirror)?;
-            self.ensure(&task.repo, &task.commit, &lock)?
+        self.baseline_in(task, apply_mutation, None)
+    }
+
+    /// The baseline of `task`: from its pinned commit (with its mutation when
+    /// `apply_mutation`), or, for an image-only task, from the working folder of `image`
+    /// (the image it runs in, unpacked), built on first use.
+    pub fn baseline_in(
+        &self,
+        task: &Task,
+        apply_mutation: bool,
+        image: Option<&Image>,
+    ) -> Result<Baseline, BaselineError> {
+        let Some(repo) = &task.repo else {
+            return self.image_baseline(task, image);
         };
+        let dir = self.baselines_root().join(key(task, apply_mutation));
+        self.cached(&dir, |tmp| {
+            let mirror = {
+                let mirror = self.path_for(repo);
+                let lock = self.lock(&mirror)?;
+                self.ensure(repo, &task.commit, &lock)?
+            };
+            build(&mirror, task, apply_mutation, tmp)
+        })
+    }
+
+    /// The baseline kept at `dir`, made by `make` (into a temporary folder, renamed into
+    /// place) under `dir`'s lock when it is not there yet.
+    fn cached(
+        &self,
+        dir: &Path,
+        make: impl FnOnce(&Path) -> Result<(), BaselineError>,
+    ) -> Result<Baseline, BaselineError> {
+        if let Some(b) = read_built(dir) {
+            return Ok(b);
+        }
+        let root = self.baselines_root();
+        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        let _lock = self.lock(dir)?;
+        if let Some(b) = read_built(dir) {
+            return Ok(b);
+        }
         let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        let built = build(&mirror, task, apply_mutation, &tmp);
-        let built = built.and_then(|meta| {
-            std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
-            Ok(meta)
-        });
+        let built = make(&tmp).and_then(|()| std::fs::rename(&tmp, dir).map_err(io(dir)));
         if built.is_err() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
         built?;
-        read_built(&dir).ok_or_else(|| BaselineError::Io {
-            path: dir.clone(),
+        read_built(dir).ok_or_else(|| BaselineError::Io {
+            path: dir.to_path_buf(),
             source: std::io::Error::other("the baseline just built cannot be read"),
         })
     }
@@ -211,6 +247,18 @@ fn build(
             detail: e.detail,
         })?;
     }
+    seal(tmp, &scratch, &index, &on_build)
+}
+
+/// Commits the index `index` of the build repository `scratch` (git run by `on_build`) as
+/// the parentless "task baseline" commit and writes `tmp/repo` (exactly its objects, each
+/// hashed by `index-pack`) and `tmp/meta`; removes the build repository and the index.
+fn seal(
+    tmp: &Path,
+    scratch: &Path,
+    index: &Path,
+    on_build: &dyn Fn() -> std::process::Command,
+) -> Result<(), BaselineError> {
     let mut c = on_build();
     c.arg("write-tree");
     let tree = run_text(c)?;
@@ -242,10 +290,10 @@ fn build(
         &commit,
     ]);
     run(c)?;
-    for p in [&pack, &index] {
+    for p in [pack.as_path(), index] {
         std::fs::remove_file(p).map_err(io(p))?;
     }
-    std::fs::remove_dir_all(&scratch).map_err(io(&scratch))?;
+    std::fs::remove_dir_all(scratch).map_err(io(scratch))?;
     let meta = tmp.join("meta");
     std::fs::write(&meta, format!("{commit} {tree}\n")).map_err(io(&meta))
 }
@@ -281,3 +329,5 @@ fn copy_files(from: &Path, dest: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+mod image;

@@ -427,6 +427,8 @@ fn run_once(
         container: place.image.map(|i| crate::runtime::container::View {
             image: i.clone(),
             mounts: vec![(verifier.clone(), "/logs/verifier".into())],
+            // Harbor's place of the tests, as its test.sh files name it.
+            ro_mounts: vec![(tests.clone(), "/tests".into())],
             tools: Vec::new(),
         }),
     };

@@ -340,7 +340,9 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
             .file
             .source
             .as_ref()
-            .map_or_else(|| task.repo.as_git_arg(), |s| s.repo.clone()),
+            .map(|s| s.repo.clone())
+            .or_else(|| task.repo.as_ref().map(|r| r.as_git_arg()))
+            .unwrap_or_default(),
         commit: task.commit.clone(),
         mutation_digest: task.mutation.as_ref().map(|(_, d)| d.clone()),
         mutation_applied: mutation_applied && task.mutation.is_some(),

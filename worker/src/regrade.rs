@@ -288,7 +288,7 @@ pub fn regrade(
             Some(p) => {
                 let baseline = orch
                     .cache
-                    .baseline(&task, record.task.mutation_applied)
+                    .baseline_in(&task, record.task.mutation_applied, image)
                     .map_err(|e| err_ws(e.to_string()))?;
                 if baseline.tree != *tree_mut {
                     return Err(err_ws(format!(
@@ -424,8 +424,9 @@ pub fn rebuild(
     mutation_applied: bool,
     work: &RecordedWork<'_>,
     scratch: &Path,
+    image: Option<&Image>,
 ) -> Result<Workspace, RebuildError> {
-    rebuild_for_grading(orch, task, mutation_applied, work, scratch).map(|(w, _)| w)
+    rebuild_for_grading(orch, task, mutation_applied, work, scratch, image).map(|(w, _)| w)
 }
 
 /// [`rebuild`], then the clean room: the changes of the diff to paths that steer the grader
@@ -437,6 +438,7 @@ pub fn rebuild_for_grading(
     mutation_applied: bool,
     work: &RecordedWork<'_>,
     scratch: &Path,
+    image: Option<&Image>,
 ) -> Result<(Workspace, Vec<String>), RebuildError> {
     let setup = |e: &dyn std::fmt::Display| RebuildError::Setup(e.to_string());
     std::fs::create_dir_all(scratch)
@@ -446,6 +448,7 @@ pub fn rebuild_for_grading(
         task,
         &scratch.join("rebuild"),
         mutation_applied,
+        image,
     )
     .map_err(|e| setup(&e))?;
     let checked = (|| {
@@ -770,8 +773,14 @@ fn fresh(orch: &Orchestrator, w: Workspace, withheld: Vec<String>) -> FreshWorks
 impl Rebuilder<'_> {
     /// The clean room: the agent's work rebuilt under `dir`, grader-steering paths withheld.
     pub fn clean_room(&self, dir: &Path) -> Result<FreshWorkspace, RebuildError> {
-        let (w, withheld) =
-            rebuild_for_grading(self.orch, self.task, self.mutation_applied, &self.work, dir)?;
+        let (w, withheld) = rebuild_for_grading(
+            self.orch,
+            self.task,
+            self.mutation_applied,
+            &self.work,
+            dir,
+            self.image,
+        )?;
         Ok(fresh(self.orch, w, withheld))
     }
 }
@@ -792,6 +801,7 @@ impl Workspaces for Rebuilder<'_> {
             self.task,
             &dir.join("ws"),
             self.mutation_applied,
+            self.image,
         )
         .map_err(|e| e.to_string())?;
         let home = w.home.clone();
@@ -827,6 +837,7 @@ pub(crate) fn run_solution(
     );
     env.insert("AKBENCH_WORKSPACE".into(), worktree.display().to_string());
     env.insert("AKBENCH_TASK_ID".into(), task.release.id.clone());
+    env.extend(task.solution_env.clone());
     let spec = crate::process::ProcessSpec {
         argv: vec![
             "bash".into(),
@@ -852,6 +863,8 @@ pub(crate) fn run_solution(
         container: image.map(|i| crate::runtime::container::View {
             image: i.clone(),
             mounts: Vec::new(),
+            // Harbor's place of the solution, as its solve.sh files name it.
+            ro_mounts: vec![(solution.to_path_buf(), "/solution".into())],
             tools: Vec::new(),
         }),
     };

@@ -46,7 +46,7 @@ pub fn run(
     let mut side = |name: &str, with_solution: bool| -> Result<Side, String> {
         let root = dir.join(name);
         let _ = std::fs::remove_dir_all(&root);
-        let ws = Workspace::create(&orch.cache, task, &root.join("work"), true)
+        let ws = Workspace::create(&orch.cache, task, &root.join("work"), true, image)
             .map_err(|e| format!("failed to make the {name} workspace: {e}"))?;
         let graded = (|| {
             if with_solution {

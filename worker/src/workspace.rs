@@ -22,6 +22,7 @@
 use crate::baseline::{copy_repo, Baseline, BaselineError};
 use crate::git::{git_at, run, run_capped, run_text, Capped, GitError};
 use crate::mirror::{MirrorCache, MirrorError};
+use crate::runtime::container::Image;
 use akbench_core::git_index;
 use akbench_core::task::Task;
 use std::path::{Path, PathBuf};
@@ -46,6 +47,10 @@ pub enum WorkspaceError {
     /// The baseline could not be built (the mirror was tampered with, or git failed).
     #[error(transparent)]
     Baseline(BaselineError),
+    /// The task cannot start here (an image-only task without its image, or its image's
+    /// working folder is not a folder): the run is refused, not retried.
+    #[error("{0}")]
+    Refused(String),
     /// The task's mutation does not apply to its pinned commit (the task is broken).
     #[error("failed to apply the mutation {} to commit {commit}: {detail}; fix the task's mutation.patch so that `git apply` accepts it on the pinned commit", patch.display())]
     MutationDoesNotApply {
@@ -72,6 +77,7 @@ impl From<BaselineError> for WorkspaceError {
                 commit,
                 detail,
             },
+            e @ BaselineError::Image { .. } => WorkspaceError::Refused(e.to_string()),
             other => WorkspaceError::Baseline(other),
         }
     }
@@ -157,14 +163,17 @@ impl Private {
 }
 
 impl Workspace {
-    /// Creates the workspace for `task` under `root` (which must not exist yet).
+    /// Creates the workspace for `task` under `root` (which must not exist yet). `image`:
+    /// the image the task runs in under `container` (an image-only task's baseline is its
+    /// working folder).
     pub fn create(
         cache: &MirrorCache,
         task: &Task,
         root: &Path,
         apply_mutation: bool,
+        image: Option<&Image>,
     ) -> Result<Workspace, WorkspaceError> {
-        let baseline = cache.baseline(task, apply_mutation)?;
+        let baseline = cache.baseline_in(task, apply_mutation, image)?;
         std::fs::create_dir_all(root).map_err(io(root))?;
         let worktree = root.join("ws");
         let home = root.join("home");
@@ -185,7 +194,12 @@ impl Workspace {
             root: root.to_path_buf(),
             worktree,
             home,
-            base_commit: task.commit.clone(),
+            // An image-only task pins no commit: its start is the baseline itself.
+            base_commit: if task.image_only() {
+                baseline.commit.clone()
+            } else {
+                task.commit.clone()
+            },
             baseline_commit: baseline.commit.clone(),
             tree_after_mutation: baseline.tree.clone(),
             mutation_applied: apply_mutation && task.mutation.is_some(),

@@ -373,3 +373,91 @@ fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
         .unwrap_err();
     assert!(e.contains("not a sha256 digest"), "{e}");
 }
+
+#[test]
+fn a_plan_refuses_a_run_that_gives_less_than_a_task_asks_and_records_what_it_asks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let toml = tasks.join("a-002/task.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str("\n[environment]\ncpus = 2\nmemory_mb = 4096\n");
+    std::fs::write(&toml, text).unwrap();
+    let with_compute = |cpus: u32, memory_mb: u64| {
+        let mut m = manifest(1);
+        m.compute.cpus = Some(cpus);
+        m.compute.memory_mb = Some(memory_mb);
+        resolve(&m, &inputs(&tasks, &agents), &clock())
+    };
+    // The defaults (1 CPU, 2048 MiB) give less than a-002 asks: both fields named.
+    let e = resolve(&manifest(1), &inputs(&tasks, &agents), &clock())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("task `a-002`")
+            && e.contains("`environment.cpus` = 2 but the run gives compute.cpus = 1")
+            && e.contains(
+                "`environment.memory_mb` = 4096 but the run gives compute.memory_mb = 2048"
+            )
+            && e.contains("nothing was written"),
+        "{e}"
+    );
+    let e = with_compute(2, 2048).unwrap_err().to_string();
+    assert!(
+        e.contains("environment.memory_mb") && !e.contains("environment.cpus"),
+        "{e}"
+    );
+    // Enough: planned, and the plan records what the task asks (nothing for the others).
+    let spec = with_compute(2, 4096).unwrap();
+    let asks: Vec<_> = spec.condition.tasks.iter().map(|t| t.requires).collect();
+    assert_eq!(asks[0], Requirements::default());
+    assert_eq!(
+        asks[1],
+        Requirements {
+            cpus: Some(2),
+            memory_mb: Some(4096),
+            storage_mb: None
+        }
+    );
+    assert!(spec.verify());
+}
+
+#[test]
+fn a_plan_refuses_an_image_only_task_outside_the_container_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let dir = tasks.join("a-004");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(
+        dir.join("task.toml"),
+        "version = \"1.0\"\n[environment]\ndocker_image = \"reg.example:5000/tb/x@sha256:0000000000000000000000000000000000000000000000000000000000000000\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("instruction.md"), "Fix it.\n").unwrap();
+    std::fs::write(dir.join("tests/test.sh"), "exit 0\n").unwrap();
+    let e = resolve(&manifest(1), &inputs(&tasks, &agents), &clock())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("task `a-004` has no [source]") && e.contains("runtime: container"),
+        "{e}"
+    );
+    // Under `container` (with the image tasks only: the others name no image).
+    let mut m = manifest(1);
+    m.execution.runtime = Some(Runtime::Container);
+    m.tasks.include = vec!["a-004".into()];
+    let spec = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    let t = spec
+        .condition
+        .tasks
+        .iter()
+        .find(|t| t.release.id == "a-004")
+        .unwrap();
+    // Its identity: the task's digest and the pinned image; no repository, no commit.
+    assert_eq!(t.source_commit, "");
+    assert_eq!(t.source_repo, "");
+    assert!(t
+        .image
+        .as_deref()
+        .unwrap()
+        .ends_with("@sha256:0000000000000000000000000000000000000000000000000000000000000000"));
+}

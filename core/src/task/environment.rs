@@ -17,9 +17,6 @@ pub enum Handling {
     Refused(&'static str),
 }
 
-const RESOURCES: &str =
-    "remove it: a run's CPUs and memory are the manifest's `compute.cpus` and `compute.memory_mb` (`akbench run single --cpus/--memory-mb` where offered), the same for every task of the run";
-
 /// Every field of `[environment]`, `[solution]` and `[verifier] environment_mode` (Harbor
 /// 0.25's task configuration) and what akbench does with it. Any other key of
 /// `[environment]` or `[solution]` is refused as unknown.
@@ -44,11 +41,17 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
         "environment.build_timeout_sec",
         Handling::Applied("the time limit of `akbench image build` (0.001 to 604800 s)"),
     ),
-    ("environment.cpus", Handling::Refused(RESOURCES)),
-    ("environment.memory_mb", Handling::Refused(RESOURCES)),
+    (
+        "environment.cpus",
+        Handling::Applied("a requirement (a whole number, at least 1): a run whose `compute.cpus` is lower is refused when it is planned; a run that gives at least that many records it in the plan"),
+    ),
+    (
+        "environment.memory_mb",
+        Handling::Applied("a requirement in MiB, as `cpus`, against the run's `compute.memory_mb`"),
+    ),
     (
         "environment.storage_mb",
-        Handling::Refused("remove it: the space an attempt may write is the worker's `disk_mb` limit (docs/agents.md), the same for every task"),
+        Handling::Applied("a requirement in MiB, as `cpus`, against the disk limit of an attempt (4096 MiB, `disk_mb` in docs/agents.md)"),
     ),
     (
         "environment.gpus",
@@ -76,7 +79,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "solution.env",
-        Handling::Refused("remove it: solve.sh gets AKBENCH_SOLUTION_DIR, AKBENCH_WORKSPACE and AKBENCH_TASK_ID; write other values into solve.sh"),
+        Handling::Applied("the environment `solution/solve.sh` gets (a table of names to strings, taken as written: `${...}` is refused), over AKBENCH_SOLUTION_DIR, AKBENCH_WORKSPACE and AKBENCH_TASK_ID; under `container` the solution is also at `/solution`"),
     ),
     (
         "verifier.environment_mode",
@@ -173,7 +176,87 @@ fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(),
                 )
             })
         }
+        ("solution.env", v) => solution_env(toml_path, v).map(|_| ()),
+        ("environment.cpus" | "environment.memory_mb" | "environment.storage_mb", v) => match v {
+            toml::Value::Integer(i) if *i >= 1 => Ok(()),
+            other => Err(TaskError::field(
+                toml_path,
+                field,
+                format!(
+                    "is {}, not a whole number of at least 1",
+                    crate::limits::elide(&other.to_string())
+                ),
+                "write a whole number such as 2, or remove it",
+            )),
+        },
         _ => Ok(()),
+    }
+}
+
+/// `[solution] env`: environment-variable names to string values, taken as written (a
+/// `${...}` that Harbor would expand from the host is refused, not passed on unexpanded).
+pub(super) fn solution_env(
+    toml_path: &Path,
+    value: &toml::Value,
+) -> Result<BTreeMap<String, String>, TaskError> {
+    let field = "solution.env";
+    let toml::Value::Table(t) = value else {
+        return Err(TaskError::field(
+            toml_path,
+            field,
+            format!("is a {}, not a table", value.type_str()),
+            "write `[solution.env]` with `NAME = \"value\"` lines",
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in t {
+        if !crate::agent::is_env_name(k) {
+            return Err(TaskError::field(
+                toml_path,
+                field,
+                format!(
+                    "`{}` is not an environment-variable name",
+                    crate::limits::elide(k)
+                ),
+                "use names of letters, digits and `_`, not starting with a digit",
+            ));
+        }
+        let toml::Value::String(s) = v else {
+            return Err(TaskError::field(
+                toml_path,
+                field,
+                format!("`{k}` is a {}, not a string", v.type_str()),
+                "quote the value",
+            ));
+        };
+        if s.contains("${") {
+            return Err(TaskError::field(
+                toml_path,
+                field,
+                format!(
+                    "`{k}` = `{}` asks for a value from the host (`${{...}}`), which akbench does not expand",
+                    crate::limits::elide(s)
+                ),
+                "write the value itself into task.toml",
+            ));
+        }
+        out.insert(k.clone(), s.clone());
+    }
+    Ok(out)
+}
+
+/// `environment.cpus`, `memory_mb` and `storage_mb` (checked by [`check_fields`]).
+pub(super) fn requirements(
+    env: &BTreeMap<String, toml::Value>,
+) -> super::requirements::Requirements {
+    let get = |k: &str| match env.get(k) {
+        Some(toml::Value::Integer(i)) if *i >= 1 => Some(*i as u64),
+        _ => None,
+    };
+    super::requirements::Requirements {
+        cpus: get("cpus"),
+        memory_mb: get("memory_mb"),
+        storage_mb: get("storage_mb"),
     }
 }
 

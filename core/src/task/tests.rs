@@ -27,7 +27,7 @@ fn loads_a_minimal_harbor_style_task() {
     assert_eq!(t.family, Family::Artefact);
     assert_eq!(
         t.repo,
-        RepoLocation::Path(tmp.path().join("repos/x.bundle"))
+        Some(RepoLocation::Path(tmp.path().join("repos/x.bundle")))
     );
     assert_eq!(t.agent_timeout_sec, DEFAULT_AGENT_TIMEOUT_SEC);
     assert!(t.reference.is_none());
@@ -45,7 +45,7 @@ fn harbor_sections_are_accepted() {
     let dir = write_task(tmp.path(), "harbor", &toml);
     let t = Task::load(&dir, tmp.path()).unwrap();
     assert_eq!(t.verifier_timeout_sec, 120.0);
-    assert!(matches!(t.repo, RepoLocation::Url(_)));
+    assert!(matches!(t.repo, Some(RepoLocation::Url(_))));
 }
 
 fn field_of(e: TaskError) -> String {
@@ -513,6 +513,21 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
                 if key == "build_timeout_sec" {
                     assert_eq!(build_timeout_sec(&t.file.environment), Some(600.0));
                 }
+                if *field == "environment.cpus" {
+                    assert_eq!(t.requirements.cpus, Some(1));
+                }
+                if *field == "environment.memory_mb" {
+                    assert_eq!(t.requirements.memory_mb, Some(2048));
+                }
+                if *field == "environment.storage_mb" {
+                    assert_eq!(t.requirements.storage_mb, Some(10240));
+                }
+                if *field == "solution.env" {
+                    assert_eq!(
+                        t.solution_env,
+                        BTreeMap::from([("A".to_string(), "1".to_string())])
+                    );
+                }
             }
             Handling::Refused(fix) => {
                 let e = got.map(|_| ()).unwrap_err();
@@ -564,6 +579,49 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
             "not a number",
         ),
         (
+            "solution",
+            "env",
+            "{ A = \"${HOST_SECRET}\" }",
+            "solution.env",
+            "does not expand",
+        ),
+        (
+            "solution",
+            "env",
+            "{ A = 1 }",
+            "solution.env",
+            "not a string",
+        ),
+        (
+            "environment",
+            "cpus",
+            "0",
+            "environment.cpus",
+            "whole number",
+        ),
+        (
+            "environment",
+            "memory_mb",
+            "1.5",
+            "environment.memory_mb",
+            "whole number",
+        ),
+        (
+            "environment",
+            "storage_mb",
+            "\"10G\"",
+            "environment.storage_mb",
+            "whole number",
+        ),
+        (
+            "solution",
+            "env",
+            "{ \"A=B\" = \"1\" }",
+            "solution.env",
+            "not an environment-variable name",
+        ),
+        ("solution", "env", "\"A=1\"", "solution.env", "not a table"),
+        (
             "verifier",
             "environment_mode",
             "\"shared\"",
@@ -606,4 +664,45 @@ fn the_harbor_field_table_is_documented() {
         };
         assert!(row.contains(kind), "{field}: {row}");
     }
+}
+
+#[test]
+fn an_image_only_task_loads_and_runs_under_container_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = "version = \"1.0\"\n[environment]\ndocker_image = \"127.0.0.1:5000/tb/wordfreq:1\"\nworkdir = \"/app\"\n";
+    let dir = write_task(tmp.path(), "img", toml);
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert!(t.image_only());
+    assert_eq!(t.repo, None);
+    assert_eq!(t.commit, "");
+    assert_eq!(t.image_workdir.as_deref(), Some("/app"));
+    assert_eq!(t.check_runtime(true), Ok(()));
+    let refused = t.check_runtime(false).unwrap_err();
+    assert!(
+        refused.contains("task `img`")
+            && refused.contains("runtime: container")
+            && refused.contains("no [source]"),
+        "{refused}"
+    );
+    // A task with a [source] runs under any runtime.
+    let dir = write_task(tmp.path(), "git", &good_toml());
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert!(!t.image_only());
+    assert_eq!(t.check_runtime(false), Ok(()));
+}
+
+#[test]
+fn an_image_only_task_takes_no_mutation_and_no_task_takes_neither_source_nor_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = "version = \"1.0\"\n[environment]\nimage = \"reg.example/x:1\"\n[mutation]\npatch = \"m.patch\"\n";
+    let dir = write_task(tmp.path(), "m", toml);
+    std::fs::write(dir.join("m.patch"), "").unwrap();
+    let err = Task::load(&dir, tmp.path()).unwrap_err();
+    assert_eq!(field_of(err.clone()), "mutation.patch", "{err}");
+    let dir = write_task(tmp.path(), "n", "version = \"1.0\"\n");
+    let err = Task::load(&dir, tmp.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("`source`") && err.contains("docker_image"),
+        "{err}"
+    );
 }

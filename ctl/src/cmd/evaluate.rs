@@ -184,7 +184,13 @@ fn precheck(run_dir: &std::path::Path, tasks_root: &std::path::Path) -> Result<(
         return Ok(());
     };
     for a in &record.attempts {
-        if let Some(base) = &a.workspace.base_commit {
+        // An image-only task pins no commit: its start is checked by the tree fingerprint.
+        if let Some(base) = a
+            .workspace
+            .base_commit
+            .as_ref()
+            .filter(|_| !task.image_only())
+        {
             if !base.eq_ignore_ascii_case(&task.commit) {
                 return Err(format!(
                     "failed to grade {}: the record's base_commit `{}` (attempt {}) is not the pinned commit {} of task {} {}; fix: the record was altered or belongs to another release: grade it against the tasks it ran with",

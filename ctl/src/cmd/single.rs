@@ -2,7 +2,7 @@
 //! orchestrator; `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
-use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
+use crate::cmd::shared::inputs::{cache_root, check_runtime, load_task, pin_task, single_compute};
 use crate::cmd::shared::records::verdict;
 use crate::exit::{self, InputError};
 use akbench_core::agent::Agent;
@@ -29,6 +29,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         "container" => akbench_core::manifest::Runtime::Container,
         _ => akbench_core::manifest::Runtime::Sandbox,
     };
+    check_runtime(&task, runtime)?;
+    let compute = single_compute(&task)?;
     if runtime == akbench_core::manifest::Runtime::Container {
         // As a plan would: the tag is resolved now, and the record names the digest.
         pin_task(&orch, &mut task)?;
@@ -59,10 +61,11 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             keep_workspace: args.keep_workspace,
             agent_timeout_sec: args.agent_timeout,
             runtime,
-            // The limits a planned run gets from a manifest that names none.
+            // The limits a planned run gets from a manifest that names none, raised to what
+            // the task asks.
             limits: Limits {
-                memory_mb: Some(akbench_core::spec::DEFAULT_MEMORY_MB),
-                cpus: Some(akbench_core::spec::DEFAULT_CPUS),
+                memory_mb: Some(compute.memory_mb),
+                cpus: Some(u32::try_from(compute.cpus).unwrap_or(u32::MAX)),
                 ..Limits::default()
             },
             ..AttemptOptions::default()

@@ -4,7 +4,7 @@
 //! `task-checks/`, reused until the task changes or `--recheck`.
 
 use crate::cli::TaskCheckArgs;
-use crate::cmd::shared::inputs::{cache_root, load_task, pin_task};
+use crate::cmd::shared::inputs::{cache_root, check_runtime, load_task, pin_task};
 use crate::cmd::shared::task_checks::{check_file, check_now, keep, read_cached};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
@@ -40,6 +40,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     };
     let cache = cache_root(args.cache.as_deref());
     let orch = Orchestrator::new(&cache, Arc::new(SystemClock));
+    check_runtime(&task, runtime)?;
     if runtime == Runtime::Container {
         pin_task(&orch, &mut task)?;
     }

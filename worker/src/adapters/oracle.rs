@@ -28,6 +28,8 @@ impl Adapter for OracleAdapter {
         let (dir, _) = ctx.task.reference.as_ref().expect("checked above");
         let mut env = common_env(ctx);
         env.insert("AKBENCH_SOLUTION_DIR".into(), dir.display().to_string());
+        // The task's `[solution] env`, as Harbor gives it to solve.sh.
+        env.extend(ctx.task.solution_env.clone());
         Ok(Launch {
             argv: vec!["bash".into(), dir.join("solve.sh").display().to_string()],
             env,

@@ -190,7 +190,7 @@ pub fn place(root: &Path, rel: &Path) -> Result<PathBuf, String> {
 
 /// `rel` resolved inside `root` (symbolic links followed, clamped at the root), as a path
 /// relative to `root`.
-fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
+pub(crate) fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
     let mut out = PathBuf::new();
     let mut hops = 0;
     let mut pending: Vec<std::ffi::OsString> = rel

@@ -327,7 +327,7 @@ fn drive(
     // The `container` runtime's image is held in use until the attempt ends.
     let image = configuring_runtime(r, req, &checked.endpoints, cancel)?;
     let image = image.as_ref().map(|(_, i)| i);
-    let paths = creating_workspace(r, req, &work, ws_slot, cancel)?;
+    let paths = creating_workspace(r, req, &work, ws_slot, image, cancel)?;
     let started = starting_agent(r, req, cancel, checked, image, &paths)?;
     let agent_event = executing(r, req, cancel, started)?;
     let ws = ws_slot.as_ref().expect("workspace exists from here on");

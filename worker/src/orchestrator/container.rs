@@ -45,8 +45,15 @@ pub(super) fn image(
 }
 
 /// The agent's view: the image, `/logs/agent` and `/logs/artifacts` (kept with the
-/// attempt's artifacts, under `logs/`), and the worker's agent CLIs found on `host_path`.
-pub(super) fn agent_view(image: &Image, artifacts: &Path, host_path: &str) -> Result<View, String> {
+/// attempt's artifacts, under `logs/`), the worker's agent CLIs found on `host_path`, and
+/// `solution` (the task's reference solution, given only to an agent granted it: the
+/// oracle) read-only at Harbor's `/solution`.
+pub(super) fn agent_view(
+    image: &Image,
+    artifacts: &Path,
+    host_path: &str,
+    solution: Option<&Path>,
+) -> Result<View, String> {
     let mut mounts = Vec::new();
     for name in ["agent", "artifacts"] {
         let host = artifacts.join("logs").join(name);
@@ -57,6 +64,9 @@ pub(super) fn agent_view(image: &Image, artifacts: &Path, host_path: &str) -> Re
     Ok(View {
         image: image.clone(),
         mounts,
+        ro_mounts: solution
+            .map(|s| vec![(s.to_path_buf(), "/solution".to_string())])
+            .unwrap_or_default(),
         tools: agent_tools(host_path),
     })
 }

@@ -49,6 +49,9 @@ pub struct View {
     pub image: Image,
     /// Host folders bound read-write at paths inside (`/logs/agent`, `/logs/verifier`...).
     pub mounts: Vec<(PathBuf, String)>,
+    /// Host folders bound read-only at paths inside: Harbor's `/tests` (grading) and
+    /// `/solution` (the reference solution's runs).
+    pub ro_mounts: Vec<(PathBuf, String)>,
     /// Read-only host folders with agent CLIs the image may lack, bound at their host paths
     /// (their `bin/` appended to `PATH`).
     pub tools: Vec<PathBuf>,
@@ -304,6 +307,9 @@ pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
     for (host, inside) in &view.mounts {
         a.extend(["--bind".into(), s(host), inside.clone()]);
     }
+    for (host, inside) in &view.ro_mounts {
+        a.extend(["--ro-bind".into(), s(host), inside.clone()]);
+    }
     let mut tool_plan = plan.clone();
     tool_plan.toolchain = view.tools.clone();
     for d in bwrap::made_folders(&tool_plan) {
@@ -370,6 +376,7 @@ mod tests {
                 user: (0, 0),
             },
             mounts: vec![("/w/art/logs/agent".into(), "/logs/agent".into())],
+            ro_mounts: vec![("/w/eval/tests".into(), "/tests".into())],
             tools: vec![],
         };
         let a = args(&plan, &view, Path::new("/w/work/1/root"));
@@ -386,6 +393,8 @@ mod tests {
         assert!(has(&a, &["--bind", "/w/work/1/root", "/"]));
         assert!(has(&a, &["--bind", "/w/work/1/worktree", "/app"]));
         assert!(has(&a, &["--bind", "/w/art/logs/agent", "/logs/agent"]));
+        // Harbor's /tests (or /solution): bound read-only, after the workspace.
+        assert!(has(&a, &["--ro-bind", "/w/eval/tests", "/tests"]));
         // The image's user inside a user namespace, no capability, no host program.
         assert!(has(
             &a,

@@ -57,7 +57,7 @@ impl Default for Limits {
             memory_mb: None,
             cpus: None,
             pids: 1024,
-            disk_mb: 4096,
+            disk_mb: akbench_core::task::requirements::DISK_MB,
             diff_mb: akbench_core::spec::DEFAULT_DIFF_MB,
         }
     }

@@ -7,6 +7,7 @@ use crate::exit::InputError;
 use akbench_core::clock::Clock;
 use akbench_core::manifest::Runtime;
 use akbench_core::spec::ResolvedRunSpec;
+use akbench_core::task::requirements::{self, Offered};
 use akbench_core::task::{self, Task};
 use akbench_worker::image::Store;
 use akbench_worker::orchestrator::Orchestrator;
@@ -51,6 +52,27 @@ fn store(orch_images: std::path::PathBuf) -> anyhow::Result<Store> {
 /// `image build`'s pushed tag), its registry settings from the environment.
 pub fn resolver() -> anyhow::Result<Store> {
     store(std::env::temp_dir().join("akbench-resolve"))
+}
+
+/// Refuses a runtime `task` cannot run under (an image-only task outside `container`),
+/// as bad input naming the task and the fix.
+pub fn check_runtime(task: &Task, runtime: Runtime) -> anyhow::Result<()> {
+    task.check_runtime(runtime == Runtime::Container)
+        .map_err(|e| InputError(e).into())
+}
+
+/// What a run of `task` alone (`run single`) gives it: the defaults of a manifest naming
+/// no compute, raised to the task's `[environment] cpus` and `memory_mb`; refused when the
+/// task asks for more disk than an attempt may write.
+pub fn single_compute(task: &Task) -> anyhow::Result<Offered> {
+    let offered = Offered {
+        cpus: u64::from(akbench_core::spec::DEFAULT_CPUS),
+        memory_mb: akbench_core::spec::DEFAULT_MEMORY_MB,
+        disk_mb: requirements::DISK_MB,
+    }
+    .raised_to(&task.requirements);
+    requirements::check(&task.release.id, &task.requirements, &offered).map_err(InputError)?;
+    Ok(offered)
 }
 
 /// Pins `task`'s image to the digest its tag names now (kept when already pinned).

@@ -173,18 +173,27 @@ pub(super) fn creating_workspace(
     req: &AttemptRequest<'_>,
     work: &Path,
     ws_slot: &mut Option<Workspace>,
+    image: Option<&Image>,
     cancel: &CancelToken,
 ) -> Phase<WorkspacePaths> {
     r.advance(None)?;
     // Attempt folders in block groups of their own (best effort, [`crate::spread`]).
     crate::spread::spread_children(&r.orch.work_root);
-    let ws = match Workspace::create(&r.orch.cache, req.task, work, req.options.apply_mutation) {
+    let ws = match Workspace::create(
+        &r.orch.cache,
+        req.task,
+        work,
+        req.options.apply_mutation,
+        image,
+    ) {
         Ok(w) => w,
         Err(e) => {
             // Remove whatever part was made.
             let _ = std::fs::remove_dir_all(work);
             let event = match e {
-                WorkspaceError::MutationDoesNotApply { .. } => Event::Rejected,
+                WorkspaceError::MutationDoesNotApply { .. } | WorkspaceError::Refused(_) => {
+                    Event::Rejected
+                }
                 _ => Event::InfrastructureFailed,
             };
             return r.end(event, e.to_string());
@@ -304,7 +313,19 @@ pub(super) fn starting_agent(
     let container = match image {
         None => None,
         Some(i) => {
-            match crate::orchestrator::container::agent_view(i, &req.artifacts_dir, &env_path) {
+            // The reference solution only for an agent its launch grants it (the oracle).
+            let solution = req
+                .task
+                .reference
+                .as_ref()
+                .map(|(d, _)| d.as_path())
+                .filter(|d| launch.readable.iter().any(|r| r == d));
+            match crate::orchestrator::container::agent_view(
+                i,
+                &req.artifacts_dir,
+                &env_path,
+                solution,
+            ) {
                 Ok(v) => Some(v),
                 Err(e) => return r.end(Event::InfrastructureFailed, e),
             }

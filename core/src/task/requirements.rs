@@ -1,0 +1,172 @@
+//! Harbor's `[environment] cpus`, `memory_mb` and `storage_mb` as requirements: what a task
+//! needs from the run, checked against what the run gives when it is planned (a run that
+//! gives less is refused, naming the task, the field, both values and the fix), recorded in
+//! the plan when it gives enough. akbench never gives a task more than the run's limits: a
+//! run's limits are the same for all its tasks.
+
+use serde::{Deserialize, Serialize};
+
+/// The disk limit of every attempt, in MiB (the worker's `disk_mb`: worktree, home, private
+/// /tmp and /dev/shm together); not a setting of a run yet.
+pub const DISK_MB: u64 = 4096;
+
+/// What a task asks of the run (`[environment] cpus`, `memory_mb`, `storage_mb`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requirements {
+    /// CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u64>,
+    /// Memory in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Space the task may write, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_mb: Option<u64>,
+}
+
+impl Requirements {
+    /// True when the task asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Requirements::default()
+    }
+}
+
+/// What a run gives each attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offered {
+    /// `compute.cpus`.
+    pub cpus: u64,
+    /// `compute.memory_mb`.
+    pub memory_mb: u64,
+    /// The disk limit ([`DISK_MB`]).
+    pub disk_mb: u64,
+}
+
+impl Offered {
+    /// What a run of one task without a manifest (`akbench run single`) gives: `self` (the
+    /// defaults of a manifest naming no compute), raised to what the task asks for CPUs and
+    /// memory. The disk limit is not raised.
+    pub fn raised_to(self, needs: &Requirements) -> Offered {
+        Offered {
+            cpus: self.cpus.max(needs.cpus.unwrap_or(0)),
+            memory_mb: self.memory_mb.max(needs.memory_mb.unwrap_or(0)),
+            disk_mb: self.disk_mb,
+        }
+    }
+}
+
+/// Refuses a run that gives `task` less than it asks: one line per short field, naming the
+/// task, the field, both values and the fix. `Ok`: the run gives at least what is asked.
+pub fn check(task: &str, needs: &Requirements, offered: &Offered) -> Result<(), String> {
+    let mut short = Vec::new();
+    let fix_for = |key: &str, want: u64| {
+        format!(
+            "set `compute.{key}: {want}` (or more) in the manifest, or leave the task out of this run"
+        )
+    };
+    if let Some(want) = needs.cpus.filter(|w| *w > offered.cpus) {
+        short.push(format!(
+            "task `{task}` asks for `environment.cpus` = {want} but the run gives compute.cpus = {}; fix: {}",
+            offered.cpus,
+            fix_for("cpus", want)
+        ));
+    }
+    if let Some(want) = needs.memory_mb.filter(|w| *w > offered.memory_mb) {
+        short.push(format!(
+            "task `{task}` asks for `environment.memory_mb` = {want} but the run gives compute.memory_mb = {}; fix: {}",
+            offered.memory_mb,
+            fix_for("memory_mb", want)
+        ));
+    }
+    if let Some(want) = needs.storage_mb.filter(|w| *w > offered.disk_mb) {
+        short.push(format!(
+            "task `{task}` asks for `environment.storage_mb` = {want} but an attempt may write {} MiB (the disk limit, not a setting of a run); fix: run the task with Harbor, or lower `storage_mb` if the task needs less",
+            offered.disk_mb
+        ));
+    }
+    if short.is_empty() {
+        Ok(())
+    } else {
+        Err(short.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_gives_less_than_a_task_asks_is_refused_naming_field_values_and_fix() {
+        let run = Offered {
+            cpus: 2,
+            memory_mb: 4096,
+            disk_mb: DISK_MB,
+        };
+        let r = |cpus, memory_mb, storage_mb| Requirements {
+            cpus,
+            memory_mb,
+            storage_mb,
+        };
+        // (asks, refused fields)
+        let cases: &[(Requirements, &[&str])] = &[
+            (r(None, None, None), &[]),
+            (r(Some(1), Some(1024), Some(10)), &[]),
+            // Exactly what the run gives is enough.
+            (r(Some(2), Some(4096), Some(DISK_MB)), &[]),
+            (r(Some(3), None, None), &["cpus"]),
+            (r(None, Some(4097), None), &["memory_mb"]),
+            (r(None, None, Some(DISK_MB + 1)), &["storage_mb"]),
+            (
+                r(Some(8), Some(8192), Some(10240)),
+                &["cpus", "memory_mb", "storage_mb"],
+            ),
+        ];
+        for (needs, refused) in cases {
+            {
+                let got = check("tb-x", needs, &run);
+                if refused.is_empty() {
+                    assert_eq!(got, Ok(()), "{needs:?}");
+                    continue;
+                }
+                let msg = got.unwrap_err();
+                for field in ["cpus", "memory_mb", "storage_mb"] {
+                    let named = msg.contains(&format!("`environment.{field}`"));
+                    assert_eq!(named, refused.contains(&field), "{field}: {msg}");
+                }
+                assert!(msg.contains("task `tb-x`") && msg.contains("fix:"), "{msg}");
+                if refused.contains(&"cpus") {
+                    assert!(
+                        msg.contains(&format!(
+                            "= {} but the run gives compute.cpus = 2",
+                            needs.cpus.unwrap()
+                        )),
+                        "{msg}"
+                    );
+                    let knob = format!("set `compute.cpus: {}`", needs.cpus.unwrap());
+                    assert!(msg.contains(&knob), "{msg}");
+                }
+                if refused.contains(&"memory_mb") {
+                    assert!(msg.contains("compute.memory_mb = 4096"), "{msg}");
+                }
+                if refused.contains(&"storage_mb") {
+                    assert!(msg.contains(&format!("may write {DISK_MB} MiB")), "{msg}");
+                }
+            }
+            // A run of the task alone gives it what it asks, but never more disk.
+            let single = run.raised_to(needs);
+            let got = check("tb-x", needs, &single);
+            assert_eq!(
+                got.is_err(),
+                refused.contains(&"storage_mb"),
+                "{needs:?}: {got:?}"
+            );
+            assert_eq!(single.cpus, run.cpus.max(needs.cpus.unwrap_or(0)));
+            assert_eq!(
+                single.memory_mb,
+                run.memory_mb.max(needs.memory_mb.unwrap_or(0))
+            );
+            assert_eq!(single.disk_mb, DISK_MB);
+        }
+    }
+}
