@@ -4,6 +4,7 @@
 
 use super::artifacts::{ArtifactError, ArtifactStore};
 use super::config::{ConfigError, WorkerConfig};
+use super::linger;
 use super::metrics::WorkerMetrics;
 use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
@@ -248,6 +249,8 @@ struct Entry {
     transitions: Vec<pb::Transition>,
     /// Highest seq sent on the current stream.
     sent_upto: u32,
+    /// When the oldest transition not sent yet was recorded (see [`linger`]).
+    held_since: Option<Instant>,
     record: Option<pb::RecordUpload>,
     record_sent: bool,
     finished: Option<pb::AttemptFinished>,
@@ -265,6 +268,17 @@ impl Entry {
                 || (self.transitions.is_empty()
                     && self.record.is_none()
                     && self.finished.is_none()))
+    }
+
+    /// When its unsent transitions are due ([`linger::due`]); `None` when none are held.
+    fn due(&self) -> Option<Instant> {
+        let first = self.transitions.iter().find(|t| t.seq > self.sent_upto)?;
+        let ended = !self.running;
+        Some(linger::due(
+            first.seq,
+            ended,
+            self.held_since.unwrap_or_else(Instant::now),
+        ))
     }
 
     fn resend_all(&mut self) {
@@ -378,6 +392,7 @@ impl Supervisor {
                 _ => far(),
             };
             let flush_deadline = self.flush_deadline.unwrap_or_else(far);
+            let linger_end = self.next_due();
             tokio::select! {
                 biased;
                 c = control.recv(), if control_open => match c {
@@ -389,8 +404,9 @@ impl Supervisor {
                     while let Ok(ev) = events.try_recv() {
                         self.on_event(ev);
                     }
-                    self.flush();
+                    self.flush_due();
                 }
+                _ = tokio::time::sleep_until(linger_end.unwrap_or_else(far)), if linger_end.is_some() => self.flush_due(),
                 m = next_message(&mut inbound), if inbound.is_some() => match m {
                     Ok(Some(m)) => {
                         let welcomed = self.welcomed;
@@ -709,6 +725,7 @@ impl Supervisor {
             } => {
                 if let Some(e) = self.attempts.get_mut(&attempt_id) {
                     if !e.lost {
+                        e.held_since.get_or_insert_with(Instant::now);
                         e.transitions.push(transition);
                         if !traceparent.is_empty() {
                             e.traceparent = traceparent;
@@ -749,8 +766,32 @@ impl Supervisor {
         }
     }
 
+    /// The earliest time an attempt's held transitions are due, while a session is open.
+    fn next_due(&self) -> Option<Instant> {
+        if self.tx.is_none() || !self.welcomed {
+            return None;
+        }
+        self.attempts
+            .values()
+            .filter(|e| !e.lost)
+            .filter_map(Entry::due)
+            .min()
+    }
+
+    /// Sends what is owed and due ([`linger`]): transitions held less than their linger stay
+    /// for the next call.
+    fn flush_due(&mut self) {
+        self.send_owed(Some(Instant::now()));
+    }
+
     /// Sends everything owed that was not sent on this stream yet.
     fn flush(&mut self) {
+        self.send_owed(None);
+    }
+
+    /// Sends what was not sent on this stream yet: everything, or with `now`, the
+    /// transitions of attempts whose linger is over (records and finishes always).
+    fn send_owed(&mut self, now: Option<Instant>) {
         let (Some(tx), true) = (&self.tx, self.welcomed) else {
             return;
         };
@@ -767,8 +808,13 @@ impl Supervisor {
                 .filter(|t| t.seq > e.sent_upto)
                 .cloned()
                 .collect();
-            if let Some(last) = new.last() {
+            let due = match now {
+                Some(now) => e.due().is_some_and(|d| d <= now),
+                None => true,
+            };
+            if let (Some(last), true) = (new.last(), due) {
                 e.sent_upto = last.seq;
+                e.held_since = None;
                 send(Out::Transitions(pb::TransitionBatch {
                     attempt_id: id.clone(),
                     epoch: e.epoch,
@@ -907,6 +953,7 @@ impl Supervisor {
                 lost: false,
                 transitions: Vec::new(),
                 sent_upto: 0,
+                held_since: None,
                 record: None,
                 record_sent: false,
                 finished: None,
