@@ -193,18 +193,27 @@ impl Daemon {
 
     /// Runs until drained.
     pub async fn run(self) -> Exit {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (mut s, control_rx) = self.supervisor(events_tx);
+        s.run(events_rx, control_rx).await
+    }
+
+    /// The supervisor that runs this daemon (not connected yet), and its control channel.
+    fn supervisor(
+        self,
+        events_tx: mpsc::UnboundedSender<Event>,
+    ) -> (Supervisor, mpsc::UnboundedReceiver<Control>) {
         let endpoints = self
             .endpoints
             .into_iter()
             .map(|(url, e)| (url, keep_alive(e)))
             .collect();
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
         let slots = self.config.slots as usize;
-        let mut s = Supervisor {
+        let s = Supervisor {
             config: self.config,
             ctx: self.ctx,
             endpoints,
@@ -225,7 +234,7 @@ impl Daemon {
             refusals: (Refused::Other, 0),
             fatal: None,
         };
-        s.run(events_rx, self.control_rx).await
+        (s, self.control_rx)
     }
 }
 
@@ -262,6 +271,24 @@ struct Entry {
 }
 
 impl Entry {
+    fn new(epoch: i64, cancel: CancelToken) -> Self {
+        Self {
+            epoch,
+            cancel,
+            running: true,
+            lost: false,
+            transitions: Vec::new(),
+            sent_upto: 0,
+            held_since: None,
+            record: None,
+            record_sent: false,
+            finished: None,
+            finished_sent: false,
+            retry: false,
+            traceparent: String::new(),
+        }
+    }
+
     fn settled(&self) -> bool {
         !self.running
             && (self.lost
@@ -944,24 +971,8 @@ impl Supervisor {
         }
         self.status.assignments += 1;
         let cancel = CancelToken::new();
-        self.attempts.insert(
-            a.attempt_id.clone(),
-            Entry {
-                epoch: a.epoch,
-                cancel: cancel.clone(),
-                running: true,
-                lost: false,
-                transitions: Vec::new(),
-                sent_upto: 0,
-                held_since: None,
-                record: None,
-                record_sent: false,
-                finished: None,
-                finished_sent: false,
-                retry: false,
-                traceparent: String::new(),
-            },
-        );
+        self.attempts
+            .insert(a.attempt_id.clone(), Entry::new(a.epoch, cancel.clone()));
         if self.drain.is_some() {
             self.status.not_started += 1;
             runner::end_unstarted(
@@ -1021,5 +1032,120 @@ mod backoff_tests {
                 "{current:?} {heartbeat:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod linger_tests {
+    use super::*;
+
+    fn transition(seq: u32) -> Event {
+        Event::Transition {
+            attempt_id: "a".into(),
+            transition: pb::Transition {
+                seq,
+                state: pb::AttemptState::Preparing as i32,
+                at_unix_ms: 1,
+                note: String::new(),
+            },
+            traceparent: String::new(),
+        }
+    }
+
+    /// What was sent: per message, the transition seqs of a batch, or the record's
+    /// or finish's name.
+    fn sent(rx: &mut mpsc::UnboundedReceiver<pb::WorkerMessage>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            out.push(match m.body {
+                Some(Out::Transitions(b)) => {
+                    assert_eq!((b.attempt_id.as_str(), b.epoch), ("a", 3));
+                    let seqs: Vec<String> =
+                        b.transitions.iter().map(|t| t.seq.to_string()).collect();
+                    seqs.join(",")
+                }
+                Some(Out::Record(_)) => "record".into(),
+                Some(Out::Finished(_)) => "finished".into(),
+                other => format!("{other:?}"),
+            });
+        }
+        out
+    }
+
+    fn held_since(s: &Supervisor) -> Instant {
+        s.attempts["a"].held_since.expect("transitions are held")
+    }
+
+    // Times are given, never read from the clock, so the test does not depend on how fast
+    // the machine runs it.
+    #[tokio::test]
+    async fn transitions_gather_for_the_linger_and_leave_with_the_record_unacknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let config = WorkerConfig::new(
+            "http://127.0.0.1:1".parse().unwrap(),
+            d.join("cache"),
+            d.join("out"),
+            d.into(),
+            d.into(),
+        );
+        let (events_tx, _events) = mpsc::unbounded_channel();
+        let (mut s, _control) = Daemon::new(config).unwrap().supervisor(events_tx);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        (s.tx, s.welcomed) = (Some(tx), true);
+        s.attempts
+            .insert("a".into(), Entry::new(3, CancelToken::new()));
+
+        // The first transition (the attempt started) goes at once.
+        s.on_event(transition(1));
+        s.send_owed(Some(held_since(&s)));
+        assert_eq!(sent(&mut rx), ["1"]);
+
+        // Later ones wait for the linger, then go as one batch, in order.
+        s.on_event(transition(2));
+        let t = held_since(&s);
+        s.on_event(transition(3));
+        assert_eq!(
+            held_since(&s),
+            t,
+            "the oldest held transition sets the time"
+        );
+        s.send_owed(Some(t + linger::LINGER - Duration::from_millis(1)));
+        assert_eq!(sent(&mut rx), Vec::<String>::new());
+        assert_eq!(s.next_due(), Some(t + linger::LINGER));
+        s.send_owed(Some(t + linger::LINGER));
+        assert_eq!(sent(&mut rx), ["2,3"]);
+        assert_eq!(s.next_due(), None);
+
+        // The attempt ends: what is held goes at once, before the record and the finish.
+        s.on_event(transition(4));
+        let t = held_since(&s);
+        s.send_owed(Some(t));
+        assert_eq!(sent(&mut rx), Vec::<String>::new());
+        s.on_event(Event::Done {
+            attempt_id: "a".into(),
+            record_json: "{}".into(),
+            digest: "d".into(),
+            terminal: pb::AttemptState::Completed,
+            cause: String::new(),
+            traceparent: String::new(),
+        });
+        s.send_owed(Some(t));
+        assert_eq!(sent(&mut rx), ["4", "record", "finished"]);
+
+        // Sent is not stored: every transition stays owed until acknowledged.
+        let e = &s.attempts["a"];
+        let owed: Vec<u32> = e.transitions.iter().map(|t| t.seq).collect();
+        assert_eq!(owed, [1, 2, 3, 4]);
+        assert!(e.record.is_some() && e.finished.is_some());
+        s.on_message(pb::CoordinatorMessage {
+            body: Some(In::Ack(pb::Ack {
+                attempt_id: "a".into(),
+                subject: pb::Subject::Transitions as i32,
+                seq: 3,
+            })),
+        });
+        let owed: Vec<u32> = s.attempts["a"].transitions.iter().map(|t| t.seq).collect();
+        assert_eq!(owed, [4]);
     }
 }
