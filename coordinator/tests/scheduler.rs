@@ -708,3 +708,159 @@ async fn a_record_and_its_finish_in_one_batch_give_the_graded_bucket() {
         );
     }
 }
+
+/// A worker's batch (what its session sends together: transitions gathered for the linger,
+/// then the record and the finish) is one `report` call: every transition of it is stored,
+/// in seq order, in one transaction, and a member at a stale epoch (an attempt the worker
+/// lost) is refused on its own without costing the others anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_workers_batch_is_stored_whole_in_one_transaction_and_a_stale_member_alone_refused() {
+    use akbench_coordinator::scheduler::{Report, ReportAck};
+    let (s, clock) = common::clocked().await;
+    enqueued(&s, 3, 1, &Caps::default()).await;
+    worker(&s, "w1").await;
+    // The worker loses its first attempt: its lease expires (the test moves the clock) and
+    // the reaper fences it.
+    let ttl = chrono::Duration::minutes(1);
+    let lost = s
+        .claim("w1", 1, ttl.to_std().unwrap())
+        .await
+        .unwrap()
+        .remove(0);
+    s.record_transitions(lost.attempt_id, lost.epoch, &transitions(&chain()[..3], 1))
+        .await
+        .unwrap();
+    clock.advance(ttl + chrono::Duration::seconds(1));
+    assert_eq!(s.reap(s.now()).await.unwrap().len(), 1);
+    let lost_rows =
+        |id: uuid::Uuid| format!("SELECT count(*) FROM transitions WHERE attempt_id = '{id}'");
+    let lost_before: i64 = scalar(&s, &lost_rows(lost.attempt_id)).await;
+    let got = s.claim("w1", 2, TTL).await.unwrap();
+    let (a, b) = (&got[0], &got[1]);
+    let path = chain();
+    let reports = vec![
+        Report::Transitions {
+            attempt_id: a.attempt_id,
+            epoch: a.epoch,
+            transitions: transitions(&path[..4], 1),
+        },
+        Report::Transitions {
+            attempt_id: lost.attempt_id,
+            epoch: lost.epoch,
+            transitions: transitions(&path[3..5], 4),
+        },
+        Report::Transitions {
+            attempt_id: b.attempt_id,
+            epoch: b.epoch,
+            transitions: transitions(&path[..6], 1),
+        },
+        Report::Transitions {
+            attempt_id: a.attempt_id,
+            epoch: a.epoch,
+            transitions: transitions(&path[4..], 5),
+        },
+        {
+            let (record_json, digest) = record(a.attempt_id, "batch");
+            Report::Record {
+                attempt_id: a.attempt_id,
+                epoch: a.epoch,
+                record_json,
+                digest,
+            }
+        },
+        Report::Finished {
+            attempt_id: a.attempt_id,
+            epoch: a.epoch,
+            terminal: State::NotGraded,
+            cause: String::new(),
+        },
+    ];
+    let outcomes = s.report(&reports).await;
+    assert_eq!(outcomes.len(), reports.len());
+    assert!(
+        matches!(outcomes[0], Ok(ReportAck::Transitions { last_seq: 4 })),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], Err(SchedulerError::StaleEpoch { attempt_id, .. }) if attempt_id == lost.attempt_id),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[2], Ok(ReportAck::Transitions { last_seq: 6 })),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[3], Ok(ReportAck::Transitions { last_seq: 11 })),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[4], Ok(ReportAck::Record { stored: true })),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(
+            outcomes[5],
+            Ok(ReportAck::Finished(Some(Disposition::Done(
+                State::NotGraded
+            ))))
+        ),
+        "{outcomes:?}"
+    );
+
+    // Every transition, in seq order, as sent.
+    let stored = |id: uuid::Uuid| {
+        let s = &s;
+        async move {
+            let rows = s
+                .store()
+                .client()
+                .await
+                .unwrap()
+                .query(
+                    "SELECT seq, state, xmin::text FROM transitions WHERE attempt_id = $1 ORDER BY seq",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|r| {
+                    (
+                        r.get::<_, i32>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, String>(2),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let (sa, sb) = (stored(a.attempt_id).await, stored(b.attempt_id).await);
+    let want = |n: usize| -> Vec<(i32, String)> {
+        path[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (i as i32 + 1, st.as_str().to_string()))
+            .collect()
+    };
+    let seqs = |v: &[(i32, String, String)]| -> Vec<(i32, String)> {
+        v.iter().map(|(q, st, _)| (*q, st.clone())).collect()
+    };
+    assert_eq!(seqs(&sa), want(11));
+    assert_eq!(seqs(&sb), want(6));
+    // One transaction wrote them all (one transaction id).
+    let xids: HashSet<&String> = sa.iter().chain(&sb).map(|(_, _, x)| x).collect();
+    assert_eq!(xids.len(), 1, "{xids:?}");
+    // The lost attempt's rows are as the reaper left them.
+    assert_eq!(
+        scalar::<i64>(&s, &lost_rows(lost.attempt_id)).await,
+        lost_before
+    );
+    let state: String = scalar(
+        &s,
+        &format!(
+            "SELECT state FROM attempts WHERE attempt_id = '{}'",
+            lost.attempt_id
+        ),
+    )
+    .await;
+    assert_eq!(state, "infrastructure_error");
+}

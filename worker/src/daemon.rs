@@ -20,9 +20,11 @@
 //!   daemon. A `GRADE` assignment grades the recorded attempt its work item carries without
 //!   running the agent (`daemon::grade`: the diff from the artifact store, the workspace
 //!   rebuilt and checked against the recorded fingerprints). Otherwise the attempt runs on
-//!   a blocking thread with its own [`CancelToken`](crate::process::CancelToken); every transition is sent at once as a
+//!   a blocking thread with its own [`CancelToken`](crate::process::CancelToken); its transitions are sent as
 //!   `TransitionBatch{attempt_id, epoch, [transition]}` (wire `seq` = record `seq` + 1, so
-//!   from 1). Grading follows the work item (`trial.evaluation.grade`). Artifacts go to
+//!   from 1): the first at once, later ones gathered for up to [`linger::LINGER`] (100 ms)
+//!   into one batch, and whatever is held goes at once with the record when the attempt
+//!   ends (the rule: [`linger`]). Grading follows the work item (`trial.evaluation.grade`). Artifacts go to
 //!   `<out>/<trial key>/a<n>/` (with `attempt_record.json`) and, when an artifact store is
 //!   configured, are copied to it under the same key and removed locally. Then
 //!   `RecordUpload{record_json = canonical JSON of the AttemptRecord, digest}` and
@@ -71,6 +73,7 @@ mod artifacts;
 mod cli;
 mod config;
 mod grade;
+pub mod linger;
 pub mod metrics;
 mod preflight;
 mod runner;

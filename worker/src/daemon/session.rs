@@ -4,6 +4,7 @@
 
 use super::artifacts::{ArtifactError, ArtifactStore};
 use super::config::{ConfigError, WorkerConfig};
+use super::linger;
 use super::metrics::WorkerMetrics;
 use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
@@ -192,18 +193,27 @@ impl Daemon {
 
     /// Runs until drained.
     pub async fn run(self) -> Exit {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (mut s, control_rx) = self.supervisor(events_tx);
+        s.run(events_rx, control_rx).await
+    }
+
+    /// The supervisor that runs this daemon (not connected yet), and its control channel.
+    fn supervisor(
+        self,
+        events_tx: mpsc::UnboundedSender<Event>,
+    ) -> (Supervisor, mpsc::UnboundedReceiver<Control>) {
         let endpoints = self
             .endpoints
             .into_iter()
             .map(|(url, e)| (url, keep_alive(e)))
             .collect();
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
         let slots = self.config.slots as usize;
-        let mut s = Supervisor {
+        let s = Supervisor {
             config: self.config,
             ctx: self.ctx,
             endpoints,
@@ -224,7 +234,7 @@ impl Daemon {
             refusals: (Refused::Other, 0),
             fatal: None,
         };
-        s.run(events_rx, self.control_rx).await
+        (s, self.control_rx)
     }
 }
 
@@ -248,6 +258,8 @@ struct Entry {
     transitions: Vec<pb::Transition>,
     /// Highest seq sent on the current stream.
     sent_upto: u32,
+    /// When the oldest transition not sent yet was recorded (see [`linger`]).
+    held_since: Option<Instant>,
     record: Option<pb::RecordUpload>,
     record_sent: bool,
     finished: Option<pb::AttemptFinished>,
@@ -259,12 +271,41 @@ struct Entry {
 }
 
 impl Entry {
+    fn new(epoch: i64, cancel: CancelToken) -> Self {
+        Self {
+            epoch,
+            cancel,
+            running: true,
+            lost: false,
+            transitions: Vec::new(),
+            sent_upto: 0,
+            held_since: None,
+            record: None,
+            record_sent: false,
+            finished: None,
+            finished_sent: false,
+            retry: false,
+            traceparent: String::new(),
+        }
+    }
+
     fn settled(&self) -> bool {
         !self.running
             && (self.lost
                 || (self.transitions.is_empty()
                     && self.record.is_none()
                     && self.finished.is_none()))
+    }
+
+    /// When its unsent transitions are due ([`linger::due`]); `None` when none are held.
+    fn due(&self) -> Option<Instant> {
+        let first = self.transitions.iter().find(|t| t.seq > self.sent_upto)?;
+        let ended = !self.running;
+        Some(linger::due(
+            first.seq,
+            ended,
+            self.held_since.unwrap_or_else(Instant::now),
+        ))
     }
 
     fn resend_all(&mut self) {
@@ -378,6 +419,7 @@ impl Supervisor {
                 _ => far(),
             };
             let flush_deadline = self.flush_deadline.unwrap_or_else(far);
+            let linger_end = self.next_due();
             tokio::select! {
                 biased;
                 c = control.recv(), if control_open => match c {
@@ -389,8 +431,9 @@ impl Supervisor {
                     while let Ok(ev) = events.try_recv() {
                         self.on_event(ev);
                     }
-                    self.flush();
+                    self.flush_due();
                 }
+                _ = tokio::time::sleep_until(linger_end.unwrap_or_else(far)), if linger_end.is_some() => self.flush_due(),
                 m = next_message(&mut inbound), if inbound.is_some() => match m {
                     Ok(Some(m)) => {
                         let welcomed = self.welcomed;
@@ -709,6 +752,7 @@ impl Supervisor {
             } => {
                 if let Some(e) = self.attempts.get_mut(&attempt_id) {
                     if !e.lost {
+                        e.held_since.get_or_insert_with(Instant::now);
                         e.transitions.push(transition);
                         if !traceparent.is_empty() {
                             e.traceparent = traceparent;
@@ -749,8 +793,32 @@ impl Supervisor {
         }
     }
 
+    /// The earliest time an attempt's held transitions are due, while a session is open.
+    fn next_due(&self) -> Option<Instant> {
+        if self.tx.is_none() || !self.welcomed {
+            return None;
+        }
+        self.attempts
+            .values()
+            .filter(|e| !e.lost)
+            .filter_map(Entry::due)
+            .min()
+    }
+
+    /// Sends what is owed and due ([`linger`]): transitions held less than their linger stay
+    /// for the next call.
+    fn flush_due(&mut self) {
+        self.send_owed(Some(Instant::now()));
+    }
+
     /// Sends everything owed that was not sent on this stream yet.
     fn flush(&mut self) {
+        self.send_owed(None);
+    }
+
+    /// Sends what was not sent on this stream yet: everything, or with `now`, the
+    /// transitions of attempts whose linger is over (records and finishes always).
+    fn send_owed(&mut self, now: Option<Instant>) {
         let (Some(tx), true) = (&self.tx, self.welcomed) else {
             return;
         };
@@ -767,8 +835,13 @@ impl Supervisor {
                 .filter(|t| t.seq > e.sent_upto)
                 .cloned()
                 .collect();
-            if let Some(last) = new.last() {
+            let due = match now {
+                Some(now) => e.due().is_some_and(|d| d <= now),
+                None => true,
+            };
+            if let (Some(last), true) = (new.last(), due) {
                 e.sent_upto = last.seq;
+                e.held_since = None;
                 send(Out::Transitions(pb::TransitionBatch {
                     attempt_id: id.clone(),
                     epoch: e.epoch,
@@ -898,23 +971,8 @@ impl Supervisor {
         }
         self.status.assignments += 1;
         let cancel = CancelToken::new();
-        self.attempts.insert(
-            a.attempt_id.clone(),
-            Entry {
-                epoch: a.epoch,
-                cancel: cancel.clone(),
-                running: true,
-                lost: false,
-                transitions: Vec::new(),
-                sent_upto: 0,
-                record: None,
-                record_sent: false,
-                finished: None,
-                finished_sent: false,
-                retry: false,
-                traceparent: String::new(),
-            },
-        );
+        self.attempts
+            .insert(a.attempt_id.clone(), Entry::new(a.epoch, cancel.clone()));
         if self.drain.is_some() {
             self.status.not_started += 1;
             runner::end_unstarted(
@@ -974,5 +1032,120 @@ mod backoff_tests {
                 "{current:?} {heartbeat:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod linger_tests {
+    use super::*;
+
+    fn transition(seq: u32) -> Event {
+        Event::Transition {
+            attempt_id: "a".into(),
+            transition: pb::Transition {
+                seq,
+                state: pb::AttemptState::Preparing as i32,
+                at_unix_ms: 1,
+                note: String::new(),
+            },
+            traceparent: String::new(),
+        }
+    }
+
+    /// What was sent: per message, the transition seqs of a batch, or the record's
+    /// or finish's name.
+    fn sent(rx: &mut mpsc::UnboundedReceiver<pb::WorkerMessage>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            out.push(match m.body {
+                Some(Out::Transitions(b)) => {
+                    assert_eq!((b.attempt_id.as_str(), b.epoch), ("a", 3));
+                    let seqs: Vec<String> =
+                        b.transitions.iter().map(|t| t.seq.to_string()).collect();
+                    seqs.join(",")
+                }
+                Some(Out::Record(_)) => "record".into(),
+                Some(Out::Finished(_)) => "finished".into(),
+                other => format!("{other:?}"),
+            });
+        }
+        out
+    }
+
+    fn held_since(s: &Supervisor) -> Instant {
+        s.attempts["a"].held_since.expect("transitions are held")
+    }
+
+    // Times are given, never read from the clock, so the test does not depend on how fast
+    // the machine runs it.
+    #[tokio::test]
+    async fn transitions_gather_for_the_linger_and_leave_with_the_record_unacknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let config = WorkerConfig::new(
+            "http://127.0.0.1:1".parse().unwrap(),
+            d.join("cache"),
+            d.join("out"),
+            d.into(),
+            d.into(),
+        );
+        let (events_tx, _events) = mpsc::unbounded_channel();
+        let (mut s, _control) = Daemon::new(config).unwrap().supervisor(events_tx);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        (s.tx, s.welcomed) = (Some(tx), true);
+        s.attempts
+            .insert("a".into(), Entry::new(3, CancelToken::new()));
+
+        // The first transition (the attempt started) goes at once.
+        s.on_event(transition(1));
+        s.send_owed(Some(held_since(&s)));
+        assert_eq!(sent(&mut rx), ["1"]);
+
+        // Later ones wait for the linger, then go as one batch, in order.
+        s.on_event(transition(2));
+        let t = held_since(&s);
+        s.on_event(transition(3));
+        assert_eq!(
+            held_since(&s),
+            t,
+            "the oldest held transition sets the time"
+        );
+        s.send_owed(Some(t + linger::LINGER - Duration::from_millis(1)));
+        assert_eq!(sent(&mut rx), Vec::<String>::new());
+        assert_eq!(s.next_due(), Some(t + linger::LINGER));
+        s.send_owed(Some(t + linger::LINGER));
+        assert_eq!(sent(&mut rx), ["2,3"]);
+        assert_eq!(s.next_due(), None);
+
+        // The attempt ends: what is held goes at once, before the record and the finish.
+        s.on_event(transition(4));
+        let t = held_since(&s);
+        s.send_owed(Some(t));
+        assert_eq!(sent(&mut rx), Vec::<String>::new());
+        s.on_event(Event::Done {
+            attempt_id: "a".into(),
+            record_json: "{}".into(),
+            digest: "d".into(),
+            terminal: pb::AttemptState::Completed,
+            cause: String::new(),
+            traceparent: String::new(),
+        });
+        s.send_owed(Some(t));
+        assert_eq!(sent(&mut rx), ["4", "record", "finished"]);
+
+        // Sent is not stored: every transition stays owed until acknowledged.
+        let e = &s.attempts["a"];
+        let owed: Vec<u32> = e.transitions.iter().map(|t| t.seq).collect();
+        assert_eq!(owed, [1, 2, 3, 4]);
+        assert!(e.record.is_some() && e.finished.is_some());
+        s.on_message(pb::CoordinatorMessage {
+            body: Some(In::Ack(pb::Ack {
+                attempt_id: "a".into(),
+                subject: pb::Subject::Transitions as i32,
+                seq: 3,
+            })),
+        });
+        let owed: Vec<u32> = s.attempts["a"].transitions.iter().map(|t| t.seq).collect();
+        assert_eq!(owed, [4]);
     }
 }

@@ -287,6 +287,17 @@ pub struct AttemptRow {
 /// Work items from a real spec and plan over the corpus: `reps` trials of task `answer` with
 /// agent `agent`.
 pub fn work_items(corpus: &Corpus, agent: &str, reps: u32, grade: bool) -> Vec<WorkItem> {
+    work_items_in(corpus, agent, reps, grade, "direct")
+}
+
+/// [`work_items`] run in `runtime` (`direct` or `sandbox`).
+pub fn work_items_in(
+    corpus: &Corpus,
+    agent: &str,
+    reps: u32,
+    grade: bool,
+    runtime: &str,
+) -> Vec<WorkItem> {
     let manifest = corpus
         .root()
         .join(format!("experiment-{agent}-{}.yaml", Uuid::now_v7()));
@@ -296,7 +307,7 @@ pub fn work_items(corpus: &Corpus, agent: &str, reps: u32, grade: bool) -> Vec<W
             "experiment: daemon-{agent}\ntasks:\n  root: tasks\n  include: [\"answer\"]\n\
              agents:\n  root: agents\n  conditions:\n    - descriptor: {agent}\n\
              repetitions: {reps}\ncompute:\n  cpus: 1\n  memory_mb: 512\n\
-             execution:\n  runtime: direct\n  infrastructure_retries: 0\n  candidates: 1\n\
+             execution:\n  runtime: {runtime}\n  infrastructure_retries: 0\n  candidates: 1\n\
              evaluation:\n  grade: {grade}\n  profile: default\nvisibility: private\n"
         ),
     )
