@@ -516,50 +516,65 @@ async fn chaos_check() {
     }
 }
 
-/// The trials of `run_id` that ended `infrastructure_error` because every one of their
-/// attempts (retry budget + 1) was lost to an injected worker fault: each attempt ended
-/// `infrastructure_error` and was live on its worker at the instant that worker was killed
-/// or frozen. By trial, its agent.
+/// The trials of `run_id` that ended `infrastructure_error` because the coordinator took
+/// back every one of their attempts (retry budget + 1): each attempt ended
+/// `infrastructure_error` and was live on its worker at the instant that worker was killed or
+/// frozen, or was fenced (its lease expired or was released: its worker was not heard within
+/// the TTL, e.g. across a coordinator restart on a starved machine). By trial, its agent; and
+/// how many of them had an attempt lost outside a worker fault.
 async fn spent_on_faults(
     db: &tokio_postgres::Client,
     run_id: uuid::Uuid,
     faults: &[Injected],
-) -> BTreeMap<uuid::Uuid, String> {
+) -> (BTreeMap<uuid::Uuid, String>, usize) {
     let rows = db
         .query(
             "SELECT w.trial_id, w.agent, w.retry_budget, a.worker_id, a.terminal_state, \
-             extract(epoch FROM a.started_at)::float8, extract(epoch FROM a.finished_at)::float8 \
-             FROM work_items w JOIN attempts a ON a.trial_id = w.trial_id \
+             extract(epoch FROM a.started_at)::float8, extract(epoch FROM a.finished_at)::float8, \
+             a.fenced FROM work_items w JOIN attempts a ON a.trial_id = w.trial_id \
              WHERE w.run_id = $1 AND w.outcome = 'infrastructure_error' ORDER BY a.number",
             &[&run_id],
         )
         .await
         .unwrap();
-    let mut by_trial: BTreeMap<uuid::Uuid, (String, i32, Vec<bool>)> = BTreeMap::new();
+    /// Per attempt: (taken back by the coordinator, live at a worker fault).
+    type Lost = Vec<(bool, bool)>;
+    let mut by_trial: BTreeMap<uuid::Uuid, (String, i32, Lost)> = BTreeMap::new();
     for r in &rows {
         let worker: Option<String> = r.get(3);
         let terminal: Option<String> = r.get(4);
         let (start, end): (f64, Option<f64>) = (r.get(5), r.get(6));
-        let lost = terminal.as_deref() == Some("infrastructure_error")
-            && faults.iter().any(|f| {
-                f.worker
-                    .is_some_and(|n| worker.as_deref() == Some(&format!("w{n}")))
-                    && start <= f.at
-                    && end.is_some_and(|e| f.at <= e)
-            });
+        let fenced: bool = r.get(7);
+        let at_fault = faults.iter().any(|f| {
+            f.worker
+                .is_some_and(|n| worker.as_deref() == Some(&format!("w{n}")))
+                && start <= f.at
+                && end.is_some_and(|e| f.at <= e)
+        });
+        let lost = terminal.as_deref() == Some("infrastructure_error") && (at_fault || fenced);
         by_trial
             .entry(r.get(0))
             .or_insert_with(|| (r.get(1), r.get(2), Vec::new()))
             .2
-            .push(lost);
+            .push((lost, at_fault));
     }
-    by_trial
+    let spent: Vec<_> = by_trial
         .into_iter()
         .filter(|(_, (_, budget, lost))| {
-            lost.len() as i64 == i64::from(*budget) + 1 && lost.iter().all(|l| *l)
+            lost.len() as i64 == i64::from(*budget) + 1 && lost.iter().all(|l| l.0)
         })
-        .map(|(t, (agent, _, _))| (t, agent))
-        .collect()
+        .collect();
+    let outside = spent
+        .iter()
+        .filter(|(_, (_, _, lost))| lost.iter().any(|l| !l.1))
+        .count();
+    (
+        spent
+            .into_iter()
+            .map(|(t, (agent, _, _))| (t, agent))
+            .collect(),
+        outside,
+    )
 }
 
 /// The checks after the one `run resume`: every check of [`check`] with no fault left to
@@ -664,11 +679,10 @@ async fn check(
         planned == trials as i64 && done == planned,
         format!("planned {planned} trials, {done} with a final outcome"),
     );
-    // Trials that spent their infrastructure retries on the injected faults: they end
+    // Trials that spent their infrastructure retries on lost attempts: they end
     // `infrastructure_error` (the right bucket: resumable, never an agent failure), and
-    // only when every one of their attempts (retry budget + 1) was live on a worker at the
-    // instant that worker was killed or frozen.
-    let spent = spent_on_faults(&db, run_id, faults).await;
+    // only when the coordinator took back every one of their attempts (retry budget + 1).
+    let (spent, outside_faults) = spent_on_faults(&db, run_id, faults).await;
     // A trial's accepted final outcomes: attempts with an accepted record that ended in a
     // final state (an infrastructure error is retried, never final while budget remains).
     let per_trial: Vec<(uuid::Uuid, i64)> = db
@@ -758,8 +772,11 @@ async fn check(
         ),
     );
     out.push(format!(
-        "chaos: info {} trials spent their infrastructure retries on injected faults \
-         (every attempt live on a worker when it was faulted): infrastructure_error, resumable",
+        "chaos: info {} trials spent their infrastructure retries on lost attempts (every \
+         attempt taken back by the coordinator: live on a worker when it was faulted, or its \
+         lease expired or was released): infrastructure_error, resumable; {outside_faults} of \
+         them lost an attempt outside a worker fault (its worker not heard within the TTL, \
+         e.g. across a coordinator or PostgreSQL restart)",
         spent.len()
     ));
     let mut client = chaos.control().await;
