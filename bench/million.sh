@@ -15,7 +15,7 @@
 # started trial and per finished trial.
 # usage: bench/million.sh [N]   (default 1000000; a multiple of 8 x AGENTS)
 #        env: PORT (gRPC port of `akbench up`, default 7480; its HTTP PORT+1, the replica's
-#        gRPC PORT+2 and HTTP PORT+3), AGENTS (conditions, default 10: at most 10,000
+#        gRPC PORT+2 and HTTP PORT+3), AGENTS (conditions, default 20: at most 10,000
 #        repetitions each), SLOTS (the worker's slots, default 4), STATUS_CALLS (default 40),
 #        FINISH_S (seconds to let trials finish before reconcile, default 60),
 #        AKBENCH_BIN / COORDINATOR_BIN (binaries to measure instead of building release ones)
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 n=${1:-1000000}
 port=${PORT:-7480}
-agents=${AGENTS:-10}
+agents=${AGENTS:-20}
 slots=${SLOTS:-4}
 calls=${STATUS_CALLS:-40}
 finish_s=${FINISH_S:-60}
@@ -64,6 +64,10 @@ wait_port() {
     --cache "$scratch/cache" --tasks-root "$root/examples/tasks" \
     --agents-root "$root/examples/agents" >"$scratch/up.log" 2>&1 &
 up_pid=$!
+for _ in $(seq 1500); do
+    grep -q "coordinator  http://127.0.0.1:$port" "$scratch/up.log" 2>/dev/null && break
+    sleep 0.2
+done
 wait_port "$port"
 db_port=$(sed -n 's|.*database *postgres://postgres@127.0.0.1:\([0-9]*\)/akbench.*|\1|p' "$scratch/up.log")
 export PGPASSWORD
@@ -75,7 +79,7 @@ sql() { psql -qAtX -h 127.0.0.1 -p "$db_port" -U postgres -d akbench -c "$1"; }
 co_pid=$!
 wait_port $((port + 2))
 url="http://127.0.0.1:$((port + 2))"
-kib() { sed -n "s/^$2: *\([0-9]*\) kB/\1/p" "/proc/$1/status"; }
+kib() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 # The coordinator's CPU seconds so far (utime + stime of /proc/<pid>/stat).
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 tables() {
