@@ -14,10 +14,10 @@
 //! (1), `SMALL_WEIGHT` (1), `WAIT_S` (60: how long to wait for the small run). Takes about 2 minutes at the defaults on 2 cores (most of it
 //! planning and starting the big run: 24-28 s and 56-60 s at 1,000,000 trials, load 7-14).
 
-#[path = "common/synthetic.rs"]
-mod synthetic;
 #[path = "common/bigrun.rs"]
 mod bigrun;
+#[path = "common/synthetic.rs"]
+mod synthetic;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};

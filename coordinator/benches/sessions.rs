@@ -80,12 +80,25 @@ async fn child() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     for i in first..first + count {
         let seen = Arc::clone(&seen);
-        tokio::spawn(one_session(addr, format!("s-{i}"), slots, hold, (from, until), seen));
+        tokio::spawn(one_session(
+            addr,
+            format!("s-{i}"),
+            slots,
+            hold,
+            (from, until),
+            seen,
+        ));
     }
     tokio::time::sleep_until(until.into()).await;
     let s = seen.lock().unwrap();
     let lat: Vec<String> = s.latencies_us.iter().map(u64::to_string).collect();
-    println!("{} {} {} {}", s.assigned, s.finished, s.refused, lat.join(" "));
+    println!(
+        "{} {} {} {}",
+        s.assigned,
+        s.finished,
+        s.refused,
+        lat.join(" ")
+    );
     // The sessions end with the process (as a killed worker's would).
     std::process::exit(0);
 }
