@@ -170,10 +170,10 @@ async fn one_session(
                     }
                 });
             }
-            Some(Out::Ack(a)) if a.subject == Subject::Finished as i32 => {
-                if in_window(Instant::now()) {
-                    seen.lock().unwrap().finished += 1;
-                }
+            Some(Out::Ack(a))
+                if a.subject == Subject::Finished as i32 && in_window(Instant::now()) =>
+            {
+                seen.lock().unwrap().finished += 1;
             }
             Some(Out::Refusal(r)) => {
                 seen.lock().unwrap().refused += 1;
