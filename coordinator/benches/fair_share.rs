@@ -14,6 +14,8 @@
 //! (1), `SMALL_WEIGHT` (1), `WAIT_S` (60: how long to wait for the small run). Takes about 2 minutes at the defaults on 2 cores (most of it
 //! planning and starting the big run: 24-28 s and 56-60 s at 1,000,000 trials, load 7-14).
 
+#[path = "common/bigrun.rs"]
+mod bigrun;
 #[path = "common/synthetic.rs"]
 mod synthetic;
 
@@ -23,13 +25,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use akbench_coordinator::pgcluster::PrivateCluster;
-use akbench_coordinator::scheduler::{Caps, RunAgent, Scheduler};
+use akbench_coordinator::scheduler::Scheduler;
 use akbench_coordinator::store::Store;
 use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
-use akbench_core::digest::digest_of;
-use akbench_core::dispatch::share::Share;
 use akbench_proto::v1::{coordinator_message::Body as Out, Subject};
-use serde_json::json;
+use bigrun::{agents, caps, plan};
 use synthetic::{env, messages, session};
 use tokio_stream::wrappers::TcpListenerStream;
 use uuid::Uuid;
@@ -96,77 +96,6 @@ async fn worker(
             _ => {}
         }
     }
-}
-
-/// Plans a run of `trials` no-op trials of agent "noop" in the database (spec, planned
-/// trials, a `planned` run), in one statement per table, so that planning a million trials
-/// takes seconds; returns the run and its trial ids (when `ids`).
-async fn plan(store: &Store, trials: usize, ids: bool) -> (Uuid, Vec<Uuid>) {
-    let run_id = Uuid::now_v7();
-    let key = format!("run-{run_id}");
-    let spec = json!({"run_id": run_id, "run_key": key, "kind": "bench"});
-    let client = store.client().await.unwrap();
-    client
-        .execute(
-            "INSERT INTO run_specs (run_id, run_key, digest, document) VALUES ($1, $2, $3, $4)",
-            &[&run_id, &key, &digest_of(&spec), &spec],
-        )
-        .await
-        .unwrap();
-    let n = i32::try_from(trials).unwrap();
-    let rows = client
-        .execute(
-            "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent, \
-             repetition, document) \
-             SELECT gen_random_uuid(), $1, o, 'trial-' || o, 'noop', 'noop', 0, \
-                    json_build_object('ordinal', o, 'task', 'noop', 'agent', 'noop', \
-                                      'attempt', json_build_object('infrastructure_retries', 0)) \
-             FROM generate_series(0, $2 - 1) AS o",
-            &[&run_id, &n],
-        )
-        .await
-        .unwrap();
-    let _ = rows;
-    let ids = if ids {
-        client
-            .query(
-                "SELECT trial_id FROM planned_trials WHERE run_id = $1",
-                &[&run_id],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<_, Uuid>("trial_id"))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    client
-        .execute(
-            "INSERT INTO runs (run_id, state) VALUES ($1, 'planned')",
-            &[&run_id],
-        )
-        .await
-        .unwrap();
-    (run_id, ids)
-}
-
-fn caps(weight: u32) -> Caps {
-    Caps {
-        share: Share {
-            priority: 0,
-            weight,
-        },
-        ..Caps::default()
-    }
-}
-
-fn agents() -> Vec<RunAgent> {
-    vec![RunAgent {
-        label: "noop".into(),
-        provider_route: None,
-        document: json!({"label": "noop"}),
-    }]
 }
 
 #[tokio::main(flavor = "multi_thread")]

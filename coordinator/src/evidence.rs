@@ -721,18 +721,25 @@ pub async fn ready_plan(store: &Store, run: &RunSummary) -> Result<RunPlan, Cont
         .map_err(|e| corrupt(e.to_string()))?;
     let mut plan: RunPlan = serde_json::from_str(text)
         .map_err(|e| corrupt(format!("the plan header does not parse: {e}")))?;
+    // Each trial parsed as its row arrives: the rows' text (about as large as the plan's
+    // JSON, ~850 MiB at a million trials) is never held all at once.
     let rows = client
-        .query(PLANNED_TRIAL_DOCUMENTS_SQL, &[&run.run_id])
+        .query_raw(
+            PLANNED_TRIAL_DOCUMENTS_SQL,
+            [&run.run_id as &(dyn ToSql + Sync)],
+        )
         .await
         .map_err(|e| ControlError::store("read plan")(e.into()))?;
-    let texts: Vec<&str> =
-        crate::rows::all("planned_trial_documents.sql", &rows, |r| col(r, "document"))
-            .map_err(|e| corrupt(e.to_string()))?;
-    plan.trials = texts
-        .into_iter()
-        .map(serde_json::from_str::<PlannedTrial>)
-        .collect::<Result<_, _>>()
-        .map_err(|e| corrupt(format!("a planned trial does not parse: {e}")))?;
+    let mut rows = pin!(rows);
+    plan.trials = Vec::new();
+    while let Some(row) = tokio_stream::StreamExt::next(&mut rows).await {
+        let row = row.map_err(|e| ControlError::store("read plan")(e.into()))?;
+        let text: &str = col(&row, "document").map_err(|e| corrupt(e.to_string()))?;
+        plan.trials.push(
+            serde_json::from_str::<PlannedTrial>(text)
+                .map_err(|e| corrupt(format!("a planned trial does not parse: {e}")))?,
+        );
+    }
     if sealed_plan_digest(&plan, plan.stage) != plan.digest || plan.digest != run.plan_digest {
         return Err(corrupt("the plan does not match its digest".into()));
     }

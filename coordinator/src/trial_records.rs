@@ -31,6 +31,7 @@ const TRIAL_ATTEMPTS_SQL: &str = include_str!("../sql/control/trial_attempts.sql
 struct TrialRow {
     trial_id: Uuid,
     ordinal: i32,
+    key: String,
     planned: String,
     /// `done` or `cancelled`.
     cancelled: bool,
@@ -47,6 +48,7 @@ impl FromRow for TrialRow {
         Ok(TrialRow {
             trial_id: col(row, "trial_id")?,
             ordinal: col(row, "ordinal")?,
+            key: col(row, "trial_key")?,
             planned: col(row, "planned")?,
             cancelled: match state {
                 "done" => false,
@@ -69,6 +71,7 @@ impl FromRow for TrialRow {
 struct Gathered {
     trial_id: Uuid,
     ordinal: i32,
+    key: String,
     planned: String,
     /// Cancelled (with its reason, at) before an attempt ran to an end.
     cancelled: Option<(String, DateTime<Utc>)>,
@@ -143,6 +146,7 @@ fn message(spec: &ResolvedRunSpec, g: Gathered) -> Result<pb::RunRecord, String>
         digest: digest_bytes(record_json.as_bytes()),
         record_json,
         not_exported: String::new(),
+        trial_key: g.key,
     })
 }
 
@@ -197,7 +201,7 @@ pub async fn send(
         let trial_id: Option<Uuid> = row.as_ref().map(|r| r.trial_id);
         if current.as_ref().map(|g| g.trial_id) != trial_id {
             if let Some(g) = current.take() {
-                let (id, ordinal) = (g.trial_id, g.ordinal);
+                let (id, ordinal, key) = (g.trial_id, g.ordinal, g.key.clone());
                 match message(&spec, g) {
                     Ok(m) => {
                         if tx.send(Ok(m)).await.is_err() {
@@ -211,6 +215,7 @@ pub async fn send(
                             trial_id: id.to_string(),
                             ordinal: u64::try_from(ordinal).unwrap_or(0),
                             not_exported: why,
+                            trial_key: key,
                             ..Default::default()
                         };
                         if tx.send(Ok(m)).await.is_err() {
@@ -224,6 +229,7 @@ pub async fn send(
         let g = current.get_or_insert_with(|| Gathered {
             trial_id: row.trial_id,
             ordinal: row.ordinal,
+            key: row.key.clone(),
             planned: row.planned.clone(),
             cancelled: row
                 .cancelled

@@ -908,6 +908,8 @@ async fn reconcile_and_fetch_records() {
         record.validate().unwrap();
         assert_eq!(record.trial.id.to_string(), r.trial_id);
         assert_eq!(record.run.key, spec.identity.run_key);
+        // Its key comes with it: `run records` needs no copy of the plan to name it.
+        assert_eq!(r.trial_key, t[r.ordinal as usize].key);
         if r.ordinal == 0 {
             let states: Vec<_> = record.attempts.iter().map(|a| a.state.as_str()).collect();
             assert_eq!(states, ["infrastructure_error", "completed"]);

@@ -1,4 +1,4 @@
-//! The synthetic worker the dispatch benches share (`dispatch`, `dispatch_export`,
+//! The synthetic worker the dispatch benches share (`dispatch`, `dispatch_export`, `sessions`,
 //! `fair_share`): a worker session over real gRPC and the reports of a no-op attempt (one
 //! batch of its transitions, its record, its finish), as a real worker sends them. What a
 //! bench counts or waits for stays in the bench.

@@ -1,9 +1,9 @@
 -- The finished attempts of each done or cancelled trial of a run, in plan order then attempt
--- order: the planned trial, the accepted record when it arrived, for an attempt without one
+-- order: the planned trial (its key and document), the accepted record when it arrived, for an attempt without one
 -- the transitions the coordinator stored (record numbering, from 0), and the worker that held
 -- the attempt's lease. A trial cancelled before any attempt finished has one row with NULL
 -- attempt columns. $1 run id; $2 trial ids (empty for all).
-SELECT w.trial_id, w.ordinal, p.document::text AS planned,
+SELECT w.trial_id, w.ordinal, p.key AS trial_key, p.document::text AS planned,
        w.state AS item_state, COALESCE(w.cancel_reason, 'cancelled') AS cancel_reason,
        w.updated_at AS item_updated_at,
        a.attempt_id, a.number, a.terminal_state, a.cause, a.finished_at,

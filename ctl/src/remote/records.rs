@@ -6,8 +6,9 @@
 //! Each file holds exactly the record's canonical JSON as sent (its `sha256:` digest is
 //! checked before writing), written to a temporary file in the same folder and renamed into
 //! place, so a reader never sees half a record. Trial keys (`<run key>/<task>/<agent>/r<n>`)
-//! come from the run's plan; a key with an empty, `.` or `..` component, a leading `/`, or a
-//! folder on its way that is a symlink is refused, so nothing is written outside DIR.
+//! come with each record (`trial_key`: the client never downloads the plan); a key with an
+//! empty, `.` or `..` component, a leading `/`, or a folder on its way that is a symlink is
+//! refused, so nothing is written outside DIR.
 //!
 //! With `--artifacts DIR` (the workers' artifact folder), each attempt's `trajectory.json`
 //! is copied beside its record, so the export carries what the agent did.
@@ -225,36 +226,28 @@ pub async fn export(
     out: &Path,
     trials: &[String],
 ) -> anyhow::Result<Exported> {
-    let got = c.get_run(run, true).await?;
+    // The summary only: each record names its trial key, so the plan (hundreds of MiB at a
+    // million trials) is never downloaded.
+    let got = c.get_run(run, false).await?;
     let summary = got.run.unwrap_or_default();
-    let plan: RunPlan = serde_json::from_str(&got.plan_json).map_err(|e| {
-        anyhow::anyhow!(
-            "failed to read the plan of run {} from {}: {e}",
-            summary.run_key,
-            c.url()
-        )
-    })?;
-    let keys: HashMap<String, &str> = plan
-        .trials
-        .iter()
-        .map(|t| (t.trial_id.to_string(), t.key.as_str()))
-        .collect();
-    let (written, unexported) = fetch_and_write(c, &summary, &keys, out, trials).await?;
+    let planned = usize::try_from(summary.trial_count).unwrap_or(usize::MAX);
+    let (written, unexported) = fetch_and_write(c, &summary, None, out, trials).await?;
     Ok(Exported {
         summary,
-        planned: plan.trials.len(),
+        planned,
         written,
         unexported,
     })
 }
 
 /// Fetches the records of `trials` (all when empty) of the run `summary` and writes each under
-/// `out`; `keys` maps the plan's trial ids to their keys. Returns what was written and the
-/// trials the coordinator could not export.
+/// `out`; `keys`, when given, maps the plan's trial ids to their keys (a record of a trial
+/// outside it is refused), else each record's own `trial_key` names it. Returns what was
+/// written and the trials the coordinator could not export.
 async fn fetch_and_write(
     c: &Client,
     summary: &pb::RunSummary,
-    keys: &HashMap<String, &str>,
+    keys: Option<&HashMap<String, &str>>,
     out: &Path,
     trials: &[String],
 ) -> anyhow::Result<Written> {
@@ -273,16 +266,26 @@ async fn fetch_and_write(
     let mut written = Vec::new();
     let mut unexported = Vec::new();
     while let Some(r) = stream.message().await.map_err(|s| c.error(s))? {
-        let Some(key) = keys.get(&r.trial_id) else {
-            anyhow::bail!(
-                "the coordinator at {} sent a record of trial {} that is not in the plan of run {}",
+        let key = match keys {
+            Some(keys) => match keys.get(&r.trial_id) {
+                Some(key) => key.to_string(),
+                None => anyhow::bail!(
+                    "the coordinator at {} sent a record of trial {} that is not in the plan of run {}",
+                    c.url(),
+                    r.trial_id,
+                    summary.run_key
+                ),
+            },
+            None if r.trial_key.is_empty() => anyhow::bail!(
+                "failed to export the records of run {}: the coordinator at {} sent trial {} without its key; fix: upgrade the coordinator to this akbench version",
+                summary.run_key,
                 c.url(),
-                r.trial_id,
-                summary.run_key
-            );
+                r.trial_id
+            ),
+            None => r.trial_key.clone(),
         };
         if !r.not_exported.is_empty() {
-            unexported.push((key.to_string(), r.not_exported));
+            unexported.push((key, r.not_exported));
             continue;
         }
         let digest = digest_bytes(r.record_json.as_bytes());
@@ -293,8 +296,8 @@ async fn fetch_and_write(
                 r.digest
             );
         }
-        let path = write_record(out, key, r.record_json.as_bytes())?;
-        written.push((r, key.to_string(), path));
+        let path = write_record(out, &key, r.record_json.as_bytes())?;
+        written.push((r, key, path));
     }
     Ok((written, unexported))
 }
@@ -346,7 +349,7 @@ pub async fn export_ended(
         run_id: plan.run_id.to_string(),
         ..Default::default()
     };
-    let (got, _) = fetch_and_write(c, &summary, &keys, out, &ended).await?;
+    let (got, _) = fetch_and_write(c, &summary, Some(&keys), out, &ended).await?;
     let new = got.len();
     written.extend(got.into_iter().map(|(_, key, _)| key));
     Ok(ended.len() - new)
