@@ -13,15 +13,18 @@
 //! objects are re-indexed by `git index-pack` in the final repository (which hashes every
 //! object it stores) and checked to be connected, and the pinned commit is re-hashed, so an
 //! object planted in the mirror under a false name cannot change a baseline. The mirror's
-//! lock is held only while the mirror is fetched, never while a workspace is made.
+//! lock is held while the mirror is fetched and the baseline built from it, never while a
+//! workspace is made. A baseline handed out holds its own lock shared until it is dropped,
+//! so the cache's collection ([`MirrorCache::gc`]) never removes one in use.
 
 use crate::git::{git_at, run, run_text, run_with_input, GitError};
-use crate::mirror::{MirrorCache, MirrorError};
+use crate::mirror::{MirrorCache, MirrorError, MirrorLock};
 use crate::runtime::container::Image;
 use akbench_core::task::Task;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 /// Why a baseline could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +89,9 @@ pub struct Baseline {
     pub commit: String,
     /// Its tree (the fingerprint of the starting point).
     pub tree: String,
+    /// The baseline's lock, held shared while this value (or a clone) lives: the cache's
+    /// collection never removes a baseline in use.
+    in_use: Option<Arc<MirrorLock>>,
 }
 
 impl Baseline {
@@ -152,42 +158,54 @@ impl MirrorCache {
         };
         let dir = self.baselines_root().join(key(task, apply_mutation));
         self.cached(&dir, |tmp| {
-            let mirror = {
-                let mirror = self.path_for(repo);
-                let lock = self.lock(&mirror)?;
-                self.ensure(repo, &task.commit, &lock)?
-            };
+            // The mirror's lock is held while its objects are read (the collection never
+            // removes a locked mirror).
+            let mirror = self.path_for(repo);
+            let lock = self.lock(&mirror)?;
+            let mirror = self.ensure(repo, &task.commit, &lock)?;
             build(&mirror, task, apply_mutation, tmp)
         })
     }
 
     /// The baseline kept at `dir`, made by `make` (into a temporary folder, renamed into
-    /// place) under `dir`'s lock when it is not there yet.
+    /// place) under `dir`'s lock when it is not there yet. The baseline returned holds
+    /// `dir`'s lock shared (and its use is stamped) until it is dropped.
     fn cached(
         &self,
         dir: &Path,
         make: impl FnOnce(&Path) -> Result<(), BaselineError>,
     ) -> Result<Baseline, BaselineError> {
-        if let Some(b) = read_built(dir) {
-            return Ok(b);
-        }
         let root = self.baselines_root();
         std::fs::create_dir_all(&root).map_err(io(&root))?;
-        let _lock = self.lock(dir)?;
-        if let Some(b) = read_built(dir) {
-            return Ok(b);
-        }
-        let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        let built = make(&tmp).and_then(|()| std::fs::rename(&tmp, dir).map_err(io(dir)));
-        if built.is_err() {
+        let mut make = Some(make);
+        loop {
+            let held = self.lock_entry(dir, libc::LOCK_SH)?;
+            if let Some(mut b) = read_built(dir) {
+                b.in_use = Some(Arc::new(held));
+                return Ok(b);
+            }
+            drop(held);
+            let _lock = self.lock(dir)?;
+            if read_built(dir).is_some() {
+                continue;
+            }
+            // Built by this call and collected before it could be used: not retried forever.
+            let Some(make) = make.take() else {
+                return Err(BaselineError::Io {
+                    path: dir.to_path_buf(),
+                    source: std::io::Error::other(
+                        "the baseline just built was removed before it could be used (the cache's collection or a person); run again",
+                    ),
+                });
+            };
+            let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&tmp);
+            let built = make(&tmp).and_then(|()| std::fs::rename(&tmp, dir).map_err(io(dir)));
+            if built.is_err() {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            built?;
         }
-        built?;
-        read_built(dir).ok_or_else(|| BaselineError::Io {
-            path: dir.to_path_buf(),
-            source: std::io::Error::other("the baseline just built cannot be read"),
-        })
     }
 }
 
@@ -200,6 +218,7 @@ fn read_built(dir: &Path) -> Option<Baseline> {
         repo: dir.join("repo"),
         commit,
         tree,
+        in_use: None,
     })
 }
 

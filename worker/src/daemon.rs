@@ -71,6 +71,7 @@
 
 mod artifacts;
 mod cli;
+mod collect;
 mod config;
 mod grade;
 pub mod linger;

@@ -1,7 +1,9 @@
 //! The per-host mirror cache: one bare repository per source.
 //!
 //! A mirror is fetched only when the pinned commit is missing from it; creation and fetch
-//! hold an exclusive `flock` on a lock file beside it. Attempts never use a mirror: a task
+//! hold an exclusive `flock` on a lock file beside it (whose modification time is the
+//! mirror's last use; the collection, [`MirrorCache::gc`], removes unlocked mirrors least
+//! recently used first). Attempts never use a mirror: a task
 //! release's baseline is built from its objects once ([`crate::baseline`]) and attempts copy
 //! that. Its config is rewritten to a known one before every fetch, so nothing planted in it
 //! changes what git does here; hooks are disabled by [`crate::git`].
@@ -46,7 +48,8 @@ pub struct MirrorCache {
     root: PathBuf,
 }
 
-/// An exclusive lock on one mirror; released on drop.
+/// A lock on one mirror or baseline (exclusive, or shared while an attempt uses a
+/// baseline); released on drop.
 #[derive(Debug)]
 pub struct MirrorLock {
     file: File,
@@ -78,13 +81,26 @@ impl MirrorCache {
         self.root.join(format!("{}.git", &h[..24]))
     }
 
-    /// Takes the exclusive lock of a mirror (blocking).
+    /// Takes the exclusive lock of a mirror (blocking) and marks it used now.
     pub fn lock(&self, mirror: &Path) -> Result<MirrorLock, MirrorError> {
-        std::fs::create_dir_all(&self.root).map_err(|source| MirrorError::Io {
-            path: self.root.clone(),
+        self.lock_entry(mirror, libc::LOCK_EX)
+    }
+
+    /// Takes the lock of a cache entry (a mirror, or a baseline folder) with `op`
+    /// (`LOCK_EX` or `LOCK_SH`, blocking), and marks the entry used now: the lock file's
+    /// modification time is the entry's last use, which the collection reads
+    /// ([`MirrorCache::gc`]).
+    pub(crate) fn lock_entry(
+        &self,
+        entry: &Path,
+        op: libc::c_int,
+    ) -> Result<MirrorLock, MirrorError> {
+        let parent = entry.parent().unwrap_or(&self.root);
+        std::fs::create_dir_all(parent).map_err(|source| MirrorError::Io {
+            path: parent.to_path_buf(),
             source,
         })?;
-        let lock_path = mirror.with_extension("lock");
+        let lock_path = entry.with_extension("lock");
         let file = File::options()
             .create(true)
             .truncate(false)
@@ -96,8 +112,11 @@ impl MirrorCache {
             })?;
         loop {
             // SAFETY: a valid fd owned by `file`.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
             if rc == 0 {
+                // The stamp of the last use (best effort: a stamp left old only makes the
+                // entry an earlier candidate for collection, which its lock still guards).
+                let _ = file.set_modified(std::time::SystemTime::now());
                 return Ok(MirrorLock { file });
             }
             let err = std::io::Error::last_os_error();
@@ -164,6 +183,8 @@ impl MirrorCache {
         }
     }
 }
+
+mod gc;
 
 /// True when `commit` names a commit object in `repo`.
 pub fn has_commit(repo: &Path, commit: &str) -> bool {

@@ -127,6 +127,44 @@ async fn runs_an_assignment_end_to_end_and_stores_its_artifacts() {
     assert_eq!(run.await.unwrap(), Exit::Drained);
 }
 
+/// Names of the mirrors and built baselines under a worker's cache.
+fn cached_entries(c: &Corpus) -> Vec<String> {
+    let mirrors = c.root().join("cache/mirrors");
+    [mirrors.clone(), mirrors.join("baselines")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|rd| rd.flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".git") || (n.len() == 32 && !n.contains('.')))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_collects_its_caches_after_an_attempt_and_the_next_rebuilds_them() {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let mut cfg = config(&c, &coord, "w-gc", 1);
+    // A bound of one byte: after an attempt nothing unused may stay.
+    cfg.cache_max_bytes = Some(1);
+    let (h, run) = spawn(cfg);
+    for round in ["first", "second"] {
+        let items = work_items(&c, "oracle", 1, true);
+        let (_, trials) = coord.enqueue_items(&items).await;
+        let a = coord
+            .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
+            .await;
+        assert_eq!(a.terminal.as_deref(), Some("completed"), "{round}: {a:?}");
+        // The collection runs before the record is sent: once it is stored, it is done.
+        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        if round == "first" {
+            assert_eq!(cached_entries(&c), Vec::<String>::new());
+        }
+    }
+    h.wait_for(|s| s.held.is_empty() && s.running == 0).await;
+    coord.service.drain_all("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_a_hanging_agent_and_its_whole_process_tree() {
     let coord = Coord::start(TTL).await;

@@ -1,12 +1,13 @@
-//! The bounded image cache's collection rule: least recently used first, never an image in
-//! use, until the cache fits its bound.
+//! The bounded caches' collection rule: least recently used first, never an entry in use,
+//! until the cache fits its bound. Used for the worker's images (keyed by manifest digest)
+//! and for its mirrors and baselines (keyed by their folder).
 
 use std::collections::BTreeSet;
 
-/// One unpacked image in the cache.
+/// One cache entry (an unpacked image, a mirror, a baseline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// The manifest digest (its key).
+    /// Its key (an image's manifest digest; a mirror's or baseline's folder).
     pub digest: String,
     /// Bytes on disk (its blobs and unpacked root).
     pub bytes: u64,

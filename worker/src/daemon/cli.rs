@@ -67,6 +67,11 @@ pub struct Args {
     /// Mirror cache and work folders [default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench].
     #[arg(long = "cache")]
     pub cache: Option<PathBuf>,
+    /// Bound of the caches under --cache (unpacked images, git mirrors, baselines) in GB
+    /// (10^9 bytes); 0: unbounded. Kept after attempts end (at most once a minute): least
+    /// recently used first, never one an attempt uses.
+    #[arg(long, env = "AKBENCH_CACHE_MAX_GB", default_value_t = super::config::DEFAULT_CACHE_MAX_GB)]
+    pub cache_max_gb: u64,
     /// Where attempts' artifacts are written first.
     #[arg(long = "out", default_value = "akbench-worker-out")]
     pub out: PathBuf,
@@ -166,6 +171,8 @@ impl Args {
         c.token = token;
         c.slots = self.slots;
         c.prefetch = self.prefetch;
+        c.cache_max_bytes =
+            (self.cache_max_gb > 0).then(|| self.cache_max_gb.saturating_mul(super::config::GB));
         c.labels = self.labels.into_iter().collect::<BTreeMap<_, _>>();
         c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         c.artifacts = self.artifacts;
@@ -318,6 +325,8 @@ mod tests {
             d,
             "--grace",
             "1.5",
+            "--cache-max-gb",
+            "7",
         ])
         .unwrap();
         let c = args.into_config().unwrap();
@@ -327,6 +336,7 @@ mod tests {
         assert_eq!(c.labels["gpu"], "");
         assert_eq!(c.worker_id, "w1");
         assert_eq!(c.grace, Duration::from_millis(1500));
+        assert_eq!(c.cache_max_bytes, Some(7_000_000_000));
         assert!(c.validate().is_ok());
     }
 
@@ -385,6 +395,25 @@ mod tests {
         assert_eq!(c.out_root, cwd.join("rel-out"));
         assert_eq!(c.tasks_root, cwd.join("tasks"));
         assert_eq!(c.agents_root, cwd.join("agents"));
+        // The caches are bounded unless told otherwise.
+        assert_eq!(c.cache_max_bytes, Some(50_000_000_000));
+    }
+
+    #[test]
+    fn a_cache_bound_of_zero_is_unbounded() {
+        let args = Args::try_parse_from([
+            "akbench-worker",
+            "--coordinator",
+            "http://127.0.0.1:7443",
+            "--tasks-root",
+            "t",
+            "--agents-root",
+            "a",
+            "--cache-max-gb",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(args.into_config().unwrap().cache_max_bytes, None);
     }
 
     #[test]

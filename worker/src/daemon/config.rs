@@ -6,6 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 use url::Url;
 
+/// The default bound of a worker's caches, in GB (`--cache-max-gb`).
+pub const DEFAULT_CACHE_MAX_GB: u64 = 50;
+
+/// Bytes in a GB (as `--cache-max-gb` counts them).
+pub const GB: u64 = 1_000_000_000;
+
 /// The configuration of one worker daemon.
 #[derive(Clone)]
 pub struct WorkerConfig {
@@ -29,6 +35,9 @@ pub struct WorkerConfig {
     pub labels: BTreeMap<String, String>,
     /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
     pub cache_root: PathBuf,
+    /// The bound of the caches under `cache_root` (images, mirrors, baselines) in bytes,
+    /// kept by a collection after attempts end (`None`: unbounded). Default: 50 GB.
+    pub cache_max_bytes: Option<u64>,
     /// Local folder where each attempt's artifacts are written first
     /// (`<out>/<trial key>/a<n>/`).
     pub out_root: PathBuf,
@@ -60,6 +69,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("prefetch", &self.prefetch)
             .field("labels", &self.labels)
             .field("cache_root", &self.cache_root)
+            .field("cache_max_bytes", &self.cache_max_bytes)
             .field("out_root", &self.out_root)
             .field("artifacts", &self.artifacts)
             .field("tasks_root", &self.tasks_root)
@@ -116,7 +126,8 @@ impl WorkerConfig {
         .map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
-    /// A configuration with defaults: 1 slot, no labels, `<hostname>-<pid>`, grace 60 s.
+    /// A configuration with defaults: 1 slot, no labels, `<hostname>-<pid>`, grace 60 s,
+    /// caches bounded at 50 GB.
     pub fn new(
         coordinator: Url,
         cache_root: PathBuf,
@@ -133,6 +144,7 @@ impl WorkerConfig {
             prefetch: 0,
             labels: BTreeMap::new(),
             cache_root,
+            cache_max_bytes: Some(DEFAULT_CACHE_MAX_GB * GB),
             out_root,
             artifacts: None,
             tasks_root,

@@ -55,6 +55,8 @@ pub(super) struct Context {
     pub metrics: std::sync::Arc<super::metrics::WorkerMetrics>,
     /// This worker's id (a span attribute).
     pub worker_id: String,
+    /// The caches' collection (after attempts end).
+    pub collector: super::collect::Collector,
 }
 
 /// The longest transition note sent to the coordinator, in bytes (the record keeps it whole).
@@ -191,6 +193,9 @@ pub(super) async fn run(
         "assignment finished"
     );
     ctx.metrics.ended(&record, &labels);
+    let ctx3 = ctx.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || ctx3.collector.after_attempt(&ctx3.orchestrator)).await;
     super::spans::finished(&attempt_span, &record);
     drop(attempt_span);
     done(&events, attempt_id, &record, traceparent);

@@ -164,6 +164,7 @@ impl Daemon {
             artifacts,
             metrics: Arc::new(WorkerMetrics::default()),
             worker_id: config.worker_id.clone(),
+            collector: super::collect::Collector::new(config.cache_max_bytes),
         });
         ctx.metrics.set_slots(config.slots);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
