@@ -1,6 +1,14 @@
 use super::*;
 use crate::lifecycle::State::*;
 
+/// `ms` milliseconds after a fixed instant (2026-01-01T00:00:00Z): the tables' times.
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+        + chrono::Duration::milliseconds(ms)
+}
+
 #[test]
 fn run_states_round_trip_and_end_only_when_all_enqueued() {
     for s in RunState::ALL {
@@ -214,10 +222,6 @@ fn a_rescued_trial_goes_back_to_the_worker_that_lost_it_only_when_nobody_else_ca
 
 #[test]
 fn the_reaper_spares_workers_it_still_hears() {
-    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
-    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
     let ttl = Duration::from_secs(10);
     // (stored expiry, last heard listing it, now) -> fate
     let table = [
@@ -436,10 +440,6 @@ fn run_caps_come_from_the_manifest_and_meet_candidates() {
 #[test]
 fn replicas_judge_each_other_by_their_own_previous_mark() {
     use replica::replica_alive;
-    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
-    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
     let ttl = Duration::from_secs(10);
     // (other replica's mark, judge's previous mark) -> alive
     let table = [
@@ -467,10 +467,6 @@ fn replicas_judge_each_other_by_their_own_previous_mark() {
 #[test]
 fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
     use replica::{holder, reap_across, Holder};
-    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
-    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
     let ttl = Duration::from_secs(10);
     let prev = Some(at(20_000));
     // (session: (here, its replica's mark), disconnected, judge's previous) -> holder
@@ -559,10 +555,6 @@ fn a_lease_is_decided_by_the_replica_holding_its_workers_session() {
 #[test]
 fn a_replica_is_forgotten_after_missing_ten_ttls_of_marks() {
     use replica::forgotten;
-    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
-    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
     let ttl = Duration::from_secs(10);
     // (other replica's mark, judge's previous mark) -> forgotten
     let table = [
@@ -585,10 +577,6 @@ fn a_replica_is_forgotten_after_missing_ten_ttls_of_marks() {
 #[test]
 fn a_live_replica_with_another_ttl_is_a_conflict() {
     use replica::{ttl_conflict, Marked};
-    let t0 = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
-    let at = |ms: i64| t0 + chrono::Duration::milliseconds(ms);
     let mine = Duration::from_secs(10);
     let marked = |seen: i64, ttl: Option<u64>| Marked {
         replica: format!("r{seen}"),
