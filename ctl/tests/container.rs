@@ -58,6 +58,39 @@ fn corpus(tmp: &Path, reg: &registry::Registry) -> (PathBuf, String) {
     (tasks, digest)
 }
 
+/// `akbench run single TASK --agent AGENT --runtime container --json`: checks its exit code,
+/// `ok` and `completed` state, and returns its JSON answer and the run record it wrote.
+fn single_in_container(
+    task: &str,
+    agent: &str,
+    want_code: i32,
+    want_ok: bool,
+    tmp: &Path,
+    reg: &registry::Registry,
+) -> (Value, Value) {
+    let (code, stdout, stderr) = akbench(
+        &[
+            "run",
+            "single",
+            task,
+            "--agent",
+            agent,
+            "--runtime",
+            "container",
+            "--json",
+        ],
+        tmp,
+        reg,
+    );
+    let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, want_code, "{task} {agent}: {stdout}{stderr}");
+    assert_eq!(v["ok"], want_ok, "{task} {agent}: {v}");
+    assert_eq!(v["state"], "completed", "{task} {agent}: {v}");
+    let record =
+        serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
+    (v, record)
+}
+
 fn akbench(args: &[&str], tmp: &Path, reg: &registry::Registry) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
         .args(args)
@@ -102,27 +135,8 @@ fn run_single_solves_the_image_tasks_with_the_oracle_and_not_with_fail() {
     let pinned = format!("{}/akbench/base@{digest}", reg.addr);
     for task in [TASKS[0], HARBOR] {
         for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
-            let (code, stdout, stderr) = akbench(
-                &[
-                    "run",
-                    "single",
-                    task,
-                    "--agent",
-                    agent,
-                    "--runtime",
-                    "container",
-                    "--json",
-                ],
-                tmp.path(),
-                &reg,
-            );
-            let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-            assert_eq!(code, want_code, "{task} {agent}: {stdout}{stderr}");
-            assert_eq!(v["ok"], want_ok, "{task} {agent}: {v}");
-            assert_eq!(v["state"], "completed", "{task} {agent}: {v}");
-            let record: Value =
-                serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap())
-                    .unwrap();
+            let (v, record) =
+                single_in_container(task, agent, want_code, want_ok, tmp.path(), &reg);
             assert_eq!(record["options"]["runtime"], "container");
             assert_eq!(
                 record["task"]["image"],
@@ -499,26 +513,7 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
     // The oracle (solve.sh copying from /solution) solves it; `fail` does not. Grading runs
     // the task's test.sh as written: pytest on /tests/test_outputs.py in /app.
     for (agent, want_code, want_ok) in [("oracle", 0, true), ("fail", 1, false)] {
-        let (code, stdout, stderr) = akbench(
-            &[
-                "run",
-                "single",
-                TB,
-                "--agent",
-                agent,
-                "--runtime",
-                "container",
-                "--json",
-            ],
-            tmp.path(),
-            &reg,
-        );
-        let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-        assert_eq!(code, want_code, "{agent}: {stdout}{stderr}");
-        assert_eq!(v["ok"], want_ok, "{agent}: {v}");
-        assert_eq!(v["state"], "completed", "{agent}: {v}");
-        let record: Value =
-            serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
+        let (_, record) = single_in_container(TB, agent, want_code, want_ok, tmp.path(), &reg);
         // Its start is the image (pinned by digest), not a repository and commit.
         assert_eq!(record["task"]["image"], pinned.as_str(), "{record}");
         assert_eq!(record["task"]["commit"], "", "{record}");
