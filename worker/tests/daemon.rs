@@ -154,9 +154,13 @@ async fn the_daemon_collects_its_caches_after_an_attempt_and_the_next_rebuilds_t
             .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
             .await;
         assert_eq!(a.terminal.as_deref(), Some("completed"), "{round}: {a:?}");
-        // The collection runs before the record is sent: once it is stored, it is done.
         eventually(30, "the record", || async { coord.record(a.id).await }).await;
         if round == "first" {
+            // The collection runs once the record is on its way: wait for it to end.
+            eventually(30, "the collection", || async {
+                cached_entries(&c).is_empty().then_some(())
+            })
+            .await;
             assert_eq!(cached_entries(&c), Vec::<String>::new());
         }
     }

@@ -193,12 +193,14 @@ pub(super) async fn run(
         "assignment finished"
     );
     ctx.metrics.ended(&record, &labels);
-    let ctx3 = ctx.clone();
-    let _ =
-        tokio::task::spawn_blocking(move || ctx3.collector.after_attempt(&ctx3.orchestrator)).await;
     super::spans::finished(&attempt_span, &record);
     drop(attempt_span);
     done(&events, attempt_id, &record, traceparent);
+    // The caches' collection (a walk of the caches, at most once a minute) runs after the
+    // record and finish are on their way, never between the attempt's end and its record.
+    let ctx3 = ctx.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || ctx3.collector.after_attempt(&ctx3.orchestrator)).await;
 }
 
 /// The agent and provider route of an assignment, for metric labels (empty when the work
