@@ -16,10 +16,7 @@ pub mod report;
 pub mod report_html;
 pub mod shared;
 pub mod single;
-pub mod sweep_dispatch;
-pub mod sweep_embedded;
-pub mod sweep_local;
-pub mod sweep_routes;
+pub mod sweep;
 pub mod task_check;
 pub mod trajectory;
 pub mod up;
@@ -38,8 +35,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),
         Command::Run(RunCommand::Evaluate(args)) => evaluate::run(args),
         Command::Run(RunCommand::Aggregate(args)) => aggregate::run(args),
-        Command::Sweep(args) if args.local => sweep_local::run(args),
-        Command::Sweep(args) => sweep_embedded::run(args),
+        Command::Sweep(args) if args.local => sweep::local::run(args),
+        Command::Sweep(args) => sweep::embedded::run(args),
         Command::Up(args) => up::run(args),
         Command::Certs(args) => certs::run(args),
         Command::View(args) => view::run(args, &cli.remote),

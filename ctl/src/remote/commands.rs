@@ -69,7 +69,7 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
     // first: bad input fails with exit 2 before anything is sent.
     match rc {
         RunCommand::Plan(args) => {
-            let (spec, ready, dir, checks) = cmd::plan::plan_and_store(&args)?;
+            let (spec, ready, dir, checks) = cmd::shared::planning::plan_and_store(&args)?;
             if !args.store.json {
                 eprintln!(
                     "akbench: task checks: {}",
@@ -193,7 +193,7 @@ async fn inspect(c: Client, args: InspectArgs) -> anyhow::Result<i32> {
             )
         })?)
     };
-    cmd::inspect::show(
+    cmd::shared::show::run(
         &spec,
         plan.as_ref(),
         &state_name(summary.state),
@@ -239,7 +239,7 @@ async fn diff(c: Client, args: DiffArgs) -> anyhow::Result<i32> {
         });
     }
     let (l, rt) = (r.left.unwrap_or_default(), r.right.unwrap_or_default());
-    cmd::diff::show(
+    cmd::shared::show::diff(
         (l.run_key, l.run_id),
         (rt.run_key, rt.run_id),
         &SpecDiff { changes },

@@ -135,7 +135,7 @@ fn report(
         println!("run      {}", run.run_key);
         println!("uuid     {}", run.run_id);
         println!("stored   {} (local copy)", dir.display());
-        cmd::plan::print_summary(spec, ready);
+        cmd::shared::show::plan_summary(spec, ready);
         println!(
             "state    {} ({})",
             state_name(run.state),

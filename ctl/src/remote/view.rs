@@ -223,15 +223,10 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "state      {}", state_name(run.state));
     let _ = writeln!(
         o,
-        "trials     {} planned  {} queued  {} running{}  {} finished  {} retries",
+        "trials     {} planned  {} queued  {}  {} finished  {} retries",
         s.planned,
         s.queued,
-        s.running,
-        if s.prefetched > 0 {
-            format!("  {} prefetched", s.prefetched)
-        } else {
-            String::new()
-        },
+        running(s, "  "),
         s.finished,
         s.retries
     );
@@ -290,19 +285,29 @@ pub fn block(s: &pb::RunStatus) -> String {
     o
 }
 
+/// "N running", then "M prefetched" after `sep` when some are: a trial leased to a worker
+/// whose attempt has not started waits for a slot and is never shown as running.
+pub fn running(s: &pb::RunStatus, sep: &str) -> String {
+    if s.prefetched > 0 {
+        format!("{} running{sep}{} prefetched", s.running, s.prefetched)
+    } else {
+        format!("{} running", s.running)
+    }
+}
+
 /// The view on one line (a watch whose output is not a terminal prints one per update).
 pub fn line(s: &pb::RunStatus) -> String {
     let run = s.run.clone().unwrap_or_default();
     let r = s.rates.unwrap_or_default();
     format!(
-        "{} {} {}: {}/{} finished, {} queued, {} running; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}{}",
+        "{} {} {}: {}/{} finished, {} queued, {}; outcomes {}; workers {}; pass rate {} ({} graded); coverage {}; throughput {}; eta {}{}",
         time(s.as_of_unix_ms),
         run.run_key,
         state_name(run.state),
         s.finished,
         s.planned,
         s.queued,
-        s.running,
+        running(s, ", "),
         outcomes(&s.outcomes),
         s.workers,
         Pct(r.pass_rate),

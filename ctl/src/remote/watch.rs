@@ -46,13 +46,13 @@ pub fn facts(s: &pb::RunStatus) -> String {
     let run = s.run.clone().unwrap_or_default();
     let r = s.rates.unwrap_or_default();
     let mut line = format!(
-        "{} {}: {}/{} finished, {} queued, {} running; workers {}; pass rate {} ({} graded){}; eta {}",
+        "{} {}: {}/{} finished, {} queued, {}; workers {}; pass rate {} ({} graded){}; eta {}",
         run.run_key,
         state_name(run.state),
         s.finished,
         s.planned,
         s.queued,
-        s.running,
+        view::running(s, ", "),
         s.workers,
         Pct(r.pass_rate),
         r.graded,
@@ -307,6 +307,17 @@ mod tests {
         let f = facts(&s);
         assert!(f.contains("1/4 finished") && f.contains("eta n/a"), "{f}");
         assert!(!f.contains("flagged"), "nothing flagged, nothing said: {f}");
+        assert!(
+            !f.contains("prefetched"),
+            "nothing prefetched, nothing said: {f}"
+        );
+        let leased = pb::RunStatus {
+            running: 2,
+            prefetched: 1,
+            ..s.clone()
+        };
+        let f = facts(&leased);
+        assert!(f.contains(", 2 running, 1 prefetched;"), "{f}");
         let flagged = pb::RunStatus {
             flagged: Some(pb::Flagged {
                 tampered: 2,

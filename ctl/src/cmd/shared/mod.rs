@@ -1,26 +1,29 @@
 //! What the commands share, and the one place they take it from: a command's module
-//! (`single`, `evaluate`, `sweep_local`, `up`, ...) imports its helpers from here or from
+//! (`single`, `evaluate`, `sweep`, `up`, ...) imports its helpers from here or from
 //! `cmd` itself (`print_json`, `find_run`, `planning_clock`, ...), never from another
 //! command's module.
 //!
 //! - [`inputs`]: the per-host cache root, a task by id or by path, task images pinned to
 //!   their digests at plan time;
-//! - [`sweep`]: a sweep's run planned, checked and stored, and its result shown (the local
-//!   and the embedded executor);
 //! - [`embedded`]: the embedded system's options from the flags (`up`, the default sweep);
 //! - [`records`]: run records found under a folder and read, and the word a result is
 //!   shown as;
 //! - [`source`]: a run named on the command line found (local store, folder, coordinator)
 //!   and loaded;
 //! - [`compare`]: two loaded runs checked for comparability and compared;
-//! - [`task_checks`]: task checks cached by digest, and recorded in a plan's spec.
+//! - [`task_checks`]: task checks cached by digest, and recorded in a plan's spec;
+//! - [`planning`]: a manifest resolved, its images pinned and its tasks checked (`run plan`,
+//!   local and remote, and the sweep), and a planned run stored;
+//! - [`show`]: a run, a diff of two runs and a plan's summary printed, the same for a local
+//!   run and a coordinator's.
 
 pub mod compare;
 pub mod embedded;
 pub mod inputs;
+pub mod planning;
 pub mod records;
+pub mod show;
 pub mod source;
-pub mod sweep;
 pub mod task_checks;
 
 use akbench_core::spec::ResolvedRunSpec;

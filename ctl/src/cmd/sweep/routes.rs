@@ -55,7 +55,8 @@ impl LocalRoutes {
         }
     }
 
-    /// The paused routes with their state (for the sweep's summary).
+    /// The paused routes with their state (the tests' view).
+    #[cfg(test)]
     pub fn snapshot(&self) -> BTreeMap<String, RouteState> {
         self.state.lock().expect("routes lock").clone()
     }

@@ -9,13 +9,13 @@
 //! `cancelled`, no attempt). With `execution.budget`, no attempt starts once `core::budget`
 //! says the cap is spent; the trials left are cancelled with the reason "budget".
 
+use super::dispatch::{InMemoryDispatch, ItemState, Next};
+use super::planned::{plan_run, show_result, PlannedSweep};
+use super::routes::{LocalRoutes, RouteObserver};
 use crate::cli::SweepArgs;
 use crate::cmd::shared::candidates_suffix;
 use crate::cmd::shared::inputs::cache_root;
 use crate::cmd::shared::records::verdict;
-use crate::cmd::shared::sweep::{plan_run, show_result, PlannedSweep};
-use crate::cmd::sweep_dispatch::{InMemoryDispatch, ItemState, Next};
-use crate::cmd::sweep_routes::{LocalRoutes, RouteObserver};
 use crate::exit;
 use akbench_core::accounting::{reconcile, Observation};
 use akbench_core::budget::{Budget, BudgetStatus, Spent, BUDGET_REASON};

@@ -7,10 +7,10 @@
 //! (every unfinished trial ends `cancelled`), still prints the accounting, and stops
 //! PostgreSQL before exiting.
 
+use super::planned::{check_run, show_result, PlannedSweep};
 use crate::cli::{RemoteArgs, SweepArgs};
 use crate::cmd::shared::embedded::options;
 use crate::cmd::shared::inputs::cache_root;
-use crate::cmd::shared::sweep::{check_run, show_result, PlannedSweep};
 use crate::embedded::{Embedded, StopSignals};
 use crate::exit;
 use crate::remote::{records, view, Remote};

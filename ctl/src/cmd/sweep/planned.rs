@@ -2,8 +2,8 @@
 //! result shown.
 //!
 //! Planning ([`check_run`], [`plan_run`]) and the result ([`show_result`]) are shared by the
-//! two executors: `sweep_local` (`--local`, in this process, dispatched by core's policy over
-//! memory) and `sweep_embedded` (the default: a coordinator and local workers). Records land
+//! two executors: `local` (`--local`, in this process, dispatched by core's policy over
+//! memory) and `embedded` (the default: a coordinator and local workers). Records land
 //! in `<out>/<trial key>/run_record.json`; the accounting reconciles them against the exact
 //! planned set and the results table prints rates through `Rates` ("n/a" when nothing was
 //! graded).
@@ -11,10 +11,8 @@
 use crate::cli::SweepArgs;
 use crate::exit::InputError;
 use akbench_core::evidence::{EvidenceStore, RunOutcome};
-use akbench_core::manifest::ExperimentManifest;
 use akbench_core::plan::plan;
 use akbench_core::report::{summarize, ReportTrial};
-use akbench_core::spec::{resolve, roots, ResolveInputs};
 use akbench_worker::orchestrator::Orchestrator;
 use akbench_worker::trial::{prepare, spec_agent, PreparedTrial};
 use std::collections::HashMap;
@@ -30,10 +28,6 @@ pub struct PlannedSweep {
     pub ready: akbench_core::plan::RunPlan,
     /// The evidence store.
     pub store: EvidenceStore,
-    /// Resolved tasks root.
-    pub tasks_root: std::path::PathBuf,
-    /// Resolved agents root.
-    pub agents_root: std::path::PathBuf,
     /// Task and agent of each (task id, agent label).
     pub prepared: HashMap<(String, String), Arc<PreparedTrial>>,
 }
@@ -87,8 +81,6 @@ impl CheckedRun {
             spec,
             ready,
             store,
-            tasks_root: akbench_core::task::absolute(&self.tasks_root),
-            agents_root: akbench_core::task::absolute(&self.agents_root),
             prepared: self.prepared,
         })
     }
@@ -105,21 +97,19 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
 pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<CheckedRun> {
     let clock = crate::cmd::planning_clock()?;
     let clock = clock.as_ref();
-    let manifest = ExperimentManifest::load(&args.config)?;
-    let inputs = ResolveInputs {
-        manifest_path: Some(args.config.clone()),
-        tasks_root: args.tasks_root.clone(),
-        agents_root: args.agents_root.clone(),
-    };
-    let (tasks_root, agents_root) = roots(&manifest, &inputs)?;
-    let spec = resolve(&manifest, &inputs, clock)?;
-    let spec = super::inputs::pin_spec(spec, clock)?;
-    let cache = super::inputs::cache_root(args.cache.as_deref());
-    let (spec, checks) = super::task_checks::record_in_spec(spec, &cache, args.check_tasks)?;
+    let crate::cmd::shared::planning::Resolved {
+        spec,
+        checks,
+        tasks_root,
+        agents_root,
+    } = crate::cmd::shared::planning::resolve_checked(
+        crate::cmd::shared::planning::Inputs::of_sweep(args),
+        clock,
+    )?;
     if !args.json {
         eprintln!(
             "akbench: task checks: {}",
-            super::task_checks::checks_line(&checks)
+            crate::cmd::shared::task_checks::checks_line(&checks)
         );
     }
     let labels = &spec.condition.execution.worker_labels;

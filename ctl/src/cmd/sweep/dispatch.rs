@@ -7,7 +7,7 @@
 //! after a bounded jittered backoff, or done with `dispatch::trial_terminal`), what a cancel
 //! does (the run is `cancelling`, every ready item is cancelled; live attempts end and are
 //! not retried) and when the run ends (`RunState::when_idle`). Time and jitter come in as
-//! arguments: nothing here reads a clock or runs anything; `sweep_local` drives it.
+//! arguments: nothing here reads a clock or runs anything; `sweep::local` drives it.
 
 use akbench_core::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
 use akbench_core::lifecycle::State;
@@ -116,7 +116,9 @@ impl InMemoryDispatch {
     }
 
     /// The run's state: a running run whose items are all done is finished, a cancelling
-    /// one with nothing live is cancelled.
+    /// one with nothing live is cancelled (the tests' view: the sweep ends when
+    /// [`InMemoryDispatch::next`] says so).
+    #[cfg(test)]
     pub fn run_state(&self) -> RunState {
         let idle = self.live == 0
             && !self
@@ -135,7 +137,8 @@ impl InMemoryDispatch {
         self.items[i].state
     }
 
-    /// Attempts made for item `i`.
+    /// Attempts made for item `i` (the tests' view).
+    #[cfg(test)]
     pub fn attempts(&self, i: usize) -> u32 {
         self.items[i].attempts
     }
@@ -269,5 +272,5 @@ impl InMemoryDispatch {
 }
 
 #[cfg(test)]
-#[path = "sweep_dispatch_tests.rs"]
+#[path = "dispatch_tests.rs"]
 mod tests;
