@@ -7,7 +7,9 @@
 # workspace, an empty verifier folder, an empty private HOME. Every run must exit 0 and
 # write reward.txt and a junit.xml with at least one <testcase>.
 # The broken-* tasks are checked to be broken the intended way. A task without [source]
-# (its workspace is its image's) is skipped: it needs akbench's container runtime.
+# (its workspace is its image's) and a task in Harbor's layout (`[environment]
+# docker_image`: its test.sh works in /app and /logs) are skipped: they need akbench's
+# container runtime.
 # usage: examples/check.sh [tasks root]   (default: examples/tasks)
 set -uo pipefail
 
@@ -115,6 +117,12 @@ for task in "$tasks_root"/*/; do
         # An image-only task (Terminal-Bench's layout): its workspace is its image's, so
         # only akbench can run it (`akbench task check DIR --runtime container`).
         printf 'SKIP %-24s no [source]: checked in its image by akbench task check\n' "$id"
+        continue
+    fi
+    if [ -n "$(toml_get "$task/task.toml" environment docker_image)" ]; then
+        # Harbor's layout: its tests/test.sh follows Harbor's contract (the working folder
+        # /app, the reward in /logs/verifier), which exists only in the container's view.
+        printf 'SKIP %-24s Harbor layout: checked under --runtime container (ctl/tests/container.rs)\n' "$id"
         continue
     fi
     case $id in
