@@ -3,7 +3,8 @@
 //! coordinator and reconnects to B, re-presenting its live attempts; worker w1 (on B) dies
 //! and B takes its leases back. The run ends with every planned trial ended exactly once:
 //! status, reconcile and the records agree, read through the `akbench` client given the
-//! dead replica first (docs/remote.md "Replicas").
+//! dead replica first (docs/remote.md "Replicas"); a `run status --watch` following the run
+//! through the killed replica switches to the other and ends with the run.
 
 use akbench_coordinator::pgcluster::test_support;
 mod e2e;
@@ -73,6 +74,8 @@ fn akbench(coordinators: &str, args: &[&str]) -> (i32, serde_json::Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     let tmp = tempfile::tempdir().unwrap();
+    // Built before the run: the watch below starts mid-run and must not wait for a build.
+    let akbench_bin = e2e::workspace_bin("akbench", "akbench");
     let url = test_support::fresh_database().await;
     let [grpc_a, http_a, grpc_b, http_b] = e2e::restartable_addrs();
     // A first: it migrates the database; B then starts on the migrated one.
@@ -145,7 +148,34 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The worker on B and the coordinator w0 is connected to, without warning.
+    // A client watching the run, given A first: it follows the run through A until A dies.
+    let watch_out = tmp.path().join("watch.jsonl");
+    let watch_err = tmp.path().join("watch.err");
+    procs.0.push(
+        Command::new(&akbench_bin)
+            .args(["--coordinator", &format!("{a},{b}"), "run", "status", &run])
+            .args(["--watch", "--json"])
+            .env_remove("AKBENCH_TOKEN")
+            .stdout(std::fs::File::create(&watch_out).unwrap())
+            .stderr(std::fs::File::create(&watch_err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&watch_out)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < until,
+            "the watch showed nothing: {}",
+            std::fs::read_to_string(&watch_err).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The worker on B and the coordinator w0 (and the watch) is connected to, without warning.
     procs.0[3].kill().unwrap();
     procs.0[3].wait().unwrap();
     procs.0[0].kill().unwrap();
@@ -182,6 +212,23 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     assert_eq!(status.planned, 24);
     assert_eq!(status.finished, 24, "{status:?}");
     assert_eq!((status.queued, status.running), (0, 0), "{status:?}");
+    // The watch lost A, followed the run through B to its end, and exits 0 (accounting valid).
+    let watch = procs.0.last_mut().unwrap();
+    let until = Instant::now() + Duration::from_secs(120);
+    let code = loop {
+        if let Some(code) = watch.try_wait().unwrap() {
+            break code.code();
+        }
+        assert!(Instant::now() < until, "the watch did not end with the run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let err = std::fs::read_to_string(&watch_err).unwrap();
+    assert_eq!(code, Some(0), "watch: {err}");
+    assert!(err.contains(&format!("following the run through {b}")), "{err}");
+    let shown = std::fs::read_to_string(&watch_out).unwrap();
+    let last: serde_json::Value = serde_json::from_str(shown.lines().last().unwrap()).unwrap();
+    assert_eq!(last["run"]["state"], "finished", "{last}");
+    assert_eq!(last["finished"], 24, "{last}");
     let per_trial = e2e::accepted_records_per_trial(&db, spec.identity.run_id).await;
     assert_eq!(per_trial.len(), 24);
     assert!(per_trial.iter().all(|n| *n == 1), "{per_trial:?}");

@@ -133,7 +133,7 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
             with_client(remote, |c| resume(c, ResumeArgs { run, grade: true }))
         }
         RunCommand::Cancel(args) => with_client(remote, |c| cancel(c, args)),
-        RunCommand::Status(args) => with_client(remote, |c| status(c, args)),
+        RunCommand::Status(args) => with_client(remote, |c| status(remote, c, args)),
         RunCommand::Records(args) => with_client(remote, |c| super::records::run(c, args)),
         other => Err(InputError(format!(
             "`akbench run {}` runs locally only; drop --coordinator",
@@ -416,7 +416,7 @@ fn watch_retryable(s: &tonic::Status) -> bool {
     )
 }
 
-async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
+async fn status(remote: &Remote, mut c: Client, args: StatusArgs) -> anyhow::Result<i32> {
     if !args.watch {
         let s = c
             .inner
@@ -439,6 +439,8 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
     let mut last: Option<pb::RunStatus> = None;
     // A coordinator restart (or a dropped connection) ends the stream early: reconnect with
     // backoff until the run is over, giving up after WATCH_RECONNECTS failed tries in a row.
+    // With replicas (`--coordinator A,B`), each reconnect goes to the next one that answers
+    // (`Remote::reconnect_after`), so a replica's death does not end the watch.
     let mut failures = 0u32;
     loop {
         let opened = c
@@ -490,6 +492,18 @@ async fn status(c: Client, args: StatusArgs) -> anyhow::Result<i32> {
             wait.as_secs_f64()
         ));
         tokio::time::sleep(wait).await;
+        if !remote.fallbacks.is_empty() {
+            match remote.reconnect_after(c.url()).await {
+                Ok(next) => {
+                    if next.url() != c.url() {
+                        watch.note(&format!("following the run through {}", next.url()));
+                    }
+                    c = next;
+                }
+                // None answers now: the next try goes through the same client again.
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
     }
     watch.finish();
     let Some(last) = last else {

@@ -168,6 +168,24 @@ impl Remote {
         Err(last.unwrap_or_else(|| anyhow::anyhow!("no coordinator to connect to")))
     }
 
+    /// After the connection to `current` broke mid-command: connects to the first coordinator
+    /// that can be reached in list order starting AFTER `current` and wrapping round to it
+    /// last (a replica that was just lost is tried only when no other answers). With one
+    /// coordinator this reconnects to it.
+    pub async fn reconnect_after(&self, current: &str) -> anyhow::Result<Client> {
+        let urls: Vec<&String> = self.urls().collect();
+        let at = urls.iter().position(|u| *u == current).unwrap_or(0);
+        let mut last = None;
+        for i in 1..=urls.len() {
+            let url = urls[(at + i) % urls.len()];
+            match self.connect_to(url).await {
+                Ok(client) => return Ok(client),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no coordinator to connect to")))
+    }
+
     async fn connect_to(&self, url: &str) -> anyhow::Result<Client> {
         let channel = self
             .endpoint(url)?
