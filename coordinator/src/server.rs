@@ -332,7 +332,6 @@ pub async fn serve_with(
         workers.clone().into_server(),
         workers_interceptor(tokens.clone(), config.require_worker_certs),
     );
-    let reaper = workers.spawn_reaper();
     let app = router(HttpState {
         store: store.clone(),
         tokens,
@@ -383,6 +382,10 @@ pub async fn serve_with(
             )
         }
     };
+    // The reaper starts once the gRPC server accepts sessions: its first pass gives every
+    // lease from before this start the restart grace, counted from now
+    // (LeaseTiming::restart_grace).
+    let reaper = workers.spawn_reaper();
     tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), client_certs = config.client_ca.is_some(), "coordinator listening");
     let task = tokio::spawn(async move {
         shutdown.await;

@@ -1,7 +1,7 @@
 //! A coordinator restart is not the workers' silence (found by the chaos check, issue 12):
 //! leases that expired while the coordinator was down stay with their workers, which
 //! re-present them and finish; the new coordinator restarts every lease's clock before its
-//! first reap.
+//! first reap, for the restart grace (one TTL and the workers' longest reconnect wait).
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use akbench_coordinator::scheduler::Caps;
 use akbench_coordinator::workers_service::wire_state;
+use akbench_core::lease_timing::LeaseTiming;
 use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
@@ -125,6 +126,77 @@ async fn a_restarted_coordinator_does_not_reap_leases_that_expired_while_it_was_
     assert_eq!(outcome.as_deref(), Some("not_graded"));
     let attempts: i64 = scalar(&s, "SELECT count(*) FROM attempts").await;
     assert_eq!(attempts, 1, "the agent did not run again");
+}
+
+/// The restart grace (core's `LeaseTiming::restart_grace`) covers the workers' reconnect
+/// schedule: a worker that comes back later than one TTL after the restarted coordinator's
+/// first reaper pass (it was still backing off) keeps its lease, and a worker that never
+/// comes back loses it once the grace has passed (found by the chaos check at TTL 2 s: four
+/// healthy attempts taken back as "went silent"). Injected clock, no sleeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_back_later_than_one_ttl_after_a_restart_keeps_its_lease() {
+    let ttl = Duration::from_secs(30);
+    let grace = LeaseTiming::new(ttl, None).unwrap().restart_grace();
+    assert!(grace > ttl, "{grace:?}");
+    let (s, clock) = common::clocked().await;
+    enqueued(&s, 2, 0, &Caps::default()).await;
+    // The first coordinator hands out both trials. Its sessions stay open (it is "killed":
+    // a killed coordinator releases nothing) and no reaper of it runs.
+    let (_first, first_addr) = serve(&s, ttl).await;
+    let mut back = Worker::simple(first_addr, "back", 1).await;
+    let a = assignment(&mut back).await;
+    let mut gone = Worker::simple(first_addr, "gone", 1).await;
+    let b = assignment(&mut gone).await;
+    // It was down ten minutes: both leases expired in the database.
+    clock.advance(chrono::Duration::seconds(600));
+    let (second, addr) = serve(&s, ttl).await;
+    assert_eq!(second.restart_lease_clocks().await.unwrap(), 2);
+    // Later than one TTL after that first pass, within the grace: nobody is back yet.
+    let late = ttl + (grace - ttl) / 2;
+    clock.advance(chrono::Duration::from_std(late).unwrap());
+    assert_eq!(
+        second.reap_once().await.unwrap(),
+        0,
+        "a lease was reaped {late:?} after the restart, within the grace {grace:?}"
+    );
+    // "back" comes back and presents its lease: kept.
+    let (_again, welcome) = Worker::connect(
+        addr,
+        Hello {
+            worker_id: "back".into(),
+            slots: 1,
+            held_leases: vec![HeldLease {
+                attempt_id: a.attempt_id.clone(),
+                epoch: a.epoch,
+            }],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(welcome.revoked_attempt_ids.is_empty(), "{welcome:?}");
+    // "gone" never comes back: its lease is taken back once the grace has passed.
+    clock.advance(chrono::Duration::from_std(grace - late).unwrap() + chrono::Duration::seconds(1));
+    assert_eq!(second.reap_once().await.unwrap(), 1);
+    let finished: Vec<String> = s
+        .store()
+        .client()
+        .await
+        .unwrap()
+        .query(
+            "SELECT attempt_id::text FROM attempts WHERE finished_at IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        finished,
+        vec![b.attempt_id.clone()],
+        "only the worker that never came back lost its attempt"
+    );
+    drop((back, gone));
 }
 
 /// A trial taken back from a lost worker (its session broke) is ready again at once, even

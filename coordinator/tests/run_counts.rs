@@ -437,3 +437,77 @@ async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
         ]
     );
 }
+
+/// The guard-retry path of the settle (`scheduler::apply`): a run cancelled between the
+/// snapshot a report was decided on and the guarded write. The worker reports `cancelled`
+/// (its drain cut the attempt) while the run is running: on that snapshot, an
+/// infrastructure error with retries left, re-queued. The user's cancel commits before the
+/// write (the test hook between the two statements): the guard fails, the trial is read and
+/// decided again, and ends `cancelled`, not re-queued into a cancelling run; the run ends
+/// cancelled and the counters equal the recount.
+#[tokio::test]
+async fn a_run_cancelled_between_the_snapshot_and_the_write_is_decided_again() {
+    use akbench_coordinator::scheduler::settle_hook;
+    use std::sync::{Arc, Mutex};
+    let s = common::scheduler().await;
+    let seeded = enqueued(&s, 1, 1, &Caps::default()).await;
+    let (run, trial) = (seeded.run_id, seeded.trial_ids[0]);
+    catalog(&s, run, 1, "oracle").await;
+    s.register_worker("w", 1, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    let rounds: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let (seen, canceller) = (Arc::clone(&rounds), s.clone());
+    let hook: settle_hook::BeforeSettleWrite = Arc::new(move |round, trials: &[Uuid]| {
+        let ours = trials.contains(&trial);
+        if ours {
+            seen.lock().unwrap().push(round);
+        }
+        let canceller = canceller.clone();
+        Box::pin(async move {
+            if ours && round == 0 {
+                // Another transaction, committed while the report waits here.
+                let report = canceller.cancel_run(run).await.unwrap();
+                assert_eq!(report.live.len(), 1, "the attempt is still live");
+            }
+        })
+    });
+    settle_hook::set_before_settle_write(Some(hook));
+    let d = s
+        .finish(a.attempt_id, a.epoch, State::Cancelled, "drained")
+        .await;
+    settle_hook::set_before_settle_write(None);
+    assert_eq!(
+        *rounds.lock().unwrap(),
+        vec![0, 1],
+        "the guard failed once and the trial was decided again"
+    );
+    assert_eq!(d.unwrap(), Some(Disposition::Done(State::Cancelled)));
+    let c = s.store().client().await.unwrap();
+    let item = c
+        .query_one(
+            "SELECT state, outcome FROM work_items WHERE trial_id = $1",
+            &[&trial],
+        )
+        .await
+        .unwrap();
+    let (state, outcome): (String, Option<String>) = (item.get(0), item.get(1));
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("done", Some("cancelled"))
+    );
+    let attempts: i64 = c
+        .query_one("SELECT count(*) FROM attempts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(attempts, 1, "not re-queued");
+    let run_state: String = c
+        .query_one("SELECT state FROM runs WHERE run_id = $1", &[&run])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(run_state, "cancelled");
+    agree(&s, run, "a cancel between the snapshot and the write").await;
+}

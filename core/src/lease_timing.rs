@@ -1,11 +1,41 @@
 //! Lease timing, in one type: how long a lease lives without a heartbeat (TTL), how often a
 //! worker heartbeats (the interval the coordinator asks for in `Welcome`), how often the
 //! reaper looks for expired leases, and how long a worker whose session broke has to come
-//! back before its leases are released. Every value is derived here from the TTL and the
-//! optional heartbeat interval, and a combination that cannot work is refused before
-//! anything starts.
+//! back before its leases are released, how a worker spaces its attempts to open a session
+//! (the reconnect schedule), and how long a coordinator that starts keeps the leases from
+//! before its start (the restart grace, which covers that schedule). Every value is derived
+//! here from the TTL and the optional heartbeat interval, and a combination that cannot work
+//! is refused before anything starts.
 
 use std::time::Duration;
+
+/// The delay before a worker's first new try after its session failed or broke.
+pub const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+/// The longest delay between a worker's tries, whatever the heartbeat interval.
+pub const RECONNECT_CAP: Duration = Duration::from_secs(5);
+
+/// The worker's reconnect delay after `current`: doubled, at most [`RECONNECT_CAP`] and at
+/// most the heartbeat interval the coordinator asked for (`heartbeat`, a third of its lease
+/// TTL by default), at least [`RECONNECT_FIRST`]; each wait is this delay with its jitter
+/// ([`jittered`]). Capped by the heartbeat so that a worker is heard again soon after a
+/// restarted coordinator listens (found by the chaos check at TTL 2 s, where the uncapped
+/// delay reached 3.2 s).
+pub fn next_reconnect_delay(current: Duration, heartbeat: Duration) -> Duration {
+    (current * 2)
+        .min(reconnect_cap(heartbeat))
+        .max(RECONNECT_FIRST)
+}
+
+/// The longest reconnect delay for `heartbeat` (see [`next_reconnect_delay`]).
+fn reconnect_cap(heartbeat: Duration) -> Duration {
+    heartbeat.min(RECONNECT_CAP).max(RECONNECT_FIRST)
+}
+
+/// A reconnect delay with its jitter: `unit` (uniform in `[0, 1)`) makes it 0.8 to 1.2
+/// times `delay`, so that workers cut off together do not come back together.
+pub fn jittered(delay: Duration, unit: f64) -> Duration {
+    delay.mul_f64(0.8 + 0.4 * unit.clamp(0.0, 1.0))
+}
 
 /// A TTL and heartbeat interval that cannot work together.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +117,23 @@ impl LeaseTiming {
     pub fn session_grace(&self) -> Duration {
         self.heartbeat.min(Duration::from_secs(2))
     }
+
+    /// The longest a worker of this coordinator waits between two tries to open a session:
+    /// the longest reconnect delay ([`next_reconnect_delay`]) with the largest jitter.
+    pub fn longest_reconnect_wait(&self) -> Duration {
+        jittered(reconnect_cap(self.heartbeat), 1.0)
+    }
+
+    /// How long a coordinator that starts keeps every lease from before its start, counted
+    /// from when it accepts sessions: a worker cut off by the restart is still backing off
+    /// (its next try comes at most [`LeaseTiming::longest_reconnect_wait`] after the
+    /// coordinator listens), then connects and says `Hello` (which counts as a heartbeat of
+    /// the leases it presents): one TTL more covers that. Before, the grace was one TTL from
+    /// the reaper's first pass, and at TTL 2 s on a loaded machine healthy workers came back
+    /// after it and lost their attempts ("lease expired: worker went silent").
+    pub fn restart_grace(&self) -> Duration {
+        self.ttl + self.longest_reconnect_wait()
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +161,67 @@ mod tests {
                 (MS(h), MS(r), MS(g)),
                 "{ttl} {hb:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_restart_grace_covers_the_workers_reconnect_schedule_and_one_ttl() {
+        // (ttl, heartbeat asked) -> (longest reconnect wait, restart grace)
+        let table = [
+            (30_000, None, (6_000, 36_000)),
+            (30_000, Some(500), (600, 30_600)),
+            (2_000, None, (799, 2_799)),
+            (900, None, (360, 1_260)),
+            (30, None, (120, 150)),
+        ];
+        for (ttl, hb, (wait, grace)) in table {
+            let t = LeaseTiming::new(MS(ttl), hb.map(MS)).unwrap();
+            // Rounded down to the millisecond (1.2 x 666.66 ms = 799.99 ms).
+            let ms = |d: Duration| d.as_millis() as u64;
+            assert_eq!(
+                (ms(t.longest_reconnect_wait()), ms(t.restart_grace())),
+                (wait, grace),
+                "{ttl} {hb:?}"
+            );
+            // No wait the schedule makes is longer, whatever the jitter draws.
+            let mut delay = RECONNECT_FIRST;
+            for _ in 0..20 {
+                for unit in [0.0, 0.5, 0.999_999] {
+                    assert!(jittered(delay, unit) <= t.longest_reconnect_wait());
+                }
+                delay = next_reconnect_delay(delay, t.heartbeat());
+            }
+        }
+    }
+
+    #[test]
+    fn reconnect_delays_double_up_to_the_heartbeat_and_five_seconds() {
+        // (current, heartbeat) -> next
+        for (current, heartbeat, next) in [
+            (100, 10_000, 200),
+            (3_200, 10_000, 5_000),
+            (5_000, 10_000, 5_000),
+            (5_000, 60_000, 5_000),
+            (400, 666, 666),
+            (666, 666, 666),
+            (100, 50, 100),
+            (0, 10_000, 100),
+        ] {
+            assert_eq!(
+                next_reconnect_delay(MS(current), MS(heartbeat)),
+                MS(next),
+                "{current} {heartbeat}"
+            );
+        }
+        // The jitter spans 0.8 to 1.2 times the delay; out-of-range draws are clamped.
+        for (unit, ms) in [
+            (0.0, 800),
+            (0.5, 1_000),
+            (1.0, 1_200),
+            (-1.0, 800),
+            (7.0, 1_200),
+        ] {
+            assert_eq!(jittered(MS(1_000), unit), MS(ms), "{unit}");
         }
     }
 

@@ -187,6 +187,8 @@ pub(super) async fn apply(
                 decide(e, item, retry, (retry.jitter)(), now)
             })
             .collect();
+        #[cfg(any(test, feature = "test-support"))]
+        hook::before_settle_write(round, &writes).await;
         let e = effects.take().unwrap_or_default();
         if !(e.is_empty() && writes.is_empty()) {
             for (trial, run, s) in execute(tx, &e, &writes).await? {
@@ -208,6 +210,39 @@ pub(super) async fn apply(
          reads",
         pending.len()
     )))
+}
+
+/// Test-only: a function awaited in every settle round of [`apply`] after the trials were
+/// decided and before the guarded write, inside the transaction, so that a test can commit
+/// a concurrent change there (a run cancelled between the snapshot a batch was decided on
+/// and its write) and drive the guard-retry path deterministically.
+#[cfg(any(test, feature = "test-support"))]
+pub mod hook {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use uuid::Uuid;
+
+    /// Called with the round (0: decided on the caller's snapshot; later: on a fresh read
+    /// after a guard failed) and the trials about to be written; a test acts only on its own
+    /// trials (the function is the process's, shared by the tests of one binary).
+    pub type BeforeSettleWrite =
+        Arc<dyn Fn(usize, &[Uuid]) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+    static HOOK: Mutex<Option<BeforeSettleWrite>> = Mutex::new(None);
+
+    /// Installs `f` (`None` removes it).
+    pub fn set_before_settle_write(f: Option<BeforeSettleWrite>) {
+        *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = f;
+    }
+
+    pub(super) async fn before_settle_write(round: usize, writes: &[super::SettleWrite]) {
+        let f = HOOK.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(f) = f {
+            let trials: Vec<Uuid> = writes.iter().map(|w| w.trial_id).collect();
+            f(round, &trials).await;
+        }
+    }
 }
 
 /// Reads the items of `trials` with their runs' states.

@@ -25,6 +25,8 @@
 //! may state again (`pending`) or leave (`preparing`, or a failure state).
 
 mod apply;
+#[cfg(any(test, feature = "test-support"))]
+pub use apply::hook as settle_hook;
 mod budget;
 pub use budget::budget_status;
 mod claim;

@@ -118,16 +118,17 @@ impl Scheduler {
         }
     }
 
-    /// Gives every live lease (except released ones) at least `ttl` from now: what a
-    /// coordinator does once when it starts, before its first reap, because it has heard
-    /// from no worker yet. Without it, leases that expired while the coordinator was down or
-    /// restarting were reaped at its first pass, before their (healthy) workers could
-    /// reconnect, and their agents ran again. Returns how many leases were extended.
+    /// Gives every live lease (except released ones) at least `grace` from now (a coordinator
+    /// passes core's `LeaseTiming::restart_grace`): what a coordinator does once when it
+    /// starts, before its first reap, because it has heard from no worker yet. Without it,
+    /// leases that expired while the coordinator was down or restarting were reaped at its
+    /// first pass, before their (healthy) workers could reconnect, and their agents ran
+    /// again. Returns how many leases were extended.
     pub async fn restart_lease_clocks(
         &self,
-        ttl: std::time::Duration,
+        grace: std::time::Duration,
     ) -> Result<u64, SchedulerError> {
-        let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let now = self.now();
         let client = self.store.client().await?;
         Ok(client

@@ -152,7 +152,7 @@ pub(crate) struct Holder {
 pub(crate) struct Heard {
     /// When the last message arrived (scheduler clock).
     pub(crate) at: chrono::DateTime<chrono::Utc>,
-    /// The leases its last heartbeat listed, and when that heartbeat arrived. Recorded by
+    /// The leases its last heartbeat (or its `Hello`) listed, and when. Recorded by
     /// the session's reader as each message arrives, before and whatever the database does
     /// with it: the reaper spares these leases for a TTL after that
     /// ([`akbench_core::dispatch::reap`]).
@@ -173,6 +173,15 @@ impl Heard {
             listed_at: None,
             draining: false,
             silenced: None,
+        }
+    }
+
+    /// Heard at `at`, listing `leases` then (a `Hello` presents the leases it holds).
+    pub(crate) fn listing(at: chrono::DateTime<chrono::Utc>, leases: Vec<(Uuid, i64)>) -> Self {
+        Self {
+            leases,
+            listed_at: Some(at),
+            ..Self::new(at)
         }
     }
 
@@ -468,8 +477,9 @@ impl WorkersService {
     /// arrives, see [`Scheduler::on_heard`]), so a database that is down or frozen does not
     /// expire the leases of workers that kept heartbeating; a lease is taken back at most
     /// TTL + one interval after its worker went silent. Before its first pass it restarts the clock of every lease
-    /// ([`Scheduler::restart_lease_clocks`]): a coordinator that just started has heard from
-    /// no worker, so the time it was down is not counted as silence.
+    /// ([`WorkersService::restart_lease_clocks`]): a coordinator that just started has heard
+    /// from no worker, so the time it was down is not counted as silence. Spawn it once the
+    /// listener accepts sessions (the server does): the grace counts from then.
     pub fn spawn_reaper(&self) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
@@ -497,17 +507,19 @@ impl WorkersService {
         })
     }
 
-    /// What the reaper does once before its first pass: every live lease gets one TTL from
-    /// now (see [`Scheduler::restart_lease_clocks`]). Returns how many were extended.
+    /// What the reaper does once before its first pass: every live lease gets the restart
+    /// grace from now ([`LeaseTiming::restart_grace`]: one TTL plus the longest wait between
+    /// a worker's tries to reconnect; see [`Scheduler::restart_lease_clocks`]). Returns how
+    /// many were extended.
     pub async fn restart_lease_clocks(&self) -> Result<u64, SchedulerError> {
-        let n = self
-            .scheduler
-            .restart_lease_clocks(self.config.lease_ttl)
-            .await?;
+        let grace = self.config.timing().restart_grace();
+        let n = self.scheduler.restart_lease_clocks(grace).await?;
         if n > 0 {
             tracing::info!(
                 leases = n,
-                "coordinator start: live leases get one TTL from now"
+                grace_ms = grace.as_millis() as u64,
+                "coordinator start: live leases kept for the restart grace (one TTL and the \
+                 workers' longest reconnect wait) from now"
             );
         }
         Ok(n)

@@ -87,7 +87,10 @@ pub(super) async fn run(
     // nothing, and two sessions racing for one id cannot both get it.
     let (control_tx, control) = mpsc::unbounded_channel();
     let now = service.scheduler.now();
-    let heard = Arc::new(Mutex::new(Heard::new(now)));
+    // The Hello lists the leases the worker holds, as a heartbeat does: noted before the
+    // database is asked anything, so that a reaper pass while this session opens (a
+    // restarted coordinator's grace ending, a loaded database) spares them for a TTL.
+    let heard = Arc::new(Mutex::new(Heard::listing(now, presented(&hello))));
     let ttl = service.config.lease_ttl;
     let serial = match service.registry.claim(
         &hello.worker_id,
@@ -154,6 +157,15 @@ fn note_heard(
         h.listed_at = Some(now);
     }
     was_alive
+}
+
+/// The leases a `Hello` presents that name an attempt (the others are revoked at open).
+fn presented(hello: &Hello) -> Vec<(Uuid, i64)> {
+    hello
+        .held_leases
+        .iter()
+        .filter_map(|l| Some((Uuid::parse_str(&l.attempt_id).ok()?, l.epoch)))
+        .collect()
 }
 
 fn check_hello(hello: &Hello) -> Result<(), String> {

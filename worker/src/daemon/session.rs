@@ -11,6 +11,7 @@ use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use akbench_core::clock::SystemClock;
 use akbench_core::identity::{after_refusal, AfterRefusal, Refused};
+use akbench_core::lease_timing::{jittered, next_reconnect_delay, RECONNECT_FIRST};
 use akbench_core::lifecycle::State;
 use akbench_proto::v1 as pb;
 use akbench_proto::v1::coordinator_message::Body as In;
@@ -30,8 +31,6 @@ use tonic::transport::Endpoint;
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat period until a `Welcome` says otherwise.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +222,7 @@ impl Daemon {
             attempts: HashMap::new(),
             tx: None,
             welcomed: false,
-            backoff: BACKOFF_MIN,
+            backoff: RECONNECT_FIRST,
             heartbeat_period: DEFAULT_HEARTBEAT,
             rng: seed | 1,
             drain: None,
@@ -601,13 +600,13 @@ impl Supervisor {
     fn disconnected(&mut self) -> Instant {
         self.tx = None;
         self.welcomed = false;
-        // Exponential backoff with +-20% jitter.
+        // Exponential backoff with +-20% jitter (core's reconnect schedule, which a
+        // restarted coordinator's grace covers: LeaseTiming::restart_grace).
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let jitter = 0.8 + 0.4 * ((self.rng >> 11) as f64 / (1u64 << 53) as f64);
-        let wait = self.backoff.mul_f64(jitter);
-        self.backoff = next_backoff(self.backoff, self.heartbeat_period);
+        let wait = jittered(self.backoff, (self.rng >> 11) as f64 / (1u64 << 53) as f64);
+        self.backoff = next_reconnect_delay(self.backoff, self.heartbeat_period);
         tracing::info!(retry_in_ms = wait.as_millis() as u64, "reconnecting");
         Instant::now() + wait
     }
@@ -890,7 +889,7 @@ impl Supervisor {
         match m.body {
             Some(In::Welcome(w)) => {
                 self.welcomed = true;
-                self.backoff = BACKOFF_MIN;
+                self.backoff = RECONNECT_FIRST;
                 self.refusals = (Refused::Other, 0);
                 self.status.sessions += 1;
                 self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
@@ -996,43 +995,6 @@ impl Supervisor {
             self.events_tx.clone(),
             self.slots.clone(),
         ));
-    }
-}
-
-/// The reconnect delay after `current`: doubled, at most [`BACKOFF_MAX`] and at most the
-/// heartbeat period the coordinator asked for (a third of its lease TTL), so that a worker
-/// is heard again within the TTL once a restarted coordinator listens: a restarted
-/// coordinator gives every lease one TTL from its start, and a worker still backing off
-/// past that lost its leases as "went silent" (found by the chaos check at TTL 2 s, where
-/// the uncapped delay reached 3.2 s).
-fn next_backoff(current: Duration, heartbeat: Duration) -> Duration {
-    (current * 2)
-        .min(BACKOFF_MAX)
-        .min(heartbeat)
-        .max(BACKOFF_MIN)
-}
-
-#[cfg(test)]
-mod backoff_tests {
-    use super::*;
-
-    #[test]
-    fn reconnect_backoff_doubles_up_to_the_heartbeat_period_and_five_seconds() {
-        let ms = Duration::from_millis;
-        for (current, heartbeat, next) in [
-            (ms(100), ms(10_000), ms(200)),
-            (ms(3_200), ms(10_000), ms(5_000)),
-            (ms(5_000), ms(10_000), ms(5_000)),
-            (ms(400), ms(666), ms(666)),
-            (ms(666), ms(666), ms(666)),
-            (ms(100), ms(50), ms(100)),
-        ] {
-            assert_eq!(
-                next_backoff(current, heartbeat),
-                next,
-                "{current:?} {heartbeat:?}"
-            );
-        }
     }
 }
 
