@@ -309,41 +309,39 @@ impl Own {
         ordinal: i32,
         trial_id: Uuid,
     ) -> Result<Option<Observation>, OwnError> {
-        loop {
-            if self.page.is_empty() && !self.done {
-                let rows = tx
-                    .query_portal(&self.portal, PAGE as i32)
-                    .await
-                    .map_err(OwnError::Db)?;
-                self.done = rows.len() < PAGE;
-                self.page.extend(rows);
-            }
-            let Some(row) = self.page.front() else {
-                return Ok(None);
-            };
-            let at: i32 = col(row, "ordinal").map_err(OwnError::Row)?;
-            if at > ordinal {
-                return Ok(None);
-            }
-            let row = self.page.pop_front().expect("a front row");
-            if at < ordinal {
-                // A work item whose ordinal is not a planned trial's.
-                return Err(OwnError::Row(RowError::Value {
-                    column: "ordinal",
-                    problem: format!("work item {at} has no planned trial"),
-                }));
-            }
-            let id: Uuid = col(&row, "trial_id").map_err(OwnError::Row)?;
-            if id != trial_id {
-                return Err(OwnError::Row(RowError::Value {
-                    column: "trial_id",
-                    problem: format!("work item {at} is trial {id}, planned as {trial_id}"),
-                }));
-            }
-            let o = observation(&row).map_err(OwnError::Row)?;
-            self.count += u64::from(o.is_some());
-            return Ok(o);
+        if self.page.is_empty() && !self.done {
+            let rows = tx
+                .query_portal(&self.portal, PAGE as i32)
+                .await
+                .map_err(OwnError::Db)?;
+            self.done = rows.len() < PAGE;
+            self.page.extend(rows);
         }
+        let Some(row) = self.page.front() else {
+            return Ok(None);
+        };
+        let at: i32 = col(row, "ordinal").map_err(OwnError::Row)?;
+        if at > ordinal {
+            return Ok(None);
+        }
+        let row = self.page.pop_front().expect("a front row");
+        if at < ordinal {
+            // A work item whose ordinal is not a planned trial's.
+            return Err(OwnError::Row(RowError::Value {
+                column: "ordinal",
+                problem: format!("work item {at} has no planned trial"),
+            }));
+        }
+        let id: Uuid = col(&row, "trial_id").map_err(OwnError::Row)?;
+        if id != trial_id {
+            return Err(OwnError::Row(RowError::Value {
+                column: "trial_id",
+                problem: format!("work item {at} is trial {id}, planned as {trial_id}"),
+            }));
+        }
+        let o = observation(&row).map_err(OwnError::Row)?;
+        self.count += u64::from(o.is_some());
+        Ok(o)
     }
 }
 

@@ -177,7 +177,7 @@ pub(crate) async fn reconcile(
             n: 0,
         };
         let a = call(c, run, observations, pb::TrialList::All, 0, &mut out).await?;
-        let spent = spent_of(&a).map(|s| serde_json::to_value(s)).transpose()?;
+        let spent = spent_of(&a).map(serde_json::to_value).transpose()?;
         out.finish(&a, spent)?;
         return Ok(exit_code(&a));
     }
