@@ -11,8 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::{store_records, NewRecord};
-use akbench_coordinator::store::Store;
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::plan;
@@ -20,6 +18,10 @@ use akbench_core::testkit::synthetic_spec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use tonic::transport::Channel;
+
+#[path = "common/half_finished.rs"]
+mod half_finished;
+use half_finished::half_finished;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -74,82 +76,6 @@ fn submit_request(tasks: usize, reps: u32) -> (String, pb::SubmitPlanRequest) {
             plan_digest: ready.digest.clone(),
         },
     )
-}
-
-/// Half the trials done (one attempt and record each; a quarter solved), 100 live attempts.
-async fn half_finished(url: &str, run: &str) {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!(
-            "BEGIN;
-             WITH created AS (
-               INSERT INTO work_items (trial_id, run_id, ordinal, agent)
-               SELECT p.trial_id, p.run_id, p.ordinal, p.agent FROM planned_trials p
-               JOIN run_catalog c ON c.run_id = p.run_id WHERE c.run_key = '{run}'
-               RETURNING run_id, agent)
-             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-               SELECT run_id, agent, 'items', 'total', NULL, count(*) FROM created
-               GROUP BY run_id, agent;
-             UPDATE runs SET state = 'running', started_at = now() - interval '10 minutes'
-               WHERE run_id = (SELECT run_id FROM run_catalog WHERE run_key = '{run}');
-             CREATE TEMP TABLE this_run AS SELECT run_id FROM run_catalog WHERE run_key = '{run}';
-             CREATE TEMP TABLE picked AS
-               SELECT trial_id, ordinal, gen_random_uuid() AS attempt_id FROM work_items
-               WHERE ordinal % 2 = 0 AND run_id = (SELECT run_id FROM this_run);
-             INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-               SELECT attempt_id, trial_id, 1, 'execute', 'completed', 1, now(), 'completed' FROM picked;
-             COMMIT;"
-        ))
-        .await
-        .unwrap();
-    // The records through the product's statement (spend counted as for a real report).
-    let records: Vec<NewRecord> = client
-        .query(
-            "SELECT attempt_id, 'sha256:' || repeat('0', 64) AS digest,
-                    jsonb_build_object('outcome', jsonb_build_object(
-                        'state', 'completed', 'ok', ordinal % 4 = 0))::text AS record
-             FROM picked",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get("attempt_id"), r.get("digest"), r.get("record")))
-        .collect();
-    let store = Store::connect(url).await.unwrap();
-    store_records(&store.client().await.unwrap(), &records)
-        .await
-        .unwrap();
-    client
-        .batch_execute(
-            "BEGIN;
-             WITH done AS (
-               UPDATE work_items w SET state = 'done', attempts_used = 1,
-                      -- The picked attempts are `completed`: core's Bucket::settled.
-                      bucket = (SELECT CASE s.ok WHEN true THEN 'succeeded'
-                                                 WHEN false THEN 'failed' END
-                                FROM picked p
-                                LEFT JOIN submissions s ON s.attempt_id = p.attempt_id
-                                WHERE p.trial_id = w.trial_id),
-                      updated_at = now() - (ordinal % 600) * interval '1 second'
-                 WHERE trial_id IN (SELECT trial_id FROM picked)
-                 RETURNING run_id, agent, bucket)
-             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-               SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
-               GROUP BY run_id, agent, bucket;
-             INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch)
-               SELECT gen_random_uuid(), trial_id, 1, 'execute', 'executing', 2 FROM work_items
-               WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
-             UPDATE work_items SET state = 'leased'
-               WHERE ordinal % 2 = 1 AND ordinal < 200 AND run_id = (SELECT run_id FROM this_run);
-             COMMIT;",
-        )
-        .await
-        .unwrap();
-    client.batch_execute("VACUUM ANALYZE").await.unwrap();
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -224,6 +150,7 @@ async fn main() {
     if std::env::var_os("AKBENCH_BENCH_EXPLAIN").is_some() {
         explain(&url, &key).await;
     }
+    reconcile_memory(&mut client, pid, &key).await;
 
     // `run start` of a 100,000-trial run (issue 12: at most 5 s): a second plan, submitted
     // and started through the Control API; then status on the started run (every item ready).
@@ -250,6 +177,68 @@ async fn main() {
         explain(&url, &key2).await;
     }
     drop(child);
+}
+
+/// The coordinator's peak RSS while it reconciles the half-finished run: `Reconcile` (the
+/// whole report in one message) against `ReconcileStream` (every entry, in pages), each
+/// after the peak was reset (`clear_refs`), with the time each took.
+async fn reconcile_memory(client: &mut ControlClient<Channel>, pid: u32, run: &str) {
+    let reset = || std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+    let peak = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = rss_kib(pid);
+    let was_reset = reset();
+    let t = Instant::now();
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: run.into(),
+            observations_json: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let whole = (t.elapsed(), peak(), r.report_json.len());
+    drop(r);
+    let between = rss_kib(pid);
+    reset();
+    let t = Instant::now();
+    let mut parts = client
+        .reconcile_stream(pb::ReconcileStreamRequest {
+            run: run.into(),
+            observations_json: String::new(),
+            trials: pb::TrialList::All as i32,
+            trials_limit: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut entries = 0usize;
+    while let Some(part) = parts.message().await.unwrap() {
+        entries += part.trials_json.len();
+    }
+    let streamed = (t.elapsed(), peak());
+    println!(
+        "Reconcile (whole report, {} MiB): {:?}, coordinator peak {} MiB (RSS before {} MiB); \
+         ReconcileStream ({entries} entries): {:?}, peak {} MiB (RSS before {} MiB){}",
+        whole.2 >> 20,
+        whole.0,
+        whole.1 / 1024,
+        before / 1024,
+        streamed.0,
+        streamed.1 / 1024,
+        between / 1024,
+        if was_reset {
+            ""
+        } else {
+            " (peak not reset: clear_refs refused)"
+        }
+    );
 }
 
 /// The projection of the half-finished run counts what `half_finished` wrote: every even

@@ -3,7 +3,7 @@
 //! - `worker`: may open `Workers.Session` only (checked, with client certificates and the
 //!   worker-id binding, by [`crate::worker_identity`]).
 //! - `viewer`: may read the control API (`GetRun`, `ListRuns`, `DiffRuns`, `GetStatus`,
-//!   `WatchStatus`, `Reconcile`, `FetchRecords`, `ListTrialRows`) and `/api/*`.
+//!   `WatchStatus`, `Reconcile`, `ReconcileStream`, `FetchRecords`, `ListTrialRows`) and `/api/*`.
 //! - `operator`: may do everything on the control API and `/api/*`.
 //!
 //! Tokens come from token files (`--token-file`, repeatable: one `role:token` per line;

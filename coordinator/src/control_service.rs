@@ -10,9 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use akbench_core::accounting::{reconcile, Observation, ALL_BUCKETS};
+use akbench_core::accounting::{Observation, RunAccounting, ALL_BUCKETS};
 use akbench_core::digest::{canonical_json, digest_bytes};
-use akbench_core::lifecycle::State;
 use akbench_core::spec_diff::{diff, ChangeKind};
 use akbench_proto::control_server::{Control, ControlServer};
 use akbench_proto::v1 as pb;
@@ -26,13 +25,12 @@ use crate::auth::{self, require_operator};
 use crate::convert;
 use crate::error::ControlError;
 use crate::evidence::{self, RunSummary};
+use crate::reconcile::{self, Entries, Pager};
 use crate::status::{self, StatusOptions};
 use crate::store::Store;
 use crate::work_control::WorkControl;
 
-const OBSERVATIONS_SQL: &str = include_str!("../sql/control/observations.sql");
 const TRIALS_NAMED_SQL: &str = include_str!("../sql/control/trials_named.sql");
-const FLAGS_SQL: &str = include_str!("../sql/control/flags_by_agent.sql");
 /// `ListRuns` page size when the request says 0, and the most it may ask for.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// The largest page `ListRuns` returns.
@@ -93,77 +91,6 @@ impl ControlService {
     async fn run(&self, run: &str) -> Result<RunSummary, ControlError> {
         evidence::find_run(&self.store, run).await
     }
-
-    /// Per agent, the run's done trials whose deciding grade its records flag (the same
-    /// query as status).
-    async fn own_flags(
-        client: &tokio_postgres::Transaction<'_>,
-        run: &RunSummary,
-    ) -> Result<
-        std::collections::BTreeMap<String, akbench_core::grading::integrity::FlagCounts>,
-        ControlError,
-    > {
-        let rows = client
-            .query(FLAGS_SQL, &[&run.run_id])
-            .await
-            .map_err(|e| ControlError::store("reconcile")(e.into()))?;
-        status::flags_of_rows(&rows).map_err(|e| ControlError::Corrupt {
-            run: run.run_key.clone(),
-            problem: e.in_query("flags_by_agent.sql").to_string(),
-        })
-    }
-
-    async fn own_observations(
-        client: &tokio_postgres::Transaction<'_>,
-        run: &RunSummary,
-    ) -> Result<Vec<Observation>, ControlError> {
-        let rows = client
-            .query(OBSERVATIONS_SQL, &[&run.run_id])
-            .await
-            .map_err(|e| ControlError::store("reconcile")(e.into()))?;
-        let corrupt = |e: crate::rows::RowError| ControlError::Corrupt {
-            run: run.run_key.clone(),
-            problem: e.to_string(),
-        };
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            use crate::rows::{col, parsed_opt};
-            let trial_id: Uuid = col(&row, "trial_id").map_err(corrupt)?;
-            let attempt_id: Option<Uuid> = col(&row, "attempt_id").map_err(corrupt)?;
-            // A trial whose attempts are all live has no outcome yet.
-            let Some(terminal) = parsed_opt(&row, "terminal", State::parse).map_err(corrupt)?
-            else {
-                continue;
-            };
-            let record_state = parsed_opt(&row, "record_state", State::parse).map_err(corrupt)?;
-            let ok: Option<bool> = col(&row, "ok").map_err(corrupt)?;
-            let score: Option<f64> = col(&row, "score").map_err(corrupt)?;
-            let state = record_state.unwrap_or(terminal);
-            if !state.is_terminal() {
-                return Err(corrupt(crate::rows::RowError::Value {
-                    column: "terminal",
-                    problem: format!("`{state}` is not a terminal state"),
-                }));
-            }
-            // A `completed` attempt whose record has not arrived has no outcome yet.
-            if state == State::Completed && ok.is_none() {
-                continue;
-            }
-            out.push(Observation {
-                trial_id,
-                state,
-                ok,
-                score,
-                attempt_id,
-                source: Some(if record_state.is_some() {
-                    "coordinator:record".into()
-                } else {
-                    "coordinator:attempt".into()
-                }),
-            });
-        }
-        Ok(out)
-    }
 }
 
 /// Observations sent in a request: a JSON array, or JSON Lines; each checked.
@@ -187,6 +114,39 @@ fn parse_observations(text: &str) -> Result<Vec<Observation>, ControlError> {
             .map_err(|e| invalid(format!("observation {} ({}): {e}", i + 1, o.trial_id)))?;
     }
     Ok(observations)
+}
+
+/// The observations of a request: `None` when it sent none (the coordinator's own count).
+fn sent_observations(text: &str) -> Result<Option<Vec<Observation>>, ControlError> {
+    if text.trim().is_empty() {
+        Ok(None)
+    } else {
+        parse_observations(text).map(Some)
+    }
+}
+
+/// The response of an accounting: its counts and its canonical JSON with that JSON's digest.
+fn reconcile_response(run: &RunSummary, a: &RunAccounting) -> pb::ReconcileResponse {
+    let report_json = canonical_json(a);
+    let report_digest = digest_bytes(report_json.as_bytes());
+    let partitions = ALL_BUCKETS
+        .iter()
+        .map(|b| pb::StateCount {
+            state: b.as_str().to_string(),
+            count: a.counts.get(*b),
+        })
+        .collect();
+    let identical = a.duplicates.iter().filter(|d| d.identical).count() as u64;
+    pb::ReconcileResponse {
+        run: Some(convert::summary(run)),
+        valid: a.valid,
+        partitions,
+        duplicates: identical,
+        conflicts: a.duplicates.len() as u64 - identical,
+        unexpected: a.unexpected.len() as u64,
+        report_json,
+        report_digest,
+    }
 }
 
 fn section_and_path(path: &str) -> (String, String) {
@@ -466,58 +426,48 @@ impl Control for ControlService {
         let r = request.into_inner();
         let run = self.run(&r.run).await?;
         // Parse first: a malformed file fails fast, before the plan is read.
-        let sent = if r.observations_json.trim().is_empty() {
-            None
-        } else {
-            Some(parse_observations(&r.observations_json)?)
-        };
-        let plan = evidence::ready_plan(&self.store, &run).await?;
-        let accounting = match sent {
-            // Observations carry no grade: no flag counts.
-            Some(o) => reconcile(&plan, &o),
-            None => {
-                // The outcomes and their flags from one snapshot, as status reads them: a
-                // trial settled in between is in both or in neither.
-                let mut conn = self
-                    .store
-                    .client()
-                    .await
-                    .map_err(ControlError::store("reconcile"))?;
-                let snapshot = conn
-                    .build_transaction()
-                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .await
-                    .map_err(|e| ControlError::store("reconcile")(e.into()))?;
-                let observations = Self::own_observations(&snapshot, &run).await?;
-                let flags = Self::own_flags(&snapshot, &run).await?;
-                reconcile(&plan, &observations).with_flags(&plan, flags)
-            }
-        };
-        let report_json = canonical_json(&accounting);
-        let report_digest = digest_bytes(report_json.as_bytes());
-        let partitions = ALL_BUCKETS
-            .iter()
-            .map(|b| pb::StateCount {
-                state: b.as_str().to_string(),
-                count: accounting.counts.get(*b),
-            })
-            .collect();
-        Ok(Response::new(pb::ReconcileResponse {
-            run: Some(convert::summary(&run)),
-            valid: accounting.valid,
-            partitions,
-            duplicates: accounting.duplicates.iter().filter(|d| d.identical).count() as u64,
-            conflicts: accounting
-                .duplicates
-                .iter()
-                .filter(|d| !d.identical)
-                .count() as u64,
-            unexpected: accounting.unexpected.len() as u64,
-            report_json,
-            report_digest,
-        }))
+        let sent = sent_observations(&r.observations_json)?;
+        let mut entries = Entries::Keep(Vec::new());
+        let accounting = reconcile::account(&self.store, &run, sent.as_deref(), &mut entries)
+            .await?
+            .ok_or_else(|| Status::cancelled("the client went away"))?;
+        Ok(Response::new(reconcile_response(&run, &accounting)))
+    }
+
+    type ReconcileStreamStream = Stream_<pb::ReconcilePart>;
+
+    async fn reconcile_stream(
+        &self,
+        request: Request<pb::ReconcileStreamRequest>,
+    ) -> Result<Response<Self::ReconcileStreamStream>, Status> {
+        let r = request.into_inner();
+        let run = self.run(&r.run).await?;
+        let sent = sent_observations(&r.observations_json)?;
+        let list = pb::TrialList::try_from(r.trials).map_err(|_| {
+            ControlError::invalid(
+                "reconcile",
+                "trials",
+                format!(
+                    "{} is not a TrialList; fix: send none, unaccounted or all",
+                    r.trials
+                ),
+            )
+        })?;
+        let (tx, rx) = mpsc::channel(4);
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut entries = Entries::Send(Pager::new(list, r.trials_limit, tx.clone()));
+            let part = match reconcile::account(&store, &run, sent.as_deref(), &mut entries).await {
+                Ok(Some(a)) => Ok(pb::ReconcilePart {
+                    trials_json: Vec::new(),
+                    summary: Some(reconcile_response(&run, &a)),
+                }),
+                Ok(None) => return,
+                Err(e) => Err(e.into()),
+            };
+            let _ = tx.send(part).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     type FetchRecordsStream = Stream_<pb::RunRecord>;

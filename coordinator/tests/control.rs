@@ -818,6 +818,155 @@ async fn watch_status_sends_a_new_status_after_a_change_and_ends_with_the_run() 
     coordinator.stop().await;
 }
 
+/// A run's accounting read whole (`Reconcile`) and streamed (`ReconcileStream`).
+async fn accounting_whole_and_streamed(
+    client: &mut ControlClient<Channel>,
+    run: &str,
+    observations_json: &str,
+    list: pb::TrialList,
+    limit: u64,
+) -> (
+    akbench_core::accounting::RunAccounting,
+    Vec<akbench_core::accounting::AccountedTrial>,
+    akbench_core::accounting::RunAccounting,
+) {
+    let r = client
+        .reconcile(pb::ReconcileRequest {
+            run: run.to_string(),
+            observations_json: observations_json.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let whole = serde_json::from_str(&r.report_json).unwrap();
+    let mut parts = client
+        .reconcile_stream(pb::ReconcileStreamRequest {
+            run: run.to_string(),
+            observations_json: observations_json.to_string(),
+            trials: list as i32,
+            trials_limit: limit,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut entries, mut summary, mut pages) = (Vec::new(), None, 0);
+    while let Some(part) = parts.message().await.unwrap() {
+        assert!(summary.is_none(), "a part after the summary");
+        assert!(part.trials_json.len() <= 1000, "{}", part.trials_json.len());
+        pages += usize::from(!part.trials_json.is_empty());
+        for t in &part.trials_json {
+            entries.push(serde_json::from_str(t).unwrap());
+        }
+        if let Some(s) = part.summary {
+            assert_eq!(
+                s.report_digest,
+                akbench_core::digest::digest_bytes(s.report_json.as_bytes())
+            );
+            summary = Some(serde_json::from_str(&s.report_json).unwrap());
+        }
+    }
+    assert_eq!(pages, entries.len().div_ceil(1000), "entries come in pages");
+    (whole, entries, summary.expect("the summary, last"))
+}
+
+/// The streamed accounting (the planned trials read a page at a time, the coordinator's own
+/// outcomes beside them, the entries sent in pages) is the whole one: with a file of
+/// observations holding every kind of case (an identical and a conflicting duplicate, an
+/// unexpected identity, missing trials) it is core's `reconcile` over the whole plan, and
+/// with the coordinator's own records it is what `Reconcile` answers; the entries asked for
+/// are the whole report's, in plan order, across pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_streamed_accounting_equals_the_whole_plan_one() {
+    use akbench_core::accounting::{reconcile, Bucket, Observation, RunAccounting};
+    let coordinator = Coordinator::open().await;
+    let channel = Channel::from_shared(format!("http://{}", coordinator.handle().grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connects");
+    let mut client = ControlClient::new(channel);
+    let (spec, ready) = run_docs(601, 1); // 1,202 trials: two pages
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let store = coordinator.store().clone();
+    start_by_hand(&store, ready.run_id).await;
+    finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
+    finish_trial(&store, &ready, 2, 1, "infrastructure_error", None).await;
+    finish_trial(&store, &ready, 1100, 1, "completed", Some(false)).await;
+    finish_trial(&store, &ready, 1201, 1, "timeout", None).await;
+
+    let t = &ready.trials;
+    let o = |i: usize, state: &str, ok: Option<bool>| Observation {
+        trial_id: t[i].trial_id,
+        state: akbench_core::lifecycle::State::parse(state).unwrap(),
+        ok,
+        score: ok.map(|ok| if ok { 1.0 } else { 0.0 }),
+        attempt_id: None,
+        source: Some("file".into()),
+    };
+    let stranger = Observation {
+        trial_id: Uuid::now_v7(),
+        ..o(0, "not_graded", None)
+    };
+    let sent = vec![
+        stranger.clone(),
+        o(1150, "completed", Some(true)),
+        o(0, "completed", Some(true)),
+        o(1150, "completed", Some(true)),
+        o(3, "completed", Some(true)),
+        o(3, "failed", None),
+        o(1201, "cancelled", None),
+        stranger,
+        o(5, "evaluation_error", None),
+    ];
+    let sent_json = serde_json::to_string(&sent).unwrap();
+    let unaccounted = |a: &RunAccounting| -> Vec<_> {
+        a.trials
+            .iter()
+            .filter(|e| matches!(e.bucket, Bucket::Missing | Bucket::Quarantined))
+            .cloned()
+            .collect()
+    };
+    for observations in ["", sent_json.as_str()] {
+        let (whole, entries, summary) =
+            accounting_whole_and_streamed(&mut client, &key, observations, pb::TrialList::All, 0)
+                .await;
+        if observations.is_empty() {
+            assert!(whole.valid && whole.flagged.is_some(), "{whole:?}");
+            assert_eq!(whole.observations, 4);
+            assert_eq!(whole.counts.missing, 1198);
+        } else {
+            assert_eq!(whole, reconcile(&ready, &sent));
+            assert_eq!((whole.duplicates.len(), whole.unexpected.len()), (2, 1));
+            assert_eq!(whole.counts.quarantined, 1);
+        }
+        assert_eq!(whole.trials.len(), 1202);
+        assert_eq!(entries, whole.trials);
+        assert_eq!(
+            summary,
+            RunAccounting {
+                trials: Vec::new(),
+                ..whole.clone()
+            }
+        );
+        let want = unaccounted(&whole);
+        for (list, limit, expected) in [
+            (pb::TrialList::Unaccounted, 0, want.clone()),
+            (pb::TrialList::Unaccounted, 20, want[..20].to_vec()),
+            (pb::TrialList::None, 0, Vec::new()),
+        ] {
+            let (_, entries, again) =
+                accounting_whole_and_streamed(&mut client, &key, observations, list, limit).await;
+            assert_eq!(entries, expected, "{list:?} {limit}");
+            assert_eq!(again, summary);
+        }
+    }
+    coordinator.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_and_fetch_records() {
     let coordinator = Coordinator::open().await;

@@ -10,17 +10,18 @@
 //! [`observations`].
 
 pub mod observations;
+pub mod stream;
 
 pub use observations::{
     load_lines, load_observations, observed_spend, parse_lines, parse_observations, Observation,
     ObservationsError, ObservedLine, ObservedSpend,
 };
+pub use stream::{Accountant, ObservationIndex};
 
 use crate::lifecycle::State;
 use crate::plan::RunPlan;
 use crate::rates::Rates;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use uuid::Uuid;
 
 /// Where a planned trial is counted.
@@ -301,12 +302,22 @@ pub struct RunAccounting {
 impl RunAccounting {
     /// `flagged` for every agent label of `plan` (zero where `by_agent` has none).
     pub fn with_flags(
-        mut self,
+        self,
         plan: &RunPlan,
+        by_agent: std::collections::BTreeMap<String, crate::grading::integrity::FlagCounts>,
+    ) -> RunAccounting {
+        self.with_flags_for(plan.trials.iter().map(|t| t.agent.label.as_str()), by_agent)
+    }
+
+    /// `flagged` for every label of `agents` (zero where `by_agent` has none): a plan's
+    /// labels, e.g. the keys of its summary's `by_agent`.
+    pub fn with_flags_for<'a>(
+        mut self,
+        agents: impl IntoIterator<Item = &'a str>,
         mut by_agent: std::collections::BTreeMap<String, crate::grading::integrity::FlagCounts>,
     ) -> RunAccounting {
-        for t in &plan.trials {
-            by_agent.entry(t.agent.label.clone()).or_default();
+        for label in agents {
+            by_agent.entry(label.to_string()).or_default();
         }
         self.flagged = Some(by_agent);
         self
@@ -320,96 +331,23 @@ impl RunAccounting {
     }
 }
 
-/// Matches `observations` to `plan`'s exact UUID set.
+/// Matches `observations` to `plan`'s exact UUID set: the [`Accountant`] over the whole plan,
+/// its per-trial list kept.
 pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting {
-    let index: HashMap<Uuid, usize> = plan
+    let mut index = ObservationIndex::new(observations);
+    let mut accountant = Accountant::new(plan.run_id, plan.run_key.clone(), plan.digest.clone());
+    let trials: Vec<AccountedTrial> = plan
         .trials
         .iter()
-        .enumerate()
-        .map(|(i, t)| (t.trial_id, i))
+        .map(|t| {
+            let seen = index.take(t.trial_id);
+            accountant.trial(t.ordinal, t.trial_id, t.key.clone(), &seen)
+        })
         .collect();
-    // Per planned trial: indices of its observations.
-    let mut seen: Vec<Vec<usize>> = vec![Vec::new(); plan.trials.len()];
-    let mut unexpected_order: Vec<Uuid> = Vec::new();
-    let mut unexpected: HashMap<Uuid, Vec<Observation>> = HashMap::new();
-    for (j, o) in observations.iter().enumerate() {
-        match index.get(&o.trial_id) {
-            Some(&i) => seen[i].push(j),
-            None => {
-                let e = unexpected.entry(o.trial_id).or_default();
-                if e.is_empty() {
-                    unexpected_order.push(o.trial_id);
-                }
-                e.push(o.clone());
-            }
-        }
-    }
-    let mut counts = BucketCounts::default();
-    let mut trials = Vec::with_capacity(plan.trials.len());
-    let mut duplicates = Vec::new();
-    let mut quarantined = Vec::new();
-    for (t, obs) in plan.trials.iter().zip(&seen) {
-        let (bucket, outcome) = match obs.as_slice() {
-            [] => (Bucket::Missing, None),
-            [j] => {
-                let o = &observations[*j];
-                (Bucket::of(o), Some(o.clone()))
-            }
-            [first, rest @ ..] => {
-                let o = &observations[*first];
-                let identical = rest.iter().all(|j| observations[*j] == *o);
-                duplicates.push(Duplicate {
-                    trial_id: t.trial_id,
-                    count: obs.len(),
-                    identical,
-                });
-                if identical {
-                    (Bucket::of(o), Some(o.clone()))
-                } else {
-                    quarantined.push(Quarantined {
-                        trial_id: t.trial_id,
-                        reason: "conflicting_duplicate".into(),
-                        observations: obs.iter().map(|j| observations[*j].clone()).collect(),
-                    });
-                    (Bucket::Quarantined, None)
-                }
-            }
-        };
-        *counts.slot(bucket) += 1;
-        trials.push(AccountedTrial {
-            ordinal: t.ordinal,
-            trial_id: t.trial_id,
-            key: t.key.clone(),
-            bucket,
-            outcome,
-        });
-    }
-    for id in &unexpected_order {
-        quarantined.push(Quarantined {
-            trial_id: *id,
-            reason: "unexpected_identity".into(),
-            observations: unexpected.remove(id).unwrap_or_default(),
-        });
-    }
-    let valid = counts.quarantined == 0 && unexpected_order.is_empty();
-    let candidates = crate::candidates::account(plan, &trials);
-    RunAccounting {
-        run_id: plan.run_id,
-        run_key: plan.run_key.clone(),
-        plan_digest: plan.digest.clone(),
-        planned: plan.trials.len() as u64,
-        observations: observations.len() as u64,
-        rates: Rates::from_counts(&counts),
-        valid,
-        complete: counts.missing == 0 && counts.quarantined == 0,
-        counts,
-        trials,
-        duplicates,
-        unexpected: unexpected_order,
-        quarantined,
-        candidates,
-        flagged: None,
-    }
+    let mut a = accountant.finish(observations.len() as u64, index.unexpected());
+    a.candidates = crate::candidates::account(plan, &trials);
+    a.trials = trials;
+    a
 }
 
 #[cfg(test)]

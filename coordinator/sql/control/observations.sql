@@ -1,9 +1,9 @@
 -- The coordinator's own outcome of each trial of a run: its last finished attempt, with the
 -- outcome of that attempt's accepted record when there is one; a trial cancelled before an
 -- attempt ran to an end (never started, or waiting for a retry) is `cancelled`, whatever an
--- earlier attempt ended in (as status and the records export count it).
+-- earlier attempt ended in (as status and the records export count it). In plan order.
 SELECT DISTINCT ON (w.ordinal)
-       w.trial_id, a.attempt_id,
+       w.ordinal, w.trial_id, a.attempt_id,
        CASE WHEN w.state = 'cancelled' THEN 'cancelled' ELSE a.terminal_state END AS terminal,
        CASE WHEN w.state <> 'cancelled'
             THEN COALESCE(s.record -> 'outcome' ->> 'state', s.record ->> 'state') END

@@ -4,6 +4,7 @@ use crate::plan::plan;
 use crate::testkit::synthetic_spec;
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
+use std::collections::HashMap;
 use std::path::Path;
 
 fn clock() -> ManualClock {
@@ -65,6 +66,60 @@ fn every_bucket() {
     assert_eq!(a.rates.pass_rate, Some(0.5));
     assert_eq!(a.rates.solve_rate, Some(0.25));
     assert_eq!(a.accepted().count(), 9);
+}
+
+#[test]
+fn the_streamed_accounting_equals_the_whole_plan_one() {
+    // Every bucket, an identical and a conflicting duplicate, missing trials and an
+    // unexpected identity seen twice, in an input order that is not the plan's.
+    let p = plan(&synthetic_spec(7, 2, 1, &clock()), &clock());
+    let id = |i: usize| p.trials[i].trial_id;
+    let stranger = crate::ids::uuid_v7_at(clock().now());
+    let o = vec![
+        obs(stranger, State::Completed, Some(true)),
+        obs(id(9), State::Completed, Some(true)),
+        obs(id(0), State::Completed, Some(false)),
+        obs(id(9), State::Completed, Some(true)),
+        obs(id(3), State::Timeout, None),
+        obs(id(3), State::Cancelled, None),
+        obs(stranger, State::Failed, None),
+        obs(id(1), State::Failed, None),
+        obs(id(2), State::InvalidConfiguration, None),
+        obs(id(4), State::NotGraded, None),
+        obs(id(5), State::InfrastructureError, None),
+        obs(id(6), State::EvaluationError, None),
+        obs(id(7), State::Cancelled, None),
+    ];
+    let a = reconcile(&p, &o);
+    assert_eq!(a, whole_plan(&p, &o));
+    assert_eq!((a.counts.missing, a.counts.quarantined), (5, 1));
+    assert_eq!(a.duplicates.len(), 2);
+    assert_eq!(a.unexpected, [stranger]);
+    assert_eq!(a.quarantined[1].observations.len(), 2);
+    // Streamed by hand, one trial at a time, as the coordinator does.
+    let mut index = ObservationIndex::new(&o);
+    let mut accountant = Accountant::new(p.run_id, p.run_key.clone(), p.digest.clone());
+    let trials: Vec<AccountedTrial> = p
+        .trials
+        .iter()
+        .map(|t| {
+            accountant.trial(
+                t.ordinal,
+                t.trial_id,
+                t.key.clone(),
+                &index.take(t.trial_id),
+            )
+        })
+        .collect();
+    let streamed = accountant.finish(o.len() as u64, index.unexpected());
+    assert_eq!(trials, a.trials);
+    assert_eq!(
+        streamed,
+        RunAccounting {
+            trials: Vec::new(),
+            ..a
+        }
+    );
 }
 
 #[test]
@@ -318,6 +373,7 @@ proptest! {
             })
             .collect();
         let a = reconcile(&p, &o);
+        prop_assert_eq!(&a, &whole_plan(&p, &o));
         prop_assert_eq!(a.counts.planned(), 20);
         prop_assert_eq!(a.trials.len(), 20);
         for b in ALL_BUCKETS {
@@ -445,4 +501,97 @@ fn settled_bucket_of_every_state() {
         Some(Bucket::Failed)
     );
     assert_eq!(Bucket::settled(State::Executing, Some(true)), None);
+}
+
+/// The accounting as it was computed before [`Accountant`] (the whole plan and every
+/// observation held at once): the reference the streamed one must equal.
+fn whole_plan(plan: &RunPlan, observations: &[Observation]) -> RunAccounting {
+    let index: HashMap<Uuid, usize> = plan
+        .trials
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.trial_id, i))
+        .collect();
+    // Per planned trial: indices of its observations.
+    let mut seen: Vec<Vec<usize>> = vec![Vec::new(); plan.trials.len()];
+    let mut unexpected_order: Vec<Uuid> = Vec::new();
+    let mut unexpected: HashMap<Uuid, Vec<Observation>> = HashMap::new();
+    for (j, o) in observations.iter().enumerate() {
+        match index.get(&o.trial_id) {
+            Some(&i) => seen[i].push(j),
+            None => {
+                let e = unexpected.entry(o.trial_id).or_default();
+                if e.is_empty() {
+                    unexpected_order.push(o.trial_id);
+                }
+                e.push(o.clone());
+            }
+        }
+    }
+    let mut counts = BucketCounts::default();
+    let mut trials = Vec::with_capacity(plan.trials.len());
+    let mut duplicates = Vec::new();
+    let mut quarantined = Vec::new();
+    for (t, obs) in plan.trials.iter().zip(&seen) {
+        let (bucket, outcome) = match obs.as_slice() {
+            [] => (Bucket::Missing, None),
+            [j] => {
+                let o = &observations[*j];
+                (Bucket::of(o), Some(o.clone()))
+            }
+            [first, rest @ ..] => {
+                let o = &observations[*first];
+                let identical = rest.iter().all(|j| observations[*j] == *o);
+                duplicates.push(Duplicate {
+                    trial_id: t.trial_id,
+                    count: obs.len(),
+                    identical,
+                });
+                if identical {
+                    (Bucket::of(o), Some(o.clone()))
+                } else {
+                    quarantined.push(Quarantined {
+                        trial_id: t.trial_id,
+                        reason: "conflicting_duplicate".into(),
+                        observations: obs.iter().map(|j| observations[*j].clone()).collect(),
+                    });
+                    (Bucket::Quarantined, None)
+                }
+            }
+        };
+        *counts.slot(bucket) += 1;
+        trials.push(AccountedTrial {
+            ordinal: t.ordinal,
+            trial_id: t.trial_id,
+            key: t.key.clone(),
+            bucket,
+            outcome,
+        });
+    }
+    for id in &unexpected_order {
+        quarantined.push(Quarantined {
+            trial_id: *id,
+            reason: "unexpected_identity".into(),
+            observations: unexpected.remove(id).unwrap_or_default(),
+        });
+    }
+    let valid = counts.quarantined == 0 && unexpected_order.is_empty();
+    let candidates = crate::candidates::account(plan, &trials);
+    RunAccounting {
+        run_id: plan.run_id,
+        run_key: plan.run_key.clone(),
+        plan_digest: plan.digest.clone(),
+        planned: plan.trials.len() as u64,
+        observations: observations.len() as u64,
+        rates: Rates::from_counts(&counts),
+        valid,
+        complete: counts.missing == 0 && counts.quarantined == 0,
+        counts,
+        trials,
+        duplicates,
+        unexpected: unexpected_order,
+        quarantined,
+        candidates,
+        flagged: None,
+    }
 }

@@ -55,80 +55,106 @@ pub(crate) fn show(
             None => print_json(a)?,
         }
     } else {
-        println!("run        {} ({})", a.run_key, a.run_id);
-        println!(
-            "accounting {} and {}",
-            if a.valid { "valid" } else { "INVALID" },
-            if a.complete { "complete" } else { "incomplete" }
-        );
-        println!("planned    {}   observations {}", a.planned, a.observations);
-        for b in ALL_BUCKETS {
-            println!("  {:<21}{}", b.as_str(), a.counts.get(b));
-        }
-        println!(
-            "pass rate  {} ({} graded)   coverage {}   infrastructure errors {}",
-            Pct(a.rates.pass_rate),
-            a.rates.graded,
-            Pct(a.rates.coverage),
-            Pct(a.rates.infrastructure_error_rate)
-        );
-        if let Some(s) = spent {
-            println!(
-                "spend      {} ({} of {} observations without spend)",
-                akbench_core::spend::fmt_spend(&s.spend),
-                s.lines_without_spend,
-                s.lines
-            );
-        }
-        if let Some(c) = &a.candidates {
-            println!("{c}");
-        }
-        // Only a coordinator reconciling its own records knows the grades.
-        if let Some(flagged) = &a.flagged {
-            println!("flagged    (core::grading::integrity)");
-            for (agent, f) in flagged {
-                println!(
-                    "  {agent:<21}grading tampered {}, withheld paths {}",
-                    f.tampered, f.withheld
-                );
-            }
-        }
-        let identical = a.duplicates.iter().filter(|d| d.identical).count();
-        println!(
-            "duplicates {} identical (counted once), {} conflicting (quarantined)",
-            identical,
-            a.duplicates.len() - identical
-        );
-        println!("unexpected {}", a.unexpected.len());
-        for q in &a.quarantined {
-            println!(
-                "  quarantined {} {} ({} observations)",
-                q.trial_id,
-                q.reason,
-                q.observations.len()
-            );
-        }
+        show_head(a, spent);
         // Without --all, list at most 20 missing or quarantined trials.
-        let mut more = 0usize;
-        let listed = a
-            .trials
-            .iter()
-            .filter(|t| all || matches!(t.bucket, Bucket::Missing | Bucket::Quarantined));
-        for (n, t) in listed.enumerate() {
-            if all || n < 20 {
-                let (o, b, id, k) = (t.ordinal, t.bucket.as_str(), t.trial_id, &t.key);
-                println!("  {o:>6} {b:<21}{id} {k}");
-            } else {
-                more += 1;
-            }
+        let listed = a.trials.iter().filter(|t| all || is_unaccounted(t.bucket));
+        for t in listed.take(if all { usize::MAX } else { LISTED }) {
+            println!("{}", trial_line(t));
         }
-        if more > 0 {
-            println!("  ... {more} more (use --all or --json)");
-        }
+        show_more(a, all);
     }
-    Ok(if a.valid {
+    Ok(exit_code(a))
+}
+
+/// Missing or quarantined trials listed without --all.
+pub(crate) const LISTED: usize = 20;
+
+/// True for the buckets listed without --all.
+pub(crate) fn is_unaccounted(b: Bucket) -> bool {
+    matches!(b, Bucket::Missing | Bucket::Quarantined)
+}
+
+/// 0 when the accounting is valid, 1 when not.
+pub(crate) fn exit_code(a: &RunAccounting) -> i32 {
+    if a.valid {
         crate::exit::OK
     } else {
         crate::exit::NEGATIVE
-    })
+    }
+}
+
+/// One listed trial.
+pub(crate) fn trial_line(t: &akbench_core::accounting::AccountedTrial) -> String {
+    let (o, b, id, k) = (t.ordinal, t.bucket.as_str(), t.trial_id, &t.key);
+    format!("  {o:>6} {b:<21}{id} {k}")
+}
+
+/// Without --all, how many missing or quarantined trials were not listed.
+pub(crate) fn show_more(a: &RunAccounting, all: bool) {
+    let unaccounted = (a.counts.missing + a.counts.quarantined) as usize;
+    let more = if all {
+        0
+    } else {
+        unaccounted.saturating_sub(LISTED)
+    };
+    if more > 0 {
+        println!("  ... {more} more (use --all or --json)");
+    }
+}
+
+/// The text before the listed trials: everything but `a.trials`.
+pub(crate) fn show_head(a: &RunAccounting, spent: Option<&ObservedSpend>) {
+    println!("run        {} ({})", a.run_key, a.run_id);
+    println!(
+        "accounting {} and {}",
+        if a.valid { "valid" } else { "INVALID" },
+        if a.complete { "complete" } else { "incomplete" }
+    );
+    println!("planned    {}   observations {}", a.planned, a.observations);
+    for b in ALL_BUCKETS {
+        println!("  {:<21}{}", b.as_str(), a.counts.get(b));
+    }
+    println!(
+        "pass rate  {} ({} graded)   coverage {}   infrastructure errors {}",
+        Pct(a.rates.pass_rate),
+        a.rates.graded,
+        Pct(a.rates.coverage),
+        Pct(a.rates.infrastructure_error_rate)
+    );
+    if let Some(s) = spent {
+        println!(
+            "spend      {} ({} of {} observations without spend)",
+            akbench_core::spend::fmt_spend(&s.spend),
+            s.lines_without_spend,
+            s.lines
+        );
+    }
+    if let Some(c) = &a.candidates {
+        println!("{c}");
+    }
+    // Only a coordinator reconciling its own records knows the grades.
+    if let Some(flagged) = &a.flagged {
+        println!("flagged    (core::grading::integrity)");
+        for (agent, f) in flagged {
+            println!(
+                "  {agent:<21}grading tampered {}, withheld paths {}",
+                f.tampered, f.withheld
+            );
+        }
+    }
+    let identical = a.duplicates.iter().filter(|d| d.identical).count();
+    println!(
+        "duplicates {} identical (counted once), {} conflicting (quarantined)",
+        identical,
+        a.duplicates.len() - identical
+    );
+    println!("unexpected {}", a.unexpected.len());
+    for q in &a.quarantined {
+        println!(
+            "  quarantined {} {} ({} observations)",
+            q.trial_id,
+            q.reason,
+            q.observations.len()
+        );
+    }
 }

@@ -9,8 +9,7 @@ use crate::cli::{
 };
 use crate::cmd::{self, print_json};
 use crate::exit::{self, InputError};
-use akbench_core::accounting::{load_lines, observed_spend, ObservedLine, RunAccounting};
-use akbench_core::digest::digest_bytes;
+use akbench_core::accounting::{load_lines, ObservedLine};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::plan::RunPlan;
 use akbench_core::spec::ResolvedRunSpec;
@@ -247,58 +246,13 @@ async fn diff(c: Client, args: DiffArgs) -> anyhow::Result<i32> {
     )
 }
 
-/// Reconciles on the coordinator; with a file of observations, also shows what its lines
-/// say the planned trials (those of the returned accounting) spent.
+/// Reconciles on the coordinator (streamed: [`super::reconcile`]).
 async fn reconcile(
     c: Client,
     args: ReconcileArgs,
     lines: Option<Vec<ObservedLine>>,
 ) -> anyhow::Result<i32> {
-    let observations = match &lines {
-        Some(l) => Some(serde_json::to_string(
-            &l.iter().map(|l| &l.observation).collect::<Vec<_>>(),
-        )?),
-        None => None,
-    };
-    let a = reconcile_call(&c, &args.run, observations).await?;
-    let spent = lines.map(|l| {
-        let planned = a.trials.iter().map(|t| t.trial_id).collect();
-        observed_spend(&planned, &l)
-    });
-    cmd::reconcile::show(&a, spent.as_ref(), args.all, args.store.json)
-}
-
-/// Reconciles on the coordinator and checks the report's digest.
-async fn reconcile_call(
-    c: &Client,
-    run: &str,
-    observations: Option<String>,
-) -> anyhow::Result<RunAccounting> {
-    let r = c
-        .inner
-        .clone()
-        .reconcile(c.request(pb::ReconcileRequest {
-            run: run.to_string(),
-            observations_json: observations.unwrap_or_default(),
-        }))
-        .await
-        .map_err(|s| c.error(s))?
-        .into_inner();
-    let digest = digest_bytes(r.report_json.as_bytes());
-    if digest != r.report_digest {
-        anyhow::bail!(
-            "the coordinator at {} sent a reconciliation report whose digest does not match \
-             ({} vs {digest})",
-            c.url(),
-            r.report_digest
-        );
-    }
-    serde_json::from_str(&r.report_json).map_err(|e| {
-        anyhow::anyhow!(
-            "failed to read the reconciliation report from {}: {e}",
-            c.url()
-        )
-    })
+    super::reconcile::reconcile(&c, &args.run, lines, args.all, args.store.json).await
 }
 
 fn print_action(
@@ -518,7 +472,8 @@ async fn status(remote: &Remote, mut c: Client, args: StatusArgs) -> anyhow::Res
         ));
     }
     // The run is over: exit 0 when its accounting is valid.
-    let a = reconcile_call(&c, &summary.run_id, None).await?;
+    let a =
+        super::reconcile::call(&c, &summary.run_id, None, pb::TrialList::None, 0, &mut ()).await?;
     eprintln!(
         "run {} {}: accounting {} ({})",
         summary.run_key,

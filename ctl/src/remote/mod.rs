@@ -10,6 +10,7 @@
 //!   [`records`]: the record export; [`watch`]: how `run status --watch` draws updates.
 
 pub mod commands;
+mod reconcile;
 pub mod records;
 pub mod submit;
 pub mod view;

@@ -15,7 +15,6 @@
 
 use super::Client;
 use crate::cli::RecordsArgs;
-use crate::cmd::print_json;
 use crate::exit;
 use akbench_core::accounting::{Bucket, BucketCounts, Coverage, Observation};
 use akbench_core::digest::digest_bytes;
@@ -37,24 +36,53 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         ))
         .into());
     }
+    // Per record as it is written: its bucket, its trajectories, its line of --json's
+    // `trials` (in a temporary file until the totals that precede it are known).
+    let mut counts = BucketCounts::default();
+    let mut trajectories = args.artifacts.as_ref().map(|_| Trajectories::default());
+    let mut listed = match args.run.json {
+        true => Some(std::io::BufWriter::new(tempfile::tempfile()?)),
+        false => None,
+    };
+    let mut on = |r: &pb::RunRecord, key: &str, path: &Path| -> anyhow::Result<()> {
+        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
+            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
+        counts.add(bucket_of(&rec));
+        if let (Some(a), Some(t)) = (&args.artifacts, trajectories.as_mut()) {
+            copy_trajectories(a, &args.out, &rec, key, path, t)?;
+        }
+        if let Some(f) = listed.as_mut() {
+            let line = serde_json::json!({
+                "ordinal": r.ordinal,
+                "key": key,
+                "trial_id": r.trial_id,
+                "attempt_id": r.attempt_id,
+                "digest": r.digest,
+                "path": path,
+            });
+            serde_json::to_writer(&mut *f, &line)?;
+            f.write_all(b"\n")?;
+        }
+        Ok(())
+    };
     let Exported {
         summary,
         planned,
-        written,
+        records,
         unexported,
-    } = export(&c, &args.run.run, &args.out, &args.trials).await?;
-    let coverage = coverage_of(planned, &written)?;
-    let trajectories = match &args.artifacts {
-        Some(a) => Some(copy_trajectories(a, &args.out, &written)?),
-        None => None,
-    };
-    if args.run.json {
-        print_json(&serde_json::json!({
+    } = export_with(&c, &args.run.run, &args.out, &args.trials, &mut on).await?;
+    counts.add_n(
+        Bucket::Missing,
+        (planned as u64).saturating_sub(counts.planned()),
+    );
+    let coverage = Coverage::of(&counts);
+    if let Some(listed) = listed {
+        let head = serde_json::json!({
             "run_key": summary.run_key,
             "run_id": summary.run_id,
             "out": args.out,
             "planned": planned,
-            "records": written.len(),
+            "records": records,
             "coverage": coverage.ratio(),
             "covered": coverage.covered,
             "trajectories": trajectories.as_ref().map(|t| serde_json::json!({
@@ -65,19 +93,12 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
                 "key": key,
                 "why": why,
             })).collect::<Vec<_>>(),
-            "trials": written.iter().map(|(r, key, path)| serde_json::json!({
-                "ordinal": r.ordinal,
-                "key": key,
-                "trial_id": r.trial_id,
-                "attempt_id": r.attempt_id,
-                "digest": r.digest,
-                "path": path,
-            })).collect::<Vec<_>>(),
-        }))?;
+        });
+        print_with_trials(&head, listed)?;
     } else {
         println!(
             "wrote {} records of run {} ({} planned trials, coverage {}) to {}",
-            written.len(),
+            records,
             summary.run_key,
             planned,
             akbench_core::rates::Pct(coverage.ratio()),
@@ -127,82 +148,98 @@ pub struct Trajectories {
     pub missing: Vec<String>,
 }
 
-/// Copies each exported attempt's `trajectory.json` from the workers' artifact folder
-/// (`<artifacts>/<trial key>/<attempt dir>/`, the layout of `akbench up --out`) to the same
-/// place under `out`, beside the record, so `akbench run trajectory` and `akbench view` find
-/// it. A path that leaves its trial folder (an attempt dir with `..`, a symlink out) is
-/// refused.
+/// `head` (an object) with a last field `trials`: the JSON values of `listed`'s lines, in
+/// order, printed as `print_json` prints (`trials` sorts last among the fields).
+fn print_with_trials(
+    head: &serde_json::Value,
+    listed: std::io::BufWriter<std::fs::File>,
+) -> anyhow::Result<()> {
+    use std::io::{BufRead, Seek};
+    let mut file = listed.into_inner().map_err(|e| e.into_error())?;
+    file.rewind()?;
+    let text = serde_json::to_string_pretty(head)?;
+    let fields = text
+        .strip_suffix("\n}")
+        .ok_or_else(|| anyhow::anyhow!("a JSON object ends with a brace"))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    write!(out, "{fields},\n  \"trials\": [")?;
+    let mut n = 0usize;
+    for line in std::io::BufReader::new(file).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line?)?;
+        out.write_all(if n == 0 { b"\n" } else { b",\n" })?;
+        n += 1;
+        for (i, l) in serde_json::to_string_pretty(&v)?.lines().enumerate() {
+            if i > 0 {
+                out.write_all(b"\n")?;
+            }
+            write!(out, "    {l}")?;
+        }
+    }
+    out.write_all(if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" })?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Copies each attempt's `trajectory.json` of one exported record from the workers'
+/// artifact folder (`<artifacts>/<trial key>/<attempt dir>/`, the layout of `akbench up
+/// --out`) to the same place under `out`, beside the record (`path`), so `akbench run
+/// trajectory` and `akbench view` find it. A path that leaves its trial folder (an attempt
+/// dir with `..`, a symlink out) is refused.
 fn copy_trajectories(
     artifacts: &Path,
     out: &Path,
-    written: &[(pb::RunRecord, String, PathBuf)],
-) -> anyhow::Result<Trajectories> {
+    rec: &akbench_core::record::RunRecord,
+    key: &str,
+    path: &Path,
+    t: &mut Trajectories,
+) -> anyhow::Result<()> {
     use akbench_core::trajectory::FILE_NAME;
-    let mut t = Trajectories::default();
-    for (r, key, path) in written {
-        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
-            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
-        let dest_dir = path.parent().unwrap_or(out);
-        for a in &rec.attempts {
-            if a.agent_process.is_none() {
+    let dest_dir = path.parent().unwrap_or(out);
+    for a in &rec.attempts {
+        if a.agent_process.is_none() {
+            continue;
+        }
+        let rel = format!("{}/{FILE_NAME}", a.artifacts_dir);
+        if !is_safe_key(&rel) {
+            anyhow::bail!(
+                "failed to copy the trajectory of trial {key}: its attempt folder `{}` is not a plain relative path; refused",
+                a.artifacts_dir
+            );
+        }
+        let src = artifacts.join(key);
+        let from = match akbench_core::record::resolve_inside(&src, &rel) {
+            Ok(p) => p,
+            Err(_) if !src.join(&rel).exists() => {
+                t.missing.push(format!("{key}/{}", a.artifacts_dir));
                 continue;
             }
-            let rel = format!("{}/{FILE_NAME}", a.artifacts_dir);
-            if !is_safe_key(&rel) {
-                anyhow::bail!(
-                    "failed to copy the trajectory of trial {key}: its attempt folder `{}` is not a plain relative path; refused",
-                    a.artifacts_dir
-                );
-            }
-            let src = artifacts.join(key);
-            let from = match akbench_core::record::resolve_inside(&src, &rel) {
-                Ok(p) => p,
-                Err(_) if !src.join(&rel).exists() => {
-                    t.missing.push(format!("{key}/{}", a.artifacts_dir));
-                    continue;
-                }
-                Err(e) => anyhow::bail!("failed to copy the trajectory of trial {key}: {e}"),
-            };
-            let to = dest_dir.join(&rel);
-            let dir = to.parent().unwrap_or(dest_dir);
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
-            let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-            std::fs::copy(&from, &tmp)
-                .and_then(|_| std::fs::rename(&tmp, &to))
-                .map_err(|e| {
-                    anyhow::anyhow!("failed to copy {} to {}: {e}", from.display(), to.display())
-                })?;
-            t.copied += 1;
-        }
+            Err(e) => anyhow::bail!("failed to copy the trajectory of trial {key}: {e}"),
+        };
+        let to = dest_dir.join(&rel);
+        let dir = to.parent().unwrap_or(dest_dir);
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
+        let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+        std::fs::copy(&from, &tmp)
+            .and_then(|_| std::fs::rename(&tmp, &to))
+            .map_err(|e| {
+                anyhow::anyhow!("failed to copy {} to {}: {e}", from.display(), to.display())
+            })?;
+        t.copied += 1;
     }
-    Ok(t)
+    Ok(())
 }
 
-/// The coverage of the records written (core's one definition): every planned trial is the
-/// denominator; a trial without a record counts as missing.
-fn coverage_of(
-    planned: usize,
-    written: &[(pb::RunRecord, String, PathBuf)],
-) -> anyhow::Result<Coverage> {
-    let mut counts = BucketCounts::default();
-    for (r, key, _) in written {
-        let rec: akbench_core::record::RunRecord = serde_json::from_str(&r.record_json)
-            .map_err(|e| anyhow::anyhow!("failed to read the record of trial {key}: {e}"))?;
-        counts.add(Bucket::of(&Observation {
-            trial_id: rec.trial.id,
-            state: rec.outcome.state,
-            ok: rec.outcome.ok,
-            score: rec.outcome.score,
-            attempt_id: None,
-            source: None,
-        }));
-    }
-    counts.add_n(
-        Bucket::Missing,
-        (planned as u64).saturating_sub(counts.planned()),
-    );
-    Ok(Coverage::of(&counts))
+/// The bucket of an exported record (core's one rule), for the coverage of the export.
+fn bucket_of(rec: &akbench_core::record::RunRecord) -> Bucket {
+    Bucket::of(&Observation {
+        trial_id: rec.trial.id,
+        state: rec.outcome.state,
+        ok: rec.outcome.ok,
+        score: rec.outcome.score,
+        attempt_id: None,
+        source: None,
+    })
 }
 
 /// What [`export`] wrote.
@@ -212,8 +249,8 @@ pub struct Exported {
     pub summary: pb::RunSummary,
     /// Planned trials.
     pub planned: usize,
-    /// Each record written, its trial key and path.
-    pub written: Vec<(pb::RunRecord, String, PathBuf)>,
+    /// Records written.
+    pub records: usize,
     /// Each trial the coordinator counts as ended but could not export: its key and why.
     pub unexported: Vec<(String, String)>,
 }
@@ -226,31 +263,45 @@ pub async fn export(
     out: &Path,
     trials: &[String],
 ) -> anyhow::Result<Exported> {
+    export_with(c, run, out, trials, &mut |_, _, _| Ok(())).await
+}
+
+/// [`export`], handing each record written, its trial key and path to `on` as it is
+/// written (nothing is kept of it).
+pub async fn export_with(
+    c: &Client,
+    run: &str,
+    out: &Path,
+    trials: &[String],
+    on: &mut OnWritten<'_>,
+) -> anyhow::Result<Exported> {
     // The summary only: each record names its trial key, so the plan (hundreds of MiB at a
     // million trials) is never downloaded.
     let got = c.get_run(run, false).await?;
     let summary = got.run.unwrap_or_default();
     let planned = usize::try_from(summary.trial_count).unwrap_or(usize::MAX);
-    let (written, unexported) = fetch_and_write(c, &summary, None, out, trials).await?;
+    let (records, unexported) = fetch_and_write(c, &summary, None, out, trials, on).await?;
     Ok(Exported {
         summary,
         planned,
-        written,
+        records,
         unexported,
     })
 }
 
 /// Fetches the records of `trials` (all when empty) of the run `summary` and writes each under
 /// `out`; `keys`, when given, maps the plan's trial ids to their keys (a record of a trial
-/// outside it is refused), else each record's own `trial_key` names it. Returns what was
-/// written and the trials the coordinator could not export.
+/// outside it is refused), else each record's own `trial_key` names it. Each record written
+/// goes to `on`. Returns how many were written and the trials the coordinator could not
+/// export.
 async fn fetch_and_write(
     c: &Client,
     summary: &pb::RunSummary,
     keys: Option<&HashMap<String, &str>>,
     out: &Path,
     trials: &[String],
-) -> anyhow::Result<Written> {
+    on: &mut OnWritten<'_>,
+) -> anyhow::Result<(usize, Vec<(String, String)>)> {
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
     let mut stream = c
@@ -263,7 +314,7 @@ async fn fetch_and_write(
         .await
         .map_err(|s| c.error(s))?
         .into_inner();
-    let mut written = Vec::new();
+    let mut written = 0usize;
     let mut unexported = Vec::new();
     while let Some(r) = stream.message().await.map_err(|s| c.error(s))? {
         let key = match keys {
@@ -297,13 +348,14 @@ async fn fetch_and_write(
             );
         }
         let path = write_record(out, &key, r.record_json.as_bytes())?;
-        written.push((r, key, path));
+        on(&r, &key, &path)?;
+        written += 1;
     }
     Ok((written, unexported))
 }
 
-/// What [`fetch_and_write`] wrote, and the trials it could not.
-type Written = (Vec<(pb::RunRecord, String, PathBuf)>, Vec<(String, String)>);
+/// What is done with each record written: the record, its trial key, its path.
+pub type OnWritten<'a> = dyn FnMut(&pb::RunRecord, &str, &Path) -> anyhow::Result<()> + 'a;
 
 /// Writes the records of the trials of `plan` (the run `run`) that ended since the last call,
 /// as [`export`] writes them, so that `out` fills while the run goes (`akbench view` shows
@@ -349,9 +401,13 @@ pub async fn export_ended(
         run_id: plan.run_id.to_string(),
         ..Default::default()
     };
-    let (got, _) = fetch_and_write(c, &summary, Some(&keys), out, &ended).await?;
-    let new = got.len();
-    written.extend(got.into_iter().map(|(_, key, _)| key));
+    let mut new = 0usize;
+    let mut on = |_: &pb::RunRecord, key: &str, _: &Path| {
+        new += 1;
+        written.insert(key.to_string());
+        Ok(())
+    };
+    fetch_and_write(c, &summary, Some(&keys), out, &ended, &mut on).await?;
     Ok(ended.len() - new)
 }
 

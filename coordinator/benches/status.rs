@@ -1,0 +1,97 @@
+//! `GetStatus` at a million planned trials while executing, in process: a run of
+//! `TRIALS` (default 1,000,000) no-op trials planned straight in the database (one
+//! statement per table, `common/bigrun.rs`, plus its catalog row), half of them done with
+//! an attempt and a record each and 100 live (`common/half_finished.rs`), then
+//! `status::run_status` (what `GetStatus` answers, without the gRPC hop or a CLI process)
+//! called `CALLS` times (default 50): p50 and p99, and the projection's outcome counts
+//! checked against what was written.
+//!
+//! Run: `cargo bench -p akbench-coordinator --bench status` (needs the PostgreSQL binaries;
+//! about 2 minutes at a million trials, most of it seeding); `TRIALS=200000` for less.
+
+use std::time::{Duration, Instant};
+
+use akbench_coordinator::pgcluster::PrivateCluster;
+use akbench_coordinator::status::{run_status, StatusOptions};
+use akbench_coordinator::store::Store;
+
+#[path = "common/bigrun.rs"]
+#[allow(dead_code)]
+mod bigrun;
+#[path = "common/half_finished.rs"]
+mod half_finished;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let trials = env("TRIALS", 1_000_000);
+    let calls = env("CALLS", 50).max(2);
+    let cluster = PrivateCluster::start(None).expect("private cluster");
+    let url = cluster.create_database("bench").await.expect("database");
+    let store = Store::connect(&url).await.expect("connects");
+    store.migrate().await.expect("migrates");
+
+    let t = Instant::now();
+    let (run_id, _) = bigrun::plan(&store, trials, false).await;
+    let key = format!("run-{run_id}");
+    let n = i64::try_from(trials).unwrap();
+    store
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO run_catalog (run_id, run_key, experiment, trial_count, by_agent, \
+             spec_digest, plan_digest) \
+             SELECT $1, $2, 'bench', $3::bigint, jsonb_build_object('noop', $3::bigint), s.digest, \
+                    'sha256:' || repeat('0', 64) \
+             FROM run_specs s WHERE s.run_id = $1",
+            &[&run_id, &key, &n],
+        )
+        .await
+        .unwrap();
+    half_finished::half_finished(&url, &key).await;
+    println!(
+        "{trials} planned trials, {} done, 100 live: seeded in {:.0?}",
+        trials.div_ceil(2),
+        t.elapsed()
+    );
+
+    let options = StatusOptions::default();
+    let mut times: Vec<Duration> = Vec::with_capacity(calls);
+    let mut last = None;
+    for _ in 0..calls {
+        let t = Instant::now();
+        let s = run_status(&store, &key, options).await.expect("status");
+        times.push(t.elapsed());
+        last = Some(s);
+    }
+    let s = last.expect("a status");
+    let of = |name: &str| s.outcomes.get(name).copied().unwrap_or(0);
+    let (succeeded, failed) = (of("succeeded"), of("failed"));
+    assert_eq!(s.planned, trials as u64);
+    assert_eq!(
+        succeeded + failed,
+        trials.div_ceil(2) as u64,
+        "{:?}",
+        s.outcomes
+    );
+    times.sort();
+    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "GetStatus in process ({calls} calls): p50 {:.1?} p99 {:.1?} max {:.1?}; \
+         succeeded {succeeded}, failed {failed}, running {}",
+        pick(0.5),
+        pick(0.99),
+        times[times.len() - 1],
+        s.running
+    );
+}
