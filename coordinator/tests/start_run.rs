@@ -423,9 +423,13 @@ async fn work_items_refer_to_stored_trials_and_runs_for_good() {
     let mut c = handle.store.client().await.unwrap();
     let refused = |e: tokio_postgres::Error| {
         let db = e.as_db_error().expect("a database error").clone();
-        (db.code().code().to_string(), db.constraint().map(str::to_string))
+        (
+            db.code().code().to_string(),
+            db.constraint().map(str::to_string),
+        )
     };
-    let insert = "INSERT INTO work_items (trial_id, run_id, ordinal, agent) VALUES ($1, $2, 0, 'a')";
+    let insert =
+        "INSERT INTO work_items (trial_id, run_id, ordinal, agent) VALUES ($1, $2, 0, 'a')";
     let e = c.execute(insert, &[&unknown, &run_id]).await.unwrap_err();
     assert_eq!(
         refused(e),
@@ -451,7 +455,10 @@ async fn work_items_refer_to_stored_trials_and_runs_for_good() {
         assert_eq!(refused(e).0, "AKB01", "{sql}");
     }
     let e = c
-        .execute("UPDATE runs SET run_id = $2 WHERE run_id = $1", &[&run_id, &unknown])
+        .execute(
+            "UPDATE runs SET run_id = $2 WHERE run_id = $1",
+            &[&run_id, &unknown],
+        )
         .await
         .unwrap_err();
     assert_eq!(refused(e).0, "AKB01");
@@ -461,7 +468,10 @@ async fn work_items_refer_to_stored_trials_and_runs_for_good() {
     }
     // Nothing refused changed anything.
     let items: i64 = c
-        .query_one("SELECT count(*) FROM work_items WHERE run_id = $1", &[&run_id])
+        .query_one(
+            "SELECT count(*) FROM work_items WHERE run_id = $1",
+            &[&run_id],
+        )
         .await
         .unwrap()
         .get(0);
