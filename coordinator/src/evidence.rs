@@ -56,7 +56,25 @@ const PLANNED_TRIAL_DOCUMENTS_SQL: &str =
 const INSERT_SPEC_SQL: &str = include_str!("../sql/control/insert_spec.sql");
 const INSERT_HEADERS_SQL: &str = include_str!("../sql/control/insert_plan_headers.sql");
 const COPY_TRIALS_SQL: &str = "COPY planned_trials (trial_id, run_id, ordinal, key, task_id, \
-                               agent, repetition, document) FROM STDIN BINARY";
+                               agent, repetition, retries, document) FROM STDIN BINARY";
+/// The column types of [`COPY_TRIALS_SQL`].
+const COPY_TRIALS_TYPES: [Type; 9] = [
+    Type::UUID,
+    Type::UUID,
+    Type::INT4,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT4,
+    Type::INT4,
+    Type::JSON,
+];
+
+/// A trial's `planned_trials.retries` (migration 0025): its infrastructure retries, capped
+/// at the column's maximum as `start_items.sql` caps the document's value.
+fn retries(t: &PlannedTrial) -> i32 {
+    i32::try_from(t.attempt.infrastructure_retries).unwrap_or(i32::MAX)
+}
 /// The advisory lock that serialises submissions ("akb-sub" in ASCII).
 const SUBMIT_LOCK: i64 = 0x0061_6b62_2d73_7562;
 const ACTION: &str = "submit plan";
@@ -511,17 +529,7 @@ fn release_freed_memory() {
 /// Writes the planned trials, each with its canonical JSON.
 async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Result<(), StoreError> {
     let sink = tx.copy_in(COPY_TRIALS_SQL).await?;
-    let types = [
-        Type::UUID,
-        Type::UUID,
-        Type::INT4,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::JSON,
-    ];
-    let mut writer = pin!(BinaryCopyInWriter::new(sink, &types));
+    let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TRIALS_TYPES));
     let mut text = String::new();
     for t in trials {
         text.clear();
@@ -541,6 +549,7 @@ async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Resu
                 &t.task.id,
                 &t.agent.label,
                 &repetition,
+                &retries(t),
                 &Json(&text),
             ])
             .await?;

@@ -181,6 +181,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "replica_ttl",
         sql: include_str!("../migrations/0024_replica_ttl.sql"),
     },
+    Migration {
+        version: 25,
+        name: "start_without_row_work",
+        sql: include_str!("../migrations/0025_start_without_row_work.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

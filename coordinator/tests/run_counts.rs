@@ -329,7 +329,9 @@ async fn counters_equal_the_recount_through_accepts_retries_fencing_cancel_and_r
 }
 
 /// Migration 0020: no trigger runs on an UPDATE of `work_items` (claims, settles, cancels,
-/// resumes): each statement that moves an item writes its own counters and bucket.
+/// resumes): each statement that moves an item writes its own counters and bucket. The one
+/// update trigger left fires only for a statement that sets `trial_id` or `run_id`, which
+/// none of those does (`work_items_refs_fixed`, migration 0025: it refuses the change).
 #[tokio::test]
 async fn no_trigger_runs_on_work_item_updates() {
     let s = common::scheduler().await;
@@ -340,6 +342,7 @@ async fn no_trigger_runs_on_work_item_updates() {
             "SELECT tgname::text FROM pg_trigger
              WHERE tgrelid = 'work_items'::regclass AND NOT tgisinternal
                AND (tgtype::int & 16) <> 0
+               AND pg_get_triggerdef(oid) NOT LIKE '%BEFORE UPDATE OF trial_id, run_id ON%'
              ORDER BY 1",
             &[],
         )
@@ -429,11 +432,16 @@ async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
         [
             "attempts_no_delete",
             "attempts_no_truncate",
+            "runs_no_delete",
+            "runs_no_truncate",
+            "runs_run_id_fixed",
             "submissions_append_only",
             "submissions_no_truncate",
             "transitions_attempt_exists",
             "transitions_attempt_fixed",
             "work_items_agent",
+            "work_items_refs_exist",
+            "work_items_refs_fixed",
         ]
     );
 }

@@ -340,3 +340,142 @@ async fn grade_work_of_a_started_run_carries_the_core_work_item() {
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }
+
+/// StartRun reads each trial's retry budget from `planned_trials.retries`, which the
+/// submit writes (migration 0025), and parses the document only for a trial stored without
+/// it (before that migration). The test stores the plan, then makes the column disagree with
+/// the document on purpose (7 where set, NULL on odd ordinals: a plan stored earlier) to see
+/// which one each item's budget comes from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_takes_the_retry_budget_from_the_column_and_the_document_without_it() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(5, 2);
+    let n = ready.trials.len();
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let run_id = spec.identity.run_id;
+    let c = handle.store.client().await.unwrap();
+    let stored: i64 = c
+        .query_one(
+            "SELECT count(*) FROM planned_trials WHERE run_id = $1 AND retries = 3",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, n as i64, "the submit writes every trial's retries");
+    c.batch_execute(&format!(
+        "ALTER TABLE planned_trials DISABLE TRIGGER planned_trials_append_only;
+         UPDATE planned_trials SET retries = CASE WHEN ordinal % 2 = 0 THEN 7 END
+         WHERE run_id = '{run_id}';
+         ALTER TABLE planned_trials ENABLE TRIGGER planned_trials_append_only;"
+    ))
+    .await
+    .unwrap();
+    let started = client
+        .start_run(pb::StartRunRequest {
+            run: spec.identity.run_key.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.work_items_created, n as u64);
+    let rows = c
+        .query(
+            "SELECT ordinal, retry_budget FROM work_items WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), n);
+    for r in &rows {
+        let ordinal: i32 = r.get("ordinal");
+        let want = if ordinal % 2 == 0 { 7 } else { 3 };
+        assert_eq!(r.get::<_, i32>("retry_budget"), want, "item {ordinal}");
+    }
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}
+
+/// The work items' references are checked once per statement (migration 0025) with the
+/// guarantee the row-level foreign keys gave: an item naming a trial or a run that is not
+/// stored is refused (SQLSTATE 23503 naming the same constraint), an item's trial and run
+/// cannot be changed, and a run can be neither deleted nor truncated (SQLSTATE AKB01).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_items_refer_to_stored_trials_and_runs_for_good() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    client
+        .start_run(pb::StartRunRequest {
+            run: spec.identity.run_key.clone(),
+        })
+        .await
+        .unwrap();
+    let run_id = spec.identity.run_id;
+    let trial = ready.trials[0].trial_id;
+    let unknown = uuid::Uuid::now_v7();
+    let mut c = handle.store.client().await.unwrap();
+    let refused = |e: tokio_postgres::Error| {
+        let db = e.as_db_error().expect("a database error").clone();
+        (
+            db.code().code().to_string(),
+            db.constraint().map(str::to_string),
+        )
+    };
+    let insert =
+        "INSERT INTO work_items (trial_id, run_id, ordinal, agent) VALUES ($1, $2, 0, 'a')";
+    let e = c.execute(insert, &[&unknown, &run_id]).await.unwrap_err();
+    assert_eq!(
+        refused(e),
+        ("23503".into(), Some("work_items_trial_id_fkey".into()))
+    );
+    {
+        // The trial's own item out of the way (rolled back), so that only the run is wrong.
+        let tx = c.transaction().await.unwrap();
+        tx.execute("DELETE FROM work_items WHERE trial_id = $1", &[&trial])
+            .await
+            .unwrap();
+        let e = tx.execute(insert, &[&trial, &unknown]).await.unwrap_err();
+        assert_eq!(
+            refused(e),
+            ("23503".into(), Some("work_items_run_id_fkey".into()))
+        );
+    }
+    for sql in [
+        "UPDATE work_items SET trial_id = $2 WHERE trial_id = $1",
+        "UPDATE work_items SET run_id = $2 WHERE trial_id = $1",
+    ] {
+        let e = c.execute(sql, &[&trial, &unknown]).await.unwrap_err();
+        assert_eq!(refused(e).0, "AKB01", "{sql}");
+    }
+    let e = c
+        .execute(
+            "UPDATE runs SET run_id = $2 WHERE run_id = $1",
+            &[&run_id, &unknown],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused(e).0, "AKB01");
+    for sql in ["DELETE FROM runs", "TRUNCATE runs CASCADE"] {
+        let e = c.batch_execute(sql).await.unwrap_err();
+        assert_eq!(refused(e).0, "AKB01", "{sql}");
+    }
+    // Nothing refused changed anything.
+    let items: i64 = c
+        .query_one(
+            "SELECT count(*) FROM work_items WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(items, ready.trials.len() as i64);
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}

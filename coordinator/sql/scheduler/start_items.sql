@@ -1,8 +1,9 @@
 -- Creates the execute work items of a run being started, in one statement, from its planned
 -- trials (migration 0014): the run's agent conditions are stored once in `run_agents`, and
 -- each item gets its trial's ordinal, agent and infrastructure retry budget (the planned
--- trial's `attempt.infrastructure_retries`; a trial without one is a damaged plan, refused
--- by the NOT NULL of `retry_budget`) and its agent's provider route, with no document of
+-- trial's `retries` column, written at submit since migration 0025, or for a trial stored
+-- before it its document's `attempt.infrastructure_retries`; a trial without one is a
+-- damaged plan, refused by the NOT NULL of `retry_budget`) and its agent's provider route, with no document of
 -- its own (readers compose it: see `claim_create.sql`). Runs in the transaction that moves
 -- the run to `running` (`start_run.sql`). Every planned trial's agent must be among $2
 -- (checked first: `start_unknown_agent.sql`).
@@ -18,7 +19,9 @@ WITH agents AS (
     INSERT INTO work_items (trial_id, run_id, ordinal, retry_budget, agent, provider_route, kind,
                             ready_at)
     SELECT p.trial_id, p.run_id, p.ordinal,
-           LEAST((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint, 2147483647)::int4,
+           COALESCE(p.retries,
+                    LEAST((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint,
+                          2147483647)::int4),
            p.agent, a.provider_route, 'execute', $5::timestamptz
     FROM planned_trials p
     JOIN agents a ON a.agent = p.agent

@@ -16,13 +16,12 @@ use akbench_core::digest::canonical_json;
 use akbench_core::plan::{PlanChecker, PlanSealer, PlanStage, PlannedTrial, RunPlan, Sealed};
 use akbench_core::spec::ResolvedRunSpec;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::Type;
 use tokio_stream::{Stream, StreamExt};
 
 use super::{
-    existing_run, find_run, parse_request, release_freed_memory, same_or_conflict, Json, Submitted,
-    ACTION, COPY_TRIALS_SQL, INSERT_HEADERS_SQL, INSERT_SPEC_SQL, RELEASE_AFTER_TRIALS,
-    SUBMIT_LOCK,
+    existing_run, find_run, parse_request, release_freed_memory, retries, same_or_conflict, Json,
+    Submitted, ACTION, COPY_TRIALS_SQL, COPY_TRIALS_TYPES, INSERT_HEADERS_SQL, INSERT_SPEC_SQL,
+    RELEASE_AFTER_TRIALS, SUBMIT_LOCK,
 };
 use crate::error::ControlError;
 use crate::store::{Store, StoreError, Tx};
@@ -147,17 +146,7 @@ where
     .await
     .map_err(store_err)?;
     let sink = tx.copy_in(COPY_TRIALS_SQL).await.map_err(store_err)?;
-    let types = [
-        Type::UUID,
-        Type::UUID,
-        Type::INT4,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::JSON,
-    ];
-    let mut writer = pin!(BinaryCopyInWriter::new(sink, &types));
+    let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TRIALS_TYPES));
     let sealed = receive(plan, chunks, Some(writer.as_mut())).await?;
     writer
         .as_mut()
@@ -274,6 +263,7 @@ async fn write_row(
         &t.task.id,
         &t.agent.label,
         &repetition,
+        &retries(t),
         &Json(text),
     ])
     .await?;
