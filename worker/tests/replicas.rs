@@ -224,7 +224,10 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     };
     let err = std::fs::read_to_string(&watch_err).unwrap();
     assert_eq!(code, Some(0), "watch: {err}");
-    assert!(err.contains(&format!("following the run through {b}")), "{err}");
+    assert!(
+        err.contains(&format!("following the run through {b}")),
+        "{err}"
+    );
     let shown = std::fs::read_to_string(&watch_out).unwrap();
     let last: serde_json::Value = serde_json::from_str(shown.lines().last().unwrap()).unwrap();
     assert_eq!(last["run"]["state"], "finished", "{last}");
