@@ -162,7 +162,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                 out.display()
             );
         }
-        crate::cmd::reconcile::show(&a, None, false, false)?;
+        crate::cmd::shared::accounting::show(&a, None, false, false)?;
     }
     Ok(if a.valid && unidentified.is_empty() {
         exit::OK

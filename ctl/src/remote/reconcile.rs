@@ -5,7 +5,7 @@
 //! accounting's other fields after them (the same JSON object, `trials` first).
 
 use super::Client;
-use crate::cmd::reconcile::{exit_code, show_head, show_more, trial_line, LISTED};
+use crate::cmd::shared::accounting::{exit_code, show_head, show_more, trial_line, LISTED};
 use akbench_core::accounting::{observed_spend, AccountedTrial, ObservedLine, RunAccounting};
 use akbench_core::digest::digest_bytes;
 use akbench_proto::v1 as pb;

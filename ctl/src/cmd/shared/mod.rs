@@ -14,9 +14,12 @@
 //! - [`task_checks`]: task checks cached by digest, and recorded in a plan's spec;
 //! - [`planning`]: a manifest resolved, its images pinned and its tasks checked (`run plan`,
 //!   local and remote, and the sweep), and a planned run stored;
+//! - [`accounting`]: an accounting printed, with its exit code (`run reconcile` local and
+//!   remote, the Harbor import);
 //! - [`show`]: a run, a diff of two runs and a plan's summary printed, the same for a local
 //!   run and a coordinator's.
 
+pub mod accounting;
 pub mod compare;
 pub mod embedded;
 pub mod inputs;
