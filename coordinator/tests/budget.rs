@@ -125,7 +125,7 @@ async fn a_spent_usd_cap_cancels_the_ready_items_with_reason_budget_and_running_
     let cancelled: i64 = scalar(
         &s,
         &format!(
-            "SELECT count(*) FROM ({}) o (t, a, outcome, st, ok, score) WHERE o.outcome = 'cancelled'",
+            "SELECT count(*) FROM ({}) o (ordinal, t, a, outcome, st, ok, score) WHERE o.outcome = 'cancelled'",
             include_str!("../sql/control/observations.sql")
                 .lines()
                 .filter(|l| !l.starts_with("--"))
