@@ -51,15 +51,24 @@ cleanup() {
 }
 trap cleanup EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
+# wait_port PORT [PID LOG]: until PORT accepts; fails at once, printing LOG, when PID exits.
 wait_port() {
     for _ in $(seq 1500); do
         (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+            echo "million.sh: the process listening on port $1 exited:" >&2
+            head -5 "$3" >&2
+            exit 1
+        fi
         sleep 0.2
     done
     echo "million.sh: nothing listens on port $1 after 300 s" >&2
     exit 1
 }
-"$akbench" up --data-dir "$scratch/pg" --grpc-listen "127.0.0.1:$port" \
+# One lease TTL for both coordinators: replicas of one database must agree on it (the
+# replica refuses to start otherwise).
+ttl_ms=10000
+"$akbench" up --data-dir "$scratch/pg" --grpc-listen "127.0.0.1:$port" --lease-ttl-ms "$ttl_ms" \
     --http-listen "127.0.0.1:$((port + 1))" --workers 1 --slots "$slots" --out "$scratch/out" \
     --cache "$scratch/cache" --tasks-root "$root/examples/tasks" \
     --agents-root "$root/examples/agents" >"$scratch/up.log" 2>&1 &
@@ -75,9 +84,9 @@ PGPASSWORD=$(cat "$scratch/pg/akbench.secret")
 db_url="postgres://postgres:$PGPASSWORD@127.0.0.1:$db_port/akbench"
 sql() { psql -qAtX -h 127.0.0.1 -p "$db_port" -U postgres -d akbench -c "$1"; }
 "$coordinator_bin" --database-url "$db_url" --grpc-listen "127.0.0.1:$((port + 2))" \
-    --http-listen "127.0.0.1:$((port + 3))" >"$scratch/coordinator.log" 2>&1 &
+    --lease-ttl-ms "$ttl_ms" --http-listen "127.0.0.1:$((port + 3))" >"$scratch/coordinator.log" 2>&1 &
 co_pid=$!
-wait_port $((port + 2))
+wait_port $((port + 2)) "$co_pid" "$scratch/coordinator.log"
 url="http://127.0.0.1:$((port + 2))"
 kib() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 # The coordinator's CPU seconds so far (utime + stime of /proc/<pid>/stat).
