@@ -223,3 +223,75 @@ async fn a_rescued_trial_is_ready_at_once_whatever_the_backoff() {
     .await;
     assert!(immediate, "the rescued trial waited a backoff");
 }
+
+/// A `Hello`'s presented leases count as heard before the session asks the database
+/// anything: a reaper pass that runs while the opening session waits on the database (a
+/// restarted coordinator's grace ending, a loaded database) spares them. The session's
+/// first statement is held on a row lock; the reaper passes meanwhile, past the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_presenting_a_lease_is_heard_before_the_database_answers() {
+    let ttl = Duration::from_secs(30);
+    let grace = LeaseTiming::new(ttl, None).unwrap().restart_grace();
+    let (s, clock) = common::clocked().await;
+    enqueued(&s, 1, 0, &Caps::default()).await;
+    let (_first, first_addr) = serve(&s, ttl).await;
+    let mut w = Worker::simple(first_addr, "held", 1).await;
+    let a = assignment(&mut w).await;
+    // The first coordinator died; the second started, and its grace has passed: in the
+    // database the lease is long expired.
+    clock.advance(chrono::Duration::seconds(600));
+    let (second, addr) = serve(&s, ttl).await;
+    second.restart_lease_clocks().await.unwrap();
+    clock.advance(chrono::Duration::from_std(grace).unwrap() + chrono::Duration::seconds(1));
+    // The worker's row is locked: the new session's first statement (register_worker) waits.
+    let mut side = s.store().client().await.unwrap();
+    let lock = side.transaction().await.unwrap();
+    lock.execute(
+        "SELECT 1 FROM workers WHERE worker_id = 'held' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let hello = Hello {
+        worker_id: "held".into(),
+        slots: 1,
+        held_leases: vec![HeldLease {
+            attempt_id: a.attempt_id.clone(),
+            epoch: a.epoch,
+        }],
+        ..Default::default()
+    };
+    let opening = tokio::spawn(Worker::connect(addr, hello));
+    // Until that statement waits on the lock (the Hello was received and noted before it).
+    let watcher = s.store().client().await.unwrap();
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO workers%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        second.reap_once().await.unwrap(),
+        0,
+        "the reaper took back a lease its worker had just presented in a Hello"
+    );
+    lock.rollback().await.unwrap();
+    let (_again, welcome) = opening.await.unwrap();
+    assert!(welcome.revoked_attempt_ids.is_empty(), "{welcome:?}");
+    let finished: i64 = scalar(
+        &s,
+        "SELECT count(*) FROM attempts WHERE finished_at IS NOT NULL",
+    )
+    .await;
+    assert_eq!(finished, 0, "the presented attempt was closed");
+    drop(w);
+}
