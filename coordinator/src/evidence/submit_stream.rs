@@ -17,12 +17,11 @@ use akbench_core::plan::{PlanChecker, PlanSealer, PlanStage, PlannedTrial, RunPl
 use akbench_core::spec::ResolvedRunSpec;
 use tokio_stream::{Stream, StreamExt};
 
+use super::trial_copy::TrialCopy;
 use super::{
     existing_run, find_run, parse_request, release_freed_memory, same_or_conflict, Submitted,
-    ACTION, INSERT_HEADERS_SQL, INSERT_SPEC_SQL,
-    RELEASE_AFTER_TRIALS, SUBMIT_LOCK,
+    ACTION, INSERT_HEADERS_SQL, INSERT_SPEC_SQL, RELEASE_AFTER_TRIALS, SUBMIT_LOCK,
 };
-use super::trial_copy::TrialCopy;
 use crate::error::ControlError;
 use crate::store::{Store, Tx};
 

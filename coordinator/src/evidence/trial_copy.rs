@@ -56,8 +56,9 @@ impl TrialCopy {
     ) -> Result<(), StoreError> {
         let ordinal = i32::try_from(t.ordinal)
             .map_err(|_| StoreError::Invalid(format!("ordinal {} is too large", t.ordinal)))?;
-        let repetition = i32::try_from(t.repetition)
-            .map_err(|_| StoreError::Invalid(format!("repetition {} is too large", t.repetition)))?;
+        let repetition = i32::try_from(t.repetition).map_err(|_| {
+            StoreError::Invalid(format!("repetition {} is too large", t.repetition))
+        })?;
         let b = &mut self.buf;
         b.put_i16(FIELDS);
         put_uuid(b, &t.trial_id);

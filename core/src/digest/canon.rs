@@ -222,6 +222,9 @@ pub(crate) fn to_canonical<T: Serialize + ?Sized>(value: &T, drop_top_digest: bo
             .serialize(&mut ser)
             .expect("domain values always serialize to JSON");
     }
-    assert!(objs.is_empty(), "canonical JSON writer left unbalanced objects");
+    assert!(
+        objs.is_empty(),
+        "canonical JSON writer left unbalanced objects"
+    );
     buf
 }

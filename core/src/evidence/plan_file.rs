@@ -262,11 +262,7 @@ impl EvidenceStore {
                 });
             }
         }
-        Ok(StoredHead {
-            dir,
-            spec,
-            ready,
-        })
+        Ok(StoredHead { dir, spec, ready })
     }
 
     /// Reads the trials of the plan file `path` whose head is `head`, in order, giving each
@@ -379,8 +375,8 @@ fn read_head(path: &Path) -> Result<Option<RunPlan>, EvidenceError> {
         (Err(e), None) => return Err(corrupt(path, e)),
         (Ok(()), _) => return Err(corrupt(path, "it has no trials")),
     };
-    let h: HeadDoc = serde_json::from_value(serde_json::Value::Object(fields))
-        .map_err(|e| corrupt(path, e))?;
+    let h: HeadDoc =
+        serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| corrupt(path, e))?;
     Ok(Some(RunPlan {
         schema: h.schema,
         run_id: h.run_id,
