@@ -18,6 +18,7 @@ use std::pin::pin;
 use std::sync::Arc;
 
 mod submit_stream;
+mod trial_copy;
 
 pub use submit_stream::{submit_stream, SubmitHead};
 
@@ -35,11 +36,9 @@ fn seal(plan: &RunPlan) -> Sealed {
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{PlanStage, PlannedTrial, RunPlan};
 use akbench_core::spec::ResolvedRunSpec;
-use bytes::BytesMut;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::error::ControlError;
@@ -57,19 +56,6 @@ const INSERT_SPEC_SQL: &str = include_str!("../sql/control/insert_spec.sql");
 const INSERT_HEADERS_SQL: &str = include_str!("../sql/control/insert_plan_headers.sql");
 const COPY_TRIALS_SQL: &str = "COPY planned_trials (trial_id, run_id, ordinal, key, task_id, \
                                agent, repetition, retries, document) FROM STDIN BINARY";
-/// The column types of [`COPY_TRIALS_SQL`].
-const COPY_TRIALS_TYPES: [Type; 9] = [
-    Type::UUID,
-    Type::UUID,
-    Type::INT4,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::INT4,
-    Type::INT4,
-    Type::JSON,
-];
-
 /// A trial's `planned_trials.retries` (migration 0025): its infrastructure retries, capped
 /// at the column's maximum as `start_items.sql` caps the document's value.
 fn retries(t: &PlannedTrial) -> i32 {
@@ -146,29 +132,6 @@ pub struct Submitted {
     pub run: RunSummary,
     /// False when exactly these documents were already stored.
     pub created: bool,
-}
-
-/// A `json` parameter from JSON text, sent in binary as is (the server checks its syntax and
-/// stores the text; `planned_trials.document` is `json`, see migration 0005).
-#[derive(Debug)]
-struct Json<'a>(&'a str);
-
-impl ToSql for Json<'_> {
-    fn to_sql(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        // The binary form of `json` is its text.
-        out.extend_from_slice(self.0.as_bytes());
-        Ok(IsNull::No)
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSON
-    }
-
-    to_sql_checked!();
 }
 
 fn check_digest_syntax(field: &'static str, digest: &str) -> Result<(), ControlError> {
@@ -528,33 +491,11 @@ fn release_freed_memory() {
 
 /// Writes the planned trials, each with its canonical JSON.
 async fn copy_trials(tx: &Tx<'_>, run_id: Uuid, trials: &[PlannedTrial]) -> Result<(), StoreError> {
-    let sink = tx.copy_in(COPY_TRIALS_SQL).await?;
-    let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TRIALS_TYPES));
-    let mut text = String::new();
+    let mut copy = trial_copy::TrialCopy::start(tx).await?;
     for t in trials {
-        text.clear();
-        text.push_str(&canonical_json(t));
-        let ordinal = i32::try_from(t.ordinal)
-            .map_err(|_| StoreError::Invalid(format!("ordinal {} is too large", t.ordinal)))?;
-        let repetition = i32::try_from(t.repetition).map_err(|_| {
-            StoreError::Invalid(format!("repetition {} is too large", t.repetition))
-        })?;
-        writer
-            .as_mut()
-            .write(&[
-                &t.trial_id,
-                &run_id,
-                &ordinal,
-                &t.key,
-                &t.task.id,
-                &t.agent.label,
-                &repetition,
-                &retries(t),
-                &Json(&text),
-            ])
-            .await?;
+        copy.row(&run_id, t, &canonical_json(t)).await?;
     }
-    writer.finish().await?;
+    copy.finish().await?;
     Ok(())
 }
 

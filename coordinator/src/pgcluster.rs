@@ -45,6 +45,16 @@ pub const SYSTEM_ACCOUNT: &str = "postgres";
 /// How many times a start is retried when the chosen port was taken in the meantime.
 const PORT_ATTEMPTS: usize = 5;
 
+/// Server settings every private cluster starts with, before [`ClusterOptions::settings`]
+/// (which may override them). A plan's COPY writes about 1.2 GB of WAL per 1,000,000 trials:
+/// with PostgreSQL's default `max_wal_size` of 1 GB a submit of that size forced a checkpoint
+/// every ~19 s ("checkpoints are occurring too frequently", docs/PERFORMANCE.md "A million
+/// trials"). 4 GB of WAL between checkpoints and a 15 minute timeout let it run through;
+/// crash recovery replays at most that much WAL. docs/remote.md says the same for a
+/// database of your own.
+pub const DEFAULT_SETTINGS: [(&str, &str); 2] =
+    [("max_wal_size", "4GB"), ("checkpoint_timeout", "15min")];
+
 /// Why a private cluster could not be found, started, used or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -605,7 +615,9 @@ impl PrivateCluster {
                 "-p {port} -c listen_addresses=127.0.0.1 -k {}",
                 sh_quote(&self.data_dir.to_string_lossy())
             );
-            for (name, value) in &self.settings {
+            let defaults = DEFAULT_SETTINGS.iter().map(|&(n, v)| (n, v));
+            let own = self.settings.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+            for (name, value) in defaults.chain(own) {
                 options.push_str(&format!(" -c {}", sh_quote(&format!("{name}={value}"))));
             }
             let output = self

@@ -28,6 +28,15 @@ async fn starts_connects_creates_two_databases_and_stops() {
         query_string(&cluster.url("postgres"), "SHOW listen_addresses").await,
         "127.0.0.1"
     );
+    // DEFAULT_SETTINGS: a million-trial COPY runs without a checkpoint every ~19 s.
+    assert_eq!(
+        query_string(&cluster.url("postgres"), "SHOW max_wal_size").await,
+        "4GB"
+    );
+    assert_eq!(
+        query_string(&cluster.url("postgres"), "SHOW checkpoint_timeout").await,
+        "15min"
+    );
 
     let alpha = cluster.create_database("alpha").await.expect("alpha");
     let beta = cluster.create_database("beta").await.expect("beta");

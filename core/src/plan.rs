@@ -270,7 +270,7 @@ impl RunPlan {
     /// contiguous from 0, unique UUIDv7s and keys, the run id on every trial, the summary
     /// matching the trials, candidates in whole groups.
     pub fn check(&self) -> Result<(), String> {
-        let mut c = PlanChecker::new(self.run_id);
+        let mut c = PlanChecker::with_capacity(self.run_id, self.trials.len() as u64);
         for t in &self.trials {
             c.push(t)?;
         }

@@ -727,8 +727,9 @@ async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_s
     let v = json(&c.akbench(&["run", "inspect", &key, "--json"]));
     assert_eq!(v["plan_digest"], ready.digest.as_str());
 
-    // Another run whose stored plan was altered after planning: refused before anything is
-    // sent, the coordinator holds nothing of it.
+    // Another run whose stored plan was altered after planning: the client's one pass finds
+    // the damage at the end (the stream ends early) and reports it; the coordinator holds
+    // nothing of it.
     let damaged = plan_locally(&c, &path);
     let file = c.store_root().join(&damaged).join("plan.ready.json");
     let altered = std::fs::read_to_string(&file).unwrap().replacen(

@@ -4,27 +4,26 @@
 //! head is checked against the spec first (digest syntax, run id, key, spec digest, trial
 //! count from its summary); then each chunk's trials are parsed, checked in order
 //! ([`PlanChecker`]), hashed under the draft and ready heads ([`PlanSealer`]) and written
-//! to `planned_trials` by binary `COPY` as they arrive. After the last chunk the summary,
+//! to `planned_trials` by binary `COPY` as they arrive ([`TrialCopy`]). After the last chunk the summary,
 //! the count and the digest are checked, and only then are the plan headers, the catalog row
 //! and the runs row written and the transaction committed. Any refusal, a broken stream or
 //! a stream that ends early rolls everything back: nothing is stored. A run already stored
 //! is compared (the same plan: not created; another: a conflict) without writing.
 
-use std::pin::{pin, Pin};
+use std::pin::pin;
 
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{PlanChecker, PlanSealer, PlanStage, PlannedTrial, RunPlan, Sealed};
 use akbench_core::spec::ResolvedRunSpec;
-use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_stream::{Stream, StreamExt};
 
+use super::trial_copy::TrialCopy;
 use super::{
-    existing_run, find_run, parse_request, release_freed_memory, retries, same_or_conflict, Json,
-    Submitted, ACTION, COPY_TRIALS_SQL, COPY_TRIALS_TYPES, INSERT_HEADERS_SQL, INSERT_SPEC_SQL,
-    RELEASE_AFTER_TRIALS, SUBMIT_LOCK,
+    existing_run, find_run, parse_request, release_freed_memory, same_or_conflict, Submitted,
+    ACTION, INSERT_HEADERS_SQL, INSERT_SPEC_SQL, RELEASE_AFTER_TRIALS, SUBMIT_LOCK,
 };
 use crate::error::ControlError;
-use crate::store::{Store, StoreError, Tx};
+use crate::store::{Store, Tx};
 
 /// The first message of a stream: the spec and the plan's head.
 #[derive(Debug, Clone, Default)]
@@ -145,14 +144,11 @@ where
     )
     .await
     .map_err(store_err)?;
-    let sink = tx.copy_in(COPY_TRIALS_SQL).await.map_err(store_err)?;
-    let mut writer = pin!(BinaryCopyInWriter::new(sink, &COPY_TRIALS_TYPES));
-    let sealed = receive(plan, chunks, Some(writer.as_mut())).await?;
-    writer
-        .as_mut()
-        .finish()
+    let mut copy = TrialCopy::start(tx)
         .await
-        .map_err(|e| ControlError::store(ACTION)(e.into()))?;
+        .map_err(ControlError::store(ACTION))?;
+    let sealed = receive(plan, chunks, Some(&mut copy)).await?;
+    copy.finish().await.map_err(ControlError::store(ACTION))?;
     let (draft_text, ready_text) = headers(plan, &sealed);
     let trial_count = i64::try_from(plan.summary.trials).unwrap_or(i64::MAX);
     let by_agent = canonical_json(&plan.summary.by_agent);
@@ -193,13 +189,13 @@ fn headers(plan: &RunPlan, sealed: &Sealed) -> (String, String) {
 async fn receive<S>(
     plan: &RunPlan,
     chunks: S,
-    mut copy: Option<Pin<&mut BinaryCopyInWriter>>,
+    mut copy: Option<&mut TrialCopy>,
 ) -> Result<Sealed, ControlError>
 where
     S: Stream<Item = Result<Vec<String>, ControlError>> + Send,
 {
     let mut chunks = pin!(chunks);
-    let mut checker = PlanChecker::new(plan.run_id);
+    let mut checker = PlanChecker::with_capacity(plan.run_id, plan.summary.trials);
     let mut sealer = PlanSealer::new(plan);
     let expected = plan.summary.trials;
     while let Some(batch) = chunks.next().await {
@@ -217,8 +213,8 @@ where
                 .map_err(|e| invalid(format!("is not a valid plan: {e}")))?;
             let canonical = canonical_json(&t);
             sealer.add(&canonical);
-            if let Some(w) = copy.as_mut() {
-                write_row(w.as_mut(), plan, &t, &canonical)
+            if let Some(c) = copy.as_mut() {
+                c.row(&plan.run_id, &t, &canonical)
                     .await
                     .map_err(ControlError::store(ACTION))?;
             }
@@ -242,30 +238,4 @@ where
         )));
     }
     Ok(sealed)
-}
-
-/// One `planned_trials` row.
-async fn write_row(
-    w: Pin<&mut BinaryCopyInWriter>,
-    plan: &RunPlan,
-    t: &PlannedTrial,
-    text: &str,
-) -> Result<(), StoreError> {
-    let ordinal = i32::try_from(t.ordinal)
-        .map_err(|_| StoreError::Invalid(format!("ordinal {} is too large", t.ordinal)))?;
-    let repetition = i32::try_from(t.repetition)
-        .map_err(|_| StoreError::Invalid(format!("repetition {} is too large", t.repetition)))?;
-    w.write(&[
-        &t.trial_id,
-        &plan.run_id,
-        &ordinal,
-        &t.key,
-        &t.task.id,
-        &t.agent.label,
-        &repetition,
-        &retries(t),
-        &Json(text),
-    ])
-    .await?;
-    Ok(())
 }

@@ -133,9 +133,21 @@ fn an_altered_trial_is_caught_by_the_stream_and_a_missing_plan_is_none() {
         .stream_trials(&path, &head, |_, _| Ok::<(), ()>(()))
         .unwrap_err();
     assert!(matches!(e, EvidenceError::Corrupt { .. }), "{e}");
-    // A head whose summary disagrees with the number of trials is refused on read.
+    // A head whose summary disagrees with the number of trials: the head alone reads (its
+    // trials are not scanned), the stream refuses it.
     let text = read(&found.dir, READY_FILE).replacen("\"trials\":12", "\"trials\":13", 1);
     std::fs::write(&path, text).unwrap();
+    let found = store.find_head(spec.run_key()).unwrap();
+    let altered = found.ready.clone().unwrap();
+    assert_eq!(altered.summary.trials, 13);
+    let e = store
+        .stream_trials(&path, &altered, |_, _| Ok::<(), ()>(()))
+        .unwrap_err();
+    assert!(matches!(e, EvidenceError::Corrupt { .. }), "{e}");
+    // A head cut before its trials is refused on read.
+    let text = read(&found.dir, READY_FILE);
+    let cut = &text[..text.find("\"trials\":[").unwrap()];
+    std::fs::write(&path, cut).unwrap();
     let e = store.find_head(spec.run_key()).unwrap_err();
     assert!(matches!(e, EvidenceError::Corrupt { .. }), "{e}");
 }

@@ -96,6 +96,13 @@ fn check_catches_broken_plans() {
     let mut p = plan(&spec, &clock());
     p.trials[1].trial_id = p.trials[0].trial_id;
     assert!(p.check().unwrap_err().contains("twice"));
+    // Keys are remembered as 16-byte digests: a repeated key is still named.
+    let mut p = plan(&spec, &clock());
+    p.trials[2].key = p.trials[0].key.clone();
+    assert_eq!(
+        p.check().unwrap_err(),
+        format!("trial key {} appears twice", p.trials[0].key)
+    );
     let mut p = plan(&spec, &clock());
     p.summary.trials = 9;
     assert!(p.check().is_err());

@@ -97,8 +97,9 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
                 ))
                 .into());
             };
-            // A damaged plan is refused before anything is sent.
-            submit::check_stored(&store, &r)?;
+            // One pass over the plan file: the trials are hashed as they are sent, and a
+            // damaged plan ends the stream early (the coordinator, which checks the digest
+            // too, stores nothing of it).
             let plan_args = PlanArgs {
                 config: Default::default(),
                 tasks_root: None,
