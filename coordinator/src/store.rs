@@ -186,6 +186,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "start_without_row_work",
         sql: include_str!("../migrations/0025_start_without_row_work.sql"),
     },
+    Migration {
+        version: 26,
+        name: "done_by_ordinal",
+        sql: include_str!("../migrations/0026_done_by_ordinal.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
