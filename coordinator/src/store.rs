@@ -188,9 +188,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0025_start_without_row_work.sql"),
     },
     Migration {
-        version: 26,
+        version: 27,
         name: "done_by_ordinal",
-        sql: include_str!("../migrations/0026_done_by_ordinal.sql"),
+        sql: include_str!("../migrations/0027_done_by_ordinal.sql"),
     },
 ];
 

@@ -115,7 +115,7 @@ pub const TRIAL_ROWS_PAGE: u32 = 10_000;
 
 /// One page of the compact rows of `run`'s done trials, in plan order (`view_rows.sql`):
 /// those whose ordinal is above `after` (all, when `None`), at most `limit` of them (all,
-/// when `None`). Keyset paging on the partial index of migration 0026: a page costs its own
+/// when `None`). Keyset paging on the partial index of migration 0027: a page costs its own
 /// rows at any run size, and consecutive pages (each `after` the last row's ordinal) lose
 /// and repeat no trial that stays done.
 pub async fn trial_rows_page(

@@ -1,6 +1,6 @@
 //! A run's compact trial rows a page at a time, over a real coordinator on a fresh database
 //! of a private PostgreSQL cluster: `ListTrialRows` over loopback gRPC with `after`/`limit`
-//! (keyset on the trials' plan ordinals, migration 0026) and the viewer's run page of a run
+//! (keyset on the trials' plan ordinals, migration 0027) and the viewer's run page of a run
 //! too big to aggregate ([`Coordinated::aggregate_max`] set low), which reads one page per
 //! request. Pages of every size, chained by the last row's ordinal, read every done trial
 //! once: none lost, none repeated, across page boundaries and across trials that end

@@ -9,7 +9,7 @@
 --
 -- Keyset paging: the done trials with an ordinal above $2 (-1: from the first), at most $3
 -- of them (NULL: all), read through the partial index work_items_done_ordinal (migration
--- 0026), so a page costs its own rows at any run size. $1 run id, $2 after (bigint),
+-- 0027), so a page costs its own rows at any run size. $1 run id, $2 after (bigint),
 -- $3 limit (bigint).
 WITH t AS (
     SELECT w.trial_id, w.ordinal, p.key, w.agent, w.bucket

@@ -1,4 +1,4 @@
--- 0026_done_by_ordinal: a run's done work items in plan order, for paging the viewer's
+-- 0027_done_by_ordinal: a run's done work items in plan order, for paging the viewer's
 -- compact trial rows (`ListTrialRows` with `after`/`limit`, `sql/control/view_rows.sql`).
 --
 -- A page is `WHERE run_id = $1 AND state = 'done' AND ordinal > $after ORDER BY ordinal
