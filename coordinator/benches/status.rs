@@ -4,7 +4,10 @@
 //! an attempt and a record each and 100 live (`common/half_finished.rs`), then
 //! `status::run_status` (what `GetStatus` answers, without the gRPC hop or a CLI process)
 //! called `CALLS` times (default 50): p50 and p99, and the projection's outcome counts
-//! checked against what was written.
+//! checked against what was written. Then, on the same run, one page of the viewer's compact
+//! trial rows (`view_source::trial_rows_page`: what `ListTrialRows` with `after`/`limit`
+//! reads per page, 50 rows after the middle ordinal) `CALLS` times, and once the whole run's
+//! rows in one query (the unpaged read `ListTrialRows` made before it paged).
 //!
 //! Run: `cargo bench -p akbench-coordinator --bench status` (needs the PostgreSQL binaries;
 //! about 2 minutes at a million trials, most of it seeding); `TRIALS=200000` for less.
@@ -14,6 +17,7 @@ use std::time::{Duration, Instant};
 use akbench_coordinator::pgcluster::PrivateCluster;
 use akbench_coordinator::status::{run_status, StatusOptions};
 use akbench_coordinator::store::Store;
+use akbench_coordinator::view_source::trial_rows_page;
 
 #[path = "common/bigrun.rs"]
 #[allow(dead_code)]
@@ -93,5 +97,38 @@ async fn main() {
         pick(0.99),
         times[times.len() - 1],
         s.running
+    );
+
+    // The viewer's run page of this run: one page of compact rows after the middle ordinal.
+    let run = akbench_coordinator::evidence::find_run(&store, &key)
+        .await
+        .expect("the run");
+    let middle = (trials / 2) as u64;
+    let mut times: Vec<Duration> = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let page = trial_rows_page(&store, &run, Some(middle), Some(50))
+            .await
+            .expect("a page");
+        times.push(t.elapsed());
+        assert_eq!(page.len(), 50);
+        assert!(page[0].ordinal.unwrap() > middle);
+    }
+    times.sort();
+    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "a page of 50 trial rows after ordinal {middle} ({calls} calls): p50 {:.1?} p99 {:.1?} max {:.1?}",
+        pick(0.5),
+        pick(0.99),
+        times[times.len() - 1]
+    );
+    let t = Instant::now();
+    let all = trial_rows_page(&store, &run, None, None)
+        .await
+        .expect("every row");
+    println!(
+        "every done trial's row in one query (the unpaged read): {} rows in {:.1?}",
+        all.len(),
+        t.elapsed()
     );
 }

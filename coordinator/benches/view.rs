@@ -1,15 +1,20 @@
-//! Viewer benchmark on the coordinator's HTTP listener: a 100,000-trial run (5,000 tasks x 2
-//! agents x 10 repetitions) whose every trial is done with a full attempt record (the shape
-//! workers upload; a quarter solved), then the viewer's pages served by the coordinator
-//! in-process over loopback: the run page cold (one compact row per trial read from the
-//! database and aggregated: the coordinator-backed path), warm (the aggregate cached while the finished
-//! count stands), the run's progress (what each server-sent event carries), a page of the
-//! trial table and one trial page. Time to the end of the body; median of 20 fresh
-//! connections, the cold page once. Then what `akbench view --coordinator` reads for the run
-//! page over gRPC: the compact rows (`ListTrialRows`) against every whole record
-//! (`FetchRecords`), once each.
+//! Viewer benchmark on the coordinator's HTTP listener: a run of `TRIALS` trials (default
+//! 100,000: 5,000 tasks x 2 agents x 10 repetitions; TRIALS / 20 tasks) whose every trial is
+//! done with a full attempt record (the shape workers upload; a quarter solved), then the
+//! viewer's pages served by the coordinator in-process over loopback: the run page cold (one
+//! compact row per trial read from the database and aggregated: the coordinator-backed path;
+//! above the viewer's aggregate limit, 100,000 done trials, one page of trials read alone),
+//! warm (the aggregate cached while the finished count stands), the run's progress (what
+//! each server-sent event carries), a page of the trial table, a page of trials after the
+//! middle ordinal (`?after=`, the paged run page's next page) and one trial page. Time to
+//! the end of the body; median of 20 fresh connections, the cold page once. Then what
+//! `akbench view --coordinator` reads over gRPC: one page of 50 compact rows after the middle
+//! ordinal (`ListTrialRows` with `after`/`limit`, median of 20), every compact row
+//! (`ListTrialRows`) and, up to 100,000 trials, every whole record (`FetchRecords`), once
+//! each.
 //!
-//! Run: `cargo bench -p akbench-coordinator --bench view` (needs the PostgreSQL binaries).
+//! Run: `cargo bench -p akbench-coordinator --bench view` (needs the PostgreSQL binaries);
+//! `TRIALS=1000000` for the paged run page at a million.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -81,8 +86,13 @@ async fn main() {
     let mut client = ControlClient::new(channel)
         .max_encoding_message_size(512 << 20)
         .max_decoding_message_size(512 << 20);
-    let spec = synthetic_spec(5_000, 2, 10, &SystemClock);
+    let trials: usize = std::env::var("TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let spec = synthetic_spec(trials / 20, 2, 10, &SystemClock);
     let ready = plan(&spec, &SystemClock).ready();
+    let trials = ready.trials.len();
     let key = spec.identity.run_key.clone();
     client
         .submit_plan(pb::SubmitPlanRequest {
@@ -93,7 +103,6 @@ async fn main() {
         })
         .await
         .unwrap();
-    assert_eq!(ready.trials.len(), 100_000);
 
     let t = Instant::now();
     let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -164,9 +173,11 @@ async fn main() {
     .unwrap();
     db.batch_execute("VACUUM ANALYZE").await.unwrap();
     println!(
-        "set up 100,000 done trials with records in {:?}",
+        "set up {trials} done trials with records in {:?}",
         t.elapsed()
     );
+    let paged = trials as u64 > akbench_viewer::source::AGGREGATE_MAX;
+    let middle = trials / 2;
 
     let http = handle.http_addr;
     let run = format!("/runs/{key}");
@@ -177,15 +188,31 @@ async fn main() {
     .await
     .unwrap();
     assert!(
-        page.contains("100000 / 100000 trials"),
+        page.contains(&format!("{trials} / {trials} trials")),
         "the run page counts every trial"
     );
-    println!(
-        "run page, cold (100,000 compact rows from one query + aggregate): {cold:?}, {bytes} bytes"
-    );
-    let trial = format!("/trials/{}", ready.trials[12_345].key);
+    assert_eq!(page.contains("id=\"paged\""), paged);
+    if paged {
+        println!("run page, cold (paged: status + one page of 50 rows): {cold:?}, {bytes} bytes");
+    } else {
+        println!(
+            "run page, cold ({trials} compact rows read in pages of 10,000 + aggregate): {cold:?}, {bytes} bytes"
+        );
+    }
+    let trial = format!("/trials/{}", ready.trials[trials / 8].key);
     let rows = [
-        ("run page, warm (aggregate cached)", run.clone()),
+        (
+            if paged {
+                "run page again (paged)"
+            } else {
+                "run page, warm (aggregate cached)"
+            },
+            run.clone(),
+        ),
+        (
+            "run page, the trials after the middle ordinal (?after=, paged runs)",
+            format!("{run}?after={middle}&per=50"),
+        ),
         ("run page, matrix page 9", format!("{run}?mpage=9")),
         (
             "progress (status projection; each SSE event)",
@@ -205,12 +232,43 @@ async fn main() {
         println!("{name}: median {p50:?}, max {max:?}, {bytes} bytes");
     }
 
-    // What `akbench view --coordinator` reads for the same run page over gRPC: the compact
-    // rows (`ListTrialRows`, what it reads now) against every whole record (`FetchRecords`,
-    // what it read before), in one run.
+    // One page of compact rows after the middle ordinal (what `akbench view --coordinator`
+    // reads for a paged run page), median of 20.
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let mut stream = client
+            .list_trial_rows(pb::ListTrialRowsRequest {
+                run: key.clone(),
+                after: Some(middle as u64),
+                limit: 50,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut rows = Vec::new();
+        while let Some(b) = stream.message().await.unwrap() {
+            rows.extend(b.rows);
+        }
+        times.push(t.elapsed());
+        assert_eq!(rows.len(), 50);
+        assert_eq!(rows[0].ordinal, middle as u64 + 1);
+    }
+    times.sort();
+    println!(
+        "gRPC: ListTrialRows, a page of 50 after ordinal {middle}: median {:?}, max {:?}",
+        times[10], times[19]
+    );
+
+    // What `akbench view --coordinator` reads for an aggregated run page over gRPC: the
+    // compact rows (`ListTrialRows`, what it reads now) against every whole record
+    // (`FetchRecords`, what it read before), in one run.
     let t = Instant::now();
     let mut stream = client
-        .list_trial_rows(pb::ListTrialRowsRequest { run: key.clone() })
+        .list_trial_rows(pb::ListTrialRowsRequest {
+            run: key.clone(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -219,7 +277,11 @@ async fn main() {
         rows += b.rows.len();
     }
     let compact = t.elapsed();
-    assert_eq!(rows, 100_000);
+    assert_eq!(rows, trials);
+    println!("gRPC: ListTrialRows ({trials} compact rows) {compact:?}");
+    if trials > 100_000 {
+        return;
+    }
     let t = Instant::now();
     let mut stream = client
         .fetch_records(pb::FetchRecordsRequest {
@@ -234,7 +296,7 @@ async fn main() {
         records += 1;
     }
     let whole = t.elapsed();
-    assert_eq!(records, 100_000);
+    assert_eq!(records, trials);
     println!(
         "gRPC: ListTrialRows (100,000 compact rows) {compact:?}, FetchRecords (100,000 whole records) {whole:?}, ratio {:.1}x",
         whole.as_secs_f64() / compact.as_secs_f64()

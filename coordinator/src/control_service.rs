@@ -533,20 +533,50 @@ impl Control for ControlService {
     ) -> Result<Response<Self::ListTrialRowsStream>, Status> {
         let r = request.into_inner();
         let run = self.run(&r.run).await?;
-        // The rows the coordinator's HTTP viewer aggregates (one query), converted a batch
-        // at a time as the client reads them.
-        let mut rows = crate::view_source::trial_rows(&self.store, &run)
-            .await?
-            .into_iter();
-        let batches = std::iter::from_fn(move || {
-            let batch: Vec<pb::TrialRow> = rows
-                .by_ref()
-                .take(TRIAL_ROW_BATCH)
-                .map(convert::trial_row)
-                .collect();
-            (!batch.is_empty()).then_some(Ok(pb::TrialRowBatch { rows: batch }))
+        // The rows the coordinator's HTTP viewer reads, a keyset page of TRIAL_ROW_BATCH per
+        // query and per message as the client reads them (memory flat in the run's size),
+        // until `limit` rows (0: every done trial after `after`).
+        let store = self.store.clone();
+        let (tx, rx) = mpsc::channel(2);
+        tokio::spawn(async move {
+            let mut after = r.after;
+            let mut left = (r.limit > 0).then_some(r.limit as usize);
+            loop {
+                let want = left.map_or(TRIAL_ROW_BATCH, |l| l.min(TRIAL_ROW_BATCH));
+                if want == 0 {
+                    return;
+                }
+                let page = match crate::view_source::trial_rows_page(
+                    &store,
+                    &run,
+                    after,
+                    Some(want as u32),
+                )
+                .await
+                {
+                    Ok(page) => page,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into())).await;
+                        return;
+                    }
+                };
+                let full = page.len() == want;
+                after = page.last().and_then(|t| t.ordinal).or(after);
+                left = left.map(|l| l - page.len());
+                if !page.is_empty() {
+                    let batch = pb::TrialRowBatch {
+                        rows: page.into_iter().map(convert::trial_row).collect(),
+                    };
+                    if tx.send(Ok(batch)).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+                if !full {
+                    return;
+                }
+            }
         });
-        Ok(Response::new(Box::pin(tokio_stream::iter(batches))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
 

@@ -212,6 +212,7 @@ pub fn trial_row(r: akbench_viewer::model::TrialRow) -> pb::TrialRow {
         duration_ms: r.duration_ms,
         tampered: r.grading.tampered,
         withheld: r.grading.withheld,
+        ordinal: r.ordinal.unwrap_or_default(),
         key: r.key,
         agent: r.agent,
     }

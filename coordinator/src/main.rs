@@ -7,6 +7,9 @@ use clap::Parser;
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     let telemetry = init_logging(config.log_json);
+    // A socket per worker session and per PostgreSQL connection: 1,000 sessions alone
+    // exceed the usual soft limit of 1,024.
+    akbench_telemetry::raise_open_files_limit();
     let handle = serve(config, shutdown_signal()).await?;
     handle.wait().await?;
     telemetry.shutdown();

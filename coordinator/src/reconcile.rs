@@ -133,13 +133,9 @@ pub async fn account(
     let mut conn = store.client().await.map_err(ControlError::store(ACTION))?;
     // The outcomes and their flags from one snapshot, as status reads them: a trial settled
     // in between is in both or in neither.
-    let tx = conn
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+    let tx = Store::snapshot(&mut conn)
         .await
-        .map_err(db)?;
+        .map_err(ControlError::store(ACTION))?;
     let header = tx
         .query_one(READY_PLAN_HEADER_SQL, &[&run.run_id])
         .await

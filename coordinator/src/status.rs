@@ -350,13 +350,9 @@ pub async fn run_status(
     // Every query of the projection reads one snapshot: the run's state, its counters and
     // its attempts are never from different moments (a run seen `planned` with the items its
     // start created a moment later, or `running` with a partial queue).
-    let client = conn
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
+    let client = Store::snapshot(&mut conn)
         .await
-        .map_err(db)?;
+        .map_err(ControlError::store(ACTION))?;
     let summary = find_run_with(&client, run).await?;
     let id = summary.run_id;
     let window = options.throughput_window.as_secs_f64();

@@ -1,5 +1,6 @@
 //! The coordinator's PostgreSQL store: a connection pool, numbered migrations embedded in the
-//! binary, one transaction helper, and SQLSTATE codes mapped to domain errors.
+//! binary, one transaction helper ([`Store::tx`]) and its read-snapshot sibling
+//! ([`Store::snapshot`]), and SQLSTATE codes mapped to domain errors.
 //!
 //! Schema: see `coordinator/migrations/` (numbered, embedded with `include_str!`) and
 //! `coordinator/sql/`. Evidence tables (`run_specs`, `plans`, `planned_trials`) are
@@ -190,6 +191,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 26,
         name: "submit_without_capture",
         sql: include_str!("../migrations/0026_submit_without_capture.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "done_by_ordinal",
+        sql: include_str!("../migrations/0027_done_by_ordinal.sql"),
     },
 ];
 
@@ -388,6 +394,21 @@ impl Store {
     /// A connection from the pool.
     pub async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// Opens a read-only REPEATABLE READ transaction on `conn` (a connection of this store's
+    /// pool): every query in it reads one snapshot, so a projection's queries all see one
+    /// moment (a trial settled in between is in all of them or in none). The sibling of
+    /// [`Store::tx`] for reads: read-only, it takes no row lock and cannot hit a
+    /// serialization failure, so nothing is retried; there is nothing to commit either
+    /// (dropping the transaction ends it).
+    pub async fn snapshot(conn: &mut deadpool_postgres::Object) -> Result<Tx<'_>, StoreError> {
+        Ok(conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?)
     }
 
     /// Runs `f` in a transaction and commits it; rolls back when `f` fails.

@@ -1,8 +1,9 @@
 //! The coordinator's own data as a viewer [`Backend`] ([`akbench_viewer`]): runs from the
 //! evidence store with their progress from the runs' counters ([`runs_progress`], one query
 //! for the whole list), live status from [`run_status`] (the projection gRPC and
-//! `/api/.../status` show), one compact row per done trial for the run page (`sql/control/view_rows.sql`:
-//! never whole records, so a 100,000-trial run page is one query), and a trial's record
+//! `/api/.../status` show), one compact row per done trial for the run page
+//! (`sql/control/view_rows.sql`: never whole records, read in keyset pages by plan ordinal,
+//! a whole run for a page that aggregates it, one page for a run too big to), and a trial's record
 //! assembled by [`crate::trial_records`] exactly as `FetchRecords` streams it. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
 
 use std::path::PathBuf;
@@ -105,24 +106,55 @@ fn row(run: &str, r: &tokio_postgres::Row) -> Result<TrialRow, RowError> {
             tampered: col(r, "tampered")?,
             withheld: col(r, "withheld")?,
         },
+        ordinal: count(r, "ordinal")?,
     }))
 }
 
-/// One compact row per done trial of `run`, in key order (`view_rows.sql`): what the run page
-/// aggregates, here and, through the `ListTrialRows` RPC, in `akbench view --coordinator`.
-pub async fn trial_rows(store: &Store, run: &RunSummary) -> Result<Vec<TrialRow>, ControlError> {
+/// Rows read per query when [`trial_rows`] reads a whole run.
+pub const TRIAL_ROWS_PAGE: u32 = 10_000;
+
+/// One page of the compact rows of `run`'s done trials, in plan order (`view_rows.sql`):
+/// those whose ordinal is above `after` (all, when `None`), at most `limit` of them (all,
+/// when `None`). Keyset paging on the partial index of migration 0027: a page costs its own
+/// rows at any run size, and consecutive pages (each `after` the last row's ordinal) lose
+/// and repeat no trial that stays done.
+pub async fn trial_rows_page(
+    store: &Store,
+    run: &RunSummary,
+    after: Option<u64>,
+    limit: Option<u32>,
+) -> Result<Vec<TrialRow>, ControlError> {
     let client = store
         .client()
         .await
         .map_err(ControlError::store("read the trial rows"))?;
+    // Ordinals are int4 in the database: anything above that range pages past the end.
+    let after: i64 = after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX));
+    let limit: Option<i64> = limit.map(i64::from);
     let rows = client
-        .query(VIEW_ROWS_SQL, &[&run.run_id])
+        .query(VIEW_ROWS_SQL, &[&run.run_id, &after, &limit])
         .await
         .map_err(|e| ControlError::store("read the trial rows")(e.into()))?;
     rows::all("view_rows.sql", &rows, |r| row(&run.run_key, r)).map_err(|e| ControlError::Corrupt {
         run: run.run_key.clone(),
         problem: e.to_string(),
     })
+}
+
+/// One compact row per done trial of `run`, in plan order: what the run page aggregates,
+/// here and, through the `ListTrialRows` RPC, in `akbench view --coordinator`. Read
+/// [`TRIAL_ROWS_PAGE`] rows a query ([`trial_rows_page`]).
+pub async fn trial_rows(store: &Store, run: &RunSummary) -> Result<Vec<TrialRow>, ControlError> {
+    let mut out: Vec<TrialRow> = Vec::new();
+    loop {
+        let after = out.last().and_then(|r| r.ordinal);
+        let page = trial_rows_page(store, run, after, Some(TRIAL_ROWS_PAGE)).await?;
+        let last = page.len() < TRIAL_ROWS_PAGE as usize;
+        out.extend(page);
+        if last {
+            return Ok(out);
+        }
+    }
 }
 
 fn read(what: &str) -> impl Fn(ControlError) -> SourceError + '_ {
@@ -222,6 +254,25 @@ impl Backend for StoreBackend {
             Err(e) => return Err(read(&what)(e)),
         };
         trial_rows(&self.store, &summary).await.map_err(read(&what))
+    }
+
+    async fn page(
+        &self,
+        run: &str,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TrialRow>, SourceError> {
+        let what = format!("a page of the trials of run `{run}`");
+        let summary = match evidence::find_run(&self.store, run).await {
+            Ok(s) => s,
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(read(&what)(e)),
+        };
+        trial_rows_page(&self.store, &summary, after, Some(limit))
+            .await
+            .map_err(read(&what))
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {

@@ -54,6 +54,7 @@ fn rows() -> Vec<TrialRow> {
                     grading: Default::default(),
                     duration_ms: 1_000 + (n % 60_000) as i64,
                     file: Default::default(),
+                    ordinal: None,
                 });
             }
         }

@@ -501,8 +501,10 @@ fn a_viewer_token_reads_every_page_and_changes_nothing() {
                 .await
                 .unwrap();
             let mut c = akbench_proto::control_client::ControlClient::new(channel);
-            let mut req =
-                tonic::Request::new(akbench_proto::v1::ListTrialRowsRequest { run: key.clone() });
+            let mut req = tonic::Request::new(akbench_proto::v1::ListTrialRowsRequest {
+                run: key.clone(),
+                ..Default::default()
+            });
             if let Some(t) = token {
                 req.metadata_mut()
                     .insert("authorization", format!("Bearer {t}").parse().unwrap());

@@ -1,4 +1,5 @@
-//! akbench-telemetry: how every akbench binary sets up `tracing` and OpenTelemetry.
+//! akbench-telemetry: how every akbench binary sets up `tracing` and OpenTelemetry (and the
+//! open-files limit of the long-running ones).
 //!
 //! - [`init`]: logs (text or JSON lines) plus, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OTLP/gRPC span exporter. The standard
@@ -12,12 +13,17 @@
 //! - W3C trace context: [`traceparent`] / [`set_parent`] (strings carried in messages),
 //!   [`inject`] (gRPC request metadata) and [`grpc_server_span`] (a server span continuing
 //!   the caller's trace).
+//! - [`raise_open_files_limit`]: the other start-up step every long-running binary shares,
+//!   the soft open-files limit raised to the hard one.
 //!
 //! The exporter runs on a small runtime of its own (one thread), so it works the same under
 //! the caller's multi-thread, current-thread or no runtime, and [`Telemetry::shutdown`]
 //! (or drop) flushes what is buffered.
 
 mod json;
+mod nofile;
+
+pub use nofile::raise_open_files_limit;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -467,6 +467,7 @@ mod tests {
                     spend: Default::default(),
                     duration_ms: 0,
                     grading: Default::default(),
+                    ordinal: 0,
                 })
             })
             .collect();

@@ -54,6 +54,10 @@ pub struct TrialRow {
     /// The record file (absolute; never sent to the browser).
     #[serde(skip)]
     pub file: PathBuf,
+    /// The trial's ordinal in its run's plan, when the source knows it (a coordinator's
+    /// compact rows: the cursor of the next page of a paged run page).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordinal: Option<u64>,
 }
 
 impl TrialRow {
@@ -92,6 +96,7 @@ impl TrialRow {
             grading: GradeFlags::of_record(r),
             duration_ms: (r.finished_at - r.started_at).num_milliseconds(),
             file,
+            ordinal: None,
         }
     }
 
@@ -125,6 +130,7 @@ impl TrialRow {
             grading: c.grading,
             duration_ms: c.duration_ms,
             file: PathBuf::new(),
+            ordinal: Some(c.ordinal),
         }
     }
 
@@ -175,6 +181,8 @@ pub struct CompactTrial {
     /// The flags of the grade in the last attempt's accepted record (core's
     /// `GradeFlags::of_grade`, as the coordinator stored them: migration 0021).
     pub grading: GradeFlags,
+    /// The trial's ordinal in its run's plan.
+    pub ordinal: u64,
 }
 
 /// The bucket named `name` (`succeeded`, `agent_failed`, ...), when there is one.
@@ -468,6 +476,7 @@ mod tests {
                     tampered: bucket == "failed",
                     withheld: false,
                 },
+                ordinal: 7,
             });
             assert_eq!(r.grading.tampered, bucket == "failed", "{bucket}");
             assert_eq!(r.task, "task-7", "{bucket}");
@@ -513,6 +522,7 @@ mod tests {
             grading: Default::default(),
             duration_ms: 10,
             file: PathBuf::new(),
+            ordinal: None,
         }
     }
 

@@ -1,11 +1,13 @@
 //! The viewer's pages, rendered on the server from a source's runs list, a run's aggregate
 //! view ([`RunView`], with its live status on a coordinator) or one trial's record (the trial
 //! page). Lists are paged here; the browser only ever receives one page of trials and one
-//! page of the matrix.
+//! page of the matrix. A run too big to aggregate comes as one page of trials read alone
+//! ([`TrialsPage`]): its page shows the status projection's counts and rates and pages by
+//! plan ordinal (`?after=`).
 
 use crate::html::{badge, esc, page, pct, progress_bar, url, url_path};
-use crate::model::{RunView, TrialFilter};
-use crate::source::{Artifacts, RunList, RunPage};
+use crate::model::{RunView, TrialFilter, TrialRow};
+use crate::source::{Artifacts, PageAt, RunList, RunPage, TrialsPage};
 use akbench_core::accounting::ALL_BUCKETS;
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord};
 use serde::Deserialize;
@@ -42,6 +44,9 @@ pub struct RunQuery {
     /// Page of the matrix (0-based).
     #[serde(default)]
     pub mpage: usize,
+    /// Of a paged run: the trials after this plan ordinal.
+    #[serde(default)]
+    pub after: Option<u64>,
 }
 
 impl RunQuery {
@@ -57,6 +62,14 @@ impl RunQuery {
     /// Trials per page, capped.
     pub fn per(&self) -> usize {
         self.per.unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE)
+    }
+
+    /// The trials page asked for, when the run is paged.
+    pub fn at(&self) -> PageAt {
+        PageAt {
+            after: self.after,
+            per: self.per(),
+        }
     }
 }
 
@@ -141,6 +154,14 @@ pub fn run(p: &RunPage, q: &RunQuery) -> String {
     if let Some(live) = &p.live {
         b.push_str(&live.html());
     }
+    if let Some(paged) = &p.paged {
+        paged_run(&mut b, p, paged, q);
+        return page(
+            &r.key,
+            &[(format!("/runs/{}", url(&r.key)), r.key.clone())],
+            &b,
+        );
+    }
     rates_table(&mut b, r);
     outcomes(&mut b, r);
     matrix(&mut b, r, q);
@@ -150,6 +171,76 @@ pub fn run(p: &RunPage, q: &RunQuery) -> String {
         &[(format!("/runs/{}", url(&r.key)), r.key.clone())],
         &b,
     )
+}
+
+/// The body of a paged run's page: the agents' pass rates and the outcome counts of the
+/// status projection (what the live updates refresh), then one page of trials in plan order
+/// with links to the first and the next page.
+fn paged_run(b: &mut String, p: &RunPage, t: &TrialsPage, q: &RunQuery) {
+    let _ = write!(
+        b,
+        "<p class=\"note\" id=\"paged\">This run has {} done trials, more than the viewer \
+         aggregates ({}): the page shows the coordinator's counts and rates and one page of \
+         trials in plan order (no matrix, causes, cost or filters; `akbench run aggregate` over \
+         its exported records has them all).</p>",
+        p.progress.done, t.aggregate_max
+    );
+    b.push_str(
+        "<h2>Agents</h2><table class=\"list\" id=\"agents\"><thead><tr><th>agent</th>\
+         <th>graded</th><th>pass rate</th></tr></thead><tbody>",
+    );
+    for (agent, (pass, graded)) in &p.progress.agents {
+        let _ = write!(
+            b,
+            "<tr data-agent=\"{n}\"><td>{n}</td><td class=\"graded\">{graded}</td>\
+             <td class=\"pass\">{p}</td></tr>",
+            n = esc(agent),
+            p = pct(*pass),
+        );
+    }
+    b.push_str("</tbody></table><h2>Outcomes</h2><div class=\"outcomes\" id=\"outcomes\">");
+    for (bucket, n) in &p.progress.counts {
+        let _ = write!(
+            b,
+            "<span class=\"outcome\">{badge} <b data-bucket=\"{s}\">{n}</b></span>",
+            s = esc(bucket),
+            badge = badge(bucket)
+        );
+    }
+    let _ = write!(
+        b,
+        "</div><h2 id=\"trials\">Trials</h2><p class=\"count\" id=\"trial-count\">{} on this page \
+         of {} done</p><table class=\"list\" id=\"trial-table\"><thead><tr><th>trial</th>\
+         <th>outcome</th><th>score</th><th>attempts</th><th>time</th><th>cause</th></tr></thead><tbody>",
+        t.trials.len(),
+        p.progress.done
+    );
+    for row in &t.trials {
+        trial_row(b, row);
+    }
+    b.push_str("</tbody></table><nav class=\"pager\" id=\"trials-pager\">");
+    let per = q.per();
+    if t.after.is_some() {
+        let _ = write!(b, "<a href=\"?per={per}#trials\">← first</a> ");
+    }
+    match (t.trials.first(), t.trials.last()) {
+        (Some(first), Some(last)) => {
+            let _ = write!(
+                b,
+                "trials {}–{} of the plan",
+                first.ordinal.unwrap_or_default(),
+                last.ordinal.unwrap_or_default()
+            );
+        }
+        _ => b.push_str("no more trials"),
+    }
+    if let Some(next) = t.next {
+        let _ = write!(
+            b,
+            " <a href=\"?after={next}&amp;per={per}#trials\" class=\"next\">next →</a>"
+        );
+    }
+    b.push_str("</nav>");
 }
 
 fn rates_table(b: &mut String, r: &RunView) {
@@ -294,24 +385,29 @@ fn trial_table(b: &mut String, r: &RunView, q: &RunQuery) {
         matching.len()
     );
     for t in matching.iter().skip(p * per).take(per) {
-        let _ = write!(
-            b,
-            "<tr><td><a href=\"/trials/{h}\">{k}</a></td><td>{bd}</td><td>{s}</td><td>{a}</td>\
-             <td>{d:.1}s</td><td class=\"cause\">{c}</td></tr>",
-            h = url_path(&t.key),
-            k = esc(&t.key),
-            bd = badge(t.bucket),
-            s = t
-                .score
-                .map(|s| format!("{s:.2}"))
-                .unwrap_or_else(|| "–".into()),
-            a = t.attempts,
-            d = t.duration_ms as f64 / 1000.0,
-            c = esc(t.cause.as_deref().unwrap_or("")),
-        );
+        trial_row(b, t);
     }
     b.push_str("</tbody></table>");
     pager(b, "page", p, pages, q, "trials");
+}
+
+/// One row of a trial table.
+fn trial_row(b: &mut String, t: &TrialRow) {
+    let _ = write!(
+        b,
+        "<tr><td><a href=\"/trials/{h}\">{k}</a></td><td>{bd}</td><td>{s}</td><td>{a}</td>\
+         <td>{d:.1}s</td><td class=\"cause\">{c}</td></tr>",
+        h = url_path(&t.key),
+        k = esc(&t.key),
+        bd = badge(t.bucket),
+        s = t
+            .score
+            .map(|s| format!("{s:.2}"))
+            .unwrap_or_else(|| "–".into()),
+        a = t.attempts,
+        d = t.duration_ms as f64 / 1000.0,
+        c = esc(t.cause.as_deref().unwrap_or("")),
+    );
 }
 
 fn pager(b: &mut String, name: &str, cur: usize, pages: usize, q: &RunQuery, anchor: &str) {
@@ -703,6 +799,7 @@ mod tests {
             grading: Default::default(),
             duration_ms: 1,
             file: std::path::PathBuf::new(),
+            ordinal: None,
         };
         let r = RunView::build("run-1".into(), vec![row("run-1/t1/a/r1", 0.0363)], None);
         let mut b = String::new();

@@ -9,7 +9,7 @@ use crate::compare::{self, CompareQuery, Compared};
 use crate::html::{esc, page};
 use crate::model::TrialRow;
 use crate::pages::{self, RunQuery};
-use crate::source::{Source, SourceError};
+use crate::source::{PageAt, Source, SourceError};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -132,7 +132,7 @@ async fn run_page<S: Source>(
     Path(run): Path<String>,
     Query(q): Query<RunQuery>,
 ) -> Response {
-    match v.source.run(&run).await {
+    match v.source.run(&run, q.at()).await {
         Ok(Some(p)) => html(StatusCode::OK, pages::run(&p, &q)),
         Ok(None) => not_found(&format!("no run `{run}` in {}", v.source.origin())),
         Err(e) => unavailable(&e),
@@ -195,7 +195,9 @@ async fn api_runs<S: Source>(State(v): State<Shared<S>>) -> Response {
 }
 
 async fn api_run<S: Source>(State(v): State<Shared<S>>, Path(run): Path<String>) -> Response {
-    match v.source.run(&run).await {
+    // Of a paged run, the summary is null and rates and causes are empty: the progress has
+    // the counts and pass rates.
+    match v.source.run(&run, PageAt::default()).await {
         Ok(Some(p)) => json(&serde_json::json!({
             "progress": p.progress,
             "summary": p.view.summary,
@@ -213,6 +215,9 @@ struct TrialPage<'a> {
     page: usize,
     per: usize,
     trials: Vec<&'a TrialRow>,
+    /// Of a paged run: the `after` of the next page (`total` is then the done trials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_after: Option<u64>,
 }
 
 async fn api_trials<S: Source>(
@@ -220,12 +225,22 @@ async fn api_trials<S: Source>(
     Path(run): Path<String>,
     Query(q): Query<RunQuery>,
 ) -> Response {
-    let p = match v.source.run(&run).await {
+    let p = match v.source.run(&run, q.at()).await {
         Ok(Some(p)) => p,
         Ok(None) => return api_error(StatusCode::NOT_FOUND, &format!("no run `{run}`")),
         Err(e) => return api_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     };
     let per = q.per();
+    if let Some(paged) = &p.paged {
+        // One page read alone (`?after=`): no filters.
+        return json(&TrialPage {
+            total: usize::try_from(p.progress.done).unwrap_or(usize::MAX),
+            page: 0,
+            per,
+            trials: paged.trials.iter().collect(),
+            next_after: paged.next,
+        });
+    }
     let filter = q.filter();
     let mut total = 0;
     let mut trials = Vec::with_capacity(per);
@@ -240,6 +255,7 @@ async fn api_trials<S: Source>(
         page: q.page,
         per,
         trials,
+        next_after: None,
     })
 }
 

@@ -9,7 +9,10 @@
 //! from one compact row per done trial ([`Backend::rows`]) and cached until the finished
 //! count moves, rebuilt at most once per
 //! [`Coordinated::min_rebuild`] or four times the last build's duration, whichever is longer,
-//! so a big live run is not re-aggregated on every poll.
+//! so a big live run is not re-aggregated on every poll. A run with more done trials than
+//! [`Coordinated::aggregate_max`] is not aggregated at all: its page shows the status
+//! projection's counts and rates and reads one page of trial rows per request
+//! ([`Backend::page`], keyset on the trials' plan ordinals: [`TrialsPage`]).
 
 use crate::compare::{of_views, CompareQuery, Compared};
 use crate::live::Live;
@@ -94,11 +97,45 @@ impl RunList {
     }
 }
 
+/// Which page of a run's trials to read when the run is paged ([`TrialsPage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageAt {
+    /// Trials whose plan ordinal is above this one (`None`: from the first).
+    pub after: Option<u64>,
+    /// Trials on the page.
+    pub per: usize,
+}
+
+impl Default for PageAt {
+    fn default() -> PageAt {
+        PageAt {
+            after: None,
+            per: crate::pages::PER_PAGE,
+        }
+    }
+}
+
+/// One page of a run's done trials, read alone: the run page of a run too big to aggregate
+/// (more done trials than [`Coordinated::aggregate_max`]).
+#[derive(Debug, Clone)]
+pub struct TrialsPage {
+    /// The page's trials, in plan order.
+    pub trials: Vec<TrialRow>,
+    /// The page starts after this plan ordinal (`None`: the first page).
+    pub after: Option<u64>,
+    /// The `after` of the next page, when there is one.
+    pub next: Option<u64>,
+    /// The most done trials the viewer aggregates (why this run is paged).
+    pub aggregate_max: u64,
+}
+
 /// What the run page needs.
 #[derive(Debug, Clone)]
 pub struct RunPage {
-    /// The aggregate view.
+    /// The aggregate view (empty but for its key and planned count when the run is paged).
     pub view: Arc<RunView>,
+    /// One page of trials instead of the aggregate view, for a run too big to aggregate.
+    pub paged: Option<TrialsPage>,
     /// The live status, for a run on a coordinator.
     pub live: Option<Live>,
     /// The coordinator's progress (finished of planned), when the run is on one; the view's
@@ -130,8 +167,12 @@ pub trait Source: Send + Sync + 'static {
     fn origin(&self) -> String;
     /// The runs.
     fn runs(&self) -> impl Future<Output = Result<RunList, SourceError>> + Send;
-    /// One run's page data; `None` when unknown.
-    fn run(&self, run: &str) -> impl Future<Output = Result<Option<RunPage>, SourceError>> + Send;
+    /// One run's page data (of a paged run, the trials page `at`); `None` when unknown.
+    fn run(
+        &self,
+        run: &str,
+        at: PageAt,
+    ) -> impl Future<Output = Result<Option<RunPage>, SourceError>> + Send;
     /// One run's progress (what the live updates carry); `None` when unknown.
     fn progress(
         &self,
@@ -159,18 +200,27 @@ pub trait Source: Send + Sync + 'static {
                     "failed to compare: pick two runs (left and right)".into(),
                 ));
             };
-            let Some(left) = self.run(l).await? else {
+            let Some(left) = self.run(l, PageAt::default()).await? else {
                 return Ok(Compared::UnknownRun {
                     side: "left",
                     run: l.into(),
                 });
             };
-            let Some(right) = self.run(r).await? else {
+            let Some(right) = self.run(r, PageAt::default()).await? else {
                 return Ok(Compared::UnknownRun {
                     side: "right",
                     run: r.into(),
                 });
             };
+            for side in [&left, &right] {
+                if let Some(p) = &side.paged {
+                    return Ok(Compared::Refused(format!(
+                        "failed to compare: run `{}` has {} done trials, more than the viewer \
+                         aggregates ({}); fix: compare its records with `akbench run compare`",
+                        side.view.key, side.progress.done, p.aggregate_max
+                    )));
+                }
+            }
             Ok(of_views(&left.view, &right.view, q))
         }
     }
@@ -217,6 +267,15 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Snapshot>, SourceError>> + Send;
     /// One compact row per done trial of a run (what the aggregate view is built from).
     fn rows(&self, run: &str) -> impl Future<Output = Result<Vec<TrialRow>, SourceError>> + Send;
+    /// At most `limit` compact rows of a run's done trials whose plan ordinal is above `after`
+    /// (from the first when `None`), in plan order, each with its ordinal: one page of a run
+    /// too big to aggregate.
+    fn page(
+        &self,
+        run: &str,
+        after: Option<u64>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<TrialRow>, SourceError>> + Send;
     /// One trial's record; `None` when it has none (yet).
     fn record(
         &self,
@@ -241,8 +300,16 @@ pub struct Coordinated<B> {
     cache: Mutex<HashMap<String, Cached>>,
     /// The shortest time between two rebuilds of one run's view.
     pub min_rebuild: Duration,
+    /// The most done trials a run may have for its page to aggregate them all (rates with
+    /// intervals, causes, the matrix, filters); a bigger run's page reads one page of trials.
+    pub aggregate_max: u64,
     changes: watch::Sender<u64>,
 }
+
+/// [`Coordinated::aggregate_max`] unless set: a cold run page that reads and aggregates
+/// 100,000 compact rows takes 1.72 s (docs/PERFORMANCE.md, "Viewer", at load 4-5), the most
+/// under the run page's 2 s goal.
+pub const AGGREGATE_MAX: u64 = 100_000;
 
 impl<B: Backend> Coordinated<B> {
     /// A source over `backend`.
@@ -251,6 +318,7 @@ impl<B: Backend> Coordinated<B> {
             backend,
             cache: Mutex::new(HashMap::new()),
             min_rebuild: Duration::from_secs(1),
+            aggregate_max: AGGREGATE_MAX,
             changes: watch::channel(0).0,
         }
     }
@@ -287,11 +355,38 @@ impl<B: Backend> Source for Coordinated<B> {
         .newest_first())
     }
 
-    async fn run(&self, run: &str) -> Result<Option<RunPage>, SourceError> {
+    async fn run(&self, run: &str, at: PageAt) -> Result<Option<RunPage>, SourceError> {
         let Some(snap) = self.backend.status(run).await? else {
             return Ok(None);
         };
         let key = snap.run.clone();
+        if snap.live.finished > self.aggregate_max {
+            // One page more than shown tells whether there is a next page.
+            let per = at.per.clamp(1, crate::pages::MAX_PER_PAGE);
+            let limit = u32::try_from(per + 1).unwrap_or(u32::MAX);
+            let mut trials = self.backend.page(&key, at.after, limit).await?;
+            let next = if trials.len() > per {
+                trials.truncate(per);
+                trials.last().and_then(|t| t.ordinal)
+            } else {
+                None
+            };
+            return Ok(Some(RunPage {
+                view: Arc::new(RunView {
+                    key,
+                    planned: Some(snap.live.planned),
+                    ..RunView::default()
+                }),
+                paged: Some(TrialsPage {
+                    trials,
+                    after: at.after,
+                    next,
+                    aggregate_max: self.aggregate_max,
+                }),
+                progress: snap.progress(),
+                live: Some(snap.live),
+            }));
+        }
         let view = match self.cached(&key, snap.live.finished) {
             Some(v) => v,
             None => {
@@ -312,6 +407,7 @@ impl<B: Backend> Source for Coordinated<B> {
         };
         Ok(Some(RunPage {
             view,
+            paged: None,
             progress: snap.progress(),
             live: Some(snap.live),
         }))

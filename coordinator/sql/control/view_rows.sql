@@ -1,16 +1,24 @@
--- One compact row per done trial of a run, in key order: what the viewer aggregates for a
--- run page (never whole records). The trial's key, agent and accounting bucket; its last
--- finished attempt's terminal state and cause; its finished attempts; the score in that
--- attempt's accepted record; tokens and cost summed over the accepted records of its
--- attempts (the submissions' spend columns of migration 0013, NULL where no record reported
--- them); wall time from its first attempt's start to its last one's end; whether that
--- record's grade was flagged tampered or withheld paths (migration 0021's columns). Only the
--- score is read out of a record (one per trial). $1 run id.
+-- One compact row per done trial of a run, in plan order, a page at a time: what the viewer
+-- aggregates or shows for a run page (never whole records). The trial's ordinal (the page's
+-- cursor) and key, agent and accounting bucket; its last finished attempt's terminal state
+-- and cause; its finished attempts; the score in that attempt's accepted record; tokens and
+-- cost summed over the accepted records of its attempts (the submissions' spend columns of
+-- migration 0013, NULL where no record reported them); wall time from its first attempt's
+-- start to its last one's end; whether that record's grade was flagged tampered or withheld
+-- paths (migration 0021's columns). Only the score is read out of a record (one per trial).
+--
+-- Keyset paging: the done trials with an ordinal above $2 (-1: from the first), at most $3
+-- of them (NULL: all), read through the partial index work_items_done_ordinal (migration
+-- 0027), so a page costs its own rows at any run size. $1 run id, $2 after (bigint),
+-- $3 limit (bigint).
 WITH t AS (
-    SELECT w.trial_id, p.key, w.agent, w.bucket
+    SELECT w.trial_id, w.ordinal, p.key, w.agent, w.bucket
     FROM work_items w
     JOIN planned_trials p ON p.trial_id = w.trial_id
     WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
+      AND w.ordinal > $2::bigint
+    ORDER BY w.ordinal
+    LIMIT $3::bigint
 ), a AS (
     SELECT a.trial_id,
            min(a.started_at) AS started_at,
@@ -28,7 +36,8 @@ WITH t AS (
     LEFT JOIN submissions s ON s.attempt_id = a.attempt_id
     GROUP BY a.trial_id
 )
-SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint AS attempts,
+SELECT t.ordinal::bigint AS ordinal, t.key, t.agent, t.bucket, a.terminal, a.cause,
+       a.attempts::bigint AS attempts,
        (ls.record #>> '{grade,score}')::float8 AS score,
        a.input_tokens::bigint AS input_tokens,
        a.cached_input_tokens::bigint AS cached_input_tokens,
@@ -40,4 +49,4 @@ SELECT t.key, t.agent, t.bucket, a.terminal, a.cause, a.attempts::bigint AS atte
 FROM t
 JOIN a ON a.trial_id = t.trial_id
 LEFT JOIN submissions ls ON ls.attempt_id = a.last_id
-ORDER BY t.key
+ORDER BY t.ordinal

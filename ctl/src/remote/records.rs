@@ -374,6 +374,7 @@ pub async fn export_ended(
         .clone()
         .list_trial_rows(c.request(pb::ListTrialRowsRequest {
             run: run.to_string(),
+            ..Default::default()
         }))
         .await
         .map_err(|s| c.error(s))?

@@ -66,6 +66,7 @@ pub fn trial_row(r: pb::TrialRow) -> Result<TrialRow, String> {
             tampered: r.tampered,
             withheld: r.withheld,
         },
+        ordinal: r.ordinal,
         key: r.key,
         agent: r.agent,
     }))
@@ -157,6 +158,33 @@ impl GrpcBackend {
         Ok(out)
     }
 
+    /// `ListTrialRows`: the done trials of `run` after `after`, at most `limit` (0: all).
+    async fn list(
+        &self,
+        what: String,
+        run: &str,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TrialRow>, SourceError> {
+        let mut c = self.client.inner.clone();
+        let opened = c
+            .list_trial_rows(self.client.request(pb::ListTrialRowsRequest {
+                run: run.to_string(),
+                after,
+                limit,
+            }))
+            .await;
+        let mut out = Vec::new();
+        self.drain(&what, opened, |batch| {
+            for r in batch.rows {
+                out.push(trial_row(r).map_err(|e| SourceError::read(&what, e))?);
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
     /// Reads a server stream opened for `what` to its end, each message through `each`. A run
     /// the coordinator does not know (or a name it refuses) reads as an empty stream.
     async fn drain<M>(
@@ -219,22 +247,23 @@ impl Backend for GrpcBackend {
     }
 
     async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
-        let what = format!("the trials of run `{run}`");
-        let mut c = self.client.inner.clone();
-        let opened = c
-            .list_trial_rows(self.client.request(pb::ListTrialRowsRequest {
-                run: run.to_string(),
-            }))
-            .await;
-        let mut out = Vec::new();
-        self.drain(&what, opened, |batch| {
-            for r in batch.rows {
-                out.push(trial_row(r).map_err(|e| SourceError::read(&what, e))?);
-            }
-            Ok(())
-        })
-        .await?;
-        Ok(out)
+        self.list(format!("the trials of run `{run}`"), run, None, 0)
+            .await
+    }
+
+    async fn page(
+        &self,
+        run: &str,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TrialRow>, SourceError> {
+        self.list(
+            format!("a page of the trials of run `{run}`"),
+            run,
+            after,
+            limit,
+        )
+        .await
     }
 
     async fn record(&self, trial: &str) -> Result<Option<RunRecord>, SourceError> {

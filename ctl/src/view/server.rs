@@ -10,7 +10,9 @@ use crate::cli::RemoteArgs;
 use akbench_core::evidence::EvidenceStore;
 use akbench_viewer::compare::{CompareDoc, CompareQuery, Compared, Conditions};
 use akbench_viewer::model::Progress;
-use akbench_viewer::source::{Artifacts, RunItem, RunList, RunPage, Source, SourceError, TrialDoc};
+use akbench_viewer::source::{
+    Artifacts, PageAt, RunItem, RunList, RunPage, Source, SourceError, TrialDoc,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -107,10 +109,12 @@ impl Source for Viewer {
         .newest_first())
     }
 
-    async fn run(&self, run: &str) -> Result<Option<RunPage>, SourceError> {
+    async fn run(&self, run: &str, _: PageAt) -> Result<Option<RunPage>, SourceError> {
+        // A folder's runs are aggregated whole (never paged).
         Ok(self.read().runs.get(run).map(|r| RunPage {
             progress: r.progress(),
             view: r.clone(),
+            paged: None,
             live: None,
         }))
     }

@@ -219,6 +219,7 @@ where
         }
     };
     let telemetry = init_tracing();
+    akbench_telemetry::raise_open_files_limit();
     let metrics_listen = args.metrics_listen;
     let allow_unsandboxed = args.allow_unsandboxed;
     let config = match args.into_config() {

@@ -1,0 +1,268 @@
+//! A run's compact trial rows a page at a time, over a real coordinator on a fresh database
+//! of a private PostgreSQL cluster: `ListTrialRows` over loopback gRPC with `after`/`limit`
+//! (keyset on the trials' plan ordinals, migration 0027) and the viewer's run page of a run
+//! too big to aggregate ([`Coordinated::aggregate_max`] set low), which reads one page per
+//! request. Pages of every size, chained by the last row's ordinal, read every done trial
+//! once: none lost, none repeated, across page boundaries and across trials that end
+//! between two pages.
+
+use std::collections::BTreeSet;
+
+use akbench_coordinator::pgcluster::test_support;
+use akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL;
+use akbench_coordinator::scheduler::{store_records, NewRecord};
+use akbench_coordinator::server::{serve_with, Config, Services};
+use akbench_coordinator::status::StatusOptions;
+use akbench_coordinator::store::Store;
+use akbench_coordinator::view_source::StoreBackend;
+use akbench_core::clock::SystemClock;
+use akbench_core::digest::{canonical_json, digest_of};
+use akbench_core::lifecycle::State;
+use akbench_core::plan::{plan, PlannedTrial};
+use akbench_core::testkit::{attempt_record, synthetic_spec};
+use akbench_proto::control_client::ControlClient;
+use akbench_proto::v1 as pb;
+use akbench_viewer::pages::{self, RunQuery};
+use akbench_viewer::source::{Coordinated, PageAt, Source};
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+/// Ends `trials` as the scheduler leaves them (one completed attempt with an accepted record,
+/// the work item done with its bucket, the run's counters moved), as `benches/view.rs` does.
+async fn finish(db: &tokio_postgres::Client, store: &Store, trials: &[&PlannedTrial]) {
+    let mut ids = Vec::new();
+    let mut attempts = Vec::new();
+    let mut new: Vec<NewRecord> = Vec::new();
+    let mut buckets = Vec::new();
+    for tr in trials {
+        let ok = tr.ordinal % 2 == 0;
+        let id = Uuid::now_v7();
+        let r = serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
+            .unwrap();
+        ids.push(tr.trial_id);
+        attempts.push(id);
+        new.push((id, digest_of(&r), r.to_string()));
+        buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
+    }
+    db.execute(
+        "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
+         SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
+         FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
+        &[&attempts, &ids],
+    )
+    .await
+    .unwrap();
+    store_records(&store.client().await.unwrap(), &new)
+        .await
+        .unwrap();
+    db.execute(
+        "WITH done AS (
+           UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
+           FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t
+           RETURNING w.run_id, w.agent, w.bucket)
+         INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
+         SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
+         GROUP BY run_id, agent, bucket",
+        &[&ids, &buckets],
+    )
+    .await
+    .unwrap();
+}
+
+/// One `ListTrialRows` call: the rows' (ordinal, key).
+async fn list(
+    c: &mut ControlClient<Channel>,
+    run: &str,
+    after: Option<u64>,
+    limit: u32,
+) -> Vec<(u64, String)> {
+    let mut stream = c
+        .list_trial_rows(pb::ListTrialRowsRequest {
+            run: run.to_string(),
+            after,
+            limit,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(b) = stream.message().await.unwrap() {
+        out.extend(b.rows.into_iter().map(|r| (r.ordinal, r.key)));
+    }
+    out
+}
+
+/// Every page of `per` rows after `after`, chained by the last row's ordinal, concatenated;
+/// each page is checked to hold at most `per` rows.
+async fn walk(
+    c: &mut ControlClient<Channel>,
+    run: &str,
+    mut after: Option<u64>,
+    per: u32,
+) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    loop {
+        let page = list(c, run, after, per).await;
+        assert!(
+            page.len() <= per as usize,
+            "a page of {per} held {}",
+            page.len()
+        );
+        let Some(last) = page.last() else {
+            return out;
+        };
+        after = Some(last.0);
+        let full = page.len() == per as usize;
+        out.extend(page);
+        if !full {
+            return out;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_trial_rows_lose_and_repeat_nothing() {
+    let url = test_support::fresh_database().await;
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = serve_with(
+        Config::local(url.clone()),
+        Services::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut c = ControlClient::new(channel);
+    // 4 tasks x 2 agents x 2 repetitions: 16 trials, ordinals 0..16.
+    let spec = synthetic_spec(4, 2, 2, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    c.submit_plan(pb::SubmitPlanRequest {
+        spec_json: canonical_json(&spec),
+        spec_digest: spec.digest.clone(),
+        plan_json: canonical_json(&ready),
+        plan_digest: ready.digest.clone(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(ready.trials.len(), 16);
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let store = Store::connect(&url).await.unwrap();
+    db.execute(INSERT_ITEMS_BY_HAND_SQL, &[&spec.identity.run_id])
+        .await
+        .unwrap();
+    // Nothing done: no rows, whatever the page.
+    assert!(list(&mut c, &key, None, 0).await.is_empty());
+    assert!(list(&mut c, &key, None, 3).await.is_empty());
+
+    // Every trial but every third is done: gaps in the ordinals the pages step over.
+    let by_ordinal = |o: u64| ready.trials.iter().find(|t| t.ordinal == o).unwrap();
+    let first: Vec<&PlannedTrial> = (0..16).filter(|o| o % 3 != 0).map(by_ordinal).collect();
+    finish(&db, &store, &first).await;
+    let want: Vec<(u64, String)> = first.iter().map(|t| (t.ordinal, t.key.clone())).collect();
+    let whole = list(&mut c, &key, None, 0).await;
+    assert_eq!(whole, want, "every done trial once, in plan order");
+    for per in [1, 2, 3, 4, 5, 10, 11, 100] {
+        assert_eq!(walk(&mut c, &key, None, per).await, want, "pages of {per}");
+    }
+    // After the last ordinal, and after one beyond every ordinal: nothing.
+    assert!(list(&mut c, &key, Some(15), 0).await.is_empty());
+    assert!(list(&mut c, &key, Some(u64::MAX), 5).await.is_empty());
+    // `after` is exclusive: from a done trial's ordinal, the next done one.
+    assert_eq!(
+        list(&mut c, &key, Some(4), 1).await,
+        vec![(5, by_ordinal(5).key.clone())]
+    );
+
+    // Trials that end between two pages: one before the cursor (not on a later page: it is
+    // behind the reader), two after it (on the later pages, once each).
+    let page1 = list(&mut c, &key, None, 4).await;
+    let cursor = page1.last().unwrap().0;
+    assert_eq!(cursor, 5);
+    finish(&db, &store, &[by_ordinal(3), by_ordinal(9), by_ordinal(15)]).await;
+    let rest = walk(&mut c, &key, Some(cursor), 2).await;
+    let mut read: Vec<(u64, String)> = page1.into_iter().chain(rest).collect();
+    let unique: BTreeSet<u64> = read.iter().map(|r| r.0).collect();
+    assert_eq!(unique.len(), read.len(), "a trial was read twice: {read:?}");
+    let expected: BTreeSet<u64> = (0..16)
+        .filter(|o| o % 3 != 0 || *o == 9 || *o == 15)
+        .collect();
+    assert_eq!(unique, expected, "{read:?}");
+    // A new walk from the start has the trial that ended behind the cursor.
+    read = walk(&mut c, &key, None, 3).await;
+    let all: Vec<u64> = read.iter().map(|r| r.0).collect();
+    let expected: Vec<u64> = (0..16).filter(|o| ![0, 6, 12].contains(o)).collect();
+    assert_eq!(all, expected);
+    let done = all.len() as u64;
+    assert_eq!(done, 13);
+
+    // The viewer's run page over the coordinator's database, the run above its aggregate
+    // limit: one page of trials per request, chained by the next page's `after`.
+    let mut source = Coordinated::new(StoreBackend {
+        store: store.clone(),
+        status: StatusOptions::default(),
+        artifacts: None,
+    });
+    source.aggregate_max = done - 1;
+    let mut at = PageAt {
+        after: None,
+        per: 5,
+    };
+    let mut seen = Vec::new();
+    let mut pages_read = 0;
+    loop {
+        let p = source
+            .run(&key, at)
+            .await
+            .unwrap()
+            .expect("the run is known");
+        let paged = p.paged.as_ref().expect("a run above the limit is paged");
+        assert!(p.view.trials.is_empty(), "a paged run is not aggregated");
+        assert_eq!(p.progress.done, done);
+        assert!(paged.trials.len() <= 5);
+        seen.extend(paged.trials.iter().map(|t| t.key.clone()));
+        pages_read += 1;
+        let html = pages::run(
+            &p,
+            &RunQuery {
+                after: at.after,
+                per: Some(5),
+                ..RunQuery::default()
+            },
+        );
+        assert!(html.contains("id=\"paged\""), "{html}");
+        match paged.next {
+            Some(next) => {
+                assert!(
+                    html.contains(&format!("?after={next}&amp;per=5#trials")),
+                    "{html}"
+                );
+                at.after = Some(next);
+            }
+            None => {
+                assert!(!html.contains("class=\"next\""), "{html}");
+                break;
+            }
+        }
+    }
+    let keys: Vec<String> = read.into_iter().map(|r| r.1).collect();
+    assert_eq!(
+        seen, keys,
+        "the run page's pages read every done trial once"
+    );
+    assert_eq!(pages_read, 3, "13 trials on pages of 5");
+    // At the limit the run page aggregates the whole run, as before.
+    source.aggregate_max = done;
+    let p = source.run(&key, PageAt::default()).await.unwrap().unwrap();
+    assert!(p.paged.is_none());
+    assert_eq!(p.view.trials.len() as u64, done);
+}
