@@ -7,7 +7,8 @@
 //! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
 //! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
 //! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements and the
-//! trigger functions of the throughput phase by total time, and explains statements slower
+//! trigger functions of the throughput phase by total time and the rows each table had
+//! written (inserted, updated and how many of those HOT, deleted), and explains statements slower
 //! than `AKBENCH_BENCH_EXPLAIN_MS` (30) in the server log, a fraction
 //! `AKBENCH_BENCH_EXPLAIN_RATE` (1) of them.
 
@@ -147,6 +148,22 @@ async fn print_statements(store: &Store) {
         let (calls, total, own, f): (i64, f64, f64, String) =
             (r.get(0), r.get(1), r.get(2), r.get(3));
         println!("{calls:>7} {total:>9.0} {own:>9.0}  {f}");
+    }
+    let rows = c
+        .query(
+            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+             FROM pg_stat_user_tables
+             WHERE n_tup_ins + n_tup_upd + n_tup_del > 0
+             ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC",
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("rows written by table: inserted, updated (HOT), deleted");
+    for r in rows {
+        let (t, ins, upd, hot, del): (String, i64, i64, i64, i64) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        println!("{ins:>9} {upd:>9} ({hot:>7}) {del:>9}  {t}");
     }
 }
 
