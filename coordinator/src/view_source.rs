@@ -162,6 +162,16 @@ fn read(what: &str) -> impl Fn(ControlError) -> SourceError + '_ {
 }
 
 impl StoreBackend {
+    /// The run named `run`, or `None` when there is none (an unknown or malformed name
+    /// shows as an empty page, as the status does); `what` names the read in an error.
+    async fn summary_of(&self, run: &str, what: &str) -> Result<Option<RunSummary>, SourceError> {
+        match evidence::find_run(&self.store, run).await {
+            Ok(s) => Ok(Some(s)),
+            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => Ok(None),
+            Err(e) => Err(read(what)(e)),
+        }
+    }
+
     async fn status_of(&self, run: &str) -> Result<Option<RunStatus>, SourceError> {
         match run_status(&self.store, run, self.status).await {
             Ok(s) => Ok(Some(s)),
@@ -173,12 +183,8 @@ impl StoreBackend {
     /// The records of `run` (of `trials` only, unless empty), in plan order.
     async fn fetch(&self, run: &str, trials: Vec<Uuid>) -> Result<Vec<RunRecord>, SourceError> {
         let what = format!("the records of run `{run}`");
-        let summary = match evidence::find_run(&self.store, run).await {
-            Ok(s) => s,
-            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
-                return Ok(Vec::new())
-            }
-            Err(e) => return Err(read(&what)(e)),
+        let Some(summary) = self.summary_of(run, &what).await? else {
+            return Ok(Vec::new());
         };
         let spec = evidence::spec(&self.store, &summary)
             .await
@@ -246,12 +252,8 @@ impl Backend for StoreBackend {
 
     async fn rows(&self, run: &str) -> Result<Vec<TrialRow>, SourceError> {
         let what = format!("the trials of run `{run}`");
-        let summary = match evidence::find_run(&self.store, run).await {
-            Ok(s) => s,
-            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
-                return Ok(Vec::new())
-            }
-            Err(e) => return Err(read(&what)(e)),
+        let Some(summary) = self.summary_of(run, &what).await? else {
+            return Ok(Vec::new());
         };
         trial_rows(&self.store, &summary).await.map_err(read(&what))
     }
@@ -263,12 +265,8 @@ impl Backend for StoreBackend {
         limit: u32,
     ) -> Result<Vec<TrialRow>, SourceError> {
         let what = format!("a page of the trials of run `{run}`");
-        let summary = match evidence::find_run(&self.store, run).await {
-            Ok(s) => s,
-            Err(ControlError::RunNotFound(_) | ControlError::Invalid { .. }) => {
-                return Ok(Vec::new())
-            }
-            Err(e) => return Err(read(&what)(e)),
+        let Some(summary) = self.summary_of(run, &what).await? else {
+            return Ok(Vec::new());
         };
         trial_rows_page(&self.store, &summary, after, Some(limit))
             .await
