@@ -1,8 +1,9 @@
 //! Coordinator dispatch benchmark: N synthetic worker sessions over real gRPC against the
 //! real coordinator and a private PostgreSQL cluster (fsync on). Each attempt is claim ->
 //! 11 transitions (one batch) -> record upload -> finish. Reports attempts/s, the
-//! enqueue-to-assignment latency with idle slots (p50/p99), and a raw pgbench loop (one
-//! SKIP LOCKED claim+complete per transaction, 8 clients) on the same cluster.
+//! enqueue-to-assignment latency with idle slots (p50/p99), CPU and WAL bytes per attempt, and a
+//! raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the same
+//! cluster, with its CPU and WAL bytes per transaction.
 //!
 //! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
 //! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
@@ -114,6 +115,20 @@ fn cpu_seconds(cluster: &PrivateCluster) -> Option<(f64, f64)> {
         }
     }
     Some((own, server))
+}
+
+/// The cluster's WAL insert position in bytes: the difference of two readings is the WAL
+/// written between them, which the machine's load does not blur as it blurs CPU time.
+async fn wal_bytes(store: &Store) -> Option<i64> {
+    let c = store.client().await.ok()?;
+    let row = c
+        .query_one(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint",
+            &[],
+        )
+        .await
+        .ok()?;
+    row.try_get(0).ok()
 }
 
 /// The statements of the throughput phase by total (planning + execution) time.
@@ -349,6 +364,7 @@ async fn main() {
             .unwrap();
     }
     let cpu0 = cpu_seconds(&cluster);
+    let wal0 = wal_bytes(&store).await;
     let t0 = Instant::now();
     scheduler.enqueue(run.run_id, &items).await.unwrap();
     let target = base + attempts as u64;
@@ -356,6 +372,7 @@ async fn main() {
     let elapsed = t0.elapsed();
     let rate = attempts as f64 / elapsed.as_secs_f64();
     let cpu1 = cpu_seconds(&cluster);
+    let wal1 = wal_bytes(&store).await;
     if stats {
         print_statements(&store).await;
     }
@@ -380,10 +397,12 @@ async fn main() {
         .batch_execute("VACUUM ANALYZE raw_jobs")
         .await
         .unwrap();
-    drop(raw);
     let cpu2 = cpu_seconds(&cluster);
+    let wal2 = wal_bytes(&raw).await;
     let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
     let cpu3 = cpu_seconds(&cluster);
+    let wal3 = wal_bytes(&raw).await;
+    drop(raw);
 
     println!("coordinator dispatch benchmark");
     println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
@@ -408,6 +427,19 @@ async fn main() {
             "  CPU per raw pgbench transaction: {:.3} ms PostgreSQL",
             (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)
         );
+    }
+    if let (Some(a), Some(b)) = (wal0, wal1) {
+        print!(
+            "  WAL per attempt: {:.0} bytes",
+            (b - a) as f64 / attempts as f64
+        );
+        match (wal2, wal3, raw_tps) {
+            (Some(c), Some(d), Some(tps)) => println!(
+                "; per raw pgbench transaction: {:.0} bytes",
+                (d - c) as f64 / (tps * pg_seconds as f64)
+            ),
+            _ => println!(),
+        }
     }
     println!(
         "  load average at the end: {}",
