@@ -1,6 +1,7 @@
 //! Coordinator dispatch benchmark: N synthetic worker sessions over real gRPC against the
 //! real coordinator and a private PostgreSQL cluster (fsync on). Each attempt is claim ->
-//! 11 transitions (one batch) -> record upload -> finish. Reports attempts/s, the
+//! 11 transitions (one batch) -> record upload -> finish; the items are queued before the
+//! clock starts, as the raw loop's rows are. Reports attempts/s, the
 //! enqueue-to-assignment latency with idle slots (p50/p99), CPU and WAL bytes per attempt, and a
 //! raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the same
 //! cluster, with its CPU and WAL bytes per transaction.
@@ -9,7 +10,8 @@
 //! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
 //! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements and the
 //! trigger functions of the throughput phase by total time and the rows each table had
-//! written (inserted, updated and how many of those HOT, deleted), and explains statements slower
+//! written (inserted, updated and how many of those HOT, deleted) and the phase's WAL records by
+//! kind (`pg_waldump --stats=record`), and explains statements slower
 //! than `AKBENCH_BENCH_EXPLAIN_MS` (30) in the server log, a fraction
 //! `AKBENCH_BENCH_EXPLAIN_RATE` (1) of them.
 
@@ -129,6 +131,48 @@ async fn wal_bytes(store: &Store) -> Option<i64> {
         .await
         .ok()?;
     row.try_get(0).ok()
+}
+
+/// The cluster's WAL insert position as `pg_lsn` text (for `pg_waldump`).
+async fn wal_lsn(store: &Store) -> Option<String> {
+    let c = store.client().await.ok()?;
+    let row = c
+        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+        .await
+        .ok()?;
+    row.try_get(0).ok()
+}
+
+/// `pg_waldump --stats=record` over `from..to`: the WAL records of a phase by kind, with
+/// their full-page images, per attempt (`n`).
+fn print_wal_kinds(cluster: &PrivateCluster, from: &str, to: &str, n: usize) {
+    let bin = ["/usr/lib/postgresql/15/bin/pg_waldump", "pg_waldump"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok());
+    let Some(bin) = bin else {
+        println!("  WAL by kind: pg_waldump not found");
+        return;
+    };
+    let out = Command::new(bin)
+        .arg("-p")
+        .arg(cluster.data_dir().join("pg_wal"))
+        .args(["-s", from, "-e", to, "--stats=record"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            println!(
+                "  WAL of the throughput phase by kind ({n} attempts; pg_waldump --stats=record):"
+            );
+            for line in String::from_utf8_lossy(&o.stdout).lines() {
+                println!("    {line}");
+            }
+        }
+        Ok(o) => println!(
+            "  WAL by kind: pg_waldump failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => println!("  WAL by kind: pg_waldump failed: {e}"),
+    }
 }
 
 /// The statements of the throughput phase by total (planning + execution) time.
@@ -357,6 +401,13 @@ async fn main() {
         .unwrap();
     let items = run.items("noop", 0);
     let base = progress.finished.load(Ordering::Relaxed);
+    // The items are queued before the clock starts, as the raw loop's rows are inserted
+    // before pgbench runs: both phases time claiming and completing queued work. The workers
+    // start claiming as soon as the enqueue commits; what they finish before the clock
+    // starts is left out of the count.
+    let enqueue_started = Instant::now();
+    scheduler.enqueue(run.run_id, &items).await.unwrap();
+    let enqueue_took = enqueue_started.elapsed();
     if stats {
         let c = store.client().await.unwrap();
         c.batch_execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")
@@ -365,14 +416,17 @@ async fn main() {
     }
     let cpu0 = cpu_seconds(&cluster);
     let wal0 = wal_bytes(&store).await;
+    let lsn0 = wal_lsn(&store).await;
     let t0 = Instant::now();
-    scheduler.enqueue(run.run_id, &items).await.unwrap();
+    let before = progress.finished.load(Ordering::Relaxed);
     let target = base + attempts as u64;
     wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
     let elapsed = t0.elapsed();
-    let rate = attempts as f64 / elapsed.as_secs_f64();
+    let timed = (target - before) as usize;
+    let rate = timed as f64 / elapsed.as_secs_f64();
     let cpu1 = cpu_seconds(&cluster);
     let wal1 = wal_bytes(&store).await;
+    let lsn1 = wal_lsn(&store).await;
     if stats {
         print_statements(&store).await;
     }
@@ -407,8 +461,9 @@ async fn main() {
     println!("coordinator dispatch benchmark");
     println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
     println!(
-        "  throughput: {rate:.0} attempts/s ({attempts} in {:.2} s)",
-        elapsed.as_secs_f64()
+        "  throughput: {rate:.0} attempts/s ({timed} in {:.2} s; the enqueue of {attempts} items before it took {:.2} s)",
+        elapsed.as_secs_f64(),
+        enqueue_took.as_secs_f64()
     );
     println!(
         "  dispatch latency (enqueue -> assignment, idle slots, {samples} samples): p50 {:.2} ms, p99 {:.2} ms",
@@ -418,8 +473,8 @@ async fn main() {
     if let (Some(a), Some(b)) = (cpu0, cpu1) {
         println!(
             "  CPU per attempt: {:.3} ms this process (coordinator + synthetic workers), {:.3} ms PostgreSQL",
-            (b.0 - a.0) * 1e3 / attempts as f64,
-            (b.1 - a.1) * 1e3 / attempts as f64
+            (b.0 - a.0) * 1e3 / timed as f64,
+            (b.1 - a.1) * 1e3 / timed as f64
         );
     }
     if let (Some(a), Some(b), Some(tps)) = (cpu2, cpu3, raw_tps) {
@@ -431,7 +486,7 @@ async fn main() {
     if let (Some(a), Some(b)) = (wal0, wal1) {
         print!(
             "  WAL per attempt: {:.0} bytes",
-            (b - a) as f64 / attempts as f64
+            (b - a) as f64 / timed as f64
         );
         match (wal2, wal3, raw_tps) {
             (Some(c), Some(d), Some(tps)) => println!(
@@ -453,6 +508,9 @@ async fn main() {
             rate / tps
         ),
         None => println!("  raw pgbench: not available"),
+    }
+    if let (true, Some(from), Some(to)) = (stats, &lsn0, &lsn1) {
+        print_wal_kinds(&cluster, from, to, timed);
     }
     drop(service);
     if stats {
