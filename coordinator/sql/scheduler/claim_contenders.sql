@@ -1,9 +1,10 @@
 -- The runs one claim divides its slots among (akbench_core::dispatch::share::divide): every
 -- run with ready work, found by a skip scan of the ready index (one probe per run, however
 -- many items wait), that the claiming worker may serve, with its stored caps (priority and
--- weight, concurrency caps, worker labels) and its live leases (the partial index
--- work_items_leased, bounded by the live slots). Ready items still in backoff are not told
--- apart here: a run whose ready items all wait yields none and leaves the claim's next round.
+-- weight, concurrency caps, worker labels). Their live leases are counted apart
+-- (claim_run_live.sql), only when they decide the division (share::live_decides). Ready
+-- items still in backoff are not told apart here: a run whose ready items all wait yields
+-- none and leaves the claim's next round.
 -- $1 the claiming worker (placement: core::placement::eligible over runs.caps.worker_labels
 -- and the labels the worker advertised).
 WITH RECURSIVE ready (run_id) AS (
@@ -15,9 +16,7 @@ WITH RECURSIVE ready (run_id) AS (
     FROM ready
     WHERE ready.run_id IS NOT NULL
 )
-SELECT r.run_id, r.caps,
-       (SELECT count(*) FROM work_items l
-         WHERE l.run_id = r.run_id AND l.state = 'leased') AS live
+SELECT r.run_id, r.caps
 FROM ready
 JOIN runs r ON r.run_id = ready.run_id
 -- Every label the run requires (`key`: any value; `key=value`: that value) is one the

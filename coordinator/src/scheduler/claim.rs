@@ -1,7 +1,8 @@
 //! [`Scheduler::claim`]: leasing ready work to a worker. The runs with ready work share the
 //! claim's slots as `akbench_core::dispatch::share::divide` decides (priority, then weighted
-//! fair share of the live leases): `claim_contenders.sql` reads each run's stored share and
-//! live leases, core divides, `claim_candidates.sql` takes that many ready items of each run
+//! fair share of the live leases): `claim_contenders.sql` reads each run's stored share,
+//! `claim_run_live.sql` counts their live leases where they decide the division
+//! (`share::live_decides`: two or more runs at the top priority), core divides, `claim_candidates.sql` takes that many ready items of each run
 //! in plan order (`FOR UPDATE SKIP LOCKED`), and each item is admitted within its run's caps
 //! (live attempts per run, per agent and per provider route). A run that yields fewer items
 //! than it was given leaves the claim, and the next round divides what is still free among
@@ -23,6 +24,7 @@ const CANDIDATES_SQL: &str = include_str!("../../sql/scheduler/claim_candidates.
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/claim_lock_runs.sql");
 const LIVE_COUNTS_SQL: &str = include_str!("../../sql/scheduler/claim_live_counts.sql");
 const CREATE_SQL: &str = include_str!("../../sql/scheduler/claim_create.sql");
+const RUN_LIVE_SQL: &str = include_str!("../../sql/scheduler/claim_run_live.sql");
 
 /// Candidate rounds per claim beyond one per contending run: each round takes rows, marks a
 /// cap full or lets a run that yielded fewer items than it was given leave the claim.
@@ -233,21 +235,41 @@ async fn contenders(
     let runs = rows::all("claim_contenders.sql", &rows, |row| {
         let run_id: Uuid = col(row, "run_id")?;
         let stored: Caps = json(row, "caps")?;
-        let live: i64 = col(row, "live")?;
-        Ok((run_id, stored, live))
+        Ok((run_id, stored))
     })?;
     Ok(runs
         .into_iter()
-        .map(|(run_id, stored, live)| {
+        .map(|(run_id, stored)| {
+            // Live leases are counted when they decide a division (`count_live`).
             let contender = Contender {
                 share: stored.share,
-                live: u64::try_from(live).unwrap_or(0),
+                live: 0,
             };
             caps.caps
                 .insert(run_id, (!stored.limits.is_empty()).then_some(stored));
             Run { run_id, contender }
         })
         .collect())
+}
+
+/// Adds each of `open`'s live leases (claim_run_live.sql) to what this claim has already
+/// given it.
+async fn count_live(tx: &Tx<'_>, open: &mut [Run]) -> Result<(), StoreError> {
+    let ids: Vec<Uuid> = open.iter().map(|r| r.run_id).collect();
+    let rows = tx
+        .query(&tx.prepare_cached(RUN_LIVE_SQL).await?, &[&ids])
+        .await?;
+    let live = rows::all("claim_run_live.sql", &rows, |row| {
+        let run_id: Uuid = col(row, "run_id")?;
+        let n: i64 = col(row, "live")?;
+        Ok::<_, RowError>((run_id, u64::try_from(n).unwrap_or(0)))
+    })?;
+    for (run_id, n) in live {
+        if let Some(r) = open.iter_mut().find(|r| r.run_id == run_id) {
+            r.contender.live += n;
+        }
+    }
+    Ok(())
 }
 
 /// Picks up to `limit` ready items, divided among the runs by core's share rule and within
@@ -263,11 +285,18 @@ async fn choose(
     let mut open = contenders(tx, worker_id, &mut caps).await?;
     let mut chosen: Vec<Uuid> = Vec::new();
     let mut refused: Vec<Uuid> = Vec::new();
+    let mut live_counted = false;
     for _ in 0..MAX_ROUNDS + open.len() {
         let want = limit - chosen.len() as i64;
         open.retain(|r| !caps.full_runs.contains(&r.run_id));
         if want <= 0 || open.is_empty() {
             break;
+        }
+        if !live_counted
+            && share::live_decides(&open.iter().map(|r| r.contender.share).collect::<Vec<_>>())
+        {
+            count_live(tx, &mut open).await?;
+            live_counted = true;
         }
         let given = share::divide(
             &open.iter().map(|r| r.contender).collect::<Vec<_>>(),

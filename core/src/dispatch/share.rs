@@ -139,6 +139,16 @@ pub fn divide(contenders: &[Contender], slots: u64) -> Vec<u64> {
     given
 }
 
+/// Whether the live leases can change what [`divide`] gives `shares` (the contenders' shares,
+/// in order): only when two or more runs share the highest priority. A run alone at the top
+/// takes every slot whatever it holds, so a claim with one such run need not count leases.
+pub fn live_decides(shares: &[Share]) -> bool {
+    let Some(top) = shares.iter().map(|s| s.priority).max() else {
+        return false;
+    };
+    shares.iter().filter(|s| s.priority == top).count() > 1
+}
+
 /// What `run status` says of a run's share: its live leases, the fraction of all live leases
 /// that is, and the fraction its weight entitles it to among the runs of its priority that
 /// want work (0 while a run of higher priority wants work).
@@ -299,6 +309,52 @@ mod tests {
             }
         }
         assert!(cases > 1000);
+    }
+
+    /// Where [`live_decides`] says no, every division is the same whatever the live leases
+    /// (so the claim may skip counting them); where it says yes, some live leases change it.
+    #[test]
+    fn live_leases_decide_a_division_only_where_live_decides_says_so() {
+        let shares = |row: &[(i32, u32)]| -> Vec<Share> {
+            row.iter()
+                .map(|&(priority, weight)| Share { priority, weight })
+                .collect()
+        };
+        let table: &[(&[(i32, u32)], bool)] = &[
+            (&[], false),
+            (&[(0, 1)], false),
+            (&[(0, 5)], false),
+            (&[(1, 1), (0, 1)], false),
+            (&[(0, 1), (3, 2), (-2, 1)], false),
+            (&[(0, 1), (0, 1)], true),
+            (&[(2, 1), (0, 1), (2, 3)], true),
+            (&[(-1, 1), (-1, 1)], true),
+        ];
+        for (row, want) in table {
+            assert_eq!(live_decides(&shares(row)), *want, "{row:?}");
+        }
+        for (row, decides) in table {
+            let ss = shares(row);
+            let mut differs = false;
+            for lives in 0..=(4u64.pow(ss.len() as u32)) {
+                let cs: Vec<Contender> = ss
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &share)| Contender {
+                        share,
+                        live: (lives / 4u64.pow(i as u32)) % 4,
+                    })
+                    .collect();
+                let idle: Vec<Contender> = ss
+                    .iter()
+                    .map(|&share| Contender { share, live: 0 })
+                    .collect();
+                for slots in 0..=5 {
+                    differs |= divide(&cs, slots) != divide(&idle, slots);
+                }
+            }
+            assert_eq!(differs, *decides, "{row:?}");
+        }
     }
 
     #[test]
