@@ -197,6 +197,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "done_by_ordinal",
         sql: include_str!("../migrations/0027_done_by_ordinal.sql"),
     },
+    Migration {
+        version: 28,
+        name: "transitions_in_attempts",
+        sql: include_str!("../migrations/0028_transitions_in_attempts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -417,8 +417,8 @@ async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
         .query(
             "SELECT t.tgname::text FROM pg_trigger t \
              WHERE t.tgrelid IN ('work_items'::regclass, 'attempts'::regclass, \
-             'submissions'::regclass, 'leases'::regclass, 'runs'::regclass, \
-             'transitions'::regclass) AND NOT t.tgisinternal",
+             'submissions'::regclass, 'leases'::regclass, 'runs'::regclass) \
+             AND NOT t.tgisinternal",
             &[],
         )
         .await
@@ -437,8 +437,6 @@ async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
             "runs_run_id_fixed",
             "submissions_append_only",
             "submissions_no_truncate",
-            "transitions_attempt_exists",
-            "transitions_attempt_fixed",
             "work_items_agent",
             "work_items_refs_exist",
             "work_items_refs_fixed",

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use akbench_coordinator::scheduler::{Caps, Disposition, SchedulerError, TransitionIn};
+use akbench_coordinator::store::StoreError;
 use akbench_core::dispatch::RunCaps;
 use akbench_core::lifecycle::State;
 use common::{chain, counts, enqueued, record, scalar, scheduler};
@@ -817,7 +818,10 @@ async fn a_workers_batch_is_stored_whole_in_one_transaction_and_a_stale_member_a
                 .await
                 .unwrap()
                 .query(
-                    "SELECT seq, state, xmin::text FROM transitions WHERE attempt_id = $1 ORDER BY seq",
+                    // The attempt row's xmin: its transitions are part of it (migration 0028).
+                    "SELECT t.seq, t.state, a.xmin::text FROM transitions t \
+                     JOIN attempts a ON a.attempt_id = t.attempt_id \
+                     WHERE t.attempt_id = $1 ORDER BY t.seq",
                     &[&id],
                 )
                 .await
@@ -849,6 +853,19 @@ async fn a_workers_batch_is_stored_whole_in_one_transaction_and_a_stale_member_a
     // One transaction wrote them all (one transaction id).
     let xids: HashSet<&String> = sa.iter().chain(&sb).map(|(_, _, x)| x).collect();
     assert_eq!(xids.len(), 1, "{xids:?}");
+    // A write that appends a transition without moving last_seq (or the reverse) is refused
+    // by the row's CHECK (migration 0028), so the history and last_seq cannot drift apart.
+    let c = s.store().client().await.unwrap();
+    for sql in [
+        "UPDATE attempts SET step_states = step_states || 'failed'::text, \
+         step_ats = step_ats || now(), step_notes = step_notes || ''::text \
+         WHERE attempt_id = $1",
+        "UPDATE attempts SET last_seq = last_seq + 1 WHERE attempt_id = $1",
+    ] {
+        let err = StoreError::from(c.execute(sql, &[&a.attempt_id]).await.unwrap_err());
+        assert!(matches!(err, StoreError::Invalid(_)), "{sql}: {err:?}");
+    }
+    assert_eq!(seqs(&stored(a.attempt_id).await), want(11));
     // The lost attempt's rows are as the reaper left them.
     assert_eq!(
         scalar::<i64>(&s, &lost_rows(lost.attempt_id)).await,

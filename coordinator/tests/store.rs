@@ -305,26 +305,28 @@ async fn planned_trials_are_stored_without_capturing_the_rows() {
 }
 
 #[tokio::test]
-async fn a_transition_needs_its_attempt_and_attempts_are_never_deleted() {
+async fn transitions_live_in_their_attempt_and_attempts_are_never_deleted() {
     let store = migrated().await;
     let client = store.client().await.unwrap();
-    // Checked once per statement since 0008, with the same error as the foreign key.
-    let err = StoreError::from(
-        client
-            .execute(
-                "INSERT INTO transitions (attempt_id, seq, state, at) \
-                 VALUES (gen_random_uuid(), 1, 'pending', now()), (gen_random_uuid(), 1, 'pending', now())",
-                &[],
-            )
-            .await
-            .unwrap_err(),
-    );
-    match &err {
-        StoreError::ForeignKey { constraint, .. } => {
-            assert_eq!(constraint, "transitions_attempt_id_fkey")
-        }
-        other => panic!("expected ForeignKey, got {other:?}"),
-    }
+    // Since 0028 a transition is part of its attempt's row: `transitions` is a read-only
+    // view, so no transition can be stored without (or apart from) its attempt.
+    let kind: String = client
+        .query_one(
+            "SELECT c.relkind::text FROM pg_class c WHERE c.oid = 'transitions'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kind, "v", "transitions is a view");
+    client
+        .execute(
+            "INSERT INTO transitions (attempt_id, seq, state, at) \
+             VALUES (gen_random_uuid(), 1, 'pending', now())",
+            &[],
+        )
+        .await
+        .unwrap_err();
     for sql in ["DELETE FROM attempts", "TRUNCATE attempts CASCADE"] {
         let err = StoreError::from(client.execute(sql, &[]).await.unwrap_err());
         assert!(

@@ -12,7 +12,8 @@ SELECT w.trial_id, w.ordinal, p.key AS trial_key, p.document::text AS planned,
            SELECT json_agg(json_build_object('seq', t.seq - 1, 'state', t.state, 'at', t.at,
                                              'note', NULLIF(t.note, ''))
                            ORDER BY t.seq)
-           FROM transitions t WHERE t.attempt_id = a.attempt_id)::text
+           FROM unnest(a.step_states, a.step_ats, a.step_notes)
+                WITH ORDINALITY AS t (state, at, note, seq))::text
        END AS transitions,
        a.worker_id
 FROM work_items w

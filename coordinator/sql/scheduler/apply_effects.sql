@@ -4,7 +4,9 @@
 -- statement that changes what they count writes them; no trigger does). Each part is
 -- set-based (`unnest` of arrays); an empty array does nothing.
 --
--- $1-$5 transitions: attempt ids, seqs, states, times, notes.
+-- $1-$5 transitions: attempt ids, seqs, states, times, notes. Each is appended to its
+--   attempt's row (migration 0028), which $6 must name: seqs follow the stored ones, and
+--   the CHECK attempts_steps_complete refuses arrays whose length is not the new last seq.
 -- $6-$11 attempts: ids, states, last seqs, terminal states (NULL: not finished), causes,
 --   fenced (its lease was taken back).
 -- $12 the attempts whose leases end.
@@ -14,13 +16,21 @@
 --   ready_at (now, or now + the retry's backoff). A row whose guard fails is left alone and
 --   not returned, and the scheduler decides it again.
 -- Returns the settled items.
-WITH stored AS (
-    INSERT INTO transitions (attempt_id, seq, state, at, note)
-    SELECT * FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[])
+WITH steps AS (
+    SELECT t.attempt_id,
+           array_agg(t.state ORDER BY t.seq) AS states,
+           array_agg(t.at ORDER BY t.seq) AS ats,
+           array_agg(t.note ORDER BY t.seq) AS notes
+    FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[])
+         AS t (attempt_id, seq, state, at, note)
+    GROUP BY t.attempt_id
 ), attempts_updated AS (
     UPDATE attempts a
     SET state = u.state,
         last_seq = u.last_seq,
+        step_states = a.step_states || coalesce(s.states, '{}'),
+        step_ats = a.step_ats || coalesce(s.ats, '{}'),
+        step_notes = a.step_notes || coalesce(s.notes, '{}'),
         terminal_state = coalesce(u.terminal_state, a.terminal_state),
         finished_at = CASE WHEN u.terminal_state IS NOT NULL AND a.finished_at IS NULL
                            THEN now() ELSE a.finished_at END,
@@ -28,6 +38,7 @@ WITH stored AS (
         fenced = a.fenced OR u.fenced
     FROM unnest($6::uuid[], $7::text[], $8::int4[], $9::text[], $10::text[], $11::bool[])
          AS u (attempt_id, state, last_seq, terminal_state, cause, fenced)
+         LEFT JOIN steps s ON s.attempt_id = u.attempt_id
     WHERE a.attempt_id = u.attempt_id
 ), leases_ended AS (
     DELETE FROM leases WHERE attempt_id = ANY ($12::uuid[])

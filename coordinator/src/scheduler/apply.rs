@@ -1,7 +1,7 @@
 //! Decided dispatch effects, applied: the report path, the reaper and the revocation decide
 //! with `core::dispatch` over a snapshot they read (the attempts locked, each work item with
-//! its run's state) and hand the effects here as values: transitions to store, attempts'
-//! new states, leases that end, trials whose live attempt ended. [`apply`] decides each
+//! its run's state) and hand the effects here as values: attempts' new states with the
+//! transitions each appends, leases that end, trials whose live attempt ended. [`apply`] decides each
 //! ended trial's settlement with [`dispatch::settle`] and its bucket with
 //! [`Bucket::settled`], and writes everything in one set-based statement
 //! (`apply_effects.sql`) that also counts the items it makes done (migration 0020: no
@@ -28,24 +28,26 @@ const SETTLE_SNAPSHOT_SQL: &str = include_str!("../../sql/scheduler/settle_snaps
 /// between a read and the guarded write; one is the rule, two are rare).
 const MAX_ROUNDS: usize = 8;
 
-/// An attempt's new row.
+/// An attempt's new row, with the transitions it appends (migration 0028: they are part of
+/// the row, so a transition is stored only with its attempt's write).
 pub(super) struct AttemptWrite {
     pub(super) attempt_id: Uuid,
     pub(super) state: State,
     pub(super) last_seq: u32,
+    /// The transitions this write appends, in seq order, ending at `last_seq`.
+    pub(super) steps: Vec<StepWrite>,
     /// `Some`: the attempt finishes in this state.
     pub(super) terminal: Option<State>,
     pub(super) cause: Option<String>,
     pub(super) fenced: bool,
 }
 
-/// A transition to store: attempt, seq, state, time, note.
-pub(super) type TransitionWrite = (Uuid, i32, String, DateTime<Utc>, String);
+/// A transition to append: seq, state, time, note.
+pub(super) type StepWrite = (i32, String, DateTime<Utc>, String);
 
 /// What a decision changes besides settlements.
 #[derive(Default)]
 pub(super) struct Effects {
-    pub(super) transitions: Vec<TransitionWrite>,
     pub(super) attempts: Vec<AttemptWrite>,
     /// Attempts whose leases end.
     pub(super) leases_ended: Vec<Uuid>,
@@ -53,7 +55,7 @@ pub(super) struct Effects {
 
 impl Effects {
     fn is_empty(&self) -> bool {
-        self.transitions.is_empty() && self.attempts.is_empty() && self.leases_ended.is_empty()
+        self.attempts.is_empty() && self.leases_ended.is_empty()
     }
 }
 
@@ -263,13 +265,16 @@ async fn execute(
     e: &Effects,
     settles: &[SettleWrite],
 ) -> Result<Vec<(Uuid, Uuid, Settled)>, StoreError> {
-    let t = &e.transitions;
-    let t_ids: Vec<Uuid> = t.iter().map(|r| r.0).collect();
-    let t_seqs: Vec<i32> = t.iter().map(|r| r.1).collect();
-    let t_states: Vec<&str> = t.iter().map(|r| r.2.as_str()).collect();
-    let t_ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.3).collect();
-    let t_notes: Vec<&str> = t.iter().map(|r| r.4.as_str()).collect();
     let a = &e.attempts;
+    let t: Vec<(Uuid, &StepWrite)> = a
+        .iter()
+        .flat_map(|w| w.steps.iter().map(move |step| (w.attempt_id, step)))
+        .collect();
+    let t_ids: Vec<Uuid> = t.iter().map(|r| r.0).collect();
+    let t_seqs: Vec<i32> = t.iter().map(|r| r.1 .0).collect();
+    let t_states: Vec<&str> = t.iter().map(|r| r.1 .1.as_str()).collect();
+    let t_ats: Vec<DateTime<Utc>> = t.iter().map(|r| r.1 .2).collect();
+    let t_notes: Vec<&str> = t.iter().map(|r| r.1 .3.as_str()).collect();
     let a_ids: Vec<Uuid> = a.iter().map(|r| r.attempt_id).collect();
     let a_states: Vec<&str> = a.iter().map(|r| r.state.as_str()).collect();
     let a_seqs: Vec<i32> = a

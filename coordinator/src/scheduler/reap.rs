@@ -477,16 +477,16 @@ async fn close_in(
     for (id, worker, state, mut seq, trial, number) in leases {
         let cause = loss.cause(&worker);
         let close = close_lost(state);
+        let mut steps = Vec::new();
         if let Some(step) = close.step {
             seq += 1;
-            effects
-                .transitions
-                .push((id, seq, step.as_str().to_string(), now, cause.clone()));
+            steps.push((seq, step.as_str().to_string(), now, cause.clone()));
         }
         effects.attempts.push(AttemptWrite {
             attempt_id: id,
             state: close.step.unwrap_or(state),
             last_seq: u32::try_from(seq).unwrap_or(0),
+            steps,
             terminal: Some(close.terminal),
             cause: Some(cause),
             fenced: true,

@@ -12,7 +12,7 @@ use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::apply::{self, AttemptWrite, Effects, Ending, ItemView, TransitionWrite};
+use super::apply::{self, AttemptWrite, Effects, Ending, ItemView, StepWrite};
 use super::claim::claim_in;
 use super::record::check_record;
 use super::record_store::NewRecord;
@@ -42,6 +42,8 @@ struct AttemptRow {
     last_seq: u32,
     terminal: Option<State>,
     cause: Option<String>,
+    /// Transitions this batch appends (stored with the row's write).
+    steps: Vec<StepWrite>,
     dirty: bool,
 }
 
@@ -66,7 +68,6 @@ fn content(t: &TransitionIn) -> Content {
 /// Rows to write at the end of a batch.
 #[derive(Default)]
 struct Writes {
-    transitions: Vec<TransitionWrite>,
     submissions: Vec<NewRecord>,
     quarantine: Vec<(Uuid, String, String, String)>,
 }
@@ -387,6 +388,7 @@ async fn apply_batch(
                 last_seq: count32(r, "last_seq")?,
                 terminal: parsed_opt(r, "terminal_state", State::parse)?,
                 cause: col(r, "cause")?,
+                steps: Vec::new(),
                 dirty: false,
             },
         ))
@@ -463,14 +465,14 @@ async fn apply_batch(
         let outcome = match report {
             Report::Transitions {
                 epoch, transitions, ..
-            } => transitions_of(id, *epoch, transitions, row, &mut known, &mut writes),
+            } => transitions_of(id, *epoch, transitions, row, &mut known),
             Report::Finished {
                 epoch,
                 terminal,
                 cause,
                 ..
             } => {
-                let o = finish_of(id, *epoch, *terminal, cause, row, &mut writes, now);
+                let o = finish_of(id, *epoch, *terminal, cause, row, now);
                 if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
                     finishing.push((i, id, row.trial_id, *terminal));
                 }
@@ -518,15 +520,13 @@ async fn apply_batch(
     // re-queues is cancelled with the others when the budget is spent.
     let (record_runs, stored_oks) = super::record_store::store(tx, &writes.submissions).await?;
     oks.extend(stored_oks);
-    let mut effects = Effects {
-        transitions: writes.transitions,
-        ..Effects::default()
-    };
-    for (id, row) in rows.iter().filter(|(_, r)| r.dirty) {
+    let mut effects = Effects::default();
+    for (id, row) in rows.iter_mut().filter(|(_, r)| r.dirty) {
         effects.attempts.push(AttemptWrite {
             attempt_id: *id,
             state: row.state,
             last_seq: row.last_seq,
+            steps: std::mem::take(&mut row.steps),
             terminal: row.terminal,
             cause: row.cause.clone(),
             fenced: row.fenced,
@@ -657,7 +657,6 @@ fn transitions_of(
     transitions: &[TransitionIn],
     row: &mut AttemptRow,
     known: &mut HashMap<(Uuid, u32), Content>,
-    writes: &mut Writes,
 ) -> Outcome {
     if !current(&row.view(), epoch) {
         return Err(stale(id, epoch));
@@ -702,8 +701,7 @@ fn transitions_of(
     }
     for t in added {
         known.insert((id, t.seq), content(t));
-        writes.transitions.push((
-            id,
+        row.steps.push((
             i32::try_from(t.seq).unwrap_or(i32::MAX),
             t.state.as_str().to_string(),
             t.at,
@@ -724,7 +722,6 @@ fn finish_of(
     terminal: State,
     cause: &str,
     row: &mut AttemptRow,
-    writes: &mut Writes,
     now: DateTime<Utc>,
 ) -> Outcome {
     let refuse = |reason: String| SchedulerError::InvalidTransition {
@@ -752,8 +749,7 @@ fn finish_of(
             )));
         }
         row.last_seq += 1;
-        writes.transitions.push((
-            id,
+        row.steps.push((
             i32::try_from(row.last_seq).unwrap_or(i32::MAX),
             terminal.as_str().to_string(),
             now,

@@ -81,17 +81,11 @@ pub(super) async fn revoke_unstarted(
     // Its one transition: from the implicit start to `cancelled` (a step the lifecycle allows).
     let mut effects = Effects::default();
     for (id, cause) in ids.iter().zip(&causes) {
-        effects.transitions.push((
-            *id,
-            1,
-            State::Cancelled.as_str().to_string(),
-            now,
-            cause.clone(),
-        ));
         effects.attempts.push(AttemptWrite {
             attempt_id: *id,
             state: State::Cancelled,
             last_seq: 1,
+            steps: vec![(1, State::Cancelled.as_str().to_string(), now, cause.clone())],
             terminal: Some(State::Cancelled),
             cause: Some(cause.clone()),
             fenced: true,
