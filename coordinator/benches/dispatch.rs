@@ -1,7 +1,8 @@
 //! Coordinator dispatch benchmark: N synthetic worker sessions over real gRPC against the
 //! real coordinator and a private PostgreSQL cluster (fsync on). Each attempt is claim ->
 //! 11 transitions (one batch) -> record upload -> finish; the items are queued before the
-//! clock starts, as the raw loop's rows are. Reports attempts/s, the
+//! clock starts and the sessions open with it, as the raw loop's rows are inserted before
+//! pgbench runs. Reports attempts/s, the
 //! enqueue-to-assignment latency with idle slots (p50/p99), CPU and WAL bytes per attempt, and a
 //! raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the same
 //! cluster, with its CPU and WAL bytes per transaction.
@@ -364,14 +365,16 @@ async fn main() {
         last_assigned: std::sync::Mutex::new(None),
         changed: Notify::new(),
     });
-    for i in 0..sessions {
-        tokio::spawn(worker(
-            addr,
-            format!("bench-{i}"),
-            slots,
-            Arc::clone(&progress),
-        ));
-    }
+    let latency_workers: Vec<_> = (0..sessions)
+        .map(|i| {
+            tokio::spawn(worker(
+                addr,
+                format!("bench-{i}"),
+                slots,
+                Arc::clone(&progress),
+            ))
+        })
+        .collect();
     while service.connected() < sessions {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -395,16 +398,21 @@ async fn main() {
     }
     latencies.sort();
 
-    // Throughput: everything enqueued at once.
+    // Throughput: everything queued at once, then claimed and completed. The items are
+    // queued before the clock starts and with no session open (the latency phase's end
+    // first), as the raw loop's rows are inserted before pgbench runs: both phases time
+    // claiming and completing queued work. The sessions open when the clock starts.
+    for w in latency_workers {
+        w.abort();
+    }
+    while service.connected() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let run = seed_run(&store, attempts, "noop", &Caps::default())
         .await
         .unwrap();
     let items = run.items("noop", 0);
     let base = progress.finished.load(Ordering::Relaxed);
-    // The items are queued before the clock starts, as the raw loop's rows are inserted
-    // before pgbench runs: both phases time claiming and completing queued work. The workers
-    // start claiming as soon as the enqueue commits; what they finish before the clock
-    // starts is left out of the count.
     let enqueue_started = Instant::now();
     scheduler.enqueue(run.run_id, &items).await.unwrap();
     let enqueue_took = enqueue_started.elapsed();
@@ -418,6 +426,14 @@ async fn main() {
     let wal0 = wal_bytes(&store).await;
     let lsn0 = wal_lsn(&store).await;
     let t0 = Instant::now();
+    for i in 0..sessions {
+        tokio::spawn(worker(
+            addr,
+            format!("bench-t{i}"),
+            slots,
+            Arc::clone(&progress),
+        ));
+    }
     let before = progress.finished.load(Ordering::Relaxed);
     let target = base + attempts as u64;
     wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;

@@ -11,7 +11,10 @@ WITH taken AS (
     UPDATE work_items w
     SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
     FROM taken t
-    WHERE w.trial_id = t.trial_id AND w.state = 'ready'
+    -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
+    -- partial index `work_items_ready`: a generic plan made while it held few rows walks all
+    -- of it instead of looking the items up by key (tests/keyed_plans.rs).
+    WHERE w.trial_id = t.trial_id AND w.state COLLATE "C" = 'ready'
     RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.agent, w.document,
               t.attempt_id
 ), created AS (

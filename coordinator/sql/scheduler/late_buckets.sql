@@ -8,6 +8,9 @@ FROM attempts a
 JOIN submissions s ON s.attempt_id = a.attempt_id
 JOIN work_items w ON w.trial_id = a.trial_id
 WHERE a.attempt_id = ANY ($1::uuid[])
-  AND w.state = 'done' AND w.attempts_used = a.number
+  -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
+  -- partial index `work_items_done_ordinal`: a generic plan made while it held few rows walks all
+  -- of it instead of looking the items up by key (tests/keyed_plans.rs).
+  AND w.state COLLATE "C" = 'done' AND w.attempts_used = a.number
   AND a.finished_at IS NOT NULL
 FOR UPDATE OF w

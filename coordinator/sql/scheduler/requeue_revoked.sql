@@ -5,4 +5,7 @@
 -- at once: docs/testing.md, "Clocks").
 UPDATE work_items
 SET state = 'ready', budget_from = budget_from + 1, ready_at = $2, updated_at = now()
-WHERE trial_id = ANY ($1::uuid[]) AND state = 'leased'
+-- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
+-- partial index `work_items_leased`: a generic plan made while it held few rows walks all
+-- of it instead of looking the items up by key (tests/keyed_plans.rs).
+WHERE trial_id = ANY ($1::uuid[]) AND state COLLATE "C" = 'leased'
