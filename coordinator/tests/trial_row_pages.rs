@@ -9,64 +9,24 @@
 use std::collections::BTreeSet;
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL;
-use akbench_coordinator::scheduler::{store_records, NewRecord};
-use akbench_coordinator::server::{serve_with, Config, Services};
 use akbench_coordinator::status::StatusOptions;
 use akbench_coordinator::store::Store;
 use akbench_coordinator::view_source::StoreBackend;
 use akbench_core::clock::SystemClock;
-use akbench_core::digest::{canonical_json, digest_of};
-use akbench_core::lifecycle::State;
 use akbench_core::plan::{plan, PlannedTrial};
-use akbench_core::testkit::{attempt_record, synthetic_spec};
+use akbench_core::testkit::synthetic_spec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use akbench_viewer::pages::{self, RunQuery};
 use akbench_viewer::source::{Coordinated, PageAt, Source};
 use tonic::transport::Channel;
-use uuid::Uuid;
 
-/// Ends `trials` as the scheduler leaves them (one completed attempt with an accepted record,
-/// the work item done with its bucket, the run's counters moved), as `benches/view.rs` does.
+#[path = "common/done_trials.rs"]
+mod done_trials;
+
+/// Ends `trials` as the scheduler leaves them (even ordinals solved).
 async fn finish(db: &tokio_postgres::Client, store: &Store, trials: &[&PlannedTrial]) {
-    let mut ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut new: Vec<NewRecord> = Vec::new();
-    let mut buckets = Vec::new();
-    for tr in trials {
-        let ok = tr.ordinal % 2 == 0;
-        let id = Uuid::now_v7();
-        let r = serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
-            .unwrap();
-        ids.push(tr.trial_id);
-        attempts.push(id);
-        new.push((id, digest_of(&r), r.to_string()));
-        buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
-    }
-    db.execute(
-        "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-         SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
-         FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
-        &[&attempts, &ids],
-    )
-    .await
-    .unwrap();
-    store_records(&store.client().await.unwrap(), &new)
-        .await
-        .unwrap();
-    db.execute(
-        "WITH done AS (
-           UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
-           FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t
-           RETURNING w.run_id, w.agent, w.bucket)
-         INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-         SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
-         GROUP BY run_id, agent, bucket",
-        &[&ids, &buckets],
-    )
-    .await
-    .unwrap();
+    done_trials::end_trials(db, store, trials.iter().copied(), |t| t.ordinal % 2 == 0).await;
 }
 
 /// One `ListTrialRows` call: the rows' (ordinal, key).
@@ -123,43 +83,13 @@ async fn walk(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     let url = test_support::fresh_database().await;
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let handle = serve_with(
-        Config::local(url.clone()),
-        Services::default(),
-        async move {
-            let _ = stopped.await;
-        },
-    )
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c = ControlClient::new(channel);
+    let (_handle, _stop, mut c) = done_trials::serve(&url).await;
     // 4 tasks x 2 agents x 2 repetitions: 16 trials, ordinals 0..16.
     let spec = synthetic_spec(4, 2, 2, &SystemClock);
     let ready = plan(&spec, &SystemClock).ready();
     let key = spec.identity.run_key.clone();
-    c.submit_plan(pb::SubmitPlanRequest {
-        spec_json: canonical_json(&spec),
-        spec_digest: spec.digest.clone(),
-        plan_json: canonical_json(&ready),
-        plan_digest: ready.digest.clone(),
-    })
-    .await
-    .unwrap();
     assert_eq!(ready.trials.len(), 16);
-    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let store = Store::connect(&url).await.unwrap();
-    db.execute(INSERT_ITEMS_BY_HAND_SQL, &[&spec.identity.run_id])
-        .await
-        .unwrap();
+    let (db, store) = done_trials::submit_with_items(&mut c, &url, &spec, &ready).await;
     // Nothing done: no rows, whatever the page.
     assert!(list(&mut c, &key, None, 0).await.is_empty());
     assert!(list(&mut c, &key, None, 3).await.is_empty());
