@@ -156,6 +156,7 @@ async fn main() {
                 run: key.clone(),
                 after: Some(middle as u64),
                 limit: 50,
+                ended_after_unix_ms: None,
             })
             .await
             .unwrap()

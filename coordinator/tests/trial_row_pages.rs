@@ -4,7 +4,8 @@
 //! too big to aggregate ([`Coordinated::aggregate_max`] set low), which reads one page per
 //! request. Pages of every size, chained by the last row's ordinal, read every done trial
 //! once: none lost, none repeated, across page boundaries and across trials that end
-//! between two pages.
+//! between two pages. With `ended_after_unix_ms`, only the trials that ended at or after it
+//! (the same millisecond included), each with when it ended, in pages as well.
 
 use std::collections::BTreeSet;
 
@@ -36,18 +37,39 @@ async fn list(
     after: Option<u64>,
     limit: u32,
 ) -> Vec<(u64, String)> {
+    list_ended(c, run, after, limit, None)
+        .await
+        .into_iter()
+        .map(|(o, k, _)| (o, k))
+        .collect()
+}
+
+/// One `ListTrialRows` call of the trials that ended at or after `since` (milliseconds since
+/// the epoch; `None`: every done trial): the rows' (ordinal, key, end).
+async fn list_ended(
+    c: &mut ControlClient<Channel>,
+    run: &str,
+    after: Option<u64>,
+    limit: u32,
+    since: Option<i64>,
+) -> Vec<(u64, String, Option<i64>)> {
     let mut stream = c
         .list_trial_rows(pb::ListTrialRowsRequest {
             run: run.to_string(),
             after,
             limit,
+            ended_after_unix_ms: since,
         })
         .await
         .unwrap()
         .into_inner();
     let mut out = Vec::new();
     while let Some(b) = stream.message().await.unwrap() {
-        out.extend(b.rows.into_iter().map(|r| (r.ordinal, r.key)));
+        out.extend(
+            b.rows
+                .into_iter()
+                .map(|r| (r.ordinal, r.key, r.ended_unix_ms)),
+        );
     }
     out
 }
@@ -195,4 +217,93 @@ async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     let p = source.run(&key, PageAt::default()).await.unwrap().unwrap();
     assert!(p.paged.is_none());
     assert_eq!(p.view.trials.len() as u64, done);
+}
+
+/// Stamps `trials` as made done at `micros` microseconds since the epoch (exactly).
+async fn ended_at(db: &tokio_postgres::Client, trials: &[&PlannedTrial], micros: i64) {
+    let ids: Vec<uuid::Uuid> = trials.iter().map(|t| t.trial_id).collect();
+    db.execute(
+        "UPDATE work_items SET updated_at = 'epoch'::timestamptz + $2::bigint * interval '1 microsecond' \
+         WHERE trial_id = ANY ($1)",
+        &[&ids, &micros],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
+    let url = test_support::fresh_database().await;
+    let (_handle, _stop, mut c) = done_trials::serve(&url).await;
+    let spec = synthetic_spec(4, 2, 2, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    let (db, store) = done_trials::submit_with_items(&mut c, &url, &spec, &ready).await;
+    let by_ordinal = |o: u64| ready.trials.iter().find(|t| t.ordinal == o).unwrap();
+    let group = |from: u64| (from..from + 4).map(by_ordinal).collect::<Vec<_>>();
+    // Four groups of four trials ending at t0 ms, t0 + 1000 ms exactly, 900 µs later (the
+    // same millisecond) and t0 + 2000 ms.
+    let t0: i64 = 1_780_000_000_000;
+    for (from, micros) in [
+        (0, t0 * 1000),
+        (4, (t0 + 1000) * 1000),
+        (8, (t0 + 1000) * 1000 + 900),
+        (12, (t0 + 2000) * 1000),
+    ] {
+        finish(&db, &store, &group(from)).await;
+        ended_at(&db, &group(from), micros).await;
+    }
+    let end_of = |o: u64| match o {
+        0..=3 => t0,
+        4..=11 => t0 + 1000,
+        _ => t0 + 2000,
+    };
+    let rows = |ordinals: std::ops::Range<u64>| -> Vec<(u64, String, Option<i64>)> {
+        ordinals
+            .map(|o| (o, by_ordinal(o).key.clone(), Some(end_of(o))))
+            .collect()
+    };
+    // Unset: every done trial, each with when it ended (rounded down to the millisecond).
+    assert_eq!(list_ended(&mut c, &key, None, 0, None).await, rows(0..16));
+    // At a trial's own millisecond: it and every later one; a bound is inclusive.
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 1000)).await,
+        rows(4..16)
+    );
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0)).await,
+        rows(0..16)
+    );
+    // A millisecond later: the trials stamped within t0 + 1000 ms are behind it.
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 1001)).await,
+        rows(12..16)
+    );
+    assert!(list_ended(&mut c, &key, None, 0, Some(t0 + 2001))
+        .await
+        .is_empty());
+    // Pages of the bounded rows, chained by ordinal: each once.
+    let mut read = Vec::new();
+    let mut after = None;
+    loop {
+        let page = list_ended(&mut c, &key, after, 3, Some(t0 + 1000)).await;
+        assert!(page.len() <= 3);
+        after = page.last().map(|r| r.0);
+        let full = page.len() == 3;
+        read.extend(page);
+        if !full {
+            break;
+        }
+    }
+    assert_eq!(read, rows(4..16), "pages of 3 from t0 + 1000 ms");
+    // A trial that ends later is in the next poll from the latest end seen.
+    let late = [by_ordinal(0)];
+    ended_at(&db, &late, (t0 + 2000) * 1000 + 1).await;
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 2000)).await,
+        [(0, late[0].key.clone(), Some(t0 + 2000))]
+            .into_iter()
+            .chain(rows(12..16))
+            .collect::<Vec<_>>()
+    );
 }
