@@ -219,18 +219,6 @@ async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     assert_eq!(p.view.trials.len() as u64, done);
 }
 
-/// Stamps `trials` as made done at `micros` microseconds since the epoch (exactly).
-async fn ended_at(db: &tokio_postgres::Client, trials: &[&PlannedTrial], micros: i64) {
-    let ids: Vec<uuid::Uuid> = trials.iter().map(|t| t.trial_id).collect();
-    db.execute(
-        "UPDATE work_items SET updated_at = 'epoch'::timestamptz + $2::bigint * interval '1 microsecond' \
-         WHERE trial_id = ANY ($1)",
-        &[&ids, &micros],
-    )
-    .await
-    .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
     let url = test_support::fresh_database().await;
@@ -251,7 +239,7 @@ async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
         (12, (t0 + 2000) * 1000),
     ] {
         finish(&db, &store, &group(from)).await;
-        ended_at(&db, &group(from), micros).await;
+        done_trials::stamp_ended(&db, &group(from), micros).await;
     }
     let end_of = |o: u64| match o {
         0..=3 => t0,
@@ -298,7 +286,7 @@ async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
     assert_eq!(read, rows(4..16), "pages of 3 from t0 + 1000 ms");
     // A trial that ends later is in the next poll from the latest end seen.
     let late = [by_ordinal(0)];
-    ended_at(&db, &late, (t0 + 2000) * 1000 + 1).await;
+    done_trials::stamp_ended(&db, &late, (t0 + 2000) * 1000 + 1).await;
     assert_eq!(
         list_ended(&mut c, &key, None, 0, Some(t0 + 2000)).await,
         [(0, late[0].key.clone(), Some(t0 + 2000))]

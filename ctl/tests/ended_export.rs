@@ -19,18 +19,6 @@ use akbench_core::testkit::synthetic_spec;
 #[path = "../../coordinator/tests/common/done_trials.rs"]
 mod done_trials;
 
-/// Stamps `trials` as made done at `micros` microseconds since the epoch.
-async fn ended_at(db: &tokio_postgres::Client, trials: &[&PlannedTrial], micros: i64) {
-    let ids: Vec<uuid::Uuid> = trials.iter().map(|t| t.trial_id).collect();
-    db.execute(
-        "UPDATE work_items SET updated_at = 'epoch'::timestamptz + $2::bigint * interval '1 microsecond' \
-         WHERE trial_id = ANY ($1)",
-        &[&ids, &micros],
-    )
-    .await
-    .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polls_write_each_trial_that_ended_since_the_last_one_and_read_only_those() {
     let url = test_support::fresh_database().await;
@@ -90,9 +78,9 @@ async fn polls_write_each_trial_that_ended_since_the_last_one_and_read_only_thos
     // and committed after the poll): in the same millisecond, and 10 s before it.
     let (second, third) = (group(1), group(2));
     done_trials::end_trials(&db, &store, second.iter().copied(), |_| true).await;
-    ended_at(&db, &second, latest * 1000 + 500).await;
+    done_trials::stamp_ended(&db, &second, latest * 1000 + 500).await;
     done_trials::end_trials(&db, &store, third.iter().copied(), |_| false).await;
-    ended_at(&db, &third, (latest - 10_000) * 1000).await;
+    done_trials::stamp_ended(&db, &third, (latest - 10_000) * 1000).await;
     let pending = records::export_ended(&client, &run, &ready, out.path(), &mut so_far)
         .await
         .unwrap();
@@ -109,7 +97,7 @@ async fn polls_write_each_trial_that_ended_since_the_last_one_and_read_only_thos
     // for what ended lately, not for every done trial (a full read would write it).
     let fourth = group(3);
     done_trials::end_trials(&db, &store, fourth.iter().copied(), |_| false).await;
-    ended_at(&db, &fourth, (latest - 3_600_000) * 1000).await;
+    done_trials::stamp_ended(&db, &fourth, (latest - 3_600_000) * 1000).await;
     records::export_ended(&client, &run, &ready, out.path(), &mut so_far)
         .await
         .unwrap();

@@ -1,9 +1,10 @@
 //! A run with done trials made by hand, the way the scheduler leaves them, for the tests and
 //! benches that read done trials (the trial rows, the viewer, the records' export) without
 //! running any: [`serve`] serves a coordinator in-process; [`submit_with_items`] submits the
-//! plan over gRPC and makes its work items as `StartRun` would; [`end_trials`] ends trials with one completed attempt each, its accepted
-//! record (the shape workers upload, stored by the product's `store_records`), the work item
-//! done with its bucket and the run's counters moved. Included by path (`#[path]`) from
+//! plan over gRPC and makes its work items as `StartRun` would; [`end_trials`] ends trials
+//! with one completed attempt each, its accepted record (the shape workers upload, stored by
+//! the product's `store_records`), the work item done with its bucket and the run's counters
+//! moved; [`stamp_ended`] sets when they ended. Included by path (`#[path]`) from
 //! `tests/trial_row_pages.rs`, `benches/view.rs` and ctl's `tests/ended_export.rs`.
 #![allow(dead_code)]
 
@@ -124,6 +125,19 @@ pub async fn end_trials<'a>(
          SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
          GROUP BY run_id, agent, bucket",
         &[&ids, &buckets],
+    )
+    .await
+    .unwrap();
+}
+
+/// Stamps `trials` as made done at `micros` microseconds since the epoch, exactly (their
+/// work items' `updated_at`: when `ListTrialRows` says they ended).
+pub async fn stamp_ended(db: &tokio_postgres::Client, trials: &[&PlannedTrial], micros: i64) {
+    let ids: Vec<Uuid> = trials.iter().map(|t| t.trial_id).collect();
+    db.execute(
+        "UPDATE work_items SET updated_at = 'epoch'::timestamptz + $2::bigint * interval '1 microsecond' \
+         WHERE trial_id = ANY ($1)",
+        &[&ids, &micros],
     )
     .await
     .unwrap();
