@@ -21,17 +21,13 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::{store_records, NewRecord};
-use akbench_coordinator::server::{serve_with, Config, Services};
-use akbench_coordinator::store::Store;
 use akbench_core::clock::SystemClock;
-use akbench_core::digest::{canonical_json, digest_of};
-use akbench_core::lifecycle::State;
 use akbench_core::plan::plan;
-use akbench_core::testkit::{attempt_record, synthetic_spec};
-use akbench_proto::control_client::ControlClient;
+use akbench_core::testkit::synthetic_spec;
 use akbench_proto::v1 as pb;
-use uuid::Uuid;
+
+#[path = "../tests/common/done_trials.rs"]
+mod done_trials;
 
 fn get(addr: SocketAddr, path: &str) -> (Duration, usize, String) {
     let t = Instant::now();
@@ -68,24 +64,7 @@ fn median(addr: SocketAddr, path: &str) -> (Duration, Duration, usize) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let url = test_support::fresh_database().await;
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let handle = serve_with(
-        Config::local(url.clone()),
-        Services::default(),
-        async move {
-            let _ = stopped.await;
-        },
-    )
-    .await
-    .unwrap();
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ControlClient::new(channel)
-        .max_encoding_message_size(512 << 20)
-        .max_decoding_message_size(512 << 20);
+    let (handle, _stop, mut client) = done_trials::serve(&url).await;
     let trials: usize = std::env::var("TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -94,76 +73,11 @@ async fn main() {
     let ready = plan(&spec, &SystemClock).ready();
     let trials = ready.trials.len();
     let key = spec.identity.run_key.clone();
-    client
-        .submit_plan(pb::SubmitPlanRequest {
-            spec_json: canonical_json(&spec),
-            spec_digest: spec.digest.clone(),
-            plan_json: canonical_json(&ready),
-            plan_digest: ready.digest.clone(),
-        })
-        .await
-        .unwrap();
-
     let t = Instant::now();
-    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let store = Store::connect(&url).await.unwrap();
-    db.execute(
-        akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL,
-        &[&spec.identity.run_id],
-    )
-    .await
-    .unwrap();
+    let (db, store) = done_trials::submit_with_items(&mut client, &url, &spec, &ready).await;
     for chunk in ready.trials.chunks(2_000) {
-        let mut trials = Vec::new();
-        let mut attempts = Vec::new();
-        let mut records = Vec::new();
-        let mut digests = Vec::new();
-        let mut buckets = Vec::new();
-        for tr in chunk {
-            let ok = tr.ordinal % 4 == 0;
-            let id = Uuid::now_v7();
-            let r =
-                serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
-                    .unwrap();
-            trials.push(tr.trial_id);
-            attempts.push(id);
-            digests.push(digest_of(&r));
-            records.push(r);
-            buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
-        }
-        db.execute(
-            "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-             SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
-             FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
-            &[&attempts, &trials],
-        )
-        .await
-        .unwrap();
-        // The product's statement (spend counted as for a real report).
-        let new: Vec<NewRecord> = attempts
-            .iter()
-            .zip(&digests)
-            .zip(&records)
-            .map(|((a, d), r)| (*a, d.clone(), r.to_string()))
-            .collect();
-        store_records(&store.client().await.unwrap(), &new)
-            .await
-            .unwrap();
-        db.execute(
-            "WITH done AS (
-               UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
-               FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t
-               RETURNING w.run_id, w.agent, w.bucket)
-             INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-             SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
-             GROUP BY run_id, agent, bucket",
-            &[&trials, &buckets],
-        )
-        .await
-        .unwrap();
+        // A quarter solved.
+        done_trials::end_trials(&db, &store, chunk, |t| t.ordinal % 4 == 0).await;
     }
     db.execute(
         "UPDATE runs SET state = 'finished', started_at = now() - interval '1 hour' WHERE run_id = $1",
@@ -242,6 +156,7 @@ async fn main() {
                 run: key.clone(),
                 after: Some(middle as u64),
                 limit: 50,
+                ended_after_unix_ms: None,
             })
             .await
             .unwrap()

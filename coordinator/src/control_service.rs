@@ -535,7 +535,8 @@ impl Control for ControlService {
         let run = self.run(&r.run).await?;
         // The rows the coordinator's HTTP viewer reads, a keyset page of TRIAL_ROW_BATCH per
         // query and per message as the client reads them (memory flat in the run's size),
-        // until `limit` rows (0: every done trial after `after`).
+        // until `limit` rows (0: every done trial after `after`); with `ended_after_unix_ms`,
+        // of the trials that ended since then only.
         let store = self.store.clone();
         let (tx, rx) = mpsc::channel(2);
         tokio::spawn(async move {
@@ -546,11 +547,12 @@ impl Control for ControlService {
                 if want == 0 {
                     return;
                 }
-                let page = match crate::view_source::trial_rows_page(
+                let page = match crate::view_source::trial_rows_ended(
                     &store,
                     &run,
                     after,
                     Some(want as u32),
+                    r.ended_after_unix_ms,
                 )
                 .await
                 {
@@ -561,11 +563,17 @@ impl Control for ControlService {
                     }
                 };
                 let full = page.len() == want;
-                after = page.last().and_then(|t| t.ordinal).or(after);
+                after = page.last().and_then(|(t, _)| t.ordinal).or(after);
                 left = left.map(|l| l - page.len());
                 if !page.is_empty() {
                     let batch = pb::TrialRowBatch {
-                        rows: page.into_iter().map(convert::trial_row).collect(),
+                        rows: page
+                            .into_iter()
+                            .map(|(t, ended)| pb::TrialRow {
+                                ended_unix_ms: Some(ended),
+                                ..convert::trial_row(t)
+                            })
+                            .collect(),
                     };
                     if tx.send(Ok(batch)).await.is_err() {
                         return; // the client went away

@@ -213,6 +213,8 @@ pub fn trial_row(r: akbench_viewer::model::TrialRow) -> pb::TrialRow {
         tampered: r.grading.tampered,
         withheld: r.grading.withheld,
         ordinal: r.ordinal.unwrap_or_default(),
+        // Set by `ListTrialRows` from the row's own column (not a viewer field).
+        ended_unix_ms: None,
         key: r.key,
         agent: r.agent,
     }

@@ -124,6 +124,24 @@ pub async fn trial_rows_page(
     after: Option<u64>,
     limit: Option<u32>,
 ) -> Result<Vec<TrialRow>, ControlError> {
+    Ok(trial_rows_ended(store, run, after, limit, None)
+        .await?
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect())
+}
+
+/// [`trial_rows_page`] of the trials that ended at or after `ended_after` (milliseconds since
+/// the epoch, the database's clock; `None`: every done trial), each row with when it ended
+/// (milliseconds, rounded down): what `ListTrialRows` streams. Read through the partial
+/// index `work_items_done_at` when bounded, so a poll for what ended since costs those rows.
+pub async fn trial_rows_ended(
+    store: &Store,
+    run: &RunSummary,
+    after: Option<u64>,
+    limit: Option<u32>,
+    ended_after: Option<i64>,
+) -> Result<Vec<(TrialRow, i64)>, ControlError> {
     let client = store
         .client()
         .await
@@ -132,10 +150,13 @@ pub async fn trial_rows_page(
     let after: i64 = after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX));
     let limit: Option<i64> = limit.map(i64::from);
     let rows = client
-        .query(VIEW_ROWS_SQL, &[&run.run_id, &after, &limit])
+        .query(VIEW_ROWS_SQL, &[&run.run_id, &after, &limit, &ended_after])
         .await
         .map_err(|e| ControlError::store("read the trial rows")(e.into()))?;
-    rows::all("view_rows.sql", &rows, |r| row(&run.run_key, r)).map_err(|e| ControlError::Corrupt {
+    rows::all("view_rows.sql", &rows, |r| {
+        Ok((row(&run.run_key, r)?, col(r, "ended_unix_ms")?))
+    })
+    .map_err(|e| ControlError::Corrupt {
         run: run.run_key.clone(),
         problem: e.to_string(),
     })

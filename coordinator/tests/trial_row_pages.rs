@@ -4,69 +4,30 @@
 //! too big to aggregate ([`Coordinated::aggregate_max`] set low), which reads one page per
 //! request. Pages of every size, chained by the last row's ordinal, read every done trial
 //! once: none lost, none repeated, across page boundaries and across trials that end
-//! between two pages.
+//! between two pages. With `ended_after_unix_ms`, only the trials that ended at or after it
+//! (the same millisecond included), each with when it ended, in pages as well.
 
 use std::collections::BTreeSet;
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL;
-use akbench_coordinator::scheduler::{store_records, NewRecord};
-use akbench_coordinator::server::{serve_with, Config, Services};
 use akbench_coordinator::status::StatusOptions;
 use akbench_coordinator::store::Store;
 use akbench_coordinator::view_source::StoreBackend;
 use akbench_core::clock::SystemClock;
-use akbench_core::digest::{canonical_json, digest_of};
-use akbench_core::lifecycle::State;
 use akbench_core::plan::{plan, PlannedTrial};
-use akbench_core::testkit::{attempt_record, synthetic_spec};
+use akbench_core::testkit::synthetic_spec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use akbench_viewer::pages::{self, RunQuery};
 use akbench_viewer::source::{Coordinated, PageAt, Source};
 use tonic::transport::Channel;
-use uuid::Uuid;
 
-/// Ends `trials` as the scheduler leaves them (one completed attempt with an accepted record,
-/// the work item done with its bucket, the run's counters moved), as `benches/view.rs` does.
+#[path = "common/done_trials.rs"]
+mod done_trials;
+
+/// Ends `trials` as the scheduler leaves them (even ordinals solved).
 async fn finish(db: &tokio_postgres::Client, store: &Store, trials: &[&PlannedTrial]) {
-    let mut ids = Vec::new();
-    let mut attempts = Vec::new();
-    let mut new: Vec<NewRecord> = Vec::new();
-    let mut buckets = Vec::new();
-    for tr in trials {
-        let ok = tr.ordinal % 2 == 0;
-        let id = Uuid::now_v7();
-        let r = serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
-            .unwrap();
-        ids.push(tr.trial_id);
-        attempts.push(id);
-        new.push((id, digest_of(&r), r.to_string()));
-        buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
-    }
-    db.execute(
-        "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-         SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
-         FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
-        &[&attempts, &ids],
-    )
-    .await
-    .unwrap();
-    store_records(&store.client().await.unwrap(), &new)
-        .await
-        .unwrap();
-    db.execute(
-        "WITH done AS (
-           UPDATE work_items w SET state = 'done', attempts_used = 1, bucket = x.b, updated_at = now()
-           FROM unnest($1::uuid[], $2::text[]) AS x(t, b) WHERE w.trial_id = x.t
-           RETURNING w.run_id, w.agent, w.bucket)
-         INSERT INTO run_counts (run_id, agent, kind, state, bucket, n)
-         SELECT run_id, agent, 'items', 'done', bucket, count(*) FROM done
-         GROUP BY run_id, agent, bucket",
-        &[&ids, &buckets],
-    )
-    .await
-    .unwrap();
+    done_trials::end_trials(db, store, trials.iter().copied(), |t| t.ordinal % 2 == 0).await;
 }
 
 /// One `ListTrialRows` call: the rows' (ordinal, key).
@@ -76,18 +37,39 @@ async fn list(
     after: Option<u64>,
     limit: u32,
 ) -> Vec<(u64, String)> {
+    list_ended(c, run, after, limit, None)
+        .await
+        .into_iter()
+        .map(|(o, k, _)| (o, k))
+        .collect()
+}
+
+/// One `ListTrialRows` call of the trials that ended at or after `since` (milliseconds since
+/// the epoch; `None`: every done trial): the rows' (ordinal, key, end).
+async fn list_ended(
+    c: &mut ControlClient<Channel>,
+    run: &str,
+    after: Option<u64>,
+    limit: u32,
+    since: Option<i64>,
+) -> Vec<(u64, String, Option<i64>)> {
     let mut stream = c
         .list_trial_rows(pb::ListTrialRowsRequest {
             run: run.to_string(),
             after,
             limit,
+            ended_after_unix_ms: since,
         })
         .await
         .unwrap()
         .into_inner();
     let mut out = Vec::new();
     while let Some(b) = stream.message().await.unwrap() {
-        out.extend(b.rows.into_iter().map(|r| (r.ordinal, r.key)));
+        out.extend(
+            b.rows
+                .into_iter()
+                .map(|r| (r.ordinal, r.key, r.ended_unix_ms)),
+        );
     }
     out
 }
@@ -123,43 +105,13 @@ async fn walk(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     let url = test_support::fresh_database().await;
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let handle = serve_with(
-        Config::local(url.clone()),
-        Services::default(),
-        async move {
-            let _ = stopped.await;
-        },
-    )
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut c = ControlClient::new(channel);
+    let (_handle, _stop, mut c) = done_trials::serve(&url).await;
     // 4 tasks x 2 agents x 2 repetitions: 16 trials, ordinals 0..16.
     let spec = synthetic_spec(4, 2, 2, &SystemClock);
     let ready = plan(&spec, &SystemClock).ready();
     let key = spec.identity.run_key.clone();
-    c.submit_plan(pb::SubmitPlanRequest {
-        spec_json: canonical_json(&spec),
-        spec_digest: spec.digest.clone(),
-        plan_json: canonical_json(&ready),
-        plan_digest: ready.digest.clone(),
-    })
-    .await
-    .unwrap();
     assert_eq!(ready.trials.len(), 16);
-    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let store = Store::connect(&url).await.unwrap();
-    db.execute(INSERT_ITEMS_BY_HAND_SQL, &[&spec.identity.run_id])
-        .await
-        .unwrap();
+    let (db, store) = done_trials::submit_with_items(&mut c, &url, &spec, &ready).await;
     // Nothing done: no rows, whatever the page.
     assert!(list(&mut c, &key, None, 0).await.is_empty());
     assert!(list(&mut c, &key, None, 3).await.is_empty());
@@ -265,4 +217,81 @@ async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     let p = source.run(&key, PageAt::default()).await.unwrap().unwrap();
     assert!(p.paged.is_none());
     assert_eq!(p.view.trials.len() as u64, done);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
+    let url = test_support::fresh_database().await;
+    let (_handle, _stop, mut c) = done_trials::serve(&url).await;
+    let spec = synthetic_spec(4, 2, 2, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    let (db, store) = done_trials::submit_with_items(&mut c, &url, &spec, &ready).await;
+    let by_ordinal = |o: u64| ready.trials.iter().find(|t| t.ordinal == o).unwrap();
+    let group = |from: u64| (from..from + 4).map(by_ordinal).collect::<Vec<_>>();
+    // Four groups of four trials ending at t0 ms, t0 + 1000 ms exactly, 900 µs later (the
+    // same millisecond) and t0 + 2000 ms.
+    let t0: i64 = 1_780_000_000_000;
+    for (from, micros) in [
+        (0, t0 * 1000),
+        (4, (t0 + 1000) * 1000),
+        (8, (t0 + 1000) * 1000 + 900),
+        (12, (t0 + 2000) * 1000),
+    ] {
+        finish(&db, &store, &group(from)).await;
+        done_trials::stamp_ended(&db, &group(from), micros).await;
+    }
+    let end_of = |o: u64| match o {
+        0..=3 => t0,
+        4..=11 => t0 + 1000,
+        _ => t0 + 2000,
+    };
+    let rows = |ordinals: std::ops::Range<u64>| -> Vec<(u64, String, Option<i64>)> {
+        ordinals
+            .map(|o| (o, by_ordinal(o).key.clone(), Some(end_of(o))))
+            .collect()
+    };
+    // Unset: every done trial, each with when it ended (rounded down to the millisecond).
+    assert_eq!(list_ended(&mut c, &key, None, 0, None).await, rows(0..16));
+    // At a trial's own millisecond: it and every later one; a bound is inclusive.
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 1000)).await,
+        rows(4..16)
+    );
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0)).await,
+        rows(0..16)
+    );
+    // A millisecond later: the trials stamped within t0 + 1000 ms are behind it.
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 1001)).await,
+        rows(12..16)
+    );
+    assert!(list_ended(&mut c, &key, None, 0, Some(t0 + 2001))
+        .await
+        .is_empty());
+    // Pages of the bounded rows, chained by ordinal: each once.
+    let mut read = Vec::new();
+    let mut after = None;
+    loop {
+        let page = list_ended(&mut c, &key, after, 3, Some(t0 + 1000)).await;
+        assert!(page.len() <= 3);
+        after = page.last().map(|r| r.0);
+        let full = page.len() == 3;
+        read.extend(page);
+        if !full {
+            break;
+        }
+    }
+    assert_eq!(read, rows(4..16), "pages of 3 from t0 + 1000 ms");
+    // A trial that ends later is in the next poll from the latest end seen.
+    let late = [by_ordinal(0)];
+    done_trials::stamp_ended(&db, &late, (t0 + 2000) * 1000 + 1).await;
+    assert_eq!(
+        list_ended(&mut c, &key, None, 0, Some(t0 + 2000)).await,
+        [(0, late[0].key.clone(), Some(t0 + 2000))]
+            .into_iter()
+            .chain(rows(12..16))
+            .collect::<Vec<_>>()
+    );
 }

@@ -1,7 +1,8 @@
 //! `akbench up` (the real binary, a private data folder) and its PostgreSQL: SIGINT, SIGTERM
 //! and SIGHUP each stop PostgreSQL and the next start works; after a SIGKILL of the whole
 //! process group the next start recovers; the database needs the password kept 0600 in the
-//! data folder.
+//! data folder; `up` raises its open-files limit to the hard one, as the coordinator and
+//! worker daemons do (it serves both in one process).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +17,12 @@ fn examples() -> PathBuf {
 /// `akbench up` on `tmp/data/postgres`, in a process group of its own, returned once it
 /// prints that it serves (with its database line).
 fn up(tmp: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
+    up_with(tmp, Command::new(env!("CARGO_BIN_EXE_akbench")))
+}
+
+/// [`up`] with `command` (the `akbench` binary, with whatever the caller set on it).
+fn up_with(tmp: &Path, mut command: Command) -> (Child, String) {
+    let mut child = command
         .arg("up")
         .arg("--data-dir")
         .arg(tmp.join("data/postgres"))
@@ -73,6 +79,57 @@ fn runs(pid: i32) -> bool {
 fn postmaster(pg: &Path) -> i32 {
     let text = std::fs::read_to_string(pg.join("postmaster.pid")).expect("postmaster.pid");
     text.lines().next().unwrap().trim().parse().unwrap()
+}
+
+/// The soft and hard open-files limits of process `pid` (`/proc/<pid>/limits`).
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a `Max open files` line");
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (
+        fields.next().unwrap().to_string(),
+        fields.next().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn up_raises_its_open_files_limit_to_the_hard_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_akbench"));
+    // Started with a soft limit of 256 under the hard one (a usual default is 1,024).
+    // SAFETY: the closure only calls getrlimit/setrlimit (async-signal-safe) on a struct on
+    // its own stack, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            l.rlim_cur = l.rlim_max.min(256);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (mut child, _) = up_with(tmp.path(), command);
+    let (soft, hard) = open_files_limits(child.id());
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    // An "unlimited" hard limit may be above what the kernel lets a soft one be (nr_open):
+    // the raise then leaves the limit as it was, which this test cannot tell from no raise.
+    if hard != "unlimited" {
+        assert!(hard.parse::<u64>().unwrap() > 256, "hard limit {hard}");
+        assert_eq!(soft, hard, "the soft open-files limit of `akbench up`");
+    }
 }
 
 #[test]

@@ -18,8 +18,18 @@
 //! is lost to a fault ends `infrastructure_error`, counted as such and checked to be one);
 //! `CHAOS_SEED` the fault order and targets; `CHAOS_KEEP=1` keeps the logs and the
 //! PostgreSQL data folder (always kept when a check fails). `bench/chaos` runs it at 1,000 trials.
+//!
+//! A setup that cannot run the trials stops the check at once, never a silent wait: a worker
+//! or the coordinator exiting by itself (a worker refusing to start without `bwrap`, or on a
+//! flag it does not know) stops it with that process's log tail; and until the first attempt
+//! ends graded, every slot having an attempt end otherwise (infrastructure error, invalid
+//! configuration) or `CHAOS_STARTUP_SECS` (default 300) passing stops it with the attempts'
+//! causes and the workers' log tails; each stop names the likely cause ([`chaos_watch`]).
+//! `CHAOS_WORKER_ARGS` (extra worker flags) and `CHAOS_WORKER_PATH` (the workers' `PATH`)
+//! break the setup on purpose, to see those stops.
 
 use akbench_coordinator::pgcluster::PrivateCluster;
+mod chaos_watch;
 mod e2e;
 
 use akbench_core::digest::canonical_json;
@@ -31,6 +41,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::transport::Channel;
+
+/// Seconds the workers get to end their first trial graded before the check stops
+/// (`CHAOS_STARTUP_SECS` overrides).
+const STARTUP_SECS: u64 = 300;
 
 /// Lease TTL of the chaos coordinator.
 const TTL_MS: u64 = 2_000;
@@ -110,6 +124,8 @@ struct Chaos {
     coordinator_bin: std::path::PathBuf,
     coordinator: Option<Child>,
     workers: Vec<Option<Child>>,
+    /// When the check started its processes.
+    began: Instant,
 }
 
 impl Drop for Chaos {
@@ -156,7 +172,8 @@ impl Chaos {
             .append(true)
             .open(self.tmp.path().join(format!("w{n}.log")))
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
+        command
             .arg("--coordinator")
             .arg(format!("http://{}", self.grpc))
             .args([
@@ -177,7 +194,16 @@ impl Chaos {
             .arg(examples().join("tasks"))
             .arg("--agents-root")
             .arg(examples().join("agents"))
-            .env("AKBENCH_LOG", "warn")
+            .args(
+                std::env::var("CHAOS_WORKER_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
+            .env("AKBENCH_LOG", "warn");
+        if let Some(path) = std::env::var_os("CHAOS_WORKER_PATH") {
+            command.env("PATH", path);
+        }
+        let child = command
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -185,9 +211,156 @@ impl Chaos {
         self.workers[n] = Some(child);
     }
 
-    /// A control client, waiting for the coordinator to listen.
+    /// A control client, waiting for the coordinator to listen (stopping the check if the
+    /// coordinator process exits meanwhile).
     async fn control(&self) -> ControlClient<Channel> {
-        e2e::control_client(self.grpc, 120).await
+        let until = Instant::now() + Duration::from_secs(120);
+        loop {
+            self.health();
+            if let Some(c) = e2e::try_control_client(self.grpc).await {
+                return c;
+            }
+            if Instant::now() > until {
+                self.stop(
+                    format!("the coordinator never listened on {} in 120 s", self.grpc),
+                    &self.logs(&["coordinator"], 30),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the check at once (a panic naming `what` happened, the likely cause read from
+    /// `evidence`, and `evidence` itself: log tails, attempts' causes). The processes are
+    /// stopped by [`Chaos`]'s drop.
+    fn stop(&self, what: String, evidence: &str) -> ! {
+        panic!(
+            "chaos: stopped: {what}\nchaos: likely cause: {}\n{evidence}",
+            chaos_watch::likely_cause(evidence)
+        )
+    }
+
+    /// The last `n` lines of the logs of `names` (`coordinator`, `w0`, ...), each headed.
+    fn logs(&self, names: &[&str], n: usize) -> String {
+        names
+            .iter()
+            .map(|name| {
+                let path = self.tmp.path().join(format!("{name}.log"));
+                format!(
+                    "--- last {n} lines of {}:\n{}",
+                    path.display(),
+                    chaos_watch::log_tail(&path, n)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Stops the check at once when a process it started has exited by itself (a worker
+    /// refusing to start: no `bwrap`, a flag it does not know; a coordinator that cannot use
+    /// its database): with that process's log tail. Processes the check kills are waited
+    /// for (and replaced) before the next call.
+    fn health(&self) {
+        let procs = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(n, c)| (format!("w{n}"), c))
+            .chain([("coordinator".to_string(), &self.coordinator)]);
+        for (name, child) in procs {
+            let Some(child) = child else { continue };
+            if let Some(how) = chaos_watch::exited(child) {
+                let what = if name == "coordinator" {
+                    "the coordinator".to_string()
+                } else {
+                    format!("worker {name}")
+                };
+                self.stop(
+                    format!(
+                        "{what} (pid {}) exited by itself ({how}) {:.0} s into the check",
+                        child.id(),
+                        self.began.elapsed().as_secs_f64()
+                    ),
+                    &self.logs(&[&name], 30),
+                );
+            }
+        }
+    }
+
+    /// Waits until a first attempt ends `completed` (graded: the setup runs trials), and
+    /// stops the check at once instead when a process exits, when every slot has had an
+    /// attempt end otherwise (infrastructure error, invalid configuration, ...) with none
+    /// graded, or when `secs` pass with none graded: with the attempts' causes, the workers'
+    /// log tails and the likely cause.
+    async fn wait_started(&self, secs: u64, trials: u64) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        let slots = (WORKERS as u64 * u64::from(SLOTS)).min(trials) as i64;
+        let db = self.db().await;
+        loop {
+            self.health();
+            let row = db
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE terminal_state = 'completed'), \
+                     count(*) FILTER (WHERE terminal_state <> 'completed'), count(*) \
+                     FROM attempts",
+                    &[],
+                )
+                .await
+                .unwrap();
+            let (graded, other, started): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+            if graded > 0 {
+                return;
+            }
+            let timed_out = Instant::now() > until;
+            if other >= slots || timed_out {
+                let causes: Vec<String> = db
+                    .query(
+                        "SELECT terminal_state, coalesce(cause, '(no cause)'), count(*) \
+                         FROM attempts WHERE terminal_state IS NOT NULL GROUP BY 1, 2 \
+                         ORDER BY 3 DESC LIMIT 5",
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "  {} x {}: {}",
+                            r.get::<_, i64>(2),
+                            r.get::<_, String>(0),
+                            r.get::<_, String>(1).chars().take(600).collect::<String>()
+                        )
+                    })
+                    .collect();
+                let what = if timed_out {
+                    format!(
+                        "no trial graded in {secs} s (CHAOS_STARTUP_SECS): {started} attempts \
+                         started, {other} ended otherwise"
+                    )
+                } else {
+                    format!(
+                        "the first {other} attempts ended without a grade (none graded) \
+                         {:.0} s into the check: the setup cannot run the trials",
+                        self.began.elapsed().as_secs_f64()
+                    )
+                };
+                let names: Vec<String> = (0..WORKERS).map(|n| format!("w{n}")).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                self.stop(
+                    what,
+                    &format!(
+                        "--- attempts ended, by terminal state and cause:\n{}\n{}",
+                        if causes.is_empty() {
+                            "  (none)".to_string()
+                        } else {
+                            causes.join("\n")
+                        },
+                        self.logs(&names, 10)
+                    ),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// A fresh database connection (PostgreSQL restarts under the test).
@@ -210,6 +383,7 @@ impl Chaos {
         let until = Instant::now() + Duration::from_secs(secs);
         let db = self.db().await;
         loop {
+            self.health();
             let n: i64 = db.query_one(sql, &[]).await.unwrap().get(0);
             if pred(n) {
                 return;
@@ -281,6 +455,7 @@ impl Chaos {
             Fault::KillWorker | Fault::FreezeWorker => {
                 // A worker holding work (wait for one: slots free up between trials).
                 let busy = loop {
+                    self.health();
                     let b = self.busy_workers().await;
                     if !b.is_empty() {
                         break b;
@@ -388,6 +563,7 @@ async fn chaos_check() {
         coordinator_bin: e2e::workspace_bin("akbench-coordinator", "akbench-coordinator"),
         coordinator: None,
         workers: (0..WORKERS).map(|_| None).collect(),
+        began: Instant::now(),
     };
     chaos.start_coordinator();
     let mut client = chaos.control().await;
@@ -421,6 +597,15 @@ async fn chaos_check() {
     for n in 0..WORKERS {
         chaos.spawn_worker(n);
     }
+    // A setup that cannot run the trials (no `bwrap`, a worker that refuses its flags) stops
+    // here, with the cause, instead of waiting out the progress timeouts below.
+    chaos
+        .wait_started(env_u64("CHAOS_STARTUP_SECS", STARTUP_SECS), trials)
+        .await;
+    println!(
+        "chaos: first trial graded {:.1} s after the workers started",
+        began.elapsed().as_secs_f64()
+    );
 
     // The faults in a seeded random order, spread over the run by progress.
     let mut faults: Vec<Fault> = std::iter::repeat_n(Fault::KillWorker, kills as usize)

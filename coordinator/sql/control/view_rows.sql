@@ -11,12 +11,19 @@
 -- of them (NULL: all), read through the partial index work_items_done_ordinal (migration
 -- 0027), so a page costs its own rows at any run size. $1 run id, $2 after (bigint),
 -- $3 limit (bigint).
+--
+-- $4 (bigint, milliseconds since the epoch; NULL: any): only the trials whose work item was
+-- made done at or after it (`updated_at`, stamped when the settling transaction began),
+-- read through the partial index work_items_done_at (migration 0003): a poll for what ended
+-- since costs those rows, not the run's. Each row says when it ended (`ended_unix_ms`,
+-- rounded down), the bound of the next poll.
 WITH t AS (
-    SELECT w.trial_id, w.ordinal, p.key, w.agent, w.bucket
+    SELECT w.trial_id, w.ordinal, p.key, w.agent, w.bucket, w.updated_at
     FROM work_items w
     JOIN planned_trials p ON p.trial_id = w.trial_id
     WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
       AND w.ordinal > $2::bigint
+      AND ($4::bigint IS NULL OR w.updated_at >= 'epoch'::timestamptz + $4::bigint * interval '1 millisecond')
     ORDER BY w.ordinal
     LIMIT $3::bigint
 ), a AS (
@@ -45,7 +52,8 @@ SELECT t.ordinal::bigint AS ordinal, t.key, t.agent, t.bucket, a.terminal, a.cau
        a.cost_usd,
        (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms,
        COALESCE(ls.grade_tampered, false) AS tampered,
-       COALESCE(ls.grade_withheld, false) AS withheld
+       COALESCE(ls.grade_withheld, false) AS withheld,
+       floor(extract(epoch FROM t.updated_at) * 1000)::bigint AS ended_unix_ms
 FROM t
 JOIN a ON a.trial_id = t.trial_id
 LEFT JOIN submissions ls ON ls.attempt_id = a.last_id

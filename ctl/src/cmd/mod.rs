@@ -30,6 +30,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         crate::remote::Dispatch::Done(result) => return result,
         crate::remote::Dispatch::Local(command) => command,
     };
+    // `up` and `sweep` serve a coordinator and local workers in this one process (`--local`:
+    // every trial): the open-files limit `akbench-coordinator` and `akbench-worker` raise
+    // (a socket per worker session and per PostgreSQL connection, descriptors per attempt).
+    if matches!(command, Command::Up(_) | Command::Sweep(_)) {
+        akbench_telemetry::raise_open_files_limit();
+    }
     match command {
         Command::Run(RunCommand::Single(args)) => single::run(args, true),
         Command::Run(RunCommand::Execute(args)) => single::run(args, false),

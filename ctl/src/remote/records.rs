@@ -357,58 +357,101 @@ async fn fetch_and_write(
 /// What is done with each record written: the record, its trial key, its path.
 pub type OnWritten<'a> = dyn FnMut(&pb::RunRecord, &str, &Path) -> anyhow::Result<()> + 'a;
 
+/// How far before the latest end it saw [`export_ended`] asks from. A trial's end is
+/// stamped when the transaction that settled it began, so a trial can become visible stamped
+/// up to that transaction's length before a row already read (or in the same millisecond):
+/// the rows of the margin are read again and dropped as already written. A settling
+/// transaction longer than this could hide its trials from the polls (not from the export
+/// at the end of a sweep, which reads every record).
+pub const ENDED_OVERLAP_MS: i64 = 30_000;
+
+/// What [`export_ended`] keeps between its polls of one run.
+#[derive(Debug, Default)]
+pub struct EndedSoFar {
+    /// The keys of the trials whose records were written.
+    pub written: std::collections::HashSet<String>,
+    /// The latest end of a row listed (milliseconds since the epoch, the coordinator's
+    /// clock); `None` until a row carries one (a coordinator that predates `ended_unix_ms`:
+    /// every poll reads every done trial, as before).
+    pub latest_ms: Option<i64>,
+    /// The earliest end of a listed trial whose record is not written yet (it is asked for
+    /// again, so the next poll reaches back to it).
+    pub waiting_ms: Option<i64>,
+}
+
+impl EndedSoFar {
+    /// The `ended_after_unix_ms` of the next poll: [`ENDED_OVERLAP_MS`] before the latest end
+    /// seen, and not after the earliest trial still waiting for its record; `None` (every
+    /// done trial) before any end was seen.
+    pub fn bound(&self) -> Option<i64> {
+        let from = self.latest_ms?.saturating_sub(ENDED_OVERLAP_MS);
+        Some(self.waiting_ms.map_or(from, |w| w.min(from)))
+    }
+}
+
 /// Writes the records of the trials of `plan` (the run `run`) that ended since the last call,
 /// as [`export`] writes them, so that `out` fills while the run goes (`akbench view` shows
-/// each trial as it ends): the ended trials' keys from `ListTrialRows`, the records of those
-/// not in `written` from `FetchRecords`; each key written joins `written`. Returns how many
-/// ended trials still have no record (their record has not arrived: ask again later).
+/// each trial as it ends): the ended trials' keys from `ListTrialRows` (only those that ended
+/// from [`EndedSoFar::bound`] on: a poll reads what is new, not every done row), the records
+/// of those not written yet from `FetchRecords`; each key written joins `so_far.written`.
+/// `so_far` moves on only when the call succeeds (a failed one is asked again from the same
+/// bound). Returns how many ended trials still have no record (their record has not
+/// arrived: ask again later).
 pub async fn export_ended(
     c: &Client,
     run: &str,
     plan: &RunPlan,
     out: &Path,
-    written: &mut std::collections::HashSet<String>,
+    so_far: &mut EndedSoFar,
 ) -> anyhow::Result<usize> {
     let mut stream = c
         .inner
         .clone()
         .list_trial_rows(c.request(pb::ListTrialRowsRequest {
             run: run.to_string(),
+            ended_after_unix_ms: so_far.bound(),
             ..Default::default()
         }))
         .await
         .map_err(|s| c.error(s))?
         .into_inner();
-    let mut ended = Vec::new();
+    let mut latest = so_far.latest_ms;
+    let mut ended: Vec<(String, Option<i64>)> = Vec::new();
     while let Some(batch) = stream.message().await.map_err(|s| c.error(s))? {
-        ended.extend(
-            batch
-                .rows
-                .into_iter()
-                .map(|r| r.key)
-                .filter(|k| !written.contains(k)),
-        );
+        for r in batch.rows {
+            latest = latest.max(r.ended_unix_ms);
+            if !so_far.written.contains(&r.key) {
+                ended.push((r.key, r.ended_unix_ms));
+            }
+        }
     }
-    if ended.is_empty() {
-        return Ok(0);
-    }
-    let keys: HashMap<String, &str> = plan
-        .trials
-        .iter()
-        .map(|t| (t.trial_id.to_string(), t.key.as_str()))
-        .collect();
-    let summary = pb::RunSummary {
-        run_key: run.to_string(),
-        run_id: plan.run_id.to_string(),
-        ..Default::default()
-    };
     let mut new = 0usize;
-    let mut on = |_: &pb::RunRecord, key: &str, _: &Path| {
-        new += 1;
-        written.insert(key.to_string());
-        Ok(())
-    };
-    fetch_and_write(c, &summary, Some(&keys), out, &ended, &mut on).await?;
+    if !ended.is_empty() {
+        let keys: HashMap<String, &str> = plan
+            .trials
+            .iter()
+            .map(|t| (t.trial_id.to_string(), t.key.as_str()))
+            .collect();
+        let summary = pb::RunSummary {
+            run_key: run.to_string(),
+            run_id: plan.run_id.to_string(),
+            ..Default::default()
+        };
+        let asked: Vec<String> = ended.iter().map(|(k, _)| k.clone()).collect();
+        let written = &mut so_far.written;
+        let mut on = |_: &pb::RunRecord, key: &str, _: &Path| {
+            new += 1;
+            written.insert(key.to_string());
+            Ok(())
+        };
+        fetch_and_write(c, &summary, Some(&keys), out, &asked, &mut on).await?;
+    }
+    so_far.latest_ms = latest;
+    so_far.waiting_ms = ended
+        .iter()
+        .filter(|(k, _)| !so_far.written.contains(k))
+        .filter_map(|(_, e)| *e)
+        .min();
     Ok(ended.len() - new)
 }
 
@@ -465,6 +508,33 @@ pub fn write_record(out: &Path, key: &str, bytes: &[u8]) -> anyhow::Result<PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poll_asks_from_a_margin_before_the_latest_end_and_reaches_back_to_a_waiting_trial() {
+        let m = ENDED_OVERLAP_MS;
+        for (latest, waiting, want) in [
+            // No end seen yet (or a coordinator that sends none): every done trial.
+            (None, None, None),
+            (None, Some(5), None),
+            (Some(10 * m), None, Some(9 * m)),
+            // A trial still waiting for its record ended before the margin: from it.
+            (Some(10 * m), Some(2 * m), Some(2 * m)),
+            // One within the margin: the margin.
+            (Some(10 * m), Some(10 * m - 1), Some(9 * m)),
+            (Some(i64::MIN + 1), None, Some(i64::MIN)),
+        ] {
+            let so_far = EndedSoFar {
+                written: Default::default(),
+                latest_ms: latest,
+                waiting_ms: waiting,
+            };
+            assert_eq!(
+                so_far.bound(),
+                want,
+                "latest {latest:?} waiting {waiting:?}"
+            );
+        }
+    }
 
     #[test]
     fn keys_that_would_escape_are_refused() {

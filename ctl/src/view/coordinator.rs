@@ -172,6 +172,7 @@ impl GrpcBackend {
                 run: run.to_string(),
                 after,
                 limit,
+                ended_after_unix_ms: None,
             }))
             .await;
         let mut out = Vec::new();

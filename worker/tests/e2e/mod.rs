@@ -150,14 +150,8 @@ pub fn coordinator_command(
 pub async fn control_client(grpc: SocketAddr, secs: u64) -> ControlClient<Channel> {
     let until = Instant::now() + Duration::from_secs(secs);
     loop {
-        if let Ok(ch) = Channel::from_shared(format!("http://{grpc}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            return ControlClient::new(ch)
-                .max_encoding_message_size(256 << 20)
-                .max_decoding_message_size(256 << 20);
+        if let Some(c) = try_control_client(grpc).await {
+            return c;
         }
         assert!(
             Instant::now() < until,
@@ -165,6 +159,21 @@ pub async fn control_client(grpc: SocketAddr, secs: u64) -> ControlClient<Channe
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A control client of the coordinator at `grpc` (messages up to 256 MiB), or `None` when
+/// nothing listens there yet.
+pub async fn try_control_client(grpc: SocketAddr) -> Option<ControlClient<Channel>> {
+    let ch = Channel::from_shared(format!("http://{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .ok()?;
+    Some(
+        ControlClient::new(ch)
+            .max_encoding_message_size(256 << 20)
+            .max_decoding_message_size(256 << 20),
+    )
 }
 
 /// Child processes killed (after a SIGCONT, in case a test froze one) and reaped on drop.

@@ -192,7 +192,7 @@ async fn follow(
     let mut interrupted = false;
     let mut last = String::new();
     // Records written as trials end (what `akbench view <out>` shows live), as --local does.
-    let mut written = std::collections::HashSet::new();
+    let mut ended = records::EndedSoFar::default();
     let (mut exported_at, mut pending, mut warned) = (0, 0, false);
     loop {
         let s = inner
@@ -201,7 +201,7 @@ async fn follow(
             .map_err(|s| c.error(s))?
             .into_inner();
         if s.finished != exported_at || pending > 0 {
-            match records::export_ended(&c, &run, ready, out, &mut written).await {
+            match records::export_ended(&c, &run, ready, out, &mut ended).await {
                 Ok(p) => (exported_at, pending) = (s.finished, p),
                 // The export at the end tries every record again.
                 Err(e) if !warned => {
