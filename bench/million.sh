@@ -160,6 +160,7 @@ sort -n "$scratch/status.ms" >"$scratch/status.sorted"
 p50=$(sed -n "$(((calls + 1) / 2))p" "$scratch/status.sorted")
 p99=$(sed -n "$(((calls * 99 + 99) / 100))p" "$scratch/status.sorted")
 echo "status x $calls while executing: p50 $p50 ms, p99 $p99 ms (whole client process), max $(tail -1 "$scratch/status.sorted") ms, load $l0 -> $(load)"
+echo "  each call in order (ms): $(tr '\n' ' ' <"$scratch/status.ms")"
 finished() { sql "SELECT count(*) FROM attempts WHERE terminal_state IS NOT NULL"; }
 f0=$(finished)
 s0=$(tables)
