@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
+#[path = "common/done_trials.rs"]
+mod done_trials;
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::scheduler::{Scheduler, TransitionIn};
-use akbench_coordinator::server::{serve, Config, ServeHandle};
+use akbench_coordinator::server::ServeHandle;
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::lifecycle::State;
@@ -54,22 +56,7 @@ fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
 }
 
 async fn serve_fresh() -> (ServeHandle, oneshot::Sender<()>, ControlClient<Channel>) {
-    let url = test_support::fresh_database().await;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let handle = serve(Config::local(url), async move {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let client = ControlClient::new(channel)
-        .max_encoding_message_size(512 << 20)
-        .max_decoding_message_size(512 << 20);
-    (handle, stop, client)
+    done_trials::serve(&test_support::fresh_database().await).await
 }
 
 fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanRequest {

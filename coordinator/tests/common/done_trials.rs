@@ -5,7 +5,8 @@
 //! with one completed attempt each, its accepted record (the shape workers upload, stored by
 //! the product's `store_records`), the work item done with its bucket and the run's counters
 //! moved; [`stamp_ended`] sets when they ended. Included by path (`#[path]`) from
-//! `tests/trial_row_pages.rs`, `benches/view.rs` and ctl's `tests/ended_export.rs`.
+//! `tests/trial_row_pages.rs`, `tests/start_run.rs`, `benches/view.rs` and ctl's
+//! `tests/ended_export.rs`.
 #![allow(dead_code)]
 
 use akbench_coordinator::scheduler::test_support::INSERT_ITEMS_BY_HAND_SQL;
