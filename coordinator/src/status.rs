@@ -40,6 +40,29 @@ const RUNS_AGENTS_SQL: &str = include_str!("../sql/control/runs_agents.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");
 const FLAGS_SQL: &str = include_str!("../sql/control/flags_by_agent.sql");
+
+/// The most recent finishes status reads to measure throughput (`status_clock.sql`): when
+/// more finished within the window, the rate is read off the newest this many.
+const RECENT_MAX: u64 = 10_000;
+
+/// Trials finished per minute: `recent` finished within the last `window` seconds (or since
+/// the run started, if later), or, when `recent` reached [`RECENT_MAX`], within the time
+/// since the oldest of them (`recent_since`) finished. `None` when none finished or no time
+/// passed.
+fn throughput_per_minute(
+    recent: u64,
+    recent_since: Option<DateTime<Utc>>,
+    as_of: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    window: f64,
+) -> Option<f64> {
+    let secs = |from: DateTime<Utc>| (as_of - from).num_milliseconds().max(0) as f64 / 1000.0;
+    let span_secs = match recent_since {
+        Some(since) if recent >= RECENT_MAX => secs(since),
+        _ => started_at.map(secs).unwrap_or(window).min(window),
+    };
+    (recent > 0 && span_secs > 0.0).then(|| recent as f64 * 60.0 / span_secs)
+}
 const ACTION: &str = "read run status";
 /// A run whose counters have more delta rows than this is folded after a status read.
 const FOLD_AFTER_DELTAS: u64 = 512;
@@ -362,7 +385,10 @@ pub async fn run_status(
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async {
             client
-                .query_one(CLOCK_SQL, &[&id, &window, &workers_window])
+                .query_one(
+                    CLOCK_SQL,
+                    &[&id, &window, &workers_window, &(RECENT_MAX as i64)],
+                )
                 .await
                 .map_err(db)
         },
@@ -460,13 +486,13 @@ pub async fn run_status(
         .collect();
 
     let finished = work_items.get("done").copied().unwrap_or(0);
-    let span_secs = summary
-        .started_at
-        .map(|s| (as_of - s).num_milliseconds().max(0) as f64 / 1000.0)
-        .unwrap_or(window)
-        .min(window);
-    let throughput_per_minute =
-        (recent > 0 && span_secs > 0.0).then(|| recent as f64 * 60.0 / span_secs);
+    let throughput_per_minute = throughput_per_minute(
+        recent,
+        clock.recent_since,
+        as_of,
+        summary.started_at,
+        window,
+    );
     let queued = work_items.get("ready").copied().unwrap_or(0);
     let (worker_labels, placement) = placement(&summary.run_key, &placement_row, queued)?;
     let remaining = planned.saturating_sub(finished + work_items.get("cancelled").unwrap_or(&0));
@@ -600,6 +626,32 @@ pub async fn runs_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throughput_is_read_off_the_window_or_the_newest_finishes() {
+        let now = DateTime::parse_from_rfc3339("2026-12-02T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let ago = |s: i64| now - chrono::Duration::seconds(s);
+        /// (recent, seconds since the oldest of them finished, seconds since the run started,
+        /// window) -> per minute.
+        type Row = (u64, Option<i64>, Option<i64>, f64, Option<f64>);
+        let table: &[Row] = &[
+            (0, None, Some(3600), 300.0, None),
+            // Under the cap: over the window, or since the start if that is later.
+            (600, Some(290), Some(3600), 300.0, Some(120.0)),
+            (600, Some(50), Some(60), 300.0, Some(600.0)),
+            (600, Some(290), None, 300.0, Some(120.0)),
+            // At the cap: over the time the newest RECENT_MAX took.
+            (RECENT_MAX, Some(30), Some(3600), 300.0, Some(20_000.0)),
+            (RECENT_MAX, Some(0), Some(3600), 300.0, None),
+        ];
+        for (i, (recent, since, started, window, want)) in table.iter().enumerate() {
+            let got =
+                throughput_per_minute(*recent, since.map(ago), now, started.map(ago), *window);
+            assert_eq!(got, *want, "row {i}");
+        }
+    }
 
     #[test]
     fn completed_needs_its_record_before_it_counts() {

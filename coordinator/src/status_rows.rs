@@ -35,6 +35,8 @@ pub(crate) struct Clock {
     pub(crate) as_of: DateTime<Utc>,
     pub(crate) by_agent: String,
     pub(crate) recent: u64,
+    /// When the oldest of the `recent` trials finished (`None`: none finished).
+    pub(crate) recent_since: Option<DateTime<Utc>>,
     pub(crate) workers: u64,
 }
 
@@ -44,6 +46,7 @@ impl FromRow for Clock {
             as_of: col(row, "as_of")?,
             by_agent: col(row, "by_agent")?,
             recent: count(row, "recent")?,
+            recent_since: col(row, "recent_since")?,
             workers: count(row, "workers")?,
         })
     }
