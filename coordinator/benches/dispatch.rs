@@ -120,28 +120,19 @@ fn cpu_seconds(cluster: &PrivateCluster) -> Option<(f64, f64)> {
     Some((own, server))
 }
 
-/// The cluster's WAL insert position in bytes: the difference of two readings is the WAL
-/// written between them, which the machine's load does not blur as it blurs CPU time.
-async fn wal_bytes(store: &Store) -> Option<i64> {
+/// The cluster's WAL insert position, read once: in bytes (the difference of two readings is
+/// the WAL written between them, which the machine's load does not blur as it blurs CPU
+/// time) and as `pg_lsn` text (for `pg_waldump`).
+async fn wal_position(store: &Store) -> Option<(i64, String)> {
     let c = store.client().await.ok()?;
     let row = c
         .query_one(
-            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint",
+            "SELECT (p - '0/0'::pg_lsn)::bigint, p::text FROM pg_current_wal_insert_lsn() p",
             &[],
         )
         .await
         .ok()?;
-    row.try_get(0).ok()
-}
-
-/// The cluster's WAL insert position as `pg_lsn` text (for `pg_waldump`).
-async fn wal_lsn(store: &Store) -> Option<String> {
-    let c = store.client().await.ok()?;
-    let row = c
-        .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-        .await
-        .ok()?;
-    row.try_get(0).ok()
+    Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
 }
 
 /// `pg_waldump --stats=record` over `from..to`: the WAL records of a phase by kind, with
@@ -423,8 +414,7 @@ async fn main() {
             .unwrap();
     }
     let cpu0 = cpu_seconds(&cluster);
-    let wal0 = wal_bytes(&store).await;
-    let lsn0 = wal_lsn(&store).await;
+    let at0 = wal_position(&store).await;
     let t0 = Instant::now();
     for i in 0..sessions {
         tokio::spawn(worker(
@@ -441,8 +431,7 @@ async fn main() {
     let timed = (target - before) as usize;
     let rate = timed as f64 / elapsed.as_secs_f64();
     let cpu1 = cpu_seconds(&cluster);
-    let wal1 = wal_bytes(&store).await;
-    let lsn1 = wal_lsn(&store).await;
+    let at1 = wal_position(&store).await;
     if stats {
         print_statements(&store).await;
     }
@@ -468,10 +457,10 @@ async fn main() {
         .await
         .unwrap();
     let cpu2 = cpu_seconds(&cluster);
-    let wal2 = wal_bytes(&raw).await;
+    let wal2 = wal_position(&raw).await.map(|w| w.0);
     let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
     let cpu3 = cpu_seconds(&cluster);
-    let wal3 = wal_bytes(&raw).await;
+    let wal3 = wal_position(&raw).await.map(|w| w.0);
     drop(raw);
 
     println!("coordinator dispatch benchmark");
@@ -499,7 +488,7 @@ async fn main() {
             (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)
         );
     }
-    if let (Some(a), Some(b)) = (wal0, wal1) {
+    if let (Some((a, _)), Some((b, _))) = (&at0, &at1) {
         print!(
             "  WAL per attempt: {:.0} bytes",
             (b - a) as f64 / timed as f64
@@ -525,7 +514,7 @@ async fn main() {
         ),
         None => println!("  raw pgbench: not available"),
     }
-    if let (true, Some(from), Some(to)) = (stats, &lsn0, &lsn1) {
+    if let (true, Some((_, from)), Some((_, to))) = (stats, &at0, &at1) {
         print_wal_kinds(&cluster, from, to, timed);
     }
     drop(service);
