@@ -37,6 +37,11 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const MAX_PAGE_SIZE: u32 = 500;
 /// `WatchStatus` polls the database at most this often.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// The range of `ListTrialRowsRequest.ended_after_unix_ms` (milliseconds since the Unix
+/// epoch: about 4370 BC to year 255,000): beyond it PostgreSQL's timestamps or interval
+/// arithmetic overflow.
+const ENDED_AFTER_RANGE_MS: std::ops::RangeInclusive<i64> =
+    -200_000_000_000_000..=8_000_000_000_000_000;
 /// Rows per `ListTrialRows` message (about 100 KiB).
 pub const TRIAL_ROW_BATCH: usize = 1000;
 /// Largest request accepted, in bytes: near the largest legitimate message. A plan streams
@@ -532,6 +537,19 @@ impl Control for ControlService {
         request: Request<pb::ListTrialRowsRequest>,
     ) -> Result<Response<Self::ListTrialRowsStream>, Status> {
         let r = request.into_inner();
+        // A bound PostgreSQL's timestamps cannot hold is the client's mistake, said as such,
+        // not a failed query.
+        if let Some(ms) = r
+            .ended_after_unix_ms
+            .filter(|ms| !ENDED_AFTER_RANGE_MS.contains(ms))
+        {
+            return Err(Status::invalid_argument(format!(
+                "failed to list trial rows: ended_after_unix_ms {ms} is out of range; fix: send \
+                 milliseconds since the Unix epoch, {} to {}",
+                ENDED_AFTER_RANGE_MS.start(),
+                ENDED_AFTER_RANGE_MS.end()
+            )));
+        }
         let run = self.run(&r.run).await?;
         // The rows the coordinator's HTTP viewer reads, a keyset page of TRIAL_ROW_BATCH per
         // query and per message as the client reads them (memory flat in the run's size),

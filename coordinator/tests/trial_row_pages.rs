@@ -295,3 +295,33 @@ async fn rows_ended_since_a_bound_are_those_at_or_after_it_with_their_end() {
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_bound_out_of_range_is_refused_naming_the_field() {
+    let url = test_support::fresh_database().await;
+    let (_handle, _stop, mut c) = done_trials::serve(&url).await;
+    let spec = synthetic_spec(1, 1, 1, &SystemClock);
+    let ready = plan(&spec, &SystemClock).ready();
+    let key = spec.identity.run_key.clone();
+    let _ = done_trials::submit_with_items(&mut c, &url, &spec, &ready).await;
+    for bound in [
+        i64::MAX,
+        i64::MIN,
+        9_000_000_000_000_000,
+        -1_000_000_000_000_000,
+    ] {
+        let status = c
+            .list_trial_rows(pb::ListTrialRowsRequest {
+                run: key.clone(),
+                ended_after_unix_ms: Some(bound),
+                ..Default::default()
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().contains("ended_after_unix_ms"),
+            "{status:?}"
+        );
+    }
+}
