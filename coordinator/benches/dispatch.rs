@@ -331,7 +331,10 @@ async fn main() {
             .await
             .unwrap();
     }
-    let scheduler = Scheduler::new(store.clone());
+    let scheduler = Scheduler::new(store.clone()).with_round_writers(env(
+        "ROUND_WRITERS",
+        akbench_coordinator::scheduler::ROUND_WRITERS,
+    ));
     let service = WorkersService::new(
         scheduler.clone(),
         WorkersConfig {

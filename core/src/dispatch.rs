@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::State;
 
+pub mod hand_out;
 pub mod replica;
 pub mod share;
 

@@ -4,13 +4,14 @@
 -- $3 trial ids this transaction already chose or refused (still `ready` until the claim
 -- creates their attempts); $4/$5 full (run, agent) pairs; $6/$7 full (run, provider route)
 -- pairs; $8 the claiming worker when another worker may take the items it lost (then those
--- are skipped: core::dispatch::may_take), else NULL; $9 now, the scheduler's clock
+-- are skipped: core::dispatch::may_take), else NULL (a claim for several workers gets each
+-- item's `lost_by` and gives it to another: scheduler/claim.rs); $9 now, the scheduler's clock
 -- (readiness after a backoff and route pauses are decided by it). Placement (worker labels)
 -- was decided per run by claim_contenders.sql.
-SELECT c.trial_id, c.run_id, c.agent, c.provider_route
+SELECT c.trial_id, c.run_id, c.agent, c.provider_route, c.lost_by
 FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS p (run_id, n, pos)
 CROSS JOIN LATERAL (
-    SELECT w.trial_id, w.run_id, w.agent, w.provider_route, w.ordinal
+    SELECT w.trial_id, w.run_id, w.agent, w.provider_route, w.ordinal, w.lost_by
     FROM work_items w
     WHERE w.run_id = p.run_id
       AND w.state = 'ready'

@@ -3,10 +3,11 @@
 -- WorkItem {"trial": planned trial, "agent": the run's agent condition} of an item created
 -- by StartRun (migration 0014), else (items enqueued without one) the planned trial's
 -- document. planned_trials.document is `json`: read as jsonb.
--- $1 worker_id; $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds; $5 now, the
--- scheduler's clock (a lease expires by the clock that reaps it: docs/testing.md, "Clocks").
+-- $1 the worker of each item (one claim may serve several workers: scheduler/rounds.rs);
+-- $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds; $5 now, the scheduler's clock (a
+-- lease expires by the clock that reaps it: docs/testing.md, "Clocks").
 WITH taken AS (
-    SELECT * FROM unnest($2::uuid[], $3::uuid[]) AS t (trial_id, attempt_id)
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $1::text[]) AS t (trial_id, attempt_id, worker_id)
 ), items AS (
     UPDATE work_items w
     SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
@@ -16,15 +17,15 @@ WITH taken AS (
     -- of it instead of looking the items up by key (tests/keyed_plans.rs).
     WHERE w.trial_id = t.trial_id AND w.state COLLATE "C" = 'ready'
     RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.agent, w.document,
-              t.attempt_id
+              t.attempt_id, t.worker_id
 ), created AS (
     INSERT INTO attempts (attempt_id, trial_id, number, kind, worker_id, epoch)
-    SELECT attempt_id, trial_id, attempts_used, kind, $1, nextval('lease_epochs')
+    SELECT attempt_id, trial_id, attempts_used, kind, worker_id, nextval('lease_epochs')
     FROM items
-    RETURNING attempt_id, trial_id, number, kind, epoch
+    RETURNING attempt_id, trial_id, number, kind, worker_id, epoch
 ), leased AS (
     INSERT INTO leases (attempt_id, worker_id, epoch, expires_at)
-    SELECT attempt_id, $1, epoch, $5::timestamptz + $4::bigint * interval '1 millisecond'
+    SELECT attempt_id, worker_id, epoch, $5::timestamptz + $4::bigint * interval '1 millisecond'
     FROM created
 ), retried AS (
     -- Attempts beyond the first of their trial are retries (migration 0015's `retries`
@@ -35,7 +36,7 @@ WITH taken AS (
     WHERE i.attempts_used > 1
     GROUP BY i.run_id, i.agent
 )
-SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
+SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch, c.worker_id,
        COALESCE(i.document,
                 CASE WHEN a.document IS NOT NULL
                      THEN jsonb_build_object('trial', p.document::jsonb, 'agent', a.document)

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use akbench_core::dispatch::hand_out::{hand_out, Claimant};
 use akbench_core::dispatch::share::{self, Contender};
 use uuid::Uuid;
 
@@ -36,6 +37,8 @@ struct Candidate {
     run_id: Uuid,
     agent: String,
     route: Option<String>,
+    /// The worker that lost its last attempt, if any.
+    lost_by: Option<String>,
 }
 
 /// A run with ready work this worker may serve, as one claim sees it.
@@ -197,18 +200,57 @@ pub(super) async fn claim_in(
     avoid_lost_by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Assignment>, StoreError> {
-    let chosen = choose(tx, worker_id, limit, avoid_lost_by, now).await?;
-    if chosen.is_empty() {
-        return Ok(Vec::new());
+    let claimant = Claimant {
+        worker_id,
+        wants: u64::try_from(limit).unwrap_or(0),
+        avoids_lost: avoid_lost_by.is_some(),
+    };
+    let mut got = claim_many(tx, &[claimant], ttl_ms, now).await?;
+    Ok(got.pop().unwrap_or_default())
+}
+
+/// One claim for several workers that advertise the same labels (so the same runs may use
+/// them): as many items as they want in all, divided among the runs as for one worker, then
+/// handed out by core ([`hand_out`]). Returns each claimant's assignments, in order.
+pub(super) async fn claim_many(
+    tx: &Tx<'_>,
+    claimants: &[Claimant<'_>],
+    ttl_ms: i64,
+    now: DateTime<Utc>,
+) -> Result<Vec<Vec<Assignment>>, StoreError> {
+    let mut got: Vec<Vec<Assignment>> = claimants.iter().map(|_| Vec::new()).collect();
+    let limit: u64 = claimants.iter().map(|c| c.wants).sum();
+    let Some(first) = claimants.first() else {
+        return Ok(got);
+    };
+    if limit == 0 {
+        return Ok(got);
     }
-    let attempt_ids: Vec<Uuid> = chosen.iter().map(|_| Uuid::now_v7()).collect();
+    // One claimant skips the items it lost in the statement; several hand them to another.
+    let avoid = (claimants.len() == 1 && first.avoids_lost).then_some(first.worker_id);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let chosen = choose(tx, first.worker_id, limit, avoid, now).await?;
+    let lost_by: Vec<Option<&str>> = chosen.iter().map(|(_, l)| l.as_deref()).collect();
+    let mut owner: HashMap<Uuid, usize> = HashMap::new();
+    let (mut trials, mut workers) = (Vec::new(), Vec::new());
+    for ((trial, _), k) in chosen.iter().zip(hand_out(&lost_by, claimants)) {
+        if let Some(k) = k {
+            owner.insert(*trial, k);
+            trials.push(*trial);
+            workers.push(claimants[k].worker_id);
+        }
+    }
+    if trials.is_empty() {
+        return Ok(got);
+    }
+    let attempt_ids: Vec<Uuid> = trials.iter().map(|_| Uuid::now_v7()).collect();
     let rows = tx
         .query(
             &tx.prepare_cached(CREATE_SQL).await?,
-            &[&worker_id, &chosen, &attempt_ids, &ttl_ms, &now],
+            &[&workers, &trials, &attempt_ids, &ttl_ms, &now],
         )
         .await?;
-    Ok(rows::all("claim_create.sql", &rows, |r| {
+    let created = rows::all("claim_create.sql", &rows, |r| {
         Ok(Assignment {
             attempt_id: col(r, "attempt_id")?,
             trial_id: col(r, "trial_id")?,
@@ -218,7 +260,13 @@ pub(super) async fn claim_in(
             epoch: col(r, "epoch")?,
             document: col(r, "document")?,
         })
-    })?)
+    })?;
+    for a in created {
+        if let Some(&k) = owner.get(&a.trial_id) {
+            got[k].push(a);
+        }
+    }
+    Ok(got)
 }
 
 /// The runs with ready work `worker_id` may serve, with their shares and live leases; their
@@ -273,17 +321,17 @@ async fn count_live(tx: &Tx<'_>, open: &mut [Run]) -> Result<(), StoreError> {
 }
 
 /// Picks up to `limit` ready items, divided among the runs by core's share rule and within
-/// their caps, locked for this transaction.
+/// their caps, locked for this transaction; each with the worker that lost its last attempt.
 async fn choose(
     tx: &Tx<'_>,
     worker_id: &str,
     limit: i64,
     avoid_lost_by: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<(Uuid, Option<String>)>, StoreError> {
     let mut caps = CapState::default();
     let mut open = contenders(tx, worker_id, &mut caps).await?;
-    let mut chosen: Vec<Uuid> = Vec::new();
+    let mut chosen: Vec<(Uuid, Option<String>)> = Vec::new();
     let mut refused: Vec<Uuid> = Vec::new();
     let mut live_counted = false;
     for _ in 0..MAX_ROUNDS + open.len() {
@@ -317,7 +365,12 @@ async fn choose(
             caps.full_routes.iter().cloned().unzip();
         // Rows this transaction already holds stay `ready` until the claim creates their
         // attempts: never offered again, whether chosen or refused.
-        let seen: Vec<Uuid> = chosen.iter().chain(&refused).copied().collect();
+        let seen: Vec<Uuid> = chosen
+            .iter()
+            .map(|(t, _)| t)
+            .chain(&refused)
+            .copied()
+            .collect();
         let rows = tx
             .query(
                 &tx.prepare_cached(CANDIDATES_SQL).await?,
@@ -340,6 +393,7 @@ async fn choose(
                 run_id: col(r, "run_id")?,
                 agent: col(r, "agent")?,
                 route: col(r, "provider_route")?,
+                lost_by: col(r, "lost_by")?,
             })
         })?;
         caps.load(tx, &runs).await?;
@@ -347,7 +401,7 @@ async fn choose(
         for c in &candidates {
             *yielded.entry(c.run_id).or_default() += 1;
             if caps.admit(c) {
-                chosen.push(c.trial_id);
+                chosen.push((c.trial_id, c.lost_by.clone()));
                 if let Some(r) = open.iter_mut().find(|r| r.run_id == c.run_id) {
                     r.contender.live += 1;
                 }

@@ -37,6 +37,8 @@ mod record_store;
 mod report;
 mod retry;
 mod revoke;
+mod rounds;
+pub use rounds::{RoundsWritten, ROUND_WRITERS};
 mod routes;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
@@ -54,7 +56,7 @@ use crate::store::{Store, StoreError};
 
 pub use error::SchedulerError;
 pub use record_store::{store_records, NewRecord};
-pub use report::ClaimAfter;
+pub use report::{placement_key, ClaimAfter};
 pub use retry::{JitterSource, RetryPolicy};
 pub use revoke::Revoked;
 pub use types::{
@@ -82,6 +84,7 @@ pub struct Scheduler {
     revoked_to: RevokedTo,
     heard_from: HeardFrom,
     replica: Uuid,
+    rounds: rounds::Rounds,
 }
 
 /// Where revoked leases go once committed: the service that sends their workers `Cancel`.
@@ -145,6 +148,7 @@ impl Scheduler {
             revoked_to: RevokedTo::default(),
             heard_from: HeardFrom::default(),
             replica: Uuid::now_v7(),
+            rounds: rounds::Rounds::new(ROUND_WRITERS),
         }
     }
 

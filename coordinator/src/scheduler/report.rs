@@ -13,9 +13,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::apply::{self, AttemptWrite, Effects, Ending, ItemView, StepWrite};
-use super::claim::claim_in;
 use super::record::check_record;
 use super::record_store::NewRecord;
+use super::rounds::Round;
 use super::{Assignment, Disposition, Report, ReportAck, Scheduler, SchedulerError, TransitionIn};
 use crate::rows::{self, col, count32, parsed, parsed_opt};
 use crate::store::{StoreError, Tx};
@@ -29,7 +29,7 @@ const END_RUNS_SQL: &str = include_str!("../../sql/scheduler/end_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
 
-type Outcome = Result<ReportAck, SchedulerError>;
+pub(super) type Outcome = Result<ReportAck, SchedulerError>;
 
 /// An attempt row, locked, with what this batch changes, and its work item as read.
 struct AttemptRow {
@@ -118,55 +118,22 @@ impl Scheduler {
         chunks.retain(|c| !c.is_empty());
         let n_chunks = chunks.len();
         for (k, chunk) in chunks.iter().enumerate() {
-            let batch: Arc<Vec<(usize, Report)>> =
-                Arc::new(chunk.iter().map(|&i| (i, reports[i].clone())).collect());
             let claim = if k + 1 == n_chunks {
                 claim.clone()
             } else {
                 None
             };
             let earlier_freed = claim.as_ref().map_or(0, |c| freed(c, reports, &outcomes));
-            let now = self.now();
             let result = self
-                .store
-                .tx(|tx| {
-                    let batch = Arc::clone(&batch);
-                    let claim = claim.clone();
-                    let retry = self.retry.clone();
-                    let budgeted = self.budgeted.clone();
-                    Box::pin(async move {
-                        super::keyed_plans(tx).await?;
-                        let (results, revoked) =
-                            apply_batch(tx, &batch, &retry, &budgeted, now).await?;
-                        let mut got = Vec::new();
-                        if let Some(c) = claim {
-                            let mut n = c.free + earlier_freed;
-                            for (i, o) in &results {
-                                let id = batch
-                                    .iter()
-                                    .find(|(j, _)| j == i)
-                                    .map(|(_, r)| r.attempt_id());
-                                let frees = matches!(o, Ok(ReportAck::Finished(_)))
-                                    || matches!(o, Err(SchedulerError::StaleEpoch { .. }));
-                                if frees && id.is_some_and(|id| c.held.contains(&id)) {
-                                    n += 1;
-                                }
-                            }
-                            n = n.min(c.slots);
-                            if n > 0 {
-                                let avoid = c.others_eligible.then_some(c.worker_id.as_str());
-                                got = claim_in(tx, &c.worker_id, n as i64, c.ttl_ms, avoid, now)
-                                    .await?;
-                            }
-                        }
-                        Ok((results, got, revoked))
-                    })
+                .write_round(Round {
+                    batch: chunk.iter().map(|&i| (i, reports[i].clone())).collect(),
+                    claim,
+                    earlier_freed,
                 })
                 .await;
             match result {
-                Ok((results, got, revoked)) => {
+                Ok((results, got)) => {
                     assigned = got;
-                    self.revoked(&revoked);
                     let requeued = results.iter().any(|(_, o)| {
                         matches!(o, Ok(ReportAck::Finished(Some(Disposition::Requeued))))
                     });
@@ -283,6 +250,18 @@ pub struct ClaimAfter {
     pub ttl_ms: i64,
     /// Another worker may claim: skip the items whose last lease this worker lost.
     pub others_eligible: bool,
+    /// The labels the worker advertised, in one canonical form ([`placement_key`]): the
+    /// claims of sessions with equal keys may be made together (scheduler/rounds.rs).
+    pub placement: String,
+}
+
+/// The canonical form of a worker's advertised labels ([`ClaimAfter::placement`]).
+pub fn placement_key(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k:?}={v:?}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Slots freed by the outcomes decided so far.
@@ -290,14 +269,16 @@ fn freed(c: &ClaimAfter, reports: &[Report], outcomes: &[Option<Outcome>]) -> us
     reports
         .iter()
         .zip(outcomes)
-        .filter(|(r, o)| {
-            c.held.contains(&r.attempt_id())
-                && matches!(
-                    o,
-                    Some(Ok(ReportAck::Finished(_))) | Some(Err(SchedulerError::StaleEpoch { .. }))
-                )
-        })
+        .filter(|(r, o)| c.held.contains(&r.attempt_id()) && o.as_ref().is_some_and(frees))
         .count()
+}
+
+/// Whether `outcome` frees the attempt's slot: it finished, or its epoch is stale.
+pub(super) fn frees(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Ok(ReportAck::Finished(_)) | Err(SchedulerError::StaleEpoch { .. })
+    )
 }
 
 fn unexpected(ack: ReportAck) -> SchedulerError {
@@ -361,9 +342,9 @@ fn stale(attempt_id: Uuid, epoch: i64) -> SchedulerError {
 /// Applies a chunk of prechecked reports in one transaction, at `now` by the scheduler's
 /// clock (the time of the transitions it writes, of re-queued trials' backoff and of route
 /// pauses).
-async fn apply_batch(
+pub(super) async fn apply_batch(
     tx: &Tx<'_>,
-    batch: &[(usize, Report)],
+    batch: &[(usize, &Report)],
     retry: &super::RetryPolicy,
     budgeted: &super::budget::BudgetedRuns,
     now: DateTime<Utc>,

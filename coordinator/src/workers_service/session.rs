@@ -214,6 +214,8 @@ struct Session {
     control: mpsc::UnboundedReceiver<Control>,
     /// What was last heard from the worker (shared with the registry and the reaper).
     heard: Arc<Mutex<Heard>>,
+    /// Its advertised labels' canonical form (`scheduler::placement_key`).
+    placement: String,
 }
 
 impl Session {
@@ -276,6 +278,7 @@ impl Session {
             out,
             control,
             heard,
+            placement: crate::scheduler::placement_key(&labels),
         })
     }
 
@@ -564,6 +567,7 @@ impl Session {
                 held: self.held.keys().copied().collect(),
                 ttl_ms: i64::try_from(self.service.config.lease_ttl.as_millis())
                     .unwrap_or(i64::MAX),
+                placement: self.placement.clone(),
             });
             let spans: Vec<tracing::Span> = reports
                 .iter()
