@@ -19,6 +19,9 @@ use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(600);
 
+/// A session's outcomes (errors as text) and the trials it was assigned.
+type SessionGot = (Vec<Result<ReportAck, String>>, Vec<Uuid>);
+
 /// A session of `worker` that holds `held` and finishes it (an infrastructure error, no
 /// retry left), then claims what that freed.
 fn finish_and_claim(
@@ -26,7 +29,7 @@ fn finish_and_claim(
     worker: &str,
     labels: &BTreeMap<String, String>,
     held: &akbench_coordinator::scheduler::Assignment,
-) -> tokio::task::JoinHandle<(Vec<Result<ReportAck, String>>, Vec<Uuid>)> {
+) -> tokio::task::JoinHandle<SessionGot> {
     let s = s.clone();
     let report = Report::Finished {
         attempt_id: held.attempt_id,
