@@ -331,10 +331,15 @@ async fn main() {
             .await
             .unwrap();
     }
-    let scheduler = Scheduler::new(store.clone()).with_round_writers(env(
-        "ROUND_WRITERS",
-        akbench_coordinator::scheduler::ROUND_WRITERS,
-    ));
+    let scheduler = Scheduler::new(store.clone())
+        .with_round_writers(env(
+            "ROUND_WRITERS",
+            akbench_coordinator::scheduler::ROUND_WRITERS,
+        ))
+        .with_round_together(env(
+            "ROUND_TOGETHER",
+            akbench_coordinator::scheduler::ROUND_TOGETHER,
+        ));
     let service = WorkersService::new(
         scheduler.clone(),
         WorkersConfig {

@@ -38,7 +38,7 @@ mod report;
 mod retry;
 mod revoke;
 mod rounds;
-pub use rounds::{RoundsWritten, ROUND_WRITERS};
+pub use rounds::{RoundsWritten, ROUND_TOGETHER, ROUND_WRITERS};
 mod routes;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
@@ -148,7 +148,7 @@ impl Scheduler {
             revoked_to: RevokedTo::default(),
             heard_from: HeardFrom::default(),
             replica: Uuid::now_v7(),
-            rounds: rounds::Rounds::new(ROUND_WRITERS),
+            rounds: rounds::Rounds::new(ROUND_WRITERS, ROUND_TOGETHER),
         }
     }
 

@@ -1,11 +1,12 @@
 //! Group commit of report rounds. A session's report batch, with the claim that rides on it
 //! ([`Scheduler::report_and_claim`]), is one round; the rounds that sessions submit while
 //! earlier ones are being written wait, and the next free writer takes them all into ONE
-//! transaction: one snapshot, one apply and one claim per session for the lot. At most
-//! [`Scheduler::with_round_writers`] such transactions run at once (default
-//! [`ROUND_WRITERS`]), so under load each carries the work of many sessions and a
-//! statement's executor start-up and a commit are shared by all of it; when the
-//! coordinator is idle a round is written at once, alone. River completes jobs the same way
+//! transaction: one snapshot, one apply and one claim per group of same-labelled workers
+//! for the lot. At most [`Scheduler::with_round_writers`] such transactions run at once
+//! (default [`ROUND_WRITERS`]), a second one only when [`ROUND_TOGETHER`] reports wait, so
+//! under load each carries the work of many sessions and a statement's executor start-up
+//! and a commit are shared by all of it; when the coordinator is idle a round is written
+//! at once, alone. River completes jobs the same way
 //! (its batch completer gathers the completions of every producer into one statement).
 //!
 //! Each report is still accepted or refused on its own, by the same code; rounds that name
@@ -28,10 +29,16 @@ use super::report::{apply_batch, frees, ClaimAfter, Outcome};
 use super::{Assignment, Report, Scheduler};
 use crate::store::{StoreError, Tx};
 
-/// Report transactions that run at once by default. Two keep the database busy while a
-/// round commits (one writes while the other's sessions gather the next round) and let
-/// each carry about half of the attempts in flight.
-pub const ROUND_WRITERS: usize = 2;
+/// Report transactions that may run at once by default: more than one uses more than one of
+/// the database's cores; each beyond the first starts only when [`ROUND_TOGETHER`] reports
+/// wait. Measured with the dispatch bench (docs/PERFORMANCE.md, "Group commit").
+pub const ROUND_WRITERS: usize = 3;
+
+/// Reports that must wait before another transaction starts beside a busy one (32 attempts'
+/// transitions, finish and record). Fewer wait for a writer to finish and go with the rest:
+/// a transaction's fixed cost (its statements' start-up, the claim's lookups, the commit) is
+/// then shared by more attempts. With no writer busy a round is written at once.
+pub const ROUND_TOGETHER: usize = 96;
 
 /// Most reports in one transaction (a round larger than this is written alone).
 const MAX_ROUND_REPORTS: usize = 2048;
@@ -58,6 +65,8 @@ struct Waiting {
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Waiting>,
+    /// The reports of the waiting rounds.
+    waiting_reports: usize,
     writers: usize,
     /// Transactions written so far, and the rounds they carried.
     written: RoundsWritten,
@@ -77,6 +86,8 @@ pub struct RoundsWritten {
 pub(super) struct Rounds {
     queue: Arc<Mutex<Queue>>,
     writers: usize,
+    /// Reports that must wait before a writer starts beside a busy one.
+    together: usize,
 }
 
 impl std::fmt::Debug for Rounds {
@@ -86,11 +97,18 @@ impl std::fmt::Debug for Rounds {
 }
 
 impl Rounds {
-    pub(super) fn new(writers: usize) -> Self {
+    pub(super) fn new(writers: usize, together: usize) -> Self {
         Self {
             queue: Arc::default(),
             writers: writers.max(1),
+            together,
         }
+    }
+
+    /// Whether a writer may start a transaction now: it is the only one, or enough reports
+    /// wait to make a round worth a second transaction at once.
+    fn may_write(&self, q: &Queue) -> bool {
+        q.writers <= 1 || q.waiting_reports >= self.together
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -101,7 +119,8 @@ impl Rounds {
     /// attempt another taken one names); `None` (and this writer stops) when none wait.
     fn take(&self) -> Option<Vec<Waiting>> {
         let mut q = self.lock();
-        if q.waiting.is_empty() {
+        // A busy writer takes what is left once it committed.
+        if q.waiting.is_empty() || !self.may_write(&q) {
             q.writers -= 1;
             return None;
         }
@@ -122,6 +141,7 @@ impl Rounds {
                 kept.push_back(w);
             }
         }
+        q.waiting_reports = kept.iter().map(|w| w.round.batch.len()).sum();
         q.waiting = kept;
         Some(taken)
     }
@@ -155,7 +175,14 @@ impl Drop for WriterGuard {
 impl Scheduler {
     /// This scheduler with at most `n` report transactions at once (see the module doc).
     pub fn with_round_writers(mut self, n: usize) -> Self {
-        self.rounds = Rounds::new(n);
+        self.rounds = Rounds::new(n, self.rounds.together);
+        self
+    }
+
+    /// This scheduler starting a report transaction beside a busy one only when at least
+    /// `reports` wait (default [`ROUND_TOGETHER`]); fewer wait for a writer to finish.
+    pub fn with_round_together(mut self, reports: usize) -> Self {
+        self.rounds = Rounds::new(self.rounds.writers, reports);
         self
     }
 
@@ -174,8 +201,10 @@ impl Scheduler {
         let (reply, written) = oneshot::channel();
         let start = {
             let mut q = self.rounds.lock();
+            q.waiting_reports += round.batch.len();
             q.waiting.push_back(Waiting { round, reply });
-            let start = q.writers < self.rounds.writers;
+            let start =
+                q.writers == 0 || (q.writers < self.rounds.writers && self.rounds.may_write(&q));
             if start {
                 q.writers += 1;
             }
