@@ -395,6 +395,11 @@ async fn main() {
         let at = progress.last_assigned.lock().unwrap().unwrap();
         latencies.push(at.saturating_duration_since(t0));
     }
+    // The slowest samples with their place in the sequence (early ones meet connections of
+    // the coordinator's pool that have not run the claim yet).
+    let mut slowest: Vec<(usize, Duration)> = latencies.iter().copied().enumerate().collect();
+    slowest.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
+    slowest.truncate(5);
     latencies.sort();
 
     // Throughput: everything queued at once, then claimed and completed. The items are
@@ -482,6 +487,14 @@ async fn main() {
         "  dispatch latency (enqueue -> assignment, idle slots, {samples} samples): p50 {:.2} ms, p99 {:.2} ms",
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "  slowest samples (sample number: ms): {}",
+        slowest
+            .iter()
+            .map(|(i, d)| format!("{}: {:.2}", i + 1, d.as_secs_f64() * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if let (Some(a), Some(b)) = (cpu0, cpu1) {
         println!(
