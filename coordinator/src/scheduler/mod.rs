@@ -11,7 +11,9 @@
 //! - [`Scheduler::report`] stores what workers say about attempts (transitions, finishes,
 //!   records), many at once, each checked against its epoch and the core lifecycle, each
 //!   accepted or refused on its own; [`Scheduler::record_transitions`],
-//!   [`Scheduler::finish`] and [`Scheduler::upload_record`] are the one-report forms.
+//!   [`Scheduler::finish`] and [`Scheduler::upload_record`] are the one-report forms. The
+//!   reports (and the claim riding on them) that sessions submit while others are being
+//!   written share the next transaction (`rounds`: group commit).
 //! - [`store_records`] stores accepted records and counts their spend (the report path's
 //!   statement, public so that tests and benches store records as the product does).
 //! - [`Scheduler::reap`] takes back expired leases; [`Scheduler::cancel_run`] cancels a run.

@@ -13,7 +13,11 @@
 //! the same attempt never share a transaction (a later round may depend on an earlier
 //! one's outcome). A transaction of several rounds that fails is not the failure of each:
 //! every round in it is written again alone, so one round's database error reaches only
-//! its own session, as before rounds were grouped.
+//! its own session, as before rounds were grouped. A round is written by a spawned writer
+//! task: a caller that stops waiting (its session ended) does not withdraw it; like a
+//! commit whose answer was lost, the worker re-sends what was not acknowledged (accepted
+//! again as a duplicate) and a lease claimed for a session that ended is released when
+//! its worker reconnects without it, or reaped.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
