@@ -14,8 +14,9 @@
 //!
 //! `cargo bench -p akbench-coordinator --bench sessions`; environment: `SIZES` (session
 //! counts, default `10,100,1000`), `SLOTS` (64), `PROCS` (worker processes, default 4),
-//! `ATTEMPT_MS` (20000), `TRIALS` (per size, default 200000), `WARMUP_S` (30), `MEASURE_S`
-//! (30). About (30 + 30 + 20) s per size plus planning and starting the run.
+//! `ATTEMPT_MS` (20000), `TRIALS` (per size, default 200000; it must outlast warm-up and
+//! window at the rate reached, or the live leases and claim latencies say nothing), `WARMUP_S`
+//! (30), `MEASURE_S` (30). About (30 + 30 + 20) s per size plus planning and starting the run.
 
 #[path = "common/bigrun.rs"]
 mod bigrun;
@@ -68,7 +69,7 @@ struct Seen {
 }
 
 /// Runs sessions `FIRST..FIRST+COUNT` until the window ends, then prints one line:
-/// `assigned finished refused latency_us...`.
+/// `assigned finished refused latency_us...` and keeps the sessions open until killed.
 async fn child() {
     let addr: SocketAddr = std::env::var("ADDR").unwrap().parse().unwrap();
     let (first, count) = (env("FIRST", 0), env("COUNT", 1));
@@ -90,17 +91,23 @@ async fn child() {
         ));
     }
     tokio::time::sleep_until(until.into()).await;
-    let s = seen.lock().unwrap();
-    let lat: Vec<String> = s.latencies_us.iter().map(u64::to_string).collect();
-    println!(
-        "{} {} {} {}",
-        s.assigned,
-        s.finished,
-        s.refused,
-        lat.join(" ")
-    );
-    // The sessions end with the process (as a killed worker's would).
-    std::process::exit(0);
+    {
+        let s = seen.lock().unwrap();
+        let lat: Vec<String> = s.latencies_us.iter().map(u64::to_string).collect();
+        println!(
+            "{} {} {} {}",
+            s.assigned,
+            s.finished,
+            s.refused,
+            lat.join(" ")
+        );
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    // The sessions stay open until the parent kills this process (as a killed worker's
+    // would end): it counts the live leases at the window's end, and a process that ended
+    // here first would have its leases released before they were counted.
+    std::future::pending::<()>().await;
 }
 
 async fn one_session(

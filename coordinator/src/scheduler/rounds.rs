@@ -109,10 +109,9 @@ impl Rounds {
         }
     }
 
-    /// Whether a writer may start a transaction now: it is the only one, or enough reports
-    /// wait to make a round worth a second transaction at once.
+    /// Whether a writer (counted in `q.writers`) may start a transaction now.
     fn may_write(&self, q: &Queue) -> bool {
-        q.writers <= 1 || q.waiting_reports >= self.together
+        may_write(q.writers, q.waiting_reports, self.together)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -149,6 +148,20 @@ impl Rounds {
         q.waiting = kept;
         Some(taken)
     }
+}
+
+/// Whether a round just queued starts a writer, with `busy` writers (of at most `limit`) and
+/// `waiting` reports queued: the first at once; another beside busy ones only when at least
+/// `together` reports wait.
+fn starts_writer(busy: usize, limit: usize, waiting: usize, together: usize) -> bool {
+    busy == 0 || (busy < limit && waiting >= together)
+}
+
+/// Whether one of `writers` writers may start a transaction with `waiting` reports queued:
+/// it is the only one, or enough wait to be worth a transaction beside another (fewer are
+/// left to the busy writer, which takes them once it committed).
+fn may_write(writers: usize, waiting: usize, together: usize) -> bool {
+    writers <= 1 || waiting >= together
 }
 
 /// Gives a writer's place back if its task ends without taking the queue's last word (a
@@ -207,8 +220,12 @@ impl Scheduler {
             let mut q = self.rounds.lock();
             q.waiting_reports += round.batch.len();
             q.waiting.push_back(Waiting { round, reply });
-            let start =
-                q.writers == 0 || (q.writers < self.rounds.writers && self.rounds.may_write(&q));
+            let start = starts_writer(
+                q.writers,
+                self.rounds.writers,
+                q.waiting_reports,
+                self.rounds.together,
+            );
             if start {
                 q.writers += 1;
             }
@@ -362,4 +379,50 @@ async fn rounds_in(
         }
     }
     Ok((written, revoked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{may_write, starts_writer};
+
+    #[test]
+    fn a_writer_starts_at_once_when_none_is_busy_and_beside_busy_ones_only_for_enough() {
+        // (busy, limit, waiting, together, starts)
+        let table = [
+            (0, 3, 1, 96, true),
+            (0, 1, 1, 96, true),
+            (1, 3, 95, 96, false),
+            (1, 3, 96, 96, true),
+            (2, 3, 500, 96, true),
+            (3, 3, 500, 96, false),
+            (1, 1, 500, 96, false),
+            (1, 3, 0, 0, true),
+        ];
+        for (busy, limit, waiting, together, want) in table {
+            assert_eq!(
+                starts_writer(busy, limit, waiting, together),
+                want,
+                "busy {busy} of {limit}, {waiting} waiting, together {together}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_counted_writer_writes_alone_or_with_enough_waiting() {
+        // (writers counting this one, waiting, together, may write)
+        let table = [
+            (1, 1, 96, true),
+            (2, 1, 96, false),
+            (2, 95, 96, false),
+            (2, 96, 96, true),
+            (3, 200, 96, true),
+        ];
+        for (writers, waiting, together, want) in table {
+            assert_eq!(
+                may_write(writers, waiting, together),
+                want,
+                "{writers} writers, {waiting} waiting, together {together}"
+            );
+        }
+    }
 }
