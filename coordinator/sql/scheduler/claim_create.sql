@@ -36,7 +36,7 @@ WITH taken AS (
     WHERE i.attempts_used > 1
     GROUP BY i.run_id, i.agent
 )
-SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch, c.worker_id,
+SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
        COALESCE(i.document,
                 CASE WHEN a.document IS NOT NULL
                      THEN jsonb_build_object('trial', p.document::jsonb, 'agent', a.document)

@@ -48,6 +48,7 @@ pub const ROUND_TOGETHER: usize = 96;
 const MAX_ROUND_REPORTS: usize = 2048;
 
 /// One session's chunk of reports and the claim after them.
+#[derive(Clone)]
 pub(super) struct Round {
     /// Reports with their index in the session's call.
     pub batch: Vec<(usize, Report)>,
@@ -69,11 +70,16 @@ struct Waiting {
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Waiting>,
-    /// The reports of the waiting rounds.
-    waiting_reports: usize,
     writers: usize,
     /// Transactions written so far, and the rounds they carried.
     written: RoundsWritten,
+}
+
+impl Queue {
+    /// The reports of the waiting rounds.
+    fn waiting_reports(&self) -> usize {
+        self.waiting.iter().map(|w| w.round.batch.len()).sum()
+    }
 }
 
 /// How many transactions wrote how many rounds (a scheduler's and its clones' so far).
@@ -111,7 +117,7 @@ impl Rounds {
 
     /// Whether a writer (counted in `q.writers`) may start a transaction now.
     fn may_write(&self, q: &Queue) -> bool {
-        may_write(q.writers, q.waiting_reports, self.together)
+        may_write(q.writers, q.waiting_reports(), self.together)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -144,7 +150,6 @@ impl Rounds {
                 kept.push_back(w);
             }
         }
-        q.waiting_reports = kept.iter().map(|w| w.round.batch.len()).sum();
         q.waiting = kept;
         Some(taken)
     }
@@ -218,12 +223,11 @@ impl Scheduler {
         let (reply, written) = oneshot::channel();
         let start = {
             let mut q = self.rounds.lock();
-            q.waiting_reports += round.batch.len();
             q.waiting.push_back(Waiting { round, reply });
             let start = starts_writer(
                 q.writers,
                 self.rounds.writers,
-                q.waiting_reports,
+                q.waiting_reports(),
                 self.rounds.together,
             );
             if start {
@@ -271,17 +275,7 @@ impl Scheduler {
                 }
             }
             Err(_) => {
-                let rounds = Arc::try_unwrap(rounds).unwrap_or_else(|a| {
-                    // Not shared once the transaction returned; rebuilt if it were.
-                    a.iter()
-                        .map(|r| Round {
-                            batch: r.batch.clone(),
-                            claim: r.claim.clone(),
-                            earlier_freed: r.earlier_freed,
-                        })
-                        .collect()
-                });
-                for (round, reply) in rounds.into_iter().zip(replies) {
+                for (round, reply) in Arc::unwrap_or_clone(rounds).into_iter().zip(replies) {
                     let one = Arc::new(vec![round]);
                     let result = self
                         .write_in_one(&one)
