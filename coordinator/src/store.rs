@@ -202,6 +202,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "transitions_in_attempts",
         sql: include_str!("../migrations/0028_transitions_in_attempts.sql"),
     },
+    Migration {
+        version: 29,
+        name: "attempt_refs_by_statement",
+        sql: include_str!("../migrations/0029_attempt_refs_by_statement.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -366,3 +366,78 @@ async fn a_record_needs_its_attempt() {
         .get(0);
     assert_eq!(n, 0);
 }
+
+/// The references of an attempt (its work item, its worker) and of a record (its attempt) are
+/// checked once per statement (migration 0029) with the foreign keys' own error, and the
+/// referenced rows can neither go nor change key.
+#[tokio::test]
+async fn an_attempt_needs_its_work_item_and_worker_and_they_stay() {
+    use akbench_coordinator::scheduler::test_support::{insert_items_by_hand, seed_run};
+    use akbench_coordinator::scheduler::Caps;
+
+    let store = migrated().await;
+    let run = seed_run(&store, 1, "a", &Caps::default())
+        .await
+        .expect("seeds");
+    let trial = run.trial_ids[0];
+    let client = store.client().await.unwrap();
+    insert_items_by_hand(&client, run.run_id).await.unwrap();
+    client
+        .execute(
+            "INSERT INTO workers (worker_id, slots, labels, version) VALUES ('w', 1, '{}', 't')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let insert = "INSERT INTO attempts (attempt_id, trial_id, number, kind, worker_id, epoch) \
+                  VALUES (gen_random_uuid(), $1, $2, 'execute', $3, 1)";
+    let refused = |trial: uuid::Uuid, number: i32, worker: &'static str| {
+        let client = &client;
+        async move {
+            match StoreError::from(
+                client
+                    .execute(insert, &[&trial, &number, &worker])
+                    .await
+                    .unwrap_err(),
+            ) {
+                StoreError::ForeignKey { constraint, .. } => constraint,
+                other => panic!("expected ForeignKey, got {other:?}"),
+            }
+        }
+    };
+    assert_eq!(
+        refused(uuid::Uuid::now_v7(), 1, "w").await,
+        "attempts_trial_id_fkey"
+    );
+    assert_eq!(refused(trial, 1, "nobody").await, "attempts_worker_id_fkey");
+    let stored: i64 = client
+        .query_one("SELECT count(*) FROM attempts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "a refused statement stores nothing");
+    client
+        .execute(insert, &[&trial, &1i32, &"w"])
+        .await
+        .unwrap();
+
+    for (sql, what) in [
+        ("DELETE FROM work_items", "a work item"),
+        ("DELETE FROM workers", "a worker"),
+        ("UPDATE workers SET worker_id = 'w2'", "a worker's id"),
+        (
+            "UPDATE attempts SET worker_id = NULL",
+            "an attempt's worker",
+        ),
+        (
+            "UPDATE attempts SET attempt_id = gen_random_uuid()",
+            "an attempt's id",
+        ),
+    ] {
+        let err = StoreError::from(client.execute(sql, &[]).await.unwrap_err());
+        assert!(
+            matches!(err, StoreError::Immutable { .. }),
+            "{what} must not go or change key: {err:?}"
+        );
+    }
+}
