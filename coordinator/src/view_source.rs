@@ -49,12 +49,13 @@ pub struct StoreBackend {
 }
 
 /// How many runs' verified specs a [`SpecCache`] keeps.
-pub const SPECS_KEPT: usize = 4;
+pub const SPECS_KEPT: usize = 2;
 
 /// The verified specs of the last [`SPECS_KEPT`] runs whose records were read, by run and
 /// spec digest. A stored spec never changes (append-only), and a trial page needs its run's
 /// whole spec: a 50,000-task spec is 22 MB to read and ~0.35 s to verify, which every trial
-/// page of a million-trial run paid.
+/// page of a million-trial run paid. Two at most: a parsed spec of that size holds tens of
+/// MB (not measured).
 #[derive(Debug, Clone, Default)]
 pub struct SpecCache(Arc<Mutex<Vec<KeptSpec>>>);
 
