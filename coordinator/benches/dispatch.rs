@@ -43,7 +43,7 @@ struct Progress {
 }
 
 async fn worker(addr: std::net::SocketAddr, id: String, slots: u32, progress: Arc<Progress>) {
-    let (tx, mut inbound) = session(addr, id, slots).await;
+    let (tx, mut inbound) = session(addr, id, slots).await.expect("opens a session");
     while let Ok(Some(m)) = inbound.message().await {
         match m.body {
             Some(Out::Assignment(a)) => {

@@ -54,7 +54,7 @@ async fn worker(
     hold: Duration,
     seen: Arc<Seen>,
 ) {
-    let (tx, mut inbound) = session(addr, id, slots).await;
+    let (tx, mut inbound) = session(addr, id, slots).await.expect("opens a session");
     while let Ok(Some(m)) = inbound.message().await {
         match m.body {
             Some(Out::Assignment(a)) => {

@@ -10,7 +10,8 @@
 //! `MEASURE_S`: the coordinator's CPU (utime + stime of `/proc/<pid>/stat`), its RSS at the
 //! end, the attempts finished (`not_graded` attempts in PostgreSQL) and the live leases; the
 //! children report the claim latency (a slot freed, or opened, to the assignment that fills
-//! it) p50/p99 over the same window.
+//! it) p50/p99 over the same window, and the sessions that failed to open (connection or
+//! `Session` call; not retried, the reason on stderr).
 //!
 //! `cargo bench -p akbench-coordinator --bench sessions`; environment: `SIZES` (session
 //! counts, default `10,100,1000`), `SLOTS` (64), `PROCS` (worker processes, default 4),
@@ -66,10 +67,12 @@ struct Seen {
     assigned: u64,
     finished: u64,
     refused: u64,
+    /// Sessions whose connection or opening `Session` call failed (not retried).
+    failed: u64,
 }
 
 /// Runs sessions `FIRST..FIRST+COUNT` until the window ends, then prints one line:
-/// `assigned finished refused latency_us...` and keeps the sessions open until killed.
+/// `assigned finished refused failed latency_us...` and keeps the sessions open until killed.
 async fn child() {
     let addr: SocketAddr = std::env::var("ADDR").unwrap().parse().unwrap();
     let (first, count) = (env("FIRST", 0), env("COUNT", 1));
@@ -95,10 +98,11 @@ async fn child() {
         let s = seen.lock().unwrap();
         let lat: Vec<String> = s.latencies_us.iter().map(u64::to_string).collect();
         println!(
-            "{} {} {} {}",
+            "{} {} {} {} {}",
             s.assigned,
             s.finished,
             s.refused,
+            s.failed,
             lat.join(" ")
         );
     }
@@ -118,7 +122,14 @@ async fn one_session(
     (from, until): (Instant, Instant),
     seen: Arc<Mutex<Seen>>,
 ) {
-    let (tx, mut inbound) = session(addr, id, slots).await;
+    let (tx, mut inbound) = match session(addr, id.clone(), slots).await {
+        Ok(s) => s,
+        Err(e) => {
+            seen.lock().unwrap().failed += 1;
+            eprintln!("session {id} failed to open: {e}");
+            return;
+        }
+    };
     let opened = Instant::now();
     // When each free slot became free (oldest first), and the leases held.
     let free: Arc<Mutex<VecDeque<Instant>>> =
@@ -257,7 +268,7 @@ async fn parent() {
         "sessions benchmark: {slots} slots per session, {procs} worker processes, attempts hold a slot {} ms, window {warmup} s + {measure} s",
         env("ATTEMPT_MS", 20_000)
     );
-    println!("sessions | live leases | attempts/s | coordinator CPU ms per attempt | CPU % of a core | RSS MiB (idle -> end) | RSS KiB per session | per live lease | claim p50 / p99 ms | refused | load");
+    println!("sessions | live leases | attempts/s | coordinator CPU ms per attempt | CPU % of a core | RSS MiB (idle -> end) | RSS KiB per session | per live lease | claim p50 / p99 ms | refused | sessions failed to open | load");
     for sessions in sizes {
         // A database of its own per size: nothing left by the previous size's sessions.
         let url = cluster
@@ -320,7 +331,7 @@ async fn parent() {
             &format!("SELECT count(*) FROM work_items WHERE run_id = '{run}' AND state = 'leased'"),
         )
         .await;
-        let (mut latencies, mut refused) = (Vec::new(), 0u64);
+        let (mut latencies, mut refused, mut failed) = (Vec::new(), 0u64, 0u64);
         for mut c in children {
             let out = c.0.stdout.take().unwrap();
             let line = std::io::BufReader::new(out)
@@ -329,9 +340,10 @@ async fn parent() {
                 .and_then(Result::ok)
                 .unwrap_or_default();
             let f: Vec<u64> = line.split(' ').filter_map(|v| v.parse().ok()).collect();
-            if f.len() >= 3 {
+            if f.len() >= 4 {
                 refused += f[2];
-                latencies.extend_from_slice(&f[3..]);
+                failed += f[3];
+                latencies.extend_from_slice(&f[4..]);
             }
         }
         latencies.sort_unstable();
@@ -343,7 +355,7 @@ async fn parent() {
         let attempts = (done1 - done0).max(0) as f64;
         let cpu = cpu1 - cpu0;
         println!(
-            "{sessions} | {live} | {:.0} | {} | {:.0} | {} -> {} | {:.0} | {} | {} / {} | {refused} | {}",
+            "{sessions} | {live} | {:.0} | {} | {:.0} | {} -> {} | {:.0} | {} | {} / {} | {refused} | {failed} | {}",
             attempts / measure as f64,
             if attempts > 0.0 {
                 format!("{:.2}", cpu * 1e3 / attempts)

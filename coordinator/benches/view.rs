@@ -74,7 +74,8 @@ async fn main() {
     let trials = ready.trials.len();
     let key = spec.identity.run_key.clone();
     let t = Instant::now();
-    let (db, store) = done_trials::submit_with_items(&mut client, &url, &spec, &ready).await;
+    let (db, store) =
+        done_trials::submit_streamed_with_items(&mut client, &url, &spec, &ready).await;
     for chunk in ready.trials.chunks(2_000) {
         // A quarter solved.
         done_trials::end_trials(&db, &store, chunk, |t| t.ordinal % 4 == 0).await;

@@ -526,7 +526,13 @@ impl Control for ControlService {
         }
         let spec = evidence::spec(&self.store, &run).await?;
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(crate::trial_records::send(client, spec, ids, tx, db));
+        tokio::spawn(crate::trial_records::send(
+            client,
+            std::sync::Arc::new(spec),
+            ids,
+            tx,
+            db,
+        ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

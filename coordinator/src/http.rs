@@ -66,6 +66,7 @@ pub fn router(state: HttpState) -> Router {
         store: state.store.clone(),
         status: state.status,
         artifacts: state.artifacts.clone(),
+        specs: Default::default(),
     }));
     let guarded = Router::new()
         .route("/api/runs/{run}/status", get(status_json))

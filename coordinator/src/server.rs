@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -278,13 +278,9 @@ pub async fn serve_with(
             "no tokens configured: the coordinator is open to anyone who can reach it (local mode)"
         );
     }
-    let bind = |addr: SocketAddr| async move {
-        TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })
-    };
-    let grpc = bind(config.grpc_listen).await?;
-    let http = bind(config.http_listen).await?;
+    let bind = |addr: SocketAddr| listen(addr).map_err(|source| ServeError::Bind { addr, source });
+    let grpc = bind(config.grpc_listen)?;
+    let http = bind(config.http_listen)?;
     let (grpc_addr, http_addr) = (
         grpc.local_addr().map_err(|source| ServeError::Bind {
             addr: config.grpc_listen,
@@ -442,6 +438,30 @@ pub async fn serve_with(
         tls,
         task,
     })
+}
+
+/// The accept backlog of the coordinator's listeners (the kernel caps it at
+/// `net.core.somaxconn`, 4096 by default since Linux 5.4). `TcpListener::bind` asks for 128
+/// (the standard library's value): when a fleet of workers connects at once (a coordinator
+/// restart, or 1,000 sessions opening together) the connections beyond the accept queue
+/// overflow it, the kernel answers with SYN cookies and drops the handshakes' last ACKs, and
+/// a share of the workers' first requests end in "connection reset" (97 of 1,000 sessions
+/// in the `sessions` bench, with `TcpExtListenOverflows` and `TcpExtSyncookiesFailed`
+/// rising). Workers retry with backoff, but each reset costs them a reconnect.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener bound to `addr` with [`LISTEN_BACKLOG`] (address reuse on, as
+/// `TcpListener::bind` sets it). Needs a Tokio runtime.
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Accepted gRPC connections with Nagle's algorithm off (small responses go out at once

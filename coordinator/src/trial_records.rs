@@ -153,7 +153,7 @@ fn message(spec: &ResolvedRunSpec, g: Gathered) -> Result<pb::RunRecord, String>
 /// Streams the records of `trials` (empty: all) of the run to `tx`, in plan order.
 pub async fn send(
     client: deadpool_postgres::Object,
-    spec: ResolvedRunSpec,
+    spec: std::sync::Arc<ResolvedRunSpec>,
     trials: Vec<Uuid>,
     tx: mpsc::Sender<Result<pb::RunRecord, Status>>,
     db: impl Fn(tokio_postgres::Error) -> Status,

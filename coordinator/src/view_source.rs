@@ -7,9 +7,11 @@
 //! assembled by [`crate::trial_records`] exactly as `FetchRecords` streams it. The HTTP listener serves the viewer's pages over it ([`crate::http`]). Read-only.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
+use akbench_core::spec::ResolvedRunSpec;
 use akbench_core::spend::Spend;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
@@ -42,6 +44,51 @@ pub struct StoreBackend {
     pub status: StatusOptions,
     /// The workers' artifact folder, when the coordinator was given one (`--artifacts`).
     pub artifacts: Option<PathBuf>,
+    /// The verified specs of the runs whose records were read lately.
+    pub specs: SpecCache,
+}
+
+/// How many runs' verified specs a [`SpecCache`] keeps.
+pub const SPECS_KEPT: usize = 2;
+
+/// The verified specs of the last [`SPECS_KEPT`] runs whose records were read, by run and
+/// spec digest. A stored spec never changes (append-only), and a trial page needs its run's
+/// whole spec: a 50,000-task spec is 22 MB to read and ~0.35 s to verify, which every trial
+/// page of a million-trial run paid. Two at most: a parsed spec of that size holds tens of
+/// MB (not measured).
+#[derive(Debug, Clone, Default)]
+pub struct SpecCache(Arc<Mutex<Vec<KeptSpec>>>);
+
+/// A run, its spec's digest and the verified spec.
+type KeptSpec = (Uuid, String, Arc<ResolvedRunSpec>);
+
+impl SpecCache {
+    /// The spec of `run`, from the cache or read (and verified) from `store`.
+    pub async fn spec(
+        &self,
+        store: &Store,
+        run: &RunSummary,
+    ) -> Result<Arc<ResolvedRunSpec>, ControlError> {
+        if let Some(spec) = self.get(run) {
+            return Ok(spec);
+        }
+        let spec = Arc::new(evidence::spec(store, run).await?);
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(id, _, _)| *id != run.run_id);
+        if kept.len() >= SPECS_KEPT {
+            kept.remove(0);
+        }
+        kept.push((run.run_id, run.spec_digest.clone(), Arc::clone(&spec)));
+        Ok(spec)
+    }
+
+    /// The cached spec of `run` (the same digest), if any.
+    pub fn get(&self, run: &RunSummary) -> Option<Arc<ResolvedRunSpec>> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter()
+            .find(|(id, digest, _)| *id == run.run_id && *digest == run.spec_digest)
+            .map(|(_, _, spec)| Arc::clone(spec))
+    }
 }
 
 /// The coordinator's status as the viewer's live status.
@@ -207,7 +254,9 @@ impl StoreBackend {
         let Some(summary) = self.summary_of(run, &what).await? else {
             return Ok(Vec::new());
         };
-        let spec = evidence::spec(&self.store, &summary)
+        let spec = self
+            .specs
+            .spec(&self.store, &summary)
             .await
             .map_err(read(&what))?;
         let client = self

@@ -8,11 +8,13 @@
 //! (the same millisecond included), each with when it ended, in pages as well.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use akbench_coordinator::evidence::{self, RunSummary};
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::status::StatusOptions;
 use akbench_coordinator::store::Store;
-use akbench_coordinator::view_source::StoreBackend;
+use akbench_coordinator::view_source::{SpecCache, StoreBackend};
 use akbench_core::clock::SystemClock;
 use akbench_core::plan::{plan, PlannedTrial};
 use akbench_core::testkit::synthetic_spec;
@@ -159,10 +161,12 @@ async fn pages_of_trial_rows_lose_and_repeat_nothing() {
 
     // The viewer's run page over the coordinator's database, the run above its aggregate
     // limit: one page of trials per request, chained by the next page's `after`.
+    let specs = SpecCache::default();
     let mut source = Coordinated::new(StoreBackend {
         store: store.clone(),
         status: StatusOptions::default(),
         artifacts: None,
+        specs: specs.clone(),
     });
     source.aggregate_max = done - 1;
     let mut at = PageAt {
@@ -217,6 +221,25 @@ async fn pages_of_trial_rows_lose_and_repeat_nothing() {
     let p = source.run(&key, PageAt::default()).await.unwrap().unwrap();
     assert!(p.paged.is_none());
     assert_eq!(p.view.trials.len() as u64, done);
+
+    // Trial pages: the run's spec is read and verified once, then taken from the cache.
+    let run = evidence::find_run(&store, &key).await.unwrap();
+    assert!(specs.get(&run).is_none(), "no record read yet");
+    let first = source.trial(&keys[0]).await.unwrap().expect("a done trial");
+    assert_eq!(first.record.trial.key, keys[0]);
+    let kept = specs.get(&run).expect("the spec is kept");
+    let second = source.trial(&keys[1]).await.unwrap().expect("a done trial");
+    assert_eq!(second.record.trial.key, keys[1]);
+    assert!(
+        Arc::ptr_eq(&kept, &specs.get(&run).unwrap()),
+        "the second page read the kept spec"
+    );
+    // A run whose spec digest differs (another spec) is not served the kept one.
+    let other = RunSummary {
+        spec_digest: "another".into(),
+        ..run.clone()
+    };
+    assert!(specs.get(&other).is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,7 +138,13 @@ fn direct(c: &common::Corpus, n: usize) -> f64 {
                 number: 1,
                 artifacts_dir: c.root().join(format!("direct/a{i}")),
                 artifacts_rel: format!("a{i}"),
-                options: AttemptOptions::default(),
+                // As the daemon's runner sets them (the trial's runtime: `direct` here; the
+                // default options would run in the sandbox).
+                options: AttemptOptions {
+                    grade: items[0].trial.evaluation.grade,
+                    ..AttemptOptions::default()
+                }
+                .with_compute(&items[0].trial.compute),
             },
             &Silent,
             &CancelToken::new(),

@@ -84,20 +84,24 @@ pub fn messages(attempt_id: &str, epoch: i64, traceparent: &str) -> [WorkerMessa
 }
 
 /// Opens worker `id`'s session with `slots` slots on the coordinator at `addr` (plain gRPC):
-/// where to send its messages, and what the coordinator sends it.
+/// where to send its messages, and what the coordinator sends it; or why it failed to open
+/// (the connection, or the `Session` call).
 pub async fn session(
     addr: SocketAddr,
     id: String,
     slots: u32,
-) -> (
-    mpsc::Sender<WorkerMessage>,
-    tonic::Streaming<CoordinatorMessage>,
-) {
+) -> Result<
+    (
+        mpsc::Sender<WorkerMessage>,
+        tonic::Streaming<CoordinatorMessage>,
+    ),
+    String,
+> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
-        .unwrap();
+        .map_err(|e| format!("connect: {e:?}"))?;
     let (tx, rx) = mpsc::channel(4096);
     tx.send(WorkerMessage {
         body: Some(In::Hello(Hello {
@@ -111,7 +115,7 @@ pub async fn session(
     let inbound = WorkersClient::new(channel)
         .session(ReceiverStream::new(rx))
         .await
-        .unwrap()
+        .map_err(|e| format!("session: {e:?}"))?
         .into_inner();
-    (tx, inbound)
+    Ok((tx, inbound))
 }

@@ -1,7 +1,8 @@
 //! A run with done trials made by hand, the way the scheduler leaves them, for the tests and
 //! benches that read done trials (the trial rows, the viewer, the records' export) without
 //! running any: [`serve`] serves a coordinator in-process; [`submit_with_items`] submits the
-//! plan over gRPC and makes its work items as `StartRun` would; [`end_trials`] ends trials
+//! plan over gRPC (or streamed: [`submit_streamed_with_items`]) and makes its work items as
+//! `StartRun` would; [`end_trials`] ends trials
 //! with one completed attempt each, its accepted record (the shape workers upload, stored by
 //! the product's `store_records`), the work item done with its bucket and the run's counters
 //! moved; [`stamp_ended`] sets when they ended. Included by path (`#[path]`) from
@@ -71,6 +72,44 @@ pub async fn submit_with_items(
     })
     .await
     .unwrap();
+    with_items(url, spec).await
+}
+
+/// [`submit_with_items`] over `SubmitPlanStream` (as `akbench run submit` sends a plan),
+/// about 1 MiB of trials a message: for plans above the unary call's message limit (a
+/// million trials).
+pub async fn submit_streamed_with_items(
+    c: &mut ControlClient<Channel>,
+    url: &str,
+    spec: &ResolvedRunSpec,
+    ready: &RunPlan,
+) -> (tokio_postgres::Client, Store) {
+    let mut chunks = vec![pb::SubmitPlanChunk {
+        spec_json: canonical_json(spec),
+        spec_digest: spec.digest.clone(),
+        plan_head_json: canonical_json(&ready.head()),
+        plan_digest: ready.digest.clone(),
+        trials_json: Vec::new(),
+    }];
+    let mut bytes = 0;
+    for t in &ready.trials {
+        let text = canonical_json(t);
+        if bytes + text.len() > 1 << 20 {
+            chunks.push(pb::SubmitPlanChunk::default());
+            bytes = 0;
+        }
+        bytes += text.len();
+        chunks.last_mut().unwrap().trials_json.push(text);
+    }
+    c.submit_plan_stream(tokio_stream::iter(chunks))
+        .await
+        .unwrap();
+    with_items(url, spec).await
+}
+
+/// A connection to the database at `url` and a store on it, with the work items of the
+/// submitted run `spec` made by hand.
+async fn with_items(url: &str, spec: &ResolvedRunSpec) -> (tokio_postgres::Client, Store) {
     let (db, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();
