@@ -2,15 +2,19 @@
 //! real coordinator and a private PostgreSQL cluster (fsync on). Each attempt is claim ->
 //! 11 transitions (one batch) -> record upload -> finish; the items are queued before the
 //! clock starts and the sessions open with it, as the raw loop's rows are inserted before
-//! pgbench runs. Reports attempts/s, the
-//! enqueue-to-assignment latency with idle slots (p50/p99), CPU and WAL bytes per attempt, and a
-//! raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the same
-//! cluster, with its CPU and WAL bytes per transaction.
+//! pgbench runs. Reports the enqueue-to-assignment latency with idle slots (p50/p99), then
+//! `PAIRS` pairs of phases: the dispatch's attempts/s with its CPU and WAL bytes per attempt,
+//! then a raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the
+//! same cluster with its CPU and WAL bytes per transaction; each pair's ratio, and the median
+//! of the pairs' ratios as the bench's figure (a change of the machine's speed during the run
+//! falls on both sides of a pair).
 //!
-//! `cargo bench -p akbench-coordinator --bench dispatch`; environment: `ATTEMPTS` (20000),
-//! `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES` (200), `PGBENCH_SECONDS` (10);
+//! `cargo bench -p akbench-coordinator --bench dispatch` (about 1.5 min); environment:
+//! `ATTEMPTS` (20000 per pair), `PAIRS` (3), `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES`
+//! (200), `PGBENCH_SECONDS` (5 per pair), the report rounds' `ROUND_WRITERS` and
+//! `ROUND_TOGETHER`;
 //! `AKBENCH_BENCH_STATS=1` loads `pg_stat_statements` and prints the statements and the
-//! trigger functions of the throughput phase by total time and the rows each table had
+//! trigger functions of the last pair's dispatch phase by total time and the rows each table had
 //! written (inserted, updated and how many of those HOT, deleted) and the phase's WAL records by
 //! kind (`pg_waldump --stats=record`), and explains statements slower
 //! than `AKBENCH_BENCH_EXPLAIN_MS` (30) in the server log, a fraction
@@ -73,6 +77,45 @@ async fn wait_until(progress: &Progress, f: impl Fn(&Progress) -> bool) {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+    }
+}
+
+/// One pair of phases: the dispatch of the queued items, then the raw loop.
+struct Pair {
+    /// Attempts per second.
+    rate: f64,
+    elapsed: Duration,
+    enqueue_took: Duration,
+    /// CPU per attempt in ms: this process, PostgreSQL.
+    cpu: Option<(f64, f64)>,
+    /// WAL bytes per attempt.
+    wal: Option<f64>,
+    raw_tps: Option<f64>,
+    /// PostgreSQL CPU per raw transaction, ms.
+    raw_cpu: Option<f64>,
+    /// WAL bytes per raw transaction.
+    raw_wal: Option<f64>,
+}
+
+impl Pair {
+    fn line(&self) -> String {
+        let mut out = format!(
+            "{:.0} attempts/s ({:.2} s; enqueue {:.2} s before it)",
+            self.rate,
+            self.elapsed.as_secs_f64(),
+            self.enqueue_took.as_secs_f64()
+        );
+        if let Some((own, pg)) = self.cpu {
+            out += &format!(", CPU per attempt {own:.3} ms process + {pg:.3} ms PostgreSQL");
+        }
+        if let Some(w) = self.wal {
+            out += &format!(", WAL {w:.0} B");
+        }
+        match self.raw_tps {
+            Some(tps) => out += &format!("; raw {tps:.0} tx/s, ratio {:.2}", self.rate / tps),
+            None => out += "; raw loop not available",
+        }
+        out
     }
 }
 
@@ -275,7 +318,8 @@ async fn main() {
     let sessions = env("SESSIONS", 8);
     let slots = env("SLOTS", 8) as u32;
     let samples = env("LATENCY_SAMPLES", 200);
-    let pg_seconds = env("PGBENCH_SECONDS", 10);
+    let pg_seconds = env("PGBENCH_SECONDS", 5);
+    let pairs = env("PAIRS", 3);
 
     let stats = std::env::var_os("AKBENCH_BENCH_STATS").is_some();
     // With stats: statements slower than this are explained in the server log (a sample).
@@ -402,87 +446,126 @@ async fn main() {
     slowest.truncate(5);
     latencies.sort();
 
-    // Throughput: everything queued at once, then claimed and completed. The items are
-    // queued before the clock starts and with no session open (the latency phase's end
-    // first), as the raw loop's rows are inserted before pgbench runs: both phases time
-    // claiming and completing queued work. The sessions open when the clock starts.
+    // Throughput against the raw loop, in `PAIRS` pairs of phases: each pair times the
+    // dispatch of `ATTEMPTS` queued items, then runs the raw loop for `PGBENCH_SECONDS`, so
+    // that a change of the machine's speed during the run (this VM's raw loop moves 2x
+    // between consecutive runs) falls on both sides of a pair's ratio; the median ratio is
+    // the bench's figure.
     for w in latency_workers {
         w.abort();
     }
     while service.connected() > 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let run = seed_run(&store, attempts, "noop", &Caps::default())
-        .await
-        .unwrap();
-    let items = run.items("noop", 0);
-    let base = progress.finished.load(Ordering::Relaxed);
-    let enqueue_started = Instant::now();
-    scheduler.enqueue(run.run_id, &items).await.unwrap();
-    let enqueue_took = enqueue_started.elapsed();
-    if stats {
-        let c = store.client().await.unwrap();
-        c.batch_execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")
-            .await
-            .unwrap();
-    }
-    let cpu0 = cpu_seconds(&cluster);
-    let at0 = wal_position(&store).await;
-    let t0 = Instant::now();
-    for i in 0..sessions {
-        tokio::spawn(worker(
-            addr,
-            format!("bench-t{i}"),
-            slots,
-            Arc::clone(&progress),
-        ));
-    }
-    let before = progress.finished.load(Ordering::Relaxed);
-    let target = base + attempts as u64;
-    wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
-    let elapsed = t0.elapsed();
-    let timed = (target - before) as usize;
-    let rate = timed as f64 / elapsed.as_secs_f64();
-    let cpu1 = cpu_seconds(&cluster);
-    let at1 = wal_position(&store).await;
-    if stats {
-        print_statements(&store).await;
-    }
-
-    // The raw loop on the same cluster.
     let raw_db = "raw";
     let raw_url = cluster.create_database(raw_db).await.expect("raw database");
     let raw = Store::connect(&raw_url).await.unwrap();
+    // Enough ready rows for every pair's loop at well above this machine's rate.
+    let raw_rows = 100_000 * pairs.max(1) * pg_seconds.max(1) / 2;
     raw.client()
         .await
         .unwrap()
-        .batch_execute(
+        .batch_execute(&format!(
             "CREATE TABLE raw_jobs (id bigserial PRIMARY KEY, state text NOT NULL, done_at timestamptz);
-             INSERT INTO raw_jobs (state) SELECT 'ready' FROM generate_series(1, 400000);
-             CREATE INDEX raw_jobs_ready ON raw_jobs (id) WHERE state = 'ready';",
-        )
+             INSERT INTO raw_jobs (state) SELECT 'ready' FROM generate_series(1, {raw_rows});
+             CREATE INDEX raw_jobs_ready ON raw_jobs (id) WHERE state = 'ready';
+             VACUUM ANALYZE raw_jobs;"
+        ))
         .await
         .unwrap();
-    raw.client()
-        .await
-        .unwrap()
-        .batch_execute("VACUUM ANALYZE raw_jobs")
-        .await
-        .unwrap();
-    let cpu2 = cpu_seconds(&cluster);
-    let wal2 = wal_position(&raw).await.map(|w| w.0);
-    let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
-    let cpu3 = cpu_seconds(&cluster);
-    let wal3 = wal_position(&raw).await.map(|w| w.0);
+    let mut pair_figures: Vec<Pair> = Vec::new();
+    for k in 0..pairs.max(1) {
+        let last = k + 1 == pairs.max(1);
+        // The items are queued before the clock starts and with no session open, as the raw
+        // loop's rows are inserted before pgbench runs: both phases time claiming and
+        // completing queued work. The sessions open when the clock starts.
+        let run = seed_run(&store, attempts, "noop", &Caps::default())
+            .await
+            .unwrap();
+        let items = run.items("noop", 0);
+        let base = progress.finished.load(Ordering::Relaxed);
+        let enqueue_started = Instant::now();
+        scheduler.enqueue(run.run_id, &items).await.unwrap();
+        let enqueue_took = enqueue_started.elapsed();
+        if stats && last {
+            let c = store.client().await.unwrap();
+            c.batch_execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")
+                .await
+                .unwrap();
+        }
+        let cpu0 = cpu_seconds(&cluster);
+        let at0 = wal_position(&store).await;
+        let t0 = Instant::now();
+        let workers: Vec<_> = (0..sessions)
+            .map(|i| {
+                tokio::spawn(worker(
+                    addr,
+                    format!("bench-t{k}-{i}"),
+                    slots,
+                    Arc::clone(&progress),
+                ))
+            })
+            .collect();
+        let target = base + attempts as u64;
+        wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) >= target).await;
+        let elapsed = t0.elapsed();
+        let cpu1 = cpu_seconds(&cluster);
+        let at1 = wal_position(&store).await;
+        for w in workers {
+            w.abort();
+        }
+        while service.connected() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if stats && last {
+            print_statements(&store).await;
+        }
+
+        let cpu2 = cpu_seconds(&cluster);
+        let wal2 = wal_position(&raw).await.map(|w| w.0);
+        let raw_tps = pgbench(&cluster, raw_db, pg_seconds);
+        let cpu3 = cpu_seconds(&cluster);
+        let wal3 = wal_position(&raw).await.map(|w| w.0);
+        let pair = Pair {
+            rate: attempts as f64 / elapsed.as_secs_f64(),
+            elapsed,
+            enqueue_took,
+            cpu: cpu0.zip(cpu1).map(|(a, b)| {
+                (
+                    (b.0 - a.0) * 1e3 / attempts as f64,
+                    (b.1 - a.1) * 1e3 / attempts as f64,
+                )
+            }),
+            wal: at0
+                .as_ref()
+                .zip(at1.as_ref())
+                .map(|((a, _), (b, _))| (b - a) as f64 / attempts as f64),
+            raw_tps,
+            raw_cpu: cpu2
+                .zip(cpu3)
+                .zip(raw_tps)
+                .map(|((a, b), tps)| (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)),
+            raw_wal: wal2
+                .zip(wal3)
+                .zip(raw_tps)
+                .map(|((c, d), tps)| (d - c) as f64 / (tps * pg_seconds as f64)),
+        };
+        println!("  pair {}: {}", k + 1, pair.line());
+        pair_figures.push(pair);
+        if let (true, true, Some((_, from)), Some((_, to))) = (stats, last, &at0, &at1) {
+            print_wal_kinds(&cluster, from, to, attempts);
+        }
+    }
     drop(raw);
 
     println!("coordinator dispatch benchmark");
-    println!("  sessions x slots: {sessions} x {slots}; attempts: {attempts}");
     println!(
-        "  throughput: {rate:.0} attempts/s ({timed} in {:.2} s; the enqueue of {attempts} items before it took {:.2} s)",
-        elapsed.as_secs_f64(),
-        enqueue_took.as_secs_f64()
+        "  sessions x slots: {sessions} x {slots}; attempts: {attempts} per pair, {} pairs",
+        pair_figures.len()
     );
+    for (k, p) in pair_figures.iter().enumerate() {
+        println!("  pair {}: {}", k + 1, p.line());
+    }
     println!(
         "  dispatch latency (enqueue -> assignment, idle slots, {samples} samples): p50 {:.2} ms, p99 {:.2} ms",
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
@@ -496,30 +579,24 @@ async fn main() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+    let median = |mut v: Vec<f64>| -> Option<f64> {
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| v[v.len() / 2])
+    };
+    let of = |f: &dyn Fn(&Pair) -> Option<f64>| median(pair_figures.iter().filter_map(f).collect());
+    if let (Some(own), Some(pg)) = (of(&|p| p.cpu.map(|c| c.0)), of(&|p| p.cpu.map(|c| c.1))) {
         println!(
-            "  CPU per attempt: {:.3} ms this process (coordinator + synthetic workers), {:.3} ms PostgreSQL",
-            (b.0 - a.0) * 1e3 / timed as f64,
-            (b.1 - a.1) * 1e3 / timed as f64
+            "  CPU per attempt (median of the pairs): {own:.3} ms this process (coordinator + synthetic workers), {pg:.3} ms PostgreSQL"
         );
     }
-    if let (Some(a), Some(b), Some(tps)) = (cpu2, cpu3, raw_tps) {
-        println!(
-            "  CPU per raw pgbench transaction: {:.3} ms PostgreSQL",
-            (b.1 - a.1) * 1e3 / (tps * pg_seconds as f64)
-        );
+    if let Some(c) = of(&|p| p.raw_cpu) {
+        println!("  CPU per raw pgbench transaction (median): {c:.3} ms PostgreSQL");
     }
-    if let (Some((a, _)), Some((b, _))) = (&at0, &at1) {
-        print!(
-            "  WAL per attempt: {:.0} bytes",
-            (b - a) as f64 / timed as f64
-        );
-        match (wal2, wal3, raw_tps) {
-            (Some(c), Some(d), Some(tps)) => println!(
-                "; per raw pgbench transaction: {:.0} bytes",
-                (d - c) as f64 / (tps * pg_seconds as f64)
-            ),
-            _ => println!(),
+    if let Some(w) = of(&|p| p.wal) {
+        print!("  WAL per attempt (median): {w:.0} bytes");
+        match of(&|p| p.raw_wal) {
+            Some(r) => println!("; per raw pgbench transaction: {r:.0} bytes"),
+            None => println!(),
         }
     }
     println!(
@@ -528,15 +605,15 @@ async fn main() {
             .unwrap_or_default()
             .trim()
     );
-    match raw_tps {
-        Some(tps) => println!(
-            "  raw pgbench SKIP LOCKED claim+complete (8 clients): {tps:.0} tx/s; ratio {:.2}",
-            rate / tps
+    match (
+        of(&|p| Some(p.rate)),
+        of(&|p| p.raw_tps),
+        of(&|p| p.raw_tps.map(|t| p.rate / t)),
+    ) {
+        (Some(rate), Some(tps), Some(ratio)) => println!(
+            "  throughput {rate:.0} attempts/s, raw pgbench SKIP LOCKED claim+complete (8 clients) {tps:.0} tx/s (medians); ratio {ratio:.2} (median of the pairs' ratios)"
         ),
-        None => println!("  raw pgbench: not available"),
-    }
-    if let (true, Some((_, from)), Some((_, to))) = (stats, &at0, &at1) {
-        print_wal_kinds(&cluster, from, to, timed);
+        _ => println!("  raw pgbench: not available"),
     }
     drop(service);
     if stats {

@@ -207,6 +207,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "attempt_refs_by_statement",
         sql: include_str!("../migrations/0029_attempt_refs_by_statement.sql"),
     },
+    Migration {
+        version: 30,
+        name: "no_live_attempts_by_worker",
+        sql: include_str!("../migrations/0030_no_live_attempts_by_worker.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.
