@@ -432,12 +432,17 @@ async fn only_integrity_triggers_are_left_on_the_dispatch_tables() {
         [
             "attempts_no_delete",
             "attempts_no_truncate",
+            "attempts_refs_exist",
+            "attempts_refs_fixed",
             "runs_no_delete",
             "runs_no_truncate",
             "runs_run_id_fixed",
             "submissions_append_only",
+            "submissions_attempt_exists",
             "submissions_no_truncate",
             "work_items_agent",
+            "work_items_no_delete",
+            "work_items_no_truncate",
             "work_items_refs_exist",
             "work_items_refs_fixed",
         ]
