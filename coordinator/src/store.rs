@@ -4,8 +4,10 @@
 //!
 //! Schema: see `coordinator/migrations/` (numbered, embedded with `include_str!`) and
 //! `coordinator/sql/`. Evidence tables (`run_specs`, `plans`, `planned_trials`) are
-//! append-only, enforced by a trigger that raises SQLSTATE `AKB01` ([`StoreError::Immutable`]). Operational tables (`runs`, `work_items`, `attempts`,
-//! `leases`, `transitions`, `submissions`, `quarantine`, `workers`) change as work moves.
+//! append-only, enforced by a trigger that raises SQLSTATE `AKB01` ([`StoreError::Immutable`]).
+//! Operational tables (`runs`, `work_items`, `attempts`, `submissions`, `quarantine`,
+//! `workers`) change as work moves; the rows attempts refer to (`work_items`, `workers`) are
+//! never deleted and the references never change (the same SQLSTATE, migration 0029).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +27,8 @@ pub type TxFuture<'t, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + 
 /// deadlock before giving up with [`StoreError::Retryable`].
 pub const MAX_TX_ATTEMPTS: u32 = 5;
 
-/// SQLSTATE raised by the append-only trigger of the evidence tables.
+/// SQLSTATE raised by the triggers that keep rows for good: the evidence tables' append-only
+/// trigger and the refusals of migration 0029.
 pub const SQLSTATE_IMMUTABLE: &str = "AKB01";
 
 /// The advisory lock key that serialises migrators ("akbench" in ASCII).
@@ -240,10 +243,13 @@ pub enum StoreError {
         /// The server's message.
         message: String,
     },
-    /// An UPDATE, DELETE or TRUNCATE of append-only evidence (SQLSTATE AKB01).
-    #[error("failed to change {table}: evidence is append-only ({message})")]
+    /// A change refused because the rows are kept for good (SQLSTATE AKB01): an UPDATE,
+    /// DELETE or TRUNCATE of append-only evidence (`run_specs`, `plans`, `planned_trials`), a
+    /// DELETE or TRUNCATE of the rows attempts refer to (`work_items`, `workers`), or a
+    /// change of those references. The server's message says which.
+    #[error("failed to change {table}: its rows are kept for good ({message})")]
     Immutable {
-        /// The evidence table.
+        /// The table.
         table: String,
         /// The server's message.
         message: String,

@@ -439,5 +439,11 @@ async fn an_attempt_needs_its_work_item_and_worker_and_they_stay() {
             matches!(err, StoreError::Immutable { .. }),
             "{what} must not go or change key: {err:?}"
         );
+        // The message says why, not that operational rows are "evidence".
+        let text = err.to_string();
+        assert!(
+            text.contains("kept for good") && !text.contains("evidence"),
+            "{what}: {text}"
+        );
     }
 }

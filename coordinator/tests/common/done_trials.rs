@@ -76,7 +76,7 @@ pub async fn submit_with_items(
 }
 
 /// [`submit_with_items`] over `SubmitPlanStream` (as `akbench run submit` sends a plan),
-/// about 1 MiB of trials a message: for plans above the unary call's message limit (a
+/// cut as `akbench_proto::plan_chunks` cuts it: for plans above the unary call's message limit (a
 /// million trials).
 pub async fn submit_streamed_with_items(
     c: &mut ControlClient<Channel>,
@@ -84,23 +84,7 @@ pub async fn submit_streamed_with_items(
     spec: &ResolvedRunSpec,
     ready: &RunPlan,
 ) -> (tokio_postgres::Client, Store) {
-    let mut chunks = vec![pb::SubmitPlanChunk {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_head_json: canonical_json(&ready.head()),
-        plan_digest: ready.digest.clone(),
-        trials_json: Vec::new(),
-    }];
-    let mut bytes = 0;
-    for t in &ready.trials {
-        let text = canonical_json(t);
-        if bytes + text.len() > 1 << 20 {
-            chunks.push(pb::SubmitPlanChunk::default());
-            bytes = 0;
-        }
-        bytes += text.len();
-        chunks.last_mut().unwrap().trials_json.push(text);
-    }
+    let chunks = akbench_proto::plan_chunks::PlanChunker::all(spec, ready);
     c.submit_plan_stream(tokio_stream::iter(chunks))
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 //!
 //! A reader thread reads the ready plan file one trial at a time
 //! (`EvidenceStore::stream_trials`, which checks the plan's digest as the trials pass) and
-//! hands chunks of at most [`CHUNK_BYTES`] to the RPC through a channel of
+//! hands the messages `akbench_proto::plan_chunks` cuts to the RPC through a channel of
 //! [`CHUNKS_IN_FLIGHT`] chunks: the reader waits while the network is slower. The file is
 //! read once: a damaged plan is found when its digest is checked after the last trial, and
 //! the stream then ends without its last chunk; the coordinator, which checks the count and
@@ -16,18 +16,13 @@ use super::{state_name, Client};
 use crate::cli::PlanArgs;
 use crate::cmd::{self, counts, print_json};
 use crate::exit;
-use akbench_core::digest::canonical_json;
 use akbench_core::evidence::{EvidenceError, EvidenceStore};
 use akbench_core::plan::RunPlan;
 use akbench_core::spec::ResolvedRunSpec;
+use akbench_proto::plan_chunks::PlanChunker;
 use akbench_proto::v1 as pb;
 use std::path::Path;
 
-/// A chunk is sent once its trials reach this many bytes of JSON. With 1 MiB chunks and 4 in
-/// flight, the client's peak RSS still grew from 30 to 34 MiB between 10,000 and 100,000
-/// trials (debug build); with 256 KiB and 2 it is 29 and 30 MiB (release: 16 and 17 MiB;
-/// docs/PERFORMANCE.md).
-pub const CHUNK_BYTES: usize = 256 << 10;
 /// Chunks read ahead of the network at most.
 pub const CHUNKS_IN_FLIGHT: usize = 2;
 
@@ -47,13 +42,7 @@ pub struct Outgoing<'a> {
 /// Sends the plan and prints what the coordinator stored.
 pub async fn submit(c: &Client, out: Outgoing<'_>, args: &PlanArgs) -> anyhow::Result<i32> {
     let (spec, ready, dir) = (out.spec, out.ready, out.dir);
-    let first = pb::SubmitPlanChunk {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_head_json: canonical_json(ready),
-        plan_digest: ready.digest.clone(),
-        trials_json: Vec::new(),
-    };
+    let first = PlanChunker::new(spec, ready);
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
     let reader = {
         let (store, ready) = (out.store.clone(), ready.clone());
@@ -79,24 +68,16 @@ fn read_chunks(
     store: &EvidenceStore,
     path: &Path,
     ready: &RunPlan,
-    first: pb::SubmitPlanChunk,
+    mut chunker: PlanChunker,
     tx: tokio::sync::mpsc::Sender<pb::SubmitPlanChunk>,
 ) -> Result<(), EvidenceError> {
-    let mut chunk = first;
-    let mut bytes = 0usize;
-    let gone = store.stream_trials(path, ready, |_, text| {
-        bytes += text.len();
-        chunk.trials_json.push(text.to_string());
-        if bytes >= CHUNK_BYTES {
-            bytes = 0;
-            let full = std::mem::take(&mut chunk);
-            tx.blocking_send(full).map_err(|_| ())?;
-        }
-        Ok::<(), ()>(())
+    let gone = store.stream_trials(path, ready, |_, text| match chunker.push(text.to_string()) {
+        Some(full) => tx.blocking_send(full).map_err(|_| ()),
+        None => Ok(()),
     })?;
-    if gone.is_ok() {
-        // The last (or only) chunk; a closed channel means the call already failed.
-        let _ = tx.blocking_send(chunk);
+    if let (Ok(()), Some(last)) = (gone, chunker.finish()) {
+        // A closed channel means the call already failed.
+        let _ = tx.blocking_send(last);
     }
     Ok(())
 }
@@ -143,31 +124,4 @@ fn report(
         }
     }
     Ok(exit::OK)
-}
-
-/// A plan held in memory (the embedded sweep's) as `SubmitPlanStream` chunks: the spec and
-/// the plan's head first, then its trials in chunks of about [`CHUNK_BYTES`], so no message
-/// nears the coordinator's request cap whatever the plan's size.
-pub fn chunks_in_memory(spec: &ResolvedRunSpec, ready: &RunPlan) -> Vec<pb::SubmitPlanChunk> {
-    let mut chunks = vec![pb::SubmitPlanChunk {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_head_json: canonical_json(&ready.head()),
-        plan_digest: ready.digest.clone(),
-        trials_json: Vec::new(),
-    }];
-    let mut bytes = 0usize;
-    for t in &ready.trials {
-        let text = canonical_json(t);
-        bytes += text.len();
-        chunks.last_mut().expect("one chunk").trials_json.push(text);
-        if bytes >= CHUNK_BYTES {
-            bytes = 0;
-            chunks.push(pb::SubmitPlanChunk::default());
-        }
-    }
-    if chunks.len() > 1 && chunks.last().is_some_and(|c| c.trials_json.is_empty()) {
-        chunks.pop();
-    }
-    chunks
 }

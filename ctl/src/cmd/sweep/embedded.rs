@@ -179,7 +179,7 @@ async fn follow(
     let c = remote.connect().await?;
     let mut inner = c.inner.clone();
     // Streamed in chunks: a whole plan in one message would pass the coordinator's cap.
-    let chunks = crate::remote::submit::chunks_in_memory(spec, ready);
+    let chunks = akbench_proto::plan_chunks::PlanChunker::all(spec, ready);
     inner
         .submit_plan_stream(c.request(tokio_stream::iter(chunks)))
         .await
