@@ -106,7 +106,9 @@ mod tests {
         let want: Vec<String> = ready.trials.iter().map(canonical_json).collect();
         assert_eq!(sent.len(), want.len());
         assert!(sent.iter().zip(&want).all(|(a, b)| *a == b));
-        assert!(all[1..].iter().all(|c| c.spec_json.is_empty() && c.plan_digest.is_empty()));
+        assert!(all[1..]
+            .iter()
+            .all(|c| c.spec_json.is_empty() && c.plan_digest.is_empty()));
         for c in &all {
             let bytes: usize = c.trials_json.iter().map(String::len).sum();
             let last = c.trials_json.last().map_or(0, String::len);
