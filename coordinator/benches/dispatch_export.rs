@@ -175,7 +175,7 @@ async fn main() {
         tonic::transport::Server::builder()
             .trace_fn(akbench_telemetry::grpc_server_span)
             .add_service(server)
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .serve_with_incoming(akbench_coordinator::server::accepted(listener))
             .await
             .unwrap();
     });

@@ -31,7 +31,6 @@ use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
 use akbench_proto::v1::{coordinator_message::Body as Out, Subject};
 use bigrun::{agents, caps, plan};
 use synthetic::{env, messages, session};
-use tokio_stream::wrappers::TcpListenerStream;
 use uuid::Uuid;
 
 /// What the synthetic workers saw.
@@ -131,7 +130,7 @@ async fn main() {
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .serve_with_incoming(akbench_coordinator::server::accepted(listener))
             .await
             .unwrap();
     });

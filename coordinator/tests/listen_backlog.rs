@@ -95,3 +95,26 @@ async fn a_thousand_connections_at_once_wait_in_the_accept_queue() {
     }
     assert_eq!(accept_queue(listener.as_raw_fd()).0, 0, "none left queued");
 }
+
+/// Every accepted gRPC connection has Nagle's algorithm off: with it on, a small message
+/// (an assignment) could wait for the peer's delayed ACK, about 40 ms.
+#[tokio::test]
+async fn accepted_connections_send_small_messages_at_once() {
+    use tokio_stream::StreamExt as _;
+    let listener = listen("127.0.0.1:0".parse().unwrap()).expect("listens");
+    let addr = listener.local_addr().unwrap();
+    let mut incoming = Box::pin(akbench_coordinator::server::accepted(listener));
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connects"),
+        );
+        let stream = incoming.next().await.expect("one more").expect("accepted");
+        assert!(
+            stream.nodelay().unwrap(),
+            "TCP_NODELAY on an accepted connection"
+        );
+    }
+}

@@ -19,7 +19,7 @@ use akbench_proto::v1::{
 use akbench_proto::workers_client::WorkersClient;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
 /// A scheduler on a fresh migrated database, re-queueing retries at once (no backoff: the
@@ -149,7 +149,7 @@ pub async fn serve(s: &Scheduler, ttl: Duration) -> (WorkersService, SocketAddr)
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .serve_with_incoming(akbench_coordinator::server::accepted(listener))
             .await
             .unwrap();
     });
