@@ -4,8 +4,11 @@
 --
 -- Its cost does not grow with the run: `fifth` walks the partial index work_items_done_at
 -- backwards to the fifth such trial's end, and only trials ended at or after it (five, more
--- only on a tie) are joined and sorted by (end, key). Sorting every failure of the run by its
--- key took 69 ms at 250,000 failures (docs/PERFORMANCE.md, "Status at a million").
+-- only on a tie) are joined to their keys and sorted by (end, key); the cause of the last
+-- attempt is read for the five kept only. Sorting every failure of the run by its key took
+-- 69 ms at 250,000 failures; reading the cause of every trial of a tie (hundreds when a
+-- report round settles many at one instant) took ~20 ms (docs/PERFORMANCE.md, "Status at a
+-- million").
 WITH fifth AS (
     SELECT w.updated_at
     FROM work_items w
@@ -13,17 +16,22 @@ WITH fifth AS (
       AND w.bucket NOT IN ('succeeded', 'not_graded')
     ORDER BY w.updated_at DESC
     OFFSET 4 LIMIT 1
+),
+latest AS (
+    SELECT p.key, w.trial_id, w.bucket, w.updated_at
+    FROM work_items w
+    JOIN planned_trials p ON p.trial_id = w.trial_id
+    WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
+      AND w.bucket NOT IN ('succeeded', 'not_graded')
+      AND w.updated_at >= COALESCE((SELECT updated_at FROM fifth), '-infinity'::timestamptz)
+    ORDER BY w.updated_at DESC, p.key
+    LIMIT 5
 )
-SELECT p.key AS trial, w.bucket, COALESCE(a.cause, '') AS cause, w.updated_at AS at
-FROM work_items w
-JOIN planned_trials p ON p.trial_id = w.trial_id
+SELECT l.key AS trial, l.bucket, COALESCE(a.cause, '') AS cause, l.updated_at AS at
+FROM latest l
 LEFT JOIN LATERAL (
     SELECT cause FROM attempts
-    WHERE trial_id = w.trial_id AND finished_at IS NOT NULL
+    WHERE trial_id = l.trial_id AND finished_at IS NOT NULL
     ORDER BY number DESC LIMIT 1
 ) a ON true
-WHERE w.run_id = $1 AND w.state = 'done' AND w.bucket IS NOT NULL
-  AND w.bucket NOT IN ('succeeded', 'not_graded')
-  AND w.updated_at >= COALESCE((SELECT updated_at FROM fifth), '-infinity'::timestamptz)
-ORDER BY w.updated_at DESC, p.key
-LIMIT 5
+ORDER BY l.updated_at DESC, l.key
