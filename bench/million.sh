@@ -146,13 +146,45 @@ submitted=$(tables)
 echo "  tables: $before -> $submitted bytes: $(((submitted - before) / n)) bytes per planned trial; $(sizes)"
 step start "$akbench" run start "$key" --coordinator "$url" --json
 sql "VACUUM ANALYZE" >/dev/null
+# The vacuum leaves ~1.5 GB of pages dirty (hint bits, visibility map) that the kernel then
+# writes back for tens of seconds; a commit's flush meanwhile took up to 503 ms and the status
+# calls beside it 52-260 ms (2026-12-03). Written out here, so that the calls below measure
+# status, not this script's own vacuum.
+sql "CHECKPOINT" >/dev/null
+sync
 started=$(tables)
 echo "  tables after start: $started bytes: $(((started - submitted) / n)) bytes more per started trial; $(sizes)"
 # GetStatus while the worker executes: each call a new client process, timed by the shell.
+# The server logs what was slow meanwhile (statements over 20 ms, COMMIT included,
+# autovacuum, checkpoints, lock waits), printed after the calls with each call's start.
+pg_log=$(find "$scratch/pg" -name postmaster.log | head -1)
+log_from=$(stat -c %s "$pg_log" 2>/dev/null || echo 0)
+sql "ALTER SYSTEM SET log_min_duration_statement = '20ms'" >/dev/null
+sql "ALTER SYSTEM SET log_autovacuum_min_duration = 0" >/dev/null
+sql "ALTER SYSTEM SET log_checkpoints = on" >/dev/null
+sql "ALTER SYSTEM SET log_lock_waits = on" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+# The floor: a client process whose GetStatus names no run (refused at once, exit 4 or so):
+# start-up, connection and one round trip, no status work.
+: >"$scratch/floor.ms"
+for _ in $(seq 10); do
+    t0=$(date +%s%N)
+    "$akbench" run status no-such-run --coordinator "$url" --json >/dev/null 2>&1 || true
+    echo $((($(date +%s%N) - t0) / 1000000)) >>"$scratch/floor.ms"
+done
+# The coordinator's own answer time (akbench_control_seconds{rpc="GetStatus"}) before and
+# after the calls: the part of each call that is not the client's process or the network.
+control_buckets() {
+    curl -s "http://127.0.0.1:$((port + 3))/metrics" |
+        sed -n 's/^akbench_control_seconds_bucket{le="\([^"]*\)",rpc="GetStatus"} \([0-9]*\)$/\1 \2/p'
+}
+control_buckets >"$scratch/control.before"
 : >"$scratch/status.ms"
+: >"$scratch/status.at"
 l0=$(load)
 for _ in $(seq "$calls"); do
     t0=$(date +%s%N)
+    date -u +%H:%M:%S.%3N >>"$scratch/status.at"
     "$akbench" run status "$key" --coordinator "$url" --json >"$scratch/status.json"
     echo $((($(date +%s%N) - t0) / 1000000)) >>"$scratch/status.ms"
 done
@@ -161,6 +193,22 @@ p50=$(sed -n "$(((calls + 1) / 2))p" "$scratch/status.sorted")
 p99=$(sed -n "$(((calls * 99 + 99) / 100))p" "$scratch/status.sorted")
 echo "status x $calls while executing: p50 $p50 ms, p99 $p99 ms (whole client process), max $(tail -1 "$scratch/status.sorted") ms, load $l0 -> $(load)"
 echo "  each call in order (ms): $(tr '\n' ' ' <"$scratch/status.ms")"
+control_buckets >"$scratch/control.after"
+echo "  the coordinator's own answer time (akbench_control_seconds, calls at or under each bound): $(
+    paste -d' ' "$scratch/control.before" "$scratch/control.after" |
+        awk '$1 == $3 { printf "<= %s s: %d; ", $1, $4 - $2 }')"
+echo "  the floor (a status naming no run, 10 calls, ms): $(sort -n "$scratch/floor.ms" | tr '\n' ' ')"
+echo "  calls over 50 ms, with their start (UTC): $(paste -d' ' "$scratch/status.at" "$scratch/status.ms" | awk '$2 > 50 { printf "%s (%s ms) ", $1, $2 }')"
+if [ -n "$pg_log" ]; then
+    echo "  the server log meanwhile (slow statements, autovacuum, checkpoints, lock waits):"
+    tail -c +"$((log_from + 1))" "$pg_log" | grep -E 'duration:|automatic (vacuum|analyze)|checkpoint|still waiting' |
+        sed -E 's/(duration: [0-9.]+ ms +(statement|execute [^:]*): .{0,80}).*/\1/' | head -40 | sed 's/^/    /' || true
+    echo "    (end of the server log's lines)"
+fi
+for setting in log_min_duration_statement log_autovacuum_min_duration log_checkpoints log_lock_waits; do
+    sql "ALTER SYSTEM RESET $setting" >/dev/null
+done
+sql "SELECT pg_reload_conf()" >/dev/null
 finished() { sql "SELECT count(*) FROM attempts WHERE terminal_state IS NOT NULL"; }
 f0=$(finished)
 s0=$(tables)

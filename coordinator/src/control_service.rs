@@ -64,6 +64,7 @@ pub struct ControlService {
     store: Store,
     work: Arc<dyn WorkControl>,
     status: StatusOptions,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl ControlService {
@@ -73,7 +74,15 @@ impl ControlService {
             store,
             work,
             status,
+            metrics: None,
         }
+    }
+
+    /// The same service timing its status answers into `metrics`
+    /// (`akbench_control_seconds`, the ones `/metrics` renders).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The tonic server with the auth interceptor and large-request limits.
@@ -378,8 +387,12 @@ impl Control for ControlService {
         &self,
         request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::RunStatus>, Status> {
-        let s = status::run_status(&self.store, &request.get_ref().run, self.status).await?;
-        Ok(Response::new(convert::status(&s)))
+        let started = std::time::Instant::now();
+        let s = status::run_status(&self.store, &request.get_ref().run, self.status).await;
+        if let Some(m) = &self.metrics {
+            m.control_time("GetStatus", started.elapsed());
+        }
+        Ok(Response::new(convert::status(&s?)))
     }
 
     type WatchStatusStream = Stream_<pb::RunStatus>;

@@ -38,13 +38,14 @@ pub const DB_BUCKETS: [f64; 12] = [
 ];
 
 /// Every exported sample name (counters with `_total`, histograms with their base name).
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 11] = [
     "akbench_attempts_finished_total",
     "akbench_retries_total",
     "akbench_lease_expiries_total",
     "akbench_assignments_total",
     "akbench_dispatch_latency_seconds",
     "akbench_scheduler_db_seconds",
+    "akbench_control_seconds",
     "akbench_queue_depth",
     "akbench_live_leases",
     "akbench_workers_connected",
@@ -67,6 +68,13 @@ pub struct QueueLabels {
     pub run: String,
     /// The provider route (empty when the agent uses none).
     pub provider_route: String,
+}
+
+/// Labels of the control plane's answer time.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabels {
+    /// The `Control` method (`GetStatus`).
+    pub rpc: String,
 }
 
 /// Labels of the scheduler database time.
@@ -92,6 +100,7 @@ pub struct Metrics {
     assignments: Counter,
     dispatch_latency: Histogram,
     db_seconds: HistogramFamily<OpLabels>,
+    control_seconds: HistogramFamily<RpcLabels>,
     queue_depth: Family<QueueLabels, Gauge>,
     live_leases: Gauge,
     workers_connected: Gauge,
@@ -108,6 +117,7 @@ impl Default for Metrics {
             assignments: Counter::default(),
             dispatch_latency: Histogram::new(DISPATCH_BUCKETS),
             db_seconds: Family::new_with_constructor(db_histogram),
+            control_seconds: Family::new_with_constructor(db_histogram),
             queue_depth: Family::default(),
             live_leases: Gauge::default(),
             workers_connected: Gauge::default(),
@@ -143,6 +153,12 @@ impl Default for Metrics {
             "akbench_scheduler_db_seconds",
             "Time of scheduler database operations, by operation",
             m.db_seconds.clone(),
+        );
+        r.register(
+            "akbench_control_seconds",
+            "Time this coordinator took to answer a control call, by method (the client's \
+             process start and the network not included)",
+            m.control_seconds.clone(),
         );
         r.register(
             "akbench_queue_depth",
@@ -196,6 +212,15 @@ impl Metrics {
     pub fn db_time(&self, op: &'static str, took: Duration) {
         self.db_seconds
             .get_or_create(&OpLabels { op: op.to_string() })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records the time this coordinator took to answer one `rpc` control call.
+    pub fn control_time(&self, rpc: &'static str, took: Duration) {
+        self.control_seconds
+            .get_or_create(&RpcLabels {
+                rpc: rpc.to_string(),
+            })
             .observe(took.as_secs_f64());
     }
 
@@ -265,6 +290,7 @@ mod tests {
         m.assigned(Duration::from_micros(1500));
         m.assigned(Duration::from_secs(9));
         m.db_time("claim", Duration::from_millis(3));
+        m.control_time("GetStatus", Duration::from_millis(30));
         m.queue_depth
             .get_or_create(&QueueLabels {
                 run: "r".into(),
@@ -284,6 +310,8 @@ mod tests {
             "akbench_dispatch_latency_seconds_bucket{le=\"+Inf\"} 2",
             "akbench_dispatch_latency_seconds_count 2",
             "akbench_scheduler_db_seconds_count{op=\"claim\"} 1",
+            "akbench_control_seconds_bucket{le=\"0.025\",rpc=\"GetStatus\"} 0",
+            "akbench_control_seconds_bucket{le=\"0.05\",rpc=\"GetStatus\"} 1",
             "akbench_queue_depth{run=\"r\",provider_route=\"\"} 3",
         ] {
             assert!(text.contains(want), "{want} in {text}");

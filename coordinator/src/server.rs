@@ -322,7 +322,9 @@ pub async fn serve_with(
         Some(w) => w,
         None => Arc::new(SchedulerWork::new(workers.clone())),
     };
-    let control = ControlService::new(store.clone(), work, status).into_server(tokens.clone());
+    let control = ControlService::new(store.clone(), work, status)
+        .with_metrics(services.metrics.clone())
+        .into_server(tokens.clone());
     // `into_server` sets the session's message limits (akbench_proto::MAX_*_MESSAGE_BYTES).
     let workers_server = tonic::service::interceptor::InterceptedService::new(
         workers.clone().into_server(),

@@ -749,6 +749,20 @@ async fn http_health_readiness_metrics_and_unknown_runs() {
     }
     // The state gauges come from the database: no worker, no lease.
     assert!(text.contains("akbench_workers_connected 0"), "{text}");
+    // A status answer is timed, a refused one too (what `run status` waited for).
+    let mut client = coordinator.client(None).await;
+    let refused = client
+        .get_status(pb::GetStatusRequest {
+            run: "nope-20260101-0000".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::NotFound);
+    let (_, text) = http_get(http, "/metrics", None).await;
+    assert!(
+        text.contains("akbench_control_seconds_count{rpc=\"GetStatus\"} 1"),
+        "{text}"
+    );
     let (code, body) = http_get(http, "/api/runs/nope-20260101-0000/status", None).await;
     assert_eq!(code, 404);
     assert!(body.contains("failed to find run"), "{body}");

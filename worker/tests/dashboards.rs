@@ -10,6 +10,7 @@ fn exported() -> Vec<String> {
     let histograms = [
         "akbench_dispatch_latency_seconds",
         "akbench_scheduler_db_seconds",
+        "akbench_control_seconds",
         "akbench_worker_phase_seconds",
         "akbench_worker_workspace_seconds",
     ];
