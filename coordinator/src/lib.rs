@@ -28,6 +28,7 @@ pub mod http;
 pub mod metrics;
 pub mod pg_tls;
 pub mod pgcluster;
+pub mod queue_depth;
 pub mod reconcile;
 pub mod rows;
 pub mod run_work;

@@ -224,23 +224,25 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Reads the state gauges from the database (one statement).
+    /// Reads the state gauges from the database: one statement, and the queue depth off the
+    /// run counters ([`crate::queue_depth`]).
     pub async fn refresh(&self, store: &Store) -> Result<(), StoreError> {
         let client = store.client().await?;
         let rows = client.query(SNAPSHOT_SQL, &[]).await?;
+        let depth = crate::queue_depth::ready_by_route(&client).await?;
         self.queue_depth.clear();
+        for ((run, provider_route), n) in depth {
+            self.queue_depth
+                .get_or_create(&QueueLabels {
+                    run,
+                    provider_route,
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         for row in rows {
             let metric: &str = crate::rows::col(&row, "metric")?;
             let value: i64 = crate::rows::col(&row, "value")?;
             match metric {
-                "queue_depth" => {
-                    self.queue_depth
-                        .get_or_create(&QueueLabels {
-                            run: crate::rows::col(&row, "run_key")?,
-                            provider_route: crate::rows::col(&row, "route")?,
-                        })
-                        .set(value);
-                }
                 "live_leases" => {
                     self.live_leases.set(value);
                 }

@@ -35,7 +35,8 @@ const PHASES_SQL: &str = include_str!("../sql/control/status_phases.sql");
 const CLOCK_SQL: &str = include_str!("../sql/control/status_clock.sql");
 const PLACEMENT_SQL: &str = include_str!("../sql/control/status_placement.sql");
 const HAS_BUDGET_SQL: &str = include_str!("../sql/control/has_budget.sql");
-const RUNS_COUNTS_SQL: &str = include_str!("../sql/control/runs_counts.sql");
+/// The counters of several runs (also read by [`crate::queue_depth`]).
+pub(crate) const RUNS_COUNTS_SQL: &str = include_str!("../sql/control/runs_counts.sql");
 const RUNS_AGENTS_SQL: &str = include_str!("../sql/control/runs_agents.sql");
 const PAUSED_ROUTES_SQL: &str = include_str!("../sql/routes/paused_routes_of_run.sql");
 const FAILURES_SQL: &str = include_str!("../sql/control/status_failures.sql");

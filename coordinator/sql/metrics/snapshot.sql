@@ -1,15 +1,9 @@
 -- The gauges `/metrics` reads from the database at each scrape (shared by every replica):
--- (metric, run key, provider route, value). Ready work items of running runs by run and
--- route; live leases; connected workers and their free slots (slots minus live leases).
-SELECT 'queue_depth' AS metric, s.run_key, coalesce(w.provider_route, '') AS route,
-       count(*)::bigint AS value
-FROM work_items w
-JOIN runs r ON r.run_id = w.run_id AND r.state = 'running'
-JOIN run_specs s ON s.run_id = w.run_id
-WHERE w.state = 'ready'
-GROUP BY s.run_key, w.provider_route
-UNION ALL
-SELECT 'live_leases', '', '', count(*)::bigint FROM leases
+-- (metric, run key, provider route, value): live leases, connected workers and their free
+-- slots (slots minus live leases). The queue depth is read off the run counters
+-- (`queue_depth.rs`).
+SELECT 'live_leases' AS metric, '' AS run_key, '' AS route, count(*)::bigint AS value
+FROM leases
 UNION ALL
 SELECT 'workers_connected', '', '', count(*)::bigint
 FROM workers WHERE disconnected_at IS NULL
