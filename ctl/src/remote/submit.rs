@@ -62,8 +62,8 @@ pub async fn submit(c: &Client, out: Outgoing<'_>, args: &PlanArgs) -> anyhow::R
     report(c, r, spec, ready, dir, args)
 }
 
-/// Reads the plan file at `path` into chunks on `tx`, `first` first; stops early when the
-/// receiver is gone (the call failed).
+/// Reads the plan file at `path` into the messages `chunker` cuts (its head first) on `tx`;
+/// stops early when the receiver is gone (the call failed).
 fn read_chunks(
     store: &EvidenceStore,
     path: &Path,
