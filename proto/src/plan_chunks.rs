@@ -21,7 +21,6 @@ pub const PLAN_CHUNK_BYTES: usize = 256 << 10;
 pub struct PlanChunker {
     chunk: SubmitPlanChunk,
     bytes: usize,
-    first: bool,
 }
 
 impl PlanChunker {
@@ -37,7 +36,6 @@ impl PlanChunker {
                 trials_json: Vec::new(),
             },
             bytes: 0,
-            first: true,
         }
     }
 
@@ -49,14 +47,13 @@ impl PlanChunker {
             return None;
         }
         self.bytes = 0;
-        self.first = false;
         Some(std::mem::take(&mut self.chunk))
     }
 
     /// The last message: the trials not yet handed over, or the head alone for a plan with
     /// no trial; none when the last push handed everything over.
     pub fn finish(self) -> Option<SubmitPlanChunk> {
-        (self.first || !self.chunk.trials_json.is_empty()).then_some(self.chunk)
+        (self.chunk != SubmitPlanChunk::default()).then_some(self.chunk)
     }
 
     /// A plan held in memory as its whole stream of messages.
