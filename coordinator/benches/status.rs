@@ -26,12 +26,10 @@ mod bigrun;
 #[path = "common/half_finished.rs"]
 mod half_finished;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "common/synthetic.rs"]
+#[allow(dead_code)]
+mod synthetic;
+use synthetic::env;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

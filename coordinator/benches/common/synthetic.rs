@@ -1,5 +1,5 @@
 //! The synthetic worker the dispatch benches share (`dispatch`, `dispatch_export`, `sessions`,
-//! `fair_share`): a worker session over real gRPC and the reports of a no-op attempt (one
+//! `fair_share`; `status` takes only its [`env`]): a worker session over real gRPC and the reports of a no-op attempt (one
 //! batch of its transitions, its record, its finish), as a real worker sends them. What a
 //! bench counts or waits for stays in the bench.
 
@@ -17,12 +17,16 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// The variable `name` as a number, `default` when unset or not a number.
+/// The variable `name` as a whole number, `default` when unset. A value that is not one
+/// stops the bench saying so: a mistyped knob (`PAIRS=three`) must not run the defaults
+/// silently.
 pub fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            panic!("{name}={v:?} is not a whole number; fix: set it to one (default {default}) or unset it")
+        }),
+    }
 }
 
 /// An ungraded no-op attempt's path: the lifecycle chain up to FINALIZING, then NOT_GRADED.
