@@ -1,7 +1,7 @@
 //! `akbench_queue_depth` is read off the run counters (`queue_depth::ready_by_route`), not by
 //! counting the ready items at every scrape; it must say what counting them says: for runs
 //! started through `StartRun` with agents on two routes and none, as items are leased, done
-//! and cancelled, and for two running runs at once.
+//! and cancelled, taken back from a lost worker, and for two running runs at once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -143,6 +143,21 @@ async fn the_queue_depth_from_the_counters_is_the_counted_one() {
     .unwrap();
     let depth = both(&store).await;
     assert_eq!(depth.values().sum::<u64>(), 24 - 5 - 1);
+
+    // A second worker takes two and is lost: the coordinator takes its leases back (re-queued
+    // or ended by the run's retry policy) and the gauge follows the counted figure.
+    scheduler
+        .register_worker("w2", 2, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let lost = scheduler
+        .claim_for("w2", 2, Duration::from_secs(60), false)
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 2);
+    let released = scheduler.release_worker("w2", &[], false).await.unwrap();
+    assert_eq!(released.len(), 2, "{released:?}");
+    both(&store).await;
 
     // A second running run beside it: each reported under its own key.
     let (spec_b, ready_b) = run_docs("second", 2);
