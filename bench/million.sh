@@ -5,8 +5,9 @@
 # binary as its own process on the same database (a replica), which every `akbench` command
 # below talks to, so that its RSS and CPU are its own. For N trials (the 8 good example tasks x
 # AGENTS conditions of the `noop` agent x repetitions), prints one line per step: wall time,
-# peak RSS of the `akbench` client (`/usr/bin/time`), the coordinator's RSS and its peak
-# during the step (VmHWM, reset through clear_refs), and the load average:
+# peak RSS and CPU of the `akbench` client (`/usr/bin/time`), the coordinator's RSS and its peak
+# during the step (VmHWM, reset through clear_refs), its CPU and PostgreSQL's (every server
+# process), and the load average:
 #   plan, submit (SubmitPlanStream), start (StartRun), GetStatus x STATUS_CALLS while the
 #   worker executes (p50 / p99 of `akbench run status --json`, each call a new client
 #   process), reconcile (the coordinator's own records), records (every accepted record);
@@ -92,6 +93,13 @@ url="http://127.0.0.1:$((port + 2))"
 kib() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 # The coordinator's CPU seconds so far (utime + stime of /proc/<pid>/stat).
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# PostgreSQL's CPU seconds so far: the postmaster and its processes, and those it reaped.
+postmaster=$(head -1 "$(find "$scratch/pg" -name postmaster.pid | head -1)")
+pg_cpu_s() {
+    { echo "$postmaster"; ps -o pid= --ppid "$postmaster"; } | while read -r p; do
+        cat "/proc/$p/stat" 2>/dev/null || true
+    done | awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 + $16 + $17 } END { printf "%.2f", t / hz }'
+}
 tables() {
     sql "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE c.relkind = 'r' AND s.nspname = 'public'"
 }
@@ -105,18 +113,20 @@ step() {
     local l0 c0
     l0=$(load)
     c0=$(cpu_s "$co_pid")
+    p0=$(pg_cpu_s)
     echo 5 >"/proc/$co_pid/clear_refs" 2>/dev/null || true
-    /usr/bin/time -f "%M %e" -o "$scratch/$name.time" "$@" >"$scratch/$name.out" 2>"$scratch/$name.err" || {
+    /usr/bin/time -f "%M %e %U %S" -o "$scratch/$name.time" "$@" >"$scratch/$name.out" 2>"$scratch/$name.err" || {
         echo "million.sh: $name failed:" >&2
         cat "$scratch/$name.err" >&2
         exit 1
     }
-    local client_kib wall
-    read -r client_kib wall <"$scratch/$name.time"
-    printf '%s: %s s, client peak RSS %s MiB, coordinator RSS %s MiB (peak during %s MiB), coordinator CPU %s s, load %s -> %s\n' \
-        "$name" "$wall" "$((client_kib / 1024))" "$(($(kib "$co_pid" VmRSS) / 1024))" \
+    local client_kib wall user sys
+    read -r client_kib wall user sys <"$scratch/$name.time"
+    printf '%s: %s s, client CPU %s s, client peak RSS %s MiB, coordinator RSS %s MiB (peak during %s MiB), coordinator CPU %s s, PostgreSQL CPU %s s, load %s -> %s\n' \
+        "$name" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" "$((client_kib / 1024))" "$(($(kib "$co_pid" VmRSS) / 1024))" \
         "$(($(kib "$co_pid" VmHWM) / 1024))" \
-        "$(awk -v a="$c0" -v b="$(cpu_s "$co_pid")" 'BEGIN { printf "%.2f", b - a }')" "$l0" "$(load)"
+        "$(awk -v a="$c0" -v b="$(cpu_s "$co_pid")" 'BEGIN { printf "%.2f", b - a }')" \
+        "$(awk -v a="$p0" -v b="$(pg_cpu_s)" 'BEGIN { printf "%.2f", b - a }')" "$l0" "$(load)"
 }
 
 m="$scratch/m.yaml"

@@ -215,6 +215,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "no_live_attempts_by_worker",
         sql: include_str!("../migrations/0030_no_live_attempts_by_worker.sql"),
     },
+    Migration {
+        version: 31,
+        name: "planned_trial_text",
+        sql: include_str!("../migrations/0031_planned_trial_text.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::store::{Store, StoreError, MAX_TX_ATTEMPTS, MIGRATIONS};
+use akbench_coordinator::store::{Migration, Store, StoreError, MAX_TX_ATTEMPTS, MIGRATIONS};
 
 const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -446,4 +446,52 @@ async fn an_attempt_needs_its_work_item_and_worker_and_they_stay() {
             "{what}: {text}"
         );
     }
+}
+
+/// A planned trial stored before migration 0031, when `document` was `json`, reads back the
+/// same text after it, and the readers' casts look inside it as before: the migration changes
+/// the column's type, never a document.
+#[tokio::test]
+async fn planned_trials_stored_before_their_documents_became_text_keep_them() {
+    let store = Store::connect(&test_support::fresh_database().await)
+        .await
+        .unwrap();
+    let client = store.client().await.unwrap();
+    let (before, after): (Vec<&Migration>, Vec<&Migration>) =
+        MIGRATIONS.iter().partition(|m| m.version < 31);
+    for m in &before {
+        client.batch_execute(m.sql).await.unwrap();
+    }
+    insert_spec(&store, "before-0031").await.unwrap();
+    // As a `json` column keeps it: the text as given, spaces and key order included.
+    let doc = r#"{"key": "k", "attempt": {"infrastructure_retries": 2}}"#;
+    client
+        .execute(
+            "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent,
+                                         repetition, document)
+             SELECT gen_random_uuid(), run_id, 0, 'k', 't', 'a', 0, $1::text::json
+             FROM run_specs",
+            &[&doc],
+        )
+        .await
+        .unwrap();
+    let type_of = "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+                   WHERE attrelid = 'planned_trials'::regclass AND attname = 'document'";
+    let ty: String = client.query_one(type_of, &[]).await.unwrap().get(0);
+    assert_eq!(ty, "json");
+    for m in &after {
+        client.batch_execute(m.sql).await.unwrap();
+    }
+    let ty: String = client.query_one(type_of, &[]).await.unwrap().get(0);
+    assert_eq!(ty, "text");
+    let row = client
+        .query_one(
+            "SELECT document, (document::json -> 'attempt' ->> 'infrastructure_retries')::int
+             FROM planned_trials",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), doc);
+    assert_eq!(row.get::<_, i32>(1), 2);
 }

@@ -7,9 +7,11 @@
 //! is a no-op. When a key is already taken by another run (the same manifest planned twice
 //! on one day gives the same key), the new run gets `<key>-2`, `<key>-3`, ... Runs are found
 //! by key or by UUID. Plans of any size are written and read one trial at a time by
-//! [`EvidenceStore::plan_streamed`] and [`EvidenceStore::stream_trials`] (`plan_file`).
+//! [`EvidenceStore::plan_streamed`] and [`EvidenceStore::stream_trials`] (`plan_file`; the
+//! trials read back as text by `trial_texts`).
 
 mod plan_file;
+mod trial_texts;
 
 pub use plan_file::StoredHead;
 

@@ -21,7 +21,7 @@ mod summary;
 pub use check::PlanChecker;
 pub use expand::Expansion;
 pub use membership::{check_membership, MembershipChecker};
-pub use seal::{sealed_head, sealed_plan_digest, PlanSealer, Sealed};
+pub use seal::{sealed_head, sealed_plan_digest, PlanHasher, PlanSealer, Sealed};
 pub use summary::SummaryCounter;
 
 use crate::candidates::CandidateOf;

@@ -2,9 +2,9 @@
 -- fencing epoch, and counts the retries among them. The document of each: the item's own (grade work), else the canonical
 -- WorkItem {"trial": planned trial, "agent": the run's agent condition} of an item created
 -- by StartRun (migration 0014), else (items enqueued without one) the planned trial's
--- document. planned_trials.document is `json` (text, checked when stored): it is handed on as
--- it is, not parsed into jsonb per claim; the coordinator reads the result and sends the
--- worker its canonical form (workers_service::convert).
+-- document. planned_trials.document is the trial's canonical JSON as `text` (migration 0031):
+-- it is cast to `json` (checked, not parsed into jsonb) to be nested; the coordinator reads the
+-- result and sends the worker its canonical form (workers_service::convert).
 -- $1 the worker of each item (one claim may serve several workers: scheduler/rounds.rs);
 -- $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds; $5 now, the scheduler's clock (a
 -- lease expires by the clock that reaps it: docs/testing.md, "Clocks").
@@ -41,9 +41,9 @@ WITH taken AS (
 SELECT c.attempt_id, c.trial_id, i.run_id, c.number, c.kind, c.epoch,
        COALESCE(i.document::json,
                 CASE WHEN a.document IS NOT NULL
-                     THEN json_build_object('trial', p.document, 'agent', a.document)
+                     THEN json_build_object('trial', p.document::json, 'agent', a.document)
                 END,
-                p.document) AS document
+                p.document::json) AS document
 FROM created c
 JOIN items i ON i.trial_id = c.trial_id
 JOIN planned_trials p ON p.trial_id = c.trial_id

@@ -20,7 +20,7 @@ WITH agents AS (
                             ready_at)
     SELECT p.trial_id, p.run_id, p.ordinal,
            COALESCE(p.retries,
-                    LEAST((p.document -> 'attempt' ->> 'infrastructure_retries')::bigint,
+                    LEAST((p.document::json -> 'attempt' ->> 'infrastructure_retries')::bigint,
                           2147483647)::int4),
            p.agent, a.provider_route, 'execute', $5::timestamptz
     FROM planned_trials p

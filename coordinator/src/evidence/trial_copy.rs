@@ -7,8 +7,8 @@
 //! format (PostgreSQL's `COPY ... FROM STDIN BINARY`: the signature, flags and header
 //! extension, then per row the field count and each field as length and bytes, then `-1`)
 //! into a buffer handed over every [`CHUNK_BYTES`]. The column types are fixed by
-//! [`COPY_TRIALS_SQL`]: uuid (16 bytes), int4 (4 bytes, big-endian), text (UTF-8) and json
-//! (its binary form is its text).
+//! [`COPY_TRIALS_SQL`]: uuid (16 bytes), int4 (4 bytes, big-endian) and text (UTF-8; the
+//! document too, since migration 0031).
 
 use std::future::poll_fn;
 use std::pin::Pin;

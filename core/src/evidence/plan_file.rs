@@ -13,11 +13,13 @@
 
 use super::{io, read_doc, EvidenceError, EvidenceStore, DRAFT_FILE, READY_FILE, SPEC_FILE};
 use crate::digest::canonical_json;
-use crate::plan::{Expansion, PlanSealer, PlanStage, PlannedTrial, RunPlan, SummaryCounter};
+use super::trial_texts::{for_each_text, ScanError};
+use crate::plan::{Expansion, PlanHasher, PlanSealer, PlanStage, PlannedTrial, RunPlan};
+use crate::plan::SummaryCounter;
 use crate::plan::{PlanSummary, PLAN_SCHEMA};
 use crate::spec::ResolvedRunSpec;
 use chrono::{DateTime, Utc};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
@@ -265,37 +267,51 @@ impl EvidenceStore {
         Ok(StoredHead { dir, spec, ready })
     }
 
-    /// Reads the trials of the plan file `path` whose head is `head`, in order, giving each
-    /// with its canonical JSON to `each`; checks the plan's digest as they pass. A mismatch
-    /// is [`EvidenceError::Corrupt`] after the last trial (`each` saw them all: check first
+    /// Reads the trials of the plan file `path` whose head is `head`, in order, giving the
+    /// text of each (canonical JSON, as written) to `each`; checks the plan's digest over
+    /// the texts as they pass, so a text that passed is the one the plan was sealed with
+    /// (`trial_texts`: the trials are split, not parsed). A mismatch is
+    /// [`EvidenceError::Corrupt`] after the last trial (`each` saw them all: check first
     /// with a no-op `each` when that matters). An error of `each` stops the read.
     pub fn stream_trials<E>(
         &self,
         path: &Path,
         head: &RunPlan,
-        mut each: impl FnMut(PlannedTrial, &str) -> Result<(), E>,
+        mut each: impl FnMut(&str) -> Result<(), E>,
     ) -> Result<Result<(), E>, EvidenceError> {
-        let mut sealer = PlanSealer::new(head);
-        let mut count = 0u64;
-        let mut failed: Option<E> = None;
-        let read = for_each_trial(path, &mut |t: PlannedTrial| {
-            let text = canonical_json(&t);
-            sealer.add(&text);
-            count += 1;
-            match each(t, &text) {
+        let mut hasher = PlanHasher::new(head, head.stage);
+        let mut failed: Option<Result<E, EvidenceError>> = None;
+        let file = open_regular(path).map_err(|e| io(path, e))?;
+        let mut input = BufReader::with_capacity(1 << 20, file);
+        let read = for_each_text(&mut input, &mut |bytes| {
+            let text = match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    let n = hasher.trials();
+                    failed = Some(Err(corrupt(path, format!("trial {n} is not UTF-8: {e}"))));
+                    return false;
+                }
+            };
+            hasher.add(bytes);
+            match each(text) {
                 Ok(()) => true,
                 Err(e) => {
-                    failed = Some(e);
+                    failed = Some(Ok(e));
                     false
                 }
             }
         });
-        if let Some(e) = failed {
-            return Ok(Err(e));
+        match failed {
+            Some(Ok(e)) => return Ok(Err(e)),
+            Some(Err(e)) => return Err(e),
+            None => {}
         }
-        read?;
-        let sealed = sealer.finish();
-        if count != head.summary.trials || sealed.digest(head.stage) != head.digest {
+        match read {
+            Ok(_) => {}
+            Err(ScanError::Io(e)) => return Err(io(path, e)),
+            Err(ScanError::Shape(problem)) => return Err(corrupt(path, problem)),
+        }
+        if hasher.trials() != head.summary.trials || hasher.finish() != head.digest {
             return Err(EvidenceError::Corrupt {
                 path: path.to_path_buf(),
                 problem: "its digest does not match its content or its spec".into(),
@@ -388,78 +404,6 @@ fn read_head(path: &Path) -> Result<Option<RunPlan>, EvidenceError> {
         summary: h.summary,
         digest: h.digest,
     }))
-}
-
-/// Gives each trial of the plan file `path` to `each` in order (other fields skipped) until
-/// `each` returns false (then the read ends with an error the caller ignores).
-fn for_each_trial(
-    path: &Path,
-    each: &mut dyn FnMut(PlannedTrial) -> bool,
-) -> Result<(), EvidenceError> {
-    let file = open_regular(path).map_err(|e| io(path, e))?;
-    let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, file));
-    (Doc { each })
-        .deserialize(&mut de)
-        .and_then(|()| de.end())
-        .map_err(|e| corrupt(path, e))
-}
-
-/// The error that stops a read when the consumer asked to.
-const STOPPED: &str = "stopped by the consumer";
-
-struct Doc<'f> {
-    each: &'f mut dyn FnMut(PlannedTrial) -> bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Doc<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Doc<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a plan document")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let each = self.each;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "trials" {
-                map.next_value_seed(Trials { each: &mut *each })?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-}
-
-struct Trials<'f> {
-    each: &'f mut dyn FnMut(PlannedTrial) -> bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Trials<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Trials<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an array of planned trials")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(t) = seq.next_element::<PlannedTrial>()? {
-            if !(self.each)(t) {
-                return Err(serde::de::Error::custom(STOPPED));
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -86,7 +86,8 @@ fn plan_streamed_writes_what_find_reads_and_verifies() {
     assert_eq!(found.ready.as_ref(), Some(&head));
     let mut seen = Vec::new();
     store
-        .stream_trials(&found.ready_path(), &head, |t, text| {
+        .stream_trials(&found.ready_path(), &head, |text| {
+            let t: PlannedTrial = serde_json::from_str(text).unwrap();
             assert_eq!(text, canonical_json(&t));
             seen.push(t);
             Ok::<(), ()>(())
@@ -105,7 +106,7 @@ fn a_consumer_error_stops_the_stream() {
     let found = store.find_head(spec.run_key()).unwrap();
     let mut n = 0;
     let r = store
-        .stream_trials(&found.ready_path(), &head, |_, _| {
+        .stream_trials(&found.ready_path(), &head, |_| {
             n += 1;
             if n == 3 {
                 Err("enough")
@@ -130,7 +131,7 @@ fn an_altered_trial_is_caught_by_the_stream_and_a_missing_plan_is_none() {
     let text = read(&found.dir, READY_FILE).replacen("\"repetition\":2", "\"repetition\":7", 1);
     std::fs::write(&path, text).unwrap();
     let e = store
-        .stream_trials(&path, &head, |_, _| Ok::<(), ()>(()))
+        .stream_trials(&path, &head, |_| Ok::<(), ()>(()))
         .unwrap_err();
     assert!(matches!(e, EvidenceError::Corrupt { .. }), "{e}");
     // A head whose summary disagrees with the number of trials: the head alone reads (its
@@ -141,7 +142,7 @@ fn an_altered_trial_is_caught_by_the_stream_and_a_missing_plan_is_none() {
     let altered = found.ready.clone().unwrap();
     assert_eq!(altered.summary.trials, 13);
     let e = store
-        .stream_trials(&path, &altered, |_, _| Ok::<(), ()>(()))
+        .stream_trials(&path, &altered, |_| Ok::<(), ()>(()))
         .unwrap_err();
     assert!(matches!(e, EvidenceError::Corrupt { .. }), "{e}");
     // A head cut before its trials is refused on read.

@@ -3,10 +3,10 @@
 //! A plan's digest is sha256 of the canonical JSON of the plan without its `digest` field.
 //! Its keys sort with `trials` last, so that JSON is a *head* (every other field, ending in
 //! `"trials":`), then `[`, the trials' own canonical JSON joined by `,`, then `]}`. This
-//! module owns [`PlanSealer`], which feeds each trial's text to two hashers, one behind the
-//! draft head and one behind the ready head, so neither the plan nor a `serde_json::Value`
-//! tree of it (about 1 GiB for 100,000 trials) is ever built; [`sealed_plan_digest`] is the
-//! same digest of a plan in memory.
+//! module owns [`PlanHasher`] (one stage's digest) and [`PlanSealer`], which feeds each
+//! trial's text to two of them, one behind the draft head and one behind the ready head, so
+//! neither the plan nor a `serde_json::Value` tree of it (about 1 GiB for 100,000 trials) is
+//! ever built; [`sealed_plan_digest`] is the same digest of a plan in memory.
 
 use super::{PlanStage, PlanSummary, PlannedTrial, RunPlan};
 use crate::digest::{canonical_json, Hasher};
@@ -85,45 +85,70 @@ impl Sealed {
     }
 }
 
+/// Hashes a plan's trials, given one at a time as canonical JSON, under one stage's head:
+/// the digest a reader checks a stored plan file against (`run submit` reads the ready file
+/// and needs only its digest).
+#[derive(Debug, Clone)]
+pub struct PlanHasher {
+    hasher: Hasher,
+    trials: u64,
+}
+
+impl PlanHasher {
+    /// A hasher for the plan whose head (every field but `trials` and `digest`) is `plan`'s,
+    /// at `stage`.
+    pub fn new(plan: &RunPlan, stage: PlanStage) -> Self {
+        let mut hasher = Hasher::default();
+        hasher.update(sealed_head(plan, stage).as_bytes());
+        hasher.update(b"[");
+        Self { hasher, trials: 0 }
+    }
+
+    /// Adds the next trial's canonical JSON.
+    pub fn add(&mut self, trial_json: &[u8]) {
+        if self.trials > 0 {
+            self.hasher.update(b",");
+        }
+        self.hasher.update(trial_json);
+        self.trials += 1;
+    }
+
+    /// The trials added so far.
+    pub fn trials(&self) -> u64 {
+        self.trials
+    }
+
+    /// The digest.
+    pub fn finish(mut self) -> String {
+        self.hasher.update(b"]}");
+        self.hasher.finish()
+    }
+}
+
 /// Hashes a plan's trials, given one at a time as canonical JSON, under both heads.
 #[derive(Debug, Clone)]
 pub struct PlanSealer {
-    draft: Hasher,
-    ready: Hasher,
-    trials: u64,
+    draft: PlanHasher,
+    ready: PlanHasher,
 }
 
 impl PlanSealer {
     /// A sealer for the plan whose head (every field but `trials` and `digest`) is `plan`'s.
     pub fn new(plan: &RunPlan) -> Self {
-        let mut draft = Hasher::default();
-        let mut ready = Hasher::default();
-        draft.update(sealed_head(plan, PlanStage::Draft).as_bytes());
-        ready.update(sealed_head(plan, PlanStage::Ready).as_bytes());
-        draft.update(b"[");
-        ready.update(b"[");
         Self {
-            draft,
-            ready,
-            trials: 0,
+            draft: PlanHasher::new(plan, PlanStage::Draft),
+            ready: PlanHasher::new(plan, PlanStage::Ready),
         }
     }
 
     /// Adds the next trial's canonical JSON.
     pub fn add(&mut self, trial_json: &str) {
-        for h in [&mut self.draft, &mut self.ready] {
-            if self.trials > 0 {
-                h.update(b",");
-            }
-            h.update(trial_json.as_bytes());
-        }
-        self.trials += 1;
+        self.draft.add(trial_json.as_bytes());
+        self.ready.add(trial_json.as_bytes());
     }
 
-    /// Both digests.
-    pub fn finish(mut self) -> Sealed {
-        self.draft.update(b"]}");
-        self.ready.update(b"]}");
+/// Both digests.
+    pub fn finish(self) -> Sealed {
         Sealed {
             draft_digest: self.draft.finish(),
             ready_digest: self.ready.finish(),

@@ -1,0 +1,17 @@
+-- 0031_planned_trial_text: planned_trials.document becomes `text`, no longer checked by
+-- PostgreSQL as JSON when it is stored.
+--
+-- The coordinator writes each planned trial's canonical JSON, which it has just made itself
+-- from the trial it parsed and checked (evidence/submit_stream.rs), so the server's check of a
+-- `json` value on input only parsed every document a second time. In a submit of 1,000,000
+-- trials that parse (`json_lex`) was 5% of the machine's CPU, in the one backend process that
+-- the submit's COPY runs in and waits on (docs/PERFORMANCE.md, "Submit at a million, session
+-- 19"). The column's bytes are the same either way: `json` is stored as its text.
+--
+-- Readers that look inside a document cast it: claim_create.sql (`::json`, nested into the
+-- work item it composes), start_items.sql (`::json`, the retry budget of a trial stored before
+-- migration 0025) and grading/owed.sql (`::jsonb`). The others read it whole as text.
+--
+-- json to text is an I/O conversion, so this rewrites the table once: about 10 s per million
+-- planned trials on the machine of docs/PERFORMANCE.md.
+ALTER TABLE planned_trials ALTER COLUMN document TYPE text USING document::text;
