@@ -11,11 +11,11 @@
 //! length in the head, streams the trials into both files while [`PlanSealer`] hashes them,
 //! then writes the digest over the placeholder.
 
+use super::trial_texts::{for_each_text, ScanError};
 use super::{io, read_doc, EvidenceError, EvidenceStore, DRAFT_FILE, READY_FILE, SPEC_FILE};
 use crate::digest::canonical_json;
-use super::trial_texts::{for_each_text, ScanError};
-use crate::plan::{Expansion, PlanHasher, PlanSealer, PlanStage, PlannedTrial, RunPlan};
 use crate::plan::SummaryCounter;
+use crate::plan::{Expansion, PlanHasher, PlanSealer, PlanStage, PlannedTrial, RunPlan};
 use crate::plan::{PlanSummary, PLAN_SCHEMA};
 use crate::spec::ResolvedRunSpec;
 use chrono::{DateTime, Utc};

@@ -208,9 +208,8 @@ fn split_trials(
                     b']' => {
                         let last = &buf[start..i - 1];
                         // `[]`: a plan with no trials.
-                        if !(count == 0 && held.is_empty() && last.is_empty())
-                            && !give(&mut held, last, &mut count)?
-                        {
+                        let none = count == 0 && held.is_empty() && last.is_empty();
+                        if !(none || give(&mut held, last, &mut count)?) {
                             return Ok(false);
                         }
                         closed = true;
@@ -258,7 +257,11 @@ fn end_of_document(input: &mut impl BufRead) -> Result<(), ScanError> {
             match b {
                 b'}' if !closed => closed = true,
                 _ if b.is_ascii_whitespace() => {}
-                _ => return Err(shape("something follows its trials (they are its last member)")),
+                _ => {
+                    return Err(shape(
+                        "something follows its trials (they are its last member)",
+                    ))
+                }
             }
         }
         let n = buf.len();

@@ -48,7 +48,10 @@ fn each_trial_is_given_as_written() {
             &[tricky, tricky],
         ),
         // Whitespace in the head and after the array (a trial's own is its text).
-        ("{ \"a\" : [ 1 ] ,\n \"trials\" : [{\"k\":1}] }\n", &[r#"{"k":1}"#]),
+        (
+            "{ \"a\" : [ 1 ] ,\n \"trials\" : [{\"k\":1}] }\n",
+            &[r#"{"k":1}"#],
+        ),
     ];
     for (doc, want) in cases {
         assert_eq!(texts_every_way(doc).unwrap(), *want, "{doc}");
@@ -70,7 +73,10 @@ fn a_document_of_another_shape_is_refused_naming_what_is_wrong() {
         (r#"{"trials":[{"k":1},]}"#, "trial 1 is empty"),
         (r#"{"trials":[,{"k":1}]}"#, "trial 0 is empty"),
         (r#"{"trials":[{"k":1}}]}"#, "trial 0 is not JSON"),
-        (r#"{"trials":[{"k":1}],"z":1}"#, "something follows its trials"),
+        (
+            r#"{"trials":[{"k":1}],"z":1}"#,
+            "something follows its trials",
+        ),
         (r#"{"trials":[{"k":1}]"#, "its document is not closed"),
         (r#"{"trials":[{"k":1}]}}"#, "something follows its trials"),
         (&big, "trial 0 is over"),
@@ -78,7 +84,10 @@ fn a_document_of_another_shape_is_refused_naming_what_is_wrong() {
     for (doc, want) in cases {
         for capacity in [1, 7, 1 << 16] {
             let got = texts(doc, capacity).unwrap_err();
-            assert!(got.starts_with(want), "{doc:.80}: got {got:?}, want {want:?}");
+            assert!(
+                got.starts_with(want),
+                "{doc:.80}: got {got:?}, want {want:?}"
+            );
         }
     }
 }

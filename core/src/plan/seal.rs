@@ -147,7 +147,7 @@ impl PlanSealer {
         self.ready.add(trial_json.as_bytes());
     }
 
-/// Both digests.
+    /// Both digests.
     pub fn finish(self) -> Sealed {
         Sealed {
             draft_digest: self.draft.finish(),

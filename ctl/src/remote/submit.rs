@@ -71,11 +71,9 @@ fn read_chunks(
     mut chunker: PlanChunker,
     tx: tokio::sync::mpsc::Sender<pb::SubmitPlanChunk>,
 ) -> Result<(), EvidenceError> {
-    let gone = store.stream_trials(path, ready, |text| {
-        match chunker.push(text.to_string()) {
-            Some(full) => tx.blocking_send(full).map_err(|_| ()),
-            None => Ok(()),
-        }
+    let gone = store.stream_trials(path, ready, |text| match chunker.push(text.to_string()) {
+        Some(full) => tx.blocking_send(full).map_err(|_| ()),
+        None => Ok(()),
     })?;
     if let (Ok(()), Some(last)) = (gone, chunker.finish()) {
         // A closed channel means the call already failed.
