@@ -49,6 +49,47 @@ pub fn for_each_text(
     Ok(true)
 }
 
+/// Where a byte stands with respect to the strings of a JSON text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InString {
+    /// Outside every string (a `"` opens one: [`Strings::open`]).
+    No,
+    /// Inside one, escapes included.
+    Yes,
+    /// The closing quote.
+    Ended,
+}
+
+/// The string state of a lexer: inside a string or not, and after a backslash.
+#[derive(Default)]
+struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Takes the next byte.
+    fn take(&mut self, b: u8) -> InString {
+        if !self.inside {
+            return InString::No;
+        }
+        if self.escaped {
+            self.escaped = false;
+        } else if b == b'\\' {
+            self.escaped = true;
+        } else if b == b'"' {
+            self.inside = false;
+            return InString::Ended;
+        }
+        InString::Yes
+    }
+
+    /// A `"` outside every string opens one.
+    fn open(&mut self) {
+        self.inside = true;
+    }
+}
+
 /// Where the head's lexer stands after the top-level key `trials`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum AfterKey {
@@ -63,7 +104,7 @@ enum AfterKey {
 /// Reads `input` up to and including the `[` that opens the top-level `trials` array.
 fn find_trials(input: &mut impl BufRead) -> Result<(), ScanError> {
     let mut depth = 0u32;
-    let (mut in_string, mut escaped) = (false, false);
+    let mut strings = Strings::default();
     // A top-level key is being read into `key` (its first 8 bytes are enough to tell).
     let (mut expect_key, mut in_key) = (false, false);
     let mut key = Vec::with_capacity(8);
@@ -78,23 +119,21 @@ fn find_trials(input: &mut impl BufRead) -> Result<(), ScanError> {
             let mut used = 0;
             for &b in buf {
                 used += 1;
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if b == b'\\' {
-                        escaped = true;
-                    } else if b == b'"' {
-                        in_string = false;
+                match strings.take(b) {
+                    InString::Yes => {
+                        if in_key && key.len() < 8 {
+                            key.push(b);
+                        }
+                        continue;
+                    }
+                    InString::Ended => {
                         if in_key && key == b"trials" {
                             after = AfterKey::Colon;
                         }
                         in_key = false;
                         continue;
                     }
-                    if in_key && key.len() < 8 {
-                        key.push(b);
-                    }
-                    continue;
+                    InString::No => {}
                 }
                 if b.is_ascii_whitespace() {
                     continue;
@@ -113,7 +152,7 @@ fn find_trials(input: &mut impl BufRead) -> Result<(), ScanError> {
                 }
                 match b {
                     b'"' => {
-                        in_string = true;
+                        strings.open();
                         in_key = expect_key && depth == 1;
                         key.clear();
                         expect_key = false;
@@ -150,7 +189,7 @@ fn split_trials(
     // The current trial's bytes when it spans reads; empty while it lies in one buffer.
     let mut held: Vec<u8> = Vec::new();
     let mut depth = 0u32;
-    let (mut in_string, mut escaped) = (false, false);
+    let mut strings = Strings::default();
     let mut count = 0u64;
     // Gives one trial, `tail` being its bytes in the current buffer.
     let mut give = |held: &mut Vec<u8>, tail: &[u8], count: &mut u64| -> Result<bool, ScanError> {
@@ -186,18 +225,11 @@ fn split_trials(
             while i < buf.len() {
                 let b = buf[i];
                 i += 1;
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if b == b'\\' {
-                        escaped = true;
-                    } else if b == b'"' {
-                        in_string = false;
-                    }
+                if strings.take(b) != InString::No {
                     continue;
                 }
                 match b {
-                    b'"' => in_string = true,
+                    b'"' => strings.open(),
                     b'{' | b'[' => depth += 1,
                     b'}' => {
                         depth = depth
