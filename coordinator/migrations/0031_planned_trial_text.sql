@@ -12,6 +12,7 @@
 -- work item it composes), start_items.sql (`::json`, the retry budget of a trial stored before
 -- migration 0025) and grading/owed.sql (`::jsonb`). The others read it whole as text.
 --
--- json to text is an I/O conversion, so this rewrites the table once: about 10 s per million
--- planned trials on the machine of docs/PERFORMANCE.md.
+-- json to text is an I/O conversion, so this rewrites the table and its indexes once, holding
+-- it locked meanwhile: 5.7 s for 1,000,000 rows of this shape on the 2-core machine of
+-- docs/PERFORMANCE.md (a scratch PostgreSQL 15, 2026-12-03).
 ALTER TABLE planned_trials ALTER COLUMN document TYPE text USING document::text;

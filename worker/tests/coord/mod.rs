@@ -8,7 +8,7 @@ use akbench_coordinator::scheduler::{NewWorkItem, Scheduler, WorkKind};
 use akbench_coordinator::store::Store;
 use akbench_coordinator::workers_service::{WorkersConfig, WorkersService};
 use akbench_core::clock::SystemClock;
-use akbench_core::digest::digest_of;
+use akbench_core::digest::{canonical_json, digest_of};
 use akbench_core::manifest::ExperimentManifest;
 use akbench_core::plan::plan;
 use akbench_core::record::AttemptRecord;
@@ -164,7 +164,8 @@ impl Coord {
             c.execute(
                 "INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent, repetition, document) \
                  VALUES ($1, $2, $3, $4, 'answer', $5, 1, $6)",
-                &[trial_id, &run_id, &ordinal, &format!("{key}/{i}"), agent, doc],
+                // Stored as the coordinator stores a trial: its canonical JSON, as text.
+                &[trial_id, &run_id, &ordinal, &format!("{key}/{i}"), agent, &canonical_json(doc)],
             )
             .await
             .unwrap();
