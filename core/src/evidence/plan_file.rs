@@ -14,9 +14,8 @@
 use super::trial_texts::{for_each_text, ScanError};
 use super::{io, read_doc, EvidenceError, EvidenceStore, DRAFT_FILE, READY_FILE, SPEC_FILE};
 use crate::digest::canonical_json;
-use crate::plan::SummaryCounter;
 use crate::plan::{Expansion, PlanHasher, PlanSealer, PlanStage, PlannedTrial, RunPlan};
-use crate::plan::{PlanSummary, PLAN_SCHEMA};
+use crate::plan::{PlanSummary, SummaryCounter, PLAN_SCHEMA};
 use crate::spec::ResolvedRunSpec;
 use chrono::{DateTime, Utc};
 use serde::de::{Deserializer, MapAccess, Visitor};
