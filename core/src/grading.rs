@@ -8,8 +8,10 @@
 //! "executed, grading not run".
 //!
 //! It also owns the rules that keep a grade honest against the code under test (docs/tasks.md,
-//! "Grading the agent cannot forge"): the tripwire placed in the grader's copy of the hidden
-//! tests ([`tripwire_code`]) and what a run with it must show ([`check_tripwire`]); which
+//! "Grading the agent cannot forge"): the tripwire twin, a copy of the hidden tests with their
+//! expected values changed ([`twin`]), or a task's declared tripwire test ([`tripwire_code`]),
+//! and what its run must show ([`judge_twin`]); whether a reward agrees with the test
+//! runner's own outcome ([`verdict::disagreement`]); which
 //! paths of the agent's diff steer the grader and are withheld from the grading workspace
 //! ([`withhold`]); which trials a report counts as tampered or graded with withheld paths
 //! ([`integrity`]); whose failure a grading run without a verdict is, from who ended it
@@ -18,6 +20,7 @@
 
 pub mod blame;
 pub mod integrity;
+pub mod twin;
 pub mod verdict;
 pub mod withhold;
 
@@ -27,7 +30,6 @@ pub use withhold::{
 };
 
 use crate::lifecycle::State;
-use crate::record::{TestOutcome, TestResult};
 use serde::{Deserialize, Serialize};
 
 /// How the execution half of an attempt ended.
@@ -150,46 +152,80 @@ pub fn tripwire_code(
     None
 }
 
-/// Checks what a grading run with the tripwire `name` in its tests showed: the tripwire must
-/// be reported failing (by name in the JUnit report, or, without one, in the runner's
-/// output) and the run must not be solved. `Err` says how grading was tampered with.
-pub fn check_tripwire(
-    name: &str,
-    tests: &[TestResult],
-    report: &str,
-    solved: bool,
-) -> Result<(), String> {
-    if solved {
-        return Err(format!(
-            "the run with the tripwire `{name}` (a test that must fail) was graded solved"
-        ));
+/// How the tripwire twin's run over the agent's work ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TwinRun {
+    /// Graded not solved: what any honest solution gets.
+    NotSolved,
+    /// Graded solved.
+    Solved,
+    /// No verdict (the run died, timed out or wrote no reward): not evidence either way.
+    NoVerdict(String),
+    /// The run itself showed tampering (a link for a reward, a late write...).
+    Tampered(String),
+}
+
+/// How the task's reference solution fares on the same twin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReferenceOnTwin {
+    /// Not solved: the twin discriminates.
+    Fails,
+    /// Solved: the twin does not change an honest solution's verdict here.
+    Passes,
+    /// Not known (no reference, no verdict, the run broke): why.
+    Unknown(String),
+}
+
+/// What the tripwire twin showed: the result written in `grade.tripwire.result`, and the
+/// tampering seen (`Some` flags the grade). A solved twin flags the grade only when the
+/// task's reference solution fails the same twin (`reference` is asked only then), so a
+/// twin that an honest solution can pass never accuses one. `what` names the twin in the
+/// cause (`the hidden tests with 6 expected values changed`).
+pub fn judge_twin(
+    run: TwinRun,
+    what: &str,
+    reference: impl FnOnce() -> ReferenceOnTwin,
+) -> (String, Option<String>) {
+    match run {
+        TwinRun::NotSolved => (TRIPWIRE_OK.to_string(), None),
+        TwinRun::NoVerdict(cause) => (
+            format!("{TWIN_NO_VERDICT}: {cause} (not evidence of tampering)"),
+            None,
+        ),
+        TwinRun::Tampered(t) => {
+            let t = format!("in the tripwire twin run: {t}");
+            (format!("grading tampered: {t}"), Some(t))
+        }
+        TwinRun::Solved => match reference() {
+            ReferenceOnTwin::Fails => {
+                let t = format!(
+                    "the agent's code passed the tripwire twin ({what}), which the task's reference solution fails"
+                );
+                (format!("grading tampered: {t}"), Some(t))
+            }
+            ReferenceOnTwin::Passes => (
+                format!("{TWIN_INEFFECTIVE}: the twin ({what}) is passed by the task's reference solution too, so it cannot tell; not flagged"),
+                None,
+            ),
+            ReferenceOnTwin::Unknown(why) => (
+                format!("{TWIN_UNCONFIRMED}: the agent's code passed the twin ({what}), but whether the reference solution fails it is not known ({why}); not flagged"),
+                None,
+            ),
+        },
     }
-    if tests.is_empty() {
-        return if report.contains(name) {
-            Ok(())
-        } else {
-            Err(format!(
-                "the tripwire `{name}` does not appear in the runner's output: it did not run"
-            ))
-        };
-    }
-    let named = |t: &&TestResult| {
-        t.name == name
-            || t.name.ends_with(&format!("::{name}"))
-            || t.name.ends_with(&format!(".{name}"))
-    };
-    match tests.iter().find(named).map(|t| t.outcome) {
-        Some(TestOutcome::Failed | TestOutcome::Error) => Ok(()),
-        Some(TestOutcome::Passed) => Err(format!(
-            "the tripwire `{name}` (a test that must fail) passed"
-        )),
-        Some(TestOutcome::Skipped) => Err(format!(
-            "the tripwire `{name}` (a test that must fail) was skipped"
-        )),
-        None => Err(format!(
-            "the tripwire `{name}` is missing from the JUnit report: it did not run"
-        )),
-    }
+}
+
+/// `grade.tripwire.result` of a twin run that gave no verdict.
+pub const TWIN_NO_VERDICT: &str = "no verdict";
+/// `grade.tripwire.result` of a twin the reference solution passes too.
+pub const TWIN_INEFFECTIVE: &str = "ineffective";
+/// `grade.tripwire.result` of a solved twin the reference could not be checked on.
+pub const TWIN_UNCONFIRMED: &str = "unconfirmed";
+
+/// True when a grade's tripwire result says it was checked by a tripwire that failed as it
+/// must; a solved grade without that is graded without a tripwire (counted by reports).
+pub fn tripwire_held(result: &str) -> bool {
+    result == TRIPWIRE_OK
 }
 
 /// What one trial's end answers about the agent: the exit code of `run single`,
@@ -350,64 +386,55 @@ mod tests {
         }
     }
 
-    fn tr(name: &str, outcome: TestOutcome) -> TestResult {
-        TestResult {
-            name: name.into(),
-            outcome,
-            message: None,
-        }
-    }
-
     #[test]
-    fn the_tripwire_table() {
-        use TestOutcome as O;
-        let n = "test_qwerty";
-        let other = tr("m.T::test_real", O::Passed);
-        type Case<'a> = (Vec<TestResult>, &'a str, bool, Result<(), &'a str>);
-        let cases: Vec<Case> = vec![
+    fn the_twin_table() {
+        use ReferenceOnTwin as R;
+        use TwinRun as T;
+        // (run, the reference's result if asked, flagged, result prefix, reference asked)
+        let cases: Vec<(T, R, bool, &str, bool)> = vec![
+            (T::NotSolved, R::Fails, false, TRIPWIRE_OK, false),
+            (T::NotSolved, R::Passes, false, TRIPWIRE_OK, false),
             (
-                vec![other.clone(), tr("m.Q::test_qwerty", O::Failed)],
-                "",
+                T::NoVerdict("timed out".into()),
+                R::Fails,
                 false,
-                Ok(()),
+                TWIN_NO_VERDICT,
+                false,
             ),
-            (vec![tr("m.Q.test_qwerty", O::Error)], "", false, Ok(())),
-            (vec![tr("test_qwerty", O::Failed)], "", false, Ok(())),
             (
-                vec![tr("m.Q::test_qwerty", O::Failed)],
-                "",
+                T::Tampered("a link".into()),
+                R::Passes,
                 true,
-                Err("graded solved"),
-            ),
-            (
-                vec![tr("m.Q::test_qwerty", O::Passed)],
-                "",
+                "grading tampered",
                 false,
-                Err("passed"),
             ),
+            (T::Solved, R::Fails, true, "grading tampered", true),
+            (T::Solved, R::Passes, false, TWIN_INEFFECTIVE, true),
             (
-                vec![tr("m.Q::test_qwerty", O::Skipped)],
-                "",
+                T::Solved,
+                R::Unknown("no reference".into()),
                 false,
-                Err("skipped"),
+                TWIN_UNCONFIRMED,
+                true,
             ),
-            (vec![other.clone()], "test_qwerty", false, Err("missing")),
-            (
-                vec![tr("m.Q::test_qwertyx", O::Failed)],
-                "",
-                false,
-                Err("missing"),
-            ),
-            (vec![], "FAIL: test_qwerty", false, Ok(())),
-            (vec![], "OK", false, Err("does not appear")),
-            (vec![], "FAIL: test_qwerty", true, Err("graded solved")),
         ];
-        for (tests, report, solved, want) in cases {
-            let got = check_tripwire(n, &tests, report, solved);
-            match (got, want) {
-                (Ok(()), Ok(())) => {}
-                (Err(e), Err(w)) => assert!(e.contains(w) && e.contains(n), "{e} vs {w}"),
-                (g, w) => panic!("{tests:?} {report:?} {solved}: got {g:?}, want {w:?}"),
+        for (run, reference, flagged, prefix, asked) in cases {
+            let mut was_asked = false;
+            let label = format!("{run:?} {reference:?}");
+            let (result, t) = judge_twin(
+                run,
+                "the hidden tests with 3 expected values changed",
+                || {
+                    was_asked = true;
+                    reference
+                },
+            );
+            assert_eq!(t.is_some(), flagged, "{label}: {result}");
+            assert!(result.starts_with(prefix), "{label}: {result}");
+            assert_eq!(was_asked, asked, "{label}");
+            assert_eq!(tripwire_held(&result), prefix == TRIPWIRE_OK, "{label}");
+            if let Some(t) = t {
+                assert!(result.ends_with(&t), "{label}");
             }
         }
     }

@@ -14,8 +14,11 @@ pub enum Side {
     Solved,
     /// The grader gave the verdict "not solved".
     NotSolved,
-    /// The grader gave no verdict (killed, timed out, no reward, tampering).
+    /// The grader gave no verdict (killed, timed out, no reward).
     NoVerdict,
+    /// The grade was flagged `grading tampered` (the tripwire twin, a planted or late
+    /// reward...): on the reference, no honest solution of the task could be graded solved.
+    Tampered,
 }
 
 /// The result of checking one task release on one runtime (and image).
@@ -43,6 +46,10 @@ pub struct TaskCheck {
     pub valid: bool,
     /// Why it is not valid (empty when valid).
     pub problems: Vec<String>,
+    /// The tripwire of the reference's grade (`grade.tripwire.result`): `failed as it must`,
+    /// or why the task's solved grades go without one. Absent in checks made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<String>,
 }
 
 /// Whether a task is valid given how its two grading runs ended, and why not: the
@@ -56,7 +63,10 @@ pub fn judge(reference: Side, baseline: Side) -> (bool, Vec<String>) {
             "the reference solution does not solve the task: solution/solve.sh or the tests are wrong".to_string(),
         ),
         Side::NoVerdict => problems.push(
-            "the grader gave no verdict on the reference solution (killed, timed out, no reward, or tampering seen): the tests cannot judge this task here".to_string(),
+            "the grader gave no verdict on the reference solution (killed, timed out, or no reward): the tests cannot judge this task here".to_string(),
+        ),
+        Side::Tampered => problems.push(
+            "grading flags the reference solution as tampering (graded as a trial is, tripwire included): no honest solution of this task could be graded solved; see the reference's cause below".to_string(),
         ),
     }
     if baseline == Side::Solved {
@@ -67,13 +77,18 @@ pub fn judge(reference: Side, baseline: Side) -> (bool, Vec<String>) {
     (problems.is_empty(), problems)
 }
 
+/// The version of the rules a check grades by: a check cached under older rules is not
+/// read (2: grading as a trial grades, the tripwire twin included).
+pub const CHECK_RULES: u32 = 2;
+
 /// The file name a check is cached under in the data dir's `task-checks/` folder: the
-/// task digest's hex, the runtime, and under `container` the image digest's hex.
+/// task digest's hex, the runtime, under `container` the image digest's hex, and the rules'
+/// version ([`CHECK_RULES`]).
 pub fn cache_name(digest: &str, runtime: &str, image_digest: Option<&str>) -> String {
     let hex = |d: &str| d.strip_prefix("sha256:").unwrap_or(d).to_string();
     match image_digest {
-        Some(i) => format!("{}.{runtime}.{}.json", hex(digest), hex(i)),
-        None => format!("{}.{runtime}.json", hex(digest)),
+        Some(i) => format!("{}.{runtime}.{}.v{CHECK_RULES}.json", hex(digest), hex(i)),
+        None => format!("{}.{runtime}.v{CHECK_RULES}.json", hex(digest)),
     }
 }
 
@@ -94,6 +109,9 @@ mod tests {
             (NoVerdict, Solved, false, 2),
             (NotSolved, NoVerdict, false, 1),
             (NoVerdict, NoVerdict, false, 1),
+            (Tampered, NotSolved, false, 1),
+            (Tampered, Solved, false, 2),
+            (Solved, Tampered, true, 0),
         ] {
             let (ok, problems) = judge(reference, baseline);
             assert_eq!(ok, valid, "{reference:?} {baseline:?}");
@@ -111,11 +129,11 @@ mod tests {
         let i = format!("sha256:{}", "b".repeat(64));
         assert_eq!(
             cache_name(&d, "sandbox", None),
-            format!("{}.sandbox.json", "a".repeat(64))
+            format!("{}.sandbox.v2.json", "a".repeat(64))
         );
         assert_eq!(
             cache_name(&d, "container", Some(&i)),
-            format!("{}.container.{}.json", "a".repeat(64), "b".repeat(64))
+            format!("{}.container.{}.v2.json", "a".repeat(64), "b".repeat(64))
         );
     }
 }

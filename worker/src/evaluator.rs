@@ -34,13 +34,14 @@ use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
 use akbench_core::grading::blame::{judge, EndedBy, Judgement};
+use akbench_core::grading::verdict::disagreement;
 use akbench_core::grading::verdict::{
     fault, no_verdict, task_fault_cause, Fault, NoVerdict, Reference, RewardRead, RunEnd,
 };
 use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -221,7 +222,7 @@ pub fn evaluate(
         task,
         place,
         place.workspace,
-        &place.eval_root.join("main"),
+        &place.eval_root.join(SLOT),
         place.log_prefix,
         None,
         cancel,
@@ -264,6 +265,12 @@ pub fn evaluate(
         },
         Run::Verdict(v) => v,
     };
+    if v.tampered.is_none() {
+        match reward_disagreement(task, place, &v, cancel) {
+            Err(()) => return EvalResult::Cancelled,
+            Ok(t) => v.tampered = t,
+        }
+    }
     let tripwire = if v.tampered.is_some() {
         not_run("tampering was seen in the first run")
     } else if !v.ok {
@@ -316,15 +323,22 @@ fn not_run(why: &str) -> TripwireFacts {
         result: format!("not run: {why}"),
     }
 }
+/// The folder of `eval_root` the graded run's tests copy, verifier folder, home and logs are
+/// made in; the tripwire twin runs in the same one (evaluator::tripwire).
+pub(crate) const SLOT: &str = "run";
+
 /// Runs the verifier once over `workspace`, with a fresh tests copy, verifier folder and home
-/// under `eval_root`; `tripwire` is (file under tests/, code) appended to the tests copy.
+/// under `eval_root`, its output written under `eval_root/out` (the same paths for every run
+/// made in the same `eval_root`) and then moved to the artifacts as
+/// `{log_prefix}evaluator.{stdout,stderr}.log`; `twin` is (file under tests/, text) written
+/// over the tests copy.
 fn run_once(
     task: &Task,
     place: &EvalPlace<'_>,
     workspace: &Path,
     eval_root: &Path,
     log_prefix: &str,
-    tripwire: Option<(&str, &str)>,
+    twin: Option<&[(String, String)]>,
     cancel: &CancelToken,
 ) -> Run {
     let machinery = |cause: String| Run::Machinery {
@@ -352,35 +366,17 @@ fn run_once(
         }
         Err(e) => return machinery(format!("failed to digest the tests copy: {e}")),
     }
-    if let Some((file, code)) = tripwire {
-        let path = tests.join(file);
-        // Only a regular file of the copy (a link could lead back into the task release),
-        // made writable first (the release's file may be read-only).
-        let appended = match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => {
-                let mut perms = m.permissions();
-                std::os::unix::fs::PermissionsExt::set_mode(
-                    &mut perms,
-                    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) | 0o200,
-                );
-                std::fs::set_permissions(&path, perms).and_then(|()| {
-                    std::fs::OpenOptions::new()
-                        .append(true)
-                        .custom_flags(libc::O_NOFOLLOW)
-                        .open(&path)
-                        .and_then(|mut f| std::io::Write::write_all(&mut f, code.as_bytes()))
-                })
-            }
-            Ok(_) => Err(std::io::Error::other("it is not a regular file")),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = appended {
+    for (file, text) in twin.unwrap_or_default() {
+        if let Err(e) = write_over(&tests.join(file), text) {
             return machinery(format!(
-                "failed to add the tripwire to {}: {e}",
-                path.display()
+                "failed to make the tripwire twin of {}: {e}",
+                tests.join(file).display()
             ));
         }
     }
+    let verifier_mode = std::fs::symlink_metadata(&verifier)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
+        .unwrap_or(0);
     let subst = |s: &String| {
         s.replace("{tests_dir}", &tests.display().to_string())
             .replace("{workspace}", &workspace.display().to_string())
@@ -395,6 +391,14 @@ fn run_once(
         verifier.display().to_string(),
     );
     env.insert("AKBENCH_WORKSPACE".into(), workspace.display().to_string());
+    // Written where every run of this `eval_root` writes (a process can read its output's
+    // path), moved to the artifacts under this run's own names once it is over.
+    let out = eval_root.join("out");
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        return machinery(format!("failed to create {}: {e}", out.display()));
+    }
+    let run_stdout = out.join("evaluator.stdout.log");
+    let run_stderr = out.join("evaluator.stderr.log");
     let stdout_path = place
         .artifacts_dir
         .join(format!("{log_prefix}evaluator.stdout.log"));
@@ -405,8 +409,8 @@ fn run_once(
         argv: argv.clone(),
         cwd: workspace.to_path_buf(),
         env,
-        stdout_path: stdout_path.clone(),
-        stderr_path: stderr_path.clone(),
+        stdout_path: run_stdout.clone(),
+        stderr_path: run_stderr.clone(),
         output_cap: 4 * 1024 * 1024,
         timeout: Duration::from_secs_f64(task.verifier_timeout_sec),
         grace: Duration::from_secs(5),
@@ -450,6 +454,11 @@ fn run_once(
     let at_exit = read_reward(&verifier);
     let finished = guard.finish();
     let runtime = finished.facts;
+    for (from, to) in [(&run_stdout, &stdout_path), (&run_stderr, &stderr_path)] {
+        if std::fs::rename(from, to).is_err() {
+            let _ = std::fs::copy(from, to);
+        }
+    }
     let (report, report_truncated) = read_report(&stdout_path, &stderr_path);
     let code = end.exit_code;
     let by = ended_by(&end, finished.ended_by, cancel);
@@ -467,6 +476,9 @@ fn run_once(
     }
     let reward = read_reward(&verifier);
     let junit = read_capped(&verifier, "junit.xml", JUNIT_CAP);
+    let made_read_only = std::fs::symlink_metadata(&verifier)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
+        .is_ok_and(|m| m & 0o200 == 0 && verifier_mode & 0o200 != 0);
     let tamper = match (&at_exit, &reward, &junit) {
         (Err(OutputError::Tampered(t)), _, _)
         | (_, Err(OutputError::Tampered(t)), _)
@@ -474,6 +486,10 @@ fn run_once(
         (a, b, _) if a != b => {
             Some("the reward changed after the verifier's top process ended".to_string())
         }
+        _ if made_read_only => Some(
+            "the verifier folder was made read-only while grading (a reward planted where the test runner could not write its own)"
+                .to_string(),
+        ),
         _ => None,
     };
     if let Some(t) = tamper {
@@ -637,6 +653,91 @@ fn ended_by(
         return EndedBy::Shutdown;
     }
     EndedBy::Itself
+}
+
+/// Writes `text` over the regular file at `path` of a tests copy (never through a link: one
+/// could lead back into the task release), made writable first (the release's file may be
+/// read-only).
+fn write_over(path: &Path, text: &str) -> std::io::Result<()> {
+    let m = std::fs::symlink_metadata(path)?;
+    if !m.file_type().is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    let mut perms = m.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut perms,
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) | 0o200,
+    );
+    std::fs::set_permissions(path, perms)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
+}
+
+/// Task releases (digest, runtime) whose reference solution's grade shows the same
+/// disagreement between its reward and its runner ([`disagreement`]): `true` when it does.
+static REFERENCE_DISAGREES: Mutex<Option<HashMap<(String, &'static str), bool>>> = Mutex::new(None);
+
+/// A solved reward the test runner's own outcome disagrees with
+/// ([`akbench_core::grading::verdict::disagreement`]) is tampering when the task's reference
+/// solution, graded by the same grader here, shows no such disagreement; when it does, or
+/// cannot be checked, it is the task's own shape and nothing is flagged. `Err`: cancelled.
+fn reward_disagreement(
+    task: &Task,
+    place: &EvalPlace<'_>,
+    v: &Verdict,
+    cancel: &CancelToken,
+) -> Result<Option<String>, ()> {
+    let Some(seen) = disagreement(v.ok, v.exit_code, &v.tests) else {
+        return Ok(None);
+    };
+    let key = (task.release.digest.clone(), place.runtime.as_str());
+    let cached = REFERENCE_DISAGREES
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).copied()));
+    let reference_disagrees = match cached {
+        Some(d) => Some(d),
+        None => {
+            let (Some(ws), Some(_)) = (place.workspaces, task.reference.as_ref()) else {
+                return Ok(None);
+            };
+            let dir = place.eval_root.join("reference-agreement");
+            let fresh = match ws.reference(&dir, cancel) {
+                Ok(f) => f,
+                Err(_) if cancel.is_cancelled() => return Err(()),
+                Err(_) => return Ok(None),
+            };
+            let run = run_once(
+                task,
+                place,
+                &fresh.path,
+                &dir.join("eval"),
+                &format!("{}reference.", place.log_prefix),
+                None,
+                cancel,
+            );
+            drop(fresh);
+            let _ = std::fs::remove_dir_all(&dir);
+            match run {
+                Run::Cancelled => return Err(()),
+                Run::Verdict(r) if r.tampered.is_none() && r.ok => {
+                    let d = disagreement(r.ok, r.exit_code, &r.tests).is_some();
+                    if let Ok(mut m) = REFERENCE_DISAGREES.lock() {
+                        m.get_or_insert_with(HashMap::new).insert(key, d);
+                    }
+                    Some(d)
+                }
+                _ => None,
+            }
+        }
+    };
+    Ok((reference_disagrees == Some(false)).then(|| {
+        format!("{seen}, where the task's reference solution graded by the same grader shows no such disagreement")
+    }))
 }
 
 fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {

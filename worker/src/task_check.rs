@@ -1,10 +1,13 @@
-//! Validating a task on this host (`akbench task check`): two grading runs with the task's
-//! own grader, in the runtime (and image) its runs use: the starting point the agent gets
-//! (pinned commit plus mutation) with the reference solution (`solution/solve.sh`) applied,
-//! and the same starting point unchanged. The verdict rule is
-//! `akbench_core::task_check::judge`; caching is the caller's.
+//! Validating a task on this host (`akbench task check`): two grades with the task's own
+//! grader, made exactly as a trial's grade is made (the same runtime and image, the tripwire
+//! twin and every tampering check included, fresh copies made for each grading run): the
+//! starting point the agent gets (pinned commit plus mutation) with the reference solution
+//! (`solution/solve.sh`) applied, and the same starting point unchanged. A reference that
+//! grading flags as tampering makes the task not valid: no honest solution of it could be
+//! graded solved. The verdict rule is `akbench_core::task_check::judge`; caching is the
+//! caller's.
 
-use crate::evaluator::{evaluate, EvalPlace, EvalResult};
+use crate::evaluator::{evaluate, EvalPlace, EvalResult, FreshWorkspace, Workspaces};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use crate::runtime::container::Image;
@@ -23,6 +26,95 @@ pub struct Runs {
     pub baseline: Side,
     /// What each run said when it had no verdict or the solution failed (`reference: ...`).
     pub notes: Vec<String>,
+    /// The reference's grade's tripwire result (`grade.tripwire.result`): whether the twin
+    /// held, or why the task is graded without one.
+    pub tripwire: Option<String>,
+}
+
+/// The fresh workspaces of one side of a check: the starting point, with the reference
+/// solution applied when `with_solution`, for every grading run (the tripwire twin's copy
+/// of "the agent's work" is one more such copy).
+struct Sides<'a> {
+    orch: &'a Orchestrator,
+    task: &'a Task,
+    runtime: RuntimeKind,
+    image: Option<&'a Image>,
+    with_solution: bool,
+}
+
+/// Why a side's workspace was not made.
+enum Unmade {
+    /// The workspace itself (this host's problem, not the task's).
+    Workspace(String),
+    /// The reference solution did not run to the end (the task's).
+    Solution(String),
+}
+
+impl Unmade {
+    fn text(self) -> String {
+        match self {
+            Unmade::Workspace(e) | Unmade::Solution(e) => e,
+        }
+    }
+}
+
+impl Sides<'_> {
+    fn make(
+        &self,
+        dir: &Path,
+        solution: bool,
+        cancel: &CancelToken,
+    ) -> Result<FreshWorkspace, Unmade> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Unmade::Workspace(format!("cannot create {}: {e}", dir.display())))?;
+        let ws = Workspace::create(
+            &self.orch.cache,
+            self.task,
+            &dir.join("work"),
+            true,
+            self.image,
+        )
+        .map_err(|e| Unmade::Workspace(e.to_string()))?;
+        let cache = self.orch.cache.clone();
+        let path = ws.worktree.clone();
+        let home = ws.home.clone();
+        let fresh = FreshWorkspace::new(
+            path,
+            Vec::new(),
+            Box::new(move || {
+                let _ = ws.remove(&cache);
+            }),
+        );
+        if solution {
+            let Some((script, _)) = &self.task.reference else {
+                return Err(Unmade::Solution(
+                    "the task has no reference solution".into(),
+                ));
+            };
+            crate::regrade::run_solution(
+                script,
+                &fresh.path,
+                &home,
+                dir,
+                self.task,
+                (self.runtime, self.image),
+                cancel,
+            )
+            .map_err(Unmade::Solution)?;
+        }
+        Ok(fresh)
+    }
+}
+
+impl Workspaces for Sides<'_> {
+    fn agent_copy(&self, dir: &Path) -> Result<FreshWorkspace, String> {
+        self.make(dir, self.with_solution, &CancelToken::new())
+            .map_err(Unmade::text)
+    }
+
+    fn reference(&self, dir: &Path, cancel: &CancelToken) -> Result<FreshWorkspace, String> {
+        self.make(dir, true, cancel).map_err(Unmade::text)
+    }
 }
 
 /// Runs both grading runs of `task` under `runtime` (over `image` under `container`),
@@ -36,65 +128,71 @@ pub fn run(
     dir: &Path,
     cancel: &CancelToken,
 ) -> Result<Runs, String> {
-    let Some((solution, _)) = &task.reference else {
+    if task.reference.is_none() {
         return Err(format!(
             "task `{}` has no reference solution (solution/solve.sh)",
             task.release.id
         ));
     };
     let mut notes = Vec::new();
+    let mut tripwire = None;
     let mut side = |name: &str, with_solution: bool| -> Result<Side, String> {
         let root = dir.join(name);
         let _ = std::fs::remove_dir_all(&root);
-        let ws = Workspace::create(&orch.cache, task, &root.join("work"), true, image)
-            .map_err(|e| format!("failed to make the {name} workspace: {e}"))?;
-        let graded = (|| {
-            if with_solution {
-                if let Err(e) = crate::regrade::run_solution(
-                    solution,
-                    &ws.worktree,
-                    &ws.home,
-                    &root,
-                    task,
-                    (runtime, image),
-                    cancel,
-                ) {
-                    notes.push(format!("{name}: {e}"));
-                    return Side::NotSolved;
+        let sides = Sides {
+            orch,
+            task,
+            runtime,
+            image,
+            with_solution,
+        };
+        let ws = match sides.make(&root, with_solution, cancel) {
+            Ok(ws) => ws,
+            Err(Unmade::Solution(e)) => {
+                // The solution did not run to the end: the reference is not solved.
+                notes.push(format!("{name}: {e}"));
+                return Ok(Side::NotSolved);
+            }
+            Err(Unmade::Workspace(e)) => {
+                return Err(format!("failed to make the {name} workspace: {e}"))
+            }
+        };
+        let verdict = evaluate(
+            task,
+            &EvalPlace {
+                workspace: &ws.path,
+                eval_root: &root.join("eval"),
+                artifacts_dir: &root,
+                log_prefix: "",
+                runtime,
+                workspaces: Some(&sides),
+                withheld: &[],
+                image,
+            },
+            orch.clock.as_ref(),
+            cancel,
+        );
+        drop(ws);
+        Ok(match verdict {
+            EvalResult::Graded(g) => {
+                if with_solution {
+                    tripwire = g.tripwire.as_ref().map(|t| t.result.clone());
+                }
+                if let Some(c) = &g.cause {
+                    notes.push(format!("{name}: {c}"));
+                }
+                match (g.ok, g.tampered) {
+                    (_, true) => Side::Tampered,
+                    (true, false) => Side::Solved,
+                    (false, false) => Side::NotSolved,
                 }
             }
-            let verdict = evaluate(
-                task,
-                &EvalPlace {
-                    workspace: &ws.worktree,
-                    eval_root: &root.join("eval"),
-                    artifacts_dir: &root,
-                    log_prefix: "",
-                    runtime,
-                    workspaces: None,
-                    withheld: &[],
-                    image,
-                },
-                orch.clock.as_ref(),
-                cancel,
-            );
-            match verdict {
-                EvalResult::Graded(g) if g.ok => Side::Solved,
-                EvalResult::Graded(g) => {
-                    if let Some(c) = g.cause {
-                        notes.push(format!("{name}: {c}"));
-                    }
-                    Side::NotSolved
-                }
-                EvalResult::Broken { cause, .. } => {
-                    notes.push(format!("{name}: {cause}"));
-                    Side::NoVerdict
-                }
-                EvalResult::Cancelled => Side::NoVerdict,
+            EvalResult::Broken { cause, .. } => {
+                notes.push(format!("{name}: {cause}"));
+                Side::NoVerdict
             }
-        })();
-        let _ = ws.remove(&orch.cache);
-        Ok(graded)
+            EvalResult::Cancelled => Side::NoVerdict,
+        })
     };
     let reference = side("reference", true)?;
     let baseline = side("baseline", false)?;
@@ -102,5 +200,6 @@ pub fn run(
         reference,
         baseline,
         notes,
+        tripwire,
     })
 }

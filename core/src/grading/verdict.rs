@@ -149,6 +149,38 @@ impl NoVerdict {
     }
 }
 
+/// Where a solved reward disagrees with the test runner's own outcome: the test script
+/// exited non-zero, or the runner's report (JUnit) lists tests and every one of them failed.
+/// `None` when they agree, or when the reward is not solved (a failing reward never needs
+/// the runner's word). Code under test that writes the reward (and keeps the runner from
+/// writing its own) leaves such a disagreement; a task whose own script always disagrees is
+/// told apart by its reference solution showing the same (the worker asks before it flags).
+pub fn disagreement(
+    solved: bool,
+    exit_code: Option<i32>,
+    tests: &[crate::record::TestResult],
+) -> Option<String> {
+    use crate::record::TestOutcome;
+    if !solved {
+        return None;
+    }
+    if let Some(c) = exit_code.filter(|c| *c != 0) {
+        return Some(format!(
+            "the reward says solved but the test script exited {c}"
+        ));
+    }
+    let failing = |t: &&crate::record::TestResult| {
+        matches!(t.outcome, TestOutcome::Failed | TestOutcome::Error)
+    };
+    if !tests.is_empty() && tests.iter().all(|t| failing(&t)) {
+        return Some(format!(
+            "the reward says solved but the runner's report has all {} of its tests failing",
+            tests.len()
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +333,43 @@ mod tests {
         );
         assert_eq!(NoVerdict::Signal(9).brief(), "killed by signal 9");
         assert_eq!(NoVerdict::CouldNotExecute(127).brief(), "exited 127");
+    }
+
+    #[test]
+    fn a_solved_reward_must_agree_with_the_runner() {
+        use crate::record::{TestOutcome as O, TestResult};
+        let t = |o: O| TestResult {
+            name: "m::t".into(),
+            outcome: o,
+            message: None,
+        };
+        let pass = vec![t(O::Passed), t(O::Failed)];
+        let all_fail = vec![t(O::Failed), t(O::Error)];
+        // (solved, exit code, tests, disagrees)
+        type Row<'a> = (bool, Option<i32>, Vec<TestResult>, Option<&'a str>);
+        let table: Vec<Row> = vec![
+            (true, Some(0), vec![], None),
+            (true, None, vec![], None),
+            (true, Some(0), pass.clone(), None),
+            (true, Some(1), vec![], Some("exited 1")),
+            (
+                true,
+                Some(0),
+                all_fail.clone(),
+                Some("all 2 of its tests failing"),
+            ),
+            (true, Some(2), all_fail.clone(), Some("exited 2")),
+            (true, Some(0), vec![t(O::Skipped)], None),
+            (false, Some(1), all_fail.clone(), None),
+            (false, Some(0), pass.clone(), None),
+        ];
+        for (solved, code, tests, want) in table {
+            let got = disagreement(solved, code, &tests);
+            match (got.as_deref(), want) {
+                (None, None) => {}
+                (Some(g), Some(w)) => assert!(g.contains(w), "{g} vs {w}"),
+                (g, w) => panic!("{solved} {code:?} {tests:?}: got {g:?}, want {w:?}"),
+            }
+        }
     }
 }

@@ -107,4 +107,7 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
     for p in &check.problems {
         println!("  - {p}");
     }
+    if let Some(t) = &check.tripwire {
+        println!("  tripwire: {t}");
+    }
 }

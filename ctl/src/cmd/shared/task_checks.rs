@@ -94,6 +94,7 @@ pub fn check_now(
         baseline: runs.baseline,
         valid,
         problems,
+        tripwire: runs.tripwire,
     })
 }
 
