@@ -129,6 +129,7 @@ pub fn flagged(f: &akbench_core::grading::integrity::FlagCounts) -> pb::Flagged 
     pb::Flagged {
         tampered: f.tampered,
         withheld: f.withheld,
+        unguarded: f.unguarded,
     }
 }
 
@@ -212,6 +213,7 @@ pub fn trial_row(r: akbench_viewer::model::TrialRow) -> pb::TrialRow {
         duration_ms: r.duration_ms,
         tampered: r.grading.tampered,
         withheld: r.grading.withheld,
+        unguarded: r.grading.unguarded,
         ordinal: r.ordinal.unwrap_or_default(),
         // Set by `ListTrialRows` from the row's own column (not a viewer field).
         ended_unix_ms: None,

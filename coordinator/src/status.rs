@@ -282,6 +282,7 @@ pub fn flags_of_rows(
             FlagCounts {
                 tampered: count("tampered")?,
                 withheld: count("withheld")?,
+                unguarded: count("unguarded")?,
             },
         );
     }
@@ -422,6 +423,7 @@ pub async fn run_status(
     for f in flags_by_agent.values() {
         flagged.tampered += f.tampered;
         flagged.withheld += f.withheld;
+        flagged.unguarded += f.unguarded;
     }
     let recent_failures = RecentFailure::from_rows(&failures)
         .map_err(|e| corrupt(e.in_query("status_failures.sql")))?;

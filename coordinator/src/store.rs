@@ -220,6 +220,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "planned_trial_text",
         sql: include_str!("../migrations/0031_planned_trial_text.sql"),
     },
+    Migration {
+        version: 32,
+        name: "grade_unguarded",
+        sql: include_str!("../migrations/0032_grade_unguarded.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -152,6 +152,7 @@ fn row(run: &str, r: &tokio_postgres::Row) -> Result<TrialRow, RowError> {
         grading: akbench_core::grading::integrity::GradeFlags {
             tampered: col(r, "tampered")?,
             withheld: col(r, "withheld")?,
+            unguarded: col(r, "unguarded")?,
         },
         ordinal: count(r, "ordinal")?,
     }))

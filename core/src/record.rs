@@ -315,16 +315,24 @@ pub struct Grade {
     pub ended_by: Option<crate::grading::blame::EndedBy>,
 }
 
-/// The tripwire of a grade: a randomly named test that must fail, added to the grader's copy
-/// of the hidden tests and run in a second, fresh grading run when the first one solved.
+/// The tripwire of a grade: the tripwire twin (the hidden tests with their expected values
+/// changed, or a declared test that must fail), run in a second, fresh grading run when the
+/// first one solved (docs/tasks.md, "Tripwire").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TripwireFacts {
-    /// The test's name (random per grade), empty when none was placed.
+    /// A declared or appended test's name (random per grade); empty for a twin of the
+    /// hidden tests, and when none was placed.
     pub name: String,
-    /// The file of the tests copy it was added to (relative to `tests/`), empty when none.
+    /// The files of the tests copy made into the twin (relative to `tests/`, `, `-separated),
+    /// empty when none.
     pub file: String,
-    /// What happened: `failed as it must`, `not run: ...`, `none: ...`, or the tampering seen.
+    /// What happened: `failed as it must`, `not run: ...`, `none: ...`, `no verdict: ...`,
+    /// `ineffective: ...`, `unconfirmed: ...`, or the tampering seen.
     pub result: String,
+    /// What the twin cost: its grading run, and the reference's on the same twin when it was
+    /// asked, in milliseconds. Absent when no twin ran, and in records made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 /// One attempt of a trial.

@@ -1,8 +1,8 @@
 //! Summaries rebuilt from trial outcomes: per-agent bucket counts and [`Rates`], rendered as
 //! JSON, a markdown table and JUnit XML. Every rate goes through [`Rates`]: "n/a" (JSON
 //! `null`) when nothing was graded, never 0%. Each row also counts the trials whose grade
-//! was flagged `grading tampered` and those graded with paths withheld
-//! ([`crate::grading::integrity`]).
+//! was flagged `grading tampered`, those graded with paths withheld and those solved without
+//! a tripwire that failed as it must ([`crate::grading::integrity`]).
 
 use crate::accounting::{Bucket, BucketCounts, Observation};
 use crate::grading::integrity::{FlagCounts, GradeFlags};
@@ -108,8 +108,8 @@ impl Summary {
     /// A markdown table: one line per agent and a total.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate | input tokens | cached tokens | output tokens | cost | cost per solved | grading tampered | withheld paths |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| agent | trials | solved | failed | agent failed | timed out | infra errors | eval errors | invalid | cancelled | not graded | pass rate | solve rate | input tokens | cached tokens | output tokens | cost | cost per solved | grading tampered | withheld paths | solved without tripwire |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         let line = |s: &mut String, name: &str, r: &Row| {
             let c = &r.counts;
@@ -121,7 +121,7 @@ impl Summary {
             }
             let _ = writeln!(
                 s,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cost} | {} | {} | {} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {cost} | {} | {} | {} | {} |",
                 r.trials,
                 c.succeeded,
                 c.failed,
@@ -140,6 +140,7 @@ impl Summary {
                 fmt_usd(sp.cost_per_solved_usd),
                 r.flagged.tampered,
                 r.flagged.withheld,
+                r.flagged.unguarded,
             );
         };
         for (name, r) in &self.by_agent {
@@ -270,7 +271,11 @@ mod tests {
 
     #[test]
     fn tampered_and_withheld_trials_are_counted_per_agent_in_json_and_markdown() {
-        let flags = |tampered, withheld| GradeFlags { tampered, withheld };
+        let flags = |tampered, withheld| GradeFlags {
+            tampered,
+            withheld,
+            unguarded: false,
+        };
         let mut trials = vec![
             t("a", 1, State::Completed, Some(false)),
             t("a", 2, State::Completed, Some(false)),
@@ -286,7 +291,8 @@ mod tests {
             s.by_agent["a"].flagged,
             FlagCounts {
                 tampered: 2,
-                withheld: 2
+                withheld: 2,
+                unguarded: 0
             }
         );
         assert_eq!(s.by_agent["b"].flagged, FlagCounts::default());
@@ -297,11 +303,14 @@ mod tests {
         assert_eq!(json["by_agent"]["b"]["flagged"]["tampered"], 0);
         let md = s.to_markdown();
         assert!(
-            md.contains("| grading tampered | withheld paths |\n"),
+            md.contains("| grading tampered | withheld paths | solved without tripwire |\n"),
             "{md}"
         );
-        assert!(md.contains("| n/a | n/a | 2 | 2 |\n| b |"), "{md}");
-        assert!(md.contains("| n/a | n/a | 0 | 0 |\n| **total** |"), "{md}");
+        assert!(md.contains("| n/a | n/a | 2 | 2 | 0 |\n| b |"), "{md}");
+        assert!(
+            md.contains("| n/a | n/a | 0 | 0 | 0 |\n| **total** |"),
+            "{md}"
+        );
         // A summary stored before the counts existed still reads.
         let mut old = json.clone();
         old["by_agent"]["a"]

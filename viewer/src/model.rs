@@ -475,6 +475,7 @@ mod tests {
                 grading: GradeFlags {
                     tampered: bucket == "failed",
                     withheld: false,
+                    unguarded: false,
                 },
                 ordinal: 7,
             });

@@ -321,6 +321,7 @@ fn not_run(why: &str) -> TripwireFacts {
         name: String::new(),
         file: String::new(),
         result: format!("not run: {why}"),
+        duration_ms: None,
     }
 }
 /// The folder of `eval_root` the graded run's tests copy, verifier folder, home and logs are

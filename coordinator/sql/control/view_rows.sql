@@ -53,6 +53,7 @@ SELECT t.ordinal::bigint AS ordinal, t.key, t.agent, t.bucket, a.terminal, a.cau
        (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms,
        COALESCE(ls.grade_tampered, false) AS tampered,
        COALESCE(ls.grade_withheld, false) AS withheld,
+       COALESCE(ls.grade_unguarded, false) AS unguarded,
        floor(extract(epoch FROM t.updated_at) * 1000)::bigint AS ended_unix_ms
 FROM t
 JOIN a ON a.trial_id = t.trial_id

@@ -454,6 +454,7 @@ fn flagged_counts_are_absent_without_grades_and_cover_every_agent_with_them() {
         FlagCounts {
             tampered: 1,
             withheld: 2,
+            unguarded: 3,
         },
     )]
     .into_iter()
@@ -466,6 +467,7 @@ fn flagged_counts_are_absent_without_grades_and_cover_every_agent_with_them() {
             FlagCounts {
                 tampered: 1,
                 withheld: 2,
+                unguarded: 3,
             }
         } else {
             FlagCounts::default()

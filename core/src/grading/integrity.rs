@@ -1,4 +1,6 @@
-//! Which trials a report counts as "grading tampered" and as "graded with withheld paths":
+//! Which trials a report counts as "grading tampered", as "graded with withheld paths" and as
+//! "solved without a tripwire" (a solved grade whose tripwire twin did not fail as it must:
+//! none applies to the task, or it was ineffective, unconfirmed or gave no verdict):
 //! one definition ([`GradeFlags::of_record`]) that `run aggregate`, the sweep's results
 //! table and JSON, and the viewer all apply through [`crate::report::summarize`].
 
@@ -16,6 +18,10 @@ pub struct GradeFlags {
     /// configuration, an interpreter start-up hook, the task's protected paths).
     #[serde(default)]
     pub withheld: bool,
+    /// The grade is solved, and no tripwire failed as it must beside it
+    /// ([`crate::grading::tripwire_held`]): a verdict the tripwire twin did not check.
+    #[serde(default)]
+    pub unguarded: bool,
 }
 
 impl GradeFlags {
@@ -24,6 +30,11 @@ impl GradeFlags {
         grade.map_or_else(GradeFlags::default, |g| GradeFlags {
             tampered: g.tampered,
             withheld: !g.withheld.is_empty(),
+            unguarded: g.ok
+                && !g
+                    .tripwire
+                    .as_ref()
+                    .is_some_and(|t| crate::grading::tripwire_held(&t.result)),
         })
     }
 
@@ -44,6 +55,9 @@ pub struct FlagCounts {
     /// Trials graded with paths of their diff withheld.
     #[serde(default)]
     pub withheld: u64,
+    /// Trials solved without a tripwire that failed as it must.
+    #[serde(default)]
+    pub unguarded: u64,
 }
 
 impl FlagCounts {
@@ -51,6 +65,7 @@ impl FlagCounts {
     pub fn add(&mut self, f: GradeFlags) {
         self.tampered += u64::from(f.tampered);
         self.withheld += u64::from(f.withheld);
+        self.unguarded += u64::from(f.unguarded);
     }
 }
 
@@ -81,7 +96,11 @@ mod tests {
 
     #[test]
     fn the_flags_table() {
-        let f = |tampered, withheld| GradeFlags { tampered, withheld };
+        let f = |tampered, withheld| GradeFlags {
+            tampered,
+            withheld,
+            unguarded: false,
+        };
         let g1 = grade(false, &[]);
         let g2 = grade(true, &[]);
         let g3 = grade(false, &[".cargo/config.toml"]);
@@ -102,8 +121,45 @@ mod tests {
             counts,
             FlagCounts {
                 tampered: 2,
-                withheld: 2
+                withheld: 2,
+                unguarded: 0
             }
         );
+    }
+
+    #[test]
+    fn a_solved_grade_is_unguarded_unless_its_tripwire_held() {
+        use crate::grading::{TRIPWIRE_OK, TWIN_INEFFECTIVE, TWIN_NO_VERDICT, TWIN_UNCONFIRMED};
+        use crate::record::TripwireFacts;
+        let with = |ok: bool, result: Option<&str>| {
+            let mut g = grade(false, &[]);
+            g.ok = ok;
+            g.tripwire = result.map(|r| TripwireFacts {
+                name: String::new(),
+                file: "test_x.py".into(),
+                result: r.into(),
+                duration_ms: None,
+            });
+            GradeFlags::of_grade(Some(&g)).unguarded
+        };
+        let none = "none: no expected value to change";
+        let ineffective = format!("{TWIN_INEFFECTIVE}: the reference passes it");
+        let unconfirmed = format!("{TWIN_UNCONFIRMED}: no reference");
+        let no_verdict = format!("{TWIN_NO_VERDICT}: timed out");
+        // (solved, tripwire result, unguarded)
+        let table: &[(bool, Option<&str>, bool)] = &[
+            (true, Some(TRIPWIRE_OK), false),
+            (true, Some(none), true),
+            (true, Some(&ineffective), true),
+            (true, Some(&unconfirmed), true),
+            (true, Some(&no_verdict), true),
+            (true, Some("not run: no fresh workspace to run it in"), true),
+            (true, None, true),
+            (false, Some("not run: the grade is not solved"), false),
+            (false, None, false),
+        ];
+        for (ok, result, want) in table {
+            assert_eq!(with(*ok, *result), *want, "{ok} {result:?}");
+        }
     }
 }

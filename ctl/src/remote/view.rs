@@ -137,14 +137,20 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
 /// Flagged trials as JSON, the shape of core's `FlagCounts` (`run aggregate`'s `flagged`).
 fn flagged_json(f: Option<&pb::Flagged>) -> serde_json::Value {
     let f = f.copied().unwrap_or_default();
-    serde_json::json!({ "tampered": f.tampered, "withheld": f.withheld })
+    serde_json::json!({ "tampered": f.tampered, "withheld": f.withheld, "unguarded": f.unguarded })
 }
 
-/// "grading tampered 1, withheld paths 0" (core::grading::integrity's two counts).
+/// "grading tampered 1, withheld paths 0" (core::grading::integrity's counts), and
+/// ", solved without tripwire 2" when there are such verdicts.
 fn flagged_text(f: Option<&pb::Flagged>) -> String {
     let f = f.copied().unwrap_or_default();
+    let unguarded = if f.unguarded > 0 {
+        format!(", solved without tripwire {}", f.unguarded)
+    } else {
+        String::new()
+    };
     format!(
-        "grading tampered {}, withheld paths {}",
+        "grading tampered {}, withheld paths {}{unguarded}",
         f.tampered, f.withheld
     )
 }
@@ -153,7 +159,7 @@ fn flagged_text(f: Option<&pb::Flagged>) -> String {
 /// the watch's lines and bars say it only when there is something to say.
 pub fn flagged_suffix(f: Option<&pb::Flagged>) -> String {
     let c = f.copied().unwrap_or_default();
-    if c.tampered == 0 && c.withheld == 0 {
+    if c.tampered == 0 && c.withheld == 0 && c.unguarded == 0 {
         return String::new();
     }
     format!("; flagged: {}", flagged_text(f))

@@ -322,6 +322,7 @@ mod tests {
             flagged: Some(pb::Flagged {
                 tampered: 2,
                 withheld: 1,
+                unguarded: 0,
             }),
             ..s.clone()
         };
@@ -334,6 +335,21 @@ mod tests {
             view::line(&flagged).ends_with("; flagged: grading tampered 2, withheld paths 1"),
             "{}",
             view::line(&flagged)
+        );
+        let unguarded = pb::RunStatus {
+            flagged: Some(pb::Flagged {
+                tampered: 0,
+                withheld: 0,
+                unguarded: 3,
+            }),
+            ..s.clone()
+        };
+        assert!(
+            view::line(&unguarded).ends_with(
+                "; flagged: grading tampered 0, withheld paths 0, solved without tripwire 3"
+            ),
+            "{}",
+            view::line(&unguarded)
         );
         assert!(
             f.contains("provider route anthropic paused until 1970-01-01T00:00:00.000Z"),

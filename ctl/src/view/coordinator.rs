@@ -65,6 +65,7 @@ pub fn trial_row(r: pb::TrialRow) -> Result<TrialRow, String> {
         grading: akbench_core::grading::integrity::GradeFlags {
             tampered: r.tampered,
             withheld: r.withheld,
+            unguarded: r.unguarded,
         },
         ordinal: r.ordinal,
         key: r.key,

@@ -222,11 +222,21 @@ pub(super) fn run(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> T
         .map(|(f, _)| f.as_str())
         .collect::<Vec<_>>()
         .join(", ");
+    let started = std::time::Instant::now();
     let done = |result: String, tamper: Option<String>| {
-        Tripwire::Done(facts(&twin.name, &files, result), tamper)
+        let mut f = facts(&twin.name, &files, result);
+        f.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        Tripwire::Done(f, tamper)
     };
     let Some(ws) = place.workspaces else {
-        return done("not run: no fresh workspace to run it in".into(), None);
+        return Tripwire::Done(
+            facts(
+                &twin.name,
+                &files,
+                "not run: no fresh workspace to run it in".into(),
+            ),
+            None,
+        );
     };
     let hold = place.eval_root.join(format!("held-{}", random_word(10)));
     let fresh = match ws.agent_copy(&hold.join("twin")) {
@@ -297,6 +307,7 @@ fn facts(name: &str, file: &str, result: String) -> TripwireFacts {
         name: name.to_string(),
         file: file.to_string(),
         result,
+        duration_ms: None,
     }
 }
 

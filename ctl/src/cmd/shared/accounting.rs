@@ -105,8 +105,8 @@ pub fn show_head(a: &RunAccounting, spent: Option<&ObservedSpend>) {
         println!("flagged    (core::grading::integrity)");
         for (agent, f) in flagged {
             println!(
-                "  {agent:<21}grading tampered {}, withheld paths {}",
-                f.tampered, f.withheld
+                "  {agent:<21}grading tampered {}, withheld paths {}, solved without tripwire {}",
+                f.tampered, f.withheld, f.unguarded
             );
         }
     }
