@@ -60,7 +60,9 @@ impl SetAside {
         for (from, to) in self.moved.iter().rev() {
             let _ = std::fs::rename(to, from);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.moved.is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
         self.entries
     }
 }
@@ -82,13 +84,9 @@ fn kind_of(ft: std::fs::FileType) -> Kind {
 }
 
 /// Walks `worktree` (its own `.git` excluded), making what is unreadable readable and moving
-/// what git cannot record into `dir` (made fresh; on the worktree's file system).
+/// what git cannot record into `dir` (made fresh when the first entry is set aside; on the
+/// worktree's file system).
 pub fn set_aside(worktree: &Path, dir: &Path) -> Result<SetAside, Refusal> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|source| Refusal::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
     let mut out = SetAside {
         dir: dir.to_path_buf(),
         moved: Vec::new(),
@@ -119,6 +117,13 @@ fn walk(worktree: &Path, out: &mut SetAside) -> Result<(), Refusal> {
             match classify(&child_rel, kind) {
                 Decision::Own => {}
                 Decision::SetAside(why) => {
+                    if out.moved.is_empty() {
+                        let _ = std::fs::remove_dir_all(&out.dir);
+                        std::fs::create_dir_all(&out.dir).map_err(|source| Refusal::Io {
+                            path: out.dir.clone(),
+                            source,
+                        })?;
+                    }
                     let to = out.dir.join(out.moved.len().to_string());
                     move_out(&dir, &path, &to, &child_rel)?;
                     out.moved.push((path, to));
