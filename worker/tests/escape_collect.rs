@@ -6,6 +6,9 @@
 //! deep and one too long for git to open, files with odd names (a newline, invalid UTF-8, a
 //! backslash, names git refuses such as `.GIT` or `git~1`) and a huge file.
 //!
+//! A kept workspace holds everything the agent left (what was set aside is put back) and
+//! grades in place.
+//!
 //! Each must end graded with the fix kept (`completed`, solved), or, for a diff over the
 //! plan's limit, as the agent's failure naming the cause: never `evaluation_error` or
 //! `infrastructure_error`; what is not collected is named in the record
@@ -21,9 +24,21 @@ use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
 use common::corpus;
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 
 /// Runs `script` (then the fix) as the agent of a trial named `name` of the corpus task.
 fn run_with(c: &common::Corpus, name: &str, script: &str, diff_mb: Option<u64>) -> RunRecord {
+    run_keeping(c, name, script, diff_mb, false)
+}
+
+/// [`run_with`], keeping the workspace when `keep`.
+fn run_keeping(
+    c: &common::Corpus,
+    name: &str,
+    script: &str,
+    diff_mb: Option<u64>,
+    keep: bool,
+) -> RunRecord {
     c.add_agent(
         name,
         &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
@@ -37,6 +52,7 @@ fn run_with(c: &common::Corpus, name: &str, script: &str, diff_mb: Option<u64>) 
     if let Some(mb) = diff_mb {
         req.options.limits.diff_mb = mb;
     }
+    req.options.keep_workspace = keep;
     c.orchestrator()
         .run_trial(&req, &Silent, &CancelToken::new())
         .unwrap()
@@ -256,6 +272,49 @@ fn a_huge_diff_is_the_agents_failure_and_a_huge_sparse_file_is_collected() {
     let name = "sparse";
     let rec = run_with(&c, name, "truncate -s 600M zeros.bin", None);
     assert_solved(&rec, name);
+}
+
+#[test]
+fn a_kept_workspace_holds_all_the_agent_left_and_grades_in_place() {
+    let c = corpus();
+    let name = "kept";
+    let rec = run_keeping(
+        &c,
+        name,
+        "mkdir -p lib && cd lib && git init -q && echo fixed > fix.py && cd ..\n\
+         mkfifo pipe\n\
+         mkdir -p sub/.GIT && echo x > sub/.GIT/config",
+        None,
+        true,
+    );
+    assert_solved(&rec, name);
+    let run_dir = c.root().join(format!("out/{name}"));
+    let ws = run_dir.join(rec.attempts[0].workspace.path.as_deref().unwrap());
+    // What was set aside while git read the worktree is back.
+    assert!(ws.join("lib/.git/HEAD").is_file());
+    assert!(ws.join("lib/fix.py").is_file());
+    assert!(fs::symlink_metadata(ws.join("pipe"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(ws.join("sub/.GIT/config").is_file());
+    // Its fingerprint, taken again by the same rule, is the recorded one: it grades in place.
+    let graded = akbench_worker::regrade::regrade(
+        &c.orchestrator(),
+        &run_dir,
+        &c.tasks(),
+        akbench_worker::regrade::WorkspaceMode::InPlace,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(graded.workspace_used, "in_place");
+    assert_eq!(
+        graded.record.outcome.ok,
+        Some(true),
+        "{:?}",
+        graded.record.outcome
+    );
+    assert!(ws.join("lib/.git/HEAD").is_file() && ws.join("pipe").exists());
 }
 
 /// Every other test of this file again, with the worker process as an unprivileged user
