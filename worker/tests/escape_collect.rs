@@ -128,7 +128,7 @@ fn a_nested_repository_is_collected_as_plain_files() {
     for p in ["lib/vendored/.git", "scratch/.git", "linked/.git"] {
         assert_named(&c, name, p, "nested repository");
     }
-    // The kept folders still hold the nested repositories (nothing the agent left is lost).
+    // value.txt and the three plain files.
     assert_eq!(rec.attempts[0].workspace.files_changed, Some(4));
 }
 
