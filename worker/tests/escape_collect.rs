@@ -323,3 +323,16 @@ fn a_kept_workspace_holds_all_the_agent_left_and_grades_in_place() {
 fn the_collect_suite_holds_with_an_unprivileged_worker() {
     common::unprivileged::rerun_suite("the_collect_suite_holds_with_an_unprivileged_worker", &[]);
 }
+
+/// Every other test of this file again under the `container` runtime: each agent in the
+/// Debian test image, what it leaves in the container's working folder (common::in_container).
+#[test]
+fn the_collect_suite_holds_in_a_container() {
+    common::in_container::rerun_suite(
+        "the_collect_suite_holds_in_a_container",
+        &[(
+            "the_collect_suite_holds_with_an_unprivileged_worker",
+            "the container runtime needs a root worker",
+        )],
+    );
+}
