@@ -158,7 +158,7 @@ fn move_out(parent: &Path, path: &Path, to: &Path, rel: &[u8]) -> Result<(), Ref
     };
     let refused = |e: &std::io::Error| Refusal::AgentLeft {
         path: quote_path(rel),
-        what: "move it aside nor make its folder writable",
+        what: "move aside nor make its folder writable",
         detail: e.to_string(),
     };
     let m = std::fs::symlink_metadata(parent).map_err(|_| refused(&first))?;
@@ -183,7 +183,7 @@ fn unreadable(rel: &[u8], e: &std::io::Error) -> Refusal {
         } else {
             quote_path(rel)
         },
-        what: "read it nor make it readable",
+        what: "read nor make readable",
         detail: e.to_string(),
     }
 }
