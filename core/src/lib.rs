@@ -54,4 +54,5 @@ pub mod testkit;
 pub mod trajectory;
 pub mod transport;
 pub mod trial_record;
+pub mod uncollectable;
 pub mod work;

@@ -107,6 +107,25 @@ pub struct WorkspaceFacts {
     pub files_changed: Option<u32>,
     /// Whether the worktree was kept on disk.
     pub kept: bool,
+    /// What the agent left that is not in `tree_after_agent` nor the diff, each named with
+    /// why (the rule of [`crate::uncollectable`]); at most
+    /// [`crate::uncollectable::MAX_LISTED`] entries, the rest counted in
+    /// `not_collected_more`. Empty when everything was collected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_collected: Vec<NotCollected>,
+    /// Entries not collected beyond those listed in `not_collected`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_collected_more: Option<u64>,
+}
+
+/// One entry of the worktree that COLLECTING did not collect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotCollected {
+    /// Its path from the worktree's root, quoted as git quotes paths
+    /// ([`crate::uncollectable::quote_path`]).
+    pub path: String,
+    /// Why ([`crate::uncollectable::Why::describe`]).
+    pub why: String,
 }
 
 /// What a workspace can be rebuilt from: the recorded fingerprints and the agent's diff.

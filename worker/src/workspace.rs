@@ -15,6 +15,12 @@
 //! agent's `.git` (config, hooks, filters, objects) is never read, and objects hashed from
 //! the agent's files land in the attempt folder, removed with it.
 //!
+//! Before git reads the worktree, what git cannot record as it is (a nested `.git`, a name
+//! git refuses, a special file, a path too long: [`akbench_core::uncollectable`]) is set
+//! aside and named, and what the worker cannot read is made readable ([`set_aside`]); a
+//! `git add` that still fails on what the agent left, where git works on the baseline, is
+//! the agent's doing ([`WorkspaceError::AgentLeft`]), never the host's.
+//!
 //! Collecting an unchanged worktree runs one git process (`add --all`): when the index's
 //! entries after it are the baseline's ([`akbench_core::git_index`]), the tree is the
 //! baseline's and the diff is empty, so `write-tree` and `diff-tree` are not run.
@@ -25,7 +31,10 @@ use crate::mirror::{MirrorCache, MirrorError};
 use crate::runtime::container::Image;
 use akbench_core::git_index;
 use akbench_core::task::Task;
+use akbench_core::uncollectable::Why;
 use std::path::{Path, PathBuf};
+
+pub mod set_aside;
 
 /// Why a workspace could not be made or read.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +60,11 @@ pub enum WorkspaceError {
     /// working folder is not a folder): the run is refused, not retried.
     #[error("{0}")]
     Refused(String),
+    /// What the agent left cannot be collected (an entry the worker may neither read nor
+    /// move, or one git refuses where it works on the baseline): the agent's failure, with
+    /// this cause.
+    #[error("{0}")]
+    AgentLeft(String),
     /// The task's mutation does not apply to its pinned commit (the task is broken).
     #[error("failed to apply the mutation {} to commit {commit}: {detail}; fix the task's mutation.patch so that `git apply` accepts it on the pinned commit", patch.display())]
     MutationDoesNotApply {
@@ -127,6 +141,9 @@ pub struct Collected {
     /// `Some(bytes read)` when the diff was larger than the limit given to
     /// [`Workspace::collect`]: git was stopped after that many bytes and nothing was kept.
     pub too_large: Option<u64>,
+    /// What the agent left that is in neither the tree nor the diff (worktree-relative
+    /// path, why), in the order found.
+    pub not_collected: Vec<(Vec<u8>, Why)>,
 }
 
 /// The worker's own git view of a work tree: the cached baseline repository as repository
@@ -229,12 +246,14 @@ impl Workspace {
         let index = self.root.join("base.index");
         let seeded = index.is_file();
         let base = (!seeded).then_some(self.tree_after_mutation.as_str());
-        add_all(private, &self.worktree, base, &index)?;
+        let aside = self.root.join("aside");
+        let not_collected = add_all(private, &self.worktree, base, &index, &aside)?;
         let unchanged = |after: &str| Collected {
             tree_after_agent: after.to_string(),
             diff: Vec::new(),
             files_changed: 0,
             too_large: None,
+            not_collected: not_collected.clone(),
         };
         let oid_len = self.tree_after_mutation.len() / 2;
         if let (true, Some(base)) = (seeded, self.base_entries) {
@@ -297,6 +316,7 @@ impl Workspace {
             diff,
             files_changed: u32::try_from(files_changed).unwrap_or(u32::MAX),
             too_large,
+            not_collected,
         })
     }
 
@@ -394,23 +414,65 @@ fn make_writable(root: &Path) {
 }
 
 /// `git add --all` of a work tree's files as they are (tracked and untracked, ignored files
-/// excluded) into `index` (first made from `base_tree` when given, else used as it is).
+/// excluded) into `index` (first made from `base_tree` when given, else used as it is),
+/// with what git cannot record set aside in `aside` (a folder next to the work tree, on its
+/// file system) meanwhile; returns what was set aside.
 fn add_all(
     private: &Private,
     worktree: &Path,
     base_tree: Option<&str>,
     index: &Path,
-) -> Result<(), GitError> {
+    aside: &Path,
+) -> Result<Vec<(Vec<u8>, Why)>, WorkspaceError> {
     if let Some(tree) = base_tree {
         let _ = std::fs::remove_file(index);
         let mut c = private.git(worktree, index);
         c.args(["read-tree", tree]);
         run(c)?;
     }
+    let set = set_aside::set_aside(worktree, aside).map_err(|e| match e {
+        set_aside::Refusal::AgentLeft { .. } => WorkspaceError::AgentLeft(e.to_string()),
+        set_aside::Refusal::Io { path, source } => WorkspaceError::Io { path, source },
+    })?;
     let mut c = private.git(worktree, index);
     c.args(["add", "--all", "--", "."]);
-    run(c)?;
-    Ok(())
+    let added = run(c);
+    let entries = set.restore();
+    match added {
+        Ok(_) => Ok(entries),
+        Err(e) => Err(blame_add(private, worktree, e)),
+    }
+}
+
+/// Whose fault a failed `git add` of the agent's worktree is: the host's when git cannot
+/// start, the disk is full, or git fails here on a tiny object of its own too; else what
+/// the agent left (a state git refuses that the rule of [`akbench_core::uncollectable`]
+/// does not know), named by git's message.
+fn blame_add(private: &Private, worktree: &Path, e: GitError) -> WorkspaceError {
+    let host = [
+        "cannot start git",
+        "No space left",
+        "Disk quota exceeded",
+        "Read-only file system",
+        "Cannot allocate memory",
+        "Out of memory",
+    ];
+    if host.iter().any(|h| e.detail.contains(h)) {
+        return e.into();
+    }
+    let mut probe = private.git(worktree, Path::new("/dev/null"));
+    probe.args(["hash-object", "-w", "--stdin"]);
+    match crate::git::run_with_input(
+        probe,
+        b"akbench: can git write here?\n",
+        std::process::Stdio::piped(),
+    ) {
+        Ok(_) => WorkspaceError::AgentLeft(format!(
+            "git cannot record what the agent left in its worktree: {}",
+            e.detail
+        )),
+        Err(_) => e.into(),
+    }
 }
 
 /// The tree id of a work tree as it is (see [`Workspace::collect`]), read through a private
@@ -423,14 +485,24 @@ pub fn fingerprint(
 ) -> Result<String, WorkspaceError> {
     let private = Private::create(&scratch.join("fp.objects"), baseline)?;
     let index = scratch.join("fp.index");
-    let result = add_all(&private, worktree, Some(&baseline.tree), &index).and_then(|()| {
+    // Next to the work tree, on its file system (entries are moved there, not copied).
+    let mut aside = worktree.as_os_str().to_owned();
+    aside.push(".aside");
+    let result = add_all(
+        &private,
+        worktree,
+        Some(&baseline.tree),
+        &index,
+        Path::new(&aside),
+    )
+    .and_then(|_| {
         let mut c = private.git(worktree, &index);
         c.arg("write-tree");
-        run_text(c)
+        Ok(run_text(c)?)
     });
     private.remove();
     let _ = std::fs::remove_file(&index);
-    Ok(result?)
+    result
 }
 
 /// The tree id of a commit in a repository (found from the folder `repo`; for tests and
@@ -441,3 +513,6 @@ pub fn tree_of(repo: &Path, commit: &str) -> Result<String, GitError> {
         .arg(format!("{commit}^{{tree}}"));
     run_text(c)
 }
+
+#[cfg(test)]
+mod tests;

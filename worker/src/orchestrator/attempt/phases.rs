@@ -14,10 +14,12 @@ use crate::workspace::{Collected, Workspace, WorkspaceError};
 use akbench_core::digest::digest_bytes;
 use akbench_core::endpoint::Endpoint;
 use akbench_core::lifecycle::Event;
+use akbench_core::record::NotCollected;
 use akbench_core::record::{Observations, ProcessFacts};
 use akbench_core::redact::Redactor;
 use akbench_core::task::Family;
 use akbench_core::trajectory;
+use akbench_core::uncollectable::{Why, MAX_LISTED};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -484,6 +486,9 @@ pub(super) fn collecting(
     }
     let diff_mb = req.options.limits.diff_mb;
     let collected = ws.collect(diff_mb.saturating_mul(1024 * 1024));
+    if let Ok(c) = &collected {
+        record_not_collected(r, &c.not_collected, agent_event.is_none());
+    }
     match &collected {
         Ok(c) if c.too_large.is_some() => {
             // Over the plan's diff limit: the agent's doing; nothing of the diff is stored.
@@ -520,6 +525,11 @@ pub(super) fn collecting(
             r.workspace.diff_digest = Some(digest_bytes(&diff));
             r.workspace.files_changed = Some(c.files_changed);
         }
+        // What the agent left stops collecting (nothing the worker may read or move, or a
+        // state git refuses that it records on the baseline): the agent's doing.
+        Err(WorkspaceError::AgentLeft(cause)) if agent_event.is_none() => {
+            return r.end(Event::AgentFailed, format!("uncollectable: {cause}"));
+        }
         Err(e) if agent_event.is_none() => {
             return r.end(
                 Event::InfrastructureFailed,
@@ -537,6 +547,32 @@ pub(super) fn collecting(
             Event::InfrastructureFailed,
             format!("failed to collect the agent's work: {e}"),
         ),
+    }
+}
+
+/// What COLLECTING set aside, on the record (`workspace.not_collected`) and, when `note`, in
+/// the COLLECTING step's note.
+fn record_not_collected(r: &mut Run<'_>, entries: &[(Vec<u8>, Why)], note: bool) {
+    if entries.is_empty() {
+        return;
+    }
+    let (listed, more) = crate::workspace::set_aside::listed(entries, MAX_LISTED);
+    r.workspace.not_collected = listed
+        .into_iter()
+        .map(|(path, why)| NotCollected { path, why })
+        .collect();
+    r.redactor
+        .value(&mut r.workspace.not_collected, &mut r.redacted);
+    r.workspace.not_collected_more = (more > 0).then_some(more);
+    if note {
+        let first = &r.workspace.not_collected[0];
+        let n = entries.len();
+        r.annotate(format!(
+            "{n} {} not collected (workspace.not_collected), e.g. `{}`: {}",
+            if n == 1 { "entry" } else { "entries" },
+            first.path,
+            first.why
+        ));
     }
 }
 
