@@ -142,9 +142,10 @@ fn aggregate_counts_tampered_and_withheld_trials_per_agent() {
             .unwrap_or_else(|| panic!("no row for {agent}: {human}"))
             .to_string()
     };
-    assert!(row("tamper").ends_with("| 1 | 0 |"), "{human}");
-    assert!(row("withhold").ends_with("| 0 | 1 |"), "{human}");
-    assert!(row("noop").ends_with("| 0 | 0 |"), "{human}");
+    // grading tampered, withheld paths, solved without tripwire (none is solved).
+    assert!(row("tamper").ends_with("| 1 | 0 | 0 |"), "{human}");
+    assert!(row("withhold").ends_with("| 0 | 1 | 0 |"), "{human}");
+    assert!(row("noop").ends_with("| 0 | 0 | 0 |"), "{human}");
 }
 
 fn on(url: &str, args: &[&str]) -> (i32, String, String) {

@@ -16,23 +16,6 @@ use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::sandbox_available;
 use std::fs;
 
-const UNITTEST: &str = r#"import os
-import unittest
-
-
-def value():
-    with open(os.path.join(os.getcwd(), "value.txt")) as f:
-        return int(f.read().strip())
-
-
-class AnswerTest(unittest.TestCase):
-    def test_the_answer(self):
-        self.assertEqual(value(), 42)
-
-    def test_the_answer_is_even(self):
-        self.assertEqual(value() % 2, 0, "odd")
-"#;
-
 const PYTEST: &str = r#"import os
 
 
@@ -50,19 +33,16 @@ def test_the_answer_as_text():
         assert f.read().strip() == "42"
 "#;
 
-/// What every script starts with: the workspace as cwd, no bytecode in the read-only tests.
-const HEAD: &str = "set -uo pipefail\nexport PYTHONDONTWRITEBYTECODE=1\ncd \"$AKBENCH_WORKSPACE\"\nV=\"$AKBENCH_VERIFIER_DIR\"\nT=\"$AKBENCH_TESTS_DIR\"\nPY=python3\n$PY -c 'import pytest' 2>/dev/null || PY=/usr/bin/python3\n";
-
 /// (task id, hidden tests, the rest of test.sh)
 const SHAPES: &[(&str, &str, &str)] = &[
     (
         "unittest-quiet",
-        UNITTEST,
-        "$PY -m unittest discover -s \"$T\" -p 'test_*.py' 2>&1 | tail -5\nif [ \"${PIPESTATUS[0]}\" -eq 0 ]; then echo 1 > \"$V/reward.txt\"; else echo 0 > \"$V/reward.txt\"; fi\n",
+        common::UNITTEST_ANSWER,
+        common::QUIET_UNITTEST,
     ),
     (
         "unittest-verbose",
-        UNITTEST,
+        common::UNITTEST_ANSWER,
         "if $PY -m unittest discover -v -s \"$T\" -p 'test_*.py'; then echo 1 > \"$V/reward.txt\"; else echo 0 > \"$V/reward.txt\"; fi\n",
     ),
     (
@@ -77,7 +57,7 @@ const SHAPES: &[(&str, &str, &str)] = &[
     ),
     (
         "reward-txt-only",
-        UNITTEST,
+        common::UNITTEST_ANSWER,
         "$PY -m unittest discover -s \"$T\" -p 'test_*.py' > /dev/null 2>&1 && echo 1 > \"$V/reward.txt\" || echo 0 > \"$V/reward.txt\"\n",
     ),
     (
@@ -111,7 +91,7 @@ fn every_test_script_shape_grades_the_reference_solved_and_flags_nothing() {
         c.add_task(
             id,
             &c.commit,
-            &format!("{HEAD}{script}"),
+            &format!("{}{script}", common::SCRIPT_HEAD),
             "[mutation]\npatch = \"mutation.patch\"\n",
         );
         let dir = c.tasks().join(id);

@@ -119,6 +119,8 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         return;
     }
     let c = common::corpus();
+    // Graded quietly, with a tripwire twin: the real CLI's fix must be solved, not flagged.
+    common::grade_quietly(&c, "answer");
     let p = FakeProvider::start(mode, fix.then_some(FIX));
     cli.add(&c, "agent", &p);
     let rec = run_with(&c, "agent", 0, &Silent);
@@ -141,6 +143,15 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         // One tool call and an answer (fix), or the answer alone.
         assert_eq!(obs.turns, Some(if fix { 2 } else { 1 }), "{}", ctx());
         assert!(obs.input_tokens.is_some() && obs.output_tokens.is_some());
+        let g = a.grade.as_ref().unwrap();
+        assert!(!g.tampered, "{}", ctx());
+        let trip = g.tripwire.as_ref().map(|t| t.result.as_str());
+        let want = if fix {
+            akbench_core::grading::TRIPWIRE_OK
+        } else {
+            "not run: the grade is not solved"
+        };
+        assert_eq!(trip, Some(want), "{}", ctx());
         assert_eq!(obs.final_message.as_deref(), Some(FINAL_ANSWER));
         assert_eq!(obs.provider_error, None);
         match cli {

@@ -10,8 +10,9 @@
 //! survives never accuses it.
 //!
 //! This module is the pure half: which files are test files ([`test_lang`]), where their
-//! assertions' expected values are ([`sites`]), and the perturbed text ([`perturb`]), with
-//! randomness injected. What is perturbed: in each assertion statement (Python `assert`,
+//! assertions' expected values are ([`sites`]), grouped by the test function they are in
+//! ([`tests_with_sites`]), and the perturbed text of one test ([`perturb_test`]) or of all
+//! ([`perturb`]), with randomness injected. What is perturbed: in each assertion statement (Python `assert`,
 //! `self.assertX(...)` / `assertX(...)`, Rust `assert!`, `assert_eq!`, `assert_ne!` and
 //! their `debug_` forms), the last literal of the compared part (a Python `assert`'s
 //! expression before its message; the first argument of a one-argument unittest assertion
@@ -56,13 +57,16 @@ pub enum Literal {
     Bool,
 }
 
-/// One expected value: its byte range in the file and its kind.
+/// One expected value: its byte range in the file, its kind, and the test it is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Site {
     /// Byte range of the literal in the file.
     pub span: Range<usize>,
     /// Its kind.
     pub kind: Literal,
+    /// The function the assertion is in (the last `def` / `fn` before it), empty at the top
+    /// of the file: the unit a twin changes ([`perturb_test`]).
+    pub test: String,
 }
 
 /// The perturbed text of one file.
@@ -313,6 +317,7 @@ pub fn sites(src: &str, lang: Lang) -> Vec<Site> {
     let toks = lex(src, lang);
     let text = |t: &Token| &src[t.span.clone()];
     let mut out = Vec::new();
+    let mut test = String::new();
     let mut i = 0;
     while i < toks.len() {
         let t = &toks[i];
@@ -321,6 +326,15 @@ pub fn sites(src: &str, lang: Lang) -> Vec<Site> {
             continue;
         }
         let name = text(t);
+        let def = match lang {
+            Lang::Python => "def",
+            Lang::Rust => "fn",
+        };
+        if name == def {
+            if let Some(f) = toks.get(i + 1).filter(|f| f.tok == Tok::Name) {
+                test = text(f).to_string();
+            }
+        }
         let next = toks.get(i + 1).map(|t| &t.tok);
         let prev = i.checked_sub(1).map(|p| &toks[p].tok);
         let range = match lang {
@@ -371,7 +385,11 @@ pub fn sites(src: &str, lang: Lang) -> Vec<Site> {
             .rev()
             .find_map(|t| literal_kind(t, src, lang).map(|k| (t.span.clone(), k)));
         if let Some((span, kind)) = last {
-            out.push(Site { span, kind });
+            out.push(Site {
+                span,
+                kind,
+                test: test.clone(),
+            });
         }
         i = resume.max(i + 1);
     }
@@ -441,7 +459,41 @@ fn literal_kind(t: &Token, src: &str, lang: Lang) -> Option<Literal> {
 
 /// The file with every site's literal changed; `rand(n)` gives a number in `0..n`.
 pub fn perturb(src: &str, lang: Lang, rand: &mut dyn FnMut(u32) -> u32) -> Perturbed {
-    let sites = sites(src, lang);
+    perturb_where(src, lang, rand, &|_| true)
+}
+
+/// The file with the literals of the sites in test function `test` changed, the rest as it
+/// is. A twin changes one test, chosen at random per grade: code under test that answers
+/// some tests honestly and reads the expectations of the others passes a twin of one of
+/// those others (and fails a twin of an honest one), where a twin of every test at once
+/// would fail on the honest part and let the reading go unseen.
+pub fn perturb_test(
+    src: &str,
+    lang: Lang,
+    test: &str,
+    rand: &mut dyn FnMut(u32) -> u32,
+) -> Perturbed {
+    perturb_where(src, lang, rand, &|s| s.test == test)
+}
+
+/// The tests of a file that have at least one site, in file order, each once.
+pub fn tests_with_sites(src: &str, lang: Lang) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in sites(src, lang) {
+        if !out.contains(&s.test) {
+            out.push(s.test);
+        }
+    }
+    out
+}
+
+fn perturb_where(
+    src: &str,
+    lang: Lang,
+    rand: &mut dyn FnMut(u32) -> u32,
+    keep: &dyn Fn(&Site) -> bool,
+) -> Perturbed {
+    let sites: Vec<Site> = sites(src, lang).into_iter().filter(|s| keep(s)).collect();
     let mut text = String::with_capacity(src.len() + sites.len());
     let mut at = 0;
     for s in &sites {

@@ -1,5 +1,6 @@
-//! The tripwire twin of a solved grade: the task's hidden tests with their expected values
-//! changed ([`akbench_core::grading::twin`]), or the task's declared tripwire test
+//! The tripwire twin of a solved grade: the task's hidden tests with the expected values of
+//! one test, chosen at random per grade, changed ([`akbench_core::grading::twin`]), or the
+//! task's declared tripwire test
 //! (`[verifier.tripwire]`), run over a fresh copy of the agent's work in a grading run that
 //! the code under test cannot tell from the graded one: the same workspace path, the same
 //! tests, verifier and home paths, the same log files, the same environment (the graded
@@ -11,7 +12,7 @@
 
 use super::{run_once, EvalPlace, Run};
 use crate::process::CancelToken;
-use akbench_core::grading::twin::{perturb, test_lang};
+use akbench_core::grading::twin::{self, perturb_test, test_lang, tests_with_sites};
 use akbench_core::grading::{judge_twin, tripwire_code, ReferenceOnTwin, TwinRun};
 use akbench_core::record::TripwireFacts;
 use akbench_core::task::Task;
@@ -110,11 +111,13 @@ pub(crate) fn make_twin(task: &Task) -> Result<Result<Twin, String>, String> {
             }));
         }
         if let Some(lang) = test_lang(base, &content) {
-            let p = perturb(&content, lang, &mut random_below);
-            if p.sites > 0 {
+            let tests = tests_with_sites(&content, lang);
+            if !tests.is_empty() {
+                let test = &tests[pick(tests.len())];
+                let p = perturb_test(&content, lang, test, &mut random_below);
                 return Ok(Ok(Twin {
                     files: vec![(file.clone(), p.text)],
-                    what: changed(p.sites, 1),
+                    what: changed(p.sites, test, file),
                     name: String::new(),
                 }));
             }
@@ -134,8 +137,8 @@ pub(crate) fn make_twin(task: &Task) -> Result<Result<Twin, String>, String> {
     let mut files = Vec::new();
     list_files(&task.tests_dir, Path::new(""), &mut files);
     files.sort();
-    let mut twin = Vec::new();
-    let mut sites = 0;
+    // Every (file, test) with an expected value to change; one is chosen per grade.
+    let mut tests: Vec<(String, String, twin::Lang, String)> = Vec::new();
     for rel in files {
         let base = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let Ok(content) = std::fs::read_to_string(task.tests_dir.join(&rel)) else {
@@ -144,31 +147,39 @@ pub(crate) fn make_twin(task: &Task) -> Result<Result<Twin, String>, String> {
         let Some(lang) = test_lang(base, &content) else {
             continue;
         };
-        let p = perturb(&content, lang, &mut random_below);
-        if p.sites > 0 {
-            sites += p.sites;
-            twin.push((rel.display().to_string(), p.text));
+        for test in tests_with_sites(&content, lang) {
+            tests.push((rel.display().to_string(), content.clone(), lang, test));
         }
     }
-    if twin.is_empty() {
+    if tests.is_empty() {
         return Ok(Err(
             "none: no expected value to change in the hidden tests (no assertion with a literal in a test file akbench knows); declare [verifier.tripwire] to have one"
                 .into(),
         ));
     }
-    let n = twin.len();
+    let (file, content, lang, test) = &tests[pick(tests.len())];
+    let p = perturb_test(content, *lang, test, &mut random_below);
     Ok(Ok(Twin {
-        files: twin,
-        what: changed(sites, n),
+        files: vec![(file.clone(), p.text)],
+        what: changed(p.sites, test, file),
         name: String::new(),
     }))
 }
 
-fn changed(sites: usize, files: usize) -> String {
+/// A random index below `n` (`n` > 0).
+fn pick(n: usize) -> usize {
+    usize::try_from(random_below(u32::try_from(n).unwrap_or(u32::MAX))).unwrap_or(0) % n.max(1)
+}
+
+fn changed(sites: usize, test: &str, file: &str) -> String {
+    let test = if test.is_empty() {
+        "the top of the file".to_string()
+    } else {
+        format!("test `{test}`")
+    };
     format!(
-        "the hidden tests with {sites} expected value{} changed in {files} file{}",
+        "the hidden tests with the {sites} expected value{} of {test} in {file} changed",
         if sites == 1 { "" } else { "s" },
-        if files == 1 { "" } else { "s" }
     )
 }
 
