@@ -331,11 +331,13 @@ pub(super) fn starting_agent(
             }
         }
     };
+    let writable = [vec![worktree.clone(), home.clone()], git_rw].concat();
     let exposure = Exposure {
-        writable: [vec![worktree.clone(), home.clone()], git_rw].concat(),
+        // Every writable place counts in the disk limit (the linked git folder too).
+        disk_roots: writable.clone(),
+        writable,
         readable: [launch.readable.clone(), git_ro].concat(),
         endpoints,
-        disk_roots: vec![worktree.clone(), home.clone()],
         // The attempt folder itself (the agent sees none of it but its worktree and home).
         scratch: work_root.clone(),
         container,
