@@ -320,12 +320,7 @@ pub(super) fn starting_agent(
                 .as_ref()
                 .map(|(d, _)| d.as_path())
                 .filter(|d| launch.readable.iter().any(|r| r == d));
-            match crate::orchestrator::container::agent_view(
-                i,
-                &req.artifacts_dir,
-                &env_path,
-                solution,
-            ) {
+            match crate::orchestrator::container::agent_view(i, work_root, &env_path, solution) {
                 Ok(v) => Some(v),
                 Err(e) => return r.end(Event::InfrastructureFailed, e),
             }
