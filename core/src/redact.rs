@@ -56,10 +56,15 @@ impl Redactor {
         if forms.is_empty() {
             return Self::default();
         }
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(forms.iter().map(|(_, f)| f.as_bytes()))
-            .ok();
+        // Building fails only past the matcher's own limits (billions of patterns, or
+        // gigabytes of them), never with an attempt's credentials; if it ever did, the
+        // attempt must stop, not store unscrubbed text.
+        let matcher = Some(
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(forms.iter().map(|(_, f)| f.as_bytes()))
+                .expect("the credentials' forms make a matcher"),
+        );
         Self {
             longest: forms.iter().map(|(_, f)| f.len()).max().unwrap_or(0),
             names: forms.into_iter().map(|(n, _)| n).collect(),
