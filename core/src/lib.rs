@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod artifacts;
 pub mod bounded_read;
 pub mod budget;
 pub mod candidates;

@@ -162,11 +162,16 @@ impl std::fmt::Debug for EvalPlace<'_> {
 /// host's out-of-memory killer picks a victim, which would be the host's.
 pub const GRADING_MEMORY_MB: u64 = 8192;
 
-/// The limits every grading run has.
-pub fn grading_limits() -> Limits {
+/// The limits every grading run of `task` has: memory ([`GRADING_MEMORY_MB`], or the
+/// task's `memory_mb` when higher), 4096 processes, and the task's disk limit
+/// ([`akbench_core::task::requirements::grading_disk_mb`]), counted over every writable
+/// place of the run, the grading workspace included.
+pub fn grading_limits(task: &Task) -> Limits {
+    use akbench_core::task::requirements::{grading_disk_mb, grading_memory_mb};
     Limits {
         pids: 4096,
-        memory_mb: Some(GRADING_MEMORY_MB),
+        memory_mb: Some(grading_memory_mb(&task.requirements, GRADING_MEMORY_MB)),
+        disk_mb: grading_disk_mb(&task.requirements),
         ..Limits::default()
     }
 }
@@ -419,15 +424,17 @@ fn run_once(
         hooks: Default::default(),
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(workspace);
+    let writable = [
+        vec![workspace.to_path_buf(), verifier.clone(), home.clone()],
+        git_rw,
+    ]
+    .concat();
     let exposure = Exposure {
-        writable: [
-            vec![workspace.to_path_buf(), verifier.clone(), home.clone()],
-            git_rw,
-        ]
-        .concat(),
+        // Every writable place counts in the disk limit, the grading workspace included.
+        disk_roots: writable.clone(),
+        writable,
         readable: [vec![tests.clone()], git_ro].concat(),
         endpoints: Vec::new(),
-        disk_roots: vec![verifier.clone(), home.clone()],
         scratch: eval_root.join("runtime"),
         container: place.image.map(|i| crate::runtime::container::View {
             image: i.clone(),
@@ -437,7 +444,8 @@ fn run_once(
             tools: Vec::new(),
         }),
     };
-    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, grading_limits()) {
+    let limits = grading_limits(task);
+    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, limits) {
         Ok(p) => p,
         Err(e) => return machinery(e.to_string()),
     };

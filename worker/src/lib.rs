@@ -10,6 +10,8 @@
 //! - [`runtime`]: `direct` or `sandbox` (bubblewrap, cgroups, forwarded endpoints): what
 //!   the agent and the evaluator can see, reach and use.
 //! - [`adapters`]: the agent registry; the orchestrator contains no agent-specific code.
+//! - [`scrub`]: credential values scrubbed from stored files in constant memory, and the
+//!   agent's `/logs` collected (no links, capped).
 //! - [`evaluator`]: hidden tests at EVALUATING, reward files and JUnit reports.
 //! - [`orchestrator`]: drives the lifecycle of attempts and writes `run_record.json`.
 //! - [`dial`]: how clients reach the coordinator (TLS, CA file, the plaintext-token rule).
@@ -28,6 +30,7 @@ pub mod process;
 pub mod provenance;
 pub mod regrade;
 pub mod runtime;
+pub mod scrub;
 pub mod spread;
 pub mod task_check;
 pub mod trial;

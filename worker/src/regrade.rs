@@ -855,10 +855,14 @@ pub(crate) fn run_solution(
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
+        disk_roots: [
+            vec![worktree.to_path_buf(), home.to_path_buf()],
+            git_rw.clone(),
+        ]
+        .concat(),
         writable: [vec![worktree.to_path_buf(), home.to_path_buf()], git_rw].concat(),
         readable: [vec![solution.to_path_buf()], git_ro].concat(),
         endpoints: Vec::new(),
-        disk_roots: vec![worktree.to_path_buf(), home.to_path_buf()],
         scratch: dir.join("runtime"),
         container: image.map(|i| crate::runtime::container::View {
             image: i.clone(),
@@ -868,7 +872,7 @@ pub(crate) fn run_solution(
             tools: Vec::new(),
         }),
     };
-    let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits())
+    let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits(task))
         .map_err(|e| e.to_string())?;
     let running = match crate::process::spawn(prepared.spec) {
         Ok(r) => r,

@@ -320,6 +320,76 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
     );
 }
 
+/// Code under test that fills the grading workspace (4 files of 20 MB, each under the
+/// single-file limit, 80 MB together) while the task allows 32 MiB (`storage_mb`): the
+/// grading run's disk limit counts the workspace it grades, so the run is stopped, the grade
+/// says `limit_hit: disk_mb` and is the agent's failure (not solved, never
+/// `evaluation_error`), and nothing it wrote is left on the host. Before, the limit counted
+/// only the verifier folder and the home, and the red team wrote 12 GiB into the workspace.
+#[test]
+fn filling_the_grading_workspace_stops_at_the_disk_limit() {
+    if !sandbox_works("filling_the_grading_workspace_stops_at_the_disk_limit") {
+        return;
+    }
+    let c = py_corpus();
+    let toml = c.tasks().join("pyanswer/task.toml");
+    let text = fs::read_to_string(&toml).unwrap();
+    let text = if text.contains("[environment]\n") {
+        text.replacen("[environment]\n", "[environment]\nstorage_mb = 32\n", 1)
+    } else {
+        format!("{text}\n[environment]\nstorage_mb = 32\n")
+    };
+    fs::write(&toml, text).unwrap();
+    let host = host_file(&c, "unused");
+    let r = attack(
+        &c,
+        "fill-grading",
+        r#"import os, time
+if os.environ.get("AKBENCH_VERIFIER_DIR"):
+    ws = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    chunk = os.urandom(1 << 20)
+    for i in range(4):
+        with open(os.path.join(ws, "akbench-fill-%d.bin" % i), "wb") as f:
+            for _ in range(20):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+    time.sleep(5)"#,
+        &host,
+    );
+    assert_eq!(
+        r.outcome.state,
+        State::Completed,
+        "must stay in the agent's denominator: {:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false));
+    let g = r.attempts[0].grade.as_ref().unwrap();
+    assert!(!g.tampered);
+    let runtime = g.runtime.as_ref().unwrap();
+    assert_eq!(runtime.limit_hit.as_deref(), Some("disk_mb"), "{runtime:?}");
+    assert!(runtime.limits.contains("disk_mb=32"), "{runtime:?}");
+    let cause = g.cause.clone().unwrap_or_default();
+    assert!(
+        cause.contains("disk_mb = 32") && cause.contains("the agent's failure"),
+        "{cause:?}"
+    );
+    // Nothing the run wrote is left: the grading workspace went with the attempt.
+    let mut left = Vec::new();
+    let mut dirs = vec![c.root().to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                dirs.push(e.path());
+            } else if e.file_name().to_string_lossy().starts_with("akbench-fill-") {
+                left.push(e.path());
+            }
+        }
+    }
+    assert!(left.is_empty(), "left on the host: {left:?}");
+}
+
 /// The pid of the main grading run's verifier (`python3 .../run_tests.py` under `root`),
 /// waited for while the trial runs on another thread.
 fn verifier_pid(root: &Path) -> i32 {

@@ -51,7 +51,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.storage_mb",
-        Handling::Applied("a requirement in MiB, as `cpus`, against the disk limit of an attempt (4096 MiB, `disk_mb` in docs/agents.md)"),
+        Handling::Applied("a requirement in MiB, as `cpus`, against the disk limit of an attempt (4096 MiB, `disk_mb` in docs/agents.md); also the disk limit of each grading run of the task (what it may add to its workspace and every other writable place)"),
     ),
     (
         "environment.gpus",

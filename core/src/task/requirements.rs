@@ -92,6 +92,24 @@ pub fn check(task: &str, needs: &Requirements, offered: &Offered) -> Result<(), 
     }
 }
 
+/// The disk limit of one grading run, in MiB: what the run may add, over what its writable
+/// places held when it started, to the grading workspace, the verifier folder, the home,
+/// the private `/tmp` and `/dev/shm` and (under `container`) the image's copy-on-write layer
+/// together. The task's `storage_mb` when it names one (the space it says it needs; Harbor
+/// gives its verifier the same container storage), never more than the disk limit of an
+/// attempt ([`DISK_MB`]); else that limit. A grading run that goes over it is stopped and
+/// recorded as the agent's doing (`limit_hit: disk_mb`).
+pub fn grading_disk_mb(needs: &Requirements) -> u64 {
+    needs.storage_mb.map_or(DISK_MB, |s| s.clamp(1, DISK_MB))
+}
+
+/// The memory limit of one grading run, in MiB: `floor` (the worker's grading memory,
+/// enough for a test suite's build and run), raised to the task's `memory_mb` when it asks
+/// for more.
+pub fn grading_memory_mb(needs: &Requirements, floor: u64) -> u64 {
+    floor.max(needs.memory_mb.unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +185,30 @@ mod tests {
                 run.memory_mb.max(needs.memory_mb.unwrap_or(0))
             );
             assert_eq!(single.disk_mb, DISK_MB);
+        }
+    }
+
+    #[test]
+    fn a_grading_run_gets_the_tasks_storage_never_more_than_an_attempts_disk() {
+        let r = |memory_mb, storage_mb| Requirements {
+            cpus: None,
+            memory_mb,
+            storage_mb,
+        };
+        // (asks, grading disk_mb, grading memory_mb with a floor of 8192)
+        let cases = [
+            (r(None, None), DISK_MB, 8192),
+            (r(None, Some(32)), 32, 8192),
+            (r(None, Some(DISK_MB)), DISK_MB, 8192),
+            (r(None, Some(DISK_MB + 1)), DISK_MB, 8192),
+            (r(None, Some(10240)), DISK_MB, 8192),
+            (r(None, Some(0)), 1, 8192),
+            (r(Some(1024), None), DISK_MB, 8192),
+            (r(Some(16384), Some(64)), 64, 16384),
+        ];
+        for (needs, disk, memory) in cases {
+            assert_eq!(grading_disk_mb(&needs), disk, "{needs:?}");
+            assert_eq!(grading_memory_mb(&needs, 8192), memory, "{needs:?}");
         }
     }
 }

@@ -54,6 +54,10 @@ pub enum ArtifactError {
     },
 }
 
+/// Parts of a multipart upload, bytes (S3 takes parts of 5 MiB or more); a file up to this
+/// size is stored in one request.
+pub const STREAM_CHUNK: usize = 8 << 20;
+
 /// Where artifacts are copied once an attempt ends.
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
@@ -172,21 +176,59 @@ impl ArtifactStore {
                 if ft.is_dir() {
                     stack.push((path, child));
                 } else if ft.is_file() {
-                    let bytes = std::fs::read(&path)
-                        .map_err(|source| ArtifactError::Read { path, source })?;
-                    let location = self.key(&child);
-                    self.store
-                        .put_opts(&location, PutPayload::from(bytes), PutOptions::default())
-                        .await
-                        .map_err(|source| ArtifactError::Put {
-                            key: location.to_string(),
-                            source,
-                        })?;
+                    self.put_file(&path, &self.key(&child)).await?;
                     count += 1;
                 }
             }
         }
         Ok(count)
+    }
+
+    /// Stores the file at `path` as `location`: read whole when small, else in
+    /// [`STREAM_CHUNK`] parts of a multipart upload, at most two in flight, so memory does
+    /// not grow with the file's size.
+    async fn put_file(&self, path: &Path, location: &ObjectPath) -> Result<(), ArtifactError> {
+        use std::io::Read;
+        let read = |source| ArtifactError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let put = |source| ArtifactError::Put {
+            key: location.to_string(),
+            source,
+        };
+        let mut f = std::fs::File::open(path).map_err(read)?;
+        let size = f.metadata().map_err(read)?.len();
+        if size <= STREAM_CHUNK as u64 {
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes).map_err(read)?;
+            self.store
+                .put_opts(location, PutPayload::from(bytes), PutOptions::default())
+                .await
+                .map_err(put)?;
+            return Ok(());
+        }
+        let upload = self.store.put_multipart(location).await.map_err(put)?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, STREAM_CHUNK);
+        let mut piece = vec![0u8; 1 << 20];
+        loop {
+            let n = match f.read(&mut piece) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = w.abort().await;
+                    return Err(read(e));
+                }
+            };
+            if let Err(e) = w.wait_for_capacity(2).await {
+                let _ = w.abort().await;
+                return Err(put(e));
+            }
+            w.write(&piece[..n]);
+        }
+        w.finish().await.map_err(put)?;
+        Ok(())
     }
 
     /// The bytes of the object at `rel` (`<trial key>/a<n>/<file>`, as [`Self::put_dir`]
@@ -242,6 +284,20 @@ mod tests {
             "log"
         );
         assert!(!root.join("link").exists());
+    }
+
+    /// A file larger than one part goes up in parts (never read whole) and arrives whole.
+    #[tokio::test]
+    async fn a_large_file_is_stored_in_parts() {
+        let src = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..(STREAM_CHUNK * 2 + 12345))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(src.path().join("big.bin"), &big).unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::open(dst.path().join("store").to_str().unwrap()).unwrap();
+        assert_eq!(store.put_dir(src.path(), "t/a1").await.unwrap(), 1);
+        assert_eq!(store.get("t/a1/big.bin").await.unwrap(), big);
     }
 
     #[test]

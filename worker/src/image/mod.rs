@@ -90,6 +90,17 @@ pub struct Unpacked {
     _lock: std::fs::File,
 }
 
+/// Whether the unpacked image in `dir` is ready to use: unpacked to the end (`ready`
+/// written) and the worker's own (a tree another user owns, as the sandbox user's cache of
+/// earlier versions, is unpacked again: that user could have changed it).
+fn ready(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    dir.join("ready").is_file()
+        && std::fs::symlink_metadata(dir.join("rootfs")).is_ok_and(|m| m.is_dir() && m.uid() == me)
+}
+
 /// The image store of a worker.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -98,7 +109,8 @@ pub struct Store {
     pub insecure: Vec<String>,
     /// The docker config.json with credentials.
     pub auth_file: Option<PathBuf>,
-    /// Unpacked images owned by this user (the sandbox user of a root worker).
+    /// Unpacked images owned by this user; `None` (what [`Store::from_env`] gives): the
+    /// worker's own, so no sandbox user can change the cache.
     pub owner: Option<(u32, u32)>,
 }
 
@@ -143,25 +155,33 @@ fn block_on<T: Send>(fut: impl std::future::Future<Output = T> + Send) -> T {
 }
 
 impl Store {
-    /// A store in `root`, configured from the environment: `AKBENCH_INSECURE_REGISTRIES`,
-    /// the credentials file ([`credentials_file`]), and the sandbox user as owner when the
-    /// worker is root.
+    /// A store in `root`, configured from the environment: `AKBENCH_INSECURE_REGISTRIES`
+    /// and the credentials file ([`credentials_file`]). Unpacked images are the worker's
+    /// (never the sandbox user's: the container runtime shows them as the sandbox user's
+    /// through an idmapped mount), in folders only the worker can enter.
     pub fn from_env(root: PathBuf) -> Result<Self, String> {
         let insecure = akbench_core::image::registry::insecure_list(
             &std::env::var(akbench_core::image::registry::INSECURE_VAR).unwrap_or_default(),
         )?;
-        let owner = if crate::runtime::bwrap::is_root() {
-            let u = crate::runtime::owner::from_env()?;
-            Some((u.uid, u.gid))
-        } else {
-            None
-        };
         Ok(Self {
             root,
             insecure,
             auth_file: credentials_file(),
-            owner,
+            owner: None,
         })
+    }
+
+    /// `dir` (under the store) made if missing, the worker's, entered by the worker only
+    /// (mode 0700): what is in it cannot be changed by another user, the sandbox users
+    /// included.
+    fn private_dir(&self, dir: &Path) -> Result<(), ImageError> {
+        use std::os::unix::fs::PermissionsExt;
+        let io = |source| ImageError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
     }
 
     /// The store's folder.
@@ -194,16 +214,15 @@ impl Store {
             .ok_or_else(|| ImageError::NotPinned(image.to_string()))?;
         let hex = digest_hex(&digest).ok_or_else(|| ImageError::NotPinned(image.to_string()))?;
         let roots = self.root.join("roots");
-        std::fs::create_dir_all(&roots).map_err(|source| ImageError::Io {
-            path: roots.clone(),
-            source,
-        })?;
+        for d in [&self.root.join("blobs"), &self.root.join("tmp"), &roots] {
+            self.private_dir(d)?;
+        }
         let dir = roots.join(hex);
         let lock_path = roots.join(format!("{hex}.lock"));
         let mut fetched = false;
-        if !dir.join("ready").is_file() {
+        if !ready(&dir) {
             let _x = lock(&lock_path, true)?;
-            if !dir.join("ready").is_file() {
+            if !ready(&dir) {
                 self.pull_and_unpack(image, &digest, &dir)?;
                 fetched = true;
             }
@@ -402,4 +421,35 @@ fn is_locked(path: &Path) -> bool {
     };
     // SAFETY: flock on an open descriptor; released when `f` closes.
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+}
+
+#[cfg(test)]
+mod cache_owner_tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// The cache's folders are the worker's and only it can enter them; an unpacked tree
+    /// another user owns (the sandbox user's, as earlier versions unpacked it) is not used
+    /// but unpacked again. Before, unpacked images were the sandbox user's (65534).
+    #[test]
+    fn the_image_cache_is_the_workers_and_a_tree_of_another_user_is_not_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::from_env(tmp.path().join("images")).unwrap();
+        assert_eq!(store.owner, None);
+        let roots = tmp.path().join("images/roots");
+        store.private_dir(&roots).unwrap();
+        let m = std::fs::metadata(&roots).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(m.uid(), unsafe { libc::geteuid() });
+        assert_eq!(m.permissions().mode() & 0o777, 0o700);
+        let dir = roots.join("00");
+        std::fs::create_dir_all(dir.join("rootfs")).unwrap();
+        assert!(!ready(&dir), "no ready marker");
+        std::fs::write(dir.join("ready"), "sha256:00").unwrap();
+        assert!(ready(&dir));
+        if crate::runtime::bwrap::is_root() {
+            std::os::unix::fs::lchown(dir.join("rootfs"), Some(65534), Some(65534)).unwrap();
+            assert!(!ready(&dir), "a tree the sandbox user owns was used");
+        }
+    }
 }

@@ -27,6 +27,10 @@ use phases::{
     preparing, starting_agent, validating,
 };
 
+/// The notes of the agent's `/logs` collection (what was skipped or truncated), in
+/// `<artifacts>/logs/`.
+pub const NOTES_FILE: &str = "collected.txt";
+
 /// The attempt being built: state, log and facts.
 struct Run<'a> {
     orch: &'a Orchestrator,
@@ -87,24 +91,56 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Scrubs a stored file in place (a missing file is fine).
+    /// Scrubs a stored file in place, in constant memory (a missing file is fine).
     fn scrub_file(&mut self, path: &Path) {
         if self.redactor.is_empty() {
             return;
         }
-        let Ok(bytes) = std::fs::read(path) else {
+        if let Err(e) = crate::scrub::scrub_file(&self.redactor, path, &mut self.redacted) {
+            self.join_cause(format!(
+                "failed to scrub credentials from {}: {e}; delete it before sharing the run",
+                path.display()
+            ));
+        }
+    }
+
+    fn join_cause(&mut self, msg: String) {
+        self.cause = Some(match self.cause.take() {
+            Some(c) => format!("{c}; {msg}"),
+            None => msg,
+        });
+    }
+
+    /// Copies the agent's `/logs` (`work/logs/{agent,artifacts}`, the `container` runtime's
+    /// mounts) into `<artifacts>/logs/`, whatever the attempt's outcome: regular files
+    /// only, capped, scrubbed on the way (`akbench_core::artifacts`); what was skipped or
+    /// truncated is listed in `logs/collected.txt`.
+    fn collect_logs(&mut self, work: &Path, artifacts: &Path) {
+        use akbench_core::artifacts::{Budget, CAP_BYTES};
+        let from = work.join("logs");
+        if !from.is_dir() {
             return;
-        };
-        if let Some(clean) = self.redactor.bytes(&bytes, &mut self.redacted) {
-            if let Err(e) = std::fs::write(path, clean) {
-                let msg = format!(
-                    "failed to scrub credentials from {}: {e}; delete it before sharing the run",
-                    path.display()
-                );
-                self.cause = Some(match self.cause.take() {
-                    Some(c) => format!("{c}; {msg}"),
-                    None => msg,
-                });
+        }
+        let to = artifacts.join("logs");
+        let mut budget = Budget::new(CAP_BYTES);
+        for name in crate::orchestrator::container::LOGS {
+            if let Err(e) = crate::scrub::collect(
+                &self.redactor,
+                &from.join(name),
+                &to.join(name),
+                name,
+                &mut budget,
+                &mut self.redacted,
+            ) {
+                self.join_cause(format!("failed to collect the agent's /logs/{name}: {e}"));
+            }
+        }
+        if !budget.notes().is_empty() {
+            let mut text = budget.notes().join("\n");
+            text.push('\n');
+            let _ = std::fs::create_dir_all(&to);
+            if let Err(e) = std::fs::write(to.join(NOTES_FILE), text) {
+                tracing::warn!("failed to write {NOTES_FILE}: {e}");
             }
         }
     }
@@ -257,6 +293,11 @@ pub(super) fn run(
     let mut ws: Option<Workspace> = None;
     // Every phase that ends the attempt has recorded its terminal state.
     let _ = drive(&mut r, req, cancel, &mut ws);
+    // Every agent process is gone: its /logs are collected, whatever the outcome.
+    r.collect_logs(
+        &orch.work_root.join(req.attempt.id.to_string()),
+        &req.artifacts_dir,
+    );
     if let Some(w) = ws {
         let result = if req.options.keep_workspace {
             let dest = req.artifacts_dir.join("workspace");

@@ -44,19 +44,24 @@ pub(super) fn image(
     Ok(Some((held, image, note)))
 }
 
-/// The agent's view: the image, `/logs/agent` and `/logs/artifacts` (kept with the
-/// attempt's artifacts, under `logs/`), the worker's agent CLIs found on `host_path`, and
-/// `solution` (the task's reference solution, given only to an agent granted it: the
-/// oracle) read-only at Harbor's `/solution`.
+/// Harbor's folders under `/logs` the agent writes (each a folder of the attempt's work
+/// folder, `logs/<name>`, collected into its artifacts when the attempt ends).
+pub const LOGS: [&str; 2] = ["agent", "artifacts"];
+
+/// The agent's view: the image, `/logs/agent` and `/logs/artifacts` (folders of the
+/// attempt's work folder `work`, never of its results: they are collected into the
+/// artifacts, under `logs/`, once the agent is gone, links left out and capped), the
+/// worker's agent CLIs found on `host_path`, and `solution` (the task's reference solution,
+/// given only to an agent granted it: the oracle) read-only at Harbor's `/solution`.
 pub(super) fn agent_view(
     image: &Image,
-    artifacts: &Path,
+    work: &Path,
     host_path: &str,
     solution: Option<&Path>,
 ) -> Result<View, String> {
     let mut mounts = Vec::new();
-    for name in ["agent", "artifacts"] {
-        let host = artifacts.join("logs").join(name);
+    for name in LOGS {
+        let host = work.join("logs").join(name);
         std::fs::create_dir_all(&host)
             .map_err(|e| format!("failed to create {}: {e}", host.display()))?;
         mounts.push((host, format!("/logs/{name}")));

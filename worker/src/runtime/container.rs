@@ -18,14 +18,19 @@
 //! setresgid, setresuid, `no_new_privs`) and only then execs bwrap, which makes a user
 //! namespace mapping that one host user to the image's user (`User`, default root): the
 //! process is uid 0 (or the image's uid) inside, with every capability dropped, and the
-//! unprivileged sandbox user outside. The unpacked image is owned by the sandbox user, so
-//! the image's root-owned files are the process's own, as in the image. No program of the
-//! image or the host (such as `setpriv`) is needed for the drop.
+//! unprivileged sandbox user outside. The unpacked image is the worker's (root's), in
+//! folders only the worker can enter, so nothing running as a sandbox user on the host can
+//! change what a later trial runs or grades with; the overlay's lower layer is an idmapped
+//! mount of it that shows the worker's files as the sandbox user's, so the image's
+//! root-owned files are the process's own, as in the image. No program of the image or the
+//! host (such as `setpriv`) is needed for the drop.
 
 use super::bwrap::{self, Plan};
 use akbench_core::image::manifest::RunConfig;
 use std::ffi::CString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// An unpacked image as a runtime uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +159,108 @@ pub struct OverlayMount {
     target: CString,
     options: CString,
     drop_to: Option<(u32, u32)>,
+    /// An idmapped copy of the image (a detached mount) attached at the path of the
+    /// overlay's lower folder, first: the worker's files shown as the sandbox user's.
+    idmapped: Option<(Arc<OwnedFd>, CString)>,
+}
+
+/// A user namespace mapping the worker's uid and gid 0 to the sandbox user's `(uid, gid)`
+/// (and nothing else), for idmapped mounts: made once per sandbox user, by a `sleep`
+/// started in a new user namespace whose maps the (root) worker writes.
+fn idmap_userns(uid: u32, gid: u32) -> Result<Arc<OwnedFd>, String> {
+    use std::collections::HashMap;
+    use std::os::unix::process::CommandExt;
+    use std::sync::Mutex;
+    type ByUser = HashMap<(u32, u32), Arc<OwnedFd>>;
+    static MADE: Mutex<Option<ByUser>> = Mutex::new(None);
+    let mut made = MADE.lock().map_err(|e| e.to_string())?;
+    if let Some(fd) = made.as_ref().and_then(|m| m.get(&(uid, gid))) {
+        return Ok(fd.clone());
+    }
+    let mut cmd = std::process::Command::new("sleep");
+    cmd.arg("60")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: unshare is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("failed to start `sleep` in a new user namespace: {e}"))?;
+    let proc = PathBuf::from(format!("/proc/{}", child.id()));
+    let done = (|| {
+        std::fs::write(proc.join("uid_map"), format!("0 {uid} 1\n"))?;
+        std::fs::write(proc.join("gid_map"), format!("0 {gid} 1\n"))?;
+        std::fs::File::open(proc.join("ns/user")).map(OwnedFd::from)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let fd =
+        Arc::new(done.map_err(|e| format!("failed to map the image's owner to uid {uid}: {e}"))?);
+    made.get_or_insert_with(HashMap::new)
+        .insert((uid, gid), fd.clone());
+    Ok(fd)
+}
+
+/// A detached copy of the folder tree at `lower` whose files owned by uid and gid 0 (the
+/// worker's: every file of the image cache) are seen as `userns`'s mapping says (the
+/// sandbox user's).
+fn idmapped_tree(lower: &Path, userns: &OwnedFd) -> std::io::Result<OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+    let path = CString::new(lower.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // SAFETY: open_tree with a NUL-terminated path; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor this function owns.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let empty = c"";
+    // SAFETY: mount_setattr on the descriptor above with a struct of the kernel's layout.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(tree)
 }
 
 impl OverlayMount {
@@ -184,6 +291,7 @@ impl OverlayMount {
                 .map_err(|e| e.to_string())?,
             options: CString::new(options).map_err(|e| e.to_string())?,
             drop_to,
+            idmapped: None,
         })
     }
 
@@ -210,6 +318,21 @@ impl OverlayMount {
                 ) != 0
                 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some((tree, at)) = &m.idmapped {
+                    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+                    let empty = c"";
+                    if libc::syscall(
+                        libc::SYS_move_mount,
+                        std::os::fd::AsRawFd::as_raw_fd(&**tree),
+                        empty.as_ptr(),
+                        libc::AT_FDCWD,
+                        at.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    ) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 let overlay = c"overlay";
                 if libc::mount(
@@ -243,9 +366,16 @@ pub const ROOT: &str = "container-root";
 const UPPER: &str = "container-upper";
 const WORK: &str = "container-work";
 
+/// The folder in the scratch folder where the idmapped image is attached (in the child's
+/// own mount namespace), the overlay's lower folder.
+const LOWER: &str = "container-lower";
+
 /// Makes a fresh copy-on-write layer for one container start in `exposure.scratch`: the
-/// mount point, the upper folder (owned like the image's root, so the sandbox user may
-/// write where the image lets it) and overlay's work folder.
+/// mount point, the upper folder (owned by the sandbox user, so it may write where the
+/// image lets it) and overlay's work folder. When the process runs as the sandbox user, the
+/// image (the worker's files: the cache is never the sandbox user's, so nothing running as
+/// that uid on the host can change what a later trial loads) is the lower layer through an
+/// idmapped mount that shows the worker's files as the sandbox user's.
 pub(super) fn copy_on_write(
     exposure: &super::Exposure,
     view: &View,
@@ -253,8 +383,8 @@ pub(super) fn copy_on_write(
 ) -> Result<(OverlayMount, PathBuf), (PathBuf, std::io::Error)> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let s = &exposure.scratch;
-    let (root, upper, work) = (s.join(ROOT), s.join(UPPER), s.join(WORK));
-    for d in [&root, &upper, &work] {
+    let (root, upper, work, at) = (s.join(ROOT), s.join(UPPER), s.join(WORK), s.join(LOWER));
+    for d in [&root, &upper, &work, &at] {
         if d.exists() {
             std::fs::remove_dir_all(d).map_err(|e| (d.clone(), e))?;
         }
@@ -262,20 +392,34 @@ pub(super) fn copy_on_write(
     }
     let lower = &view.image.rootfs;
     let m = std::fs::metadata(lower).map_err(|e| (lower.clone(), e))?;
-    if drop_to.is_some() {
-        std::os::unix::fs::lchown(&upper, Some(m.uid()), Some(m.gid()))
+    if let Some(d) = drop_to {
+        std::os::unix::fs::lchown(&upper, Some(d.user.uid), Some(d.user.gid))
             .map_err(|e| (upper.clone(), e))?;
     }
     std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777))
         .map_err(|e| (upper.clone(), e))?;
-    let mount = OverlayMount::new(
-        lower,
+    let idmapped = match drop_to {
+        None => None,
+        Some(d) => {
+            let userns = idmap_userns(d.user.uid, d.user.gid)
+                .map_err(|e| (lower.clone(), std::io::Error::other(e)))?;
+            let tree = idmapped_tree(lower, &userns).map_err(|e| (lower.clone(), e))?;
+            Some(tree)
+        }
+    };
+    let mut mount = OverlayMount::new(
+        if idmapped.is_some() { &at } else { lower },
         &upper,
         &work,
         &root,
         drop_to.map(|d| (d.user.uid, d.user.gid)),
     )
     .map_err(|e| (root.clone(), std::io::Error::other(e)))?;
+    if let Some(tree) = idmapped {
+        let at = CString::new(at.as_os_str().as_encoded_bytes())
+            .map_err(|e| (at.clone(), std::io::Error::other(e.to_string())))?;
+        mount.idmapped = Some((Arc::new(tree), at));
+    }
     Ok((mount, upper))
 }
 
@@ -472,5 +616,83 @@ mod tests {
         }
         assert_eq!(image_user(None, Path::new("/nonexistent")), Ok((0, 0)));
         assert_eq!(image_user(Some(" "), Path::new("/nonexistent")), Ok((0, 0)));
+    }
+
+    /// The image cache is owned by the worker (root) and no sandbox user can write it; the
+    /// process inside still owns the image's files (an idmapped lower layer shows the
+    /// worker's files as the sandbox user's), writes where the image lets it, and every
+    /// write lands in its own upper folder: the cached files keep their owner and bytes.
+    /// Before, the cache was unpacked as the sandbox user's (65534), so anything running as
+    /// that uid on the host could plant files a later trial's grading loads; a root-owned
+    /// cache was not writable from inside.
+    #[test]
+    fn a_root_owned_image_is_the_sandbox_users_inside_and_unchanged_outside() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        const TEST: &str = "a_root_owned_image_is_the_sandbox_users_inside_and_unchanged_outside";
+        if !bwrap::is_root() {
+            akbench_core::testkit::skip(TEST, "needs a root worker (the container runtime)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let lower = tmp.path().join("rootfs");
+        std::fs::create_dir_all(lower.join("app")).unwrap();
+        std::fs::write(lower.join("app/file"), "image\n").unwrap();
+        std::fs::set_permissions(
+            lower.join("app/file"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let user = crate::runtime::owner::SandboxUser {
+            uid: 65534,
+            gid: 65534,
+        };
+        let drop_to = bwrap::DropTo {
+            setpriv: "/usr/bin/setpriv".into(),
+            user,
+        };
+        let exposure = super::super::Exposure {
+            scratch: tmp.path().join("scratch"),
+            ..Default::default()
+        };
+        let view = View {
+            image: Image {
+                pinned: "r/x@sha256:00".into(),
+                rootfs: lower.clone(),
+                run: RunConfig::default(),
+                workdir: "/app".into(),
+                user: (0, 0),
+            },
+            mounts: vec![],
+            ro_mounts: vec![],
+            tools: vec![],
+        };
+        let (mount, upper) = copy_on_write(&exposure, &view, Some(&drop_to)).unwrap();
+        let root = exposure.scratch.join(ROOT).display().to_string();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args([
+            "-c",
+            &format!(
+                "stat -c %u {root}/app/file; echo more >> {root}/app/file && echo new > {root}/app/new && cat {root}/app/file"
+            ),
+        ]);
+        mount.install(&mut cmd);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert_eq!(stdout, "65534\nimage\nmore\n", "{stderr}");
+        // Outside: the cached file is the worker's, unchanged; the writes are in the upper.
+        let m = std::fs::metadata(lower.join("app/file")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0));
+        assert_eq!(
+            std::fs::read_to_string(lower.join("app/file")).unwrap(),
+            "image\n"
+        );
+        assert!(!lower.join("app/new").exists());
+        assert_eq!(
+            std::fs::read_to_string(upper.join("app/new")).unwrap(),
+            "new\n"
+        );
     }
 }

@@ -43,8 +43,10 @@ pub struct Limits {
     pub cpus: Option<u32>,
     /// Processes and threads alive at once.
     pub pids: u32,
-    /// Bytes in the worktree, home, private /tmp and /dev/shm together, in MiB (also the
-    /// largest file, and the size of each tmpfs).
+    /// Bytes a run may add to every place it can write (worktree, home, verifier folder,
+    /// linked git folder, the container's copy-on-write layer, private /tmp and /dev/shm)
+    /// together, over what they held when it started, in MiB (also the largest file, and
+    /// the size of each tmpfs).
     pub disk_mb: u64,
     /// Largest diff the agent may leave, MiB (the plan's `compute.diff_mb`); checked when
     /// the diff is collected, under every runtime, so it is not in [`Limits::describe`].
@@ -89,7 +91,8 @@ pub struct Exposure {
     pub readable: Vec<PathBuf>,
     /// Endpoints reachable from inside.
     pub endpoints: Vec<Endpoint>,
-    /// Folders the disk limit counts (besides the private /tmp, capped on its own).
+    /// Folders the disk limit counts (besides the private /tmp, capped on its own): every
+    /// writable folder, counted from what it held when the process started.
     pub disk_roots: Vec<PathBuf>,
     /// Where the runtime may keep its own files for this process (outside everything the
     /// process can see), e.g. the generated /etc/hosts.
@@ -476,12 +479,19 @@ fn read_all(fd: std::os::fd::OwnedFd) -> String {
 
 /// Watches the size of the disk roots while the process runs; over the limit it kills the
 /// whole cgroup.
+///
+/// The limit counts what the run adds: the bytes under the roots beyond what they held when
+/// the watch started (before the process), plus the private tmpfs folders (empty at the
+/// start). So a grading workspace or a worktree that starts with a large repository is not
+/// held against the run, and a run cannot write more than the limit wherever it writes.
 #[derive(Debug)]
 struct DiskWatch {
     stop: Arc<AtomicBool>,
     hit: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     roots: Vec<PathBuf>,
+    /// Bytes under the roots when the watch started.
+    base: u64,
     limit_bytes: u64,
 }
 
@@ -490,10 +500,12 @@ impl DiskWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let hit = Arc::new(AtomicBool::new(false));
         let limit_bytes = disk_mb.saturating_mul(1024 * 1024);
+        let base = disk_usage(&roots);
         let (s, h, r) = (stop.clone(), hit.clone(), roots.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
-                let used = disk_usage(&r) + sandbox_tmpfs_usage(&group.members());
+                let used =
+                    disk_usage(&r).saturating_sub(base) + sandbox_tmpfs_usage(&group.members());
                 if used > limit_bytes {
                     h.store(true, Ordering::SeqCst);
                     group.kill_all_and_wait(Duration::from_secs(5));
@@ -510,6 +522,7 @@ impl DiskWatch {
             hit,
             thread: Some(thread),
             roots,
+            base,
             limit_bytes,
         }
     }
@@ -521,7 +534,8 @@ impl DiskWatch {
             t.thread().unpark();
             let _ = t.join();
         }
-        self.hit.load(Ordering::SeqCst) || disk_usage(&self.roots) > self.limit_bytes
+        self.hit.load(Ordering::SeqCst)
+            || disk_usage(&self.roots).saturating_sub(self.base) > self.limit_bytes
     }
 }
 

@@ -322,22 +322,19 @@ pub(super) fn starting_agent(
                 .as_ref()
                 .map(|(d, _)| d.as_path())
                 .filter(|d| launch.readable.iter().any(|r| r == d));
-            match crate::orchestrator::container::agent_view(
-                i,
-                &req.artifacts_dir,
-                &env_path,
-                solution,
-            ) {
+            match crate::orchestrator::container::agent_view(i, work_root, &env_path, solution) {
                 Ok(v) => Some(v),
                 Err(e) => return r.end(Event::InfrastructureFailed, e),
             }
         }
     };
+    let writable = [vec![worktree.clone(), home.clone()], git_rw].concat();
     let exposure = Exposure {
-        writable: [vec![worktree.clone(), home.clone()], git_rw].concat(),
+        // Every writable place counts in the disk limit (the linked git folder too).
+        disk_roots: writable.clone(),
+        writable,
         readable: [launch.readable.clone(), git_ro].concat(),
         endpoints,
-        disk_roots: vec![worktree.clone(), home.clone()],
         // The attempt folder itself (the agent sees none of it but its worktree and home).
         scratch: work_root.clone(),
         container,
