@@ -73,6 +73,8 @@ fn a_valid_task_passes_and_its_result_is_cached_by_its_digest() {
     assert_eq!(first["baseline"], "not_solved");
     assert_eq!(first["runtime"], "sandbox");
     assert_eq!(first["cached"], false);
+    // Graded as a trial is: the reference's tripwire twin failed as it must.
+    assert_eq!(first["tripwire"], "failed as it must", "{first}");
     let cache_file = PathBuf::from(first["cache_file"].as_str().unwrap());
     assert!(cache_file.starts_with(tmp.path().join("cache/task-checks")));
     // Again: read from the cache, the same check.
@@ -127,6 +129,51 @@ fn a_task_the_unchanged_start_passes_or_the_reference_fails_is_not_valid() {
     assert_eq!(v["reference"], "not_solved", "{v}");
     assert!(names(&v, "reference solution does not solve"), "{v}");
     assert!(!names(&v, "already solves"), "{v}");
+}
+
+/// `task check` grades the reference as a trial's grade is made, tampering checks included:
+/// a task whose own test script leaves what grading reads as tampering (here it makes the
+/// verifier folder read-only after writing its reward) could never have an honest solution
+/// graded solved, and is not valid, naming why. A task whose test script runs quietly
+/// (`unittest` without `-v`, through `tail`: no test name in the output) is valid, its twin
+/// failing as it must.
+#[test]
+fn a_task_whose_grading_flags_its_reference_is_not_valid_and_a_quiet_one_is_valid() {
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        akbench_core::testkit::skip(
+            "a_task_whose_grading_flags_its_reference_is_not_valid_and_a_quiet_one_is_valid",
+            &e,
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let flagged = task(tmp.path(), "read-only-verifier");
+    let sh = std::fs::read_to_string(flagged.join("tests/test.sh")).unwrap();
+    let sh = sh.replace(
+        "exec \"$PY\" \"$AKBENCH_TESTS_DIR/run_tests.py\"",
+        "\"$PY\" \"$AKBENCH_TESTS_DIR/run_tests.py\"\nchmod a-w \"$AKBENCH_VERIFIER_DIR\"",
+    );
+    assert!(sh.contains("chmod a-w"), "{sh}");
+    std::fs::write(flagged.join("tests/test.sh"), sh).unwrap();
+    let (code, v, stderr) = check(tmp.path(), &flagged, &[]);
+    assert_eq!(code, 1, "{v} {stderr}");
+    assert_eq!(v["valid"], false, "{v}");
+    assert_eq!(v["reference"], "tampered", "{v}");
+    assert!(names(&v, "flags the reference solution"), "{v}");
+    assert!(names(&v, "read-only"), "the grader's cause is named: {v}");
+
+    let quiet = task(tmp.path(), "quiet");
+    std::fs::write(
+        quiet.join("tests/test.sh"),
+        "set -uo pipefail\nexport PYTHONDONTWRITEBYTECODE=1\ncd \"$AKBENCH_WORKSPACE\"\n\
+         python3 -m unittest discover -s \"$AKBENCH_TESTS_DIR\" -p 'test_hidden.py' -t \"$AKBENCH_TESTS_DIR\" 2>&1 | tail -3\n\
+         if [ \"${PIPESTATUS[0]}\" -eq 0 ]; then echo 1 > \"$AKBENCH_VERIFIER_DIR/reward.txt\"; else echo 0 > \"$AKBENCH_VERIFIER_DIR/reward.txt\"; fi\n",
+    )
+    .unwrap();
+    let (code, v, stderr) = check(tmp.path(), &quiet, &[]);
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["tripwire"], "failed as it must", "{v}");
 }
 
 #[test]

@@ -401,7 +401,7 @@ fn verifier_pid(root: &Path) -> i32 {
             };
             let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains("run_tests.py") && cmd.contains(&root) && cmd.contains("/main/") {
+            if cmd.contains("run_tests.py") && cmd.contains(&root) && cmd.contains("/eval/run/") {
                 return pid;
             }
         }
@@ -814,8 +814,7 @@ exit 0
 /// returned, which the reference solution does not do.
 #[test]
 fn a_rust_library_reading_the_hidden_tests_expectation_is_caught_by_the_twin() {
-    if !sandbox_works("a_rust_library_reading_the_hidden_tests_expectation_is_caught_by_the_twin")
-    {
+    if !sandbox_works("a_rust_library_reading_the_hidden_tests_expectation_is_caught_by_the_twin") {
         return;
     }
     let c = corpus();

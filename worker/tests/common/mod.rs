@@ -165,7 +165,11 @@ pub const QUIET_UNITTEST: &str = "$PY -m unittest discover -s \"$T\" -p 'test_*.
 /// changes their expected values; no test name is printed).
 pub fn grade_quietly(c: &Corpus, id: &str) {
     let dir = c.tasks().join(id);
-    fs::write(dir.join("tests/test.sh"), format!("{SCRIPT_HEAD}{QUIET_UNITTEST}")).unwrap();
+    fs::write(
+        dir.join("tests/test.sh"),
+        format!("{SCRIPT_HEAD}{QUIET_UNITTEST}"),
+    )
+    .unwrap();
     fs::write(dir.join("tests/test_answer.py"), UNITTEST_ANSWER).unwrap();
 }
 

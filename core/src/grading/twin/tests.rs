@@ -255,14 +255,26 @@ proptest::proptest! {
 #[test]
 fn sites_know_their_test_and_one_test_is_changed_alone() {
     let py = "import unittest\n\ndef value():\n    return 1\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(value(), 42)\n        self.assertEqual(value(), 43)\n\n    def test_b(self):\n        self.assertIn(\"x\", s)\n\n    def test_c(self):\n        self.assertLessEqual(len(s), n)\n\ndef test_d():\n    assert value() == True\n";
-    assert_eq!(tests_with_sites(py, Lang::Python), vec!["test_a", "test_b", "test_d"]);
+    assert_eq!(
+        tests_with_sites(py, Lang::Python),
+        vec!["test_a", "test_b", "test_d"]
+    );
     let p = perturb_test(py, Lang::Python, "test_b", &mut zero);
     assert_eq!(p.sites, 1);
     assert!(p.text.contains("self.assertIn(\"y\", s)"), "{}", p.text);
-    assert!(p.text.contains("self.assertEqual(value(), 42)"), "{}", p.text);
+    assert!(
+        p.text.contains("self.assertEqual(value(), 42)"),
+        "{}",
+        p.text
+    );
     let p = perturb_test(py, Lang::Python, "test_a", &mut zero);
     assert_eq!(p.sites, 2);
-    assert!(p.text.contains("43)\n        self.assertEqual(value(), 44)"), "{}", p.text);
+    assert!(
+        p.text
+            .contains("43)\n        self.assertEqual(value(), 44)"),
+        "{}",
+        p.text
+    );
     assert_eq!(perturb_test(py, Lang::Python, "test_c", &mut zero).text, py);
     assert_eq!(perturb_test(py, Lang::Python, "nope", &mut zero).sites, 0);
     let rs = "#[test]\nfn one() {\n    assert_eq!(f(), 1);\n}\n\n#[test]\nfn two() {\n    assert_eq!(g(), \"b\");\n    assert!(h());\n}\n";
