@@ -8,10 +8,13 @@
 //! [`akbench_core::grading::verdict`]); per-test results come from a JUnit XML report. Verifier
 //! outputs are read without following links and size-capped ([`outputs`]); the reward is read
 //! when the verifier's top process ended and again once every process of its tree is gone,
-//! and must not have changed. A solved grade is checked by a second run, in a fresh copy of
-//! the agent's work, with a tripwire (a randomly named test that must fail) added to the
-//! grader's copy of the tests. Anything of this that fails is tampering: graded not solved,
-//! flagged, never an evaluation error.
+//! and must not have changed; a verifier folder made read-only while grading, or a solved
+//! reward the test runner's own outcome disagrees with where the reference solution's does
+//! not ([`reference`]), is tampering. A solved grade is checked by the tripwire twin
+//! ([`tripwire`]): a second run, in a fresh copy of the agent's work at the same paths, of
+//! the tests with one test's expected values changed, which any honest solution fails.
+//! Anything of this that fails is tampering: graded not solved, flagged, never an
+//! evaluation error.
 //!
 //! Whose failure: a grader that cannot start or set up (tests copy, digest, runtime) is an
 //! evaluation error. Who ended the verifier is recorded first
@@ -28,23 +31,21 @@
 //! died by a signal, or its drain) an infrastructure error.
 
 pub mod outputs;
+mod reference;
 mod tripwire;
 
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
 use akbench_core::grading::blame::{judge, EndedBy, Judgement};
-use akbench_core::grading::verdict::disagreement;
 use akbench_core::grading::verdict::{
-    fault, no_verdict, task_fault_cause, Fault, NoVerdict, Reference, RewardRead, RunEnd,
+    fault, no_verdict, task_fault_cause, Fault, NoVerdict, RewardRead, RunEnd,
 };
 use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
-use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bytes of the evaluator's output kept in the record.
@@ -243,7 +244,7 @@ pub fn evaluate(
             exit_code,
             runtime,
             ended_by,
-        } => match reference_check(task, place, cancel).map(|r| fault(&r)) {
+        } => match reference::reference_check(task, place, cancel).map(|r| fault(&r)) {
             None => return EvalResult::Cancelled,
             Some(Fault::Task(why)) => {
                 let r = &task.release;
@@ -271,7 +272,7 @@ pub fn evaluate(
         Run::Verdict(v) => v,
     };
     if v.tampered.is_none() {
-        match reward_disagreement(task, place, &v, cancel) {
+        match reference::reward_disagreement(task, place, &v, cancel) {
             Err(()) => return EvalResult::Cancelled,
             Ok(t) => v.tampered = t,
         }
@@ -686,69 +687,6 @@ fn write_over(path: &Path, text: &str) -> std::io::Result<()> {
     std::io::Write::write_all(&mut f, text.as_bytes())
 }
 
-/// Task releases (digest, runtime) whose reference solution's grade shows the same
-/// disagreement between its reward and its runner ([`disagreement`]): `true` when it does.
-static REFERENCE_DISAGREES: Mutex<Option<HashMap<(String, &'static str), bool>>> = Mutex::new(None);
-
-/// A solved reward the test runner's own outcome disagrees with
-/// ([`akbench_core::grading::verdict::disagreement`]) is tampering when the task's reference
-/// solution, graded by the same grader here, shows no such disagreement; when it does, or
-/// cannot be checked, it is the task's own shape and nothing is flagged. `Err`: cancelled.
-fn reward_disagreement(
-    task: &Task,
-    place: &EvalPlace<'_>,
-    v: &Verdict,
-    cancel: &CancelToken,
-) -> Result<Option<String>, ()> {
-    let Some(seen) = disagreement(v.ok, v.exit_code, &v.tests) else {
-        return Ok(None);
-    };
-    let key = (task.release.digest.clone(), place.runtime.as_str());
-    let cached = REFERENCE_DISAGREES
-        .lock()
-        .ok()
-        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).copied()));
-    let reference_disagrees = match cached {
-        Some(d) => Some(d),
-        None => {
-            let (Some(ws), Some(_)) = (place.workspaces, task.reference.as_ref()) else {
-                return Ok(None);
-            };
-            let dir = place.eval_root.join("reference-agreement");
-            let fresh = match ws.reference(&dir, cancel) {
-                Ok(f) => f,
-                Err(_) if cancel.is_cancelled() => return Err(()),
-                Err(_) => return Ok(None),
-            };
-            let run = run_once(
-                task,
-                place,
-                &fresh.path,
-                &dir.join("eval"),
-                &format!("{}reference.", place.log_prefix),
-                None,
-                cancel,
-            );
-            drop(fresh);
-            let _ = std::fs::remove_dir_all(&dir);
-            match run {
-                Run::Cancelled => return Err(()),
-                Run::Verdict(r) if r.tampered.is_none() && r.ok => {
-                    let d = disagreement(r.ok, r.exit_code, &r.tests).is_some();
-                    if let Ok(mut m) = REFERENCE_DISAGREES.lock() {
-                        m.get_or_insert_with(HashMap::new).insert(key, d);
-                    }
-                    Some(d)
-                }
-                _ => None,
-            }
-        }
-    };
-    Ok((reference_disagrees == Some(false)).then(|| {
-        format!("{seen}, where the task's reference solution graded by the same grader shows no such disagreement")
-    }))
-}
-
 fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {
     let read = |p: &Path| std::fs::read(p).unwrap_or_default();
     let mut out = read(stdout);
@@ -760,71 +698,6 @@ fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {
     let truncated = out.len() > REPORT_CAP;
     out.truncate(REPORT_CAP);
     (String::from_utf8_lossy(&out).into_owned(), truncated)
-}
-
-/// Task releases (digest, runtime) whose reference solution this process saw solved.
-static REFERENCE_SOLVES: Mutex<Option<HashSet<(String, &'static str)>>> = Mutex::new(None);
-
-/// What the same grader makes of the task's reference solution here (once per release and
-/// runtime per process, when it solves): what decides whose fault a run without a verdict
-/// is (core::grading::verdict::fault). `None`: cancelled.
-fn reference_check(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> Option<Reference> {
-    let key = (task.release.digest.clone(), place.runtime.as_str());
-    let seen = |set: &Mutex<Option<HashSet<_>>>| {
-        set.lock()
-            .map(|s| s.as_ref().is_some_and(|s| s.contains(&key)))
-            .unwrap_or(false)
-    };
-    if seen(&REFERENCE_SOLVES) {
-        return Some(Reference::Solved);
-    }
-    let Some(ws) = place.workspaces else {
-        return Some(Reference::Unavailable("no reference run".into()));
-    };
-    if task.reference.is_none() {
-        return Some(Reference::Unavailable(
-            "the task has no reference solution to show that the grader works".into(),
-        ));
-    }
-    let dir = place.eval_root.join("reference");
-    let fresh = match ws.reference(&dir, cancel) {
-        Ok(f) => f,
-        Err(e) => {
-            return Some(Reference::Unavailable(format!(
-                "the task's reference solution could not be applied here: {e}"
-            )))
-        }
-    };
-    let prefix = format!("{}reference.", place.log_prefix);
-    let run = run_once(
-        task,
-        place,
-        &fresh.path,
-        &dir.join("eval"),
-        &prefix,
-        None,
-        cancel,
-    );
-    drop(fresh);
-    Some(match run {
-        Run::Cancelled => return None,
-        Run::Verdict(v) => match v.tampered {
-            Some(t) => Reference::Unavailable(format!(
-                "grading its reference solution saw tampering ({t})"
-            )),
-            None if v.ok => {
-                if let Ok(mut s) = REFERENCE_SOLVES.lock() {
-                    s.get_or_insert_with(HashSet::new).insert(key);
-                }
-                Reference::Solved
-            }
-            None => Reference::NotSolved(v.score),
-        },
-        Run::NoVerdict { why, .. } => Reference::NoVerdict(why),
-        Run::Machinery { cause, .. } => Reference::Unavailable(format!(
-            "the grader broke on its reference solution: {cause}"
-        )),
-    })
 }
 
 /// Parses a JUnit XML report into per-test results; a failure's message is picked by

@@ -855,12 +855,10 @@ fn crlf_without_trailing_newline() {
 "#,
     )
     .unwrap();
-    let name = "rust-read-expectation";
-    c.add_agent(
-        name,
-        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
-        Some(
-            r#"python3 - <<'PY'
+    let r = run_agent(
+        &c,
+        "rust-read-expectation",
+        r#"python3 - <<'PY'
 p = "src/counts.rs"
 s = open(p).read()
 s = s.replace("pub fn count_lines(text: &str) -> usize {", """pub fn count_lines(text: &str) -> usize {
@@ -882,26 +880,9 @@ open(p, "w").write(s)
 PY
 exit 0
 "#,
-        ),
+        "wc-direct",
     );
-    let t = c.task("wc-direct");
-    let a = c.agent(name);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = common::in_container::isolated();
-    let r = c
-        .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
-        .unwrap()
-        .record;
-    let at = &r.attempts[0];
-    eprintln!(
-        "{name}: state={} ok={:?} cause={:?} tripwire={:?}",
-        r.outcome.state,
-        r.outcome.ok,
-        at.cause,
-        at.grade.as_ref().and_then(|g| g.tripwire.clone())
-    );
-    assert_tampered(name, &r);
+    assert_tampered("rust-read-expectation", &r);
 }
 
 /// Every other test of this file again, with the worker process as an unprivileged user

@@ -223,46 +223,28 @@ fn reference_on_twin(
     hold: &Path,
     cancel: &CancelToken,
 ) -> Option<ReferenceOnTwin> {
-    let Some(ws) = place.workspaces else {
-        return Some(ReferenceOnTwin::Unknown("no reference run".into()));
-    };
-    if task.reference.is_none() {
-        return Some(ReferenceOnTwin::Unknown(
-            "the task has no reference solution".into(),
-        ));
-    }
-    let dir = hold.join("reference");
-    let fresh = match ws.reference(&dir, cancel) {
-        Ok(f) => f,
-        Err(_) if cancel.is_cancelled() => return None,
-        Err(e) => {
-            return Some(ReferenceOnTwin::Unknown(format!(
-                "the reference solution could not be applied: {e}"
-            )))
-        }
-    };
-    let run = run_once(
+    let graded = super::reference::grade_reference(
         task,
         place,
-        &fresh.path,
-        &dir.join("eval"),
-        &format!("{}tripwire.reference.", place.log_prefix),
+        &hold.join("reference"),
+        "tripwire.reference.",
         Some(&twin.files),
         cancel,
     );
-    drop(fresh);
-    Some(match run {
-        Run::Cancelled => return None,
-        Run::Verdict(v) if v.tampered.is_none() && v.ok => ReferenceOnTwin::Passes,
-        Run::Verdict(v) if v.tampered.is_none() => ReferenceOnTwin::Fails,
-        Run::Verdict(v) => ReferenceOnTwin::Unknown(format!(
+    use super::reference::Graded;
+    Some(match graded {
+        Graded::Cancelled | Graded::Ran(Run::Cancelled) => return None,
+        Graded::Unavailable(why) => ReferenceOnTwin::Unknown(why),
+        Graded::Ran(Run::Verdict(v)) if v.tampered.is_none() && v.ok => ReferenceOnTwin::Passes,
+        Graded::Ran(Run::Verdict(v)) if v.tampered.is_none() => ReferenceOnTwin::Fails,
+        Graded::Ran(Run::Verdict(v)) => ReferenceOnTwin::Unknown(format!(
             "grading the reference on it saw tampering: {}",
             v.tampered.unwrap_or_default()
         )),
-        Run::NoVerdict { cause, .. } => {
+        Graded::Ran(Run::NoVerdict { cause, .. }) => {
             ReferenceOnTwin::Unknown(format!("the reference's run gave no verdict: {cause}"))
         }
-        Run::Machinery { cause, .. } => {
+        Graded::Ran(Run::Machinery { cause, .. }) => {
             ReferenceOnTwin::Unknown(format!("the reference's run broke: {cause}"))
         }
     })
