@@ -5,7 +5,7 @@
 //! them quietly, verbosely, through `tail`, with a JUnit report, or writing only a reward
 //! file. The reference solution (`oracle`) must be solved with the tripwire twin failing as
 //! it must, a no-op agent not solved, and nothing flagged. Under `sandbox`, and again in the
-//! test image (`container`).
+//! test image (`container`); and a Rust task graded by `cargo test --quiet`.
 
 mod common;
 
@@ -132,8 +132,79 @@ fn every_test_script_shape_grades_the_reference_solved_and_flags_nothing() {
     assert_eq!(seen.len(), SHAPES.len() * 2);
 }
 
+/// A Rust task graded by `cargo test --quiet` with its output thrown away, the reward from
+/// cargo's exit status (wordcount-001, its test.sh cut down to that): the reference is
+/// solved with its twin failing as it must, a no-op agent is not, nothing is flagged.
+#[test]
+fn a_rust_task_graded_by_cargo_test_quiet_grades_the_reference_solved() {
+    if let Err(e) = sandbox_available() {
+        akbench_core::testkit::skip(
+            "a_rust_task_graded_by_cargo_test_quiet_grades_the_reference_solved",
+            &format!("the sandbox does not work here: {e}"),
+        );
+        return;
+    }
+    let c = common::corpus();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    fs::create_dir_all(c.root().join("repos")).unwrap();
+    fs::copy(
+        examples.join("repos/wordcount.bundle"),
+        c.root().join("repos/wordcount.bundle"),
+    )
+    .unwrap();
+    let task = c.tasks().join("wc-quiet");
+    assert!(std::process::Command::new("cp")
+        .arg("-r")
+        .arg(examples.join("tasks/wordcount-001"))
+        .arg(&task)
+        .status()
+        .unwrap()
+        .success());
+    let sh = fs::read_to_string(task.join("tests/test.sh")).unwrap();
+    let cut = sh
+        .find("log=")
+        .expect("the example's test.sh runs cargo after `log=`");
+    let quiet = format!(
+        "{}if cargo test --offline --quiet > /dev/null 2>&1; then r=1; else r=0; fi\necho $r > \"$AKBENCH_VERIFIER_DIR/reward.txt\"\n",
+        &sh[..cut]
+    );
+    fs::write(task.join("tests/test.sh"), quiet).unwrap();
+    for (agent, solved) in [("oracle", true), ("noop", false)] {
+        let t = c.task("wc-quiet");
+        let a = c.agent(agent);
+        let req = c.request(&t, &a, agent);
+        let r = c
+            .orchestrator()
+            .run_trial(&req, &Silent, &CancelToken::new())
+            .unwrap()
+            .record;
+        let g = r.attempts[0].grade.as_ref();
+        let line = format!(
+            "wc-quiet {agent}: state={} ok={:?} cause={:?} tripwire={:?}",
+            r.outcome.state,
+            r.outcome.ok,
+            r.attempts[0].cause,
+            g.and_then(|g| g.tripwire.as_ref()).map(|t| &t.result)
+        );
+        eprintln!("{line}");
+        assert_eq!(r.outcome.state, State::Completed, "{line}");
+        assert_eq!(r.outcome.ok, Some(solved), "{line}");
+        let g = g.unwrap();
+        assert!(!g.tampered, "{line}");
+        if solved {
+            assert_eq!(g.tripwire.as_ref().unwrap().result, TRIPWIRE_OK, "{line}");
+        }
+    }
+}
+
 /// The same shapes in the Debian test image (common::in_container).
 #[test]
 fn every_test_script_shape_holds_in_a_container() {
-    common::in_container::rerun_suite("every_test_script_shape_holds_in_a_container", &[]);
+    common::in_container::rerun_suite(
+        "every_test_script_shape_holds_in_a_container",
+        &[(
+            "a_rust_task_graded_by_cargo_test_quiet_grades_the_reference_solved",
+            "the test image has no Rust toolchain",
+        )],
+    );
 }

@@ -334,3 +334,54 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
         assert!(cause.contains("no-such-flag-akbench"), "{cause}");
     }
 }
+
+/// The real claude-code CLI fixes every example task that runs on the host (the scripted
+/// model applies the task's own `solution/fix.patch` with one shell call): each is solved
+/// by the task's own grader, its tripwire twin fails as it must, and nothing is flagged.
+#[test]
+fn claude_fixes_every_example_task_and_no_honest_fix_is_flagged() {
+    if !installed(Cli::Claude.program()) {
+        return;
+    }
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let mut seen = 0;
+    for id in [
+        "pyslug-001",
+        "pyslug-002",
+        "pyslug-003",
+        "pyslug-004",
+        "wordcount-001",
+        "wordcount-002",
+        "wordcount-003",
+        "wordcount-004",
+    ] {
+        let c = common::corpus();
+        let patch = std::fs::read_to_string(examples.join(id).join("solution/fix.patch")).unwrap();
+        let fix = format!("git apply <<'AKBEOF'\n{patch}AKBEOF");
+        let p = FakeProvider::start(Mode::Up, Some(&fix));
+        claude_agent(&c, "claude", &p);
+        let t = akbench_core::task::load_by_id(&examples, id).unwrap();
+        let a = c.agent("claude");
+        let mut req = c.request(&t, &a, id);
+        req.options.agent_timeout_sec = Some(240.0);
+        req.options.provider_grace = GRACE;
+        let rec = c
+            .orchestrator()
+            .run_trial(&req, &Silent, &CancelToken::new())
+            .unwrap()
+            .record;
+        let ctx = || format!("{id}: {}\nprovider log {:?}", dump(&c, id, &rec), p.log());
+        assert_eq!(rec.outcome.state, Completed, "{}", ctx());
+        assert_eq!(rec.outcome.ok, Some(true), "{}", ctx());
+        let g = rec.attempts[0].grade.as_ref().unwrap();
+        assert!(!g.tampered, "{}", ctx());
+        assert_eq!(
+            g.tripwire.as_ref().map(|t| t.result.as_str()),
+            Some(akbench_core::grading::TRIPWIRE_OK),
+            "{}",
+            ctx()
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 8);
+}
