@@ -518,6 +518,12 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
         assert_eq!(record["task"]["image"], pinned.as_str(), "{record}");
         assert_eq!(record["task"]["commit"], "", "{record}");
         assert_eq!(record["task"]["repo"], "", "{record}");
+        // Its pytest file is made into the tripwire twin; the reference fails it as it must.
+        let trip = &record["attempts"][0]["grade"]["tripwire"];
+        if want_ok {
+            assert_eq!(trip["result"], "failed as it must", "{record}");
+            assert_eq!(trip["file"], "test_outputs.py", "{record}");
+        }
         let base = record["attempts"][0]["workspace"]["base_commit"]
             .as_str()
             .unwrap_or_default()

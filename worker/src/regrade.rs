@@ -758,7 +758,8 @@ impl std::fmt::Debug for Rebuilder<'_> {
     }
 }
 
-fn fresh(orch: &Orchestrator, w: Workspace, withheld: Vec<String>) -> FreshWorkspace {
+/// `w` as a grading workspace: removed (from `orch`'s cache) when dropped.
+pub(crate) fn fresh(orch: &Orchestrator, w: Workspace, withheld: Vec<String>) -> FreshWorkspace {
     let cache = orch.cache.clone();
     let path = w.worktree.clone();
     FreshWorkspace::new(

@@ -75,16 +75,8 @@ impl Sides<'_> {
             self.image,
         )
         .map_err(|e| Unmade::Workspace(e.to_string()))?;
-        let cache = self.orch.cache.clone();
-        let path = ws.worktree.clone();
         let home = ws.home.clone();
-        let fresh = FreshWorkspace::new(
-            path,
-            Vec::new(),
-            Box::new(move || {
-                let _ = ws.remove(&cache);
-            }),
-        );
+        let fresh = crate::regrade::fresh(self.orch, ws, Vec::new());
         if solution {
             let Some((script, _)) = &self.task.reference else {
                 return Err(Unmade::Solution(
