@@ -374,12 +374,40 @@ impl Control for ControlService {
         let r = request.into_inner();
         convert::client_text("cancel run", "reason", &r.reason)?;
         let run = self.run(&r.run).await?;
-        let cancelling = self.work.cancel(run.run_id, r.reason).await?;
+        let cancelled = self.work.cancel(run.run_id, r.reason).await?;
         let run = self.run(&run.run_id.to_string()).await?;
-        tracing::info!(run = %run.run_key, cancelling, "run cancelled");
+        tracing::info!(run = %run.run_key, cancelling = cancelled.live, "run cancel handled");
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(convert::summary(&run)),
-            attempts_cancelling: cancelling,
+            attempts_cancelling: cancelled.live,
+            unchanged: cancelled.unchanged.unwrap_or_default(),
+        }))
+    }
+
+    async fn resume_route(
+        &self,
+        request: Request<pb::ResumeRouteRequest>,
+    ) -> Result<Response<pb::ResumeRouteResponse>, Status> {
+        require_operator(&request, "resume route")?;
+        let r = request.into_inner();
+        let route = convert::client_text("resume route", "route", &r.route)?;
+        if route.is_empty() {
+            return Err(Status::invalid_argument(
+                "resume route: `route` is empty; name the provider route (as `run status` shows it)",
+            ));
+        }
+        let Some(before) = self.work.lift_route(route.to_string()).await? else {
+            return Err(Status::not_found(format!(
+                "resume route: no attempt ever ran on provider route `{route}`; check the name \
+                 (`akbench run status` lists paused routes)"
+            )));
+        };
+        let now = chrono::Utc::now();
+        let paused_until = before.paused_until.filter(|t| *t > now);
+        Ok(Response::new(pb::ResumeRouteResponse {
+            was_paused: paused_until.is_some(),
+            paused_until_unix_ms: paused_until.map_or(0, |t| t.timestamp_millis()),
+            last_error: before.last_error.unwrap_or_default(),
         }))
     }
 

@@ -4,9 +4,10 @@
 //! grading it; the agent never runs again.
 //!
 //! Only a done trial whose agent ran and that has no verdict is selected
-//! (`sql/grading/owed.sql`): its deciding attempt ended `not_graded` or `evaluation_error`,
-//! or was a grading attempt that ended `infrastructure_error`; what is graded is the record of
-//! its latest execute attempt that ended `not_graded` or `evaluation_error`. A trial with a
+//! (`sql/grading/owed.sql`, by core's one rule `grading::owes_grade`): its deciding attempt
+//! ended `not_graded` or `evaluation_error`, or was a grading attempt that ended
+//! `infrastructure_error`; what is graded is the record of its latest execute attempt that
+//! ended `not_graded` or `evaluation_error`. A trial with a
 //! verdict, one whose agent failed, timed out or never ran (invalid configuration,
 //! infrastructure error, cancelled) and one still queued or running are never touched. Each selected work item becomes `kind = 'grade'`, `ready`,
 //! with a document carrying the trial, its agent condition and the accepted record of the
@@ -17,15 +18,17 @@
 //! until the grades are in.
 
 use crate::rows::col;
+use crate::scheduler::machine::{decide_run, ItemEvent, MoveColumns};
 use crate::scheduler::Scheduler;
 use crate::store::StoreError;
+use akbench_core::dispatch::machine::RunEvent;
+use akbench_core::grading::owing_states;
 use akbench_core::record::AttemptRecord;
-use akbench_core::work::{GradeSource, WorkItem};
+use akbench_core::work::{GradeSource, WorkItem, WorkKind};
 use uuid::Uuid;
 
 const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");
 const REQUEUE_SQL: &str = include_str!("../sql/grading/requeue.sql");
-const REOPEN_RUN_SQL: &str = include_str!("../sql/grading/reopen_run.sql");
 
 /// Trials queued per transaction.
 pub const PAGE: i64 = 500;
@@ -86,7 +89,18 @@ pub async fn queue_grading_paged(
             .store()
             .tx(|tx| {
                 Box::pin(async move {
-                    let rows = tx.query(OWED_SQL, &[&run_id, &after, &page_size]).await?;
+                    let rows = tx
+                        .query(
+                            OWED_SQL,
+                            &[
+                                &run_id,
+                                &after,
+                                &page_size,
+                                &owing_states(WorkKind::Execute),
+                                &owing_states(WorkKind::Grade),
+                            ],
+                        )
+                        .await?;
                     let mut out = GradingQueued::default();
                     let last: Option<i32> = rows.last().map(|r| col(r, "ordinal")).transpose()?;
                     let mut ids = Vec::new();
@@ -104,11 +118,33 @@ pub async fn queue_grading_paged(
                         }
                     }
                     if !ids.is_empty() {
+                        // Core's run machine decides whether the run takes grade work (a
+                        // finished run runs again; a cancelled one refuses it) before any item
+                        // moves, under the run's lock.
+                        let decided =
+                            decide_run(tx, run_id, |_| RunEvent::Grade { has_work: true }, true)
+                                .await?;
+                        if !matches!(decided.map(|d| d.decided), Some(Ok(_))) {
+                            return Ok((out, None));
+                        }
+                        let m = MoveColumns::of(ItemEvent::GradeRequeue);
                         let row = tx
-                            .query_one(REQUEUE_SQL, &[&run_id, &ids, &documents, &budgets, &now])
+                            .query_one(
+                                REQUEUE_SQL,
+                                &[
+                                    &run_id,
+                                    &ids,
+                                    &documents,
+                                    &budgets,
+                                    &now,
+                                    &m.from_state,
+                                    &m.from_outcome,
+                                    &m.to_state,
+                                    &m.to_outcome,
+                                ],
+                            )
                             .await?;
                         out.queued = crate::rows::count(&row, "queued")?;
-                        tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
                     }
                     Ok((out, last))
                 })

@@ -17,9 +17,10 @@ use crate::evidence::{find_run, RunSummary};
 use crate::rows::col;
 use crate::scheduler::{Caps, RunAgent, SchedulerError};
 use crate::store::Store;
-use crate::work_control::{Resumed, WorkControl, WorkFuture};
+use crate::work_control::{Cancelled, Resumed, WorkControl, WorkFuture};
 use crate::workers_service::WorkersService;
 use akbench_core::digest::sealed_digest;
+use akbench_core::dispatch::machine::{run_on, RunEvent};
 use akbench_core::dispatch::RunState;
 use akbench_core::spec::{ExecutionPolicy, SpecAgent};
 use uuid::Uuid;
@@ -90,12 +91,15 @@ impl SchedulerWork {
     async fn resume_run(&self, run_id: Uuid, grade: bool) -> Result<Resumed, ControlError> {
         let run = self.summary(run_id).await?;
         let state = run.state;
-        if grade && state.is_cancelling() {
-            return Err(ControlError::Precondition {
-                action: "grade",
-                run: run.run_key,
-                problem: "the run was cancelled; its trials keep the outcomes they had. Grade executed run directories with `akbench run evaluate`, or plan and start a new run".into(),
-            });
+        if state != RunState::Planned && grade {
+            // Core's run machine: a cancelled run takes no grade work.
+            if let Err(refusal) = run_on(state, RunEvent::Grade { has_work: true }) {
+                return Err(ControlError::Precondition {
+                    action: "grade",
+                    run: run.run_key,
+                    problem: refusal.to_string(),
+                });
+            }
         }
         if state == RunState::Planned {
             // Nothing ran yet: starting it is all resuming can do (there is nothing to grade).
@@ -125,15 +129,24 @@ impl SchedulerWork {
         Ok(resumed)
     }
 
-    async fn cancel_run(&self, run_id: Uuid, reason: String) -> Result<u64, ControlError> {
+    async fn cancel_run(&self, run_id: Uuid, reason: String) -> Result<Cancelled, ControlError> {
         let _ = self.summary(run_id).await?;
         let report = self
             .workers
             .cancel_run(run_id)
             .await
             .map_err(|e| scheduler_error("cancel run", e))?;
-        tracing::info!(%run_id, %reason, queued = report.cancelled_items, live = report.live.len(), "run cancelled");
-        Ok(report.live.len() as u64)
+        let unchanged = report.unchanged.map(|(state, why)| why.explain(state));
+        match &unchanged {
+            Some(why) => tracing::info!(%run_id, %reason, "run not cancelled: {why}"),
+            None => {
+                tracing::info!(%run_id, %reason, queued = report.cancelled_items, live = report.live.len(), "run cancelled")
+            }
+        }
+        Ok(Cancelled {
+            live: report.live.len() as u64,
+            unchanged,
+        })
     }
 }
 
@@ -195,7 +208,25 @@ impl WorkControl for SchedulerWork {
         Box::pin(self.resume_run(run_id, grade))
     }
 
-    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, u64> {
+    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, Cancelled> {
         Box::pin(self.cancel_run(run_id, reason))
+    }
+
+    fn lift_route(
+        &self,
+        route: String,
+    ) -> WorkFuture<'_, Option<akbench_core::route_pause::RouteState>> {
+        Box::pin(async move {
+            let before = self
+                .workers
+                .scheduler()
+                .lift_route_pause(&route)
+                .await
+                .map_err(|e| scheduler_error("resume route", e))?;
+            if let Some(b) = &before {
+                tracing::info!(%route, was_paused_until = ?b.paused_until, "route pause lifted by hand");
+            }
+            Ok(before)
+        })
     }
 }

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use akbench_core::route_pause::RouteState;
 use uuid::Uuid;
 
 use crate::error::ControlError;
@@ -25,6 +26,15 @@ pub struct Resumed {
     pub not_gradable: u64,
 }
 
+/// What cancelling a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Live attempts asked to stop.
+    pub live: u64,
+    /// Why the run did not move, when it did not (an ended run's outcomes stand).
+    pub unchanged: Option<String>,
+}
+
 /// Starts, resumes and cancels runs (the scheduler's side of `StartRun`, `ResumeRun` and
 /// `CancelRun`). Each call names a run that exists (the control service has looked it up).
 pub trait WorkControl: Send + Sync + std::fmt::Debug {
@@ -34,9 +44,12 @@ pub trait WorkControl: Send + Sync + std::fmt::Debug {
     /// Re-queues the trials without an accepted outcome and, when `grade`, queues grading for
     /// the trials that were executed but not graded (never running their agent again).
     fn resume(&self, run_id: Uuid, grade: bool) -> WorkFuture<'_, Resumed>;
-    /// Stops scheduling the run and cancels its live attempts with `reason`; returns how many
-    /// live attempts were asked to stop.
-    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, u64>;
+    /// Stops scheduling the run and cancels its live attempts with `reason`; says how many
+    /// live attempts were asked to stop, or why the run did not move (it had ended).
+    fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, Cancelled>;
+    /// Lifts the pause of provider route `route` by hand; its state before, `None` when no
+    /// attempt ever ran on it.
+    fn lift_route(&self, route: String) -> WorkFuture<'_, Option<RouteState>>;
 }
 
 /// The [`WorkControl`] of a coordinator with no scheduler wired in: every call is refused as
@@ -64,7 +77,11 @@ impl WorkControl for NoScheduler {
         Self::refuse("resume run")
     }
 
-    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, u64> {
+    fn cancel(&self, _run_id: Uuid, _reason: String) -> WorkFuture<'_, Cancelled> {
         Self::refuse("cancel run")
+    }
+
+    fn lift_route(&self, _route: String) -> WorkFuture<'_, Option<RouteState>> {
+        Self::refuse("resume route")
     }
 }

@@ -1226,6 +1226,95 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
     handle.wait().await.unwrap();
 }
 
+/// Issue 48: cancelling a run that has ended changes nothing and says so; before, a finished
+/// run was rewritten to `cancelled`, after which `resume --grade` refused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_ended_run_changes_nothing_and_grading_it_still_works() {
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let (spec, ready) = run_docs(2, 1);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    let run_id = spec.identity.run_id;
+    client
+        .start_run(pb::StartRunRequest { run: key.clone() })
+        .await
+        .unwrap();
+    // Every trial executed, none graded; the report path's rule ends the idle run.
+    for i in 0..ready.trials.len() {
+        finish_trial(coordinator.store(), &ready, i, 1, "not_graded", None).await;
+    }
+    akbench_coordinator::scheduler::test_support::end_idle_runs(coordinator.store(), &[run_id])
+        .await
+        .unwrap();
+    let state = |c: deadpool_postgres::Object| async move {
+        c.query_one("SELECT state FROM runs WHERE run_id = $1", &[&run_id])
+            .await
+            .unwrap()
+            .get::<_, String>(0)
+    };
+    assert_eq!(
+        state(coordinator.store().client().await.unwrap()).await,
+        "finished"
+    );
+    let written = |c: deadpool_postgres::Object| async move {
+        c.query_one(
+            "SELECT updated_at::text || (SELECT string_agg(state || updated_at::text, ',' \
+             ORDER BY trial_id) FROM work_items WHERE run_id = $1) FROM runs WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+    };
+    let before = written(coordinator.store().client().await.unwrap()).await;
+    for _ in 0..2 {
+        let r = client
+            .cancel_run(pb::CancelRunRequest {
+                run: key.clone(),
+                reason: "late".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.attempts_cancelling, 0);
+        assert!(r.unchanged.contains("already finished"), "{r:?}");
+        assert_eq!(
+            r.run.as_ref().map(|s| s.state),
+            Some(pb::RunState::Finished as i32)
+        );
+    }
+    assert_eq!(
+        state(coordinator.store().client().await.unwrap()).await,
+        "finished"
+    );
+    assert_eq!(
+        written(coordinator.store().client().await.unwrap()).await,
+        before,
+        "nothing written"
+    );
+    // Grading the finished run is not refused (it was, once a cancel had rewritten it):
+    // every trial owed a grade is taken up (the synthetic plan's documents cannot be graded,
+    // so they are counted as such and the run stays finished).
+    let graded = client
+        .resume_run(pb::ResumeRunRequest {
+            run: key.clone(),
+            grade: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        graded.grading + graded.not_gradable,
+        ready.trials.len() as u64,
+        "{graded:?}"
+    );
+    coordinator.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_records() {
     let coordinator = Coordinator::open().await;
@@ -1381,6 +1470,39 @@ async fn status_shows_a_paused_provider_route_with_its_last_error() {
         page.contains("after 2 failures in a row: provider: unreachable"),
         "{page}"
     );
+    // An operator lifts the pause by hand (issue 48): the route is no longer paused, its last
+    // error is answered; lifting again says it was not paused; an unknown route is named.
+    let lifted = client
+        .resume_route(pb::ResumeRouteRequest {
+            route: "anthropic".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(lifted.was_paused, "{lifted:?}");
+    assert!(lifted.last_error.contains("ECONNREFUSED"), "{lifted:?}");
+    let s = client
+        .get_status(pb::GetStatusRequest { run: key.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(s.paused_routes.is_empty(), "{:?}", s.paused_routes);
+    let again = client
+        .resume_route(pb::ResumeRouteRequest {
+            route: "anthropic".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.was_paused);
+    let e = client
+        .resume_route(pb::ResumeRouteRequest {
+            route: "antropic".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().contains("antropic"), "{e:?}");
     coordinator.stop().await;
 }
 

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::lifecycle::State;
 
 pub mod hand_out;
+pub mod machine;
 pub mod replica;
 pub mod share;
 

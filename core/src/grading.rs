@@ -104,10 +104,25 @@ pub fn terminal_state(execution: Execution, grading: Grading) -> State {
     }
 }
 
-/// True when an attempt in `state` owes a grade: it executed and was never graded. Attempts
-/// with a verdict, and attempts that never ran their agent to the end, owe nothing.
-pub fn owes_grade(state: State) -> bool {
-    state == State::NotGraded
+/// True when a trial whose deciding attempt (of `kind`) ended in `state` owes a grade: its
+/// agent ran and it has no verdict. The attempt ended `not_graded` or `evaluation_error`
+/// (grading broke), or it was itself a grading attempt that ended `infrastructure_error`
+/// (grading could not run on its worker). Attempts with a verdict, and attempts that never
+/// ran their agent to the end, owe nothing. The one rule: `run grade` / `resume --grade`
+/// select by it (`sql/grading/owed.sql`, given [`owing_states`]) and `run evaluate --all` too.
+pub fn owes_grade(kind: crate::work::WorkKind, state: State) -> bool {
+    matches!(state, State::NotGraded | State::EvaluationError)
+        || (kind == crate::work::WorkKind::Grade && state == State::InfrastructureError)
+}
+
+/// The terminal states in which a deciding attempt of `kind` owes a grade ([`owes_grade`]),
+/// as stored names: what a statement that selects owed trials is given.
+pub fn owing_states(kind: crate::work::WorkKind) -> Vec<&'static str> {
+    crate::lifecycle::ALL_STATES
+        .into_iter()
+        .filter(|s| owes_grade(kind, *s))
+        .map(State::as_str)
+        .collect()
 }
 
 /// True when an attempt in `state` holds an agent's finished work that grading may
@@ -374,16 +389,24 @@ mod tests {
                 let s = terminal_state(e, g);
                 assert_ne!(s, State::NotGraded, "{e:?} {g:?}");
                 assert_ne!(s, State::Completed, "{e:?} {g:?}");
-                assert!(!owes_grade(s));
+                assert!(!owes_grade(crate::work::WorkKind::Execute, s));
             }
         }
     }
 
     #[test]
-    fn only_not_graded_owes_a_grade() {
+    fn a_trial_owes_a_grade_when_its_agent_ran_and_it_has_no_verdict() {
+        use crate::work::WorkKind::{Execute, Grade};
         for s in crate::lifecycle::ALL_STATES {
-            assert_eq!(owes_grade(s), s == State::NotGraded, "{s:?}");
+            let no_verdict = matches!(s, State::NotGraded | State::EvaluationError);
+            assert_eq!(owes_grade(Execute, s), no_verdict, "{s:?}");
+            assert_eq!(
+                owes_grade(Grade, s),
+                no_verdict || s == State::InfrastructureError,
+                "{s:?}"
+            );
         }
+        assert_eq!(owing_states(Execute), ["evaluation_error", "not_graded"]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Provider routes: consecutive provider failures on a route pause new work for it, with a
 //! growing backoff, instead of burning the queue through a dead endpoint (DESIGN.md section
-//! 6). Pure: the coordinator persists [`RouteState`] in `route_pauses` and the local sweep
+//! 6). Failures that overlap in time (reported while the route is paused) are one outage.
+//! An operator lifts a pause by hand with [`lifted`]. Pure: the coordinator persists [`RouteState`] in `route_pauses` and the local sweep
 //! keeps it in memory; both call [`next`] when an attempt on a route ends and check
 //! [`RouteState::paused_at`] before starting one.
 
@@ -103,6 +104,15 @@ pub fn next(
             paused_until: None,
             last_error: state.last_error.clone(),
         },
+        // Failures that overlap in time are one outage (issue 48: five attempts failing
+        // within 3 s of one 25 s outage pushed the pause to 240 s): a failure reported while
+        // the route is paused came from an attempt started before the pause, so it neither
+        // counts again nor lengthens the pause. The first failure after the pause (the
+        // attempt that probed the provider again) does.
+        RouteOutcome::Failed(cause) if state.paused_at(now) => RouteState {
+            last_error: Some(cause.clone()),
+            ..state.clone()
+        },
         RouteOutcome::Failed(cause) => {
             let failures = state.consecutive_failures.saturating_add(1);
             let pause = policy.pause_for(failures).and_then(|d| {
@@ -117,6 +127,17 @@ pub fn next(
                 last_error: Some(cause.clone()),
             }
         }
+    }
+}
+
+/// The route's state after an operator lifted its pause by hand (`akbench run routes
+/// resume`): not paused, its failures forgotten (the next failure pauses from the policy's
+/// first step), its last error kept for status.
+pub fn lifted(state: &RouteState) -> RouteState {
+    RouteState {
+        consecutive_failures: 0,
+        paused_until: None,
+        last_error: state.last_error.clone(),
     }
 }
 
@@ -186,23 +207,74 @@ mod tests {
         assert_eq!(s1.consecutive_failures, 1);
         assert_eq!(s1.paused_until, Some(at(15)));
         assert!(s1.paused_at(at(14)) && !s1.paused_at(at(15)));
-        let s2 = next(&s1, &fail, at(1), &p);
+        // The first failure after the pause ended doubles it.
+        let s2 = next(
+            &s1,
+            &RouteOutcome::Failed("provider: 503".into()),
+            at(16),
+            &p,
+        );
+        assert_eq!(s2.consecutive_failures, 2);
         assert_eq!(
             s2.paused_until,
-            Some(at(31)),
-            "doubled from the second failure"
+            Some(at(46)),
+            "doubled from the second outage"
         );
-        assert_eq!(s2.last_error.as_deref(), Some("provider: down"));
-        // A late failure report never shortens the pause.
-        let quick = RoutePolicy {
-            base: Duration::from_secs(1),
-            ..p
-        };
-        assert_eq!(next(&s2, &fail, at(2), &quick).paused_until, Some(at(31)));
-        let silent = next(&s2, &RouteOutcome::Silent, at(3), &p);
+        assert_eq!(s2.last_error.as_deref(), Some("provider: 503"));
+        let silent = next(&s2, &RouteOutcome::Silent, at(17), &p);
         assert_eq!(silent, s2);
-        let ok = next(&s2, &RouteOutcome::Worked, at(3), &p);
+        let ok = next(&s2, &RouteOutcome::Worked, at(17), &p);
         assert_eq!(ok.consecutive_failures, 0);
-        assert!(!ok.paused_at(at(3)));
+        assert!(!ok.paused_at(at(17)));
+    }
+
+    /// Issue 48's case: one 25 s outage seen by five concurrent attempts failing within 3 s
+    /// is one failure; the pause stays 15 s (it was 15 -> 30 -> 60 -> 120 -> 240 s).
+    #[test]
+    fn failures_that_overlap_in_time_are_one_outage() {
+        let p = RoutePolicy::default();
+        let mut s = RouteState::default();
+        for (i, t) in [0, 1, 1, 2, 3].into_iter().enumerate() {
+            s = next(
+                &s,
+                &RouteOutcome::Failed(format!("provider: down {i}")),
+                at(t),
+                &p,
+            );
+        }
+        assert_eq!(s.consecutive_failures, 1);
+        assert_eq!(s.paused_until, Some(at(15)));
+        assert_eq!(
+            s.last_error.as_deref(),
+            Some("provider: down 4"),
+            "the latest cause"
+        );
+        // With a threshold, failures before the first pause each count.
+        let p3 = RoutePolicy { threshold: 3, ..p };
+        let mut s = RouteState::default();
+        let table = [
+            (0, 1, None),
+            (1, 2, None),
+            (2, 3, Some(17)),
+            (3, 3, Some(17)),
+        ];
+        for (t, failures, until) in table {
+            s = next(&s, &RouteOutcome::Failed("provider: x".into()), at(t), &p3);
+            assert_eq!(s.consecutive_failures, failures, "at {t}");
+            assert_eq!(s.paused_until, until.map(at), "at {t}");
+        }
+    }
+
+    #[test]
+    fn lifting_a_pause_clears_it_and_its_count_and_keeps_the_last_error() {
+        let p = RoutePolicy::default();
+        let fail = RouteOutcome::Failed("provider: down".into());
+        let s = next(&RouteState::default(), &fail, at(0), &p);
+        let l = lifted(&s);
+        assert!(!l.paused_at(at(1)));
+        assert_eq!(l.consecutive_failures, 0);
+        assert_eq!(l.last_error.as_deref(), Some("provider: down"));
+        // The next failure pauses from the start of the policy again.
+        assert_eq!(next(&l, &fail, at(2), &p).paused_until, Some(at(17)));
     }
 }

@@ -222,8 +222,12 @@ pub enum RunCommand {
     /// and grade it; no agent runs again. Trials with a verdict, and trials whose agent failed,
     /// timed out or never ran, are left as they are. Same as `run resume --grade`.
     Grade(RemoteRunArgs),
-    /// Remote: stop scheduling a run and cancel its live attempts.
+    /// Remote: stop scheduling a run and cancel its live attempts (a finished or cancelled
+    /// run is left as it is, and the answer says so).
     Cancel(CancelArgs),
+    /// Remote: lift a provider route's pause by hand, once you know the provider is back
+    /// (new work on the route starts at once; its failure count starts again).
+    ResumeRoute(ResumeRouteArgs),
     /// Remote: a run's progress (exit 0; with --watch, 0 when the run ends with a valid
     /// accounting, 1 otherwise).
     Status(StatusArgs),
@@ -419,6 +423,17 @@ pub struct CancelArgs {
     /// Why; recorded as the cause of every cancelled attempt.
     #[arg(long, default_value = "cancelled by the operator")]
     pub reason: String,
+}
+
+/// `akbench run resume-route`.
+#[derive(Debug, Args)]
+pub struct ResumeRouteArgs {
+    /// The provider route (`provider_route` of an agent condition; `run status` shows paused
+    /// routes).
+    pub route: String,
+    /// Print one JSON document instead of human output.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `akbench run status`.

@@ -166,7 +166,7 @@ fn broken_commit_is_an_infrastructure_error_and_is_retried() {
         "--agent",
         "oracle",
         "--infrastructure-retries",
-        "1",
+        "2",
         "--json",
     ]);
     assert_eq!(
@@ -174,7 +174,25 @@ fn broken_commit_is_an_infrastructure_error_and_is_retried() {
         "no verdict (not the agent's doing) is not exit 1: {all}"
     );
     assert_eq!(v["state"], "infrastructure_error");
-    assert_eq!(v["attempts"], 2);
+    assert_eq!(v["attempts"], 3);
+    // Issue 48: the retries back off as the coordinator's do (core's settle: 2 s then 4 s
+    // nominal, never less than half), not 0.05 s apart.
+    let rec = env.record(&v);
+    let at = |a: &Value, first: bool| {
+        let t = a["transitions"].as_array().unwrap();
+        let t = if first { &t[0] } else { t.last().unwrap() };
+        chrono::DateTime::parse_from_rfc3339(t["at"].as_str().unwrap()).unwrap()
+    };
+    let attempts = rec["attempts"].as_array().unwrap();
+    for (i, least_ms) in [(0usize, 1000i64), (1, 2000)] {
+        let gap = at(&attempts[i + 1], true) - at(&attempts[i], false);
+        assert!(
+            gap.num_milliseconds() >= least_ms,
+            "retry {} came {} ms after the attempt before it",
+            i + 1,
+            gap.num_milliseconds()
+        );
+    }
     let key = v["trial"]["key"].as_str().unwrap();
     assert!(
         key.ends_with("/broken-missing-commit/oracle/r1"),

@@ -15,8 +15,8 @@ use crate::process::CancelToken;
 use crate::runtime::{Limits, RuntimeKind};
 use akbench_core::agent::Agent;
 use akbench_core::clock::Clock;
+use akbench_core::dispatch::{self, Backoff, Ended, RunState, Settlement};
 use akbench_core::ids;
-use akbench_core::lifecycle::State;
 use akbench_core::record::{
     AttemptRecord, Identity, RunOptions, RunRecord, TaskRef, Transition, RECORD_FILE,
     SCHEMA_VERSION,
@@ -37,6 +37,9 @@ pub trait Observer: Send + Sync {
     /// infrastructure error: may block, e.g. while the trial's provider route is paused
     /// (`akbench sweep --local`), returning early once `cancel` is set.
     fn before_retry(&self, _number: u32, _cancel: &CancelToken) {}
+    /// Attempt `number` ended in an infrastructure error and is retried after `after`
+    /// (the backoff of [`Orchestrator::run_trial`]).
+    fn retrying(&self, _number: u32, _after: Duration) {}
 }
 
 /// An observer that ignores everything.
@@ -228,24 +231,45 @@ impl Orchestrator {
     }
 
     /// Runs a trial: attempts until one ends in anything but an infrastructure error or the
-    /// retry budget is spent, then writes `run_record.json` atomically.
+    /// retry budget is spent, each retry after `backoff` (core's settle, as the coordinator
+    /// and `sweep --local` retry), then writes `run_record.json` atomically. A cancel during
+    /// a backoff ends the trial with the attempts made.
     pub fn run_trial(
         &self,
         req: &TrialRequest<'_>,
+        backoff: &Backoff,
         observer: &dyn Observer,
         cancel: &CancelToken,
     ) -> Result<TrialOutcome, RecordWriteError> {
         let started_at = self.clock.now();
         let mut attempts = Vec::new();
-        for number in 1..=req.infrastructure_retries.saturating_add(1) {
-            if number > 1 {
-                observer.before_retry(number, cancel);
-            }
+        let mut number = 1;
+        loop {
             let a = self.run_attempt(&self.attempt_request(req, number), observer, cancel);
-            let again = a.state == State::InfrastructureError && !cancel.is_cancelled();
+            // The coordinator's and `sweep --local`'s one rule (core::dispatch::settle):
+            // infrastructure errors only, within the budget, after a bounded jittered
+            // backoff, never once cancelled.
+            let ended = Ended {
+                terminal: a.state,
+                attempts_used: number,
+                retry_budget: req.infrastructure_retries,
+                run: if cancel.is_cancelled() {
+                    RunState::Cancelling
+                } else {
+                    RunState::Running
+                },
+            };
             attempts.push(a);
-            if !again {
-                break;
+            match dispatch::settle(&ended, backoff, akbench_core::ids::random_unit()) {
+                Settlement::Done(_) => break,
+                Settlement::Retry { after } => {
+                    observer.retrying(number, after);
+                    if !wait_or_cancel(after, cancel) {
+                        break;
+                    }
+                    number += 1;
+                    observer.before_retry(number, cancel);
+                }
             }
         }
         self.write_trial_record(req, attempts, started_at, None)
@@ -380,4 +404,19 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         .create_new(true)
         .open(&p)?;
     Ok((p, f))
+}
+
+/// Waits `delay` unless `cancel` is set first (checked every 50 ms); true when the wait ran
+/// out uncancelled.
+fn wait_or_cancel(delay: Duration, cancel: &CancelToken) -> bool {
+    const TICK: Duration = Duration::from_millis(50);
+    let until = std::time::Instant::now() + delay;
+    while !cancel.is_cancelled() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(TICK));
+    }
+    false
 }

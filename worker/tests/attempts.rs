@@ -23,7 +23,12 @@ fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
     let a = c.agent(agent);
     let out = c
         .orchestrator()
-        .run_trial(&c.request(&t, &a, name), &Silent, &CancelToken::new())
+        .run_trial(
+            &c.request(&t, &a, name),
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap();
     // What was written is what was returned, and it validates.
     let on_disk: RunRecord = serde_json::from_slice(&fs::read(&out.record_path).unwrap()).unwrap();
@@ -187,7 +192,12 @@ fn agent_failure_is_failed_and_never_retried() {
     req.infrastructure_retries = 3;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert_eq!(rec.attempts.len(), 1, "an agent failure is never retried");
@@ -212,7 +222,12 @@ fn infrastructure_errors_are_retried_up_to_the_budget() {
     req.infrastructure_retries = 2;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert_eq!(rec.attempts.len(), 3, "N retries give N+1 attempts");
@@ -262,7 +277,12 @@ fn timeout_stops_the_agent_and_leaves_no_process_behind() {
     req.options.runtime = akbench_worker::runtime::RuntimeKind::Direct;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert_eq!(rec.outcome.state, State::Timeout);
@@ -314,6 +334,7 @@ fn cancel_while_the_agent_runs_ends_cancelled() {
         .orchestrator()
         .run_trial(
             &c.request(&t, &a, "sleepy"),
+            &akbench_core::dispatch::Backoff::NONE,
             &CancelOnExecuting(token.clone()),
             &token,
         )
@@ -544,7 +565,12 @@ fn not_graded_when_grading_is_not_requested() {
     req.options.grade = false;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert_eq!(rec.outcome.state, State::NotGraded);
@@ -570,7 +596,12 @@ fn no_mutation_gives_the_pinned_commits_tree() {
     req.options.apply_mutation = false;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let repo = c.root().join("repo");
@@ -628,9 +659,14 @@ fn eight_parallel_attempts_share_one_mirror_cache() {
                 let req = c.request(&t, &a, &format!("par{i}"));
                 let orch = &orch;
                 s.spawn(move || {
-                    orch.run_trial(&req, &Silent, &CancelToken::new())
-                        .unwrap()
-                        .record
+                    orch.run_trial(
+                        &req,
+                        &akbench_core::dispatch::Backoff::NONE,
+                        &Silent,
+                        &CancelToken::new(),
+                    )
+                    .unwrap()
+                    .record
                 })
             })
             .collect();
@@ -667,7 +703,12 @@ fn keep_workspace_keeps_it() {
     req.options.keep_workspace = true;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let ws = rec.attempts[0].workspace.path.clone().unwrap();
@@ -712,7 +753,12 @@ fn a_kept_workspace_holds_no_credential_value() {
     req.options.keep_workspace = true;
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert!(

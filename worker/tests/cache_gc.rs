@@ -44,7 +44,12 @@ fn oracle_solves(c: &common::Corpus, name: &str) {
     let (t, a) = (c.task("answer"), c.agent("oracle"));
     let out = c
         .orchestrator()
-        .run_trial(&c.request(&t, &a, name), &Silent, &CancelToken::new())
+        .run_trial(
+            &c.request(&t, &a, name),
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap();
     assert_eq!(out.record.outcome.state, State::Completed, "{name}");
     assert_eq!(out.record.outcome.ok, Some(true), "{name}");

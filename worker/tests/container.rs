@@ -90,7 +90,12 @@ fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> (RunRecord, String) {
     req.options.agent_timeout_sec = Some(60.0);
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let out = c.root().join("out").join(name).join("a1");

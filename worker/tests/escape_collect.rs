@@ -54,7 +54,12 @@ fn run_keeping(
     }
     req.options.keep_workspace = keep;
     c.orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record
 }

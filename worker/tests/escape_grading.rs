@@ -113,7 +113,12 @@ fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
     req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let a = &record.attempts[0];
@@ -165,7 +170,12 @@ fn the_honest_grade_of_the_python_task() {
         req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
-            .run_trial(&req, &Silent, &CancelToken::new())
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &Silent,
+                &CancelToken::new(),
+            )
             .unwrap()
             .record;
         assert_eq!(r.outcome.state, State::Completed, "{agent}");
@@ -595,7 +605,12 @@ fn rust_attack(name: &str, script: &str) -> RunRecord {
     req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let a = &record.attempts[0];
@@ -625,7 +640,12 @@ fn the_honest_grade_of_a_rust_task() {
         req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
-            .run_trial(&req, &Silent, &CancelToken::new())
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &Silent,
+                &CancelToken::new(),
+            )
             .unwrap()
             .record;
         let g = r.attempts[0].grade.as_ref();

@@ -69,7 +69,12 @@ fn run_agent(c: &Corpus, name: &str, script: &str, tasks: &Path, task: &str) -> 
     req.options.runtime = common::in_container::isolated();
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let a = &record.attempts[0];
@@ -338,7 +343,12 @@ fn the_honest_grade_of_a_pytest_task() {
         req.options.runtime = common::in_container::isolated();
         let r = c
             .orchestrator()
-            .run_trial(&req, &Silent, &CancelToken::new())
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &Silent,
+                &CancelToken::new(),
+            )
             .unwrap()
             .record;
         let g = r.attempts[0].grade.as_ref();

@@ -106,7 +106,12 @@ fn attack(
     req.options.agent_timeout_sec = Some(30.0);
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let stdout = fs::read_to_string(
@@ -323,7 +328,12 @@ fn a_declared_endpoint_is_reachable_and_nothing_else() {
     let a = c.agent("net");
     let rec = c
         .orchestrator()
-        .run_trial(&c.request(&t, &a, "net"), &Silent, &CancelToken::new())
+        .run_trial(
+            &c.request(&t, &a, "net"),
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let out = fs::read_to_string(c.root().join("out/net/a1/agent.stdout.log"))
@@ -500,9 +510,12 @@ fn helper_hanging_attempt() {
     let mut req = c.request(&t, &a, "hang");
     req.options.runtime = runtime;
     fs::write(Path::new(&dir).join("started"), "").unwrap();
-    let _ = c
-        .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new());
+    let _ = c.orchestrator().run_trial(
+        &req,
+        &akbench_core::dispatch::Backoff::NONE,
+        &Silent,
+        &CancelToken::new(),
+    );
 }
 
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -36,7 +36,12 @@ fn run_in(
     let mut req = c.request(&t, &a, name);
     req.options.runtime = runtime;
     c.orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record
 }
@@ -242,7 +247,12 @@ fn a_large_file_written_by_the_agent_grows_no_cache() {
     req.options.agent_timeout_sec = Some(600.0);
     let rec = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     assert_eq!(rec.outcome.state, State::Completed, "{:?}", rec.outcome);

@@ -104,7 +104,12 @@ fn every_test_script_shape_grades_the_reference_solved_and_flags_nothing() {
             req.options.runtime = common::in_container::isolated();
             let r = c
                 .orchestrator()
-                .run_trial(&req, &Silent, &CancelToken::new())
+                .run_trial(
+                    &req,
+                    &akbench_core::dispatch::Backoff::NONE,
+                    &Silent,
+                    &CancelToken::new(),
+                )
                 .unwrap()
                 .record;
             let at = &r.attempts[0];
@@ -175,7 +180,12 @@ fn a_rust_task_graded_by_cargo_test_quiet_grades_the_reference_solved() {
         let req = c.request(&t, &a, agent);
         let r = c
             .orchestrator()
-            .run_trial(&req, &Silent, &CancelToken::new())
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &Silent,
+                &CancelToken::new(),
+            )
             .unwrap()
             .record;
         let g = r.attempts[0].grade.as_ref();

@@ -75,7 +75,12 @@ fn run_with(c: &Corpus, agent: &str, retries: u32, observer: &dyn Observer) -> R
     req.infrastructure_retries = retries;
     let out = c
         .orchestrator()
-        .run_trial(&req, observer, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            observer,
+            &CancelToken::new(),
+        )
         .unwrap();
     out.record.validate().unwrap();
     out.record
@@ -367,7 +372,12 @@ fn claude_fixes_every_example_task_and_no_honest_fix_is_flagged() {
         req.options.provider_grace = GRACE;
         let rec = c
             .orchestrator()
-            .run_trial(&req, &Silent, &CancelToken::new())
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &Silent,
+                &CancelToken::new(),
+            )
             .unwrap()
             .record;
         let ctx = || format!("{id}: {}\nprovider log {:?}", dump(&c, id, &rec), p.log());

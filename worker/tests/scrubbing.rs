@@ -162,7 +162,12 @@ exit 3
     req.options.runtime = RuntimeKind::Direct;
     let record = c
         .orchestrator()
-        .run_trial(&req, &Silent, &CancelToken::new())
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
         .unwrap()
         .record;
     let at = &record.attempts[0];

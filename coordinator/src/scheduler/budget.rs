@@ -133,8 +133,18 @@ pub(super) async fn enforce(
         return Ok(Vec::new());
     }
     let revoked = super::revoke::revoke_unstarted(tx, &spent_runs, &[], now).await?;
-    tx.query(&tx.prepare_cached(BUDGET_CANCEL_SQL).await?, &[&spent_runs])
-        .await?;
+    let m = super::machine::MoveColumns::of(super::machine::ItemEvent::BudgetStop);
+    tx.query(
+        &tx.prepare_cached(BUDGET_CANCEL_SQL).await?,
+        &[
+            &spent_runs,
+            &m.from_state,
+            &m.from_outcome,
+            &m.to_state,
+            &m.to_outcome,
+        ],
+    )
+    .await?;
     super::report::finish_runs(tx, &spent_runs).await?;
     Ok(revoked)
 }

@@ -33,6 +33,7 @@ mod budget;
 pub use budget::budget_status;
 mod claim;
 mod error;
+pub mod machine;
 mod reap;
 mod record;
 mod record_store;
@@ -51,6 +52,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use akbench_core::clock::{Clock, SystemClock};
+use akbench_core::dispatch::machine::{RunEvent, RunMove};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -240,6 +242,27 @@ impl Scheduler {
         &self.work_available
     }
 
+    /// Lifts the pause of provider route `route` by hand (an operator's `akbench run
+    /// resume-route`): core's `route_pause::lifted` under the route's lock, then a claim is
+    /// woken. Returns the route's state before, `None` when no attempt ever ran on it.
+    pub async fn lift_route_pause(
+        &self,
+        route: &str,
+    ) -> Result<Option<akbench_core::route_pause::RouteState>, SchedulerError> {
+        let route = route.to_string();
+        let before = self
+            .store
+            .tx(|tx| {
+                let route = route.clone();
+                Box::pin(async move { routes::lift(tx, &route).await })
+            })
+            .await?;
+        if before.is_some() {
+            self.wake_claimer();
+        }
+        Ok(before)
+    }
+
     /// Wakes one idle session (or the next one to wait) to claim.
     pub fn wake_claimer(&self) {
         self.work_available.notify_one();
@@ -319,7 +342,22 @@ impl Scheduler {
                 );
                 let caps = caps.clone();
                 Box::pin(async move {
-                    let moved = tx.query_opt(START_RUN_SQL, &[&run_id, &caps]).await?;
+                    // Core's run machine decides the start; only the call that moves the run
+                    // (guarded by the state it was decided on) creates its items.
+                    let decided =
+                        machine::decide_run(tx, run_id, |_| RunEvent::Start, false).await?;
+                    let Some((from, to)) = decided.and_then(|d| match d.decided {
+                        Ok(RunMove::To(to)) => Some((d.from, to)),
+                        _ => None,
+                    }) else {
+                        return Ok(None);
+                    };
+                    let moved = tx
+                        .query_opt(
+                            START_RUN_SQL,
+                            &[&run_id, &caps, &from.as_str(), &to.as_str()],
+                        )
+                        .await?;
                     if moved.is_none() {
                         return Ok(None);
                     }

@@ -10,8 +10,11 @@ use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
 use crate::store::{StoreError, Tx};
+use akbench_core::dispatch::machine::{RunEvent, RunMove};
 use akbench_core::dispatch::replica::{self, holder, reap_across};
-use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss};
+use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss, RunState};
+
+use super::machine::{decide_run, ItemEvent, MoveColumns};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -19,7 +22,6 @@ const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of
 const LIVE_OF_CANCELLING_SQL: &str =
     include_str!("../../sql/scheduler/live_attempts_of_cancelling_runs.sql");
 const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sql");
-const REOPEN_RUN_SQL: &str = include_str!("../../sql/scheduler/reopen_run.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 const EXTEND_HEARD_SQL: &str = include_str!("../../sql/scheduler/extend_heard_leases.sql");
@@ -154,10 +156,24 @@ impl Scheduler {
             .store
             .tx(|tx| {
                 Box::pin(async move {
-                    let rows = tx.query(RESUME_ITEMS_SQL, &[&run_id, &now]).await?;
+                    let m = MoveColumns::of(ItemEvent::Resume);
+                    let rows = tx
+                        .query(
+                            RESUME_ITEMS_SQL,
+                            &[
+                                &run_id,
+                                &now,
+                                &m.from_state,
+                                &m.from_outcome,
+                                &m.to_state,
+                                &m.to_outcome,
+                            ],
+                        )
+                        .await?;
                     let ids: Vec<Uuid> =
                         crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
-                    tx.execute(REOPEN_RUN_SQL, &[&run_id]).await?;
+                    // A run with work again runs again (core's run machine decides it).
+                    decide_run(tx, run_id, |has_work| RunEvent::Resume { has_work }, true).await?;
                     Ok(ids)
                 })
             })
@@ -216,9 +232,12 @@ impl Scheduler {
         Ok(released)
     }
 
-    /// Cancels a run: queued items become `cancelled` at once and the run `cancelling`
-    /// (`cancelled` when nothing is live). Returns the live attempts and their workers, to
-    /// be sent `Cancel`; when their workers report `cancelled` they finish normally (and an
+    /// Cancels a run as core's run machine decides a cancel (`dispatch::machine::run_on`):
+    /// a running run's queued items become `cancelled` at once and the run `cancelling`
+    /// (`cancelled` when nothing is live: the idle rule, `report::finish_runs`); a planned run
+    /// is cancelled; an ended run (finished or cancelled) changes nothing, and the report says
+    /// so ([`CancelReport::unchanged`]). Returns the live attempts and their workers, to be
+    /// sent `Cancel`; when their workers report `cancelled` they finish normally (and an
     /// infrastructure error is no longer retried).
     pub async fn cancel_run(&self, run_id: Uuid) -> Result<CancelReport, SchedulerError> {
         let report = self
@@ -226,14 +245,36 @@ impl Scheduler {
             .tx(|tx| {
                 Box::pin(async move {
                     super::keyed_plans(tx).await?;
-                    let exists = tx
-                        .query_opt("SELECT 1 FROM runs WHERE run_id = $1", &[&run_id])
-                        .await?;
-                    if exists.is_none() {
+                    let Some(d) = decide_run(tx, run_id, |_| RunEvent::Cancel, true).await? else {
                         return Ok(None);
+                    };
+                    // A run being cancelled meets a second cancel with nothing new to decide,
+                    // but its waiting items and live attempts are those of a cancel: they are
+                    // cancelled (again) and told to stop. An ended run changes nothing.
+                    let cancels =
+                        matches!(d.decided, Ok(RunMove::To(_))) || d.from == RunState::Cancelling;
+                    if !cancels {
+                        return Ok(Some(CancelReport {
+                            cancelled_items: 0,
+                            live: Vec::new(),
+                            unchanged: match d.decided {
+                                Ok(RunMove::Stays(why)) => Some((d.from, why)),
+                                _ => None,
+                            },
+                        }));
                     }
+                    let m = MoveColumns::of(ItemEvent::Cancel);
                     let row = tx
-                        .query_one(&tx.prepare_cached(CANCEL_RUN_SQL).await?, &[&run_id])
+                        .query_one(
+                            &tx.prepare_cached(CANCEL_RUN_SQL).await?,
+                            &[
+                                &run_id,
+                                &m.from_state,
+                                &m.from_outcome,
+                                &m.to_state,
+                                &m.to_outcome,
+                            ],
+                        )
                         .await?;
                     let items: i64 = col(&row, "items")?;
                     let live: Vec<(Uuid, String)> = tx
@@ -243,17 +284,15 @@ impl Scheduler {
                         .map(|r| Ok((col(r, "attempt_id")?, col(r, "worker_id")?)))
                         .collect::<Result<_, RowError>>()
                         .map_err(|e| e.in_query("live_attempts_of_run.sql"))?;
-                    if live.is_empty() {
-                        tx.execute(
-                            "UPDATE runs SET state = 'cancelled', updated_at = now() \
-                             WHERE run_id = $1",
-                            &[&run_id],
-                        )
-                        .await?;
-                    }
+                    // Nothing live: the run ends now, by the one rule of idle runs.
+                    super::report::finish_runs(tx, &[run_id]).await?;
                     Ok(Some(CancelReport {
                         cancelled_items: u64::try_from(items).unwrap_or(0),
                         live,
+                        unchanged: match d.decided {
+                            Ok(RunMove::Stays(why)) => Some((d.from, why)),
+                            _ => None,
+                        },
                     }))
                 })
             })

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove};
 use akbench_core::dispatch::{
     accept_finish, accept_record, current, Acceptance, AttemptView, RunState,
 };
@@ -583,7 +584,7 @@ pub(super) async fn apply_batch(
 /// locked (in a fixed order), so two transactions settling a run's last two trials at once
 /// serialize here and the second one, taking a fresh snapshot after the lock, sees the
 /// first one's work: a run can never stay `running` with all its items done. Whether and
-/// how a locked run ends is core's rule ([`RunState::when_idle`]) over the run's state and
+/// how a locked run ends is core's run machine (`dispatch::machine::run_on`, the idle event) over the run's state and
 /// whether it is idle (`finish_runs.sql`), applied by one guarded statement (`end_runs.sql`).
 pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
     if runs.is_empty() {
@@ -606,9 +607,14 @@ pub(super) async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreE
     for row in &rows {
         let run: Uuid = col(row, "run_id")?;
         let state = crate::rows::parsed(row, "state", RunState::parse)?;
-        let ended = col::<bool>(row, "idle")?
-            .then(|| state.when_idle(true))
-            .flatten();
+        // Core's run machine decides the end of an idle run (running: finished; cancelling:
+        // cancelled); every other state stays.
+        let ended = match col::<bool>(row, "idle")?
+            .then(|| run_on(state, RunEvent::Idle { all_enqueued: true }))
+        {
+            Some(Ok(RunMove::To(to))) => Some(to),
+            _ => None,
+        };
         if let Some(end) = ended {
             ids.push(run);
             from.push(state.as_str());

@@ -20,6 +20,31 @@ const CREATE_ROUTES_SQL: &str = include_str!("../../sql/routes/create_routes.sql
 const LOCK_ROUTES_SQL: &str = include_str!("../../sql/routes/lock_routes.sql");
 const UPDATE_ROUTE_SQL: &str = include_str!("../../sql/routes/update_route.sql");
 
+/// Lifts the pause of `route` by hand (core's [`route_pause::lifted`]), under its row lock.
+/// Returns its state before, or `None` when no attempt ever ran on it.
+pub(super) async fn lift(tx: &Tx<'_>, route: &str) -> Result<Option<RouteState>, StoreError> {
+    let routes = vec![route.to_string()];
+    let locked = tx
+        .query(&tx.prepare_cached(LOCK_ROUTES_SQL).await?, &[&routes])
+        .await?;
+    let Some(r) = locked.first() else {
+        return Ok(None);
+    };
+    let before = RouteState {
+        consecutive_failures: crate::rows::count32(r, "consecutive_failures")?,
+        paused_until: col(r, "paused_until")?,
+        last_error: col(r, "last_error")?,
+    };
+    let after = route_pause::lifted(&before);
+    let failures = i32::try_from(after.consecutive_failures).unwrap_or(i32::MAX);
+    tx.execute(
+        &tx.prepare_cached(UPDATE_ROUTE_SQL).await?,
+        &[&route, &failures, &after.paused_until, &after.last_error],
+    )
+    .await?;
+    Ok(Some(before))
+}
+
 /// Updates the routes of the trials whose attempts just ended (`terminal` and `cause` per
 /// trial, in order). The routes of the trials `settle` decided come with them; only the
 /// others (an item no longer leased) are looked up. Pauses are decided at `now`, the

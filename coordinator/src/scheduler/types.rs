@@ -5,34 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// What a work item asks a worker to do (`work_items.kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkKind {
-    /// Run the agent (and grade, unless the plan says not to).
-    Execute,
-    /// Grade an attempt executed earlier.
-    Grade,
-}
-
-impl WorkKind {
-    /// The name stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Execute => "execute",
-            Self::Grade => "grade",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "execute" => Some(Self::Execute),
-            "grade" => Some(Self::Grade),
-            _ => None,
-        }
-    }
-}
+pub use akbench_core::work::WorkKind;
 
 /// One work item to create for a planned trial of a started run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,4 +184,10 @@ pub struct CancelReport {
     pub cancelled_items: u64,
     /// Live attempts and their workers: send them `Cancel`.
     pub live: Vec<(Uuid, String)>,
+    /// When the run did not move (core's run machine): its state and why (an ended run's
+    /// outcomes stand; a second cancel).
+    pub unchanged: Option<(
+        akbench_core::dispatch::RunState,
+        akbench_core::dispatch::machine::Unchanged,
+    )>,
 }

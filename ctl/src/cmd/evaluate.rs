@@ -7,6 +7,7 @@ use crate::cmd::shared::records::{find_records, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
 use akbench_core::grading::owes_grade;
+use akbench_core::work::WorkKind;
 use akbench_worker::orchestrator::Orchestrator;
 use akbench_worker::process::CancelToken;
 use akbench_worker::regrade::{read_record, regrade, RegradeError, WorkspaceMode};
@@ -71,7 +72,8 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
 }
 
 /// `--all`: grades, in path order, every run directory below `args.run_dir` whose last
-/// attempt ended `not_graded`; the others (graded, failed, never ran) are left alone and
+/// attempt owes a grade (core's `grading::owes_grade`: `not_graded`, or `evaluation_error`
+/// when grading broke); the others (graded, failed, never ran) are left alone and
 /// counted. A record that does not validate and a refusal (task changed, diff tampered) are
 /// reported and the next one graded.
 fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> anyhow::Result<i32> {
@@ -98,7 +100,7 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
             continue;
         }
         match read_record(dir) {
-            Ok((_, r)) if owes_grade(r.outcome.state) => {}
+            Ok((_, r)) if owes_grade(WorkKind::Execute, r.outcome.state) => {}
             Ok(_) => {
                 skipped += 1;
                 continue;

@@ -64,6 +64,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             | RunCommand::Resume(_)
             | RunCommand::Grade(_)
             | RunCommand::Cancel(_)
+            | RunCommand::ResumeRoute(_)
             | RunCommand::Status(_)
             | RunCommand::Records(_)),
         ) => Err(crate::remote::needs_coordinator(&rc)),

@@ -7,6 +7,7 @@ use crate::cmd::shared::records::verdict;
 use crate::exit::{self, InputError};
 use akbench_core::agent::Agent;
 use akbench_core::clock::SystemClock;
+use akbench_core::dispatch::Backoff;
 use akbench_core::ids;
 use akbench_core::record::{Identity, Transition};
 use akbench_worker::orchestrator::{AttemptOptions, Observer, Orchestrator, TrialRequest};
@@ -83,7 +84,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         );
     }
     let cancel = CancelToken::new();
-    let outcome = orch.run_trial(&req, &live, &cancel)?;
+    // Retries back off as the coordinator's and `sweep --local`'s do (core's settle).
+    let outcome = orch.run_trial(&req, &Backoff::default(), &live, &cancel)?;
     let rec = &outcome.record;
     let last = rec.attempts.last().expect("a trial has an attempt");
     let answer = akbench_core::grading::answer(rec.outcome.state, rec.outcome.ok, grade);
@@ -175,6 +177,15 @@ impl Observer for Live {
     fn annotate(&self, _attempt: &Identity, _number: u32, t: &Transition) {
         if let (false, Some(n)) = (self.quiet, &t.note) {
             eprintln!("  {:>9}    {:<20}  {n}", "", "");
+        }
+    }
+
+    fn retrying(&self, number: u32, after: std::time::Duration) {
+        if !self.quiet {
+            eprintln!(
+                "  a{number} ended in an infrastructure error: retrying in {:.1}s",
+                after.as_secs_f64()
+            );
         }
     }
 }

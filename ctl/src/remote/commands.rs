@@ -5,7 +5,7 @@
 use super::{block_on, is_over, state_name, submit, view, Client, Remote};
 use crate::cli::{
     CancelArgs, DiffArgs, InspectArgs, PlanArgs, ReconcileArgs, RemoteRunArgs, ResumeArgs,
-    RunCommand, StatusArgs,
+    ResumeRouteArgs, RunCommand, StatusArgs,
 };
 use crate::cmd::{self, print_json};
 use crate::exit::{self, InputError};
@@ -51,6 +51,7 @@ pub fn name(rc: &RunCommand) -> &'static str {
         RunCommand::Resume(_) => "resume",
         RunCommand::Grade(_) => "grade",
         RunCommand::Cancel(_) => "cancel",
+        RunCommand::ResumeRoute(_) => "resume-route",
         RunCommand::Status(_) => "status",
         RunCommand::Records(_) => "records",
         RunCommand::Compare(_) => "compare",
@@ -133,6 +134,7 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
             with_client(remote, |c| resume(c, ResumeArgs { run, grade: true }))
         }
         RunCommand::Cancel(args) => with_client(remote, |c| cancel(c, args)),
+        RunCommand::ResumeRoute(args) => with_client(remote, |c| resume_route(c, args)),
         RunCommand::Status(args) => with_client(remote, |c| status(remote, c, args)),
         RunCommand::Records(args) => with_client(remote, |c| super::records::run(c, args)),
         other => Err(InputError(format!(
@@ -343,17 +345,63 @@ async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {
         .into_inner();
     let run = r.run.as_ref();
     let key = run.map(|s| s.run_key.as_str()).unwrap_or(&args.run.run);
-    let line = format!(
-        "cancelling run {key}: {} live attempts asked to stop (reason: {})",
-        r.attempts_cancelling, args.reason
-    );
-    print_action(
-        &args.run,
-        run,
-        "attempts_cancelling",
-        r.attempts_cancelling,
-        line,
-    )
+    let line = if r.unchanged.is_empty() {
+        format!(
+            "cancelling run {key}: {} live attempts asked to stop (reason: {})",
+            r.attempts_cancelling, args.reason
+        )
+    } else {
+        format!("run {key} not cancelled: {}; nothing changed", r.unchanged)
+    };
+    if args.run.json {
+        let unchanged = (!r.unchanged.is_empty()).then_some(r.unchanged.as_str());
+        print_json(&serde_json::json!({
+            "run": summary_json(run),
+            "attempts_cancelling": r.attempts_cancelling,
+            "unchanged": unchanged,
+        }))?;
+        return Ok(exit::OK);
+    }
+    println!("{line}");
+    Ok(exit::OK)
+}
+
+async fn resume_route(c: Client, args: ResumeRouteArgs) -> anyhow::Result<i32> {
+    let r = c
+        .inner
+        .clone()
+        .resume_route(c.request(pb::ResumeRouteRequest {
+            route: args.route.clone(),
+        }))
+        .await
+        .map_err(|s| c.error(s))?
+        .into_inner();
+    if args.json {
+        let until = (r.paused_until_unix_ms > 0).then_some(r.paused_until_unix_ms);
+        let last = (!r.last_error.is_empty()).then_some(r.last_error.as_str());
+        print_json(&serde_json::json!({
+            "route": args.route,
+            "was_paused": r.was_paused,
+            "paused_until_unix_ms": until,
+            "last_error": last,
+        }))?;
+    } else if r.was_paused {
+        println!(
+            "provider route {}: pause lifted (last error: {})",
+            args.route,
+            if r.last_error.is_empty() {
+                "none"
+            } else {
+                &r.last_error
+            }
+        );
+    } else {
+        println!(
+            "provider route {} was not paused; its failure count starts again",
+            args.route
+        );
+    }
+    Ok(exit::OK)
 }
 
 /// Failed reconnects in a row after which `run status --watch` gives up (about a minute).
