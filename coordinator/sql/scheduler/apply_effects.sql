@@ -11,10 +11,11 @@
 --   fenced (its lease was taken back).
 -- $12 the attempts whose leases end.
 -- $13-$19 settles, guarded: trial ids; the attempt number that must still be the item's
---   live one (`attempts_used`) while it is `leased`; the run state decided on; the item's
---   new state (`ready`: retried, or `done`), outcome, bucket (core's Bucket::settled) and
---   ready_at (now, or now + the retry's backoff). A row whose guard fails is left alone and
---   not returned, and the scheduler decides it again.
+--   live one (`attempts_used`); the run state decided on; the item's new state and outcome
+--   (core's item machine, `dispatch::machine::item_on` over the settle: `ready` retried, or
+--   `done`), bucket (core's Bucket::settled) and ready_at (now, or now + the retry's
+--   backoff); $20 the item state each was decided on (`leased`). A row whose guard fails is
+--   left alone and not returned, and the scheduler decides it again.
 -- Returns the settled items.
 WITH steps AS (
     SELECT t.attempt_id,
@@ -47,13 +48,14 @@ WITH steps AS (
     SET state = s.state, outcome = s.outcome, bucket = s.bucket, ready_at = s.ready_at,
         updated_at = now()
     FROM unnest($13::uuid[], $14::int4[], $15::text[], $16::text[], $17::text[], $18::text[],
-                $19::timestamptz[])
-         AS s (trial_id, attempts_used, run_state, state, outcome, bucket, ready_at),
+                $19::timestamptz[], $20::text[])
+         AS s (trial_id, attempts_used, run_state, state, outcome, bucket, ready_at,
+               from_state),
          runs r
     -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
     -- partial index `work_items_leased`, whose stale estimate of one row made generic plans
     -- scan every leased item instead of looking the settled ones up by key.
-    WHERE w.trial_id = s.trial_id AND w.state COLLATE "C" = 'leased'
+    WHERE w.trial_id = s.trial_id AND w.state COLLATE "C" = s.from_state
       AND w.attempts_used = s.attempts_used
       AND r.run_id = w.run_id AND r.state = s.run_state
     RETURNING w.trial_id, w.run_id, w.agent, w.state, w.outcome, w.bucket, w.provider_route

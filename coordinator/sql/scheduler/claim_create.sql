@@ -7,17 +7,18 @@
 -- result and sends the worker its canonical form (workers_service::convert).
 -- $1 the worker of each item (one claim may serve several workers: scheduler/rounds.rs);
 -- $2 trial ids; $3 new attempt ids; $4 ttl in milliseconds; $5 now, the scheduler's clock (a
--- lease expires by the clock that reaps it: docs/testing.md, "Clocks").
+-- lease expires by the clock that reaps it: docs/testing.md, "Clocks"); $6 the item state a
+-- claim moves from and $7 the one it moves to (core's item machine, `ItemEvent::Claim`).
 WITH taken AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $1::text[]) AS t (trial_id, attempt_id, worker_id)
 ), items AS (
     UPDATE work_items w
-    SET state = 'leased', attempts_used = w.attempts_used + 1, updated_at = now()
+    SET state = $7, attempts_used = w.attempts_used + 1, updated_at = now()
     FROM taken t
     -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
     -- partial index `work_items_ready`: a generic plan made while it held few rows walks all
     -- of it instead of looking the items up by key (tests/keyed_plans.rs).
-    WHERE w.trial_id = t.trial_id AND w.state COLLATE "C" = 'ready'
+    WHERE w.trial_id = t.trial_id AND w.state COLLATE "C" = $6
     RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.agent, w.document,
               t.attempt_id, t.worker_id
 ), created AS (

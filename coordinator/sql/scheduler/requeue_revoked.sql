@@ -2,10 +2,11 @@
 -- given back to their retry budget (budget_from + 1): it never ran. A budget stop then
 -- cancels them with its ready items (budget_cancel.sql); a paused route's wait for its pause
 -- to end (claim_candidates.sql skips paused routes). $2 now, the scheduler's clock (ready
--- at once: docs/testing.md, "Clocks").
+-- at once: docs/testing.md, "Clocks"); $3 the item state a revoke moves from and $4 the one
+-- it moves to (core's item machine, `ItemEvent::Revoke`).
 UPDATE work_items
-SET state = 'ready', budget_from = budget_from + 1, ready_at = $2, updated_at = now()
+SET state = $4, budget_from = budget_from + 1, ready_at = $2, updated_at = now()
 -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
 -- partial index `work_items_leased`: a generic plan made while it held few rows walks all
 -- of it instead of looking the items up by key (tests/keyed_plans.rs).
-WHERE trial_id = ANY ($1::uuid[]) AND state COLLATE "C" = 'leased'
+WHERE trial_id = ANY ($1::uuid[]) AND state COLLATE "C" = $3

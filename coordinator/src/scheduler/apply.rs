@@ -12,6 +12,9 @@
 use std::collections::{HashMap, HashSet};
 
 use akbench_core::accounting::Bucket;
+use akbench_core::dispatch::machine::{
+    item_on, ItemClass, ItemEvent, ItemMove, ItemState, Settled as Settled_,
+};
 use akbench_core::dispatch::{self, Ended, RunState, Settlement};
 use akbench_core::lifecycle::State;
 use chrono::{DateTime, Utc};
@@ -62,8 +65,7 @@ impl Effects {
 /// A work item and its run as read for a settle.
 #[derive(Debug, Clone)]
 pub(super) struct ItemView {
-    /// `ready`, `leased`, `done`, `cancelled`.
-    pub(super) state: String,
+    pub(super) state: ItemState,
     pub(super) attempts_used: i32,
     pub(super) budget_from: i32,
     pub(super) retry_budget: i32,
@@ -74,7 +76,7 @@ impl ItemView {
     /// Reads the item columns of `report_snapshot.sql` / `settle_snapshot.sql`.
     pub(super) fn of(r: &tokio_postgres::Row) -> Result<ItemView, RowError> {
         Ok(ItemView {
-            state: col(r, "item_state")?,
+            state: crate::rows::parsed(r, "item_state", ItemState::parse)?,
             attempts_used: col(r, "attempts_used")?,
             budget_from: col(r, "budget_from")?,
             retry_budget: col(r, "retry_budget")?,
@@ -106,7 +108,9 @@ struct SettleWrite {
     trial_id: Uuid,
     attempts_used: i32,
     run: RunState,
-    state: &'static str,
+    /// The item's state the settle was decided on (its guard).
+    from: ItemState,
+    state: ItemState,
     outcome: Option<State>,
     bucket: Option<Bucket>,
     ready_at: DateTime<Utc>,
@@ -123,7 +127,7 @@ fn decide(
     jitter: f64,
     now: DateTime<Utc>,
 ) -> Option<SettleWrite> {
-    if item.state != "leased" || item.attempts_used != end.number {
+    if item.attempts_used != end.number {
         return None;
     }
     let ended = Ended {
@@ -132,27 +136,38 @@ fn decide(
         retry_budget: u32::try_from(item.retry_budget).unwrap_or(0),
         run: item.run,
     };
-    let base = SettleWrite {
+    let settlement = dispatch::settle(&ended, &retry.backoff, jitter);
+    let event = ItemEvent::Settle(match settlement {
+        Settlement::Retry { .. } => Settled_::Retry,
+        Settlement::Done(outcome) => Settled_::Done(outcome),
+    });
+    // Core's item machine: only a leased item settles (anything else was decided by
+    // someone else), into the class it names.
+    let from = ItemClass {
+        state: item.state,
+        outcome: None,
+    };
+    let ItemMove::To(to) = item_on(from, event) else {
+        return None;
+    };
+    Some(SettleWrite {
         trial_id: end.trial_id,
         attempts_used: item.attempts_used,
         run: item.run,
-        state: "done",
-        outcome: None,
-        bucket: None,
-        ready_at: now,
-    };
-    Some(match dispatch::settle(&ended, &retry.backoff, jitter) {
-        Settlement::Retry { after } => SettleWrite {
-            state: "ready",
-            ready_at: now + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX),
-            ..base
+        from: item.state,
+        state: to.state,
+        outcome: to.outcome,
+        // The bucket of the attempt as it ended (an interrupted `cancelled` stays
+        // `cancelled` there), as migration 0005 counts it.
+        bucket: match settlement {
+            Settlement::Retry { .. } => None,
+            Settlement::Done(_) => Bucket::settled(end.terminal, end.ok),
         },
-        Settlement::Done(outcome) => SettleWrite {
-            outcome: Some(outcome),
-            // The bucket of the attempt as it ended (an interrupted `cancelled` stays
-            // `cancelled` there), as migration 0005 counts it.
-            bucket: Bucket::settled(end.terminal, end.ok),
-            ..base
+        ready_at: match settlement {
+            Settlement::Retry { after } => {
+                now + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX)
+            }
+            Settlement::Done(_) => now,
         },
     })
 }
@@ -287,7 +302,8 @@ async fn execute(
     let s_ids: Vec<Uuid> = settles.iter().map(|s| s.trial_id).collect();
     let s_used: Vec<i32> = settles.iter().map(|s| s.attempts_used).collect();
     let s_runs: Vec<&str> = settles.iter().map(|s| s.run.as_str()).collect();
-    let s_states: Vec<&str> = settles.iter().map(|s| s.state).collect();
+    let s_from: Vec<&str> = settles.iter().map(|s| s.from.as_str()).collect();
+    let s_states: Vec<&str> = settles.iter().map(|s| s.state.as_str()).collect();
     let s_outcomes: Vec<Option<&str>> = settles
         .iter()
         .map(|s| s.outcome.map(State::as_str))
@@ -320,6 +336,7 @@ async fn execute(
                 &s_outcomes,
                 &s_buckets,
                 &s_ready,
+                &s_from,
             ],
         )
         .await?;

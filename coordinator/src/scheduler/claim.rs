@@ -25,6 +25,13 @@ const CANDIDATES_SQL: &str = include_str!("../../sql/scheduler/claim_candidates.
 const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/claim_lock_runs.sql");
 const LIVE_COUNTS_SQL: &str = include_str!("../../sql/scheduler/claim_live_counts.sql");
 const CREATE_SQL: &str = include_str!("../../sql/scheduler/claim_create.sql");
+
+/// The item move of a claim (core's item machine), read once.
+static CLAIM: std::sync::LazyLock<(&str, &str)> = std::sync::LazyLock::new(|| {
+    use akbench_core::dispatch::machine::{live_move, ItemEvent};
+    // Core's table test `claims_and_revokes_move_one_live_class` holds this.
+    live_move(ItemEvent::Claim).expect("core's item machine moves one class on a claim")
+});
 const RUN_LIVE_SQL: &str = include_str!("../../sql/scheduler/claim_run_live.sql");
 
 /// Candidate rounds per claim beyond one per contending run: each round takes rows, marks a
@@ -247,7 +254,15 @@ pub(super) async fn claim_many(
     let rows = tx
         .query(
             &tx.prepare_cached(CREATE_SQL).await?,
-            &[&workers, &trials, &attempt_ids, &ttl_ms, &now],
+            &[
+                &workers,
+                &trials,
+                &attempt_ids,
+                &ttl_ms,
+                &now,
+                &CLAIM.0,
+                &CLAIM.1,
+            ],
         )
         .await?;
     let created = rows::all("claim_create.sql", &rows, |r| {

@@ -68,3 +68,180 @@ pub async fn decide_run(
         decided,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every statement that writes `runs.state` or `work_items.state` applies a transition
+    //! core decided: the new state is a bound parameter (or a column of an `unnest` of
+    //! parameters) and the row is guarded by the state it was decided on, never a literal.
+
+    use std::path::{Path, PathBuf};
+
+    fn sql_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                sql_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "sql") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// The text without `--` comments.
+    fn code(text: &str) -> String {
+        text.lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Each `UPDATE runs` / `UPDATE work_items` statement: from the keyword to the end of its
+    /// CTE (the closing parenthesis at its depth) or of the text.
+    fn updates(code: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let lower = code
+            .to_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for target in ["update runs", "update work_items"] {
+            let mut from = 0;
+            while let Some(i) = lower[from..].find(target) {
+                let start = from + i;
+                let mut depth = 0i32;
+                let mut end = lower.len();
+                for (j, ch) in lower[start..].char_indices() {
+                    match ch {
+                        '(' => depth += 1,
+                        ')' if depth == 0 => {
+                            end = start + j;
+                            break;
+                        }
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                }
+                out.push(lower[start..end].to_string());
+                from = start + target.len();
+            }
+        }
+        out
+    }
+
+    /// The right-hand sides of `state = X` (not `terminal_state`, `run_state`, ...) in `s`.
+    fn state_operands(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let bytes = s.as_bytes();
+        let mut from = 0;
+        while let Some(i) = s[from..].find("state") {
+            let at = from + i;
+            from = at + 5;
+            let before = at.checked_sub(1).map(|b| bytes[b]);
+            if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                continue;
+            }
+            let rest = s[at + 5..].trim_start();
+            let rest = rest
+                .strip_prefix("collate \"c\"")
+                .unwrap_or(rest)
+                .trim_start();
+            let Some(rhs) = rest.strip_prefix('=') else {
+                continue;
+            };
+            let rhs: String = rhs
+                .trim_start()
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != ',')
+                .collect();
+            out.push(rhs);
+        }
+        out
+    }
+
+    fn decided(operand: &str) -> bool {
+        operand.starts_with('$') || (operand.contains('.') && !operand.contains('\''))
+    }
+
+    #[test]
+    fn every_statement_writing_a_run_or_item_state_applies_a_decided_guarded_move() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+        let mut files = Vec::new();
+        sql_files(&root, &mut files);
+        files.sort();
+        let mut writers = Vec::new();
+        for f in &files {
+            let text = code(&std::fs::read_to_string(f).unwrap());
+            for stmt in updates(&text) {
+                let (set, guard) = match stmt.find(" where ") {
+                    Some(w) => (&stmt[..w], &stmt[w..]),
+                    None => (&stmt[..], ""),
+                };
+                let set_part = set.split(" from ").next().unwrap_or(set);
+                let assigned = state_operands(set_part);
+                if assigned.is_empty() {
+                    continue;
+                }
+                let name = f.strip_prefix(&root).unwrap().display().to_string();
+                writers.push(name.clone());
+                for a in &assigned {
+                    assert!(
+                        decided(a),
+                        "{name}: assigns state = {a}, not a decided move"
+                    );
+                }
+                let guards = state_operands(guard);
+                assert!(
+                    !guards.is_empty() && guards.iter().all(|g| decided(g)),
+                    "{name}: writes state without a guard on the state decided on ({guards:?})"
+                );
+            }
+        }
+        // The writers, so that a new one is looked at (and this test is seen to read them).
+        writers.sort();
+        writers.dedup();
+        assert_eq!(
+            writers,
+            [
+                "grading/requeue.sql",
+                "scheduler/apply_effects.sql",
+                "scheduler/budget_cancel.sql",
+                "scheduler/cancel_run.sql",
+                "scheduler/claim_create.sql",
+                "scheduler/end_runs.sql",
+                "scheduler/move_run.sql",
+                "scheduler/requeue_revoked.sql",
+                "scheduler/resume_items.sql",
+                "scheduler/start_run.sql",
+            ]
+        );
+        // No Rust outside test support writes a run's or item's state inline.
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut rs = Vec::new();
+        fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    rust_files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        rust_files(&src, &mut rs);
+        for f in rs {
+            if f.ends_with("test_support.rs") || f.ends_with("machine.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap().to_lowercase();
+            for stmt in updates(&text) {
+                let set = stmt.split(" where ").next().unwrap_or(&stmt);
+                assert!(
+                    state_operands(set).is_empty(),
+                    "{}: writes a state inline: {stmt}",
+                    f.display()
+                );
+            }
+        }
+    }
+}

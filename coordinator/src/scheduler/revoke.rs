@@ -20,6 +20,13 @@ use crate::store::{StoreError, Tx};
 const REVOKE_UNSTARTED_SQL: &str = include_str!("../../sql/scheduler/revoke_unstarted.sql");
 const REQUEUE_REVOKED_SQL: &str = include_str!("../../sql/scheduler/requeue_revoked.sql");
 
+/// The item move of a revoke (core's item machine), read once.
+static REVOKE: std::sync::LazyLock<(&str, &str)> = std::sync::LazyLock::new(|| {
+    use akbench_core::dispatch::machine::{live_move, ItemEvent};
+    // Core's table test `claims_and_revokes_move_one_live_class` holds this.
+    live_move(ItemEvent::Revoke).expect("core's item machine moves one class on a revoke")
+});
+
 /// A lease taken back before its attempt started: the worker to send `Cancel` to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revoked {
@@ -103,7 +110,7 @@ pub(super) async fn revoke_unstarted(
     .await?;
     tx.execute(
         &tx.prepare_cached(REQUEUE_REVOKED_SQL).await?,
-        &[&trials, &now],
+        &[&trials, &now, &REVOKE.0, &REVOKE.1],
     )
     .await?;
     Ok(revoked)

@@ -325,6 +325,19 @@ pub fn item_moves(event: ItemEvent) -> Vec<(ItemClass, ItemClass)> {
         .collect()
 }
 
+/// The one move `event` makes of an item without an outcome (ready or leased), as the
+/// (from, to) states a statement that moves such items is given: a claim (ready to
+/// leased), a revoke (leased to ready). `None` when it makes none, or more than one.
+pub fn live_move(event: ItemEvent) -> Option<(&'static str, &'static str)> {
+    let mut moves = item_moves(event)
+        .into_iter()
+        .filter(|(from, to)| from.outcome.is_none() && to.outcome.is_none());
+    match (moves.next(), moves.next()) {
+        (Some((from, to)), None) => Some((from.state.as_str(), to.state.as_str())),
+        _ => None,
+    }
+}
+
 /// The columns a guarded statement unnests to apply a batch of item moves, one row per
 /// class: `from_state`, `from_outcome` (`None`: no outcome), `to_state`, `to_outcome`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

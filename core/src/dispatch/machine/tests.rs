@@ -199,3 +199,18 @@ fn bulk_moves_are_the_table_over_every_class() {
         assert_eq!(ItemState::parse(s.as_str()), Some(s));
     }
 }
+
+#[test]
+fn claims_and_revokes_move_one_live_class() {
+    assert_eq!(live_move(ItemEvent::Claim), Some(("ready", "leased")));
+    assert_eq!(live_move(ItemEvent::Revoke), Some(("leased", "ready")));
+    assert_eq!(
+        live_move(ItemEvent::Settle(Settled::Retry)),
+        Some(("leased", "ready"))
+    );
+    assert_eq!(
+        live_move(ItemEvent::Resume),
+        None,
+        "resume moves classes with outcomes"
+    );
+}

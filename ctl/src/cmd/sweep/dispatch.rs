@@ -5,10 +5,12 @@
 //! next (plan order, not before its retry backoff, its route not paused, within the caps
 //! by `dispatch::within_caps`), how an ended attempt settles (`dispatch::settle`: retried
 //! after a bounded jittered backoff, or done with `dispatch::trial_terminal`), what a cancel
-//! does (the run is `cancelling`, every ready item is cancelled; live attempts end and are
-//! not retried) and when the run ends (`RunState::when_idle`). Time and jitter come in as
+//! does (core's run and item machine, `dispatch::machine`, as the coordinator decides it: the
+//! run is `cancelling`, every ready item is cancelled; live attempts end and are not retried;
+//! an ended run stays as it is) and when the run ends (`RunState::when_idle`). Time and jitter come in as
 //! arguments: nothing here reads a clock or runs anything; `sweep::local` drives it.
 
+use akbench_core::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove};
 use akbench_core::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
 use akbench_core::lifecycle::State;
 use akbench_core::manifest::Concurrency;
@@ -244,21 +246,47 @@ impl InMemoryDispatch {
     /// waiting for a retry) is cancelled; live attempts are left to end (the caller stops
     /// them) and are not retried. Returns the items cancelled.
     pub fn cancel(&mut self) -> Vec<usize> {
-        if !self.run.is_ended() {
-            self.run = RunState::Cancelling;
+        // Core's run machine, as the coordinator decides a cancel: an ended run stays.
+        match machine::run_on(self.run, RunEvent::Cancel) {
+            Ok(RunMove::To(to)) => self.run = to,
+            Ok(RunMove::Stays(_)) | Err(_) => {}
         }
-        self.cancel_ready(CANCEL_REASON)
+        if self.run.is_ended() {
+            return Vec::new();
+        }
+        self.cancel_items(ItemEvent::Cancel, CANCEL_REASON)
     }
 
     /// The run's budget is spent: no item starts again; every ready item is cancelled with
     /// `reason` (`core::budget::BUDGET_REASON`), as the coordinator's budget stop does.
     /// Returns the items cancelled.
     pub fn cancel_ready(&mut self, reason: &'static str) -> Vec<usize> {
+        self.cancel_items(ItemEvent::BudgetStop, reason)
+    }
+
+    /// Moves the items core's item machine cancels on `event` (the ready ones) to
+    /// cancelled with `reason`. Returns them.
+    fn cancel_items(&mut self, event: ItemEvent, reason: &'static str) -> Vec<usize> {
         let mut cancelled = Vec::new();
         for (i, item) in self.items.iter_mut().enumerate() {
-            if matches!(item.state, ItemState::Ready { .. }) {
-                item.state = ItemState::Cancelled(reason);
-                cancelled.push(i);
+            let class = ItemClass {
+                state: match item.state {
+                    ItemState::Ready { .. } => machine::ItemState::Ready,
+                    ItemState::Leased => machine::ItemState::Leased,
+                    ItemState::Done(_) => machine::ItemState::Done,
+                    ItemState::Cancelled(_) => machine::ItemState::Cancelled,
+                },
+                outcome: match item.state {
+                    ItemState::Done(s) => Some(s),
+                    ItemState::Cancelled(_) => Some(State::Cancelled),
+                    _ => None,
+                },
+            };
+            if let ItemMove::To(to) = machine::item_on(class, event) {
+                if to.state == machine::ItemState::Cancelled {
+                    item.state = ItemState::Cancelled(reason);
+                    cancelled.push(i);
+                }
             }
         }
         cancelled
