@@ -1315,6 +1315,158 @@ async fn cancelling_an_ended_run_changes_nothing_and_grading_it_still_works() {
     coordinator.stop().await;
 }
 
+/// Core's run machine table (`akbench_core::dispatch::machine::run_on`), run against the
+/// coordinator's PostgreSQL path: a run brought into each state by the product's own calls,
+/// then each event through the control API (start, cancel, resume, grade) or the idle rule,
+/// ends in the state core decides, and a refusal is a refusal that changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_machine_table_holds_on_the_postgresql_path() {
+    use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove};
+    use akbench_core::dispatch::RunState;
+    #[derive(Debug, Clone, Copy)]
+    enum Ev {
+        Start,
+        Cancel,
+        Resume,
+        Grade,
+        Idle,
+    }
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client(None).await;
+    let store = coordinator.store();
+    let c = store.client().await.unwrap();
+    let mut case = 0usize;
+    for from in RunState::ALL {
+        for ev in [Ev::Start, Ev::Cancel, Ev::Resume, Ev::Grade, Ev::Idle] {
+            case += 1;
+            let (spec, ready) = run_docs(case, 1);
+            let key = spec.identity.run_key.clone();
+            let run_id = spec.identity.run_id;
+            client
+                .submit_plan(submit_request(&spec, &ready))
+                .await
+                .unwrap();
+            // Bring the run into `from` by the product's own calls.
+            if from != RunState::Planned {
+                client
+                    .start_run(pb::StartRunRequest { run: key.clone() })
+                    .await
+                    .unwrap();
+            }
+            match from {
+                RunState::Cancelling => {
+                    live_attempt(store, &ready, 0, "executing").await;
+                }
+                RunState::Finished => {
+                    for i in 0..ready.trials.len() {
+                        finish_trial(store, &ready, i, 1, "not_graded", None).await;
+                    }
+                    akbench_coordinator::scheduler::test_support::end_idle_runs(store, &[run_id])
+                        .await
+                        .unwrap();
+                }
+                _ => {}
+            }
+            if matches!(from, RunState::Cancelling | RunState::Cancelled) {
+                client
+                    .cancel_run(pb::CancelRunRequest {
+                        run: key.clone(),
+                        reason: "set-up".into(),
+                    })
+                    .await
+                    .unwrap();
+            }
+            let state_of = || async {
+                let s: String = c
+                    .query_one("SELECT state FROM runs WHERE run_id = $1", &[&run_id])
+                    .await
+                    .unwrap()
+                    .get(0);
+                RunState::parse(&s).unwrap()
+            };
+            assert_eq!(state_of().await, from, "set-up of case {case}");
+            let refused = match ev {
+                Ev::Start => client
+                    .start_run(pb::StartRunRequest { run: key.clone() })
+                    .await
+                    .err(),
+                Ev::Cancel => client
+                    .cancel_run(pb::CancelRunRequest {
+                        run: key.clone(),
+                        reason: "table".into(),
+                    })
+                    .await
+                    .err(),
+                Ev::Resume | Ev::Grade => client
+                    .resume_run(pb::ResumeRunRequest {
+                        run: key.clone(),
+                        grade: matches!(ev, Ev::Grade),
+                    })
+                    .await
+                    .err(),
+                Ev::Idle => {
+                    akbench_coordinator::scheduler::test_support::end_idle_runs(store, &[run_id])
+                        .await
+                        .unwrap();
+                    None
+                }
+            };
+            let has_work: bool = c
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM work_items WHERE run_id = $1 \
+                     AND state IN ('ready', 'leased'))",
+                    &[&run_id],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            let event = match ev {
+                Ev::Start => RunEvent::Start,
+                Ev::Cancel => RunEvent::Cancel,
+                Ev::Resume => RunEvent::Resume { has_work },
+                Ev::Grade => RunEvent::Grade { has_work },
+                Ev::Idle => RunEvent::Idle { all_enqueued: true },
+            };
+            let after = state_of().await;
+            let what = format!("{from} + {ev:?} (has_work {has_work})");
+            if matches!(ev, Ev::Idle) && has_work {
+                // Not idle: the idle event does not happen.
+                assert_eq!(after, from, "{what}");
+                continue;
+            }
+            if from == RunState::Planned && matches!(ev, Ev::Resume | Ev::Grade) {
+                // The one documented exception: resuming a planned run starts it (core's
+                // machine refuses the resume itself; the control API starts the run instead).
+                assert!(refused.is_none(), "{what}: {refused:?}");
+                assert_eq!(after, RunState::Running, "{what}");
+                continue;
+            }
+            match run_on(from, event) {
+                Ok(RunMove::To(to)) => {
+                    assert!(refused.is_none(), "{what}: {refused:?}");
+                    // A cancel of a run with nothing live ends it at once (the idle rule).
+                    let to = if matches!(ev, Ev::Cancel) && !has_work {
+                        to.when_idle(true).unwrap_or(to)
+                    } else {
+                        to
+                    };
+                    assert_eq!(after, to, "{what}");
+                }
+                Ok(RunMove::Stays(_)) => {
+                    assert!(refused.is_none(), "{what}: {refused:?}");
+                    assert_eq!(after, from, "{what}");
+                }
+                Err(why) => {
+                    let e = refused.unwrap_or_else(|| panic!("{what}: not refused ({why})"));
+                    assert_eq!(e.code(), Code::FailedPrecondition, "{what}: {e:?}");
+                    assert_eq!(after, from, "{what}");
+                }
+            }
+        }
+    }
+    coordinator.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_records() {
     let coordinator = Coordinator::open().await;
