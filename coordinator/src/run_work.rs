@@ -50,7 +50,7 @@ impl SchedulerWork {
         let (spec_agents, execution) = start_condition(store, &run).await?;
         let c = &execution.concurrency;
         let caps = Caps {
-            limits: akbench_core::dispatch::RunCaps::of(c),
+            limits: c.caps(),
             worker_labels: execution.worker_labels.clone(),
             share: execution.share(),
         };

@@ -578,18 +578,6 @@ pub struct RunCaps {
 }
 
 impl RunCaps {
-    /// The caps a manifest's `execution.concurrency` sets.
-    pub fn of(c: &crate::manifest::Concurrency) -> Self {
-        let wide = |m: &std::collections::BTreeMap<String, u32>| {
-            m.iter().map(|(k, v)| (k.clone(), i64::from(*v))).collect()
-        };
-        Self {
-            per_agent: wide(&c.per_agent),
-            per_provider: wide(&c.per_provider_route),
-            max_trials: c.max_trials.map(i64::from),
-        }
-    }
-
     /// Whether nothing is capped.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()

@@ -110,14 +110,14 @@ pub fn terminal_state(execution: Execution, grading: Grading) -> State {
 /// (grading could not run on its worker). Attempts with a verdict, and attempts that never
 /// ran their agent to the end, owe nothing. The one rule: `run grade` / `resume --grade`
 /// select by it (`sql/grading/owed.sql`, given [`owing_states`]) and `run evaluate --all` too.
-pub fn owes_grade(kind: crate::work::WorkKind, state: State) -> bool {
+pub fn owes_grade(kind: crate::lifecycle::WorkKind, state: State) -> bool {
     matches!(state, State::NotGraded | State::EvaluationError)
-        || (kind == crate::work::WorkKind::Grade && state == State::InfrastructureError)
+        || (kind == crate::lifecycle::WorkKind::Grade && state == State::InfrastructureError)
 }
 
 /// The terminal states in which a deciding attempt of `kind` owes a grade ([`owes_grade`]),
 /// as stored names: what a statement that selects owed trials is given.
-pub fn owing_states(kind: crate::work::WorkKind) -> Vec<&'static str> {
+pub fn owing_states(kind: crate::lifecycle::WorkKind) -> Vec<&'static str> {
     crate::lifecycle::ALL_STATES
         .into_iter()
         .filter(|s| owes_grade(kind, *s))
@@ -389,14 +389,14 @@ mod tests {
                 let s = terminal_state(e, g);
                 assert_ne!(s, State::NotGraded, "{e:?} {g:?}");
                 assert_ne!(s, State::Completed, "{e:?} {g:?}");
-                assert!(!owes_grade(crate::work::WorkKind::Execute, s));
+                assert!(!owes_grade(crate::lifecycle::WorkKind::Execute, s));
             }
         }
     }
 
     #[test]
     fn a_trial_owes_a_grade_when_its_agent_ran_and_it_has_no_verdict() {
-        use crate::work::WorkKind::{Execute, Grade};
+        use crate::lifecycle::WorkKind::{Execute, Grade};
         for s in crate::lifecycle::ALL_STATES {
             let no_verdict = matches!(s, State::NotGraded | State::EvaluationError);
             assert_eq!(owes_grade(Execute, s), no_verdict, "{s:?}");

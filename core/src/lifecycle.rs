@@ -308,5 +308,33 @@ pub fn validate_path(states: &[State]) -> Result<(), String> {
     Ok(())
 }
 
+/// What a work item asks a worker to do (`work_items.kind`, `attempts.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkKind {
+    /// Run the agent (and grade, unless the plan says not to).
+    Execute,
+    /// Grade an attempt executed earlier.
+    Grade,
+}
+
+impl WorkKind {
+    /// Both kinds.
+    pub const ALL: [WorkKind; 2] = [Self::Execute, Self::Grade];
+
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Execute => "execute",
+            Self::Grade => "grade",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -172,6 +172,21 @@ pub struct Concurrency {
     pub per_provider_route: BTreeMap<String, u32>,
 }
 
+impl Concurrency {
+    /// The caps these set, in the one form dispatch admits by ([`crate::dispatch::RunCaps`]:
+    /// widened to the database's integers).
+    pub fn caps(&self) -> crate::dispatch::RunCaps {
+        let wide = |m: &std::collections::BTreeMap<String, u32>| {
+            m.iter().map(|(k, v)| (k.clone(), i64::from(*v))).collect()
+        };
+        crate::dispatch::RunCaps {
+            per_agent: wide(&self.per_agent),
+            per_provider: wide(&self.per_provider_route),
+            max_trials: self.max_trials.map(i64::from),
+        }
+    }
+}
+
 /// How the agent process is isolated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

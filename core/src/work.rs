@@ -13,33 +13,7 @@ use crate::record::AttemptRecord;
 use crate::spec::SpecAgent;
 use serde::{Deserialize, Serialize};
 
-/// What a work item asks a worker to do (`work_items.kind`, `attempts.kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkKind {
-    /// Run the agent (and grade, unless the plan says not to).
-    Execute,
-    /// Grade an attempt executed earlier.
-    Grade,
-}
-
-impl WorkKind {
-    /// Both kinds.
-    pub const ALL: [WorkKind; 2] = [Self::Execute, Self::Grade];
-
-    /// The name stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Execute => "execute",
-            Self::Grade => "grade",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
+pub use crate::lifecycle::WorkKind;
 
 /// What a worker runs for one assignment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -406,7 +406,7 @@ fn run_caps_come_from_the_manifest_and_meet_candidates() {
         per_agent: [("a".to_string(), 2)].into(),
         per_provider_route: [("anthropic".to_string(), 1)].into(),
     };
-    let caps = RunCaps::of(&c);
+    let caps = c.caps();
     assert_eq!(caps.max_trials, Some(4));
     assert!(!caps.is_empty() && RunCaps::default().is_empty());
     let live = Live {

@@ -108,7 +108,7 @@ impl InMemoryDispatch {
             items,
             limits: RunCaps {
                 max_trials: Some(caps.max_trials.map_or(slots, |m| i64::from(m).min(slots))),
-                ..RunCaps::of(caps)
+                ..caps.caps()
             },
             live: 0,
             live_agent: BTreeMap::new(),
