@@ -60,7 +60,7 @@ use crate::store::{Store, StoreError};
 
 pub use error::SchedulerError;
 pub use record_store::{store_records, NewRecord};
-pub use report::{placement_key, ClaimAfter};
+pub use report::{frees, placement_key, ClaimAfter};
 pub use retry::{JitterSource, RetryPolicy};
 pub use revoke::Revoked;
 pub use types::{

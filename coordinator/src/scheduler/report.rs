@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove};
 use akbench_core::dispatch::{
-    accept_finish, accept_record, current, Acceptance, AttemptView, RunState,
+    accept_finish, current, Acceptance, AttemptView, RunState,
 };
 use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
@@ -29,6 +29,9 @@ const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
 const END_RUNS_SQL: &str = include_str!("../../sql/scheduler/end_runs.sql");
 const SUBMISSIONS_OF_SQL: &str = include_str!("../../sql/scheduler/submissions_of.sql");
 const INSERT_QUARANTINE_SQL: &str = include_str!("../../sql/scheduler/insert_quarantine.sql");
+
+mod decide;
+use decide::Decided;
 
 pub(super) type Outcome = Result<ReportAck, SchedulerError>;
 
@@ -275,7 +278,7 @@ fn freed(c: &ClaimAfter, reports: &[Report], outcomes: &[Option<Outcome>]) -> us
 }
 
 /// Whether `outcome` frees the attempt's slot: it finished, or its epoch is stale.
-pub(super) fn frees(outcome: &Outcome) -> bool {
+pub fn frees(outcome: &Outcome) -> bool {
     matches!(
         outcome,
         Ok(ReportAck::Finished(_)) | Err(SchedulerError::StaleEpoch { .. })
@@ -434,68 +437,11 @@ pub(super) async fn apply_batch(
         }
     }
 
-    let mut writes = Writes::default();
-    let mut out: Vec<(usize, Outcome)> = Vec::with_capacity(batch.len());
-    let mut finishing: Vec<(usize, Uuid, Uuid, State)> = Vec::new();
-    for (i, report) in batch {
-        let i = *i;
-        let id = report.attempt_id();
-        let Some(row) = rows.get_mut(&id) else {
-            out.push((i, Err(SchedulerError::NotFound(format!("attempt {id}")))));
-            continue;
-        };
-        let outcome = match report {
-            Report::Transitions {
-                epoch, transitions, ..
-            } => transitions_of(id, *epoch, transitions, row, &mut known),
-            Report::Finished {
-                epoch,
-                terminal,
-                cause,
-                ..
-            } => {
-                let o = finish_of(id, *epoch, *terminal, cause, row, now);
-                if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
-                    finishing.push((i, id, row.trial_id, *terminal));
-                }
-                o
-            }
-            Report::Record {
-                epoch,
-                record_json,
-                digest,
-                ..
-            } => {
-                let stored = accepted.get(&id).cloned();
-                match accept_record(&row.view(), *epoch, stored.as_deref(), digest) {
-                    Acceptance::Stale => Err(stale(id, *epoch)),
-                    Acceptance::Accept => {
-                        accepted.insert(id, digest.clone());
-                        writes
-                            .submissions
-                            .push((id, digest.clone(), record_json.clone()));
-                        Ok(ReportAck::Record { stored: true })
-                    }
-                    Acceptance::Duplicate => Ok(ReportAck::Record { stored: false }),
-                    Acceptance::Conflict => {
-                        let d = stored.unwrap_or_default();
-                        writes.quarantine.push((
-                            id,
-                            digest.clone(),
-                            record_json.clone(),
-                            format!("conflicts with the accepted record {d}"),
-                        ));
-                        Err(SchedulerError::RecordConflict {
-                            attempt_id: id,
-                            accepted: d,
-                            digest: digest.clone(),
-                        })
-                    }
-                }
-            }
-        };
-        out.push((i, outcome));
-    }
+    let Decided {
+        mut out,
+        writes,
+        finishing,
+    } = decide::decide(batch, &mut rows, &mut known, &mut accepted, now);
 
     // Records before the settle: a trial made done in this batch takes its bucket from its
     // record (migration 0018). The budget check stays after the settle, so a trial it

@@ -613,8 +613,8 @@ impl Session {
                         self.service.metrics.retried();
                     }
                 }
-                let done = matches!(outcome, Ok(ReportAck::Finished(_)))
-                    || matches!(outcome, Err(SchedulerError::StaleEpoch { .. }));
+                // The scheduler's one rule of which outcome frees a slot.
+                let done = crate::scheduler::frees(outcome);
                 if done && self.held.remove(&report.attempt_id()).is_some() {
                     freed = true;
                 }
