@@ -100,6 +100,7 @@ pub fn rates(r: &Rates) -> pb::Rates {
         pass_rate: r.pass_rate,
         coverage: r.coverage,
         infrastructure_error_rate: r.infrastructure_error_rate,
+        solve_rate: r.solve_rate,
     }
 }
 

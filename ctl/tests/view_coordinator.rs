@@ -367,6 +367,21 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
         assert_eq!(here[field], there[field], "{field}: {here} vs {there}");
     }
     assert_eq!(here["summary"]["total"]["counts"]["succeeded"], 1, "{here}");
+    // The runs list shows the measured solve rate from either source (the wire's `Rates`
+    // carries it: issue 48, it was n/a through `view --coordinator`).
+    let solve = |list: serde_json::Value| {
+        list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key.as_str())
+            .map(|r| r["solve_rate"].clone())
+            .unwrap_or_else(|| panic!("{key} not listed: {list}"))
+    };
+    let solve_here = solve(body(request(http, "GET", "/api/runs", Some(VIEWER)).1));
+    let solve_there = solve(body(request(addr, "GET", "/api/runs", None).1));
+    assert_eq!(solve_there, serde_json::json!(0.5));
+    assert_eq!(solve_here, solve_there);
     let rows_here = body(
         request(
             http,

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove};
-use akbench_core::dispatch::{
-    accept_finish, current, Acceptance, AttemptView, RunState,
-};
+use akbench_core::dispatch::{accept_finish, current, Acceptance, AttemptView, RunState};
 use akbench_core::lifecycle::{is_worker_step, State};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

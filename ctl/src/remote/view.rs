@@ -55,6 +55,7 @@ fn rates_json(r: Option<&pb::Rates>) -> serde_json::Value {
     serde_json::json!({
         "graded": r.graded,
         "pass_rate": r.pass_rate,
+        "solve_rate": r.solve_rate,
         "coverage": r.coverage,
         "infrastructure_error_rate": r.infrastructure_error_rate,
     })
@@ -78,9 +79,10 @@ fn share_text(h: &pb::RunShare) -> String {
 fn rates_text(r: Option<&pb::Rates>) -> String {
     let r = r.copied().unwrap_or_default();
     format!(
-        "pass rate {} ({} graded)  coverage {}  infrastructure errors {}",
+        "pass rate {} ({} graded)  solve rate {}  coverage {}  infrastructure errors {}",
         Pct(r.pass_rate),
         r.graded,
+        Pct(r.solve_rate),
         Pct(r.coverage),
         Pct(r.infrastructure_error_rate)
     )
@@ -434,10 +436,13 @@ mod tests {
             rates: Some(pb::Rates {
                 graded: 2,
                 pass_rate: Some(0.5),
+                solve_rate: Some(0.25),
                 ..Default::default()
             }),
             ..s
         };
         assert!(block(&s).contains("pass rate 50.0% (2 graded)"));
+        assert!(block(&s).contains("solve rate 25.0%"), "{}", block(&s));
+        assert_eq!(status_json(&s)["rates"]["solve_rate"], 0.25);
     }
 }

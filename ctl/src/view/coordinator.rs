@@ -237,7 +237,7 @@ impl Backend for GrpcBackend {
                     .unwrap_or_default(),
                 tasks: None,
                 pass_rate: rates.pass_rate,
-                solve_rate: None,
+                solve_rate: rates.solve_rate,
                 key: r.run_key,
             });
         }

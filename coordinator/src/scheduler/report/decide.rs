@@ -37,68 +37,68 @@ pub(super) fn decide(
     accepted: &mut HashMap<Uuid, String>,
     now: DateTime<Utc>,
 ) -> Decided {
-let mut writes = Writes::default();
-let mut out: Vec<(usize, Outcome)> = Vec::with_capacity(batch.len());
-let mut finishing: Vec<(usize, Uuid, Uuid, State)> = Vec::new();
-for (i, report) in batch {
-    let i = *i;
-    let id = report.attempt_id();
-    let Some(row) = rows.get_mut(&id) else {
-        out.push((i, Err(SchedulerError::NotFound(format!("attempt {id}")))));
-        continue;
-    };
-    let outcome = match report {
-        Report::Transitions {
-            epoch, transitions, ..
-        } => transitions_of(id, *epoch, transitions, row, known),
-        Report::Finished {
-            epoch,
-            terminal,
-            cause,
-            ..
-        } => {
-            let o = finish_of(id, *epoch, *terminal, cause, row, now);
-            if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
-                finishing.push((i, id, row.trial_id, *terminal));
-            }
-            o
-        }
-        Report::Record {
-            epoch,
-            record_json,
-            digest,
-            ..
-        } => {
-            let stored = accepted.get(&id).cloned();
-            match accept_record(&row.view(), *epoch, stored.as_deref(), digest) {
-                Acceptance::Stale => Err(stale(id, *epoch)),
-                Acceptance::Accept => {
-                    accepted.insert(id, digest.clone());
-                    writes
-                        .submissions
-                        .push((id, digest.clone(), record_json.clone()));
-                    Ok(ReportAck::Record { stored: true })
+    let mut writes = Writes::default();
+    let mut out: Vec<(usize, Outcome)> = Vec::with_capacity(batch.len());
+    let mut finishing: Vec<(usize, Uuid, Uuid, State)> = Vec::new();
+    for (i, report) in batch {
+        let i = *i;
+        let id = report.attempt_id();
+        let Some(row) = rows.get_mut(&id) else {
+            out.push((i, Err(SchedulerError::NotFound(format!("attempt {id}")))));
+            continue;
+        };
+        let outcome = match report {
+            Report::Transitions {
+                epoch, transitions, ..
+            } => transitions_of(id, *epoch, transitions, row, known),
+            Report::Finished {
+                epoch,
+                terminal,
+                cause,
+                ..
+            } => {
+                let o = finish_of(id, *epoch, *terminal, cause, row, now);
+                if matches!(o, Ok(ReportAck::Finished(Some(_)))) {
+                    finishing.push((i, id, row.trial_id, *terminal));
                 }
-                Acceptance::Duplicate => Ok(ReportAck::Record { stored: false }),
-                Acceptance::Conflict => {
-                    let d = stored.unwrap_or_default();
-                    writes.quarantine.push((
-                        id,
-                        digest.clone(),
-                        record_json.clone(),
-                        format!("conflicts with the accepted record {d}"),
-                    ));
-                    Err(SchedulerError::RecordConflict {
-                        attempt_id: id,
-                        accepted: d,
-                        digest: digest.clone(),
-                    })
+                o
+            }
+            Report::Record {
+                epoch,
+                record_json,
+                digest,
+                ..
+            } => {
+                let stored = accepted.get(&id).cloned();
+                match accept_record(&row.view(), *epoch, stored.as_deref(), digest) {
+                    Acceptance::Stale => Err(stale(id, *epoch)),
+                    Acceptance::Accept => {
+                        accepted.insert(id, digest.clone());
+                        writes
+                            .submissions
+                            .push((id, digest.clone(), record_json.clone()));
+                        Ok(ReportAck::Record { stored: true })
+                    }
+                    Acceptance::Duplicate => Ok(ReportAck::Record { stored: false }),
+                    Acceptance::Conflict => {
+                        let d = stored.unwrap_or_default();
+                        writes.quarantine.push((
+                            id,
+                            digest.clone(),
+                            record_json.clone(),
+                            format!("conflicts with the accepted record {d}"),
+                        ));
+                        Err(SchedulerError::RecordConflict {
+                            attempt_id: id,
+                            accepted: d,
+                            digest: digest.clone(),
+                        })
+                    }
                 }
             }
-        }
-    };
-    out.push((i, outcome));
-}
+        };
+        out.push((i, outcome));
+    }
 
     Decided {
         out,

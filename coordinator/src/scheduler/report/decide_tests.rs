@@ -78,7 +78,10 @@ fn a_finish_at_the_current_epoch_is_accepted_and_settles_its_trial() {
     let mut s = snapshot(id, live(3, 5));
     let d = run(&mut s, &[finished(id, 3, State::Failed)]);
     assert!(matches!(d.out[0].1, Ok(ReportAck::Finished(Some(_)))));
-    assert_eq!(d.finishing, vec![(0, id, Uuid::from_u128(7), State::Failed)]);
+    assert_eq!(
+        d.finishing,
+        vec![(0, id, Uuid::from_u128(7), State::Failed)]
+    );
     let row = &s.rows[&id];
     assert!(row.dirty);
     assert_eq!(row.terminal, Some(State::Failed));
@@ -125,10 +128,7 @@ fn records_are_stored_once_and_a_different_digest_is_quarantined() {
             record(id, 3, "sha256:b"),
         ],
     );
-    assert!(matches!(
-        d.out[0].1,
-        Ok(ReportAck::Record { stored: true })
-    ));
+    assert!(matches!(d.out[0].1, Ok(ReportAck::Record { stored: true })));
     assert!(matches!(
         d.out[1].1,
         Ok(ReportAck::Record { stored: false })
