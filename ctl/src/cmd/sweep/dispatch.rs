@@ -118,9 +118,8 @@ impl InMemoryDispatch {
     }
 
     /// The run's state: a running run whose items are all done is finished, a cancelling
-    /// one with nothing live is cancelled (the tests' view: the sweep ends when
-    /// [`InMemoryDispatch::next`] says so).
-    #[cfg(test)]
+    /// one with nothing live is cancelled (core's idle rule over what is ready and live; the
+    /// sweep ends when [`InMemoryDispatch::next`] says so).
     pub fn run_state(&self) -> RunState {
         let idle = self.live == 0
             && !self
@@ -247,6 +246,7 @@ impl InMemoryDispatch {
     /// them) and are not retried. Returns the items cancelled.
     pub fn cancel(&mut self) -> Vec<usize> {
         // Core's run machine, as the coordinator decides a cancel: an ended run stays.
+        self.run = self.run_state();
         match machine::run_on(self.run, RunEvent::Cancel) {
             Ok(RunMove::To(to)) => self.run = to,
             Ok(RunMove::Stays(_)) | Err(_) => {}

@@ -209,3 +209,104 @@ fn waits_are_bounded_by_the_tick() {
         Duration::ZERO
     );
 }
+
+/// Core's machine (`dispatch::machine`) holds for the memory store too: each move the local
+/// dispatch makes is the one `item_on` / `run_on` decides.
+#[test]
+fn the_machine_table_holds_in_memory() {
+    use akbench_core::dispatch::machine::{item_on, run_on, ItemClass, ItemEvent, ItemMove};
+    use akbench_core::dispatch::machine::{ItemState as M, RunEvent, RunMove, Settled};
+    let class = |s: ItemState| ItemClass {
+        state: match s {
+            ItemState::Ready { .. } => M::Ready,
+            ItemState::Leased => M::Leased,
+            ItemState::Done(_) => M::Done,
+            ItemState::Cancelled(_) => M::Cancelled,
+        },
+        outcome: match s {
+            ItemState::Done(o) => Some(o),
+            ItemState::Cancelled(_) => Some(State::Cancelled),
+            _ => None,
+        },
+    };
+    let moved = |before: ItemState, after: ItemState, event| {
+        let want = item_on(class(before), event);
+        let got = if class(before) == class(after) {
+            ItemMove::Stays
+        } else {
+            ItemMove::To(class(after))
+        };
+        assert_eq!(got, want, "{before:?} -> {after:?} on {event:?}");
+    };
+    let now = Instant::now();
+    // Items 0..4: a claim, a retry, a done, then a cancel over ready, leased and done items.
+    let t = trials(5, 1, 1);
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        3,
+        Backoff::NONE,
+        now,
+    );
+    for i in 0..3 {
+        let before = d.item(i);
+        assert!(matches!(d.next(now, NOT_PAUSED), Next::Lease { .. }));
+        moved(before, d.item(i), ItemEvent::Claim);
+    }
+    let before = d.item(0);
+    d.ended(0, State::InfrastructureError, 0.5, now);
+    moved(before, d.item(0), ItemEvent::Settle(Settled::Retry));
+    let before = d.item(1);
+    d.ended(1, State::Failed, 0.5, now);
+    moved(
+        before,
+        d.item(1),
+        ItemEvent::Settle(Settled::Done(State::Failed)),
+    );
+    let before: Vec<ItemState> = (0..5).map(|i| d.item(i)).collect();
+    assert_eq!(
+        run_on(d.run_state(), RunEvent::Cancel),
+        Ok(RunMove::To(RunState::Cancelling))
+    );
+    d.cancel();
+    for (i, b) in before.into_iter().enumerate() {
+        moved(b, d.item(i), ItemEvent::Cancel);
+    }
+    assert_eq!(d.run_state(), RunState::Cancelling, "item 2 is still live");
+    d.ended(2, State::Cancelled, 0.5, now);
+    assert_eq!(d.run_state(), RunState::Cancelled, "the idle rule ends it");
+    // A budget stop over ready items.
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        1,
+        Backoff::NONE,
+        now,
+    );
+    let before: Vec<ItemState> = (0..5).map(|i| d.item(i)).collect();
+    d.cancel_ready("budget");
+    for (i, b) in before.into_iter().enumerate() {
+        moved(b, d.item(i), ItemEvent::BudgetStop);
+    }
+    // A finished run meets a cancel and stays finished (issue 48), as run_on says.
+    let t = trials(1, 1, 0);
+    let mut d = InMemoryDispatch::new(
+        &t,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        1,
+        Backoff::NONE,
+        now,
+    );
+    assert!(matches!(d.next(now, NOT_PAUSED), Next::Lease { .. }));
+    d.ended(0, State::Completed, 0.5, now);
+    assert_eq!(d.run_state(), RunState::Finished);
+    assert!(matches!(
+        run_on(RunState::Finished, RunEvent::Cancel),
+        Ok(RunMove::Stays(_))
+    ));
+    assert!(d.cancel().is_empty());
+    assert_eq!(d.run_state(), RunState::Finished);
+}
