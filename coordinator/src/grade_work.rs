@@ -18,7 +18,7 @@
 //! until the grades are in.
 
 use crate::rows::col;
-use crate::scheduler::machine::{decide_run, ItemEvent, MoveColumns};
+use crate::scheduler::machine::{decide_run, with_moves, ItemEvent, MoveColumns};
 use crate::scheduler::Scheduler;
 use crate::store::StoreError;
 use akbench_core::dispatch::machine::RunEvent;
@@ -131,17 +131,7 @@ pub async fn queue_grading_paged(
                         let row = tx
                             .query_one(
                                 REQUEUE_SQL,
-                                &[
-                                    &run_id,
-                                    &ids,
-                                    &documents,
-                                    &budgets,
-                                    &now,
-                                    &m.from_state,
-                                    &m.from_outcome,
-                                    &m.to_state,
-                                    &m.to_outcome,
-                                ],
+                                &with_moves(&[&run_id, &ids, &documents, &budgets, &now], &m),
                             )
                             .await?;
                         out.queued = crate::rows::count(&row, "queued")?;

@@ -129,6 +129,36 @@ fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanReque
     }
 }
 
+/// Submits a run of `tasks` x 2 agents x `reps` trials through `client` and starts it when
+/// `start`: its spec, ready plan, key and id.
+async fn submitted<S>(
+    client: &mut ControlClient<S>,
+    tasks: usize,
+    reps: u32,
+    start: bool,
+) -> (ResolvedRunSpec, RunPlan, String, Uuid)
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<tonic::codegen::StdError>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let (spec, ready) = run_docs(tasks, reps);
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    let key = spec.identity.run_key.clone();
+    if start {
+        client
+            .start_run(pb::StartRunRequest { run: key.clone() })
+            .await
+            .unwrap();
+    }
+    let run_id = spec.identity.run_id;
+    (spec, ready, key, run_id)
+}
+
 async fn row_counts(store: &Store) -> Vec<i64> {
     let client = store.client().await.unwrap();
     let mut out = Vec::new();
@@ -1232,17 +1262,7 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
 async fn cancelling_an_ended_run_changes_nothing_and_grading_it_still_works() {
     let coordinator = Coordinator::open().await;
     let mut client = coordinator.client(None).await;
-    let (spec, ready) = run_docs(2, 1);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
-    let run_id = spec.identity.run_id;
-    client
-        .start_run(pb::StartRunRequest { run: key.clone() })
-        .await
-        .unwrap();
+    let (_, ready, key, run_id) = submitted(&mut client, 2, 1, true).await;
     // Every trial executed, none graded; the report path's rule ends the idle run.
     for i in 0..ready.trials.len() {
         finish_trial(coordinator.store(), &ready, i, 1, "not_graded", None).await;
@@ -1339,20 +1359,9 @@ async fn the_run_machine_table_holds_on_the_postgresql_path() {
     for from in RunState::ALL {
         for ev in [Ev::Start, Ev::Cancel, Ev::Resume, Ev::Grade, Ev::Idle] {
             case += 1;
-            let (spec, ready) = run_docs(case, 1);
-            let key = spec.identity.run_key.clone();
-            let run_id = spec.identity.run_id;
-            client
-                .submit_plan(submit_request(&spec, &ready))
-                .await
-                .unwrap();
             // Bring the run into `from` by the product's own calls.
-            if from != RunState::Planned {
-                client
-                    .start_run(pb::StartRunRequest { run: key.clone() })
-                    .await
-                    .unwrap();
-            }
+            let (_, ready, key, run_id) =
+                submitted(&mut client, case, 1, from != RunState::Planned).await;
             match from {
                 RunState::Cancelling => {
                     live_attempt(store, &ready, 0, "executing").await;

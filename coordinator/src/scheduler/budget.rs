@@ -136,13 +136,7 @@ pub(super) async fn enforce(
     let m = super::machine::MoveColumns::of(super::machine::ItemEvent::BudgetStop);
     tx.query(
         &tx.prepare_cached(BUDGET_CANCEL_SQL).await?,
-        &[
-            &spent_runs,
-            &m.from_state,
-            &m.from_outcome,
-            &m.to_state,
-            &m.to_outcome,
-        ],
+        &super::machine::with_moves(&[&spent_runs], &m),
     )
     .await?;
     super::report::finish_runs(tx, &spent_runs).await?;

@@ -13,6 +13,22 @@ use crate::store::{StoreError, Tx};
 
 pub use akbench_core::dispatch::machine::{ItemEvent, MoveColumns};
 
+/// A statement parameter.
+pub type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
+/// The parameters of a statement that applies the item moves `m` after `first`: `first`,
+/// then from states, from outcomes, to states, to outcomes (each statement's `unnest`).
+pub fn with_moves<'a>(first: &[Param<'a>], m: &'a MoveColumns) -> Vec<Param<'a>> {
+    let mut p = first.to_vec();
+    p.extend([
+        &m.from_state as Param<'a>,
+        &m.from_outcome,
+        &m.to_state,
+        &m.to_outcome,
+    ]);
+    p
+}
+
 const RUN_FOR_UPDATE_SQL: &str = include_str!("../../sql/scheduler/run_for_update.sql");
 const MOVE_RUN_SQL: &str = include_str!("../../sql/scheduler/move_run.sql");
 
@@ -77,12 +93,13 @@ mod tests {
 
     use std::path::{Path, PathBuf};
 
-    fn sql_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    /// The files below `dir` whose name ends `.{ext}`.
+    fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                sql_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "sql") {
+                files(&p, ext, out);
+            } else if p.extension().is_some_and(|x| x == ext) {
                 out.push(p);
             }
         }
@@ -166,11 +183,11 @@ mod tests {
     #[test]
     fn every_statement_writing_a_run_or_item_state_applies_a_decided_guarded_move() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
-        let mut files = Vec::new();
-        sql_files(&root, &mut files);
-        files.sort();
+        let mut sql = Vec::new();
+        files(&root, "sql", &mut sql);
+        sql.sort();
         let mut writers = Vec::new();
-        for f in &files {
+        for f in &sql {
             let text = code(&std::fs::read_to_string(f).unwrap());
             for stmt in updates(&text) {
                 let (set, guard) = match stmt.find(" where ") {
@@ -218,17 +235,7 @@ mod tests {
         // No Rust outside test support writes a run's or item's state inline.
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut rs = Vec::new();
-        fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    rust_files(&p, out);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    out.push(p);
-                }
-            }
-        }
-        rust_files(&src, &mut rs);
+        files(&src, "rs", &mut rs);
         for f in rs {
             if f.ends_with("test_support.rs") || f.ends_with("machine.rs") {
                 continue;

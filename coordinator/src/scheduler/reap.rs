@@ -14,7 +14,7 @@ use akbench_core::dispatch::machine::{RunEvent, RunMove};
 use akbench_core::dispatch::replica::{self, holder, reap_across};
 use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss, RunState};
 
-use super::machine::{decide_run, ItemEvent, MoveColumns};
+use super::machine::{decide_run, with_moves, ItemEvent, MoveColumns};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
 const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
@@ -158,17 +158,7 @@ impl Scheduler {
                 Box::pin(async move {
                     let m = MoveColumns::of(ItemEvent::Resume);
                     let rows = tx
-                        .query(
-                            RESUME_ITEMS_SQL,
-                            &[
-                                &run_id,
-                                &now,
-                                &m.from_state,
-                                &m.from_outcome,
-                                &m.to_state,
-                                &m.to_outcome,
-                            ],
-                        )
+                        .query(RESUME_ITEMS_SQL, &with_moves(&[&run_id, &now], &m))
                         .await?;
                     let ids: Vec<Uuid> =
                         crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
@@ -267,13 +257,7 @@ impl Scheduler {
                     let row = tx
                         .query_one(
                             &tx.prepare_cached(CANCEL_RUN_SQL).await?,
-                            &[
-                                &run_id,
-                                &m.from_state,
-                                &m.from_outcome,
-                                &m.to_state,
-                                &m.to_outcome,
-                            ],
+                            &with_moves(&[&run_id], &m),
                         )
                         .await?;
                     let items: i64 = col(&row, "items")?;
