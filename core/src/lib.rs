@@ -12,6 +12,7 @@ pub mod accounting;
 pub mod agent;
 pub mod artifacts;
 pub mod bounded_read;
+pub mod buckets;
 pub mod budget;
 pub mod candidates;
 pub mod clock;

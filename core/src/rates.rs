@@ -7,7 +7,7 @@
 //! A rate over nothing is `None`, rendered `n/a`, never 0.0: "not measured" and "measured
 //! zero" must never look alike.
 
-use crate::accounting::{BucketCounts, Coverage};
+use crate::buckets::{BucketCounts, Coverage};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

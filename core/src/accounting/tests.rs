@@ -1,5 +1,6 @@
 use super::*;
 use crate::clock::{Clock, ManualClock};
+use crate::lifecycle::State;
 use crate::plan::plan;
 use crate::testkit::synthetic_spec;
 use chrono::{TimeZone, Utc};
@@ -561,7 +562,7 @@ fn whole_plan(plan: &RunPlan, observations: &[Observation]) -> RunAccounting {
                 }
             }
         };
-        *counts.slot(bucket) += 1;
+        counts.add(bucket);
         trials.push(AccountedTrial {
             ordinal: t.ordinal,
             trial_id: t.trial_id,
