@@ -32,6 +32,7 @@ use crate::lifecycle::State;
 
 pub mod hand_out;
 pub mod machine;
+pub mod memory;
 pub mod replica;
 pub mod share;
 

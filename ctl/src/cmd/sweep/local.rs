@@ -9,7 +9,6 @@
 //! `cancelled`, no attempt). With `execution.budget`, no attempt starts once `core::budget`
 //! says the cap is spent; the trials left are cancelled with the reason "budget".
 
-use super::dispatch::{InMemoryDispatch, ItemState, Next};
 use super::planned::{plan_run, show_result, PlannedSweep};
 use super::routes::{LocalRoutes, RouteObserver};
 use crate::cli::SweepArgs;
@@ -20,6 +19,7 @@ use crate::exit;
 use akbench_core::accounting::{reconcile, Observation};
 use akbench_core::budget::{Budget, BudgetStatus, Spent, BUDGET_REASON};
 use akbench_core::clock::SystemClock;
+use akbench_core::dispatch::memory::{InMemoryDispatch, ItemState, Next};
 use akbench_core::dispatch::{Backoff, Settlement};
 use akbench_core::plan::PlannedTrial;
 use akbench_core::record::{AttemptRecord, Identity};

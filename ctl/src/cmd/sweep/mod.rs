@@ -4,11 +4,10 @@
 //!   executors;
 //! - [`embedded`]: the default executor: a private PostgreSQL, a coordinator and local
 //!   workers (`shared::embedded`), the run submitted and started on them;
-//! - [`local`] (`--local`): every trial in this process, dispatched over memory by
-//!   [`dispatch`] (core's policy: retries, budget, caps) with provider route pauses from
-//!   [`routes`].
+//! - [`local`] (`--local`): every trial in this process, dispatched over memory by core's
+//!   `dispatch::memory` (core's policy: retries, budget, caps, the run and item machine)
+//!   with provider route pauses from [`routes`].
 
-mod dispatch;
 pub mod embedded;
 pub mod local;
 mod planned;

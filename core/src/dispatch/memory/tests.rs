@@ -1,7 +1,7 @@
 use super::*;
-use akbench_core::clock::ManualClock;
-use akbench_core::plan::plan;
-use akbench_core::testkit::synthetic_condition;
+use crate::clock::ManualClock;
+use crate::plan::plan;
+use crate::testkit::synthetic_condition;
 use chrono::TimeZone;
 
 /// `tasks` x `agents` trials, each with `retries` infrastructure retries.
@@ -9,7 +9,7 @@ fn trials(tasks: usize, agents: usize, retries: u32) -> Vec<PlannedTrial> {
     let clock = ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 3, 4, 0, 0, 0).unwrap());
     let mut c = synthetic_condition(tasks, agents, 1);
     c.execution.infrastructure_retries = retries;
-    let spec = akbench_core::spec::ResolvedRunSpec::assemble(c, Default::default(), &clock);
+    let spec = crate::spec::ResolvedRunSpec::assemble(c, Default::default(), &clock);
     plan(&spec, &clock).trials
 }
 
@@ -214,8 +214,8 @@ fn waits_are_bounded_by_the_tick() {
 /// dispatch makes is the one `item_on` / `run_on` decides.
 #[test]
 fn the_machine_table_holds_in_memory() {
-    use akbench_core::dispatch::machine::{item_on, run_on, ItemClass, ItemEvent, ItemMove};
-    use akbench_core::dispatch::machine::{ItemState as M, RunEvent, RunMove, Settled};
+    use crate::dispatch::machine::{item_on, run_on, ItemClass, ItemEvent, ItemMove};
+    use crate::dispatch::machine::{ItemState as M, RunEvent, RunMove, Settled};
     let class = |s: ItemState| ItemClass {
         state: match s {
             ItemState::Ready { .. } => M::Ready,

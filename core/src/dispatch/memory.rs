@@ -1,5 +1,5 @@
-//! `InMemoryDispatch`: the dispatch policy of `akbench sweep --local`, which is core's
-//! (`akbench_core::dispatch`) over an in-memory store instead of PostgreSQL.
+//! `InMemoryDispatch`: the dispatch of `akbench sweep --local`: this module's policy
+//! (`crate::dispatch`) over an in-memory store instead of the coordinator's PostgreSQL.
 //!
 //! It owns the work items of one run and what is live: which ready item a free slot takes
 //! next (plan order, not before its retry backoff, its route not paused, within the caps
@@ -10,11 +10,11 @@
 //! an ended run stays as it is) and when the run ends (`RunState::when_idle`). Time and jitter come in as
 //! arguments: nothing here reads a clock or runs anything; `sweep::local` drives it.
 
-use akbench_core::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove};
-use akbench_core::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
-use akbench_core::lifecycle::State;
-use akbench_core::manifest::Concurrency;
-use akbench_core::plan::PlannedTrial;
+use crate::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove};
+use crate::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
+use crate::lifecycle::State;
+use crate::manifest::Concurrency;
+use crate::plan::PlannedTrial;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ pub enum ItemState {
     /// Done with this trial outcome.
     Done(State),
     /// Cancelled before an attempt ran to an end (reason: [`CANCEL_REASON`] or
-    /// `core::budget::BUDGET_REASON`).
+    /// [`crate::budget::BUDGET_REASON`]).
     Cancelled(&'static str),
 }
 
@@ -300,5 +300,4 @@ impl InMemoryDispatch {
 }
 
 #[cfg(test)]
-#[path = "dispatch_tests.rs"]
 mod tests;
