@@ -13,8 +13,6 @@
 use crate::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove};
 use crate::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
 use crate::lifecycle::State;
-use crate::manifest::Concurrency;
-use crate::plan::PlannedTrial;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -36,6 +34,17 @@ pub enum ItemState {
     /// Cancelled before an attempt ran to an end (reason: [`CANCEL_REASON`] or
     /// [`crate::budget::BUDGET_REASON`]).
     Cancelled(&'static str),
+}
+
+/// A work item to dispatch: one planned trial's agent label, provider route and retry budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    /// The agent label (the caps per agent count by it).
+    pub agent: String,
+    /// The provider route of its agent, when it has one.
+    pub route: Option<String>,
+    /// Infrastructure retries allowed.
+    pub retry_budget: u32,
 }
 
 /// One planned trial's work item.
@@ -85,30 +94,29 @@ impl InMemoryDispatch {
     /// A running run with one ready item per planned trial (ready from `now`); `slots`
     /// bounds live attempts as the run's `max_trials` does.
     pub fn new(
-        trials: &[PlannedTrial],
-        route_of: &BTreeMap<String, String>,
-        caps: &Concurrency,
+        items: Vec<NewItem>,
+        caps: &RunCaps,
         slots: usize,
         backoff: Backoff,
         now: Instant,
     ) -> Self {
         let slots = i64::try_from(slots).unwrap_or(i64::MAX);
-        let items = trials
-            .iter()
+        let items = items
+            .into_iter()
             .map(|t| Item {
                 state: ItemState::Ready { not_before: now },
                 attempts: 0,
-                agent: t.agent.label.clone(),
-                route: route_of.get(&t.agent.label).cloned(),
-                retry_budget: t.attempt.infrastructure_retries,
+                agent: t.agent,
+                route: t.route,
+                retry_budget: t.retry_budget,
             })
             .collect();
         InMemoryDispatch {
             run: RunState::Running,
             items,
             limits: RunCaps {
-                max_trials: Some(caps.max_trials.map_or(slots, |m| i64::from(m).min(slots))),
-                ..caps.caps()
+                max_trials: Some(caps.max_trials.map_or(slots, |m| m.min(slots))),
+                ..caps.clone()
             },
             live: 0,
             live_agent: BTreeMap::new(),

@@ -1,6 +1,8 @@
 use super::*;
 use crate::clock::ManualClock;
+use crate::manifest::Concurrency;
 use crate::plan::plan;
+use crate::plan::PlannedTrial;
 use crate::testkit::synthetic_condition;
 use chrono::TimeZone;
 
@@ -11,6 +13,26 @@ fn trials(tasks: usize, agents: usize, retries: u32) -> Vec<PlannedTrial> {
     c.execution.infrastructure_retries = retries;
     let spec = crate::spec::ResolvedRunSpec::assemble(c, Default::default(), &clock);
     plan(&spec, &clock).trials
+}
+
+/// A dispatch over planned trials, as `sweep --local` makes it.
+fn new_dispatch(
+    trials: &[PlannedTrial],
+    route_of: &BTreeMap<String, String>,
+    caps: &Concurrency,
+    slots: usize,
+    backoff: Backoff,
+    now: Instant,
+) -> InMemoryDispatch {
+    let items = trials
+        .iter()
+        .map(|t| NewItem {
+            agent: t.agent.label.clone(),
+            route: route_of.get(&t.agent.label).cloned(),
+            retry_budget: t.attempt.infrastructure_retries,
+        })
+        .collect();
+    InMemoryDispatch::new(items, &caps.caps(), slots, backoff, now)
 }
 
 fn backoff() -> Backoff {
@@ -26,7 +48,7 @@ const NOT_PAUSED: &dyn Fn(&str) -> bool = &|_| false;
 fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
     let t = trials(3, 1, 0);
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -57,7 +79,7 @@ fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
 fn infrastructure_errors_retry_after_the_backoff_within_budget_only() {
     let t = trials(1, 1, 2);
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -98,7 +120,7 @@ fn infrastructure_errors_retry_after_the_backoff_within_budget_only() {
 fn an_attempt_interrupted_while_the_run_is_not_cancelled_is_an_infrastructure_error() {
     let t = trials(1, 1, 0);
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -117,7 +139,7 @@ fn an_attempt_interrupted_while_the_run_is_not_cancelled_is_an_infrastructure_er
 fn a_cancel_cancels_ready_items_and_live_ones_end_cancelled_never_retried() {
     let t = trials(4, 1, 3);
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -155,7 +177,7 @@ fn per_agent_and_route_caps_and_paused_routes_hold_items_back() {
         ..Concurrency::default()
     };
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(&t, &routes, &caps, 8, backoff(), now);
+    let mut d = new_dispatch(&t, &routes, &caps, 8, backoff(), now);
     let mut leased = Vec::new();
     while let Next::Lease { item, .. } = d.next(now, NOT_PAUSED) {
         leased.push(agent(item));
@@ -164,7 +186,7 @@ fn per_agent_and_route_caps_and_paused_routes_hold_items_back() {
     leased.sort();
     assert_eq!(leased, ["agent-00", "agent-01"]);
     // A paused route starts nothing even with room under its cap.
-    let mut d = InMemoryDispatch::new(&t, &routes, &Concurrency::default(), 8, backoff(), now);
+    let mut d = new_dispatch(&t, &routes, &Concurrency::default(), 8, backoff(), now);
     let paused: &dyn Fn(&str) -> bool = &|r| r == "r";
     let mut leased = Vec::new();
     while let Next::Lease { item, .. } = d.next(now, paused) {
@@ -178,7 +200,7 @@ fn per_agent_and_route_caps_and_paused_routes_hold_items_back() {
 fn a_spent_budget_cancels_what_did_not_start() {
     let t = trials(3, 1, 0);
     let now = Instant::now();
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -241,7 +263,7 @@ fn the_machine_table_holds_in_memory() {
     let now = Instant::now();
     // Items 0..4: a claim, a retry, a done, then a cancel over ready, leased and done items.
     let t = trials(5, 1, 1);
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -277,7 +299,7 @@ fn the_machine_table_holds_in_memory() {
     d.ended(2, State::Cancelled, 0.5, now);
     assert_eq!(d.run_state(), RunState::Cancelled, "the idle rule ends it");
     // A budget stop over ready items.
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),
@@ -292,7 +314,7 @@ fn the_machine_table_holds_in_memory() {
     }
     // A finished run meets a cancel and stays finished (issue 48), as run_on says.
     let t = trials(1, 1, 0);
-    let mut d = InMemoryDispatch::new(
+    let mut d = new_dispatch(
         &t,
         &BTreeMap::new(),
         &Concurrency::default(),

@@ -19,7 +19,7 @@ use crate::exit;
 use akbench_core::accounting::{reconcile, Observation};
 use akbench_core::budget::{Budget, BudgetStatus, Spent, BUDGET_REASON};
 use akbench_core::clock::SystemClock;
-use akbench_core::dispatch::memory::{InMemoryDispatch, ItemState, Next};
+use akbench_core::dispatch::memory::{InMemoryDispatch, ItemState, NewItem, Next};
 use akbench_core::dispatch::{Backoff, Settlement};
 use akbench_core::plan::PlannedTrial;
 use akbench_core::record::{AttemptRecord, Identity};
@@ -184,9 +184,15 @@ impl<'a> LocalRunner<'a> {
         let total = trials.len();
         let shared = Mutex::new(Shared {
             dispatch: InMemoryDispatch::new(
-                trials,
-                &route_of,
-                &spec.condition.execution.concurrency,
+                trials
+                    .iter()
+                    .map(|t| NewItem {
+                        agent: t.agent.label.clone(),
+                        route: route_of.get(&t.agent.label).cloned(),
+                        retry_budget: t.attempt.infrastructure_retries,
+                    })
+                    .collect(),
+                &spec.condition.execution.concurrency.caps(),
                 jobs,
                 Backoff::default(),
                 started,
