@@ -183,14 +183,6 @@ impl Backoff {
         };
         0.5 + j / 2.0
     }
-
-    /// The nominal delays in milliseconds for retries 1 to
-    /// [`MAX_INFRASTRUCTURE_RETRIES`] + 1, for a database statement to index by retry number.
-    pub fn schedule_ms(&self) -> Vec<i64> {
-        (1..=MAX_INFRASTRUCTURE_RETRIES + 1)
-            .map(|r| i64::try_from(self.nominal(r).as_millis()).unwrap_or(i64::MAX))
-            .collect()
-    }
 }
 
 /// What the coordinator knows about a trial whose live attempt just ended.
