@@ -15,6 +15,10 @@
 //! (`coordinator/tests/faults.rs`, `coordinator/tests/acceptance.rs`), and the run-ending
 //! table ([`RunState::when_idle`]) against the run-ending path (`faults.rs`).
 //!
+//! Every change of a run's or work item's state is decided by [`machine`] (one table of
+//! states and events, applied by guarded statements); [`memory`] is the same dispatch over
+//! memory (`sweep --local`).
+//!
 //! Which replica's reaper decides a lease (coordinator replicas on one database) is
 //! [`replica`].
 //!
