@@ -7,7 +7,7 @@
 //! (`apply_effects.sql`) that also counts the items it makes done (migration 0020: no
 //! trigger does). A settle is guarded (the item still leased by that attempt, its run still
 //! in the state decided on); a trial whose guard failed is read again and decided again.
-//! Runs left with nothing to do are then ended ([`super::report::finish_runs`]).
+//! Runs left with nothing to do are then ended ([`super::machine::finish_runs`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -218,7 +218,7 @@ pub(super) async fn apply(
         if pending.is_empty() {
             let mut runs: Vec<Uuid> = runs.into_iter().collect();
             runs.sort();
-            super::report::finish_runs(tx, &runs).await?;
+            super::machine::finish_runs(tx, &runs).await?;
             return Ok(settled);
         }
     }

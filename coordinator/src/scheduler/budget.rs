@@ -139,6 +139,6 @@ pub(super) async fn enforce(
         &super::machine::with_moves(&[&spent_runs], &m),
     )
     .await?;
-    super::report::finish_runs(tx, &spent_runs).await?;
+    super::machine::finish_runs(tx, &spent_runs).await?;
     Ok(revoked)
 }

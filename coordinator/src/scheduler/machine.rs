@@ -8,7 +8,7 @@ use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove, RunRefusal};
 use akbench_core::dispatch::RunState;
 use uuid::Uuid;
 
-use crate::rows::{col, parsed};
+use crate::rows::{self, col, parsed};
 use crate::store::{StoreError, Tx};
 
 pub use akbench_core::dispatch::machine::{ItemEvent, MoveColumns};
@@ -29,6 +29,10 @@ pub fn with_moves<'a>(first: &[Param<'a>], m: &'a MoveColumns) -> Vec<Param<'a>>
     p
 }
 
+const FINISH_RUNS_SQL: &str = include_str!("../../sql/scheduler/finish_runs.sql");
+const RUNS_STILL_PENDING_SQL: &str = include_str!("../../sql/scheduler/runs_still_pending.sql");
+const LOCK_RUNS_SQL: &str = include_str!("../../sql/scheduler/lock_runs.sql");
+const END_RUNS_SQL: &str = include_str!("../../sql/scheduler/end_runs.sql");
 const RUN_FOR_UPDATE_SQL: &str = include_str!("../../sql/scheduler/run_for_update.sql");
 const MOVE_RUN_SQL: &str = include_str!("../../sql/scheduler/move_run.sql");
 
@@ -83,6 +87,59 @@ pub async fn decide_run(
         has_work,
         decided,
     }))
+}
+
+/// Ends the runs among `runs` that have nothing ready or leased.
+///
+/// Most calls settle one trial of a run with many left: a run with a ready or leased item
+/// that no other transaction is changing stays open, and that item is share-locked until
+/// commit (`runs_still_pending.sql`, never waits), so the transaction that later settles it
+/// waits for this one's commit and sees its work. For the other runs the run rows are
+/// locked (in a fixed order), so two transactions settling a run's last two trials at once
+/// serialize here and the second one, taking a fresh snapshot after the lock, sees the
+/// first one's work: a run can never stay `running` with all its items done. Whether and
+/// how a locked run ends is core's run machine (`dispatch::machine::run_on`, the idle event) over the run's state and
+/// whether it is idle (`finish_runs.sql`), applied by one guarded statement (`end_runs.sql`).
+pub async fn finish_runs(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let open = tx
+        .query(&tx.prepare_cached(RUNS_STILL_PENDING_SQL).await?, &[&runs])
+        .await?;
+    let open: Vec<Uuid> = rows::all("runs_still_pending.sql", &open, |r| col(r, "run_id"))?;
+    let undecided: Vec<Uuid> = runs.iter().filter(|r| !open.contains(r)).copied().collect();
+    if undecided.is_empty() {
+        return Ok(());
+    }
+    tx.query(&tx.prepare_cached(LOCK_RUNS_SQL).await?, &[&undecided])
+        .await?;
+    let rows = tx
+        .query(&tx.prepare_cached(FINISH_RUNS_SQL).await?, &[&undecided])
+        .await?;
+    let (mut ids, mut from, mut to) = (Vec::new(), Vec::new(), Vec::new());
+    for row in &rows {
+        let run: Uuid = col(row, "run_id")?;
+        let state = crate::rows::parsed(row, "state", RunState::parse)?;
+        // Core's run machine decides the end of an idle run (running: finished; cancelling:
+        // cancelled); every other state stays.
+        let ended = match col::<bool>(row, "idle")?
+            .then(|| run_on(state, RunEvent::Idle { all_enqueued: true }))
+        {
+            Some(Ok(RunMove::To(to))) => Some(to),
+            _ => None,
+        };
+        if let Some(end) = ended {
+            ids.push(run);
+            from.push(state.as_str());
+            to.push(end.as_str());
+        }
+    }
+    if !ids.is_empty() {
+        tx.execute(&tx.prepare_cached(END_RUNS_SQL).await?, &[&ids, &from, &to])
+            .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

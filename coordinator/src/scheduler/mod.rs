@@ -27,6 +27,7 @@
 //! may state again (`pending`) or leave (`preparing`, or a failure state).
 
 mod apply;
+mod batch;
 #[cfg(any(test, feature = "test-support"))]
 pub use apply::hook as settle_hook;
 mod budget;
@@ -58,14 +59,14 @@ use uuid::Uuid;
 
 use crate::store::{Store, StoreError};
 
+pub use batch::frees;
 pub use error::SchedulerError;
 pub use record_store::{store_records, NewRecord};
-pub use report::{frees, placement_key, ClaimAfter};
 pub use retry::{JitterSource, RetryPolicy};
 pub use revoke::Revoked;
 pub use types::{
-    Assignment, CancelReport, Caps, Disposition, NewWorkItem, Reaped, Report, ReportAck, RunAgent,
-    TransitionIn, WorkKind,
+    placement_key, Assignment, CancelReport, Caps, ClaimAfter, Disposition, NewWorkItem, Reaped,
+    Report, ReportAck, RunAgent, TransitionIn, WorkKind,
 };
 
 const ENQUEUE_SQL: &str = include_str!("../../sql/scheduler/enqueue.sql");

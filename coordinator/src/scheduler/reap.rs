@@ -96,7 +96,7 @@ impl Scheduler {
                             .iter()
                             .map(|r| col(r, "run_id"))
                             .collect::<Result<_, RowError>>()?;
-                        super::report::finish_runs(tx, &open).await?;
+                        super::machine::finish_runs(tx, &open).await?;
                         return Ok(Vec::new());
                     }
                     let me = Judge { replica, previous };
@@ -224,7 +224,7 @@ impl Scheduler {
 
     /// Cancels a run as core's run machine decides a cancel (`dispatch::machine::run_on`):
     /// a running run's queued items become `cancelled` at once and the run `cancelling`
-    /// (`cancelled` when nothing is live: the idle rule, `report::finish_runs`); a planned run
+    /// (`cancelled` when nothing is live: the idle rule, `machine::finish_runs`); a planned run
     /// is cancelled; an ended run (finished or cancelled) changes nothing, and the report says
     /// so ([`CancelReport::unchanged`]). Returns the live attempts and their workers, to be
     /// sent `Cancel`; when their workers report `cancelled` they finish normally (and an
@@ -269,7 +269,7 @@ impl Scheduler {
                         .collect::<Result<_, RowError>>()
                         .map_err(|e| e.in_query("live_attempts_of_run.sql"))?;
                     // Nothing live: the run ends now, by the one rule of idle runs.
-                    super::report::finish_runs(tx, &[run_id]).await?;
+                    super::machine::finish_runs(tx, &[run_id]).await?;
                     Ok(Some(CancelReport {
                         cancelled_items: u64::try_from(items).unwrap_or(0),
                         live,

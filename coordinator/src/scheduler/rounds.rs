@@ -28,8 +28,9 @@ use uuid::Uuid;
 
 use akbench_core::dispatch::hand_out::Claimant;
 
+use super::batch::{apply_batch, frees, Outcome};
 use super::claim::claim_many;
-use super::report::{apply_batch, frees, ClaimAfter, Outcome};
+use super::ClaimAfter;
 use super::{Assignment, Report, Scheduler};
 use crate::store::{StoreError, Tx};
 

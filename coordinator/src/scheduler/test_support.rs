@@ -219,7 +219,7 @@ pub async fn set_item_state(
 }
 
 /// Ends `runs` that have nothing ready or leased, by the product's one rule of idle runs
-/// (`report::finish_runs`: core's run machine over each locked run): what the report path
+/// (`machine::finish_runs`: core's run machine over each locked run): what the report path
 /// does after it settles a run's last trial, for tests that ended trials by hand
 /// ([`finish_trial`]).
 pub async fn end_idle_runs(store: &Store, runs: &[Uuid]) -> Result<(), StoreError> {
@@ -227,7 +227,7 @@ pub async fn end_idle_runs(store: &Store, runs: &[Uuid]) -> Result<(), StoreErro
     store
         .tx(|tx| {
             let runs = runs.clone();
-            Box::pin(async move { super::report::finish_runs(tx, &runs).await })
+            Box::pin(async move { super::machine::finish_runs(tx, &runs).await })
         })
         .await
 }

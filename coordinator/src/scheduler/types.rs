@@ -191,3 +191,32 @@ pub struct CancelReport {
         akbench_core::dispatch::machine::Unchanged,
     )>,
 }
+
+/// A session's claim to make after its reports (see [`Scheduler::report_and_claim`]).
+#[derive(Debug, Clone)]
+pub struct ClaimAfter {
+    /// The worker.
+    pub worker_id: String,
+    /// Slots free before these reports.
+    pub free: usize,
+    /// The most attempts to claim.
+    pub slots: usize,
+    /// Attempts the session holds (a finish or stale refusal of one frees its slot).
+    pub held: std::collections::HashSet<Uuid>,
+    /// Lease TTL in milliseconds.
+    pub ttl_ms: i64,
+    /// Another worker may claim: skip the items whose last lease this worker lost.
+    pub others_eligible: bool,
+    /// The labels the worker advertised, in one canonical form ([`placement_key`]): the
+    /// claims of sessions with equal keys may be made together (scheduler/rounds.rs).
+    pub placement: String,
+}
+
+/// The canonical form of a worker's advertised labels ([`ClaimAfter::placement`]).
+pub fn placement_key(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k:?}={v:?}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
