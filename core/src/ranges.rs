@@ -151,6 +151,16 @@ pub const DRAIN_GRACE_SEC: Range = Range {
     why: "0 cancels at once; at most the longest agent timeout, a week",
 };
 
+/// How long a worker lets an agent run on after its model provider failed.
+pub const PROVIDER_GRACE_SEC: Range = Range {
+    name: "provider grace",
+    given_as: "`AKBENCH_PROVIDER_GRACE_SEC` (akbench-worker, akbench run single; default 20)",
+    unit: "seconds",
+    min: Num::Real(0.0),
+    max: Num::Real(300.0),
+    why: "an agent whose provider stays down longer only wastes its slot",
+};
+
 /// How long `akbench certs` makes server and worker certificates valid.
 pub const CERT_DAYS: Range = Range {
     name: "certificate validity",
@@ -275,6 +285,7 @@ pub const RETRIES: Range = Range {
 pub const TABLE: &[Range] = &[
     LEASE_TTL_MS,
     DRAIN_GRACE_SEC,
+    PROVIDER_GRACE_SEC,
     CERT_DAYS,
     SERVER_NAME_BYTES,
     WORKER_ID_BYTES,
