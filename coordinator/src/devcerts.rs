@@ -45,8 +45,10 @@ pub struct Validity {
 }
 
 impl Validity {
-    /// From an hour ago for `days` days.
+    /// From an hour ago for `days` days, at most
+    /// [`akbench_core::ranges::CERT_DAYS`] (cut to it, never an overflow).
     pub fn days(days: u64) -> Validity {
+        let days = akbench_core::ranges::CERT_DAYS.clamp(days);
         let now = SystemTime::now();
         Validity {
             from: now - Duration::from_secs(3600),

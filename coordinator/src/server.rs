@@ -25,7 +25,7 @@ use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
 use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
-use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError, DEFAULT_LEASE_TTL_MS};
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
 #[derive(Debug, Clone, clap::Parser)]
@@ -49,8 +49,13 @@ pub struct Config {
     /// AKBENCH_WORKER_TOKEN. With none at all the coordinator is open (local mode).
     #[arg(long = "token-file")]
     pub token_files: Vec<PathBuf>,
-    /// Lease time-to-live, milliseconds.
-    #[arg(long, env = "AKBENCH_LEASE_TTL_MS", default_value_t = 30_000)]
+    /// Lease time-to-live, milliseconds (1000 to 86400000: docs/limits.md, "Value ranges").
+    #[arg(
+        long,
+        env = "AKBENCH_LEASE_TTL_MS",
+        default_value_t = DEFAULT_LEASE_TTL_MS,
+        value_parser = akbench_core::lease_timing::parse_lease_ttl_ms
+    )]
     pub lease_ttl_ms: u64,
     /// Heartbeat interval asked of workers, milliseconds (default: a third of the lease TTL;
     /// at most half of it, refused at start otherwise).
@@ -87,7 +92,7 @@ impl Config {
             grpc_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token_files: Vec::new(),
-            lease_ttl_ms: 30_000,
+            lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
             heartbeat_interval_ms: None,
             log_json: false,
             tls_cert: None,

@@ -9,6 +9,23 @@
 
 use std::time::Duration;
 
+/// The coordinator's lease TTL when `--lease-ttl-ms` is not given, in milliseconds: the one
+/// place this default is written (the coordinator's flag, its local configuration and the
+/// workers service's defaults use it). Inside [`crate::ranges::LEASE_TTL_MS`].
+pub const DEFAULT_LEASE_TTL_MS: u64 = 30_000;
+
+/// The lease TTL of the embedded system (`akbench sweep`, `akbench up`) when
+/// `--lease-ttl-ms` is not given, in milliseconds: shorter, its workers are local.
+pub const DEFAULT_EMBEDDED_LEASE_TTL_MS: u64 = 10_000;
+
+/// `--lease-ttl-ms` as a flag gives it: a whole number of milliseconds inside
+/// [`crate::ranges::LEASE_TTL_MS`] (a clap `value_parser` in every binary that takes it).
+pub fn parse_lease_ttl_ms(text: &str) -> Result<u64, String> {
+    crate::ranges::LEASE_TTL_MS
+        .parse_whole(text)
+        .map_err(|e| e.to_string())
+}
+
 /// The delay before a worker's first new try after its session failed or broke.
 pub const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 /// The longest delay between a worker's tries, whatever the heartbeat interval.
@@ -38,11 +55,14 @@ pub fn jittered(delay: Duration, unit: f64) -> Duration {
 }
 
 /// A TTL and heartbeat interval that cannot work together.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LeaseTimingError {
     /// The TTL is zero.
-    #[error("failed to use a lease TTL of 0 ms (--lease-ttl-ms / AKBENCH_LEASE_TTL_MS): every lease would expire at once; fix: give it a positive value (default 30000)")]
+    #[error("failed to use a lease TTL of 0 ms (--lease-ttl-ms / AKBENCH_LEASE_TTL_MS): every lease would expire at once; fix: give it a positive value (default {DEFAULT_LEASE_TTL_MS})")]
     ZeroTtl,
+    /// The TTL is outside [`crate::ranges::LEASE_TTL_MS`].
+    #[error("failed to use the lease TTL (--lease-ttl-ms / AKBENCH_LEASE_TTL_MS): {0}")]
+    TtlOutOfRange(Box<crate::ranges::OutOfRange>),
     /// The heartbeat interval is zero.
     #[error("failed to use a heartbeat interval of 0 ms (--heartbeat-interval-ms / AKBENCH_HEARTBEAT_INTERVAL_MS); fix: give it a positive value, or leave it out (a third of the lease TTL)")]
     ZeroHeartbeat,
@@ -86,8 +106,14 @@ impl LeaseTiming {
         Ok(Self { ttl, heartbeat })
     }
 
-    /// [`LeaseTiming::new`] from milliseconds, as the flags give them.
+    /// [`LeaseTiming::new`] from milliseconds, as the flags give them: the TTL must also be
+    /// inside [`crate::ranges::LEASE_TTL_MS`].
     pub fn from_ms(ttl_ms: u64, heartbeat_ms: Option<u64>) -> Result<Self, LeaseTimingError> {
+        if ttl_ms != 0 {
+            crate::ranges::LEASE_TTL_MS
+                .whole(ttl_ms)
+                .map_err(|e| LeaseTimingError::TtlOutOfRange(Box::new(e)))?;
+        }
         Self::new(
             Duration::from_millis(ttl_ms),
             heartbeat_ms.map(Duration::from_millis),
@@ -254,6 +280,16 @@ mod tests {
             "{text}"
         );
         assert!(LeaseTiming::from_ms(30_000, Some(15_001)).is_err());
+        // The flags' range: u64::MAX ms would overflow the database's arithmetic.
+        for ttl in [999, 86_400_001, u64::MAX] {
+            let e = LeaseTiming::from_ms(ttl, None).unwrap_err().to_string();
+            assert!(
+                e.contains("--lease-ttl-ms") && e.contains("1000 to 86400000 ms"),
+                "{e}"
+            );
+        }
+        assert!(parse_lease_ttl_ms("18446744073709551615").is_err());
+        assert_eq!(parse_lease_ttl_ms("30000"), Ok(DEFAULT_LEASE_TTL_MS));
         assert!(LeaseTiming::from_ms(30_000, Some(15_000)).is_ok());
     }
 }

@@ -36,6 +36,7 @@ pub mod manifest;
 pub mod observe;
 pub mod placement;
 pub mod plan;
+pub mod ranges;
 pub mod rates;
 pub mod record;
 pub mod redact;

@@ -392,14 +392,7 @@ impl Task {
                 "use letters, digits, `.`, `_` and `-` only",
             ));
         }
-        if file.version.trim().is_empty() {
-            return Err(TaskError::field(
-                &toml_path,
-                "version",
-                "is empty",
-                "set `version = \"1.0\"` (any non-empty string)",
-            ));
-        }
+        load_checks::version(&toml_path, &file.version)?;
         let instruction_path = dir.join(INSTRUCTION_FILE);
         let instruction = read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow)
             .map_err(|e| TaskError {
@@ -506,6 +499,15 @@ impl Task {
                     "is missing; add tests/test.sh or set [verifier] command".into(),
                 ),
             });
+        }
+        load_checks::protected_paths(&toml_path, &file.verifier.protected_paths)?;
+        if let Some(f) = file
+            .verifier
+            .tripwire
+            .as_ref()
+            .and_then(|t| t.file.as_deref())
+        {
+            load_checks::tripwire_file(&toml_path, &tests_dir, f)?;
         }
         let pass_threshold = file.verifier.pass_threshold.unwrap_or(1.0);
         if !pass_threshold.is_finite() {
@@ -683,6 +685,7 @@ fn git_source(
             ));
         }
     }
+    load_checks::local_repo(toml_path, &source.repo, &repo)?;
     Ok((repo, source.commit.to_ascii_lowercase()))
 }
 
@@ -827,6 +830,7 @@ pub mod requirements;
 mod write_image;
 pub use write_image::set_image;
 mod links;
+mod load_checks;
 
 #[cfg(test)]
 mod tests;

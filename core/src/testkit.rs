@@ -29,6 +29,18 @@ pub fn write_task(root: &Path, id: &str, version: &str) {
     .expect("write task.toml");
     std::fs::write(dir.join("instruction.md"), format!("Solve {id}.\n")).expect("write");
     std::fs::write(dir.join("tests/test.sh"), "exit 0\n").expect("write test.sh");
+    write_bundle_header(root);
+}
+
+/// `<root>/repos/x.bundle`, the repository [`write_task`]'s tasks name: a bundle header only
+/// (enough to load; a trial that clones it fails), unless one is there already.
+pub fn write_bundle_header(root: &Path) {
+    let bundle = root.join("repos/x.bundle");
+    if !bundle.exists() {
+        std::fs::create_dir_all(root.join("repos")).expect("create repos dir");
+        std::fs::write(&bundle, format!("# v2 git bundle\n{COMMIT} HEAD\n\n"))
+            .expect("write bundle");
+    }
 }
 
 /// Writes an agent descriptor `<root>/<name>.toml` with `adapter` (a `scripted` one gets a

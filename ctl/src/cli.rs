@@ -149,6 +149,8 @@ pub struct CertsArgs {
     #[arg(long, default_value = "certs")]
     pub out: PathBuf,
     /// A DNS name or IP address of the coordinator (repeatable): writes server.pem/.key.
+    /// Each is checked when the command runs (akbench_core::ranges::server_name), so a long
+    /// one is named cut short rather than repeated whole by the flag parser.
     #[arg(long = "server-name", value_name = "NAME")]
     pub server_names: Vec<String>,
     /// A worker's identity (repeatable): writes worker-NAME.pem/.key.
@@ -160,8 +162,8 @@ pub struct CertsArgs {
     /// (Kubernetes pod names, compose containers); one id is still held by one live session.
     #[arg(long = "worker-pool", value_name = "PREFIX")]
     pub worker_pools: Vec<String>,
-    /// Days the server and worker certificates are valid.
-    #[arg(long, default_value_t = 90)]
+    /// Days the server and worker certificates are valid, 1 to 3650.
+    #[arg(long, default_value_t = 90, value_parser = days_flag)]
     pub days: u64,
 }
 
@@ -680,8 +682,13 @@ pub struct EmbeddedArgs {
     /// /var/lib/akbench/postgres as root, else ~/.local/share/akbench/postgres).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Lease TTL in milliseconds (a silent worker's attempt is rescued after it).
-    #[arg(long, default_value_t = 10_000)]
+    /// Lease TTL in milliseconds (a silent worker's attempt is rescued after it); 1000 to
+    /// 86400000 (docs/limits.md, "Value ranges").
+    #[arg(
+        long,
+        default_value_t = akbench_core::lease_timing::DEFAULT_EMBEDDED_LEASE_TTL_MS,
+        value_parser = akbench_core::lease_timing::parse_lease_ttl_ms
+    )]
     pub lease_ttl_ms: u64,
 }
 
@@ -729,4 +736,11 @@ fn slots_flag(text: &str) -> Result<u32, String> {
 /// `--workers`: 1 to [`akbench_core::limits::MAX_WORKERS`] (0 is refused, never made 1).
 fn workers_flag(text: &str) -> Result<usize, String> {
     akbench_core::limits::workers(akbench_core::limits::parse_whole(text)?)
+}
+
+/// `certs --days`: [`akbench_core::ranges::CERT_DAYS`].
+fn days_flag(text: &str) -> Result<u64, String> {
+    akbench_core::ranges::CERT_DAYS
+        .parse_whole(text)
+        .map_err(|e| e.to_string())
 }

@@ -80,15 +80,16 @@ pub struct AttemptOptions {
 /// an attempt whose provider is down wastes at most about 26 s.
 pub const DEFAULT_PROVIDER_GRACE: Duration = Duration::from_secs(20);
 
-/// The provider grace from `AKBENCH_PROVIDER_GRACE_SEC` (seconds, 0 to 300), or the default.
+/// The provider grace from `AKBENCH_PROVIDER_GRACE_SEC`
+/// ([`akbench_core::ranges::PROVIDER_GRACE_SEC`]: seconds, 0 to 300), or the default.
 pub fn provider_grace_from_env() -> Duration {
     match std::env::var("AKBENCH_PROVIDER_GRACE_SEC") {
         Err(_) => DEFAULT_PROVIDER_GRACE,
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(s) if (0.0..=300.0).contains(&s) => Duration::from_secs_f64(s),
-            _ => {
+        Ok(v) => match akbench_core::ranges::PROVIDER_GRACE_SEC.parse_real(&v) {
+            Ok(s) => Duration::from_secs_f64(s),
+            Err(e) => {
                 tracing::warn!(
-                    "AKBENCH_PROVIDER_GRACE_SEC={v:?} is not a number of seconds from 0 to 300; using {}s",
+                    "AKBENCH_PROVIDER_GRACE_SEC: {e}; using {}s",
                     DEFAULT_PROVIDER_GRACE.as_secs()
                 );
                 DEFAULT_PROVIDER_GRACE

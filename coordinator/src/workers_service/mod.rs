@@ -62,7 +62,7 @@ use uuid::Uuid;
 use crate::metrics::Metrics;
 use crate::scheduler::{CancelReport, Disposition, HeardLease, Scheduler, SchedulerError};
 use crate::worker_identity::WorkerCredential;
-use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError};
+use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError, DEFAULT_LEASE_TTL_MS};
 
 pub use convert::wire_state;
 
@@ -96,7 +96,7 @@ impl WorkersConfig {
         self.try_timing()
             .or_else(|_| LeaseTiming::new(self.lease_ttl, None))
             .unwrap_or_else(|_| {
-                LeaseTiming::new(Duration::from_secs(30), None)
+                LeaseTiming::new(Duration::from_millis(DEFAULT_LEASE_TTL_MS), None)
                     .expect("the default lease timing is valid")
             })
     }
@@ -105,7 +105,7 @@ impl WorkersConfig {
 impl Default for WorkersConfig {
     fn default() -> Self {
         Self {
-            lease_ttl: Duration::from_secs(30),
+            lease_ttl: Duration::from_millis(DEFAULT_LEASE_TTL_MS),
             poll_interval: Duration::from_millis(250),
             max_slots: 256,
             heartbeat_interval: None,

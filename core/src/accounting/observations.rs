@@ -165,6 +165,14 @@ pub fn parse_lines(text: &str, file: &Path) -> Result<Vec<ObservedLine>, Observa
             source: line.source,
         };
         o.check().map_err(err)?;
+        if let Some(c) = line.spend.and_then(|s| s.cost_usd) {
+            if !c.is_finite() || c < 0.0 {
+                return Err(err(format!(
+                    "`spend.cost_usd` is {}: a cost is a finite number of dollars, 0 or more",
+                    crate::limits::show_f64(c)
+                )));
+            }
+        }
         out.push(ObservedLine {
             observation: o,
             spend: line.spend,

@@ -268,6 +268,25 @@ fn observation_lines_keep_spend() {
     assert_eq!(e.line, Some(1), "{e}");
 }
 
+/// A cost below 0 (or not finite) is refused, naming the file, the line and the field.
+#[test]
+fn a_negative_cost_is_refused_naming_the_field() {
+    let id = crate::ids::uuid_v7_at(clock().now());
+    let line = |cost: &str| {
+        format!(
+            "{{\"trial_id\":\"{id}\",\"state\":\"failed\",\"ok\":null,\"score\":null,\"attempt_id\":null,\"source\":null,\"spend\":{{\"cost_usd\":{cost}}}}}\n"
+        )
+    };
+    for bad in ["-0.01", "-1e300"] {
+        let text = format!("{}{}", line("0.5"), line(bad));
+        let e = parse_lines(&text, Path::new("o.jsonl")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let m = e.to_string();
+        assert!(m.contains("o.jsonl") && m.contains("spend.cost_usd"), "{m}");
+    }
+    assert!(parse_lines(&line("0"), Path::new("o.jsonl")).is_ok());
+}
+
 /// What the lines spent: planned trials only, an exact repeat once, differing lines of one
 /// trial each, a count no line reported stays `None`.
 #[test]

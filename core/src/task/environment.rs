@@ -167,14 +167,17 @@ fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(),
                     ))
                 }
             };
-            crate::limits::timeout_sec(secs).map(|_| ()).map_err(|why| {
-                TaskError::field(
-                    toml_path,
-                    field,
-                    why,
-                    "give a positive number of seconds, or drop it for the default",
-                )
-            })
+            crate::ranges::BUILD_TIMEOUT_SEC
+                .real(secs)
+                .map(|_| ())
+                .map_err(|why| {
+                    TaskError::field(
+                        toml_path,
+                        field,
+                        why.to_string(),
+                        "give 1 to 604800 seconds, or drop it for the default (600)",
+                    )
+                })
         }
         ("solution.env", v) => solution_env(toml_path, v).map(|_| ()),
         ("environment.cpus" | "environment.memory_mb" | "environment.storage_mb", v) => match v {
@@ -311,6 +314,7 @@ pub(super) fn image(
     let workdir = match env.get("workdir") {
         None => None,
         Some(toml::Value::String(s)) => {
+            workdir_names(toml_path, s)?;
             let p = Path::new(s);
             let clean = p.is_absolute()
                 && p.components()
@@ -348,4 +352,30 @@ pub(super) fn image(
         ));
     }
     Ok((image, workdir))
+}
+
+/// Each folder name of `environment.workdir`: no NUL or other control byte (no file system
+/// holds one), inside [`crate::ranges::WORKDIR_COMPONENT_BYTES`].
+fn workdir_names(toml_path: &Path, s: &str) -> Result<(), TaskError> {
+    let refuse = |problem: String| {
+        TaskError::field(
+            toml_path,
+            "environment.workdir",
+            problem,
+            "give an absolute path such as `/app` whose folder names are 1 to 255 bytes of printable text",
+        )
+    };
+    if let Some(i) = s.bytes().position(|b| b.is_ascii_control()) {
+        return Err(refuse(format!(
+            "`{}` holds byte 0x{:02x} at offset {i}",
+            crate::limits::elide(&s.escape_debug().to_string()),
+            s.as_bytes()[i]
+        )));
+    }
+    for name in s.split('/').filter(|n| !n.is_empty()) {
+        crate::ranges::WORKDIR_COMPONENT_BYTES
+            .length(name)
+            .map_err(|e| refuse(e.to_string()))?;
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@ fn write_task(root: &Path, name: &str, toml: &str) -> PathBuf {
     fs::write(dir.join("task.toml"), toml).unwrap();
     fs::write(dir.join("instruction.md"), "Fix the bug.\n").unwrap();
     fs::write(dir.join("tests/test.sh"), "exit 0\n").unwrap();
+    crate::testkit::write_bundle_header(root);
     dir
 }
 

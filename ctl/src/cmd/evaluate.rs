@@ -2,7 +2,7 @@
 //! `--all` grades every run directory below a folder whose trial owes a grade.
 
 use crate::cli::EvaluateArgs;
-use crate::cmd::shared::inputs::cache_root;
+use crate::cmd::shared::inputs::usable_cache_root;
 use crate::cmd::shared::records::{find_records, verdict};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 /// Grades the run directory (or, with `--all`, every one below it that owes a grade).
 pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
-    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    let orch = Orchestrator::new(
+        &usable_cache_root(args.cache.as_deref())?,
+        Arc::new(SystemClock),
+    );
     let mode = match (args.copy, args.in_place) {
         (true, _) => WorkspaceMode::Copy,
         (_, true) => WorkspaceMode::InPlace,

@@ -68,11 +68,11 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         None => HashMap::new(),
     };
     let mut files = Vec::new();
-    find_results(&args.dir, &mut files);
+    let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
+    find_results(&args.dir, &mut files, &mut unidentified);
     files.sort();
     let mut observations: Vec<ObservedLine> = Vec::new();
     let mut results: Vec<TrialResult> = Vec::new();
-    let mut unidentified: Vec<(PathBuf, String)> = Vec::new();
     let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
         let value: serde_json::Value = match std::fs::read(f)
@@ -85,6 +85,17 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
                 continue;
             }
         };
+        // A Harbor result is a JSON object: anything else is named, never skipped silently.
+        if !value.is_object() {
+            unidentified.push((
+                f.clone(),
+                format!(
+                    "is a JSON {}, not a Harbor result (an object); skipped",
+                    json_kind(&value)
+                ),
+            ));
+            continue;
+        }
         // The job's own result.json (statistics) has no trial name: not a trial.
         if value.get("trial_name").is_none() {
             continue;
@@ -233,18 +244,41 @@ fn write_records(
     Ok(written)
 }
 
-/// Every `result.json` under `dir`.
-fn find_results(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `result.json` under `dir` that is a regular file; one that is not (a FIFO, a
+/// device, a socket, a link) goes to `skipped` with why, never opened.
+fn find_results(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<(PathBuf, String)>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
     for e in rd.flatten() {
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
-            find_results(&e.path(), out);
-        } else if ft.is_file() && e.file_name() == "result.json" {
-            out.push(e.path());
+            find_results(&e.path(), out, skipped);
+        } else if e.file_name() == "result.json" {
+            if ft.is_file() {
+                out.push(e.path());
+            } else {
+                skipped.push((
+                    e.path(),
+                    format!(
+                        "is a {}, not a regular file; skipped (never opened)",
+                        akbench_core::bounded_read::kind_name(&ft)
+                    ),
+                ));
+            }
         }
+    }
+}
+
+/// The name of a JSON value's kind, for a message.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
     }
 }
 

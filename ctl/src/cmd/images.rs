@@ -122,13 +122,39 @@ fn on_path(program: &str) -> bool {
     })
 }
 
-/// Runs `argv` (its output passed through to stderr), within `timeout` seconds when given.
+/// How long a builder past its time limit has between SIGTERM and SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Ends the process group `pgid` (the builder and everything it started): SIGTERM, then
+/// SIGKILL once `child` has exited or [`STOP_GRACE`] passed, so no grandchild outlives the
+/// limit holding our output open.
+fn stop_group(child: &mut std::process::Child, pgid: libc::pid_t) {
+    // SAFETY: signals the process group our own child leads (made with process_group(0));
+    // the child is not reaped yet, so its id is not reused.
+    unsafe { libc::kill(-pgid, libc::SIGTERM) };
+    let until = std::time::Instant::now() + STOP_GRACE;
+    while std::time::Instant::now() < until {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: as above; the group may be gone already (ESRCH is fine).
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// Runs `argv` (its output passed through to stderr), within `timeout` seconds when given:
+/// past it, the builder's whole process group is stopped ([`stop_group`]).
 fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt as _;
     let mut child = std::process::Command::new(argv[0])
         .args(&argv[1..])
         .stdout(std::process::Stdio::from(std::io::stderr()))
+        .process_group(0)
         .spawn()
         .map_err(|e| anyhow::anyhow!("failed to start `{}`: {e}", argv.join(" ")))?;
+    let pgid = child.id() as libc::pid_t;
     let deadline =
         timeout.map(|t| std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
     let status = loop {
@@ -136,15 +162,14 @@ fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
             break s;
         }
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            let _ = child.kill();
-            let _ = child.wait();
+            stop_group(&mut child, pgid);
             anyhow::bail!(
                 "failed: `{}` ran past the build time limit of {}s (environment.build_timeout_sec)",
                 argv.join(" "),
                 timeout.unwrap_or_default()
             );
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(20));
     };
     if !status.success() {
         anyhow::bail!(

@@ -2,7 +2,9 @@
 //! orchestrator; `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
-use crate::cmd::shared::inputs::{cache_root, check_runtime, load_task, pin_task, single_compute};
+use crate::cmd::shared::inputs::{
+    check_runtime, load_task, pin_task, single_compute, usable_cache_root,
+};
 use crate::cmd::shared::records::verdict;
 use crate::exit::{self, InputError};
 use akbench_core::agent::Agent;
@@ -24,7 +26,10 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
     let mut task = load_task(&args.task, &args.tasks_root)?;
     let agent = Agent::load(&args.agents_root, &args.agent)?;
     // --agent-timeout was range-checked where clap parsed it (core::limits::timeout_sec).
-    let orch = Orchestrator::new(&cache_root(args.cache.as_deref()), Arc::new(SystemClock));
+    let orch = Orchestrator::new(
+        &usable_cache_root(args.cache.as_deref())?,
+        Arc::new(SystemClock),
+    );
     let runtime = match args.runtime.as_str() {
         "direct" => akbench_core::manifest::Runtime::Direct,
         "container" => akbench_core::manifest::Runtime::Container,

@@ -4,7 +4,7 @@
 //! `task-checks/`, reused until the task changes or `--recheck`.
 
 use crate::cli::TaskCheckArgs;
-use crate::cmd::shared::inputs::{cache_root, check_runtime, load_task, pin_task};
+use crate::cmd::shared::inputs::{check_runtime, load_task, pin_task, usable_cache_root};
 use crate::cmd::shared::task_checks::{check_file, check_now, keep, read_cached};
 use crate::exit::{self, InputError};
 use akbench_core::clock::SystemClock;
@@ -25,7 +25,9 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         .into());
     }
     let mut task = load_task(&dir.display().to_string(), &dir)?;
-    if task.reference.is_none() {
+    // The check applies solution/solve.sh: without it there is nothing to check, which is
+    // the task's fault (exit 2), never a "not valid" verdict kept in the cache.
+    if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {
         return Err(InputError(format!(
             "failed to check task `{}`: it has no reference solution ({}); fix: add solution/solve.sh, which the check applies and the tests must then solve",
             task.release.id,
@@ -38,7 +40,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         "container" => Runtime::Container,
         _ => Runtime::Sandbox,
     };
-    let cache = cache_root(args.cache.as_deref());
+    let cache = usable_cache_root(args.cache.as_deref())?;
     let orch = Orchestrator::new(&cache, Arc::new(SystemClock));
     check_runtime(&task, runtime)?;
     if runtime == Runtime::Container {

@@ -99,8 +99,8 @@ pub struct Args {
     /// Send the token over plain http:// to a non-loopback address (a private network).
     #[arg(long, env = "AKBENCH_ALLOW_PLAINTEXT_TOKEN")]
     pub allow_plaintext_token: bool,
-    /// Seconds running attempts may take to finish once draining starts.
-    #[arg(long, default_value_t = 60.0)]
+    /// Seconds running attempts may take to finish once draining starts (0 to 604800).
+    #[arg(long, default_value_t = 60.0, value_parser = grace_flag)]
     pub grace: f64,
     /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. 0.0.0.0:7402; port 0 picks
     /// a free port, logged). Off unless given.
@@ -118,6 +118,13 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("label {s:?} must be key=value")),
     }
+}
+
+/// `--grace`: [`akbench_core::ranges::DRAIN_GRACE_SEC`].
+fn grace_flag(text: &str) -> Result<f64, String> {
+    akbench_core::ranges::DRAIN_GRACE_SEC
+        .parse_real(text)
+        .map_err(|e| e.to_string())
 }
 
 fn cache_default() -> PathBuf {
@@ -145,12 +152,9 @@ impl Args {
             ),
             (None, None) => None,
         };
-        if !self.grace.is_finite() || self.grace < 0.0 {
-            anyhow::bail!(
-                "--grace {} must be a non-negative number of seconds",
-                self.grace
-            );
-        }
+        let grace = akbench_core::ranges::DRAIN_GRACE_SEC
+            .real(self.grace)
+            .map_err(|e| anyhow::anyhow!("--grace: {e}"))?;
         // Relative paths are resolved once, here: attempts run in other working folders.
         let absolute = |flag: &str, p: PathBuf| {
             std::path::absolute(&p)
@@ -176,7 +180,7 @@ impl Args {
         c.labels = self.labels.into_iter().collect::<BTreeMap<_, _>>();
         c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         c.artifacts = self.artifacts;
-        c.grace = Duration::from_secs_f64(self.grace);
+        c.grace = Duration::from_secs_f64(grace);
         c.tls = crate::dial::TlsOptions {
             ca_file: self.ca_file,
             cert: self.tls_cert,
@@ -219,6 +223,17 @@ where
         }
     };
     let telemetry = init_tracing();
+    // Checked here rather than by the flag parser, which would repeat a 10 KB id whole: the
+    // range of akbench_core::ranges (what the coordinator accepts), a bad command line.
+    if let Some(Err(why)) = args
+        .worker_id
+        .as_deref()
+        .map(akbench_core::ranges::worker_id)
+    {
+        tracing::error!("--worker-id: {why}");
+        telemetry.shutdown();
+        return 2;
+    }
     akbench_telemetry::raise_open_files_limit();
     let metrics_listen = args.metrics_listen;
     let allow_unsandboxed = args.allow_unsandboxed;
@@ -434,6 +449,41 @@ mod tests {
             ]),
             2
         );
+        // Values outside their range (docs/limits.md): a usage error, never a panic.
+        for (flag, value) in [("--grace", "1e20"), ("--grace", "NaN")] {
+            let e = Args::try_parse_from([
+                "akbench-worker",
+                "--coordinator",
+                "http://127.0.0.1:7443",
+                "--tasks-root",
+                "t",
+                "--agents-root",
+                "a",
+                flag,
+                value,
+            ])
+            .unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{flag} {value}");
+            let text = e.to_string();
+            assert!(text.contains(flag) && text.contains("fix:"), "{text}");
+        }
+        for id in ["w".repeat(10_000), "a b".into(), String::new()] {
+            assert_eq!(
+                main_with_args([
+                    "akbench-worker",
+                    "--coordinator",
+                    "http://127.0.0.1:7443",
+                    "--tasks-root",
+                    "t",
+                    "--agents-root",
+                    "a",
+                    "--worker-id",
+                    &id,
+                ]),
+                2,
+                "{id:.20}"
+            );
+        }
         assert!(parse_label("novalue").is_err());
         assert!(parse_label("=v").is_err());
     }

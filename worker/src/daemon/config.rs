@@ -192,11 +192,10 @@ impl WorkerConfig {
                 "--slots must be at least 1".to_string(),
             ));
         }
-        if self.worker_id.is_empty() || self.worker_id.chars().any(char::is_control) {
-            return Err(ConfigError::Invalid(format!(
-                "--worker-id {:?} must be non-empty printable text",
-                self.worker_id
-            )));
+        // The range of akbench_core::ranges (the table wins over any other check): what the
+        // coordinator accepts, so a worker is never refused in every session forever.
+        if let Err(why) = akbench_core::ranges::worker_id(&self.worker_id) {
+            return Err(ConfigError::Invalid(format!("--worker-id: {why}")));
         }
         if let Some(t) = &self.token {
             if t.is_empty() || t.chars().any(|c| c.is_control() || c == ' ') {

@@ -37,6 +37,15 @@ pub enum ImageError {
         /// What went wrong, with the fix.
         problem: String,
     },
+    /// The registry could not be reached, or answered a server error (5xx, 429): not the
+    /// image's fault, and worth trying again (the CLI exits 3, not 2).
+    #[error("failed to pull {image}: {problem}")]
+    Unavailable {
+        /// The reference.
+        image: String,
+        /// What went wrong.
+        problem: String,
+    },
     /// A blob's content does not match its digest: nothing of it was stored.
     #[error("failed to pull {image}: blob {blob} does not match its digest (got {got}); it was refused and nothing of it is cached")]
     Tampered {

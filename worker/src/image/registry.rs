@@ -99,7 +99,10 @@ impl Client {
         let token = self.tokens.lock().ok().and_then(|t| t.get(&key).cloned());
         let resp = http::get(&url, headers, token.as_deref(), allow)
             .await
-            .map_err(fail)?;
+            .map_err(|problem| ImageError::Unavailable {
+                image: image.to_string(),
+                problem,
+            })?;
         if resp.status != 401 {
             return Ok(resp);
         }
@@ -187,6 +190,15 @@ impl Client {
             return Err(fail(format!(
                 "it has no manifest `{reference}`; fix: push the image, or correct the reference"
             )));
+        }
+        if resp.status >= 500 || resp.status == 429 {
+            return Err(ImageError::Unavailable {
+                image: image.to_string(),
+                problem: format!(
+                    "the registry answered {} to the manifest request; fix: try again when it is back",
+                    resp.status
+                ),
+            });
         }
         if resp.status != 200 {
             return Err(fail(format!(

@@ -44,6 +44,26 @@ pub fn cache_root(flag: Option<&Path>) -> PathBuf {
     std::env::temp_dir().join("akbench-cache")
 }
 
+/// [`cache_root`], refused as the user's input (exit 2, naming the flag) when it, or the
+/// nearest of its parents that exists, is not a folder: the cache could never be made there.
+pub fn usable_cache_root(flag: Option<&Path>) -> Result<PathBuf, InputError> {
+    let root = cache_root(flag);
+    if let Some((p, m)) = root
+        .ancestors()
+        .find_map(|p| std::fs::metadata(p).ok().map(|m| (p, m)))
+    {
+        if !m.is_dir() {
+            return Err(InputError(format!(
+                "failed to use the cache folder {} (--cache / AKBENCH_CACHE): {} is a {}, not a folder; fix: give a folder for --cache (it is made when missing)",
+                root.display(),
+                p.display(),
+                akbench_core::bounded_read::kind_name(&m.file_type()),
+            )));
+        }
+    }
+    Ok(root)
+}
+
 fn store(orch_images: std::path::PathBuf) -> anyhow::Result<Store> {
     Store::from_env(orch_images).map_err(|e| InputError(e).into())
 }
@@ -90,7 +110,13 @@ pub fn pin_task(orch: &Orchestrator, task: &mut Task) -> anyhow::Result<()> {
     }
     let digest = store(orch.images.clone())?
         .resolve(&image)
-        .map_err(|e| InputError(format!("task `{}`: {e}", task.release.id)))?;
+        .map_err(|e| match e {
+            // The registry's trouble, not the task's: exit 3 (README, "Exit codes").
+            akbench_worker::image::ImageError::Unavailable { .. } => {
+                anyhow::anyhow!("task `{}`: {e}", task.release.id)
+            }
+            _ => InputError(format!("task `{}`: {e}", task.release.id)).into(),
+        })?;
     task.pin_image(&digest).map_err(InputError)?;
     Ok(())
 }

@@ -1,0 +1,190 @@
+//! Each value that used to load and then fail every trial is refused at load, naming the
+//! file, the field and the fix; the good values next to them still load.
+
+use super::super::{Task, TaskError, TaskErrorKind};
+use crate::testkit::write_task;
+use std::path::Path;
+
+/// Rewrites the fixture task's task.toml: `edit` gets the text and returns the new one.
+fn task_with(root: &Path, edit: impl Fn(String) -> String) -> Result<Task, TaskError> {
+    write_task(root, "t", "1.0");
+    let toml = root.join("t/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, edit(text)).unwrap();
+    Task::load(&root.join("t"), root)
+}
+
+fn field_and_text(e: &TaskError) -> (String, String) {
+    match &e.kind {
+        TaskErrorKind::Field { field, .. } => (field.clone(), e.to_string()),
+        other => (format!("{other:?}"), e.to_string()),
+    }
+}
+
+/// An edit of task.toml's text.
+type Edit = Box<dyn Fn(String) -> String>;
+
+#[test]
+fn values_that_failed_every_trial_are_refused_at_load() {
+    let verifier = |extra: &'static str| move |t: String| format!("{t}[verifier]\n{extra}");
+    let cases: Vec<(&str, Edit, &str, &str)> = vec![
+        (
+            "a version with a newline",
+            Box::new(|t| t.replace("version = \"1.0\"", "version = \"1.0\\nx\"")),
+            "version",
+            "control character",
+        ),
+        (
+            "a 300-byte version",
+            Box::new(|t| t.replace("\"1.0\"", &format!("\"{}\"", "v".repeat(300)))),
+            "version",
+            "300 bytes is outside 1 to 128 bytes",
+        ),
+        (
+            "protected path ../x",
+            Box::new(verifier("protected_paths = [\"../x\"]\n")),
+            "verifier.protected_paths",
+            "`..`",
+        ),
+        (
+            "protected path /etc/passwd",
+            Box::new(verifier("protected_paths = [\"/etc/passwd\"]\n")),
+            "verifier.protected_paths",
+            "absolute",
+        ),
+        (
+            "protected path a/../../b",
+            Box::new(verifier("protected_paths = [\"a/../../b\"]\n")),
+            "verifier.protected_paths",
+            "`..`",
+        ),
+        (
+            "tripwire file outside tests/",
+            Box::new(verifier("[verifier.tripwire]\nfile = \"../task.toml\"\n")),
+            "verifier.tripwire.file",
+            "not inside tests/",
+        ),
+        (
+            "tripwire file absolute",
+            Box::new(verifier("[verifier.tripwire]\nfile = \"/etc/passwd\"\n")),
+            "verifier.tripwire.file",
+            "not inside tests/",
+        ),
+        (
+            "tripwire file missing",
+            Box::new(verifier("[verifier.tripwire]\nfile = \"test_nope.py\"\n")),
+            "verifier.tripwire.file",
+            "not in tests/",
+        ),
+        (
+            "tripwire file a folder",
+            Box::new(verifier("[verifier.tripwire]\nfile = \".\"\n")),
+            "verifier.tripwire.file",
+            "not a regular file",
+        ),
+        (
+            "source.repo missing",
+            Box::new(|t| t.replace("repos/x.bundle", "repos/nope.git")),
+            "source.repo",
+            "cannot be read",
+        ),
+        (
+            "source.repo /etc",
+            Box::new(|t| t.replace("repos/x.bundle", "/etc")),
+            "source.repo",
+            "not a git repository",
+        ),
+        (
+            "source.repo a file that is no bundle",
+            Box::new(|t| t.replace("repos/x.bundle", "t/task.toml")),
+            "source.repo",
+            "not a git bundle",
+        ),
+        (
+            "source.repo file:// to a missing folder",
+            Box::new(|t| t.replace("repos/x.bundle", "file:///no/such/repo.git")),
+            "source.repo",
+            "cannot be read",
+        ),
+        (
+            "workdir with a 300-byte folder name",
+            Box::new(|t| {
+                format!(
+                    "{t}[environment]\nimage = \"img:1\"\nworkdir = \"/app/{}\"\n",
+                    "d".repeat(300)
+                )
+            }),
+            "environment.workdir",
+            "300 bytes is outside 1 to 255 bytes",
+        ),
+        (
+            "workdir with a NUL",
+            Box::new(|t| {
+                format!("{t}[environment]\nimage = \"img:1\"\nworkdir = \"/a\\u0000b\"\n")
+            }),
+            "environment.workdir",
+            "0x00",
+        ),
+        (
+            "build time limit of a millisecond",
+            Box::new(|t| format!("{t}[environment]\nbuild_timeout_sec = 0.001\n")),
+            "environment.build_timeout_sec",
+            "0.001 seconds is outside 1 to 604800 seconds",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, edit, field, words) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        match task_with(tmp.path(), edit) {
+            Ok(_) => failures.push(format!("{name}: loaded")),
+            Err(e) => {
+                let (f, text) = field_and_text(&e);
+                if f != field || !text.contains(words) || !text.contains("fix:") {
+                    failures.push(format!("{name}: {f}: {text}"));
+                }
+                if !text.contains("task.toml") || text.len() > 1000 {
+                    failures.push(format!("{name}: names no file or too long: {text}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_good_values_beside_them_still_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("t/tests")).unwrap();
+    std::fs::write(
+        tmp.path().join("t/tests/test_hidden.py"),
+        "def test_x():\n    assert 1 == 1\n",
+    )
+    .unwrap();
+    let t = task_with(tmp.path(), |t| {
+        format!(
+            "{t}[verifier]\nprotected_paths = [\"tests/akbench_hidden.rs\", \"conftest.py\", \"dir/\", \"*.pth\"]\n\
+             [verifier.tripwire]\nfile = \"test_hidden.py\"\n\
+             [environment]\nimage = \"img:1\"\nworkdir = \"/app/{}\"\nbuild_timeout_sec = 1\n",
+            "d".repeat(255)
+        )
+    });
+    assert!(t.is_ok(), "{t:?}");
+    // A work tree and a bare repository are repositories.
+    for (layout, repo) in [("work tree", "repos/w"), ("bare", "repos/b.git")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = match layout {
+            "work tree" => tmp.path().join(repo).join(".git"),
+            _ => tmp.path().join(repo),
+        };
+        std::fs::create_dir_all(git.join("objects")).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let t = task_with(tmp.path(), |t| t.replace("repos/x.bundle", repo));
+        assert!(t.is_ok(), "{layout}: {t:?}");
+    }
+    // A remote URL is not contacted at load.
+    let tmp = tempfile::tempdir().unwrap();
+    let t = task_with(tmp.path(), |t| {
+        t.replace("repos/x.bundle", "https://example.invalid/r.git")
+    });
+    assert!(t.is_ok(), "{t:?}");
+}

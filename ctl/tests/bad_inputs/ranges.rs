@@ -1,0 +1,522 @@
+//! Values outside their range (docs/limits.md, "Value ranges"), task fields the docs say are
+//! refused at load, and exit codes the README documents, through the real binaries:
+//! `akbench`, `akbench-worker` and `akbench-coordinator` each refuse the value with the
+//! documented exit code, naming the flag or field, its range and the fix, never panicking
+//! and never blocked (each run has the parent's [`super::PATIENCE`]).
+
+use super::{akbench, argv, fifo, fixture, planned, snapshot, Case, PATIENCE};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The path of a workspace binary, built when missing (as worker/tests/e2e does): this
+/// crate's tests have only `akbench`'s path from cargo.
+fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join(bin);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "failed to build {bin}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// Runs `bin` with `env` in `cwd`: (exit code, stdout + stderr, how long it took); `None`
+/// when it was still running after [`PATIENCE`] and had to be killed.
+fn run(
+    bin: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &[(&str, String)],
+) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env("AKBENCH_CACHE", cwd.join("cache"))
+        .env_remove("AKBENCH_COORDINATOR")
+        .env_remove("AKBENCH_LEASE_TTL_MS")
+        .env_remove("AKBENCH_WORKER_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("start the binary");
+    let pid = child.id() as libc::pid_t;
+    let (done, wait) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if wait.recv_timeout(PATIENCE).is_err() {
+            // SAFETY: signals our own child, not reaped yet (the main thread waits on it).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            true
+        } else {
+            false
+        }
+    });
+    let out = child.wait_with_output().expect("wait for the binary");
+    let _ = done.send(());
+    let killed = watchdog.join().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        if killed { None } else { out.status.code() },
+        text,
+        started.elapsed(),
+    )
+}
+
+fn toml_of(d: &Path) -> PathBuf {
+    d.join("tasks/wordcount-001/task.toml")
+}
+
+fn edit_toml(d: &Path, edit: impl Fn(String) -> String) {
+    let p = toml_of(d);
+    let t = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, edit(t)).unwrap();
+}
+
+fn add_to_toml(d: &Path, text: &str) {
+    edit_toml(d, |t| format!("{t}{text}"));
+}
+
+fn solution(d: &Path) {
+    let s = d.join("tasks/wordcount-001/solution");
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::write(s.join("solve.sh"), "true\n").unwrap();
+}
+
+const PLAN: &[&str] = &["run", "plan", "--config", "experiment.yaml"];
+const TASK_CHECK: &[&str] = &["task", "check", "tasks/wordcount-001"];
+
+/// Bad inputs `akbench` refuses with exit 2, naming them, writing nothing.
+fn cases() -> Vec<Case> {
+    vec![
+        // --- flags: the ranges table ---
+        Case {
+            name: "certs --days 100000000 (was a date overflow panic)",
+            make: |_| {},
+            args: &["certs", "--days", "100000000", "--server-name", "c1"],
+            code: 2,
+            words: &["--days", "1 to 3650 days", "fix:"],
+        },
+        Case {
+            name: "certs --server-name empty",
+            make: |_| {},
+            args: &["certs", "--server-name", ""],
+            code: 2,
+            words: &["--server-name", "0 bytes", "1 to 253 bytes", "fix:"],
+        },
+        Case {
+            name: "certs --server-name with a space",
+            make: |_| {},
+            args: &["certs", "--server-name", "a b"],
+            code: 2,
+            words: &["--server-name", "DNS name", "fix:"],
+        },
+        Case {
+            name: "sweep --lease-ttl-ms 0",
+            make: |_| {},
+            args: &["sweep", "experiment.yaml", "--lease-ttl-ms", "0"],
+            code: 2,
+            words: &["--lease-ttl-ms", "1000 to 86400000 ms", "fix:"],
+        },
+        Case {
+            name: "up --lease-ttl-ms u64::MAX",
+            make: |_| {},
+            args: &["up", "--lease-ttl-ms", "18446744073709551615"],
+            code: 2,
+            words: &["--lease-ttl-ms", "1000 to 86400000 ms"],
+        },
+        // --- task fields refused at load ---
+        Case {
+            name: "tripwire file outside tests/",
+            make: |d| add_to_toml(d, "[verifier.tripwire]\nfile = \"../task.toml\"\n"),
+            args: PLAN,
+            code: 2,
+            words: &["task.toml", "verifier.tripwire.file", "tests/", "fix:"],
+        },
+        Case {
+            name: "workdir with a NUL",
+            make: |d| {
+                add_to_toml(
+                    d,
+                    "[environment]\nimage = \"img:1\"\nworkdir = \"/a\\u0000b\"\n",
+                )
+            },
+            args: PLAN,
+            code: 2,
+            words: &["task.toml", "environment.workdir", "0x00"],
+        },
+        Case {
+            name: "workdir with a 300-byte folder name",
+            make: |d| {
+                add_to_toml(
+                    d,
+                    &format!(
+                        "[environment]\nimage = \"img:1\"\nworkdir = \"/{}\"\n",
+                        "w".repeat(300)
+                    ),
+                )
+            },
+            args: PLAN,
+            code: 2,
+            words: &["environment.workdir", "1 to 255 bytes"],
+        },
+        Case {
+            name: "source.repo that does not exist",
+            make: |d| edit_toml(d, |t| t.replace("repos/x.bundle", "repos/none.git")),
+            args: PLAN,
+            code: 2,
+            words: &["task.toml", "source.repo", "none.git", "fix:"],
+        },
+        Case {
+            name: "source.repo /etc",
+            make: |d| edit_toml(d, |t| t.replace("repos/x.bundle", "/etc")),
+            args: PLAN,
+            code: 2,
+            words: &["source.repo", "not a git repository", "fix:"],
+        },
+        Case {
+            name: "protected path ../x",
+            make: |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"../x\"]\n"),
+            args: PLAN,
+            code: 2,
+            words: &["verifier.protected_paths", "../x", "fix:"],
+        },
+        Case {
+            name: "protected path /etc/passwd",
+            make: |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"/etc/passwd\"]\n"),
+            args: PLAN,
+            code: 2,
+            words: &["verifier.protected_paths", "absolute"],
+        },
+        Case {
+            name: "version with a newline",
+            make: |d| edit_toml(d, |t| t.replace("version = \"1.0\"", "version = \"1\\n2\"")),
+            args: PLAN,
+            code: 2,
+            words: &["task.toml", "version", "control character"],
+        },
+        Case {
+            name: "build_timeout_sec 0.001",
+            make: |d| add_to_toml(d, "[environment]\nbuild_timeout_sec = 0.001\n"),
+            args: PLAN,
+            code: 2,
+            words: &["environment.build_timeout_sec", "1 to 604800 seconds"],
+        },
+        // --- exit codes the README documents ---
+        Case {
+            name: "task check without solution/solve.sh: bad input, nothing cached",
+            make: |d| {
+                let s = d.join("tasks/wordcount-001/solution");
+                std::fs::create_dir_all(&s).unwrap();
+                std::fs::write(s.join("notes.txt"), "no script\n").unwrap();
+            },
+            args: TASK_CHECK,
+            code: 2,
+            words: &["solution/solve.sh", "fix:"],
+        },
+        Case {
+            name: "task check --cache that is a file",
+            make: |d| {
+                solution(d);
+                std::fs::write(d.join("cache-file"), "").unwrap();
+            },
+            args: &[
+                "task",
+                "check",
+                "tasks/wordcount-001",
+                "--cache",
+                "cache-file",
+            ],
+            code: 2,
+            words: &["--cache", "cache-file", "not a folder", "fix:"],
+        },
+    ]
+}
+
+#[test]
+fn values_out_of_range_and_fields_refused_at_load_exit_2_naming_them() {
+    let mut failures = Vec::new();
+    for c in cases() {
+        let tmp = fixture();
+        (c.make)(tmp.path());
+        let before = snapshot(tmp.path());
+        let (code, text) = akbench(&argv(c.args), tmp.path());
+        let after = snapshot(tmp.path());
+        let mut why = Vec::new();
+        if code != Some(c.code) {
+            why.push(format!("exit {code:?} (None: killed), wanted {}", c.code));
+        }
+        for w in c.words {
+            if !text.contains(w) {
+                why.push(format!("no `{w}` in the message"));
+            }
+        }
+        if text.contains("panicked") || text.len() > 4000 {
+            why.push(format!("a panic or a {}-byte message", text.len()));
+        }
+        if before != after {
+            why.push("the folder changed".into());
+        }
+        if !why.is_empty() {
+            let shown: String = text.chars().take(600).collect();
+            failures.push(format!("{}: {}\n    {shown}", c.name, why.join("; ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_10kb_server_name_is_refused_cut_short() {
+    let tmp = fixture();
+    let long = "s".repeat(10_000);
+    let (code, text) = akbench(&argv(&["certs", "--server-name", &long]), tmp.path());
+    assert_eq!(code, Some(2), "{text:.600}");
+    assert!(
+        text.contains("--server-name") && text.contains("1 to 253 bytes") && text.len() < 2000,
+        "{text:.600}"
+    );
+    assert!(!tmp.path().join("certs").exists());
+}
+
+/// One case of a binary other than `akbench`: name, binary, argv, environment, words.
+type BinCase<'a> = (
+    &'a str,
+    &'a Path,
+    Vec<String>,
+    Vec<(&'a str, String)>,
+    &'a [&'a str],
+);
+
+/// `akbench-worker` and `akbench-coordinator` refuse the same values from the same table:
+/// exit 2 (a bad command line), the flag and the range named, no panic, at once.
+#[test]
+fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
+    let worker = workspace_bin("akbench-worker", "akbench-worker");
+    let coordinator = workspace_bin("akbench-coordinator", "akbench-coordinator");
+    let tmp = tempfile::tempdir().unwrap();
+    let base = |extra: &[&str]| {
+        let mut a = argv(&[
+            "--coordinator",
+            "http://127.0.0.1:9",
+            "--tasks-root",
+            "t",
+            "--agents-root",
+            "a",
+        ]);
+        a.extend(argv(extra));
+        a
+    };
+    let long_id = "w".repeat(10_000);
+    let cases: Vec<BinCase> = vec![
+        (
+            "worker --grace 1e20 (was a Duration panic)",
+            &worker,
+            base(&["--grace", "1e20"]),
+            vec![],
+            &["--grace", "0 to 604800 seconds", "fix:"],
+        ),
+        (
+            "worker --grace -1",
+            &worker,
+            base(&["--grace=-1"]),
+            vec![],
+            &["--grace", "0 to 604800 seconds"],
+        ),
+        (
+            "worker --worker-id of 10 KB (was retried forever)",
+            &worker,
+            base(&["--worker-id", &long_id]),
+            vec![],
+            &["--worker-id", "1 to 256 bytes", "fix:"],
+        ),
+        (
+            "coordinator --lease-ttl-ms u64::MAX (every session refused)",
+            &coordinator,
+            argv(&[
+                "--database-url",
+                "postgres://nobody@127.0.0.1:9/none",
+                "--lease-ttl-ms",
+                "18446744073709551615",
+            ]),
+            vec![],
+            &["--lease-ttl-ms", "1000 to 86400000 ms", "fix:"],
+        ),
+        (
+            "coordinator AKBENCH_LEASE_TTL_MS=0",
+            &coordinator,
+            argv(&["--database-url", "postgres://nobody@127.0.0.1:9/none"]),
+            vec![("AKBENCH_LEASE_TTL_MS", "0".to_string())],
+            &["--lease-ttl-ms", "1000 to 86400000 ms"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, bin, args, env, words) in cases {
+        let (code, text, took) = run(bin, &args, tmp.path(), &env);
+        let mut why = Vec::new();
+        if code != Some(2) {
+            why.push(format!("exit {code:?}, wanted 2"));
+        }
+        for w in words {
+            if !text.contains(w) {
+                why.push(format!("no `{w}` in the message"));
+            }
+        }
+        if text.contains("panicked") || text.len() > 4000 {
+            why.push(format!("a panic or a {}-byte message", text.len()));
+        }
+        if took > Duration::from_secs(10) {
+            why.push(format!("took {took:?}"));
+        }
+        if !why.is_empty() {
+            let shown: String = text.chars().take(600).collect();
+            failures.push(format!("{name}: {}\n    {shown}", why.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A registry answering 500 is the registry's trouble, not the task's: `task check` exits 3
+/// (README, "Exit codes"), not 2.
+#[test]
+fn task_check_with_a_registry_answering_500_exits_3() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    let tmp = fixture();
+    solution(tmp.path());
+    add_to_toml(
+        tmp.path(),
+        &format!("[environment]\nimage = \"127.0.0.1:{port}/team/img:1\"\n"),
+    );
+    let (code, text, _) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[TASK_CHECK, &["--runtime", "container"]].concat()),
+        tmp.path(),
+        &[("AKBENCH_INSECURE_REGISTRIES", format!("127.0.0.1:{port}"))],
+    );
+    assert_eq!(code, Some(3), "{text:.800}");
+    assert!(
+        text.contains("500") && !text.contains("panicked"),
+        "{text:.800}"
+    );
+    assert!(
+        !tmp.path().join("cache/task-checks").exists()
+            || std::fs::read_dir(tmp.path().join("cache/task-checks"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no verdict cached"
+    );
+}
+
+/// Past `environment.build_timeout_sec`, `image build` stops the builder's whole process
+/// group: a builder whose child sleeps 40 s holding the output open ends within seconds.
+#[test]
+fn a_build_past_its_time_limit_is_stopped_with_its_children() {
+    let tmp = fixture();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let docker = bin.join("docker");
+    std::fs::write(&docker, "#!/bin/sh\nsleep 40 &\nsleep 40\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let task = tmp.path().join("tasks/wordcount-001");
+    std::fs::create_dir_all(task.join("environment")).unwrap();
+    std::fs::write(task.join("environment/Dockerfile"), "FROM scratch\n").unwrap();
+    add_to_toml(tmp.path(), "[environment]\nbuild_timeout_sec = 1\n");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (code, text, took) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[
+            "image",
+            "build",
+            "tasks/wordcount-001",
+            "--push",
+            "127.0.0.1:9",
+            "--builder",
+            "docker",
+        ]),
+        tmp.path(),
+        &[("PATH", path)],
+    );
+    assert_eq!(code, Some(3), "{text:.800}");
+    assert!(
+        text.contains("build time limit") && text.contains("environment.build_timeout_sec"),
+        "{text:.800}"
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");
+}
+
+/// `run import-harbor` names each result.json it skips and why (a FIFO is never opened, an
+/// array is no result); `run reconcile` refuses a negative cost naming the file and field.
+#[test]
+fn skipped_harbor_results_are_named_and_a_negative_cost_is_refused() {
+    let tmp = fixture();
+    let d = tmp.path();
+    let run_dir = planned(d);
+    let run = run_dir.file_name().unwrap().to_string_lossy().into_owned();
+    let jobs = d.join("jobs");
+    std::fs::create_dir_all(jobs.join("a")).unwrap();
+    std::fs::create_dir_all(jobs.join("b")).unwrap();
+    fifo(&jobs.join("a/result.json"));
+    std::fs::write(jobs.join("b/result.json"), "[1, 2]").unwrap();
+    let (code, text) = akbench(&argv(&["run", "import-harbor", &run, "jobs"]), d);
+    assert_eq!(code, Some(1), "{text:.800}");
+    for w in ["a/result.json", "FIFO", "b/result.json", "JSON array"] {
+        assert!(text.contains(w), "no `{w}`: {text:.800}");
+    }
+
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("plan.ready.json")).unwrap()).unwrap();
+    let trial = plan["trials"][0]["trial_id"].as_str().unwrap().to_string();
+    std::fs::write(
+        d.join("neg.jsonl"),
+        format!(
+            "{{\"trial_id\":\"{trial}\",\"state\":\"failed\",\"ok\":false,\"score\":null,\"attempt_id\":null,\"source\":null,\"spend\":{{\"cost_usd\":-5}}}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, text) = akbench(
+        &argv(&["run", "reconcile", &run, "--observations", "neg.jsonl"]),
+        d,
+    );
+    assert_eq!(code, Some(2), "{text:.800}");
+    assert!(
+        text.contains("neg.jsonl") && text.contains("spend.cost_usd"),
+        "{text:.800}"
+    );
+}
