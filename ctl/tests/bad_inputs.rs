@@ -10,6 +10,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
+#[path = "bad_inputs/net.rs"]
+mod net;
+
 /// How long a case may run before it counts as blocked (generous: never a timing claim).
 const PATIENCE: Duration = Duration::from_secs(20);
 

@@ -195,7 +195,15 @@ impl WorkerConfig {
         if self.worker_id.is_empty() || self.worker_id.chars().any(char::is_control) {
             return Err(ConfigError::Invalid(format!(
                 "--worker-id {:?} must be non-empty printable text",
-                self.worker_id
+                akbench_core::limits::elide(&self.worker_id)
+            )));
+        }
+        let max = akbench_core::identity::MAX_WORKER_ID_BYTES;
+        if self.worker_id.len() > max {
+            return Err(ConfigError::Invalid(format!(
+                "--worker-id `{}` is {} bytes, more than the {max} a coordinator accepts; fix: pass a shorter --worker-id",
+                akbench_core::limits::elide(&self.worker_id),
+                self.worker_id.len()
             )));
         }
         if let Some(t) = &self.token {
@@ -279,6 +287,16 @@ mod tests {
         let mut tls = config("https://x:1");
         tls.token = Some("secret".into());
         assert!(tls.validate().is_ok());
+        // A worker id longer than a coordinator accepts is refused at start, not retried.
+        let mut long = config("http://127.0.0.1:7443");
+        long.worker_id = "w".repeat(akbench_core::identity::MAX_WORKER_ID_BYTES);
+        assert!(long.validate().is_ok());
+        long.worker_id = "w".repeat(10_000);
+        let e = long.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--worker-id") && e.contains("10000 bytes") && e.len() < 600,
+            "{e}"
+        );
     }
 
     #[test]
