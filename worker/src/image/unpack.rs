@@ -76,12 +76,18 @@ fn apply_entry<R: Read>(
     match action {
         Action::Root => Ok(()),
         Action::Remove(rel) => {
+            // A whiteout in a folder no lower layer made removes nothing.
+            if !parent_exists(root, &rel)? {
+                return Ok(());
+            }
             let p = place(root, &rel, None)?;
             remove(&p).map_err(err)
         }
         Action::Opaque(rel) => {
             let dir = if rel.as_os_str().is_empty() {
                 root.to_path_buf()
+            } else if !parent_exists(root, &rel)? {
+                return Ok(());
             } else {
                 place(root, &rel, None)?
             };
@@ -232,6 +238,12 @@ pub fn place(
         },
     }
     Ok(dir.join(name))
+}
+
+/// Whether the folder `rel` is in exists (resolved inside `root`).
+fn parent_exists(root: &Path, rel: &Path) -> Result<bool, String> {
+    let parent = resolve(root, rel.parent().unwrap_or(Path::new("")))?;
+    Ok(std::fs::symlink_metadata(root.join(parent)).is_ok_and(|m| m.is_dir()))
 }
 
 /// Makes each missing folder of `parent` (resolved, relative to `root`) with mode 0755 and
@@ -602,6 +614,9 @@ mod tests {
                 E::File("a/b/c/file", "deep"),
                 E::Link("x/y/link", "../../a"),
                 E::Hard("h/hard", "a/b/c/file"),
+                // Whiteouts in folders no layer made remove nothing.
+                E::File("q/r/.wh.s", ""),
+                E::File("m/n/.wh..wh..opq", ""),
             ]],
         )
         .unwrap();
