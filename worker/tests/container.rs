@@ -411,4 +411,29 @@ fn an_image_over_its_layer_or_configuration_cap_is_refused_before_download() {
         fs::read_to_string(u.rootfs.join("etc/same")).unwrap(),
         "s\n"
     );
+
+    // A gzip bomb (8 MiB of zeros, a few KiB pushed) stops at a 1 MiB unpacked cap, naming
+    // it and its variable; the partial root is removed and the image is not ready.
+    let zeros = "\0".repeat(8 << 20);
+    let bomb = layer(dir.path(), "bomb", &[("zeros", &zeros)], "gzip");
+    assert!(fs::metadata(&bomb).unwrap().len() < 1 << 20);
+    let d = reg.push("akbench/bomb:v1", &[(&bomb, "gzip")], &[], None, None);
+    let mut small = store.clone();
+    small.limits.unpacked_bytes = 1 << 20;
+    let e = small
+        .ensure(&ImageRef::parse(&format!("{}/akbench/bomb@{d}", reg.addr)).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("more than 1048576 unpacked bytes") && e.contains("AKBENCH_IMAGE_MAX_BYTES"),
+        "{e}"
+    );
+    let hex = d.strip_prefix("sha256:").unwrap();
+    assert!(!dir.path().join("images/roots").join(hex).exists());
+    let partial: Vec<_> = fs::read_dir(dir.path().join("images/tmp"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("root-"))
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
 }
