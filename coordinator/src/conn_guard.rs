@@ -22,6 +22,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
 
+/// The length of the HTTP/2 client preface (`PRI * HTTP/2.0...`).
+const H2_PREFACE_BYTES: u64 = 24;
+
 /// How often a warning about shed connections may be logged.
 pub const SHED_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -179,7 +182,7 @@ pub struct Bounded<S> {
     deadline: Pin<Box<Sleep>>,
     idle: Duration,
     protocol: Protocol,
-    read_any: bool,
+    read: u64,
     wrote_any: bool,
     /// HTTP/1: the last bytes read, to see the end of the request headers.
     tail: [u8; 3],
@@ -194,7 +197,7 @@ impl<S> Bounded<S> {
             deadline: Box::pin(tokio::time::sleep(limits.handshake)),
             idle: limits.idle,
             protocol,
-            read_any: false,
+            read: 0,
             wrote_any: false,
             tail: [0; 3],
             headers_in: false,
@@ -206,10 +209,16 @@ impl<S> Bounded<S> {
         &self.inner
     }
 
-    /// Done with its handshake: both sides have spoken (TLS, HTTP/2), or, on plain
-    /// HTTP/1, the first request's headers are in (the answer may take a while).
+    /// Done with its handshake: on plain HTTP/1, the first request's headers are in (the
+    /// answer may take a while); on gRPC, the client's HTTP/2 preface is in and the server
+    /// has answered; under TLS, both sides have spoken (the TLS handshake has its own
+    /// deadline, `tls::HANDSHAKE_TIMEOUT`).
     fn shaken(&self) -> bool {
-        (self.read_any && self.wrote_any) || self.headers_in
+        match self.protocol {
+            Protocol::Http => self.headers_in,
+            Protocol::Grpc => self.read >= H2_PREFACE_BYTES && self.wrote_any,
+            Protocol::HttpTls => self.read > 0 && self.wrote_any,
+        }
     }
 
     fn saw(&mut self, bytes: &[u8]) {
@@ -256,7 +265,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Bounded<S> {
             Poll::Ready(Ok(())) => {
                 let got = &buf.filled()[before..];
                 if !got.is_empty() {
-                    this.read_any = true;
+                    this.read += got.len() as u64;
                     this.saw(got);
                     this.progressed();
                 }

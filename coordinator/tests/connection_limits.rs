@@ -169,6 +169,35 @@ async fn a_flood_of_idle_connections_is_bounded_and_health_stays_answerable() {
         .expect("the server closes an idle kept-alive connection");
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
 
+    // Handshakes that never finish are closed at the handshake timeout, even when their
+    // bytes keep coming (below the idle timeout): request headers dripped a byte every
+    // 500 ms, and an HTTP/2 preface cut short.
+    let drip = TcpStream::connect(http).await.unwrap();
+    let (mut r, mut w) = drip.into_split();
+    let dripping = tokio::spawn(async move {
+        w.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        while w.write_all(b"x").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, r.read_to_end(&mut got))
+        .await
+        .expect("the server closes a request whose headers never end")
+        .ok();
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    tokio::time::timeout(PATIENCE, dripping)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut partial = TcpStream::connect(grpc).await.unwrap();
+    partial.write_all(b"PRI * HTTP/2.0").await.unwrap();
+    tokio::time::timeout(PATIENCE, until_closed(partial))
+        .await
+        .expect("the server closes a connection whose HTTP/2 preface never ends");
+
     // The flood gone, nothing is held and the coordinator serves as before.
     for guard in &handle.connections {
         tokio::time::timeout(PATIENCE, async {
