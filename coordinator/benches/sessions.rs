@@ -286,6 +286,8 @@ async fn parent() {
                 .args(["--database-url", &url])
                 .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
                 .args(["--http-listen", &format!("127.0.0.1:{http}")])
+                // Every session comes from this one loopback address.
+                .args(["--max-connections-per-peer", "100000"])
                 .env("RUST_LOG", "warn")
                 .env_remove("AKBENCH_OPERATOR_TOKEN")
                 .env_remove("AKBENCH_VIEWER_TOKEN")

@@ -15,9 +15,11 @@
 //! - [`devcerts`]: development CA, server and worker certificates (`akbench certs`).
 //! - [`tls`]: TLS of the listeners (certificate reload, client certificates);
 //!   [`worker_identity`]: worker credentials and the worker-id binding.
+//! - [`conn_guard`]: the listeners' connection limits and handshake and idle timeouts.
 //! - [`server`]: [`server::Config`] and [`server::serve`], the whole process.
 
 pub mod auth;
+pub mod conn_guard;
 pub mod control_service;
 pub mod convert;
 pub mod devcerts;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::auth::{AuthError, Tokens};
+use crate::conn_guard::{Guard, GuardedListener, Protocol};
 use crate::control_service::ControlService;
 use crate::http::{router, HttpState};
 use crate::metrics::Metrics;
@@ -25,6 +26,7 @@ use crate::tls::{Reloader, TlsError, TlsFiles, TlsIncoming};
 use crate::work_control::WorkControl;
 use crate::worker_identity::workers_interceptor;
 use crate::workers_service::{WorkersConfig, WorkersService};
+use akbench_core::connections::{self, ConnectionLimits};
 use akbench_core::lease_timing::{LeaseTiming, LeaseTimingError, DEFAULT_LEASE_TTL_MS};
 
 /// The coordinator's configuration (the scheduler reads its lease settings from here too).
@@ -82,6 +84,30 @@ pub struct Config {
     /// coordinator can read: the viewer's trial pages show logs and diffs from it.
     #[arg(long, env = "AKBENCH_ARTIFACTS")]
     pub artifacts: Option<PathBuf>,
+    /// Most connections each listener (gRPC, HTTP) holds at once; more are shed (HTTP:
+    /// `503`). Lowered to what the open-files limit holds.
+    #[arg(long, env = "AKBENCH_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_TOTAL)]
+    pub max_connections: usize,
+    /// Most connections each listener holds at once from one peer address.
+    #[arg(long, env = "AKBENCH_MAX_CONNECTIONS_PER_PEER", default_value_t = connections::DEFAULT_PER_PEER)]
+    pub max_connections_per_peer: usize,
+    /// Seconds a connection may take to finish its handshake (TLS, HTTP/2's preface, an
+    /// HTTP/1 request's headers) before it is closed.
+    #[arg(long, env = "AKBENCH_HANDSHAKE_TIMEOUT", value_name = "SECONDS",
+          default_value_t = connections::DEFAULT_HANDSHAKE.as_secs_f64(),
+          value_parser = akbench_core::limits::parse_seconds)]
+    pub handshake_timeout: f64,
+    /// Seconds a connection may carry no traffic before it is closed.
+    #[arg(long, env = "AKBENCH_IDLE_TIMEOUT", value_name = "SECONDS",
+          default_value_t = connections::DEFAULT_IDLE.as_secs_f64(),
+          value_parser = akbench_core::limits::parse_seconds)]
+    pub idle_timeout: f64,
+    /// Seconds between HTTP/2 keepalive pings on gRPC connections; one not answered
+    /// within as long again closes the connection. Below --idle-timeout.
+    #[arg(long, env = "AKBENCH_KEEPALIVE", value_name = "SECONDS",
+          default_value_t = connections::DEFAULT_KEEPALIVE.as_secs_f64(),
+          value_parser = akbench_core::limits::parse_seconds)]
+    pub keepalive: f64,
 }
 
 impl Config {
@@ -100,7 +126,26 @@ impl Config {
             client_ca: None,
             require_worker_certs: false,
             artifacts: None,
+            max_connections: connections::DEFAULT_TOTAL,
+            max_connections_per_peer: connections::DEFAULT_PER_PEER,
+            handshake_timeout: connections::DEFAULT_HANDSHAKE.as_secs_f64(),
+            idle_timeout: connections::DEFAULT_IDLE.as_secs_f64(),
+            keepalive: connections::DEFAULT_KEEPALIVE.as_secs_f64(),
         }
+    }
+
+    /// The listeners' connection limits as configured (before the open-files limit lowers
+    /// the totals); an error for values that cannot work together.
+    pub fn connection_limits(&self) -> Result<ConnectionLimits, ServeError> {
+        let limits = ConnectionLimits {
+            total: self.max_connections,
+            per_peer: self.max_connections_per_peer,
+            handshake: Duration::from_secs_f64(self.handshake_timeout),
+            idle: Duration::from_secs_f64(self.idle_timeout),
+            keepalive: Duration::from_secs_f64(self.keepalive),
+        };
+        limits.check().map_err(ServeError::Connections)?;
+        Ok(limits)
     }
 
     /// The lease time-to-live.
@@ -200,6 +245,9 @@ pub enum ServeError {
     /// The lease TTL and heartbeat interval cannot work together.
     #[error(transparent)]
     Timing(#[from] LeaseTimingError),
+    /// The connection limits cannot work together.
+    #[error("failed to start: {0}")]
+    Connections(String),
     /// A live replica on the same database runs with another lease TTL.
     #[error(
         "failed to start: replica {replica} on this database runs with --lease-ttl-ms {theirs} \
@@ -233,6 +281,8 @@ pub struct ServeHandle {
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
+    /// The listeners' connection guards (gRPC, HTTP): what they hold and shed.
+    pub connections: [Arc<Guard>; 2],
     /// The database.
     pub store: Store,
     /// Process metrics.
@@ -269,6 +319,9 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeHandle, ServeError> {
     let timing = config.lease_timing()?;
+    let limits = config
+        .connection_limits()?
+        .within_files(open_files_limit(), 2);
     let tls_files = config.tls_files()?;
     let tls = tls_files.clone().map(Reloader::new).transpose()?;
     let store = Store::connect(&config.database_url).await?;
@@ -350,7 +403,18 @@ pub async fn serve_with(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
+    let grpc_guard = Guard::new("grpc", Protocol::Grpc, limits);
+    let http_protocol = if tls.is_some() {
+        Protocol::HttpTls
+    } else {
+        Protocol::Http
+    };
+    let http_guard = Guard::new("http", http_protocol, limits);
+    // Keepalive pings make a live peer's idle connection carry traffic, so only a dead or
+    // silent one reaches the idle timeout (conn_guard).
     let grpc_router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keepalive))
+        .http2_keepalive_timeout(Some(limits.keepalive))
         .trace_fn(akbench_telemetry::grpc_server_span)
         .add_service(control)
         .add_service(workers_server);
@@ -362,8 +426,10 @@ pub async fn serve_with(
             };
             let grpc_config = reloader.server_config(&[b"h2"], files.load_client_roots()?)?;
             let http_config = reloader.server_config(&[b"http/1.1"], None)?;
-            let grpc_in = TlsIncoming::new(grpc, grpc_config).map_err(bind_err)?;
-            let http_in = TlsIncoming::new(http, http_config).map_err(bind_err)?;
+            let grpc_in =
+                TlsIncoming::new(grpc, grpc_config, grpc_guard.clone()).map_err(bind_err)?;
+            let http_in =
+                TlsIncoming::new(http, http_config, http_guard.clone()).map_err(bind_err)?;
             let http_server = axum::serve(http_in, app).with_graceful_shutdown(stopped());
             (
                 tokio::spawn(
@@ -374,9 +440,14 @@ pub async fn serve_with(
             )
         }
         _ => {
-            let http_server = axum::serve(http, app).with_graceful_shutdown(stopped());
+            let http_in = GuardedListener {
+                listener: http,
+                guard: http_guard.clone(),
+            };
+            let http_server = axum::serve(http_in, app).with_graceful_shutdown(stopped());
+            let grpc_in = crate::conn_guard::incoming(grpc, grpc_guard.clone());
             (
-                tokio::spawn(grpc_router.serve_with_incoming_shutdown(accepted(grpc), stopped())),
+                tokio::spawn(grpc_router.serve_with_incoming_shutdown(grpc_in, stopped())),
                 tokio::spawn(async move { http_server.await }),
                 None,
             )
@@ -386,7 +457,8 @@ pub async fn serve_with(
     // lease from before this start the restart grace, counted from now
     // (LeaseTiming::restart_grace).
     let reaper = workers.spawn_reaper();
-    tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), client_certs = config.client_ca.is_some(), "coordinator listening");
+    tracing::info!(%grpc_addr, %http_addr, tls = tls.is_some(), client_certs = config.client_ca.is_some(),
+        max_connections = limits.total, max_connections_per_peer = limits.per_peer, "coordinator listening");
     let task = tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -437,6 +509,7 @@ pub async fn serve_with(
     Ok(ServeHandle {
         grpc_addr,
         http_addr,
+        connections: [grpc_guard, http_guard],
         store,
         metrics: services.metrics,
         tls,
@@ -482,6 +555,16 @@ pub fn accepted(
             let _ = stream.set_nodelay(true);
         })
     })
+}
+
+/// This process's soft open-files limit, when it can be read.
+fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct passed, which lives for the call.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
 }
 
 /// Resolves on SIGTERM or SIGINT.

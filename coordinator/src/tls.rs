@@ -29,6 +29,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::conn_guard::{Bounded, Guard};
+
 /// How long a client may take to finish its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the certificate files are checked for a change.
@@ -274,28 +276,26 @@ impl Reloader {
 /// Connections accepted on a listener and handshaken with TLS.
 #[derive(Debug)]
 pub struct TlsIncoming {
-    rx: mpsc::Receiver<TlsStream<TcpStream>>,
+    rx: mpsc::Receiver<TlsStream<Bounded<TcpStream>>>,
     addr: SocketAddr,
     task: AbortOnDrop,
 }
 
 impl TlsIncoming {
-    /// Starts accepting on `listener`; each handshake runs in its own task.
-    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<TlsIncoming> {
+    /// Starts accepting on `listener` the connections `guard` admits; each handshake runs
+    /// in its own task.
+    pub fn new(
+        listener: TcpListener,
+        config: Arc<ServerConfig>,
+        guard: Arc<Guard>,
+    ) -> std::io::Result<TlsIncoming> {
         let addr = listener.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (tx, rx) = mpsc::channel(64);
         let task = tokio::spawn(async move {
             loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
+                let tcp = guard.accept(&listener).await;
+                let peer = tcp.get_ref().peer_addr().unwrap_or(addr);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
@@ -319,7 +319,7 @@ impl TlsIncoming {
     /// The connections as a stream (for tonic's `serve_with_incoming_shutdown`).
     pub fn into_stream(
         self,
-    ) -> impl tokio_stream::Stream<Item = std::io::Result<TlsStream<TcpStream>>> {
+    ) -> impl tokio_stream::Stream<Item = std::io::Result<TlsStream<Bounded<TcpStream>>>> {
         let TlsIncoming {
             rx, task: guard, ..
         } = self;
@@ -340,14 +340,14 @@ impl Drop for AbortOnDrop {
 }
 
 impl axum::serve::Listener for TlsIncoming {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<Bounded<TcpStream>>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             match self.rx.recv().await {
                 Some(tls) => {
-                    let peer = tls.get_ref().0.peer_addr().unwrap_or(self.addr);
+                    let peer = tls.get_ref().0.get_ref().peer_addr().unwrap_or(self.addr);
                     return (tls, peer);
                 }
                 None => std::future::pending::<()>().await,

@@ -128,7 +128,8 @@ fn check_worker(
         return Err(Status::unauthenticated(
             "failed to open a worker session: this coordinator requires a worker certificate; \
              fix: start the worker with --tls-cert and --tls-key issued by the coordinator's \
-             client CA (akbench certs worker)",
+             client CA (`akbench certs --out DIR --worker WORKER_ID` writes \
+             DIR/worker-WORKER_ID.pem and .key signed by DIR/ca.pem)",
         ));
     }
     // A token sent is checked even next to a certificate: both must be valid.

@@ -63,6 +63,10 @@ pub fn certificate_admits(certificate_name: Option<&str>, worker_id: &str) -> bo
     }
 }
 
+/// The longest worker id a coordinator accepts, in bytes: the worker refuses a longer
+/// `--worker-id` at start instead of being refused by every session.
+pub const MAX_WORKER_ID_BYTES: usize = 200;
+
 /// Why the coordinator refused a worker's session, as the worker sees it (the gRPC status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -72,6 +76,10 @@ pub enum Refused {
     PermissionDenied,
     /// `ALREADY_EXISTS`: another live session holds the worker id.
     IdHeld,
+    /// The TLS handshake failed over a certificate ([`certificate_refusal`]): the
+    /// coordinator refused the worker's client certificate (another CA, expired, or none
+    /// where one is required), or the worker could not verify the coordinator's.
+    Certificate,
     /// Anything else (unreachable, unavailable, a broken stream): transient.
     Other,
 }
@@ -85,6 +93,43 @@ pub const REFUSALS_BEFORE_EXIT: u32 = 3;
 pub const EXIT_AUTH_REFUSED: i32 = 4;
 /// Exit code of `akbench-worker` when another live session keeps holding its worker id.
 pub const EXIT_ID_HELD: i32 = 5;
+/// Exit code of `akbench-worker` when the TLS handshake keeps failing over a certificate
+/// (its own refused by the coordinator, or the coordinator's not verified).
+pub const EXIT_CERT_REFUSED: i32 = 6;
+
+/// Which side's certificate a failed TLS handshake was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateRefusal {
+    /// The coordinator refused the worker's client certificate (its alert: unknown CA, bad,
+    /// expired, revoked or required certificate).
+    Ours,
+    /// The worker did not accept the coordinator's certificate (not signed by `--ca-file`
+    /// or a system root, expired, issued for another name).
+    Theirs,
+}
+
+/// Whether a connection error's text (the error and its sources) is a TLS handshake that
+/// failed over a certificate, and whose: rustls' alert names (`received fatal alert:
+/// UnknownCA`, `BadCertificate`, `CertificateRequired`, ...) when the coordinator refused
+/// ours, `invalid peer certificate` when we refused theirs. Anything else (refused,
+/// reset, timed out) is not: it is retried.
+pub fn certificate_refusal(error_text: &str) -> Option<CertificateRefusal> {
+    let t = error_text.to_ascii_lowercase().replace([' ', '_'], "");
+    if t.contains("invalidpeercertificate") {
+        return Some(CertificateRefusal::Theirs);
+    }
+    const ALERTS: [&str; 7] = [
+        "unknownca",
+        "badcertificate",
+        "certificaterequired",
+        "certificateexpired",
+        "certificaterevoked",
+        "certificateunknown",
+        "unsupportedcertificate",
+    ];
+    (t.contains("alert") && ALERTS.iter().any(|a| t.contains(a)))
+        .then_some(CertificateRefusal::Ours)
+}
 
 /// What a worker does after a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +146,7 @@ pub fn after_refusal(why: Refused, in_a_row: u32) -> AfterRefusal {
     let code = match why {
         Refused::Unauthenticated | Refused::PermissionDenied => EXIT_AUTH_REFUSED,
         Refused::IdHeld => EXIT_ID_HELD,
+        Refused::Certificate => EXIT_CERT_REFUSED,
         Refused::Other => return AfterRefusal::Retry,
     };
     if in_a_row >= REFUSALS_BEFORE_EXIT {
@@ -173,11 +219,41 @@ mod tests {
             (Refused::PermissionDenied, 9, Exit(EXIT_AUTH_REFUSED)),
             (Refused::IdHeld, 2, Retry),
             (Refused::IdHeld, 3, Exit(EXIT_ID_HELD)),
+            (Refused::Certificate, 2, Retry),
+            (Refused::Certificate, 3, Exit(EXIT_CERT_REFUSED)),
             (Refused::Other, 1, Retry),
             (Refused::Other, 1000, Retry),
         ];
         for (why, n, want) in cases {
             assert_eq!(after_refusal(why, n), want, "{why:?} {n}");
+        }
+    }
+
+    #[test]
+    fn a_handshake_failed_over_a_certificate_is_told_from_a_failed_connection() {
+        use CertificateRefusal::{Ours, Theirs};
+        let cases = [
+            (
+                "transport error: received fatal alert: UnknownCA",
+                Some(Ours),
+            ),
+            (
+                "tls handshake eof: received fatal alert: BadCertificate",
+                Some(Ours),
+            ),
+            ("received fatal alert: CertificateRequired", Some(Ours)),
+            ("received fatal alert: CertificateExpired", Some(Ours)),
+            ("invalid peer certificate: UnknownIssuer", Some(Theirs)),
+            ("invalid peer certificate: Expired", Some(Theirs)),
+            ("invalid peer certificate: NotValidForName", Some(Theirs)),
+            ("tcp connect error: Connection refused (os error 111)", None),
+            ("transport error: connection reset by peer", None),
+            ("received fatal alert: HandshakeFailure", None),
+            ("the certificate file was not found", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(certificate_refusal(text), want, "{text}");
         }
     }
 }

@@ -12,9 +12,12 @@
 //!   plain-HTTP allow-list (`AKBENCH_INSECURE_REGISTRIES`).
 //! - [`cache`]: which unpacked images the bounded cache removes (least recently used, never
 //!   one in use).
+//! - [`limits`]: the caps on an image (configuration size, layers, unpacked bytes and
+//!   entries) and their overrides.
 
 pub mod cache;
 pub mod layer;
+pub mod limits;
 pub mod manifest;
 pub mod registry;
 

@@ -17,6 +17,7 @@ pub mod budget;
 pub mod candidates;
 pub mod clock;
 pub mod compare;
+pub mod connections;
 pub mod digest;
 pub mod dispatch;
 pub mod endpoint;

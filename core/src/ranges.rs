@@ -187,7 +187,7 @@ pub const WORKER_ID_BYTES: Range = Range {
     given_as: "`--worker-id` (akbench-worker), the id a worker sends the coordinator",
     unit: "bytes",
     min: Num::Whole(1),
-    max: Num::Whole(crate::ids::MAX_ID_BYTES as u64),
+    max: Num::Whole(crate::identity::MAX_WORKER_ID_BYTES as u64),
     why: "the coordinator refuses a longer id in every session, so a worker would retry forever",
 };
 
@@ -433,7 +433,7 @@ mod tests {
         let long = "w".repeat(10_000);
         let e = worker_id(&long).unwrap_err();
         assert!(
-            e.contains("10000 bytes") && e.contains("1 to 256 bytes"),
+            e.contains("10000 bytes") && e.contains("1 to 200 bytes"),
             "{e}"
         );
         assert!(e.len() < 600, "{e}");

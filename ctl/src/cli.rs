@@ -40,6 +40,12 @@ pub struct RemoteArgs {
     /// network); without it such a call is refused before anything is sent.
     #[arg(long, global = true, env = "AKBENCH_ALLOW_PLAINTEXT_TOKEN")]
     pub allow_plaintext_token: bool,
+    /// Seconds each call to the coordinator may take until its answer (or a stream's first
+    /// message) arrives [default: 60 s; 30 minutes for a plan upload and a whole-run
+    /// reconcile]; a coordinator that stays silent longer is given up on (exit 3).
+    #[arg(long, global = true, env = "AKBENCH_RPC_TIMEOUT", value_name = "SECONDS",
+          value_parser = akbench_core::limits::parse_seconds)]
+    pub rpc_timeout: Option<f64>,
 }
 
 /// Top-level commands.

@@ -10,6 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
+#[path = "bad_inputs/net.rs"]
+mod net;
 #[path = "bad_inputs/ranges.rs"]
 mod ranges;
 

@@ -68,6 +68,9 @@
 //! - `4`: the coordinator refused the worker's credential (`UNAUTHENTICATED` or
 //!   `PERMISSION_DENIED`) 3 times in a row.
 //! - `5`: another live session held the worker id (`ALREADY_EXISTS`) 3 times in a row.
+//! - `6`: the TLS handshake failed over a certificate 3 times in a row: the coordinator
+//!   refused the worker's client certificate, or the worker did not accept the
+//!   coordinator's (`akbench_core::identity::certificate_refusal`).
 
 mod artifacts;
 mod cli;

@@ -371,3 +371,74 @@ fn the_cache_is_collected_least_recently_used_first_never_an_image_in_use() {
     // A removed image is pulled again when asked for.
     assert!(store.ensure(&refs[1].0).unwrap().fetched);
 }
+
+/// An image over its caps is refused by what its manifest says, before any blob is
+/// downloaded: more layers than `AKBENCH_IMAGE_MAX_LAYERS` (the same blob pushed three
+/// times), a configuration larger than `AKBENCH_IMAGE_MAX_CONFIG_BYTES`; the message names
+/// the cap and its variable, and nothing is cached. The same image pulls under the defaults.
+#[test]
+fn an_image_over_its_layer_or_configuration_cap_is_refused_before_download() {
+    if !runs_here("an_image_over_its_layer_or_configuration_cap_is_refused_before_download") {
+        return;
+    }
+    let reg = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let l = layer(dir.path(), "same", &[("etc/same", "s\n")], "gzip");
+    let big_env = format!("BIG={}", "x".repeat(4096));
+    let layers = [(&*l, "gzip"), (&*l, "gzip"), (&*l, "gzip")];
+    let digest = reg.push("akbench/capped:v1", &layers, &[&big_env], None, None);
+    let image = ImageRef::parse(&format!("{}/akbench/capped@{digest}", reg.addr)).unwrap();
+    let mut store = Store::from_env(dir.path().join("images")).unwrap();
+    store.insecure = vec![reg.addr.clone()];
+    store.auth_file = None;
+    let mut few_layers = store.clone();
+    few_layers.limits.layers = 2;
+    let e = few_layers.ensure(&image).unwrap_err();
+    assert!(matches!(e, ImageError::Unpack { .. }), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("more than 2 layers") && e.contains("AKBENCH_IMAGE_MAX_LAYERS"),
+        "{e}"
+    );
+    let mut small_config = store.clone();
+    small_config.limits.config_bytes = 1024;
+    let e = small_config.ensure(&image).unwrap_err().to_string();
+    assert!(
+        e.contains("more than 1024 configuration bytes")
+            && e.contains("AKBENCH_IMAGE_MAX_CONFIG_BYTES"),
+        "{e}"
+    );
+    let blobs = dir.path().join("images/blobs/sha256");
+    let cached = fs::read_dir(&blobs).map_or(0, |rd| rd.count());
+    assert_eq!(cached, 0, "nothing downloaded");
+    let u = store.ensure(&image).unwrap();
+    assert_eq!(
+        fs::read_to_string(u.rootfs.join("etc/same")).unwrap(),
+        "s\n"
+    );
+
+    // A gzip bomb (8 MiB of zeros, a few KiB pushed) stops at a 1 MiB unpacked cap, naming
+    // it and its variable; the partial root is removed and the image is not ready.
+    let zeros = "\0".repeat(8 << 20);
+    let bomb = layer(dir.path(), "bomb", &[("zeros", &zeros)], "gzip");
+    assert!(fs::metadata(&bomb).unwrap().len() < 1 << 20);
+    let d = reg.push("akbench/bomb:v1", &[(&bomb, "gzip")], &[], None, None);
+    let mut small = store.clone();
+    small.limits.unpacked_bytes = 1 << 20;
+    let e = small
+        .ensure(&ImageRef::parse(&format!("{}/akbench/bomb@{d}", reg.addr)).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("more than 1048576 unpacked bytes") && e.contains("AKBENCH_IMAGE_MAX_BYTES"),
+        "{e}"
+    );
+    let hex = d.strip_prefix("sha256:").unwrap();
+    assert!(!dir.path().join("images/roots").join(hex).exists());
+    let partial: Vec<_> = fs::read_dir(dir.path().join("images/tmp"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("root-"))
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
+}

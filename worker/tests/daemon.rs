@@ -957,7 +957,19 @@ async fn worker_binary_until_exit(
     worker_id: &str,
     token: Option<&str>,
 ) -> (Option<i32>, String) {
+    worker_binary_until_exit_with(c, url, worker_id, token, &[]).await
+}
+
+/// [`worker_binary_until_exit`] with `extra` arguments (TLS files).
+async fn worker_binary_until_exit_with(
+    c: &Corpus,
+    url: &str,
+    worker_id: &str,
+    token: Option<&str>,
+    extra: &[std::ffi::OsString],
+) -> (Option<i32>, String) {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
+    cmd.args(extra);
     cmd.env_remove("AKBENCH_WORKER_TOKEN")
         .env("AKBENCH_COORDINATOR", url)
         .args(["--slots", "1", "--worker-id", worker_id])
@@ -1054,4 +1066,94 @@ async fn a_second_process_with_a_live_worker_id_exits_with_code_5() {
     let s = first.status();
     assert!(s.connected && s.sessions == 1, "{s:?}");
     assert_eq!(coord.service.sessions(), 1);
+}
+
+/// A worker whose TLS handshake fails over a certificate exits with code 6 naming the
+/// reason and the fix, instead of retrying for ever (`Unknown: transport error` before):
+/// its client certificate from another CA (the coordinator's alert), or the coordinator's
+/// certificate not verified by its `--ca-file`. A worker without a certificate where one is
+/// required exits 4, told the real command that issues one (`akbench certs --worker`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_certificate_ends_the_worker_with_exit_code_6() {
+    use akbench_coordinator::devcerts::{Ca, Validity};
+    use akbench_coordinator::server::{serve, Config};
+    let tmp = tempfile::tempdir().unwrap();
+    let day = Validity::days(1);
+    let write = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let ca = Ca::new("akbench test CA", day).unwrap();
+    let other = Ca::new("another CA", day).unwrap();
+    let server = ca.server(&["127.0.0.1".to_string()], day).unwrap();
+    let ca_pem = write("ca.pem", &ca.pem().cert);
+    let other_pem = write("other.pem", &other.pem().cert);
+    let foreign = other.worker("w-cert", day).unwrap();
+    let foreign_cert = write("foreign.pem", &foreign.cert);
+    let foreign_key = write("foreign.key", &foreign.key);
+    let db = akbench_coordinator::pgcluster::test_support::fresh_database().await;
+    let mut config = Config::local(db);
+    config.tls_cert = Some(write("server.pem", &server.cert));
+    config.tls_key = Some(write("server.key", &server.key));
+    config.client_ca = Some(ca_pem.clone());
+    config.require_worker_certs = true;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = serve(config, async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let url = format!("https://127.0.0.1:{}", handle.grpc_addr.port());
+    let c = full_corpus();
+    let os = |v: &[&std::path::Path]| -> Vec<std::ffi::OsString> {
+        v.iter().map(|p| p.as_os_str().to_owned()).collect()
+    };
+    let flag = |f: &str| std::path::PathBuf::from(f);
+    let (ca_flag, cert_flag, key_flag) = (flag("--ca-file"), flag("--tls-cert"), flag("--tls-key"));
+    // Its certificate is from another CA: the coordinator's alert names why.
+    let args = os(&[
+        &ca_flag,
+        &ca_pem,
+        &cert_flag,
+        &foreign_cert,
+        &key_flag,
+        &foreign_key,
+    ]);
+    let (exit, stderr) = worker_binary_until_exit_with(&c, &url, "w-cert", None, &args).await;
+    assert_eq!(exit, Some(6), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("the TLS handshake failed")
+            && stderr.contains("refused this worker's client certificate")
+            && stderr.contains("--client-ca")
+            && stderr.contains("refused 3 times in a row"),
+        "stderr:\n{stderr}"
+    );
+    // It does not trust the coordinator's certificate.
+    let args = os(&[
+        &ca_flag,
+        &other_pem,
+        &cert_flag,
+        &foreign_cert,
+        &key_flag,
+        &foreign_key,
+    ]);
+    let (exit, stderr) = worker_binary_until_exit_with(&c, &url, "w-cert", None, &args).await;
+    assert_eq!(exit, Some(6), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("invalid peer certificate")
+            && stderr.contains("did not accept the coordinator's certificate"),
+        "stderr:\n{stderr}"
+    );
+    // No certificate where one is required: refused (4), told the command that makes one.
+    let args = os(&[&ca_flag, &ca_pem]);
+    let (exit, stderr) = worker_binary_until_exit_with(&c, &url, "w-cert", None, &args).await;
+    assert_eq!(exit, Some(4), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("akbench certs --out DIR --worker WORKER_ID")
+            && !stderr.contains("certs worker)"),
+        "stderr:\n{stderr}"
+    );
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
 }

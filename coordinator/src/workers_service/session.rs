@@ -20,8 +20,8 @@ use tracing::Instrument as _;
 
 /// Most messages handled together (one transaction for their reports).
 const MAX_BATCH: usize = 256;
-/// Longest accepted worker id.
-const MAX_WORKER_ID: usize = 200;
+/// Longest accepted worker id (the worker refuses a longer one at start).
+const MAX_WORKER_ID: usize = akbench_core::identity::MAX_WORKER_ID_BYTES;
 
 type Outbox = mpsc::Sender<Result<CoordinatorMessage, Status>>;
 

@@ -30,8 +30,20 @@ use tonic::{Code, Request, Status};
 /// The largest message sent or received (a 100,000-trial plan is about 100 MB of JSON; the
 /// coordinator accepts up to 512 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
-/// How long connecting to the coordinator may take.
+/// How long connecting to the coordinator may take (TCP).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting may take in all: TCP, the TLS handshake and HTTP/2's start.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a call may take until its answer (a stream: its first message) arrives,
+/// unless `--rpc-timeout` says otherwise.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(60);
+/// The same for the calls that carry or account for a whole plan (`SubmitPlanStream`, the
+/// unary `Reconcile`): a 100,000-trial plan is about 100 MB.
+pub const LONG_RPC_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// HTTP/2 keepalive: a ping every this often on an open connection, and the connection
+/// given up on when one is not answered within as long again. A coordinator that stops
+/// answering during a stream (`run status --watch`, an export) is noticed within this.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// What [`dispatch`] did with a command.
 #[derive(Debug)]
@@ -78,6 +90,8 @@ pub struct Remote {
     token: Option<String>,
     tls: TlsOptions,
     allow_plaintext_token: bool,
+    /// `--rpc-timeout`, when given: every call's deadline.
+    rpc_timeout: Option<Duration>,
 }
 
 impl Remote {
@@ -127,6 +141,7 @@ impl Remote {
                 ..TlsOptions::default()
             },
             allow_plaintext_token: args.allow_plaintext_token,
+            rpc_timeout: args.rpc_timeout.map(Duration::from_secs_f64),
         };
         // Refuse bad URLs, TLS flags on http:// and plaintext tokens before anything is sent.
         for url in remote.urls() {
@@ -188,11 +203,19 @@ impl Remote {
     }
 
     async fn connect_to(&self, url: &str) -> anyhow::Result<Client> {
-        let channel = self
+        let endpoint = self
             .endpoint(url)?
             .connect_timeout(CONNECT_TIMEOUT)
-            .connect()
+            .http2_keep_alive_interval(KEEPALIVE)
+            .keep_alive_timeout(KEEPALIVE)
+            .keep_alive_while_idle(true);
+        let connect = endpoint.connect();
+        // The connect timeout covers TCP only: a TLS server that never answers the
+        // handshake would hold the command for ever.
+        let handshake = self.rpc_timeout.unwrap_or(HANDSHAKE_TIMEOUT);
+        let channel = tokio::time::timeout(handshake, connect)
             .await
+            .map_err(|_| silent(url, handshake, "connecting"))?
             .map_err(|e| {
                 use std::error::Error as _;
                 let mut why = e.to_string();
@@ -223,8 +246,23 @@ impl Remote {
             header,
             url: url.to_string(),
             has_token: self.token.is_some(),
+            deadline: self.rpc_timeout.unwrap_or(RPC_TIMEOUT),
+            long_deadline: self.rpc_timeout.unwrap_or(LONG_RPC_TIMEOUT),
         })
     }
+}
+
+/// A coordinator that accepted the connection and then did not answer within `waited`
+/// (exit 3).
+fn silent(url: &str, waited: Duration, doing: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the coordinator at {url} did not answer within {} s while {doing}: it accepted the \
+         connection but sent nothing back; fix: check that it is running and healthy (its \
+         /healthz), that {url} is its gRPC port (not its HTTP port) and whether it needs \
+         https://; a call that is slow but alive takes a longer --rpc-timeout \
+         (AKBENCH_RPC_TIMEOUT)",
+        akbench_core::limits::show_f64(waited.as_secs_f64())
+    )
 }
 
 /// A connected `Control` client that adds the bearer token to every request.
@@ -235,11 +273,31 @@ pub struct Client {
     header: Option<MetadataValue<Ascii>>,
     url: String,
     has_token: bool,
+    /// Each call's deadline until its answer (a stream: its headers) arrives.
+    deadline: Duration,
+    /// The deadline of [`Client::request_long`].
+    long_deadline: Duration,
 }
 
 impl Client {
-    /// `message` as a request carrying the token.
+    /// `message` as a request carrying the token, with the call's deadline ([`RPC_TIMEOUT`]
+    /// or `--rpc-timeout`). A stream's later messages are not under it: HTTP/2 keepalive
+    /// ([`KEEPALIVE`]) notices a coordinator gone silent during a stream.
     pub fn request<T>(&self, message: T) -> Request<T> {
+        let mut r = self.untimed(message);
+        r.set_timeout(self.deadline);
+        r
+    }
+
+    /// [`Client::request`] for a call that carries or accounts for a whole plan
+    /// ([`LONG_RPC_TIMEOUT`] unless `--rpc-timeout` is given).
+    pub fn request_long<T>(&self, message: T) -> Request<T> {
+        let mut r = self.untimed(message);
+        r.set_timeout(self.long_deadline);
+        r
+    }
+
+    fn untimed<T>(&self, message: T) -> Request<T> {
         let mut r = Request::new(message);
         if let Some(h) = &self.header {
             r.metadata_mut().insert("authorization", h.clone());
@@ -248,8 +306,12 @@ impl Client {
         r
     }
 
-    /// The error for a failed call.
+    /// The error for a failed call (a call past its deadline names the coordinator and
+    /// what to check).
     pub fn error(&self, status: Status) -> anyhow::Error {
+        if timed_out(&status) {
+            return silent(&self.url, self.deadline, "waiting for an answer");
+        }
         from_status(&status, &self.url, self.has_token)
     }
 
@@ -309,6 +371,12 @@ pub fn from_status(status: &Status, url: &str, has_token: bool) -> anyhow::Error
             code.description()
         ),
     }
+}
+
+/// Whether `status` is a call's deadline passing (tonic's client or the server).
+fn timed_out(status: &Status) -> bool {
+    status.code() == Code::DeadlineExceeded
+        || (status.code() == Code::Cancelled && status.message().contains("Timeout expired"))
 }
 
 /// The status's message followed by its sources (a transport error's cause, such as

@@ -50,7 +50,11 @@ pub async fn submit(c: &Client, out: Outgoing<'_>, args: &PlanArgs) -> anyhow::R
         std::thread::spawn(move || read_chunks(&store, &path, &ready, first, tx))
     };
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let sent = c.inner.clone().submit_plan_stream(c.request(stream)).await;
+    let sent = c
+        .inner
+        .clone()
+        .submit_plan_stream(c.request_long(stream))
+        .await;
     // The reader ends when the stream is drained or dropped.
     let read = reader
         .join()

@@ -20,7 +20,10 @@ Exit codes:
      unknown or missing token, certificate name other than --worker-id, id bound to
      another credential) 3 times in a row
   5  another live session holds --worker-id (ALREADY_EXISTS) 3 times in a row: another
-     worker process uses the same id";
+     worker process uses the same id
+  6  the TLS handshake failed over a certificate 3 times in a row: the coordinator refused
+     the worker's client certificate (another CA than its --client-ca, expired), or the
+     worker did not accept the coordinator's (not signed by --ca-file, wrong name)";
 
 /// akbench worker daemon: runs the coordinator's assignments on this host.
 #[derive(Debug, Parser)]

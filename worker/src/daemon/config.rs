@@ -278,6 +278,16 @@ mod tests {
         let mut tls = config("https://x:1");
         tls.token = Some("secret".into());
         assert!(tls.validate().is_ok());
+        // A worker id longer than a coordinator accepts is refused at start, not retried.
+        let mut long = config("http://127.0.0.1:7443");
+        long.worker_id = "w".repeat(akbench_core::identity::MAX_WORKER_ID_BYTES);
+        assert!(long.validate().is_ok());
+        long.worker_id = "w".repeat(10_000);
+        let e = long.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--worker-id") && e.contains("10000 bytes") && e.len() < 600,
+            "{e}"
+        );
     }
 
     #[test]

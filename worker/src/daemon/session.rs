@@ -10,7 +10,9 @@ use super::runner::{self, Context, Event};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use akbench_core::clock::SystemClock;
-use akbench_core::identity::{after_refusal, AfterRefusal, Refused};
+use akbench_core::identity::{
+    after_refusal, certificate_refusal, AfterRefusal, CertificateRefusal, Refused,
+};
 use akbench_core::lease_timing::{jittered, next_reconnect_delay, RECONNECT_FIRST};
 use akbench_core::lifecycle::State;
 use akbench_proto::v1 as pb;
@@ -31,6 +33,10 @@ use tonic::transport::Endpoint;
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat period until a `Welcome` says otherwise.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+/// How long opening a session may take (connecting, the TLS handshake, the coordinator's
+/// answer to the `Hello`): a coordinator that accepts the connection and says nothing is
+/// given up on and tried again with the reconnect backoff.
+pub const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +50,9 @@ pub enum Exit {
     CredentialRefused,
     /// Another live session kept holding the worker id (`ALREADY_EXISTS`, as many times).
     IdHeld,
+    /// The TLS handshake kept failing over a certificate (the coordinator refused the
+    /// worker's, or the worker could not verify the coordinator's), as many times.
+    CertificateRefused,
 }
 
 impl Exit {
@@ -54,6 +63,7 @@ impl Exit {
             Exit::Undelivered => 3,
             Exit::CredentialRefused => akbench_core::identity::EXIT_AUTH_REFUSED,
             Exit::IdHeld => akbench_core::identity::EXIT_ID_HELD,
+            Exit::CertificateRefused => akbench_core::identity::EXIT_CERT_REFUSED,
         }
     }
 }
@@ -343,24 +353,54 @@ struct Refusal {
 }
 
 impl Refusal {
+    /// A failed connection: transient, unless its handshake failed over a certificate.
     fn transient(message: String) -> Self {
+        match certificate_refusal(&message) {
+            Some(side) => Self::certificate(side, message),
+            None => Self {
+                why: Refused::Other,
+                message,
+            },
+        }
+    }
+
+    fn certificate(side: CertificateRefusal, message: String) -> Self {
+        let fix = match side {
+            CertificateRefusal::Ours => {
+                "the coordinator refused this worker's client certificate; fix: pass \
+                 --tls-cert/--tls-key issued by the CA the coordinator's --client-ca names \
+                 (`akbench certs --out DIR --worker WORKER_ID`), not expired"
+            }
+            CertificateRefusal::Theirs => {
+                "this worker did not accept the coordinator's certificate; fix: pass the CA \
+                 that signed it with --ca-file, and check that it is valid for the \
+                 coordinator URL's host and not expired"
+            }
+        };
         Self {
-            why: Refused::Other,
-            message,
+            why: Refused::Certificate,
+            message: format!("the TLS handshake failed: {message}; {fix}"),
         }
     }
 
     fn of(status: &tonic::Status) -> Self {
+        // A transport error's cause (the TLS alert) is only in its sources.
+        let mut text = format!("{:?}: {}", status.code(), status.message());
+        let mut source = std::error::Error::source(status);
+        while let Some(s) = source {
+            let s_text = s.to_string();
+            if !text.contains(&s_text) {
+                text = format!("{text}: {s_text}");
+            }
+            source = s.source();
+        }
         let why = match status.code() {
             tonic::Code::Unauthenticated => Refused::Unauthenticated,
             tonic::Code::PermissionDenied => Refused::PermissionDenied,
             tonic::Code::AlreadyExists => Refused::IdHeld,
-            _ => Refused::Other,
+            _ => return Self::transient(text),
         };
-        Self {
-            why,
-            message: format!("{:?}: {}", status.code(), status.message()),
-        }
+        Self { why, message: text }
     }
 }
 
@@ -517,7 +557,7 @@ impl Supervisor {
             instance_id: self.instance_id.clone(),
         };
         tracing::debug!(coordinator = %self.coordinator(), held = hello.held_leases.len(), "connecting");
-        Box::pin(async move {
+        let open = async move {
             let channel = endpoint.connect().await.map_err(|e| {
                 let mut s = e.to_string();
                 let mut src = std::error::Error::source(&e);
@@ -549,6 +589,18 @@ impl Supervisor {
                 .map_err(|s| Refusal::of(&s))?
                 .into_inner();
             Ok((tx, stream))
+        };
+        Box::pin(async move {
+            tokio::time::timeout(SESSION_OPEN_TIMEOUT, open)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Refusal::transient(format!(
+                        "the coordinator did not answer within {} s: it accepted the \
+                         connection but sent nothing back (check that the URL is its gRPC \
+                         port and whether it needs https://)",
+                        SESSION_OPEN_TIMEOUT.as_secs()
+                    )))
+                })
         })
     }
 
@@ -576,6 +628,7 @@ impl Supervisor {
                 return Some(self.disconnected());
             }
             AfterRefusal::Exit(_) if r.why == Refused::IdHeld => Exit::IdHeld,
+            AfterRefusal::Exit(_) if r.why == Refused::Certificate => Exit::CertificateRefused,
             AfterRefusal::Exit(_) => Exit::CredentialRefused,
         };
         tracing::error!(

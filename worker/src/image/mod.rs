@@ -10,6 +10,12 @@
 //!
 //! [`Store::gc`] keeps the store under its bound, least recently used first, never an image
 //! in use (rules in `akbench_core::image::cache`).
+//!
+//! Bounds (docs/limits.md): an image's configuration size, layer count, unpacked bytes and
+//! entries are capped ([`ImageLimits`], overridden by `AKBENCH_IMAGE_MAX_*`), checked from
+//! the manifest before anything is downloaded and while each layer unpacks; every wait on
+//! the registry has a stall timer ([`http::STALL`]) and each operation a total deadline
+//! ([`Deadlines`], `AKBENCH_PULL_TIMEOUT_SEC`).
 
 mod http;
 mod registry;
@@ -21,6 +27,7 @@ pub use registry::{credentials_file, Client};
 pub use task::{for_task, TaskImageError};
 
 use akbench_core::image::layer::compression;
+pub use akbench_core::image::limits::ImageLimits;
 use akbench_core::image::manifest::{run_config, RunConfig};
 use akbench_core::image::{digest_hex, ImageRef};
 use std::os::fd::AsRawFd;
@@ -121,6 +128,79 @@ pub struct Store {
     /// Unpacked images owned by this user; `None` (what [`Store::from_env`] gives): the
     /// worker's own, so no sandbox user can change the cache.
     pub owner: Option<(u32, u32)>,
+    /// The caps on an image (`AKBENCH_IMAGE_MAX_*`).
+    pub limits: ImageLimits,
+    /// How long a pull and a tag's resolution may take in total.
+    pub deadlines: Deadlines,
+}
+
+/// The variable overriding [`Deadlines::pull`], in seconds.
+pub const PULL_TIMEOUT_VAR: &str = "AKBENCH_PULL_TIMEOUT_SEC";
+
+/// The total deadlines of the registry operations, besides the stall timer of each wait
+/// ([`http::STALL`]): a registry that sends a byte now and then never stalls, and is still
+/// given up on at the deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// Pulling an image not yet cached: its manifest and every blob (default 30 minutes).
+    pub pull: std::time::Duration,
+    /// Resolving a tag to a digest (its manifest, or an index and a manifest): at most
+    /// 2 minutes, and never longer than `pull`.
+    pub resolve: std::time::Duration,
+}
+
+/// The longest a tag's resolution may take.
+pub const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines::with_pull(std::time::Duration::from_secs(1800))
+    }
+}
+
+impl Deadlines {
+    /// A pull deadline of `pull`; resolving gets at most [`RESOLVE_TIMEOUT`] of it.
+    pub fn with_pull(pull: std::time::Duration) -> Self {
+        Deadlines {
+            pull,
+            resolve: pull.min(RESOLVE_TIMEOUT),
+        }
+    }
+
+    /// From [`PULL_TIMEOUT_VAR`] (seconds, within core's timeout range), else the default.
+    pub fn from_env() -> Result<Self, String> {
+        match std::env::var(PULL_TIMEOUT_VAR) {
+            Err(_) => Ok(Deadlines::default()),
+            Ok(text) => akbench_core::limits::parse_seconds(&text)
+                .map(|s| Deadlines::with_pull(std::time::Duration::from_secs_f64(s)))
+                .map_err(|e| {
+                    format!(
+                        "{PULL_TIMEOUT_VAR}: {e}; fix: set the seconds a pull may take in total"
+                    )
+                }),
+        }
+    }
+}
+
+/// `what` (a registry operation on `image`) within `deadline`; past it, an error naming
+/// the operation, the deadline and its variable.
+async fn within<T>(
+    deadline: std::time::Duration,
+    image: &ImageRef,
+    operation: &str,
+    what: impl std::future::Future<Output = Result<T, ImageError>>,
+) -> Result<T, ImageError> {
+    match tokio::time::timeout(deadline, what).await {
+        Ok(r) => r,
+        Err(_) => Err(ImageError::Registry {
+            image: image.to_string(),
+            problem: format!(
+                "{operation} did not finish within its deadline of {} s (the registry {} is too slow, or sends a little now and then); fix: check the registry, or raise {PULL_TIMEOUT_VAR}",
+                deadline.as_secs_f64(),
+                image.registry
+            ),
+        }),
+    }
 }
 
 fn lock(path: &Path, exclusive: bool) -> Result<std::fs::File, ImageError> {
@@ -177,6 +257,8 @@ impl Store {
             insecure,
             auth_file: credentials_file(),
             owner: None,
+            limits: ImageLimits::from_lookup(|v| std::env::var(v).ok())?,
+            deadlines: Deadlines::from_env()?,
         })
     }
 
@@ -205,7 +287,12 @@ impl Store {
     /// The digest `image`'s tag (or digest) names for this platform.
     pub fn resolve(&self, image: &ImageRef) -> Result<String, ImageError> {
         let c = self.client();
-        block_on(c.resolve(image))
+        block_on(within(
+            self.deadlines.resolve,
+            image,
+            "resolving the tag",
+            c.resolve(image),
+        ))
     }
 
     fn blob_path(&self, digest: &str) -> PathBuf {
@@ -273,8 +360,16 @@ impl Store {
         let _store = lock(&self.root.join("store.lock"), false)?;
         let client = self.client();
         let tmp = self.root.join("tmp");
-        let (config, layers) = block_on(async {
+        let too_big = |problem: String| ImageError::Unpack {
+            image: image.to_string(),
+            problem,
+        };
+        let (config, layers) = block_on(within(self.deadlines.pull, image, "the pull", async {
             let (config, layers) = client.image_manifest(image, digest).await?;
+            // Caps the manifest shows are checked before anything is downloaded.
+            self.limits
+                .check_manifest(config.size, layers.len())
+                .map_err(too_big)?;
             for d in std::iter::once(&config).chain(&layers) {
                 let dest = self.blob_path(&d.digest);
                 if !dest.is_file() {
@@ -282,7 +377,7 @@ impl Store {
                 }
             }
             Ok::<_, ImageError>((config, layers))
-        })?;
+        }))?;
         let unpack_err = |problem: String| ImageError::Unpack {
             image: image.to_string(),
             problem,
@@ -294,6 +389,7 @@ impl Store {
             source,
         };
         std::fs::create_dir_all(&rootfs).map_err(|e| io(&rootfs, e))?;
+        let mut budget = self.limits.budget();
         let result = (|| {
             for l in &layers {
                 compression(&l.media_type).ok_or_else(|| {
@@ -302,7 +398,7 @@ impl Store {
                         l.digest, l.media_type
                     ))
                 })?;
-                unpack::apply(&rootfs, &self.blob_path(&l.digest), self.owner)
+                unpack::apply(&rootfs, &self.blob_path(&l.digest), self.owner, &mut budget)
                     .map_err(unpack_err)?;
             }
             if let Some((uid, gid)) = self.owner {
@@ -460,5 +556,62 @@ mod cache_owner_tests {
             std::os::unix::fs::lchown(dir.join("rootfs"), Some(65534), Some(65534)).unwrap();
             assert!(!ready(&dir), "a tree the sandbox user owns was used");
         }
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A registry that answers every request with headers at once and then one byte of
+    /// the body every 50 ms: it never stalls, and is given up on at the deadline.
+    #[test]
+    fn a_registry_that_drips_is_given_up_on_at_the_deadline_naming_it() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n{");
+                    while c.write_all(b" ").is_ok() {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                });
+            }
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::from_env(tmp.path().join("images")).unwrap();
+        store.insecure = vec![addr.clone()];
+        store.auth_file = None;
+        store.deadlines = Deadlines::with_pull(std::time::Duration::from_millis(400));
+        let image = ImageRef::parse(&format!("{addr}/akbench/drip:v1")).unwrap();
+        let e = store.resolve(&image).unwrap_err().to_string();
+        assert!(
+            e.contains("resolving the tag")
+                && e.contains("deadline of 0.4 s")
+                && e.contains(&addr)
+                && e.contains(PULL_TIMEOUT_VAR),
+            "{e}"
+        );
+        let pinned = image.with_digest(&format!("sha256:{}", "0".repeat(64)));
+        let e = store.ensure(&pinned).unwrap_err().to_string();
+        assert!(e.contains("the pull did not finish"), "{e}");
+        let tmp_left: Vec<_> = std::fs::read_dir(tmp.path().join("images/tmp"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(tmp_left.is_empty(), "{tmp_left:?}");
+    }
+
+    #[test]
+    fn the_pull_deadline_comes_from_its_variable_within_core_s_range() {
+        assert_eq!(Deadlines::default().pull.as_secs(), 1800);
+        assert_eq!(Deadlines::default().resolve, RESOLVE_TIMEOUT);
+        let d = Deadlines::with_pull(std::time::Duration::from_secs(5));
+        assert_eq!(d.resolve.as_secs(), 5, "never longer than the pull");
     }
 }

@@ -280,6 +280,8 @@ impl Client {
         std::fs::create_dir_all(tmp_dir).map_err(|e| io(tmp_dir, e))?;
         let tmp = tmp_dir.join(format!("blob-{}", uuid::Uuid::now_v7()));
         let mut file = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        // Removed however this ends, also when the pull's deadline drops this future.
+        let _partial = Partial(tmp.clone());
         let mut hasher = Sha256::new();
         let read = resp
             .read_into(d.size, |b| {
@@ -313,9 +315,16 @@ impl Client {
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).map_err(|e| io(p, e))?;
         }
-        std::fs::rename(&tmp, dest).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(dest, e)
-        })
+        std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))
+    }
+}
+
+/// A download in progress: its temporary file is removed when this is dropped (after a
+/// rename, there is nothing left to remove).
+struct Partial(PathBuf);
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

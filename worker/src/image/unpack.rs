@@ -5,8 +5,14 @@
 //! image, absolute or relative, is followed as the image sees it, never to the host).
 //! Set-uid and set-gid bits are dropped. Under a root worker every entry is owned by the
 //! sandbox user (the image's root is the sandbox user, never host uid 0).
+//!
+//! Every entry and every byte written is counted against the image's [`Budget`]
+//! (`akbench_core::image::limits`) as it is unpacked: an image over its caps stops
+//! mid-layer, before the disk fills. A parent folder the layer has no entry for is
+//! created as docker and containerd do (mode 0755, the entries' owner).
 
 use akbench_core::image::layer::{self, Action, Compression};
+use akbench_core::image::limits::Budget;
 use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -14,7 +20,13 @@ use std::path::{Component, Path, PathBuf};
 
 /// Unpacks the layer in `blob` onto `root`, read in the compression its first bytes are in
 /// (`layer::detect`; Docker's manifests call even an uncompressed layer `tar.gzip`).
-pub fn apply(root: &Path, blob: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
+/// Each entry and byte counts against `budget` (shared by the image's layers).
+pub fn apply(
+    root: &Path,
+    blob: &Path,
+    owner: Option<(u32, u32)>,
+    budget: &mut Budget,
+) -> Result<(), String> {
     use std::io::BufRead;
     let f =
         std::fs::File::open(blob).map_err(|e| format!("failed to open {}: {e}", blob.display()))?;
@@ -43,7 +55,10 @@ pub fn apply(root: &Path, blob: &Path, owner: Option<(u32, u32)>) -> Result<(), 
             .map_err(|e| format!("an entry name of {} is unreadable: {e}", blob.display()))?
             .into_owned();
         let action = layer::action(&name).map_err(|e| format!("layer {}: {e}", blob.display()))?;
-        apply_entry(root, &mut entry, action, owner, &mut made)
+        budget
+            .entry()
+            .map_err(|e| format!("layer {}: {e}", blob.display()))?;
+        apply_entry(root, &mut entry, action, owner, &mut made, budget)
             .map_err(|e| format!("layer {}: entry `{}`: {e}", blob.display(), name.display()))?;
     }
     Ok(())
@@ -55,19 +70,26 @@ fn apply_entry<R: Read>(
     action: Action,
     owner: Option<(u32, u32)>,
     made: &mut HashSet<PathBuf>,
+    budget: &mut Budget,
 ) -> Result<(), String> {
     let err = |e: std::io::Error| e.to_string();
     match action {
         Action::Root => Ok(()),
         Action::Remove(rel) => {
-            let p = place(root, &rel)?;
+            // A whiteout in a folder no lower layer made removes nothing.
+            if !parent_exists(root, &rel)? {
+                return Ok(());
+            }
+            let p = place(root, &rel, None)?;
             remove(&p).map_err(err)
         }
         Action::Opaque(rel) => {
             let dir = if rel.as_os_str().is_empty() {
                 root.to_path_buf()
+            } else if !parent_exists(root, &rel)? {
+                return Ok(());
             } else {
-                place(root, &rel)?
+                place(root, &rel, None)?
             };
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 return Ok(());
@@ -81,7 +103,7 @@ fn apply_entry<R: Read>(
             Ok(())
         }
         Action::Put(rel) => {
-            let p = place(root, &rel)?;
+            let p = place(root, &rel, Some(owner))?;
             let h = entry.header();
             let mode = layer::kept_mode(h.mode().map_err(err)?);
             let kind = h.entry_type();
@@ -97,6 +119,7 @@ fn apply_entry<R: Read>(
                 }
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).map_err(err)?;
             } else if kind.is_file() || kind == tar::EntryType::Continuous {
+                budget.fits(h.size().map_err(err)?)?;
                 if existing.is_some() {
                     remove(&p).map_err(err)?;
                 }
@@ -106,7 +129,7 @@ fn apply_entry<R: Read>(
                     .mode_ext(mode)
                     .open(&p)
                     .map_err(err)?;
-                std::io::copy(entry, &mut out).map_err(err)?;
+                copy_counted(entry, &mut out, budget)?;
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).map_err(err)?;
             } else if kind.is_symlink() {
                 let target = entry
@@ -125,7 +148,7 @@ fn apply_entry<R: Read>(
                     .ok_or("a hard link without a target")?
                     .into_owned();
                 let trel = layer::relative(&target)?.ok_or("a hard link to the root")?;
-                let tp = place(root, &trel)?;
+                let tp = place(root, &trel, None)?;
                 let tm = std::fs::symlink_metadata(&tp)
                     .map_err(|e| format!("its target `{}`: {e}", target.display()))?;
                 if tm.is_dir() {
@@ -173,19 +196,80 @@ fn remove(p: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Copies an entry's contents into `out`, counting each piece against `budget` before it is
+/// written (a layer whose sizes lie is still stopped at the cap).
+fn copy_counted(
+    entry: &mut impl Read,
+    out: &mut impl std::io::Write,
+    budget: &mut Budget,
+) -> Result<(), String> {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match entry.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        budget.bytes(n as u64)?;
+        out.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+    }
+}
+
 /// The host path of `rel` inside `root`: its parent folders resolved as the image sees
 /// them (a symbolic link followed inside `root`, `..` never above it), the last component
-/// as it is (not followed).
-pub fn place(root: &Path, rel: &Path) -> Result<PathBuf, String> {
+/// as it is (not followed). With `create` (an entry being put, with its owner), a missing
+/// parent folder is made as docker makes it: mode 0755, owned like the entries; without
+/// it, a missing parent is an error.
+pub fn place(
+    root: &Path,
+    rel: &Path,
+    create: Option<Option<(u32, u32)>>,
+) -> Result<PathBuf, String> {
     let name = rel.file_name().ok_or("an entry without a name")?;
     let parent = resolve(root, rel.parent().unwrap_or(Path::new("")))?;
     let dir = root.join(&parent);
     match std::fs::symlink_metadata(&dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(format!("its folder `{}` is not a folder", parent.display())),
-        Err(_) => return Err(format!("its folder `{}` does not exist", parent.display())),
+        Err(_) => match create {
+            Some(owner) => make_parents(root, &parent, owner)?,
+            None => return Err(format!("its folder `{}` does not exist", parent.display())),
+        },
     }
     Ok(dir.join(name))
+}
+
+/// Whether the folder `rel` is in exists (resolved inside `root`).
+fn parent_exists(root: &Path, rel: &Path) -> Result<bool, String> {
+    let parent = resolve(root, rel.parent().unwrap_or(Path::new("")))?;
+    Ok(std::fs::symlink_metadata(root.join(parent)).is_ok_and(|m| m.is_dir()))
+}
+
+/// Makes each missing folder of `parent` (resolved, relative to `root`) with mode 0755 and
+/// `owner`. `parent` is resolved, so what exists of it holds no symbolic link.
+fn make_parents(root: &Path, parent: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
+    let mut at = root.to_path_buf();
+    for c in parent.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {
+                return Err(format!(
+                    "its folder `{}` is not a folder",
+                    at.strip_prefix(root).unwrap_or(&at).display()
+                ))
+            }
+            Err(_) => {}
+        }
+        let made = |e: std::io::Error| format!("failed to make its folder {}: {e}", at.display());
+        std::fs::create_dir(&at).map_err(made)?;
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755)).map_err(made)?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::lchown(&at, Some(uid), Some(gid)).map_err(made)?;
+        }
+    }
+    Ok(())
 }
 
 /// `rel` resolved inside `root` (symbolic links followed, clamped at the root), as a path
@@ -234,6 +318,7 @@ pub(crate) fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use akbench_core::image::limits::ImageLimits;
 
     enum E<'a> {
         Dir(&'a str),
@@ -294,7 +379,7 @@ mod tests {
         for (i, l) in layers.iter().enumerate() {
             let p = dir.join(format!("l{i}.tar"));
             layer(&p, l);
-            apply(root, &p, None)?;
+            apply(root, &p, None, &mut ImageLimits::default().budget())?;
         }
         Ok(())
     }
@@ -431,7 +516,7 @@ mod tests {
         for (i, p) in [&gz, &zst, &plain].into_iter().enumerate() {
             let root = d.path().join(format!("root-{i}"));
             std::fs::create_dir(&root).unwrap();
-            apply(&root, p, None).unwrap();
+            apply(&root, p, None, &mut ImageLimits::default().budget()).unwrap();
             assert_eq!(
                 std::fs::read_to_string(root.join("hello")).unwrap(),
                 "world"
@@ -442,6 +527,126 @@ mod tests {
         std::fs::write(&bad, [0x1f, 0x8b, 0, 0, 1, 2, 3]).unwrap();
         let root = d.path().join("bad");
         std::fs::create_dir(&root).unwrap();
-        assert!(apply(&root, &bad, None).is_err());
+        assert!(apply(&root, &bad, None, &mut ImageLimits::default().budget()).is_err());
+    }
+    fn budget(bytes: u64, files: u64) -> Budget {
+        ImageLimits {
+            unpacked_bytes: bytes,
+            files,
+            ..ImageLimits::default()
+        }
+        .budget()
+    }
+
+    /// A gzip layer of 8 MiB of zeros (a few KiB compressed) stops at a 1 MiB cap, in the
+    /// middle of the entry, naming the cap and its variable; nothing past the cap is written.
+    #[test]
+    fn a_gzip_bomb_stops_at_the_unpacked_bytes_cap() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_path("zeros").unwrap();
+        h.set_mode(0o644);
+        h.set_size(8 << 20);
+        h.set_cksum();
+        b.append(&h, std::io::repeat(0).take(8 << 20)).unwrap();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut enc, &b.into_inner().unwrap()).unwrap();
+        let gz = enc.finish().unwrap();
+        assert!(gz.len() < 64 << 10, "{} bytes compressed", gz.len());
+        let blob = d.path().join("bomb.tar.gz");
+        std::fs::write(&blob, gz).unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let e = apply(&root, &blob, None, &mut budget(1 << 20, 100)).unwrap_err();
+        assert!(
+            e.contains("more than 1048576 unpacked bytes") && e.contains("AKBENCH_IMAGE_MAX_BYTES"),
+            "{e}"
+        );
+        // The declared size is refused before a byte is written...
+        assert!(std::fs::symlink_metadata(root.join("zeros")).is_err());
+        // The bytes of earlier layers count: the next layer stops at the same cap.
+        let mut budget = budget(1 << 20, 100);
+        budget.bytes((1 << 20) - 10).unwrap();
+        let small = d.path().join("small.tar");
+        layer(&small, &[E::File("eleven", "eleven byte")]);
+        let e = apply(&root, &small, None, &mut budget).unwrap_err();
+        assert!(e.contains("AKBENCH_IMAGE_MAX_BYTES"), "{e}");
+    }
+
+    #[test]
+    fn too_many_entries_stop_at_the_files_cap() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let blob = d.path().join("many.tar");
+        let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+        let entries: Vec<E<'_>> = names.iter().map(|n| E::File(n, "x")).collect();
+        layer(&blob, &entries);
+        let mut b = budget(1 << 20, 10);
+        let e = apply(&root, &blob, None, &mut b).unwrap_err();
+        assert!(
+            e.contains("more than 10 entries") && e.contains("AKBENCH_IMAGE_MAX_FILES"),
+            "{e}"
+        );
+        let written = std::fs::read_dir(&root).unwrap().count();
+        assert_eq!(written, 10, "stopped at the cap, mid-layer");
+        // The budget is the image's: a second layer counts on from the first.
+        let mut b = budget(1 << 20, 25);
+        let root2 = d.path().join("root2");
+        std::fs::create_dir(&root2).unwrap();
+        apply(&root2, &blob, None, &mut b).unwrap();
+        assert!(apply(&root2, &blob, None, &mut b).is_err());
+    }
+
+    /// A layer with `a/b/c/file` and no entries for `a`, `a/b`, `a/b/c` unpacks (docker and
+    /// containerd accept it): the folders are made with mode 0755.
+    #[test]
+    fn a_layer_without_its_parent_folders_unpacks_with_them_made() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        apply_all(
+            &root,
+            d.path(),
+            &[&[
+                E::File("a/b/c/file", "deep"),
+                E::Link("x/y/link", "../../a"),
+                E::Hard("h/hard", "a/b/c/file"),
+                // Whiteouts in folders no layer made remove nothing.
+                E::File("q/r/.wh.s", ""),
+                E::File("m/n/.wh..wh..opq", ""),
+            ]],
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("a/b/c/file")).unwrap(),
+            "deep"
+        );
+        for dir in ["a", "a/b", "a/b/c", "x", "x/y", "h"] {
+            let m = std::fs::symlink_metadata(root.join(dir)).unwrap();
+            assert!(m.is_dir(), "{dir}");
+            assert_eq!(m.mode() & 0o7777, 0o755, "{dir}");
+        }
+        assert!(std::fs::symlink_metadata(root.join("x/y/link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A parent that exists as a file is still refused; a missing parent is never made
+        // outside the root (through a symbolic link it is made where the image sees it).
+        let e = apply_all(&root, d.path(), &[&[E::File("a/b/c/file/under", "x")]]).unwrap_err();
+        assert!(e.contains("is not a folder"), "{e}");
+        apply_all(
+            &root,
+            d.path(),
+            &[&[E::Link("out", "/"), E::File("out/new/dir/f", "in")]],
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("new/dir/f")).unwrap(),
+            "in"
+        );
+        assert!(!d.path().join("new").exists());
     }
 }

@@ -181,7 +181,7 @@ async fn follow(
     // Streamed in chunks: a whole plan in one message would pass the coordinator's cap.
     let chunks = akbench_proto::plan_chunks::PlanChunker::all(spec, ready);
     inner
-        .submit_plan_stream(c.request(tokio_stream::iter(chunks)))
+        .submit_plan_stream(c.request_long(tokio_stream::iter(chunks)))
         .await
         .map_err(|s| c.error(s))?;
     let run = spec.run_key().to_string();
@@ -243,7 +243,7 @@ async fn follow(
         }
     }
     let r = inner
-        .reconcile(c.request(pb::ReconcileRequest {
+        .reconcile(c.request_long(pb::ReconcileRequest {
             run: run.clone(),
             observations_json: String::new(),
         }))
