@@ -34,6 +34,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod manifest;
 pub mod observe;
+pub mod output;
 pub mod placement;
 pub mod plan;
 pub mod rates;

@@ -268,7 +268,7 @@ fn print_action(
     if args.json {
         print_json(&serde_json::json!({ "run": summary_json(run), field: n }))?;
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(exit::OK)
 }
@@ -328,7 +328,7 @@ async fn resume(c: Client, args: ResumeArgs) -> anyhow::Result<i32> {
             ));
         }
     }
-    println!("{line}");
+    outln!("{line}");
     Ok(exit::OK)
 }
 
@@ -433,7 +433,7 @@ async fn status(remote: &Remote, mut c: Client, args: StatusArgs) -> anyhow::Res
         if args.run.json {
             print_json(&view::status_json(&s))?;
         } else {
-            print!("{}", view::block(&s));
+            out!("{}", view::block(&s));
         }
         return Ok(exit::OK);
     }
