@@ -91,10 +91,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     ("worker/src/runtime/net.rs", "/proc/thread-self/ns/net"),
     ("worker/src/daemon/preflight.rs", "/proc and /sys probes"),
-    (
-        "worker/src/orchestrator.rs",
-        "records written atomically in the attempt's folder, and a folder opened to fsync it",
-    ),
     ("worker/src/spread.rs", "a folder opened to set its flags"),
     (
         "worker/src/orchestrator/attempt/phases.rs",
