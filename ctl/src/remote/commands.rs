@@ -362,7 +362,7 @@ async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {
         }))?;
         return Ok(exit::OK);
     }
-    println!("{line}");
+    outln!("{line}");
     Ok(exit::OK)
 }
 
@@ -386,7 +386,7 @@ async fn resume_route(c: Client, args: ResumeRouteArgs) -> anyhow::Result<i32> {
             "last_error": last,
         }))?;
     } else if r.was_paused {
-        println!(
+        outln!(
             "provider route {}: pause lifted (last error: {})",
             args.route,
             if r.last_error.is_empty() {
@@ -396,7 +396,7 @@ async fn resume_route(c: Client, args: ResumeRouteArgs) -> anyhow::Result<i32> {
             }
         );
     } else {
-        println!(
+        outln!(
             "provider route {} was not paused; its failure count starts again",
             args.route
         );
