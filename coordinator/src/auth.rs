@@ -156,10 +156,12 @@ impl Tokens {
     ) -> Result<Tokens, AuthError> {
         let mut pairs: Vec<(Role, String)> = Vec::new();
         for path in files {
-            let text = std::fs::read_to_string(path).map_err(|e| AuthError::Read {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+            let text = akbench_core::bounded_read::ReadKind::Secret
+                .read_text(path, akbench_core::bounded_read::Links::Follow)
+                .map_err(|e| AuthError::Read {
+                    path: path.clone(),
+                    message: format!("it {e}"),
+                })?;
             pairs.extend(parse_token_file(&text, path)?);
         }
         for (name, role) in TOKEN_ENV {

@@ -1,4 +1,7 @@
-//! `akbench-coordinator`: parses flags and serves until SIGTERM or SIGINT.
+//! `akbench-coordinator`: parses flags and serves until SIGTERM or SIGINT. Exit codes: 0
+//! stopped by a signal; 1 could not start or serve (an unreadable `--token-file` or TLS
+//! file, a FIFO or device given as one, the database, a listener), the error on stderr; 2
+//! bad command line (from clap).
 
 use akbench_coordinator::server::{init_logging, serve, shutdown_signal, Config};
 use clap::Parser;

@@ -324,13 +324,14 @@ pub async fn serve_with(
         .within_files(open_files_limit(), 2);
     let tls_files = config.tls_files()?;
     let tls = tls_files.clone().map(Reloader::new).transpose()?;
-    let store = Store::connect(&config.database_url).await?;
-    let applied = store.migrate().await?;
-    tracing::info!(?applied, "database migrated");
+    // Every local file is read before the database is reached: a bad one fails at once.
     let tokens = match services.tokens {
         Some(t) => t,
         None => Tokens::load(&config.token_files, |n| std::env::var(n).ok())?,
     };
+    let store = Store::connect(&config.database_url).await?;
+    let applied = store.migrate().await?;
+    tracing::info!(?applied, "database migrated");
     if tokens.is_open() {
         tracing::warn!(
             "no tokens configured: the coordinator is open to anyone who can reach it (local mode)"

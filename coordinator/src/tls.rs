@@ -91,12 +91,14 @@ pub struct TlsFiles {
 }
 
 fn read(path: &Path, what: &'static str, fix: &'static str) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|e| TlsError::Read {
-        what,
-        path: path.to_path_buf(),
-        message: e.to_string(),
-        fix,
-    })
+    akbench_core::bounded_read::ReadKind::Certificate
+        .read(path, akbench_core::bounded_read::Links::Follow)
+        .map_err(|e| TlsError::Read {
+            what,
+            path: path.to_path_buf(),
+            message: format!("it {e}"),
+            fix,
+        })
 }
 
 /// Reads PEM certificates from `path` (at least one).

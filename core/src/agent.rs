@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 pub mod adapters;
 
 /// The largest descriptor accepted, in bytes.
-pub const MAX_DESCRIPTOR_BYTES: u64 = 1 << 20;
+pub const MAX_DESCRIPTOR_BYTES: u64 = crate::bounded_read::ReadKind::Config.cap();
 /// The largest `scripted` adapter script accepted, in bytes.
-pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+pub const MAX_SCRIPT_BYTES: u64 = crate::bounded_read::ReadKind::Script.cap();
 
 /// A descriptor as written on disk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

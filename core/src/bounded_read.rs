@@ -7,12 +7,17 @@
 //! descriptor (FIFOs, sockets, character and block devices and directories are refused by
 //! name, never read), checks the size against a cap before reading, and reads at most
 //! cap + 1 bytes (a file growing under the read is caught too). Problems are returned as
-//! text without the path; callers put it in their own error, which names the file.
+//! text without the path; callers put it in their own error, which names the file, or use
+//! [`ReadKind::load`], whose error names it. The cap of each kind of file is in one table,
+//! [`ReadKind`] (docs/limits.md lists it).
 
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+
+mod kinds;
+pub use kinds::{ReadError, ReadKind};
 
 /// Whether a final symlink in the path is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

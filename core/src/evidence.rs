@@ -16,11 +16,12 @@ mod trial_texts;
 pub use plan_file::StoredHead;
 
 use crate::digest::canonical_json;
+use crate::output::{Existing, Mode, OutputError};
 use crate::plan::{PlanStage, RunPlan};
 use crate::spec::ResolvedRunSpec;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write as _};
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
@@ -78,7 +79,7 @@ pub enum EvidenceError {
 
 /// The largest store document read (spec, plan, outcome), in bytes: a plan of
 /// [`crate::spec::MAX_PLAN_TRIALS`] trials fits.
-pub const MAX_DOC_BYTES: u64 = 2 << 30;
+pub const MAX_DOC_BYTES: u64 = crate::bounded_read::ReadKind::StoreDocument.cap();
 
 /// Reads a store document: a regular file (a FIFO or device put in a run folder is refused,
 /// never read), at most [`MAX_DOC_BYTES`]; `None` when it does not exist.
@@ -198,20 +199,22 @@ fn write_immutable(path: &Path, text: &str) -> Result<(), EvidenceError> {
         }
         None => {}
     }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
+    let written = crate::output::write_with(path, Mode::Public, Existing::Refuse, |w| {
+        w.write_all(text.as_bytes())
+    });
+    match written {
         Ok(()) => Ok(()),
         // Someone wrote it meanwhile: accept only the same content.
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => match read_bounded(path) {
+        Err(OutputError::Exists { .. }) => match read_bounded(path) {
             Ok(Some(existing)) if existing == text.as_bytes() => Ok(()),
             _ => Err(EvidenceError::Immutable {
                 path: path.to_path_buf(),
             }),
         },
-        Err(e) => Err(io(path, e)),
+        Err(e) => Err(EvidenceError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
     }
 }
 
@@ -319,11 +322,11 @@ impl EvidenceStore {
     pub fn put_outcome(&self, run_key: &str, outcome: &RunOutcome) -> Result<(), EvidenceError> {
         let dir = self.root.join(run_key);
         let p = dir.join(OUTCOME_FILE);
-        let tmp = dir.join(format!(".{OUTCOME_FILE}.tmp"));
         let bytes = serde_json::to_vec_pretty(outcome).expect("an outcome serializes");
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, &p))
-            .map_err(|e| io(&p, e))
+        crate::output::write(&p, &bytes).map_err(|e| EvidenceError::Io {
+            path: p.clone(),
+            message: e.to_string(),
+        })
     }
 
     /// Run keys in the store, sorted.

@@ -35,6 +35,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod manifest;
 pub mod observe;
+pub mod output;
 pub mod placement;
 pub mod plan;
 pub mod ranges;

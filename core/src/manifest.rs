@@ -594,7 +594,7 @@ impl ExperimentManifest {
 }
 
 /// The largest manifest accepted, in bytes.
-pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
+pub const MAX_MANIFEST_BYTES: usize = crate::bounded_read::ReadKind::Config.cap() as usize;
 /// The deepest nesting of flow collections (`[`, `{`) accepted in a manifest.
 pub const MAX_MANIFEST_DEPTH: usize = 64;
 /// The most repetitions a manifest may ask for.

@@ -23,7 +23,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// File name of a record.
 pub const RECORD_FILE: &str = "run_record.json";
 /// The largest run record read from a run folder, in bytes.
-pub const MAX_RECORD_BYTES: u64 = 256 << 20;
+pub const MAX_RECORD_BYTES: u64 = crate::bounded_read::ReadKind::Record.cap();
 
 /// An identity: UUIDv7 and readable key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -20,11 +20,11 @@ pub const TASK_FILE: &str = "task.toml";
 /// Name of the instruction file.
 pub const INSTRUCTION_FILE: &str = "instruction.md";
 /// The largest `task.toml` accepted, in bytes.
-pub const MAX_TASK_TOML_BYTES: u64 = 1 << 20;
+pub const MAX_TASK_TOML_BYTES: u64 = crate::bounded_read::ReadKind::Config.cap();
 /// The largest file accepted anywhere in a task directory (instruction, patch, tests,
 /// solution), in bytes: 64 MiB. Only regular files, directories and symlinks may be in a
 /// task; a FIFO, socket or device is refused by name.
-pub const MAX_TASK_FILE_BYTES: u64 = 64 << 20;
+pub const MAX_TASK_FILE_BYTES: u64 = crate::bounded_read::ReadKind::TaskFile.cap();
 /// The placeholders `verifier.command` may use; the evaluator substitutes them.
 pub const VERIFIER_PLACEHOLDERS: &[&str] = &["tests_dir", "workspace", "verifier_dir"];
 /// Default agent timeout when a task declares none.

@@ -24,6 +24,9 @@ pub fn code_for(e: &anyhow::Error) -> i32 {
             || c.is::<akbench_core::manifest::ManifestError>()
             || c.is::<akbench_core::spec::ResolveError>()
             || c.is::<akbench_core::accounting::ObservationsError>()
+            || c.is::<akbench_core::bounded_read::ReadError>()
+            || c.downcast_ref::<akbench_core::output::OutputError>()
+                .is_some_and(|o| o.is_refusal())
     }) {
         USAGE
     } else {

@@ -5,10 +5,29 @@
 //! Expected errors map to documented exit codes (see [`exit`]); `main.rs` only calls
 //! [`main_with_args`].
 
+/// `println!` for `akbench`'s standard output: a failed write ends the command with one line
+/// on stderr, never a panic (see [`out`]).
+macro_rules! outln {
+    () => {
+        $crate::out::print(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for `akbench`'s standard output (see [`outln!`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::out::print(format_args!($($arg)*))
+    };
+}
+
 pub mod cli;
 pub mod cmd;
 pub mod embedded;
 pub mod exit;
+pub mod out;
 pub mod remote;
 pub mod view;
 
@@ -41,15 +60,28 @@ where
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         span.in_scope(|| cmd::dispatch(cli))
     }));
-    let code = match ran {
+    let mut code = match ran {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             exit::code_for(&e)
         }
-        // Already reported by the panic hook (a closed stdout, or a bug).
-        Err(_) => exit::FAILURE,
+        Err(payload) => match payload.downcast::<out::StdoutFailed>() {
+            Ok(failed) => {
+                let _ = writeln!(std::io::stderr(), "{}", failed.message());
+                exit::FAILURE
+            }
+            // Already reported by the panic hook (a closed stdout, or a bug).
+            Err(_) => exit::FAILURE,
+        },
     };
+    // What a last `out!` left buffered: its failure is the command's too.
+    if let Err(failed) = out::flush() {
+        if code != exit::FAILURE {
+            let _ = writeln!(std::io::stderr(), "{}", failed.message());
+            code = exit::FAILURE;
+        }
+    }
     drop(span);
     telemetry.shutdown();
     code
@@ -93,9 +125,10 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
     )
 }
 
-/// Makes a write to a closed standard output (`println!` panics on `EPIPE` while SIGPIPE
-/// is ignored) end the command with one line saying so on stderr (and exit 3, from
-/// [`main_with_args`]) instead of a panic message; other panics keep the default report.
+/// Makes a write to a closed standard output by a `println!` left in a dependency (it
+/// panics on `EPIPE` while SIGPIPE is ignored; akbench's own output goes through [`out`])
+/// end the command with one line saying so on stderr (and exit 3, from [`main_with_args`])
+/// instead of a panic message; other panics keep the default report.
 fn report_closed_stdout() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

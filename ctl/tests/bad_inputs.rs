@@ -3,6 +3,9 @@
 //! that nothing was written, and that the command returned (a child still running after
 //! [`PATIENCE`] is killed and fails its case: a FIFO or device must be refused, never read).
 
+#[path = "bad_inputs/io.rs"]
+mod io;
+
 use akbench_core::testkit::{write_agent, write_task};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

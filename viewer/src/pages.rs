@@ -703,11 +703,15 @@ fn artifact(b: &mut String, dir: &Artifacts, rel: &str, title: &str, kind: &str)
     }
 }
 
+/// The first [`ARTIFACT_CAP`] bytes of a regular file (a FIFO or device is refused, unread),
+/// and whether there was more.
 fn read_capped(p: &Path) -> std::io::Result<(String, bool)> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    let f = std::fs::File::open(p)?;
-    f.take(ARTIFACT_CAP + 1).read_to_end(&mut buf)?;
+    let mut buf = akbench_core::bounded_read::read_prefix(
+        p,
+        ARTIFACT_CAP + 1,
+        akbench_core::bounded_read::Links::Follow,
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     let cut = buf.len() as u64 > ARTIFACT_CAP;
     buf.truncate(ARTIFACT_CAP as usize);
     Ok((String::from_utf8_lossy(&buf).into_owned(), cut))

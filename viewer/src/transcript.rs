@@ -41,13 +41,10 @@ pub fn load(dir: &Path, adapter: &str, a: &AttemptRecord) -> Result<(Trajectory,
     Ok((t, true))
 }
 
+/// The first [`READ_CAP`] bytes of a regular file (a FIFO or device is refused, unread).
 fn read(p: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    std::fs::File::open(p)
-        .and_then(|f| f.take(READ_CAP).read_to_end(&mut buf))
-        .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    Ok(buf)
+    akbench_core::bounded_read::read_prefix(p, READ_CAP, akbench_core::bounded_read::Links::Follow)
+        .map_err(|e| format!("{} {e}", p.display()))
 }
 
 /// Renders the transcript section of one attempt.

@@ -60,11 +60,13 @@ pub enum DialError {
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, DialError> {
-    std::fs::read(path).map_err(|e| DialError::Read {
-        flag,
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    akbench_core::bounded_read::ReadKind::Certificate
+        .read(path, akbench_core::bounded_read::Links::Follow)
+        .map_err(|e| DialError::Read {
+            flag,
+            path: path.to_path_buf(),
+            message: format!("it {e}"),
+        })
 }
 
 /// Checks `url` (a bare `host:port` is not accepted here: callers add the scheme), the TLS

@@ -688,7 +688,15 @@ fn write_over(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 fn read_report(stdout: &Path, stderr: &Path) -> (String, bool) {
-    let read = |p: &Path| std::fs::read(p).unwrap_or_default();
+    // Only what the report can hold is read (a FIFO or a link there is not read at all).
+    let read = |p: &Path| {
+        akbench_core::bounded_read::read_prefix(
+            p,
+            REPORT_CAP as u64 + 1,
+            akbench_core::bounded_read::Links::Refuse,
+        )
+        .unwrap_or_default()
+    };
     let mut out = read(stdout);
     let err = read(stderr);
     if !err.is_empty() {

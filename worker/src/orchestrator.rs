@@ -381,30 +381,23 @@ pub fn task_ref(task: &Task, mutation_applied: bool) -> TaskRef {
     }
 }
 
-/// Writes pretty JSON to a temporary file beside `path`, syncs it and renames it into place.
+/// Writes pretty JSON at `path` through the one output writer ([`akbench_core::output`]):
+/// a temporary file beside it, synced and renamed into place; a FIFO, device or folder at
+/// the path is refused and left as it is.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    use akbench_core::output::{write_with, Existing, Mode, OutputError};
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile_in(dir)?;
     let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-    tmp.1.write_all(&bytes)?;
-    tmp.1.write_all(b"\n")?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let p = dir.join(format!(".tmp-{}", uuid::Uuid::now_v7()));
-    let f = std::fs::File::options()
-        .write(true)
-        .create_new(true)
-        .open(&p)?;
-    Ok((p, f))
+    write_with(path, Mode::Public, Existing::Replace, |w| {
+        w.write_all(&bytes)?;
+        w.write_all(b"\n")
+    })
+    .map_err(|e| match e {
+        OutputError::Io { source, .. } => source,
+        refused => std::io::Error::other(refused.to_string()),
+    })
 }
 
 /// Waits `delay` unless `cancel` is set first (checked every 50 ms); true when the wait ran

@@ -80,7 +80,8 @@ pub fn cli_version(
         Err(e) => return format!("unknown: {e}"),
     };
     let first_line = |p: &Path| {
-        std::fs::read_to_string(p)
+        akbench_core::bounded_read::ReadKind::Log
+            .read_text(p, akbench_core::bounded_read::Links::Refuse)
             .unwrap_or_default()
             .lines()
             .map(str::trim)

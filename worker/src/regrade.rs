@@ -22,6 +22,7 @@ use crate::process::CancelToken;
 use crate::runtime::container::Image;
 use crate::runtime::RuntimeKind;
 use crate::workspace::{fingerprint, Workspace};
+use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_core::clock::Clock;
 use akbench_core::digest::digest_bytes;
 use akbench_core::grading::{
@@ -146,10 +147,13 @@ pub fn read_record(run_dir: &Path) -> Result<(PathBuf, RunRecord), RegradeError>
         )));
     }
     let path = resolve_inside(run_dir, RECORD_FILE).map_err(untrusted)?;
-    let bytes = std::fs::read(&path).map_err(|e| RegradeError::Untrusted {
-        run_dir: run_dir.to_path_buf(),
-        reason: format!("cannot read {}: {e}", path.display()),
-    })?;
+    let bytes =
+        ReadKind::Record
+            .read(&path, Links::Follow)
+            .map_err(|e| RegradeError::Untrusted {
+                run_dir: run_dir.to_path_buf(),
+                reason: format!("{} {e}", path.display()),
+            })?;
     let record: RunRecord =
         serde_json::from_slice(&bytes).map_err(|e| RegradeError::InvalidRecord {
             run_dir: run_dir.to_path_buf(),
@@ -254,8 +258,9 @@ pub fn regrade(
     };
     let image = held.as_ref().map(|(_, i)| i);
     let diff_path = resolve_inside(&run_dir, diff_rel).map_err(untrusted)?;
-    let diff = std::fs::read(&diff_path)
-        .map_err(|e| untrusted(format!("cannot read the recorded diff: {e}")))?;
+    let diff = ReadKind::Log
+        .read(&diff_path, Links::Follow)
+        .map_err(|e| untrusted(format!("the recorded diff {} {e}", diff_path.display())))?;
     if digest_bytes(&diff) != diff_digest {
         return Err(RegradeError::InvalidRecord {
             run_dir: run_dir.clone(),
@@ -524,7 +529,7 @@ type FileText = Result<Option<Vec<u8>>, ()>;
 /// following a link at its end, up to 1 MiB; `Ok(None)` when absent, `Err` when it is there
 /// and not such a file (a link, a folder, larger, unreadable).
 fn read_in(root: &Path, rel: &str) -> FileText {
-    use akbench_core::bounded_read::{read, Links};
+    use akbench_core::bounded_read::read;
     let path = root.join(rel);
     if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
         return Ok(None);
@@ -610,9 +615,10 @@ pub fn record_grade(
         }
     };
     if let Some(report) = report {
-        let _ = std::fs::write(
-            artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
-            report,
+        // Not over a FIFO or a device a tamperer left in the run folder.
+        let _ = akbench_core::output::write(
+            &artifacts.join(format!("grade-{grade_number}.evaluator.report.txt")),
+            report.as_bytes(),
         );
     }
     *attempt = graded;

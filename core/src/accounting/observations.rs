@@ -183,7 +183,7 @@ pub fn parse_lines(text: &str, file: &Path) -> Result<Vec<ObservedLine>, Observa
 
 /// The largest observations file read, in bytes (one JSON line per trial of the largest
 /// plan fits).
-pub const MAX_OBSERVATIONS_BYTES: u64 = 1 << 30;
+pub const MAX_OBSERVATIONS_BYTES: u64 = crate::bounded_read::ReadKind::Observations.cap();
 
 /// Reads and parses an observations file.
 pub fn load_observations(file: &Path) -> Result<Vec<Observation>, ObservationsError> {

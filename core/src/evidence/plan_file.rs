@@ -73,7 +73,13 @@ impl PlanFile {
             .find(&marker)
             .map(|i| (i + "\"digest\":\"".len()) as u64)
             .expect("a plan head holds its digest field");
-        let file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        // Exclusively: a stale temporary file (or a FIFO put there) is removed, never opened.
+        let _ = std::fs::remove_file(&tmp);
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
         out.write_all(text.as_bytes()).map_err(|e| io(&tmp, e))?;
         Ok(Self {

@@ -17,7 +17,12 @@ pub fn hex_len(repo: &RepoLocation) -> Option<usize> {
         let config = [path.join("config"), path.join(".git").join("config")]
             .into_iter()
             .find(|c| c.is_file())?;
-        let text = read(&config, 1 << 20, Links::Follow).ok()?;
+        let text = read(
+            &config,
+            crate::bounded_read::ReadKind::Config.cap(),
+            Links::Follow,
+        )
+        .ok()?;
         Some(config_hex_len(&String::from_utf8_lossy(&text)))
     } else {
         let head = read_prefix(&path, 4096, Links::Follow).ok()?;

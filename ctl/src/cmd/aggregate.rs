@@ -33,6 +33,8 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 ))
                 .into());
             }
+            // A device or FIFO is refused before any work, as the writer would.
+            akbench_core::output::check(p)?;
         }
     }
     let mut files = Vec::new();
@@ -68,10 +70,10 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     let candidates = akbench_core::candidates::account_entries(entries);
     let markdown = summary.to_markdown();
     if let Some(p) = &args.markdown {
-        std::fs::write(p, &markdown)?;
+        akbench_core::output::write(p, markdown.as_bytes())?;
     }
     if let Some(p) = &args.junit {
-        std::fs::write(p, to_junit(&trials))?;
+        akbench_core::output::write(p, to_junit(&trials).as_bytes())?;
     }
     if args.json {
         crate::cmd::print_json(&serde_json::json!({
@@ -82,10 +84,10 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
             "trials": trials,
         }))?;
     } else {
-        println!("{} records under {}\n", trials.len(), args.dir.display());
-        print!("{markdown}");
+        outln!("{} records under {}\n", trials.len(), args.dir.display());
+        out!("{markdown}");
         if let Some(c) = &candidates {
-            println!("\n{c}");
+            outln!("\n{c}");
         }
         for (f, e) in &refused {
             eprintln!("refused {}: {e}", f.display());

@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use akbench_coordinator::devcerts::{Ca, Pem, Validity};
+use akbench_core::bounded_read::{Links, ReadKind};
+use akbench_core::output::{Existing, Mode};
 
 use crate::cli::CertsArgs;
 use crate::exit::InputError;
@@ -96,9 +98,9 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
     let validity = Validity::days(args.days);
     let ca = if reuse {
         let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|e| {
+            ReadKind::Certificate.read_text(p, Links::Follow).map_err(|e| {
                 InputError(format!(
-                    "failed to read the CA {}: {e}; fix: keep ca.pem and ca.key together in --out, or use an empty folder",
+                    "failed to read the CA {}: it {e}; fix: keep ca.pem and ca.key together in --out, or use an empty folder",
                     p.display()
                 ))
             })
@@ -131,7 +133,7 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", out.display()))?;
     for (path, text, secret) in &files {
         write(path, text, *secret)?;
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     if reuse {
         eprintln!(
@@ -144,14 +146,9 @@ pub fn run(args: CertsArgs) -> anyhow::Result<i32> {
 
 fn write(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(if secret { 0o600 } else { 0o644 })
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    let mode = if secret { Mode::Private } else { Mode::Public };
+    akbench_core::output::write_with(path, mode, Existing::Refuse, |w| {
+        w.write_all(text.as_bytes())
+    })?;
     Ok(())
 }

@@ -97,45 +97,49 @@ fn points(x: f64) -> String {
 }
 
 fn print_human(left: &LoadedRun, right: &LoadedRun, checked: &Checked, c: &Comparison) {
-    println!("left   {} ({})", left.run_key, left.source);
-    println!("right  {} ({})", right.run_key, right.source);
+    outln!("left   {} ({})", left.run_key, left.source);
+    outln!("right  {} ({})", right.run_key, right.source);
     let agents: Vec<String> = c
         .pairing
         .iter()
         .map(|(l, r)| format!("{l} -> {r}"))
         .collect();
-    println!("agents {}", agents.join(", "));
+    outln!("agents {}", agents.join(", "));
     if checked.diff.is_empty() {
-        println!("conditions identical (checked from the {})", checked.by);
+        outln!("conditions identical (checked from the {})", checked.by);
     } else {
-        println!("conditions differ (checked from the {}):", checked.by);
+        outln!("conditions differ (checked from the {}):", checked.by);
         for ch in &checked.diff.changes {
-            println!("  {ch}");
+            outln!("  {ch}");
         }
     }
-    println!();
-    println!("{:<12}{:<36}right", "", "left");
+    outln!();
+    outln!("{:<12}{:<36}right", "", "left");
     let (ls, lp) = rates_line(&c.left.total);
     let (rs, rp) = rates_line(&c.right.total);
-    println!("{:<12}{ls:<36}{rs}", "solve rate");
-    println!("{:<12}{lp:<36}{rp}", "pass rate");
+    outln!("{:<12}{ls:<36}{rs}", "solve rate");
+    outln!("{:<12}{lp:<36}{rp}", "pass rate");
     if c.pairing.len() > 1 {
         for (l, r) in &c.pairing {
             if let (Some(a), Some(b)) = (c.left.by_agent.get(l), c.right.by_agent.get(r)) {
                 let (ls, _) = rates_line(a);
                 let (rs, _) = rates_line(b);
-                println!("  {:<10}{ls:<36}{rs}", l);
+                outln!("  {:<10}{ls:<36}{rs}", l);
             }
         }
     }
     let p = &c.paired;
-    println!();
-    println!(
+    outln!();
+    outln!(
         "paired     {} pairs: solved by both {}, by neither {}, lost {}, gained {}",
-        p.pairs, p.both_solved, p.neither_solved, p.lost, p.gained
+        p.pairs,
+        p.both_solved,
+        p.neither_solved,
+        p.lost,
+        p.gained
     );
     match (p.difference, p.bootstrap) {
-        (Some(d), Some(b)) => println!(
+        (Some(d), Some(b)) => outln!(
             "difference {} points (right - left; {} -> {}), 95% paired bootstrap [{}, {}] ({} resamples, seed {})",
             points(d),
             Pct(p.left_rate),
@@ -145,36 +149,39 @@ fn print_human(left: &LoadedRun, right: &LoadedRun, checked: &Checked, c: &Compa
             b.resamples,
             b.seed
         ),
-        (Some(d), None) => println!("difference {} points (right - left)", points(d)),
-        _ => println!("difference n/a (no pairs)"),
+        (Some(d), None) => outln!("difference {} points (right - left)", points(d)),
+        _ => outln!("difference n/a (no pairs)"),
     }
-    println!(
+    outln!(
         "McNemar    exact two-sided p = {:.4} over {} discordant pairs",
         p.mcnemar_p,
         p.lost + p.gained
     );
     if !c.flips.is_empty() {
-        println!("\nflips ({}):", c.flips.len());
+        outln!("\nflips ({}):", c.flips.len());
         for f in &c.flips {
             let (dir, pair) = (&f.direction, &f.pair);
             let d = match dir {
                 Flip::Lost => "solved -> not",
                 Flip::Gained => "not -> solved",
             };
-            println!(
+            outln!(
                 "  {d:<14} {} r{}  {} | {}",
-                pair.task, pair.repetition, pair.left_key, pair.right_key
+                pair.task,
+                pair.repetition,
+                pair.left_key,
+                pair.right_key
             );
         }
     }
     if !c.unpaired.is_empty() {
-        println!(
+        outln!(
             "\nnot paired ({}; excluded from the paired statistics, never counted as failures):",
             c.unpaired.len()
         );
         let b = |x: Option<akbench_core::accounting::Bucket>| x.map_or("-", |b| b.as_str());
         for u in &c.unpaired {
-            println!(
+            outln!(
                 "  {:<11} {} r{}  left {} | right {}",
                 u.reason,
                 u.task,

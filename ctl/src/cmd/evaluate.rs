@@ -54,7 +54,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
             "pre_grade_record": done.backup_path,
         }))?;
     } else {
-        println!(
+        outln!(
             "{}: {}{} (graded {})",
             o.state,
             verdict(o.state, o.ok),
@@ -64,10 +64,10 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
             done.workspace_used.replace('_', " ")
         );
         if let Some(c) = &cause {
-            println!("cause: {c}");
+            outln!("cause: {c}");
         }
-        println!("record: {}", done.record_path.display());
-        println!("before grading: {}", done.backup_path.display());
+        outln!("record: {}", done.record_path.display());
+        outln!("before grading: {}", done.backup_path.display());
     }
     Ok(exit::of_answer(akbench_core::grading::answer(
         o.state, o.ok, true,
@@ -120,7 +120,7 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
             Ok(d) => {
                 let o = &d.record.outcome;
                 if !args.json {
-                    println!(
+                    outln!(
                         "{}: {} {}{}",
                         d.record.trial.key,
                         o.state,
@@ -154,7 +154,7 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
             "left_alone": skipped,
         }))?;
     } else {
-        println!(
+        outln!(
             "graded {} run directories under {}; {} refused; {} left alone (graded already, or the agent failed or never ran)",
             graded.len(),
             args.run_dir.display(),

@@ -171,18 +171,18 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             "jobs": jobs.keys().map(|l| format!("jobs/{l}.json")).collect::<Vec<_>>(),
         }))?;
     } else {
-        println!(
+        outln!(
             "exported {} trials of run {key} to {}",
             manifest.trials.len(),
             args.out.display()
         );
         for label in jobs.keys() {
-            println!(
+            outln!(
                 "  cd {} && harbor run -c jobs/{label}.json",
                 args.out.display()
             );
         }
-        println!(
+        outln!(
             "then: akbench run import-harbor {key} {}/jobs-out --export {}",
             args.out.display(),
             args.out.display()

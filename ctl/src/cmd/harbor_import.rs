@@ -13,10 +13,12 @@ use crate::cli::ImportHarborArgs;
 use crate::cmd::{find_run, print_json};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{reconcile, ObservedLine};
+use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::harbor::{
     observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
 };
+use akbench_core::output::{Existing, Mode};
 use akbench_core::spend::{fmt_spend, Spend};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -40,11 +42,16 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         ))
         .into());
     }
+    // A device, FIFO or folder at the output is refused before any work.
+    if let Some(o) = &args.observations {
+        akbench_core::output::check(o)?;
+    }
     let thresholds: HashMap<uuid::Uuid, f64> = match &args.export {
         Some(e) => {
             let path = e.join(EXPORT_MANIFEST);
-            let m: ExportManifest = std::fs::read(&path)
-                .map_err(|err| err.to_string())
+            let m: ExportManifest = ReadKind::Record
+                .read(&path, Links::Follow)
+                .map_err(|err| format!("it {err}"))
                 .and_then(|b| serde_json::from_slice(&b).map_err(|err| err.to_string()))
                 .map_err(|err| {
                     InputError(format!(
@@ -75,7 +82,8 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     let mut results: Vec<TrialResult> = Vec::new();
     let mut mapped: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
-        let value: serde_json::Value = match std::fs::read(f)
+        let value: serde_json::Value = match ReadKind::Record
+            .read(f, Links::Refuse)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
         {
@@ -153,21 +161,21 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
             "accounting": a,
         }))?;
     } else {
-        println!(
+        outln!(
             "read {} Harbor trial results from {}; wrote {}",
             observations.len(),
             args.dir.display(),
             out.display()
         );
         for (label, n) in &mapped {
-            println!("  {n:>5}  {label}");
+            outln!("  {n:>5}  {label}");
         }
-        println!("  {}", fmt_spend(&spent));
+        outln!("  {}", fmt_spend(&spent));
         for (f, why) in &unidentified {
-            println!("  unidentified {}: {why}", f.display());
+            outln!("  unidentified {}: {why}", f.display());
         }
         if let Some(out) = &args.out {
-            println!(
+            outln!(
                 "  wrote {} run records under {}",
                 records.len(),
                 out.display()
@@ -282,18 +290,13 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// Writes the observations as JSON Lines, atomically (a temporary file renamed into place).
+/// Writes the observations as JSON Lines, atomically ([`akbench_core::output`]).
 fn write_observations(path: &Path, observations: &[ObservedLine]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
-    for o in observations {
-        writeln!(tmp, "{}", serde_json::to_string(o)?)?;
-    }
-    tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    akbench_core::output::write_with(path, Mode::Public, Existing::Replace, |w| {
+        for o in observations {
+            writeln!(w, "{}", serde_json::to_string(o)?)?;
+        }
+        Ok(())
+    })?;
     Ok(())
 }

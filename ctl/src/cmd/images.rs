@@ -50,7 +50,8 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         );
     }
     let toml_path = dir.join(akbench_core::task::TASK_FILE);
-    let text = std::fs::read_to_string(&toml_path)?;
+    let text = akbench_core::bounded_read::ReadKind::Config
+        .load_text(&toml_path, akbench_core::bounded_read::Links::Follow)?;
     // Refused before anything is built when task.toml cannot take the image.
     akbench_core::task::set_image(&text, &format!("{written}@sha256:{}", "0".repeat(64)))
         .map_err(|e| InputError(format!("failed to build: {}: {e}", toml_path.display())))?;
@@ -94,16 +95,14 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     let pinned = format!("{written}@{digest}");
     let edited = akbench_core::task::set_image(&text, &pinned)
         .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", toml_path.display()))?;
-    let tmp = toml_path.with_extension("toml.akbench-tmp");
-    std::fs::write(&tmp, edited)?;
-    std::fs::rename(&tmp, &toml_path)?;
+    akbench_core::output::write(&toml_path, edited.as_bytes())?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"task": task.release.id, "image": pinned, "digest": digest, "builder": builder, "task_toml": toml_path})
         );
     } else {
-        println!("{pinned}");
+        outln!("{pinned}");
         eprintln!(
             "akbench: wrote environment.image into {}",
             toml_path.display()

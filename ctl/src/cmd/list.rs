@@ -35,18 +35,22 @@ pub fn run(args: ListArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
     if args.store.json {
         print_json(&serde_json::json!({ "runs": rows }))?;
     } else if rows.is_empty() {
-        println!("no runs");
+        outln!("no runs");
     } else {
-        println!(
+        outln!(
             "{:<32} {:<16} {:<12} {:>7} {:>9}  created",
-            "key", "experiment", "state", "trials", "progress"
+            "key",
+            "experiment",
+            "state",
+            "trials",
+            "progress"
         );
         for r in &rows {
             let progress = match r.finished {
                 Some(f) => format!("{f}/{}", r.trials),
                 None => "-".into(),
             };
-            println!(
+            outln!(
                 "{:<32} {:<16} {:<12} {:>7} {:>9}  {}",
                 r.key,
                 r.experiment,

@@ -25,12 +25,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
             "task_checks": checks,
         }))?;
     } else {
-        println!("run      {}", spec.run_key());
-        println!("uuid     {}", spec.run_id());
-        println!("stored   {}", dir.display());
+        outln!("run      {}", spec.run_key());
+        outln!("uuid     {}", spec.run_id());
+        outln!("stored   {}", dir.display());
         show::plan_summary(&spec, &ready);
-        println!("checked  {}", checks_line(&checks));
-        println!("state    ready ({})", counts(&ready.summary.by_lifecycle));
+        outln!("checked  {}", checks_line(&checks));
+        outln!("state    ready ({})", counts(&ready.summary.by_lifecycle));
     }
     Ok(crate::exit::OK)
 }

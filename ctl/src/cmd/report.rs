@@ -1,7 +1,8 @@
 //! `akbench run report RUN --html FILE` (or `--compare A B`): one self-contained HTML file
 //! (inline CSS, JavaScript and SVG; a Content-Security-Policy that forbids every network
 //! fetch), rendered by [`super::report_html`]. Runs are found as `run compare` finds them.
-//! Exit 0 when written; 2 for bad input (as `run compare`), nothing written.
+//! Exit 0 when written; 2 for bad input (as `run compare`) or an output path that is not a
+//! regular file (a device, a FIFO: [`akbench_core::output`]), nothing written.
 
 use crate::cli::{RemoteArgs, ReportArgs};
 use crate::cmd::report_html;
@@ -10,8 +11,6 @@ use crate::cmd::shared::source::{Finder, LoadedRun};
 use crate::exit;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::report_view::{build, RunView, TrialAttempts};
-use std::io::Write;
-use std::path::Path;
 
 /// Writes the report.
 pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
@@ -21,6 +20,8 @@ pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
         out: &args.out,
         remote,
     };
+    // A device, FIFO or folder at the output is refused before any work.
+    akbench_core::output::check(&args.html)?;
     let generated = chrono::Utc::now();
     let html = match (&args.compare, &args.run) {
         (Some(pair), _) => {
@@ -50,11 +51,11 @@ pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
             .into())
         }
     };
-    write_atomically(&args.html, html.as_bytes())?;
+    akbench_core::output::write(&args.html, html.as_bytes())?;
     if args.store.json {
         crate::cmd::print_json(&serde_json::json!({"html": args.html, "bytes": html.len()}))?;
     } else {
-        println!("wrote {} ({} bytes)", args.html.display(), html.len());
+        outln!("wrote {} ({} bytes)", args.html.display(), html.len());
     }
     Ok(exit::OK)
 }
@@ -70,22 +71,4 @@ pub fn view(r: &LoadedRun) -> RunView {
         })
         .collect();
     build(&r.trials, &records)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
-    tmp.write_all(bytes)?;
-    // A report is for reading: rw-r--r-- like any file written plainly (the temporary file
-    // starts private).
-    use std::os::unix::fs::PermissionsExt;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
-    Ok(())
 }

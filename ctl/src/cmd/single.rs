@@ -113,7 +113,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             "workspace_kept": last.workspace.kept,
             "record": outcome.record_path,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut out = std::io::stdout().lock();
         writeln!(

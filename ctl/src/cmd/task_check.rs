@@ -78,7 +78,7 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
         let mut v = serde_json::to_value(check).expect("a check serializes");
         v["cached"] = cached.into();
         v["cache_file"] = file.display().to_string().into();
-        println!("{v}");
+        outln!("{v}");
         return;
     }
     let side = |s| {
@@ -86,7 +86,7 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
     };
-    println!(
+    outln!(
         "task {} {} ({}): {} under {}{}; reference {}, baseline {}{}",
         check.task,
         check.version,
@@ -107,9 +107,9 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
         }
     );
     for p in &check.problems {
-        println!("  - {p}");
+        outln!("  - {p}");
     }
     if let Some(t) = &check.tripwire {
-        println!("  tripwire: {t}");
+        outln!("  tripwire: {t}");
     }
 }

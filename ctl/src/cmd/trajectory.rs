@@ -5,6 +5,7 @@
 
 use crate::cli::TrajectoryArgs;
 use crate::exit::InputError;
+use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord, RECORD_FILE};
 use akbench_core::trajectory;
 use serde_json::Value;
@@ -32,9 +33,9 @@ pub fn run(args: TrajectoryArgs) -> anyhow::Result<i32> {
         );
     }
     if args.pretty {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        outln!("{}", serde_json::to_string_pretty(&t)?);
     } else {
-        println!("{}", serde_json::to_string(&t)?);
+        outln!("{}", serde_json::to_string(&t)?);
     }
     Ok(crate::exit::OK)
 }
@@ -47,9 +48,9 @@ pub fn read_trial(path: &Path) -> Result<(PathBuf, RunRecord), InputError> {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         (dir, path.to_path_buf())
     };
-    let bytes = std::fs::read(&file).map_err(|e| {
+    let bytes = ReadKind::Record.read(&file, Links::Follow).map_err(|e| {
         InputError(format!(
-            "failed to read the run record {}: {e}; fix: pass a trial folder holding {RECORD_FILE} (a sweep's out/<run>/<trial>/) or the record itself",
+            "failed to read the run record {}: it {e}; fix: pass a trial folder holding {RECORD_FILE} (a sweep's out/<run>/<trial>/) or the record itself",
             file.display()
         ))
     })?;
@@ -93,8 +94,9 @@ pub fn pick_attempt(record: &RunRecord, number: Option<u32>) -> Result<&AttemptR
 pub fn load(dir: &Path, record: &RunRecord, a: &AttemptRecord) -> Result<(Value, Origin), String> {
     let stored_rel = format!("{}/{}", a.artifacts_dir, trajectory::FILE_NAME);
     if let Ok(path) = resolve_inside(dir, &stored_rel) {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+        let text = ReadKind::Trajectory
+            .load_text(&path, Links::Refuse)
+            .map_err(|e| e.to_string())?;
         let v: Value = serde_json::from_str(&text).map_err(|e| {
             format!(
                 "failed to read {}: {e}; fix: delete it to convert the agent's stdout instead",
@@ -120,8 +122,9 @@ pub fn load(dir: &Path, record: &RunRecord, a: &AttemptRecord) -> Result<(Value,
             a.number
         )
     })?;
-    let bytes =
-        std::fs::read(&path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+    let bytes = ReadKind::Log
+        .load(&path, Links::Refuse)
+        .map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&bytes);
     let version = a
         .provenance

@@ -42,19 +42,19 @@ pub fn run(args: UpArgs) -> anyhow::Result<i32> {
         // Before PostgreSQL starts: from here on no stop signal ends the process unhandled.
         let mut signals = StopSignals::install()?;
         let e = Embedded::start(&o).await?;
-        println!("akbench up: PostgreSQL data in {}", o.data_dir.display());
-        println!("  database     {}", e.database_display);
-        println!(
+        outln!("akbench up: PostgreSQL data in {}", o.data_dir.display());
+        outln!("  database     {}", e.database_display);
+        outln!(
             "  coordinator  http://{}   (export AKBENCH_COORDINATOR=http://{})",
             e.grpc_addr(),
             e.grpc_addr()
         );
-        println!(
+        outln!(
             "  http         http://{}   (/api/runs/<run>/status, /runs/<run>, /metrics)",
             e.http_addr()
         );
-        println!("  workers      {} x {} slots", o.workers, o.slots);
-        println!("Ctrl-C (SIGINT), SIGTERM or SIGHUP stops everything.");
+        outln!("  workers      {} x {} slots", o.workers, o.slots);
+        outln!("Ctrl-C (SIGINT), SIGTERM or SIGHUP stops everything.");
         let signal = signals.recv().await;
         eprintln!(
             "akbench up: {signal}: stopping (workers drain, coordinator and PostgreSQL stop)"

@@ -54,7 +54,7 @@ pub fn run(args: ViewArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
             ))
         })?;
         let addr = listener.local_addr()?;
-        println!(
+        outln!(
             "akbench view: http://{addr}/ ({runs} runs under {}{}); Ctrl-C to stop",
             root.display(),
             if refused > 0 { format!(", {refused} records refused") } else { String::new() }
@@ -97,7 +97,7 @@ fn coordinator(url: &str, args: ViewArgs, remote: &RemoteArgs) -> anyhow::Result
             ))
         })?;
         let addr = listener.local_addr()?;
-        println!(
+        outln!(
             "akbench view: http://{addr}/ (runs of the coordinator at {}); Ctrl-C to stop",
             remote.url
         );

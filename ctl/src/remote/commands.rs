@@ -268,7 +268,7 @@ fn print_action(
     if args.json {
         print_json(&serde_json::json!({ "run": summary_json(run), field: n }))?;
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(exit::OK)
 }
@@ -328,7 +328,7 @@ async fn resume(c: Client, args: ResumeArgs) -> anyhow::Result<i32> {
             ));
         }
     }
-    println!("{line}");
+    outln!("{line}");
     Ok(exit::OK)
 }
 
@@ -362,7 +362,7 @@ async fn cancel(c: Client, args: CancelArgs) -> anyhow::Result<i32> {
         }))?;
         return Ok(exit::OK);
     }
-    println!("{line}");
+    outln!("{line}");
     Ok(exit::OK)
 }
 
@@ -386,7 +386,7 @@ async fn resume_route(c: Client, args: ResumeRouteArgs) -> anyhow::Result<i32> {
             "last_error": last,
         }))?;
     } else if r.was_paused {
-        println!(
+        outln!(
             "provider route {}: pause lifted (last error: {})",
             args.route,
             if r.last_error.is_empty() {
@@ -396,7 +396,7 @@ async fn resume_route(c: Client, args: ResumeRouteArgs) -> anyhow::Result<i32> {
             }
         );
     } else {
-        println!(
+        outln!(
             "provider route {} was not paused; its failure count starts again",
             args.route
         );
@@ -433,7 +433,7 @@ async fn status(remote: &Remote, mut c: Client, args: StatusArgs) -> anyhow::Res
         if args.run.json {
             print_json(&view::status_json(&s))?;
         } else {
-            print!("{}", view::block(&s));
+            out!("{}", view::block(&s));
         }
         return Ok(exit::OK);
     }

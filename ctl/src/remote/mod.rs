@@ -18,6 +18,7 @@ pub mod watch;
 
 use crate::cli::{Command, RemoteArgs, RunCommand};
 use crate::exit::InputError;
+use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
 use akbench_worker::dial::{endpoint, DialError, TlsOptions};
@@ -120,13 +121,15 @@ impl Remote {
         let fallbacks = urls.collect();
         let token = match (&args.token, &args.token_file) {
             (_, Some(path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    InputError(format!(
-                        "failed to read the token file {}: {e}; fix: pass a readable file \
-                         holding the token (--token-file)",
+                let text = ReadKind::Secret
+                    .read_text(path, Links::Follow)
+                    .map_err(|e| {
+                        InputError(format!(
+                        "failed to read the token file {}: it {e}; fix: pass a readable regular \
+                         file holding the token (--token-file)",
                         path.display()
                     ))
-                })?;
+                    })?;
                 Some(text.trim().to_string())
             }
             (Some(t), None) => Some(t.trim().to_string()),

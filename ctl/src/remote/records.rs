@@ -96,7 +96,7 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
         });
         print_with_trials(&head, listed)?;
     } else {
-        println!(
+        outln!(
             "wrote {} records of run {} ({} planned trials, coverage {}) to {}",
             records,
             summary.run_key,
@@ -105,7 +105,7 @@ pub async fn run(c: Client, args: RecordsArgs) -> anyhow::Result<i32> {
             args.out.display()
         );
         if let Some(t) = &trajectories {
-            println!(
+            outln!(
                 "copied {} trajectories{}",
                 t.copied,
                 if t.missing.is_empty() {
@@ -219,12 +219,9 @@ fn copy_trajectories(
         let dir = to.parent().unwrap_or(dest_dir);
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
-        let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-        std::fs::copy(&from, &tmp)
-            .and_then(|_| std::fs::rename(&tmp, &to))
-            .map_err(|e| {
-                anyhow::anyhow!("failed to copy {} to {}: {e}", from.display(), to.display())
-            })?;
+        let bytes = akbench_core::bounded_read::ReadKind::Trajectory
+            .load(&from, akbench_core::bounded_read::Links::Refuse)?;
+        akbench_core::output::write(&to, &bytes)?;
         t.copied += 1;
     }
     Ok(())
@@ -465,7 +462,7 @@ pub fn is_safe_key(key: &str) -> bool {
             .all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
-/// Writes `DIR/<key>/run_record.json` atomically (temporary file, then rename).
+/// Writes `DIR/<key>/run_record.json` atomically ([`akbench_core::output`]).
 pub fn write_record(out: &Path, key: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
     if !is_safe_key(key) {
         anyhow::bail!(
@@ -491,17 +488,7 @@ pub fn write_record(out: &Path, key: &str, bytes: &[u8]) -> anyhow::Result<PathB
     std::fs::create_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
     let path = dir.join(RECORD_FILE);
-    let tmp = dir.join(format!(".{RECORD_FILE}.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("failed to write {}: {e}", path.display())
-    })?;
+    akbench_core::output::write(&path, bytes)?;
     Ok(path)
 }
 

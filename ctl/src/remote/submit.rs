@@ -109,19 +109,19 @@ fn report(
             "summary": ready.summary,
         }))?;
     } else {
-        println!("run      {}", run.run_key);
-        println!("uuid     {}", run.run_id);
-        println!("stored   {} (local copy)", dir.display());
+        outln!("run      {}", run.run_key);
+        outln!("uuid     {}", run.run_id);
+        outln!("stored   {} (local copy)", dir.display());
         cmd::shared::show::plan_summary(spec, ready);
-        println!(
+        outln!(
             "state    {} ({})",
             state_name(run.state),
             counts(&ready.summary.by_lifecycle)
         );
         if r.created {
-            println!("submitted to {}", c.url());
+            outln!("submitted to {}", c.url());
         } else {
-            println!(
+            outln!(
                 "already submitted to {}: identical resubmission, nothing changed",
                 c.url()
             );

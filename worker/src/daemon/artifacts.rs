@@ -197,8 +197,11 @@ impl ArtifactStore {
             key: location.to_string(),
             source,
         };
-        let mut f = std::fs::File::open(path).map_err(read)?;
-        let size = f.metadata().map_err(read)?.len();
+        // A regular file only (a FIFO left in the trial folder is refused, not waited on);
+        // read in bounded pieces below.
+        let (mut f, size) =
+            akbench_core::bounded_read::open(path, akbench_core::bounded_read::Links::Refuse)
+                .map_err(|e| read(std::io::Error::other(e.to_string())))?;
         if size <= STREAM_CHUNK as u64 {
             let mut bytes = Vec::new();
             f.read_to_end(&mut bytes).map_err(read)?;

@@ -2,6 +2,7 @@
 
 use super::config::{default_worker_id, WorkerConfig};
 use super::session::Daemon;
+use akbench_core::bounded_read::{Links, ReadKind};
 use clap::Parser;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -146,9 +147,14 @@ impl Args {
         let token = match (&self.token, &self.token_file) {
             (Some(t), _) => Some(t.trim().to_string()),
             (None, Some(f)) => Some(
-                std::fs::read_to_string(f)
+                ReadKind::Secret
+                    .read_text(f, Links::Follow)
                     .map_err(|e| {
-                        anyhow::anyhow!("failed to read --token-file {}: {e}", f.display())
+                        anyhow::anyhow!(
+                            "failed to read --token-file {}: it {e}; fix: pass a regular file \
+                             holding the token",
+                            f.display()
+                        )
                     })?
                     .trim()
                     .to_string(),

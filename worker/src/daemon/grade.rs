@@ -287,9 +287,11 @@ fn fetch_diff(ctx: &Context, trial_key: &str, diff_rel: &str) -> Result<Vec<u8>,
         }
     }
     let trial_dir = ctx.out_root.join(trial_key);
-    match resolve_inside(&trial_dir, diff_rel)
-        .and_then(|p| std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display())))
-    {
+    match resolve_inside(&trial_dir, diff_rel).and_then(|p| {
+        akbench_core::bounded_read::ReadKind::Log
+            .read(&p, akbench_core::bounded_read::Links::Follow)
+            .map_err(|e| format!("{} {e}", p.display()))
+    }) {
         Ok(b) => Ok(b),
         Err(e) => {
             tried.push(format!("not under {}: {e}", ctx.out_root.display()));

@@ -56,16 +56,15 @@ impl Client {
         let Some(f) = &self.auth_file else {
             return Ok(None);
         };
-        let text = match std::fs::read_to_string(f) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(ImageError::Credentials {
-                    file: f.clone(),
-                    problem: e.to_string(),
-                })
-            }
-        };
+        if std::fs::metadata(f).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            return Ok(None);
+        }
+        let text = akbench_core::bounded_read::ReadKind::RegistryAuth
+            .read_text(f, akbench_core::bounded_read::Links::Follow)
+            .map_err(|e| ImageError::Credentials {
+                file: f.clone(),
+                problem: format!("it {e}"),
+            })?;
         docker_config_auth(&text, registry).map_err(|problem| ImageError::Credentials {
             file: f.clone(),
             problem,

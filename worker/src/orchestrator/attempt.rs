@@ -139,7 +139,7 @@ impl<'a> Run<'a> {
             let mut text = budget.notes().join("\n");
             text.push('\n');
             let _ = std::fs::create_dir_all(&to);
-            if let Err(e) = std::fs::write(to.join(NOTES_FILE), text) {
+            if let Err(e) = akbench_core::output::write(&to.join(NOTES_FILE), text.as_bytes()) {
                 tracing::warn!("failed to write {NOTES_FILE}: {e}");
             }
         }
@@ -152,7 +152,7 @@ impl<'a> Run<'a> {
         let t = trajectory::convert(adapter, stdout, Some(instruction), version.as_deref());
         let written = serde_json::to_vec_pretty(&t)
             .map_err(|e| e.to_string())
-            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
+            .and_then(|json| akbench_core::output::write(path, &json).map_err(|e| e.to_string()));
         match written {
             Ok(()) => self.scrub_file(path),
             Err(e) => tracing::warn!(

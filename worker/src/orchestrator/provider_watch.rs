@@ -50,7 +50,9 @@ pub(super) fn wait_watching(
                     let len = std::fs::metadata(stdout_path).map_or(0, |m| m.len());
                     if len != read_len {
                         read_len = len;
-                        let text = std::fs::read_to_string(stdout_path).unwrap_or_default();
+                        let text = akbench_core::bounded_read::ReadKind::Log
+                            .read_text(stdout_path, akbench_core::bounded_read::Links::Refuse)
+                            .unwrap_or_default();
                         current = adapter.provider_failure(&text);
                         failing_since = match current {
                             None => None,

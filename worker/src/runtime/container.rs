@@ -68,7 +68,12 @@ pub fn image_user(user: Option<&str>, rootfs: &Path) -> Result<(u32, u32), Strin
     let Some(u) = user.map(str::trim).filter(|u| !u.is_empty()) else {
         return Ok((0, 0));
     };
-    let read = |f: &str| std::fs::read_to_string(rootfs.join(f)).unwrap_or_default();
+    // The image's files: a link (to the host's /dev/zero, say) or a FIFO is not read.
+    let read = |f: &str| {
+        akbench_core::bounded_read::ReadKind::Config
+            .read_text(&rootfs.join(f), akbench_core::bounded_read::Links::Refuse)
+            .unwrap_or_default()
+    };
     user_ids(u, &read("etc/passwd"), &read("etc/group"))
 }
 

@@ -544,7 +544,11 @@ impl DiskWatch {
 /// refs, config, hooks and objects cannot be changed from inside). Empty for a worktree
 /// that holds its repository itself.
 pub fn linked_git_dirs(worktree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let Ok(text) = std::fs::read_to_string(worktree.join(".git")) else {
+    // The worktree is the agent's: a FIFO or a link at `.git` is not read.
+    let Ok(text) = akbench_core::bounded_read::ReadKind::Config.read_text(
+        &worktree.join(".git"),
+        akbench_core::bounded_read::Links::Refuse,
+    ) else {
         return (Vec::new(), Vec::new());
     };
     let Some(gitdir) = text
@@ -554,7 +558,11 @@ pub fn linked_git_dirs(worktree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     else {
         return (Vec::new(), Vec::new());
     };
-    let common = std::fs::read_to_string(gitdir.join("commondir"))
+    let common = akbench_core::bounded_read::ReadKind::Config
+        .read_text(
+            &gitdir.join("commondir"),
+            akbench_core::bounded_read::Links::Refuse,
+        )
         .map(|c| gitdir.join(c.trim()))
         .ok()
         .and_then(|p| std::fs::canonicalize(p).ok());

@@ -27,7 +27,7 @@ pub fn show(
         // Without --all, list at most 20 missing or quarantined trials.
         let listed = a.trials.iter().filter(|t| all || is_unaccounted(t.bucket));
         for t in listed.take(if all { usize::MAX } else { LISTED }) {
-            println!("{}", trial_line(t));
+            outln!("{}", trial_line(t));
         }
         show_more(a, all);
     }
@@ -66,23 +66,23 @@ pub fn show_more(a: &RunAccounting, all: bool) {
         unaccounted.saturating_sub(LISTED)
     };
     if more > 0 {
-        println!("  ... {more} more (use --all or --json)");
+        outln!("  ... {more} more (use --all or --json)");
     }
 }
 
 /// The text before the listed trials: everything but `a.trials`.
 pub fn show_head(a: &RunAccounting, spent: Option<&ObservedSpend>) {
-    println!("run        {} ({})", a.run_key, a.run_id);
-    println!(
+    outln!("run        {} ({})", a.run_key, a.run_id);
+    outln!(
         "accounting {} and {}",
         if a.valid { "valid" } else { "INVALID" },
         if a.complete { "complete" } else { "incomplete" }
     );
-    println!("planned    {}   observations {}", a.planned, a.observations);
+    outln!("planned    {}   observations {}", a.planned, a.observations);
     for b in ALL_BUCKETS {
-        println!("  {:<21}{}", b.as_str(), a.counts.get(b));
+        outln!("  {:<21}{}", b.as_str(), a.counts.get(b));
     }
-    println!(
+    outln!(
         "pass rate  {} ({} graded)   coverage {}   infrastructure errors {}",
         Pct(a.rates.pass_rate),
         a.rates.graded,
@@ -90,7 +90,7 @@ pub fn show_head(a: &RunAccounting, spent: Option<&ObservedSpend>) {
         Pct(a.rates.infrastructure_error_rate)
     );
     if let Some(s) = spent {
-        println!(
+        outln!(
             "spend      {} ({} of {} observations without spend)",
             akbench_core::spend::fmt_spend(&s.spend),
             s.lines_without_spend,
@@ -98,27 +98,29 @@ pub fn show_head(a: &RunAccounting, spent: Option<&ObservedSpend>) {
         );
     }
     if let Some(c) = &a.candidates {
-        println!("{c}");
+        outln!("{c}");
     }
     // Only a coordinator reconciling its own records knows the grades.
     if let Some(flagged) = &a.flagged {
-        println!("flagged    (core::grading::integrity)");
+        outln!("flagged    (core::grading::integrity)");
         for (agent, f) in flagged {
-            println!(
+            outln!(
                 "  {agent:<21}grading tampered {}, withheld paths {}, solved without tripwire {}",
-                f.tampered, f.withheld, f.unguarded
+                f.tampered,
+                f.withheld,
+                f.unguarded
             );
         }
     }
     let identical = a.duplicates.iter().filter(|d| d.identical).count();
-    println!(
+    outln!(
         "duplicates {} identical (counted once), {} conflicting (quarantined)",
         identical,
         a.duplicates.len() - identical
     );
-    println!("unexpected {}", a.unexpected.len());
+    outln!("unexpected {}", a.unexpected.len());
     for q in &a.quarantined {
-        println!(
+        outln!(
             "  quarantined {} {} ({} observations)",
             q.trial_id,
             q.reason,

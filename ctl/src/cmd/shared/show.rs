@@ -32,10 +32,10 @@ pub fn run(
         return Ok(crate::exit::OK);
     }
     let c = &s.condition;
-    println!("run          {} ({})", s.run_key(), s.run_id());
-    println!("state        {state}");
+    outln!("run          {} ({})", s.run_key(), s.run_id());
+    outln!("state        {state}");
     if let Some(o) = outcome {
-        println!(
+        outln!(
             "outcome      accounting {}{}, {}; records in {}",
             if o.valid { "valid" } else { "INVALID" },
             if o.complete { "" } else { ", incomplete" },
@@ -43,19 +43,22 @@ pub fn run(
             o.records
         );
     }
-    println!("created      {}", s.identity.created_at.to_rfc3339());
-    println!("condition    {}", s.condition_digest);
-    println!("experiment   {}", c.experiment);
-    println!("tasks        {}", c.tasks.len());
+    outln!("created      {}", s.identity.created_at.to_rfc3339());
+    outln!("condition    {}", s.condition_digest);
+    outln!("experiment   {}", c.experiment);
+    outln!("tasks        {}", c.tasks.len());
     for t in &c.tasks {
-        println!(
+        outln!(
             "  {} {} {} {}",
-            t.release.id, t.release.version, t.family, t.release.digest
+            t.release.id,
+            t.release.version,
+            t.family,
+            t.release.digest
         );
     }
-    println!("agents       {}", c.agents.len());
+    outln!("agents       {}", c.agents.len());
     for a in &c.agents {
-        println!(
+        outln!(
             "  {} adapter={} model={} {}",
             a.label,
             a.descriptor.adapter,
@@ -63,8 +66,8 @@ pub fn run(
             a.digest
         );
     }
-    println!("repetitions  {}", c.repetitions);
-    println!(
+    outln!("repetitions  {}", c.repetitions);
+    outln!(
         "compute      cpus={} memory_mb={} agent_timeout={} verifier_timeout={}",
         c.compute.cpus,
         c.compute.memory_mb,
@@ -75,37 +78,37 @@ pub fn run(
             .verifier_timeout_sec
             .map_or("task".to_string(), |t| format!("{t}s")),
     );
-    println!(
+    outln!(
         "execution    runtime={} infrastructure_retries={} candidates={} selection={}",
         c.execution.runtime.as_str(),
         c.execution.infrastructure_retries,
         c.execution.candidates,
         c.execution.selection
     );
-    println!(
+    outln!(
         "evaluation   grade={} profile={} reviewer={}",
         c.evaluation.grade,
         c.evaluation.profile,
         c.evaluation.reviewer.as_deref().unwrap_or("-")
     );
-    println!("visibility   {}", c.visibility.as_str());
+    outln!("visibility   {}", c.visibility.as_str());
     if !c.credentials.is_empty() {
-        println!("credentials  {} (names only)", c.credentials.join(" "));
+        outln!("credentials  {} (names only)", c.credentials.join(" "));
     }
     if let Some(p) = plan {
         let m = &p.summary;
-        println!(
+        outln!(
             "plan         {} ({} trials, {})",
             p.stage.as_str(),
             m.trials,
             p.digest
         );
-        println!("  by agent      {}", counts(&m.by_agent));
-        println!("  by repetition {}", counts(&m.by_repetition));
-        println!("  by family     {}", counts(&m.by_family));
-        println!("  by backend    {}", counts(&m.by_backend));
-        println!("  by visibility {}", counts(&m.by_visibility));
-        println!("  by lifecycle  {}", counts(&m.by_lifecycle));
+        outln!("  by agent      {}", counts(&m.by_agent));
+        outln!("  by repetition {}", counts(&m.by_repetition));
+        outln!("  by family     {}", counts(&m.by_family));
+        outln!("  by backend    {}", counts(&m.by_backend));
+        outln!("  by visibility {}", counts(&m.by_visibility));
+        outln!("  by lifecycle  {}", counts(&m.by_lifecycle));
     }
     Ok(crate::exit::OK)
 }
@@ -126,10 +129,10 @@ pub fn diff<I: serde::Serialize>(
             "changes": d.changes,
         }))?;
     } else if d.is_empty() {
-        println!("identical conditions ({left_key} vs {right_key}; identities differ only)");
+        outln!("identical conditions ({left_key} vs {right_key}; identities differ only)");
     } else {
-        println!("--- {left_key}\n+++ {right_key}");
-        print!("{d}");
+        outln!("--- {left_key}\n+++ {right_key}");
+        out!("{d}");
     }
     Ok(if d.is_empty() {
         crate::exit::OK
@@ -141,7 +144,7 @@ pub fn diff<I: serde::Serialize>(
 /// Prints the plan summary lines (trials, agents, families, backend, visibility).
 pub fn plan_summary(spec: &ResolvedRunSpec, ready: &RunPlan) {
     let s = &ready.summary;
-    println!(
+    outln!(
         "trials   {} = {} tasks x {} agents x {} repetitions{}",
         s.trials / u64::from(spec.condition.execution.candidates.max(1)),
         s.by_task.len(),
@@ -149,8 +152,8 @@ pub fn plan_summary(spec: &ResolvedRunSpec, ready: &RunPlan) {
         spec.condition.repetitions,
         super::candidates_suffix(spec, s.trials)
     );
-    println!("agents   {}", counts(&s.by_agent));
-    println!("families {}", counts(&s.by_family));
-    println!("backend  {}", counts(&s.by_backend));
-    println!("visible  {}", counts(&s.by_visibility));
+    outln!("agents   {}", counts(&s.by_agent));
+    outln!("families {}", counts(&s.by_family));
+    outln!("backend  {}", counts(&s.by_backend));
+    outln!("visible  {}", counts(&s.by_visibility));
 }

@@ -296,10 +296,7 @@ pub fn read_records(dir: &Path) -> anyhow::Result<Vec<RunRecord>> {
     files.sort();
     let mut out = Vec::with_capacity(files.len());
     for f in files {
-        let r = std::fs::read(&f)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<RunRecord>(&b).map_err(|e| e.to_string()))
-            .and_then(|r| r.validate().map(|()| r));
+        let r = crate::cmd::shared::records::read(&f);
         match r {
             Ok(r) => out.push(r),
             Err(e) => {

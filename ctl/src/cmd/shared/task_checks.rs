@@ -42,7 +42,12 @@ pub fn keep(file: &std::path::Path, check: &TaskCheck) -> anyhow::Result<()> {
 
 /// The cached check in `file` when it is one of the task release `digest`.
 pub fn read_cached(file: &std::path::Path, digest: &str) -> Option<TaskCheck> {
-    let bytes = read(file, 1 << 20, Links::Refuse).ok()?;
+    let bytes = read(
+        file,
+        akbench_core::bounded_read::ReadKind::Config.cap(),
+        Links::Refuse,
+    )
+    .ok()?;
     serde_json::from_slice::<TaskCheck>(&bytes)
         .ok()
         .filter(|c| c.digest == digest)

@@ -98,13 +98,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             continue;
         };
         // From the exported record (`<out>/<trial key>/run_record.json`), when it is there.
-        let record = std::fs::read(
-            args.out
+        let record = crate::cmd::shared::records::read(
+            &args
+                .out
                 .join(&p.key)
                 .join(akbench_core::record::RECORD_FILE),
         )
-        .ok()
-        .and_then(|b| serde_json::from_slice::<akbench_core::record::RunRecord>(&b).ok());
+        .ok();
         report_trials.push(ReportTrial {
             key: p.key.clone(),
             agent: p.agent.label.clone(),

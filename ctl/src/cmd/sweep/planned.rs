@@ -197,10 +197,10 @@ pub fn show_result(
             "summary": summary,
         }))?;
     } else {
-        println!();
-        print!("{}", summary.to_markdown());
-        println!();
-        println!(
+        outln!();
+        out!("{}", summary.to_markdown());
+        outln!();
+        outln!(
             "run {}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
             spec.run_key(),
             accounting.planned,
@@ -214,11 +214,11 @@ pub fn show_result(
             started.elapsed().as_secs_f64()
         );
         if let Some(c) = &accounting.candidates {
-            println!("{c}");
+            outln!("{c}");
         }
-        println!("records: {}", records.display());
+        outln!("records: {}", records.display());
         if accounting.counts.not_graded > 0 {
-            println!(
+            outln!(
                 "{} trials were executed but not graded (evaluation.grade: false); {}",
                 accounting.counts.not_graded,
                 if args.local {
@@ -237,7 +237,7 @@ pub fn show_result(
             );
         }
         // The next step, where the user needs it (README, "Quick start").
-        println!(
+        outln!(
             "next: akbench view {}    # the run in a browser\n      akbench run aggregate {} --junit report.xml    # summary (markdown, JSON, JUnit)",
             args.out.display(),
             records.display()

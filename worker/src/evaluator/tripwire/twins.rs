@@ -108,8 +108,8 @@ pub(crate) fn twins_of(task: &Task) -> Result<Result<Twins, String>, String> {
                 "failed to place the tripwire: task.toml [verifier.tripwire] file `{file}` is not inside tests/; fix: name a file under tests/"
             ));
         };
-        let content = std::fs::read_to_string(&path).map_err(|e| {
-            format!("failed to place the tripwire: task.toml [verifier.tripwire] file `{file}` cannot be read: {e}")
+        let content = akbench_core::bounded_read::ReadKind::TaskFile.read_text(&path, akbench_core::bounded_read::Links::Follow).map_err(|e| {
+            format!("failed to place the tripwire: task.toml [verifier.tripwire] file `{file}` cannot be read: it {e}")
         })?;
         let base = Path::new(file)
             .file_name()
@@ -148,7 +148,10 @@ pub(crate) fn twins_of(task: &Task) -> Result<Result<Twins, String>, String> {
         files.sort();
         for rel in files {
             let base = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let Ok(content) = std::fs::read_to_string(task.tests_dir.join(&rel)) else {
+            let Ok(content) = akbench_core::bounded_read::ReadKind::TaskFile.read_text(
+                &task.tests_dir.join(&rel),
+                akbench_core::bounded_read::Links::Refuse,
+            ) else {
                 continue;
             };
             if let Some(lang) = test_lang(base, &content) {

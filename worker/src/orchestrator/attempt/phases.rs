@@ -411,8 +411,12 @@ pub(super) fn executing(
     for p in [&stdout_path, &stderr_path] {
         r.scrub_file(p);
     }
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let stdout = akbench_core::bounded_read::ReadKind::Log
+        .read_text(&stdout_path, akbench_core::bounded_read::Links::Refuse)
+        .unwrap_or_default();
+    let stderr = akbench_core::bounded_read::ReadKind::Log
+        .read_text(&stderr_path, akbench_core::bounded_read::Links::Refuse)
+        .unwrap_or_default();
     r.observations = adapter.observe(&stdout, &stderr);
     r.write_trajectory(
         &req.artifacts_dir.join(trajectory::FILE_NAME),
@@ -509,7 +513,7 @@ pub(super) fn collecting(
                 .redactor
                 .bytes(&c.diff, &mut r.redacted)
                 .unwrap_or_else(|| c.diff.clone());
-            if let Err(e) = std::fs::write(&diff_path, &diff) {
+            if let Err(e) = akbench_core::output::write(&diff_path, &diff) {
                 if agent_event.is_none() {
                     return r.end(
                         Event::InfrastructureFailed,
@@ -642,7 +646,7 @@ pub(super) fn evaluating(
                 .redactor
                 .bytes(report.as_bytes(), &mut r.redacted)
                 .unwrap_or_else(|| report.into_bytes());
-            let _ = std::fs::write(report_path, report);
+            let _ = akbench_core::output::write(&report_path, &report);
             r.end(Event::EvaluationFailed, cause)
         }
         EvalResult::Cancelled => {
