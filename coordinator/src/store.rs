@@ -225,6 +225,12 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "grade_unguarded",
         sql: include_str!("../migrations/0032_grade_unguarded.sql"),
     },
+    // 0033 is another change's number (issue 48's state machine).
+    Migration {
+        version: 34,
+        name: "claim_from_runs",
+        sql: include_str!("../migrations/0034_claim_from_runs.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -273,3 +273,85 @@ async fn status_shows_each_runs_share_of_the_live_leases() {
     s.cancel_run(waiting.run_id).await.unwrap();
     assert_eq!(share(waiting.run_id).await.entitled, None);
 }
+
+/// Trials of the big run [`a_claim_made_while_another_run_starts_serves_the_committed_runs`]
+/// holds in an open start.
+const STARTING: i32 = 200_000;
+
+/// A claim never reads another run's uncommitted start (issue 48): a run of [`STARTING`]
+/// trials is started in a transaction held open (moved to `running`, its items inserted as
+/// the start does, not committed) while a claim and a status read are made for another run.
+/// They answer from the committed runs alone: the claim divides its slots among them (the
+/// small run gets all it asks for), the small run is entitled to every worker. Once the
+/// start commits, the next claim divides between both runs. Correctness only: how long such
+/// a claim takes is the `claim_start` bench's (docs/PERFORMANCE.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_made_while_another_run_starts_serves_the_committed_runs() {
+    let s = scheduler().await;
+    worker(&s, "w").await;
+    let small = seed_run(s.store(), 10, "oracle", &Caps::default())
+        .await
+        .unwrap();
+    s.enqueue(small.run_id, &small.items("oracle", 0))
+        .await
+        .unwrap();
+    // The big run, planned (spec, planned trials, a `planned` run) and committed, as a
+    // submitted plan is; it sorts after the small run (UUIDv7), past every probe's start.
+    let big = Uuid::now_v7();
+    let mut holder = s.store().client().await.unwrap();
+    holder
+        .batch_execute(&format!(
+            "INSERT INTO run_specs (run_id, run_key, digest, document) \
+             VALUES ('{big}', 'big-{big}', 'sha256:' || repeat('0', 64), '{{}}'); \
+             INSERT INTO planned_trials (trial_id, run_id, ordinal, key, task_id, agent, \
+                                         repetition, document) \
+             SELECT gen_random_uuid(), '{big}', o, 'big/' || o, 'noop', 'oracle', 0, '{{}}' \
+             FROM generate_series(0, {} - 1) AS o; \
+             INSERT INTO runs (run_id) VALUES ('{big}')",
+            STARTING
+        ))
+        .await
+        .unwrap();
+    // The start, held open: the run moved to `running` and its items inserted, uncommitted.
+    let start = holder.transaction().await.unwrap();
+    let moved = start
+        .execute(
+            "UPDATE runs SET state = 'running', started_at = now(), caps = '{}' \
+             WHERE run_id = $1 AND state = 'planned'",
+            &[&big],
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    akbench_coordinator::scheduler::test_support::insert_items_by_hand(&start, big)
+        .await
+        .unwrap();
+
+    let got = s.claim("w", 4, TTL).await.unwrap();
+    assert_eq!(
+        got.iter().map(|a| a.run_id).collect::<Vec<_>>(),
+        vec![small.run_id; 4],
+        "the committed run gets every slot of a claim made during the open start"
+    );
+    let client = s.store().client().await.unwrap();
+    let share = akbench_coordinator::status_share::run_share(&client, small.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((share.live, share.entitled), (4, Some(1.0)), "{share:?}");
+
+    start.commit().await.unwrap();
+    let got: Vec<Uuid> = s
+        .claim("w", 4, TTL)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.run_id)
+        .collect();
+    assert_eq!(
+        per_run(&got, &[small.run_id, big]),
+        vec![0, 4],
+        "once committed, the started run contends: equal weights, the small run already \
+         holds 4 live leases ({got:?})"
+    );
+}

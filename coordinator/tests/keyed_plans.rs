@@ -22,8 +22,8 @@ use serde_json::Value;
 const BOUNDED: &[(&str, &str, &str)] = &[
     (
         "claim_contenders.sql",
-        "work_items_ready",
-        "a skip scan: each probe reads the first ready entry past the last run (LIMIT 1)",
+        "runs_running",
+        "the running runs (migration 0034): one entry per run, whatever their items",
     ),
     (
         "revoke_unstarted.sql",

@@ -1,0 +1,12 @@
+-- 0034: a claim finds the runs with ready work from the running runs (issue 48).
+--
+-- `claim_contenders.sql` walked the ready index `work_items_ready` as a skip scan (one probe
+-- per run with ready items). A run being started inserts its items in one long transaction,
+-- and until it commits every one of them is an entry of that index which each probe past it
+-- had to step over (the entries are not visible, and cannot be marked dead while their
+-- transaction is open): during a start of 1,000,000 trials, each claim of every other run
+-- took seconds. The claim now starts from the runs committed as `running` (the starting run
+-- is still `planned` in every other snapshot until its items are all committed) and probes
+-- the ready index once per run, bounded by its run id: this index holds one entry per
+-- running run.
+CREATE INDEX runs_running ON runs (run_id) WHERE state = 'running';
