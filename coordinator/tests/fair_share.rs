@@ -12,7 +12,7 @@ use akbench_coordinator::scheduler::test_support::{seed_run, SeededRun};
 use akbench_coordinator::scheduler::{Caps, Scheduler};
 use akbench_core::dispatch::share::{contenders, divide, Share, TABLE};
 use akbench_core::dispatch::RunCaps;
-use common::scheduler;
+use common::{enqueued, scheduler};
 use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(600);
@@ -34,6 +34,21 @@ async fn worker(s: &Scheduler, id: &str) {
 fn per_run(claimed: &[Uuid], runs: &[Uuid]) -> Vec<u64> {
     runs.iter()
         .map(|r| claimed.iter().filter(|c| *c == r).count() as u64)
+        .collect()
+}
+
+/// A run of `n` trials with `caps`, every one of them enqueued (ready).
+async fn ready_run(s: &Scheduler, n: usize, caps: &Caps) -> Uuid {
+    enqueued(s, n, 0, caps).await.run_id
+}
+
+/// The runs of the attempts one claim of `slots` by `worker` leased.
+async fn claimed_runs(s: &Scheduler, worker: &str, slots: usize) -> Vec<Uuid> {
+    s.claim(worker, slots, TTL)
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.run_id)
         .collect()
 }
 
@@ -85,13 +100,7 @@ async fn the_claim_divides_its_slots_as_core_divides_them() {
         for (run, live) in &runs {
             enqueue_rest(&s, run, *live).await;
         }
-        let claimed: Vec<Uuid> = s
-            .claim("w", *slots as usize, TTL)
-            .await
-            .unwrap()
-            .iter()
-            .map(|a| a.run_id)
-            .collect();
+        let claimed: Vec<Uuid> = claimed_runs(&s, "w", *slots as usize).await;
         let ids: Vec<Uuid> = runs.iter().map(|(r, _)| r.run_id).collect();
         assert_eq!(
             per_run(&claimed, &ids),
@@ -105,35 +114,19 @@ async fn the_claim_divides_its_slots_as_core_divides_them() {
 async fn a_small_run_started_behind_a_big_one_gets_its_share_at_once() {
     let s = scheduler().await;
     worker(&s, "w").await;
-    let big = seed_run(s.store(), 5_000, "oracle", &Caps::default())
-        .await
-        .unwrap();
-    s.enqueue(big.run_id, &big.items("oracle", 0))
-        .await
-        .unwrap();
+    let big = ready_run(&s, 5_000, &Caps::default()).await;
     // The big run alone: it takes every slot of 8 claims of 8.
     for _ in 0..8 {
         let got = s.claim("w", 8, TTL).await.unwrap();
-        assert!(got.len() == 8 && got.iter().all(|a| a.run_id == big.run_id));
+        assert!(got.len() == 8 && got.iter().all(|a| a.run_id == big));
     }
-    let small = seed_run(s.store(), 200, "oracle", &Caps::default())
-        .await
-        .unwrap();
-    s.enqueue(small.run_id, &small.items("oracle", 0))
-        .await
-        .unwrap();
-    let runs = [big.run_id, small.run_id];
+    let small = ready_run(&s, 200, &Caps::default()).await;
+    let runs = [big, small];
     // The big run holds 64 leases, the small one none: the next claims are all the small
     // run's until it holds as many, then they alternate.
     let mut seen = Vec::new();
     for _ in 0..10 {
-        let got: Vec<Uuid> = s
-            .claim("w", 8, TTL)
-            .await
-            .unwrap()
-            .iter()
-            .map(|a| a.run_id)
-            .collect();
+        let got: Vec<Uuid> = claimed_runs(&s, "w", 8).await;
         seen.push(per_run(&got, &runs));
     }
     let mut want = vec![vec![0, 8]; 8];
@@ -147,35 +140,14 @@ async fn a_weighted_run_gets_its_weight_and_a_higher_priority_run_everything() {
     worker(&s, "w").await;
     let mut runs = Vec::new();
     for caps in [shared(0, 1), shared(0, 3)] {
-        let run = seed_run(s.store(), 100, "oracle", &caps).await.unwrap();
-        s.enqueue(run.run_id, &run.items("oracle", 0))
-            .await
-            .unwrap();
-        runs.push(run.run_id);
+        runs.push(ready_run(&s, 100, &caps).await);
     }
-    let got: Vec<Uuid> = s
-        .claim("w", 40, TTL)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| a.run_id)
-        .collect();
+    let got: Vec<Uuid> = claimed_runs(&s, "w", 40).await;
     assert_eq!(per_run(&got, &runs), vec![10, 30], "weights 1:3");
-    let urgent = seed_run(s.store(), 5, "oracle", &shared(1, 1))
-        .await
-        .unwrap();
-    s.enqueue(urgent.run_id, &urgent.items("oracle", 0))
-        .await
-        .unwrap();
-    runs.push(urgent.run_id);
+    let urgent = ready_run(&s, 5, &shared(1, 1)).await;
+    runs.push(urgent);
     // The higher priority takes what it has (5); the rest goes by weight again.
-    let got: Vec<Uuid> = s
-        .claim("w", 9, TTL)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| a.run_id)
-        .collect();
+    let got: Vec<Uuid> = claimed_runs(&s, "w", 9).await;
     assert_eq!(per_run(&got, &runs), vec![1, 3, 5]);
 }
 
@@ -183,12 +155,7 @@ async fn a_weighted_run_gets_its_weight_and_a_higher_priority_run_everything() {
 async fn caps_still_hold_while_runs_share_and_the_rest_goes_to_the_others() {
     let s = scheduler().await;
     worker(&s, "w").await;
-    let big = seed_run(s.store(), 100, "oracle", &Caps::default())
-        .await
-        .unwrap();
-    s.enqueue(big.run_id, &big.items("oracle", 0))
-        .await
-        .unwrap();
+    let big = ready_run(&s, 100, &Caps::default()).await;
     let capped = Caps {
         limits: RunCaps {
             per_agent: [("oracle".to_string(), 2)].into(),
@@ -196,28 +163,13 @@ async fn caps_still_hold_while_runs_share_and_the_rest_goes_to_the_others() {
         },
         ..Caps::default()
     };
-    let small = seed_run(s.store(), 50, "oracle", &capped).await.unwrap();
-    s.enqueue(small.run_id, &small.items("oracle", 0))
-        .await
-        .unwrap();
-    let runs = [big.run_id, small.run_id];
+    let small = ready_run(&s, 50, &capped).await;
+    let runs = [big, small];
     // Fair share would give each 4; the small run's per-agent cap of 2 holds, and the two
     // slots it cannot use go to the big run.
-    let got: Vec<Uuid> = s
-        .claim("w", 8, TTL)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| a.run_id)
-        .collect();
+    let got: Vec<Uuid> = claimed_runs(&s, "w", 8).await;
     assert_eq!(per_run(&got, &runs), vec![6, 2]);
-    let got: Vec<Uuid> = s
-        .claim("w", 8, TTL)
-        .await
-        .unwrap()
-        .iter()
-        .map(|a| a.run_id)
-        .collect();
+    let got: Vec<Uuid> = claimed_runs(&s, "w", 8).await;
     assert_eq!(per_run(&got, &runs), vec![8, 0], "the cap is full");
 }
 
@@ -225,24 +177,9 @@ async fn caps_still_hold_while_runs_share_and_the_rest_goes_to_the_others() {
 async fn status_shows_each_runs_share_of_the_live_leases() {
     let s = scheduler().await;
     worker(&s, "w").await;
-    let heavy = seed_run(s.store(), 40, "oracle", &shared(0, 3))
-        .await
-        .unwrap();
-    s.enqueue(heavy.run_id, &heavy.items("oracle", 0))
-        .await
-        .unwrap();
-    let light = seed_run(s.store(), 40, "oracle", &shared(0, 1))
-        .await
-        .unwrap();
-    s.enqueue(light.run_id, &light.items("oracle", 0))
-        .await
-        .unwrap();
-    let waiting = seed_run(s.store(), 3, "oracle", &shared(-1, 1))
-        .await
-        .unwrap();
-    s.enqueue(waiting.run_id, &waiting.items("oracle", 0))
-        .await
-        .unwrap();
+    let heavy = ready_run(&s, 40, &shared(0, 3)).await;
+    let light = ready_run(&s, 40, &shared(0, 1)).await;
+    let waiting = ready_run(&s, 3, &shared(-1, 1)).await;
     assert_eq!(s.claim("w", 8, TTL).await.unwrap().len(), 8);
     let client = s.store().client().await.unwrap();
     let share = |run| {
@@ -254,15 +191,15 @@ async fn status_shows_each_runs_share_of_the_live_leases() {
                 .unwrap()
         }
     };
-    let h = share(heavy.run_id).await;
+    let h = share(heavy).await;
     assert_eq!((h.priority, h.weight, h.live), (0, 3, 6));
     assert!((h.of_live - 0.75).abs() < 1e-9, "{h:?}");
     assert_eq!(h.entitled, Some(0.75));
-    let l = share(light.run_id).await;
+    let l = share(light).await;
     assert_eq!((l.priority, l.weight, l.live), (0, 1, 2));
     assert!((l.of_live - 0.25).abs() < 1e-9, "{l:?}");
     assert_eq!(l.entitled, Some(0.25));
-    let w = share(waiting.run_id).await;
+    let w = share(waiting).await;
     assert_eq!((w.priority, w.live, w.of_live), (-1, 0, 0.0));
     assert_eq!(
         w.entitled,
@@ -270,8 +207,8 @@ async fn status_shows_each_runs_share_of_the_live_leases() {
         "a lower priority waits while others want workers"
     );
     // A run with nothing ready or live wants no workers.
-    s.cancel_run(waiting.run_id).await.unwrap();
-    assert_eq!(share(waiting.run_id).await.entitled, None);
+    s.cancel_run(waiting).await.unwrap();
+    assert_eq!(share(waiting).await.entitled, None);
 }
 
 /// Trials of the big run [`a_claim_made_while_another_run_starts_serves_the_committed_runs`]

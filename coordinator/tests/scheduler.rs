@@ -5,7 +5,9 @@ mod common;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use akbench_coordinator::scheduler::{Caps, Disposition, SchedulerError, TransitionIn};
+use akbench_coordinator::scheduler::{
+    Assignment, Caps, Disposition, Scheduler, SchedulerError, TransitionIn,
+};
 use akbench_coordinator::store::StoreError;
 use akbench_core::dispatch::RunCaps;
 use akbench_core::lifecycle::State;
@@ -27,10 +29,73 @@ fn transitions(states: &[State], from_seq: u32) -> Vec<TransitionIn> {
         .collect()
 }
 
-async fn worker(s: &akbench_coordinator::scheduler::Scheduler, id: &str) {
+async fn worker(s: &Scheduler, id: &str) {
     s.register_worker(id, 8, &BTreeMap::new(), "test")
         .await
         .unwrap();
+}
+
+fn capped(limits: RunCaps) -> Caps {
+    Caps {
+        limits,
+        ..Caps::default()
+    }
+}
+
+/// One attempt leased to `worker`.
+async fn claim_one(s: &Scheduler, worker: &str) -> Assignment {
+    s.claim(worker, 1, TTL).await.unwrap().remove(0)
+}
+
+/// Reports the first `n` steps of the chain for `a`.
+async fn walk(s: &Scheduler, a: &Assignment, n: usize) {
+    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..n], 1))
+        .await
+        .unwrap();
+}
+
+/// One attempt leased to `worker` for `ttl`, its first three steps reported.
+async fn leased_for(s: &Scheduler, worker: &str, ttl: chrono::Duration) -> Assignment {
+    let a = s
+        .claim(worker, 1, ttl.to_std().unwrap())
+        .await
+        .unwrap()
+        .remove(0);
+    walk(s, &a, 3).await;
+    a
+}
+
+/// Uploads a record for `a`: whether it was stored (not there already).
+async fn upload(s: &Scheduler, a: &Assignment, json: &str, digest: &str) -> bool {
+    s.upload_record(a.attempt_id, a.epoch, json, digest)
+        .await
+        .unwrap()
+}
+
+/// Finishes `a` cancelled ("stop").
+async fn stop(s: &Scheduler, a: &Assignment) {
+    s.finish(a.attempt_id, a.epoch, State::Cancelled, "stop")
+        .await
+        .unwrap();
+}
+
+async fn run_state(s: &Scheduler, run: uuid::Uuid) -> String {
+    scalar(s, &format!("SELECT state FROM runs WHERE run_id = '{run}'")).await
+}
+
+async fn bucket_of(s: &Scheduler, trial: uuid::Uuid) -> Option<String> {
+    scalar(
+        s,
+        &format!("SELECT bucket FROM work_items WHERE trial_id = '{trial}'"),
+    )
+    .await
+}
+
+/// The canonical JSON of a record and its digest.
+fn canonical(value: &serde_json::Value) -> (String, String) {
+    let json = akbench_core::digest::canonical_json(value);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    (json, digest)
 }
 
 #[tokio::test]
@@ -63,10 +128,7 @@ async fn claim_streams_transitions_uploads_and_finishes() {
         Err(SchedulerError::InvalidTransition { seq: 2, .. })
     ));
     let (json, digest) = record(a.attempt_id, "x");
-    assert!(s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
+    assert!(upload(&s, a, &json, &digest).await);
     let d = s
         .finish(a.attempt_id, a.epoch, State::NotGraded, "")
         .await
@@ -80,10 +142,7 @@ async fn claim_streams_transitions_uploads_and_finishes() {
         None
     );
     // Upload after finish with the same epoch is fine.
-    assert!(!s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
+    assert!(!upload(&s, a, &json, &digest).await);
     let outcome: Option<String> = scalar(
         &s,
         &format!(
@@ -171,11 +230,7 @@ async fn concurrent_finishes_end_the_run() {
         for t in tasks {
             assert_eq!(t.await.unwrap(), Some(Disposition::Done(State::NotGraded)));
         }
-        let state: String = scalar(
-            &s,
-            &format!("SELECT state FROM runs WHERE run_id = '{}'", run.run_id),
-        )
-        .await;
+        let state = run_state(&s, run.run_id).await;
         assert_eq!(state, "finished", "round {round}, {n} items");
     }
 }
@@ -183,13 +238,10 @@ async fn concurrent_finishes_end_the_run() {
 #[tokio::test]
 async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() {
     let s = scheduler().await;
-    let caps = Caps {
-        limits: RunCaps {
-            max_trials: Some(3),
-            ..RunCaps::default()
-        },
-        ..Caps::default()
-    };
+    let caps = capped(RunCaps {
+        max_trials: Some(3),
+        ..RunCaps::default()
+    });
     let run = enqueued(&s, 6, 0, &caps).await;
     worker(&s, "w1").await;
     worker(&s, "w2").await;
@@ -204,14 +256,7 @@ async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() 
     assert_eq!(got.len(), 2);
     assert!(got.iter().all(|a| a.run_id == other.run_id));
     // A finished attempt frees its place.
-    s.finish(
-        first[0].attempt_id,
-        first[0].epoch,
-        State::Cancelled,
-        "stop",
-    )
-    .await
-    .unwrap();
+    stop(&s, &first[0]).await;
     let next = s.claim("w1", 5, TTL).await.unwrap();
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].run_id, run.run_id);
@@ -220,36 +265,23 @@ async fn the_runs_max_trials_caps_its_live_attempts_across_claims_and_workers() 
 #[tokio::test]
 async fn caps_per_agent_and_per_provider_are_respected() {
     let s = scheduler().await;
-    let caps = Caps {
-        limits: RunCaps {
-            per_agent: [("oracle".to_string(), 2)].into(),
-            ..RunCaps::default()
-        },
-        ..Caps::default()
-    };
+    let caps = capped(RunCaps {
+        per_agent: [("oracle".to_string(), 2)].into(),
+        ..RunCaps::default()
+    });
     enqueued(&s, 5, 0, &caps).await;
     worker(&s, "w1").await;
     let first = s.claim("w1", 5, TTL).await.unwrap();
     assert_eq!(first.len(), 2);
     assert!(s.claim("w1", 5, TTL).await.unwrap().is_empty());
-    s.finish(
-        first[0].attempt_id,
-        first[0].epoch,
-        State::Cancelled,
-        "stop",
-    )
-    .await
-    .unwrap();
+    stop(&s, &first[0]).await;
     assert_eq!(s.claim("w1", 5, TTL).await.unwrap().len(), 1);
 
     // Per provider, across agents, and an uncapped run alongside is not blocked.
-    let caps = Caps {
-        limits: RunCaps {
-            per_provider: [("anthropic".to_string(), 1)].into(),
-            ..RunCaps::default()
-        },
-        ..Caps::default()
-    };
+    let caps = capped(RunCaps {
+        per_provider: [("anthropic".to_string(), 1)].into(),
+        ..RunCaps::default()
+    });
     let run = akbench_coordinator::scheduler::test_support::seed_run(s.store(), 3, "a", &caps)
         .await
         .unwrap();
@@ -278,14 +310,7 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
     // machine is. The lease runs for ten minutes from the claim; one minute short of that it
     // has not expired, one second past it has.
     let ttl = chrono::Duration::minutes(10);
-    let a = s
-        .claim("slow", 1, ttl.to_std().unwrap())
-        .await
-        .unwrap()
-        .remove(0);
-    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..3], 1))
-        .await
-        .unwrap();
+    let a = leased_for(&s, "slow", ttl).await;
     assert!(s.reap(s.now()).await.unwrap().is_empty(), "not expired yet");
     clock.advance(ttl - chrono::Duration::minutes(1));
     assert!(
@@ -345,7 +370,7 @@ async fn an_expired_lease_requeues_and_fences_the_late_worker() {
         "an unregistered worker cannot lease (foreign key)"
     );
     worker(&s, "fast").await;
-    let b = s.claim("fast", 1, TTL).await.unwrap().remove(0);
+    let b = claim_one(&s, "fast").await;
     assert_eq!(b.trial_id, a.trial_id);
     assert_eq!(b.number, 2);
     assert!(b.epoch > a.epoch);
@@ -363,16 +388,10 @@ async fn identical_reupload_is_accepted_once_and_a_conflict_is_quarantined() {
     let s = scheduler().await;
     enqueued(&s, 1, 0, &Caps::default()).await;
     worker(&s, "w").await;
-    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    let a = claim_one(&s, "w").await;
     let (json, digest) = record(a.attempt_id, "one");
-    assert!(s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
-    assert!(!s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
+    assert!(upload(&s, &a, &json, &digest).await);
+    assert!(!upload(&s, &a, &json, &digest).await);
     let (other, other_digest) = record(a.attempt_id, "two");
     assert!(matches!(
         s.upload_record(a.attempt_id, a.epoch, &other, &other_digest)
@@ -444,10 +463,8 @@ async fn invalid_reports_are_refused_and_change_nothing() {
     let s = scheduler().await;
     enqueued(&s, 1, 0, &Caps::default()).await;
     worker(&s, "w").await;
-    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
-    s.record_transitions(a.attempt_id, a.epoch, &transitions(&chain()[..2], 1))
-        .await
-        .unwrap();
+    let a = claim_one(&s, "w").await;
+    walk(&s, &a, 2).await;
     let before = counts(&s).await;
     let id = a.attempt_id;
     let e = a.epoch;
@@ -514,7 +531,7 @@ async fn cancel_run_cancels_queued_items_and_lists_live_attempts() {
     let s = scheduler().await;
     let run = enqueued(&s, 4, 1, &Caps::default()).await;
     worker(&s, "w").await;
-    let a = s.claim("w", 1, TTL).await.unwrap().remove(0);
+    let a = claim_one(&s, "w").await;
     let report = s.cancel_run(run.run_id).await.unwrap();
     assert_eq!(report.cancelled_items, 3);
     assert_eq!(report.live, vec![(a.attempt_id, "w".to_string())]);
@@ -549,9 +566,7 @@ fn completed_record(attempt_id: uuid::Uuid, ok: bool) -> (String, String) {
         "tests_digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000",
         "graded_at": "2026-01-01T00:00:00Z", "duration_ms": 1,
     });
-    let json = akbench_core::digest::canonical_json(&value);
-    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
-    (json, digest)
+    canonical(&value)
 }
 
 /// Status counts `work_items.bucket`: a `completed` trial takes its bucket from its record's
@@ -563,28 +578,14 @@ async fn done_items_take_their_bucket_in_either_order() {
     worker(&s, "w1").await;
     let got = s.claim("w1", 3, TTL).await.unwrap();
     assert_eq!(got.len(), 3);
-    let bucket = |trial: uuid::Uuid| {
-        let s = s.clone();
-        async move {
-            scalar::<Option<String>>(
-                &s,
-                &format!("SELECT bucket FROM work_items WHERE trial_id = '{trial}'"),
-            )
-            .await
-        }
-    };
+    let bucket = |trial| bucket_of(&s, trial);
     for (x, n) in got.iter().zip([10, 10, 7]) {
-        s.record_transitions(x.attempt_id, x.epoch, &transitions(&chain()[..n], 1))
-            .await
-            .unwrap();
+        walk(&s, x, n).await;
     }
     // Record first, then the finish.
     let a = &got[0];
     let (json, digest) = completed_record(a.attempt_id, true);
-    assert!(s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
+    assert!(upload(&s, a, &json, &digest).await);
     assert_eq!(bucket(a.trial_id).await, None, "not done yet");
     s.finish(a.attempt_id, a.epoch, State::Completed, "")
         .await
@@ -597,10 +598,7 @@ async fn done_items_take_their_bucket_in_either_order() {
         .unwrap();
     assert_eq!(bucket(b.trial_id).await, None);
     let (json, digest) = completed_record(b.attempt_id, false);
-    assert!(s
-        .upload_record(b.attempt_id, b.epoch, &json, &digest)
-        .await
-        .unwrap());
+    assert!(upload(&s, b, &json, &digest).await);
     assert_eq!(bucket(b.trial_id).await.as_deref(), Some("failed"));
     // Not completed: the state alone decides.
     let c = &got[2];
@@ -637,11 +635,7 @@ async fn settling_a_runs_last_trials_at_once_always_ends_the_run() {
         );
         ra.unwrap();
         rb.unwrap();
-        let state: String = scalar(
-            &s,
-            &format!("SELECT state FROM runs WHERE run_id = '{}'", run.run_id),
-        )
-        .await;
+        let state = run_state(&s, run.run_id).await;
         assert_eq!(state, "finished", "round {round}");
     }
 }
@@ -665,8 +659,7 @@ async fn a_record_and_its_finish_in_one_batch_give_the_graded_bucket() {
             Some(ok),
         ))
         .unwrap();
-        let json = akbench_core::digest::canonical_json(&value);
-        let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+        let (json, digest) = canonical(&value);
         let path = akbench_core::lifecycle::CHAIN[..10].to_vec();
         let mut reports = vec![Report::Transitions {
             attempt_id: x.attempt_id,
@@ -693,14 +686,7 @@ async fn a_record_and_its_finish_in_one_batch_give_the_graded_bucket() {
         for outcome in s.report(&reports).await {
             outcome.unwrap();
         }
-        let bucket: Option<String> = scalar(
-            &s,
-            &format!(
-                "SELECT bucket FROM work_items WHERE trial_id = '{}'",
-                x.trial_id
-            ),
-        )
-        .await;
+        let bucket = bucket_of(&s, x.trial_id).await;
         let want = if ok { "succeeded" } else { "failed" };
         assert_eq!(
             bucket.as_deref(),
@@ -723,14 +709,7 @@ async fn a_workers_batch_is_stored_whole_in_one_transaction_and_a_stale_member_a
     // The worker loses its first attempt: its lease expires (the test moves the clock) and
     // the reaper fences it.
     let ttl = chrono::Duration::minutes(1);
-    let lost = s
-        .claim("w1", 1, ttl.to_std().unwrap())
-        .await
-        .unwrap()
-        .remove(0);
-    s.record_transitions(lost.attempt_id, lost.epoch, &transitions(&chain()[..3], 1))
-        .await
-        .unwrap();
+    let lost = leased_for(&s, "w1", ttl).await;
     clock.advance(ttl + chrono::Duration::seconds(1));
     assert_eq!(s.reap(s.now()).await.unwrap().len(), 1);
     let lost_rows =

@@ -55,6 +55,30 @@ impl Env {
         )
     }
 
+    /// `run HOW TASK --agent AGENT EXTRA... --json`.
+    fn trial(&self, how: &str, task: &str, agent: &str, extra: &[&str]) -> (i32, Value) {
+        let head = ["run", how, task, "--agent", agent];
+        self.json(&[&head[..], extra, &["--json"]].concat())
+    }
+
+    /// `run execute TASK --agent AGENT EXTRA... --json`.
+    fn execute(&self, task: &str, agent: &str, extra: &[&str]) -> (i32, Value) {
+        self.trial("execute", task, agent, extra)
+    }
+
+    /// `run single TASK --agent AGENT EXTRA... --json`.
+    fn single(&self, task: &str, agent: &str, extra: &[&str]) -> (i32, Value) {
+        self.trial("single", task, agent, extra)
+    }
+
+    /// `run evaluate ARGS...` is refused as a usage error (exit 2) saying `says`; its stderr.
+    fn evaluate_refused(&self, args: &[&str], says: &str) -> String {
+        let (code, _, err) = self.raw(&[&["run", "evaluate"][..], args].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+        err
+    }
+
     fn json(&self, args: &[&str]) -> (i32, Value) {
         let (code, out, err) = self.raw(args);
         let v = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{args:?}: {out}\n{err}"));
@@ -106,8 +130,8 @@ fn run_single_and_execute_then_evaluate_agree_over_the_corpus() {
         ("pyslug-001", "noop"),
     ];
     for (task, agent) in cases {
-        let (single_code, single) = env.json(&["run", "single", task, "--agent", agent, "--json"]);
-        let (code, exec) = env.json(&["run", "execute", task, "--agent", agent, "--json"]);
+        let (single_code, single) = env.single(task, agent, &[]);
+        let (code, exec) = env.execute(task, agent, &[]);
         assert_eq!(
             code, 0,
             "{task} {agent}: execute ends not_graded with exit 0"
@@ -138,14 +162,7 @@ fn run_single_and_execute_then_evaluate_agree_over_the_corpus() {
 #[test]
 fn grading_keeps_the_agents_timings_logs_and_the_pre_grade_record() {
     let env = Env::new();
-    let (_, exec) = env.json(&[
-        "run",
-        "execute",
-        "pyslug-002",
-        "--agent",
-        "oracle",
-        "--json",
-    ]);
+    let (_, exec) = env.execute("pyslug-002", "oracle", &[]);
     let dir = run_dir(&exec);
     let before = record(&dir.join("run_record.json"));
     let stdout_before = std::fs::read(dir.join("a1/agent.stdout.log")).unwrap();
@@ -193,15 +210,7 @@ fn grading_keeps_the_agents_timings_logs_and_the_pre_grade_record() {
 #[test]
 fn evaluate_copy_then_in_place_still_finds_its_workspace() {
     let env = Env::new();
-    let (_, exec) = env.json(&[
-        "run",
-        "execute",
-        "wordcount-001",
-        "--agent",
-        "oracle",
-        "--keep-workspace",
-        "--json",
-    ]);
+    let (_, exec) = env.execute("wordcount-001", "oracle", &["--keep-workspace"]);
     let dir = run_dir(&exec);
     let d = dir.to_str().unwrap();
     let (code, v) = env.json(&["run", "evaluate", d, "--copy", "--json"]);
@@ -220,25 +229,9 @@ fn evaluate_copy_then_in_place_still_finds_its_workspace() {
 #[test]
 fn timeouts_and_infrastructure_errors_are_never_graded() {
     let env = Env::new();
-    let (code, v) = env.json(&[
-        "run",
-        "execute",
-        "pyslug-001",
-        "--agent",
-        "hang",
-        "--agent-timeout",
-        "1",
-        "--json",
-    ]);
+    let (code, v) = env.execute("pyslug-001", "hang", &["--agent-timeout", "1"]);
     assert_eq!((code, v["state"].as_str()), (1, Some("timeout")));
-    let (code, v2) = env.json(&[
-        "run",
-        "execute",
-        "broken-missing-commit",
-        "--agent",
-        "oracle",
-        "--json",
-    ]);
+    let (code, v2) = env.execute("broken-missing-commit", "oracle", &[]);
     assert_eq!(
         (code, v2["state"].as_str()),
         (4, Some("infrastructure_error")),
@@ -247,9 +240,7 @@ fn timeouts_and_infrastructure_errors_are_never_graded() {
     for (v, state) in [(&v, "timeout"), (&v2, "infrastructure_error")] {
         let dir = run_dir(v);
         let before = std::fs::read(dir.join("run_record.json")).unwrap();
-        let (code, _, err) = env.raw(&["run", "evaluate", dir.to_str().unwrap()]);
-        assert_eq!(code, 2, "{err}");
-        assert!(err.contains(state), "{err}");
+        env.evaluate_refused(&[dir.to_str().unwrap()], state);
         assert_eq!(std::fs::read(dir.join("run_record.json")).unwrap(), before);
         assert!(!dir.join("run_record.execute.json").exists());
     }
@@ -258,22 +249,13 @@ fn timeouts_and_infrastructure_errors_are_never_graded() {
 #[test]
 fn a_symlinked_artifacts_folder_escaping_the_run_directory_is_refused() {
     let env = Env::new();
-    let (_, exec) = env.json(&[
-        "run",
-        "execute",
-        "pyslug-001",
-        "--agent",
-        "oracle",
-        "--json",
-    ]);
+    let (_, exec) = env.execute("pyslug-001", "oracle", &[]);
     let dir = run_dir(&exec);
     let outside = env.tmp.path().join("outside-a1");
     std::fs::rename(dir.join("a1"), &outside).unwrap();
     std::os::unix::fs::symlink(&outside, dir.join("a1")).unwrap();
     let before = std::fs::read(dir.join("run_record.json")).unwrap();
-    let (code, _, err) = env.raw(&["run", "evaluate", dir.to_str().unwrap()]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("outside the run directory"), "{err}");
+    env.evaluate_refused(&[dir.to_str().unwrap()], "outside the run directory");
     assert_eq!(std::fs::read(dir.join("run_record.json")).unwrap(), before);
 }
 
@@ -284,16 +266,14 @@ fn a_changed_reference_or_tests_refuse_to_grade() {
         ("pyslug-003", "solution/solve.sh"),
         ("wordcount-002", "tests/test.sh"),
     ] {
-        let (code, exec) = env.json(&["run", "execute", task, "--agent", "oracle", "--json"]);
+        let (code, exec) = env.execute(task, "oracle", &[]);
         assert_eq!(code, 0);
         let dir = run_dir(&exec);
         let f = env.tasks.join(task).join(file);
         let mut text = std::fs::read_to_string(&f).unwrap();
         text.push_str("\n# changed after the run\n");
         std::fs::write(&f, text).unwrap();
-        let (code, _, err) = env.raw(&["run", "evaluate", dir.to_str().unwrap()]);
-        assert_eq!(code, 2, "{err}");
-        assert!(err.contains("changed since this run"), "{err}");
+        env.evaluate_refused(&[dir.to_str().unwrap()], "changed since this run");
         assert!(!dir.join("run_record.execute.json").exists());
     }
 }
@@ -302,7 +282,7 @@ fn a_changed_reference_or_tests_refuse_to_grade() {
 fn rates_over_zero_graded_trials_are_na_in_aggregate() {
     let env = Env::new();
     for agent in ["oracle", "crash"] {
-        env.json(&["run", "execute", "pyslug-001", "--agent", agent, "--json"]);
+        env.execute("pyslug-001", agent, &[]);
     }
     let out = env.tmp.path().join("out");
     let junit = env.tmp.path().join("junit.xml");
@@ -355,7 +335,7 @@ fn rates_over_zero_graded_trials_are_na_in_aggregate() {
 #[test]
 fn aggregate_refuses_invalid_records_without_using_them() {
     let env = Env::new();
-    let (_, exec) = env.json(&["run", "single", "pyslug-001", "--agent", "oracle", "--json"]);
+    let (_, exec) = env.single("pyslug-001", "oracle", &[]);
     let dir = run_dir(&exec);
     let mut rec = record(&dir.join("run_record.json"));
     rec["outcome"]["ok"] = Value::Bool(false);
@@ -382,13 +362,13 @@ fn aggregate_refuses_invalid_records_without_using_them() {
 fn evaluate_all_grades_every_executed_trial_under_a_folder_once() {
     let env = Env::new();
     for (task, agent) in [("pyslug-001", "oracle"), ("pyslug-002", "fail")] {
-        let (code, v) = env.json(&["run", "execute", task, "--agent", agent, "--json"]);
+        let (code, v) = env.execute(task, agent, &[]);
         assert_eq!((code, v["state"].as_str()), (0, Some("not_graded")), "{v}");
     }
     // A trial with a verdict already and one whose agent crashed are left alone.
-    let (_, v) = env.json(&["run", "single", "pyslug-003", "--agent", "oracle", "--json"]);
+    let (_, v) = env.single("pyslug-003", "oracle", &[]);
     assert_eq!(v["state"], "completed");
-    let (_, v) = env.json(&["run", "single", "pyslug-003", "--agent", "crash", "--json"]);
+    let (_, v) = env.single("pyslug-003", "crash", &[]);
     assert_eq!(v["state"], "failed");
     let out = env.tmp.path().join("out");
     let (code, v) = env.json(&["run", "evaluate", "--all", out.to_str().unwrap(), "--json"]);
@@ -415,14 +395,7 @@ fn evaluate_all_grades_every_executed_trial_under_a_folder_once() {
 #[test]
 fn a_record_whose_base_commit_is_not_its_tasks_is_not_graded() {
     let env = Env::new();
-    let (code, exec) = env.json(&[
-        "run",
-        "execute",
-        "pyslug-001",
-        "--agent",
-        "oracle",
-        "--json",
-    ]);
+    let (code, exec) = env.execute("pyslug-001", "oracle", &[]);
     assert_eq!(code, 0);
     let dir = run_dir(&exec);
     let path = dir.join("run_record.json");
@@ -435,9 +408,8 @@ fn a_record_whose_base_commit_is_not_its_tasks_is_not_graded() {
     rec["attempts"][0]["workspace"]["base_commit"] = Value::String(other.clone());
     std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
     let before = std::fs::read(&path).unwrap();
-    let (code, _, err) = env.raw(&["run", "evaluate", "--copy", dir.to_str().unwrap()]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("base_commit") && err.contains(&other), "{err}");
+    let err = env.evaluate_refused(&["--copy", dir.to_str().unwrap()], "base_commit");
+    assert!(err.contains(&other), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert!(!dir.join("run_record.execute.json").exists());
 }

@@ -25,6 +25,71 @@ fn akbench(tmp: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Plans the experiment `yaml` over the example tasks and agents; its run key.
+fn planned(t: &Path, yaml: &str) -> String {
+    let manifest = t.join("experiment.yaml");
+    std::fs::write(&manifest, yaml).unwrap();
+    let plan = ok_json(
+        &akbench(
+            t,
+            &[
+                "run",
+                "plan",
+                "--json",
+                "--config",
+                manifest.to_str().unwrap(),
+                "--tasks-root",
+                examples().join("tasks").to_str().unwrap(),
+                "--agents-root",
+                examples().join("agents").to_str().unwrap(),
+            ],
+        ),
+        0,
+    );
+    plan["run_key"].as_str().unwrap().to_string()
+}
+
+/// `run export-harbor` of run `key` into `out` over the example tasks, FROM `base`.
+fn export(t: &Path, key: &str, out: &Path, base: &str, extra: &[&str]) -> Output {
+    let cache = t.join("cache");
+    let tasks = examples().join("tasks");
+    let args = [
+        "run",
+        "export-harbor",
+        key,
+        "--out",
+        out.to_str().unwrap(),
+        "--tasks-root",
+        tasks.to_str().unwrap(),
+        "--base-image",
+        base,
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    akbench(t, &[&args[..], extra].concat())
+}
+
+/// `run import-harbor` of run `key` from the Harbor jobs folder `jobs`, exported to `out`.
+fn import(t: &Path, key: &str, jobs: &Path, out: &Path, extra: &[&str]) -> Output {
+    let (jobs, out) = (jobs.to_str().unwrap(), out.to_str().unwrap());
+    let args = ["run", "import-harbor", key, jobs, "--export", out];
+    akbench(t, &[&args[..], extra].concat())
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The command exited with `code` (else its stderr is shown).
+fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 fn ok_json(o: &Output, code: i32) -> Value {
     assert_eq!(
         o.status.code(),
@@ -189,60 +254,20 @@ fn baseline_gives_nothing_away(trial: &Path, task: &Path) {
 fn export_harbor_results_import_and_reconcile() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let manifest = t.join("experiment.yaml");
-    std::fs::write(
-        &manifest,
+    let key = planned(
+        t,
         "experiment: hb\ntasks:\n  ids: [pyslug-001, pyslug-002, pyslug-003]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 2\n",
-    )
-    .unwrap();
-    let tasks = examples().join("tasks");
-    let agents = examples().join("agents");
-    let plan = ok_json(
-        &akbench(
-            t,
-            &[
-                "run",
-                "plan",
-                "--json",
-                "--config",
-                manifest.to_str().unwrap(),
-                "--tasks-root",
-                tasks.to_str().unwrap(),
-                "--agents-root",
-                agents.to_str().unwrap(),
-            ],
-        ),
-        0,
     );
-    let key = plan["run_key"].as_str().unwrap().to_string();
+    let tasks = examples().join("tasks");
 
     // Export.
     let out = t.join("harbor");
-    let o = akbench(
-        t,
-        &[
-            "run",
-            "export-harbor",
-            &key,
-            "--out",
-            out.to_str().unwrap(),
-            "--tasks-root",
-            tasks.to_str().unwrap(),
-            "--base-image",
-            BASE,
-            "--cache",
-            t.join("cache").to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let v = ok_json(&o, 0);
+    let v = ok_json(&export(t, &key, &out, BASE, &["--json"]), 0);
     assert_eq!(v["trials"], 6);
-    let m: Value =
-        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    let m: Value = read_json(&out.join("akbench-harbor.json"));
     let trials = m["trials"].as_array().unwrap().clone();
     assert_eq!(trials.len(), 6);
-    let job: Value =
-        serde_json::from_slice(&std::fs::read(out.join("jobs/oracle.json")).unwrap()).unwrap();
+    let job: Value = read_json(&out.join("jobs/oracle.json"));
     assert_eq!(job["n_attempts"], 1);
     assert_eq!(job["agents"][0]["name"], "oracle");
     let paths: Vec<&str> = job["tasks"]
@@ -285,50 +310,14 @@ fn export_harbor_results_import_and_reconcile() {
     // answers on this port), is refused before anything is written.
     for bad in ["Not An Image!", "127.0.0.1:9/akbench/nowhere:latest"] {
         let elsewhere = t.join("harbor-bad");
-        let o = akbench(
-            t,
-            &[
-                "run",
-                "export-harbor",
-                &key,
-                "--out",
-                elsewhere.to_str().unwrap(),
-                "--tasks-root",
-                tasks.to_str().unwrap(),
-                "--base-image",
-                bad,
-                "--cache",
-                t.join("cache").to_str().unwrap(),
-            ],
-        );
+        let o = export(t, &key, &elsewhere, bad, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
         assert!(err.contains("--base-image"), "{bad}: {err}");
         assert!(!elsewhere.exists(), "{bad}: nothing written");
     }
     // Exporting over a non-empty folder is refused and changes nothing.
-    let o = akbench(
-        t,
-        &[
-            "run",
-            "export-harbor",
-            &key,
-            "--out",
-            out.to_str().unwrap(),
-            "--tasks-root",
-            tasks.to_str().unwrap(),
-            "--base-image",
-            BASE,
-            "--cache",
-            t.join("cache").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_exit(&export(t, &key, &out, BASE, &[]), 2);
 
     // Harbor ran: one result per trial but the last (never run), in Harbor's layout, and the
     // job's own statistics file.
@@ -368,19 +357,12 @@ fn export_harbor_results_import_and_reconcile() {
         );
     }
     let obs = t.join("observations.jsonl");
-    let o = akbench(
+    let o = import(
         t,
-        &[
-            "run",
-            "import-harbor",
-            &key,
-            jobs.to_str().unwrap(),
-            "--export",
-            out.to_str().unwrap(),
-            "--observations",
-            obs.to_str().unwrap(),
-            "--json",
-        ],
+        &key,
+        &jobs,
+        &out,
+        &["--observations", obs.to_str().unwrap(), "--json"],
     );
     let v = ok_json(&o, 0);
     let a = &v["accounting"];
@@ -406,15 +388,12 @@ fn export_harbor_results_import_and_reconcile() {
     // and `run aggregate` (the readers `view` shares) open: the same buckets, and the tokens
     // and cost Harbor reported.
     let records = t.join("out");
-    let o = akbench(
+    let o = import(
         t,
+        &key,
+        &jobs,
+        &out,
         &[
-            "run",
-            "import-harbor",
-            &key,
-            jobs.to_str().unwrap(),
-            "--export",
-            out.to_str().unwrap(),
             "--observations",
             obs.to_str().unwrap(),
             "--out",
@@ -437,12 +416,7 @@ fn export_harbor_results_import_and_reconcile() {
             records.to_str().unwrap(),
         ],
     );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_exit(&o, 0);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("2.5000")
@@ -534,17 +508,7 @@ fn export_harbor_results_import_and_reconcile() {
             Some(json!({"reward": 1.0})),
         ),
     );
-    let o = akbench(
-        t,
-        &[
-            "run",
-            "import-harbor",
-            &key,
-            jobs.to_str().unwrap(),
-            "--export",
-            out.to_str().unwrap(),
-        ],
-    );
+    let o = import(t, &key, &jobs, &out, &[]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("accounting INVALID"), "{text}");
@@ -581,31 +545,11 @@ fn export_pins_a_base_image_tag_to_the_registrys_digest() {
         None,
     );
     assert!(digest.starts_with("sha256:"), "{digest}");
-    let manifest = t.join("experiment.yaml");
-    std::fs::write(
-        &manifest,
+    let key = planned(
+        t,
         "experiment: hbi\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\n",
-    )
-    .unwrap();
-    let tasks = examples().join("tasks");
-    let plan = ok_json(
-        &akbench(
-            t,
-            &[
-                "run",
-                "plan",
-                "--json",
-                "--config",
-                manifest.to_str().unwrap(),
-                "--tasks-root",
-                tasks.to_str().unwrap(),
-                "--agents-root",
-                examples().join("agents").to_str().unwrap(),
-            ],
-        ),
-        0,
     );
-    let key = plan["run_key"].as_str().unwrap().to_string();
+    let tasks = examples().join("tasks");
     let tag = format!("{}/akbench/harbor-base:bookworm", reg.addr);
     let out = t.join("harbor");
     let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
@@ -621,15 +565,9 @@ fn export_pins_a_base_image_tag_to_the_registrys_digest() {
         .env_remove("AKBENCH_COORDINATOR")
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_exit(&o, 0);
     let pinned = format!("{tag}@{digest}");
-    let m: Value =
-        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    let m: Value = read_json(&out.join("akbench-harbor.json"));
     assert_eq!(m["base_image"], pinned.as_str());
     let id = m["trials"][0]["trial_id"].as_str().unwrap();
     let docker =

@@ -86,12 +86,24 @@ impl Coordinator {
 
     /// Plans and submits `manifest` (default: the example corpus); returns the run key.
     fn plan(&self, manifest: Option<&Path>) -> String {
+        let args = self.plan_args(manifest, &[]);
+        let o = self.akbench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["created"], true, "{v}");
+        assert_eq!(v["state"], "planned");
+        v["run_key"].as_str().unwrap().to_string()
+    }
+
+    /// `EXTRA... run plan` of `manifest` (default: the example corpus) over the example
+    /// tasks and agents into this coordinator's store folder, `--json`.
+    fn plan_args(&self, manifest: Option<&Path>, extra: &[&str]) -> Vec<String> {
         let root = repo();
         let config = manifest
             .map(Path::to_path_buf)
             .unwrap_or_else(|| root.join("examples/experiment.yaml"));
-        let store_root = self.store_root();
-        let o = self.akbench(&[
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        for a in [
             "run",
             "plan",
             "--config",
@@ -101,14 +113,31 @@ impl Coordinator {
             "--agents-root",
             root.join("examples/agents").to_str().unwrap(),
             "--store-root",
-            store_root.to_str().unwrap(),
+            self.store_root().to_str().unwrap(),
             "--json",
-        ]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["created"], true, "{v}");
-        assert_eq!(v["state"], "planned");
-        v["run_key"].as_str().unwrap().to_string()
+        ] {
+            v.push(a.to_string());
+        }
+        v
+    }
+
+    /// `run records KEY --out OUT EXTRA...`.
+    fn records(&self, key: &str, out: &Path, extra: &[&str]) -> Output {
+        let args = ["run", "records", key, "--out", out.to_str().unwrap()];
+        self.akbench(&[&args[..], extra].concat())
+    }
+
+    /// A copy of the example experiment with each `(from, to)` replaced, in this
+    /// coordinator's folder as `name`.
+    fn manifest_with(&self, name: &str, changes: &[(&str, &str)]) -> PathBuf {
+        let mut manifest =
+            std::fs::read_to_string(repo().join("examples/experiment.yaml")).unwrap();
+        for (from, to) in changes {
+            manifest = manifest.replace(from, to);
+        }
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, manifest).unwrap();
+        path
     }
 
     /// The ready plan of a run planned here.
@@ -249,11 +278,7 @@ async fn plan_submit_resubmit_inspect_and_diff() {
     let o = c.akbench(&["run", "diff", &key, &same]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(stdout(&o).contains("identical conditions"), "{}", text(&o));
-    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
-        .unwrap()
-        .replace("repetitions: 2", "repetitions: 1");
-    let path = c.dir.path().join("one-rep.yaml");
-    std::fs::write(&path, manifest).unwrap();
+    let path = c.manifest_with("one-rep.yaml", &[("repetitions: 2", "repetitions: 1")]);
     let other = c.plan(Some(&path));
     let o = c.akbench(&["run", "diff", &key, &other]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -306,19 +331,22 @@ async fn status_reconcile_and_records() {
             .to_string()
     };
     let file = c.dir.path().join("observations.jsonl");
+    let reconcile = |file: &Path| {
+        c.akbench(&[
+            "run",
+            "reconcile",
+            &key,
+            "--observations",
+            file.to_str().unwrap(),
+        ])
+    };
     // The first line carries what the trial spent: shown as the local command shows it.
     let spent = line(t[0].trial_id, true).replace(
         "}",
         r#","spend":{"input_tokens":100,"cached_input_tokens":null,"output_tokens":7,"cost_usd":0.25}}"#,
     );
     std::fs::write(&file, [spent, line(t[0].trial_id, false)].join("\n")).unwrap();
-    let o = c.akbench(&[
-        "run",
-        "reconcile",
-        &key,
-        "--observations",
-        file.to_str().unwrap(),
-    ]);
+    let o = reconcile(&file);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(stdout(&o).contains("accounting INVALID"), "{}", text(&o));
     assert!(stdout(&o).contains("1 conflicting"), "{}", text(&o));
@@ -332,25 +360,12 @@ async fn status_reconcile_and_records() {
     );
     // A malformed file is bad input: exit 2, nothing sent.
     std::fs::write(&file, "{not json").unwrap();
-    let o = c.akbench(&[
-        "run",
-        "reconcile",
-        &key,
-        "--observations",
-        file.to_str().unwrap(),
-    ]);
+    let o = reconcile(&file);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
     // Records: every accepted record in plan order, one folder per trial key.
     let out = c.dir.path().join("records");
-    let o = c.akbench(&[
-        "run",
-        "records",
-        &key,
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = c.records(&key, &out, &["--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json(&o);
     assert_eq!(v["records"], 2, "{v}");
@@ -368,17 +383,9 @@ async fn status_reconcile_and_records() {
                 .unwrap()
         );
     }
-    let o = c.akbench(&["run", "records", &key, "--out", out.to_str().unwrap()]);
+    let o = c.records(&key, &out, &[]);
     assert!(stdout(&o).starts_with("wrote 2 records"), "{}", text(&o));
-    let o = c.akbench(&[
-        "run",
-        "records",
-        &key,
-        "--out",
-        out.to_str().unwrap(),
-        "--trial",
-        "not-a-trial",
-    ]);
+    let o = c.records(&key, &out, &["--trial", "not-a-trial"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     c.stop().await;
 }
@@ -467,26 +474,7 @@ async fn start_resume_cancel_and_tokens() {
     let tf = token_file.to_str().unwrap().to_string();
 
     // Planning needs an operator token; without one: exit 2 with a hint about the token.
-    let root = repo();
-    let plan_args = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        for a in [
-            "run",
-            "plan",
-            "--config",
-            root.join("examples/experiment.yaml").to_str().unwrap(),
-            "--tasks-root",
-            root.join("examples/tasks").to_str().unwrap(),
-            "--agents-root",
-            root.join("examples/agents").to_str().unwrap(),
-            "--store-root",
-            c.store_root().to_str().unwrap(),
-            "--json",
-        ] {
-            v.push(a.to_string());
-        }
-        v
-    };
+    let plan_args = |extra: &[&str]| c.plan_args(None, extra);
     let args = plan_args(&[]);
     let o = c.akbench(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -686,19 +674,16 @@ fn plan_locally(c: &Coordinator, manifest: &Path) -> String {
 async fn a_plan_of_many_chunks_is_submitted_whole_and_a_damaged_one_is_refused_storing_nothing() {
     let c = Coordinator::open().await;
     // 8 tasks x 2 agents x 80 repetitions: 1,280 trials, about 1.1 MB of JSON (several chunks).
-    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
-        .unwrap()
-        .replace("repetitions: 2", "repetitions: 80")
-        .replace(
-            "root: tasks ",
-            &format!("root: {} ", repo().join("examples/tasks").display()),
-        )
-        .replace(
-            "root: agents ",
-            &format!("root: {} ", repo().join("examples/agents").display()),
-        );
-    let path = c.dir.path().join("many.yaml");
-    std::fs::write(&path, manifest).unwrap();
+    let tasks = format!("root: {} ", repo().join("examples/tasks").display());
+    let agents = format!("root: {} ", repo().join("examples/agents").display());
+    let path = c.manifest_with(
+        "many.yaml",
+        &[
+            ("repetitions: 2", "repetitions: 80"),
+            ("root: tasks ", &tasks),
+            ("root: agents ", &agents),
+        ],
+    );
     let key = plan_locally(&c, &path);
     let ready = c.ready(&key);
     assert_eq!(ready.trials.len(), 1280);
@@ -762,6 +747,23 @@ fn batch(
         .collect()
 }
 
+/// One attempt leased to `worker` (for ten minutes), its whole chain reported.
+async fn claimed_through_the_chain(
+    s: &akbench_coordinator::scheduler::Scheduler,
+    worker: &str,
+) -> akbench_coordinator::scheduler::Assignment {
+    let ttl = std::time::Duration::from_secs(600);
+    let a = s.claim(worker, 1, ttl).await.unwrap().remove(0);
+    s.record_transitions(
+        a.attempt_id,
+        a.epoch,
+        &batch(&akbench_core::lifecycle::CHAIN),
+    )
+    .await
+    .unwrap();
+    a
+}
+
 /// Issue 28: a worker reports `completed` and is lost before its record arrives; the reaper
 /// takes the lease back and the retry is graded. `run records` exports that trial with both
 /// attempts and agrees with reconcile. A trial the coordinator counts as ended but cannot
@@ -770,13 +772,12 @@ fn batch(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt() {
     use akbench_coordinator::scheduler::{Disposition, Scheduler};
-    use akbench_core::lifecycle::{State, CHAIN};
+    use akbench_core::lifecycle::State;
     let c = Coordinator::start(None, Tokens::default()).await;
-    let manifest = std::fs::read_to_string(repo().join("examples/experiment.yaml"))
-        .unwrap()
-        .replace("infrastructure_retries: 0", "infrastructure_retries: 1");
-    let path = c.dir.path().join("retry-once.yaml");
-    std::fs::write(&path, manifest).unwrap();
+    let path = c.manifest_with(
+        "retry-once.yaml",
+        &[("infrastructure_retries: 0", "infrastructure_retries: 1")],
+    );
     let key = c.plan(Some(&path));
     let o = c.akbench(&["run", "start", &key]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -801,22 +802,15 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
             .await
             .unwrap();
     }
-    let ttl = std::time::Duration::from_secs(600);
-    let lost = s.claim("w-lost", 1, ttl).await.unwrap().remove(0);
-    s.record_transitions(lost.attempt_id, lost.epoch, &batch(&CHAIN))
-        .await
-        .unwrap();
+    let lost = claimed_through_the_chain(&s, "w-lost").await;
     // Killed before its record: the lease expires and is reaped.
     clock.advance(chrono::Duration::minutes(30));
     let reaped = s.reap(s.now()).await.unwrap();
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!(reaped[0].disposition, Disposition::Requeued);
-    let retry = s.claim("w-ok", 1, ttl).await.unwrap().remove(0);
+    let retry = claimed_through_the_chain(&s, "w-ok").await;
     assert_eq!((retry.trial_id, retry.number), (lost.trial_id, 2));
     let trial_key = key_of(retry.trial_id);
-    s.record_transitions(retry.attempt_id, retry.epoch, &batch(&CHAIN))
-        .await
-        .unwrap();
     let record = akbench_core::testkit::attempt_record(
         retry.attempt_id,
         &trial_key,
@@ -836,14 +830,7 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
 
     // Exported with every attempt; the first one's history says what happened.
     let out = c.dir.path().join("records");
-    let o = c.akbench(&[
-        "run",
-        "records",
-        &key,
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = c.records(&key, &out, &["--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json(&o);
     assert_eq!(v["records"], 1, "{v}");
@@ -866,27 +853,16 @@ async fn a_trial_lost_after_its_completed_report_is_exported_with_every_attempt(
     assert_eq!(v["covered"], 1, "{v}");
 
     // A trial that ends `completed` without its record: counted, not exportable.
-    let bare = s.claim("w-ok", 1, ttl).await.unwrap().remove(0);
-    s.record_transitions(bare.attempt_id, bare.epoch, &batch(&CHAIN))
-        .await
-        .unwrap();
+    let bare = claimed_through_the_chain(&s, "w-ok").await;
     s.finish(bare.attempt_id, bare.epoch, State::Completed, "")
         .await
         .unwrap();
     let bare_key = key_of(bare.trial_id);
-    let o = c.akbench(&["run", "records", &key, "--out", out.to_str().unwrap()]);
+    let o = c.records(&key, &out, &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains(&bare_key), "{}", text(&o));
     assert!(text(&o).contains("has not arrived"), "{}", text(&o));
-    let o = c.akbench(&[
-        "run",
-        "records",
-        &key,
-        "--out",
-        out.to_str().unwrap(),
-        "--trial",
-        &bare_key,
-    ]);
+    let o = c.records(&key, &out, &["--trial", &bare_key]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     c.stop().await;
 }

@@ -5,9 +5,9 @@ mod common;
 
 use akbench_core::lifecycle::{State, CHAIN};
 use akbench_core::record::{RunRecord, TestOutcome};
-use akbench_worker::orchestrator::{Observer, Silent};
+use akbench_worker::orchestrator::{Observer, Silent, TrialRequest};
 use akbench_worker::process::{is_gone, CancelToken};
-use common::{corpus, TEST_SH};
+use common::{corpus, Corpus, TEST_SH};
 use std::fs;
 
 fn states(rec: &RunRecord, attempt: usize) -> Vec<State> {
@@ -18,7 +18,7 @@ fn states(rec: &RunRecord, attempt: usize) -> Vec<State> {
         .collect()
 }
 
-fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
+fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
     let t = c.task(task);
     let a = c.agent(agent);
     let out = c
@@ -35,6 +35,43 @@ fn run(c: &common::Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
     assert_eq!(on_disk, out.record);
     on_disk.validate().unwrap();
     out.record
+}
+
+/// The cause of the first attempt (which must have one).
+fn cause_of(rec: &RunRecord) -> &str {
+    rec.attempts[0].cause.as_deref().unwrap()
+}
+
+/// A trial of `agent` on `task` named `name`, its request changed by `edit` first.
+fn run_with(
+    c: &Corpus,
+    task: &str,
+    agent: &str,
+    name: &str,
+    edit: impl FnOnce(&mut TrialRequest<'_>),
+) -> RunRecord {
+    let t = c.task(task);
+    let a = c.agent(agent);
+    let mut req = c.request(&t, &a, name);
+    edit(&mut req);
+    c.orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record
+}
+
+/// Adds the scripted agent `name` running `script`; `toml` goes at the end of its descriptor.
+fn add_scripted(c: &Corpus, name: &str, toml: &str, script: &str) {
+    c.add_agent(
+        name,
+        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n{toml}"),
+        Some(script),
+    );
 }
 
 #[test]
@@ -124,11 +161,7 @@ fn every_kind_of_change_is_collected_and_an_ignored_file_is_not() {
         ("touched-only", "touch value.txt README", 0),
     ];
     for (name, script, files) in cases {
-        c.add_agent(
-            name,
-            &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
-            Some(&format!("{script}\n")),
-        );
+        add_scripted(&c, name, "", &format!("{script}\n"));
         let rec = run(&c, "answer", name, name);
         let w = &rec.attempts[0].workspace;
         assert_eq!(w.files_changed, Some(files), "{name}");
@@ -181,31 +214,21 @@ fn every_kind_of_change_is_collected_and_an_ignored_file_is_not() {
 #[test]
 fn agent_failure_is_failed_and_never_retried() {
     let c = corpus();
-    c.add_agent(
+    add_scripted(
+        &c,
         "crash",
-        "adapter = \"scripted\"\nscript = \"crash.sh\"\n",
-        Some("echo broken >&2; echo 7 > value.txt; exit 3\n"),
+        "",
+        "echo broken >&2; echo 7 > value.txt; exit 3\n",
     );
-    let t = c.task("answer");
-    let a = c.agent("crash");
-    let mut req = c.request(&t, &a, "crash");
-    req.infrastructure_retries = 3;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "crash", "crash", |req| {
+        req.infrastructure_retries = 3
+    });
     assert_eq!(rec.attempts.len(), 1, "an agent failure is never retried");
     assert_eq!(rec.outcome.state, State::Failed);
     assert_eq!(rec.outcome.ok, None);
     assert_eq!(rec.outcome.score, None);
     assert_eq!(*states(&rec, 0).last().unwrap(), State::Failed);
-    assert!(rec.attempts[0].cause.as_deref().unwrap().contains("code 3"));
+    assert!(cause_of(&rec).contains("code 3"));
     // Its diff is still on record.
     assert_eq!(rec.attempts[0].workspace.files_changed, Some(1));
     let stderr = fs::read_to_string(c.root().join("out/crash/a1/agent.stderr.log")).unwrap();
@@ -216,20 +239,9 @@ fn agent_failure_is_failed_and_never_retried() {
 fn infrastructure_errors_are_retried_up_to_the_budget() {
     let c = corpus();
     c.add_task("ghost", &"ab".repeat(20), TEST_SH, "");
-    let t = c.task("ghost");
-    let a = c.agent("oracle");
-    let mut req = c.request(&t, &a, "ghost");
-    req.infrastructure_retries = 2;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "ghost", "oracle", "ghost", |req| {
+        req.infrastructure_retries = 2
+    });
     assert_eq!(rec.attempts.len(), 3, "N retries give N+1 attempts");
     for (i, att) in rec.attempts.iter().enumerate() {
         assert_eq!(att.number as usize, i + 1);
@@ -253,10 +265,10 @@ fn infrastructure_errors_are_retried_up_to_the_budget() {
 #[test]
 fn timeout_stops_the_agent_and_leaves_no_process_behind() {
     let c = corpus();
-    c.add_agent(
+    add_scripted(
+        &c,
         "hang",
-        "adapter = \"scripted\"\nscript = \"hang.sh\"\n",
-        Some(
+        "",
             "trap '' TERM\nsleep 300 & echo $! >> \"$HOME/pids\"\n\
              (sleep 300 & echo $! >> \"$HOME/pids\"; wait) &\n\
              setsid sleep 300 & echo $! >> \"$HOME/pids\"\n\
@@ -264,27 +276,16 @@ fn timeout_stops_the_agent_and_leaves_no_process_behind() {
              while [ \"$(wc -l < \"$HOME/pids\")\" -lt 4 ]; do sleep 0.01; done\n\
              cp \"$HOME/pids\" /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG.part\n\
              mv /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG.part /tmp/akbench-hang-$AKBENCH_ATTEMPT_TAG\nsleep 300\n",
-        ),
     );
-    let t = c.task("answer");
-    let a = c.agent("hang");
-    let mut req = c.request(&t, &a, "hang");
-    // The subshell writes its child's pid asynchronously: the script waits for all four lines
-    // before publishing the file (CI once saw 3), and the timeout leaves room for that on a
-    // loaded machine.
-    req.options.agent_timeout_sec = Some(3.0);
-    // The direct runtime's own guarantee (tag sweep); the sandbox's is in escape_runtime.rs.
-    req.options.runtime = akbench_worker::runtime::RuntimeKind::Direct;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "hang", "hang", |req| {
+        // The subshell writes its child's pid asynchronously: the script waits for all four
+        // lines before publishing the file (CI once saw 3), and the timeout leaves room for
+        // that on a loaded machine.
+        req.options.agent_timeout_sec = Some(3.0);
+        // The direct runtime's own guarantee (tag sweep); the sandbox's is in
+        // escape_runtime.rs.
+        req.options.runtime = akbench_worker::runtime::RuntimeKind::Direct;
+    });
     assert_eq!(rec.outcome.state, State::Timeout);
     let p = rec.attempts[0].agent_process.as_ref().unwrap();
     assert!(p.timed_out);
@@ -322,11 +323,7 @@ fn cancel_while_the_agent_runs_ends_cancelled() {
         }
     }
     let c = corpus();
-    c.add_agent(
-        "sleepy",
-        "adapter = \"scripted\"\nscript = \"sleepy.sh\"\n",
-        Some("sleep 300\n"),
-    );
+    add_scripted(&c, "sleepy", "", "sleep 300\n");
     let t = c.task("answer");
     let a = c.agent("sleepy");
     let token = CancelToken::new();
@@ -347,10 +344,11 @@ fn cancel_while_the_agent_runs_ends_cancelled() {
 #[test]
 fn missing_credential_is_invalid_configuration_before_the_agent_starts() {
     let c = corpus();
-    c.add_agent(
+    add_scripted(
+        &c,
         "needs-key",
-        "adapter = \"scripted\"\nscript = \"needs-key.sh\"\ncredentials = [\"AKBENCH_TEST_MISSING_KEY_XYZ\"]\n",
-        Some("touch started\n"),
+        "credentials = [\"AKBENCH_TEST_MISSING_KEY_XYZ\"]\n",
+        "touch started\n",
     );
     let rec = run(&c, "answer", "needs-key", "needs-key");
     assert_eq!(rec.outcome.state, State::InvalidConfiguration);
@@ -359,11 +357,7 @@ fn missing_credential_is_invalid_configuration_before_the_agent_starts() {
         "the agent never started"
     );
     assert!(!states(&rec, 0).contains(&State::Executing));
-    assert!(rec.attempts[0]
-        .cause
-        .as_deref()
-        .unwrap()
-        .contains("AKBENCH_TEST_MISSING_KEY_XYZ"));
+    assert!(cause_of(&rec).contains("AKBENCH_TEST_MISSING_KEY_XYZ"));
 }
 
 #[test]
@@ -371,10 +365,11 @@ fn credential_values_never_reach_the_record_or_the_logs() {
     let c = corpus();
     let secret = "sk-test-very-secret-value-123";
     std::env::set_var("AKBENCH_TEST_PRESENT_KEY", secret);
-    c.add_agent(
+    add_scripted(
+        &c,
         "leaky",
-        "adapter = \"scripted\"\nscript = \"leaky.sh\"\ncredentials = [\"AKBENCH_TEST_PRESENT_KEY\"]\n",
-        Some("echo \"key is $AKBENCH_TEST_PRESENT_KEY\"; echo \"$AKBENCH_TEST_PRESENT_KEY\" >&2\n"),
+        "credentials = [\"AKBENCH_TEST_PRESENT_KEY\"]\n",
+        "echo \"key is $AKBENCH_TEST_PRESENT_KEY\"; echo \"$AKBENCH_TEST_PRESENT_KEY\" >&2\n",
     );
     let rec = run(&c, "answer", "leaky", "leaky");
     assert_eq!(rec.outcome.state, State::Completed);
@@ -416,20 +411,12 @@ fn mutation_that_does_not_apply_and_unexecutable_family_are_invalid_configuratio
     .unwrap();
     let rec = run(&c, "badpatch", "oracle", "badpatch");
     assert_eq!(rec.outcome.state, State::InvalidConfiguration);
-    assert!(rec.attempts[0]
-        .cause
-        .as_deref()
-        .unwrap()
-        .contains("mutation"));
+    assert!(cause_of(&rec).contains("mutation"));
 
     c.add_task("world", &c.commit, TEST_SH, "family = \"interactive\"\n");
     let rec = run(&c, "world", "oracle", "world");
     assert_eq!(rec.outcome.state, State::InvalidConfiguration);
-    assert!(rec.attempts[0]
-        .cause
-        .as_deref()
-        .unwrap()
-        .contains("interactive"));
+    assert!(cause_of(&rec).contains("interactive"));
 }
 
 #[test]
@@ -451,11 +438,7 @@ fn a_broken_or_slow_evaluator_is_an_evaluation_error_not_an_agent_failure() {
     .unwrap();
     let rec = run(&c, "slow-eval", "oracle", "slow-eval");
     assert_eq!(rec.outcome.state, State::EvaluationError);
-    assert!(rec.attempts[0]
-        .cause
-        .as_deref()
-        .unwrap()
-        .contains("timed out"));
+    assert!(cause_of(&rec).contains("timed out"));
 
     c.add_task(
         "garbage-reward",
@@ -559,20 +542,9 @@ fn tests_that_never_write_a_reward_are_an_evaluation_error_naming_the_task() {
 #[test]
 fn not_graded_when_grading_is_not_requested() {
     let c = corpus();
-    let t = c.task("answer");
-    let a = c.agent("oracle");
-    let mut req = c.request(&t, &a, "ungraded");
-    req.options.grade = false;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "oracle", "ungraded", |req| {
+        req.options.grade = false
+    });
     assert_eq!(rec.outcome.state, State::NotGraded);
     assert_eq!(
         rec.outcome.score, None,
@@ -590,20 +562,9 @@ fn not_graded_when_grading_is_not_requested() {
 #[test]
 fn no_mutation_gives_the_pinned_commits_tree() {
     let c = corpus();
-    let t = c.task("answer");
-    let a = c.agent("noop");
-    let mut req = c.request(&t, &a, "pristine");
-    req.options.apply_mutation = false;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "noop", "pristine", |req| {
+        req.options.apply_mutation = false
+    });
     let repo = c.root().join("repo");
     let pinned_tree = akbench_worker::workspace::tree_of(&repo, &c.commit).unwrap();
     assert_eq!(
@@ -628,10 +589,10 @@ fn no_mutation_gives_the_pinned_commits_tree() {
 fn the_agent_cannot_see_the_tests() {
     let c = corpus();
     // The peek agent looks everywhere it can reach from what it is given.
-    c.add_agent(
+    add_scripted(
+        &c,
         "peek",
-        "adapter = \"scripted\"\nscript = \"peek.sh\"\n",
-        Some(
+        "",
             "found=0\n\
              for d in \"$PWD\" \"$HOME\" \"$(dirname \"$PWD\")\" \"$(dirname \"$HOME\")\"; do\n\
                if grep -rqs 'graded: reward' \"$d\"; then echo \"PEEK: found in $d\"; found=1; fi\n\
@@ -639,7 +600,6 @@ fn the_agent_cannot_see_the_tests() {
              env | grep -qs 'tests' && { echo 'PEEK: env mentions tests'; env | grep tests; found=1; }\n\
              [ $found = 0 ] && echo 'PEEK: nothing found'\n\
              exit 0\n",
-        ),
     );
     let rec = run(&c, "answer", "peek", "peek");
     let out = fs::read_to_string(c.root().join("out/peek/a1/agent.stdout.log")).unwrap();
@@ -697,20 +657,9 @@ fn eight_parallel_attempts_share_one_mirror_cache() {
 #[test]
 fn keep_workspace_keeps_it() {
     let c = corpus();
-    let t = c.task("answer");
-    let a = c.agent("oracle");
-    let mut req = c.request(&t, &a, "kept");
-    req.options.keep_workspace = true;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "oracle", "kept", |req| {
+        req.options.keep_workspace = true
+    });
     let ws = rec.attempts[0].workspace.path.clone().unwrap();
     assert_eq!(
         ws, "a1/workspace",
@@ -738,29 +687,17 @@ fn a_kept_workspace_holds_no_credential_value() {
     std::env::set_var("AKBENCH_TEST_KEPT_KEY", secret);
     // The value goes into a file, a commit message and a committed blob (stored compressed
     // in the agent's repository, where a byte search would not see it).
-    c.add_agent(
+    add_scripted(
+        &c,
         "keeper",
-        "adapter = \"scripted\"\nscript = \"keeper.sh\"\ncredentials = [\"AKBENCH_TEST_KEPT_KEY\"]\n",
-        Some(
+        "credentials = [\"AKBENCH_TEST_KEPT_KEY\"]\n",
             "echo \"key=$AKBENCH_TEST_KEPT_KEY\" > leak.txt\n\
              git add -A && git -c user.name=a -c user.email=a@example.com commit -q -m \"$AKBENCH_TEST_KEPT_KEY\"\n\
              echo \"again $AKBENCH_TEST_KEPT_KEY\" > leak.txt\n",
-        ),
     );
-    let t = c.task("answer");
-    let a = c.agent("keeper");
-    let mut req = c.request(&t, &a, "keeper");
-    req.options.keep_workspace = true;
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run_with(&c, "answer", "keeper", "keeper", |req| {
+        req.options.keep_workspace = true
+    });
     assert!(
         rec.attempts[0].workspace.kept,
         "{:?}",

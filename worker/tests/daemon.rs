@@ -8,12 +8,14 @@ mod coord;
 
 use akbench_core::digest::{canonical_json, digest_of};
 use akbench_core::lifecycle::State;
-use akbench_worker::daemon::Exit;
+use akbench_core::record::AttemptRecord;
+use akbench_worker::daemon::{Exit, Handle, WorkerConfig};
 use akbench_worker::process::is_gone;
 use common::{corpus, Corpus};
-use coord::{config, eventually, home_of, pids_in, spawn, work_items, Coord};
+use coord::{config, eventually, home_of, pids_in, spawn, work_items, AttemptRow, Coord};
 use std::path::Path;
 use std::time::Duration;
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -61,6 +63,70 @@ fn open_gate(c: &Corpus) {
     std::fs::write(c.root().join("gate"), "").unwrap();
 }
 
+/// A coordinator with `n` trials of `agent` on `answer` (graded or not) enqueued, over a
+/// fresh `full_corpus`; and the run and trials.
+async fn enqueued(agent: &str, n: u32, grade: bool) -> (Coord, Corpus, Uuid, Vec<Uuid>) {
+    let coord = Coord::start(TTL).await;
+    let c = full_corpus();
+    let items = work_items(&c, agent, n, grade);
+    let (run, trials) = coord.enqueue_items(&items).await;
+    (coord, c, run, trials)
+}
+
+/// The first attempt of `trial` once its agent runs (its 7th transition, `executing`).
+async fn agent_running(coord: &Coord, trial: Uuid) -> AttemptRow {
+    coord
+        .wait_attempt(trial, "the agent to run", |a| a.last_seq >= 7)
+        .await
+}
+
+/// The first attempt of `trial` once it ended (waiting for `what`), which must be `terminal`.
+async fn ended(coord: &Coord, trial: Uuid, what: &str, terminal: &str) -> AttemptRow {
+    let a = coord
+        .wait_attempt(trial, what, |a| a.terminal.is_some())
+        .await;
+    assert_eq!(a.terminal.as_deref(), Some(terminal), "{what}: {a:?}");
+    a
+}
+
+/// The stored record of `attempt` (and its digest and JSON), once it arrived.
+async fn record_of(coord: &Coord, attempt: Uuid) -> (AttemptRecord, String, serde_json::Value) {
+    eventually(30, "the record", || async { coord.record(attempt).await }).await
+}
+
+/// Drains the daemon `h` and waits for its `run` to end drained.
+async fn drained(h: &Handle, run: JoinHandle<Exit>) {
+    h.drain("test over");
+    assert_eq!(run.await.unwrap(), Exit::Drained);
+}
+
+/// Cuts the worker off the coordinator (and refuses it until `refuse(false)`); returns once
+/// the worker noticed.
+async fn cut_off(coord: &Coord, h: &Handle) {
+    coord.proxy.refuse(true);
+    coord.proxy.cut();
+    tokio::time::timeout(Duration::from_secs(60), h.wait_for(|s| !s.connected))
+        .await
+        .expect("the worker to notice the cut");
+}
+
+/// The three pids the `hang` agent of `attempt` wrote, once it wrote them.
+async fn hang_pids(c: &Corpus, attempt: Uuid) -> Vec<i32> {
+    let pids_file = home_of(c, attempt).join("pids");
+    eventually(30, "the hang agent's three pids", || async {
+        let p = pids_in(&pids_file);
+        (p.len() == 3).then_some(p)
+    })
+    .await
+}
+
+/// A one-slot daemon configuration with the artifact store `<root>/artifact-store`.
+fn stored_config(c: &Corpus, coord: &Coord, id: &str) -> WorkerConfig {
+    let mut cfg = config(c, coord, id, 1);
+    cfg.artifacts = Some(c.root().join("artifact-store").display().to_string());
+    cfg
+}
+
 fn states(ts: &[(i32, String)]) -> Vec<&str> {
     ts.iter().map(|(_, s)| s.as_str()).collect()
 }
@@ -87,16 +153,12 @@ async fn runs_an_assignment_end_to_end_and_stores_its_artifacts() {
     cfg.labels.insert("arch".into(), "test".into());
     let (h, run) = spawn(cfg);
 
-    let a = coord
-        .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
-        .await;
-    assert_eq!(a.terminal.as_deref(), Some("completed"), "{a:?}");
+    let a = ended(&coord, trials[0], "the attempt to finish", "completed").await;
     let ts = coord.transitions(a.id).await;
     assert_eq!(states(&ts), CHAIN.to_vec());
     assert_contiguous(&ts);
     // The record: a valid AttemptRecord, stored under the digest of its canonical JSON.
-    let (record, digest, value) =
-        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    let (record, digest, value) = record_of(&coord, a.id).await;
     assert_eq!(digest, digest_of(&value));
     assert_eq!(digest, digest_of(&record));
     assert_eq!(record.attempt.id, a.id);
@@ -154,7 +216,7 @@ async fn the_daemon_collects_its_caches_after_an_attempt_and_the_next_rebuilds_t
             .wait_attempt(trials[0], "the attempt to finish", |a| a.terminal.is_some())
             .await;
         assert_eq!(a.terminal.as_deref(), Some("completed"), "{round}: {a:?}");
-        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        record_of(&coord, a.id).await;
         if round == "first" {
             // The collection runs once the record is on its way: wait for it to end.
             eventually(30, "the collection", || async {
@@ -171,41 +233,27 @@ async fn the_daemon_collects_its_caches_after_an_attempt_and_the_next_rebuilds_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_a_hanging_agent_and_its_whole_process_tree() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "hang", 1, true);
-    let (run_id, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, run_id, trials) = enqueued("hang", 1, true).await;
     let (h, run) = spawn(config(&c, &coord, "w-cancel", 1));
 
-    let a = coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
-    let pids_file = home_of(&c, a.id).join("pids");
-    let pids = eventually(30, "the hang agent's three pids", || async {
-        let p = pids_in(&pids_file);
-        (p.len() == 3).then_some(p)
-    })
-    .await;
+    let a = agent_running(&coord, trials[0]).await;
+    let pids = hang_pids(&c, a.id).await;
     let report = coord.service.cancel_run(run_id).await.unwrap();
     assert_eq!(report.live.len(), 1);
 
-    let a = coord
-        .wait_attempt(trials[0], "the attempt to end", |a| a.terminal.is_some())
-        .await;
-    assert_eq!(a.terminal.as_deref(), Some("cancelled"), "{a:?}");
+    let a = ended(&coord, trials[0], "the attempt to end", "cancelled").await;
     for pid in pids {
         assert!(is_gone(pid), "pid {pid} survived the cancel");
     }
     let ts = coord.transitions(a.id).await;
     assert_eq!(ts.last().unwrap().1, "cancelled");
     assert_contiguous(&ts);
-    let (record, _, _) = eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    let (record, _, _) = record_of(&coord, a.id).await;
     assert_eq!(record.state, State::Cancelled);
     assert!(record.agent_process.unwrap().cancelled);
     h.wait_for(|s| s.held.is_empty()).await;
 
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,9 +273,7 @@ async fn a_stale_epoch_refusal_cancels_the_attempt_and_drops_what_it_owes() {
     let (_, trials) = coord.enqueue_items(&items).await;
     let (h, run) = spawn(config(&c, &coord, "w-stale", 1));
 
-    let a = coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
+    let a = agent_running(&coord, trials[0]).await;
     // Another lease replaces this one (as after a reap and a re-claim).
     coord
         .client()
@@ -241,11 +287,7 @@ async fn a_stale_epoch_refusal_cancels_the_attempt_and_drops_what_it_owes() {
     // Cut the worker off so that its next messages (collecting, evaluating) cannot be
     // refused before the evaluator has started: the kill check below must have a process
     // to check. The attempt goes on while the worker is disconnected.
-    coord.proxy.refuse(true);
-    coord.proxy.cut();
-    tokio::time::timeout(Duration::from_secs(60), h.wait_for(|s| !s.connected))
-        .await
-        .expect("the worker to notice the cut");
+    cut_off(&coord, &h).await;
     open_gate(&c);
     let started = eventually(60, "the evaluator to start", || async {
         let p = pids_in(&eval_pids);
@@ -272,8 +314,7 @@ async fn a_stale_epoch_refusal_cancels_the_attempt_and_drops_what_it_owes() {
         assert!(is_gone(pid), "evaluator pid {pid} survived");
     }
 
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,8 +350,7 @@ async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on
             states(&coord.transitions(a.id).await),
             vec!["pending", "invalid_configuration"]
         );
-        let (record, _, _) =
-            eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        let (record, _, _) = record_of(&coord, a.id).await;
         assert_eq!(record.state, State::InvalidConfiguration);
         assert!(!a.cause.clone().unwrap_or_default().is_empty(), "{a:?}");
     }
@@ -328,34 +368,21 @@ async fn a_malformed_work_item_ends_invalid_configuration_and_the_daemon_goes_on
         "{cause}"
     );
     // The same daemon then runs a good one (ungraded: ends not_graded).
-    let a = coord
-        .wait_attempt(good_trials[0], "the good attempt", |a| a.terminal.is_some())
-        .await;
-    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    ended(&coord, good_trials[0], "the good attempt", "not_graded").await;
     assert_eq!(h.status().sessions, 1);
 
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_presents_its_lease_and_delivers_the_rest() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "gate", 1, true);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("gate", 1, true).await;
     let (h, run) = spawn(config(&c, &coord, "w-reconnect", 1));
 
-    let a = coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
+    let a = agent_running(&coord, trials[0]).await;
     h.wait_for(|s| s.connected).await;
     // The network fails and stays down while the attempt finishes.
-    coord.proxy.refuse(true);
-    coord.proxy.cut();
-    tokio::time::timeout(Duration::from_secs(60), h.wait_for(|s| !s.connected))
-        .await
-        .expect("the worker to notice the cut");
+    cut_off(&coord, &h).await;
     open_gate(&c);
     let s = h.wait_for(|s| s.running == 0).await;
     assert_eq!(
@@ -375,28 +402,21 @@ async fn reconnects_presents_its_lease_and_delivers_the_rest() {
     let ts = coord.transitions(a.id).await;
     assert_eq!(states(&ts), CHAIN.to_vec());
     assert_contiguous(&ts);
-    let (record, digest, _) =
-        eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    let (record, digest, _) = record_of(&coord, a.id).await;
     assert_eq!(digest, digest_of(&record));
     let s = h.wait_for(|s| s.held.is_empty()).await;
     assert!(s.sessions >= 2, "{s:?}");
     assert_eq!(s.lost, 0);
 
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinator_drain_lets_the_running_attempt_finish_and_takes_nothing_new() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "gate", 2, false);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("gate", 2, false).await;
     let (h, run) = spawn(config(&c, &coord, "w-drain", 1));
 
-    coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
+    agent_running(&coord, trials[0]).await;
     assert_eq!(coord.service.drain_all("maintenance"), 1);
     h.wait_for(|s| s.draining).await;
     open_gate(&c);
@@ -416,23 +436,13 @@ async fn coordinator_drain_lets_the_running_attempt_finish_and_takes_nothing_new
 /// `infrastructure_error` (docs/remote.md), never `cancelled`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_grace_expiry_interrupts_what_still_runs_as_an_infrastructure_error() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "hang", 1, true);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("hang", 1, true).await;
     let mut cfg = config(&c, &coord, "w-grace", 1);
     cfg.grace = Duration::from_millis(200);
     let (h, run) = spawn(cfg);
 
-    let a = coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
-    let pids_file = home_of(&c, a.id).join("pids");
-    let pids = eventually(30, "the hang agent's pids", || async {
-        let p = pids_in(&pids_file);
-        (p.len() == 3).then_some(p)
-    })
-    .await;
+    let a = agent_running(&coord, trials[0]).await;
+    let pids = hang_pids(&c, a.id).await;
     h.drain("SIGTERM (test)");
     assert_eq!(run.await.unwrap(), Exit::Drained);
     let a = coord.attempts(trials[0]).await.remove(0);
@@ -467,39 +477,17 @@ async fn drain_grace_expiry_interrupts_what_still_runs_as_an_infrastructure_erro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_drains_on_sigterm_and_exits_zero() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "gate", 2, false);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("gate", 2, false).await;
     let token = c.root().join("token");
     std::fs::write(&token, "t0ken\n").unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"))
-        .env("AKBENCH_COORDINATOR", coord.url().as_str())
-        .args([
-            "--slots",
-            "1",
-            "--worker-id",
-            "w-bin",
-            "--label",
-            "kind=test",
-        ])
+    let mut child = worker_binary(&c, coord.url().as_str(), "w-bin")
+        .args(["--label", "kind=test"])
         .arg("--token-file")
         .arg(&token)
-        .arg("--cache")
-        .arg(c.root().join("cache"))
-        .arg("--out")
-        .arg(c.root().join("out"))
-        .arg("--tasks-root")
-        .arg(c.tasks())
-        .arg("--agents-root")
-        .arg(c.agents())
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
 
-    coord
-        .wait_attempt(trials[0], "the agent to run", |a| a.last_seq >= 7)
-        .await;
+    agent_running(&coord, trials[0]).await;
     // SAFETY: signals a child this test started.
     unsafe {
         libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM);
@@ -566,11 +554,8 @@ async fn executed_not_graded(
         .await
         .unwrap();
     for t in &trials {
-        let a = coord
-            .wait_attempt(*t, "the executed attempt", |a| a.terminal.is_some())
-            .await;
-        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
-        eventually(30, "its record", || async { coord.record(a.id).await }).await;
+        let a = ended(coord, *t, "the executed attempt", "not_graded").await;
+        record_of(coord, a.id).await;
     }
     (run, trials, c.root().join("artifact-store"))
 }
@@ -589,7 +574,7 @@ async fn graded(
             .filter(|a| a.terminal.is_some())
     })
     .await;
-    let (record, _, _) = eventually(30, "its record", || async { coord.record(a.id).await }).await;
+    let (record, _, _) = record_of(coord, a.id).await;
     (a, record)
 }
 
@@ -597,9 +582,7 @@ async fn graded(
 async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered_one() {
     let coord = Coord::start(TTL).await;
     let c = full_corpus();
-    let mut cfg = config(&c, &coord, "w-grade", 1);
-    cfg.artifacts = Some(c.root().join("artifact-store").display().to_string());
-    let (h, run) = spawn(cfg);
+    let (h, run) = spawn(stored_config(&c, &coord, "w-grade"));
     let (run_id, trials, store) = executed_not_graded(&coord, &c, 2).await;
     // Trial 2's stored diff is changed after the fact.
     let first_of = |t: Uuid| {
@@ -692,8 +675,7 @@ async fn a_grade_assignment_rebuilds_from_the_stored_diff_and_refuses_a_tampered
         .unwrap();
     assert_eq!(again.queued, 0);
     assert_eq!(h.status().sessions, 1);
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -723,17 +705,14 @@ async fn a_grade_assignment_refuses_a_task_that_changed_since_the_run() {
         cause.contains("changed since the run was planned"),
         "{cause}"
     );
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grading_that_could_not_fetch_the_diff_is_retried_by_grading_again() {
     let coord = Coord::start(TTL).await;
     let c = full_corpus();
-    let mut cfg = config(&c, &coord, "w-grade-again", 1);
-    cfg.artifacts = Some(c.root().join("artifact-store").display().to_string());
-    let (h, run) = spawn(cfg);
+    let (h, run) = spawn(stored_config(&c, &coord, "w-grade-again"));
     let (run_id, trials, store) = executed_not_graded(&coord, &c, 1).await;
     let executed = coord.attempts(trials[0]).await.remove(0);
     let key = coord.record(executed.id).await.unwrap().0.attempt.key;
@@ -763,16 +742,14 @@ async fn grading_that_could_not_fetch_the_diff_is_retried_by_grading_again() {
     })
     .await;
     assert_eq!(third.terminal.as_deref(), Some("completed"), "{third:?}");
-    let (record, _, _) =
-        eventually(30, "its record", || async { coord.record(third.id).await }).await;
+    let (record, _, _) = record_of(&coord, third.id).await;
     assert_eq!(record.graded_from.map(|g| g.id), Some(executed.id));
     assert_eq!(
         queue().await.unwrap().queued,
         0,
         "a verdict is never graded again"
     );
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -795,10 +772,7 @@ async fn labelled_work_goes_to_the_labelled_worker_and_records_name_it() {
 
     // An unlabelled worker with one slot takes the open run's trial, never a `gpu` one.
     let (plain, plain_run) = spawn(config(&c, &coord, "w-plain", 1));
-    let a = coord
-        .wait_attempt(open_trials[0], "the open trial", |a| a.terminal.is_some())
-        .await;
-    assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+    let a = ended(&coord, open_trials[0], "the open trial", "not_graded").await;
     for t in &gpu_trials {
         assert!(
             coord.attempts(*t).await.is_empty(),
@@ -810,18 +784,14 @@ async fn labelled_work_goes_to_the_labelled_worker_and_records_name_it() {
     cfg.labels.insert("gpu".into(), "a100".into());
     let (gpu, gpu_run_handle) = spawn(cfg);
     for t in &gpu_trials {
-        let a = coord
-            .wait_attempt(*t, "the gpu trial", |a| a.terminal.is_some())
-            .await;
-        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
-        let (record, _, _) =
-            eventually(30, "the record", || async { coord.record(a.id).await }).await;
+        let a = ended(&coord, *t, "the gpu trial", "not_graded").await;
+        let (record, _, _) = record_of(&coord, a.id).await;
         let p = record.provenance.expect("the worker names itself");
         assert_eq!(p.worker_id, "w-gpu");
         assert!(!p.host.is_empty());
         assert_eq!(p.adapter.as_deref(), Some("scripted"));
     }
-    let (record, _, _) = eventually(30, "the record", || async { coord.record(a.id).await }).await;
+    let (record, _, _) = record_of(&coord, a.id).await;
     assert_eq!(record.provenance.unwrap().worker_id, "w-plain");
     assert_eq!(plain.status().assignments, 1, "only the open trial");
     assert_eq!(gpu.status().assignments, 2);
@@ -834,10 +804,7 @@ async fn labelled_work_goes_to_the_labelled_worker_and_records_name_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_it_frees() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "gate", 3, false);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("gate", 3, false).await;
     let mut cfg = config(&c, &coord, "w-prefetch", 1);
     cfg.prefetch = 1;
     let (h, run) = spawn(cfg);
@@ -873,10 +840,7 @@ async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_i
     // The gate opens: every trial runs, one at a time, each with its whole lifecycle.
     open_gate(&c);
     for t in &trials {
-        let a = coord
-            .wait_attempt(*t, "the attempt to end", |a| a.terminal.is_some())
-            .await;
-        assert_eq!(a.terminal.as_deref(), Some("not_graded"), "{a:?}");
+        let a = ended(&coord, *t, "the attempt to end", "not_graded").await;
         let ts = coord.transitions(a.id).await;
         assert_eq!(states(&ts).len(), 11, "{ts:?}");
         assert_contiguous(&ts);
@@ -884,16 +848,12 @@ async fn a_prefetched_attempt_is_leased_while_the_slot_is_busy_and_starts_when_i
     h.wait_for(|s| s.held.is_empty()).await;
     assert_eq!(h.status().assignments, 3);
     assert_eq!(h.status().lost, 0);
-    h.drain("test over");
-    assert_eq!(run.await.unwrap(), Exit::Drained);
+    drained(&h, run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_hands_back_a_prefetched_attempt_at_once_without_starting_it() {
-    let coord = Coord::start(TTL).await;
-    let c = full_corpus();
-    let items = work_items(&c, "gate", 2, false);
-    let (_, trials) = coord.enqueue_items(&items).await;
+    let (coord, c, _, trials) = enqueued("gate", 2, false).await;
     let mut cfg = config(&c, &coord, "w-prefetch-drain", 1);
     cfg.prefetch = 1;
     let (h, run) = spawn(cfg);
@@ -949,6 +909,24 @@ async fn a_drain_hands_back_a_prefetched_attempt_at_once_without_starting_it() {
     assert_eq!(run.await.unwrap(), Exit::Drained);
 }
 
+/// The real `akbench-worker` binary with one slot against `url` as `worker_id`, over the
+/// corpus `c` (its stderr piped).
+fn worker_binary(c: &Corpus, url: &str, worker_id: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
+    cmd.env("AKBENCH_COORDINATOR", url)
+        .args(["--slots", "1", "--worker-id", worker_id])
+        .arg("--cache")
+        .arg(c.root().join("cache"))
+        .arg("--out")
+        .arg(c.root().join("out"))
+        .arg("--tasks-root")
+        .arg(c.tasks())
+        .arg("--agents-root")
+        .arg(c.agents())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
 /// Runs the real `akbench-worker` binary against `url` as `worker_id` with `token` until it
 /// exits by itself (bounded wait); its exit code and stderr.
 async fn worker_binary_until_exit(
@@ -968,21 +946,10 @@ async fn worker_binary_until_exit_with(
     token: Option<&str>,
     extra: &[std::ffi::OsString],
 ) -> (Option<i32>, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_akbench-worker"));
-    cmd.args(extra);
-    cmd.env_remove("AKBENCH_WORKER_TOKEN")
-        .env("AKBENCH_COORDINATOR", url)
-        .args(["--slots", "1", "--worker-id", worker_id])
-        .arg("--cache")
-        .arg(c.root().join("cache"))
-        .arg("--out")
-        .arg(c.root().join("out"))
-        .arg("--tasks-root")
-        .arg(c.tasks())
-        .arg("--agents-root")
-        .arg(c.agents())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+    let mut cmd = worker_binary(c, url, worker_id);
+    cmd.args(extra)
+        .env_remove("AKBENCH_WORKER_TOKEN")
+        .stdout(std::process::Stdio::null());
     if let Some(t) = token {
         let file = c.root().join(format!("token-{worker_id}"));
         std::fs::write(&file, format!("{t}\n")).unwrap();

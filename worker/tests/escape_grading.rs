@@ -13,12 +13,13 @@ mod common;
 
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
+use akbench_core::task::Task;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::sandbox_available;
 use common::{corpus, Corpus};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn sandbox_works(test: &str) -> bool {
@@ -29,6 +30,22 @@ fn sandbox_works(test: &str) -> bool {
             false
         }
     }
+}
+
+/// A fresh corpus with the Python task (`py_corpus`), or `None` (said skipped) where the
+/// sandbox does not work.
+fn py_corpus_if_sandboxed(test: &str) -> Option<Corpus> {
+    sandbox_works(test).then(py_corpus)
+}
+
+/// The repository's examples folder.
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// The example Rust task `wordcount-001`.
+fn wordcount() -> Task {
+    akbench_core::task::load_by_id(&examples().join("tasks"), "wordcount-001").unwrap()
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -71,7 +88,7 @@ fn py_corpus() -> Corpus {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-qm", "python"]);
     let commit = git(&repo, &["rev-parse", "HEAD"]);
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/pyslug-001/tests");
+    let examples = examples().join("tasks/pyslug-001/tests");
     let test_sh = fs::read_to_string(examples.join("test.sh")).unwrap();
     c.add_task(
         "pyanswer",
@@ -91,8 +108,10 @@ fn py_corpus() -> Corpus {
 }
 
 /// An agent that leaves `tests/test_evil.py` (discovered and run by the grader) holding
-/// `python`, with `HOSTFILE` replaced by `hostfile`.
-fn attack(c: &Corpus, name: &str, python: &str, hostfile: &Path) -> RunRecord {
+/// `python`, with `HOSTFILE` replaced by the path of a host file (`host_file`) holding
+/// `host`.
+fn attack(c: &Corpus, name: &str, python: &str, host: &str) -> RunRecord {
+    let hostfile = host_file(c, host);
     let python = python.replace("HOSTFILE", &hostfile.display().to_string());
     let script = format!(
         "mkdir -p tests\n: > tests/__init__.py\ncat > tests/test_evil.py <<'AKBEOF'\n{python}\nAKBEOF\nexit 0\n"
@@ -100,19 +119,12 @@ fn attack(c: &Corpus, name: &str, python: &str, hostfile: &Path) -> RunRecord {
     run_agent(c, name, &script, "pyanswer")
 }
 
-/// Runs `script` as a scripted agent under `sandbox` on `task` of the corpus.
-fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
-    c.add_agent(
-        name,
-        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
-        Some(script),
-    );
-    let t = c.task(task);
-    let a = c.agent(name);
-    let mut req = c.request(&t, &a, name);
+/// One trial of agent `agent` on `t` under the suite's isolating runtime.
+fn trial(c: &Corpus, t: &Task, agent: &str) -> RunRecord {
+    let a = c.agent(agent);
+    let mut req = c.request(t, &a, agent);
     req.options.runtime = common::in_container::isolated();
-    let record = c
-        .orchestrator()
+    c.orchestrator()
         .run_trial(
             &req,
             &akbench_core::dispatch::Backoff::NONE,
@@ -120,16 +132,48 @@ fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
             &CancelToken::new(),
         )
         .unwrap()
-        .record;
+        .record
+}
+
+/// Runs `script` as a scripted agent under `sandbox` on `t`; prints how it ended.
+fn run_script(c: &Corpus, name: &str, script: &str, t: &Task) -> RunRecord {
+    c.add_agent(
+        name,
+        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
+        Some(script),
+    );
+    let record = trial(c, t, name);
     let a = &record.attempts[0];
     eprintln!(
-        "{name}: state={} ok={:?} cause={:?} grade.cause={:?}",
+        "{name}: state={} ok={:?} cause={:?} grade.cause={:?} withheld={:?}",
         record.outcome.state,
         record.outcome.ok,
         a.cause,
-        a.grade.as_ref().and_then(|g| g.cause.clone())
+        a.grade.as_ref().and_then(|g| g.cause.clone()),
+        a.grade.as_ref().map(|g| g.withheld.clone())
     );
     record
+}
+
+/// Runs `script` as a scripted agent under `sandbox` on `task` of the corpus.
+fn run_agent(c: &Corpus, name: &str, script: &str, task: &str) -> RunRecord {
+    run_script(c, name, script, &c.task(task))
+}
+
+/// Python that, when the test process exits, replaces `file` of the verifier folder with a
+/// symlink to `target`.
+fn link_at_exit(file: &str, target: &str) -> String {
+    format!(
+        r#"import atexit, os
+def _swap():
+    p = os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "{file}")
+    try:
+        os.remove(p)
+    except OSError:
+        pass
+    os.symlink("{target}", p)
+atexit.register(_swap)"#
+    )
 }
 
 /// The attack ended graded, not solved, flagged as tampering; nothing of the host leaked.
@@ -151,6 +195,43 @@ fn assert_tampered(name: &str, r: &RunRecord) {
     assert_eq!(r.attempts[0].cause.as_deref(), Some(cause.as_str()));
 }
 
+/// Where the sandbox works: `attack` (on the Python task, with a host file holding `host`)
+/// ends graded, not solved, flagged as tampering (`assert_tampered`).
+fn assert_attack_tampers(test: &str, name: &str, python: &str, host: &str) {
+    let Some(c) = py_corpus_if_sandboxed(test) else {
+        return;
+    };
+    let r = attack(&c, name, python, host);
+    assert_tampered(name, &r);
+}
+
+/// Python that makes every unittest test case report a pass without running.
+const PASS_EVERY_TEST: &str = "def _run(self, result=None):
+    result.startTest(self)
+    result.addSuccess(self)
+    result.stopTest(self)
+    return result
+unittest.TestCase.run = _run";
+
+/// The attack ended graded (never `evaluation_error`: `why`), not solved (else `solved`).
+fn assert_not_solved(r: &RunRecord, why: &str, solved: &str) {
+    assert_eq!(
+        r.outcome.state,
+        State::Completed,
+        "{why}: {:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false), "{solved}");
+}
+
+/// The attack ended as the agent's own failure: graded, not solved, not tampering.
+fn assert_agents_failure(r: &RunRecord) -> &akbench_core::record::Grade {
+    assert_not_solved(r, "must stay in the agent's denominator", "graded solved");
+    let g = r.attempts[0].grade.as_ref().unwrap();
+    assert!(!g.tampered);
+    g
+}
+
 fn host_file(c: &Corpus, content: &str) -> std::path::PathBuf {
     let p = c.root().join("host-secret.txt");
     fs::write(&p, content).unwrap();
@@ -159,25 +240,12 @@ fn host_file(c: &Corpus, content: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_honest_grade_of_the_python_task() {
-    if !sandbox_works("the_honest_grade_of_the_python_task") {
+    let Some(c) = py_corpus_if_sandboxed("the_honest_grade_of_the_python_task") else {
         return;
-    }
-    let c = py_corpus();
+    };
+    let t = c.task("pyanswer");
     for (agent, solved) in [("oracle", true), ("noop", false)] {
-        let t = c.task("pyanswer");
-        let a = c.agent(agent);
-        let mut req = c.request(&t, &a, agent);
-        req.options.runtime = common::in_container::isolated();
-        let r = c
-            .orchestrator()
-            .run_trial(
-                &req,
-                &akbench_core::dispatch::Backoff::NONE,
-                &Silent,
-                &CancelToken::new(),
-            )
-            .unwrap()
-            .record;
+        let r = trial(&c, &t, agent);
         assert_eq!(r.outcome.state, State::Completed, "{agent}");
         assert_eq!(r.outcome.ok, Some(solved), "{agent}");
         let g = r.attempts[0].grade.as_ref().unwrap();
@@ -202,49 +270,23 @@ fn the_honest_grade_of_the_python_task() {
 
 #[test]
 fn a_reward_symlinked_to_a_host_file_holding_1_is_tampering() {
-    if !sandbox_works("a_reward_symlinked_to_a_host_file_holding_1_is_tampering") {
-        return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "1\n");
-    let r = attack(
-        &c,
+    assert_attack_tampers(
+        "a_reward_symlinked_to_a_host_file_holding_1_is_tampering",
         "reward-link",
-        r#"import atexit, os
-def _swap():
-    p = os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "reward.txt")
-    try:
-        os.remove(p)
-    except OSError:
-        pass
-    os.symlink("HOSTFILE", p)
-atexit.register(_swap)"#,
-        &host,
+        &link_at_exit("reward.txt", "HOSTFILE"),
+        "1\n",
     );
-    assert_tampered("reward-link", &r);
 }
 
 #[test]
 fn a_reward_symlinked_to_the_workers_environment_leaks_nothing() {
-    if !sandbox_works("a_reward_symlinked_to_the_workers_environment_leaks_nothing") {
+    let Some(c) =
+        py_corpus_if_sandboxed("a_reward_symlinked_to_the_workers_environment_leaks_nothing")
+    else {
         return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
-    let r = attack(
-        &c,
-        "reward-environ",
-        r#"import atexit, os
-def _swap():
-    p = os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "reward.txt")
-    try:
-        os.remove(p)
-    except OSError:
-        pass
-    os.symlink("/proc/self/environ", p)
-atexit.register(_swap)"#,
-        &host,
-    );
+    };
+    let python = link_at_exit("reward.txt", "/proc/self/environ");
+    let r = attack(&c, "reward-environ", &python, "unused");
     let text = serde_json::to_string(&r).unwrap();
     assert!(!text.contains("PATH="), "the worker's environment leaked");
     assert_tampered("reward-environ", &r);
@@ -252,28 +294,13 @@ atexit.register(_swap)"#,
 
 #[test]
 fn a_junit_report_symlinked_to_a_host_file_leaks_nothing() {
-    if !sandbox_works("a_junit_report_symlinked_to_a_host_file_leaks_nothing") {
+    let Some(c) = py_corpus_if_sandboxed("a_junit_report_symlinked_to_a_host_file_leaks_nothing")
+    else {
         return;
-    }
-    let c = py_corpus();
-    let host = host_file(
-        &c,
-        "<testsuite><testcase name=\"HOSTSECRET\"/></testsuite>\n",
-    );
-    let r = attack(
-        &c,
-        "junit-link",
-        r#"import atexit, os
-def _swap():
-    p = os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "junit.xml")
-    try:
-        os.remove(p)
-    except OSError:
-        pass
-    os.symlink("HOSTFILE", p)
-atexit.register(_swap)"#,
-        &host,
-    );
+    };
+    let python = link_at_exit("junit.xml", "HOSTFILE");
+    let host = "<testsuite><testcase name=\"HOSTSECRET\"/></testsuite>\n";
+    let r = attack(&c, "junit-link", &python, host);
     let text = serde_json::to_string(&r).unwrap();
     assert!(!text.contains("HOSTSECRET"), "the host file leaked");
     assert_tampered("junit-link", &r);
@@ -281,48 +308,34 @@ atexit.register(_swap)"#,
 
 #[test]
 fn a_late_write_of_the_reward_does_not_flip_the_verdict() {
-    if !sandbox_works("a_late_write_of_the_reward_does_not_flip_the_verdict") {
-        return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
-    let r = attack(
-        &c,
+    assert_attack_tampers(
+        "a_late_write_of_the_reward_does_not_flip_the_verdict",
         "late-reward",
         r#"import atexit, os
 def _late():
     with open(os.path.join(os.environ["AKBENCH_VERIFIER_DIR"], "reward.txt"), "w") as f:
         f.write("1\n")
 atexit.register(_late)"#,
-        &host,
+        "unused",
     );
-    assert_tampered("late-reward", &r);
 }
 
 #[test]
 fn killing_the_test_process_is_the_agents_failure_not_an_evaluation_error() {
-    if !sandbox_works("killing_the_test_process_is_the_agents_failure_not_an_evaluation_error") {
+    let Some(c) = py_corpus_if_sandboxed(
+        "killing_the_test_process_is_the_agents_failure_not_an_evaluation_error",
+    ) else {
         return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
+    };
     let r = attack(
         &c,
         "kill-tests",
         r#"import os, signal
 if os.environ.get("AKBENCH_VERIFIER_DIR"):
     os.kill(os.getpid(), signal.SIGKILL)"#,
-        &host,
+        "unused",
     );
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "must stay in the agent's denominator: {:?}",
-        r.attempts[0].cause
-    );
-    assert_eq!(r.outcome.ok, Some(false));
-    let g = r.attempts[0].grade.as_ref().unwrap();
-    assert!(!g.tampered);
+    let g = assert_agents_failure(&r);
     let cause = g.cause.clone().unwrap_or_default();
     assert!(
         cause.contains("signal 9") && cause.contains("the agent's failure"),
@@ -338,10 +351,10 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
 /// only the verifier folder and the home, and the red team wrote 12 GiB into the workspace.
 #[test]
 fn filling_the_grading_workspace_stops_at_the_disk_limit() {
-    if !sandbox_works("filling_the_grading_workspace_stops_at_the_disk_limit") {
+    let Some(c) = py_corpus_if_sandboxed("filling_the_grading_workspace_stops_at_the_disk_limit")
+    else {
         return;
-    }
-    let c = py_corpus();
+    };
     let toml = c.tasks().join("pyanswer/task.toml");
     let text = fs::read_to_string(&toml).unwrap();
     let text = if text.contains("[environment]\n") {
@@ -350,7 +363,6 @@ fn filling_the_grading_workspace_stops_at_the_disk_limit() {
         format!("{text}\n[environment]\nstorage_mb = 32\n")
     };
     fs::write(&toml, text).unwrap();
-    let host = host_file(&c, "unused");
     let r = attack(
         &c,
         "fill-grading",
@@ -365,17 +377,9 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
             f.flush()
             os.fsync(f.fileno())
     time.sleep(5)"#,
-        &host,
+        "unused",
     );
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "must stay in the agent's denominator: {:?}",
-        r.attempts[0].cause
-    );
-    assert_eq!(r.outcome.ok, Some(false));
-    let g = r.attempts[0].grade.as_ref().unwrap();
-    assert!(!g.tampered);
+    let g = assert_agents_failure(&r);
     let runtime = g.runtime.as_ref().unwrap();
     assert_eq!(runtime.limit_hit.as_deref(), Some("disk_mb"), "{runtime:?}");
     assert!(runtime.limits.contains("disk_mb=32"), "{runtime:?}");
@@ -428,11 +432,11 @@ fn verifier_pid(root: &Path) -> i32 {
 /// (`killing_the_test_process_is_the_agents_failure_not_an_evaluation_error`).
 #[test]
 fn a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure() {
-    if !sandbox_works("a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure") {
+    let Some(c) = py_corpus_if_sandboxed(
+        "a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure",
+    ) else {
         return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
+    };
     // The agent's test module waits while grading runs it (never on its own end).
     let root = c.root().to_path_buf();
     let killer = std::thread::spawn(move || {
@@ -448,7 +452,7 @@ fn a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure() {
 if os.environ.get("AKBENCH_VERIFIER_DIR"):
     while True:
         time.sleep(3600)"#,
-        &host,
+        "unused",
     );
     killer.join().unwrap();
     assert_eq!(
@@ -467,35 +471,18 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
 
 #[test]
 fn patching_the_test_framework_is_caught_by_the_tripwire() {
-    if !sandbox_works("patching_the_test_framework_is_caught_by_the_tripwire") {
-        return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
-    let r = attack(
-        &c,
+    assert_attack_tampers(
+        "patching_the_test_framework_is_caught_by_the_tripwire",
         "patch-run",
-        r#"import unittest
-def _run(self, result=None):
-    result.startTest(self)
-    result.addSuccess(self)
-    result.stopTest(self)
-    return result
-unittest.TestCase.run = _run"#,
-        &host,
+        &format!("import unittest\n{PASS_EVERY_TEST}"),
+        "unused",
     );
-    assert_tampered("patch-run", &r);
 }
 
 #[test]
 fn skipping_and_counting_skips_as_passes_is_caught_by_the_tripwire() {
-    if !sandbox_works("skipping_and_counting_skips_as_passes_is_caught_by_the_tripwire") {
-        return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
-    let r = attack(
-        &c,
+    assert_attack_tampers(
+        "skipping_and_counting_skips_as_passes_is_caught_by_the_tripwire",
         "skip-all",
         r#"import unittest
 unittest.TestCase.setUp = lambda self: self.skipTest("not today")
@@ -511,9 +498,8 @@ for _m in list(__import__("sys").modules.values()):
     for _c in _items:
         if isinstance(_c, type) and issubclass(_c, unittest.TestResult) and "addSkip" in _c.__dict__:
             _c.addSkip = _skip"#,
-        &host,
+        "unused",
     );
-    assert_tampered("skip-all", &r);
 }
 
 /// An interpreter start-up hook (`sitecustomize.py`, a `.pth` file) in the agent's diff,
@@ -522,10 +508,10 @@ for _m in list(__import__("sys").modules.values()):
 /// room withholds both paths, the grade is the honest "not solved" and lists them.
 #[test]
 fn an_interpreter_start_up_hook_is_withheld_from_grading() {
-    if !sandbox_works("an_interpreter_start_up_hook_is_withheld_from_grading") {
+    let Some(c) = py_corpus_if_sandboxed("an_interpreter_start_up_hook_is_withheld_from_grading")
+    else {
         return;
-    }
-    let c = py_corpus();
+    };
     // The same task, with the workspace on PYTHONPATH (as some task scripts do).
     let t = c.tasks().join("pyanswer");
     let test_sh = fs::read_to_string(t.join("tests/test.sh")).unwrap();
@@ -548,13 +534,7 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
         "cat > sitecustomize.py <<'AKBEOF'\n{hook}AKBEOF\necho 'import os' > evil.pth\nexit 0\n"
     );
     let r = run_agent(&c, "startup-hook", &script, "pypath");
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "{:?}",
-        r.attempts[0].cause
-    );
-    assert_eq!(r.outcome.ok, Some(false), "the start-up hook graded solved");
+    assert_not_solved(&r, "graded", "the start-up hook graded solved");
     let g = r.attempts[0].grade.as_ref().unwrap();
     assert_eq!(
         g.withheld,
@@ -566,10 +546,9 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
 /// tests (and the tripwire beside them) are skipped, "OK (skipped=1)". Never solved.
 #[test]
 fn skipping_at_import_is_never_solved() {
-    if !sandbox_works("skipping_at_import_is_never_solved") {
+    let Some(c) = py_corpus_if_sandboxed("skipping_at_import_is_never_solved") else {
         return;
-    }
-    let c = py_corpus();
+    };
     let script = r#"cat >> answer.py <<'AKBEOF'
 
 import os as _os
@@ -580,48 +559,17 @@ AKBEOF
 exit 0
 "#;
     let r = run_agent(&c, "skip-import", script, "pyanswer");
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "never evaluation_error: {:?}",
-        r.attempts[0].cause
+    assert_not_solved(
+        &r,
+        "never evaluation_error",
+        "skipped at import graded solved",
     );
-    assert_eq!(r.outcome.ok, Some(false), "skipped at import graded solved");
 }
 
 /// Runs `script` as a scripted agent under `sandbox` on the example task `wordcount-001`
 /// (Rust, `cargo test` with the hidden tests copied into tests/akbench_hidden.rs).
 fn rust_attack(name: &str, script: &str) -> RunRecord {
-    let c = corpus();
-    c.add_agent(
-        name,
-        &format!("adapter = \"scripted\"\nscript = \"{name}.sh\"\n"),
-        Some(script),
-    );
-    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
-    let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
-    let a = c.agent(name);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = common::in_container::isolated();
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
-    let a = &record.attempts[0];
-    eprintln!(
-        "{name}: state={} ok={:?} cause={:?} withheld={:?}",
-        record.outcome.state,
-        record.outcome.ok,
-        a.cause,
-        a.grade.as_ref().map(|g| g.withheld.clone())
-    );
-    record
+    run_script(&corpus(), name, script, &wordcount())
 }
 
 /// The Rust grader works here (the attacks below are only meaningful if it does): the oracle
@@ -632,22 +580,9 @@ fn the_honest_grade_of_a_rust_task() {
         return;
     }
     let c = corpus();
-    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
-    let t = akbench_core::task::load_by_id(&tasks, "wordcount-001").unwrap();
+    let t = wordcount();
     for (agent, solved) in [("oracle", true), ("noop", false)] {
-        let a = c.agent(agent);
-        let mut req = c.request(&t, &a, agent);
-        req.options.runtime = common::in_container::isolated();
-        let r = c
-            .orchestrator()
-            .run_trial(
-                &req,
-                &akbench_core::dispatch::Backoff::NONE,
-                &Silent,
-                &CancelToken::new(),
-            )
-            .unwrap()
-            .record;
+        let r = trial(&c, &t, agent);
         let g = r.attempts[0].grade.as_ref();
         assert_eq!(
             (r.outcome.state, r.outcome.ok),
@@ -678,17 +613,7 @@ AKBEOF
 exit 0
 "#,
     );
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "{:?}",
-        r.attempts[0].cause
-    );
-    assert_eq!(
-        r.outcome.ok,
-        Some(false),
-        "the runner's rewrite graded solved"
-    );
+    assert_not_solved(&r, "graded", "the runner's rewrite graded solved");
     let g = r.attempts[0].grade.as_ref().unwrap();
     assert_eq!(g.withheld, vec![".cargo/config.toml".to_string()]);
 }
@@ -723,10 +648,11 @@ exit 0
 /// solution does not do.
 #[test]
 fn code_reading_the_tests_expectation_is_caught_by_the_twin() {
-    if !sandbox_works("code_reading_the_tests_expectation_is_caught_by_the_twin") {
+    let Some(c) =
+        py_corpus_if_sandboxed("code_reading_the_tests_expectation_is_caught_by_the_twin")
+    else {
         return;
-    }
-    let c = py_corpus();
+    };
     let r = run_agent(
         &c,
         "read-expectation",
@@ -764,37 +690,30 @@ exit 0
 /// tripwire (the old tripwire's run did): the twin runs at the graded run's own paths.
 #[test]
 fn a_runner_patch_that_looks_for_the_tripwire_by_path_is_caught_by_the_twin() {
-    if !sandbox_works("a_runner_patch_that_looks_for_the_tripwire_by_path_is_caught_by_the_twin") {
-        return;
-    }
-    let c = py_corpus();
-    let host = host_file(&c, "unused");
-    let r = attack(
-        &c,
+    assert_attack_tampers(
+        "a_runner_patch_that_looks_for_the_tripwire_by_path_is_caught_by_the_twin",
         "patch-unless-tripwire",
-        r#"import os
+        &format!(
+            r#"import os
 import unittest
 _where = " ".join([os.getcwd(), os.environ.get("AKBENCH_TESTS_DIR", ""), os.environ.get("AKBENCH_VERIFIER_DIR", ""), os.path.abspath(__file__)])
 if "tripwire" not in _where and "twin" not in _where:
-    def _run(self, result=None):
-        result.startTest(self)
-        result.addSuccess(self)
-        result.stopTest(self)
-        return result
-    unittest.TestCase.run = _run"#,
-        &host,
+    {}"#,
+            PASS_EVERY_TEST.replace('\n', "\n    ")
+        ),
+        "unused",
     );
-    assert_tampered("patch-unless-tripwire", &r);
 }
 
 /// Code under test plants `reward.json` and makes the verifier folder read-only, so the
 /// runner cannot write its own reward (it fails, and exits non-zero). Never solved.
 #[test]
 fn a_reward_planted_in_a_folder_made_read_only_is_tampering() {
-    if !sandbox_works("a_reward_planted_in_a_folder_made_read_only_is_tampering") {
+    let Some(c) =
+        py_corpus_if_sandboxed("a_reward_planted_in_a_folder_made_read_only_is_tampering")
+    else {
         return;
-    }
-    let c = py_corpus();
+    };
     let r = run_agent(
         &c,
         "plant-reward",
@@ -818,13 +737,7 @@ exit 0
 "#,
         "pyanswer",
     );
-    assert_eq!(
-        r.outcome.state,
-        State::Completed,
-        "{:?}",
-        r.attempts[0].cause
-    );
-    assert_eq!(r.outcome.ok, Some(false), "the planted reward was taken");
+    assert_not_solved(&r, "graded", "the planted reward was taken");
     assert_tampered("plant-reward", &r);
 }
 
@@ -839,7 +752,7 @@ fn a_rust_library_reading_the_hidden_tests_expectation_is_caught_by_the_twin() {
     }
     let c = corpus();
     // wordcount-001 with hidden tests that each call count_lines directly.
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let examples = examples();
     fs::create_dir_all(c.root().join("repos")).unwrap();
     fs::copy(
         examples.join("repos/wordcount.bundle"),

@@ -17,6 +17,7 @@ mod common;
 
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
+use akbench_core::task::Task;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::sandbox_available;
@@ -55,6 +56,22 @@ fn host_state() -> Vec<(PathBuf, Option<Vec<u8>>)> {
     .collect()
 }
 
+/// One trial of agent `agent` on `t` under the suite's isolating runtime.
+fn trial(c: &Corpus, t: &Task, agent: &str) -> RunRecord {
+    let a = c.agent(agent);
+    let mut req = c.request(t, &a, agent);
+    req.options.runtime = common::in_container::isolated();
+    c.orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record
+}
+
 /// Runs `script` as a scripted agent under `sandbox` on `task` of `tasks` (the corpus's own
 /// tasks folder, or the examples').
 fn run_agent(c: &Corpus, name: &str, script: &str, tasks: &Path, task: &str) -> RunRecord {
@@ -64,19 +81,7 @@ fn run_agent(c: &Corpus, name: &str, script: &str, tasks: &Path, task: &str) -> 
         Some(script),
     );
     let t = akbench_core::task::load_by_id(tasks, task).unwrap();
-    let a = c.agent(name);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = common::in_container::isolated();
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let record = trial(c, &t, name);
     let a = &record.attempts[0];
     eprintln!(
         "{name}: state={} ok={:?} cause={:?} withheld={:?}",
@@ -132,6 +137,35 @@ fn assert_held(
     );
 }
 
+/// Runs the scripted agent `name` whose script `script` makes (given `mark`, a host path it
+/// must not write) on `task` of `tasks`, and checks that the attack held (`assert_held`) with
+/// `withheld` withheld.
+fn assert_attack_held(
+    c: &Corpus,
+    name: &str,
+    script: impl FnOnce(&Path) -> String,
+    (tasks, task): (&Path, &str),
+    withheld: &str,
+) {
+    let mark = c.root().join("host-mark");
+    let before = host_state();
+    let script = script(&mark);
+    let r = run_agent(c, name, &script, tasks, task);
+    assert_held(name, &r, Some(withheld), &before, &mark);
+}
+
+/// Where the sandbox works and pytest is installed: `assert_attack_held` on the pytest task.
+fn pytest_attack(test: &str, name: &str, script: impl FnOnce(&Path) -> String, withheld: &str) {
+    if !sandbox_works(test) {
+        return;
+    }
+    let Some(c) = pytest_corpus(test) else {
+        return;
+    };
+    let tasks = c.tasks();
+    assert_attack_held(&c, name, script, (&tasks, "pytest-answer"), withheld);
+}
+
 fn examples_tasks() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks")
 }
@@ -145,11 +179,10 @@ fn a_rust_toolchain_file_pointing_at_a_fake_toolchain_is_withheld() {
     if !sandbox_works(test) {
         return;
     }
-    let c = corpus();
-    let mark = c.root().join("host-mark");
-    let before = host_state();
-    let script = format!(
-        r#"mkdir -p faketc/bin
+    let tasks = examples_tasks();
+    let script = |mark: &Path| {
+        format!(
+            r#"mkdir -p faketc/bin
 cat > faketc/bin/cargo <<'AKBEOF'
 #!/bin/sh
 echo ran > {mark} 2>/dev/null
@@ -164,21 +197,16 @@ cp faketc/bin/cargo faketc/bin/rustc
 printf '[toolchain]\npath = "faketc"\n' > rust-toolchain.toml
 exit 0
 "#,
-        mark = mark.display()
-    );
-    let r = run_agent(
-        &c,
+            mark = mark.display()
+        )
+    };
+    let on = (tasks.as_path(), "wordcount-001");
+    assert_attack_held(
+        &corpus(),
         "fake-toolchain",
-        &script,
-        &examples_tasks(),
-        "wordcount-001",
-    );
-    assert_held(
-        "fake-toolchain",
-        &r,
-        Some("rust-toolchain.toml"),
-        &before,
-        &mark,
+        script,
+        on,
+        "rust-toolchain.toml",
     );
 }
 
@@ -190,11 +218,10 @@ fn a_cargo_compiler_wrapper_stripping_the_hidden_asserts_is_withheld() {
     if !sandbox_works(test) {
         return;
     }
-    let c = corpus();
-    let mark = c.root().join("host-mark");
-    let before = host_state();
-    let script = format!(
-        r#"cat > wrap.sh <<'AKBEOF'
+    let tasks = examples_tasks();
+    let script = |mark: &Path| {
+        format!(
+            r#"cat > wrap.sh <<'AKBEOF'
 #!/bin/sh
 echo ran > {mark} 2>/dev/null
 for f in tests/akbench_hidden.rs; do
@@ -207,22 +234,11 @@ mkdir -p .cargo
 printf '[build]\nrustc-wrapper = "./wrap.sh"\n' > .cargo/config.toml
 exit 0
 "#,
-        mark = mark.display()
-    );
-    let r = run_agent(
-        &c,
-        "rustc-wrapper",
-        &script,
-        &examples_tasks(),
-        "wordcount-001",
-    );
-    assert_held(
-        "rustc-wrapper",
-        &r,
-        Some(".cargo/config.toml"),
-        &before,
-        &mark,
-    );
+            mark = mark.display()
+        )
+    };
+    let on = (tasks.as_path(), "wordcount-001");
+    assert_attack_held(&corpus(), "rustc-wrapper", script, on, ".cargo/config.toml");
 }
 
 const ANSWER_PY: &str = r#"import os
@@ -336,21 +352,9 @@ fn the_honest_grade_of_a_pytest_task() {
     let Some(c) = pytest_corpus(test) else {
         return;
     };
+    let t = c.task("pytest-answer");
     for (agent, solved) in [("oracle", true), ("noop", false)] {
-        let t = c.task("pytest-answer");
-        let a = c.agent(agent);
-        let mut req = c.request(&t, &a, agent);
-        req.options.runtime = common::in_container::isolated();
-        let r = c
-            .orchestrator()
-            .run_trial(
-                &req,
-                &akbench_core::dispatch::Backoff::NONE,
-                &Silent,
-                &CancelToken::new(),
-            )
-            .unwrap()
-            .record;
+        let r = trial(&c, &t, agent);
         let g = r.attempts[0].grade.as_ref();
         assert_eq!(
             (r.outcome.state, r.outcome.ok),
@@ -369,43 +373,35 @@ fn the_honest_grade_of_a_pytest_task() {
 /// A `conftest.py` whose hook reports every test passed. Withheld: not solved.
 #[test]
 fn a_conftest_reporting_every_test_passed_is_withheld() {
-    let test = "a_conftest_reporting_every_test_passed_is_withheld";
-    if !sandbox_works(test) {
-        return;
-    }
-    let Some(c) = pytest_corpus(test) else {
-        return;
-    };
-    let mark = c.root().join("host-mark");
-    let before = host_state();
-    let script = format!(
-        "cat > conftest.py <<'AKBEOF'\n{}AKBEOF\nexit 0\n",
-        passing_plugin(&mark)
+    pytest_attack(
+        "a_conftest_reporting_every_test_passed_is_withheld",
+        "conftest",
+        |mark| {
+            format!(
+                "cat > conftest.py <<'AKBEOF'\n{}AKBEOF\nexit 0\n",
+                passing_plugin(mark)
+            )
+        },
+        "conftest.py",
     );
-    let r = run_agent(&c, "conftest", &script, &c.tasks(), "pytest-answer");
-    assert_held("conftest", &r, Some("conftest.py"), &before, &mark);
 }
 
 /// A `pytest.ini` that loads a plugin of the agent's (`-p`, with the repository on the
 /// plugin path) reporting every test passed. Withheld: not solved.
 #[test]
 fn a_pytest_ini_loading_a_passing_plugin_is_withheld() {
-    let test = "a_pytest_ini_loading_a_passing_plugin_is_withheld";
-    if !sandbox_works(test) {
-        return;
-    }
-    let Some(c) = pytest_corpus(test) else {
-        return;
-    };
-    let mark = c.root().join("host-mark");
-    let before = host_state();
-    let script = format!(
-        "cat > akbench_pass.py <<'AKBEOF'\n{}AKBEOF\n\
-         printf '[pytest]\\npythonpath = .\\naddopts = -p akbench_pass\\n' > pytest.ini\nexit 0\n",
-        passing_plugin(&mark)
+    pytest_attack(
+        "a_pytest_ini_loading_a_passing_plugin_is_withheld",
+        "pytest-ini",
+        |mark| {
+            format!(
+                "cat > akbench_pass.py <<'AKBEOF'\n{}AKBEOF\n\
+                 printf '[pytest]\\npythonpath = .\\naddopts = -p akbench_pass\\n' > pytest.ini\nexit 0\n",
+                passing_plugin(mark)
+            )
+        },
+        "pytest.ini",
     );
-    let r = run_agent(&c, "pytest-ini", &script, &c.tasks(), "pytest-answer");
-    assert_held("pytest-ini", &r, Some("pytest.ini"), &before, &mark);
 }
 
 /// A pytest plugin that dodges the tripwire: it reports passed every test whose name has
@@ -418,20 +414,13 @@ fn tripwire_dodging_plugin(mark: &Path) -> String {
 /// Plants the tripwire-dodging plugin as `akbench_dodge.py` with `config` (shell that writes
 /// what loads it) and checks the attack held with `withheld` withheld.
 fn dodging_attack(test: &str, name: &str, config: &str, withheld: &str) {
-    if !sandbox_works(test) {
-        return;
-    }
-    let Some(c) = pytest_corpus(test) else {
-        return;
+    let script = |mark: &Path| {
+        format!(
+            "cat > akbench_dodge.py <<'AKBEOF'\n{}AKBEOF\n{config}\nexit 0\n",
+            tripwire_dodging_plugin(mark)
+        )
     };
-    let mark = c.root().join("host-mark");
-    let before = host_state();
-    let script = format!(
-        "cat > akbench_dodge.py <<'AKBEOF'\n{}AKBEOF\n{config}\nexit 0\n",
-        tripwire_dodging_plugin(&mark)
-    );
-    let r = run_agent(&c, name, &script, &c.tasks(), "pytest-answer");
-    assert_held(name, &r, Some(withheld), &before, &mark);
+    pytest_attack(test, name, script, withheld);
 }
 
 /// The plugin loaded from `pyproject.toml`'s `[tool.pytest.ini_options]` (pytest reads it

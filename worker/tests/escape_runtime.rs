@@ -11,7 +11,7 @@ mod common;
 
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
-use akbench_worker::orchestrator::Silent;
+use akbench_worker::orchestrator::{Silent, TrialRequest};
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::{sandbox_available, Limits, RuntimeKind};
 use common::{corpus, Corpus};
@@ -27,6 +27,11 @@ fn sandbox_works(test: &str) -> bool {
             false
         }
     }
+}
+
+/// A fresh corpus, or `None` (said skipped) where the sandbox does not work.
+fn corpus_if_sandboxed(test: &str) -> Option<Corpus> {
+    sandbox_works(test).then(corpus)
 }
 
 /// What one attack gave.
@@ -80,6 +85,19 @@ fn kill_all(pids: &[i32]) {
     }
 }
 
+/// The record of one trial of `req`.
+fn run(c: &Corpus, req: &TrialRequest) -> RunRecord {
+    c.orchestrator()
+        .run_trial(
+            req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record
+}
+
 /// Runs `script` as a scripted agent under `runtime` on task `answer` (whose honest grade is
 /// "not solved" unless value.txt is fixed). `env` goes into the descriptor.
 fn attack(
@@ -104,16 +122,7 @@ fn attack(
     req.options.runtime = runtime;
     req.options.limits = limits;
     req.options.agent_timeout_sec = Some(30.0);
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let record = run(c, &req);
     let stdout = fs::read_to_string(
         c.root()
             .join("out")
@@ -181,37 +190,61 @@ fn both(c: &Corpus, name: &str, script: &str, env: &[(&str, String)]) -> Outcome
     d
 }
 
+/// Runs the attack sandboxed under `limits`: it must end failed, its cause naming the limit
+/// (`names`). Returns the sandboxed outcome.
+fn stopped_at_the_limit(
+    c: &Corpus,
+    name: &str,
+    script: &str,
+    limits: Limits,
+    names: &str,
+) -> Outcome {
+    let s = attack(
+        c,
+        name,
+        common::in_container::isolated(),
+        script,
+        &[],
+        limits,
+    );
+    assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
+    let cause = s.record.attempts[0].cause.clone().unwrap();
+    assert!(cause.contains(names), "{cause}");
+    s
+}
+
+/// Where the sandbox works: `both` on a fresh corpus, the agent told where the tasks are
+/// (`$TASKS`); the direct outcome.
+fn both_with_tasks(test: &str, name: &str, script: &str) -> Option<Outcome> {
+    let c = corpus_if_sandboxed(test)?;
+    Some(both(&c, name, script, &tasks_env(&c)))
+}
+
 fn tasks_env(c: &Corpus) -> Vec<(&'static str, String)> {
     vec![("TASKS", c.tasks().display().to_string())]
 }
 
 #[test]
 fn reading_the_hidden_tests_fails() {
-    if !sandbox_works("reading_the_hidden_tests_fails") {
-        return;
-    }
-    let c = corpus();
-    let d = both(
-        &c,
+    let Some(d) = both_with_tasks(
+        "reading_the_hidden_tests_fails",
         "hidden-tests",
         "cat \"$TASKS/answer/tests/test.sh\" && echo ESCAPED\nexit 0\n",
-        &tasks_env(&c),
-    );
+    ) else {
+        return;
+    };
     assert!(d.escaped(), "direct lets the agent read the tests");
 }
 
 #[test]
 fn using_the_reference_solution_fails() {
-    if !sandbox_works("using_the_reference_solution_fails") {
-        return;
-    }
-    let c = corpus();
-    let d = both(
-        &c,
+    let Some(d) = both_with_tasks(
+        "using_the_reference_solution_fails",
         "reference",
         "if bash \"$TASKS/answer/solution/solve.sh\"; then echo ESCAPED; fi\nexit 0\n",
-        &tasks_env(&c),
-    );
+    ) else {
+        return;
+    };
     assert!(
         d.escaped() && d.solved(),
         "direct lets the agent copy the answer"
@@ -220,25 +253,21 @@ fn using_the_reference_solution_fails() {
 
 #[test]
 fn listing_the_tasks_root_fails() {
-    if !sandbox_works("listing_the_tasks_root_fails") {
-        return;
-    }
-    let c = corpus();
-    let d = both(
-        &c,
+    let Some(d) = both_with_tasks(
+        "listing_the_tasks_root_fails",
         "tasks-root",
         "ls \"$TASKS\" | grep -q answer && echo ESCAPED\nexit 0\n",
-        &tasks_env(&c),
-    );
+    ) else {
+        return;
+    };
     assert!(d.escaped());
 }
 
 #[test]
 fn reading_another_attempts_workspace_fails() {
-    if !sandbox_works("reading_another_attempts_workspace_fails") {
+    let Some(c) = corpus_if_sandboxed("reading_another_attempts_workspace_fails") else {
         return;
-    }
-    let c = corpus();
+    };
     let victim = c.root().join("cache/work/victim/ws");
     fs::create_dir_all(&victim).unwrap();
     fs::write(victim.join("secret.txt"), "another trial's work\n").unwrap();
@@ -254,12 +283,11 @@ fn reading_another_attempts_workspace_fails() {
 
 #[test]
 fn reading_the_workers_environment_fails() {
-    if !sandbox_works("reading_the_workers_environment_fails") {
-        return;
-    }
     // The test process (the worker) has CARGO_MANIFEST_DIR in its environment; the agent's
     // reduced environment does not.
-    let c = corpus();
+    let Some(c) = corpus_if_sandboxed("reading_the_workers_environment_fails") else {
+        return;
+    };
     let d = both(
         &c,
         "worker-environ",
@@ -326,16 +354,7 @@ fn a_declared_endpoint_is_reachable_and_nothing_else() {
     );
     let t = c.task("answer");
     let a = c.agent("net");
-    let rec = c
-        .orchestrator()
-        .run_trial(
-            &c.request(&t, &a, "net"),
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let rec = run(&c, &c.request(&t, &a, "net"));
     let out = fs::read_to_string(c.root().join("out/net/a1/agent.stdout.log"))
         .unwrap_or_else(|e| panic!("no agent output ({e}): {:?}", rec.attempts[0].cause));
     assert_eq!(
@@ -351,10 +370,9 @@ fn a_declared_endpoint_is_reachable_and_nothing_else() {
 
 #[test]
 fn a_setsid_process_without_its_tag_does_not_survive() {
-    if !sandbox_works("a_setsid_process_without_its_tag_does_not_survive") {
+    let Some(c) = corpus_if_sandboxed("a_setsid_process_without_its_tag_does_not_survive") else {
         return;
-    }
-    let c = corpus();
+    };
     let d = both(
         &c,
         "setsid",
@@ -370,13 +388,13 @@ fn a_setsid_process_without_its_tag_does_not_survive() {
 
 #[test]
 fn a_surviving_process_cannot_rewrite_the_graders_files() {
-    if !sandbox_works("a_surviving_process_cannot_rewrite_the_graders_files") {
-        return;
-    }
     // The survivor keeps replacing the evaluator's copy of the tests (beside the worktree)
     // with one that awards full marks; the agent itself fixes nothing (it waits a moment so
     // the survivor has left its process group before the agent exits).
-    let c = corpus();
+    let Some(c) = corpus_if_sandboxed("a_surviving_process_cannot_rewrite_the_graders_files")
+    else {
+        return;
+    };
     let script = r#"E="$(dirname "$AKBENCH_WORKSPACE")/eval/tests"
 env -u AKBENCH_ATTEMPT_TAG setsid sh -c '
   for i in $(seq 1 400); do
@@ -395,26 +413,22 @@ exit 0
 
 #[test]
 fn allocating_past_memory_mb_ends_failed_naming_the_limit() {
-    if !sandbox_works("allocating_past_memory_mb_ends_failed_naming_the_limit") {
+    let Some(c) = corpus_if_sandboxed("allocating_past_memory_mb_ends_failed_naming_the_limit")
+    else {
         return;
-    }
-    let c = corpus();
+    };
     let limits = Limits {
         memory_mb: Some(128),
         ..Limits::default()
     };
     let script = "/usr/bin/python3 -c 'b = bytearray(512 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])' && echo ESCAPED\nexit 0\n";
-    let s = attack(
+    let s = stopped_at_the_limit(
         &c,
         "memory",
-        common::in_container::isolated(),
         script,
-        &[],
         limits,
+        "memory limit (memory_mb = 128)",
     );
-    assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
-    let cause = s.record.attempts[0].cause.clone().unwrap();
-    assert!(cause.contains("memory limit (memory_mb = 128)"), "{cause}");
     let rt = s.record.attempts[0]
         .agent_process
         .as_ref()
@@ -428,26 +442,17 @@ fn allocating_past_memory_mb_ends_failed_naming_the_limit() {
 
 #[test]
 fn forking_past_the_process_limit_ends_failed_naming_the_limit() {
-    if !sandbox_works("forking_past_the_process_limit_ends_failed_naming_the_limit") {
+    let Some(c) =
+        corpus_if_sandboxed("forking_past_the_process_limit_ends_failed_naming_the_limit")
+    else {
         return;
-    }
-    let c = corpus();
+    };
     let limits = Limits {
         pids: 32,
         ..Limits::default()
     };
     let script = "n=0; for i in $(seq 1 100); do sh -c 'sleep 20; :' MARK 2>/dev/null & n=$((n+1)); done\necho started $n\nkill $(jobs -p) 2>/dev/null\nexit 0\n";
-    let s = attack(
-        &c,
-        "fork",
-        common::in_container::isolated(),
-        script,
-        &[],
-        limits,
-    );
-    assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
-    let cause = s.record.attempts[0].cause.clone().unwrap();
-    assert!(cause.contains("more than 32 processes"), "{cause}");
+    let s = stopped_at_the_limit(&c, "fork", script, limits, "more than 32 processes");
     assert!(s.survivors.is_empty());
     let d = attack(&c, "fork", RuntimeKind::Direct, script, &[], limits);
     assert_ne!(
@@ -459,27 +464,16 @@ fn forking_past_the_process_limit_ends_failed_naming_the_limit() {
 
 #[test]
 fn filling_the_disk_ends_failed_naming_the_limit() {
-    if !sandbox_works("filling_the_disk_ends_failed_naming_the_limit") {
+    let Some(c) = corpus_if_sandboxed("filling_the_disk_ends_failed_naming_the_limit") else {
         return;
-    }
-    let c = corpus();
+    };
     let limits = Limits {
         disk_mb: 64,
         ..Limits::default()
     };
     // Many files, each under the per-file cap, together over the limit; then one big file.
     let script = "for i in $(seq 1 8); do head -c 20000000 /dev/zero > f$i; done\nhead -c 200000000 /dev/zero > big && echo ESCAPED\nexit 0\n";
-    let s = attack(
-        &c,
-        "disk",
-        common::in_container::isolated(),
-        script,
-        &[],
-        limits,
-    );
-    assert_eq!(s.record.outcome.state, State::Failed, "{}", s.summary());
-    let cause = s.record.attempts[0].cause.clone().unwrap();
-    assert!(cause.contains("disk limit (disk_mb = 64)"), "{cause}");
+    let s = stopped_at_the_limit(&c, "disk", script, limits, "disk limit (disk_mb = 64)");
     assert!(!s.escaped());
     let d = attack(&c, "disk", RuntimeKind::Direct, script, &[], limits);
     assert!(d.escaped(), "direct enforces no disk limit");
@@ -574,10 +568,10 @@ fn a_worker_killed_with_kill_9_takes_its_agents_with_it() {
 
 #[test]
 fn leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit() {
-    if !sandbox_works("leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit") {
+    let Some(c) = corpus_if_sandboxed("leaving_a_diff_over_diff_mb_ends_failed_naming_the_limit")
+    else {
         return;
-    }
-    let c = corpus();
+    };
     let limits = Limits {
         diff_mb: 1,
         ..Limits::default()
