@@ -2,7 +2,7 @@
 """Opens N idle connections from 127.0.0.2 to each of a coordinator's ports (gRPC 17400,
 HTTP 17401) and reports the coordinator process's RSS and open descriptors before, under
 and after the flood, whether /healthz and `akbench run list` answer under it, and how many
-connections the server closed. Usage (issue 49, docs/PERFORMANCE.md "A flood of idle
+connections the server closed. Usage (issue 49, docs/performance-notebook.md "A flood of idle
 connections"):
 
     akbench up --workers 1 --data-dir /tmp/net-up/pg --grpc-listen 127.0.0.1:17400 \

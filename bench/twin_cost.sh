@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark: what the tripwire twin costs per solved grade (docs/PERFORMANCE.md, "The
+# Benchmark: what the tripwire twin costs per solved grade (docs/performance-notebook.md, "The
 # tripwire twin"). ROUNDS times (default 5) per task, `akbench run single TASK --agent
 # oracle` (every grade solved, so every grade runs the twin); from each record: the trial's
 # wall time (the sum of its phase timings), the grade's own `duration_ms` (both grading

@@ -48,7 +48,7 @@ const PORT_ATTEMPTS: usize = 5;
 /// Server settings every private cluster starts with, before [`ClusterOptions::settings`]
 /// (which may override them). A plan's COPY writes about 1.2 GB of WAL per 1,000,000 trials:
 /// with PostgreSQL's default `max_wal_size` of 1 GB a submit of that size forced a checkpoint
-/// every ~19 s ("checkpoints are occurring too frequently", docs/PERFORMANCE.md "A million
+/// every ~19 s ("checkpoints are occurring too frequently", docs/performance-notebook.md "A million
 /// trials"). 4 GB of WAL between checkpoints and a 15 minute timeout let it run through;
 /// crash recovery replays at most that much WAL. docs/remote.md says the same for a
 /// database of your own.

@@ -3,7 +3,7 @@
 //! (`ready = total - leased - done - cancelled` per agent, [`Counts::from_rows`]) instead of
 //! counting the items: a scrape reads O(runs x agents) rows whatever the queue's length (it
 //! counted a million index entries, 0.37-0.40 s, at a million ready items:
-//! docs/PERFORMANCE.md, "Where a status call's time goes at a million, session 18").
+//! docs/performance-notebook.md, "Where a status call's time goes at a million, session 18").
 
 use std::collections::BTreeMap;
 

@@ -307,7 +307,7 @@ pub struct Coordinated<B> {
 }
 
 /// [`Coordinated::aggregate_max`] unless set: a cold run page that reads and aggregates
-/// 100,000 compact rows takes 1.72 s (docs/PERFORMANCE.md, "Viewer", at load 4-5), the most
+/// 100,000 compact rows takes 1.72 s (docs/performance-notebook.md, "Viewer", at load 4-5), the most
 /// under the run page's 2 s goal.
 pub const AGGREGATE_MAX: u64 = 100_000;
 

@@ -928,7 +928,8 @@ fn worker_binary(c: &Corpus, url: &str, worker_id: &str) -> std::process::Comman
 }
 
 /// Runs the real `akbench-worker` binary against `url` as `worker_id` with `token` until it
-/// exits by itself (bounded wait); its exit code and stderr.
+/// exits by itself (bounded wait: 180 s, far above the seconds it takes, so a loaded machine
+/// never passes for a worker that retries for ever); its exit code and stderr.
 async fn worker_binary_until_exit(
     c: &Corpus,
     url: &str,
@@ -958,7 +959,7 @@ async fn worker_binary_until_exit_with(
     let child = cmd.spawn().unwrap();
     let pid = child.id();
     let waited = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
-    let out = match tokio::time::timeout(Duration::from_secs(60), waited).await {
+    let out = match tokio::time::timeout(Duration::from_secs(180), waited).await {
         Ok(out) => out.unwrap(),
         Err(_) => {
             // SAFETY: signals a child this test started.

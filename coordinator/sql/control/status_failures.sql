@@ -7,7 +7,7 @@
 -- only on a tie) are joined to their keys and sorted by (end, key); the cause of the last
 -- attempt is read for the five kept only. Sorting every failure of the run by its key took
 -- 69 ms at 250,000 failures; reading the cause of every trial of a tie (hundreds when a
--- report round settles many at one instant) took ~20 ms (docs/PERFORMANCE.md, "Status at a
+-- report round settles many at one instant) took ~20 ms (docs/performance-notebook.md, "Status at a
 -- million").
 WITH fifth AS (
     SELECT w.updated_at

@@ -13,7 +13,7 @@
 -- entries of a run being started: until that start commits its run is `planned` in the
 -- claim's snapshot. (A skip scan of the ready index did: each probe stepped over every entry
 -- the start had inserted so far, uncommitted, and a claim made during a start of 1,000,000
--- trials took seconds; docs/PERFORMANCE.md, "Claims during a large start".)
+-- trials took seconds; docs/performance-notebook.md, "Claims during a large start".)
 -- $1 the claiming worker (placement: core::placement::eligible over runs.caps.worker_labels
 -- and the labels the worker advertised).
 SELECT r.run_id, r.caps

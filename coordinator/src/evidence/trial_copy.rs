@@ -3,7 +3,7 @@
 //! tokio-postgres' `BinaryCopyInWriter` hands the connection a message every 4 KiB, about
 //! four ~1 KB trials: at 1,000,000 trials some 270,000 messages, each a wake-up of the
 //! connection task and a socket write (a tenth of the coordinator's CPU during a submit in
-//! `perf`, docs/PERFORMANCE.md "A million trials"). [`TrialCopy`] writes the same binary
+//! `perf`, docs/performance-notebook.md "A million trials"). [`TrialCopy`] writes the same binary
 //! format (PostgreSQL's `COPY ... FROM STDIN BINARY`: the signature, flags and header
 //! extension, then per row the field count and each field as length and bytes, then `-1`)
 //! into a buffer handed over every [`CHUNK_BYTES`]. The column types are fixed by

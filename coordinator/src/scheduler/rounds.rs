@@ -36,7 +36,7 @@ use crate::store::{StoreError, Tx};
 
 /// Report transactions that may run at once by default: more than one uses more than one of
 /// the database's cores; each beyond the first starts only when [`ROUND_TOGETHER`] reports
-/// wait. Measured with the dispatch bench (docs/PERFORMANCE.md, "Group commit").
+/// wait. Measured with the dispatch bench (docs/performance-notebook.md, "Group commit").
 pub const ROUND_WRITERS: usize = 3;
 
 /// Reports that must wait before another transaction starts beside a busy one (32 attempts'

@@ -3,7 +3,7 @@
 //! A plan file is canonical JSON whose last member is `trials` (`plan_file`). `run submit`
 //! needs only each trial's text: it hashes it under the plan's head and sends it. Parsing every
 //! trial into a `PlannedTrial` and writing it back as canonical JSON, only to hash it, was a
-//! fifth of the client's CPU in a submit of 1,000,000 trials (docs/PERFORMANCE.md, "Submit at a
+//! fifth of the client's CPU in a submit of 1,000,000 trials (docs/performance-notebook.md, "Submit at a
 //! million"). [`for_each_text`] lexes the file instead, strings (with their escapes) and
 //! nesting only: it finds the document's top-level member `trials` and gives the bytes of each
 //! element of its array. It checks the shape it relies on (an array, no element empty or over

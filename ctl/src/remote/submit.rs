@@ -10,7 +10,7 @@
 //! the stream then ends without its last chunk; the coordinator, which checks the count and
 //! the digest itself and stores nothing unless the whole plan arrived and passed, refuses it
 //! either way, and the client reports the damage. At 1,000,000 trials a separate checking pass
-//! cost as much as the send (docs/PERFORMANCE.md, "A million trials").
+//! cost as much as the send (docs/performance-notebook.md, "A million trials").
 
 use super::{state_name, Client};
 use crate::cli::PlanArgs;

@@ -347,7 +347,7 @@ fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
             &worker,
             base(&["--worker-id", &long_id]),
             vec![],
-            &["--worker-id", "1 to 256 bytes", "fix:"],
+            &["--worker-id", "1 to 200 bytes", "fix:"],
         ),
         (
             "coordinator --lease-ttl-ms u64::MAX (every session refused)",
