@@ -550,6 +550,37 @@ async fn start_resume_cancel_and_tokens() {
     let o = c.akbench(&["--token-file", &tf, "run", "resume", &key, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(json(&o)["requeued"], 0, "{}", text(&o));
+    // A paused provider route is lifted by hand through the CLI; an unknown route is named.
+    c.store()
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "INSERT INTO route_pauses (route, consecutive_failures, paused_until, last_error) \
+             VALUES ('anthropic', 2, now() + interval '1 hour', 'provider: down')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let o = c.akbench(&[
+        "--token-file",
+        &tf,
+        "run",
+        "resume-route",
+        "anthropic",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["was_paused"], true, "{}", text(&o));
+    assert_eq!(json(&o)["last_error"], "provider: down", "{}", text(&o));
+    assert_eq!(
+        c.scalar::<i64>("SELECT count(*) FROM route_pauses WHERE paused_until > now()")
+            .await,
+        0
+    );
+    let o = c.akbench(&["--token-file", &tf, "run", "resume-route", "antropic"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("antropic"), "{}", text(&o));
     // An unknown run: NOT_FOUND, exit 2 with the server's message.
     let o = c.akbench(&["--token-file", &tf, "run", "start", "nope-20260101-0000"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

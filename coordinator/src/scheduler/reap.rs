@@ -241,16 +241,17 @@ impl Scheduler {
                     // A run being cancelled meets a second cancel with nothing new to decide,
                     // but its waiting items and live attempts are those of a cancel: they are
                     // cancelled (again) and told to stop. An ended run changes nothing.
+                    let unchanged = match d.decided {
+                        Ok(RunMove::Stays(why)) => Some((d.from, why)),
+                        _ => None,
+                    };
                     let cancels =
                         matches!(d.decided, Ok(RunMove::To(_))) || d.from == RunState::Cancelling;
                     if !cancels {
                         return Ok(Some(CancelReport {
                             cancelled_items: 0,
                             live: Vec::new(),
-                            unchanged: match d.decided {
-                                Ok(RunMove::Stays(why)) => Some((d.from, why)),
-                                _ => None,
-                            },
+                            unchanged,
                         }));
                     }
                     let m = MoveColumns::of(ItemEvent::Cancel);
@@ -273,10 +274,7 @@ impl Scheduler {
                     Ok(Some(CancelReport {
                         cancelled_items: u64::try_from(items).unwrap_or(0),
                         live,
-                        unchanged: match d.decided {
-                            Ok(RunMove::Stays(why)) => Some((d.from, why)),
-                            _ => None,
-                        },
+                        unchanged,
                     }))
                 })
             })

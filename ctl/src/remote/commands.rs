@@ -30,6 +30,7 @@ pub fn is_remote(rc: &RunCommand) -> bool {
             | RunCommand::Resume(_)
             | RunCommand::Grade(_)
             | RunCommand::Cancel(_)
+            | RunCommand::ResumeRoute(_)
             | RunCommand::Status(_)
             | RunCommand::Records(_)
     )
