@@ -395,10 +395,10 @@ fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A registry answering 500 is the registry's trouble, not the task's: `task check` exits 3
-/// (README, "Exit codes"), not 2.
+/// A registry answering 500 is the registry's trouble, not the task's: `task check` and
+/// `run plan` exit 3 (README, "Exit codes"), not 2.
 #[test]
-fn task_check_with_a_registry_answering_500_exits_3() {
+fn task_check_and_plan_with_a_registry_answering_500_exit_3() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -428,6 +428,25 @@ fn task_check_with_a_registry_answering_500_exits_3() {
     assert!(
         text.contains("500") && !text.contains("panicked"),
         "{text:.800}"
+    );
+    // Planning a container run pins the tag at the same registry: the same exit 3, and no
+    // plan is written.
+    let manifest = std::fs::read_to_string(tmp.path().join("experiment.yaml")).unwrap();
+    std::fs::write(
+        tmp.path().join("experiment.yaml"),
+        format!("{manifest}execution:\n  runtime: container\n"),
+    )
+    .unwrap();
+    let (code, text, _) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(PLAN),
+        tmp.path(),
+        &[("AKBENCH_INSECURE_REGISTRIES", format!("127.0.0.1:{port}"))],
+    );
+    assert_eq!(code, Some(3), "run plan: {text:.800}");
+    assert!(
+        text.contains("500") && text.contains("failed to pin the image of task"),
+        "run plan: {text:.800}"
     );
     assert!(
         !tmp.path().join("cache/task-checks").exists()
