@@ -459,7 +459,8 @@ fn task_check_and_plan_with_a_registry_answering_500_exit_3() {
 }
 
 /// Past `environment.build_timeout_sec`, `image build` stops the builder's whole process
-/// group: a builder whose child sleeps 40 s holding the output open ends within seconds.
+/// group: a builder whose child sleeps 40 s holding the output open ends within seconds; a
+/// push is stopped the same way at the registry's deadline.
 #[test]
 fn a_build_past_its_time_limit_is_stopped_with_its_children() {
     let tmp = fixture();
@@ -490,11 +491,42 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
             "docker",
         ]),
         tmp.path(),
-        &[("PATH", path)],
+        &[("PATH", path.clone())],
     );
     assert_eq!(code, Some(3), "{text:.800}");
     assert!(
         text.contains("build time limit") && text.contains("environment.build_timeout_sec"),
+        "{text:.800}"
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");
+
+    // The push is bounded by the registry's deadline: a builder whose push hangs is
+    // stopped at AKBENCH_PULL_TIMEOUT_SEC, with its children.
+    std::fs::write(
+        &docker,
+        "#!/bin/sh\ncase \"$1\" in push) sleep 40 & sleep 40;; esac\nexit 0\n",
+    )
+    .unwrap();
+    let (code, text, took) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[
+            "image",
+            "build",
+            "tasks/wordcount-001",
+            "--push",
+            "127.0.0.1:9",
+            "--builder",
+            "docker",
+        ]),
+        tmp.path(),
+        &[
+            ("PATH", path),
+            ("AKBENCH_PULL_TIMEOUT_SEC", "1".to_string()),
+        ],
+    );
+    assert_eq!(code, Some(3), "{text:.800}");
+    assert!(
+        text.contains("docker push") && text.contains("AKBENCH_PULL_TIMEOUT_SEC"),
         "{text:.800}"
     );
     assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");
