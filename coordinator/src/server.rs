@@ -610,7 +610,8 @@ pub fn init_logging(json: bool) -> akbench_telemetry::Telemetry {
         service_name: "akbench-coordinator",
         json,
         filter,
-        ansi: true,
+        // Colour only on a terminal: under docker or a log collector the codes are noise.
+        ansi: std::io::IsTerminal::is_terminal(&std::io::stdout()),
         stderr: false,
         capture: None,
     })
