@@ -212,10 +212,7 @@ impl WorkControl for SchedulerWork {
         Box::pin(self.cancel_run(run_id, reason))
     }
 
-    fn lift_route(
-        &self,
-        route: String,
-    ) -> WorkFuture<'_, Option<akbench_core::route_pause::Lift>> {
+    fn lift_route(&self, route: String) -> WorkFuture<'_, Option<akbench_core::route_pause::Lift>> {
         Box::pin(async move {
             let before = self
                 .workers
