@@ -431,6 +431,7 @@ fn run_once(
     ]
     .concat();
     let exposure = Exposure {
+        egress: None,
         // Every writable place counts in the disk limit, the grading workspace included.
         disk_roots: writable.clone(),
         writable,

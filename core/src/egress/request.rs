@@ -165,6 +165,18 @@ fn authority(a: &str, default: Option<u16>) -> Result<(String, u16), HeadError> 
     Ok((host, port))
 }
 
+/// The status of an HTTP response from its first bytes (`HTTP/1.1 200 ...`), once at least
+/// 12 bytes arrived; `None` when they are not a status line.
+pub fn response_status(prefix: &[u8]) -> Option<u16> {
+    let rest = prefix.strip_prefix(b"HTTP/")?;
+    let sp = rest.iter().position(|b| *b == b' ')?;
+    let code = rest.get(sp + 1..sp + 4)?;
+    if !code.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(code).ok()?.parse().ok()
+}
+
 /// Why the proxy never connects to `addr`, whatever the phase's network says: the worker's
 /// own loopback (PostgreSQL, the coordinator), unspecified, link-local (cloud metadata at
 /// 169.254.169.254), multicast and broadcast; and private ranges (10/8, 172.16/12,
@@ -281,6 +293,22 @@ mod tests {
         }
         assert_eq!(head_end(b"GET x HTTP/1.1\r\n\r\nbody"), Some(18));
         assert_eq!(head_end(b"GET x HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
+    fn response_statuses_are_read_from_the_status_line() {
+        let cases: &[(&[u8], Option<u16>)] = &[
+            (b"HTTP/1.1 200 OK\r\n", Some(200)),
+            (b"HTTP/1.0 503 Service Unavailable", Some(503)),
+            (b"HTTP/1.1 404", Some(404)),
+            (b"HTTP/1.1 20", None),
+            (b"HTTP/1.1 2x0 OK", None),
+            (b"SSH-2.0-OpenSSH", None),
+            (b"", None),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(response_status(bytes), *want, "{:?}", String::from_utf8_lossy(bytes));
+        }
     }
 
     #[test]

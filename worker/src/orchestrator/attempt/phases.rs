@@ -330,6 +330,7 @@ pub(super) fn starting_agent(
     };
     let writable = [vec![worktree.clone(), home.clone()], git_rw].concat();
     let exposure = Exposure {
+        egress: None,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
         writable,
