@@ -600,7 +600,7 @@ pub fn record_grade(
             graded.grade = Some(g);
             None
         }
-        EvalResult::Broken { cause, report } => {
+        EvalResult::Broken { cause, report } | EvalResult::FetchFailed { cause, report } => {
             if !evaluating {
                 graded
                     .step(Event::Regrade, clock.now(), Some(note.to_string()))

@@ -650,6 +650,16 @@ pub(super) fn evaluating(
             let _ = akbench_core::output::write(&report_path, &report);
             r.end(Event::EvaluationFailed, cause)
         }
+        // The grading run's fetch failed (core::egress::grading_fetch_failure): retried.
+        EvalResult::FetchFailed { cause, report } => {
+            let report_path = req.artifacts_dir.join("evaluator.report.txt");
+            let report = r
+                .redactor
+                .bytes(report.as_bytes(), &mut r.redacted)
+                .unwrap_or_else(|| report.into_bytes());
+            let _ = akbench_core::output::write(&report_path, &report);
+            r.end(Event::InfrastructureFailed, cause)
+        }
         EvalResult::Cancelled => {
             let (event, cause) = cancel
                 .stop()
