@@ -96,15 +96,20 @@ impl Upstream {
         let net = format!("10.215.{}", pid % 250);
         for (ns, host) in [(&w, 1), (&up, 2)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "addr", "add", &format!("{net}.{host}/24"), "dev", "eth0"])?;
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{net}.{host}/24"),
+                "dev",
+                "eth0",
+            ])?;
             ip(&["-n", ns, "link", "set", "eth0", "up"])?;
         }
         let ca = Ca::new("akbench egress test CA", Validity::days(1)).map_err(|e| e.to_string())?;
         let cert = ca
-            .server(
-                &["up.test".into(), "other.test".into()],
-                Validity::days(1),
-            )
+            .server(&["up.test".into(), "other.test".into()], Validity::days(1))
             .map_err(|e| e.to_string())?;
         let d = u.dir.path();
         for (name, text) in [
@@ -329,7 +334,10 @@ fn a_public_phase_reaches_hosts_by_name_and_every_contact_is_recorded() {
     assert!(!cs.iter().any(|c| c.host == "127.0.0.1"), "{cs:#?}");
     // The run's grade would be infrastructure_error without a passing reward: a 5xx.
     let cause = akbench_core::egress::grading_fetch_failure(&cs, false).unwrap();
-    assert!(cause.contains("up.test:8080") && cause.contains("HTTP 503"), "{cause}");
+    assert!(
+        cause.contains("up.test:8080") && cause.contains("HTTP 503"),
+        "{cause}"
+    );
 }
 
 #[test]
@@ -354,13 +362,22 @@ fn an_allowlist_reaches_only_its_hosts_and_records_the_others_as_denied() {
     let denied = contact(&cs, "other.test", 8443, Outcome::Denied);
     assert_eq!((denied.bytes_up, denied.bytes_down), (0, 0));
     assert!(
-        denied.detail.as_deref().unwrap_or("").contains("allowed_hosts"),
+        denied
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("allowed_hosts"),
         "{denied:?}"
     );
     contact(&cs, "other.test", 8080, Outcome::Denied);
-    assert!(!cs.iter().any(|c| c.host == "other.test" && c.outcome == Outcome::Allowed));
+    assert!(!cs
+        .iter()
+        .any(|c| c.host == "other.test" && c.outcome == Outcome::Allowed));
     // Denied hosts are the task's declaration, not an infrastructure fault.
-    assert_eq!(akbench_core::egress::grading_fetch_failure(&cs, false), None);
+    assert_eq!(
+        akbench_core::egress::grading_fetch_failure(&cs, false),
+        None
+    );
 }
 
 #[test]
@@ -408,7 +425,10 @@ fn the_worker_never_reaches_a_private_range_it_did_not_open() {
     assert_eq!(line(&out, urls[0]), format!("{} 56 000 403", urls[0]));
     let d = contact(&cs, "up.test", 8443, Outcome::Denied);
     assert!(
-        d.detail.as_deref().unwrap_or("").contains("private network"),
+        d.detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("private network"),
         "{d:?}"
     );
 }

@@ -92,9 +92,10 @@ impl Contact {
         match self.outcome {
             Outcome::Allowed => self.http_statuses.iter().any(|s| (500..600).contains(s)),
             Outcome::Denied => false,
-            Outcome::DnsFailed | Outcome::ConnectFailed | Outcome::Timeout | Outcome::ProxyError => {
-                true
-            }
+            Outcome::DnsFailed
+            | Outcome::ConnectFailed
+            | Outcome::Timeout
+            | Outcome::ProxyError => true,
         }
     }
 
@@ -244,10 +245,7 @@ mod tests {
             .iter()
             .find(|c| c.host == "pypi.org" && c.outcome == Outcome::Allowed)
             .unwrap();
-        assert_eq!(
-            (ok.connections, ok.bytes_up, ok.bytes_down),
-            (4, 40, 400)
-        );
+        assert_eq!((ok.connections, ok.bytes_up, ok.bytes_down), (4, 40, 400));
         assert_eq!(ok.http_statuses, [200, 404]);
         assert_eq!(ok.detail, None);
         let denied = cs.iter().find(|c| c.outcome == Outcome::Denied).unwrap();

@@ -69,10 +69,16 @@ pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
         )));
     };
     if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
-        return Err(bad(format!("unsupported version `{}`", crate::limits::elide(version))));
+        return Err(bad(format!(
+            "unsupported version `{}`",
+            crate::limits::elide(version)
+        )));
     }
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(bad(format!("`{}` is not a method", crate::limits::elide(method))));
+        return Err(bad(format!(
+            "`{}` is not a method",
+            crate::limits::elide(method)
+        )));
     }
     if method == "CONNECT" {
         let (host, port) = authority(target, None)?;
@@ -101,7 +107,10 @@ pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
     let mut has_host = false;
     for h in lines.take_while(|l| !l.is_empty()) {
         let Some((name, _)) = h.split_once(':') else {
-            return Err(bad(format!("`{}` is not a header", crate::limits::elide(h))));
+            return Err(bad(format!(
+                "`{}` is not a header",
+                crate::limits::elide(h)
+            )));
         };
         let name = name.trim().to_ascii_lowercase();
         if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
@@ -131,7 +140,10 @@ fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 fn authority(a: &str, default: Option<u16>) -> Result<(String, u16), HeadError> {
     let named = || crate::limits::elide(a);
     if a.contains('@') {
-        return Err(bad(format!("`{}`: credentials in the URI are not proxied", named())));
+        return Err(bad(format!(
+            "`{}`: credentials in the URI are not proxied",
+            named()
+        )));
     }
     let (host, port) = if let Some(rest) = a.strip_prefix('[') {
         let (h, after) = rest
@@ -271,24 +283,57 @@ mod tests {
     fn bad_heads_get_an_error_status_naming_the_input() {
         let cases: &[(&[u8], u16, &str)] = &[
             (b"GET / HTTP/1.1\r\n\r\n", 501, "only CONNECT"),
-            (b"GET https://x.example/ HTTP/1.1\r\n\r\n", 501, "https://x.example/"),
-            (b"CONNECT example.com HTTP/1.1\r\n\r\n", 400, "needs host:port"),
+            (
+                b"GET https://x.example/ HTTP/1.1\r\n\r\n",
+                501,
+                "https://x.example/",
+            ),
+            (
+                b"CONNECT example.com HTTP/1.1\r\n\r\n",
+                400,
+                "needs host:port",
+            ),
             (b"CONNECT example.com:0 HTTP/1.1\r\n\r\n", 400, "bad port"),
-            (b"CONNECT example.com:99999 HTTP/1.1\r\n\r\n", 400, "bad port"),
-            (b"CONNECT a b:1 HTTP/1.1\r\n\r\n", 400, "not an HTTP request line"),
+            (
+                b"CONNECT example.com:99999 HTTP/1.1\r\n\r\n",
+                400,
+                "bad port",
+            ),
+            (
+                b"CONNECT a b:1 HTTP/1.1\r\n\r\n",
+                400,
+                "not an HTTP request line",
+            ),
             (b"CONNECT ex ample:1 HTTP/1.1\r\n\r\n", 400, "request line"),
             (b"CONNECT a/b:1 HTTP/1.1\r\n\r\n", 400, "not a host name"),
             (b"CONNECT [::1:1 HTTP/1.1\r\n\r\n", 400, "unclosed"),
-            (b"GET http://u:p@x.example/ HTTP/1.1\r\n\r\n", 400, "credentials"),
+            (
+                b"GET http://u:p@x.example/ HTTP/1.1\r\n\r\n",
+                400,
+                "credentials",
+            ),
             (b"GET http://x.example/ HTTP/2\r\n\r\n", 400, "version"),
-            (b"get http://x.example/ HTTP/1.1\r\n\r\n", 400, "not a method"),
-            (b"GET http://x.example/ HTTP/1.1\r\nnocolon\r\n\r\n", 400, "not a header"),
+            (
+                b"get http://x.example/ HTTP/1.1\r\n\r\n",
+                400,
+                "not a method",
+            ),
+            (
+                b"GET http://x.example/ HTTP/1.1\r\nnocolon\r\n\r\n",
+                400,
+                "not a header",
+            ),
             (b"\xff\xfe\r\n\r\n", 400, "UTF-8"),
             (b"\r\n\r\n", 400, "request line"),
         ];
         for (head, status, text) in cases {
             let e = parse_head(head).unwrap_err();
-            assert_eq!(e.status, *status, "{:?}: {e}", String::from_utf8_lossy(head));
+            assert_eq!(
+                e.status,
+                *status,
+                "{:?}: {e}",
+                String::from_utf8_lossy(head)
+            );
             assert!(e.reason.contains(text), "{e} should contain {text}");
         }
         assert_eq!(head_end(b"GET x HTTP/1.1\r\n\r\nbody"), Some(18));
@@ -307,7 +352,12 @@ mod tests {
             (b"", None),
         ];
         for (bytes, want) in cases {
-            assert_eq!(response_status(bytes), *want, "{:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                response_status(bytes),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 

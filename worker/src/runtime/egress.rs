@@ -214,7 +214,7 @@ fn accept_loop(l: TcpListener, shared: Arc<Shared>) {
                 drop(n);
                 let _ = inside.set_write_timeout(Some(Duration::from_secs(1)));
                 let why = format!("more than {max} connections at once through the proxy");
-                answer(&inside, 503, &why);
+                answer(&inside, 503, &why, false);
                 record(&shared, "-", 0, Outcome::ProxyError, Some(why));
                 continue;
             }
@@ -253,8 +253,8 @@ fn record(shared: &Shared, host: &str, port: u16, outcome: Outcome, detail: Opti
     });
 }
 
-/// A short plain-text answer from the proxy itself.
-fn answer(mut s: &TcpStream, status: u16, why: &str) {
+/// A short plain-text answer from the proxy itself, then the end of the connection.
+fn answer(mut s: &TcpStream, status: u16, why: &str, drain: bool) {
     let phrase = match status {
         400 => "Bad Request",
         403 => "Forbidden",
@@ -271,15 +271,31 @@ fn answer(mut s: &TcpStream, status: u16, why: &str) {
         "HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
+    let _ = s.shutdown(Shutdown::Write);
+    // What the client still sends is read and dropped (a bounded while): closing a socket
+    // with unread bytes resets it, and the client would lose the answer. Not on the accept
+    // loop's own thread (`drain` false), which must not wait.
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut sink = [0u8; 4096];
+    let mut left: usize = if drain { 64 * 1024 } else { 0 };
+    while left > 0 {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
     let _ = s.shutdown(Shutdown::Both);
 }
+
+/// A request head and the bytes read past it.
+type HeadRead = (Vec<u8>, Vec<u8>);
 
 /// Reads the head: `(head, bytes read past it)`, or the answer to give (`None`: the
 /// client left or went quiet; nothing to answer or record).
 fn read_head(
     inside: &mut TcpStream,
     deadline: Duration,
-) -> Result<(Vec<u8>, Vec<u8>), Option<(u16, String)>> {
+) -> Result<HeadRead, Option<(u16, String)>> {
     let until = Instant::now() + deadline;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
@@ -318,7 +334,7 @@ fn serve(mut inside: TcpStream, active: &Active) {
         Ok(h) => h,
         Err(None) => return,
         Err(Some((status, why))) => {
-            answer(&inside, status, &why);
+            answer(&inside, status, &why, true);
             record(shared, "-", 0, Outcome::ProxyError, Some(why));
             return;
         }
@@ -327,13 +343,13 @@ fn serve(mut inside: TcpStream, active: &Active) {
         Ok(Request::Connect { host, port }) => (host, port, None),
         Ok(Request::Forward { host, port, head }) => (host, port, Some(head)),
         Err(e) => {
-            answer(&inside, e.status, &e.reason);
+            answer(&inside, e.status, &e.reason, true);
             record(shared, "-", 0, Outcome::ProxyError, Some(e.reason));
             return;
         }
     };
     let fail = |status: u16, outcome: Outcome, why: String| {
-        answer(&inside, status, &why);
+        answer(&inside, status, &why, true);
         record(shared, &host, port, outcome, Some(why));
     };
     if !shared.policy.mode.allows(&host) {
@@ -350,13 +366,15 @@ fn serve(mut inside: TcpStream, active: &Active) {
     let mut refused = None;
     let reachable: Vec<SocketAddr> = addrs
         .into_iter()
-        .filter(|a| match address_refusal(a.ip(), &shared.policy.open_ranges) {
-            None => true,
-            Some(why) => {
-                refused.get_or_insert(format!("{host} resolves to {}: {why}", a.ip()));
-                false
-            }
-        })
+        .filter(
+            |a| match address_refusal(a.ip(), &shared.policy.open_ranges) {
+                None => true,
+                Some(why) => {
+                    refused.get_or_insert(format!("{host} resolves to {}: {why}", a.ip()));
+                    false
+                }
+            },
+        )
         .collect();
     if reachable.is_empty() {
         return fail(
@@ -483,7 +501,12 @@ fn now_ms(base: Instant) -> u64 {
 
 /// Copies both ways until both ends closed, an error, or `idle` without a byte: `(bytes
 /// up, bytes down, the response's status when `status`)`.
-fn pipe(inside: TcpStream, outside: TcpStream, idle: Duration, status: bool) -> (u64, u64, Option<u16>) {
+fn pipe(
+    inside: TcpStream,
+    outside: TcpStream,
+    idle: Duration,
+    status: bool,
+) -> (u64, u64, Option<u16>) {
     let base = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
     let (Ok(in2), Ok(out2)) = (inside.try_clone(), outside.try_clone()) else {
@@ -558,4 +581,138 @@ fn copy(
         }
     }
     (total, code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A proxy on this namespace's loopback (no sandbox: what a client sends is the test).
+    fn proxy(limits: Limits) -> (Proxy, SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let mut p = Policy::new(NetworkMode::Allowlist(vec![
+            AllowedHost::parse("allowed.invalid").unwrap(),
+            AllowedHost::parse("127.0.0.1").unwrap(),
+        ]));
+        p.limits = limits;
+        (Proxy::start(l, p), at)
+    }
+
+    /// Sends `bytes`, reads the answer to its end.
+    fn ask(at: SocketAddr, bytes: &[u8]) -> String {
+        let mut s = TcpStream::connect(at).unwrap();
+        let _ = s.write_all(bytes);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    fn find(cs: &[Contact], host: &str, outcome: Outcome) -> Contact {
+        cs.iter()
+            .find(|c| c.host == host && c.outcome == outcome)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {host} {outcome:?} in {cs:#?}"))
+    }
+
+    #[test]
+    fn whatever_a_client_sends_ends_in_an_answer_and_a_record() {
+        let limits = Limits {
+            dns: Duration::from_secs(3),
+            ..Limits::default()
+        };
+        let (p, at) = proxy(limits);
+        let cases: &[(&[u8], &str)] = &[
+            (b"\x00\x01\x02\r\n\r\n", "400 Bad Request"),
+            (b"GET /relative HTTP/1.1\r\n\r\n", "501 Not Implemented"),
+            (b"CONNECT nope HTTP/1.1\r\n\r\n", "400 Bad Request"),
+            (&[b'a'; 20 * 1024], "431 Request Header Fields Too Large"),
+            (
+                b"CONNECT elsewhere.invalid:443 HTTP/1.1\r\n\r\n",
+                "403 Forbidden",
+            ),
+            (
+                b"GET http://elsewhere.invalid/ HTTP/1.1\r\n\r\n",
+                "403 Forbidden",
+            ),
+            // Allowed by the task, but the worker's own loopback: never.
+            (b"CONNECT 127.0.0.1:5432 HTTP/1.1\r\n\r\n", "403 Forbidden"),
+            // Allowed, but the name does not resolve (.invalid never does).
+            (
+                b"CONNECT allowed.invalid:443 HTTP/1.1\r\n\r\n",
+                "502 Bad Gateway",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let got = ask(at, bytes);
+            assert!(
+                got.starts_with(&format!("HTTP/1.1 {want}\r\n"))
+                    && got.contains("akbench egress proxy: "),
+                "{:?}: {got}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
+            );
+        }
+        // A client that leaves without a word is not a contact.
+        drop(TcpStream::connect(at).unwrap());
+        let cs = p.stop();
+        assert_eq!(
+            find(&cs, "-", Outcome::ProxyError).connections,
+            4,
+            "{cs:#?}"
+        );
+        assert_eq!(
+            find(&cs, "elsewhere.invalid", Outcome::Denied).connections,
+            1
+        );
+        let lo = find(&cs, "127.0.0.1", Outcome::Denied);
+        assert!(lo.detail.unwrap().contains("loopback"));
+        find(&cs, "allowed.invalid", Outcome::DnsFailed);
+        assert_eq!(cs.len(), 5, "{cs:#?}");
+    }
+
+    #[test]
+    fn connections_past_the_cap_are_refused_and_stop_closes_the_rest() {
+        let (p, at) = proxy(Limits {
+            max_tunnels: 2,
+            ..Limits::default()
+        });
+        // Two clients that never finish their head hold both places.
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut s = TcpStream::connect(at).unwrap();
+            s.write_all(b"CONNECT allowed.invalid:443 HTTP/1.1\r\n")
+                .unwrap();
+            held.push(s);
+        }
+        let third = ask(at, b"CONNECT allowed.invalid:443 HTTP/1.1\r\n\r\n");
+        assert!(third.starts_with("HTTP/1.1 503 "), "{third}");
+        assert!(third.contains("more than 2 connections"), "{third}");
+        let cs = p.stop();
+        // The held ones were closed by stop: they read the end, no answer.
+        for mut s in held {
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            assert_eq!(out, "");
+        }
+        assert_eq!(
+            find(&cs, "-", Outcome::ProxyError).connections,
+            1,
+            "{cs:#?}"
+        );
+        assert_eq!(cs.len(), 1, "{cs:#?}");
+    }
+
+    #[test]
+    fn the_proxy_variables_name_the_inside_address() {
+        let vars = env_vars();
+        let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+            assert_eq!(get(k), Some("http://127.0.0.254:13128"), "{k}");
+        }
+        assert_eq!(get("no_proxy"), Some("localhost,127.0.0.1,::1"));
+        assert_eq!(get("ALL_PROXY"), None);
+        assert!(!Policy::new(NetworkMode::NoNetwork).needs_proxy());
+        assert!(!Policy::new(NetworkMode::Allowlist(Vec::new())).needs_proxy());
+        assert!(Policy::new(NetworkMode::Public).needs_proxy());
+    }
 }

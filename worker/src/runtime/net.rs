@@ -70,7 +70,10 @@ pub fn hosts_file(bound: &[(Endpoint, Ipv4Addr)]) -> String {
 impl Network {
     /// Makes the namespace and starts one forwarder per endpoint, and the egress proxy
     /// when `egress` is given.
-    pub fn start(endpoints: &[Endpoint], egress: Option<egress::Policy>) -> Result<Network, String> {
+    pub fn start(
+        endpoints: &[Endpoint],
+        egress: Option<egress::Policy>,
+    ) -> Result<Network, String> {
         let addrs = inside_addresses(endpoints)?;
         let mut at: Vec<(Ipv4Addr, u16)> = addrs
             .iter()
