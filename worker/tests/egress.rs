@@ -10,8 +10,14 @@
 //! and reaches nothing; the worker's own loopback and an unopened private range are never
 //! reached, whatever the mode; loopback inside the sandbox keeps working.
 //!
+//! The last test runs every other test again with the worker as an unprivileged user (the
+//! Kubernetes worker's case: the namespace is made in a user namespace of its own,
+//! `net_user.rs`), against the upstream host this process made.
+//!
 //! Needs root, `ip` (iproute2), `/usr/bin/python3`, `curl` and a working sandbox;
 //! otherwise it prints why it skipped.
+
+mod common;
 
 use akbench_coordinator::devcerts::{Ca, Validity};
 use akbench_core::egress::{AllowedHost, Contact, NetworkMode, Outcome};
@@ -21,7 +27,7 @@ use akbench_worker::runtime::{prepare, sandbox_available, Exposure, Limits, Runt
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -74,26 +80,44 @@ struct Upstream {
     up_ns: String,
     addr: IpAddr,
     server: Option<Child>,
-    dir: tempfile::TempDir,
+    /// The CA and the server's files: `/tmp/akbench-egress-PID`, a path the unprivileged
+    /// rerun's child finds from its parent's pid (its environment is cleared).
+    dir: PathBuf,
+    /// Made by this process (removed on drop), not by the parent of an unprivileged rerun.
+    owned: bool,
 }
 
 impl Upstream {
-    fn create() -> Result<Upstream, String> {
-        let pid = std::process::id();
-        let mut u = Upstream {
+    /// The names this process's upstream has (`pid`: the process that made it).
+    fn named(pid: u32, owned: bool) -> Upstream {
+        Upstream {
             worker_ns: format!("akbeW{pid}"),
             up_ns: format!("akbeU{pid}"),
             addr: format!("10.215.{}.2", pid % 250).parse().unwrap(),
             server: None,
-            dir: tempfile::tempdir().map_err(|e| e.to_string())?,
-        };
+            dir: PathBuf::from(format!("/tmp/akbench-egress-{pid}")),
+            owned,
+        }
+    }
+
+    /// The upstream the parent of this unprivileged rerun made (this process is already in
+    /// its worker namespace).
+    fn of_parent() -> Upstream {
+        // SAFETY: getppid has no preconditions.
+        let ppid = unsafe { libc::getppid() };
+        Upstream::named(u32::try_from(ppid).unwrap(), false)
+    }
+
+    fn create() -> Result<Upstream, String> {
+        let mut u = Upstream::named(std::process::id(), true);
+        std::fs::create_dir_all(&u.dir).map_err(|e| e.to_string())?;
         let (w, up) = (u.worker_ns.clone(), u.up_ns.clone());
         ip(&["netns", "add", &w])?;
         ip(&["netns", "add", &up])?;
         ip(&[
             "-n", &w, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &up,
         ])?;
-        let net = format!("10.215.{}", pid % 250);
+        let net = format!("10.215.{}", std::process::id() % 250);
         for (ns, host) in [(&w, 1), (&up, 2)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&[
@@ -111,7 +135,7 @@ impl Upstream {
         let cert = ca
             .server(&["up.test".into(), "other.test".into()], Validity::days(1))
             .map_err(|e| e.to_string())?;
-        let d = u.dir.path();
+        let d = u.dir.as_path();
         for (name, text) in [
             ("ca.pem", &ca.pem().cert),
             ("cert.pem", &cert.cert),
@@ -168,13 +192,17 @@ impl Upstream {
         p
     }
 
-    fn ca(&self) -> std::path::PathBuf {
-        self.dir.path().join("ca.pem")
+    fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
     }
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
         if let Some(c) = &mut self.server {
             let _ = c.kill();
             let _ = c.wait();
@@ -186,6 +214,9 @@ impl Drop for Upstream {
 
 /// Whether this test can run here; prints why not.
 fn ready(test: &str) -> Option<Upstream> {
+    if common::unprivileged::is_child() {
+        return Some(Upstream::of_parent());
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         akbench_core::testkit::skip(test, "network namespaces need root");
@@ -236,7 +267,7 @@ fn sandboxed(u: &Upstream, policy: Option<Policy>, script: &str) -> (String, Vec
     };
     let exposure = Exposure {
         writable: vec![ws.clone(), home.clone()],
-        readable: vec![u.dir.path().to_path_buf()],
+        readable: vec![u.dir.clone()],
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
@@ -431,4 +462,18 @@ fn the_worker_never_reaches_a_private_range_it_did_not_open() {
             .contains("private network"),
         "{d:?}"
     );
+}
+
+/// Every other test of this file again, with the worker process as an unprivileged user
+/// (common::unprivileged), in the worker namespace this process made.
+#[test]
+fn the_egress_tests_hold_with_an_unprivileged_worker() {
+    const THIS: &str = "the_egress_tests_hold_with_an_unprivileged_worker";
+    if common::unprivileged::is_child() {
+        return;
+    }
+    let Some(_u) = ready(THIS) else {
+        return;
+    };
+    common::unprivileged::rerun_suite(THIS, &[]);
 }
