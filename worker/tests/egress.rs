@@ -22,6 +22,7 @@ mod common;
 use akbench_coordinator::devcerts::{Ca, Validity};
 use akbench_core::egress::{AllowedHost, Contact, NetworkMode, Outcome};
 use akbench_worker::process::{base_env, spawn, CancelToken, ProcessSpec};
+use akbench_worker::runtime::container::{Image, View};
 use akbench_worker::runtime::egress::{Policy, PROXY_ADDR, PROXY_PORT};
 use akbench_worker::runtime::{prepare, sandbox_available, Exposure, Limits, RuntimeKind};
 use std::io::{BufRead, BufReader};
@@ -246,6 +247,16 @@ fn ready(test: &str) -> Option<Upstream> {
 
 /// Runs `script` with `sh` in the sandbox under `policy`: its stdout and the contacts.
 fn sandboxed(u: &Upstream, policy: Option<Policy>, script: &str) -> (String, Vec<Contact>) {
+    run_in(u, policy, script, None)
+}
+
+/// [`sandboxed`], over `image` (the `container` runtime) when given.
+fn run_in(
+    u: &Upstream,
+    policy: Option<Policy>,
+    script: &str,
+    image: Option<&Image>,
+) -> (String, Vec<Contact>) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let home = dir.path().join("home");
@@ -271,10 +282,19 @@ fn sandboxed(u: &Upstream, policy: Option<Policy>, script: &str) -> (String, Vec
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
-        container: None,
+        container: image.map(|i| View {
+            image: i.clone(),
+            mounts: Vec::new(),
+            ro_mounts: Vec::new(),
+            tools: Vec::new(),
+        }),
         egress: policy,
     };
-    let p = prepare(RuntimeKind::Sandbox, spec, &exposure, Limits::default()).unwrap();
+    let kind = match image {
+        Some(_) => RuntimeKind::Container,
+        None => RuntimeKind::Sandbox,
+    };
+    let p = prepare(kind, spec, &exposure, Limits::default()).unwrap();
     let end = spawn(p.spec).unwrap().wait(&CancelToken::new());
     let fin = p.guard.finish();
     let out = std::fs::read_to_string(dir.path().join("out")).unwrap_or_default();
@@ -475,5 +495,61 @@ fn the_egress_tests_hold_with_an_unprivileged_worker() {
     let Some(_u) = ready(THIS) else {
         return;
     };
-    common::unprivileged::rerun_suite(THIS, &[]);
+    common::unprivileged::rerun_suite(
+        THIS,
+        &["a_container_reaches_only_its_allowlist_through_the_proxy"],
+    );
+}
+
+/// The same proxy under the `container` runtime: Python's `urllib` in the Debian test image
+/// (`scripts/build-test-image`, pushed to a loopback registry) reads `https_proxy` and
+/// reaches the listed host over HTTPS, not the other.
+#[test]
+fn a_container_reaches_only_its_allowlist_through_the_proxy() {
+    const THIS: &str = "a_container_reaches_only_its_allowlist_through_the_proxy";
+    if let Some(why) = common::registry::missing() {
+        akbench_core::testkit::skip(THIS, &why);
+        return;
+    }
+    // The registry and the pull on this namespace's loopback, before entering the worker's.
+    let tar = common::registry::base_tar();
+    let reg = common::registry::Registry::start();
+    let digest = reg.push("akbench/base:egress", &[(&tar, "tar")], &[], None, None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = akbench_worker::image::Store::from_env(dir.path().join("images")).unwrap();
+    store.insecure = vec![reg.addr.clone()];
+    let r = akbench_core::image::ImageRef::parse(&format!("{}/akbench/base@{digest}", reg.addr))
+        .unwrap();
+    let unpacked = store.ensure(&r).unwrap();
+    let image = Image {
+        pinned: r.pinned(&digest),
+        rootfs: unpacked.rootfs.clone(),
+        run: unpacked.run.clone(),
+        workdir: "/app".into(),
+        user: (0, 0),
+    };
+    let Some(u) = ready(THIS) else {
+        return;
+    };
+    let script = r#"python3 -c '
+import os, ssl, urllib.request
+ctx = ssl.create_default_context(cafile=os.environ["CA"])
+for u in ["https://up.test:8443/file", "https://other.test:8443/file"]:
+    try:
+        r = urllib.request.urlopen(u, context=ctx, timeout=60)
+        print(u, r.status, len(r.read()))
+    except OSError as e:
+        print(u, "error", e)
+'"#;
+    let mode = NetworkMode::Allowlist(vec![AllowedHost::parse("up.test").unwrap()]);
+    let (out, cs) = run_in(&u, Some(u.policy(mode)), script, Some(&image));
+    assert!(
+        out.contains("https://up.test:8443/file 200 100000"),
+        "{out}"
+    );
+    let other = line(&out, "https://other.test:8443/file");
+    assert!(other.contains("error") && other.contains("403"), "{out}");
+    let ok = contact(&cs, "up.test", 8443, Outcome::Allowed);
+    assert!(ok.bytes_down > 100_000, "{ok:?}");
+    contact(&cs, "other.test", 8443, Outcome::Denied);
 }
