@@ -189,6 +189,16 @@ impl Upstream {
             ("up.test".into(), self.addr),
             ("other.test".into(), self.addr),
             ("sneaky.test".into(), "127.0.0.1".parse().unwrap()),
+            // The worker namespace's own address, in the opened range.
+            (
+                "self.test".into(),
+                format!(
+                    "10.215.{}.1",
+                    self.addr.to_string().split('.').nth(2).unwrap()
+                )
+                .parse()
+                .unwrap(),
+            ),
         ];
         p
     }
@@ -339,6 +349,7 @@ fn a_public_phase_reaches_hosts_by_name_and_every_contact_is_recorded() {
         "http://up.test:8080/file",
         "http://up.test:8080/fail",
         "http://sneaky.test:8080/file",
+        "http://self.test:8080/file",
     ];
     // Loopback inside the sandbox stays direct (no_proxy) and works.
     let script = format!(
@@ -363,6 +374,8 @@ fn a_public_phase_reaches_hosts_by_name_and_every_contact_is_recorded() {
     assert_eq!(line(&out, urls[3]), format!("{} 0 503 000", urls[3]));
     // A name that resolves to the worker's own loopback is refused by the proxy.
     assert_eq!(line(&out, urls[4]), format!("{} 0 403 000", urls[4]));
+    // So is the worker's own address (a service on 0.0.0.0 there would answer).
+    assert_eq!(line(&out, urls[5]), format!("{} 0 403 000", urls[5]));
     assert_eq!(
         line(&out, "http://127.0.0.1:8000/"),
         "http://127.0.0.1:8000/ 0 200 000"
@@ -380,6 +393,14 @@ fn a_public_phase_reaches_hosts_by_name_and_every_contact_is_recorded() {
     assert!(
         sneaky.detail.as_deref().unwrap_or("").contains("loopback"),
         "{sneaky:?}"
+    );
+    let own = contact(&cs, "self.test", 8080, Outcome::Denied);
+    assert!(
+        own.detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("the worker's own addresses"),
+        "{own:?}"
     );
     // The sandbox's own loopback never goes through the proxy.
     assert!(!cs.iter().any(|c| c.host == "127.0.0.1"), "{cs:#?}");
@@ -552,4 +573,31 @@ for u in ["https://up.test:8443/file", "https://other.test:8443/file"]:
     let ok = contact(&cs, "up.test", 8443, Outcome::Allowed);
     assert!(ok.bytes_down > 100_000, "{ok:?}");
     contact(&cs, "other.test", 8443, Outcome::Denied);
+}
+
+/// A tunnel with no byte either way for the idle limit is closed by the proxy (the upstream
+/// server would wait for a request forever).
+#[test]
+fn an_idle_tunnel_is_closed_by_the_proxy() {
+    let Some(u) = ready("an_idle_tunnel_is_closed_by_the_proxy") else {
+        return;
+    };
+    let mut policy = u.policy(NetworkMode::Public);
+    policy.limits.idle = Duration::from_secs(1);
+    let script = format!(
+        "/usr/bin/python3 -c '
+import socket
+s = socket.create_connection((\"{PROXY_ADDR}\", {PROXY_PORT}))
+s.sendall(b\"CONNECT up.test:8080 HTTP/1.1\\r\\n\\r\\n\")
+head = b\"\"
+while b\"\\r\\n\\r\\n\" not in head:
+    head += s.recv(1)
+print(head.split(b\"\\r\\n\")[0].decode())
+print(\"then\", len(s.recv(100)), \"bytes\")
+'"
+    );
+    let (out, cs) = sandboxed(&u, Some(policy), &script);
+    assert_eq!(out, "HTTP/1.1 200 Connection established\nthen 0 bytes\n");
+    let c = contact(&cs, "up.test", 8080, Outcome::Allowed);
+    assert_eq!((c.bytes_up, c.bytes_down), (0, 0), "{c:?}");
 }

@@ -7,7 +7,8 @@
 //! absolute `http://` URI (one request per connection, `Connection: close`). Each connection
 //! is decided by the phase's [`NetworkMode::allows`] on the host the client named, then on
 //! every address it resolves to ([`address_refusal`]: never the worker's loopback,
-//! link-local or an unopened private range), and recorded in a [`ContactLog`] returned by
+//! link-local or an unopened private range; never one of the worker's own interface
+//! addresses), and recorded in a [`ContactLog`] returned by
 //! [`Proxy::stop`].
 //!
 //! Bounded: a deadline for the request head, for DNS and for the connect; an idle timeout per
@@ -108,6 +109,9 @@ impl Policy {
 
 struct Shared {
     policy: Policy,
+    /// The worker's own interface addresses (a service bound to `0.0.0.0` on the worker's
+    /// host answers on each of them): never reached.
+    own: Vec<IpAddr>,
     stop: AtomicBool,
     log: Mutex<ContactLog>,
     active: Mutex<usize>,
@@ -136,6 +140,7 @@ impl Proxy {
     pub fn start(listener: TcpListener, policy: Policy) -> Proxy {
         let shared = Arc::new(Shared {
             policy,
+            own: own_addresses(),
             stop: AtomicBool::new(false),
             log: Mutex::new(ContactLog::default()),
             active: Mutex::new(0),
@@ -174,6 +179,50 @@ impl Proxy {
             .wait_timeout_while(active, Duration::from_secs(10), |n| *n > 0);
         lock(&self.shared.log).contacts()
     }
+}
+
+/// An IPv4-mapped IPv6 address as IPv4.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The addresses of every interface of the calling thread's network namespace (the
+/// worker's); empty when they cannot be listed.
+fn own_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list freed below by freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned; its address, when set,
+        // points to a sockaddr of the family it names.
+        unsafe {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                match i32::from((*a).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*(a as *const libc::sockaddr_in);
+                        out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(a as *const libc::sockaddr_in6);
+                        out.push(IpAddr::V6(std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr)));
+                    }
+                    _ => {}
+                }
+            }
+            p = (*p).ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs returned, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
 }
 
 /// A poisoned lock still holds usable data here (counters and sockets).
@@ -366,15 +415,21 @@ fn serve(mut inside: TcpStream, active: &Active) {
     let mut refused = None;
     let reachable: Vec<SocketAddr> = addrs
         .into_iter()
-        .filter(
-            |a| match address_refusal(a.ip(), &shared.policy.open_ranges) {
+        .filter(|a| {
+            let why = address_refusal(a.ip(), &shared.policy.open_ranges).or_else(|| {
+                shared
+                    .own
+                    .contains(&unmapped(a.ip()))
+                    .then_some("one of the worker's own addresses")
+            });
+            match why {
                 None => true,
                 Some(why) => {
                     refused.get_or_insert(format!("{host} resolves to {}: {why}", a.ip()));
                     false
                 }
-            },
-        )
+            }
+        })
         .collect();
     if reachable.is_empty() {
         return fail(
