@@ -33,12 +33,19 @@ pub const PROXY_ADDR: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 254);
 pub const PROXY_PORT: u16 = 13128;
 
 /// The variables the sandboxed programs get while a proxy runs: `http_proxy`,
-/// `https_proxy` (both spellings) and `no_proxy` (loopback stays direct). No `ALL_PROXY`:
+/// `https_proxy` (both spellings) and `no_proxy` (loopback stays direct, and so do the
+/// agent's declared endpoints, `direct`, which their own forwarders serve). No `ALL_PROXY`:
 /// only HTTP and CONNECT leave the sandbox, and a SOCKS-minded client reading `ALL_PROXY`
 /// would only fail differently.
-pub fn env_vars() -> Vec<(&'static str, String)> {
+pub fn env_vars(direct: &[&str]) -> Vec<(&'static str, String)> {
     let url = format!("http://{PROXY_ADDR}:{PROXY_PORT}");
-    let local = "localhost,127.0.0.1,::1".to_string();
+    let mut local = "localhost,127.0.0.1,::1".to_string();
+    for h in direct {
+        if !local.split(',').any(|x| x == *h) {
+            local.push(',');
+            local.push_str(h);
+        }
+    }
     vec![
         ("http_proxy", url.clone()),
         ("https_proxy", url.clone()),
@@ -759,13 +766,18 @@ mod tests {
 
     #[test]
     fn the_proxy_variables_name_the_inside_address() {
-        let vars = env_vars();
+        let vars = env_vars(&[]);
         let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
         for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
             assert_eq!(get(k), Some("http://127.0.0.254:13128"), "{k}");
         }
         assert_eq!(get("no_proxy"), Some("localhost,127.0.0.1,::1"));
         assert_eq!(get("ALL_PROXY"), None);
+        let with = env_vars(&["api.anthropic.com", "127.0.0.1"]);
+        assert!(with.contains(&(
+            "NO_PROXY",
+            "localhost,127.0.0.1,::1,api.anthropic.com".into()
+        )));
         assert!(!Policy::new(NetworkMode::NoNetwork).needs_proxy());
         assert!(!Policy::new(NetworkMode::Allowlist(Vec::new())).needs_proxy());
         assert!(Policy::new(NetworkMode::Public).needs_proxy());

@@ -420,7 +420,9 @@ pub fn prepare(
         status_fd: Some(status_w.as_raw_fd()),
     };
     if network.as_ref().is_some_and(net::Network::has_proxy) {
-        for (k, v) in egress::env_vars() {
+        // The declared endpoints stay direct: their forwarders serve them.
+        let direct: Vec<&str> = exposure.endpoints.iter().map(|e| e.host.as_str()).collect();
+        for (k, v) in egress::env_vars(&direct) {
             spec.env.insert(k.into(), v);
         }
     }
