@@ -12,6 +12,7 @@ use std::net::IpAddr;
 
 pub mod contact;
 pub mod request;
+pub mod settings;
 
 pub use contact::{grading_fetch_failure, Connection, Contact, ContactLog, Outcome};
 

@@ -108,6 +108,20 @@ impl Policy {
         }
     }
 
+    /// `mode` with the worker operator's settings from its environment
+    /// (`AKBENCH_EGRESS_OPEN_RANGES`, `AKBENCH_EGRESS_HOSTS`:
+    /// [`akbench_core::egress::settings`]); the error names the variable, the entry and
+    /// the fix.
+    pub fn for_phase(mode: NetworkMode) -> Result<Self, String> {
+        use akbench_core::egress::settings;
+        let var = |name: &str| std::env::var(name).unwrap_or_default();
+        Ok(Self {
+            open_ranges: settings::parse_open_ranges(&var(settings::OPEN_RANGES_ENV))?,
+            hosts: settings::parse_hosts(&var(settings::HOSTS_ENV))?,
+            ..Self::new(mode)
+        })
+    }
+
     /// Whether the phase needs a proxy at all (`no-network` and an empty allowlist do not).
     pub fn needs_proxy(&self) -> bool {
         self.mode.reaches_anything()
