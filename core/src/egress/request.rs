@@ -27,7 +27,7 @@ pub enum Request {
         port: u16,
         /// The head to send upstream: origin-form request line, the client's headers
         /// without the proxy's own (`Proxy-*`, `Connection`, `Keep-Alive`), a `Host` header,
-        /// `Connection: close`, and the blank line.
+        /// `Connection: close`, and the blank line; the `Host` header is the URI's own.
         head: Vec<u8>,
     },
 }
@@ -103,8 +103,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
         path.to_string()
     };
     let (host, port) = authority(auth, Some(80))?;
-    let mut head = format!("{method} {path} {version}\r\n");
-    let mut has_host = false;
+    // The Host header is always the URI's: a client's own (another name served by the same
+    // server, a CDN) would reach a host the phase's network did not decide on.
+    let mut head = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
     for h in lines.take_while(|l| !l.is_empty()) {
         let Some((name, _)) = h.split_once(':') else {
             return Err(bad(format!(
@@ -113,15 +114,15 @@ pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
             )));
         };
         let name = name.trim().to_ascii_lowercase();
-        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+        if name.starts_with("proxy-")
+            || name == "connection"
+            || name == "keep-alive"
+            || name == "host"
+        {
             continue;
         }
-        has_host |= name == "host";
         head.push_str(h);
         head.push_str("\r\n");
-    }
-    if !has_host {
-        head.push_str(&format!("Host: {auth}\r\n"));
     }
     head.push_str("Connection: close\r\n\r\n");
     Ok(Request::Forward {
@@ -264,7 +265,7 @@ mod tests {
             })
         );
         let (h, p, head) = fwd(
-            "GET http://deb.debian.org/debian/dists/x?y=1 HTTP/1.1\r\nHost: deb.debian.org\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
+            "GET http://deb.debian.org/debian/dists/x?y=1 HTTP/1.1\r\nHost: elsewhere.example\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
         );
         assert_eq!((h.as_str(), p), ("deb.debian.org", 80));
         assert_eq!(
