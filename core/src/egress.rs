@@ -3,10 +3,18 @@
 //! every phase and overridden per phase in `[agent]` and `[verifier]` (Harbor's
 //! `PhaseNetworkPolicyConfig`); the deprecated `allow_internet` maps onto it. Pure: the
 //! values, their parsing (Harbor's normalisation of `allowed_hosts`), the per-phase
-//! resolution and host matching. The worker's egress proxy applies the result.
+//! resolution and host matching. The worker's egress proxy applies the result
+//! (`worker/src/runtime/egress.rs`); what it records is [`contact`], how it reads a
+//! request is [`request`].
 
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+
+pub mod contact;
+pub mod request;
+pub mod settings;
+
+pub use contact::{grading_fetch_failure, Connection, Contact, ContactLog, Outcome};
 
 /// Harbor's `NetworkMode` as written in `task.toml`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
