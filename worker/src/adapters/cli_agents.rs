@@ -1,22 +1,19 @@
-//! `claude-code` and `codex`: launch their non-interactive modes and read their JSON event
-//! streams into observations. The argv builders and parsers are pure code in
-//! `akbench_core::observe`, tested on recorded fixtures.
+//! `claude-code`, `codex`, `gemini-cli` and `qwen-code`: launch their non-interactive modes
+//! and read their JSON event streams into observations. The argv builders and parsers are
+//! pure code in `akbench_core::observe`, tested on recorded fixtures.
+//!
+//! Gemini CLI reports its provider retries on stderr only, so it is started through
+//! `/bin/sh -c` with stderr joined to stdout ([`GEMINI_WRAPPER`]): one stream keeps a retry
+//! line and the answer that ends the failure in order, and the worker's provider watch
+//! (which polls stdout) sees both.
 
 use super::{common_env, Adapter, Launch, LaunchContext};
 use akbench_core::agent::Agent;
 use akbench_core::observe;
 use akbench_core::observe::ProviderError;
 use akbench_core::record::Observations;
-use serde_json::Value;
-use std::collections::BTreeMap;
 
-type ArgvBuilder = fn(
-    &str,
-    Option<&str>,
-    &str,
-    &BTreeMap<String, Value>,
-    &[String],
-) -> Result<Vec<String>, String>;
+use akbench_core::observe::ArgvBuilder;
 
 /// A CLI agent that speaks JSON events on stdout.
 #[derive(Debug)]
@@ -27,7 +24,22 @@ pub struct CliAgentAdapter {
     parse: fn(&str) -> Observations,
     /// Environment set when the worker runs as root (unless the descriptor sets it).
     root_env: &'static [(&'static str, &'static str)],
+    /// Environment always set (unless the descriptor sets it).
+    env: &'static [(&'static str, &'static str)],
+    /// A `/bin/sh -c` script the CLI is started through (`"$@"` is the CLI's argv).
+    wrapper: Option<&'static str>,
 }
+
+/// Gemini CLI's wrapper: stderr joined to stdout (see the module documentation). And when
+/// the provider is given by `GOOGLE_GEMINI_BASE_URL`, Gemini CLI 0.61 takes the auth type
+/// `gateway`, which its headless mode then refuses ("Invalid auth method selected."): the
+/// API key auth is selected in the agent's (private, empty) `~/.gemini/settings.json`
+/// unless one exists.
+pub const GEMINI_WRAPPER: &str = r#"if [ -n "${GOOGLE_GEMINI_BASE_URL:-}" ] && [ ! -e "$HOME/.gemini/settings.json" ]; then mkdir -p "$HOME/.gemini" && printf '%s\n' '{"security":{"auth":{"selectedType":"gemini-api-key"}}}' > "$HOME/.gemini/settings.json"; fi; exec "$@" 2>&1"#;
+
+/// Gemini CLI overrides `--approval-mode yolo` to `default` (every tool call refused
+/// headless) in a folder it does not trust; the attempt's worktree is the agent's own.
+const GEMINI_ENV: &[(&str, &str)] = &[("GEMINI_CLI_TRUST_WORKSPACE", "true")];
 
 /// Claude Code refuses `--permission-mode bypassPermissions` as root ("cannot be used with
 /// root/sudo privileges") unless told it runs in a sandbox; akbench's attempts are isolated
@@ -42,6 +54,8 @@ pub fn claude_code() -> CliAgentAdapter {
         argv: observe::claude_code_argv,
         parse: observe::parse_claude_code,
         root_env: CLAUDE_ROOT_ENV,
+        env: &[],
+        wrapper: None,
     }
 }
 
@@ -53,6 +67,34 @@ pub fn codex() -> CliAgentAdapter {
         argv: observe::codex_argv,
         parse: observe::parse_codex,
         root_env: &[],
+        env: &[],
+        wrapper: None,
+    }
+}
+
+/// Gemini CLI (`gemini --output-format stream-json`, stderr joined to stdout).
+pub fn gemini_cli() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "gemini-cli",
+        default_program: "gemini",
+        argv: observe::gemini_cli_argv,
+        parse: observe::parse_gemini_cli,
+        root_env: &[],
+        env: GEMINI_ENV,
+        wrapper: Some(GEMINI_WRAPPER),
+    }
+}
+
+/// Qwen Code (`qwen --output-format stream-json`).
+pub fn qwen_code() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "qwen-code",
+        default_program: "qwen",
+        argv: observe::qwen_code_argv,
+        parse: observe::parse_qwen_code,
+        root_env: &[],
+        env: &[],
+        wrapper: None,
     }
 }
 
@@ -75,15 +117,27 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
-        let argv = self.build(ctx.agent, &ctx.task.instruction)?;
+        let cli = self.build(ctx.agent, &ctx.task.instruction)?;
         // A program given by path is exposed read-only in the sandbox (one on PATH is part
         // of the toolchain).
-        let readable = argv
+        let readable = cli
             .first()
             .filter(|p| p.starts_with('/'))
             .map(|p| vec![std::path::PathBuf::from(p)])
             .unwrap_or_default();
+        let argv = match self.wrapper {
+            None => cli,
+            Some(script) => ["/bin/sh", "-c", script, self.name]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(cli)
+                .collect(),
+        };
         let mut env = common_env(ctx);
+        for (k, v) in self.env {
+            env.entry((*k).to_string())
+                .or_insert_with(|| (*v).to_string());
+        }
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             for (k, v) in self.root_env {
@@ -99,7 +153,10 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn version_argv(&self, launch: &Launch) -> Option<Vec<String>> {
-        let program = launch.argv.first()?;
+        // Wrapped: `/bin/sh -c <script> <name> <program> ...`.
+        let program = launch
+            .argv
+            .get(if self.wrapper.is_some() { 4 } else { 0 })?;
         Some(vec![program.clone(), "--version".into()])
     }
 
@@ -115,10 +172,13 @@ impl Adapter for CliAgentAdapter {
         if observe::emits_events(stdout) {
             return None;
         }
+        // Its first stderr line; with stderr joined to stdout, the last line it printed (a
+        // usage text ends with the error).
         let line = stderr
             .lines()
             .map(str::trim)
             .find(|l| !l.is_empty())
+            .or_else(|| stdout.lines().map(str::trim).rfind(|l| !l.is_empty()))
             .unwrap_or("no output at all");
         Some(format!("`{}` printed no event; it said: {line}", self.name))
     }
