@@ -16,9 +16,11 @@
 //! - A provider failure is an ordinary assistant message plus an error `result` whose
 //!   `error.message` quotes the provider (`[API Error: 401 ...]`, `[API Error: Connection
 //!   error. (cause: connect ECONNREFUSED ...)]`). Qwen Code retries on its own without
-//!   printing anything (seven attempts, about 100 s), then reports it; a rate limit that
-//!   outlasts those attempts is retried again (ten times, a minute apart), each announced by
-//!   a `system`/`retry` event, which the parser reads as the provider rate limiting.
+//!   printing anything (seven attempts, about 100 s), then either reports it or replays the
+//!   request, announced by a `system`/`retry` event: numbered (`data.attempt`,
+//!   `data.maxRetries`; ten retries a minute apart) on its rate-limit path, which the parser
+//!   reads as the provider rate limiting, unnumbered after a connection or stream failure,
+//!   read as the provider unreachable.
 //! - No cost is reported: `cost_usd` stays `None`.
 
 use super::claude_code::parse_claude_code;
@@ -104,15 +106,24 @@ pub fn parse_qwen_code(stdout: &str) -> Observations {
         let s = |k: &str| event.get(k).and_then(Value::as_str);
         match (s("type"), s("subtype")) {
             (Some("system"), Some("retry")) => {
-                let attempt = event.get("data").and_then(|d| count(d.get("attempt")));
-                provider.fail(
-                    ProviderErrorKind::RateLimited,
-                    None,
-                    format!(
-                        "Qwen Code retries a rate-limited request (stream retry {})",
-                        attempt.map_or("?".into(), |a| a.to_string())
+                let data = event.get("data");
+                let attempt = data.and_then(|d| count(d.get("attempt")));
+                let max = data.and_then(|d| count(d.get("maxRetries")));
+                match (attempt, max) {
+                    // Only the rate-limit path numbers its retries.
+                    (Some(a), Some(m)) => provider.fail(
+                        ProviderErrorKind::RateLimited,
+                        None,
+                        format!("Qwen Code retries a rate-limited request (retry {a} of {m})"),
                     ),
-                );
+                    // A replayed attempt after the connection or the stream failed.
+                    _ => provider.fail(
+                        ProviderErrorKind::Unreachable,
+                        None,
+                        "Qwen Code retries the request after the connection or stream failed"
+                            .into(),
+                    ),
+                }
             }
             (Some("assistant"), _) => {
                 let text = event
@@ -245,6 +256,7 @@ mod tests {
     fn provider_failures_by_kind() {
         use ProviderErrorKind::*;
         let retry = r#"{"type":"system","subtype":"retry","session_id":"s1","data":{"reason":"retry","attempt":1,"maxRetries":10,"delayMs":60000}}"#;
+        let replay = r#"{"type":"system","subtype":"retry","session_id":"s1","data":{"reason":"retry","discardedToolCalls":0,"preserveText":false}}"#;
         let cases: Vec<(String, Option<(ProviderErrorKind, Option<u16>)>)> = vec![
             (
                 failed("[API Error: 401 Incorrect API key provided]"),
@@ -259,6 +271,7 @@ mod tests {
                 Some((Unreachable, None)),
             ),
             (format!("{INIT}\n{retry}\n"), Some((RateLimited, None))),
+            (format!("{INIT}\n{replay}\n"), Some((Unreachable, None))),
             // Rate limited, then answered: recovered.
             (format!("{INIT}\n{retry}\n{SOLVED}\n"), None),
             // The agent's own outcome.

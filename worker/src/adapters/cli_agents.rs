@@ -172,13 +172,12 @@ impl Adapter for CliAgentAdapter {
         if observe::emits_events(stdout) {
             return None;
         }
-        // Its first stderr line; with stderr joined to stdout, the last line it printed (a
-        // usage text ends with the error).
+        // Its first stderr line (with stderr joined to stdout, the first line it printed).
         let line = stderr
             .lines()
+            .chain(stdout.lines())
             .map(str::trim)
             .find(|l| !l.is_empty())
-            .or_else(|| stdout.lines().map(str::trim).rfind(|l| !l.is_empty()))
             .unwrap_or("no output at all");
         Some(format!("`{}` printed no event; it said: {line}", self.name))
     }
