@@ -19,6 +19,8 @@
 //!   turn's tokens on the turn's last agent step.
 //! - [`from_gemini_cli`]: one `agent` step per model response (its text, tool calls and
 //!   their results), the session's token totals as the final metrics.
+//! - [`from_opencode`]: one `agent` step per model request (text, reasoning, tool calls
+//!   with their results, tokens and opencode's own cost).
 //! - [`from_qwen_code`]: Claude Code's converter (the format is the same), with OpenAI's
 //!   token convention.
 //! - [`from_scripted`]: the agent says nothing structured, so its trajectory is the
@@ -31,12 +33,14 @@
 mod claude_code;
 mod codex;
 mod gemini_cli;
+mod opencode;
 mod qwen_code;
 mod validate;
 
 pub use claude_code::from_claude_code;
 pub use codex::from_codex;
 pub use gemini_cli::from_gemini_cli;
+pub use opencode::from_opencode;
 pub use qwen_code::from_qwen_code;
 pub use validate::validate;
 
@@ -197,7 +201,7 @@ impl Step {
     }
 }
 
-/// The converter for an adapter: `claude-code`, `codex`, `gemini-cli`, `qwen-code`,
+/// The converter for an adapter: `claude-code`, `codex`, `gemini-cli`, `qwen-code`, `opencode`,
 /// anything else as a scripted agent.
 /// `version` is the agent CLI's version when the worker knows it (the output may say better).
 pub fn convert(
@@ -211,6 +215,7 @@ pub fn convert(
         "codex" => from_codex(stdout, instruction),
         "gemini-cli" => from_gemini_cli(stdout, instruction),
         "qwen-code" => from_qwen_code(stdout, instruction),
+        "opencode" => from_opencode(stdout, instruction),
         other => from_scripted(other, stdout, instruction),
     };
     if t.agent.version == UNKNOWN {

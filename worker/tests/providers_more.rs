@@ -1,10 +1,11 @@
-//! The real `gemini` (Gemini CLI) and `qwen` (Qwen Code) CLIs, driven by akbench's adapters
-//! in the sandbox against the loopback fake provider (`common/fake_provider.rs`, Gemini's
-//! `streamGenerateContent` and OpenAI Chat Completions): solved, ran but fixed nothing,
-//! provider down and 429 (infrastructure), 500 (gemini-cli) and 401 (configuration). Each
+//! The real `gemini` (Gemini CLI), `qwen` (Qwen Code) and `opencode` CLIs, driven by
+//! akbench's adapters in the sandbox against the loopback fake provider
+//! (`common/fake_provider.rs`, Gemini's `streamGenerateContent` and OpenAI Chat
+//! Completions): solved, ran but fixed nothing, provider down and 429 (infrastructure), 500
+//! (gemini-cli, opencode) and 401 (configuration). Each
 //! solved run checks tokens, the final message and a valid ATIF trajectory holding the shell
 //! call and its result. Skipped, with a printed notice, where a CLI is not installed
-//! (`.ci/run` installs both at pinned versions).
+//! (`.ci/run` installs them at pinned versions).
 //!
 //! Qwen Code retries a failing provider for about 100 s without printing anything (docs/
 //! agents.md), so its outage and 429 cases take that long.
@@ -29,6 +30,7 @@ const GRACE: Duration = Duration::from_secs(3);
 enum Cli {
     Gemini,
     Qwen,
+    Opencode,
 }
 
 impl Cli {
@@ -36,6 +38,22 @@ impl Cli {
         match self {
             Cli::Gemini => "gemini",
             Cli::Qwen => "qwen",
+            Cli::Opencode => "opencode",
+        }
+    }
+
+    fn adapter(self) -> &'static str {
+        match self {
+            Cli::Gemini => "gemini-cli",
+            Cli::Qwen => "qwen-code",
+            Cli::Opencode => "opencode",
+        }
+    }
+
+    fn shell_tool(self) -> &'static str {
+        match self {
+            Cli::Gemini | Cli::Qwen => "run_shell_command",
+            Cli::Opencode => "bash",
         }
     }
 
@@ -67,6 +85,15 @@ impl Cli {
             Cli::Qwen => format!(
                 "adapter = \"qwen-code\"\nmodel = \"qwen3-coder-plus\"\nnetwork = [\"{}\"]\n\
                  [env]\nOPENAI_BASE_URL = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+                p.endpoint(),
+                p.openai_base_url()
+            ),
+            // The OpenAI-compatible provider opencode bundles; no models.dev price fetch (no
+            // network but the provider's).
+            Cli::Opencode => format!(
+                "adapter = \"opencode\"\nmodel = \"fake/m1\"\nnetwork = [\"{}\"]\n\
+                 [env]\nOPENCODE_DISABLE_MODELS_FETCH = \"1\"\n\
+                 OPENCODE_CONFIG_CONTENT = '{{\"provider\":{{\"fake\":{{\"npm\":\"@ai-sdk/openai-compatible\",\"name\":\"fake\",\"options\":{{\"baseURL\":\"{}\",\"apiKey\":\"sk-fake\"}},\"models\":{{\"m1\":{{\"name\":\"m1\"}}}}}}}}}}'\n",
                 p.endpoint(),
                 p.openai_base_url()
             ),
@@ -151,6 +178,12 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         .filter(|l| l.contains("enerateContent") || l.contains("/chat/completions"))
         .count() as u64;
     assert!(answered >= requests, "{}", ctx());
+    // opencode reports the tokens of the agent's own requests, not of its side requests
+    // (session titles).
+    let answered = match cli {
+        Cli::Opencode => requests,
+        _ => answered,
+    };
     assert_eq!(obs.input_tokens, Some(80 * answered), "{}", ctx());
     assert_eq!(obs.cached_input_tokens, Some(20 * answered), "{}", ctx());
     assert_eq!(obs.output_tokens, Some(10 * answered), "{}", ctx());
@@ -171,13 +204,7 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     akbench_core::trajectory::validate(&json).unwrap();
     let t: akbench_core::trajectory::Trajectory = serde_json::from_value(json).unwrap();
-    assert_eq!(
-        t.agent.name,
-        match cli {
-            Cli::Gemini => "gemini-cli",
-            Cli::Qwen => "qwen-code",
-        }
-    );
+    assert_eq!(t.agent.name, cli.adapter());
     assert_ne!(t.agent.version, akbench_core::trajectory::UNKNOWN);
     let calls: Vec<_> = t
         .steps
@@ -186,7 +213,7 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         .collect();
     assert_eq!(calls.len(), usize::from(fix), "{}", ctx());
     for (call, observation) in &calls {
-        assert_eq!(call[0].function_name, "run_shell_command");
+        assert_eq!(call[0].function_name, cli.shell_tool());
         assert_eq!(call[0].arguments["command"], FIX);
         assert!(observation.is_some(), "{}", ctx());
     }
@@ -291,8 +318,62 @@ fn qwen_provider_401() {
 }
 
 #[test]
+fn opencode_solved() {
+    case(Cli::Opencode, Mode::Up, true, Completed, Some(true), None);
+}
+#[test]
+fn opencode_ran_but_fixed_nothing() {
+    case(Cli::Opencode, Mode::Up, false, Completed, Some(false), None);
+}
+#[test]
+fn opencode_provider_down() {
+    case(
+        Cli::Opencode,
+        Mode::Down,
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: unreachable"),
+    );
+}
+#[test]
+fn opencode_provider_429() {
+    case(
+        Cli::Opencode,
+        Mode::Status(429),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: rate limited"),
+    );
+}
+#[test]
+fn opencode_provider_500() {
+    case(
+        Cli::Opencode,
+        Mode::Status(500),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: server error"),
+    );
+}
+#[test]
+fn opencode_provider_401() {
+    case(
+        Cli::Opencode,
+        Mode::Status(401),
+        true,
+        InvalidConfiguration,
+        None,
+        Some("provider: the model provider refused the agent's credential: credential refused (HTTP 401)"),
+    );
+}
+
+#[test]
 fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
-    for (cli, adapter) in [(Cli::Gemini, "gemini-cli"), (Cli::Qwen, "qwen-code")] {
+    for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode] {
+        let adapter = cli.adapter();
         if !cli.installed() {
             continue;
         }
@@ -320,7 +401,7 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
 #[test]
 fn the_example_descriptors_load() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
-    for name in ["gemini-cli", "qwen-code"] {
+    for name in ["gemini-cli", "qwen-code", "opencode"] {
         let a = akbench_core::agent::Agent::load(&root, name).unwrap();
         assert_eq!(a.descriptor.adapter, name);
         akbench_core::agent::adapters::check(

@@ -15,6 +15,7 @@ pub const ADAPTERS: &[&str] = &[
     "codex",
     "command",
     "gemini-cli",
+    "opencode",
     "oracle",
     "qwen-code",
     "scripted",
@@ -26,6 +27,7 @@ pub const CLI_AGENTS: &[(&str, &str, crate::observe::ArgvBuilder)] = &[
     ("codex", "codex", crate::observe::codex_argv),
     ("gemini-cli", "gemini", crate::observe::gemini_cli_argv),
     ("qwen-code", "qwen", crate::observe::qwen_code_argv),
+    ("opencode", "opencode", crate::observe::opencode_argv),
 ];
 
 /// The placeholders of a `command` argv template.

@@ -1,11 +1,12 @@
-//! `claude-code`, `codex`, `gemini-cli` and `qwen-code`: launch their non-interactive modes
-//! and read their JSON event streams into observations. The argv builders and parsers are
-//! pure code in `akbench_core::observe`, tested on recorded fixtures.
+//! `claude-code`, `codex`, `gemini-cli`, `qwen-code` and `opencode`: launch their
+//! non-interactive modes and read their JSON event streams into observations. The argv
+//! builders and parsers are pure code in `akbench_core::observe`, tested on recorded
+//! fixtures.
 //!
-//! Gemini CLI reports its provider retries on stderr only, so it is started through
-//! `/bin/sh -c` with stderr joined to stdout ([`GEMINI_WRAPPER`]): one stream keeps a retry
-//! line and the answer that ends the failure in order, and the worker's provider watch
-//! (which polls stdout) sees both.
+//! Gemini CLI and opencode report their provider retries on stderr only, so each is started
+//! through `/bin/sh -c` with stderr joined to stdout ([`GEMINI_WRAPPER`],
+//! [`JOIN_STDERR_WRAPPER`]): one stream keeps a retry line and the answer that ends the
+//! failure in order, and the worker's provider watch (which polls stdout) sees both.
 
 use super::{common_env, Adapter, Launch, LaunchContext};
 use akbench_core::agent::Agent;
@@ -36,6 +37,15 @@ pub struct CliAgentAdapter {
 /// API key auth is selected in the agent's (private, empty) `~/.gemini/settings.json`
 /// unless one exists.
 pub const GEMINI_WRAPPER: &str = r#"if [ -n "${GOOGLE_GEMINI_BASE_URL:-}" ] && [ ! -e "$HOME/.gemini/settings.json" ]; then mkdir -p "$HOME/.gemini" && printf '%s\n' '{"security":{"auth":{"selectedType":"gemini-api-key"}}}' > "$HOME/.gemini/settings.json"; fi; exec "$@" 2>&1"#;
+
+/// opencode's wrapper: stderr (its log, where its provider retries are) joined to stdout.
+pub const JOIN_STDERR_WRAPPER: &str = r#"exec "$@" 2>&1"#;
+
+/// opencode never updates itself nor downloads language servers during an attempt.
+const OPENCODE_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+];
 
 /// Gemini CLI overrides `--approval-mode yolo` to `default` (every tool call refused
 /// headless) in a folder it does not trust; the attempt's worktree is the agent's own.
@@ -82,6 +92,19 @@ pub fn gemini_cli() -> CliAgentAdapter {
         root_env: &[],
         env: GEMINI_ENV,
         wrapper: Some(GEMINI_WRAPPER),
+    }
+}
+
+/// opencode (`opencode run --format json`, its log joined to stdout).
+pub fn opencode() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "opencode",
+        default_program: "opencode",
+        argv: observe::opencode_argv,
+        parse: observe::parse_opencode,
+        root_env: &[],
+        env: OPENCODE_ENV,
+        wrapper: Some(JOIN_STDERR_WRAPPER),
     }
 }
 
