@@ -393,7 +393,10 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
             "{cause}\n{}",
             ctx()
         );
-        assert!(cause.contains("bogus-flag-akbench"), "{cause}\n{}", ctx());
+        // opencode prints its usage without naming the flag.
+        if !matches!(cli, Cli::Opencode) {
+            assert!(cause.contains("bogus-flag-akbench"), "{cause}\n{}", ctx());
+        }
     }
 }
 

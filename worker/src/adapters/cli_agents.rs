@@ -195,12 +195,25 @@ impl Adapter for CliAgentAdapter {
         if observe::emits_events(stdout) {
             return None;
         }
-        // Its first stderr line (with stderr joined to stdout, the first line it printed).
-        let line = stderr
+        // The first line naming an error, else its first line; stderr first (with stderr
+        // joined to stdout, a usage text may come before the error, or after it).
+        let lines: Vec<&str> = stderr
             .lines()
             .chain(stdout.lines())
             .map(str::trim)
-            .find(|l| !l.is_empty())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let names_error = |l: &&&str| {
+            let l = l.to_ascii_lowercase();
+            ["error", "unknown", "invalid"]
+                .iter()
+                .any(|w| l.contains(w))
+        };
+        let line = lines
+            .iter()
+            .find(names_error)
+            .or(lines.first())
+            .copied()
             .unwrap_or("no output at all");
         Some(format!("`{}` printed no event; it said: {line}", self.name))
     }
