@@ -391,11 +391,14 @@ Warning: 256-color support not detected.
         assert_eq!(parse_gemini_cli("").turns, None);
     }
 
+    /// A provider failure's kind and status and failures.
+    type Failure = (ProviderErrorKind, Option<u16>, u32);
+
     #[test]
     fn provider_failures_by_kind() {
         use ProviderErrorKind::*;
         let init = r#"{"type":"init","session_id":"s","model":"m"}"#;
-        let cases: &[(&str, Option<(ProviderErrorKind, Option<u16>, u32)>)] = &[
+        let cases: &[(&str, Option<Failure>)] = &[
             (
                 "Attempt 1 failed with status 429. Retrying with backoff... _ApiError: {\"error\":{\"code\":429}}\n  status: 429\n}\nAttempt 2 failed with status 429. Retrying with backoff...",
                 Some((RateLimited, Some(429), 2)),

@@ -288,6 +288,9 @@ timestamp=2026-12-06T13:33:56.038Z level=ERROR run=1 message="Failed to fetch mo
         assert_eq!(parse_opencode(&free).cost_usd, None);
     }
 
+    /// A provider failure's kind and status.
+    type Kind = (ProviderErrorKind, Option<u16>);
+
     #[test]
     fn provider_failures_by_kind() {
         use ProviderErrorKind::*;
@@ -299,7 +302,7 @@ timestamp=2026-12-06T13:33:56.038Z level=ERROR run=1 message="Failed to fetch mo
                 "data": {"message": m, "statusCode": code, "isRetryable": false}}})
             .to_string()
         };
-        let cases: Vec<(String, Option<(ProviderErrorKind, Option<u16>)>)> = vec![
+        let cases: Vec<(String, Option<Kind>)> = vec![
             (
                 log("Cannot connect to API: Unable to connect.", false),
                 Some((Unreachable, None)),

@@ -252,12 +252,15 @@ mod tests {
         format!("{INIT}\n{msg}\n{result}\n")
     }
 
+    /// A provider failure's kind and status.
+    type Kind = (ProviderErrorKind, Option<u16>);
+
     #[test]
     fn provider_failures_by_kind() {
         use ProviderErrorKind::*;
         let retry = r#"{"type":"system","subtype":"retry","session_id":"s1","data":{"reason":"retry","attempt":1,"maxRetries":10,"delayMs":60000}}"#;
         let replay = r#"{"type":"system","subtype":"retry","session_id":"s1","data":{"reason":"retry","discardedToolCalls":0,"preserveText":false}}"#;
-        let cases: Vec<(String, Option<(ProviderErrorKind, Option<u16>)>)> = vec![
+        let cases: Vec<(String, Option<Kind>)> = vec![
             (
                 failed("[API Error: 401 Incorrect API key provided]"),
                 Some((Unauthorized, Some(401))),
