@@ -21,6 +21,8 @@
 //!   their results), the session's token totals as the final metrics.
 //! - [`from_opencode`]: one `agent` step per model request (text, reasoning, tool calls
 //!   with their results, tokens and opencode's own cost).
+//! - [`from_mini_swe_agent`]: the trajectory mini-swe-agent saved (printed after its run):
+//!   one `agent` step per assistant message with its tool calls, their results and usage.
 //! - [`from_qwen_code`]: Claude Code's converter (the format is the same), with OpenAI's
 //!   token convention.
 //! - [`from_scripted`]: the agent says nothing structured, so its trajectory is the
@@ -33,6 +35,7 @@
 mod claude_code;
 mod codex;
 mod gemini_cli;
+mod mini_swe_agent;
 mod opencode;
 mod qwen_code;
 mod validate;
@@ -40,6 +43,7 @@ mod validate;
 pub use claude_code::from_claude_code;
 pub use codex::from_codex;
 pub use gemini_cli::from_gemini_cli;
+pub use mini_swe_agent::from_mini_swe_agent;
 pub use opencode::from_opencode;
 pub use qwen_code::from_qwen_code;
 pub use validate::validate;
@@ -202,7 +206,7 @@ impl Step {
 }
 
 /// The converter for an adapter: `claude-code`, `codex`, `gemini-cli`, `qwen-code`, `opencode`,
-/// anything else as a scripted agent.
+/// `mini-swe-agent`, anything else as a scripted agent.
 /// `version` is the agent CLI's version when the worker knows it (the output may say better).
 pub fn convert(
     adapter: &str,
@@ -216,6 +220,7 @@ pub fn convert(
         "gemini-cli" => from_gemini_cli(stdout, instruction),
         "qwen-code" => from_qwen_code(stdout, instruction),
         "opencode" => from_opencode(stdout, instruction),
+        "mini-swe-agent" => from_mini_swe_agent(stdout, instruction),
         other => from_scripted(other, stdout, instruction),
     };
     if t.agent.version == UNKNOWN {

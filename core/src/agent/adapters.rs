@@ -15,6 +15,7 @@ pub const ADAPTERS: &[&str] = &[
     "codex",
     "command",
     "gemini-cli",
+    "mini-swe-agent",
     "opencode",
     "oracle",
     "qwen-code",
@@ -28,6 +29,11 @@ pub const CLI_AGENTS: &[(&str, &str, crate::observe::ArgvBuilder)] = &[
     ("gemini-cli", "gemini", crate::observe::gemini_cli_argv),
     ("qwen-code", "qwen", crate::observe::qwen_code_argv),
     ("opencode", "opencode", crate::observe::opencode_argv),
+    (
+        "mini-swe-agent",
+        "mini",
+        crate::observe::mini_swe_agent_argv,
+    ),
 ];
 
 /// The placeholders of a `command` argv template.

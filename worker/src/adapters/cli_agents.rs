@@ -47,6 +47,19 @@ const OPENCODE_ENV: &[(&str, &str)] = &[
     ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
 ];
 
+/// mini-swe-agent's wrapper: its log joined to stdout, its trajectory saved in the agent's
+/// home and printed after [`observe::mini_swe_agent::MARKER`] once it exits (its exit code
+/// kept). stdin is `/dev/null`: in `--yolo` mode it asks nothing, and a prompt must not wait.
+pub const MINI_WRAPPER: &str = r#"f="$HOME/akbench-mini-trajectory.json"; "$@" -o "$f" </dev/null 2>&1; rc=$?; printf '\n%s\n' '@@akbench: mini-swe-agent trajectory@@'; cat "$f" 2>/dev/null; exit $rc"#;
+
+/// mini-swe-agent: no first-run wizard; a model litellm has no price for is not an error
+/// (its cost is then unknown); litellm's bundled price table, not a fetch from GitHub.
+const MINI_ENV: &[(&str, &str)] = &[
+    ("MSWEA_CONFIGURED", "true"),
+    ("MSWEA_COST_TRACKING", "ignore_errors"),
+    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+];
+
 /// Gemini CLI overrides `--approval-mode yolo` to `default` (every tool call refused
 /// headless) in a folder it does not trust; the attempt's worktree is the agent's own.
 const GEMINI_ENV: &[(&str, &str)] = &[("GEMINI_CLI_TRUST_WORKSPACE", "true")];
@@ -105,6 +118,19 @@ pub fn opencode() -> CliAgentAdapter {
         root_env: &[],
         env: OPENCODE_ENV,
         wrapper: Some(JOIN_STDERR_WRAPPER),
+    }
+}
+
+/// mini-swe-agent (`mini --yolo`, its saved trajectory printed after it).
+pub fn mini_swe_agent() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "mini-swe-agent",
+        default_program: "mini",
+        argv: observe::mini_swe_agent_argv,
+        parse: observe::parse_mini_swe_agent,
+        root_env: &[],
+        env: MINI_ENV,
+        wrapper: Some(MINI_WRAPPER),
     }
 }
 
@@ -192,7 +218,9 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn refused_to_start(&self, stdout: &str, stderr: &str) -> Option<String> {
-        if observe::emits_events(stdout) {
+        if observe::emits_events(stdout)
+            || (self.name == "mini-swe-agent" && stdout.contains("mini-swe-agent (step "))
+        {
             return None;
         }
         // The first line naming an error, else its first line; stderr first (with stderr
@@ -216,5 +244,13 @@ impl Adapter for CliAgentAdapter {
             .copied()
             .unwrap_or("no output at all");
         Some(format!("`{}` printed no event; it said: {line}", self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_mini_wrapper_prints_the_marker_the_parser_looks_for() {
+        assert!(super::MINI_WRAPPER.contains(akbench_core::observe::mini_swe_agent::MARKER));
     }
 }

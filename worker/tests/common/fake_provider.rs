@@ -448,6 +448,9 @@ fn openai_stream(body: &Value, fix: Option<&str>) -> String {
 
 // ---- OpenAI Chat Completions ----
 
+/// The command mini-swe-agent's model must run to end the task.
+pub const MINI_SUBMIT: &str = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
+
 /// The shell tools the agents speaking Chat Completions or Gemini offer, first found wins.
 const SHELL_TOOLS: &[&str] = &["run_shell_command", "bash", "shell", "execute_bash"];
 
@@ -472,15 +475,23 @@ fn chat_shell_tool(body: &Value) -> Option<String> {
 
 fn chat_completions(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
     let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
+    // mini-swe-agent ends a run only with this command, never with a plain answer.
+    let submit = body["messages"].to_string().contains(MINI_SUBMIT);
     let call = match (fix, chat_shell_tool(body)) {
-        (Some(cmd), Some(tool)) if !chat_has_tool_result(body) => Some((tool, cmd)),
+        (Some(cmd), Some(tool)) if !chat_has_tool_result(body) => {
+            Some((tool, cmd.to_string(), Value::Null))
+        }
+        (_, Some(tool)) if submit => {
+            Some((tool, format!("echo {MINI_SUBMIT}"), json!(FINAL_ANSWER)))
+        }
         _ => None,
     };
     let usage = json!({"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
                        "prompt_tokens_details": {"cached_tokens": 20}});
     let (message, finish) = match &call {
-        Some((tool, cmd)) => (
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_fake_1",
+        Some((tool, cmd, content)) => (
+            json!({"role": "assistant", "content": content,
+                "tool_calls": [{"id": format!("call_fake_{}", uuid::Uuid::now_v7().simple()),
                 "type": "function", "function": {"name": tool,
                 "arguments": json!({"command": cmd, "description": "Write the answer"}).to_string()}}]}),
             "tool_calls",
