@@ -61,8 +61,14 @@ impl Cli {
     }
 
     fn installed(self) -> bool {
+        // mini-swe-agent has no --version.
+        let flag = match self {
+            Cli::Mini => "--help",
+            _ => "--version",
+        };
         let found = std::process::Command::new(self.program())
-            .arg("--version")
+            .arg(flag)
+            .stdin(std::process::Stdio::null())
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {

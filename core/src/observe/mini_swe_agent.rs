@@ -1,4 +1,6 @@
-//! mini-swe-agent: `mini --yolo --model M --task=<instruction>` (PyPI `mini-swe-agent` 2.4.6).
+//! mini-swe-agent: `mini --yolo --exit-immediately --model M --task=<instruction>` (PyPI
+//! `mini-swe-agent` 2.4.6; without `--exit-immediately` it asks for a new task when the
+//! model submits, and fails reading it from an empty stdin).
 //!
 //! mini-swe-agent prints a human transcript (`mini-swe-agent (step N, $C):` before each
 //! model answer) and its log on stderr, and saves its trajectory as JSON (`-o FILE`):
@@ -32,7 +34,7 @@ pub const MARKER: &str = "@@akbench: mini-swe-agent trajectory@@";
 /// The non-interactive launch of mini-swe-agent (the wrapper adds `-o <file>`):
 ///
 /// ```text
-/// <program> --yolo [--model M] <extra_args...> --task=<instruction>
+/// <program> --yolo --exit-immediately [--model M] <extra_args...> --task=<instruction>
 /// ```
 pub fn mini_swe_agent_argv(
     program: &str,
@@ -43,7 +45,11 @@ pub fn mini_swe_agent_argv(
 ) -> Result<Vec<String>, String> {
     check_program_and_model("mini-swe-agent", program, model)?;
     check_parameters("mini-swe-agent", parameters, PARAMETERS)?;
-    let mut argv = vec![program.to_string(), "--yolo".to_string()];
+    let mut argv = vec![
+        program.to_string(),
+        "--yolo".to_string(),
+        "--exit-immediately".to_string(),
+    ];
     if let Some(m) = model {
         argv.extend(["--model".to_string(), m.to_string()]);
     }
@@ -120,7 +126,13 @@ pub fn parse_mini_swe_agent(stdout: &str) -> Observations {
             let class = rest
                 .split_once(" as it raised ")
                 .map(|(_, c)| c.split(':').next().unwrap_or_default().trim());
-            if let Some((kind, status)) = class.and_then(failure_of_exception) {
+            // litellm reports a refused connection as an InternalServerError.
+            let connection = l.contains("Connection error") || l.contains("APIConnectionError");
+            let failure = match class.and_then(failure_of_exception) {
+                Some(_) if connection => Some((ProviderErrorKind::Unreachable, None)),
+                other => other,
+            };
+            if let Some((kind, status)) = failure {
                 provider.fail(kind, status, l.to_string());
             }
         }
@@ -232,7 +244,14 @@ mod tests {
         let none = BTreeMap::new();
         assert_eq!(
             mini_swe_agent_argv("mini", Some("openai/m1"), "-x", &none, &[]).unwrap(),
-            ["mini", "--yolo", "--model", "openai/m1", "--task=-x"]
+            [
+                "mini",
+                "--yolo",
+                "--exit-immediately",
+                "--model",
+                "openai/m1",
+                "--task=-x"
+            ]
         );
         let p: BTreeMap<String, Value> = [("sandbox".to_string(), json!("x"))].into();
         assert!(mini_swe_agent_argv("mini", None, "x", &p, &[]).is_err());
@@ -267,6 +286,10 @@ mod tests {
             (retry("RateLimitError"), Some(RateLimited)),
             (retry("InternalServerError"), Some(ServerError)),
             (retry("APIConnectionError"), Some(Unreachable)),
+            (
+                "Retrying <unknown> in 4 seconds as it raised InternalServerError: litellm.InternalServerError: OpenAIException - Connection error..\n".to_string(),
+                Some(Unreachable),
+            ),
             (retry("ContextWindowExceededError"), None),
             (
                 format!(

@@ -29,7 +29,14 @@ pub struct CliAgentAdapter {
     env: &'static [(&'static str, &'static str)],
     /// A `/bin/sh -c` script the CLI is started through (`"$@"` is the CLI's argv).
     wrapper: Option<&'static str>,
+    /// A `/bin/sh -c` script printing the CLI's version (`$0` is the program), for a CLI
+    /// without `--version`; `None`: `<program> --version`.
+    version: Option<&'static str>,
 }
+
+/// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
+/// 2.4.6.`.
+const MINI_VERSION: &str = r#""$0" --help </dev/null 2>/dev/null | sed -n 's/^This is mini-swe-agent version \(.*\)\.$/\1/p' | head -n 1"#;
 
 /// Gemini CLI's wrapper: stderr joined to stdout (see the module documentation). And when
 /// the provider is given by `GOOGLE_GEMINI_BASE_URL`, Gemini CLI 0.61 takes the auth type
@@ -79,6 +86,7 @@ pub fn claude_code() -> CliAgentAdapter {
         root_env: CLAUDE_ROOT_ENV,
         env: &[],
         wrapper: None,
+        version: None,
     }
 }
 
@@ -92,6 +100,7 @@ pub fn codex() -> CliAgentAdapter {
         root_env: &[],
         env: &[],
         wrapper: None,
+        version: None,
     }
 }
 
@@ -105,6 +114,7 @@ pub fn gemini_cli() -> CliAgentAdapter {
         root_env: &[],
         env: GEMINI_ENV,
         wrapper: Some(GEMINI_WRAPPER),
+        version: None,
     }
 }
 
@@ -118,6 +128,7 @@ pub fn opencode() -> CliAgentAdapter {
         root_env: &[],
         env: OPENCODE_ENV,
         wrapper: Some(JOIN_STDERR_WRAPPER),
+        version: None,
     }
 }
 
@@ -131,6 +142,7 @@ pub fn mini_swe_agent() -> CliAgentAdapter {
         root_env: &[],
         env: MINI_ENV,
         wrapper: Some(MINI_WRAPPER),
+        version: Some(MINI_VERSION),
     }
 }
 
@@ -144,6 +156,7 @@ pub fn qwen_code() -> CliAgentAdapter {
         root_env: &[],
         env: &[],
         wrapper: None,
+        version: None,
     }
 }
 
