@@ -219,7 +219,15 @@ impl Adapter for CliAgentAdapter {
         let program = launch
             .argv
             .get(if self.wrapper.is_some() { 4 } else { 0 })?;
-        Some(vec![program.clone(), "--version".into()])
+        Some(match self.version {
+            None => vec![program.clone(), "--version".into()],
+            Some(script) => vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                script.into(),
+                program.clone(),
+            ],
+        })
     }
 
     fn observe(&self, stdout: &str, _stderr: &str) -> Observations {
