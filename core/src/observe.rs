@@ -1,4 +1,5 @@
-//! Launch lines and output parsers for the `claude-code` and `codex` adapters.
+//! Launch lines and output parsers for the `claude-code`, `codex`, `gemini-cli`,
+//! `qwen-code`, `opencode` and `mini-swe-agent` adapters.
 //!
 //! Each adapter has two pure halves: an argv builder that turns a descriptor's model,
 //! parameters and extra arguments into the non-interactive launch of the agent, and a
@@ -19,14 +20,31 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod gemini_cli;
+pub mod mini_swe_agent;
+pub mod opencode;
 pub mod provider;
+pub mod qwen_code;
 
 pub use claude_code::{claude_code_argv, parse_claude_code};
 pub use codex::{codex_argv, parse_codex};
+pub use gemini_cli::{gemini_cli_argv, parse_gemini_cli};
+pub use mini_swe_agent::{mini_swe_agent_argv, parse_mini_swe_agent};
+pub use opencode::{opencode_argv, parse_opencode};
 pub use provider::{watch, ProviderError, ProviderErrorKind, Watch};
+pub use qwen_code::{parse_qwen_code, qwen_code_argv};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// A CLI agent's argv builder: `(program, model, instruction, parameters, extra_args)`.
+pub type ArgvBuilder = fn(
+    &str,
+    Option<&str>,
+    &str,
+    &BTreeMap<String, Value>,
+    &[String],
+) -> Result<Vec<String>, String>;
 
 /// True when `stdout` holds at least one JSON event (the agent started working).
 pub fn emits_events(stdout: &str) -> bool {

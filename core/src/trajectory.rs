@@ -17,6 +17,14 @@
 //! - [`from_codex`]: one `agent` step per completed item (messages, reasoning, command
 //!   executions, file changes, MCP tool calls, web searches, each tool with its output), each
 //!   turn's tokens on the turn's last agent step.
+//! - [`from_gemini_cli`]: one `agent` step per model response (its text, tool calls and
+//!   their results), the session's token totals as the final metrics.
+//! - [`from_opencode`]: one `agent` step per model request (text, reasoning, tool calls
+//!   with their results, tokens and opencode's own cost).
+//! - [`from_mini_swe_agent`]: the trajectory mini-swe-agent saved (printed after its run):
+//!   one `agent` step per assistant message with its tool calls, their results and usage.
+//! - [`from_qwen_code`]: Claude Code's converter (the format is the same), with OpenAI's
+//!   token convention.
 //! - [`from_scripted`]: the agent says nothing structured, so its trajectory is the
 //!   instruction and one `agent` step holding the tail of its stdout.
 //!
@@ -26,10 +34,18 @@
 
 mod claude_code;
 mod codex;
+mod gemini_cli;
+mod mini_swe_agent;
+mod opencode;
+mod qwen_code;
 mod validate;
 
 pub use claude_code::from_claude_code;
 pub use codex::from_codex;
+pub use gemini_cli::from_gemini_cli;
+pub use mini_swe_agent::from_mini_swe_agent;
+pub use opencode::from_opencode;
+pub use qwen_code::from_qwen_code;
 pub use validate::validate;
 
 use serde::{Deserialize, Serialize};
@@ -189,7 +205,8 @@ impl Step {
     }
 }
 
-/// The converter for an adapter: `claude-code`, `codex`, anything else as a scripted agent.
+/// The converter for an adapter: `claude-code`, `codex`, `gemini-cli`, `qwen-code`, `opencode`,
+/// `mini-swe-agent`, anything else as a scripted agent.
 /// `version` is the agent CLI's version when the worker knows it (the output may say better).
 pub fn convert(
     adapter: &str,
@@ -200,6 +217,10 @@ pub fn convert(
     let mut t = match adapter {
         "claude-code" => from_claude_code(stdout, instruction),
         "codex" => from_codex(stdout, instruction),
+        "gemini-cli" => from_gemini_cli(stdout, instruction),
+        "qwen-code" => from_qwen_code(stdout, instruction),
+        "opencode" => from_opencode(stdout, instruction),
+        "mini-swe-agent" => from_mini_swe_agent(stdout, instruction),
         other => from_scripted(other, stdout, instruction),
     };
     if t.agent.version == UNKNOWN {

@@ -10,7 +10,31 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The built-in adapters, sorted.
-pub const ADAPTERS: &[&str] = &["claude-code", "codex", "command", "oracle", "scripted"];
+pub const ADAPTERS: &[&str] = &[
+    "claude-code",
+    "codex",
+    "command",
+    "gemini-cli",
+    "mini-swe-agent",
+    "opencode",
+    "oracle",
+    "qwen-code",
+    "scripted",
+];
+
+/// The CLI agents: adapter name, default program, argv builder.
+pub const CLI_AGENTS: &[(&str, &str, crate::observe::ArgvBuilder)] = &[
+    ("claude-code", "claude", crate::observe::claude_code_argv),
+    ("codex", "codex", crate::observe::codex_argv),
+    ("gemini-cli", "gemini", crate::observe::gemini_cli_argv),
+    ("qwen-code", "qwen", crate::observe::qwen_code_argv),
+    ("opencode", "opencode", crate::observe::opencode_argv),
+    (
+        "mini-swe-agent",
+        "mini",
+        crate::observe::mini_swe_agent_argv,
+    ),
+];
 
 /// The placeholders of a `command` argv template.
 pub const PLACEHOLDERS: &[&str] = &[
@@ -31,20 +55,12 @@ pub fn check(
 ) -> Result<(), String> {
     let adapter = descriptor.adapter.as_str();
     match adapter {
-        "claude-code" | "codex" => {
-            let program = descriptor
-                .program
-                .as_deref()
-                .unwrap_or(if adapter == "codex" {
-                    "codex"
-                } else {
-                    "claude"
-                });
-            let argv = if adapter == "codex" {
-                crate::observe::codex_argv
-            } else {
-                crate::observe::claude_code_argv
-            };
+        _ if CLI_AGENTS.iter().any(|(name, _, _)| *name == adapter) => {
+            let (_, default_program, argv) = CLI_AGENTS
+                .iter()
+                .find(|(name, _, _)| *name == adapter)
+                .expect("just found");
+            let program = descriptor.program.as_deref().unwrap_or(default_program);
             argv(program, model, "plan", parameters, &descriptor.extra_args).map(drop)
         }
         "command" => {
@@ -209,6 +225,27 @@ mod tests {
                 "adapter = \"codex\"",
                 p(r#"{"max_turns": 3}"#),
                 "`max_turns`",
+            ),
+            ("adapter = \"gemini-cli\"", none.clone(), ""),
+            (
+                "adapter = \"gemini-cli\"",
+                p(r#"{"approval_mode": "default"}"#),
+                "`approval_mode` is \"default\"",
+            ),
+            (
+                "adapter = \"qwen-code\"",
+                p(r#"{"auth_type": "openai"}"#),
+                "",
+            ),
+            (
+                "adapter = \"qwen-code\"",
+                p(r#"{"sandbox": "bypass"}"#),
+                "`sandbox`",
+            ),
+            (
+                "adapter = \"qwen-code\"\nprogram = \"\"",
+                none.clone(),
+                "empty program",
             ),
         ];
         for (text, parameters, want) in cases {

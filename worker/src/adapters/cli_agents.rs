@@ -1,22 +1,20 @@
-//! `claude-code` and `codex`: launch their non-interactive modes and read their JSON event
-//! streams into observations. The argv builders and parsers are pure code in
-//! `akbench_core::observe`, tested on recorded fixtures.
+//! `claude-code`, `codex`, `gemini-cli`, `qwen-code` and `opencode`: launch their
+//! non-interactive modes and read their JSON event streams into observations. The argv
+//! builders and parsers are pure code in `akbench_core::observe`, tested on recorded
+//! fixtures.
+//!
+//! Gemini CLI and opencode report their provider retries on stderr only, so each is started
+//! through `/bin/sh -c` with stderr joined to stdout ([`GEMINI_WRAPPER`],
+//! [`JOIN_STDERR_WRAPPER`]): one stream keeps a retry line and the answer that ends the
+//! failure in order, and the worker's provider watch (which polls stdout) sees both.
 
 use super::{common_env, Adapter, Launch, LaunchContext};
 use akbench_core::agent::Agent;
 use akbench_core::observe;
 use akbench_core::observe::ProviderError;
 use akbench_core::record::Observations;
-use serde_json::Value;
-use std::collections::BTreeMap;
 
-type ArgvBuilder = fn(
-    &str,
-    Option<&str>,
-    &str,
-    &BTreeMap<String, Value>,
-    &[String],
-) -> Result<Vec<String>, String>;
+use akbench_core::observe::ArgvBuilder;
 
 /// A CLI agent that speaks JSON events on stdout.
 #[derive(Debug)]
@@ -27,7 +25,51 @@ pub struct CliAgentAdapter {
     parse: fn(&str) -> Observations,
     /// Environment set when the worker runs as root (unless the descriptor sets it).
     root_env: &'static [(&'static str, &'static str)],
+    /// Environment always set (unless the descriptor sets it).
+    env: &'static [(&'static str, &'static str)],
+    /// A `/bin/sh -c` script the CLI is started through (`"$@"` is the CLI's argv).
+    wrapper: Option<&'static str>,
+    /// A `/bin/sh -c` script printing the CLI's version (`$0` is the program), for a CLI
+    /// without `--version`; `None`: `<program> --version`.
+    version: Option<&'static str>,
 }
+
+/// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
+/// 2.4.6.`.
+const MINI_VERSION: &str = r#""$0" --help </dev/null 2>/dev/null | sed -n 's/^This is mini-swe-agent version \(.*\)\.$/\1/p' | head -n 1"#;
+
+/// Gemini CLI's wrapper: stderr joined to stdout (see the module documentation). And when
+/// the provider is given by `GOOGLE_GEMINI_BASE_URL`, Gemini CLI 0.61 takes the auth type
+/// `gateway`, which its headless mode then refuses ("Invalid auth method selected."): the
+/// API key auth is selected in the agent's (private, empty) `~/.gemini/settings.json`
+/// unless one exists.
+pub const GEMINI_WRAPPER: &str = r#"if [ -n "${GOOGLE_GEMINI_BASE_URL:-}" ] && [ ! -e "$HOME/.gemini/settings.json" ]; then mkdir -p "$HOME/.gemini" && printf '%s\n' '{"security":{"auth":{"selectedType":"gemini-api-key"}}}' > "$HOME/.gemini/settings.json"; fi; exec "$@" 2>&1"#;
+
+/// opencode's wrapper: stderr (its log, where its provider retries are) joined to stdout.
+pub const JOIN_STDERR_WRAPPER: &str = r#"exec "$@" 2>&1"#;
+
+/// opencode never updates itself nor downloads language servers during an attempt.
+const OPENCODE_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+];
+
+/// mini-swe-agent's wrapper: its log joined to stdout, its trajectory saved in the agent's
+/// home and printed after [`observe::mini_swe_agent::MARKER`] once it exits (its exit code
+/// kept). stdin is `/dev/null`: in `--yolo` mode it asks nothing, and a prompt must not wait.
+pub const MINI_WRAPPER: &str = r#"f="$HOME/akbench-mini-trajectory.json"; "$@" -o "$f" </dev/null 2>&1; rc=$?; printf '\n%s\n' '@@akbench: mini-swe-agent trajectory@@'; cat "$f" 2>/dev/null; exit $rc"#;
+
+/// mini-swe-agent: no first-run wizard; a model litellm has no price for is not an error
+/// (its cost is then unknown); litellm's bundled price table, not a fetch from GitHub.
+const MINI_ENV: &[(&str, &str)] = &[
+    ("MSWEA_CONFIGURED", "true"),
+    ("MSWEA_COST_TRACKING", "ignore_errors"),
+    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+];
+
+/// Gemini CLI overrides `--approval-mode yolo` to `default` (every tool call refused
+/// headless) in a folder it does not trust; the attempt's worktree is the agent's own.
+const GEMINI_ENV: &[(&str, &str)] = &[("GEMINI_CLI_TRUST_WORKSPACE", "true")];
 
 /// Claude Code refuses `--permission-mode bypassPermissions` as root ("cannot be used with
 /// root/sudo privileges") unless told it runs in a sandbox; akbench's attempts are isolated
@@ -42,6 +84,9 @@ pub fn claude_code() -> CliAgentAdapter {
         argv: observe::claude_code_argv,
         parse: observe::parse_claude_code,
         root_env: CLAUDE_ROOT_ENV,
+        env: &[],
+        wrapper: None,
+        version: None,
     }
 }
 
@@ -53,6 +98,65 @@ pub fn codex() -> CliAgentAdapter {
         argv: observe::codex_argv,
         parse: observe::parse_codex,
         root_env: &[],
+        env: &[],
+        wrapper: None,
+        version: None,
+    }
+}
+
+/// Gemini CLI (`gemini --output-format stream-json`, stderr joined to stdout).
+pub fn gemini_cli() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "gemini-cli",
+        default_program: "gemini",
+        argv: observe::gemini_cli_argv,
+        parse: observe::parse_gemini_cli,
+        root_env: &[],
+        env: GEMINI_ENV,
+        wrapper: Some(GEMINI_WRAPPER),
+        version: None,
+    }
+}
+
+/// opencode (`opencode run --format json`, its log joined to stdout).
+pub fn opencode() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "opencode",
+        default_program: "opencode",
+        argv: observe::opencode_argv,
+        parse: observe::parse_opencode,
+        root_env: &[],
+        env: OPENCODE_ENV,
+        wrapper: Some(JOIN_STDERR_WRAPPER),
+        version: None,
+    }
+}
+
+/// mini-swe-agent (`mini --yolo`, its saved trajectory printed after it).
+pub fn mini_swe_agent() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "mini-swe-agent",
+        default_program: "mini",
+        argv: observe::mini_swe_agent_argv,
+        parse: observe::parse_mini_swe_agent,
+        root_env: &[],
+        env: MINI_ENV,
+        wrapper: Some(MINI_WRAPPER),
+        version: Some(MINI_VERSION),
+    }
+}
+
+/// Qwen Code (`qwen --output-format stream-json`).
+pub fn qwen_code() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "qwen-code",
+        default_program: "qwen",
+        argv: observe::qwen_code_argv,
+        parse: observe::parse_qwen_code,
+        root_env: &[],
+        env: &[],
+        wrapper: None,
+        version: None,
     }
 }
 
@@ -75,15 +179,27 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
-        let argv = self.build(ctx.agent, &ctx.task.instruction)?;
+        let cli = self.build(ctx.agent, &ctx.task.instruction)?;
         // A program given by path is exposed read-only in the sandbox (one on PATH is part
         // of the toolchain).
-        let readable = argv
+        let readable = cli
             .first()
             .filter(|p| p.starts_with('/'))
             .map(|p| vec![std::path::PathBuf::from(p)])
             .unwrap_or_default();
+        let argv = match self.wrapper {
+            None => cli,
+            Some(script) => ["/bin/sh", "-c", script, self.name]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(cli)
+                .collect(),
+        };
         let mut env = common_env(ctx);
+        for (k, v) in self.env {
+            env.entry((*k).to_string())
+                .or_insert_with(|| (*v).to_string());
+        }
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             for (k, v) in self.root_env {
@@ -99,8 +215,19 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn version_argv(&self, launch: &Launch) -> Option<Vec<String>> {
-        let program = launch.argv.first()?;
-        Some(vec![program.clone(), "--version".into()])
+        // Wrapped: `/bin/sh -c <script> <name> <program> ...`.
+        let program = launch
+            .argv
+            .get(if self.wrapper.is_some() { 4 } else { 0 })?;
+        Some(match self.version {
+            None => vec![program.clone(), "--version".into()],
+            Some(script) => vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                script.into(),
+                program.clone(),
+            ],
+        })
     }
 
     fn observe(&self, stdout: &str, _stderr: &str) -> Observations {
@@ -112,14 +239,39 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn refused_to_start(&self, stdout: &str, stderr: &str) -> Option<String> {
-        if observe::emits_events(stdout) {
+        if observe::emits_events(stdout)
+            || (self.name == "mini-swe-agent" && stdout.contains("mini-swe-agent (step "))
+        {
             return None;
         }
-        let line = stderr
+        // The first line naming an error, else its first line; stderr first (with stderr
+        // joined to stdout, a usage text may come before the error, or after it).
+        let lines: Vec<&str> = stderr
             .lines()
+            .chain(stdout.lines())
             .map(str::trim)
-            .find(|l| !l.is_empty())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let names_error = |l: &&&str| {
+            let l = l.to_ascii_lowercase();
+            ["error", "unknown", "invalid"]
+                .iter()
+                .any(|w| l.contains(w))
+        };
+        let line = lines
+            .iter()
+            .find(names_error)
+            .or(lines.first())
+            .copied()
             .unwrap_or("no output at all");
         Some(format!("`{}` printed no event; it said: {line}", self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_mini_wrapper_prints_the_marker_the_parser_looks_for() {
+        assert!(super::MINI_WRAPPER.contains(akbench_core::observe::mini_swe_agent::MARKER));
     }
 }

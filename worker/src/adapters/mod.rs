@@ -94,7 +94,8 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// The built-in adapters: command, scripted, oracle, claude-code, codex.
+    /// The built-in adapters: command, scripted, oracle, claude-code, codex, gemini-cli,
+    /// qwen-code, opencode, mini-swe-agent.
     pub fn builtin() -> Self {
         let mut r = Registry {
             adapters: BTreeMap::new(),
@@ -104,6 +105,10 @@ impl Registry {
         r.register(Arc::new(oracle::OracleAdapter));
         r.register(Arc::new(cli_agents::claude_code()));
         r.register(Arc::new(cli_agents::codex()));
+        r.register(Arc::new(cli_agents::gemini_cli()));
+        r.register(Arc::new(cli_agents::qwen_code()));
+        r.register(Arc::new(cli_agents::opencode()));
+        r.register(Arc::new(cli_agents::mini_swe_agent()));
         r
     }
 

@@ -1,6 +1,9 @@
 //! A loopback model provider for tests: the Anthropic Messages API (`POST /v1/messages`,
-//! streaming and not) and the OpenAI Responses API (`POST /v1/responses`, streaming), far
-//! enough for one tool call and a final answer.
+//! streaming and not), the OpenAI Responses API (`POST /v1/responses`, streaming), OpenAI
+//! Chat Completions (`POST /v1/chat/completions`, streaming and not, `stream_options`
+//! usage chunk) and Gemini's `models/M:generateContent` / `:streamGenerateContent?alt=sse`
+//! (`usageMetadata`), far enough for one tool call and a final answer. Every answer reports
+//! 100 prompt tokens (20 of them cached) and 10 output tokens.
 //!
 //! The conversation is scripted: the first request of a conversation (no tool result in it)
 //! is answered with one call of the request's shell tool running [`FakeProvider::fix`] (or,
@@ -208,8 +211,14 @@ fn answer(
     body: &Value,
     fix: Option<&str>,
 ) -> (u16, &'static str, String) {
-    let openai = path.ends_with("/responses");
+    let openai = path.ends_with("/responses") || path.ends_with("/chat/completions");
+    let gemini = path.contains(":generateContent")
+        || path.contains(":streamGenerateContent")
+        || path.contains(":countTokens");
     if let Mode::Status(code) = mode {
+        if gemini {
+            return (code, JSON, gemini_error_body(code));
+        }
         return (code, JSON, error_body(openai, code));
     }
     if method != "POST" {
@@ -222,8 +231,17 @@ fn answer(
     if path.ends_with("/messages") {
         return anthropic(body, fix);
     }
+    if path.ends_with("/chat/completions") {
+        return chat_completions(body, fix);
+    }
     if openai {
         return (200, SSE, openai_stream(body, fix));
+    }
+    if path.contains(":countTokens") {
+        return (200, JSON, json!({"totalTokens": 12}).to_string());
+    }
+    if gemini {
+        return gemini_answer(path, body, fix);
     }
     (
         404,
@@ -426,4 +444,163 @@ fn openai_stream(body: &Value, fix: Option<&str>) -> String {
         json!({"type": "response.completed", "response": response("completed", json!([item]))}),
     ));
     sse(&events)
+}
+
+// ---- OpenAI Chat Completions ----
+
+/// The command mini-swe-agent's model must run to end the task.
+pub const MINI_SUBMIT: &str = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
+
+/// The shell tools the agents speaking Chat Completions or Gemini offer, first found wins.
+const SHELL_TOOLS: &[&str] = &["run_shell_command", "bash", "shell", "execute_bash"];
+
+fn chat_has_tool_result(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .is_some_and(|ms| ms.iter().any(|m| m["role"].as_str() == Some("tool")))
+}
+
+/// The request's shell tool (Chat Completions `tools[].function`).
+fn chat_shell_tool(body: &Value) -> Option<String> {
+    let names: Vec<&str> = body["tools"]
+        .as_array()?
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    SHELL_TOOLS
+        .iter()
+        .find(|n| names.contains(n))
+        .map(|n| n.to_string())
+}
+
+fn chat_completions(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
+    let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
+    // mini-swe-agent ends a run only with this command, never with a plain answer.
+    let submit = body["messages"].to_string().contains(MINI_SUBMIT);
+    let call = match (fix, chat_shell_tool(body)) {
+        (Some(cmd), Some(tool)) if !chat_has_tool_result(body) => {
+            Some((tool, cmd.to_string(), Value::Null))
+        }
+        (_, Some(tool)) if submit => {
+            Some((tool, format!("echo {MINI_SUBMIT}"), json!(FINAL_ANSWER)))
+        }
+        _ => None,
+    };
+    let usage = json!({"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
+                       "prompt_tokens_details": {"cached_tokens": 20}});
+    let (message, finish) = match &call {
+        Some((tool, cmd, content)) => (
+            json!({"role": "assistant", "content": content,
+                "tool_calls": [{"id": format!("call_fake_{}", uuid::Uuid::now_v7().simple()),
+                "type": "function", "function": {"name": tool,
+                "arguments": json!({"command": cmd, "description": "Write the answer"}).to_string()}}]}),
+            "tool_calls",
+        ),
+        None => (
+            json!({"role": "assistant", "content": FINAL_ANSWER}),
+            "stop",
+        ),
+    };
+    let id = format!("chatcmpl-fake-{}", uuid::Uuid::now_v7().simple());
+    if body["stream"].as_bool() != Some(true) {
+        let resp = json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage});
+        return (200, JSON, resp.to_string());
+    }
+    let mut delta = message.clone();
+    if let Some(calls) = delta["tool_calls"].as_array_mut() {
+        for (i, c) in calls.iter_mut().enumerate() {
+            c["index"] = json!(i);
+        }
+    }
+    let chunk = |choices: Value, usage: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+               "choices": choices, "usage": usage})
+    };
+    let chunks = [
+        chunk(
+            json!([{"index": 0, "delta": delta, "finish_reason": null}]),
+            Value::Null,
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+            Value::Null,
+        ),
+        chunk(json!([]), usage),
+    ];
+    let mut text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    text.push_str("data: [DONE]\n\n");
+    (200, SSE, text)
+}
+
+// ---- Gemini generateContent ----
+
+fn gemini_error_body(code: u16) -> String {
+    let (status, message) = match code {
+        401 => (
+            "UNAUTHENTICATED",
+            "API key not valid. Please pass a valid API key.",
+        ),
+        403 => ("PERMISSION_DENIED", "this key may not use this model"),
+        429 => (
+            "RESOURCE_EXHAUSTED",
+            "Resource has been exhausted (e.g. check quota).",
+        ),
+        503 => (
+            "UNAVAILABLE",
+            "The model is overloaded. Please try again later.",
+        ),
+        _ => ("INTERNAL", "An internal error has occurred."),
+    };
+    json!({"error": {"code": code, "message": message, "status": status}}).to_string()
+}
+
+fn gemini_has_tool_result(body: &Value) -> bool {
+    body["contents"].as_array().is_some_and(|cs| {
+        cs.iter().any(|c| {
+            c["parts"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
+        })
+    })
+}
+
+fn gemini_shell_tool(body: &Value) -> Option<String> {
+    let names: Vec<&str> = body["tools"]
+        .as_array()?
+        .iter()
+        .filter_map(|t| t["functionDeclarations"].as_array())
+        .flatten()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    SHELL_TOOLS
+        .iter()
+        .find(|n| names.contains(n))
+        .map(|n| n.to_string())
+}
+
+fn gemini_answer(path: &str, body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
+    let model = path
+        .rsplit('/')
+        .next()
+        .and_then(|m| m.split(':').next())
+        .unwrap_or("gemini-fake")
+        .to_string();
+    let part = match (fix, gemini_shell_tool(body)) {
+        (Some(cmd), Some(tool)) if !gemini_has_tool_result(body) => json!({
+            "functionCall": {"name": tool, "args": {"command": cmd, "description": "Write the answer"}}
+        }),
+        _ => json!({"text": FINAL_ANSWER}),
+    };
+    let resp = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110,
+                          "cachedContentTokenCount": 20},
+        "modelVersion": model,
+        "responseId": format!("resp_fake_{}", uuid::Uuid::now_v7().simple()),
+    });
+    if path.contains(":streamGenerateContent") {
+        return (200, SSE, format!("data: {resp}\r\n\r\n"));
+    }
+    (200, JSON, resp.to_string())
 }
