@@ -147,7 +147,7 @@ pub(super) fn configuring_runtime(
         }
         _ => format!(
             "sandbox: bubblewrap (pid, mount, ipc, uts, net namespaces), {}, network: {}",
-            req.options.limits.describe(),
+            req.limits().describe(),
             if endpoints.is_empty() {
                 "none".to_string()
             } else {
@@ -339,8 +339,7 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
-    {
+    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.limits()) {
         Ok(p) => p,
         Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
     };
