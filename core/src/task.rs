@@ -701,6 +701,34 @@ impl Task {
     }
 }
 
+/// The runtime a run of `tasks` uses when none was asked: `container` when every task is
+/// image-only (no other runtime can run one), else `sandbox`. `asked` always wins (a wrong
+/// one is refused by [`Task::check_runtime`]). With the runtime, a sentence saying why it
+/// was picked, or `None` when it was asked (or is the plain default).
+pub fn pick_runtime<'a>(
+    asked: Option<crate::manifest::Runtime>,
+    tasks: impl IntoIterator<Item = &'a Task>,
+) -> (crate::manifest::Runtime, Option<String>) {
+    use crate::manifest::Runtime;
+    if let Some(r) = asked {
+        return (r, None);
+    }
+    let mut any = false;
+    let mut all_image_only = true;
+    for t in tasks {
+        any = true;
+        all_image_only &= t.image_only();
+    }
+    if any && all_image_only {
+        (
+            Runtime::Container,
+            Some("runtime container picked: every task is image-only (no [source]; its workspace is in its image), which only `container` runs; set the runtime to choose".into()),
+        )
+    } else {
+        (Runtime::Sandbox, None)
+    }
+}
+
 /// `[source]`, checked: where the repository is and the pinned commit (lowercase).
 fn git_source(
     toml_path: &Path,
@@ -892,7 +920,7 @@ pub use fields::{resolve_env, size_to_mb, EnvValue, FieldUse, SCHEMA_VERSIONS};
 mod hash;
 pub mod requirements;
 mod write_image;
-pub use write_image::set_image;
+pub use write_image::{image_key, image_key_of, set_image};
 mod links;
 mod load_checks;
 
