@@ -575,9 +575,9 @@ impl Task {
         } else {
             None
         };
-        let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
-        let mut uses = walked.uses;
         let dockerfile = dir.join("environment").join("Dockerfile").is_file();
+        let (image, image_workdir) = environment::image(&toml_path, &file.environment, dockerfile)?;
+        let mut uses = walked.uses;
         if image.is_some() && dockerfile {
             uses.push(FieldUse {
                 field: "environment/Dockerfile".into(),

@@ -503,7 +503,8 @@ fn task_check(dir: &Path, cache: &Path, reg: &registry::Registry) -> (i32, Value
 
 #[test]
 fn an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag() {
-    const TEST: &str = "an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag";
+    const TEST: &str =
+        "an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag";
     if !runs_here(TEST) {
         return;
     }

@@ -282,9 +282,12 @@ pub fn build_timeout_sec(env: &BTreeMap<String, toml::Value>) -> Option<f64> {
 
 /// `environment.image` (or Harbor's `environment.docker_image`) and `environment.workdir`,
 /// checked.
+/// `dockerfile`: the task has environment/Dockerfile, whose image `workdir` may name a
+/// folder of before it is built.
 pub(super) fn image(
     toml_path: &Path,
     env: &BTreeMap<String, toml::Value>,
+    dockerfile: bool,
 ) -> Result<(Option<ImageRef>, Option<String>), TaskError> {
     debug_assert!(toml_path.ends_with(TASK_FILE));
     let (key, written) = match (env.get("image"), env.get("docker_image")) {
@@ -351,11 +354,11 @@ pub(super) fn image(
             ))
         }
     };
-    if workdir.is_some() && image.is_none() {
+    if workdir.is_some() && image.is_none() && !dockerfile {
         return Err(TaskError::field(
             toml_path,
             "environment.workdir",
-            "is set but `environment.image` is not",
+            "is set but `environment.image` is not (and there is no environment/Dockerfile)",
             "name the image the task runs in, or drop `workdir`",
         ));
     }
