@@ -787,3 +787,48 @@ fn an_image_only_task_takes_no_mutation_and_no_task_takes_neither_source_nor_ima
         "{err}"
     );
 }
+
+#[test]
+fn the_runtime_is_container_when_every_task_is_image_only_and_none_was_asked() {
+    use crate::manifest::Runtime;
+    let tmp = tempfile::tempdir().unwrap();
+    let image = Task::load(
+        &write_task(
+            tmp.path(),
+            "img",
+            "version = \"1.0\"\n[environment]\nimage = \"reg.example/x:1\"\n",
+        ),
+        tmp.path(),
+    )
+    .unwrap();
+    let git = Task::load(&write_task(tmp.path(), "git", &good_toml()), tmp.path()).unwrap();
+    // (asked, tasks, runtime, picked)
+    let cases: &[(Option<Runtime>, Vec<&Task>, Runtime, bool)] = &[
+        (None, vec![&image], Runtime::Container, true),
+        (None, vec![&image, &image], Runtime::Container, true),
+        (None, vec![&image, &git], Runtime::Sandbox, false),
+        (None, vec![&git], Runtime::Sandbox, false),
+        (None, vec![], Runtime::Sandbox, false),
+        (
+            Some(Runtime::Sandbox),
+            vec![&image],
+            Runtime::Sandbox,
+            false,
+        ),
+        (Some(Runtime::Direct), vec![&git], Runtime::Direct, false),
+        (
+            Some(Runtime::Container),
+            vec![&git],
+            Runtime::Container,
+            false,
+        ),
+    ];
+    for (asked, tasks, want, picked) in cases {
+        let (got, why) = pick_runtime(*asked, tasks.iter().copied());
+        assert_eq!(got, *want, "{asked:?} {}", tasks.len());
+        assert_eq!(why.is_some(), *picked, "{asked:?} {}", tasks.len());
+        if let Some(why) = why {
+            assert!(why.contains("image-only"), "{why}");
+        }
+    }
+}
