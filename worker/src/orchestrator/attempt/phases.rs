@@ -807,3 +807,27 @@ fn missing_program(argv: &[String], env: &BTreeMap<String, String>) -> Option<St
     };
     (!found).then(|| format!("failed to start `{program}`: not found"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::launcher_said;
+
+    #[test]
+    fn the_launchers_own_words_are_kept_and_nothing_else() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "bwrap: Can't find source path out/x/logs/agent: No such file or directory\n",
+                Some("bwrap: Can't find source path out/x/logs/agent: No such file or directory"),
+            ),
+            ("the agent's own output\nmore of it\n", None),
+            ("", None),
+            (
+                "noise\nbwrap: a\nbwrap: b\nbwrap: c\nbwrap: d\n",
+                Some("bwrap: b; bwrap: c; bwrap: d"),
+            ),
+        ];
+        for (stderr, want) in cases {
+            assert_eq!(launcher_said(stderr).as_deref(), *want, "{stderr:?}");
+        }
+    }
+}
