@@ -298,7 +298,7 @@ pub fn size_to_mb(s: &str) -> Option<u64> {
         return None;
     };
     let n: f64 = num.trim().parse().ok()?;
-    (n.is_finite() && n >= 0.0).then(|| (n * scale) as u64)
+    (n.is_finite() && n >= 0.0).then_some((n * scale) as u64)
 }
 
 /// Walks `doc` (the parsed task.toml at `path`); `tasks_workdir` is unused by Harbor's own
@@ -602,14 +602,12 @@ fn agent(w: &mut Walk<'_>, t: &Table) -> Result<Table, TaskError> {
                 w.number(&field, v)?;
                 kept.insert(k.clone(), v.clone());
             }
-            "user" => {
-                if !matches!(v, Value::String(_) | Value::Integer(_)) {
-                    return Err(w.err(
-                        &field,
-                        format!("is a {}, not a user name or uid", v.type_str()),
-                        "remove it",
-                    ));
-                }
+            "user" if !matches!(v, Value::String(_) | Value::Integer(_)) => {
+                return Err(w.err(
+                    &field,
+                    format!("is a {}, not a user name or uid", v.type_str()),
+                    "remove it",
+                ));
             }
             _ => {}
         }
@@ -665,14 +663,12 @@ fn verifier(w: &mut Walk<'_>, t: &Table, doc: &Table) -> Result<Table, TaskError
                 }
                 kept.insert(k.clone(), v.clone());
             }
-            "user" => {
-                if !matches!(v, Value::String(_) | Value::Integer(_)) {
-                    return Err(w.err(
-                        &field,
-                        format!("is a {}, not a user name or uid", v.type_str()),
-                        "remove it",
-                    ));
-                }
+            "user" if !matches!(v, Value::String(_) | Value::Integer(_)) => {
+                return Err(w.err(
+                    &field,
+                    format!("is a {}, not a user name or uid", v.type_str()),
+                    "remove it",
+                ));
             }
             "collect" => {
                 let Value::Array(hooks) = v else {
@@ -853,19 +849,19 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
                     continue;
                 }
             },
-            "gpus" => {
-                if gpus > 0 {
-                    return Err(w.err(&field, format!("asks for {gpus} GPU(s)"), "remove it (or set 0): akbench schedules no GPUs; run GPU tasks with Harbor"));
-                }
+            "gpus" if gpus > 0 => {
+                return Err(w.err(
+                    &field,
+                    format!("asks for {gpus} GPU(s)"),
+                    "remove it (or set 0): akbench schedules no GPUs; run GPU tasks with Harbor",
+                ));
             }
-            "gpu_types" => {
-                if !matches!(v, Value::Array(_)) {
-                    return Err(w.err(
-                        &field,
-                        format!("is a {}, not a list", v.type_str()),
-                        "write a list such as [\"H100\"], or remove it",
-                    ));
-                }
+            "gpu_types" if !matches!(v, Value::Array(_)) => {
+                return Err(w.err(
+                    &field,
+                    format!("is a {}, not a list", v.type_str()),
+                    "write a list such as [\"H100\"], or remove it",
+                ));
             }
             "mcp_servers" => {
                 let Value::Array(servers) = v else {
