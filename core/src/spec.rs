@@ -518,7 +518,10 @@ pub fn resolve(
             ignored_fields: t
                 .fields
                 .iter()
-                .filter(|u| u.handling == "ignored")
+                // `metadata` is recorded in full above; files (a Dockerfile an image wins
+                // over) are not keys.
+                .filter(|u| u.handling == "ignored" && u.field != "metadata")
+                .filter(|u| !u.field.contains('/'))
                 .map(|u| u.field.clone())
                 .collect(),
             release: t.release,
