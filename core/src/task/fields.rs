@@ -314,7 +314,19 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
     let mut harbor_name = None;
     for (key, value) in doc {
         match key.as_str() {
-            "id" | "family" | "mutation" => {
+            "mutation" => {
+                own_table(&w, key, value, &[("patch", "string")])?;
+                serde.insert(key.clone(), value.clone());
+            }
+            "id" | "family" => {
+                let v = w.string(key, value)?;
+                if key == "family" && !["artefact", "interactive", "lifecycle"].contains(&v) {
+                    return Err(w.err(
+                        key,
+                        format!("is `{}`", crate::limits::elide(v)),
+                        "write `artefact` (the default), `interactive` or `lifecycle`",
+                    ));
+                }
                 serde.insert(key.clone(), value.clone());
             }
             "version" => {
@@ -339,6 +351,7 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
             }
             "source" => match value {
                 Value::Table(_) => {
+                    own_table(&w, key, value, &[("repo", "string"), ("commit", "string")])?;
                     serde.insert(key.clone(), value.clone());
                 }
                 Value::String(_) => w.row("source")?,
@@ -428,6 +441,47 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
         skills_dir: env.skills_dir,
         serde,
     })
+}
+
+/// One of akbench's own tables (`[source]`, `[mutation]`, `[verifier.tripwire]`, which
+/// Harbor does not have): its keys are `keys` (name, TOML type), each of that type; any
+/// other key is refused (a typo there would change what runs).
+fn own_table(
+    w: &Walk<'_>,
+    section: &str,
+    value: &Value,
+    keys: &[(&str, &str)],
+) -> Result<(), TaskError> {
+    let t = w.table(section, value)?;
+    let names = keys
+        .iter()
+        .map(|(k, _)| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (k, v) in t {
+        let field = format!("{section}.{k}");
+        match keys.iter().find(|(name, _)| name == k) {
+            None => {
+                return Err(w.err(
+                    &field,
+                    format!(
+                        "is not a field of akbench's [{section}] (= {})",
+                        crate::limits::elide(&v.to_string())
+                    ),
+                    format!("remove it; [{section}] takes {names}"),
+                ))
+            }
+            Some((_, ty)) if v.type_str() != *ty => {
+                return Err(w.err(
+                    &field,
+                    format!("is a {}, not a {ty}", v.type_str()),
+                    format!("write a {ty}"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// `[task]`: Harbor's package information. The name and version.
@@ -632,9 +686,16 @@ fn verifier(w: &mut Walk<'_>, t: &Table, doc: &Table) -> Result<Table, TaskError
                 "pass_threshold" => {
                     w.number(&field, v)?;
                 }
-                _ => {
-                    w.table(&field, v)?;
-                }
+                _ => own_table(
+                    w,
+                    &field,
+                    v,
+                    &[
+                        ("enabled", "boolean"),
+                        ("file", "string"),
+                        ("code", "string"),
+                    ],
+                )?,
             }
             kept.insert(k.clone(), v.clone());
             continue;

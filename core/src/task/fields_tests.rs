@@ -189,12 +189,33 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
             "environment.healthcheck",
             "does not take effect",
         ),
+        // akbench's own tables refuse what they do not take (a typo would change what runs).
+        (
+            "[source]\nrepo = \"r\"\nbogus = 1\n",
+            "source.bogus",
+            "not a field of akbench's [source]",
+        ),
+        ("[source]\nrepo = 5\n", "source.repo", "not a string"),
+        (
+            "[mutation]\npatch = \"p\"\nextra = true\n",
+            "mutation.extra",
+            "not a field",
+        ),
+        (
+            "[verifier.tripwire]\nenabled = \"no\"\n",
+            "verifier.tripwire.enabled",
+            "not a boolean",
+        ),
+        ("family = \"quantum\"\n", "family", "`quantum`"),
+        ("id = 7\n", "id", "not a string"),
     ];
     for (toml, field, needle) in cases {
         // Top-level keys and other sections go before the base's [environment]; the keys of
         // [environment] under it.
-        let top =
-            toml.starts_with('[') || toml.starts_with("schema") || toml.starts_with("artifacts");
+        let top = toml.starts_with('[')
+            || ["schema", "artifacts", "family", "id"]
+                .iter()
+                .any(|k| toml.starts_with(k));
         let text = if top {
             format!("{toml}{BASE}")
         } else {
