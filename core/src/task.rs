@@ -4,7 +4,9 @@
 //! Terminal-Bench 2.0 task (`task.toml`, `instruction.md`, `tests/test.sh`,
 //! `solution/solve.sh`) plus a `[source]` section that pins a git repository and commit.
 //! See docs/tasks.md for the format. A [`TaskRelease`] is (id, version, digest of the whole
-//! directory's canonical content).
+//! directory's canonical content). Every key of `task.toml` is first walked as Harbor 0.25
+//! reads it (`fields.rs`: applied, refused with the fix, or kept as ignored); the keys
+//! akbench's own code reads are then deserialized into [`TaskFile`].
 
 use crate::agent::adapters::{list_placeholders, unknown_placeholder};
 use crate::bounded_read::{read, read_text, Links};
@@ -85,12 +87,12 @@ pub struct TaskFile {
     /// The evaluation command and its limits.
     #[serde(default)]
     pub verifier: VerifierSection,
-    /// Harbor's container environment: `image` (an OCI reference) and `workdir` (where the
-    /// workspace is inside it) take effect under the `container` runtime; every other key
-    /// takes effect or is refused ([`HARBOR_FIELDS`]).
+    /// Harbor's container environment as written: `image` (an OCI reference) and `workdir`
+    /// (where the workspace is inside it) are read here; every key was classified by the
+    /// walk ([`HARBOR_FIELDS`]).
     #[serde(default)]
     pub environment: BTreeMap<String, toml::Value>,
-    /// Harbor's solution settings: refused ([`HARBOR_FIELDS`]).
+    /// Harbor's solution settings (`env`, [`HARBOR_FIELDS`]).
     #[serde(default)]
     pub solution: BTreeMap<String, toml::Value>,
     /// The git repository and pinned commit the workspace is made from.
