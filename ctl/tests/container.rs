@@ -502,6 +502,58 @@ fn task_check(dir: &Path, cache: &Path, reg: &registry::Registry) -> (i32, Value
 }
 
 #[test]
+fn an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag() {
+    const TEST: &str =
+        "an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    tb_corpus(tmp.path(), &reg);
+    // As the README's commands are written: relative folders, the default `--out out`
+    // (AKBENCH_OUT unset), and no `--runtime` (the task is image-only: `container` is picked).
+    let single = |agent: &str, json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
+        cmd.current_dir(tmp.path())
+            .args(["run", "single", TB, "--agent", agent])
+            .args(["--tasks-root", "tasks", "--cache", "cache"])
+            .arg("--agents-root")
+            .arg(examples().join("agents"))
+            .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+            .env_remove("AKBENCH_OUT")
+            .env_remove("AKBENCH_CACHE");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = single("oracle", true);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    let record = PathBuf::from(v["record"].as_str().unwrap());
+    assert!(
+        record.is_absolute() && record.starts_with(tmp.path().join("out")),
+        "{}",
+        record.display()
+    );
+    // Not solved by `fail`, and the pick is said.
+    let (code, stdout, stderr) = single("fail", false);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("runtime container picked: every task is image-only"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
     const TEST: &str = "a_terminal_bench_task_without_source_runs_in_its_image_as_it_is";
     if !runs_here(TEST) {
@@ -637,4 +689,79 @@ fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
         !problems.contains("solve.sh exited") && !problems.contains("did not finish"),
         "{check}"
     );
+}
+
+/// The Terminal-Bench 2.1-shaped examples (`examples/tasks/tb21-*`): task.toml as TB 2.1
+/// ships it (schema 1.1, `[task]`, `[metadata]`, `docker_image`, `storage_mb = 10240`,
+/// `gpus = 0`, `allow_internet`, `mcp_servers = []`, empty `[verifier.env]`,
+/// `[environment.env]`, `[solution.env]`), tests/test.sh in TB's shape grading offline.
+const TB21: [&str; 3] = [
+    "tb21-access-log-summary",
+    "tb21-median-fix",
+    "tb21-ini-to-json",
+];
+
+#[test]
+fn the_terminal_bench_2_1_shaped_examples_load_as_shipped_and_are_valid() {
+    const TEST: &str = "the_terminal_bench_2_1_shaped_examples_load_as_shipped_and_are_valid";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    let tasks = tmp.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    for t in TB21 {
+        let src = examples().join("tasks").join(t);
+        assert!(Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(tasks.join(t))
+            .status()
+            .unwrap()
+            .success());
+        let toml = tasks.join(t).join("task.toml");
+        let text = std::fs::read_to_string(&toml).unwrap();
+        std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
+        // The image its Dockerfile describes: the base, then its files in /app (WORKDIR).
+        let files: Vec<(String, String)> = std::fs::read_dir(src.join("environment"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().is_some_and(|n| n != "Dockerfile"))
+            .map(|p| {
+                (
+                    format!("app/{}", p.file_name().unwrap().to_string_lossy()),
+                    std::fs::read_to_string(&p).unwrap(),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        let app = registry::layer(tmp.path(), t, &refs, "gzip");
+        reg.push(
+            &format!("akbench/{t}:20251031"),
+            &[(&registry::base_tar(), "tar"), (&app, "gzip")],
+            &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            Some("/app"),
+            None,
+        );
+        let (code, check, stderr) = task_check(&tasks.join(t), &tmp.path().join("cache"), &reg);
+        assert_eq!(code, 0, "{t}: {check} {stderr}");
+        assert_eq!(check["valid"], true, "{t}: {check}");
+        assert_eq!(check["reference"], "solved", "{t}: {check}");
+        assert_eq!(check["baseline"], "not_solved", "{t}: {check}");
+        assert_eq!(
+            check["harbor_name"],
+            format!("akbench-examples/{t}").as_str(),
+            "{check}"
+        );
+        let net = if t == "tb21-ini-to-json" {
+            "no-network"
+        } else {
+            "public"
+        };
+        assert_eq!(check["network"]["verifier"]["mode"], net, "{t}: {check}");
+    }
 }

@@ -466,3 +466,38 @@ fn a_plan_refuses_an_image_only_task_outside_the_container_runtime() {
         .unwrap()
         .ends_with("@sha256:0000000000000000000000000000000000000000000000000000000000000000"));
 }
+
+#[test]
+fn the_plan_keeps_ignored_keys_and_says_why_the_runtime_was_picked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    // a-001 with keys Harbor ignores; the others unchanged.
+    let toml = tasks.join("a-001/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!("colour = \"red\"\n{text}[task]\nname = \"o/a-001\"\ndescription = \"d\"\n[metadata]\nx = 1\n"),
+    )
+    .unwrap();
+    let spec = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    let c = &spec.condition;
+    assert_eq!(c.tasks[0].ignored_fields, ["colour", "task.description"]);
+    assert!(c.tasks[1].ignored_fields.is_empty());
+    assert_eq!(c.execution.runtime, Runtime::Sandbox);
+    assert_eq!(spec.provenance.runtime_picked, None);
+    // Every task image-only and no runtime named: `container`, and why.
+    for id in ["a-001", "a-002", "a-003"] {
+        std::fs::write(
+            tasks.join(id).join("task.toml"),
+            "schema_version = \"1.1\"\n[environment]\ndocker_image = \"reg.example/x:1\"\n",
+        )
+        .unwrap();
+    }
+    let spec = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(spec.condition.execution.runtime, Runtime::Container);
+    assert!(spec
+        .provenance
+        .runtime_picked
+        .as_deref()
+        .is_some_and(|w| w.contains("image-only")));
+}

@@ -195,7 +195,7 @@ impl Adapter for CliAgentAdapter {
                 .chain(cli)
                 .collect(),
         };
-        let mut env = common_env(ctx);
+        let mut env = common_env(ctx)?;
         for (k, v) in self.env {
             env.entry((*k).to_string())
                 .or_insert_with(|| (*v).to_string());
