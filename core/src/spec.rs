@@ -95,6 +95,10 @@ pub struct Provenance {
     /// plan refuses a task whose check is not). A task without one was not checked here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_checks: Vec<crate::task_check::TaskCheck>,
+    /// Why the run's runtime was picked when the manifest named none (every task
+    /// image-only: `container`; [`crate::task::pick_runtime`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_picked: Option<String>,
 }
 
 /// The requested condition, every default explicit.
@@ -158,6 +162,10 @@ pub struct SpecTask {
     pub requires: Requirements,
     /// The task's free-form metadata.
     pub metadata: BTreeMap<String, serde_json::Value>,
+    /// The keys of the task's task.toml kept as ignored (ones Harbor itself runs nothing
+    /// from, `akbench_core::task::HARBOR_FIELDS`), so the plan says what was not acted on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_fields: Vec<String>,
 }
 
 /// One agent condition as planned.
@@ -431,7 +439,6 @@ pub fn resolve(
     clock: &dyn Clock,
 ) -> Result<ResolvedRunSpec, ResolveError> {
     // `container` is refused with the other values akbench cannot honour (core::support).
-    let runtime = manifest.execution.runtime.unwrap_or(Runtime::Sandbox);
     let tasks_root = root_of(
         &inputs.tasks_root,
         &manifest.tasks.root,
@@ -466,9 +473,13 @@ pub fn resolve(
         agent_timeout_sec: manifest.compute.agent_timeout_sec,
         verifier_timeout_sec: manifest.compute.verifier_timeout_sec,
     };
-    let mut tasks = Vec::with_capacity(ids.len());
+    let mut loaded = Vec::with_capacity(ids.len());
     for id in &ids {
-        let t = load_by_id(&tasks_root, id)?;
+        loaded.push(load_by_id(&tasks_root, id)?);
+    }
+    let (runtime, runtime_picked) = crate::task::pick_runtime(manifest.execution.runtime, &loaded);
+    let mut tasks = Vec::with_capacity(ids.len());
+    for t in loaded {
         t.check_runtime(runtime == Runtime::Container)
             .map_err(ResolveError::Unsupported)?;
         crate::task::requirements::check(&t.release.id, &t.requirements, &compute.offered())
@@ -504,6 +515,12 @@ pub fn resolve(
                 .unwrap_or(t.verifier_timeout_sec),
             metadata,
             requires: t.requirements,
+            ignored_fields: t
+                .fields
+                .iter()
+                .filter(|u| u.handling == "ignored")
+                .map(|u| u.field.clone())
+                .collect(),
             release: t.release,
         });
     }
@@ -614,6 +631,7 @@ pub fn resolve(
         tasks_root: Some(tasks_root.display().to_string()),
         agents_root: Some(agents_root.display().to_string()),
         task_checks: Vec::new(),
+        runtime_picked,
     };
     Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
 }

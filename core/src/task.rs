@@ -62,15 +62,17 @@ impl fmt::Display for Family {
     }
 }
 
-/// `task.toml` as written on disk.
+/// The keys of `task.toml` akbench's own code reads, as written on disk (the walk over
+/// every Harbor key, `fields.rs`, checked them and hands these over).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskFile {
     /// Task id; defaults to the directory name.
     #[serde(default)]
     pub id: Option<String>,
-    /// Task version (Harbor's top-level `version`).
-    pub version: String,
+    /// Task version (the top-level `version`; `[task] version` wins, [`TaskRelease`]).
+    #[serde(default)]
+    pub version: Option<String>,
     /// Execution family; defaults to `artefact`.
     #[serde(default)]
     pub family: Option<Family>,
@@ -240,6 +242,23 @@ pub struct Task {
     /// Where the workspace is inside the image (`environment.workdir`, an absolute path);
     /// `None`: the image's working directory, or [`DEFAULT_IMAGE_WORKDIR`].
     pub image_workdir: Option<String>,
+    /// Every Harbor key the task sets and what akbench does with it (applied or ignored;
+    /// a refused key does not load), shown by `akbench task check`.
+    pub fields: Vec<FieldUse>,
+    /// Harbor's `[task] name` (`org/name`), when written.
+    pub harbor_name: Option<String>,
+    /// The network of each phase (`network_mode`, `allowed_hosts`, `allow_internet`;
+    /// Harbor's default `public`), applied by the worker's egress proxy.
+    pub network: crate::egress::PhaseNetworks,
+    /// `[environment] env`: the environment of every process of the task, its `${VAR}`
+    /// references resolved on the worker ([`resolve_env`]).
+    pub environment_env: BTreeMap<String, EnvValue>,
+    /// `[environment] skills_dir`: given to the agent as `AKBENCH_SKILLS_DIR`.
+    pub skills_dir: Option<String>,
+    /// An image-only task whose image is still to be built from environment/Dockerfile
+    /// (no `image` / `docker_image` yet): `akbench image build` builds it; nothing runs it
+    /// before.
+    pub image_unbuilt: bool,
 }
 
 /// Where the workspace is inside an image whose task and configuration name no folder.
@@ -370,14 +389,34 @@ impl Task {
                 )),
             }
         })?;
-        let file: TaskFile = toml::from_str(&text).map_err(|e| TaskError {
+        let doc: toml::Table = toml::from_str(&text).map_err(|e| TaskError {
             file: toml_path.clone(),
-            kind: TaskErrorKind::Parse(e.to_string()),
+            kind: TaskErrorKind::Parse(format!(
+                "{}\nfix: correct the TOML syntax at the place shown",
+                e.to_string().trim_end()
+            )),
         })?;
-        Self::from_file(&dir, &tasks_root, file)
+        let walked = fields::walk(&toml_path, &doc)?;
+        load_checks::sidecars(&dir)?;
+        let file =
+            TaskFile::deserialize(toml::Value::Table(walked.serde.clone())).map_err(|e| {
+                TaskError {
+                    file: toml_path.clone(),
+                    kind: TaskErrorKind::Parse(format!(
+                        "{}\nfix: see docs/tasks.md for the field's form",
+                        e.to_string().trim_end()
+                    )),
+                }
+            })?;
+        Self::from_file(&dir, &tasks_root, file, walked)
     }
 
-    fn from_file(dir: &Path, tasks_root: &Path, file: TaskFile) -> Result<Task, TaskError> {
+    fn from_file(
+        dir: &Path,
+        tasks_root: &Path,
+        file: TaskFile,
+        walked: fields::Walked,
+    ) -> Result<Task, TaskError> {
         let toml_path = dir.join(TASK_FILE);
         let dir_name = dir
             .file_name()
@@ -392,7 +431,11 @@ impl Task {
                 "use letters, digits, `.`, `_` and `-` only",
             ));
         }
-        load_checks::version(&toml_path, &file.version)?;
+        let version = walked
+            .version
+            .clone()
+            .unwrap_or_else(|| UNVERSIONED.to_string());
+        load_checks::version(&toml_path, &version)?;
         let instruction_path = dir.join(INSTRUCTION_FILE);
         let instruction = read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow)
             .map_err(|e| TaskError {
@@ -532,16 +575,17 @@ impl Task {
         } else {
             None
         };
-        environment::check_fields(
-            &toml_path,
-            &[
-                ("environment", &file.environment),
-                ("solution", &file.solution),
-            ],
-            file.verifier.environment_mode.as_deref(),
-        )?;
-        let (image, image_workdir) = environment::image(&toml_path, &file.environment)?;
-        let requirements = environment::requirements(&file.environment);
+        let dockerfile = dir.join("environment").join("Dockerfile").is_file();
+        let (image, image_workdir) = environment::image(&toml_path, &file.environment, dockerfile)?;
+        let mut uses = walked.uses;
+        if image.is_some() && dockerfile {
+            uses.push(FieldUse {
+                field: "environment/Dockerfile".into(),
+                handling: "ignored".into(),
+                why: "the task names its image (`docker_image` / `image`), which wins over the Dockerfile, as in Harbor; `akbench image build` builds it".into(),
+            });
+        }
+        let requirements = walked.requirements;
         let solution_env = match file.solution.get("env") {
             Some(v) => environment::solution_env(&toml_path, v)?,
             None => BTreeMap::new(),
@@ -551,7 +595,7 @@ impl Task {
                 let (repo, commit) = git_source(&toml_path, source, tasks_root)?;
                 (Some(repo), commit)
             }
-            None if image.is_some() => {
+            None if image.is_some() || dockerfile => {
                 if file.mutation.is_some() {
                     return Err(TaskError::field(
                         &toml_path,
@@ -567,10 +611,11 @@ impl Task {
                     &toml_path,
                     "source",
                     "is missing, and the task names no image either",
-                    "add a [source] section with `repo` (URL or path relative to the tasks root) and `commit` (full hash), or name the image whose working folder is the workspace (`[environment] image` or `docker_image`; runs under `runtime: container` only)",
+                    "add a [source] section with `repo` (URL or path relative to the tasks root) and `commit` (full hash), or name the image whose working folder is the workspace (`[environment] image` or `docker_image`, or write environment/Dockerfile and run `akbench image build`; runs under `runtime: container` only)",
                 ))
             }
         };
+        let image_is_unbuilt = image.is_none() && repo.is_none();
         let digest = dir_digest(dir).map_err(|e| TaskError {
             file: dir.to_path_buf(),
             kind: TaskErrorKind::Io(e),
@@ -579,7 +624,7 @@ impl Task {
             dir: dir.to_path_buf(),
             release: TaskRelease {
                 id,
-                version: file.version.clone(),
+                version,
                 digest,
             },
             family,
@@ -598,6 +643,12 @@ impl Task {
             image_workdir,
             solution_env,
             requirements,
+            image_unbuilt: image_is_unbuilt,
+            fields: uses,
+            harbor_name: walked.harbor_name,
+            network: walked.network,
+            environment_env: walked.env,
+            skills_dir: walked.skills_dir,
             file,
         })
     }
@@ -611,6 +662,13 @@ impl Task {
     /// Refuses a runtime the task cannot run under: an image-only task needs `container`
     /// (its workspace is in its image). The error names the task and the fix.
     pub fn check_runtime(&self, container: bool) -> Result<(), String> {
+        if self.image_unbuilt {
+            return Err(format!(
+                "task `{}` has no image yet: it names none and environment/Dockerfile has not been built; fix: run `akbench image build {} --push REGISTRY`, which builds it and writes the image into task.toml",
+                self.release.id,
+                self.dir.display()
+            ));
+        }
         if self.image_only() && !container {
             return Err(format!(
                 "task `{}` has no [source]: its workspace is the working folder of its image ({}), which only the `container` runtime runs; fix: plan it with `runtime: container` (`--runtime container`), or leave it out of this run's tasks",
@@ -640,6 +698,34 @@ impl Task {
                 Ok(())
             }
         }
+    }
+}
+
+/// The runtime a run of `tasks` uses when none was asked: `container` when every task is
+/// image-only (no other runtime can run one), else `sandbox`. `asked` always wins (a wrong
+/// one is refused by [`Task::check_runtime`]). With the runtime, a sentence saying why it
+/// was picked, or `None` when it was asked (or is the plain default).
+pub fn pick_runtime<'a>(
+    asked: Option<crate::manifest::Runtime>,
+    tasks: impl IntoIterator<Item = &'a Task>,
+) -> (crate::manifest::Runtime, Option<String>) {
+    use crate::manifest::Runtime;
+    if let Some(r) = asked {
+        return (r, None);
+    }
+    let mut any = false;
+    let mut all_image_only = true;
+    for t in tasks {
+        any = true;
+        all_image_only &= t.image_only();
+    }
+    if any && all_image_only {
+        (
+            Runtime::Container,
+            Some("runtime container picked: every task is image-only (no [source]; its workspace is in its image), which only `container` runs; set the runtime to choose".into()),
+        )
+    } else {
+        (Runtime::Sandbox, None)
     }
 }
 
@@ -823,12 +909,18 @@ pub fn load_by_id(tasks_root: &Path, id: &str) -> Result<Task, TaskError> {
     Ok(task)
 }
 
+/// The release version of a task that sets neither `[task] version` nor `version` (a
+/// Terminal-Bench 2.1 task): its digest tells its releases apart.
+pub const UNVERSIONED: &str = "unversioned";
+
 mod environment;
-pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS};
+pub use environment::{build_timeout_sec, handling, Handling, HARBOR_FIELDS, UNKNOWN_KEY};
+mod fields;
+pub use fields::{resolve_env, size_to_mb, EnvValue, FieldUse, SCHEMA_VERSIONS};
 mod hash;
 pub mod requirements;
 mod write_image;
-pub use write_image::set_image;
+pub use write_image::{image_key, image_key_of, set_image};
 mod links;
 mod load_checks;
 

@@ -81,6 +81,7 @@ pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
         verifier_timeout_sec: 300.0,
         requires: Default::default(),
         metadata: BTreeMap::new(),
+        ignored_fields: Vec::new(),
     }
 }
 

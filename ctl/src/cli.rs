@@ -98,8 +98,9 @@ pub struct TaskCheckArgs {
     pub dir: PathBuf,
     /// The runtime the two grading runs use: `sandbox`, `container` (the task's image) or
     /// `direct` (unisolated).
-    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "container", "direct"])]
-    pub runtime: String,
+    /// Default: `container` for an image-only task (no `[source]`), else `sandbox`.
+    #[arg(long, value_parser = ["sandbox", "container", "direct"])]
+    pub runtime: Option<String>,
     /// Run the check again even when a result for this task digest is cached.
     #[arg(long)]
     pub recheck: bool,
@@ -565,7 +566,7 @@ pub struct SingleArgs {
     #[arg(long, default_value = "examples/agents", env = "AKBENCH_AGENTS_ROOT")]
     pub agents_root: PathBuf,
     /// Where run records and artifacts are written.
-    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT", value_parser = absolute_out)]
     pub out: PathBuf,
     /// Print one JSON object instead of human output.
     #[arg(long)]
@@ -584,8 +585,9 @@ pub struct SingleArgs {
     pub agent_timeout: Option<f64>,
     /// How the agent is confined: `sandbox` (bubblewrap), `container` (bubblewrap over the
     /// task's image, `environment.image`) or `direct` (unisolated; the record says so).
-    #[arg(long, default_value = "sandbox", value_parser = ["sandbox", "container", "direct"])]
-    pub runtime: String,
+    /// Default: `container` for an image-only task (no `[source]`), else `sandbox`.
+    #[arg(long, value_parser = ["sandbox", "container", "direct"])]
+    pub runtime: Option<String>,
     /// Per-host cache of bare mirrors (default: $XDG_CACHE_HOME/akbench or ~/.cache/akbench).
     #[arg(long, env = "AKBENCH_CACHE")]
     pub cache: Option<PathBuf>,
@@ -651,7 +653,7 @@ pub struct SweepArgs {
     #[arg(long, default_value = "runs", env = "AKBENCH_STORE_ROOT")]
     pub store_root: PathBuf,
     /// Where run records and artifacts are written (one folder per trial key).
-    #[arg(long, default_value = "out", env = "AKBENCH_OUT")]
+    #[arg(long, default_value = "out", env = "AKBENCH_OUT", value_parser = absolute_out)]
     pub out: PathBuf,
     /// Trials run at once, 1 or more (default: the number of CPUs), further limited by the
     /// plan's concurrency caps.
@@ -749,4 +751,15 @@ fn days_flag(text: &str) -> Result<u64, String> {
     akbench_core::ranges::CERT_DAYS
         .parse_whole(text)
         .map_err(|e| e.to_string())
+}
+
+/// `--out` made absolute against the current folder where it is read, so every process
+/// given a path under it (the sandbox's bind mounts among them) gets the same folder
+/// whatever its own working folder (a relative `out`, the default, failed every trial
+/// under `container`).
+fn absolute_out(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("is empty; fix: give a folder for --out".into());
+    }
+    Ok(akbench_core::task::absolute(std::path::Path::new(s)))
 }

@@ -502,6 +502,58 @@ fn task_check(dir: &Path, cache: &Path, reg: &registry::Registry) -> (i32, Value
 }
 
 #[test]
+fn an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag() {
+    const TEST: &str =
+        "an_image_only_task_runs_in_container_with_a_relative_out_and_no_runtime_flag";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    tb_corpus(tmp.path(), &reg);
+    // As the README's commands are written: relative folders, the default `--out out`
+    // (AKBENCH_OUT unset), and no `--runtime` (the task is image-only: `container` is picked).
+    let single = |agent: &str, json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_akbench"));
+        cmd.current_dir(tmp.path())
+            .args(["run", "single", TB, "--agent", agent])
+            .args(["--tasks-root", "tasks", "--cache", "cache"])
+            .arg("--agents-root")
+            .arg(examples().join("agents"))
+            .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+            .env_remove("AKBENCH_OUT")
+            .env_remove("AKBENCH_CACHE");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = single("oracle", true);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    let record = PathBuf::from(v["record"].as_str().unwrap());
+    assert!(
+        record.is_absolute() && record.starts_with(tmp.path().join("out")),
+        "{}",
+        record.display()
+    );
+    // Not solved by `fail`, and the pick is said.
+    let (code, stdout, stderr) = single("fail", false);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("runtime container picked: every task is image-only"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
     const TEST: &str = "a_terminal_bench_task_without_source_runs_in_its_image_as_it_is";
     if !runs_here(TEST) {

@@ -87,6 +87,40 @@ fn bad_inputs_are_refused_before_anything_is_built() {
             "{task} {args:?}: {stderr}"
         );
     }
+    // A Dockerfile-only task written for Harbor (no [source], no image yet) loads: the build
+    // gets as far as the builder, and says the field it will write (Harbor's key).
+    let dockerfile_only = "tb-dockerfile-only";
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/tb-wordfreq-001"))
+        .arg(tasks.join(dockerfile_only))
+        .status()
+        .unwrap()
+        .success());
+    let toml = tasks.join(dockerfile_only).join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("docker_image") && !l.starts_with("version"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&toml, format!("schema_version = \"1.1\"\n{text}")).unwrap();
+    let (code, stderr) = run(dockerfile_only, &["--push", "127.0.0.1:5000"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("none of docker, podman or buildah is on PATH")
+            && stderr.contains("will be written to `environment.docker_image`"),
+        "{stderr}"
+    );
+    let (code, stderr) = run(
+        dockerfile_only,
+        &["--push", "127.0.0.1:5000", "--builder", "podman"],
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("failed to start `podman build -t 127.0.0.1:5000/akbench/tb-dockerfile-only:unversioned"),
+        "{stderr}"
+    );
     // A builder named but absent: the build fails (exit 3), nothing written.
     let (code, stderr) = run(harbor, &["--push", "127.0.0.1:5000", "--builder", "podman"]);
     assert_eq!(code, Some(3), "{stderr}");

@@ -300,3 +300,123 @@ fn a_plan_records_the_task_checks_and_refuses_an_invalid_task() {
     assert_eq!(v["task_checks"]["run_now"], 1, "{v}");
     assert_eq!(v["task_checks"]["unchecked"], serde_json::json!([]), "{v}");
 }
+
+/// A copy of `examples/tasks/<example>` as `tasks/<name>`, its task.toml edited by `edit`.
+fn copy_edited(tmp: &Path, example: &str, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let dir = task(tmp, name);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks").join(example))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let toml = dir.join("task.toml");
+    std::fs::write(&toml, edit(std::fs::read_to_string(&toml).unwrap())).unwrap();
+    dir
+}
+
+#[test]
+fn harbor_keys_harbor_ignores_are_listed_by_task_check_with_why() {
+    const TEST: &str = "harbor_keys_harbor_ignores_are_listed_by_task_check_with_why";
+    if let Err(e) = akbench_worker::runtime::sandbox_available() {
+        akbench_core::testkit::skip(TEST, &e);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // pyslug-001 with Terminal-Bench 2.1's Harbor keys beside akbench's.
+    let dir = copy_edited(tmp.path(), "pyslug-001", "harbor-keys", |t| {
+        format!(
+            "schema_version = \"1.1\"\nartifacts = []\ncolour = \"red\"\n{}\n[task]\nname = \"terminal-bench/harbor-keys\"\ndescription = \"d\"\nkeywords = [\"k\"]\n\n[environment]\ngpus = 0\nmcp_servers = []\nallow_internet = false\nstorage_mb = 10240\n\n[environment.env]\n\n[solution.env]\n",
+            t.trim_end()
+        )
+    });
+    let (code, v, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 0, "{v} {stderr}");
+    let fields = v["fields"].as_array().cloned().unwrap_or_default();
+    let handling = |f: &str| {
+        fields.iter().find(|u| u["field"] == f).map(|u| {
+            (
+                u["handling"].as_str().unwrap_or_default().to_string(),
+                u["why"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+    };
+    for (field, want) in [
+        ("schema_version", "applied"),
+        ("artifacts", "applied"),
+        ("task.name", "applied"),
+        ("environment.gpus", "applied"),
+        ("environment.storage_mb", "applied"),
+        ("task.description", "ignored"),
+        ("task.keywords", "ignored"),
+        ("colour", "ignored"),
+    ] {
+        let (got, why) = handling(field).unwrap_or_else(|| panic!("{field} not listed: {v}"));
+        assert_eq!(got, want, "{field}: {v}");
+        assert!(!why.is_empty(), "{field}: {v}");
+    }
+    assert_eq!(v["network"]["agent"]["mode"], "no-network", "{v}");
+    assert_eq!(v["harbor_name"], "terminal-bench/harbor-keys", "{v}");
+    // The text output lists what is ignored, with why.
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["task", "check"])
+        .arg(&dir)
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ignored: colour: not a field of Harbor 0.25")
+            && text.contains("ignored: task.description: registry information")
+            && text.contains("network: agent no-network, verifier no-network"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_dockerfile_only_task_loads_and_is_told_to_build_its_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy_edited(tmp.path(), "tb-wordfreq-001", "dockerfile-only", |t| {
+        t.lines()
+            .filter(|l| !l.starts_with("docker_image"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    // No --runtime: the task is image-only, so `container` is picked; its image is unbuilt.
+    let (code, v, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 2, "{v} {stderr}");
+    assert!(
+        stderr.contains("has no image yet") && stderr.contains("akbench image build"),
+        "{stderr}"
+    );
+    // A key a task cannot have here is refused naming the file, the key and the fix.
+    let dir = copy_edited(tmp.path(), "tb-wordfreq-001", "gpu", |t| {
+        format!("{t}gpus = 2\n")
+    });
+    let (code, v, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 2, "{v} {stderr}");
+    assert!(
+        stderr.contains("task.toml")
+            && stderr.contains("field `environment.gpus`")
+            && stderr.contains("fix: remove it (or set 0)"),
+        "{stderr}"
+    );
+    // Sidecars: refused naming the compose file.
+    let dir = copy_edited(tmp.path(), "tb-wordfreq-001", "compose", |t| t);
+    std::fs::write(
+        dir.join("environment/docker-compose.yaml"),
+        "services: {}\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("environment/docker-compose.yaml")
+            && stderr.contains("sidecar services")
+            && stderr.contains("fix:"),
+        "{stderr}"
+    );
+}

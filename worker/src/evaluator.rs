@@ -408,6 +408,11 @@ fn run_once(
     };
     let argv: Vec<String> = task.verifier_command.iter().map(subst).collect();
     let mut env = base_env(&home);
+    // The task's `[environment] env` (every process of the task gets it), then `[verifier] env`.
+    match crate::adapters::task_env(task) {
+        Ok(e) => env.extend(e),
+        Err(e) => return machinery(e),
+    }
     env.extend(task.file.verifier.env.clone());
     env.insert("AKBENCH_TESTS_DIR".into(), tests.display().to_string());
     env.insert(

@@ -149,6 +149,17 @@ pub struct AttemptRequest<'a> {
     pub options: AttemptOptions,
 }
 
+impl AttemptRequest<'_> {
+    /// The attempt's limits: its options', with the task's disk limit (`storage_mb` of any
+    /// size, else the default; `akbench_core::task::requirements::attempt_disk_mb`).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            disk_mb: akbench_core::task::requirements::attempt_disk_mb(&self.task.requirements),
+            ..self.options.limits
+        }
+    }
+}
+
 /// One trial to run locally.
 #[derive(Debug)]
 pub struct TrialRequest<'a> {

@@ -1,33 +1,130 @@
-//! `[environment]` of `task.toml`: the image a task runs in under the `container` runtime;
-//! and every field of Harbor's sections that akbench keeps as written (`[environment]`,
-//! `[solution]`, `[verifier] environment_mode`): each takes effect or is refused when the
-//! task loads, never silently ignored ([`HARBOR_FIELDS`], the table in docs/tasks.md).
+//! `[environment]` of `task.toml`: the image a task runs in under the `container` runtime,
+//! `[solution] env`, and the table of every field of Harbor's task configuration and what
+//! akbench does with it ([`HARBOR_FIELDS`], the table in docs/tasks.md); the walk that
+//! applies the table is `fields.rs`.
 
 use super::{TaskError, TASK_FILE};
 use crate::image::ImageRef;
 use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
-/// What akbench does with a field of Harbor's `task.toml` that it keeps as written.
+/// What akbench does with a field of Harbor's `task.toml`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handling {
     /// The field takes effect: how.
     Applied(&'static str),
     /// The field is refused when the task loads: the fix the error names.
     Refused(&'static str),
+    /// Harbor itself runs nothing from the field: it is kept with the task (and shown by
+    /// `akbench task check`), never silently dropped. Why it is ignored.
+    Ignored(&'static str),
 }
 
-/// Every field of `[environment]`, `[solution]` and `[verifier] environment_mode` (Harbor
-/// 0.25's task configuration) and what akbench does with it. Any other key of
-/// `[environment]` or `[solution]` is refused as unknown.
+/// Every field of Harbor 0.25's task configuration (`harbor/models/task/config.py`) and
+/// what akbench does with it. A key of a Harbor section that is not here is one Harbor
+/// ignores too (its models accept and drop unknown keys): it is kept as ignored
+/// ([`UNKNOWN_KEY`]). Some fields depend on their value (`gpus = 0` takes effect, `gpus =
+/// 1` is refused): the row says both.
 pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
+    (
+        "schema_version",
+        Handling::Applied("Harbor's task format: 1.0 to 1.4 are read as Harbor 0.25 reads them; another is refused"),
+    ),
+    (
+        "version",
+        Handling::Applied("the task's version (the release's), unless `[task] version` is set; Harbor reads it as the legacy name of `schema_version`"),
+    ),
+    (
+        "source",
+        Handling::Ignored("Harbor's note (a string) of where the task came from; akbench's `[source]` table pins a repository instead"),
+    ),
+    (
+        "multi_step_reward_strategy",
+        Handling::Ignored("it applies to multi-step tasks (`[[steps]]`) only"),
+    ),
+    (
+        "steps",
+        Handling::Refused("multi-step tasks are not run yet (issue 46): run the task with Harbor, or write it as one step"),
+    ),
+    (
+        "artifacts",
+        Handling::Applied("paths kept after the attempt: one in the working folder (its diff is always kept) or /logs/artifacts (collected after every attempt); another path, or a `service`, is refused (fix: write the file under /logs/artifacts)"),
+    ),
+    (
+        "task.name",
+        Handling::Applied("the task's Harbor name (`org/name`), kept with the task and shown by `task check`; the task's id stays its folder name"),
+    ),
+    (
+        "task.version",
+        Handling::Applied("the task's version (the release's), over the top-level `version`"),
+    ),
+    (
+        "task.description",
+        Handling::Ignored("registry information: kept with the task, runs nothing"),
+    ),
+    (
+        "task.authors",
+        Handling::Ignored("registry information: kept with the task, runs nothing"),
+    ),
+    (
+        "task.keywords",
+        Handling::Ignored("registry information: kept with the task, runs nothing"),
+    ),
+    (
+        "metadata",
+        Handling::Ignored("free-form: recorded in the plan (`metadata`), runs nothing"),
+    ),
+    (
+        "agent.timeout_sec",
+        Handling::Applied("the agent's time limit"),
+    ),
+    (
+        "agent.user",
+        Handling::Refused("remove it: the agent runs as the image's user (its `USER`, root when unset); set `USER` in environment/Dockerfile instead"),
+    ),
+    (
+        "agent.network_mode",
+        Handling::Applied("the agent phase's network (`public`, `no-network`, `allowlist`), over `[environment]`'s; applied by the worker's egress proxy"),
+    ),
+    (
+        "agent.allowed_hosts",
+        Handling::Applied("the hosts the agent may reach with `network_mode = \"allowlist\"` (Harbor's normalisation)"),
+    ),
+    (
+        "verifier.timeout_sec",
+        Handling::Applied("each grading run's time limit"),
+    ),
+    (
+        "verifier.env",
+        Handling::Applied("extra environment of each grading run (names to strings)"),
+    ),
+    (
+        "verifier.user",
+        Handling::Refused("remove it: grading runs as the image's user (its `USER`, root when unset); set `USER` in environment/Dockerfile instead"),
+    ),
+    (
+        "verifier.network_mode",
+        Handling::Applied("the grading runs' network, over `[verifier.environment]`'s and `[environment]`'s; applied by the worker's egress proxy"),
+    ),
+    (
+        "verifier.allowed_hosts",
+        Handling::Applied("the hosts grading may reach with `network_mode = \"allowlist\"`"),
+    ),
+    (
+        "verifier.collect",
+        Handling::Applied("an empty list only; a collect hook is refused (fix: snapshot the state from tests/test.sh, which runs after the agent, or remove it)"),
+    ),
+    (
+        "verifier.environment",
+        Handling::Applied("the separate verifier environment: its `network_mode`, `allowed_hosts` and `allow_internet` set the grading runs' network (Harbor's default `public` when the table is there); any other key takes effect when it equals `[environment]`'s, and is refused otherwise (grading runs in the task's own image with its resources)"),
+    ),
     (
         "environment.image",
         Handling::Applied("the OCI image the task runs in under `runtime: container`; a tag is pinned to its digest when a run is planned"),
     ),
     (
         "environment.docker_image",
-        Handling::Applied("Harbor's name of `environment.image`, read the same way (a task sets one of the two)"),
+        Handling::Applied("Harbor's name of `environment.image`, read the same way (a task sets one of the two); it wins over environment/Dockerfile, as in Harbor"),
     ),
     (
         "environment.workdir",
@@ -35,35 +132,55 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.os",
-        Handling::Applied("`linux` only (images are resolved for `linux/<arch>`); any other value is refused"),
+        Handling::Applied("`linux` only, any case (images are resolved for `linux/<arch>`); `windows` is refused"),
     ),
     (
         "environment.build_timeout_sec",
-        Handling::Applied("the time limit of `akbench image build` (0.001 to 604800 s)"),
+        Handling::Applied("the time limit of `akbench image build` (1 to 604800 s)"),
     ),
     (
         "environment.cpus",
-        Handling::Applied("a requirement (a whole number, at least 1): a run whose `compute.cpus` is lower is refused when it is planned; a run that gives at least that many records it in the plan"),
+        Handling::Applied("a requirement (a number above 0; a fraction counts as the next whole CPU): a run whose `compute.cpus` is lower is refused when it is planned; a run that gives at least that many records it in the plan"),
     ),
     (
         "environment.memory_mb",
         Handling::Applied("a requirement in MiB, as `cpus`, against the run's `compute.memory_mb`"),
     ),
     (
+        "environment.memory",
+        Handling::Applied("Harbor's legacy `memory_mb` as a size (`\"2G\"`, `\"512M\"`, `\"1024K\"`), converted as Harbor converts it; a value that is not a string is ignored, as in Harbor"),
+    ),
+    (
         "environment.storage_mb",
-        Handling::Applied("a requirement in MiB, as `cpus`, against the disk limit of an attempt (4096 MiB, `disk_mb` in docs/agents.md); also the disk limit of each grading run of the task (what it may add to its workspace and every other writable place)"),
+        Handling::Applied("the disk limit of every attempt and grading run of the task in MiB, any size (what it may add to its workspace and every other writable place); else 4096 MiB"),
+    ),
+    (
+        "environment.storage",
+        Handling::Applied("Harbor's legacy `storage_mb` as a size (`\"10G\"`), converted as Harbor converts it"),
     ),
     (
         "environment.gpus",
-        Handling::Refused("remove it: akbench schedules no GPUs; run GPU tasks with Harbor"),
+        Handling::Applied("`0` only (no GPU, which is what akbench gives); more is refused: akbench schedules no GPUs, run GPU tasks with Harbor"),
     ),
     (
         "environment.gpu_types",
-        Handling::Refused("remove it: akbench schedules no GPUs; run GPU tasks with Harbor"),
+        Handling::Ignored("no GPU is given (`gpus` is 0 or unset), so no type applies"),
+    ),
+    (
+        "environment.tpu",
+        Handling::Refused("remove it: akbench schedules no TPUs; run TPU tasks with Harbor"),
+    ),
+    (
+        "environment.mcp_servers",
+        Handling::Applied("an empty list only; MCP servers are sidecar services, which are not run yet (fix: run the task with Harbor, or remove them)"),
     ),
     (
         "environment.env",
-        Handling::Refused("move what the tests need to `[verifier] env`; the agent's environment comes from its descriptor and the image's `Env`"),
+        Handling::Applied("the environment of every process of the task in its image (agent, solution, tests): a literal value as written; `${VAR}` and `${VAR:-default}` kept as named references, resolved from the worker's environment when an attempt starts (never stored)"),
+    ),
+    (
+        "environment.skills_dir",
+        Handling::Applied("an absolute folder in the image, given to the agent as `AKBENCH_SKILLS_DIR` (Harbor's agents copy it into their skills folder; akbench's adapters leave that to the agent)"),
     ),
     (
         "environment.healthcheck",
@@ -71,11 +188,15 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.network_mode",
-        Handling::Refused("remove it: the agent reaches only the endpoints its descriptor lists (`network`), grading reaches none"),
+        Handling::Applied("every phase's network (`public`, Harbor's default, `no-network`, `allowlist`) unless `[agent]` or `[verifier]` sets its own; applied by the worker's egress proxy"),
     ),
     (
         "environment.allowed_hosts",
-        Handling::Refused("remove it: list the endpoints in the agent descriptor's `network` (host:port)"),
+        Handling::Applied("the hosts reachable with `network_mode = \"allowlist\"` (hostnames, `*.` suffixes, addresses, CIDR ranges, normalised as Harbor does)"),
+    ),
+    (
+        "environment.allow_internet",
+        Handling::Applied("deprecated: `true` is `network_mode = \"public\"`, `false` is `\"no-network\"`; kept as ignored when `network_mode` or `allowed_hosts` is set, as in Harbor"),
     ),
     (
         "solution.env",
@@ -87,113 +208,15 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
 ];
 
+/// Why a key no row of [`HARBOR_FIELDS`] names is kept as ignored.
+pub const UNKNOWN_KEY: &str = "not a field of Harbor 0.25's task.toml (nor akbench's): Harbor ignores it, and so does akbench; check its spelling";
+
 /// How akbench handles the Harbor field `field` (`section.key`), when it knows it.
 pub fn handling(field: &str) -> Option<Handling> {
     HARBOR_FIELDS
         .iter()
         .find(|(f, _)| *f == field)
         .map(|(_, h)| *h)
-}
-
-/// Refuses the fields of `[environment]` and `[solution]` that do not take effect (and
-/// unknown ones), and checks the values of those that do but are not read elsewhere.
-pub(super) fn check_fields(
-    toml_path: &Path,
-    sections: &[(&str, &BTreeMap<String, toml::Value>)],
-    environment_mode: Option<&str>,
-) -> Result<(), TaskError> {
-    for (section, map) in sections {
-        for (key, value) in *map {
-            let field = format!("{section}.{key}");
-            match handling(&field) {
-                None => {
-                    return Err(TaskError::field(
-                        toml_path,
-                        &field,
-                        "is not a field akbench knows",
-                        format!(
-                            "remove it (the fields of [{section}] are listed in docs/tasks.md, \"Harbor fields\")"
-                        ),
-                    ))
-                }
-                Some(Handling::Refused(fix)) => {
-                    return Err(TaskError::field(
-                        toml_path,
-                        &field,
-                        "does not take effect in akbench",
-                        fix,
-                    ))
-                }
-                Some(Handling::Applied(_)) => check_value(toml_path, &field, value)?,
-            }
-        }
-    }
-    match environment_mode {
-        None | Some("separate") => Ok(()),
-        Some(other) => Err(TaskError::field(
-            toml_path,
-            "verifier.environment_mode",
-            format!(
-                "`{}`: akbench grades in a fresh sandbox, never in the agent's",
-                crate::limits::elide(other)
-            ),
-            "set `separate` or remove it (a test that needs what the agent left outside the workspace cannot be graded by akbench)",
-        )),
-    }
-}
-
-fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(), TaskError> {
-    match (field, value) {
-        ("environment.os", toml::Value::String(s)) if s == "linux" => Ok(()),
-        ("environment.os", other) => Err(TaskError::field(
-            toml_path,
-            field,
-            format!(
-                "is {}, not `linux`",
-                crate::limits::elide(&other.to_string())
-            ),
-            "set `linux` or remove it: akbench runs Linux images only",
-        )),
-        ("environment.build_timeout_sec", v) => {
-            let secs = match v {
-                toml::Value::Float(f) => *f,
-                toml::Value::Integer(i) => *i as f64,
-                other => {
-                    return Err(TaskError::field(
-                        toml_path,
-                        field,
-                        format!("is a {}, not a number", other.type_str()),
-                        "give a number of seconds such as 600.0",
-                    ))
-                }
-            };
-            crate::ranges::BUILD_TIMEOUT_SEC
-                .real(secs)
-                .map(|_| ())
-                .map_err(|why| {
-                    TaskError::field(
-                        toml_path,
-                        field,
-                        why.to_string(),
-                        "give 1 to 604800 seconds, or drop it for the default (600)",
-                    )
-                })
-        }
-        ("solution.env", v) => solution_env(toml_path, v).map(|_| ()),
-        ("environment.cpus" | "environment.memory_mb" | "environment.storage_mb", v) => match v {
-            toml::Value::Integer(i) if *i >= 1 => Ok(()),
-            other => Err(TaskError::field(
-                toml_path,
-                field,
-                format!(
-                    "is {}, not a whole number of at least 1",
-                    crate::limits::elide(&other.to_string())
-                ),
-                "write a whole number such as 2, or remove it",
-            )),
-        },
-        _ => Ok(()),
-    }
 }
 
 /// `[solution] env`: environment-variable names to string values, taken as written (a
@@ -248,21 +271,6 @@ pub(super) fn solution_env(
     Ok(out)
 }
 
-/// `environment.cpus`, `memory_mb` and `storage_mb` (checked by [`check_fields`]).
-pub(super) fn requirements(
-    env: &BTreeMap<String, toml::Value>,
-) -> super::requirements::Requirements {
-    let get = |k: &str| match env.get(k) {
-        Some(toml::Value::Integer(i)) if *i >= 1 => Some(*i as u64),
-        _ => None,
-    };
-    super::requirements::Requirements {
-        cpus: get("cpus"),
-        memory_mb: get("memory_mb"),
-        storage_mb: get("storage_mb"),
-    }
-}
-
 /// The time limit of building the task's image: `environment.build_timeout_sec`, checked.
 pub fn build_timeout_sec(env: &BTreeMap<String, toml::Value>) -> Option<f64> {
     match env.get("build_timeout_sec")? {
@@ -274,9 +282,12 @@ pub fn build_timeout_sec(env: &BTreeMap<String, toml::Value>) -> Option<f64> {
 
 /// `environment.image` (or Harbor's `environment.docker_image`) and `environment.workdir`,
 /// checked.
+/// `dockerfile`: the task has environment/Dockerfile, whose image `workdir` may name a
+/// folder of before it is built.
 pub(super) fn image(
     toml_path: &Path,
     env: &BTreeMap<String, toml::Value>,
+    dockerfile: bool,
 ) -> Result<(Option<ImageRef>, Option<String>), TaskError> {
     debug_assert!(toml_path.ends_with(TASK_FILE));
     let (key, written) = match (env.get("image"), env.get("docker_image")) {
@@ -343,11 +354,11 @@ pub(super) fn image(
             ))
         }
     };
-    if workdir.is_some() && image.is_none() {
+    if workdir.is_some() && image.is_none() && !dockerfile {
         return Err(TaskError::field(
             toml_path,
             "environment.workdir",
-            "is set but `environment.image` is not",
+            "is set but `environment.image` is not (and there is no environment/Dockerfile)",
             "name the image the task runs in, or drop `workdir`",
         ));
     }

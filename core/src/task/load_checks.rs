@@ -149,6 +149,23 @@ pub(super) fn local_repo(
     }
 }
 
+/// `environment/docker-compose.yaml` (or `.yml`): sidecar services, which are not run yet;
+/// the task is refused naming the file rather than run without its services.
+pub(super) fn sidecars(dir: &Path) -> Result<(), TaskError> {
+    for name in ["docker-compose.yaml", "docker-compose.yml"] {
+        let file = dir.join("environment").join(name);
+        if std::fs::symlink_metadata(&file).is_ok() {
+            return Err(TaskError {
+                file,
+                kind: super::TaskErrorKind::Io(
+                    "declares sidecar services, which akbench does not run yet (a task is never run without its services); fix: run the task with Harbor, or fold what it needs into environment/Dockerfile and remove the compose file".into(),
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[path = "load_checks_tests.rs"]
 mod tests;

@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The disk limit of every attempt, in MiB (the worker's `disk_mb`: worktree, home, private
-/// /tmp and /dev/shm together); not a setting of a run yet.
+/// The disk limit of an attempt whose task names no `storage_mb`, in MiB (the worker's
+/// `disk_mb`: worktree, home, private /tmp and /dev/shm together); not a setting of a run.
 pub const DISK_MB: u64 = 4096;
 
 /// What a task asks of the run (`[environment] cpus`, `memory_mb`, `storage_mb`).
@@ -79,12 +79,6 @@ pub fn check(task: &str, needs: &Requirements, offered: &Offered) -> Result<(), 
             fix_for("memory_mb", want)
         ));
     }
-    if let Some(want) = needs.storage_mb.filter(|w| *w > offered.disk_mb) {
-        short.push(format!(
-            "task `{task}` asks for `environment.storage_mb` = {want} but an attempt may write {} MiB (the disk limit, not a setting of a run); fix: run the task with Harbor, or lower `storage_mb` if the task needs less",
-            offered.disk_mb
-        ));
-    }
     if short.is_empty() {
         Ok(())
     } else {
@@ -92,15 +86,21 @@ pub fn check(task: &str, needs: &Requirements, offered: &Offered) -> Result<(), 
     }
 }
 
+/// The disk limit of one attempt of the task, in MiB: what the agent may add to every place
+/// it can write. The task's `storage_mb` when it names one, any size (Harbor gives the
+/// container that storage); else [`DISK_MB`].
+pub fn attempt_disk_mb(needs: &Requirements) -> u64 {
+    needs.storage_mb.map_or(DISK_MB, |s| s.max(1))
+}
+
 /// The disk limit of one grading run, in MiB: what the run may add, over what its writable
 /// places held when it started, to the grading workspace, the verifier folder, the home,
 /// the private `/tmp` and `/dev/shm` and (under `container`) the image's copy-on-write layer
-/// together. The task's `storage_mb` when it names one (the space it says it needs; Harbor
-/// gives its verifier the same container storage), never more than the disk limit of an
-/// attempt ([`DISK_MB`]); else that limit. A grading run that goes over it is stopped and
-/// recorded as the agent's doing (`limit_hit: disk_mb`).
+/// together: the same as an attempt's ([`attempt_disk_mb`]; Harbor gives its verifier the
+/// same container storage). A grading run that goes over it is stopped and recorded as the
+/// agent's doing (`limit_hit: disk_mb`).
 pub fn grading_disk_mb(needs: &Requirements) -> u64 {
-    needs.storage_mb.map_or(DISK_MB, |s| s.clamp(1, DISK_MB))
+    attempt_disk_mb(needs)
 }
 
 /// The memory limit of one grading run, in MiB: `floor` (the worker's grading memory,
@@ -134,11 +134,9 @@ mod tests {
             (r(Some(2), Some(4096), Some(DISK_MB)), &[]),
             (r(Some(3), None, None), &["cpus"]),
             (r(None, Some(4097), None), &["memory_mb"]),
-            (r(None, None, Some(DISK_MB + 1)), &["storage_mb"]),
-            (
-                r(Some(8), Some(8192), Some(10240)),
-                &["cpus", "memory_mb", "storage_mb"],
-            ),
+            // Any storage: it becomes the attempt's disk limit.
+            (r(None, None, Some(DISK_MB + 1)), &[]),
+            (r(Some(8), Some(8192), Some(10240)), &["cpus", "memory_mb"]),
         ];
         for (needs, refused) in cases {
             {
@@ -189,7 +187,7 @@ mod tests {
     }
 
     #[test]
-    fn a_grading_run_gets_the_tasks_storage_never_more_than_an_attempts_disk() {
+    fn attempts_and_grading_runs_get_the_tasks_storage_of_any_size() {
         let r = |memory_mb, storage_mb| Requirements {
             cpus: None,
             memory_mb,
@@ -200,14 +198,15 @@ mod tests {
             (r(None, None), DISK_MB, 8192),
             (r(None, Some(32)), 32, 8192),
             (r(None, Some(DISK_MB)), DISK_MB, 8192),
-            (r(None, Some(DISK_MB + 1)), DISK_MB, 8192),
-            (r(None, Some(10240)), DISK_MB, 8192),
+            (r(None, Some(DISK_MB + 1)), DISK_MB + 1, 8192),
+            (r(None, Some(10240)), 10240, 8192),
             (r(None, Some(0)), 1, 8192),
             (r(Some(1024), None), DISK_MB, 8192),
             (r(Some(16384), Some(64)), 64, 16384),
         ];
         for (needs, disk, memory) in cases {
             assert_eq!(grading_disk_mb(&needs), disk, "{needs:?}");
+            assert_eq!(attempt_disk_mb(&needs), disk, "{needs:?}");
             assert_eq!(grading_memory_mb(&needs, 8192), memory, "{needs:?}");
         }
     }

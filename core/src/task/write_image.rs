@@ -2,6 +2,28 @@
 //! Harbor's `environment.docker_image`, when that is the key the task uses) set to the
 //! pushed reference, every other line (comments, order, formatting) kept as written.
 
+/// The key of `[environment]` `akbench image build` writes the image to: the one the task
+/// uses (`docker_image` or `image`); for a task naming none, Harbor's `docker_image` when the
+/// task is written for Harbor (`schema_version` or `[task]`; Harbor then runs the image
+/// instead of building the Dockerfile), else akbench's `image`.
+pub fn image_key(task_toml: &toml::Table) -> &'static str {
+    let env = task_toml.get("environment").and_then(|e| e.as_table());
+    if env.is_some_and(|t| t.contains_key("docker_image")) {
+        "docker_image"
+    } else if env.is_some_and(|t| t.contains_key("image")) {
+        "image"
+    } else if task_toml.contains_key("schema_version") || task_toml.contains_key("task") {
+        "docker_image"
+    } else {
+        "image"
+    }
+}
+
+/// [`image_key`] of a task.toml's text (`image` when it does not parse).
+pub fn image_key_of(text: &str) -> &'static str {
+    toml::from_str::<toml::Table>(text).map_or("image", |t| image_key(&t))
+}
+
 /// `text` (a task.toml) with the image of `[environment]` set to `image`: the existing
 /// `image = ...` (or `docker_image = ...`) line replaced, else `image` added right below the
 /// section header, else the section appended. Refused when the file does not parse or
@@ -11,14 +33,7 @@ pub fn set_image(text: &str, image: &str) -> Result<String, String> {
     let parsed: toml::Table =
         toml::from_str(text).map_err(|e| format!("task.toml does not parse: {e}"))?;
     let env = parsed.get("environment");
-    let key = if env
-        .and_then(|e| e.as_table())
-        .is_some_and(|t| t.contains_key("docker_image"))
-    {
-        "docker_image"
-    } else {
-        "image"
-    };
+    let key = image_key(&parsed);
     let lines: Vec<&str> = text.lines().collect();
     let is_header = |l: &str| {
         let t = l.trim_start();
@@ -96,6 +111,15 @@ mod tests {
                 // Harbor's name of the key is kept.
                 "version = \"1.0\"\n[environment]\ndocker_image = \"base:1\"\nos = \"linux\"\n",
                 format!("version = \"1.0\"\n[environment]\ndocker_image = \"{IMG}\"\nos = \"linux\"\n"),
+            ),
+            (
+                // A Harbor task naming no image yet: Harbor's key.
+                "schema_version = \"1.1\"\n[environment]\ncpus = 1\n",
+                format!("schema_version = \"1.1\"\n[environment]\ndocker_image = \"{IMG}\"\ncpus = 1\n"),
+            ),
+            (
+                "schema_version = \"1.1\"\n",
+                format!("schema_version = \"1.1\"\n\n[environment]\ndocker_image = \"{IMG}\"\n"),
             ),
             (
                 // `images` is another key, not `image`.

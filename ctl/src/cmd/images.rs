@@ -52,6 +52,13 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     let toml_path = dir.join(akbench_core::task::TASK_FILE);
     let text = akbench_core::bounded_read::ReadKind::Config
         .load_text(&toml_path, akbench_core::bounded_read::Links::Follow)?;
+    let key = akbench_core::task::image_key_of(&text);
+    if !args.json {
+        eprintln!(
+            "akbench: the image will be written to `environment.{key}` in {}",
+            toml_path.display()
+        );
+    }
     // Refused before anything is built when task.toml cannot take the image.
     akbench_core::task::set_image(&text, &format!("{written}@sha256:{}", "0".repeat(64)))
         .map_err(|e| InputError(format!("failed to build: {}: {e}", toml_path.display())))?;
@@ -96,17 +103,15 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     let edited = akbench_core::task::set_image(&text, &pinned)
         .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", toml_path.display()))?;
     akbench_core::output::write(&toml_path, edited.as_bytes())?;
+    let field = format!("environment.{key}");
     if args.json {
         outln!(
             "{}",
-            serde_json::json!({"task": task.release.id, "image": pinned, "digest": digest, "builder": builder, "task_toml": toml_path})
+            serde_json::json!({"task": task.release.id, "image": pinned, "digest": digest, "builder": builder, "task_toml": toml_path, "field": field})
         );
     } else {
         outln!("{pinned}");
-        eprintln!(
-            "akbench: wrote environment.image into {}",
-            toml_path.display()
-        );
+        eprintln!("akbench: wrote `{field}` into {}", toml_path.display());
     }
     Ok(crate::exit::OK)
 }

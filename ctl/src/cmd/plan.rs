@@ -23,6 +23,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<i32> {
             "state": "ready",
             "summary": ready.summary,
             "task_checks": checks,
+            "runtime": spec.condition.execution.runtime,
+            "runtime_picked": spec.provenance.runtime_picked,
         }))?;
     } else {
         outln!("run      {}", spec.run_key());

@@ -30,11 +30,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         &usable_cache_root(args.cache.as_deref())?,
         Arc::new(SystemClock),
     );
-    let runtime = match args.runtime.as_str() {
-        "direct" => akbench_core::manifest::Runtime::Direct,
-        "container" => akbench_core::manifest::Runtime::Container,
-        _ => akbench_core::manifest::Runtime::Sandbox,
-    };
+    let runtime =
+        crate::cmd::shared::inputs::runtime_for(args.runtime.as_deref(), &task, args.json);
     check_runtime(&task, runtime)?;
     let compute = single_compute(&task)?;
     if runtime == akbench_core::manifest::Runtime::Container {

@@ -35,11 +35,8 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         ))
         .into());
     }
-    let runtime = match args.runtime.as_str() {
-        "direct" => Runtime::Direct,
-        "container" => Runtime::Container,
-        _ => Runtime::Sandbox,
-    };
+    let runtime =
+        crate::cmd::shared::inputs::runtime_for(args.runtime.as_deref(), &task, args.json);
     let cache = usable_cache_root(args.cache.as_deref())?;
     let orch = Orchestrator::new(&cache, Arc::new(SystemClock));
     check_runtime(&task, runtime)?;
@@ -65,7 +62,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     if !was_cached {
         keep(&file, &check)?;
     }
-    print(&check, &file, was_cached, args.json);
+    print(&check, &task, &file, was_cached, args.json);
     Ok(if check.valid {
         exit::OK
     } else {
@@ -73,11 +70,16 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     })
 }
 
-fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
+fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: bool, json: bool) {
     if json {
         let mut v = serde_json::to_value(check).expect("a check serializes");
         v["cached"] = cached.into();
         v["cache_file"] = file.display().to_string().into();
+        v["fields"] = serde_json::to_value(&task.fields).expect("fields serialize");
+        v["network"] = serde_json::to_value(&task.network).expect("networks serialize");
+        if let Some(n) = &task.harbor_name {
+            v["harbor_name"] = n.clone().into();
+        }
         outln!("{v}");
         return;
     }
@@ -111,5 +113,24 @@ fn print(check: &TaskCheck, file: &std::path::Path, cached: bool, json: bool) {
     }
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");
+    }
+    print_fields(task);
+}
+
+/// The task's Harbor keys: those kept as ignored (with why), and the network of each phase.
+fn print_fields(task: &task::Task) {
+    let net = |m: &akbench_core::egress::NetworkMode| {
+        serde_json::to_value(m)
+            .ok()
+            .and_then(|v| v.get("mode").and_then(|m| m.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    };
+    outln!(
+        "  network: agent {}, verifier {}",
+        net(&task.network.agent),
+        net(&task.network.verifier)
+    );
+    for u in task.fields.iter().filter(|u| u.handling == "ignored") {
+        outln!("  ignored: {}: {}", u.field, u.why);
     }
 }

@@ -83,7 +83,7 @@ impl Adapter for CliAgentAdapter {
             .filter(|p| p.starts_with('/'))
             .map(|p| vec![std::path::PathBuf::from(p)])
             .unwrap_or_default();
-        let mut env = common_env(ctx);
+        let mut env = common_env(ctx)?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             for (k, v) in self.root_env {

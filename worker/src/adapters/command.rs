@@ -15,7 +15,7 @@ impl Adapter for CommandAdapter {
         let template = ctx.agent.descriptor.command.clone().unwrap_or_default();
         Ok(Launch {
             argv: expand_template(&template, ctx)?,
-            env: common_env(ctx),
+            env: common_env(ctx)?,
             readable: Vec::new(),
         })
     }

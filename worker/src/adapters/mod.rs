@@ -193,9 +193,16 @@ fn substitute(arg: &str, vars: &[(&str, String)]) -> Result<String, String> {
     Ok(out)
 }
 
-/// The environment every adapter gives its agent.
-pub fn common_env(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
-    let mut env = ctx.agent.descriptor.env.clone();
+/// The environment every adapter gives its agent: the task's `[environment] env` (its
+/// `${VAR}` references resolved from the worker's environment; an unset one without a
+/// default is the error), under the descriptor's `env` and akbench's variables; the task's
+/// `skills_dir` as `AKBENCH_SKILLS_DIR`.
+pub fn common_env(ctx: &LaunchContext<'_>) -> Result<BTreeMap<String, String>, String> {
+    let mut env = task_env(ctx.task)?;
+    env.extend(ctx.agent.descriptor.env.clone());
+    if let Some(dir) = &ctx.task.skills_dir {
+        env.insert("AKBENCH_SKILLS_DIR".into(), dir.clone());
+    }
     env.insert(
         "AKBENCH_INSTRUCTION_FILE".into(),
         ctx.instruction_file.display().to_string(),
@@ -208,5 +215,12 @@ pub fn common_env(ctx: &LaunchContext<'_>) -> BTreeMap<String, String> {
     if let Some(m) = &ctx.agent.descriptor.model {
         env.insert("AKBENCH_MODEL".into(), m.clone());
     }
-    env
+    Ok(env)
+}
+
+/// The task's `[environment] env`, resolved from this worker's environment (Harbor's
+/// `resolve_env_vars`): what every process of the task gets, the agent's, the solution's
+/// and the grader's.
+pub fn task_env(task: &akbench_core::task::Task) -> Result<BTreeMap<String, String>, String> {
+    akbench_core::task::resolve_env(&task.environment_env, |name| std::env::var(name).ok())
 }

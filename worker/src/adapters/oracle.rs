@@ -26,7 +26,7 @@ impl Adapter for OracleAdapter {
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
         self.check_task(ctx.task)?;
         let (dir, _) = ctx.task.reference.as_ref().expect("checked above");
-        let mut env = common_env(ctx);
+        let mut env = common_env(ctx)?;
         env.insert("AKBENCH_SOLUTION_DIR".into(), dir.display().to_string());
         // The task's `[solution] env`, as Harbor gives it to solve.sh.
         env.extend(ctx.task.solution_env.clone());

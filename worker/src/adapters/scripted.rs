@@ -17,7 +17,7 @@ impl Adapter for ScriptedAdapter {
             .ok_or_else(|| format!("field `script`: `{script}` leaves the descriptor's folder"))?;
         Ok(Launch {
             argv: vec!["bash".into(), path.display().to_string()],
-            env: common_env(ctx),
+            env: common_env(ctx)?,
             readable: vec![path],
         })
     }

@@ -34,7 +34,7 @@ pub(super) fn image(
         image.pinned,
         if held.fetched { "pulled and unpacked" } else { "cached" },
         image.workdir,
-        req.options.limits.describe(),
+        req.limits().describe(),
         if endpoints.is_empty() {
             "none".to_string()
         } else {

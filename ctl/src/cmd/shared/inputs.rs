@@ -74,6 +74,22 @@ pub fn resolver() -> anyhow::Result<Store> {
     store(std::env::temp_dir().join("akbench-resolve"))
 }
 
+/// The runtime of a command on one task: `--runtime` when given, else the one
+/// `core::task::pick_runtime` picks (`container` for an image-only task), said on stderr
+/// unless the output is JSON.
+pub fn runtime_for(flag: Option<&str>, task: &Task, json: bool) -> Runtime {
+    let asked = flag.map(|r| match r {
+        "direct" => Runtime::Direct,
+        "container" => Runtime::Container,
+        _ => Runtime::Sandbox,
+    });
+    let (runtime, why) = task::pick_runtime(asked, [task]);
+    if let (Some(why), false) = (why, json) {
+        eprintln!("akbench: task `{}`: {why}", task.release.id);
+    }
+    runtime
+}
+
 /// Refuses a runtime `task` cannot run under (an image-only task outside `container`),
 /// as bad input naming the task and the fix.
 pub fn check_runtime(task: &Task, runtime: Runtime) -> anyhow::Result<()> {

@@ -85,6 +85,9 @@ pub fn run(
         c.execution.candidates,
         c.execution.selection
     );
+    if let Some(why) = &s.provenance.runtime_picked {
+        outln!("             {why}");
+    }
     outln!(
         "evaluation   grade={} profile={} reviewer={}",
         c.evaluation.grade,
@@ -156,4 +159,10 @@ pub fn plan_summary(spec: &ResolvedRunSpec, ready: &RunPlan) {
     outln!("families {}", counts(&s.by_family));
     outln!("backend  {}", counts(&s.by_backend));
     outln!("visible  {}", counts(&s.by_visibility));
+    if let Some(why) = &spec.provenance.runtime_picked {
+        outln!(
+            "runtime  {}: {why}",
+            spec.condition.execution.runtime.as_str()
+        );
+    }
 }

@@ -147,7 +147,7 @@ pub(super) fn configuring_runtime(
         }
         _ => format!(
             "sandbox: bubblewrap (pid, mount, ipc, uts, net namespaces), {}, network: {}",
-            req.options.limits.describe(),
+            req.limits().describe(),
             if endpoints.is_empty() {
                 "none".to_string()
             } else {
@@ -340,8 +340,7 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.options.limits)
-    {
+    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.limits()) {
         Ok(p) => p,
         Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
     };
@@ -455,11 +454,18 @@ pub(super) fn executing(
     if let (false, false, Some(by)) = (end.cancelled, end.timed_out, finished.ended_by) {
         use akbench_core::grading::blame::EndedBy;
         if matches!(by, EndedBy::Host | EndedBy::Launcher) {
-            let detail = finished
+            let mut detail = finished
                 .limit_cause
                 .as_deref()
                 .map(|c| format!(" ({c})"))
                 .unwrap_or_default();
+            // The launcher's own words (bubblewrap writes why it failed to its stderr, which
+            // is the agent's): the record says what went wrong, not only that it did.
+            if by == EndedBy::Launcher {
+                if let Some(said) = launcher_said(&stderr) {
+                    detail.push_str(&format!(": {said}"));
+                }
+            }
             agent_event = Some((
                 Event::InfrastructureFailed,
                 format!("{} while the agent ran{detail}", by.describe()),
@@ -472,6 +478,24 @@ pub(super) fn executing(
         agent_event = Some(stop.end("while the agent ran"));
     }
     Ok(agent_event)
+}
+
+/// The last lines the sandbox launcher wrote (`bwrap: ...`) in a stderr, at most 512
+/// bytes, when it wrote any.
+fn launcher_said(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("bwrap:") || l.contains("bwrap"))
+        .collect();
+    let said = lines
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .copied()
+        .collect::<Vec<_>>()
+        .join("; ");
+    (!said.trim().is_empty()).then(|| akbench_core::limits::elide(&said))
 }
 
 /// COLLECTING: the agent's work (tree, diff, files changed) put on record; also done, best
