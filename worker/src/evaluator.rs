@@ -453,7 +453,11 @@ fn run_once(
     ]
     .concat();
     let exposure = Exposure {
-        egress: None,
+        // The task's network for grading (docs/network.md).
+        egress: match crate::runtime::egress::Policy::for_phase(task.network.verifier.clone()) {
+            Ok(p) => Some(p),
+            Err(e) => return machinery(e),
+        },
         // Every writable place counts in the disk limit, the grading workspace included.
         disk_roots: writable.clone(),
         writable,

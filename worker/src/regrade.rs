@@ -862,7 +862,10 @@ pub(crate) fn run_solution(
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
-        egress: None,
+        // The reference solution stands in for an agent: the agent's network.
+        egress: Some(crate::runtime::egress::Policy::for_phase(
+            task.network.agent.clone(),
+        )?),
         disk_roots: [
             vec![worktree.to_path_buf(), home.to_path_buf()],
             git_rw.clone(),

@@ -601,3 +601,80 @@ print(\"then\", len(s.recv(100)), \"bytes\")
     let c = contact(&cs, "up.test", 8080, Outcome::Allowed);
     assert_eq!((c.bytes_up, c.bytes_down), (0, 0), "{c:?}");
 }
+
+/// Grading with the task's network (`[environment] network_mode = "public"`): a test script
+/// that downloads from the upstream host grades the reference solution solved, the grade
+/// recording the host; the same script fetching from a closed port ends the attempt
+/// `infrastructure_error` naming the fetch, never a verdict on the agent.
+#[test]
+fn a_grader_whose_download_fails_ends_infrastructure_error() {
+    use akbench_core::lifecycle::State;
+    const THIS: &str = "a_grader_whose_download_fails_ends_infrastructure_error";
+    let Some(u) = ready(THIS) else {
+        return;
+    };
+    std::env::set_var(
+        akbench_core::egress::settings::OPEN_RANGES_ENV,
+        "10.215.0.0/16",
+    );
+    std::env::set_var(
+        akbench_core::egress::settings::HOSTS_ENV,
+        format!("up.test={}", u.addr),
+    );
+    let c = common::corpus();
+    for (id, port, solved) in [("fetch-ok", 8443, Some(true)), ("fetch-fails", 9, None)] {
+        let script = format!(
+            "{}if curl -sSf --cacert \"$T/ca.pem\" -o /dev/null https://up.test:{port}/file; then\n{}else\n  echo 0 > \"$V/reward.txt\"\nfi\n",
+            common::SCRIPT_HEAD,
+            common::QUIET_UNITTEST
+        );
+        c.add_task(
+            id,
+            &c.commit,
+            &script,
+            "[environment]\nnetwork_mode = \"public\"\n",
+        );
+        let dir = c.tasks().join(id);
+        std::fs::write(dir.join("tests/test_answer.py"), common::UNITTEST_ANSWER).unwrap();
+        std::fs::copy(u.ca(), dir.join("tests/ca.pem")).unwrap();
+        let t = c.task(id);
+        let a = c.agent("oracle");
+        let req = c.request(&t, &a, id);
+        let r = c
+            .orchestrator()
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &akbench_worker::orchestrator::Silent,
+                &CancelToken::new(),
+            )
+            .unwrap()
+            .record;
+        let at = &r.attempts[0];
+        let line = format!(
+            "{id}: state={} ok={:?} cause={:?}",
+            r.outcome.state, r.outcome.ok, at.cause
+        );
+        eprintln!("{line}");
+        match solved {
+            Some(ok) => {
+                assert_eq!(r.outcome.state, State::Completed, "{line}");
+                assert_eq!(r.outcome.ok, Some(ok), "{line}");
+                let g = at.grade.as_ref().unwrap();
+                let rt = g.runtime.as_ref().unwrap();
+                let up = contact(&rt.egress, "up.test", 8443, Outcome::Allowed);
+                assert!(up.bytes_down > 100_000, "{up:?}");
+            }
+            None => {
+                assert_eq!(r.outcome.state, State::InfrastructureError, "{line}");
+                let cause = at.cause.as_deref().unwrap_or_default();
+                assert!(
+                    cause.contains("the grader's fetch of up.test failed")
+                        && cause.contains("connect_failed"),
+                    "{line}"
+                );
+                assert!(at.grade.is_none(), "{line}");
+            }
+        }
+    }
+}

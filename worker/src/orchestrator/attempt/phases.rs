@@ -329,8 +329,13 @@ pub(super) fn starting_agent(
         }
     };
     let writable = [vec![worktree.clone(), home.clone()], git_rw].concat();
+    // The task's network for the agent's phase (docs/network.md).
+    let egress = match runtime::egress::Policy::for_phase(req.task.network.agent.clone()) {
+        Ok(p) => Some(p),
+        Err(e) => return r.end(Event::InfrastructureFailed, e),
+    };
     let exposure = Exposure {
-        egress: None,
+        egress,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
         writable,
