@@ -263,7 +263,30 @@ pub struct PhaseNetworks {
     pub verifier: NetworkMode,
 }
 
+/// The network of a phase whose task sets none: Harbor's `public` for a task in Harbor's
+/// layout (its graders download their tools, its agents install packages); `no-network`
+/// for an akbench task with a `[source]`: its workspace is a pinned repository, nothing in it
+/// needs the internet, and an agent given the internet could look for the fix upstream.
+pub fn unset_default(has_source: bool) -> NetworkMode {
+    if has_source {
+        NetworkMode::NoNetwork
+    } else {
+        NetworkMode::HARBOR_DEFAULT
+    }
+}
+
 impl PhaseNetworks {
+    /// As [`PhaseNetworks::new`], with `default` for what `[environment]` leaves unset
+    /// ([`unset_default`]).
+    pub fn with_default(
+        default: NetworkMode,
+        environment: Option<NetworkMode>,
+        agent: Option<NetworkMode>,
+        verifier: Option<NetworkMode>,
+    ) -> Self {
+        Self::new(Some(environment.unwrap_or(default)), agent, verifier)
+    }
+
     /// From the resolved sections (`None` = not set there).
     pub fn new(
         environment: Option<NetworkMode>,
@@ -395,7 +418,15 @@ mod tests {
 
     #[test]
     fn phases_inherit_the_environment_unless_they_set_their_own() {
-        let none = PhaseNetworks::new(None, None, None);
+        let native = PhaseNetworks::with_default(unset_default(true), None, None, None);
+        assert_eq!(native.agent, NetworkMode::NoNetwork);
+        assert_eq!(native.verifier, NetworkMode::NoNetwork);
+        let native_open =
+            PhaseNetworks::with_default(unset_default(true), None, Some(NetworkMode::Public), None);
+        assert_eq!(native_open.agent, NetworkMode::Public);
+        assert_eq!(native_open.verifier, NetworkMode::NoNetwork);
+        let none = PhaseNetworks::with_default(unset_default(false), None, None, None);
+        assert_eq!(none, PhaseNetworks::new(None, None, None));
         assert_eq!(none.agent, NetworkMode::Public);
         assert_eq!(none.verifier, NetworkMode::Public);
         let p = PhaseNetworks::new(

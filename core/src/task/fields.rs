@@ -430,7 +430,15 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
             Some(baseline(&mut w, "verifier.environment", t)?.unwrap_or(NetworkMode::Public))
         }
     };
-    let network = PhaseNetworks::new(env.network, agent_net, verifier_net.or(verifier_env_net));
+    // Harbor's `public` when the task sets nothing, but `no-network` for akbench's own
+    // tasks (a `[source]`): core::egress::unset_default.
+    let has_source = doc.get("source").is_some_and(Value::is_table);
+    let network = PhaseNetworks::with_default(
+        egress::unset_default(has_source),
+        env.network,
+        agent_net,
+        verifier_net.or(verifier_env_net),
+    );
     Ok(Walked {
         uses: w.uses,
         version: task_version.or(version),

@@ -501,11 +501,13 @@ fn every_harbor_field_takes_effect_is_refused_naming_it_and_the_fix_or_is_kept_a
         "task.keywords" => "[\"k\"]",
         "agent.timeout_sec" | "verifier.timeout_sec" => "60.0",
         "agent.user" | "verifier.user" => "\"agent\"",
-        "agent.network_mode" | "verifier.network_mode" => "\"no-network\"",
+        // The fixture has a [source]: its phases default to no-network
+        // (core::egress::unset_default), so the fields open them.
+        "agent.network_mode" | "verifier.network_mode" => "\"public\"",
         "agent.allowed_hosts" | "verifier.allowed_hosts" => "[\"pypi.org\"]",
         "verifier.env" => "{ A = \"1\" }",
         "verifier.collect" => "[]",
-        "verifier.environment" => "{ network_mode = \"no-network\" }",
+        "verifier.environment" => "{ network_mode = \"public\" }",
         "environment.image" => "\"reg.example:5000/t/i:v1\"",
         "environment.docker_image" => "\"reg.example:5000/t/i:v1\"",
         "environment.workdir" => "\"/app\"",
@@ -523,9 +525,9 @@ fn every_harbor_field_takes_effect_is_refused_naming_it_and_the_fix_or_is_kept_a
         "environment.env" => "{ A = \"1\", B = \"${HOST_B:-x}\" }",
         "environment.skills_dir" => "\"/skills\"",
         "environment.healthcheck" => "{ command = \"true\" }",
-        "environment.network_mode" => "\"no-network\"",
+        "environment.network_mode" => "\"public\"",
         "environment.allowed_hosts" => "[\"example.com\"]",
-        "environment.allow_internet" => "false",
+        "environment.allow_internet" => "true",
         "solution.env" => "{ A = \"1\" }",
         "verifier.environment_mode" => "\"separate\"",
         other => panic!("no test value for {other}"),
@@ -609,16 +611,16 @@ fn every_harbor_field_takes_effect_is_refused_naming_it_and_the_fix_or_is_kept_a
                         })
                     ),
                     "environment.network_mode" | "environment.allow_internet" => {
-                        assert_eq!(t.network.agent, NetworkMode::NoNetwork, "{field}");
-                        assert_eq!(t.network.verifier, NetworkMode::NoNetwork, "{field}");
+                        assert_eq!(t.network.agent, NetworkMode::Public, "{field}");
+                        assert_eq!(t.network.verifier, NetworkMode::Public, "{field}");
                     }
                     "agent.network_mode" => {
-                        assert_eq!(t.network.agent, NetworkMode::NoNetwork);
-                        assert_eq!(t.network.verifier, NetworkMode::Public);
+                        assert_eq!(t.network.agent, NetworkMode::Public);
+                        assert_eq!(t.network.verifier, NetworkMode::NoNetwork);
                     }
                     "verifier.network_mode" | "verifier.environment" => {
-                        assert_eq!(t.network.agent, NetworkMode::Public, "{field}");
-                        assert_eq!(t.network.verifier, NetworkMode::NoNetwork, "{field}");
+                        assert_eq!(t.network.agent, NetworkMode::NoNetwork, "{field}");
+                        assert_eq!(t.network.verifier, NetworkMode::Public, "{field}");
                     }
                     _ => {}
                 }
