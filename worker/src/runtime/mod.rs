@@ -23,6 +23,7 @@ pub mod net;
 mod net_user;
 pub mod owner;
 pub mod seccomp;
+pub mod subids;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
@@ -388,6 +389,24 @@ pub fn prepare(
         }
         _ => None,
     };
+    // The container's own user namespace, with the image's other users mapped to
+    // subordinate ids (apt, dpkg, adduser change user and owner inside).
+    let userns = match (&container, &drop_to) {
+        (Some((view, _)), Some(d)) => {
+            let var = std::env::var(subids::VAR).ok();
+            let made = subids::parse(var.as_deref(), d.user.uid)
+                .and_then(|_| subids::parse(var.as_deref(), d.user.gid))
+                .and_then(|range| container::user_namespace(d.user, view.image.user, range));
+            match made {
+                Ok(fd) => Some(Arc::new(fd)),
+                Err(reason) => {
+                    undo(&group, network);
+                    return Err(RuntimeError::Container { reason });
+                }
+            }
+        }
+        _ => None,
+    };
     // A root worker's sandbox runs as the sandbox user: it must own what it writes.
     let handed = match &drop_to {
         None => owner::Handed::none(),
@@ -417,7 +436,9 @@ pub fn prepare(
         Some((view, mount)) => {
             spec.env = container::env(view, &spec.env);
             spec.hooks.overlay = Some(mount.clone());
-            container::args(&plan, view, &exposure.scratch.join(container::ROOT))
+            let fd = userns.as_ref().map(|f| f.as_raw_fd());
+            spec.hooks.inherit_fds.extend(userns.clone());
+            container::args(&plan, view, &exposure.scratch.join(container::ROOT), fd)
         }
     };
     spec.hooks.cgroup_procs = group.procs_files();
