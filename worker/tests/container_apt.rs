@@ -34,8 +34,7 @@ fn runs_here(test: &str) -> bool {
 }
 
 /// apt, pointed at the image's local repository only (the sandbox has no network).
-const APT: &str =
-    "apt-get -q -o Dir::Etc::SourceList=/etc/apt/akb.list -o Dir::Etc::SourceParts=-";
+const APT: &str = "apt-get -q -o Dir::Etc::SourceList=/etc/apt/akb.list -o Dir::Etc::SourceParts=-";
 
 /// A layer with an apt repository at `/opt/akb-repo` holding `akb-hello` (its program
 /// prints 42; its `postinst` adds the system user `akbsvc` and gives it

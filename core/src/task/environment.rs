@@ -83,7 +83,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "verifier.environment_mode",
-        Handling::Applied("`separate` only (every grading run is a fresh sandbox, over a fresh view of the image under `container`); `shared` is refused"),
+        Handling::Applied("`separate` (the default here: every grading run is a fresh sandbox, over a fresh view of the image under `container`) or `shared` (under `container`: grading runs in the environment the agent left, its file-system changes and its processes; docs/container.md)"),
     ),
 ];
 
@@ -129,15 +129,15 @@ pub(super) fn check_fields(
         }
     }
     match environment_mode {
-        None | Some("separate") => Ok(()),
+        None | Some("separate") | Some("shared") => Ok(()),
         Some(other) => Err(TaskError::field(
             toml_path,
             "verifier.environment_mode",
             format!(
-                "`{}`: akbench grades in a fresh sandbox, never in the agent's",
+                "`{}` is not an environment mode",
                 crate::limits::elide(other)
             ),
-            "set `separate` or remove it (a test that needs what the agent left outside the workspace cannot be graded by akbench)",
+            "set `separate` (a fresh sandbox) or `shared` (the agent's environment), or remove it",
         )),
     }
 }

@@ -625,9 +625,9 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
         (
             "verifier",
             "environment_mode",
-            "\"shared\"",
+            "\"both\"",
             "verifier.environment_mode",
-            "fresh sandbox",
+            "not an environment mode",
         ),
     ] {
         let e = with_field(tmp.path(), section, key, value)

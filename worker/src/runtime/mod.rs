@@ -23,6 +23,7 @@ pub mod net;
 mod net_user;
 pub mod owner;
 pub mod seccomp;
+pub mod shared;
 pub mod subids;
 
 use crate::process::ProcessSpec;
@@ -188,6 +189,9 @@ pub struct Guard {
     limits: Limits,
     /// The read end of bwrap's `--json-status-fd` pipe.
     status: Option<std::os::fd::OwnedFd>,
+    /// The output of a program started in a shared environment ([`shared::Env::exec`]),
+    /// settled once it ended.
+    output: Option<Arc<shared::Relay>>,
 }
 
 /// How the confined process ended, as the runtime saw it.
@@ -216,6 +220,9 @@ impl Guard {
         let mut killed_after_end = 0;
         let mut cause = None;
         let mut ended_by = None;
+        if let Some(o) = self.output.take() {
+            o.settle();
+        }
         if let Some(d) = self.disk.take() {
             if d.stop() {
                 ended_by = Some(EndedBy::Limit);
@@ -315,6 +322,7 @@ pub fn prepare(
                 handed: owner::Handed::none(),
                 limits,
                 status: None,
+                output: None,
             },
         });
     }
@@ -466,6 +474,7 @@ pub fn prepare(
             handed,
             limits,
             status: Some(status_r),
+            output: None,
         },
     })
 }
