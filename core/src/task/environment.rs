@@ -67,7 +67,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.healthcheck",
-        Handling::Refused("remove it: akbench starts no long-running service in the image; each process is started on demand"),
+        Handling::Applied("Docker's semantics (`command`, `interval_sec`, `timeout_sec`, `start_period_sec`, `start_interval_sec`, `retries`; Harbor's defaults): under `container` the task's environment is started before the agent (with the image's ENTRYPOINT) and the command polled in it; a failing healthcheck is `infrastructure_error`"),
     ),
     (
         "environment.network_mode",
@@ -144,6 +144,14 @@ pub(super) fn check_fields(
 
 fn check_value(toml_path: &Path, field: &str, value: &toml::Value) -> Result<(), TaskError> {
     match (field, value) {
+        ("environment.healthcheck", v) => crate::healthcheck::parse(v).map(|_| ()).map_err(|why| {
+            TaskError::field(
+                toml_path,
+                field,
+                why,
+                "give a table with `command` (a shell command, exit 0 when healthy) and optionally `interval_sec`, `timeout_sec`, `start_period_sec`, `start_interval_sec`, `retries`",
+            )
+        }),
         ("environment.os", toml::Value::String(s)) if s == "linux" => Ok(()),
         ("environment.os", other) => Err(TaskError::field(
             toml_path,

@@ -623,6 +623,13 @@ fn every_harbor_field_takes_effect_or_is_refused_naming_it_and_the_fix() {
         ),
         ("solution", "env", "\"A=1\"", "solution.env", "not a table"),
         (
+            "environment",
+            "healthcheck",
+            "{ retries = 2 }",
+            "environment.healthcheck",
+            "no `command`",
+        ),
+        (
             "verifier",
             "environment_mode",
             "\"both\"",
