@@ -217,3 +217,127 @@ fn a_process_the_agent_left_cannot_change_the_reward() {
     assert_eq!(g.score, 0.0, "{g:?}");
     assert!(g.report.contains("reward now: 0"), "{}", g.report);
 }
+
+/// Pushes the base image with a layer holding `/usr/local/bin/entry.sh` (a server on
+/// 127.0.0.1:7071 answering `7`, then `exec "$@"`) as its ENTRYPOINT.
+fn push_with_entrypoint(reg: &Registry, c: &Corpus) {
+    let layers = c.root().join("entry-layers");
+    fs::create_dir_all(&layers).unwrap();
+    let entry = common::registry::layer(
+        &layers,
+        "entry",
+        &[(
+            "usr/local/bin/entry.sh",
+            "#!/bin/sh\npython3 -c '\nimport socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind((\"127.0.0.1\", 7071))\ns.listen()\nwhile True:\n    c, _ = s.accept()\n    c.sendall(b\"7\\n\")\n    c.close()\n' >/dev/null 2>&1 &\nexec \"$@\"\n",
+        )],
+        "gzip",
+    );
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/oci-push.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&reg.addr)
+        .arg("akbench/entry:bookworm")
+        .args([
+            "--env",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "--workdir",
+            "/app",
+            "--entrypoint",
+            "[\"/bin/sh\", \"/usr/local/bin/entry.sh\"]",
+        ])
+        .arg(format!("{}:tar", base_tar().display()))
+        .arg(format!("{}:gzip", entry.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "oci-push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Appends `[environment] healthcheck` to task `id` (after its `[environment]` table's
+/// image line) and switches its image to `image`.
+fn set_healthcheck(c: &Corpus, id: &str, image: &str, healthcheck: &str) {
+    let toml = c.tasks().join(id).join("task.toml");
+    let text = fs::read_to_string(&toml).unwrap();
+    let start = text.find("image = \"").unwrap();
+    let end = start + text[start..].find('\n').unwrap();
+    let text = format!(
+        "{}image = \"{image}\"\nhealthcheck = {healthcheck}{}",
+        &text[..start],
+        &text[end..]
+    );
+    fs::write(&toml, text).unwrap();
+}
+
+/// Harbor keeps the image's ENTRYPOINT running (it replaces only the command): the server
+/// it starts is up before the agent (the healthcheck waits for it), the agent uses it, and
+/// grading reaches it.
+#[test]
+fn the_images_entrypoint_runs_before_the_agent_and_until_grading_ends() {
+    const TEST: &str = "the_images_entrypoint_runs_before_the_agent_and_until_grading_ends";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    push_with_entrypoint(&reg, &c);
+    let ask = "python3 -c 'import socket; print(socket.create_connection((\"127.0.0.1\", 7071), timeout=5).recv(9).decode().strip())'";
+    add_shared_task(
+        &c,
+        &reg,
+        "entry",
+        &format!(
+            "cd \"$AKBENCH_WORKSPACE\"\nwant=\"$({ask})\"\necho \"server said: $want\"\n\
+             if [ -n \"$want\" ] && [ \"$(cat value.txt)\" = \"$want\" ]; then r=1; else r=0; fi\n\
+             echo \"$r\" > /logs/verifier/reward.txt\n"
+        ),
+        &format!("{ask} > value.txt\n"),
+    );
+    set_healthcheck(
+        &c,
+        "entry",
+        &format!("{}/akbench/entry:bookworm", reg.addr),
+        "{ command = \"python3 -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", 7071), timeout=1)'\", interval_sec = 0.2, start_period_sec = 30, start_interval_sec = 0.1, retries = 3 }",
+    );
+    let r = run(&c, "entry", "oracle", "oracle");
+    assert_eq!(
+        r.outcome.ok,
+        Some(true),
+        "{:?} {:?}",
+        r.attempts[0].cause,
+        r.attempts[0].grade
+    );
+    assert_eq!(environment(&r).as_deref(), Some("shared"));
+    let r = run(&c, "entry", "noop", "noop");
+    assert_eq!(r.outcome.state.to_string(), "completed");
+    assert_eq!(r.outcome.ok, Some(false), "{:?}", r.attempts[0].grade);
+}
+
+/// A healthcheck that never passes ends the attempt `infrastructure_error` before the
+/// agent starts (the agent is not blamed), naming the command and its last output.
+#[test]
+fn a_failing_healthcheck_is_an_infrastructure_error_before_the_agent() {
+    const TEST: &str = "a_failing_healthcheck_is_an_infrastructure_error_before_the_agent";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    add_shared_task(&c, &reg, "sick", ASK_SERVER, START_SERVER);
+    set_healthcheck(
+        &c,
+        "sick",
+        &format!("{}/akbench/base:bookworm", reg.addr),
+        "{ command = \"echo not-ready; exit 3\", interval_sec = 0.1, retries = 2 }",
+    );
+    let r = run(&c, "sick", "oracle", "oracle");
+    assert_eq!(r.outcome.state.to_string(), "infrastructure_error");
+    let cause = r.attempts[0].cause.clone().unwrap_or_default();
+    assert!(
+        cause.contains("healthcheck failed 2 consecutive times")
+            && cause.contains("exit 3")
+            && cause.contains("not-ready"),
+        "{cause}"
+    );
+    assert!(r.attempts[0].agent_process.is_none(), "the agent started");
+}

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The program that keeps the environment alive (Harbor replaces the image's command with
-/// it).
+/// it; the image's `Entrypoint`, when it has one, runs first with it as arguments).
 pub const KEEPER: [&str; 2] = ["sleep", "infinity"];
 
 /// How long [`Env::start`] waits for the environment to be set up.
@@ -113,7 +113,15 @@ impl Env {
         let range = subids::parse(var.as_deref(), drop_to.user.uid)
             .and_then(|_| subids::parse(var.as_deref(), drop_to.user.gid))
             .map_err(err)?;
-        spec.argv = KEEPER.iter().map(|s| (*s).to_string()).collect();
+        // The image's ENTRYPOINT keeps running, with Harbor's command in place of `Cmd`.
+        spec.argv = view
+            .image
+            .run
+            .entrypoint
+            .iter()
+            .cloned()
+            .chain(KEEPER.iter().map(|s| (*s).to_string()))
+            .collect();
         spec.stdout_path = exposure.scratch.join("environment.stdout.log");
         spec.stderr_path = exposure.scratch.join("environment.stderr.log");
         spec.timeout = Duration::from_secs(7 * 24 * 3600);

@@ -340,14 +340,14 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = if shared_mode(task) {
+    let prepared = if crate::orchestrator::container::wants_environment(task) {
         // Graded in the environment the agent leaves: started before the agent (without
         // its credentials), kept until grading ends; the agent runs inside it.
         if req.options.runtime != RuntimeKind::Container {
             return r.end(
                 Event::Rejected,
                 format!(
-                    "task `{}` grades in the agent's environment (`[verifier] environment_mode = \"shared\"`), which only `runtime: container` provides; fix: run it with `--runtime container`, or set `environment_mode = \"separate\"`",
+                    "task `{}` runs in an environment of its own (`[verifier] environment_mode = \"shared\"` or `[environment] healthcheck`), which only `runtime: container` provides; fix: run it with `--runtime container`, or remove them",
                     task.release.id
                 ),
             );
@@ -360,6 +360,18 @@ pub(super) fn starting_agent(
             Ok(e) => e,
             Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
         };
+        // Docker's healthcheck, polled before the agent starts: failing is the
+        // infrastructure's, never the agent's.
+        let mut probe = spec.clone();
+        for (k, _) in &secrets {
+            probe.env.remove(k);
+        }
+        let healthy =
+            crate::orchestrator::container::healthcheck(&env, task, &probe, work_root, cancel);
+        if let Err(why) = healthy {
+            env.finish();
+            return r.end(Event::InfrastructureFailed, why);
+        }
         let prepared = env.exec(spec, crate::runtime::shared::ExecAs::Agent);
         *env_slot = Some(env);
         prepared
@@ -623,6 +635,8 @@ pub(super) fn evaluating(
     grade_in: GradeIn<'_>,
 ) -> Phase {
     let GradeIn { image, env } = grade_in;
+    // An environment started for a healthcheck alone is not graded in.
+    let env = env.filter(|_| shared_mode(req.task));
     if !req.options.grade {
         return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
     }
