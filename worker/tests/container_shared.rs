@@ -341,3 +341,57 @@ fn a_failing_healthcheck_is_an_infrastructure_error_before_the_agent() {
     );
     assert!(r.attempts[0].agent_process.is_none(), "the agent started");
 }
+
+/// An agent that runs past its time in a shared environment is stopped (its process
+/// group), the attempt ends `agent_timeout` without hanging on what it left, and the
+/// environment is gone afterwards.
+#[test]
+fn an_agent_out_of_time_in_a_shared_environment_is_stopped() {
+    const TEST: &str = "an_agent_out_of_time_in_a_shared_environment_is_stopped";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    add_shared_task(&c, &reg, "slow", ASK_SERVER, START_SERVER);
+    c.add_agent(
+        "sleeper",
+        "adapter = \"scripted\"\nscript = \"sleeper.sh\"\n",
+        Some("sleep 300 &\necho waiting\nsleep 300\n"),
+    );
+    let t = c.task("slow");
+    let a = c.agent("sleeper");
+    let mut req = c.request(&t, &a, "sleeper");
+    req.options.runtime = RuntimeKind::Container;
+    req.options.agent_timeout_sec = Some(2.0);
+    let r = c
+        .orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record;
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "timeout",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    let stdout = fs::read_to_string(c.root().join("out/sleeper/a1/agent.stdout.log")).unwrap();
+    assert_eq!(stdout, "waiting\n");
+    // No process of the attempt is left (each carries the attempt's tag).
+    let tag = r.attempts[0].attempt.id.to_string();
+    let left: Vec<String> = fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            fs::read(e.path().join("environ"))
+                .map(|env| String::from_utf8_lossy(&env).contains(&tag))
+                .unwrap_or(false)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "processes left: {left:?}");
+}
