@@ -53,6 +53,7 @@ pub struct Guard {
     protocol: Protocol,
     held: Mutex<Held>,
     shed: AtomicU64,
+    shed_metric: Option<prometheus_client::metrics::counter::Counter>,
     last_log: Mutex<Option<Instant>>,
     name: &'static str,
 }
@@ -65,9 +66,24 @@ impl Guard {
             protocol,
             held: Mutex::new(Held::default()),
             shed: AtomicU64::new(0),
+            shed_metric: None,
             last_log: Mutex::new(None),
             name,
         })
+    }
+
+    /// A guard as [`Guard::new`] whose shed connections are also counted in `metric`
+    /// (`akbench_connections_shed_total{listener}`).
+    pub fn with_metric(
+        name: &'static str,
+        protocol: Protocol,
+        limits: ConnectionLimits,
+        metric: prometheus_client::metrics::counter::Counter,
+    ) -> Arc<Guard> {
+        let mut g =
+            Arc::into_inner(Guard::new(name, protocol, limits)).expect("a new guard has one owner");
+        g.shed_metric = Some(metric);
+        Arc::new(g)
     }
 
     /// The limits applied.
@@ -110,6 +126,9 @@ impl Guard {
 
     fn note_shed(&self, peer: SocketAddr, why: Shed) {
         let n = self.shed.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(m) = &self.shed_metric {
+            m.inc();
+        }
         let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_none_or(|t| t.elapsed() >= SHED_LOG_EVERY) {
             *last = Some(Instant::now());

@@ -396,14 +396,15 @@ impl Control for ControlService {
                 "resume route: `route` is empty; name the provider route (as `run status` shows it)",
             ));
         }
-        let Some(before) = self.work.lift_route(route.to_string()).await? else {
+        let Some(lift) = self.work.lift_route(route.to_string()).await? else {
             return Err(Status::not_found(format!(
                 "resume route: no attempt ever ran on provider route `{route}`; check the name \
                  (`akbench run status` lists paused routes)"
             )));
         };
-        let now = chrono::Utc::now();
-        let paused_until = before.paused_until.filter(|t| *t > now);
+        // Whether it was paused is the scheduler's word, by its clock.
+        let before = lift.before;
+        let paused_until = before.paused_until.filter(|_| lift.was_paused);
         Ok(Response::new(pb::ResumeRouteResponse {
             was_paused: paused_until.is_some(),
             paused_until_unix_ms: paused_until.map_or(0, |t| t.timestamp_millis()),

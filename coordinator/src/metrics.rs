@@ -61,6 +61,13 @@ pub struct AttemptLabels {
     pub cause: String,
 }
 
+/// Labels of a connection listener's counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    /// `grpc` or `http`.
+    pub listener: String,
+}
+
 /// Labels of the queue depth.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueLabels {
@@ -105,6 +112,7 @@ pub struct Metrics {
     live_leases: Gauge,
     workers_connected: Gauge,
     free_slots: Gauge,
+    connections_shed: Family<ListenerLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -122,6 +130,7 @@ impl Default for Metrics {
             live_leases: Gauge::default(),
             workers_connected: Gauge::default(),
             free_slots: Gauge::default(),
+            connections_shed: Family::default(),
         };
         let mut r = Registry::default();
         r.register(
@@ -176,6 +185,12 @@ impl Default for Metrics {
             "Free slots of connected workers (slots minus live leases)",
             m.free_slots.clone(),
         );
+        r.register(
+            "akbench_connections_shed",
+            "Connections refused at once because a listener held its most connections in \
+             all or from one address (docs/limits.md, \"Connections\"), by listener",
+            m.connections_shed.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 }
@@ -190,6 +205,15 @@ impl Metrics {
                 cause: cause_class(state, cause).to_string(),
             })
             .inc();
+    }
+
+    /// The counter of connections `listener` shed (given to its connection guard).
+    pub fn connections_shed(&self, listener: &str) -> Counter {
+        self.connections_shed
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_string(),
+            })
+            .clone()
     }
 
     /// Counts one trial re-queued for a new attempt.

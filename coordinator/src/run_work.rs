@@ -212,10 +212,7 @@ impl WorkControl for SchedulerWork {
         Box::pin(self.cancel_run(run_id, reason))
     }
 
-    fn lift_route(
-        &self,
-        route: String,
-    ) -> WorkFuture<'_, Option<akbench_core::route_pause::RouteState>> {
+    fn lift_route(&self, route: String) -> WorkFuture<'_, Option<akbench_core::route_pause::Lift>> {
         Box::pin(async move {
             let before = self
                 .workers
@@ -224,7 +221,7 @@ impl WorkControl for SchedulerWork {
                 .await
                 .map_err(|e| scheduler_error("resume route", e))?;
             if let Some(b) = &before {
-                tracing::info!(%route, was_paused_until = ?b.paused_until, "route pause lifted by hand");
+                tracing::info!(%route, was_paused = b.was_paused, was_paused_until = ?b.before.paused_until, "route pause lifted by hand");
             }
             Ok(before)
         })

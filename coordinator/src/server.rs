@@ -404,13 +404,23 @@ pub async fn serve_with(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let grpc_guard = Guard::new("grpc", Protocol::Grpc, limits);
+    let grpc_guard = Guard::with_metric(
+        "grpc",
+        Protocol::Grpc,
+        limits,
+        services.metrics.connections_shed("grpc"),
+    );
     let http_protocol = if tls.is_some() {
         Protocol::HttpTls
     } else {
         Protocol::Http
     };
-    let http_guard = Guard::new("http", http_protocol, limits);
+    let http_guard = Guard::with_metric(
+        "http",
+        http_protocol,
+        limits,
+        services.metrics.connections_shed("http"),
+    );
     // Keepalive pings make a live peer's idle connection carry traffic, so only a dead or
     // silent one reaches the idle timeout (conn_guard).
     let grpc_router = tonic::transport::Server::builder()
@@ -600,7 +610,8 @@ pub fn init_logging(json: bool) -> akbench_telemetry::Telemetry {
         service_name: "akbench-coordinator",
         json,
         filter,
-        ansi: true,
+        // Colour only on a terminal: under docker or a log collector the codes are noise.
+        ansi: std::io::IsTerminal::is_terminal(&std::io::stdout()),
         stderr: false,
         capture: None,
     })

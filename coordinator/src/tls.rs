@@ -275,6 +275,34 @@ impl Reloader {
     }
 }
 
+/// How long a refused handshake's connection is drained before it is closed.
+const REFUSAL_DRAIN: Duration = Duration::from_secs(2);
+
+/// Closes a connection whose handshake was refused so that the client reads the alert.
+///
+/// rustls has written its alert (unknown CA, bad or missing certificate). A TLS 1.3 client
+/// takes its handshake as done once it sent its Finished, so it may already have written
+/// its first bytes (the HTTP/2 preface): closing with those unread would make the kernel
+/// send a reset, which can reach the client before it reads the alert, and the client
+/// then sees a transport error instead of the refusal (and retries as if the network
+/// failed). So: end the write side after the alert (FIN), discard what the client sends
+/// until it closes or [`REFUSAL_DRAIN`] passes (at most 64 KiB), then close.
+async fn close_after_alert<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let drain = async {
+        let _ = s.shutdown().await;
+        let mut buf = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        while left > 0 {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSAL_DRAIN, drain).await;
+}
+
 /// Connections accepted on a listener and handshaken with TLS.
 #[derive(Debug)]
 pub struct TlsIncoming {
@@ -301,11 +329,15 @@ impl TlsIncoming {
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    let handshake = acceptor.accept(tcp).into_fallible();
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                         Ok(Ok(tls)) => {
                             let _ = tx.send(tls).await;
                         }
-                        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake refused: {e}"),
+                        Ok(Err((e, tcp))) => {
+                            tracing::debug!(%peer, "TLS handshake refused: {e}");
+                            close_after_alert(tcp).await;
+                        }
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 });

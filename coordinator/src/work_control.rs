@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use akbench_core::route_pause::RouteState;
+use akbench_core::route_pause::Lift;
 use uuid::Uuid;
 
 use crate::error::ControlError;
@@ -49,7 +49,7 @@ pub trait WorkControl: Send + Sync + std::fmt::Debug {
     fn cancel(&self, run_id: Uuid, reason: String) -> WorkFuture<'_, Cancelled>;
     /// Lifts the pause of provider route `route` by hand; its state before, `None` when no
     /// attempt ever ran on it.
-    fn lift_route(&self, route: String) -> WorkFuture<'_, Option<RouteState>>;
+    fn lift_route(&self, route: String) -> WorkFuture<'_, Option<Lift>>;
 }
 
 /// The [`WorkControl`] of a coordinator with no scheduler wired in: every call is refused as
@@ -81,7 +81,7 @@ impl WorkControl for NoScheduler {
         Self::refuse("cancel run")
     }
 
-    fn lift_route(&self, _route: String) -> WorkFuture<'_, Option<RouteState>> {
+    fn lift_route(&self, _route: String) -> WorkFuture<'_, Option<Lift>> {
         Self::refuse("resume route")
     }
 }

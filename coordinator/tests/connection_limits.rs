@@ -61,8 +61,12 @@ async fn until_closed(mut c: TcpStream) -> Vec<u8> {
 }
 
 async fn healthz(http: SocketAddr) -> String {
+    get(http, "/healthz").await
+}
+
+async fn get(http: SocketAddr, path: &str) -> String {
     let mut c = TcpStream::connect(http).await.unwrap();
-    c.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    c.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
         .await
         .unwrap();
     String::from_utf8_lossy(&until_closed(c).await).into_owned()
@@ -152,6 +156,18 @@ async fn a_flood_of_idle_connections_is_bounded_and_health_stays_answerable() {
             "{a}"
         );
     }
+    // The shed connections are counted in /metrics, by listener.
+    let metrics = get(http, "/metrics").await;
+    let counted: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("akbench_connections_shed_total{listener=\"http\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no http shed counter in /metrics:\n{metrics:.3000}"));
+    assert!(
+        counted >= shed.len() as u64,
+        "counted {counted}, {} answered 503",
+        shed.len()
+    );
     let admitted = answers.len() - shed.len();
     assert!(
         admitted >= 1,

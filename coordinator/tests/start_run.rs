@@ -476,3 +476,121 @@ async fn work_items_refer_to_stored_trials_and_runs_for_good() {
     let _ = stop.send(());
     handle.wait().await.unwrap();
 }
+
+/// Executes every item of a started run but one to `not_graded` with an accepted record
+/// (one worker, one attempt each), so those trials are owed a grade; the one left stays
+/// leased, so the run is still running.
+async fn execute_all_ungraded_but_one(s: &Scheduler, worker: &str) {
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    let mut held = false;
+    loop {
+        let got = s.claim(worker, 8, Duration::from_secs(3600)).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for a in got {
+            if !held {
+                held = true;
+                continue;
+            }
+            let transitions: Vec<TransitionIn> = chain()
+                .iter()
+                .enumerate()
+                .map(|(i, st)| TransitionIn {
+                    seq: 1 + i as u32,
+                    state: *st,
+                    at,
+                    note: String::new(),
+                })
+                .collect();
+            s.record_transitions(a.attempt_id, a.epoch, &transitions)
+                .await
+                .unwrap();
+            let (json, _) = record(a.attempt_id, "executed");
+            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            v["workspace"] = serde_json::json!({
+                "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
+                "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
+            });
+            let json = canonical_json(&v);
+            let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+            assert!(s
+                .upload_record(a.attempt_id, a.epoch, &json, &digest)
+                .await
+                .unwrap());
+            s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A cancel that commits while grade work is being queued for a running run (one item is
+/// still leased; a page of one trial per transaction, so the cancel lands between pages,
+/// before the first or after the last) never leaves ready work in the cancelled run: grading decides under the run's lock,
+/// with core's run machine, before it moves an item, and the cancel takes back what was
+/// queued before it (issue 48).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_the_queuing_of_grades_leaves_no_ready_work() {
+    let (handle, stop, mut client) = serve_fresh().await;
+    let s = Scheduler::new(handle.store.clone());
+    s.register_worker("w-race", 64, &BTreeMap::new(), "test")
+        .await
+        .unwrap();
+    let mut outcomes = Vec::new();
+    for round in 0..6u64 {
+        let (spec, ready) = run_docs(4 + round as usize, 1);
+        client
+            .submit_plan(submit_request(&spec, &ready))
+            .await
+            .unwrap();
+        client
+            .start_run(pb::StartRunRequest {
+                run: spec.identity.run_key.clone(),
+            })
+            .await
+            .unwrap();
+        execute_all_ungraded_but_one(&s, "w-race").await;
+        let run_id = spec.identity.run_id;
+        let grader = s.clone();
+        let grading = tokio::spawn(async move {
+            akbench_coordinator::grade_work::queue_grading_paged(&grader, run_id, 1).await
+        });
+        // A different moment each round: before the first page, between pages, after.
+        tokio::time::sleep(Duration::from_millis(round * round)).await;
+        s.cancel_run(run_id).await.unwrap();
+        let queued = grading.await.unwrap().unwrap();
+        let db = handle.store.client().await.unwrap();
+        let ready_left: i64 = db
+            .query_one(
+                "SELECT count(*) FROM work_items WHERE run_id = $1 AND state = 'ready'",
+                &[&run_id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let run_state: String = db
+            .query_one("SELECT state::text FROM runs WHERE run_id = $1", &[&run_id])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            ready_left, 0,
+            "round {round}: {ready_left} ready items left in a {run_state} run ({} grades queued)",
+            queued.queued
+        );
+        assert!(
+            run_state == "cancelled" || run_state == "cancelling",
+            "round {round}: the run is {run_state}"
+        );
+        outcomes.push(queued.queued);
+    }
+    // The rounds raced: at least one cancel landed after some grades were queued, so the
+    // cancel's taking back queued work was exercised, not only the refusal.
+    assert!(
+        outcomes.iter().any(|q| *q > 0),
+        "no round queued a grade before its cancel: {outcomes:?}"
+    );
+    let _ = stop.send(());
+    handle.wait().await.unwrap();
+}

@@ -20,6 +20,7 @@ pub mod compare;
 pub mod connections;
 pub mod digest;
 pub mod dispatch;
+pub mod egress;
 pub mod endpoint;
 pub mod evidence;
 pub mod git_index;

@@ -200,6 +200,10 @@ pub struct RuntimeFacts {
     /// The limit the agent ran into, when one did (`memory_mb`, `pids`, `disk_mb`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_hit: Option<String>,
+    /// Every host the process tree contacted through the worker's egress proxy, per host,
+    /// port and outcome (docs/network.md); empty when the phase had no network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::egress::Contact>,
 }
 
 /// Who ran an attempt and with what, as observed where it ran (never copied from the plan):

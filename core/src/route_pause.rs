@@ -130,6 +130,16 @@ pub fn next(
     }
 }
 
+/// What lifting a route's pause by hand found: the state before, and whether it was paused
+/// at the scheduler's instant ([`RouteState::paused_at`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lift {
+    /// The route's state before the pause was lifted.
+    pub before: RouteState,
+    /// Whether the route was paused then.
+    pub was_paused: bool,
+}
+
 /// The route's state after an operator lifted its pause by hand (`akbench run routes
 /// resume`): not paused, its failures forgotten (the next failure pauses from the policy's
 /// first step), its last error kept for status.

@@ -618,36 +618,67 @@ pub fn resolve(
     Ok(ResolvedRunSpec::assemble(condition, provenance, clock))
 }
 
+/// Why [`ResolvedRunSpec::pin_images`] failed: the message names the task and the image;
+/// `cause` is the resolver's own error when it was the resolver that failed (so a caller
+/// can tell a registry that is down from an image that does not exist).
+#[derive(Debug)]
+pub struct PinError<E> {
+    /// What failed, naming the task and the image.
+    pub message: String,
+    /// The resolver's error; `None` when the image line or the digest was wrong.
+    pub cause: Option<E>,
+}
+
+impl<E> PinError<E> {
+    fn invalid(message: String) -> Self {
+        Self {
+            message,
+            cause: None,
+        }
+    }
+}
+
+impl<E> std::fmt::Display for PinError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 impl ResolvedRunSpec {
     /// The spec with every task image that names a tag pinned to the digest `resolve`
     /// gives for it (`registry/repository@sha256:...`), its digests and identity made anew:
     /// a plan runs exactly the images resolved when it was made. An image already pinned
     /// is kept; a resolver's error names the task and the image.
-    pub fn pin_images(
+    pub fn pin_images<E: std::fmt::Display>(
         self,
-        mut resolve: impl FnMut(&crate::image::ImageRef) -> Result<String, String>,
+        mut resolve: impl FnMut(&crate::image::ImageRef) -> Result<String, E>,
         clock: &dyn Clock,
-    ) -> Result<ResolvedRunSpec, String> {
+    ) -> Result<ResolvedRunSpec, PinError<E>> {
         let mut condition = self.condition;
         let mut changed = false;
         for t in &mut condition.tasks {
             let Some(written) = &t.image else { continue };
-            let r = crate::image::ImageRef::parse(written)
-                .map_err(|e| format!("failed to pin the image of task `{}`: {e}", t.release.id))?;
+            let r = crate::image::ImageRef::parse(written).map_err(|e| {
+                PinError::invalid(format!(
+                    "failed to pin the image of task `{}`: {e}",
+                    t.release.id
+                ))
+            })?;
             if r.digest.is_some() {
                 continue;
             }
-            let digest = resolve(&r).map_err(|e| {
-                format!(
+            let digest = resolve(&r).map_err(|e| PinError {
+                message: format!(
                     "failed to pin the image of task `{}` ({written}): {e}",
                     t.release.id
-                )
+                ),
+                cause: Some(e),
             })?;
             if !crate::image::is_digest(&digest) {
-                return Err(format!(
+                return Err(PinError::invalid(format!(
                     "failed to pin the image of task `{}` ({written}): `{digest}` is not a sha256 digest",
                     t.release.id
-                ));
+                )));
             }
             t.image = Some(r.pinned(&digest));
             changed = true;

@@ -11,7 +11,9 @@ and serves on --http-listen (default 0.0.0.0:8889):
                 otlp_sink_traces_received_total{service}, otlp_sink_export_requests_total
   GET /spans    the last --keep spans as JSON lines (service, name, trace_id)
 
-It stores nothing else and forwards nothing: point OTEL_EXPORTER_OTLP_ENDPOINT at a real
+Bounded: at most 1,000 (service, span) series (later names count as span="other"), and
+per service the last --keep-trace-ids trace ids (default 100,000) to count distinct traces.
+SIGTERM and SIGINT stop it at once (exit 0). It stores nothing else and forwards nothing: point OTEL_EXPORTER_OTLP_ENDPOINT at a real
 collector or trace backend in production (deploy/observability/otel-collector.yaml).
 Needs python3-grpcio (Debian package).
 """
@@ -19,6 +21,7 @@ import argparse
 import collections
 import http.server
 import json
+import signal
 import threading
 from concurrent import futures
 
@@ -103,10 +106,18 @@ def spans(request):
 
 
 class Store:
-    def __init__(self, keep):
+    """What the sink keeps, all of it bounded: the last `keep` spans, at most `max_series`
+    (service, span name) counters (later names are counted under span="other"), and per
+    service the last `keep_trace_ids` trace ids (a trace id is counted once while it is
+    among them, so the count is exact for traces whose spans arrive within that window)."""
+
+    def __init__(self, keep, keep_trace_ids=100000, max_series=1000):
         self.lock = threading.Lock()
         self.spans = collections.Counter()
-        self.traces = collections.defaultdict(set)
+        self.max_series = max_series
+        self.trace_counts = collections.Counter()
+        self.seen = collections.defaultdict(collections.OrderedDict)
+        self.keep_trace_ids = keep_trace_ids
         self.requests = 0
         self.recent = collections.deque(maxlen=keep)
 
@@ -115,8 +126,18 @@ class Store:
         with self.lock:
             self.requests += 1
             for service, name, trace_id in got:
-                self.spans[(service, name)] += 1
-                self.traces[service].add(trace_id)
+                key = (service, name)
+                if key not in self.spans and len(self.spans) >= self.max_series:
+                    key = (service, "other")
+                self.spans[key] += 1
+                seen = self.seen[service]
+                if trace_id in seen:
+                    seen.move_to_end(trace_id)
+                else:
+                    seen[trace_id] = None
+                    self.trace_counts[service] += 1
+                    if len(seen) > self.keep_trace_ids:
+                        seen.popitem(last=False)
                 self.recent.append({"service": service, "name": name, "trace_id": trace_id})
 
     def metrics(self):
@@ -137,8 +158,8 @@ class Store:
                 "# HELP otlp_sink_traces_received_total Distinct trace ids received, by service.",
                 "# TYPE otlp_sink_traces_received_total counter",
             ]
-            for service, ids in sorted(self.traces.items()):
-                out.append(f'otlp_sink_traces_received_total{{service="{esc(service)}"}} {len(ids)}')
+            for service, count in sorted(self.trace_counts.items()):
+                out.append(f'otlp_sink_traces_received_total{{service="{esc(service)}"}} {count}')
             return "\n".join(out) + "\n"
 
     def recent_lines(self):
@@ -151,8 +172,9 @@ def main():
     ap.add_argument("--grpc-listen", default="0.0.0.0:4317")
     ap.add_argument("--http-listen", default="0.0.0.0:8889")
     ap.add_argument("--keep", type=int, default=10000)
+    ap.add_argument("--keep-trace-ids", type=int, default=100000)
     args = ap.parse_args()
-    store = Store(args.keep)
+    store = Store(args.keep, args.keep_trace_ids)
 
     def export(request, _context):
         store.add(request)
@@ -189,7 +211,17 @@ def main():
     host, port = args.http_listen.rsplit(":", 1)
     httpd = http.server.ThreadingHTTPServer((host, int(port)), Http)
     print(f"otlp-sink: OTLP/gRPC on {args.grpc_listen}, metrics on http://{args.http_listen}/metrics", flush=True)
+
+    # SIGTERM (docker stop) and SIGINT end it at once: both servers stop, the process exits 0.
+    def stop(signum, _frame):
+        print(f"otlp-sink: signal {signum}, stopping", flush=True)
+        server.stop(0)
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     httpd.serve_forever()
+    httpd.server_close()
 
 
 if __name__ == "__main__":

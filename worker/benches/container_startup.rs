@@ -42,6 +42,7 @@ fn once(dir: &Path, kind: RuntimeKind, image: Option<&Image>, i: usize) -> Durat
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),
         endpoints: Vec::new(),

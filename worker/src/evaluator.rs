@@ -68,6 +68,15 @@ pub enum EvalResult {
         /// What the evaluator printed, capped.
         report: String,
     },
+    /// A fetch of the grading run failed and it wrote no passing reward
+    /// ([`akbench_core::egress::grading_fetch_failure`]): `infrastructure_error`, retried,
+    /// never a verdict.
+    FetchFailed {
+        /// Why, naming the fetch.
+        cause: String,
+        /// What the evaluator printed, capped.
+        report: String,
+    },
     /// Cancelled while evaluating.
     Cancelled,
 }
@@ -211,10 +220,12 @@ enum Run {
         runtime: RuntimeFacts,
         ended_by: EndedBy,
     },
-    /// The grader's own machinery failed.
+    /// The grader's own machinery failed; `fetch_failed`: an outbound fetch of the run
+    /// failed and it wrote no passing reward (the network's fault, not the grader's).
     Machinery {
         cause: String,
         report: String,
+        fetch_failed: bool,
     },
     Cancelled,
 }
@@ -239,7 +250,12 @@ pub fn evaluate(
     );
     let mut v = match main {
         Run::Cancelled => return EvalResult::Cancelled,
-        Run::Machinery { cause, report } => return EvalResult::Broken { cause, report },
+        Run::Machinery {
+            cause,
+            report,
+            fetch_failed: true,
+        } => return EvalResult::FetchFailed { cause, report },
+        Run::Machinery { cause, report, .. } => return EvalResult::Broken { cause, report },
         Run::NoVerdict {
             why: _,
             cause,
@@ -354,6 +370,7 @@ fn run_once(
     cancel: &CancelToken,
 ) -> Run {
     let machinery = |cause: String| Run::Machinery {
+        fetch_failed: false,
         cause,
         report: String::new(),
     };
@@ -436,6 +453,7 @@ fn run_once(
     ]
     .concat();
     let exposure = Exposure {
+        egress: None,
         // Every writable place counts in the disk limit, the grading workspace included.
         disk_roots: writable.clone(),
         writable,
@@ -544,6 +562,16 @@ fn run_once(
             ended_by: (by != EndedBy::Itself).then_some(by),
         });
     }
+    // Fails closed: a fetch that failed, and no passing reward, is the network's doing, never
+    // a verdict on the agent (core::egress::contact).
+    let passing = matches!(&reward, Ok(Some((s, _))) if *s >= task.pass_threshold);
+    if let Some(cause) = akbench_core::egress::grading_fetch_failure(&runtime.egress, passing) {
+        return Run::Machinery {
+            cause,
+            report,
+            fetch_failed: true,
+        };
+    }
     // Why the run gave no usable verdict, when it did not (whoever ended it): core's rule,
     // a reward written by a run that ended itself is the only verdict.
     let read = match &reward {
@@ -574,6 +602,7 @@ fn run_once(
                         .unwrap_or_default()
                 ),
                 report,
+                fetch_failed: false,
             }
         }
         Judgement::AgentIfValidated => {
@@ -595,6 +624,7 @@ fn run_once(
         return Run::Machinery {
             cause: "the grader read a missing or unusable reward as a verdict".into(),
             report,
+            fetch_failed: false,
         };
     };
     let ok = score >= task.pass_threshold;

@@ -21,6 +21,7 @@ pub mod adapters;
 pub mod baseline;
 pub mod daemon;
 pub mod dial;
+pub mod dial_probe;
 pub mod evaluator;
 pub mod git;
 pub mod image;

@@ -601,7 +601,7 @@ pub fn record_grade(
             graded.grade = Some(g);
             None
         }
-        EvalResult::Broken { cause, report } => {
+        EvalResult::Broken { cause, report } | EvalResult::FetchFailed { cause, report } => {
             if !evaluating {
                 graded
                     .step(Event::Regrade, clock.now(), Some(note.to_string()))
@@ -863,6 +863,7 @@ pub(crate) fn run_solution(
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
+        egress: None,
         disk_roots: [
             vec![worktree.to_path_buf(), home.to_path_buf()],
             git_rw.clone(),

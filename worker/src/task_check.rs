@@ -180,7 +180,7 @@ pub fn run(
                     (false, false) => Side::NotSolved,
                 }
             }
-            EvalResult::Broken { cause, .. } => {
+            EvalResult::Broken { cause, .. } | EvalResult::FetchFailed { cause, .. } => {
                 notes.push(format!("{name}: {cause}"));
                 Side::NoVerdict
             }

@@ -1079,13 +1079,9 @@ async fn a_refused_certificate_ends_the_worker_with_exit_code_6() {
     };
     let flag = |f: &str| std::path::PathBuf::from(f);
     let (ca_flag, cert_flag, key_flag) = (flag("--ca-file"), flag("--tls-cert"), flag("--tls-key"));
-    // Its certificate is from another CA: the coordinator's alert names why. KNOWN DEFECT
-    // (issue 49, item 7): the worker tells this refusal by the alert's text, and when the
-    // coordinator's close reaches it before the alert (a write after the handshake meets a
-    // reset), the failure reads as a transport error and the worker retries: in the full
-    // suite under CI's load it retried past 180 s, alone it exits 6 within seconds. Run with
-    // AKBENCH_TEST_CERT_ALERT_RACE=1 until the refusal is told apart without the text.
-    if std::env::var_os("AKBENCH_TEST_CERT_ALERT_RACE").is_some() {
+    // Its certificate is from another CA: the coordinator's alert names why (the
+    // coordinator drains the connection after its alert, so a reset never beats it).
+    {
         let args = os(&[
             &ca_flag,
             &ca_pem,

@@ -60,6 +60,7 @@ fn run(script: &str, limits: Limits, readable: Vec<PathBuf>) -> Ran {
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,
         endpoints: Vec::new(),

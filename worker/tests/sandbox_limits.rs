@@ -87,6 +87,7 @@ fn observe(limits: Limits) -> Vec<(i32, String, String)> {
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),
         endpoints: Vec::new(),
@@ -200,6 +201,7 @@ fn ended(
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,
         endpoints: Vec::new(),

@@ -721,7 +721,7 @@ async fn container_sweep(reg: &registry::Registry, digest: &str, extra: &str) ->
         &format!("  runtime: container\n{extra}"),
     );
     let spec = e2e::resolve_run(tmp.path(), &manifest, &tasks)
-        .pin_images(|_| Ok(digest.to_string()), &SystemClock)
+        .pin_images(|_| Ok::<_, String>(digest.to_string()), &SystemClock)
         .unwrap();
     let ready = plan(&spec, &SystemClock).ready();
     let env = vec![(

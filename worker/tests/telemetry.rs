@@ -482,8 +482,8 @@ fn span_name_patterns_match() {
     for (pattern, name, matches) in [
         ("attempt.assign", "attempt.assign", true),
         ("attempt.assign", "attempt.assigned", false),
-        ("attempt <trial key>", "attempt r/t/a/r1", true),
-        ("attempt <trial key>", "attempt.assign", false),
+        ("attempt.run", "attempt.run", true),
+        ("attempt.run", "attempt r/t/a/r1", false),
         ("<op> postgresql", "claim postgresql", true),
         ("<service>/<method>", "akbench.v1.Workers/Session", true),
         ("<service>/<method>", "executing", false),
@@ -642,7 +642,7 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
         );
         let worker = of_attempt
             .iter()
-            .find(|s| s.name.starts_with("attempt ") && s.service == "akbench-worker")
+            .find(|s| s.name == "attempt.run" && s.service == "akbench-worker")
             .unwrap_or_else(|| panic!("no worker attempt span for {attempt}: {of_attempt:#?}"));
         // Parents intact across the gRPC boundary, both ways.
         assert_eq!(worker.parent_span_id, assign.span_id);

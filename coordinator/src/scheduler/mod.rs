@@ -249,7 +249,7 @@ impl Scheduler {
     pub async fn lift_route_pause(
         &self,
         route: &str,
-    ) -> Result<Option<akbench_core::route_pause::RouteState>, SchedulerError> {
+    ) -> Result<Option<akbench_core::route_pause::Lift>, SchedulerError> {
         let route = route.to_string();
         let before = self
             .store
@@ -261,7 +261,11 @@ impl Scheduler {
         if before.is_some() {
             self.wake_claimer();
         }
-        Ok(before)
+        let now = self.now();
+        Ok(before.map(|before| akbench_core::route_pause::Lift {
+            was_paused: before.paused_at(now),
+            before,
+        }))
     }
 
     /// Wakes one idle session (or the next one to wait) to claim.

@@ -331,7 +331,7 @@ fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
         .pin_images(
             |r| {
                 asked.push(r.to_string());
-                Ok(d1.clone())
+                Ok::<_, String>(d1.clone())
             },
             &clock(),
         )
@@ -345,7 +345,7 @@ fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
         .all(|t| t.image.as_deref() == Some(pinned.as_str())));
     let b = spec
         .clone()
-        .pin_images(|_| Ok(d2.clone()), &clock())
+        .pin_images(|_| Ok::<_, String>(d2.clone()), &clock())
         .unwrap();
     assert_ne!(
         a.condition_digest, b.condition_digest,
@@ -355,13 +355,17 @@ fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
     // Pinned images are not asked again; errors name the task and the image.
     let again = a
         .clone()
-        .pin_images(|_| panic!("asked again"), &clock())
+        .pin_images(
+            |_| -> Result<String, String> { panic!("asked again") },
+            &clock(),
+        )
         .unwrap();
     assert_eq!(again.condition_digest, a.condition_digest);
     let e = spec
         .clone()
-        .pin_images(|_| Err("no such tag".into()), &clock())
-        .unwrap_err();
+        .pin_images(|_| Err("no such tag".to_string()), &clock())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("no such tag")
             && e.contains("reg.example:5000/team/img:v1")
@@ -369,8 +373,9 @@ fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
         "{e}"
     );
     let e = spec
-        .pin_images(|_| Ok("latest".into()), &clock())
-        .unwrap_err();
+        .pin_images(|_| Ok::<_, String>("latest".into()), &clock())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a sha256 digest"), "{e}");
 }
 

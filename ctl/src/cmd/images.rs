@@ -82,11 +82,25 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     if !args.json {
         eprintln!("akbench: building {written} from {ctx} with {builder}");
     }
-    step(&build_argv, Some(timeout))?;
+    step(
+        &build_argv,
+        Limit(timeout, "build time limit (environment.build_timeout_sec)"),
+    )?;
     if !args.json {
         eprintln!("akbench: pushing {written}");
     }
-    step(&push_argv, None)?;
+    // The push is a registry operation: the registry's total deadline bounds it.
+    let push_deadline = akbench_worker::image::Deadlines::from_env()
+        .map_err(InputError)?
+        .pull
+        .as_secs_f64();
+    step(
+        &push_argv,
+        Limit(
+            push_deadline,
+            "registry deadline (AKBENCH_PULL_TIMEOUT_SEC, 30 minutes unless set)",
+        ),
+    )?;
     // The digest a plan would pin: the tag resolved through akbench's own registry client.
     let store = resolver()?;
     let digest = store.resolve(&target).map_err(|e| {
@@ -145,7 +159,10 @@ fn stop_group(child: &mut std::process::Child, pgid: libc::pid_t) {
 
 /// Runs `argv` (its output passed through to stderr), within `timeout` seconds when given:
 /// past it, the builder's whole process group is stopped ([`stop_group`]).
-fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
+/// A step's time limit: seconds, and the words naming it (and how to change it).
+struct Limit(f64, &'static str);
+
+fn step(argv: &[&str], limit: Limit) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt as _;
     let mut child = std::process::Command::new(argv[0])
         .args(&argv[1..])
@@ -154,18 +171,17 @@ fn step(argv: &[&str], timeout: Option<f64>) -> anyhow::Result<()> {
         .spawn()
         .map_err(|e| anyhow::anyhow!("failed to start `{}`: {e}", argv.join(" ")))?;
     let pgid = child.id() as libc::pid_t;
-    let deadline =
-        timeout.map(|t| std::time::Instant::now() + std::time::Duration::from_secs_f64(t));
+    let Limit(seconds, what) = limit;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;
         }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        if std::time::Instant::now() >= deadline {
             stop_group(&mut child, pgid);
             anyhow::bail!(
-                "failed: `{}` ran past the build time limit of {}s (environment.build_timeout_sec)",
+                "failed: `{}` ran past the {what} of {seconds}s",
                 argv.join(" "),
-                timeout.unwrap_or_default()
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(20));

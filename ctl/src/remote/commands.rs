@@ -17,51 +17,58 @@ use akbench_core::spec_diff::{Change, ChangeKind, SpecDiff};
 use akbench_proto::v1 as pb;
 use std::io::IsTerminal;
 
+/// Where a `run` subcommand runs when `--coordinator` is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// In this process; `--coordinator` is not used for it by the dispatcher (`compare`,
+    /// `list` and `report` read from a coordinator themselves when given one).
+    Local,
+    /// Here without `--coordinator`, against the coordinator with it (plan, inspect, diff,
+    /// reconcile).
+    Either,
+    /// Only against a coordinator: without one it is refused (exit 2).
+    Remote,
+}
+
+/// Every `run` subcommand's name and [`Reach`]: the one table (exhaustive, so a new
+/// subcommand must say where it runs). The dispatcher ([`super::dispatch`]), the local
+/// commands (`cmd::run`) and messages read it.
+pub fn describe(rc: &RunCommand) -> (&'static str, Reach) {
+    use Reach::*;
+    match rc {
+        RunCommand::Single(_) => ("single", Local),
+        RunCommand::Execute(_) => ("execute", Local),
+        RunCommand::Evaluate(_) => ("evaluate", Local),
+        RunCommand::Aggregate(_) => ("aggregate", Local),
+        RunCommand::Plan(_) => ("plan", Either),
+        RunCommand::Inspect(_) => ("inspect", Either),
+        RunCommand::Diff(_) => ("diff", Either),
+        RunCommand::Reconcile(_) => ("reconcile", Either),
+        RunCommand::Submit(_) => ("submit", Remote),
+        RunCommand::Start(_) => ("start", Remote),
+        RunCommand::Resume(_) => ("resume", Remote),
+        RunCommand::Grade(_) => ("grade", Remote),
+        RunCommand::Cancel(_) => ("cancel", Remote),
+        RunCommand::ResumeRoute(_) => ("resume-route", Remote),
+        RunCommand::Status(_) => ("status", Remote),
+        RunCommand::Records(_) => ("records", Remote),
+        RunCommand::Compare(_) => ("compare", Local),
+        RunCommand::List(_) => ("list", Local),
+        RunCommand::ExportHarbor(_) => ("export-harbor", Local),
+        RunCommand::ImportHarbor(_) => ("import-harbor", Local),
+        RunCommand::Report(_) => ("report", Local),
+        RunCommand::Trajectory(_) => ("trajectory", Local),
+    }
+}
+
 /// True for the `run` commands that have a remote form.
 pub fn is_remote(rc: &RunCommand) -> bool {
-    matches!(
-        rc,
-        RunCommand::Plan(_)
-            | RunCommand::Inspect(_)
-            | RunCommand::Diff(_)
-            | RunCommand::Reconcile(_)
-            | RunCommand::Submit(_)
-            | RunCommand::Start(_)
-            | RunCommand::Resume(_)
-            | RunCommand::Grade(_)
-            | RunCommand::Cancel(_)
-            | RunCommand::ResumeRoute(_)
-            | RunCommand::Status(_)
-            | RunCommand::Records(_)
-    )
+    describe(rc).1 != Reach::Local
 }
 
 /// The subcommand's name, for messages.
 pub fn name(rc: &RunCommand) -> &'static str {
-    match rc {
-        RunCommand::Single(_) => "single",
-        RunCommand::Execute(_) => "execute",
-        RunCommand::Evaluate(_) => "evaluate",
-        RunCommand::Aggregate(_) => "aggregate",
-        RunCommand::Plan(_) => "plan",
-        RunCommand::Inspect(_) => "inspect",
-        RunCommand::Diff(_) => "diff",
-        RunCommand::Reconcile(_) => "reconcile",
-        RunCommand::Submit(_) => "submit",
-        RunCommand::Start(_) => "start",
-        RunCommand::Resume(_) => "resume",
-        RunCommand::Grade(_) => "grade",
-        RunCommand::Cancel(_) => "cancel",
-        RunCommand::ResumeRoute(_) => "resume-route",
-        RunCommand::Status(_) => "status",
-        RunCommand::Records(_) => "records",
-        RunCommand::Compare(_) => "compare",
-        RunCommand::List(_) => "list",
-        RunCommand::ExportHarbor(_) => "export-harbor",
-        RunCommand::ImportHarbor(_) => "import-harbor",
-        RunCommand::Report(_) => "report",
-        RunCommand::Trajectory(_) => "trajectory",
-    }
+    describe(rc).0
 }
 
 /// Runs a remote command.

@@ -395,10 +395,10 @@ fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A registry answering 500 is the registry's trouble, not the task's: `task check` exits 3
-/// (README, "Exit codes"), not 2.
+/// A registry answering 500 is the registry's trouble, not the task's: `task check` and
+/// `run plan` exit 3 (README, "Exit codes"), not 2.
 #[test]
-fn task_check_with_a_registry_answering_500_exits_3() {
+fn task_check_and_plan_with_a_registry_answering_500_exit_3() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -429,6 +429,25 @@ fn task_check_with_a_registry_answering_500_exits_3() {
         text.contains("500") && !text.contains("panicked"),
         "{text:.800}"
     );
+    // Planning a container run pins the tag at the same registry: the same exit 3, and no
+    // plan is written.
+    let manifest = std::fs::read_to_string(tmp.path().join("experiment.yaml")).unwrap();
+    std::fs::write(
+        tmp.path().join("experiment.yaml"),
+        format!("{manifest}execution:\n  runtime: container\n"),
+    )
+    .unwrap();
+    let (code, text, _) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(PLAN),
+        tmp.path(),
+        &[("AKBENCH_INSECURE_REGISTRIES", format!("127.0.0.1:{port}"))],
+    );
+    assert_eq!(code, Some(3), "run plan: {text:.800}");
+    assert!(
+        text.contains("500") && text.contains("failed to pin the image of task"),
+        "run plan: {text:.800}"
+    );
     assert!(
         !tmp.path().join("cache/task-checks").exists()
             || std::fs::read_dir(tmp.path().join("cache/task-checks"))
@@ -440,7 +459,8 @@ fn task_check_with_a_registry_answering_500_exits_3() {
 }
 
 /// Past `environment.build_timeout_sec`, `image build` stops the builder's whole process
-/// group: a builder whose child sleeps 40 s holding the output open ends within seconds.
+/// group: a builder whose child sleeps 40 s holding the output open ends within seconds; a
+/// push is stopped the same way at the registry's deadline.
 #[test]
 fn a_build_past_its_time_limit_is_stopped_with_its_children() {
     let tmp = fixture();
@@ -471,11 +491,42 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
             "docker",
         ]),
         tmp.path(),
-        &[("PATH", path)],
+        &[("PATH", path.clone())],
     );
     assert_eq!(code, Some(3), "{text:.800}");
     assert!(
         text.contains("build time limit") && text.contains("environment.build_timeout_sec"),
+        "{text:.800}"
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");
+
+    // The push is bounded by the registry's deadline: a builder whose push hangs is
+    // stopped at AKBENCH_PULL_TIMEOUT_SEC, with its children.
+    std::fs::write(
+        &docker,
+        "#!/bin/sh\ncase \"$1\" in push) sleep 40 & sleep 40;; esac\nexit 0\n",
+    )
+    .unwrap();
+    let (code, text, took) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[
+            "image",
+            "build",
+            "tasks/wordcount-001",
+            "--push",
+            "127.0.0.1:9",
+            "--builder",
+            "docker",
+        ]),
+        tmp.path(),
+        &[
+            ("PATH", path),
+            ("AKBENCH_PULL_TIMEOUT_SEC", "1".to_string()),
+        ],
+    );
+    assert_eq!(code, Some(3), "{text:.800}");
+    assert!(
+        text.contains("docker push") && text.contains("AKBENCH_PULL_TIMEOUT_SEC"),
         "{text:.800}"
     );
     assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");

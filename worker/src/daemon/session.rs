@@ -37,6 +37,9 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// answer to the `Hello`): a coordinator that accepts the connection and says nothing is
 /// given up on and tried again with the reconnect backoff.
 pub const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the read-only handshake that tells a refused certificate from a closed
+/// connection waits for the coordinator's alert ([`crate::dial_probe`]).
+const CERTIFICATE_PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +367,20 @@ impl Refusal {
         }
     }
 
+    /// A failure that did not say why, over TLS: a refused client certificate can read as
+    /// a closed connection (the alert races the first request), so the handshake is made
+    /// again, reading only ([`crate::dial_probe`]); a certificate refusal it sees replaces
+    /// this failure.
+    async fn checked_for_certificate(self, url: &url::Url, tls: &crate::dial::TlsOptions) -> Self {
+        match crate::dial_probe::certificate_verdict(url, tls, CERTIFICATE_PROBE_WAIT).await {
+            crate::dial_probe::Verdict::TlsError(text) => match certificate_refusal(&text) {
+                Some(side) => Self::certificate(side, text),
+                None => self,
+            },
+            crate::dial_probe::Verdict::NothingLearned => self,
+        }
+    }
+
     fn certificate(side: CertificateRefusal, message: String) -> Self {
         let fix = match side {
             CertificateRefusal::Ours => {
@@ -590,8 +607,10 @@ impl Supervisor {
                 .into_inner();
             Ok((tx, stream))
         };
+        let url = self.coordinator().clone();
+        let tls = self.config.tls.clone();
         Box::pin(async move {
-            tokio::time::timeout(SESSION_OPEN_TIMEOUT, open)
+            let opened = tokio::time::timeout(SESSION_OPEN_TIMEOUT, open)
                 .await
                 .unwrap_or_else(|_| {
                     Err(Refusal::transient(format!(
@@ -600,7 +619,13 @@ impl Supervisor {
                          port and whether it needs https://)",
                         SESSION_OPEN_TIMEOUT.as_secs()
                     )))
-                })
+                });
+            match opened {
+                Err(r) if r.why == Refused::Other && url.scheme() == "https" => {
+                    Err(r.checked_for_certificate(&url, &tls).await)
+                }
+                other => other,
+            }
         })
     }
 

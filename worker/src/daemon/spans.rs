@@ -21,7 +21,9 @@ pub(super) fn attempt(a: &pb::Assignment, worker_id: &str) -> Span {
     let span = tracing::info_span!(
         parent: None,
         "attempt",
-        otel.name = %format!("attempt {}", trial.map_or("", |t| t.key.as_str())),
+        // One name for every attempt (the trial key is an attribute): a span name per trial
+        // would make one metric series per trial in a trace backend.
+        otel.name = "attempt.run",
         otel.kind = "consumer",
         akbench.run.id = %trial.map(|t| t.run_id.to_string()).unwrap_or_default(),
         akbench.trial.key = trial.map_or("", |t| t.key.as_str()),

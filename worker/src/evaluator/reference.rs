@@ -14,6 +14,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// How grading the reference solution went.
+// One per reference run, moved once: boxing the run would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Graded {
     /// The grading run ended so.
     Ran(Run),

@@ -748,6 +748,7 @@ mod tests {
             user,
         };
         let exposure = super::super::Exposure {
+            egress: None,
             scratch: tmp.path().join("scratch"),
             ..Default::default()
         };

@@ -8,7 +8,8 @@
 //!   sees its worktree and home read-write, a read-only toolchain, a private size-capped
 //!   `/tmp` and `/dev/shm` and its own `/proc` (host-wide parts read-only), nothing else.
 //!   Limits come from cgroups ([`cgroup`]); network is only the declared endpoints,
-//!   forwarded from the sandbox's own loopback ([`net`]).
+//!   forwarded from the sandbox's own loopback ([`net`]), and, for a phase with a network,
+//!   the worker's egress proxy ([`egress`]).
 //! - `container`: the same sandbox over the task's image instead of the host's system
 //!   folders, through a per-process copy-on-write overlay ([`container`]).
 //!
@@ -19,6 +20,7 @@
 pub mod bwrap;
 pub mod cgroup;
 pub mod container;
+pub mod egress;
 pub mod net;
 mod net_user;
 pub mod owner;
@@ -101,6 +103,9 @@ pub struct Exposure {
     pub scratch: PathBuf,
     /// The image and its mounts, for the `container` runtime.
     pub container: Option<container::View>,
+    /// The phase's network beyond the endpoints, through the worker's egress proxy
+    /// ([`egress`]); `None` (or a policy that reaches nothing): none.
+    pub egress: Option<egress::Policy>,
 }
 
 /// The runtime could not be set up.
@@ -278,7 +283,7 @@ impl Guard {
         // Every process is gone: the folders go back to their owner.
         std::mem::take(&mut self.handed).restore();
         if let Some(n) = self.net.take() {
-            n.stop();
+            self.facts.egress = n.stop();
         }
         // Every process is gone, so every copy of the pipe's write end is closed.
         if let Some(fd) = self.status.take() {
@@ -315,6 +320,7 @@ pub fn prepare(
                     isolated: false,
                     limits: String::new(),
                     limit_hit: None,
+                    egress: Vec::new(),
                 },
                 cgroup: None,
                 net: None,
@@ -339,10 +345,11 @@ pub fn prepare(
         source,
     })?;
     let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
-    let network = if exposure.endpoints.is_empty() {
+    let egress = exposure.egress.clone().filter(egress::Policy::needs_proxy);
+    let network = if exposure.endpoints.is_empty() && egress.is_none() {
         None
     } else {
-        match net::Network::start(&exposure.endpoints) {
+        match net::Network::start(&exposure.endpoints, egress) {
             Ok(n) => Some(n),
             Err(e) => {
                 group.remove();
@@ -353,7 +360,7 @@ pub fn prepare(
     let undo = |group: &cgroup::Group, network: Option<net::Network>| {
         group.remove();
         if let Some(n) = network {
-            n.stop();
+            let _ = n.stop();
         }
     };
     let hosts = exposure.scratch.join("hosts");
@@ -439,6 +446,13 @@ pub fn prepare(
         seccomp_fd: seccomp.as_ref().map(|f| f.as_raw_fd()),
         status_fd: Some(status_w.as_raw_fd()),
     };
+    if network.as_ref().is_some_and(net::Network::has_proxy) {
+        // The declared endpoints stay direct: their forwarders serve them.
+        let direct: Vec<&str> = exposure.endpoints.iter().map(|e| e.host.as_str()).collect();
+        for (k, v) in egress::env_vars(&direct) {
+            spec.env.insert(k.into(), v);
+        }
+    }
     spec.argv = match &container {
         None => bwrap::args(&plan),
         Some((view, mount)) => {
@@ -467,6 +481,7 @@ pub fn prepare(
                 isolated: true,
                 limits: limits.describe(),
                 limit_hit: None,
+                egress: Vec::new(),
             },
             cgroup: Some(group),
             net: network,

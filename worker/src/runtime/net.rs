@@ -9,8 +9,12 @@
 //! namespace (and that user namespace first) before it execs bwrap. Host names resolve through a generated `/etc/hosts` to the loopback address the
 //! endpoint listens on (`127.0.0.2`, `127.0.0.3`, ...), so TLS still sees the real name.
 //! Nothing else is reachable: no route leaves the namespace, and the host's loopback
-//! (PostgreSQL, the coordinator) is another namespace's.
+//! (PostgreSQL, the coordinator) is another namespace's. A phase with a network (the task's
+//! `network_mode`) gets one more listener there, the egress proxy's ([`super::egress`]), the
+//! only way out to other hosts.
 
+use super::egress;
+use akbench_core::egress::Contact;
 use akbench_core::endpoint::Endpoint;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, TcpListener, TcpStream};
@@ -29,6 +33,7 @@ pub struct Network {
     listeners: Vec<RawFd>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    proxy: Option<egress::Proxy>,
 }
 
 /// The loopback address inside the sandbox each endpoint listens on (pure): a loopback IPv4
@@ -63,32 +68,42 @@ pub fn hosts_file(bound: &[(Endpoint, Ipv4Addr)]) -> String {
 }
 
 impl Network {
-    /// Makes the namespace and starts one forwarder per endpoint.
-    pub fn start(endpoints: &[Endpoint]) -> Result<Network, String> {
+    /// Makes the namespace and starts one forwarder per endpoint, and the egress proxy
+    /// when `egress` is given.
+    pub fn start(
+        endpoints: &[Endpoint],
+        egress: Option<egress::Policy>,
+    ) -> Result<Network, String> {
         let addrs = inside_addresses(endpoints)?;
-        let (userns, netns, listeners, bound) = if super::bwrap::is_root() {
-            let eps = endpoints.to_vec();
-            let made = std::thread::spawn(move || make_namespace(&eps, &addrs))
+        let mut at: Vec<(Ipv4Addr, u16)> = addrs
+            .iter()
+            .zip(endpoints)
+            .map(|(a, e)| (*a, e.port))
+            .collect();
+        if egress.is_some() {
+            at.push((egress::PROXY_ADDR, egress::PROXY_PORT));
+        }
+        let (userns, netns, mut listeners) = if super::bwrap::is_root() {
+            let made = std::thread::spawn(move || make_namespace(&at))
                 .join()
                 .map_err(|_| "the namespace thread panicked".to_string())?
                 .map_err(|e| format!("cannot make a network namespace: {e}"))?;
-            let (netns, listeners, bound) = made;
-            (None, netns, listeners, bound)
+            let (netns, listeners) = made;
+            (None, netns, listeners)
         } else {
-            let at: Vec<(Ipv4Addr, u16)> = addrs
-                .iter()
-                .zip(endpoints)
-                .map(|(a, e)| (*a, e.port))
-                .collect();
             let made = super::net_user::make(&at)
                 .map_err(|e| format!("cannot make a network namespace: {e}"))?;
-            let bound = endpoints.iter().cloned().zip(addrs).collect();
-            (
-                Some(Arc::new(made.userns)),
-                made.netns,
-                made.listeners,
-                bound,
-            )
+            (Some(Arc::new(made.userns)), made.netns, made.listeners)
+        };
+        let bound: Vec<(Endpoint, Ipv4Addr)> = endpoints.iter().cloned().zip(addrs).collect();
+        let proxy = match egress {
+            Some(policy) => {
+                let l = listeners
+                    .pop()
+                    .ok_or("the namespace has no listener for the egress proxy")?;
+                Some(egress::Proxy::start(l, policy))
+            }
+            None => None,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let mut fds = Vec::new();
@@ -105,7 +120,13 @@ impl Network {
             listeners: fds,
             stop,
             threads,
+            proxy,
         })
+    }
+
+    /// Whether the egress proxy runs (the sandboxed programs get its variables).
+    pub fn has_proxy(&self) -> bool {
+        self.proxy.is_some()
     }
 
     /// The namespace, for the child to enter before exec.
@@ -124,8 +145,10 @@ impl Network {
         &self.bound
     }
 
-    /// Stops accepting (open connections end with the sandbox's processes).
-    pub fn stop(self) {
+    /// Stops accepting (open connections end with the sandbox's processes) and the egress
+    /// proxy; returns what the proxy recorded (empty without one).
+    pub fn stop(self) -> Vec<Contact> {
+        let contacts = self.proxy.map(egress::Proxy::stop).unwrap_or_default();
         self.stop.store(true, Ordering::SeqCst);
         for fd in &self.listeners {
             // SAFETY: shutting down a listening socket we own wakes its blocked accept().
@@ -136,13 +159,14 @@ impl Network {
         for t in self.threads {
             let _ = t.join();
         }
+        contacts
     }
 }
 
-type Made = (OwnedFd, Vec<TcpListener>, Vec<(Endpoint, Ipv4Addr)>);
+type Made = (OwnedFd, Vec<TcpListener>);
 
 /// Runs on a throwaway thread: after `unshare` the thread belongs to the new namespace.
-fn make_namespace(endpoints: &[Endpoint], addrs: &[Ipv4Addr]) -> io::Result<Made> {
+fn make_namespace(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
     // SAFETY: unshare affects only the calling thread's network namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
@@ -150,14 +174,11 @@ fn make_namespace(endpoints: &[Endpoint], addrs: &[Ipv4Addr]) -> io::Result<Made
     loopback_up()?;
     let f = std::fs::File::open("/proc/thread-self/ns/net")?;
     let netns = OwnedFd::from(f);
-    let mut listeners = Vec::new();
-    let mut bound = Vec::new();
-    for (e, a) in endpoints.iter().zip(addrs) {
-        let l = TcpListener::bind((*a, e.port))?;
-        listeners.push(l);
-        bound.push((e.clone(), *a));
-    }
-    Ok((netns, listeners, bound))
+    let listeners = addrs
+        .iter()
+        .map(|a| TcpListener::bind(*a))
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok((netns, listeners))
 }
 
 /// Brings the calling thread's network namespace's loopback up. Plain system calls on a

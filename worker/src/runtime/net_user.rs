@@ -6,7 +6,8 @@
 //! namespace. So a forked child (single-threaded, raw system calls only, on buffers prepared
 //! before the fork) does it: `unshare(CLONE_NEWUSER | CLONE_NEWNET)`, maps the worker's own
 //! uid and gid onto themselves (`setgroups` denied first, as the kernel requires of an
-//! unprivileged writer), brings its loopback up, binds one listener per endpoint, and sends
+//! unprivileged writer), brings its loopback up, binds one listener per endpoint (and one
+//! for the egress proxy, [`super::egress`], when the phase has a network), and sends
 //! the user namespace, the network namespace and the listeners back over a socket pair
 //! (`SCM_RIGHTS`), then exits. The worker keeps the descriptors (they keep both namespaces
 //! alive), forwards from the listeners as a root worker does, and the sandboxed child enters

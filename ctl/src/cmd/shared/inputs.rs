@@ -128,6 +128,12 @@ pub fn pin_spec(spec: ResolvedRunSpec, clock: &dyn Clock) -> anyhow::Result<Reso
         return Ok(spec);
     }
     let store = resolver()?;
-    spec.pin_images(|r| store.resolve(r).map_err(|e| e.to_string()), clock)
-        .map_err(|e| InputError(e).into())
+    spec.pin_images(|r| store.resolve(r), clock)
+        .map_err(|e| match e.cause {
+            // The registry's trouble, not the plan's: exit 3 (README, "Exit codes").
+            Some(akbench_worker::image::ImageError::Unavailable { .. }) => {
+                anyhow::anyhow!("{}", e.message)
+            }
+            _ => InputError(e.message).into(),
+        })
 }

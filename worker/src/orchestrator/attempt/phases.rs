@@ -331,6 +331,7 @@ pub(super) fn starting_agent(
     };
     let writable = [vec![worktree.clone(), home.clone()], git_rw].concat();
     let exposure = Exposure {
+        egress: None,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
         writable,
@@ -720,6 +721,16 @@ pub(super) fn evaluating(
                 .unwrap_or_else(|| report.into_bytes());
             let _ = akbench_core::output::write(&report_path, &report);
             r.end(Event::EvaluationFailed, cause)
+        }
+        // The grading run's fetch failed (core::egress::grading_fetch_failure): retried.
+        EvalResult::FetchFailed { cause, report } => {
+            let report_path = req.artifacts_dir.join("evaluator.report.txt");
+            let report = r
+                .redactor
+                .bytes(report.as_bytes(), &mut r.redacted)
+                .unwrap_or_else(|| report.into_bytes());
+            let _ = akbench_core::output::write(&report_path, &report);
+            r.end(Event::InfrastructureFailed, cause)
         }
         EvalResult::Cancelled => {
             let (event, cause) = cancel

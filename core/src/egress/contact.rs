@@ -1,0 +1,329 @@
+//! What a sandboxed phase contacted through the worker's egress proxy, and the fail-closed
+//! rule for grading. Pure: one [`Connection`] per proxied connection, aggregated per
+//! `(host, port, outcome)` into bounded [`Contact`]s ([`ContactLog`]); [`grading_fetch_failure`]
+//! says when a grading run's failed fetch makes its result an infrastructure error rather
+//! than a verdict.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How one proxied connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The phase's network allowed the host and the connection was made.
+    Allowed,
+    /// The phase's network does not allow the host, or the address is one the proxy never
+    /// reaches (the worker's loopback, link-local, a private range the worker did not open).
+    Denied,
+    /// The host's name did not resolve (or not in time).
+    DnsFailed,
+    /// Every address of the host refused or was unreachable.
+    ConnectFailed,
+    /// The connection could not be made before the proxy's deadline.
+    Timeout,
+    /// The proxy refused it: more tunnels at once than allowed, or a request it cannot
+    /// read (too large a head, not HTTP).
+    ProxyError,
+}
+
+impl Outcome {
+    /// The record's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::DnsFailed => "dns_failed",
+            Self::ConnectFailed => "connect_failed",
+            Self::Timeout => "timeout",
+            Self::ProxyError => "proxy_error",
+        }
+    }
+}
+
+/// One proxied connection, as the proxy saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    /// The host as the client asked for it (lower case; an IP literal as written).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Bytes from the sandbox to the host (after the proxy request's head).
+    pub bytes_up: u64,
+    /// Bytes from the host to the sandbox.
+    pub bytes_down: u64,
+    /// The response's status, for a plain-HTTP request (an HTTPS tunnel's is unseen).
+    pub http_status: Option<u16>,
+    /// Why it failed, when it did (the resolver's or the connect's error, the rule that
+    /// denied it).
+    pub detail: Option<String>,
+}
+
+/// Connections to one host and port that ended the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contact {
+    /// Host as the client asked for it.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// How they ended.
+    pub outcome: Outcome,
+    /// How many connections.
+    pub connections: u64,
+    /// Bytes sent to the host, all connections together.
+    pub bytes_up: u64,
+    /// Bytes received from the host.
+    pub bytes_down: u64,
+    /// Distinct HTTP statuses of plain-HTTP requests, ascending (at most [`MAX_STATUSES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_statuses: Vec<u16>,
+    /// The first failure's cause, when they failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Contact {
+    /// Whether this is a fetch that failed: no connection (DNS, refused, timeout, a proxy
+    /// fault) or a plain-HTTP server error (5xx). A host the phase's network denies is not:
+    /// the task declared that network, and retrying cannot change it.
+    pub fn failed_fetch(&self) -> bool {
+        match self.outcome {
+            Outcome::Allowed => self.http_statuses.iter().any(|s| (500..600).contains(s)),
+            Outcome::Denied => false,
+            Outcome::DnsFailed
+            | Outcome::ConnectFailed
+            | Outcome::Timeout
+            | Outcome::ProxyError => true,
+        }
+    }
+
+    /// One sentence: `HOST:PORT (N connection(s), outcome[, HTTP 503][: detail])`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{}:{} ({} connection(s), {}",
+            self.host,
+            self.port,
+            self.connections,
+            self.outcome.as_str()
+        );
+        let server_errors: Vec<String> = self
+            .http_statuses
+            .iter()
+            .filter(|s| (500..600).contains(*s))
+            .map(|s| format!("HTTP {s}"))
+            .collect();
+        if !server_errors.is_empty() {
+            s.push_str(", ");
+            s.push_str(&server_errors.join(", "));
+        }
+        if let Some(d) = &self.detail {
+            s.push_str(": ");
+            s.push_str(d);
+        }
+        s.push(')');
+        s
+    }
+}
+
+/// Distinct HTTP statuses kept per contact.
+pub const MAX_STATUSES: usize = 16;
+/// Distinct `(host, port, outcome)` kept per phase; connections past it are only counted
+/// ([`ContactLog::dropped`]).
+pub const MAX_CONTACTS: usize = 512;
+/// Longest `detail` kept, in characters.
+const MAX_DETAIL: usize = 300;
+
+/// Connections aggregated as they end (bounded: at most [`MAX_CONTACTS`] entries).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContactLog {
+    by_key: BTreeMap<(String, u16, Outcome), Contact>,
+    /// Connections not kept because the log was full.
+    pub dropped: u64,
+}
+
+impl ContactLog {
+    /// Adds one ended connection.
+    pub fn add(&mut self, c: Connection) {
+        let host = crate::limits::elide(&c.host);
+        let key = (host.clone(), c.port, c.outcome);
+        if !self.by_key.contains_key(&key) && self.by_key.len() >= MAX_CONTACTS {
+            self.dropped += 1;
+            return;
+        }
+        let e = self.by_key.entry(key).or_insert_with(|| Contact {
+            host,
+            port: c.port,
+            outcome: c.outcome,
+            connections: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            http_statuses: Vec::new(),
+            detail: None,
+        });
+        e.connections += 1;
+        e.bytes_up = e.bytes_up.saturating_add(c.bytes_up);
+        e.bytes_down = e.bytes_down.saturating_add(c.bytes_down);
+        if let Some(s) = c.http_status {
+            if let Err(at) = e.http_statuses.binary_search(&s) {
+                if e.http_statuses.len() < MAX_STATUSES {
+                    e.http_statuses.insert(at, s);
+                }
+            }
+        }
+        if e.detail.is_none() {
+            e.detail = c
+                .detail
+                .map(|d| d.chars().take(MAX_DETAIL).collect::<String>());
+        }
+    }
+
+    /// The contacts, by host, port and outcome.
+    pub fn contacts(&self) -> Vec<Contact> {
+        self.by_key.values().cloned().collect()
+    }
+}
+
+/// The fail-closed rule for a grading run: when a fetch of the run failed
+/// ([`Contact::failed_fetch`]) and the run wrote no passing reward, its result is not a
+/// verdict but an infrastructure error; the returned cause names the first failed fetch.
+/// A passing reward stands (the fetch was not needed to pass).
+pub fn grading_fetch_failure(contacts: &[Contact], passing_reward: bool) -> Option<String> {
+    if passing_reward {
+        return None;
+    }
+    let failed: Vec<&Contact> = contacts.iter().filter(|c| c.failed_fetch()).collect();
+    let first = failed.first()?;
+    let more = match failed.len() {
+        1 => String::new(),
+        n => format!(" (and {} more failed fetch(es))", n - 1),
+    };
+    Some(format!(
+        "the grader's fetch of {} failed: {}{more}; no passing reward was written, so this is not a verdict",
+        first.host,
+        first.describe()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(host: &str, outcome: Outcome, status: Option<u16>) -> Connection {
+        Connection {
+            host: host.into(),
+            port: 443,
+            outcome,
+            bytes_up: 10,
+            bytes_down: 100,
+            http_status: status,
+            detail: (outcome != Outcome::Allowed).then(|| format!("{} cause", outcome.as_str())),
+        }
+    }
+
+    fn log(conns: &[Connection]) -> Vec<Contact> {
+        let mut l = ContactLog::default();
+        for c in conns {
+            l.add(c.clone());
+        }
+        l.contacts()
+    }
+
+    #[test]
+    fn connections_aggregate_per_host_port_and_outcome() {
+        let cs = log(&[
+            conn("pypi.org", Outcome::Allowed, None),
+            conn("pypi.org", Outcome::Allowed, Some(200)),
+            conn("pypi.org", Outcome::Allowed, Some(200)),
+            conn("pypi.org", Outcome::Allowed, Some(404)),
+            conn("pypi.org", Outcome::Timeout, None),
+            conn("evil.example", Outcome::Denied, None),
+        ]);
+        assert_eq!(cs.len(), 3, "{cs:?}");
+        let ok = cs
+            .iter()
+            .find(|c| c.host == "pypi.org" && c.outcome == Outcome::Allowed)
+            .unwrap();
+        assert_eq!((ok.connections, ok.bytes_up, ok.bytes_down), (4, 40, 400));
+        assert_eq!(ok.http_statuses, [200, 404]);
+        assert_eq!(ok.detail, None);
+        let denied = cs.iter().find(|c| c.outcome == Outcome::Denied).unwrap();
+        assert_eq!(denied.detail.as_deref(), Some("denied cause"));
+        let json = serde_json::to_value(denied).unwrap();
+        assert_eq!(json["outcome"], "denied");
+    }
+
+    #[test]
+    fn the_log_is_bounded() {
+        let mut l = ContactLog::default();
+        for i in 0..(MAX_CONTACTS + 5) {
+            l.add(conn(&format!("h{i}.example"), Outcome::Denied, None));
+        }
+        l.add(conn("h0.example", Outcome::Denied, None));
+        assert_eq!(l.contacts().len(), MAX_CONTACTS);
+        assert_eq!(l.dropped, 5);
+        let mut one = ContactLog::default();
+        for s in 100..200 {
+            one.add(conn("a", Outcome::Allowed, Some(s)));
+        }
+        assert_eq!(one.contacts()[0].http_statuses.len(), MAX_STATUSES);
+    }
+
+    #[test]
+    fn a_failed_fetch_without_a_passing_reward_is_not_a_verdict() {
+        use Outcome::*;
+        // (connections, passing reward, infrastructure error expected, text expected)
+        let cases: &[(&[Connection], bool, Option<&str>)] = &[
+            (&[], false, None),
+            (&[conn("astral.sh", Allowed, None)], false, None),
+            (&[conn("astral.sh", Allowed, Some(200))], false, None),
+            (&[conn("astral.sh", Allowed, Some(404))], false, None),
+            (
+                &[conn("astral.sh", Allowed, Some(503))],
+                false,
+                Some("the grader's fetch of astral.sh failed: astral.sh:443 (1 connection(s), allowed, HTTP 503)"),
+            ),
+            (&[conn("astral.sh", Allowed, Some(503))], true, None),
+            (
+                &[conn("astral.sh", DnsFailed, None)],
+                false,
+                Some("astral.sh:443 (1 connection(s), dns_failed: dns_failed cause)"),
+            ),
+            (&[conn("astral.sh", DnsFailed, None)], true, None),
+            (
+                &[conn("deb.debian.org", ConnectFailed, None)],
+                false,
+                Some("fetch of deb.debian.org failed"),
+            ),
+            (
+                &[conn("pypi.org", Timeout, None)],
+                false,
+                Some("pypi.org:443 (1 connection(s), timeout"),
+            ),
+            (
+                &[conn("pypi.org", ProxyError, None)],
+                false,
+                Some("proxy_error"),
+            ),
+            (&[conn("undeclared.example", Denied, None)], false, None),
+            (
+                &[
+                    conn("a.example", Allowed, None),
+                    conn("b.example", Timeout, None),
+                    conn("c.example", DnsFailed, None),
+                ],
+                false,
+                Some("fetch of b.example failed: b.example:443 (1 connection(s), timeout: timeout cause) (and 1 more failed fetch(es))"),
+            ),
+        ];
+        for (conns, passing, want) in cases {
+            let got = grading_fetch_failure(&log(conns), *passing);
+            match (want, &got) {
+                (None, None) => {}
+                (Some(w), Some(g)) => assert!(g.contains(w), "{g:?} should contain {w:?}"),
+                _ => panic!("{conns:?} passing={passing}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
