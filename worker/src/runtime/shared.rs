@@ -283,6 +283,7 @@ impl Env {
             isolated: true,
             limits: limits.describe(),
             limit_hit: None,
+            egress: Vec::new(),
         };
         let mut tools_view = self.view.clone();
         if matches!(who, ExecAs::Grader { .. }) {
