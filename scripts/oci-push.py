@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pushes an OCI image made of layer files to a registry (plain HTTP, loopback in tests).
 
-Usage: oci-push.py REGISTRY REPOSITORY:TAG [--env K=V]... [--workdir DIR] [--user USER]
+Usage: oci-push.py REGISTRY REPOSITORY:TAG [--env K=V]... [--workdir DIR] [--user USER] [--entrypoint JSON]
                    LAYER[:gzip|:zstd|:tar]...
 
 Each LAYER is a tar file, uploaded as it is with the media type its suffix names (default:
@@ -61,7 +61,7 @@ def push_blob(base, repo, path=None, data=None):
 def main(argv):
     registry, ref = argv[0], argv[1]
     repo, tag = ref.rsplit(":", 1)
-    env, workdir, user, layers = [], None, None, []
+    env, workdir, user, entrypoint, layers = [], None, None, None, []
     args = iter(argv[2:])
     for a in args:
         if a == "--env":
@@ -70,6 +70,8 @@ def main(argv):
             workdir = next(args)
         elif a == "--user":
             user = next(args)
+        elif a == "--entrypoint":
+            entrypoint = json.loads(next(args))
         else:
             path, _, kind = a.partition(":")
             layers.append((path, kind or "tar"))
@@ -91,6 +93,8 @@ def main(argv):
         config["config"]["WorkingDir"] = workdir
     if user:
         config["config"]["User"] = user
+    if entrypoint:
+        config["config"]["Entrypoint"] = entrypoint
     cbytes = json.dumps(config, sort_keys=True).encode()
     cdigest, csize = push_blob(base, repo, data=cbytes)
     manifest = {

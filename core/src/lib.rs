@@ -26,6 +26,7 @@ pub mod evidence;
 pub mod git_index;
 pub mod grading;
 pub mod harbor;
+pub mod healthcheck;
 pub mod html;
 pub mod identity;
 pub mod ids;

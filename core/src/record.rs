@@ -336,6 +336,11 @@ pub struct Grade {
     /// before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<crate::grading::blame::EndedBy>,
+    /// `shared` when the grade ran in the environment the agent left (the task's
+    /// `verifier.environment_mode = "shared"`: its file-system changes anywhere in the image
+    /// and the processes it left running); absent for a fresh grading sandbox (`separate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 /// The tripwire of a grade: the tripwire twin (the hidden tests with their expected values

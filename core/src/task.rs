@@ -131,7 +131,8 @@ pub struct VerifierSection {
     /// diff for grading, besides the defaults (docs/tasks.md, "Clean-room grading").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected_paths: Vec<String>,
-    /// Harbor's `environment_mode`: `separate` only (grading is always a fresh sandbox).
+    /// Harbor's `environment_mode`: `separate` (absent: a fresh sandbox) or `shared` (the
+    /// agent's environment, under `container`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_mode: Option<String>,
 }

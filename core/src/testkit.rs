@@ -214,6 +214,7 @@ pub fn attempt_record(
         tripwire: None,
         withheld: Vec::new(),
         ended_by: None,
+        environment: None,
     });
     crate::record::AttemptRecord {
         attempt: crate::record::Identity {

@@ -82,6 +82,12 @@ const ALLOWED: &[(&str, &str)] = &[
         "/proc/<pid>/{uid_map,gid_map,ns/user} of the sandbox it starts",
     ),
     (
+        "worker/src/runtime/shared.rs",
+        "the capture files it creates for an agent's output (as process.rs does), \
+         /proc/<pid>/{status,comm,ns/*} of the environment it starts, \
+         /proc/sys/kernel/cap_last_cap and /dev/null",
+    ),
+    (
         "worker/src/runtime/bwrap.rs",
         "/proc/sys probes and the sandbox's hosts file in its own folder",
     ),

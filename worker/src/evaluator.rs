@@ -153,6 +153,10 @@ pub struct EvalPlace<'a> {
     /// The task's image, for the `container` runtime: every grading run is a fresh
     /// copy-on-write view of it, with the verifier folder at `/logs/verifier`.
     pub image: Option<&'a crate::runtime::container::Image>,
+    /// The agent's environment, when the task grades in it (`environment_mode =
+    /// "shared"`): the verifier runs inside it, its verifier folder, tests and home bound
+    /// where only it sees them ([`crate::runtime::shared`]).
+    pub shared: Option<&'a crate::runtime::shared::Env>,
 }
 
 impl std::fmt::Debug for EvalPlace<'_> {
@@ -335,6 +339,7 @@ pub fn evaluate(
         tripwire: Some(tripwire),
         withheld: place.withheld.to_vec(),
         ended_by: v.ended_by,
+        environment: None,
     })
 }
 
@@ -473,7 +478,29 @@ fn run_once(
         }),
     };
     let limits = grading_limits(task);
-    let prepared = match crate::runtime::prepare(place.runtime, spec, &exposure, limits) {
+    let prepared = match place.shared {
+        None => crate::runtime::prepare(place.runtime, spec, &exposure, limits),
+        Some(env) => {
+            // Harbor's places and the host paths the variables name, in the grader's own
+            // mount namespace only.
+            let at = |p: &Path| p.display().to_string();
+            env.exec(
+                spec,
+                crate::runtime::shared::ExecAs::Grader {
+                    mounts: vec![
+                        (verifier.clone(), "/logs/verifier".into(), false),
+                        (verifier.clone(), at(&verifier), false),
+                        (tests.clone(), "/tests".into(), true),
+                        (tests.clone(), at(&tests), true),
+                        (home.clone(), at(&home), false),
+                    ],
+                    writable: vec![verifier.clone(), home.clone()],
+                    limits,
+                },
+            )
+        }
+    };
+    let prepared = match prepared {
         Ok(p) => p,
         Err(e) => return machinery(e.to_string()),
     };

@@ -177,6 +177,9 @@ pub struct ChildHooks {
     /// An overlay the child mounts in a private mount namespace of its own before it
     /// execs (the `container` runtime's copy-on-write root).
     pub overlay: Option<crate::runtime::container::OverlayMount>,
+    /// The steps that start the child inside a shared environment (the `container`
+    /// runtime's `environment_mode = "shared"`), registered last.
+    pub enter: Option<Arc<crate::runtime::shared::Enter>>,
 }
 
 /// How the process ended.
@@ -253,6 +256,9 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
     install_hooks(&mut cmd, &spec.hooks)?;
     if let Some(o) = &spec.hooks.overlay {
         o.install(&mut cmd);
+    }
+    if let Some(e) = &spec.hooks.enter {
+        e.install(&mut cmd);
     }
     let mut child: Child = cmd.spawn().map_err(|source| {
         if matches!(

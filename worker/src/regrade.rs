@@ -332,6 +332,7 @@ pub fn regrade(
                 workspaces: Some(&rebuilder),
                 withheld: &withheld,
                 image,
+                shared: None,
             },
             orch.clock.as_ref(),
             cancel,

@@ -160,6 +160,7 @@ pub fn run(
                 workspaces: Some(&sides),
                 withheld: &[],
                 image,
+                shared: None,
             },
             orch.clock.as_ref(),
             cancel,

@@ -91,6 +91,7 @@ mod tests {
             tripwire: None,
             withheld: withheld.iter().map(|s| s.to_string()).collect(),
             ended_by: None,
+            environment: None,
         }
     }
 

@@ -79,6 +79,7 @@ pub fn attempt(
         tripwire: None,
         withheld: Vec::new(),
         ended_by: None,
+        environment: None,
     });
     let duration = u64::try_from((finished - started).num_milliseconds()).unwrap_or(0);
     AttemptRecord {

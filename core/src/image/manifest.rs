@@ -135,6 +135,9 @@ pub struct RunConfig {
     pub working_dir: Option<String>,
     /// `User`, when set (`name`, `uid`, `uid:gid`).
     pub user: Option<String>,
+    /// `Entrypoint` (empty when unset): kept running under a shared environment, with
+    /// Harbor's command after it (`sleep infinity`) in place of the image's `Cmd`.
+    pub entrypoint: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +155,8 @@ struct RawConfig {
     working_dir: Option<String>,
     #[serde(default)]
     user: Option<String>,
+    #[serde(default)]
+    entrypoint: Option<Vec<String>>,
 }
 
 /// Reads an image configuration blob.
@@ -175,6 +180,7 @@ pub fn run_config(bytes: &[u8]) -> Result<RunConfig, String> {
         env,
         working_dir: nonempty(c.working_dir),
         user: nonempty(c.user),
+        entrypoint: c.entrypoint.unwrap_or_default(),
     })
 }
 

@@ -259,6 +259,11 @@ fn the_image_configuration_gives_env_workdir_and_user() {
     );
     assert_eq!(c.working_dir.as_deref(), Some("/app"));
     assert_eq!(c.user.as_deref(), Some("1000:1000"));
+    assert!(c.entrypoint.is_empty());
+    let c = run_config(br#"{"config":{"Entrypoint":["/usr/local/bin/start.sh","--x"]}}"#).unwrap();
+    assert_eq!(c.entrypoint, ["/usr/local/bin/start.sh", "--x"]);
+    let c = run_config(br#"{"config":{"Entrypoint":null}}"#).unwrap();
+    assert_eq!(c, RunConfig::default());
     let c = run_config(br#"{"config":{"WorkingDir":"","User":""}}"#).unwrap();
     assert_eq!(c, RunConfig::default());
     assert_eq!(run_config(b"{}").unwrap(), RunConfig::default());

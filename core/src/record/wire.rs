@@ -143,6 +143,7 @@ mod tests {
             tripwire: None,
             withheld: Vec::new(),
             ended_by: None,
+            environment: None,
         }
     }
 

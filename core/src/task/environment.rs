@@ -184,7 +184,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.healthcheck",
-        Handling::Refused("remove it: akbench starts no long-running service in the image; each process is started on demand"),
+        Handling::Applied("Docker's semantics (`command`, `interval_sec`, `timeout_sec`, `start_period_sec`, `start_interval_sec`, `retries`; Harbor's defaults): under `container` the task's environment is started before the agent (with the image's ENTRYPOINT) and the command polled in it; a failing healthcheck is `infrastructure_error`"),
     ),
     (
         "environment.network_mode",
@@ -204,7 +204,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "verifier.environment_mode",
-        Handling::Applied("`separate` only (every grading run is a fresh sandbox, over a fresh view of the image under `container`); `shared` is refused"),
+        Handling::Applied("`separate` (the default here: every grading run is a fresh sandbox, over a fresh view of the image under `container`) or `shared` (under `container`: grading runs in the environment the agent left, its file-system changes and its processes; docs/container.md)"),
     ),
 ];
 

@@ -719,15 +719,14 @@ fn verifier(w: &mut Walk<'_>, t: &Table, doc: &Table) -> Result<Table, TaskError
             }
             "environment_mode" => {
                 let mode = w.string(&field, v)?;
-                // The mode's own check (one owner: shared grading) is kept as it was.
-                if mode != "separate" {
+                if mode != "separate" && mode != "shared" {
                     return Err(w.err(
                         "verifier.environment_mode",
                         format!(
-                            "`{}`: akbench grades in a fresh sandbox, never in the agent's",
+                            "`{}` is not an environment mode",
                             crate::limits::elide(mode)
                         ),
-                        "set `separate` or remove it (a test that needs what the agent left outside the workspace cannot be graded by akbench)",
+                        "set `separate` (a fresh sandbox) or `shared` (the agent's environment), or remove it",
                     ));
                 }
                 kept.insert(k.clone(), v.clone());
@@ -981,6 +980,15 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
                     ));
                 }
                 skills_dir = Some(s.to_string());
+            }
+            "healthcheck" => {
+                crate::healthcheck::parse(v).map_err(|why| {
+                    w.err(
+                        &field,
+                        why,
+                        "give a table with `command` (a shell command, exit 0 when healthy) and optionally `interval_sec`, `timeout_sec`, `start_period_sec`, `start_interval_sec`, `retries`",
+                    )
+                })?;
             }
             "allow_internet" => continue, // recorded by `baseline`
             _ => {}

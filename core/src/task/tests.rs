@@ -704,11 +704,18 @@ fn every_harbor_field_takes_effect_is_refused_naming_it_and_the_fix_or_is_kept_a
         ),
         ("solution", "env", "\"A=1\"", "solution.env", "not a table"),
         (
+            "environment",
+            "healthcheck",
+            "{ retries = 2 }",
+            "environment.healthcheck",
+            "no `command`",
+        ),
+        (
             "verifier",
             "environment_mode",
-            "\"shared\"",
+            "\"both\"",
             "verifier.environment_mode",
-            "fresh sandbox",
+            "not an environment mode",
         ),
     ] {
         let e = with_field(tmp.path(), section, key, value)

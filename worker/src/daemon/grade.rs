@@ -191,6 +191,7 @@ pub(super) fn grade(
                     workspaces: Some(&rebuilder),
                     withheld: &withheld,
                     image,
+                    shared: None,
                 },
                 clock,
                 cancel,

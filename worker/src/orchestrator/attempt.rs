@@ -369,12 +369,26 @@ fn drive(
     let image = configuring_runtime(r, req, &checked.endpoints, cancel)?;
     let image = image.as_ref().map(|(_, i)| i);
     let paths = creating_workspace(r, req, &work, ws_slot, image, cancel)?;
-    let started = starting_agent(r, req, cancel, checked, image, &paths)?;
+    // The agent's environment when the task grades in it: every process of it ends when
+    // this returns, before the workspace is removed.
+    let mut env = None;
+    let started = starting_agent(r, req, cancel, checked, image, &paths, &mut env)?;
     let agent_event = executing(r, req, cancel, started)?;
     let ws = ws_slot.as_ref().expect("workspace exists from here on");
     let collected = collecting(r, req, ws, agent_event)?;
     r.stop_if_cancelled(cancel)?;
-    evaluating(r, req, cancel, ws, &collected, &paths.root, image)?;
+    evaluating(
+        r,
+        req,
+        cancel,
+        ws,
+        &collected,
+        &paths.root,
+        phases::GradeIn {
+            image,
+            env: env.as_ref(),
+        },
+    )?;
     finalizing(r)
 }
 

@@ -1,6 +1,7 @@
 //! The `container` runtime's part of an attempt: the task's image made ready at
-//! CONFIGURING_RUNTIME, and the agent's view of it (Harbor's `/logs/agent` and
-//! `/logs/artifacts`, the worker's agent CLIs read-only).
+//! CONFIGURING_RUNTIME, the agent's view of it (Harbor's `/logs/agent` and
+//! `/logs/artifacts`, the worker's agent CLIs read-only), and the healthcheck polled in the
+//! task's environment before the agent starts.
 
 use super::{AttemptRequest, Orchestrator};
 use crate::image::{for_task, Store, TaskImageError, Unpacked};
@@ -74,4 +75,101 @@ pub(super) fn agent_view(
             .unwrap_or_default(),
         tools: agent_tools(host_path),
     })
+}
+
+/// Whether the agent runs in a long-lived environment of the task ([`crate::runtime::shared`]):
+/// the task grades in it (`environment_mode = "shared"`) or declares a healthcheck.
+pub(super) fn wants_environment(task: &akbench_core::task::Task) -> bool {
+    task.file.verifier.environment_mode.as_deref() == Some("shared")
+        || task.file.environment.contains_key("healthcheck")
+}
+
+/// Polls the task's `[environment] healthcheck` in `env` until it passes
+/// ([`akbench_core::healthcheck::next`]); the error says why it is unhealthy, with the last
+/// try's output. `template` gives the environment variables, folder and tag of the tries.
+pub(super) fn healthcheck(
+    env: &crate::runtime::shared::Env,
+    task: &akbench_core::task::Task,
+    template: &crate::process::ProcessSpec,
+    scratch: &Path,
+    cancel: &crate::process::CancelToken,
+) -> Result<(), String> {
+    use akbench_core::healthcheck::{next, parse, Next};
+    use std::time::{Duration, Instant};
+    let Some(v) = task.file.environment.get("healthcheck") else {
+        return Ok(());
+    };
+    let hc = parse(v).map_err(|e| format!("environment.healthcheck {e}"))?;
+    let start = Instant::now();
+    let mut failures = 0;
+    for n in 1u64.. {
+        let started_at = start.elapsed().as_secs_f64();
+        let mut spec = template.clone();
+        spec.argv = vec!["sh".into(), "-c".into(), hc.command.clone()];
+        spec.stdout_path = scratch.join("healthcheck.stdout.log");
+        spec.stderr_path = scratch.join("healthcheck.stderr.log");
+        spec.timeout = Duration::from_secs_f64(hc.timeout_sec);
+        spec.grace = Duration::from_secs(1);
+        spec.tag = format!("{}-health-{n}", template.tag);
+        spec.output_cap = 64 * 1024;
+        let prepared = env
+            .exec(
+                spec.clone(),
+                crate::runtime::shared::ExecAs::Grader {
+                    mounts: Vec::new(),
+                    writable: Vec::new(),
+                    limits: crate::runtime::Limits::default(),
+                },
+            )
+            .map_err(|e| format!("failed to run the healthcheck: {e}"))?;
+        let guard = prepared.guard;
+        let running = match crate::process::spawn(prepared.spec) {
+            Ok(r) => r,
+            Err(e) => {
+                guard.finish();
+                return Err(format!("failed to run the healthcheck: {e}"));
+            }
+        };
+        let end = running.wait(cancel);
+        guard.finish();
+        if cancel.is_cancelled() {
+            return Err("cancelled while the healthcheck ran".into());
+        }
+        let passed = end.exit_code == Some(0) && !end.timed_out;
+        match next(&hc, started_at, passed, &mut failures) {
+            Next::Healthy => return Ok(()),
+            Next::Unhealthy(why) => {
+                let said = [&spec.stdout_path, &spec.stderr_path]
+                    .iter()
+                    .map(|p| {
+                        akbench_core::bounded_read::ReadKind::Log
+                            .read_text(p, akbench_core::bounded_read::Links::Refuse)
+                            .unwrap_or_default()
+                    })
+                    .collect::<Vec<_>>()
+                    .join("");
+                let last = if end.timed_out {
+                    format!("the last try ran out of its {}s", hc.timeout_sec)
+                } else if let Some(code) = end.exit_code {
+                    format!("the last try exited {code}")
+                } else {
+                    format!("the last try was killed by signal {:?}", end.signal)
+                };
+                return Err(format!(
+                    "{why}; {last}: {}",
+                    akbench_core::limits::elide(said.trim())
+                ));
+            }
+            Next::Retry(secs) => {
+                let until = Instant::now() + Duration::from_secs_f64(secs);
+                while Instant::now() < until {
+                    if cancel.is_cancelled() {
+                        return Err("cancelled while the healthcheck ran".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -15,10 +15,12 @@
 //! mounted by the worker, so the runtime needs a root worker.
 //!
 //! Who runs inside: after the mount the child becomes the sandbox user (setgroups,
-//! setresgid, setresuid, `no_new_privs`) and only then execs bwrap, which makes a user
-//! namespace mapping that one host user to the image's user (`User`, default root): the
-//! process is uid 0 (or the image's uid) inside, with every capability dropped, and the
-//! unprivileged sandbox user outside. The unpacked image is the worker's (root's), in
+//! setresgid, setresuid, `no_new_privs`) and only then execs bwrap, which enters a user
+//! namespace made for this start ([`user_namespace`]) mapping that host user to the
+//! image's user (`User`, default root) and every other id to a range of subordinate host
+//! ids ([`super::subids`]): the process is uid 0 (or the image's uid) inside, with
+//! [`ROOT_CAPS`] within that namespace only (so apt, dpkg and `adduser` may change user and
+//! owner), and the unprivileged sandbox user outside. The unpacked image is the worker's (root's), in
 //! folders only the worker can enter, so nothing running as a sandbox user on the host can
 //! change what a later trial runs or grades with; the overlay's lower layer is an idmapped
 //! mount of it that shows the worker's files as the sandbox user's, so the image's
@@ -212,6 +214,82 @@ fn idmap_userns(uid: u32, gid: u32) -> Result<Arc<OwnedFd>, String> {
     made.get_or_insert_with(HashMap::new)
         .insert((uid, gid), fd.clone());
     Ok(fd)
+}
+
+/// The capabilities the image's root keeps inside its user namespace (Docker's default set
+/// without `NET_RAW`, `MKNOD`, `AUDIT_WRITE` and `SETFCAP`): enough for apt, dpkg and
+/// `adduser` to change user and owner. They act only on what that namespace owns (its
+/// mount, pid, ipc and uts namespaces) and on files whose owner is mapped in it (the
+/// image's, the copy-on-write layer's and the workspace's); outside, the process is the
+/// sandbox user or an id of the subordinate range, with no capability.
+pub const ROOT_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+];
+
+/// A user namespace for one container start, owned by the sandbox user (so bwrap, running
+/// as that user, may enter it with `--userns`) and mapping ids as [`super::subids::maps`]
+/// says: the image's user is the sandbox user, every other id one of the subordinate
+/// range. Made by a `sleep` that becomes the sandbox user and unshares its user namespace;
+/// the (root) worker writes the maps, as `newuidmap` and `newgidmap` do.
+pub(super) fn user_namespace(
+    sandbox: super::owner::SandboxUser,
+    image: (u32, u32),
+    range: super::subids::SubIds,
+) -> Result<OwnedFd, String> {
+    use std::os::unix::process::CommandExt;
+    let (uid, gid) = (sandbox.uid, sandbox.gid);
+    let mut cmd = std::process::Command::new("sleep");
+    cmd.arg("60")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: only async-signal-safe system calls on plain integers.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(gid, gid, gid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+                || libc::unshare(libc::CLONE_NEWUSER) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        format!("failed to start `sleep` as the sandbox user in a new user namespace: {e}")
+    })?;
+    let proc = PathBuf::from(format!("/proc/{}", child.id()));
+    let done = (|| {
+        std::fs::write(
+            proc.join("uid_map"),
+            super::subids::maps(image.0, uid, range),
+        )?;
+        std::fs::write(
+            proc.join("gid_map"),
+            super::subids::maps(image.1, gid, range),
+        )?;
+        std::fs::File::open(proc.join("ns/user")).map(OwnedFd::from)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    done.map_err(|e| {
+        format!(
+            "failed to map the container's ids (the image's user to uid {uid}, the others to {}..{}): {e}; fix: set {} to a free range",
+            range.base,
+            u64::from(range.base) + u64::from(range.count),
+            super::subids::VAR
+        )
+    })
 }
 
 /// A detached copy of the folder tree at `lower` whose files owned by uid and gid 0 (the
@@ -431,15 +509,23 @@ pub(super) fn copy_on_write(
 /// The bwrap argv of a container start (pure): `plan` as the sandbox's (namespaces, user,
 /// seccomp, tmpfs sizes, read-only and read-write host paths, working folder, argv), over
 /// `root` (the mounted overlay) instead of the host's system folders, with `view`'s mounts.
-pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
+///
+/// `userns`: the descriptor of the container's user namespace ([`user_namespace`]), which
+/// bwrap enters; the image's root then keeps [`ROOT_CAPS`] inside it (a non-root image user
+/// keeps none). Without one, bwrap makes a user namespace mapping only the sandbox user, and
+/// every capability is dropped.
+pub fn args(plan: &Plan, view: &View, root: &Path, userns: Option<i32>) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     let mut a: Vec<String> = vec!["bwrap".into()];
     bwrap::namespaces(&mut a, plan);
     // bwrap runs as the unprivileged sandbox user ([`OverlayMount::install`]): a user
-    // namespace maps it to the image's user, every capability dropped.
+    // namespace maps it to the image's user.
     let (uid, gid) = view.image.user;
+    match userns {
+        Some(fd) => a.extend(["--userns".into(), fd.to_string()]),
+        None => a.push("--unshare-user".into()),
+    }
     a.extend([
-        "--unshare-user".into(),
         "--uid".into(),
         uid.to_string(),
         "--gid".into(),
@@ -447,6 +533,11 @@ pub fn args(plan: &Plan, view: &View, root: &Path) -> Vec<String> {
         "--cap-drop".into(),
         "ALL".into(),
     ]);
+    if userns.is_some() && uid == 0 {
+        for c in ROOT_CAPS {
+            a.extend(["--cap-add".into(), (*c).to_string()]);
+        }
+    }
     bwrap::filters(&mut a, plan);
     a.extend(["--bind".into(), s(root), "/".into()]);
     bwrap::kernel_views(&mut a, plan);
@@ -528,7 +619,7 @@ mod tests {
             ro_mounts: vec![("/w/eval/tests".into(), "/tests".into())],
             tools: vec![],
         };
-        let a = args(&plan, &view, Path::new("/w/work/1/root"));
+        let a = args(&plan, &view, Path::new("/w/work/1/root"), None);
         for flag in [
             "--die-with-parent",
             "--new-session",

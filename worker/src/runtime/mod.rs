@@ -25,6 +25,8 @@ pub mod net;
 mod net_user;
 pub mod owner;
 pub mod seccomp;
+pub mod shared;
+pub mod subids;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
@@ -192,6 +194,9 @@ pub struct Guard {
     limits: Limits,
     /// The read end of bwrap's `--json-status-fd` pipe.
     status: Option<std::os::fd::OwnedFd>,
+    /// The output of a program started in a shared environment ([`shared::Env::exec`]),
+    /// settled once it ended.
+    output: Option<Arc<shared::Relay>>,
 }
 
 /// How the confined process ended, as the runtime saw it.
@@ -220,6 +225,9 @@ impl Guard {
         let mut killed_after_end = 0;
         let mut cause = None;
         let mut ended_by = None;
+        if let Some(o) = self.output.take() {
+            o.settle();
+        }
         if let Some(d) = self.disk.take() {
             if d.stop() {
                 ended_by = Some(EndedBy::Limit);
@@ -320,6 +328,7 @@ pub fn prepare(
                 handed: owner::Handed::none(),
                 limits,
                 status: None,
+                output: None,
             },
         });
     }
@@ -395,6 +404,24 @@ pub fn prepare(
         }
         _ => None,
     };
+    // The container's own user namespace, with the image's other users mapped to
+    // subordinate ids (apt, dpkg, adduser change user and owner inside).
+    let userns = match (&container, &drop_to) {
+        (Some((view, _)), Some(d)) => {
+            let var = std::env::var(subids::VAR).ok();
+            let made = subids::parse(var.as_deref(), d.user.uid)
+                .and_then(|_| subids::parse(var.as_deref(), d.user.gid))
+                .and_then(|range| container::user_namespace(d.user, view.image.user, range));
+            match made {
+                Ok(fd) => Some(Arc::new(fd)),
+                Err(reason) => {
+                    undo(&group, network);
+                    return Err(RuntimeError::Container { reason });
+                }
+            }
+        }
+        _ => None,
+    };
     // A root worker's sandbox runs as the sandbox user: it must own what it writes.
     let handed = match &drop_to {
         None => owner::Handed::none(),
@@ -431,7 +458,9 @@ pub fn prepare(
         Some((view, mount)) => {
             spec.env = container::env(view, &spec.env);
             spec.hooks.overlay = Some(mount.clone());
-            container::args(&plan, view, &exposure.scratch.join(container::ROOT))
+            let fd = userns.as_ref().map(|f| f.as_raw_fd());
+            spec.hooks.inherit_fds.extend(userns.clone());
+            container::args(&plan, view, &exposure.scratch.join(container::ROOT), fd)
         }
     };
     spec.hooks.cgroup_procs = group.procs_files();
@@ -460,6 +489,7 @@ pub fn prepare(
             handed,
             limits,
             status: Some(status_r),
+            output: None,
         },
     })
 }

@@ -245,6 +245,7 @@ pub(super) fn starting_agent(
     checked: Checked,
     image: Option<&Image>,
     paths: &WorkspacePaths,
+    env_slot: &mut Option<crate::runtime::shared::Env>,
 ) -> Phase<Started> {
     let task = req.task;
     let Checked {
@@ -345,7 +346,45 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = match runtime::prepare(req.options.runtime, spec, &exposure, req.limits()) {
+    let prepared = if crate::orchestrator::container::wants_environment(task) {
+        // Graded in the environment the agent leaves: started before the agent (without
+        // its credentials), kept until grading ends; the agent runs inside it.
+        if req.options.runtime != RuntimeKind::Container {
+            return r.end(
+                Event::Rejected,
+                format!(
+                    "task `{}` runs in an environment of its own (`[verifier] environment_mode = \"shared\"` or `[environment] healthcheck`), which only `runtime: container` provides; fix: run it with `--runtime container`, or remove them",
+                    task.release.id
+                ),
+            );
+        }
+        let mut keeper = spec.clone();
+        for (k, _) in &secrets {
+            keeper.env.remove(k);
+        }
+        let env = match crate::runtime::shared::Env::start(keeper, &exposure, req.limits()) {
+            Ok(e) => e,
+            Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
+        };
+        // Docker's healthcheck, polled before the agent starts: failing is the
+        // infrastructure's, never the agent's.
+        let mut probe = spec.clone();
+        for (k, _) in &secrets {
+            probe.env.remove(k);
+        }
+        let healthy =
+            crate::orchestrator::container::healthcheck(&env, task, &probe, work_root, cancel);
+        if let Err(why) = healthy {
+            env.finish();
+            return r.end(Event::InfrastructureFailed, why);
+        }
+        let prepared = env.exec(spec, crate::runtime::shared::ExecAs::Agent);
+        *env_slot = Some(env);
+        prepared
+    } else {
+        runtime::prepare(req.options.runtime, spec, &exposure, req.limits())
+    };
+    let prepared = match prepared {
         Ok(p) => p,
         Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
     };
@@ -607,6 +646,13 @@ fn record_not_collected(r: &mut Run<'_>, entries: &[(Vec<u8>, Why)], note: bool)
     }
 }
 
+/// Where EVALUATING grades: the task's image (`container`), and the agent's environment
+/// when the task grades in it.
+pub(super) struct GradeIn<'a> {
+    pub(super) image: Option<&'a Image>,
+    pub(super) env: Option<&'a crate::runtime::shared::Env>,
+}
+
 /// EVALUATING: the hidden tests, in the clean room (a fresh copy of the baseline plus the
 /// agent's diff, the unredacted one it left, grader-steering paths withheld), never in the
 /// agent's live worktree; or noted as not requested.
@@ -617,8 +663,11 @@ pub(super) fn evaluating(
     ws: &Workspace,
     c: &Collected,
     work_root: &Path,
-    image: Option<&Image>,
+    grade_in: GradeIn<'_>,
 ) -> Phase {
+    let GradeIn { image, env } = grade_in;
+    // An environment started for a healthcheck alone is not graded in.
+    let env = env.filter(|_| shared_mode(req.task));
     if !req.options.grade {
         return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
     }
@@ -639,6 +688,26 @@ pub(super) fn evaluating(
     };
     let evaluated =
         tracing::info_span!("evaluator", akbench.task.id = %task.release.id).in_scope(|| {
+            if let Some(env) = env {
+                // In the agent's environment, its live workspace: no clean room, no second
+                // run (a tripwire or reference run would meet what the first one changed).
+                return evaluate(
+                    task,
+                    &EvalPlace {
+                        workspace: &ws.worktree,
+                        eval_root: &eval_root,
+                        artifacts_dir: &req.artifacts_dir,
+                        log_prefix: "",
+                        runtime: req.options.runtime,
+                        workspaces: None,
+                        withheld: &[],
+                        image,
+                        shared: Some(env),
+                    },
+                    r.orch.clock.as_ref(),
+                    cancel,
+                );
+            }
             match rebuilder.clean_room(&work_root.join("clean")) {
                 Err(e) => EvalResult::Broken {
                     cause: format!("failed to make the grading workspace: {e}"),
@@ -655,6 +724,7 @@ pub(super) fn evaluating(
                         workspaces: Some(&rebuilder),
                         withheld: &w.withheld,
                         image,
+                        shared: None,
                     },
                     r.orch.clock.as_ref(),
                     cancel,
@@ -663,6 +733,9 @@ pub(super) fn evaluating(
         });
     match evaluated {
         EvalResult::Graded(mut g) => {
+            if env.is_some() {
+                g.environment = Some(SHARED.into());
+            }
             r.redactor.value(&mut g, &mut r.redacted);
             let note = crate::regrade::verdict_note(&g);
             r.cause = g.cause.clone();
@@ -697,6 +770,15 @@ pub(super) fn evaluating(
             r.end(event, cause)
         }
     }
+}
+
+/// The record's name of a grade made in the agent's environment (`grade.environment`).
+pub(super) const SHARED: &str = "shared";
+
+/// Whether `task` grades in the agent's environment (`[verifier] environment_mode =
+/// "shared"`); absent or `separate`: a fresh grading sandbox.
+pub(super) fn shared_mode(task: &akbench_core::task::Task) -> bool {
+    task.file.verifier.environment_mode.as_deref() == Some(SHARED)
 }
 
 /// FINALIZING: COMPLETED with a grade, else NOT_GRADED.

@@ -1,0 +1,835 @@
+//! Grading in the agent's environment (`[verifier] environment_mode = "shared"`, Harbor's
+//! default), under the `container` runtime: one environment per attempt, started before
+//! the agent and kept until grading ends, which the agent and then the grader enter as
+//! `docker exec` enters a container.
+//!
+//! The environment ([`Env`]) is a `container` sandbox (bubblewrap over the copy-on-write
+//! view of the image, its own cgroup, the limits of the attempt) whose program only keeps
+//! it alive (`sleep infinity`, Harbor's command). [`Env::exec`] starts a program inside it:
+//! the child joins the environment's network, ipc, uts, mount and pid namespaces as the
+//! (root) worker, becomes the sandbox user, enters a user namespace mapping the ids as the
+//! environment's does ([`super::subids`]), keeps only [`super::container::ROOT_CAPS`] (none
+//! for a non-root image user), sets `no_new_privs` and the sandbox's seccomp filter, then
+//! forks the program into the environment's pid namespace and waits for it.
+//!
+//! - The agent enters the environment's own user namespace and cgroup: what it starts in
+//!   the background outlives it (its output keeps being drained, [`Relay`]) and is there
+//!   when grading runs.
+//! - The grader gets a private mount namespace on top of the environment's, where its
+//!   verifier folder (`/logs/verifier`), its copy of the tests (`/tests`) and its home are
+//!   bound: no process of the environment can see them, so none can write or replace the
+//!   reward. It enters a sibling user namespace with the same maps: the agent's processes
+//!   cannot trace it or open its `/proc/PID/root` (that needs `CAP_SYS_PTRACE` in the
+//!   grader's namespace), while it sees, reaches and owns what they left. It has a cgroup
+//!   and limits of its own, ended with it.
+//!
+//! [`Env::finish`] (also on drop) ends every process of the environment.
+
+use super::{
+    bwrap, cgroup, container, owner, seccomp, subids, DiskWatch, Exposure, Finished, Guard, Limits,
+    RuntimeError, RuntimeKind,
+};
+use crate::process::{spawn, CancelToken, ProcessSpec, Running};
+use akbench_core::record::RuntimeFacts;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The program that keeps the environment alive (Harbor replaces the image's command with
+/// it; the image's `Entrypoint`, when it has one, runs first with it as arguments).
+pub const KEEPER: [&str; 2] = ["sleep", "infinity"];
+
+/// How long [`Env::start`] waits for the environment to be set up.
+const START_WAIT: Duration = Duration::from_secs(60);
+
+/// The namespaces of a running environment, opened from its program's `/proc` entry.
+#[derive(Debug)]
+struct Namespaces {
+    user: OwnedFd,
+    mnt: OwnedFd,
+    pid: OwnedFd,
+    net: OwnedFd,
+    ipc: OwnedFd,
+    uts: OwnedFd,
+}
+
+/// The agent's environment, alive from before the agent until grading ended.
+#[derive(Debug)]
+pub struct Env {
+    running: Option<Running>,
+    guard: Option<Guard>,
+    ns: Arc<Namespaces>,
+    procs: Vec<PathBuf>,
+    view: container::View,
+    user: owner::SandboxUser,
+    range: subids::SubIds,
+    scratch: PathBuf,
+    relays: Mutex<Vec<Arc<Relay>>>,
+}
+
+/// Who [`Env::exec`] starts.
+#[derive(Debug, Clone)]
+pub enum ExecAs {
+    /// The agent: in the environment's user namespace and cgroup, what it leaves running
+    /// stays.
+    Agent,
+    /// The grader: its own cgroup with `limits`; `mounts` (host folder, path inside,
+    /// read-only) bound in a mount namespace of its own; `writable` handed to the sandbox
+    /// user while it runs.
+    Grader {
+        /// Host folder, path inside, read-only.
+        mounts: Vec<(PathBuf, String, bool)>,
+        /// Host folders it writes (handed over, counted in `limits.disk_mb`).
+        writable: Vec<PathBuf>,
+        /// Its limits.
+        limits: Limits,
+    },
+}
+
+fn err(reason: impl Into<String>) -> RuntimeError {
+    RuntimeError::Container {
+        reason: reason.into(),
+    }
+}
+
+impl Env {
+    /// Starts the environment: `spec` is the agent's (its environment, folders and time),
+    /// run as [`KEEPER`] in `exposure` with `limits`, and waits until its namespaces exist.
+    pub fn start(
+        mut spec: ProcessSpec,
+        exposure: &Exposure,
+        limits: Limits,
+    ) -> Result<Env, RuntimeError> {
+        let view = exposure
+            .container
+            .clone()
+            .ok_or_else(|| err("grading in the agent's environment (`environment_mode = \"shared\"`) needs `runtime: container`"))?;
+        let drop_to = bwrap::drop_to()
+            .map_err(|reason| RuntimeError::Unavailable { reason })?
+            .ok_or_else(|| err("it needs a root worker"))?;
+        let var = std::env::var(subids::VAR).ok();
+        let range = subids::parse(var.as_deref(), drop_to.user.uid)
+            .and_then(|_| subids::parse(var.as_deref(), drop_to.user.gid))
+            .map_err(err)?;
+        // The image's ENTRYPOINT keeps running, with Harbor's command in place of `Cmd`.
+        spec.argv = view
+            .image
+            .run
+            .entrypoint
+            .iter()
+            .cloned()
+            .chain(KEEPER.iter().map(|s| (*s).to_string()))
+            .collect();
+        spec.stdout_path = exposure.scratch.join("environment.stdout.log");
+        spec.stderr_path = exposure.scratch.join("environment.stderr.log");
+        spec.timeout = Duration::from_secs(7 * 24 * 3600);
+        spec.tag = format!("{}-env", spec.tag);
+        let stderr_path = spec.stderr_path.clone();
+        let prepared = super::prepare(RuntimeKind::Container, spec, exposure, limits)?;
+        let procs = prepared.spec.hooks.cgroup_procs.clone();
+        let guard = prepared.guard;
+        let running = match spawn(prepared.spec) {
+            Ok(r) => r,
+            Err(e) => {
+                guard.finish();
+                return Err(err(format!("the environment did not start: {e}")));
+            }
+        };
+        let mut env = Env {
+            running: Some(running),
+            guard: Some(guard),
+            ns: Arc::new(Namespaces {
+                user: devnull()?,
+                mnt: devnull()?,
+                pid: devnull()?,
+                net: devnull()?,
+                ipc: devnull()?,
+                uts: devnull()?,
+            }),
+            procs,
+            view,
+            user: drop_to.user,
+            range,
+            scratch: exposure.scratch.clone(),
+            relays: Mutex::new(Vec::new()),
+        };
+        let until = Instant::now() + START_WAIT;
+        let pid = loop {
+            if let Some(pid) = env.program_pid() {
+                break pid;
+            }
+            if Instant::now() > until || env.members().is_empty() {
+                let said = akbench_core::bounded_read::ReadKind::Log
+                    .read_text(&stderr_path, akbench_core::bounded_read::Links::Refuse)
+                    .unwrap_or_default();
+                env.end();
+                return Err(err(format!(
+                    "the environment's program (`{}`) did not start: {}",
+                    KEEPER.join(" "),
+                    akbench_core::limits::elide(said.trim())
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let open = |what: &str| {
+            std::fs::File::open(format!("/proc/{pid}/ns/{what}"))
+                .map(OwnedFd::from)
+                .map_err(|e| {
+                    err(format!(
+                        "cannot open the environment's {what} namespace: {e}"
+                    ))
+                })
+        };
+        let ns = (|| {
+            Ok::<_, RuntimeError>(Namespaces {
+                user: open("user")?,
+                mnt: open("mnt")?,
+                pid: open("pid")?,
+                net: open("net")?,
+                ipc: open("ipc")?,
+                uts: open("uts")?,
+            })
+        })();
+        match ns {
+            Ok(ns) => env.ns = Arc::new(ns),
+            Err(e) => {
+                env.end();
+                return Err(e);
+            }
+        }
+        Ok(env)
+    }
+
+    fn members(&self) -> Vec<i32> {
+        self.procs
+            .iter()
+            .flat_map(|f| {
+                std::fs::read_to_string(f)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse::<i32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A process of the environment that is its program (set up: in a pid namespace of its
+    /// own, not bwrap's init, not bwrap).
+    fn program_pid(&self) -> Option<i32> {
+        self.members().into_iter().find(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let nspid: Vec<&str> = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .map(|l| l.split_whitespace().collect())
+                .unwrap_or_default();
+            nspid.len() >= 2 && nspid.last() != Some(&"1") && comm.trim() != "bwrap"
+        })
+    }
+
+    /// Makes `spec` start inside the environment (see the module documentation), and the
+    /// guard that ends it.
+    pub fn exec(
+        &self,
+        mut spec: ProcessSpec,
+        who: ExecAs,
+    ) -> Result<super::Prepared, RuntimeError> {
+        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(40);
+        let keep: u64 = if self.view.image.user.0 == 0 {
+            container::ROOT_CAPS
+                .iter()
+                .filter_map(|c| cap_number(c))
+                .map(|n| 1u64 << n)
+                .sum()
+        } else {
+            0
+        };
+        let filter: Vec<libc::sock_filter> = seccomp::Arch::native()
+            .map(|a| {
+                seccomp::program(a)
+                    .into_iter()
+                    .map(|i| libc::sock_filter {
+                        code: i.code,
+                        jt: i.jt,
+                        jf: i.jf,
+                        k: i.k,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let cstr = |p: &str| CString::new(p).map_err(|e| err(e.to_string()));
+        let mut enter = Enter {
+            cgroup: None,
+            ns: self.ns.clone(),
+            userns: None,
+            mounts: Vec::new(),
+            uid: self.user.uid,
+            gid: self.user.gid,
+            workdir: cstr(&self.view.image.workdir)?,
+            keep,
+            last_cap,
+            filter: Arc::new(filter),
+            relay: None,
+            relay_fds: Vec::new(),
+        };
+        let facts = |limits: &Limits| RuntimeFacts {
+            name: RuntimeKind::Container.as_str().into(),
+            isolated: true,
+            limits: limits.describe(),
+            limit_hit: None,
+            egress: Vec::new(),
+        };
+        let mut tools_view = self.view.clone();
+        if matches!(who, ExecAs::Grader { .. }) {
+            tools_view.tools = Vec::new();
+        }
+        spec.env = container::env(&tools_view, &spec.env);
+        spec.hooks.contained = true;
+        let guard = match who {
+            ExecAs::Agent => {
+                let procs = self
+                    .procs
+                    .first()
+                    .ok_or_else(|| err("the environment has no cgroup"))?;
+                enter.cgroup = Some(cstr(&procs.display().to_string())?);
+                let (relay, ends) = Relay::start(
+                    [spec.stdout_path.clone(), spec.stderr_path.clone()],
+                    spec.output_cap,
+                )
+                .map_err(|e| err(format!("cannot make the agent's output pipes: {e}")))?;
+                let tag = spec.tag.clone();
+                spec.stdout_path = self.scratch.join(format!("exec-{tag}.stdout"));
+                spec.stderr_path = self.scratch.join(format!("exec-{tag}.stderr"));
+                enter.relay = Some((ends[0].as_raw_fd(), ends[1].as_raw_fd()));
+                // The write ends stay open in the worker until the child has them (they
+                // close on exec; the program gets its copies at 1 and 2).
+                enter.relay_fds = ends.into_iter().collect();
+                let relay = Arc::new(relay);
+                self.relays
+                    .lock()
+                    .map_err(|e| err(e.to_string()))?
+                    .push(relay.clone());
+                let limits = self.guard.as_ref().map(|g| g.limits).unwrap_or_default();
+                Guard {
+                    facts: facts(&limits),
+                    cgroup: None,
+                    net: None,
+                    disk: None,
+                    handed: owner::Handed::none(),
+                    limits,
+                    status: None,
+                    output: Some(relay),
+                }
+            }
+            ExecAs::Grader {
+                mounts,
+                writable,
+                limits,
+            } => {
+                let userns = container::user_namespace(self.user, self.view.image.user, self.range)
+                    .map_err(err)?;
+                enter.userns = Some(Arc::new(userns));
+                for (host, inside, ro) in &mounts {
+                    let tree = detached_tree(host, *ro).map_err(|e| {
+                        err(format!("cannot bind {} at {inside}: {e}", host.display()))
+                    })?;
+                    let mut prefixes = Vec::new();
+                    let mut at = PathBuf::from("/");
+                    for c in Path::new(inside).components().skip(1) {
+                        at.push(c);
+                        prefixes.push(cstr(&at.display().to_string())?);
+                    }
+                    enter.mounts.push((Arc::new(tree), prefixes));
+                }
+                let group =
+                    cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
+                let handed = match owner::hand_over(&writable, self.user) {
+                    Ok(h) => h,
+                    Err((path, source)) => {
+                        group.remove();
+                        return Err(RuntimeError::Io { path, source });
+                    }
+                };
+                spec.hooks.cgroup_procs = group.procs_files();
+                let disk = DiskWatch::start(writable.clone(), limits.disk_mb, group.clone());
+                Guard {
+                    facts: facts(&limits),
+                    cgroup: Some(group),
+                    net: None,
+                    disk: Some(disk),
+                    handed,
+                    limits,
+                    status: None,
+                    output: None,
+                }
+            }
+        };
+        spec.hooks.enter = Some(Arc::new(enter));
+        Ok(super::Prepared { spec, guard })
+    }
+
+    fn end(&mut self) -> Option<Finished> {
+        let running = self.running.take()?;
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        running.wait(&cancel);
+        let finished = self.guard.take().map(Guard::finish);
+        if let Ok(mut relays) = self.relays.lock() {
+            for r in relays.drain(..) {
+                r.end();
+            }
+        }
+        finished
+    }
+
+    /// Ends every process of the environment (its program, what the agent left running)
+    /// and waits until none is alive.
+    pub fn finish(mut self) -> Option<Finished> {
+        self.end()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+fn devnull() -> Result<OwnedFd, RuntimeError> {
+    std::fs::File::open("/dev/null")
+        .map(OwnedFd::from)
+        .map_err(|e| err(format!("cannot open /dev/null: {e}")))
+}
+
+/// The number of a capability of [`container::ROOT_CAPS`].
+pub fn cap_number(name: &str) -> Option<u32> {
+    Some(match name {
+        "CAP_CHOWN" => 0,
+        "CAP_DAC_OVERRIDE" => 1,
+        "CAP_FOWNER" => 3,
+        "CAP_FSETID" => 4,
+        "CAP_KILL" => 5,
+        "CAP_SETGID" => 6,
+        "CAP_SETUID" => 7,
+        "CAP_SETPCAP" => 8,
+        "CAP_NET_BIND_SERVICE" => 10,
+        "CAP_SYS_CHROOT" => 18,
+        _ => return None,
+    })
+}
+
+/// A detached copy of the folder `host` (read-only when `ro`), to attach in the grader's
+/// mount namespace.
+fn detached_tree(host: &Path, ro: bool) -> std::io::Result<OwnedFd> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let path = CString::new(host.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // SAFETY: open_tree with a NUL-terminated path; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor this function owns.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    if ro {
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: mount_setattr on the descriptor above with a struct of the kernel's layout.
+        if unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                tree.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        } != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(tree)
+}
+
+/// What the child of [`Env::exec`] does before it execs (everything prepared before fork).
+#[derive(Debug)]
+pub struct Enter {
+    cgroup: Option<CString>,
+    ns: Arc<Namespaces>,
+    /// The grader's own user namespace; `None`: the environment's.
+    userns: Option<Arc<OwnedFd>>,
+    /// Detached trees and the folders of their place inside, shortest first.
+    mounts: Vec<(Arc<OwnedFd>, Vec<CString>)>,
+    uid: u32,
+    gid: u32,
+    workdir: CString,
+    keep: u64,
+    last_cap: u32,
+    filter: Arc<Vec<libc::sock_filter>>,
+    /// The agent's output pipes' write ends (stdout, stderr).
+    relay: Option<(i32, i32)>,
+    /// Their descriptors, held open until the child has them.
+    relay_fds: Vec<OwnedFd>,
+}
+
+/// The program's pid, for the waiting parent's signal handler.
+static PROGRAM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = PROGRAM.load(std::sync::atomic::Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(-pid, sig);
+        }
+    }
+}
+
+impl Enter {
+    /// Registers the steps on `cmd` (after every other pre-exec step).
+    pub fn install(self: &Arc<Self>, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        let e = self.clone();
+        // SAFETY: only async-signal-safe system calls on data prepared before fork; nothing
+        // is allocated.
+        unsafe {
+            cmd.pre_exec(move || e.enter());
+        }
+    }
+
+    /// The steps, between fork and exec.
+    fn enter(&self) -> std::io::Result<()> {
+        // SAFETY: async-signal-safe system calls only, on descriptors and strings prepared
+        // before fork and alive in `self`; between fork and exec, single-threaded.
+        unsafe { self.enter_unchecked() }
+    }
+
+    #[allow(unsafe_op_in_unsafe_fn)]
+    unsafe fn enter_unchecked(&self) -> std::io::Result<()> {
+        let fail = || Err(std::io::Error::last_os_error());
+        if let Some(p) = &self.cgroup {
+            let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return fail();
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if n != 1 {
+                return fail();
+            }
+        }
+        for fd in [&self.ns.net, &self.ns.ipc, &self.ns.uts, &self.ns.mnt] {
+            if libc::setns(fd.as_raw_fd(), 0) != 0 {
+                return fail();
+            }
+        }
+        if !self.mounts.is_empty() {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            if libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            // The folders are made as the sandbox user (the environment's root): a file
+            // system of its user namespace (its /tmp) refuses an owner it cannot map.
+            libc::setfsgid(self.gid);
+            libc::setfsuid(self.uid);
+            for (tree, folders) in &self.mounts {
+                for f in folders {
+                    if libc::mkdir(f.as_ptr(), 0o755) != 0
+                        && *libc::__errno_location() != libc::EEXIST
+                    {
+                        return fail();
+                    }
+                }
+                let Some(at) = folders.last() else { continue };
+                const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+                if libc::syscall(
+                    libc::SYS_move_mount,
+                    tree.as_raw_fd(),
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    at.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                ) != 0
+                {
+                    return fail();
+                }
+            }
+        }
+        if libc::setns(self.ns.pid.as_raw_fd(), libc::CLONE_NEWPID) != 0 {
+            return fail();
+        }
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(self.gid, self.gid, self.gid) != 0
+            || libc::setresuid(self.uid, self.uid, self.uid) != 0
+        {
+            return fail();
+        }
+        let userns = self.userns.as_deref().unwrap_or(&self.ns.user);
+        if libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) != 0 {
+            return fail();
+        }
+        if libc::chdir(self.workdir.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
+            return fail();
+        }
+        for cap in 0..=self.last_cap.min(63) {
+            if self.keep & (1u64 << cap) == 0
+                && libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+            {
+                return fail();
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return fail();
+        }
+        if !self.filter.is_empty() {
+            let prog = libc::sock_fprog {
+                len: self.filter.len() as libc::c_ushort,
+                filter: self.filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+                0,
+                0,
+            ) != 0
+            {
+                return fail();
+            }
+        }
+        let child = libc::fork();
+        if child < 0 {
+            return fail();
+        }
+        if child == 0 {
+            // The program, in the environment's pid namespace: a process group of its own
+            // (what it leaves in the background is not ended with the waiting parent's
+            // group), killed if the parent dies.
+            if let Some((out, err)) = self.relay {
+                if libc::dup2(out, 1) < 0 || libc::dup2(err, 2) < 0 {
+                    return fail();
+                }
+            }
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            return Ok(());
+        }
+        // The waiting parent: forwards the stop signals to the program's group, ends as it
+        // ended. It holds no descriptor (so spawn sees the exec and the pipes close with it)
+        // and no capability.
+        PROGRAM.store(child, std::sync::atomic::Ordering::SeqCst);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::signal(sig, forward as *const () as libc::sighandler_t);
+        }
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(child, &mut status, 0);
+            if r == child || *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            libc::signal(sig, libc::SIG_DFL);
+            libc::kill(libc::getpid(), sig);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            128
+        });
+    }
+}
+
+/// The agent's output, read from pipes of its own: written to its log files (capped) until
+/// the agent's end was [`Relay::settle`]d, then read and dropped until the environment
+/// ends, so a process the agent left that still writes to them neither blocks nor dies of
+/// a closed pipe.
+#[derive(Debug)]
+pub struct Relay {
+    streams: Vec<Arc<Stream>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    quit: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[derive(Debug)]
+struct Stream {
+    read: OwnedFd,
+    /// The log file while it is written; `None` once settled.
+    file: Mutex<Option<(std::fs::File, u64)>>,
+}
+
+impl Relay {
+    fn start(paths: [PathBuf; 2], cap: u64) -> std::io::Result<(Relay, [OwnedFd; 2])> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let quit = Arc::new(AtomicBool::new(false));
+        let mut streams = Vec::new();
+        let mut ends = Vec::new();
+        let mut threads = Vec::new();
+        for p in paths {
+            let mut fds = [0i32; 2];
+            // SAFETY: pipe2 fills the two-element array; the result is checked.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: two fresh descriptors this function owns.
+            let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            // SAFETY: fcntl on a descriptor this function owns.
+            unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+            let file = std::fs::File::create(&p)?;
+            let s = Arc::new(Stream {
+                read: r,
+                file: Mutex::new(Some((file, 0))),
+            });
+            let (s2, q) = (s.clone(), quit.clone());
+            threads.push(std::thread::spawn(move || {
+                while !q.load(Ordering::SeqCst) {
+                    let mut pfd = libc::pollfd {
+                        fd: s2.read.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    if s2.pump(cap) == Some(0) {
+                        return;
+                    }
+                }
+            }));
+            streams.push(s);
+            ends.push(w);
+        }
+        let [o, e]: [OwnedFd; 2] = ends
+            .try_into()
+            .map_err(|_| std::io::Error::other("two pipes"))?;
+        Ok((
+            Relay {
+                streams,
+                threads: Mutex::new(threads),
+                quit,
+            },
+            [o, e],
+        ))
+    }
+
+    /// Writes what the agent's program left in the pipes to the log files and stops writing
+    /// them (what comes later is dropped). Called once the program ended.
+    pub fn settle(&self) {
+        for s in &self.streams {
+            let until = Instant::now() + Duration::from_secs(5);
+            loop {
+                let mut guard = match s.file.lock() {
+                    Ok(g) => g,
+                    Err(_) => break,
+                };
+                let mut n: libc::c_int = 0;
+                // SAFETY: FIONREAD into an int.
+                unsafe { libc::ioctl(s.read.as_raw_fd(), libc::FIONREAD, &mut n) };
+                if n == 0 || Instant::now() > until {
+                    *guard = None;
+                    break;
+                }
+                drop(guard);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// Stops reading (the environment ended).
+    fn end(&self) {
+        self.quit.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut t) = self.threads.lock() {
+            for h in t.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Stream {
+    /// Reads what is in the pipe (under the file's lock) and writes it while not settled;
+    /// `Some(0)` at the end of the pipe.
+    fn pump(&self, cap: u64) -> Option<usize> {
+        use std::io::Write;
+        let mut guard = self.file.lock().ok()?;
+        let mut buf = [0u8; 16 * 1024];
+        let mut total = 0;
+        loop {
+            // SAFETY: read into a stack buffer of its length.
+            let n =
+                unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n == 0 {
+                return Some(0);
+            }
+            if n < 0 {
+                return Some(total.max(1));
+            }
+            let n = n as usize;
+            total += n;
+            if let Some((f, written)) = guard.as_mut() {
+                let keep = cap.saturating_sub(*written).min(n as u64) as usize;
+                if keep > 0 {
+                    let _ = f.write_all(&buf[..keep]);
+                    *written += keep as u64;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_capability_the_containers_root_keeps_has_its_number() {
+        let bits: Vec<u32> = container::ROOT_CAPS
+            .iter()
+            .map(|c| cap_number(c).unwrap_or_else(|| panic!("{c}")))
+            .collect();
+        assert_eq!(bits, [0, 1, 3, 4, 5, 6, 7, 8, 10, 18]);
+    }
+}
