@@ -150,11 +150,16 @@ pub struct AttemptRequest<'a> {
 }
 
 impl AttemptRequest<'_> {
-    /// The attempt's limits: its options', with the task's disk limit (`storage_mb` of any
-    /// size, else the default; `akbench_core::task::requirements::attempt_disk_mb`).
+    /// The attempt's limits: its options', with the task's disk limit when it names one
+    /// (`storage_mb`, any size: Harbor gives the container that storage); a task naming
+    /// none keeps the options' limit (the default, `DISK_MB`, or the operator's).
     pub fn limits(&self) -> Limits {
         Limits {
-            disk_mb: akbench_core::task::requirements::attempt_disk_mb(&self.task.requirements),
+            disk_mb: self
+                .task
+                .requirements
+                .storage_mb
+                .map_or(self.options.limits.disk_mb, |s| s.max(1)),
             ..self.options.limits
         }
     }
