@@ -118,7 +118,31 @@ fn check_parameters(
     ))
 }
 
-/// Checks the program and model shared by both argv builders.
+/// A parameter that takes one of `allowed` strings, `default` when unset; the error names
+/// the adapter, the parameter, the value given and the allowed ones.
+fn choice_parameter<'a>(
+    adapter: &str,
+    parameters: &'a BTreeMap<String, Value>,
+    name: &str,
+    allowed: &[&str],
+    default: &'a str,
+) -> Result<&'a str, String> {
+    let Some(v) = parameters.get(name) else {
+        return Ok(default);
+    };
+    v.as_str().filter(|s| allowed.contains(s)).ok_or_else(|| {
+        format!(
+            "the {adapter} adapter's parameter `{name}` is {v}; fix: give one of {}",
+            allowed
+                .iter()
+                .map(|s| format!("\"{s}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Checks the program and model every argv builder takes.
 fn check_program_and_model(
     adapter: &str,
     program: &str,

@@ -27,7 +27,7 @@
 //! Codex reports no cost and no model in its JSONL events: both stay `None`.
 
 use super::provider::{status_in, FailureRun, ProviderErrorKind};
-use super::{check_parameters, check_program_and_model, count, json_objects};
+use super::{check_parameters, check_program_and_model, choice_parameter, count, json_objects};
 use crate::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -66,22 +66,13 @@ pub fn codex_argv(
 ) -> Result<Vec<String>, String> {
     check_program_and_model("codex", program, model)?;
     check_parameters("codex", parameters, PARAMETERS)?;
-    let sandbox = match parameters.get("sandbox") {
-        None => DEFAULT_SANDBOX,
-        Some(v) => v
-            .as_str()
-            .filter(|s| SANDBOX_MODES.contains(s))
-            .ok_or_else(|| {
-                format!(
-                    "the codex adapter's parameter `sandbox` is {v}; fix: give one of {}",
-                    SANDBOX_MODES
-                        .iter()
-                        .map(|s| format!("\"{s}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
-    };
+    let sandbox = choice_parameter(
+        "codex",
+        parameters,
+        "sandbox",
+        SANDBOX_MODES,
+        DEFAULT_SANDBOX,
+    )?;
     let mut argv: Vec<String> = [program, "exec", "--json"]
         .iter()
         .map(|s| s.to_string())

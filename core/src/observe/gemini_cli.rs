@@ -24,7 +24,7 @@
 //! Gemini CLI reports no cost: `cost_usd` stays `None`.
 
 use super::provider::{status_in, FailureRun, ProviderErrorKind};
-use super::{check_parameters, check_program_and_model, count};
+use super::{check_parameters, check_program_and_model, choice_parameter, count};
 use crate::record::Observations;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -54,22 +54,13 @@ pub fn gemini_cli_argv(
 ) -> Result<Vec<String>, String> {
     check_program_and_model("gemini-cli", program, model)?;
     check_parameters("gemini-cli", parameters, PARAMETERS)?;
-    let mode = match parameters.get("approval_mode") {
-        None => "yolo",
-        Some(v) => v
-            .as_str()
-            .filter(|s| APPROVAL_MODES.contains(s))
-            .ok_or_else(|| {
-                format!(
-                    "the gemini-cli adapter's parameter `approval_mode` is {v}; fix: give one of {}",
-                    APPROVAL_MODES
-                        .iter()
-                        .map(|s| format!("\"{s}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
-    };
+    let mode = choice_parameter(
+        "gemini-cli",
+        parameters,
+        "approval_mode",
+        APPROVAL_MODES,
+        "yolo",
+    )?;
     let mut argv: Vec<String> = [
         program,
         "--output-format",

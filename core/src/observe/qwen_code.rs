@@ -26,7 +26,7 @@
 use super::claude_code::parse_claude_code;
 use super::gemini_cli::failure_of_message;
 use super::provider::{FailureRun, ProviderErrorKind};
-use super::{check_parameters, check_program_and_model, count, json_objects};
+use super::{check_parameters, check_program_and_model, choice_parameter, count, json_objects};
 use crate::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -55,22 +55,7 @@ pub fn qwen_code_argv(
 ) -> Result<Vec<String>, String> {
     check_program_and_model("qwen-code", program, model)?;
     check_parameters("qwen-code", parameters, PARAMETERS)?;
-    let auth = match parameters.get("auth_type") {
-        None => "openai",
-        Some(v) => v
-            .as_str()
-            .filter(|s| AUTH_TYPES.contains(s))
-            .ok_or_else(|| {
-                format!(
-                    "the qwen-code adapter's parameter `auth_type` is {v}; fix: give one of {}",
-                    AUTH_TYPES
-                        .iter()
-                        .map(|s| format!("\"{s}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
-    };
+    let auth = choice_parameter("qwen-code", parameters, "auth_type", AUTH_TYPES, "openai")?;
     let mut argv: Vec<String> = [
         program,
         "--output-format",
