@@ -13,7 +13,7 @@ mod common;
 mod done_trials;
 
 use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::scheduler::{Scheduler, TransitionIn};
+use akbench_coordinator::scheduler::{Assignment, Scheduler, TransitionIn};
 use akbench_coordinator::server::ServeHandle;
 use akbench_core::clock::SystemClock;
 use akbench_core::digest::canonical_json;
@@ -271,35 +271,7 @@ async fn grade_work_of_a_started_run_carries_the_core_work_item() {
         .await
         .unwrap()
         .remove(0);
-    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
-    let transitions: Vec<TransitionIn> = chain()
-        .iter()
-        .enumerate()
-        .map(|(i, st)| TransitionIn {
-            seq: 1 + i as u32,
-            state: *st,
-            at,
-            note: String::new(),
-        })
-        .collect();
-    s.record_transitions(a.attempt_id, a.epoch, &transitions)
-        .await
-        .unwrap();
-    let (json, _) = record(a.attempt_id, "executed");
-    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    v["workspace"] = serde_json::json!({
-        "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
-        "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
-    });
-    let json = canonical_json(&v);
-    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
-    assert!(s
-        .upload_record(a.attempt_id, a.epoch, &json, &digest)
-        .await
-        .unwrap());
-    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
-        .await
-        .unwrap();
+    executed_not_graded(&s, &a).await;
     let queued = akbench_coordinator::grade_work::queue_grading(&s, spec.identity.run_id)
         .await
         .unwrap();
@@ -477,11 +449,44 @@ async fn work_items_refer_to_stored_trials_and_runs_for_good() {
     handle.wait().await.unwrap();
 }
 
+/// Ends the claimed attempt `a` `not_graded` with an accepted record of an executed
+/// workspace (its transitions, the record, the finish), so its trial is owed a grade.
+async fn executed_not_graded(s: &Scheduler, a: &Assignment) {
+    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
+    let transitions: Vec<TransitionIn> = chain()
+        .iter()
+        .enumerate()
+        .map(|(i, st)| TransitionIn {
+            seq: 1 + i as u32,
+            state: *st,
+            at,
+            note: String::new(),
+        })
+        .collect();
+    s.record_transitions(a.attempt_id, a.epoch, &transitions)
+        .await
+        .unwrap();
+    let (json, _) = record(a.attempt_id, "executed");
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["workspace"] = serde_json::json!({
+        "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
+        "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
+    });
+    let json = canonical_json(&v);
+    let digest = akbench_core::digest::digest_bytes(json.as_bytes());
+    assert!(s
+        .upload_record(a.attempt_id, a.epoch, &json, &digest)
+        .await
+        .unwrap());
+    s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
+        .await
+        .unwrap();
+}
+
 /// Executes every item of a started run but one to `not_graded` with an accepted record
 /// (one worker, one attempt each), so those trials are owed a grade; the one left stays
 /// leased, so the run is still running.
 async fn execute_all_ungraded_but_one(s: &Scheduler, worker: &str) {
-    let at = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).unwrap();
     let mut held = false;
     loop {
         let got = s.claim(worker, 8, Duration::from_secs(3600)).await.unwrap();
@@ -493,34 +498,7 @@ async fn execute_all_ungraded_but_one(s: &Scheduler, worker: &str) {
                 held = true;
                 continue;
             }
-            let transitions: Vec<TransitionIn> = chain()
-                .iter()
-                .enumerate()
-                .map(|(i, st)| TransitionIn {
-                    seq: 1 + i as u32,
-                    state: *st,
-                    at,
-                    note: String::new(),
-                })
-                .collect();
-            s.record_transitions(a.attempt_id, a.epoch, &transitions)
-                .await
-                .unwrap();
-            let (json, _) = record(a.attempt_id, "executed");
-            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
-            v["workspace"] = serde_json::json!({
-                "kept": false, "tree_after_mutation": "t1", "tree_after_agent": "t2",
-                "diff_path": "a1/agent.diff", "diff_digest": "sha256:00"
-            });
-            let json = canonical_json(&v);
-            let digest = akbench_core::digest::digest_bytes(json.as_bytes());
-            assert!(s
-                .upload_record(a.attempt_id, a.epoch, &json, &digest)
-                .await
-                .unwrap());
-            s.finish(a.attempt_id, a.epoch, State::NotGraded, "")
-                .await
-                .unwrap();
+            executed_not_graded(s, &a).await;
         }
     }
 }
