@@ -74,6 +74,12 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
                 )
             })?,
     };
+    // The push is a registry operation: the registry's total deadline bounds it (read
+    // before anything is built, so a bad value changes nothing).
+    let push_deadline = akbench_worker::image::Deadlines::from_env()
+        .map_err(InputError)?
+        .pull
+        .as_secs_f64();
     let timeout = akbench_core::task::build_timeout_sec(&task.file.environment).unwrap_or(600.0);
     let ctx = context.display().to_string();
     let (build_argv, push_argv): (Vec<&str>, Vec<&str>) = match builder.as_str() {
@@ -96,11 +102,6 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     if !args.json {
         eprintln!("akbench: pushing {written}");
     }
-    // The push is a registry operation: the registry's total deadline bounds it.
-    let push_deadline = akbench_worker::image::Deadlines::from_env()
-        .map_err(InputError)?
-        .pull
-        .as_secs_f64();
     step(
         &push_argv,
         Limit(

@@ -500,6 +500,35 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
     );
     assert!(took < Duration::from_secs(15), "took {took:?}: {text:.400}");
 
+    // A bad registry deadline is refused before anything is built (the builder leaves a
+    // mark when it runs).
+    let mark = tmp.path().join("builder-ran");
+    std::fs::write(
+        &docker,
+        format!("#!/bin/sh\ntouch {}\nexit 0\n", mark.display()),
+    )
+    .unwrap();
+    let (code, text, _) = run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[
+            "image",
+            "build",
+            "tasks/wordcount-001",
+            "--push",
+            "127.0.0.1:9",
+            "--builder",
+            "docker",
+        ]),
+        tmp.path(),
+        &[
+            ("PATH", path.clone()),
+            ("AKBENCH_PULL_TIMEOUT_SEC", "abc".to_string()),
+        ],
+    );
+    assert_eq!(code, Some(2), "{text:.800}");
+    assert!(text.contains("AKBENCH_PULL_TIMEOUT_SEC"), "{text:.800}");
+    assert!(!mark.exists(), "the builder ran: {text:.800}");
+
     // The push is bounded by the registry's deadline: a builder whose push hangs is
     // stopped at AKBENCH_PULL_TIMEOUT_SEC, with its children.
     std::fs::write(
