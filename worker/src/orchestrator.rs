@@ -155,11 +155,10 @@ impl AttemptRequest<'_> {
     /// none keeps the options' limit (the default, `DISK_MB`, or the operator's).
     pub fn limits(&self) -> Limits {
         Limits {
-            disk_mb: self
-                .task
-                .requirements
-                .storage_mb
-                .map_or(self.options.limits.disk_mb, |s| s.max(1)),
+            disk_mb: akbench_core::task::requirements::attempt_disk_mb(
+                &self.task.requirements,
+                self.options.limits.disk_mb,
+            ),
             ..self.options.limits
         }
     }

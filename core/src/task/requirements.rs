@@ -88,9 +88,10 @@ pub fn check(task: &str, needs: &Requirements, offered: &Offered) -> Result<(), 
 
 /// The disk limit of one attempt of the task, in MiB: what the agent may add to every place
 /// it can write. The task's `storage_mb` when it names one, any size (Harbor gives the
-/// container that storage); else [`DISK_MB`].
-pub fn attempt_disk_mb(needs: &Requirements) -> u64 {
-    needs.storage_mb.map_or(DISK_MB, |s| s.max(1))
+/// container that storage); else `run_disk_mb`, the run's own limit ([`DISK_MB`] unless
+/// the operator set another).
+pub fn attempt_disk_mb(needs: &Requirements, run_disk_mb: u64) -> u64 {
+    needs.storage_mb.map_or(run_disk_mb, |s| s.max(1))
 }
 
 /// The disk limit of one grading run, in MiB: what the run may add, over what its writable
@@ -100,7 +101,7 @@ pub fn attempt_disk_mb(needs: &Requirements) -> u64 {
 /// same container storage). A grading run that goes over it is stopped and recorded as the
 /// agent's doing (`limit_hit: disk_mb`).
 pub fn grading_disk_mb(needs: &Requirements) -> u64 {
-    attempt_disk_mb(needs)
+    attempt_disk_mb(needs, DISK_MB)
 }
 
 /// The memory limit of one grading run, in MiB: `floor` (the worker's grading memory,
@@ -206,7 +207,10 @@ mod tests {
         ];
         for (needs, disk, memory) in cases {
             assert_eq!(grading_disk_mb(&needs), disk, "{needs:?}");
-            assert_eq!(attempt_disk_mb(&needs), disk, "{needs:?}");
+            assert_eq!(attempt_disk_mb(&needs, DISK_MB), disk, "{needs:?}");
+            // A run's own limit stands unless the task names its storage.
+            let run = attempt_disk_mb(&needs, 64);
+            assert_eq!(run, needs.storage_mb.map_or(64, |s| s.max(1)), "{needs:?}");
             assert_eq!(grading_memory_mb(&needs, 8192), memory, "{needs:?}");
         }
     }
