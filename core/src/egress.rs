@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 pub mod contact;
+pub mod offer;
 pub mod request;
 pub mod settings;
 
