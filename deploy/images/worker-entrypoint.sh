@@ -3,6 +3,7 @@
 # CAP_SETGID, CAP_SETPCAP and CAP_SYS_ADMIN (deploy/README.md, "What a worker needs"), it
 #   1. makes an `akbench` cgroup below the container's own group of each controller the
 #      sandbox limits with (cgroup v1: memory, pids, cpu; v2: the container's group, its
+#      /sys/fs/cgroup remounted read-write when the runtime mounted it read-only, its
 #      processes moved to a leaf first) and gives it to the worker user, so the worker can
 #      make one group per attempt there and nothing above it (CAP_CHOWN);
 #   2. unmounts what the container runtime mounted over parts of /proc (/proc/kcore,
@@ -37,6 +38,13 @@ if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
   # with controllers, so everything moves to $own/init first.
   own=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
   own=${own%/}
+  # Container runtimes mount the container's cgroup namespace read-only (Kubernetes on v2
+  # nodes, docker --cgroupns=private): remount it read-write (CAP_SYS_ADMIN; this is the
+  # container's own subtree, not the node's).
+  if [ ! -w "$own/cgroup.subtree_control" ] && grep -q ' /sys/fs/cgroup cgroup2 ro[, ]' /proc/self/mounts; then
+    mount -o remount,rw /sys/fs/cgroup 2>/dev/null ||
+      echo "akbench-worker-entrypoint: cannot remount /sys/fs/cgroup read-write (CAP_SYS_ADMIN, or AppArmor refusing mount?)" >&2
+  fi
   if [ -w "$own/cgroup.subtree_control" ]; then
     mkdir -p "$own/init"
     while read -r pid; do echo "$pid" > "$own/init/cgroup.procs" 2>/dev/null || true; done < "$own/cgroup.procs"
