@@ -322,3 +322,41 @@ fn the_trial_reward_follows_the_strategy() {
         assert_eq!(&trial_rewards(*s, steps), want, "{s:?} {steps:?}");
     }
 }
+
+#[test]
+fn the_example_multi_step_task_loads_with_its_three_steps() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let t = Task::load(&root.join("harbor-steps-001"), &root).unwrap();
+    assert_eq!(t.family, Family::Lifecycle);
+    assert!(t.image_unbuilt, "built from environment/Dockerfile");
+    let names: Vec<&str> = t.steps.iter().map(|s| s.config.name.as_str()).collect();
+    assert_eq!(names, ["open", "deposit", "report"]);
+    let [open, deposit, report] = &t.steps[..] else {
+        unreachable!()
+    };
+    assert_eq!(open.config.min_reward, Some(MinReward::Reward(1.0)));
+    assert!(open.has_setup && open.config.healthcheck.is_some());
+    assert!(deposit.has_setup && deposit.config.healthcheck.is_some());
+    assert_eq!(deposit.agent_timeout_sec, 200.0);
+    assert!(report.workdir_dir.is_none() && report.config.healthcheck.is_none());
+    assert_eq!(report.verifier_timeout_sec, 60.0);
+    for s in &t.steps {
+        assert!(
+            s.solution_dir.is_some() && s.tests_dir.is_some(),
+            "{}",
+            s.config.name
+        );
+    }
+    assert_eq!(t.reward_strategy, RewardStrategy::Mean);
+    // Every key of the steps takes effect.
+    let steps_fields: Vec<_> = t
+        .fields
+        .iter()
+        .filter(|u| u.field.starts_with("steps"))
+        .collect();
+    assert!(steps_fields.len() >= 6, "{steps_fields:?}");
+    assert!(
+        steps_fields.iter().all(|u| u.handling == "applied"),
+        "{steps_fields:?}"
+    );
+}
