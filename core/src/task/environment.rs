@@ -44,7 +44,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "steps",
-        Handling::Applied("a finite lifecycle: the steps run in order in one environment (docs/tasks.md, \"Multi-step tasks\"); each key of a step is applied, refused naming it, or kept as ignored"),
+        Handling::Applied("a finite lifecycle (family `lifecycle`): each step is loaded and checked, each of its keys applied, refused naming it, or kept as ignored; planning its trials is refused until akbench runs them (issue 46; docs/tasks.md, \"Multi-step tasks\")"),
     ),
     (
         "artifacts",
