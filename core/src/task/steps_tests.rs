@@ -240,14 +240,19 @@ fn step_names_follow_harbors_rule() {
     assert_eq!(name_key("e\u{301}"), name_key("\u{e9}"), "NFC");
 }
 
-fn r(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+/// Rewards by key.
+type Rewards = BTreeMap<String, f64>;
+/// A strategy, the steps' rewards, the trial's expected.
+type StrategyCase = (RewardStrategy, Vec<Option<Rewards>>, Option<Rewards>);
+
+fn r(pairs: &[(&str, f64)]) -> Rewards {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
 #[test]
 fn min_reward_gates_as_harbor_does() {
     let keys = MinReward::Keys(r(&[("a", 0.5), ("b", 1.0)]));
-    let cases: &[(Option<BTreeMap<String, f64>>, &MinReward, bool)] = &[
+    let cases: &[(Option<Rewards>, &MinReward, bool)] = &[
         (Some(r(&[("reward", 1.0)])), &MinReward::Reward(1.0), true),
         (Some(r(&[("reward", 0.99)])), &MinReward::Reward(1.0), false),
         // A missing key, or no rewards (the grading crashed): minus infinity.
@@ -287,11 +292,7 @@ fn min_reward_gates_as_harbor_does() {
 #[test]
 fn the_trial_reward_follows_the_strategy() {
     use RewardStrategy::{Final, Mean};
-    let cases: &[(
-        RewardStrategy,
-        Vec<Option<BTreeMap<String, f64>>>,
-        Option<BTreeMap<String, f64>>,
-    )] = &[
+    let cases: &[StrategyCase] = &[
         (
             Mean,
             vec![Some(r(&[("reward", 1.0)])), Some(r(&[("reward", 0.0)]))],
