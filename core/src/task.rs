@@ -627,6 +627,13 @@ impl Task {
                 why: "the task names its image (`docker_image` / `image`), which wins over the Dockerfile, as in Harbor; `akbench image build` builds it".into(),
             });
         }
+        if multi_step && instruction_path.exists() {
+            uses.push(FieldUse {
+                field: INSTRUCTION_FILE.into(),
+                handling: "ignored".into(),
+                why: "a multi-step task's instructions are its steps' (steps/<name>/instruction.md); Harbor reads none at the top level".into(),
+            });
+        }
         let requirements = walked.requirements;
         let solution_env = match file.solution.get("env") {
             Some(v) => environment::solution_env(&toml_path, v)?,

@@ -84,6 +84,17 @@ fn a_multi_step_task_loads_as_a_lifecycle_with_its_steps_in_order() {
         let u = t.fields.iter().find(|u| u.field == f).unwrap();
         assert_eq!(u.handling, "applied", "{f}");
     }
+    assert!(!t.fields.iter().any(|u| u.field == "instruction.md"));
+    // A top-level instruction.md is not read, and listed as ignored.
+    fs::write(dir.join("instruction.md"), "Top.\n").unwrap();
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert_eq!(t.instruction, "Do one.\n");
+    let u = t
+        .fields
+        .iter()
+        .find(|u| u.field == "instruction.md")
+        .unwrap();
+    assert_eq!(u.handling, "ignored");
     // The task's digest covers the step files.
     let before = t.release.digest.clone();
     fs::write(dir.join("steps/two/instruction.md"), "Do two, again.\n").unwrap();
