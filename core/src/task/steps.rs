@@ -499,6 +499,54 @@ pub(super) fn load(
     Ok(out)
 }
 
+/// The folders whose files make step `step`'s tests, in copy order (a later one's file wins):
+/// the task's `tests/` when it exists, then the step's own (`Verifier._resolve_tests`).
+pub fn test_sources(task_tests: &Path, step: &Step) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if task_tests.is_dir() {
+        out.push(task_tests.to_path_buf());
+    }
+    out.extend(step.tests_dir.clone());
+    out
+}
+
+impl super::Task {
+    /// Step `index` of this multi-step task as the one-step task its part of the trial runs:
+    /// the step's instruction, its solution for the oracle (else the task's), its agent and
+    /// grading time limits, `[verifier] env` with the step's over it, graded in the agent's
+    /// environment (`shared`, Harbor's default for steps), with `merged_tests` (the
+    /// [`test_sources`] copied there by the caller) as its tests. Its release is the task's:
+    /// the step is part of the trial, not a task of its own. The step's healthcheck is
+    /// [`StepConfig::healthcheck`]; the view has no steps.
+    pub fn step_view(&self, index: usize, merged_tests: &Path) -> Result<super::Task, TaskError> {
+        let step = self.steps.get(index).ok_or_else(|| {
+            io(
+                self.dir.join(super::TASK_FILE),
+                format!(
+                    "has {} step(s), not a step {}; fix: name a step of the task",
+                    self.steps.len(),
+                    index + 1
+                ),
+            )
+        })?;
+        let digest = |d: &Path| super::dir_digest(d).map_err(|e| io(d.to_path_buf(), e));
+        let mut t = self.clone();
+        t.instruction = step.instruction.clone();
+        t.tests_dir = merged_tests.to_path_buf();
+        t.tests_digest = digest(merged_tests)?;
+        if let Some(d) = &step.solution_dir {
+            t.reference = Some((d.clone(), digest(d)?));
+        }
+        t.agent_timeout_sec = step.agent_timeout_sec;
+        t.verifier_timeout_sec = step.verifier_timeout_sec;
+        t.file.verifier.env.extend(step.config.verifier_env.clone());
+        t.file.verifier.environment_mode = Some("shared".into());
+        t.family = super::Family::Artefact;
+        t.steps = Vec::new();
+        Ok(t)
+    }
+}
+
 /// Why a step's rewards stop the remaining steps, or `None` when they pass its gate
 /// (`MultiStepTrial._min_reward_failure`, harbor/trial/multi_step.py): a number gates the
 /// `reward` key, a table each of its keys; a missing key, or no rewards at all (the

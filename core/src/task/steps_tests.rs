@@ -372,3 +372,42 @@ fn the_example_multi_step_task_loads_with_its_three_steps() {
         "{steps_fields:?}"
     );
 }
+
+#[test]
+fn a_step_runs_as_a_one_step_view_of_the_task() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks");
+    let t = Task::load(&root.join("harbor-steps-001"), &root).unwrap();
+    let report = &t.steps[2];
+    let sources = test_sources(&t.tests_dir, report);
+    assert_eq!(sources, vec![t.tests_dir.clone(), report.dir.join("tests")]);
+    // The caller merges the sources (the step's test.sh over the task's lib.sh).
+    let tmp = tempfile::tempdir().unwrap();
+    let merged = tmp.path().join("tests");
+    fs::create_dir_all(&merged).unwrap();
+    for d in &sources {
+        for e in fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            fs::copy(e.path(), merged.join(e.file_name())).unwrap();
+        }
+    }
+    let v = t.step_view(2, &merged).unwrap();
+    assert_eq!(v.instruction, report.instruction);
+    assert_eq!(v.tests_dir, merged);
+    assert_ne!(v.tests_digest, t.tests_digest);
+    assert_eq!(
+        v.reference.as_ref().map(|(d, _)| d),
+        Some(&report.dir.join("solution"))
+    );
+    assert_eq!(v.verifier_timeout_sec, 60.0);
+    assert_eq!(v.agent_timeout_sec, 300.0, "the task's");
+    assert_eq!(v.file.verifier.env["EXPECTED_BALANCE"], "150");
+    assert_eq!(v.file.verifier.environment_mode.as_deref(), Some("shared"));
+    assert!(v.steps.is_empty());
+    assert_eq!(v.family, Family::Artefact);
+    assert_eq!(
+        v.release, t.release,
+        "the step is part of the task's release"
+    );
+    let e = t.step_view(3, &merged).unwrap_err();
+    assert!(e.to_string().contains("not a step 4"), "{e}");
+}
