@@ -95,6 +95,9 @@ pub struct Policy {
     pub hosts: Vec<(String, IpAddr)>,
     /// Bounds.
     pub limits: Limits,
+    /// Certificate authorities the sandboxed programs trust besides the system's (the
+    /// operator's `AKBENCH_SANDBOX_EXTRA_CA`: [`super::trust`]).
+    pub extra_ca: Option<super::trust::Extra>,
 }
 
 impl Policy {
@@ -105,19 +108,21 @@ impl Policy {
             open_ranges: Vec::new(),
             hosts: Vec::new(),
             limits: Limits::default(),
+            extra_ca: None,
         }
     }
 
     /// `mode` with the worker operator's settings from its environment
     /// (`AKBENCH_EGRESS_OPEN_RANGES`, `AKBENCH_EGRESS_HOSTS`:
-    /// [`akbench_core::egress::settings`]); the error names the variable, the entry and
-    /// the fix.
+    /// [`akbench_core::egress::settings`]; `AKBENCH_SANDBOX_EXTRA_CA`: [`super::trust`]);
+    /// the error names the variable, the entry and the fix.
     pub fn for_phase(mode: NetworkMode) -> Result<Self, String> {
         use akbench_core::egress::settings;
         let var = |name: &str| std::env::var(name).unwrap_or_default();
         Ok(Self {
             open_ranges: settings::parse_open_ranges(&var(settings::OPEN_RANGES_ENV))?,
             hosts: settings::parse_hosts(&var(settings::HOSTS_ENV))?,
+            extra_ca: super::trust::Extra::from_env()?,
             ..Self::new(mode)
         })
     }
@@ -320,6 +325,8 @@ fn record(shared: &Shared, host: &str, port: u16, outcome: Outcome, detail: Opti
         bytes_down: 0,
         http_status: None,
         detail,
+        bytes_from_cache: 0,
+        requests: Vec::new(),
     });
 }
 
@@ -494,6 +501,8 @@ fn serve(mut inside: TcpStream, active: &Active) {
         bytes_down: down,
         http_status: status,
         detail: None,
+        bytes_from_cache: 0,
+        requests: Vec::new(),
     });
 }
 
