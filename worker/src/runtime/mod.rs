@@ -375,7 +375,7 @@ pub fn prepare(
     }
     // The extra authorities the programs trust, while the phase has the proxy.
     let trust = match &network {
-        Some(n) if n.has_proxy() => exposure.egress.as_ref().and_then(|p| p.extra_ca.clone()),
+        Some(n) if n.has_proxy() => exposure.egress.as_ref().and_then(egress::Policy::trust),
         _ => None,
     };
     let mut disk_roots = exposure.disk_roots.clone();
