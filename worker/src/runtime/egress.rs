@@ -3,8 +3,10 @@
 //! An HTTP proxy the worker runs on one more listener inside the sandbox's network
 //! namespace ([`PROXY_ADDR`]:[`PROXY_PORT`], bound with the endpoint listeners by
 //! [`super::net`]); it connects out from the worker's own namespace. It serves `CONNECT
-//! host:port` (HTTPS and any TLS, tunnelled, never intercepted) and plain requests with an
-//! absolute `http://` URI (one request per connection, `Connection: close`). Each connection
+//! host:port` (tunnelled; to port 443 while interception is on, answered itself with a
+//! certificate from the worker's CA, [`intercept`], so that immutable downloads are served
+//! from the worker's cache, [`store`], [`http`]) and plain requests with an absolute
+//! `http://` URI (one request per connection, `Connection: close`). Each connection
 //! is decided by the phase's [`NetworkMode::allows`] on the host the client named, then on
 //! every address it resolves to ([`address_refusal`]: never the worker's loopback,
 //! link-local or an unopened private range; never one of the worker's own interface

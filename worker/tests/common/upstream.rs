@@ -117,16 +117,42 @@ impl Upstream {
     }
 
     pub fn create() -> Result<Upstream, String> {
+        Upstream::make(false)
+    }
+
+    /// An upstream linked to this machine's own namespace (a veth `akbeH<pid>` here,
+    /// removed with the upstream's namespace): the worker stays where it is, with the
+    /// machine's real network (Debian's mirrors, PyPI) and the test host besides.
+    pub fn create_on_host() -> Result<Upstream, String> {
+        Upstream::make(true)
+    }
+
+    fn make(on_host: bool) -> Result<Upstream, String> {
         let mut u = Upstream::named(std::process::id(), true);
         std::fs::create_dir_all(&u.dir).map_err(|e| e.to_string())?;
         let (w, up) = (u.worker_ns.clone(), u.up_ns.clone());
-        ip(&["netns", "add", &w])?;
         ip(&["netns", "add", &up])?;
-        ip(&[
-            "-n", &w, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &up,
-        ])?;
         let net = format!("10.215.{}", std::process::id() % 250);
-        for (ns, host) in [(&w, 1), (&up, 2)] {
+        if on_host {
+            let link = format!("akbeH{}", std::process::id());
+            ip(&[
+                "link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &up,
+            ])?;
+            ip(&["addr", "add", &format!("{net}.1/24"), "dev", &link])?;
+            ip(&["link", "set", &link, "up"])?;
+        } else {
+            ip(&["netns", "add", &w])?;
+            ip(&[
+                "-n", &w, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
+                &up,
+            ])?;
+        }
+        let sides: &[(&String, u8)] = if on_host {
+            &[(&up, 2)]
+        } else {
+            &[(&w, 1), (&up, 2)]
+        };
+        for (ns, host) in sides {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&[
                 "-n",
