@@ -9,7 +9,9 @@
 //! each request recorded with its URL and cache use; a plain-HTTP `pool/` file is cached
 //! too; what is not cacheable is fetched every time; an allowlist without the host gets
 //! nothing from the cache (the phase's network decides first); a filled cache serves a
-//! worker whose upstream is unreachable; with interception off, HTTPS is a tunnel again.
+//! worker whose upstream is unreachable, and a second orchestrator sharing the folder
+//! grades a task with no byte from upstream; with interception off, HTTPS is a tunnel
+//! again; a host the proxy cannot verify is a failed fetch.
 //!
 //! Needs root, `ip`, `/usr/bin/python3`, `curl`, a sandbox and PyPI (to build uv's tarball).
 
@@ -161,4 +163,113 @@ fn a_filled_cache_serves_a_worker_whose_upstream_is_unreachable() {
     assert!(out.starts_with("50"), "{out}");
     let failed = cs.iter().find(|c| c.host == "astral.sh").unwrap();
     assert!(failed.failed_fetch(), "{failed:?}");
+}
+
+/// Cluster with no internet: a task whose grader installs uv (`curl -LsSf
+/// https://astral.sh/uv/0.9.7/install.sh | sh`) is graded by a first worker that reaches
+/// the host, then by a second worker (another orchestrator, the same cache folder, as a
+/// shared volume) whose upstream names lead nowhere: solved both times, the second with no
+/// byte from upstream.
+#[test]
+fn a_second_worker_with_no_upstream_grades_a_task_from_a_filled_cache() {
+    use akbench_core::egress::settings::{HOSTS_ENV, OPEN_RANGES_ENV};
+    use akbench_core::lifecycle::State;
+    use akbench_worker::process::CancelToken;
+    const THIS: &str = "a_second_worker_with_no_upstream_grades_a_task_from_a_filled_cache";
+    common::installers::uv_tarball(UV_VERSION).unwrap();
+    let Some(u) = ready(THIS) else {
+        return;
+    };
+    serve_uv(&u, UV_VERSION).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::env::set_var(OPEN_RANGES_ENV, "10.215.0.0/16");
+    std::env::set_var(HOSTS_ENV, u.hosts_env());
+    std::env::set_var("AKBENCH_EGRESS_UPSTREAM_CA", u.ca());
+    std::env::set_var("AKBENCH_EGRESS_CACHE_DIR", cache.path());
+    let c = common::corpus();
+    let script = format!(
+        "{}if curl -LsSf {} | sh >/dev/null && . \"$HOME/.local/bin/env\" && uv --version; then\n{}else\n  echo 0 > \"$V/reward.txt\"\nfi\n",
+        common::SCRIPT_HEAD,
+        install_url(UV_VERSION),
+        common::QUIET_UNITTEST
+    );
+    c.add_task(
+        "needs-uv",
+        &c.commit,
+        &script,
+        "[environment]\nnetwork_mode = \"public\"\n",
+    );
+    std::fs::write(
+        c.tasks().join("needs-uv/tests/test_answer.py"),
+        common::UNITTEST_ANSWER,
+    )
+    .unwrap();
+    let t = c.task("needs-uv");
+    let a = c.agent("oracle");
+    for (worker, offline) in [("first", false), ("second", true)] {
+        if offline {
+            let nowhere: Vec<String> = common::upstream::NAMES
+                .iter()
+                .map(|n| format!("{n}=10.215.251.9"))
+                .collect();
+            std::env::set_var(HOSTS_ENV, nowhere.join(","));
+        }
+        let req = c.request(&t, &a, worker);
+        let r = c
+            .orchestrator()
+            .run_trial(
+                &req,
+                &akbench_core::dispatch::Backoff::NONE,
+                &akbench_worker::orchestrator::Silent,
+                &CancelToken::new(),
+            )
+            .unwrap()
+            .record;
+        let at = &r.attempts[0];
+        let line = format!(
+            "{worker}: state={} ok={:?} cause={:?}",
+            r.outcome.state, r.outcome.ok, at.cause
+        );
+        assert_eq!(r.outcome.state, State::Completed, "{line}");
+        assert_eq!(r.outcome.ok, Some(true), "{line}");
+        let egress = &at.grade.as_ref().unwrap().runtime.as_ref().unwrap().egress;
+        let gh = egress
+            .iter()
+            .find(|c| c.host == "github.com")
+            .unwrap_or_else(|| panic!("{line}: {egress:#?}"));
+        let want = if offline {
+            CacheUse::Hit
+        } else {
+            CacheUse::Stored
+        };
+        assert_eq!(gh.requests[0].cache, want, "{line}: {gh:?}");
+        if offline {
+            assert_eq!(upstream_bytes(egress), 0, "{line}: {egress:#?}");
+        }
+    }
+}
+
+/// Interception verifies the host: without its CA among the proxy's roots, the request
+/// fails as a fetch (502 to the client, `connect_failed` naming the certificate), never a
+/// silently trusted host.
+#[test]
+fn an_upstream_the_proxy_cannot_verify_is_a_failed_fetch() {
+    let Some(u) = ready("an_upstream_the_proxy_cannot_verify_is_a_failed_fetch") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let mut p = intercepting(&u, NetworkMode::Public, cache.path());
+    p.intercept = Some(Interception::new(None).unwrap());
+    let (out, cs) = sandboxed(
+        &u,
+        Some(p),
+        "curl -sS -o /dev/null -w '%{http_code}' https://up.test/file 2>/dev/null; echo \" $?\"\n",
+    );
+    assert_eq!(out.trim(), "502 0", "{out}");
+    let c = contact(&cs, "up.test", 443, Outcome::ConnectFailed);
+    assert!(c.failed_fetch(), "{c:?}");
+    assert!(
+        c.detail.as_deref().unwrap_or("").contains("certificate"),
+        "{c:?}"
+    );
 }
