@@ -137,8 +137,17 @@ impl Policy {
             open_ranges: settings::parse_open_ranges(&var(settings::OPEN_RANGES_ENV))?,
             hosts: settings::parse_hosts(&var(settings::HOSTS_ENV))?,
             extra_ca: super::trust::Extra::from_env()?,
-            intercept: intercept::Interception::from_env()?,
-            cache: store::Store::from_env()?,
+            // A phase with no network has no proxy: nothing to intercept or cache.
+            intercept: if mode.reaches_anything() {
+                intercept::Interception::from_env()?
+            } else {
+                None
+            },
+            cache: if mode.reaches_anything() {
+                store::Store::from_env()?
+            } else {
+                None
+            },
             ..Self::new(mode)
         })
     }

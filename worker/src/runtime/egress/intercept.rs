@@ -136,11 +136,30 @@ impl PartialEq for Interception {
 impl Eq for Interception {}
 
 impl Interception {
-    /// The worker's CA and the system's roots plus `extra` (PEM, named `source`).
+    /// The worker's CA and the system's roots plus `extra` (PEM, named `source`); the
+    /// configuration is made once per distinct `extra` (the system's roots are read once,
+    /// not per phase).
     pub fn new(extra: Option<(&str, &str)>) -> Result<Interception, String> {
+        static MADE: OnceLock<Mutex<HashMap<Option<String>, Arc<rustls::ClientConfig>>>> =
+            OnceLock::new();
+        let key = extra.map(|(pem, _)| pem.to_string());
+        let made = MADE.get_or_init(Default::default);
+        // Bound first: the lock is released before the miss below takes it again.
+        let known = lock(made).get(&key).cloned();
+        let upstream = match known {
+            Some(c) => c,
+            None => {
+                let c = upstream_config(extra)?;
+                let mut m = lock(made);
+                if m.len() < 16 {
+                    m.insert(key, c.clone());
+                }
+                c
+            }
+        };
         Ok(Interception {
             authority: worker_authority()?,
-            upstream: upstream_config(extra)?,
+            upstream,
         })
     }
 
