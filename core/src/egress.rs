@@ -10,12 +10,16 @@
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
+pub mod cache;
 pub mod contact;
 pub mod offer;
+pub mod http;
 pub mod request;
 pub mod settings;
 
-pub use contact::{grading_fetch_failure, Connection, Contact, ContactLog, Outcome};
+pub use contact::{
+    grading_fetch_failure, CacheUse, Connection, Contact, ContactLog, Exchange, Outcome,
+};
 
 /// Harbor's `NetworkMode` as written in `task.toml`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -59,7 +59,45 @@ pub struct Connection {
     /// Why it failed, when it did (the resolver's or the connect's error, the rule that
     /// denied it).
     pub detail: Option<String>,
+    /// Of `bytes_down`, the bytes served from the worker's cache (not from the host).
+    pub bytes_from_cache: u64,
+    /// The requests read in it, when the proxy read them (plain HTTP; HTTPS intercepted).
+    pub requests: Vec<Exchange>,
 }
+
+/// How a request used the worker's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheUse {
+    /// Not cacheable (`core::egress::cache`): fetched from the host.
+    Bypass,
+    /// Cacheable, not in the cache: fetched from the host, not stored (the response was
+    /// not storable, or the cache could not keep it).
+    Miss,
+    /// Cacheable, fetched from the host and stored.
+    Stored,
+    /// Served from the cache: nothing fetched from the host.
+    Hit,
+}
+
+/// One request the proxy read and answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// The method.
+    pub method: String,
+    /// The URL (`https://files.pythonhosted.org/packages/...`; bounded).
+    pub url: String,
+    /// The response's status (`None`: no response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Bytes of the response sent to the sandbox (head and body).
+    pub bytes: u64,
+    /// How it used the cache.
+    pub cache: CacheUse,
+}
+
+/// Requests kept per contact (the first ones; later ones are counted in its bytes only).
+pub const MAX_REQUESTS: usize = 64;
 
 /// Connections to one host and port that ended the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,9 +120,26 @@ pub struct Contact {
     /// The first failure's cause, when they failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Of `bytes_down`, the bytes served from the worker's cache; the rest came from the
+    /// host ([`Contact::upstream_bytes`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_from_cache: u64,
+    /// The requests read (plain HTTP, intercepted HTTPS), at most [`MAX_REQUESTS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<Exchange>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Contact {
+    /// Bytes that came from the host (or the cluster's parent cache): `bytes_down` less what
+    /// the worker's cache served.
+    pub fn upstream_bytes(&self) -> u64 {
+        self.bytes_down.saturating_sub(self.bytes_from_cache)
+    }
+
     /// Whether this is a fetch that failed: no connection (DNS, refused, timeout, a proxy
     /// fault) or a plain-HTTP server error (5xx). A host the phase's network denies is not:
     /// the task declared that network, and retrying cannot change it.
@@ -161,10 +216,20 @@ impl ContactLog {
             bytes_down: 0,
             http_statuses: Vec::new(),
             detail: None,
+            bytes_from_cache: 0,
+            requests: Vec::new(),
         });
         e.connections += 1;
         e.bytes_up = e.bytes_up.saturating_add(c.bytes_up);
         e.bytes_down = e.bytes_down.saturating_add(c.bytes_down);
+        e.bytes_from_cache = e.bytes_from_cache.saturating_add(c.bytes_from_cache);
+        for mut r in c.requests {
+            if e.requests.len() >= MAX_REQUESTS {
+                break;
+            }
+            r.url = crate::limits::elide(&r.url);
+            e.requests.push(r);
+        }
         if let Some(s) = c.http_status {
             if let Err(at) = e.http_statuses.binary_search(&s) {
                 if e.http_statuses.len() < MAX_STATUSES {
@@ -219,6 +284,8 @@ mod tests {
             bytes_down: 100,
             http_status: status,
             detail: (outcome != Outcome::Allowed).then(|| format!("{} cause", outcome.as_str())),
+            bytes_from_cache: 0,
+            requests: Vec::new(),
         }
     }
 
@@ -252,6 +319,41 @@ mod tests {
         assert_eq!(denied.detail.as_deref(), Some("denied cause"));
         let json = serde_json::to_value(denied).unwrap();
         assert_eq!(json["outcome"], "denied");
+    }
+
+    #[test]
+    fn cache_bytes_and_requests_aggregate_and_are_bounded() {
+        let mut l = ContactLog::default();
+        for i in 0..(MAX_REQUESTS + 3) {
+            let mut c = conn("files.pythonhosted.org", Outcome::Allowed, Some(200));
+            c.bytes_from_cache = if i % 2 == 0 { 100 } else { 0 };
+            c.requests = vec![Exchange {
+                method: "GET".into(),
+                url: format!("https://files.pythonhosted.org/packages/{i}.whl"),
+                status: Some(200),
+                bytes: 100,
+                cache: if i % 2 == 0 {
+                    CacheUse::Hit
+                } else {
+                    CacheUse::Stored
+                },
+            }];
+            l.add(c);
+        }
+        let c = &l.contacts()[0];
+        assert_eq!(c.requests.len(), MAX_REQUESTS);
+        assert_eq!(c.bytes_down, 100 * (MAX_REQUESTS as u64 + 3));
+        assert_eq!(c.bytes_from_cache, 100 * 34);
+        assert_eq!(c.upstream_bytes(), 100 * 33);
+        let json = serde_json::to_value(c).unwrap();
+        assert_eq!(json["requests"][0]["cache"], "hit");
+        assert_eq!(json["bytes_from_cache"], 3400);
+        // Absent when nothing was cached or read: older records read the same.
+        let plain = &log(&[conn("a", Outcome::Allowed, None)])[0];
+        let json = serde_json::to_value(plain).unwrap();
+        assert!(json.get("bytes_from_cache").is_none() && json.get("requests").is_none());
+        let back: Contact = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, plain);
     }
 
     #[test]

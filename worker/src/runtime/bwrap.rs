@@ -74,6 +74,9 @@ pub struct Plan {
     pub toolchain: Vec<PathBuf>,
     /// The generated hosts file, bound at `/etc/hosts`.
     pub hosts_file: PathBuf,
+    /// A merged certificate bundle (the host's plus the worker's extra authorities,
+    /// [`super::trust`]) and the path it is bound at, read-only; `None`: the host's as is.
+    pub ca_bundle: Option<super::trust::Bind>,
     /// True: bwrap makes an empty network namespace (only loopback); false: the process was
     /// already put in one (with forwarders) before bwrap started.
     pub own_network: bool,
@@ -152,6 +155,9 @@ pub fn args(plan: &Plan) -> Vec<String> {
     }
     for e in ETC_PIECES {
         a.extend(["--ro-bind-try".into(), (*e).to_string(), (*e).to_string()]);
+    }
+    if let Some(b) = &plan.ca_bundle {
+        a.extend(["--ro-bind".into(), s(&b.file), s(&b.inside)]);
     }
     kernel_views(&mut a, plan);
     host_paths(&mut a, &plan.toolchain, plan);
@@ -426,6 +432,7 @@ pub fn probe() -> Result<(), String> {
         readable: Vec::new(),
         toolchain: Vec::new(),
         hosts_file: hosts,
+        ca_bundle: None,
         own_network: true,
         tmp_bytes: 1024 * 1024,
         drop_to,
@@ -478,6 +485,7 @@ mod tests {
             readable: vec!["/agents/a.sh".into()],
             toolchain: vec!["/root/.cargo".into()],
             hosts_file: "/w/work/1/runtime/hosts".into(),
+            ca_bundle: None,
             own_network: true,
             tmp_bytes: 4 << 20,
             drop_to: Some(DropTo {

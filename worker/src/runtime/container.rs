@@ -595,6 +595,7 @@ mod tests {
             readable: vec!["/agents/a.sh".into()],
             toolchain: vec!["/root/.cargo".into()],
             hosts_file: "/w/work/1/hosts".into(),
+            ca_bundle: None,
             own_network: true,
             tmp_bytes: 4 << 20,
             drop_to: Some(bwrap::DropTo {

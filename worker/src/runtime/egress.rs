@@ -3,8 +3,10 @@
 //! An HTTP proxy the worker runs on one more listener inside the sandbox's network
 //! namespace ([`PROXY_ADDR`]:[`PROXY_PORT`], bound with the endpoint listeners by
 //! [`super::net`]); it connects out from the worker's own namespace. It serves `CONNECT
-//! host:port` (HTTPS and any TLS, tunnelled, never intercepted) and plain requests with an
-//! absolute `http://` URI (one request per connection, `Connection: close`). Each connection
+//! host:port` (tunnelled; to port 443 while interception is on, answered itself with a
+//! certificate from the worker's CA, [`intercept`], so that immutable downloads are served
+//! from the worker's cache, [`store`], [`http`]) and plain requests with an absolute
+//! `http://` URI (one request per connection, `Connection: close`). Each connection
 //! is decided by the phase's [`NetworkMode::allows`] on the host the client named, then on
 //! every address it resolves to ([`address_refusal`]: never the worker's loopback,
 //! link-local or an unopened private range; never one of the worker's own interface
@@ -16,6 +18,10 @@
 //! [`request::MAX_HEAD`] bytes. Plain threads (as the endpoint forwarders), two per open
 //! tunnel; whatever the client sends ends in an error answer or a closed socket, never a
 //! panic of the worker.
+
+mod http;
+pub mod intercept;
+pub mod store;
 
 use akbench_core::egress::request::{self, address_refusal, Request};
 use akbench_core::egress::{AllowedHost, Connection, Contact, ContactLog, NetworkMode, Outcome};
@@ -95,6 +101,13 @@ pub struct Policy {
     pub hosts: Vec<(String, IpAddr)>,
     /// Bounds.
     pub limits: Limits,
+    /// Certificate authorities the sandboxed programs trust besides the system's (the
+    /// operator's `AKBENCH_SANDBOX_EXTRA_CA`: [`super::trust`]).
+    pub extra_ca: Option<super::trust::Extra>,
+    /// TLS interception of `CONNECT` to port 443 (`None`: tunnelled as they are).
+    pub intercept: Option<intercept::Interception>,
+    /// The worker's cache (`None`: every request goes to the host).
+    pub cache: Option<Arc<store::Store>>,
 }
 
 impl Policy {
@@ -105,13 +118,18 @@ impl Policy {
             open_ranges: Vec::new(),
             hosts: Vec::new(),
             limits: Limits::default(),
+            extra_ca: None,
+            intercept: None,
+            cache: None,
         }
     }
 
     /// `mode` with the worker operator's settings from its environment
     /// (`AKBENCH_EGRESS_OPEN_RANGES`, `AKBENCH_EGRESS_HOSTS`:
-    /// [`akbench_core::egress::settings`]); the error names the variable, the entry and
-    /// the fix.
+    /// [`akbench_core::egress::settings`]; `AKBENCH_SANDBOX_EXTRA_CA`: [`super::trust`];
+    /// `AKBENCH_EGRESS_INTERCEPT`, `AKBENCH_EGRESS_UPSTREAM_CA`: [`intercept`];
+    /// `AKBENCH_EGRESS_CACHE_DIR`, `AKBENCH_EGRESS_CACHE_MAX_MB`: [`store`]); the error
+    /// names the variable, the entry and the fix.
     pub fn for_phase(mode: NetworkMode) -> Result<Self, String> {
         use akbench_core::egress::{offer, settings};
         let var = |name: &str| std::env::var(name).unwrap_or_default();
@@ -125,8 +143,33 @@ impl Policy {
         Ok(Self {
             open_ranges: settings::parse_open_ranges(&var(settings::OPEN_RANGES_ENV))?,
             hosts: settings::parse_hosts(&var(settings::HOSTS_ENV))?,
+            extra_ca: super::trust::Extra::from_env()?,
+            // A phase with no network has no proxy: nothing to intercept or cache.
+            intercept: if mode.reaches_anything() {
+                intercept::Interception::from_env()?
+            } else {
+                None
+            },
+            cache: if mode.reaches_anything() {
+                store::Store::from_env()?
+            } else {
+                None
+            },
             ..Self::new(mode)
         })
+    }
+
+    /// What the sandboxed programs trust besides the system's: the operator's extra CAs and
+    /// the worker's interception CA (when it intercepts).
+    pub fn trust(&self) -> Option<super::trust::Extra> {
+        let worker = self.intercept.as_ref().and_then(|i| {
+            super::trust::Extra::parse(i.authority.cert_pem(), "the worker's CA").ok()
+        });
+        match (&self.extra_ca, worker) {
+            (Some(a), Some(b)) => Some(a.and(&b)),
+            (Some(a), None) => Some(a.clone()),
+            (None, b) => b,
+        }
     }
 
     /// Whether the phase needs a proxy at all (`no-network` and an empty allowlist do not).
@@ -327,14 +370,18 @@ fn record(shared: &Shared, host: &str, port: u16, outcome: Outcome, detail: Opti
         bytes_down: 0,
         http_status: None,
         detail,
+        bytes_from_cache: 0,
+        requests: Vec::new(),
     });
 }
 
-/// A short plain-text answer from the proxy itself, then the end of the connection.
-fn answer(mut s: &TcpStream, status: u16, why: &str, drain: bool) {
+/// The proxy's own answer: `status`, a one-line plain-text reason, `Connection: close`.
+fn answer_text(status: u16, why: &str) -> String {
     let phrase = match status {
         400 => "Bad Request",
         403 => "Forbidden",
+        413 => "Content Too Large",
+        421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         501 => "Not Implemented",
         502 => "Bad Gateway",
@@ -343,11 +390,15 @@ fn answer(mut s: &TcpStream, status: u16, why: &str, drain: bool) {
         _ => "Error",
     };
     let body = format!("akbench egress proxy: {why}\n");
-    let _ = write!(
-        s,
+    format!(
         "HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    );
+    )
+}
+
+/// A short plain-text answer from the proxy itself, then the end of the connection.
+fn answer(mut s: &TcpStream, status: u16, why: &str, drain: bool) {
+    let _ = s.write_all(answer_text(status, why).as_bytes());
     let _ = s.shutdown(Shutdown::Write);
     // What the client still sends is read and dropped (a bounded while): closing a socket
     // with unread bytes resets it, and the client would lose the answer. Not on the accept
@@ -425,57 +476,29 @@ fn serve(mut inside: TcpStream, active: &Active) {
             return;
         }
     };
+    // The phase's network decides first, before anything is fetched or served from the
+    // cache.
+    if !shared.policy.mode.allows(&host) {
+        let why = format!("{host} is not in this phase's network (the task's allowed_hosts)");
+        answer(&inside, 403, &why, true);
+        return record(shared, &host, port, Outcome::Denied, Some(why));
+    }
+    match &upstream_head {
+        None if port == 443 && shared.policy.intercept.is_some() => {
+            return http::intercept(inside, rest, &host, port, active);
+        }
+        Some(h) if http::plain(&inside, h, &rest, &host, port, active) => return,
+        _ => {}
+    }
     let fail = |status: u16, outcome: Outcome, why: String| {
         answer(&inside, status, &why, true);
         record(shared, &host, port, outcome, Some(why));
     };
-    if !shared.policy.mode.allows(&host) {
-        return fail(
-            403,
-            Outcome::Denied,
-            format!("{host} is not in this phase's network (the task's allowed_hosts)"),
-        );
-    }
-    let addrs = match resolve(&shared.policy, &host, port, limits.dns) {
-        Ok(a) => a,
-        Err(why) => return fail(502, Outcome::DnsFailed, why),
-    };
-    let mut refused = None;
-    let reachable: Vec<SocketAddr> = addrs
-        .into_iter()
-        .filter(|a| {
-            let why = address_refusal(a.ip(), &shared.policy.open_ranges).or_else(|| {
-                shared
-                    .own
-                    .contains(&unmapped(a.ip()))
-                    .then_some("one of the worker's own addresses")
-            });
-            match why {
-                None => true,
-                Some(why) => {
-                    refused.get_or_insert(format!("{host} resolves to {}: {why}", a.ip()));
-                    false
-                }
-            }
-        })
-        .collect();
-    if reachable.is_empty() {
-        return fail(
-            403,
-            Outcome::Denied,
-            refused.unwrap_or_else(|| format!("{host} has no address")),
-        );
-    }
-    let outside = match connect(&reachable, limits.connect) {
+    let outside = match reach(shared, &host, port) {
         Ok(s) => s,
-        Err((Outcome::Timeout, why)) => return fail(504, Outcome::Timeout, why),
-        Err((o, why)) => return fail(502, o, why),
+        Err((status, outcome, why)) => return fail(status, outcome, why),
     };
-    if let Ok(c) = outside.try_clone() {
-        if let Some(v) = lock(&shared.open).get_mut(&active.id) {
-            v.push(c);
-        }
-    }
+    hold(active, &outside);
     let mut up = 0u64;
     let first = match &upstream_head {
         None => {
@@ -501,7 +524,57 @@ fn serve(mut inside: TcpStream, active: &Active) {
         bytes_down: down,
         http_status: status,
         detail: None,
+        bytes_from_cache: 0,
+        requests: Vec::new(),
     });
+}
+
+/// Resolves `host`, refuses the addresses never reached ([`address_refusal`], the
+/// worker's own) and connects: the socket, or `(status to answer, outcome, why)`.
+fn reach(shared: &Shared, host: &str, port: u16) -> Result<TcpStream, (u16, Outcome, String)> {
+    let limits = shared.policy.limits;
+    let addrs = resolve(&shared.policy, host, port, limits.dns)
+        .map_err(|why| (502, Outcome::DnsFailed, why))?;
+    let mut refused = None;
+    let reachable: Vec<SocketAddr> = addrs
+        .into_iter()
+        .filter(|a| {
+            let why = address_refusal(a.ip(), &shared.policy.open_ranges).or_else(|| {
+                shared
+                    .own
+                    .contains(&unmapped(a.ip()))
+                    .then_some("one of the worker's own addresses")
+            });
+            match why {
+                None => true,
+                Some(why) => {
+                    refused.get_or_insert(format!("{host} resolves to {}: {why}", a.ip()));
+                    false
+                }
+            }
+        })
+        .collect();
+    if reachable.is_empty() {
+        return Err((
+            403,
+            Outcome::Denied,
+            refused.unwrap_or_else(|| format!("{host} has no address")),
+        ));
+    }
+    match connect(&reachable, limits.connect) {
+        Ok(s) => Ok(s),
+        Err((Outcome::Timeout, why)) => Err((504, Outcome::Timeout, why)),
+        Err((o, why)) => Err((502, o, why)),
+    }
+}
+
+/// Keeps a clone of `s` with the connection's, so [`Proxy::stop`] closes it.
+fn hold(active: &Active, s: &TcpStream) {
+    if let Ok(c) = s.try_clone() {
+        if let Some(v) = lock(&active.shared.open).get_mut(&active.id) {
+            v.push(c);
+        }
+    }
 }
 
 /// The host's addresses: an IP literal as is, a static host, else DNS within `deadline`.

@@ -27,6 +27,7 @@ pub mod owner;
 pub mod seccomp;
 pub mod shared;
 pub mod subids;
+pub mod trust;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
@@ -372,6 +373,11 @@ pub fn prepare(
             source,
         });
     }
+    // The extra authorities the programs trust, while the phase has the proxy.
+    let trust = match &network {
+        Some(n) if n.has_proxy() => exposure.egress.as_ref().and_then(egress::Policy::trust),
+        _ => None,
+    };
     let mut disk_roots = exposure.disk_roots.clone();
     let mut writable = exposure.writable.clone();
     let container = match (kind, &exposure.container) {
@@ -387,6 +393,18 @@ pub fn prepare(
             }
             match container::copy_on_write(exposure, view, drop_to.as_ref()) {
                 Ok((mount, upper)) => {
+                    if let Some(extra) = &trust {
+                        let owner = drop_to.as_ref().map(|d| (d.user.uid, d.user.gid));
+                        if let Err(source) =
+                            trust::for_container(extra, &view.image.rootfs, &upper, owner)
+                        {
+                            undo(&group, network);
+                            return Err(RuntimeError::Io {
+                                path: upper,
+                                source,
+                            });
+                        }
+                    }
                     disk_roots.push(upper);
                     Some((view, mount))
                 }
@@ -433,6 +451,28 @@ pub fn prepare(
             }
         },
     };
+    let ca_bundle = match (&trust, &container) {
+        (Some(extra), None) => match trust::for_sandbox(extra, &exposure.scratch) {
+            Ok(b) => Some(b),
+            Err(source) => {
+                undo(&group, network);
+                return Err(RuntimeError::Io {
+                    path: exposure.scratch.clone(),
+                    source,
+                });
+            }
+        },
+        _ => None,
+    };
+    if trust.is_some() {
+        let inside = ca_bundle.as_ref().map_or_else(
+            || trust::BUNDLE.to_string(),
+            |b| b.inside.display().to_string(),
+        );
+        for (k, v) in trust::env_vars(&inside) {
+            spec.env.insert(k.into(), v);
+        }
+    }
     let plan = bwrap::Plan {
         argv: spec.argv.clone(),
         cwd: spec.cwd.clone(),
@@ -440,6 +480,7 @@ pub fn prepare(
         readable: exposure.readable.clone(),
         toolchain: bwrap::toolchain_dirs(&spec.env),
         hosts_file: hosts,
+        ca_bundle,
         own_network: network.is_none(),
         tmp_bytes: limits.disk_mb.saturating_mul(1024 * 1024),
         drop_to,

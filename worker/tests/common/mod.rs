@@ -13,9 +13,11 @@ use std::sync::Arc;
 
 pub mod fake_provider;
 pub mod in_container;
+pub mod installers;
 pub mod registry;
 pub mod rerun;
 pub mod unprivileged;
+pub mod upstream;
 
 pub struct Corpus {
     pub dir: tempfile::TempDir,
