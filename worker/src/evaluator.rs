@@ -497,6 +497,8 @@ fn run_once(
                     writable: vec![verifier.clone(), home.clone()],
                     limits,
                 },
+                // Grading's network, in the environment the agent left.
+                exposure.egress.clone(),
             )
         }
     };

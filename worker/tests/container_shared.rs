@@ -395,3 +395,86 @@ fn an_agent_out_of_time_in_a_shared_environment_is_stopped() {
         .collect();
     assert!(left.is_empty(), "processes left: {left:?}");
 }
+
+/// The agent's phase has no network and grading's is public (`[agent] network_mode =
+/// "no-network"`, `[verifier] network_mode = "public"`), in one environment: the agent's
+/// fetch of the test upstream finds no way out, the grader's succeeds through the proxy
+/// (its variables given to it in the environment), and each phase's record lists its own
+/// contacts (grading's, not the agent's, has the host).
+#[test]
+fn each_phase_of_a_shared_environment_gets_its_own_network_and_record() {
+    const TEST: &str = "each_phase_of_a_shared_environment_gets_its_own_network_and_record";
+    if !runs_here(TEST) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        akbench_core::testkit::skip(TEST, "network namespaces need root");
+        return;
+    }
+    let u = common::upstream::Upstream::create_on_host().unwrap();
+    fs::create_dir_all(u.www().join("up.test")).unwrap();
+    fs::write(u.www().join("up.test/answer"), "42\n").unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16");
+        std::env::set_var("AKBENCH_EGRESS_HOSTS", u.hosts_env());
+    }
+    let (reg, c) = setup();
+    const FETCH: &str = r#"python3 -c '
+import sys, urllib.request
+try:
+    print(urllib.request.urlopen("http://up.test/answer", timeout=10).read().decode().strip())
+except Exception as e:
+    print("failed:", type(e).__name__)
+'"#;
+    let solve = format!(
+        "got=\"$({FETCH})\"\necho \"agent fetched: $got\"\necho \"$got\" > /etc/akb-agent-fetch\n"
+    );
+    let grade = format!(
+        "got=\"$({FETCH})\"\necho \"grader fetched: $got\"\nagent=\"$(cat /etc/akb-agent-fetch)\"\necho \"agent had: $agent\"\ncase \"$agent\" in failed*) a=1;; *) a=0;; esac\nif [ \"$got\" = 42 ] && [ $a = 1 ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+    );
+    add_shared_task(&c, &reg, "phases", &grade, &solve);
+    let toml = c.tasks().join("phases/task.toml");
+    let text = fs::read_to_string(&toml)
+        .unwrap()
+        .replace(
+            "environment_mode = \"shared\"\n",
+            "environment_mode = \"shared\"\nnetwork_mode = \"public\"\n",
+        )
+        .replace(
+            "[agent]\ntimeout_sec = 60\n",
+            "[agent]\ntimeout_sec = 60\nnetwork_mode = \"no-network\"\n",
+        );
+    assert!(
+        text.contains("no-network") && text.contains("\"public\""),
+        "{text}"
+    );
+    fs::write(&toml, text).unwrap();
+    let r = run(&c, "phases", "oracle", "oracle");
+    assert_eq!(r.outcome.ok, Some(true), "{:?}", r.attempts[0].grade);
+    assert_eq!(environment(&r).as_deref(), Some("shared"));
+    let a = &r.attempts[0];
+    let agent = a
+        .agent_process
+        .as_ref()
+        .and_then(|p| p.runtime.as_ref())
+        .map(|f| f.egress.clone())
+        .unwrap_or_default();
+    assert!(
+        agent.iter().all(|c| c.host != "up.test"),
+        "the agent's phase had no network: {agent:?}"
+    );
+    let grading = a
+        .grade
+        .as_ref()
+        .and_then(|g| g.runtime.as_ref())
+        .map(|f| f.egress.clone())
+        .unwrap_or_default();
+    assert!(
+        grading
+            .iter()
+            .any(|c| c.host == "up.test" && c.port == 80 && c.bytes_down > 0),
+        "grading's record lists its fetch: {grading:?}"
+    );
+}

@@ -120,6 +120,8 @@ pub(super) fn healthcheck(
                     writable: Vec::new(),
                     limits: crate::runtime::Limits::default(),
                 },
+                // A probe: the environment's network as it is, no proxy of its own.
+                None,
             )
             .map_err(|e| format!("failed to run the healthcheck: {e}"))?;
         let guard = prepared.guard;

@@ -229,6 +229,12 @@ impl Proxy {
         }
     }
 
+    /// What was contacted so far, taken: the next call returns only later contacts (a
+    /// shared environment's proxy runs across phases: each phase takes its own).
+    pub fn take_contacts(&self) -> Vec<Contact> {
+        std::mem::take(&mut *lock(&self.shared.log)).contacts()
+    }
+
     /// Stops accepting, closes every open connection (the sandbox's processes are gone by
     /// now), waits for their threads (at most 10 s) and returns what was contacted.
     pub fn stop(self) -> Vec<Contact> {

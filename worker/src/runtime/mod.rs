@@ -198,6 +198,9 @@ pub struct Guard {
     /// The output of a program started in a shared environment ([`shared::Env::exec`]),
     /// settled once it ended.
     output: Option<Arc<shared::Relay>>,
+    /// A program started in a shared environment: what the environment's egress proxy
+    /// recorded during its phase, taken when it ends ([`shared::Env::exec`]).
+    phase_contacts: Option<shared::PhaseContacts>,
 }
 
 /// How the confined process ended, as the runtime saw it.
@@ -286,6 +289,9 @@ impl Guard {
         if let Some(n) = self.net.take() {
             self.facts.egress = n.stop();
         }
+        if let Some(p) = self.phase_contacts.take() {
+            self.facts.egress = p.take();
+        }
         // Every process is gone, so every copy of the pipe's write end is closed.
         if let Some(fd) = self.status.take() {
             if ended_by.is_none() && !bwrap::launched(&read_all(fd)) {
@@ -307,9 +313,30 @@ impl Guard {
 /// Confines `spec` with runtime `kind`. `tag` names the cgroup (unique per process tree).
 pub fn prepare(
     kind: RuntimeKind,
+    spec: ProcessSpec,
+    exposure: &Exposure,
+    limits: Limits,
+) -> Result<Prepared, RuntimeError> {
+    prepare_with(kind, spec, exposure, limits, None)
+}
+
+/// What a shared environment ([`shared::Env`]) needs of [`prepare`] beyond one process's:
+/// a network namespace of the worker's even when its first phase has no network (a later
+/// phase's proxy is started there: [`net::Network::set_egress`]), and the authorities its
+/// later phases' programs trust, written into its file system now.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EnvironmentNeeds {
+    /// The extra authorities of any phase that will have the proxy.
+    pub trust: Option<trust::Extra>,
+}
+
+/// [`prepare`], for a shared environment when `environment` is given.
+pub(crate) fn prepare_with(
+    kind: RuntimeKind,
     mut spec: ProcessSpec,
     exposure: &Exposure,
     limits: Limits,
+    environment: Option<EnvironmentNeeds>,
 ) -> Result<Prepared, RuntimeError> {
     check(kind)?;
     if kind == RuntimeKind::Direct {
@@ -330,6 +357,7 @@ pub fn prepare(
                 limits,
                 status: None,
                 output: None,
+                phase_contacts: None,
             },
         });
     }
@@ -347,7 +375,7 @@ pub fn prepare(
     })?;
     let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
     let egress = exposure.egress.clone().filter(egress::Policy::needs_proxy);
-    let network = if exposure.endpoints.is_empty() && egress.is_none() {
+    let network = if exposure.endpoints.is_empty() && egress.is_none() && environment.is_none() {
         None
     } else {
         match net::Network::start(&exposure.endpoints, egress) {
@@ -374,8 +402,11 @@ pub fn prepare(
         });
     }
     // The extra authorities the programs trust, while the phase has the proxy.
-    let trust = match &network {
-        Some(n) if n.has_proxy() => exposure.egress.as_ref().and_then(egress::Policy::trust),
+    let trust = match (&network, &environment) {
+        (_, Some(env)) => env.trust.clone(),
+        (Some(n), None) if n.has_proxy() => {
+            exposure.egress.as_ref().and_then(egress::Policy::trust)
+        }
         _ => None,
     };
     let mut disk_roots = exposure.disk_roots.clone();
@@ -531,6 +562,7 @@ pub fn prepare(
             limits,
             status: Some(status_r),
             output: None,
+            phase_contacts: None,
         },
     })
 }

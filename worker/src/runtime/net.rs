@@ -34,6 +34,8 @@ pub struct Network {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     proxy: Option<egress::Proxy>,
+    /// The policy [`Self::proxy`] serves (`None`: no proxy).
+    policy: Option<egress::Policy>,
 }
 
 /// The loopback address inside the sandbox each endpoint listens on (pure): a loopback IPv4
@@ -96,6 +98,7 @@ impl Network {
             (Some(Arc::new(made.userns)), made.netns, made.listeners)
         };
         let bound: Vec<(Endpoint, Ipv4Addr)> = endpoints.iter().cloned().zip(addrs).collect();
+        let policy = egress.clone();
         let proxy = match egress {
             Some(policy) => {
                 let l = listeners
@@ -121,7 +124,52 @@ impl Network {
             stop,
             threads,
             proxy,
+            policy,
         })
+    }
+
+    /// The policy the egress proxy serves now (`None`: no proxy).
+    pub fn policy(&self) -> Option<&egress::Policy> {
+        self.policy.as_ref()
+    }
+
+    /// What the egress proxy recorded since the last call (empty without one); it keeps
+    /// running.
+    pub fn take_contacts(&self) -> Vec<Contact> {
+        self.proxy
+            .as_ref()
+            .map(egress::Proxy::take_contacts)
+            .unwrap_or_default()
+    }
+
+    /// Serves the namespace's next phase under `egress` (`None`, or a policy reaching
+    /// nothing: no proxy): the running proxy, if any, is stopped (its open connections end)
+    /// and what it recorded since the last take is returned; a proxy for `egress` is started
+    /// on the same address inside the namespace. A shared environment's namespace lives
+    /// across phases ([`super::shared`]); only a root worker can enter it again.
+    pub fn set_egress(&mut self, egress: Option<egress::Policy>) -> Result<Vec<Contact>, String> {
+        let egress = egress.filter(egress::Policy::needs_proxy);
+        let contacts = self
+            .proxy
+            .take()
+            .map(egress::Proxy::stop)
+            .unwrap_or_default();
+        self.policy = None;
+        if let Some(policy) = egress {
+            if self.userns.is_some() {
+                return Err("a network for a later phase needs a root worker".into());
+            }
+            let netns = self.netns.clone();
+            let listener = std::thread::spawn(move || {
+                bind_in(&netns, (egress::PROXY_ADDR, egress::PROXY_PORT))
+            })
+            .join()
+            .map_err(|_| "the namespace thread panicked".to_string())?
+            .map_err(|e| format!("cannot listen for the egress proxy in the namespace: {e}"))?;
+            self.proxy = Some(egress::Proxy::start(listener, policy.clone()));
+            self.policy = Some(policy);
+        }
+        Ok(contacts)
     }
 
     /// Whether the egress proxy runs (the sandboxed programs get its variables).
@@ -179,6 +227,16 @@ fn make_namespace(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
         .map(|a| TcpListener::bind(*a))
         .collect::<io::Result<Vec<_>>>()?;
     Ok((netns, listeners))
+}
+
+/// Runs on a throwaway thread: enters `netns` (the thread's own namespace changes, not the
+/// worker's) and listens there.
+fn bind_in(netns: &OwnedFd, at: (Ipv4Addr, u16)) -> io::Result<TcpListener> {
+    // SAFETY: setns with a namespace file descriptor we own affects only this thread.
+    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    TcpListener::bind(at)
 }
 
 /// Brings the calling thread's network namespace's loopback up. Plain system calls on a

@@ -23,13 +23,23 @@
 //!   grader's namespace), while it sees, reaches and owns what they left. It has a cgroup
 //!   and limits of its own, ended with it.
 //!
+//! - The network: the environment has one network namespace for its whole life, so one
+//!   egress proxy at a time serves every process in it. Each program started with a phase's
+//!   network ([`Env::exec`]'s `egress`: the agent's, then grading's) gets that phase's proxy
+//!   (restarted when the policy changes, which ends its open connections), its variables and
+//!   the trusted authorities; what the proxy records from then until the program ends goes
+//!   to that program's record, and what it records between programs (the agent's background
+//!   processes after the agent ended) to the next phase's. The environment starts with no
+//!   proxy (the image's entry point and the healthcheck get none).
+//!
 //! [`Env::finish`] (also on drop) ends every process of the environment.
 
 use super::{
-    bwrap, cgroup, container, owner, seccomp, subids, DiskWatch, Exposure, Finished, Guard, Limits,
-    RuntimeError, RuntimeKind,
+    bwrap, cgroup, container, egress, net, owner, seccomp, subids, trust, DiskWatch, Exposure,
+    Finished, Guard, Limits, RuntimeError, RuntimeKind,
 };
 use crate::process::{spawn, CancelToken, ProcessSpec, Running};
+use akbench_core::egress::Contact;
 use akbench_core::record::RuntimeFacts;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -67,6 +77,40 @@ pub struct Env {
     range: subids::SubIds,
     scratch: PathBuf,
     relays: Mutex<Vec<Arc<Relay>>>,
+    net: Arc<Mutex<EnvNet>>,
+}
+
+/// The environment's network across phases (see the module documentation).
+#[derive(Debug, Default)]
+struct EnvNet {
+    /// Its namespace and the proxy of the current phase.
+    network: Option<net::Network>,
+    /// The endpoints' hosts (served by their forwarders, never through the proxy).
+    direct: Vec<String>,
+    /// The variables naming the trusted authorities' bundle, when there are extra ones.
+    trust_vars: Vec<(&'static str, String)>,
+    /// Recorded after one program ended and before the next phase's proxy replaced that
+    /// proxy: the next program's.
+    between: Vec<Contact>,
+}
+
+/// What the environment's proxy recorded for one program, taken when it ends.
+#[derive(Debug)]
+pub struct PhaseContacts(Arc<Mutex<EnvNet>>);
+
+impl PhaseContacts {
+    /// The contacts since the program's phase began (including those between the previous
+    /// program and this one).
+    pub fn take(self) -> Vec<Contact> {
+        let Ok(mut n) = self.0.lock() else {
+            return Vec::new();
+        };
+        let mut out = std::mem::take(&mut n.between);
+        if let Some(network) = &n.network {
+            out.extend(network.take_contacts());
+        }
+        out
+    }
 }
 
 /// Who [`Env::exec`] starts.
@@ -97,10 +141,14 @@ fn err(reason: impl Into<String>) -> RuntimeError {
 impl Env {
     /// Starts the environment: `spec` is the agent's (its environment, folders and time),
     /// run as [`KEEPER`] in `exposure` with `limits`, and waits until its namespaces exist.
+    /// `trust`: the extra authorities of any phase that will have the proxy (written into the
+    /// environment's file system now). The environment's own program gets no proxy: each
+    /// phase's program is given its network by [`Env::exec`].
     pub fn start(
         mut spec: ProcessSpec,
         exposure: &Exposure,
         limits: Limits,
+        trust: Option<trust::Extra>,
     ) -> Result<Env, RuntimeError> {
         let view = exposure
             .container
@@ -127,9 +175,29 @@ impl Env {
         spec.timeout = Duration::from_secs(7 * 24 * 3600);
         spec.tag = format!("{}-env", spec.tag);
         let stderr_path = spec.stderr_path.clone();
-        let prepared = super::prepare(RuntimeKind::Container, spec, exposure, limits)?;
+        let keeper = Exposure {
+            egress: None,
+            ..exposure.clone()
+        };
+        let trust_vars = match &trust {
+            Some(_) => trust::env_vars(trust::BUNDLE),
+            None => Vec::new(),
+        };
+        let prepared = super::prepare_with(
+            RuntimeKind::Container,
+            spec,
+            &keeper,
+            limits,
+            Some(super::EnvironmentNeeds { trust }),
+        )?;
         let procs = prepared.spec.hooks.cgroup_procs.clone();
-        let guard = prepared.guard;
+        let mut guard = prepared.guard;
+        let net = Arc::new(Mutex::new(EnvNet {
+            network: guard.net.take(),
+            direct: exposure.endpoints.iter().map(|e| e.host.clone()).collect(),
+            trust_vars,
+            between: Vec::new(),
+        }));
         let running = match spawn(prepared.spec) {
             Ok(r) => r,
             Err(e) => {
@@ -154,6 +222,7 @@ impl Env {
             range,
             scratch: exposure.scratch.clone(),
             relays: Mutex::new(Vec::new()),
+            net,
         };
         let until = Instant::now() + START_WAIT;
         let pid = loop {
@@ -231,12 +300,22 @@ impl Env {
     }
 
     /// Makes `spec` start inside the environment (see the module documentation), and the
-    /// guard that ends it.
+    /// guard that ends it. `egress`: the network of the phase it runs in (the agent's,
+    /// grading's); `None` (a healthcheck): the network as it is, no proxy variables, no
+    /// contacts of its own.
     pub fn exec(
         &self,
         mut spec: ProcessSpec,
         who: ExecAs,
+        egress: Option<egress::Policy>,
     ) -> Result<super::Prepared, RuntimeError> {
+        let phase_contacts = match egress {
+            Some(policy) => {
+                self.enter_phase(policy, &mut spec)?;
+                Some(PhaseContacts(self.net.clone()))
+            }
+            None => None,
+        };
         let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
@@ -325,6 +404,7 @@ impl Env {
                     limits,
                     status: None,
                     output: Some(relay),
+                    phase_contacts,
                 }
             }
             ExecAs::Grader {
@@ -367,6 +447,7 @@ impl Env {
                     limits,
                     status: None,
                     output: None,
+                    phase_contacts,
                 }
             }
         };
@@ -374,12 +455,56 @@ impl Env {
         Ok(super::Prepared { spec, guard })
     }
 
+    /// Gives the environment `policy`'s network (a new proxy when it differs from the
+    /// current one) and `spec` its variables.
+    fn enter_phase(
+        &self,
+        policy: egress::Policy,
+        spec: &mut ProcessSpec,
+    ) -> Result<(), RuntimeError> {
+        let mut n = self
+            .net
+            .lock()
+            .map_err(|e| err(format!("the environment's network: {e}")))?;
+        let wanted = Some(policy).filter(egress::Policy::needs_proxy);
+        let now = n.network.as_ref().and_then(|x| x.policy()).cloned();
+        if now != wanted {
+            let network = n
+                .network
+                .as_mut()
+                .ok_or_else(|| err("the environment has no network namespace of its own"))?;
+            let left = network.set_egress(wanted).map_err(RuntimeError::Net)?;
+            n.between.extend(left);
+        }
+        if n.network.as_ref().is_some_and(net::Network::has_proxy) {
+            let direct: Vec<&str> = n.direct.iter().map(String::as_str).collect();
+            for (k, v) in egress::env_vars(&direct) {
+                spec.env.insert(k.into(), v);
+            }
+            for (k, v) in &n.trust_vars {
+                spec.env.insert((*k).into(), v.clone());
+            }
+        }
+        Ok(())
+    }
+
     fn end(&mut self) -> Option<Finished> {
-        let running = self.running.take()?;
+        let network = self.net.lock().ok().and_then(|mut n| n.network.take());
+        let Some(running) = self.running.take() else {
+            if let Some(n) = network {
+                let _ = n.stop();
+            }
+            return None;
+        };
         let cancel = CancelToken::new();
         cancel.cancel();
         running.wait(&cancel);
         let finished = self.guard.take().map(Guard::finish);
+        // Every process is gone: the proxy stops (what it recorded since the last program
+        // ended belongs to no phase).
+        if let Some(n) = network {
+            let _ = n.stop();
+        }
         if let Ok(mut relays) = self.relays.lock() {
             for r in relays.drain(..) {
                 r.end();

@@ -368,7 +368,17 @@ pub(super) fn starting_agent(
         for (k, _) in &secrets {
             keeper.env.remove(k);
         }
-        let env = match crate::runtime::shared::Env::start(keeper, &exposure, req.limits()) {
+        // The authorities programs of a later phase trust (grading's network may differ
+        // from the agent's), written into the environment now.
+        let trust = match runtime::egress::Policy::for_phase(req.task.network.verifier.clone()) {
+            Ok(grading) => [exposure.egress.as_ref(), Some(&grading)]
+                .into_iter()
+                .flatten()
+                .filter(|p| p.needs_proxy())
+                .find_map(runtime::egress::Policy::trust),
+            Err(e) => return r.end(Event::InfrastructureFailed, e),
+        };
+        let env = match crate::runtime::shared::Env::start(keeper, &exposure, req.limits(), trust) {
             Ok(e) => e,
             Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
         };
@@ -384,7 +394,11 @@ pub(super) fn starting_agent(
             env.finish();
             return r.end(Event::InfrastructureFailed, why);
         }
-        let prepared = env.exec(spec, crate::runtime::shared::ExecAs::Agent);
+        let prepared = env.exec(
+            spec,
+            crate::runtime::shared::ExecAs::Agent,
+            exposure.egress.clone(),
+        );
         *env_slot = Some(env);
         prepared
     } else {
