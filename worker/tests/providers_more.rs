@@ -32,6 +32,7 @@ enum Cli {
     Qwen,
     Opencode,
     Mini,
+    Aider,
 }
 
 impl Cli {
@@ -41,6 +42,7 @@ impl Cli {
             Cli::Qwen => "qwen",
             Cli::Opencode => "opencode",
             Cli::Mini => "mini",
+            Cli::Aider => "aider",
         }
     }
 
@@ -50,6 +52,7 @@ impl Cli {
             Cli::Qwen => "qwen-code",
             Cli::Opencode => "opencode",
             Cli::Mini => "mini-swe-agent",
+            Cli::Aider => "aider",
         }
     }
 
@@ -57,6 +60,8 @@ impl Cli {
         match self {
             Cli::Gemini | Cli::Qwen => "run_shell_command",
             Cli::Opencode | Cli::Mini => "bash",
+            // aider has no tools: each file it changed is an `edit_file` call.
+            Cli::Aider => "edit_file",
         }
     }
 
@@ -109,6 +114,14 @@ impl Cli {
             // litellm's OpenAI provider, pointed at the fake.
             Cli::Mini => format!(
                 "adapter = \"mini-swe-agent\"\nmodel = \"openai/m1\"\nnetwork = [\"{}\"]\n\
+                 [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+                p.endpoint(),
+                p.openai_base_url()
+            ),
+            // litellm's OpenAI provider, pointed at the fake (aider's `whole` edit format,
+            // its default for a model it does not know).
+            Cli::Aider => format!(
+                "adapter = \"aider\"\nmodel = \"openai/m1\"\nnetwork = [\"{}\"]\n\
                  [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
                 p.endpoint(),
                 p.openai_base_url()
@@ -182,8 +195,9 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         assert_eq!((obs.cost_usd, obs.output_tokens), (None, None), "{}", ctx());
         return;
     }
-    // One tool call and an answer (fix), or the answer alone.
-    let requests = if fix { 2 } else { 1 };
+    // One tool call and an answer (fix), or the answer alone; aider's one answer holds its
+    // edits.
+    let requests = if fix && !matches!(cli, Cli::Aider) { 2 } else { 1 };
     assert_eq!(obs.turns, Some(requests), "{}", ctx());
     // Every fake answer is 100 prompt tokens, 20 of them cached, and 10 output tokens; the
     // CLIs' side requests (Qwen Code's) are paid for too.
@@ -200,13 +214,21 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         Cli::Opencode => requests,
         _ => answered,
     };
-    assert_eq!(obs.input_tokens, Some(80 * answered), "{}", ctx());
-    assert_eq!(obs.cached_input_tokens, Some(20 * answered), "{}", ctx());
+    // aider reads no cached count from an OpenAI usage: what it sent is the input.
+    let (input, cached) = match cli {
+        Cli::Aider => (Some(100 * answered), None),
+        _ => (Some(80 * answered), Some(20 * answered)),
+    };
+    assert_eq!(obs.input_tokens, input, "{}", ctx());
+    assert_eq!(obs.cached_input_tokens, cached, "{}", ctx());
     assert_eq!(obs.output_tokens, Some(10 * answered), "{}", ctx());
     assert_eq!(obs.cost_usd, None, "neither CLI reports a cost");
-    assert_eq!(
-        obs.final_message.as_deref(),
-        Some(FINAL_ANSWER),
+    // aider's answer is followed by the file it writes.
+    assert!(
+        obs.final_message
+            .as_deref()
+            .is_some_and(|m| m == FINAL_ANSWER
+                || (matches!(cli, Cli::Aider) && m.starts_with(FINAL_ANSWER))),
         "{}",
         ctx()
     );
@@ -238,7 +260,10 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
                 .flatten()
                 .map(move |c| (c, s.observation.as_ref()))
         })
-        .filter(|(c, _)| c.arguments.get("command").and_then(|v| v.as_str()) == Some(FIX))
+        .filter(|(c, _)| match cli {
+            Cli::Aider => c.arguments.get("path").and_then(|v| v.as_str()) == Some("value.txt"),
+            _ => c.arguments.get("command").and_then(|v| v.as_str()) == Some(FIX),
+        })
         .collect();
     assert_eq!(calls.len(), usize::from(fix), "{}", ctx());
     for (call, observation) in &calls {
@@ -247,7 +272,7 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     }
     let fm = t.final_metrics.unwrap();
     assert_eq!(fm.total_prompt_tokens, Some(100 * answered));
-    assert_eq!(fm.total_cached_tokens, Some(20 * answered));
+    assert_eq!(fm.total_cached_tokens, cached);
     assert_eq!(fm.total_cost_usd, None);
 }
 
@@ -441,8 +466,61 @@ fn mini_provider_401() {
 }
 
 #[test]
+fn aider_solved() {
+    case(Cli::Aider, Mode::Up, true, Completed, Some(true), None);
+}
+#[test]
+fn aider_ran_but_fixed_nothing() {
+    case(Cli::Aider, Mode::Up, false, Completed, Some(false), None);
+}
+#[test]
+fn aider_provider_down() {
+    case(
+        Cli::Aider,
+        Mode::Down,
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: unreachable"),
+    );
+}
+#[test]
+fn aider_provider_429() {
+    case(
+        Cli::Aider,
+        Mode::Status(429),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: rate limited (HTTP 429)"),
+    );
+}
+#[test]
+fn aider_provider_500() {
+    case(
+        Cli::Aider,
+        Mode::Status(500),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: server error"),
+    );
+}
+#[test]
+fn aider_provider_401() {
+    case(
+        Cli::Aider,
+        Mode::Status(401),
+        true,
+        InvalidConfiguration,
+        None,
+        Some("provider: the model provider refused the agent's credential: credential refused"),
+    );
+}
+
+#[test]
 fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
-    for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode, Cli::Mini] {
+    for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode, Cli::Mini, Cli::Aider] {
         let adapter = cli.adapter();
         if !cli.installed() {
             continue;
@@ -475,7 +553,7 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
 #[test]
 fn the_example_descriptors_load() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
-    for name in ["gemini-cli", "qwen-code", "opencode", "mini-swe-agent"] {
+    for name in ["gemini-cli", "qwen-code", "opencode", "mini-swe-agent", "aider"] {
         let a = akbench_core::agent::Agent::load(&root, name).unwrap();
         assert_eq!(a.descriptor.adapter, name);
         akbench_core::agent::adapters::check(

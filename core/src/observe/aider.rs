@@ -114,6 +114,12 @@ pub(crate) fn split(stdout: &str) -> (&str, &str, &str) {
     }
 }
 
+/// True when aider started its chat (its chat history has a line): a launch it refused (an
+/// unknown flag) writes none.
+pub fn started(stdout: &str) -> bool {
+    !split(stdout).2.trim().is_empty()
+}
+
 /// One `message_send` event: an answer of the model's.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Send {
@@ -356,6 +362,8 @@ mod tests {
         assert_eq!(o.provider_error, None);
         let o = parse_aider(&output(log, &events(0.25), HISTORY));
         assert_eq!(o.cost_usd, Some(0.25));
+        assert!(started(&output(log, "", HISTORY)));
+        assert!(!started(&output("aider: error: unrecognized arguments: -x", "", "\n")));
     }
 
     #[test]
