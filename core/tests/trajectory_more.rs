@@ -7,7 +7,8 @@
 //! (scripts/check-atif.py).
 
 use akbench_core::observe::{
-    parse_aider, parse_gemini_cli, parse_mini_swe_agent, parse_opencode, parse_qwen_code, ProviderErrorKind,
+    parse_aider, parse_gemini_cli, parse_mini_swe_agent, parse_opencode, parse_qwen_code,
+    ProviderErrorKind,
 };
 use akbench_core::record::Observations;
 use akbench_core::trajectory::{convert, validate, Trajectory};
@@ -145,15 +146,31 @@ fn aider_solved_gives_the_edit_as_a_tool_call_and_its_tokens() {
     assert_eq!(call.arguments["path"], "value.txt");
     assert_eq!(call.arguments["edit_format"], "whole");
     let r = &step.observation.as_ref().unwrap().results[0];
-    assert_eq!(r.source_call_id.as_deref(), Some(call.tool_call_id.as_str()));
-    assert!(step.message.contains("value.txt\n```\n42\n```"), "{}", step.message);
+    assert_eq!(
+        r.source_call_id.as_deref(),
+        Some(call.tool_call_id.as_str())
+    );
+    assert!(
+        step.message.contains("value.txt\n```\n42\n```"),
+        "{}",
+        step.message
+    );
     let fm = t.final_metrics.as_ref().unwrap();
     assert_eq!(
-        (fm.total_prompt_tokens, fm.total_cached_tokens, fm.total_completion_tokens),
+        (
+            fm.total_prompt_tokens,
+            fm.total_cached_tokens,
+            fm.total_completion_tokens
+        ),
         (Some(100), None, Some(10))
     );
     assert_eq!(
-        (obs.turns, obs.input_tokens, obs.cached_input_tokens, obs.output_tokens),
+        (
+            obs.turns,
+            obs.input_tokens,
+            obs.cached_input_tokens,
+            obs.output_tokens
+        ),
         (Some(1), Some(100), None, Some(10))
     );
     assert_eq!((fm.total_cost_usd, obs.cost_usd), (None, None));
@@ -174,5 +191,8 @@ fn aider_refused_credential() {
     assert_eq!(e.kind, ProviderErrorKind::Unauthorized);
     assert_eq!(obs.reported_error, Some(true));
     assert_eq!(obs.output_tokens, None);
-    assert!(t.steps.iter().any(|s| s.message.contains("AuthenticationError")));
+    assert!(t
+        .steps
+        .iter()
+        .any(|s| s.message.contains("AuthenticationError")));
 }

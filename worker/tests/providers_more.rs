@@ -1,10 +1,10 @@
-//! The real `gemini` (Gemini CLI), `qwen` (Qwen Code) and `opencode` CLIs, driven by
-//! akbench's adapters in the sandbox against the loopback fake provider
-//! (`common/fake_provider.rs`, Gemini's `streamGenerateContent` and OpenAI Chat
+//! The real `gemini` (Gemini CLI), `qwen` (Qwen Code), `opencode`, `mini` (mini-swe-agent)
+//! and `aider` CLIs, driven by akbench's adapters in the sandbox against the loopback fake
+//! provider (`common/fake_provider.rs`, Gemini's `streamGenerateContent` and OpenAI Chat
 //! Completions): solved, ran but fixed nothing, provider down and 429 (infrastructure), 500
-//! (gemini-cli, opencode) and 401 (configuration). Each
-//! solved run checks tokens, the final message and a valid ATIF trajectory holding the shell
-//! call and its result. Skipped, with a printed notice, where a CLI is not installed
+//! (gemini-cli, opencode, aider) and 401 (configuration). Each solved run checks tokens, the
+//! final message and a valid ATIF trajectory holding the shell call and its result (aider,
+//! which has no tools: the file it edited); aider's cost is checked with a priced model. Skipped, with a printed notice, where a CLI is not installed
 //! (`.ci/run` installs them at pinned versions).
 //!
 //! Qwen Code retries a failing provider for about 100 s without printing anything (docs/
@@ -197,7 +197,11 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     }
     // One tool call and an answer (fix), or the answer alone; aider's one answer holds its
     // edits.
-    let requests = if fix && !matches!(cli, Cli::Aider) { 2 } else { 1 };
+    let requests = if fix && !matches!(cli, Cli::Aider) {
+        2
+    } else {
+        1
+    };
     assert_eq!(obs.turns, Some(requests), "{}", ctx());
     // Every fake answer is 100 prompt tokens, 20 of them cached, and 10 output tokens; the
     // CLIs' side requests (Qwen Code's) are paid for too.
@@ -225,10 +229,9 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     assert_eq!(obs.cost_usd, None, "neither CLI reports a cost");
     // aider's answer is followed by the file it writes.
     assert!(
-        obs.final_message
-            .as_deref()
-            .is_some_and(|m| m == FINAL_ANSWER
-                || (matches!(cli, Cli::Aider) && m.starts_with(FINAL_ANSWER))),
+        obs.final_message.as_deref().is_some_and(
+            |m| m == FINAL_ANSWER || (matches!(cli, Cli::Aider) && m.starts_with(FINAL_ANSWER))
+        ),
         "{}",
         ctx()
     );
@@ -518,6 +521,36 @@ fn aider_provider_401() {
     );
 }
 
+/// A model litellm's bundled table prices (gpt-4o): aider's own cost is recorded, and is the
+/// trajectory's total.
+#[test]
+fn aider_records_its_cost_for_a_priced_model() {
+    if !Cli::Aider.installed() {
+        return;
+    }
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    let p = FakeProvider::start(Mode::Up, None);
+    let toml = format!(
+        "adapter = \"aider\"\nmodel = \"openai/gpt-4o\"\nnetwork = [\"{}\"]\n\
+         [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+        p.endpoint(),
+        p.openai_base_url()
+    );
+    c.add_agent("agent", &toml, None);
+    let rec = run(&c, "agent");
+    let ctx = || dump(&c, "agent", &rec);
+    assert_eq!(rec.outcome.state, Completed, "{}", ctx());
+    let obs = &rec.attempts[0].observations;
+    let cost = obs.cost_usd.unwrap_or_else(|| panic!("no cost\n{}", ctx()));
+    // 110 tokens at gpt-4o's price: cents of a cent, never 0.
+    assert!(cost > 0.0 && cost < 0.01, "{cost}\n{}", ctx());
+    let path = c.root().join("out/agent/a1/trajectory.json");
+    let t: akbench_core::trajectory::Trajectory =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(t.final_metrics.unwrap().total_cost_usd, Some(cost));
+}
+
 #[test]
 fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
     for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode, Cli::Mini, Cli::Aider] {
@@ -553,7 +586,13 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
 #[test]
 fn the_example_descriptors_load() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
-    for name in ["gemini-cli", "qwen-code", "opencode", "mini-swe-agent", "aider"] {
+    for name in [
+        "gemini-cli",
+        "qwen-code",
+        "opencode",
+        "mini-swe-agent",
+        "aider",
+    ] {
         let a = akbench_core::agent::Agent::load(&root, name).unwrap();
         assert_eq!(a.descriptor.adapter, name);
         akbench_core::agent::adapters::check(

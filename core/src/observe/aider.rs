@@ -105,11 +105,7 @@ pub(crate) fn split(stdout: &str) -> (&str, &str, &str) {
     };
     let rest = &stdout[i + ANALYTICS_MARKER.len()..];
     match rest.find(HISTORY_MARKER) {
-        Some(j) => (
-            &stdout[..i],
-            &rest[..j],
-            &rest[j + HISTORY_MARKER.len()..],
-        ),
+        Some(j) => (&stdout[..i], &rest[..j], &rest[j + HISTORY_MARKER.len()..]),
         None => (&stdout[..i], rest, ""),
     }
 }
@@ -145,7 +141,8 @@ pub(crate) struct Analytics {
 }
 
 fn positive(v: Option<&Value>) -> Option<f64> {
-    v.and_then(Value::as_f64).filter(|c| c.is_finite() && *c > 0.0)
+    v.and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c > 0.0)
 }
 
 pub(crate) fn analytics(log: &str) -> Analytics {
@@ -331,7 +328,10 @@ mod tests {
         let a = aider_argv("aider", Some("openai/m1"), "-x", &none, &["--y".into()]).unwrap();
         assert_eq!(a[0], "aider");
         assert!(a.contains(&"--yes-always".to_string()));
-        assert_eq!(&a[a.len() - 4..], ["--model", "openai/m1", "--y", "--message=-x"]);
+        assert_eq!(
+            &a[a.len() - 4..],
+            ["--model", "openai/m1", "--y", "--message=-x"]
+        );
         let p: BTreeMap<String, Value> = [("edit_format".to_string(), json!("diff"))].into();
         let a = aider_argv("aider", None, "x", &p, &[]).unwrap();
         assert_eq!(&a[a.len() - 3..], ["--edit-format", "diff", "--message=x"]);
@@ -363,7 +363,11 @@ mod tests {
         let o = parse_aider(&output(log, &events(0.25), HISTORY));
         assert_eq!(o.cost_usd, Some(0.25));
         assert!(started(&output(log, "", HISTORY)));
-        assert!(!started(&output("aider: error: unrecognized arguments: -x", "", "\n")));
+        assert!(!started(&output(
+            "aider: error: unrecognized arguments: -x",
+            "",
+            "\n"
+        )));
     }
 
     #[test]
@@ -401,7 +405,10 @@ mod tests {
     #[test]
     fn history_entries() {
         let h = history(HISTORY);
-        assert_eq!(h[0], Entry::User("value.txt should hold the answer.".into()));
+        assert_eq!(
+            h[0],
+            Entry::User("value.txt should hold the answer.".into())
+        );
         assert_eq!(h[1], Entry::Note("value.txt".into()));
         assert!(matches!(&h[3], Entry::Assistant(t) if t.starts_with("I will write it.")));
         assert_eq!(h[5], Entry::Note("Applied edit to value.txt".into()));
@@ -411,7 +418,11 @@ mod tests {
 
     #[test]
     fn junk_is_skipped() {
-        let o = parse_aider(&output("\u{feff}garbage\n", "{\"event\":\n[1]\n", "no header"));
+        let o = parse_aider(&output(
+            "\u{feff}garbage\n",
+            "{\"event\":\n[1]\n",
+            "no header",
+        ));
         assert_eq!(o, Observations::default());
     }
 }

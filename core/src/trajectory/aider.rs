@@ -137,7 +137,11 @@ mod tests {
         );
         let t = from_aider(&text, Some("fix it"));
         validate(&serde_json::to_value(&t).unwrap()).unwrap();
-        let kinds: Vec<_> = t.steps.iter().map(|s| (s.source, s.message.as_str())).collect();
+        let kinds: Vec<_> = t
+            .steps
+            .iter()
+            .map(|s| (s.source, s.message.as_str()))
+            .collect();
         assert_eq!(
             kinds,
             [
@@ -157,7 +161,10 @@ mod tests {
         assert_eq!(calls[1].arguments["path"], "b.py");
         assert_eq!(calls[1].arguments["edit_format"], "diff");
         let r = &s.observation.as_ref().unwrap().results[1];
-        assert_eq!(r.source_call_id.as_deref(), Some(calls[1].tool_call_id.as_str()));
+        assert_eq!(
+            r.source_call_id.as_deref(),
+            Some(calls[1].tool_call_id.as_str())
+        );
         assert_eq!(s.timestamp.as_deref(), Some("2026-12-06T16:45:21Z"));
         assert_eq!(s.model_name.as_deref(), Some("openai/m1"));
         let m = t.steps[4].metrics.as_ref().unwrap();

@@ -40,7 +40,8 @@ pub struct CliAgentAdapter {
 const MINI_VERSION: &str = r#""$0" --help </dev/null 2>/dev/null | sed -n 's/^This is mini-swe-agent version \(.*\)\.$/\1/p' | head -n 1"#;
 
 /// aider's `--version` prints `aider 0.86.2`.
-const AIDER_VERSION: &str = r#""$0" --version </dev/null 2>/dev/null | sed -n 's/^aider \([0-9].*\)$/\1/p' | head -n 1"#;
+const AIDER_VERSION: &str =
+    r#""$0" --version </dev/null 2>/dev/null | sed -n 's/^aider \([0-9].*\)$/\1/p' | head -n 1"#;
 
 /// aider's wrapper: its output joined to stdout; its analytics log and chat history in the
 /// agent's home, printed after [`observe::aider::ANALYTICS_MARKER`] and
@@ -291,8 +292,13 @@ impl Adapter for CliAgentAdapter {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
+        // A usage line (argparse's, on one line under aider's `COLUMNS`) names every flag,
+        // some holding those words: the error comes after it.
         let names_error = |l: &&&str| {
             let l = l.to_ascii_lowercase();
+            if l.starts_with("usage:") {
+                return false;
+            }
             ["error", "unknown", "invalid"]
                 .iter()
                 .any(|w| l.contains(w))

@@ -502,7 +502,8 @@ fn chat_completions(body: &Value, fix: Option<&str>) -> (u16, &'static str, Stri
     let usage = json!({"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
                        "prompt_tokens_details": {"cached_tokens": 20}});
     if let Some(listing) = fix.and_then(|f| aider_listing(body, f)) {
-        let message = json!({"role": "assistant", "content": format!("{FINAL_ANSWER}\n\n{listing}")});
+        let message =
+            json!({"role": "assistant", "content": format!("{FINAL_ANSWER}\n\n{listing}")});
         let resp = json!({"id": "chatcmpl-fake-aider", "object": "chat.completion", "created": 0,
             "model": model, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": usage});
