@@ -239,6 +239,14 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     assert_eq!(obs.provider_error, None);
     let g = a.grade.as_ref().unwrap();
     assert!(!g.tampered, "{}", ctx());
+    // The agent's change is its edit alone: no aider file (repo-map cache, history,
+    // `.gitignore` entry) left in the workspace.
+    let diff =
+        std::fs::read_to_string(c.root().join("out/agent/a1/agent.diff")).unwrap_or_default();
+    assert!(!diff.contains(".aider"), "{diff}\n{}", ctx());
+    if matches!(cli, Cli::Aider) && fix {
+        assert!(diff.contains("+42"), "{diff}\n{}", ctx());
+    }
     // The trajectory beside the logs: valid ATIF, the shell call with its result.
     let path = c.root().join("out/agent/a1/trajectory.json");
     let json: serde_json::Value =
