@@ -140,11 +140,13 @@ pub(crate) struct Analytics {
     pub exceptions: Vec<String>,
 }
 
+/// A cost above 0 (0 is a model without a price: unknown, not free).
 fn positive(v: Option<&Value>) -> Option<f64> {
     v.and_then(Value::as_f64)
         .filter(|c| c.is_finite() && *c > 0.0)
 }
 
+/// Reads the analytics log (JSON lines; anything else skipped).
 pub(crate) fn analytics(log: &str) -> Analytics {
     let mut a = Analytics::default();
     for e in json_objects(log) {
@@ -291,7 +293,8 @@ pub fn parse_aider(stdout: &str) -> Observations {
     obs
 }
 
-/// The analytics log's answers and session totals, for the trajectory.
+/// The analytics log, the chat history and the model of the wrapper's output, for the
+/// trajectory.
 pub(crate) fn answers(stdout: &str) -> (Analytics, Vec<Entry>, Option<String>) {
     let (log, events, md) = split(stdout);
     (analytics(events), history(md), model_of(log))
