@@ -1,5 +1,5 @@
 //! Launch lines and output parsers for the `claude-code`, `codex`, `gemini-cli`,
-//! `qwen-code`, `opencode` and `mini-swe-agent` adapters.
+//! `qwen-code`, `opencode`, `mini-swe-agent` and `aider` adapters.
 //!
 //! Each adapter has two pure halves: an argv builder that turns a descriptor's model,
 //! parameters and extra arguments into the non-interactive launch of the agent, and a
@@ -18,6 +18,7 @@
 //!
 //! [`Observations`]: crate::record::Observations
 
+pub mod aider;
 pub mod claude_code;
 pub mod codex;
 pub mod gemini_cli;
@@ -26,6 +27,7 @@ pub mod opencode;
 pub mod provider;
 pub mod qwen_code;
 
+pub use aider::{aider_argv, parse_aider};
 pub use claude_code::{claude_code_argv, parse_claude_code};
 pub use codex::{codex_argv, parse_codex};
 pub use gemini_cli::{gemini_cli_argv, parse_gemini_cli};

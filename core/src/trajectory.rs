@@ -23,6 +23,8 @@
 //!   with their results, tokens and opencode's own cost).
 //! - [`from_mini_swe_agent`]: the trajectory mini-swe-agent saved (printed after its run):
 //!   one `agent` step per assistant message with its tool calls, their results and usage.
+//! - [`from_aider`]: aider's chat history and analytics log (printed after its run): one
+//!   `agent` step per answer, each file it changed from it as an `edit_file` tool call.
 //! - [`from_qwen_code`]: Claude Code's converter (the format is the same), with OpenAI's
 //!   token convention.
 //! - [`from_scripted`]: the agent says nothing structured, so its trajectory is the
@@ -32,6 +34,7 @@
 //! trajectory always has at least one step (Harbor requires it): when nothing was seen, a
 //! `system` step says so.
 
+mod aider;
 mod claude_code;
 mod codex;
 mod gemini_cli;
@@ -40,6 +43,7 @@ mod opencode;
 mod qwen_code;
 mod validate;
 
+pub use aider::from_aider;
 pub use claude_code::from_claude_code;
 pub use codex::from_codex;
 pub use gemini_cli::from_gemini_cli;
@@ -206,7 +210,7 @@ impl Step {
 }
 
 /// The converter for an adapter: `claude-code`, `codex`, `gemini-cli`, `qwen-code`, `opencode`,
-/// `mini-swe-agent`, anything else as a scripted agent.
+/// `mini-swe-agent`, `aider`, anything else as a scripted agent.
 /// `version` is the agent CLI's version when the worker knows it (the output may say better).
 pub fn convert(
     adapter: &str,
@@ -221,6 +225,7 @@ pub fn convert(
         "qwen-code" => from_qwen_code(stdout, instruction),
         "opencode" => from_opencode(stdout, instruction),
         "mini-swe-agent" => from_mini_swe_agent(stdout, instruction),
+        "aider" => from_aider(stdout, instruction),
         other => from_scripted(other, stdout, instruction),
     };
     if t.agent.version == UNKNOWN {

@@ -1,5 +1,5 @@
 //! ATIF trajectories and observations from transcripts captured from the real gemini-cli
-//! 0.61.0, qwen-code 0.24.4, opencode 1.18.33 and mini-swe-agent 2.4.6 (as their adapters run
+//! 0.61.0, qwen-code 0.24.4, opencode 1.18.33, mini-swe-agent 2.4.6 and aider 0.86.2 (as their adapters run
 //! them, against a loopback fake provider; tests/fixtures/agents/README.md): every
 //! trajectory validates, the fake model's one shell call is a tool call with its result, the
 //! totals agree with the parsers, and a refused credential is a configuration failure.
@@ -7,7 +7,8 @@
 //! (scripts/check-atif.py).
 
 use akbench_core::observe::{
-    parse_gemini_cli, parse_mini_swe_agent, parse_opencode, parse_qwen_code, ProviderErrorKind,
+    parse_aider, parse_gemini_cli, parse_mini_swe_agent, parse_opencode, parse_qwen_code,
+    ProviderErrorKind,
 };
 use akbench_core::record::Observations;
 use akbench_core::trajectory::{convert, validate, Trajectory};
@@ -29,6 +30,7 @@ fn parse(agent: &str, text: &str) -> Observations {
         "qwen-code" => parse_qwen_code(text),
         "opencode" => parse_opencode(text),
         "mini-swe-agent" => parse_mini_swe_agent(text),
+        "aider" => parse_aider(text),
         other => panic!("{other}"),
     }
 }
@@ -125,4 +127,72 @@ fn a_refused_credential_is_a_configuration_failure() {
             "{agent}: the error is a step"
         );
     }
+}
+
+/// aider has no tools: its answer holds the file, and the file it changed is an `edit_file`
+/// call; it reads no cached count from an OpenAI usage.
+#[test]
+fn aider_solved_gives_the_edit_as_a_tool_call_and_its_tokens() {
+    let (t, obs) = trajectory("aider", "captured_solved.jsonl");
+    assert_eq!(t.agent.name, "aider");
+    let edits: Vec<_> = t
+        .steps
+        .iter()
+        .flat_map(|s| s.tool_calls.iter().flatten().map(move |c| (c, s)))
+        .collect();
+    assert_eq!(edits.len(), 1, "{t:#?}");
+    let (call, step) = edits[0];
+    assert_eq!(call.function_name, "edit_file");
+    assert_eq!(call.arguments["path"], "value.txt");
+    assert_eq!(call.arguments["edit_format"], "whole");
+    let r = &step.observation.as_ref().unwrap().results[0];
+    assert_eq!(
+        r.source_call_id.as_deref(),
+        Some(call.tool_call_id.as_str())
+    );
+    assert!(
+        step.message.contains("value.txt\n```\n42\n```"),
+        "{}",
+        step.message
+    );
+    let fm = t.final_metrics.as_ref().unwrap();
+    assert_eq!(
+        (
+            fm.total_prompt_tokens,
+            fm.total_cached_tokens,
+            fm.total_completion_tokens
+        ),
+        (Some(100), None, Some(10))
+    );
+    assert_eq!(
+        (
+            obs.turns,
+            obs.input_tokens,
+            obs.cached_input_tokens,
+            obs.output_tokens
+        ),
+        (Some(1), Some(100), None, Some(10))
+    );
+    assert_eq!((fm.total_cost_usd, obs.cost_usd), (None, None));
+    assert_eq!(obs.reported_error, Some(false));
+    assert_eq!(obs.provider_error, None);
+    assert_eq!(obs.model.as_deref(), Some("openai/m1"));
+    assert!(obs
+        .final_message
+        .as_deref()
+        .is_some_and(|m| m.starts_with("Done: value.txt now holds the answer.")));
+}
+
+/// Stopped at once by the worker (a refused credential): no history, the output's tail.
+#[test]
+fn aider_refused_credential() {
+    let (t, obs) = trajectory("aider", "captured_401.jsonl");
+    let e = obs.provider_error.as_ref().unwrap();
+    assert_eq!(e.kind, ProviderErrorKind::Unauthorized);
+    assert_eq!(obs.reported_error, Some(true));
+    assert_eq!(obs.output_tokens, None);
+    assert!(t
+        .steps
+        .iter()
+        .any(|s| s.message.contains("AuthenticationError")));
 }

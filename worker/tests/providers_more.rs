@@ -1,10 +1,10 @@
-//! The real `gemini` (Gemini CLI), `qwen` (Qwen Code) and `opencode` CLIs, driven by
-//! akbench's adapters in the sandbox against the loopback fake provider
-//! (`common/fake_provider.rs`, Gemini's `streamGenerateContent` and OpenAI Chat
+//! The real `gemini` (Gemini CLI), `qwen` (Qwen Code), `opencode`, `mini` (mini-swe-agent)
+//! and `aider` CLIs, driven by akbench's adapters in the sandbox against the loopback fake
+//! provider (`common/fake_provider.rs`, Gemini's `streamGenerateContent` and OpenAI Chat
 //! Completions): solved, ran but fixed nothing, provider down and 429 (infrastructure), 500
-//! (gemini-cli, opencode) and 401 (configuration). Each
-//! solved run checks tokens, the final message and a valid ATIF trajectory holding the shell
-//! call and its result. Skipped, with a printed notice, where a CLI is not installed
+//! (gemini-cli, opencode, aider) and 401 (configuration). Each solved run checks tokens, the
+//! final message and a valid ATIF trajectory holding the shell call and its result (aider,
+//! which has no tools: the file it edited); aider's cost is checked with a priced model. Skipped, with a printed notice, where a CLI is not installed
 //! (`.ci/run` installs them at pinned versions).
 //!
 //! Qwen Code retries a failing provider for about 100 s without printing anything (docs/
@@ -32,6 +32,7 @@ enum Cli {
     Qwen,
     Opencode,
     Mini,
+    Aider,
 }
 
 impl Cli {
@@ -41,6 +42,7 @@ impl Cli {
             Cli::Qwen => "qwen",
             Cli::Opencode => "opencode",
             Cli::Mini => "mini",
+            Cli::Aider => "aider",
         }
     }
 
@@ -50,6 +52,7 @@ impl Cli {
             Cli::Qwen => "qwen-code",
             Cli::Opencode => "opencode",
             Cli::Mini => "mini-swe-agent",
+            Cli::Aider => "aider",
         }
     }
 
@@ -57,6 +60,8 @@ impl Cli {
         match self {
             Cli::Gemini | Cli::Qwen => "run_shell_command",
             Cli::Opencode | Cli::Mini => "bash",
+            // aider has no tools: each file it changed is an `edit_file` call.
+            Cli::Aider => "edit_file",
         }
     }
 
@@ -109,6 +114,14 @@ impl Cli {
             // litellm's OpenAI provider, pointed at the fake.
             Cli::Mini => format!(
                 "adapter = \"mini-swe-agent\"\nmodel = \"openai/m1\"\nnetwork = [\"{}\"]\n\
+                 [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+                p.endpoint(),
+                p.openai_base_url()
+            ),
+            // litellm's OpenAI provider, pointed at the fake (aider's `whole` edit format,
+            // its default for a model it does not know).
+            Cli::Aider => format!(
+                "adapter = \"aider\"\nmodel = \"openai/m1\"\nnetwork = [\"{}\"]\n\
                  [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
                 p.endpoint(),
                 p.openai_base_url()
@@ -182,8 +195,13 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         assert_eq!((obs.cost_usd, obs.output_tokens), (None, None), "{}", ctx());
         return;
     }
-    // One tool call and an answer (fix), or the answer alone.
-    let requests = if fix { 2 } else { 1 };
+    // One tool call and an answer (fix), or the answer alone; aider's one answer holds its
+    // edits.
+    let requests = if fix && !matches!(cli, Cli::Aider) {
+        2
+    } else {
+        1
+    };
     assert_eq!(obs.turns, Some(requests), "{}", ctx());
     // Every fake answer is 100 prompt tokens, 20 of them cached, and 10 output tokens; the
     // CLIs' side requests (Qwen Code's) are paid for too.
@@ -200,13 +218,20 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         Cli::Opencode => requests,
         _ => answered,
     };
-    assert_eq!(obs.input_tokens, Some(80 * answered), "{}", ctx());
-    assert_eq!(obs.cached_input_tokens, Some(20 * answered), "{}", ctx());
+    // aider reads no cached count from an OpenAI usage: what it sent is the input.
+    let (input, cached) = match cli {
+        Cli::Aider => (Some(100 * answered), None),
+        _ => (Some(80 * answered), Some(20 * answered)),
+    };
+    assert_eq!(obs.input_tokens, input, "{}", ctx());
+    assert_eq!(obs.cached_input_tokens, cached, "{}", ctx());
     assert_eq!(obs.output_tokens, Some(10 * answered), "{}", ctx());
     assert_eq!(obs.cost_usd, None, "neither CLI reports a cost");
-    assert_eq!(
-        obs.final_message.as_deref(),
-        Some(FINAL_ANSWER),
+    // aider's answer is followed by the file it writes.
+    assert!(
+        obs.final_message.as_deref().is_some_and(
+            |m| m == FINAL_ANSWER || (matches!(cli, Cli::Aider) && m.starts_with(FINAL_ANSWER))
+        ),
         "{}",
         ctx()
     );
@@ -214,6 +239,14 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     assert_eq!(obs.provider_error, None);
     let g = a.grade.as_ref().unwrap();
     assert!(!g.tampered, "{}", ctx());
+    // The agent's change is its edit alone: no aider file (repo-map cache, history,
+    // `.gitignore` entry) left in the workspace.
+    let diff =
+        std::fs::read_to_string(c.root().join("out/agent/a1/agent.diff")).unwrap_or_default();
+    assert!(!diff.contains(".aider"), "{diff}\n{}", ctx());
+    if matches!(cli, Cli::Aider) && fix {
+        assert!(diff.contains("+42"), "{diff}\n{}", ctx());
+    }
     // The trajectory beside the logs: valid ATIF, the shell call with its result.
     let path = c.root().join("out/agent/a1/trajectory.json");
     let json: serde_json::Value =
@@ -238,7 +271,10 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
                 .flatten()
                 .map(move |c| (c, s.observation.as_ref()))
         })
-        .filter(|(c, _)| c.arguments.get("command").and_then(|v| v.as_str()) == Some(FIX))
+        .filter(|(c, _)| match cli {
+            Cli::Aider => c.arguments.get("path").and_then(|v| v.as_str()) == Some("value.txt"),
+            _ => c.arguments.get("command").and_then(|v| v.as_str()) == Some(FIX),
+        })
         .collect();
     assert_eq!(calls.len(), usize::from(fix), "{}", ctx());
     for (call, observation) in &calls {
@@ -247,7 +283,7 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
     }
     let fm = t.final_metrics.unwrap();
     assert_eq!(fm.total_prompt_tokens, Some(100 * answered));
-    assert_eq!(fm.total_cached_tokens, Some(20 * answered));
+    assert_eq!(fm.total_cached_tokens, cached);
     assert_eq!(fm.total_cost_usd, None);
 }
 
@@ -441,8 +477,91 @@ fn mini_provider_401() {
 }
 
 #[test]
+fn aider_solved() {
+    case(Cli::Aider, Mode::Up, true, Completed, Some(true), None);
+}
+#[test]
+fn aider_ran_but_fixed_nothing() {
+    case(Cli::Aider, Mode::Up, false, Completed, Some(false), None);
+}
+#[test]
+fn aider_provider_down() {
+    case(
+        Cli::Aider,
+        Mode::Down,
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: unreachable"),
+    );
+}
+#[test]
+fn aider_provider_429() {
+    case(
+        Cli::Aider,
+        Mode::Status(429),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: rate limited (HTTP 429)"),
+    );
+}
+#[test]
+fn aider_provider_500() {
+    case(
+        Cli::Aider,
+        Mode::Status(500),
+        true,
+        InfrastructureError,
+        None,
+        Some("provider: server error"),
+    );
+}
+#[test]
+fn aider_provider_401() {
+    case(
+        Cli::Aider,
+        Mode::Status(401),
+        true,
+        InvalidConfiguration,
+        None,
+        Some("provider: the model provider refused the agent's credential: credential refused"),
+    );
+}
+
+/// A model litellm's bundled table prices (gpt-4o): aider's own cost is recorded, and is the
+/// trajectory's total.
+#[test]
+fn aider_records_its_cost_for_a_priced_model() {
+    if !Cli::Aider.installed() {
+        return;
+    }
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    let p = FakeProvider::start(Mode::Up, None);
+    let toml = format!(
+        "adapter = \"aider\"\nmodel = \"openai/gpt-4o\"\nnetwork = [\"{}\"]\n\
+         [env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+        p.endpoint(),
+        p.openai_base_url()
+    );
+    c.add_agent("agent", &toml, None);
+    let rec = run(&c, "agent");
+    let ctx = || dump(&c, "agent", &rec);
+    assert_eq!(rec.outcome.state, Completed, "{}", ctx());
+    let obs = &rec.attempts[0].observations;
+    let cost = obs.cost_usd.unwrap_or_else(|| panic!("no cost\n{}", ctx()));
+    // 110 tokens at gpt-4o's price: cents of a cent, never 0.
+    assert!(cost > 0.0 && cost < 0.01, "{cost}\n{}", ctx());
+    let path = c.root().join("out/agent/a1/trajectory.json");
+    let t: akbench_core::trajectory::Trajectory =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(t.final_metrics.unwrap().total_cost_usd, Some(cost));
+}
+
+#[test]
 fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
-    for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode, Cli::Mini] {
+    for cli in [Cli::Gemini, Cli::Qwen, Cli::Opencode, Cli::Mini, Cli::Aider] {
         let adapter = cli.adapter();
         if !cli.installed() {
             continue;
@@ -475,7 +594,13 @@ fn a_cli_that_refuses_its_flags_is_invalid_configuration() {
 #[test]
 fn the_example_descriptors_load() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
-    for name in ["gemini-cli", "qwen-code", "opencode", "mini-swe-agent"] {
+    for name in [
+        "gemini-cli",
+        "qwen-code",
+        "opencode",
+        "mini-swe-agent",
+        "aider",
+    ] {
         let a = akbench_core::agent::Agent::load(&root, name).unwrap();
         assert_eq!(a.descriptor.adapter, name);
         akbench_core::agent::adapters::check(

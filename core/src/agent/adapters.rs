@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 /// The built-in adapters, sorted.
 pub const ADAPTERS: &[&str] = &[
+    "aider",
     "claude-code",
     "codex",
     "command",
@@ -34,6 +35,7 @@ pub const CLI_AGENTS: &[(&str, &str, crate::observe::ArgvBuilder)] = &[
         "mini",
         crate::observe::mini_swe_agent_argv,
     ),
+    ("aider", "aider", crate::observe::aider_argv),
 ];
 
 /// The placeholders of a `command` argv template.

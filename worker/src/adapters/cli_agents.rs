@@ -1,5 +1,6 @@
-//! `claude-code`, `codex`, `gemini-cli`, `qwen-code` and `opencode`: launch their
-//! non-interactive modes and read their JSON event streams into observations. The argv
+//! `claude-code`, `codex`, `gemini-cli`, `qwen-code`, `opencode`, `mini-swe-agent` and
+//! `aider`: launch their non-interactive modes and read their JSON event streams (or logs
+//! printed after them) into observations. The argv
 //! builders and parsers are pure code in `akbench_core::observe`, tested on recorded
 //! fixtures.
 //!
@@ -37,6 +38,29 @@ pub struct CliAgentAdapter {
 /// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
 /// 2.4.6.`.
 const MINI_VERSION: &str = r#""$0" --help </dev/null 2>/dev/null | sed -n 's/^This is mini-swe-agent version \(.*\)\.$/\1/p' | head -n 1"#;
+
+/// aider's `--version` prints `aider 0.86.2`.
+const AIDER_VERSION: &str =
+    r#""$0" --version </dev/null 2>/dev/null | sed -n 's/^aider \([0-9].*\)$/\1/p' | head -n 1"#;
+
+/// aider's wrapper: its output joined to stdout; its analytics log and chat history in the
+/// agent's home, printed after [`observe::aider::ANALYTICS_MARKER`] and
+/// [`observe::aider::HISTORY_MARKER`] once it exits (its exit code kept); stdin `/dev/null`.
+/// aider fetches litellm's price table from GitHub into `~/.aider/caches` unless a non-empty
+/// one is there: a placeholder makes it use litellm's bundled table (no request, no error
+/// line). Its repo-map cache (`.aider.tags.cache.v4`, in the repository) is removed after the
+/// run unless it was there before, so the workspace holds only the agent's edits.
+pub const AIDER_WRAPPER: &str = r#"d="$HOME/.aider/caches"; p="$d/model_prices_and_context_window.json"; mkdir -p "$d" && { [ -s "$p" ] || printf '%s\n' '{"akbench-offline": {}}' > "$p"; }; c=.aider.tags.cache.v4; keep=; [ -e "$c" ] && keep=1; a="$HOME/akbench-aider-analytics.jsonl"; h="$HOME/akbench-aider-chat.md"; rm -f "$a" "$h"; "$@" --analytics-log "$a" --chat-history-file "$h" --input-history-file "$HOME/akbench-aider-input" </dev/null 2>&1; rc=$?; [ -n "$keep" ] || rm -rf "$c"; printf '\n%s\n' '@@akbench: aider analytics@@'; cat "$a" 2>/dev/null; printf '\n%s\n' '@@akbench: aider chat history@@'; cat "$h" 2>/dev/null; exit $rc"#;
+
+/// aider: unbuffered output (the worker's provider watch reads failures as they happen),
+/// lines not wrapped at 80 columns (a failure's class and its "Connection error" stay on one
+/// line), litellm's bundled price table, and no browser opened for a URL in an error.
+const AIDER_ENV: &[(&str, &str)] = &[
+    ("PYTHONUNBUFFERED", "1"),
+    ("COLUMNS", "10000"),
+    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+    ("BROWSER", "true"),
+];
 
 /// Gemini CLI's wrapper: stderr joined to stdout (see the module documentation). And when
 /// the provider is given by `GOOGLE_GEMINI_BASE_URL`, Gemini CLI 0.61 takes the auth type
@@ -146,6 +170,21 @@ pub fn mini_swe_agent() -> CliAgentAdapter {
     }
 }
 
+/// aider (`aider --yes-always --message=...`, its analytics log and chat history printed
+/// after it).
+pub fn aider() -> CliAgentAdapter {
+    CliAgentAdapter {
+        name: "aider",
+        default_program: "aider",
+        argv: observe::aider_argv,
+        parse: observe::parse_aider,
+        root_env: &[],
+        env: AIDER_ENV,
+        wrapper: Some(AIDER_WRAPPER),
+        version: Some(AIDER_VERSION),
+    }
+}
+
 /// Qwen Code (`qwen --output-format stream-json`).
 pub fn qwen_code() -> CliAgentAdapter {
     CliAgentAdapter {
@@ -241,6 +280,7 @@ impl Adapter for CliAgentAdapter {
     fn refused_to_start(&self, stdout: &str, stderr: &str) -> Option<String> {
         if observe::emits_events(stdout)
             || (self.name == "mini-swe-agent" && stdout.contains("mini-swe-agent (step "))
+            || (self.name == "aider" && observe::aider::started(stdout))
         {
             return None;
         }
@@ -252,8 +292,13 @@ impl Adapter for CliAgentAdapter {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
+        // A usage line (argparse's, on one line under aider's `COLUMNS`) names every flag,
+        // some holding those words: the error comes after it.
         let names_error = |l: &&&str| {
             let l = l.to_ascii_lowercase();
+            if l.starts_with("usage:") {
+                return false;
+            }
             ["error", "unknown", "invalid"]
                 .iter()
                 .any(|w| l.contains(w))
@@ -273,5 +318,12 @@ mod tests {
     #[test]
     fn the_mini_wrapper_prints_the_marker_the_parser_looks_for() {
         assert!(super::MINI_WRAPPER.contains(akbench_core::observe::mini_swe_agent::MARKER));
+    }
+
+    #[test]
+    fn the_aider_wrapper_prints_the_markers_the_parser_looks_for() {
+        use akbench_core::observe::aider::{ANALYTICS_MARKER, HISTORY_MARKER};
+        let w = super::AIDER_WRAPPER;
+        assert!(w.find(ANALYTICS_MARKER).unwrap() < w.find(HISTORY_MARKER).unwrap());
     }
 }

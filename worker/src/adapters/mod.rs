@@ -95,7 +95,7 @@ impl Default for Registry {
 
 impl Registry {
     /// The built-in adapters: command, scripted, oracle, claude-code, codex, gemini-cli,
-    /// qwen-code, opencode, mini-swe-agent.
+    /// qwen-code, opencode, mini-swe-agent, aider.
     pub fn builtin() -> Self {
         let mut r = Registry {
             adapters: BTreeMap::new(),
@@ -109,6 +109,7 @@ impl Registry {
         r.register(Arc::new(cli_agents::qwen_code()));
         r.register(Arc::new(cli_agents::opencode()));
         r.register(Arc::new(cli_agents::mini_swe_agent()));
+        r.register(Arc::new(cli_agents::aider()));
         r
     }
 

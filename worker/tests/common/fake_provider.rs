@@ -8,7 +8,9 @@
 //! The conversation is scripted: the first request of a conversation (no tool result in it)
 //! is answered with one call of the request's shell tool running [`FakeProvider::fix`] (or,
 //! with no fix, with the final answer at once); a request carrying a tool result gets the
-//! final answer. The [`Mode`] can be changed at any time: `Down` closes the listening socket
+//! final answer. An agent offering no tool that asks for whole files back (aider's `whole`
+//! edit format) gets the final answer followed by the file a fix `echo <text> > <file>`
+//! writes, in aider's file listing format. The [`Mode`] can be changed at any time: `Down` closes the listening socket
 //! (connections are refused) and `Up` binds the same port again; `Status(n)` answers every
 //! request with HTTP n and the provider's own error body.
 //!
@@ -473,6 +475,17 @@ fn chat_shell_tool(body: &Value) -> Option<String> {
         .map(|n| n.to_string())
 }
 
+/// What aider's `whole` edit format asks the model for (in its request).
+const AIDER_WHOLE: &str = "*file listing*";
+
+/// The file listing (aider's `whole` format) writing what `fix` (`echo <text> > <file>`)
+/// writes, when `body` is aider's request in that format (no tools).
+fn aider_listing(body: &Value, fix: &str) -> Option<String> {
+    let (text, file) = fix.strip_prefix("echo ")?.split_once(" > ")?;
+    let asks = body["tools"].is_null() && body["messages"].to_string().contains(AIDER_WHOLE);
+    asks.then(|| format!("{file}\n```\n{text}\n```\n"))
+}
+
 fn chat_completions(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
     let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
     // mini-swe-agent ends a run only with this command, never with a plain answer.
@@ -488,6 +501,14 @@ fn chat_completions(body: &Value, fix: Option<&str>) -> (u16, &'static str, Stri
     };
     let usage = json!({"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
                        "prompt_tokens_details": {"cached_tokens": 20}});
+    if let Some(listing) = fix.and_then(|f| aider_listing(body, f)) {
+        let message =
+            json!({"role": "assistant", "content": format!("{FINAL_ANSWER}\n\n{listing}")});
+        let resp = json!({"id": "chatcmpl-fake-aider", "object": "chat.completion", "created": 0,
+            "model": model, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": usage});
+        return (200, JSON, resp.to_string());
+    }
     let (message, finish) = match &call {
         Some((tool, cmd, content)) => (
             json!({"role": "assistant", "content": content,
