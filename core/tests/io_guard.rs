@@ -28,6 +28,18 @@ const HOMES: &[&str] = &["core/src/bounded_read.rs", "core/src/output.rs"];
 /// reader and writer cannot express with the same guarantees).
 const ALLOWED: &[(&str, &str)] = &[
     (
+        "worker/src/runtime/egress/store.rs",
+        "the worker's egress cache, its own folder: bodies streamed (up to the cache's cap) \
+         into temporary files it creates and renames into place, their sha256 checked on \
+         every read, and its own metadata files",
+    ),
+    (
+        "worker/src/runtime/trust.rs",
+        "writes the merged certificate bundle into the attempt's scratch folder and its fresh \
+         copy-on-write layer (files it makes there, a link in the way removed first); every \
+         read goes through bounded_read (an image's bundle resolved inside the image's root)",
+    ),
+    (
         "core/src/testkit.rs",
         "test fixtures: writes task and agent trees into a test's temporary folder",
     ),

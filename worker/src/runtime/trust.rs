@@ -79,9 +79,8 @@ impl Extra {
         };
         let path = PathBuf::from(path);
         let source = format!("{EXTRA_CA_ENV}={}", path.display());
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!("{source}: cannot read it ({e}); fix: name a readable PEM file, or unset it")
-        })?;
+        let text = read_operator_pem(&path)
+            .map_err(|e| format!("{source}: {e}; fix: name a readable PEM file, or unset it"))?;
         Extra::parse(&text, &source).map(Some)
     }
 
@@ -150,11 +149,30 @@ pub struct Bind {
     pub inside: PathBuf,
 }
 
+/// The most a certificate bundle (the operator's, the host's, an image's) may hold.
+pub const MAX_BUNDLE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// An operator's PEM file (a setting's path: links followed), bounded.
+pub fn read_operator_pem(path: &Path) -> Result<String, String> {
+    akbench_core::bounded_read::read_text(
+        path,
+        MAX_BUNDLE_BYTES,
+        akbench_core::bounded_read::Links::Follow,
+    )
+    .map_err(|e| format!("cannot read it ({e})"))
+}
+
 /// Writes the host's bundle plus `extra` into `scratch` (see [`Bind`]).
 pub fn for_sandbox(extra: &Extra, scratch: &Path) -> io::Result<Bind> {
     let host = HOST_BUNDLES.iter().map(Path::new).find(|p| p.is_file());
     let base = match host {
-        Some(p) => std::fs::read_to_string(p)?,
+        // The host's own bundle (a system file; links followed, as every program does).
+        Some(p) => akbench_core::bounded_read::read_text(
+            p,
+            MAX_BUNDLE_BYTES,
+            akbench_core::bounded_read::Links::Follow,
+        )
+        .map_err(|e| io::Error::other(format!("{}: {e}", p.display())))?,
         None => String::new(),
     };
     let file = scratch.join("ca-certificates.crt");
@@ -174,7 +192,7 @@ pub fn for_container(
     owner: Option<(u32, u32)>,
 ) -> io::Result<()> {
     let rel = |p: &str| PathBuf::from(p.trim_start_matches('/'));
-    let base = std::fs::read_to_string(rootfs.join(rel(BUNDLE))).unwrap_or_default();
+    let base = image_bundle(rootfs, &rel(BUNDLE));
     for (path, text) in [(BUNDLE, merged(&base, extra)), (ANCHOR, extra.pem().into())] {
         let rel = rel(path);
         if let Some(parent) = rel.parent() {
@@ -206,6 +224,22 @@ pub fn for_container(
     Ok(())
 }
 
+/// The image's own bundle at `rel`, empty when it has none: its links resolved inside the
+/// image's root (an image's `/etc/ssl/certs/ca-certificates.crt -> /etc/shadow`, or a link
+/// climbing with `..`, must never read the worker's file into the sandbox), the file itself
+/// read without following a link, bounded.
+fn image_bundle(rootfs: &Path, rel: &Path) -> String {
+    let Ok(inside) = crate::image::resolve_in_root(rootfs, rel) else {
+        return String::new();
+    };
+    akbench_core::bounded_read::read_text(
+        &rootfs.join(inside),
+        MAX_BUNDLE_BYTES,
+        akbench_core::bounded_read::Links::Refuse,
+    )
+    .unwrap_or_default()
+}
+
 fn write_readable(path: &Path, text: &str) -> io::Result<()> {
     std::fs::write(path, text)?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
@@ -220,6 +254,66 @@ mod tests {
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         p.self_signed(&key).unwrap().pem()
+    }
+
+    /// An image whose bundle is a link out of its root (absolute, or climbing with `..`, or
+    /// through a linked folder) never brings the worker's file into the sandbox: the links
+    /// resolve inside the image's root.
+    #[test]
+    fn an_image_bundle_linking_outside_its_root_reads_nothing_of_the_worker() {
+        let host = tempfile::tempdir().unwrap();
+        let secret = host.path().join("secret");
+        std::fs::write(&secret, "WORKER SECRET\n").unwrap();
+        let rel = Path::new("etc/ssl/certs/ca-certificates.crt");
+        let cases: [(&str, Box<dyn Fn(&Path)>); 4] = [
+            (
+                "absolute",
+                Box::new(|r: &Path| {
+                    std::os::unix::fs::symlink(&secret, r.join(rel)).unwrap();
+                }),
+            ),
+            (
+                "climbing",
+                Box::new(|r: &Path| {
+                    let up = "../".repeat(20);
+                    let target = format!(
+                        "{up}{}",
+                        secret.display().to_string().trim_start_matches('/')
+                    );
+                    std::os::unix::fs::symlink(target, r.join(rel)).unwrap();
+                }),
+            ),
+            (
+                "linked folder",
+                Box::new(|r: &Path| {
+                    std::fs::remove_dir(r.join("etc/ssl/certs")).unwrap();
+                    std::fs::create_dir_all(host.path().join("certs")).unwrap();
+                    std::fs::write(
+                        host.path().join("certs/ca-certificates.crt"),
+                        "WORKER SECRET\n",
+                    )
+                    .unwrap();
+                    std::os::unix::fs::symlink(host.path().join("certs"), r.join("etc/ssl/certs"))
+                        .unwrap();
+                }),
+            ),
+            (
+                "own file",
+                Box::new(|r: &Path| {
+                    std::fs::write(r.join(rel), "IMAGE BUNDLE\n").unwrap();
+                }),
+            ),
+        ];
+        for (name, make) in cases {
+            let root = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(root.path().join("etc/ssl/certs")).unwrap();
+            make(root.path());
+            let got = image_bundle(root.path(), rel);
+            assert!(!got.contains("WORKER SECRET"), "{name}: {got:?}");
+            if name == "own file" {
+                assert_eq!(got, "IMAGE BUNDLE\n");
+            }
+        }
     }
 
     #[test]

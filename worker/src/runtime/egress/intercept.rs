@@ -180,8 +180,8 @@ impl Interception {
             Some(path) => {
                 let path = std::path::PathBuf::from(path);
                 let source = format!("{UPSTREAM_CA_ENV}={}", path.display());
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    format!("{source}: cannot read it ({e}); fix: name a readable PEM file, or unset it")
+                let text = super::super::trust::read_operator_pem(&path).map_err(|e| {
+                    format!("{source}: {e}; fix: name a readable PEM file, or unset it")
                 })?;
                 Some((text, source))
             }
