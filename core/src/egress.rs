@@ -5,14 +5,16 @@
 //! values, their parsing (Harbor's normalisation of `allowed_hosts`), the per-phase
 //! resolution and host matching. The worker's egress proxy applies the result
 //! (`worker/src/runtime/egress.rs`); what it records is [`contact`], how it reads a
-//! request is [`request`].
+//! request is [`request`]; which failed grading fetches count as infrastructure, [`vouch`].
 
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 pub mod contact;
+pub mod declared;
 pub mod request;
 pub mod settings;
+pub mod vouch;
 
 pub use contact::{grading_fetch_failure, Connection, Contact, ContactLog, Outcome};
 
