@@ -404,7 +404,10 @@ mod tests {
         assert!(md.contains("| **total** | 2 | 1 | 2 | 2 | 3 |\n"), "{md}");
         // A summary stored before the counts existed still reads.
         let mut old = json.clone();
-        old["by_agent"]["a"].as_object_mut().unwrap().remove("network");
+        old["by_agent"]["a"]
+            .as_object_mut()
+            .unwrap()
+            .remove("network");
         let back: Summary = serde_json::from_value(old).unwrap();
         assert_eq!(back.by_agent["a"].network, Default::default());
     }

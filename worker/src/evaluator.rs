@@ -38,11 +38,11 @@ mod tripwire;
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
+use akbench_core::egress::vouch::GradingFetches;
 use akbench_core::grading::blame::{judge, EndedBy, Judgement};
 use akbench_core::grading::verdict::{
     fault, no_verdict, task_fault_cause, Fault, NoVerdict, RewardRead, RunEnd,
 };
-use akbench_core::egress::vouch::GradingFetches;
 use akbench_core::record::{Grade, RuntimeFacts, TestOutcome, TestResult, TripwireFacts};
 use akbench_core::task::{dir_digest, Task};
 use outputs::{read_capped, read_reward, OutputError, JUNIT_CAP};
@@ -626,7 +626,10 @@ fn run_once(
         Judgement::AgentIfValidated => {
             return Run::NoVerdict {
                 why: why.unwrap_or(NoVerdict::Limit),
-                cause: noted(missing.unwrap_or_else(|| by.describe().to_string()), fetch_note),
+                cause: noted(
+                    missing.unwrap_or_else(|| by.describe().to_string()),
+                    fetch_note,
+                ),
                 report,
                 report_truncated,
                 exit_code: code,

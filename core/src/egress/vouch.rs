@@ -351,7 +351,10 @@ mod tests {
         for (bad, text) in [
             ("pypi.org:0", "`pypi.org:0`: the port `0` is not a number"),
             ("pypi.org:https", "the port `https`"),
-            ("https://pypi.org", "`https://pypi.org`: allowed_hosts entries must be"),
+            (
+                "https://pypi.org",
+                "`https://pypi.org`: allowed_hosts entries must be",
+            ),
             ("[fd00::1", "not closed"),
             ("[fd00::1]x", "`:port`"),
             ("pypi.org/simple", "`pypi.org/simple`"),
@@ -381,13 +384,33 @@ mod tests {
             (&allow, "cdn.test", 443, None),
             (&NetworkMode::Public, "mirror.test", 443, None),
             (&NetworkMode::NoNetwork, "mirror.test", 443, None),
-            (&NetworkMode::Public, "pypi.org", 443, Some(Voucher::KnownUpstream)),
-            (&NetworkMode::Public, "PyPI.org", 80, Some(Voucher::KnownUpstream)),
+            (
+                &NetworkMode::Public,
+                "pypi.org",
+                443,
+                Some(Voucher::KnownUpstream),
+            ),
+            (
+                &NetworkMode::Public,
+                "PyPI.org",
+                80,
+                Some(Voucher::KnownUpstream),
+            ),
             (&NetworkMode::Public, "pypi.org", 12345, None),
             (&NetworkMode::Public, "evil.pypi.org", 443, None),
-            (&NetworkMode::Public, "up.test", 8443, Some(Voucher::KnownUpstream)),
+            (
+                &NetworkMode::Public,
+                "up.test",
+                8443,
+                Some(Voucher::KnownUpstream),
+            ),
             (&NetworkMode::Public, "up.test", 443, None),
-            (&NetworkMode::Public, "seen.test", 443, Some(Voucher::SeenBefore)),
+            (
+                &NetworkMode::Public,
+                "seen.test",
+                443,
+                Some(Voucher::SeenBefore),
+            ),
             (&NetworkMode::Public, "seen.test", 80, None),
             (&NetworkMode::Public, "nowhere.invalid", 443, None),
             (&allow, "pypi.org", 443, Some(Voucher::KnownUpstream)),
@@ -532,7 +555,10 @@ mod tests {
                 (GradingFetches::Stands(n), 'S') => c_starts(n) && n.contains(text),
                 _ => false,
             };
-            assert!(ok, "{contacts:?} passing={passing}: got {got:?}, want {kind} {text:?}");
+            assert!(
+                ok,
+                "{contacts:?} passing={passing}: got {got:?}, want {kind} {text:?}"
+            );
         }
     }
 
@@ -574,7 +600,10 @@ mod tests {
         assert!(!s.contains("t@1", "up.test", 8443));
         assert!(!s.contains("t@2", "up.test", 443));
         for h in ["bad.test", "gone.test", "no.test"] {
-            assert!(!s.contains("t@1", h, 443) && !s.contains("t@1", h, 80), "{h}");
+            assert!(
+                !s.contains("t@1", h, 443) && !s.contains("t@1", h, 80),
+                "{h}"
+            );
         }
         for i in 0..(MAX_SEEN + 10) {
             s.learn(

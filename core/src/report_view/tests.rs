@@ -94,7 +94,11 @@ fn usage_causes_matrix_and_timeline() {
     assert_eq!(v.timeline.len(), 5);
     let n = &v.network["x"];
     assert_eq!(
-        (n.graded_shared, n.graded_clean_room, n.fetch_failed_attempts),
+        (
+            n.graded_shared,
+            n.graded_clean_room,
+            n.fetch_failed_attempts
+        ),
         (1, 1, 1)
     );
     assert!(!v.network.contains_key("y"));

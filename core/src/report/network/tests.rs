@@ -80,7 +80,11 @@ fn a_trials_network_facts_come_from_its_attempts() {
         // Retried after a grading fetch failed: the deciding grade is the last attempt's,
         // the hosts are every attempt's.
         (
-            vec![fetch_failed(1), other_infra.clone(), shared(retried.clone())],
+            vec![
+                fetch_failed(1),
+                other_infra.clone(),
+                shared(retried.clone()),
+            ],
             TrialNetwork {
                 graded_in: Some(GradedIn::Shared),
                 undeclared_hosts: vec!["github.com".into()],
