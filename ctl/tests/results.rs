@@ -245,6 +245,12 @@ fn the_html_report_of_an_example_sweep_renders_in_headless_chromium() {
         page.contains("absent (0 of 6 attempts reported it)"),
         "no cost reported: absent, never 0"
     );
+    // Where verdicts were graded (core::report::network): the oracle's 4, in a clean room.
+    assert!(
+        page.contains("Grading place and network")
+            && page.contains("<tr><td>oracle</td><td class=\"n\">0</td><td class=\"n\">4</td>"),
+        "grading place per agent"
+    );
     renders_in_chromium(&html, &dir, "run");
 }
 
