@@ -12,6 +12,7 @@ use std::net::IpAddr;
 
 pub mod contact;
 pub mod declared;
+pub mod offer;
 pub mod request;
 pub mod settings;
 pub mod vouch;

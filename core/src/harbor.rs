@@ -93,6 +93,38 @@ pub struct TrialResult {
     /// When the trial ended.
     #[serde(default)]
     pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A multi-step trial's steps (`[[steps]]`): Harbor records their spend and their
+    /// failures there, not at the top level.
+    #[serde(default)]
+    pub step_results: Option<Vec<StepResult>>,
+}
+
+/// One of `step_results` (Harbor's `StepResult`, harbor/models/trial/result.py).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StepResult {
+    /// The step's name.
+    pub step_name: String,
+    /// What the step's agent spent.
+    #[serde(default)]
+    pub agent_result: Option<AgentResult>,
+    /// The step's rewards, when it was graded.
+    #[serde(default)]
+    pub verifier_result: Option<VerifierResult>,
+    /// The exception that ended the step, when one did.
+    #[serde(default)]
+    pub exception_info: Option<ExceptionInfo>,
+}
+
+/// The exception that decides a trial's failure: the trial's own, else the first step's in
+/// step order (`TrialResult._recorded_exceptions` and `failure_cause`: a multi-step trial
+/// records its handled failures on the step).
+pub fn exception(r: &TrialResult) -> Option<&ExceptionInfo> {
+    r.exception_info.as_ref().or_else(|| {
+        r.step_results
+            .iter()
+            .flatten()
+            .find_map(|s| s.exception_info.as_ref())
+    })
 }
 
 /// `agent_info`.
@@ -300,17 +332,41 @@ pub fn state_of_exception(exception_type: &str) -> (Option<State>, &'static str)
     }
 }
 
-/// What a Harbor trial's agent spent (`agent_result`): Harbor's `n_input_tokens` includes the
-/// cached ones, akbench's `input_tokens` does not.
+/// What a Harbor trial's agent spent: its `agent_result`, or for a multi-step trial the sum
+/// of its steps' (`TrialResult.compute_token_cost_totals`: a total is absent when no step
+/// reported it). Harbor's `n_input_tokens` includes the cached ones, akbench's
+/// `input_tokens` does not.
 pub fn spend(r: &TrialResult) -> Option<crate::spend::Spend> {
-    let a = r.agent_result.as_ref()?;
+    let contexts: Vec<&AgentResult> = match (&r.agent_result, &r.step_results) {
+        (Some(a), _) => vec![a],
+        (None, Some(steps)) => steps
+            .iter()
+            .filter_map(|s| s.agent_result.as_ref())
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    if contexts.is_empty() {
+        return None;
+    }
+    let sum = |f: fn(&AgentResult) -> Option<u64>| {
+        contexts
+            .iter()
+            .filter_map(|a| f(a))
+            .fold(None, |acc: Option<u64>, n| {
+                Some(acc.unwrap_or(0).saturating_add(n))
+            })
+    };
+    let n_input = sum(|a| a.n_input_tokens);
+    let n_cache = sum(|a| a.n_cache_tokens);
+    let cost = contexts
+        .iter()
+        .filter_map(|a| a.cost_usd)
+        .fold(None, |acc: Option<f64>, c| Some(acc.unwrap_or(0.0) + c));
     let s = crate::spend::Spend {
-        input_tokens: a
-            .n_input_tokens
-            .map(|n| n.saturating_sub(a.n_cache_tokens.unwrap_or(0))),
-        cached_input_tokens: a.n_cache_tokens,
-        output_tokens: a.n_output_tokens,
-        cost_usd: a.cost_usd.filter(|c| c.is_finite()),
+        input_tokens: n_input.map(|n| n.saturating_sub(n_cache.unwrap_or(0))),
+        cached_input_tokens: n_cache,
+        output_tokens: sum(|a| a.n_output_tokens),
+        cost_usd: cost.filter(|c| c.is_finite()),
     };
     (s != crate::spend::Spend::default()).then_some(s)
 }
@@ -338,7 +394,7 @@ pub fn observation(
     pass_threshold: f64,
 ) -> (Observation, &'static str) {
     let rewards = r.verifier_result.as_ref().and_then(|v| v.rewards.as_ref());
-    let (state, ok, score, why) = match (&r.exception_info, rewards.and_then(reward)) {
+    let (state, ok, score, why) = match (exception(r), rewards.and_then(reward)) {
         (Some(e), x) => match state_of_exception(&e.exception_type) {
             (Some(s), why) => (s, None, None, why),
             (None, why) => match x.filter(|x| x.is_finite()) {

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 mod step;
+pub mod steps;
 pub mod wire;
 
 /// Version of the record schema.

@@ -166,6 +166,10 @@ pub struct SpecTask {
     /// from, `akbench_core::task::HARBOR_FIELDS`), so the plan says what was not acted on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_fields: Vec<String>,
+    /// Its agent or grading phase reaches a network (`core::egress::offer::needs_egress`):
+    /// the run then requires workers that give the egress proxy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_egress: bool,
 }
 
 /// One agent condition as planned.
@@ -494,6 +498,7 @@ pub fn resolve(
             })
             .collect();
         tasks.push(SpecTask {
+            needs_egress: crate::egress::offer::needs_egress(&t.network),
             family: t.family,
             source_repo: t
                 .file
@@ -567,6 +572,7 @@ pub fn resolve(
     .map_err(ResolveError::Unsupported)?;
     let selection = crate::support::selection(manifest.execution.selection.as_deref())
         .map_err(|u| ResolveError::Unsupported(u.to_string()))?;
+    let needs_egress = tasks.iter().any(|t| t.needs_egress);
     let condition = RunCondition {
         experiment: manifest.experiment.clone(),
         description: manifest.description.clone(),
@@ -583,6 +589,10 @@ pub fn resolve(
             budget: manifest.execution.budget,
             worker_labels: {
                 let mut l = manifest.execution.worker_labels.clone();
+                // A task that needs the network runs only where the worker gives it.
+                if needs_egress {
+                    l.push(crate::egress::offer::EGRESS_LABEL.to_string());
+                }
                 l.sort();
                 l.dedup();
                 l

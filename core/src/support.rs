@@ -89,7 +89,12 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
             refuse(
                 &format!("family (task {})", task.release.id),
                 task.family.to_string(),
-                "only `artefact` tasks execute; exclude the task (tasks.exclude)",
+                match task.family {
+                    // A task with `[[steps]]` (core::task::steps): it loads and is planned
+                    // and counted, but its trials do not run yet.
+                    Family::Lifecycle => "only `artefact` tasks execute; a multi-step (`[[steps]]`) task loads, but its trials do not run yet (issue 46): exclude the task (tasks.exclude), or run it with Harbor",
+                    _ => "only `artefact` tasks execute; exclude the task (tasks.exclude)",
+                },
             );
             if condition.execution.candidates > 1 {
                 refuse(

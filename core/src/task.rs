@@ -262,6 +262,10 @@ pub struct Task {
     /// (no `image` / `docker_image` yet): `akbench image build` builds it; nothing runs it
     /// before.
     pub image_unbuilt: bool,
+    /// `[[steps]]`, loaded (empty: a one-step task); a task with steps is a `lifecycle`.
+    pub steps: Vec<steps::Step>,
+    /// `multi_step_reward_strategy` (`mean` when unset).
+    pub reward_strategy: steps::RewardStrategy,
 }
 
 /// Where the workspace is inside an image whose task and configuration name no folder.
@@ -439,22 +443,31 @@ impl Task {
             .clone()
             .unwrap_or_else(|| UNVERSIONED.to_string());
         load_checks::version(&toml_path, &version)?;
+        let multi_step = !walked.steps.is_empty();
         let instruction_path = dir.join(INSTRUCTION_FILE);
-        let instruction = read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow)
-            .map_err(|e| TaskError {
-                file: instruction_path.clone(),
-                kind: TaskErrorKind::Io(format!(
-                    "{e}; write what the agent is told in instruction.md (a regular UTF-8 file)"
-                )),
-            })?;
-        if instruction.trim().is_empty() {
+        // A multi-step task's instructions are its steps' (Harbor reads no top-level
+        // instruction.md for one: `Task.step_instruction`); the first is the task's.
+        let instruction = if multi_step {
+            String::new()
+        } else {
+            read_text(&instruction_path, MAX_TASK_FILE_BYTES, Links::Follow).map_err(|e| {
+                TaskError {
+                    file: instruction_path.clone(),
+                    kind: TaskErrorKind::Io(format!(
+                        "{e}; write what the agent is told in instruction.md (a regular UTF-8 file)"
+                    )),
+                }
+            })?
+        };
+        if instruction.trim().is_empty() && !multi_step {
             return Err(TaskError {
                 file: instruction_path,
                 kind: TaskErrorKind::Io("is empty; write what the agent is told".into()),
             });
         }
         let tests_dir = dir.join("tests");
-        if !tests_dir.is_dir() {
+        // A multi-step task may grade each step with its own tests only.
+        if !tests_dir.is_dir() && !multi_step {
             return Err(TaskError {
                 file: tests_dir,
                 kind: TaskErrorKind::Io(
@@ -485,7 +498,18 @@ impl Task {
                 Some((p, crate::digest::digest_bytes(&bytes)))
             }
         };
-        let family = file.family.unwrap_or(Family::Artefact);
+        let family =
+            match (file.family, multi_step) {
+                (None, false) => Family::Artefact,
+                (None, true) | (Some(Family::Lifecycle), true) => Family::Lifecycle,
+                (Some(f), false) => f,
+                (Some(f), true) => return Err(TaskError::field(
+                    &toml_path,
+                    "family",
+                    format!("is `{f}`, but the task has `[[steps]]`, which make it a `lifecycle`"),
+                    "remove `family` (the steps make the task a lifecycle), or remove the steps",
+                )),
+            };
         let agent_timeout_sec = check_timeout(
             &toml_path,
             "agent.timeout_sec",
@@ -538,7 +562,18 @@ impl Task {
                 ));
             }
         }
-        if file.verifier.command.is_none() && !tests_dir.join("test.sh").is_file() {
+        let steps = steps::load(
+            dir,
+            &walked.steps,
+            agent_timeout_sec,
+            tests_dir.join("test.sh").is_file(),
+            file.verifier.command.is_some(),
+        )?;
+        let instruction = match steps.first() {
+            Some(s) => s.instruction.clone(),
+            None => instruction,
+        };
+        if file.verifier.command.is_none() && !tests_dir.join("test.sh").is_file() && !multi_step {
             return Err(TaskError {
                 file: tests_dir.join("test.sh"),
                 kind: TaskErrorKind::Io(
@@ -564,10 +599,14 @@ impl Task {
                 "use a number such as 1.0",
             ));
         }
-        let tests_digest = dir_digest(&tests_dir).map_err(|e| TaskError {
-            file: tests_dir.clone(),
-            kind: TaskErrorKind::Io(e),
-        })?;
+        let tests_digest = if tests_dir.is_dir() {
+            dir_digest(&tests_dir).map_err(|e| TaskError {
+                file: tests_dir.clone(),
+                kind: TaskErrorKind::Io(e),
+            })?
+        } else {
+            crate::digest::digest_bytes(b"")
+        };
         let solution_dir = dir.join("solution");
         let reference = if solution_dir.is_dir() {
             let d = dir_digest(&solution_dir).map_err(|e| TaskError {
@@ -586,6 +625,13 @@ impl Task {
                 field: "environment/Dockerfile".into(),
                 handling: "ignored".into(),
                 why: "the task names its image (`docker_image` / `image`), which wins over the Dockerfile, as in Harbor; `akbench image build` builds it".into(),
+            });
+        }
+        if multi_step && instruction_path.exists() {
+            uses.push(FieldUse {
+                field: INSTRUCTION_FILE.into(),
+                handling: "ignored".into(),
+                why: "a multi-step task's instructions are its steps' (steps/<name>/instruction.md); Harbor reads none at the top level".into(),
             });
         }
         let requirements = walked.requirements;
@@ -647,6 +693,8 @@ impl Task {
             solution_env,
             requirements,
             image_unbuilt: image_is_unbuilt,
+            steps,
+            reward_strategy: walked.strategy.unwrap_or_default(),
             fields: uses,
             harbor_name: walked.harbor_name,
             network: walked.network,
@@ -926,6 +974,7 @@ mod write_image;
 pub use write_image::{image_key, image_key_of, set_image};
 mod links;
 mod load_checks;
+pub mod steps;
 
 #[cfg(test)]
 mod tests;

@@ -82,6 +82,7 @@ pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
         requires: Default::default(),
         metadata: BTreeMap::new(),
         ignored_fields: Vec::new(),
+        needs_egress: false,
     }
 }
 

@@ -482,3 +482,76 @@ fn an_adapter_that_cannot_run_is_refused_at_plan_time_with_exit_2_and_nothing_wr
         }
     }
 }
+
+/// A task that needs the network (its agent or grading phase is `public` or an allowlist)
+/// makes the plan require workers that give it (`akbench.egress`), and a sweep whose own
+/// workers give none (`AKBENCH_EGRESS=off`) is refused before anything runs, naming the
+/// task and the fix (core::egress::offer).
+#[test]
+fn a_task_needing_the_network_requires_workers_that_give_it_and_is_refused_where_none_do() {
+    let tmp = fixture();
+    let toml = tmp.path().join("tasks/pyslug-001/task.toml");
+    let mut written = std::fs::read_to_string(&toml).unwrap();
+    written.push_str("\n[environment]\nnetwork_mode = \"public\"\n");
+    std::fs::write(&toml, written).unwrap();
+
+    let v = plan_json(tmp.path(), "experiment.yaml");
+    let key = v["run_key"].as_str().unwrap().to_string();
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store_file(tmp.path(), &key, "spec.json")).unwrap())
+            .unwrap();
+    let labels = &spec["condition"]["execution"]["worker_labels"];
+    assert_eq!(labels, &serde_json::json!(["akbench.egress"]), "{spec}");
+    let needing: Vec<&str> = spec["condition"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["needs_egress"] == true)
+        .map(|t| t["release"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(needing, ["pyslug-001"], "{spec}");
+
+    // Without that task, nothing is required (and the spec is written as before: no field).
+    let only_wordcount = MANIFEST.replace(", \"pyslug-*\"", "");
+    std::fs::write(tmp.path().join("wc.yaml"), only_wordcount).unwrap();
+    let v = plan_json(tmp.path(), "wc.yaml");
+    let key = v["run_key"].as_str().unwrap().to_string();
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store_file(tmp.path(), &key, "spec.json")).unwrap())
+            .unwrap();
+    assert!(
+        spec["condition"]["execution"]
+            .get("worker_labels")
+            .is_none(),
+        "{spec}"
+    );
+
+    // A sweep whose workers give no network: refused, nothing run or written.
+    let sweep_dir = tmp.path().join("sweep-off");
+    for (value, code, names) in [
+        ("off", 2, "pyslug-001 need the network"),
+        ("maybe", 2, "AKBENCH_EGRESS: `maybe` is not `on` or `off`"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(["sweep", "experiment.yaml", "--local", "--json"])
+            .arg("--store-root")
+            .arg(&sweep_dir)
+            .current_dir(tmp.path())
+            .env("AKBENCH_EGRESS", value)
+            .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z")
+            .output()
+            .unwrap();
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{value}: {all}");
+        assert!(all.contains(names), "{value}: {all}");
+        assert!(all.contains("fix:"), "{value}: {all}");
+        assert!(
+            !sweep_dir.exists(),
+            "{value}: the refused sweep wrote its store"
+        );
+        assert!(
+            !tmp.path().join("out").exists(),
+            "{value}: the refused sweep ran"
+        );
+    }
+}

@@ -7,9 +7,15 @@ usage: worker_security.py COMPOSE_CONFIG.yaml RENDERED_OVERLAY.yaml...
   COMPOSE_CONFIG.yaml: the output of `docker-compose -f deploy/compose/compose.yaml config`
 
 Each side is reduced to the same facts: the user the container starts as, capabilities
-dropped and added, no_new_privs, privileged, the seccomp profile, /proc masking, the cgroup
-folders mounted read-write, a read-only root file system. Exit 0 when every overlay equals
+dropped and added, no_new_privs, privileged, the seccomp profile, the AppArmor profile,
+/proc masking, the cgroups, a read-only root file system. Exit 0 when every overlay equals
 compose, 1 (printing the differences) otherwise.
+
+Cgroups: compose runs on this cgroup v1 host and binds the node's memory, pids and cpu
+folders; an overlay for cgroup v1 nodes (components/cgroup-v1) must bind the same. An
+overlay for cgroup v2 nodes (the base) binds nothing under /sys/fs/cgroup (the pod's own
+cgroup namespace, made writable by the entry point): its `cgroup` fact is "v2: own
+namespace" and is the one fact not compared with compose.
 """
 import os
 import sys
@@ -41,6 +47,7 @@ def compose_facts(config):
             if mode == "rw":
                 cgroup_rw.append(dst)
     user = str(w.get("user", "0")).split(":")[0]
+    apparmor = [o[len("apparmor") + 1:] for o in opts if o.startswith(("apparmor=", "apparmor:"))]
     return {
         "start_uid": int(user) if user.isdigit() else user,
         "caps_drop": sorted(w.get("cap_drop", [])),
@@ -48,8 +55,9 @@ def compose_facts(config):
         "no_new_privs": "no-new-privileges:true" in opts or "no-new-privileges" in opts,
         "privileged": bool(w.get("privileged", False)),
         "seccomp": SECCOMP_FILE if len(seccomp) == 1 and os.path.basename(seccomp[0]) == SECCOMP_FILE else seccomp,
+        "apparmor": apparmor[0] if len(apparmor) == 1 else "runtime default",
         "proc": "unmasked" if "systempaths=unconfined" in opts else "as the runtime mounts it",
-        "cgroup_rw": sorted(cgroup_rw),
+        "cgroup": f"v1: {sorted(cgroup_rw)}",
         "read_only_root": bool(w.get("read_only", False)),
     }
 
@@ -71,6 +79,9 @@ def k8s_facts(doc):
             if not m.get("readOnly"):
                 cgroup_rw.append(m["mountPath"])
     caps = csc.get("capabilities", {})
+    aa = csc.get("appArmorProfile") or psc.get("appArmorProfile") or {}
+    if any(v.get("hostPath", {}).get("path", "").startswith("/sys/fs/cgroup") for v in pod.get("volumes", [])) and not cgroup_rw:
+        raise SystemExit("kubernetes: a hostPath into /sys/fs/cgroup that the worker does not mount read-write")
     return {
         "start_uid": csc.get("runAsUser", psc.get("runAsUser", 0)),
         "caps_drop": sorted(caps.get("drop", [])),
@@ -78,8 +89,9 @@ def k8s_facts(doc):
         "no_new_privs": csc.get("allowPrivilegeEscalation") is False,
         "privileged": bool(csc.get("privileged", False)),
         "seccomp": seccomp,
+        "apparmor": {"Unconfined": "unconfined"}.get(aa.get("type"), aa.get("type", "runtime default")),
         "proc": "unmasked" if csc.get("procMount") == "Unmasked" else "as the runtime mounts it",
-        "cgroup_rw": sorted(cgroup_rw),
+        "cgroup": f"v1: {sorted(cgroup_rw)}" if cgroup_rw else "v2: own namespace",
         "read_only_root": bool(csc.get("readOnlyRootFilesystem", False)),
     }
 
@@ -97,13 +109,14 @@ def main(compose_path, rendered):
             bad += 1
             continue
         got = k8s_facts(workers[0])
-        diff = {k: (want[k], got.get(k)) for k in want if want[k] != got.get(k)}
+        compared = [k for k in want if not (k == "cgroup" and got.get(k) == "v2: own namespace")]
+        diff = {k: (want[k], got.get(k)) for k in compared if want[k] != got.get(k)}
         if diff:
             bad += 1
             for k, (c, g) in diff.items():
                 print(f"{path}: worker {k}: compose {c!r}, kubernetes {g!r}", file=sys.stderr)
     print(f"worker_security: compose {want}")
-    print(f"worker_security: {len(rendered) - bad} of {len(rendered)} overlays ship the same worker settings")
+    print(f"worker_security: {len(rendered) - bad} of {len(rendered)} overlays ship the same worker settings (cgroup v2 overlays: all but the cgroups)")
     return 1 if bad else 0
 
 

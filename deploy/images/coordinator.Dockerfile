@@ -12,9 +12,11 @@ ARG BIN_DIR=target/release
 RUN set -e; pkgs="ca-certificates curl"; \
     dpkg -s $pkgs >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $pkgs && rm -rf /var/lib/apt/lists/*; }; \
     useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin akbench; \
-    # /certs: a named volume mounted here starts owned by 10001 (compose's `certs` service
-    # writes into it as that user).
-    mkdir -m 0755 /certs && chown 10001:10001 /certs
+    # /certs and its role folders: a named volume mounted at one of them starts owned by
+    # 10001 (compose's `certs` job writes the CA into /certs/ca and each role's files into
+    # /certs/<role> as that user; deploy/compose/compose.yaml).
+    mkdir -m 0755 /certs /certs/ca /certs/coordinator /certs/worker /certs/public && \
+    chmod 0700 /certs/ca && chown -R 10001:10001 /certs
 COPY ${BIN_DIR}/akbench-coordinator ${BIN_DIR}/akbench /usr/local/bin/
 USER 10001:10001
 EXPOSE 7400 7401

@@ -217,3 +217,72 @@ fn tokens_and_cost_are_kept() {
     let r = result(json!({"trial_name": "t", "agent_result": {"n_output_tokens": 7}}));
     assert_eq!(spend(&r).unwrap().input_tokens, None);
 }
+
+#[test]
+fn a_multi_step_trials_spend_is_the_sum_of_its_steps() {
+    // Harbor's compute_token_cost_totals: a multi-step trial has no top-level agent_result.
+    let r = result(json!({
+        "trial_name": "t",
+        "verifier_result": {"rewards": {"reward": 1.0}},
+        "step_results": [
+            {"step_name": "one", "agent_result": {"n_input_tokens": 1000, "n_cache_tokens": 100, "n_output_tokens": 10, "cost_usd": 0.5}},
+            {"step_name": "two", "agent_result": {"n_input_tokens": 500, "n_output_tokens": 5}},
+            {"step_name": "three", "agent_result": null},
+        ],
+    }));
+    assert_eq!(
+        spend(&r),
+        Some(crate::spend::Spend {
+            input_tokens: Some(1400),
+            cached_input_tokens: Some(100),
+            output_tokens: Some(15),
+            cost_usd: Some(0.5),
+        })
+    );
+    // The top-level agent_result wins when present, as in Harbor.
+    let mut top = r.clone();
+    top.agent_result = Some(AgentResult {
+        n_input_tokens: Some(9),
+        n_cache_tokens: None,
+        n_output_tokens: None,
+        cost_usd: None,
+    });
+    assert_eq!(spend(&top).unwrap().input_tokens, Some(9));
+    assert_eq!(
+        spend(&result(json!({"trial_name": "t", "step_results": []}))),
+        None
+    );
+}
+
+#[test]
+fn a_step_exception_decides_a_multi_step_trial_as_harbors_failure_cause() {
+    // A step's environment failure is the trial's (Harbor records it on the step only).
+    let r = result(json!({
+        "trial_name": "t",
+        "verifier_result": {"rewards": {"reward": 1.0}},
+        "step_results": [
+            {"step_name": "one", "verifier_result": {"rewards": {"reward": 1.0}}},
+            {"step_name": "two", "exception_info": {"exception_type": "RuntimeError"}},
+        ],
+    }));
+    assert_eq!(exception(&r).unwrap().exception_type, "RuntimeError");
+    let (o, _) = observation(&r, uuid::Uuid::nil(), 1.0);
+    assert_eq!(o.state, State::InfrastructureError);
+    // The trial's own exception comes first.
+    let mut own = r.clone();
+    own.exception_info = Some(ExceptionInfo {
+        exception_type: "AgentTimeoutError".into(),
+        exception_message: None,
+    });
+    assert_eq!(exception(&own).unwrap().exception_type, "AgentTimeoutError");
+    // Without exceptions the trial's reward decides.
+    let ok = result(json!({
+        "trial_name": "t",
+        "verifier_result": {"rewards": {"reward": 1.0}},
+        "step_results": [{"step_name": "one"}],
+    }));
+    assert_eq!(
+        observation(&ok, uuid::Uuid::nil(), 1.0).0.state,
+        State::Completed
+    );
+}

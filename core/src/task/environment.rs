@@ -40,11 +40,11 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "multi_step_reward_strategy",
-        Handling::Ignored("it applies to multi-step tasks (`[[steps]]`) only"),
+        Handling::Applied("the trial's reward from its steps' (`mean`, the default, or `final`); ignored without `[[steps]]`, as in Harbor"),
     ),
     (
         "steps",
-        Handling::Refused("multi-step tasks are not run yet (issue 46): run the task with Harbor, or write it as one step"),
+        Handling::Applied("a finite lifecycle (family `lifecycle`): each step is loaded and checked, each of its keys applied, refused naming it, or kept as ignored; planning its trials is refused until akbench runs them (issue 46; docs/tasks.md, \"Multi-step tasks\")"),
     ),
     (
         "artifacts",

@@ -111,23 +111,32 @@ pub(super) struct Walked {
     pub requirements: Requirements,
     pub skills_dir: Option<String>,
     pub serde: Table,
+    /// `[[steps]]` (empty: a one-step task).
+    pub steps: Vec<super::steps::StepConfig>,
+    /// `multi_step_reward_strategy`, when written.
+    pub strategy: Option<super::steps::RewardStrategy>,
 }
 
 /// Harbor's task formats akbench reads.
 pub const SCHEMA_VERSIONS: &[&str] = &["1.0", "1.1", "1.2", "1.3", "1.4"];
 
-struct Walk<'a> {
-    path: &'a Path,
-    uses: Vec<FieldUse>,
+pub(super) struct Walk<'a> {
+    pub(super) path: &'a Path,
+    pub(super) uses: Vec<FieldUse>,
 }
 
 impl Walk<'_> {
-    fn err(&self, field: &str, problem: impl Into<String>, fix: impl Into<String>) -> TaskError {
+    pub(super) fn err(
+        &self,
+        field: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> TaskError {
         TaskError::field(self.path, field, problem, fix)
     }
 
     /// Records `field` by its row (unknown: ignored); a refused row is the error.
-    fn row(&mut self, field: &str) -> Result<(), TaskError> {
+    pub(super) fn row(&mut self, field: &str) -> Result<(), TaskError> {
         match handling(field) {
             None => self.ignore(field, UNKNOWN_KEY),
             Some(Handling::Applied(why)) => self.apply(field, why),
@@ -139,11 +148,11 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn apply(&mut self, field: &str, why: &str) {
+    pub(super) fn apply(&mut self, field: &str, why: &str) {
         self.push(field, "applied", why);
     }
 
-    fn ignore(&mut self, field: &str, why: &str) {
+    pub(super) fn ignore(&mut self, field: &str, why: &str) {
         self.push(field, "ignored", why);
     }
 
@@ -155,7 +164,7 @@ impl Walk<'_> {
         });
     }
 
-    fn table<'v>(&self, field: &str, v: &'v Value) -> Result<&'v Table, TaskError> {
+    pub(super) fn table<'v>(&self, field: &str, v: &'v Value) -> Result<&'v Table, TaskError> {
         v.as_table().ok_or_else(|| {
             self.err(
                 field,
@@ -165,7 +174,7 @@ impl Walk<'_> {
         })
     }
 
-    fn string<'v>(&self, field: &str, v: &'v Value) -> Result<&'v str, TaskError> {
+    pub(super) fn string<'v>(&self, field: &str, v: &'v Value) -> Result<&'v str, TaskError> {
         v.as_str().ok_or_else(|| {
             self.err(
                 field,
@@ -175,7 +184,7 @@ impl Walk<'_> {
         })
     }
 
-    fn number(&self, field: &str, v: &Value) -> Result<f64, TaskError> {
+    pub(super) fn number(&self, field: &str, v: &Value) -> Result<f64, TaskError> {
         match v {
             Value::Integer(i) => Ok(*i as f64),
             Value::Float(f) => Ok(*f),
@@ -201,7 +210,7 @@ impl Walk<'_> {
         }
     }
 
-    fn strings(&self, field: &str, v: &Value) -> Result<Vec<String>, TaskError> {
+    pub(super) fn strings(&self, field: &str, v: &Value) -> Result<Vec<String>, TaskError> {
         let fix = "write a list of strings such as [\"a\", \"b\"]";
         let Value::Array(items) = v else {
             return Err(self.err(field, format!("is a {}, not a list", v.type_str()), fix));
@@ -220,7 +229,11 @@ impl Walk<'_> {
             .collect()
     }
 
-    fn string_map(&self, field: &str, v: &Value) -> Result<BTreeMap<String, String>, TaskError> {
+    pub(super) fn string_map(
+        &self,
+        field: &str,
+        v: &Value,
+    ) -> Result<BTreeMap<String, String>, TaskError> {
         let t = self.table(field, v)?;
         let mut out = BTreeMap::new();
         for (k, v) in t {
@@ -312,6 +325,8 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
     let mut version = None;
     let mut task_version = None;
     let mut harbor_name = None;
+    let mut steps = Vec::new();
+    let mut strategy = None;
     for (key, value) in doc {
         match key.as_str() {
             "mutation" => {
@@ -368,13 +383,10 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
                 w.row(key)?;
                 serde.insert(key.clone(), value.clone());
             }
-            "multi_step_reward_strategy" => {
-                w.string(key, value)?;
-                w.row(key)?;
-            }
+            "multi_step_reward_strategy" => strategy = Some(super::steps::strategy(&mut w, value)?),
             "steps" => match value {
                 Value::Array(a) if a.is_empty() => w.ignore(key, "empty: the task is one step"),
-                _ => w.row(key)?,
+                _ => steps = super::steps::walk(&mut w, value, doc)?,
             },
             "artifacts" => artifacts(&mut w, value, doc)?,
             "task" => {
@@ -408,6 +420,17 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
                 serde.insert(key.clone(), Value::Table(kept));
             }
             other => w.ignore(other, UNKNOWN_KEY),
+        }
+    }
+    if steps.is_empty() {
+        // Harbor: the strategy "only applies to multi-step tasks".
+        if let Some(u) = w
+            .uses
+            .iter_mut()
+            .find(|u| u.field == "multi_step_reward_strategy")
+        {
+            u.handling = "ignored".into();
+            u.why = "it applies to multi-step tasks (`[[steps]]`) only".into();
         }
     }
     let empty = Table::new();
@@ -448,6 +471,8 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
         requirements: env.requirements,
         skills_dir: env.skills_dir,
         serde,
+        steps,
+        strategy,
     })
 }
 
@@ -574,7 +599,18 @@ fn authors(w: &Walk<'_>, v: &Value) -> Result<(), TaskError> {
 /// `artifacts`: strings and tables, checked as Harbor checks them; each must be a path
 /// akbench keeps.
 fn artifacts(w: &mut Walk<'_>, v: &Value, doc: &Table) -> Result<(), TaskError> {
-    let field = "artifacts";
+    check_artifacts(w, "artifacts", v, doc)?;
+    w.row("artifacts")
+}
+
+/// The entries of an `artifacts` list (`field`: the top-level one, or a step's), checked as
+/// Harbor checks them plus where akbench keeps files.
+pub(super) fn check_artifacts(
+    w: &Walk<'_>,
+    field: &str,
+    v: &Value,
+    doc: &Table,
+) -> Result<(), TaskError> {
     let fix = "write paths as strings, or tables with `source` (and `destination`, `exclude`)";
     let Value::Array(items) = v else {
         return Err(w.err(field, format!("is a {}, not a list", v.type_str()), fix));
@@ -595,27 +631,27 @@ fn artifacts(w: &mut Walk<'_>, v: &Value, doc: &Table) -> Result<(), TaskError> 
                     _ => return Err(w.err(field, "an entry has no `source` string", fix)),
                 };
                 if let Some(d) = t.get("destination") {
-                    let d = w.string("artifacts.destination", d)?;
+                    let d = w.string(&format!("{field}.destination"), d)?;
                     let bad = d.contains('\\')
                         || d.starts_with('/')
                         || d.split('/').any(|p| p == "..")
                         || d.trim_end_matches('/') == "manifest.json";
                     if bad {
                         return Err(w.err(
-                            "artifacts.destination",
+                            &format!("{field}.destination"),
                             format!("`{}` is not a relative path inside the artifacts folder (no `..`, `\\`, not `manifest.json`)", crate::limits::elide(d)),
                             "write a relative path such as `out/result.txt`, or remove it",
                         ));
                     }
                 }
                 if let Some(x) = t.get("exclude") {
-                    w.strings("artifacts.exclude", x)?;
+                    w.strings(&format!("{field}.exclude"), x)?;
                 }
                 if let Some(s) = t.get("service") {
-                    let s = w.string("artifacts.service", s)?;
+                    let s = w.string(&format!("{field}.service"), s)?;
                     if s != "main" {
                         return Err(w.err(
-                            "artifacts.service",
+                            &format!("{field}.service"),
                             format!("`{}` names a sidecar service, and sidecar services are not run yet", crate::limits::elide(s)),
                             "collect from the main environment (remove `service`), or run the task with Harbor",
                         ));
@@ -651,7 +687,7 @@ fn artifacts(w: &mut Walk<'_>, v: &Value, doc: &Table) -> Result<(), TaskError> 
             ));
         }
     }
-    w.row(field)
+    Ok(())
 }
 
 /// `[agent]`: what serde reads (`timeout_sec`); the rest recorded or refused.

@@ -74,9 +74,9 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
             "no `source`",
         ),
         (
-            "[[steps]]\nname = \"one\"\n",
-            "steps",
-            "does not take effect",
+            "[[steps]]\nname = \"a/b\"\n",
+            "steps.name",
+            "portable folder name",
         ),
         (
             "[agent]\nuser = \"agent\"\n",

@@ -16,7 +16,7 @@ use akbench_core::accounting::{reconcile, ObservedLine};
 use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::harbor::{
-    observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
+    exception, observation, spend, trial_id, ExportManifest, TrialResult, EXPORT_MANIFEST,
 };
 use akbench_core::output::{Existing, Mode};
 use akbench_core::spend::{fmt_spend, Spend};
@@ -119,7 +119,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
             Ok(id) => {
                 let threshold = thresholds.get(&id).copied().unwrap_or(1.0);
                 let (o, why) = observation(&result, id, threshold);
-                let label = match &result.exception_info {
+                let label = match exception(&result) {
                     Some(e) => format!("{} ({}) -> {}", e.exception_type, why, o.state),
                     None => format!("{why} -> {}", o.state),
                 };

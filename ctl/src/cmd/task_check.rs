@@ -25,6 +25,19 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         .into());
     }
     let mut task = load_task(&dir.display().to_string(), &dir)?;
+    // A multi-step task loads (its steps are shown), but no trial of it runs yet, so there
+    // is nothing to apply its steps' solutions in.
+    if !task.steps.is_empty() {
+        let names: Vec<&str> = task.steps.iter().map(|s| s.config.name.as_str()).collect();
+        return Err(InputError(format!(
+            "failed to check task `{}`: it is a multi-step task ({} steps: {}; reward strategy `{}`), which loads, but akbench does not run multi-step trials yet (issue 46), so the check cannot apply the steps' solutions; fix: check it with Harbor (`harbor run --agent oracle`)",
+            task.release.id,
+            names.len(),
+            names.join(", "),
+            task.reward_strategy.as_str()
+        ))
+        .into());
+    }
     // The check applies solution/solve.sh: without it there is nothing to check, which is
     // the task's fault (exit 2), never a "not valid" verdict kept in the cache.
     if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {

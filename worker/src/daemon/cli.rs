@@ -187,6 +187,13 @@ impl Args {
         c.cache_max_bytes =
             (self.cache_max_gb > 0).then(|| self.cache_max_gb.saturating_mul(super::config::GB));
         c.labels = self.labels.into_iter().collect::<BTreeMap<_, _>>();
+        // A worker that gives the egress proxy says so (WorkerConfig::advertised_labels).
+        c.gives_egress = akbench_core::egress::offer::gives_egress(
+            std::env::var(akbench_core::egress::offer::EGRESS_ENV)
+                .ok()
+                .as_deref(),
+        )
+        .map_err(|e| anyhow::anyhow!("failed to read the worker's settings: {e}"))?;
         c.worker_id = self.worker_id.unwrap_or_else(default_worker_id);
         c.artifacts = self.artifacts;
         c.grace = Duration::from_secs_f64(grace);

@@ -31,8 +31,12 @@ pub struct WorkerConfig {
     /// default): none. A prefetched attempt is held like a running one: a draining worker
     /// still runs it within its grace, and cancels it when the grace is over.
     pub prefetch: u32,
-    /// Labels advertised in `Hello`.
+    /// Labels advertised in `Hello` (the operator's; [`WorkerConfig::advertised_labels`]
+    /// adds the ones the worker derives).
     pub labels: BTreeMap<String, String>,
+    /// Whether this worker gives tasks the egress proxy (`AKBENCH_EGRESS`, default on;
+    /// `akbench_core::egress::offer`): it then advertises `akbench.egress`.
+    pub gives_egress: bool,
     /// Mirror cache and per-attempt work folders (`<cache>/mirrors`, `<cache>/work`).
     pub cache_root: PathBuf,
     /// The bound of the caches under `cache_root` (images, mirrors, baselines) in bytes,
@@ -68,6 +72,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("slots", &self.slots)
             .field("prefetch", &self.prefetch)
             .field("labels", &self.labels)
+            .field("gives_egress", &self.gives_egress)
             .field("cache_root", &self.cache_root)
             .field("cache_max_bytes", &self.cache_max_bytes)
             .field("out_root", &self.out_root)
@@ -98,6 +103,18 @@ pub enum ConfigError {
 }
 
 impl WorkerConfig {
+    /// The labels this worker advertises: the operator's, and `akbench.egress` when it gives
+    /// the egress proxy (plans whose tasks need the network require it).
+    pub fn advertised_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        if self.gives_egress {
+            labels
+                .entry(akbench_core::egress::offer::EGRESS_LABEL.to_string())
+                .or_default();
+        }
+        labels
+    }
+
     /// The coordinator's endpoint: TLS for `https://`, and the plaintext-token rule.
     pub fn endpoint(&self) -> Result<tonic::transport::Endpoint, ConfigError> {
         self.endpoint_of(&self.coordinator)
@@ -143,6 +160,7 @@ impl WorkerConfig {
             slots: 1,
             prefetch: 0,
             labels: BTreeMap::new(),
+            gives_egress: true,
             cache_root,
             cache_max_bytes: Some(DEFAULT_CACHE_MAX_GB * GB),
             out_root,
@@ -249,6 +267,23 @@ mod tests {
     fn config(url: &str) -> WorkerConfig {
         let d = std::env::temp_dir();
         WorkerConfig::new(url.parse().unwrap(), d.clone(), d.clone(), d.clone(), d)
+    }
+
+    #[test]
+    fn a_worker_advertises_the_egress_label_only_when_it_gives_the_network() {
+        let mut c = config("http://x:1");
+        c.labels.insert("gpu".into(), "a100".into());
+        let on = c.advertised_labels();
+        assert_eq!(on.get("akbench.egress").map(String::as_str), Some(""));
+        assert_eq!(on.get("gpu").map(String::as_str), Some("a100"));
+        c.gives_egress = false;
+        let off = c.advertised_labels();
+        assert!(!off.contains_key("akbench.egress"), "{off:?}");
+        assert_eq!(off.len(), 1);
+        // An operator's own value is kept.
+        c.gives_egress = true;
+        c.labels.insert("akbench.egress".into(), "mirror".into());
+        assert_eq!(c.advertised_labels()["akbench.egress"], "mirror");
     }
 
     #[test]

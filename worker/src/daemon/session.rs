@@ -568,7 +568,7 @@ impl Supervisor {
         let hello = pb::Hello {
             worker_id: self.config.worker_id.clone(),
             slots: self.config.leases(),
-            labels: self.config.labels.clone().into_iter().collect(),
+            labels: self.config.advertised_labels().into_iter().collect(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             held_leases: self.held_leases(),
             instance_id: self.instance_id.clone(),

@@ -113,8 +113,15 @@ impl Policy {
     /// [`akbench_core::egress::settings`]); the error names the variable, the entry and
     /// the fix.
     pub fn for_phase(mode: NetworkMode) -> Result<Self, String> {
-        use akbench_core::egress::settings;
+        use akbench_core::egress::{offer, settings};
         let var = |name: &str| std::env::var(name).unwrap_or_default();
+        // A worker that gives no network never runs a phase that needs one without it.
+        if mode.reaches_anything() && !offer::gives_egress(Some(&var(offer::EGRESS_ENV)))? {
+            return Err(format!(
+                "the phase needs the network ({mode:?}) and this worker gives none ({}=off); fix: run the task on a worker that gives it, or set its network_mode to `no-network`",
+                offer::EGRESS_ENV
+            ));
+        }
         Ok(Self {
             open_ranges: settings::parse_open_ranges(&var(settings::OPEN_RANGES_ENV))?,
             hosts: settings::parse_hosts(&var(settings::HOSTS_ENV))?,

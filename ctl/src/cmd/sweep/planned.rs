@@ -112,14 +112,43 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
             crate::cmd::shared::task_checks::checks_line(&checks)
         );
     }
-    let labels = &spec.condition.execution.worker_labels;
+    // The label a task needing the network adds is this sweep's own workers' to give
+    // (they advertise it unless AKBENCH_EGRESS=off): refused now when they give none.
+    let egress = akbench_core::egress::offer::EGRESS_LABEL;
+    let gives = akbench_core::egress::offer::gives_egress(
+        std::env::var(akbench_core::egress::offer::EGRESS_ENV)
+            .ok()
+            .as_deref(),
+    )
+    .map_err(InputError)?;
+    let needing: Vec<String> = spec
+        .condition
+        .tasks
+        .iter()
+        .filter(|t| t.needs_egress)
+        .map(|t| t.release.id.clone())
+        .collect();
+    if let Some(why) = akbench_core::egress::offer::refusal(gives, &needing) {
+        return Err(InputError(format!("{}: {why}", args.config.display())).into());
+    }
+    let labels: Vec<&String> = spec
+        .condition
+        .execution
+        .worker_labels
+        .iter()
+        .filter(|l| l.as_str() != egress)
+        .collect();
     if !labels.is_empty() {
         // This sweep's workers (in this process, or the embedded default's) advertise no
         // labels: nothing would ever claim the trials.
         return Err(InputError(format!(
             "{}: field `execution.worker_labels` ({}) asks for workers with those labels, and `akbench sweep` runs its own unlabelled workers; fix: run it on a coordinator (`akbench run plan/start --coordinator URL`) with `akbench-worker --label` workers, or remove the field",
             args.config.display(),
-            labels.join(", ")
+            labels
+                .iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
         .into());
     }

@@ -70,8 +70,14 @@ pub(super) fn validating(
         return r.end(
             Event::Rejected,
             format!(
-                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact)",
-                task.release.id, task.family
+                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact){}",
+                task.release.id,
+                task.family,
+                if task.steps.is_empty() {
+                    ""
+                } else {
+                    "; multi-step (`[[steps]]`) trials do not run yet (issue 46): run the task with Harbor"
+                }
             ),
         );
     }

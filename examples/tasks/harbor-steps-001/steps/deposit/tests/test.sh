@@ -1,0 +1,3 @@
+#!/bin/bash
+source /tests/lib.sh
+pass test -x /app/bin/deposit -a "$(/app/bin/balance)" = "150"

@@ -1,0 +1,3 @@
+#!/bin/bash
+source /tests/lib.sh
+pass test "$(cat /app/ledger.txt 2>/dev/null)" = "balance=100"

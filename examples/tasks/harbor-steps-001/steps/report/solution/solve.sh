@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+/app/bin/balance > /app/report.txt
