@@ -134,6 +134,17 @@ pub fn flagged(f: &akbench_core::grading::integrity::FlagCounts) -> pb::Flagged 
     }
 }
 
+/// The proto `Network`.
+pub fn network(n: &akbench_core::report::network::NetworkCounts) -> pb::Network {
+    pb::Network {
+        graded_shared: n.graded_shared,
+        graded_clean_room: n.graded_clean_room,
+        undeclared_trials: n.undeclared_trials,
+        undeclared_hosts: n.undeclared_hosts,
+        fetch_failed_attempts: n.fetch_failed_attempts,
+    }
+}
+
 fn agent(a: &AgentStatus) -> pb::AgentStatus {
     pb::AgentStatus {
         agent: a.agent.clone(),
@@ -142,6 +153,7 @@ fn agent(a: &AgentStatus) -> pb::AgentStatus {
         rates: Some(rates(&a.rates)),
         spend: Some(spend(&a.spend)),
         flagged: Some(flagged(&a.flagged)),
+        network: Some(network(&a.network)),
     }
 }
 
@@ -166,6 +178,7 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         eta_unix_ms: s.eta.map(ms),
         spend: Some(spend(&s.spend)),
         flagged: Some(flagged(&s.flagged)),
+        network: Some(network(&s.network)),
         budget: s.budget.as_ref().map(|b| b.line()),
         worker_labels: s.worker_labels.clone(),
         placement: s.placement.clone(),

@@ -37,6 +37,7 @@ pub mod run_work;
 pub mod scheduler;
 pub mod server;
 pub mod status;
+pub mod status_network;
 mod status_rows;
 pub mod status_share;
 pub mod store;

@@ -18,6 +18,7 @@ use akbench_core::accounting::{Bucket, BucketCounts, Observation};
 use akbench_core::grading::integrity::FlagCounts;
 use akbench_core::lifecycle::State;
 use akbench_core::rates::Rates;
+use akbench_core::report::network::NetworkCounts;
 use akbench_core::spend::SpendTotals;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -102,6 +103,9 @@ pub struct AgentStatus {
     pub spend: SpendTotals,
     /// This agent's done trials whose deciding grade was flagged (core's definition).
     pub flagged: FlagCounts,
+    /// Its verdicts by grading place, undeclared hosts, grading-fetch infrastructure errors
+    /// (core::report::network).
+    pub network: NetworkCounts,
 }
 
 /// A provider route of the run that gets no new work for now.
@@ -165,6 +169,9 @@ pub struct RunStatus {
     pub spend: SpendTotals,
     /// Done trials whose deciding grade was flagged, over the run.
     pub flagged: FlagCounts,
+    /// Verdicts by grading place, undeclared hosts, grading-fetch infrastructure errors,
+    /// over the run (core::report::network).
+    pub network: NetworkCounts,
     /// The run's provider routes that are paused now.
     pub paused_routes: Vec<PausedRoute>,
     /// The latest done trials that did not succeed (at most 5, newest first).
@@ -204,6 +211,7 @@ impl RunStatus {
             || self.workers != before.workers
             || self.spend != before.spend
             || self.flagged != before.flagged
+            || self.network != before.network
             || self.paused_routes != before.paused_routes
             || self.budget != before.budget
             || self.placement != before.placement
@@ -382,7 +390,7 @@ pub async fn run_status(
     let id = summary.run_id;
     let window = options.throughput_window.as_secs_f64();
     let workers_window = options.worker_window.as_secs_f64();
-    let (counts, phases, clock, paused, failures, flags) = tokio::try_join!(
+    let (counts, phases, clock, paused, failures, flags, network) = tokio::try_join!(
         async { client.query(COUNTS_SQL, &[&id]).await.map_err(db) },
         async { client.query(PHASES_SQL, &[&id]).await.map_err(db) },
         async {
@@ -397,6 +405,12 @@ pub async fn run_status(
         async { client.query(PAUSED_ROUTES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FAILURES_SQL, &[&id]).await.map_err(db) },
         async { client.query(FLAGS_SQL, &[&id]).await.map_err(db) },
+        async {
+            client
+                .query(crate::status_network::NETWORK_SQL, &[&id])
+                .await
+                .map_err(db)
+        },
     )?;
     let placement_row = client
         .query_one(PLACEMENT_SQL, &[&id, &workers_window])
@@ -425,6 +439,8 @@ pub async fn run_status(
         flagged.withheld += f.withheld;
         flagged.unguarded += f.unguarded;
     }
+    let (mut network_by_agent, network) = crate::status_network::network_of_rows(&network)
+        .map_err(|e| corrupt(e.in_query("network_by_agent.sql")))?;
     let recent_failures = RecentFailure::from_rows(&failures)
         .map_err(|e| corrupt(e.in_query("status_failures.sql")))?;
     let counts =
@@ -484,6 +500,10 @@ pub async fn run_status(
                     .unwrap_or_default()
                     .finish_from_counts(c.succeeded),
                 flagged: flags_by_agent.remove(agent).unwrap_or_default(),
+                network: crate::status_network::with_clean_room(
+                    network_by_agent.remove(agent).unwrap_or_default(),
+                    &c,
+                ),
             }
         })
         .collect();
@@ -529,6 +549,7 @@ pub async fn run_status(
         rates: Rates::from_counts(&total),
         spend: total_spend.finish_from_counts(total.succeeded),
         flagged,
+        network: crate::status_network::with_clean_room(network, &total),
         paused_routes,
         budget,
         worker_labels,

@@ -231,6 +231,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_from_runs",
         sql: include_str!("../migrations/0034_claim_from_runs.sql"),
     },
+    Migration {
+        version: 35,
+        name: "network_counts",
+        sql: include_str!("../migrations/0035_network_counts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

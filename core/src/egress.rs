@@ -5,7 +5,7 @@
 //! values, their parsing (Harbor's normalisation of `allowed_hosts`), the per-phase
 //! resolution and host matching. The worker's egress proxy applies the result
 //! (`worker/src/runtime/egress.rs`); what it records is [`contact`], how it reads a
-//! request is [`request`].
+//! request is [`request`]; which failed grading fetches count as infrastructure, [`vouch`].
 
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -13,9 +13,11 @@ use std::net::IpAddr;
 pub mod cache;
 pub mod contact;
 pub mod http;
+pub mod declared;
 pub mod offer;
 pub mod request;
 pub mod settings;
+pub mod vouch;
 
 pub use contact::{
     grading_fetch_failure, CacheUse, Connection, Contact, ContactLog, Exchange, Outcome,

@@ -4,6 +4,8 @@
 //! was flagged `grading tampered`, those graded with paths withheld and those solved without
 //! a tripwire that failed as it must ([`crate::grading::integrity`]).
 
+pub mod network;
+
 use crate::accounting::{Bucket, BucketCounts, Observation};
 use crate::grading::integrity::{FlagCounts, GradeFlags};
 use crate::rates::{Pct, Rates};
@@ -35,6 +37,10 @@ pub struct ReportTrial {
     /// ([`GradeFlags::of_record`]).
     #[serde(default)]
     pub grading: GradeFlags,
+    /// Where its verdict was graded, the undeclared hosts its agent reached for, its
+    /// attempts ended by a grading fetch ([`network::TrialNetwork::of_attempts`]).
+    #[serde(default)]
+    pub network: network::TrialNetwork,
 }
 
 /// Counts and rates of one group.
@@ -51,6 +57,10 @@ pub struct Row {
     /// Trials flagged `grading tampered`, and trials graded with withheld paths.
     #[serde(default)]
     pub flagged: FlagCounts,
+    /// Verdicts graded in the agent's environment and in a clean room, trials whose agent
+    /// reached for undeclared hosts, attempts ended by a grading fetch.
+    #[serde(default)]
+    pub network: network::NetworkCounts,
 }
 
 /// What one group's row is summed from.
@@ -59,6 +69,7 @@ struct Acc {
     counts: BucketCounts,
     spend: SpendTotals,
     flagged: FlagCounts,
+    network: network::NetworkAcc,
 }
 
 impl Acc {
@@ -68,6 +79,7 @@ impl Acc {
         self.spend
             .add_trial(&t.spend, t.attempts, b == Bucket::Succeeded);
         self.flagged.add(t.grading);
+        self.network.add(&t.network);
     }
 
     fn finish(self) -> Row {
@@ -77,6 +89,7 @@ impl Acc {
             spend: self.spend.finish(),
             counts: self.counts,
             flagged: self.flagged,
+            network: self.network.finish(),
         }
     }
 }
@@ -147,6 +160,33 @@ impl Summary {
             line(&mut s, name, r);
         }
         line(&mut s, "**total**", &self.total);
+        s
+    }
+
+    /// A second markdown table: per agent, verdicts graded in the agent's environment and
+    /// in a clean room, trials whose agent reached for hosts the task did not declare and
+    /// how many hosts, attempts ended `infrastructure_error` by a grading fetch
+    /// ([`network`]).
+    pub fn network_markdown(&self) -> String {
+        let mut s = String::from(
+            "| agent | graded in agent's environment | graded in clean room | trials reaching undeclared hosts | undeclared hosts | attempts ended by a grading fetch |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        let line = |s: &mut String, name: &str, n: &network::NetworkCounts| {
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {} | {} | {} | {} |",
+                n.graded_shared,
+                n.graded_clean_room,
+                n.undeclared_trials,
+                n.undeclared_hosts,
+                n.fetch_failed_attempts
+            );
+        };
+        for (name, r) in &self.by_agent {
+            line(&mut s, name, &r.network);
+        }
+        line(&mut s, "**total**", &self.total.network);
         s
     }
 }
@@ -266,6 +306,7 @@ mod tests {
             spend: Spend::default(),
             attempts: 1,
             grading: GradeFlags::default(),
+            network: Default::default(),
         }
     }
 
@@ -319,6 +360,56 @@ mod tests {
             .remove("flagged");
         let back: Summary = serde_json::from_value(old).unwrap();
         assert_eq!(back.by_agent["a"].flagged, FlagCounts::default());
+    }
+
+    #[test]
+    fn network_facts_are_counted_per_agent_in_json_and_markdown() {
+        use network::{GradedIn, TrialNetwork};
+        let mut trials = vec![
+            t("a", 1, State::Completed, Some(false)),
+            t("a", 2, State::Completed, Some(true)),
+            t("a", 3, State::InfrastructureError, None),
+            t("b", 4, State::Completed, Some(true)),
+        ];
+        trials[0].network = TrialNetwork {
+            graded_in: Some(GradedIn::Shared),
+            undeclared_hosts: vec!["evil.example".into(), "github.com".into()],
+            fetch_failed_attempts: 1,
+        };
+        trials[1].network = TrialNetwork {
+            graded_in: Some(GradedIn::Shared),
+            undeclared_hosts: vec!["github.com".into()],
+            fetch_failed_attempts: 0,
+        };
+        trials[2].network.fetch_failed_attempts = 2;
+        trials[3].network.graded_in = Some(GradedIn::CleanRoom);
+        let s = summarize(&trials);
+        let a = &s.by_agent["a"].network;
+        assert_eq!(
+            (
+                a.graded_shared,
+                a.graded_clean_room,
+                a.undeclared_trials,
+                a.undeclared_hosts,
+                a.fetch_failed_attempts
+            ),
+            (2, 0, 2, 2, 3)
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["by_agent"]["b"]["network"]["graded_clean_room"], 1);
+        assert_eq!(json["total"]["network"]["undeclared_hosts"], 2);
+        let md = s.network_markdown();
+        assert!(md.contains("| a | 2 | 0 | 2 | 2 | 3 |\n"), "{md}");
+        assert!(md.contains("| b | 0 | 1 | 0 | 0 | 0 |\n"), "{md}");
+        assert!(md.contains("| **total** | 2 | 1 | 2 | 2 | 3 |\n"), "{md}");
+        // A summary stored before the counts existed still reads.
+        let mut old = json.clone();
+        old["by_agent"]["a"]
+            .as_object_mut()
+            .unwrap()
+            .remove("network");
+        let back: Summary = serde_json::from_value(old).unwrap();
+        assert_eq!(back.by_agent["a"].network, Default::default());
     }
 
     #[test]

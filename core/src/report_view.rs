@@ -1,11 +1,14 @@
 //! What the HTML report of a run shows, computed from its trials and records (pure): rates
 //! with Wilson intervals per agent, the task-by-agent matrix, cost and tokens per agent
 //! (absent stays absent: a sum only over the attempts that reported it, with how many did),
-//! infrastructure errors by cause, and every attempt's span for the timeline.
+//! infrastructure errors by cause, every attempt's span for the timeline, and per agent
+//! where its verdicts were graded, the undeclared hosts its agent reached for and the
+//! attempts a grading fetch ended ([`crate::report::network`]).
 
 use crate::accounting::Bucket;
 use crate::compare::{CompareTrial, SideRates};
 use crate::record::AttemptRecord;
+use crate::report::network::{NetworkAcc, NetworkCounts, TrialNetwork};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -90,6 +93,10 @@ pub struct RunView {
     pub infrastructure_causes: BTreeMap<String, u64>,
     /// Every recorded attempt, by start.
     pub timeline: Vec<Span>,
+    /// Per agent label: verdicts graded in the agent's environment and in a clean room,
+    /// trials whose agent reached for undeclared hosts, attempts ended by a grading fetch.
+    #[serde(default)]
+    pub network: BTreeMap<String, NetworkCounts>,
 }
 
 /// Builds the view of a run from its trials and the recorded attempts (matched by key).
@@ -126,8 +133,13 @@ pub fn build(trials: &[CompareTrial], records: &[TrialAttempts<'_>]) -> RunView 
     let mut usage: BTreeMap<String, Usage> = BTreeMap::new();
     let mut causes: BTreeMap<String, u64> = BTreeMap::new();
     let mut spans = Vec::new();
+    let mut network: BTreeMap<String, NetworkAcc> = BTreeMap::new();
     for r in records {
         let agent = agent_of.get(r.key).copied().unwrap_or("?").to_string();
+        network
+            .entry(agent.clone())
+            .or_default()
+            .add(&TrialNetwork::of_attempts(r.attempts));
         let u = usage.entry(agent.clone()).or_default();
         for a in r.attempts {
             u.attempts += 1;
@@ -199,6 +211,7 @@ pub fn build(trials: &[CompareTrial], records: &[TrialAttempts<'_>]) -> RunView 
         usage,
         infrastructure_causes: causes,
         timeline,
+        network: network.into_iter().map(|(a, n)| (a, n.finish())).collect(),
     }
 }
 

@@ -284,4 +284,28 @@ fn status_reconcile_and_aggregate_count_flagged_trials_alike_on_a_coordinator() 
             "aggregate {agent}: {json}"
         );
     }
+    // Grading place and networks (core::report::network): the status (from the
+    // coordinator's columns) and the aggregate (from the exported records) agree; every
+    // verdict here was graded in a clean room, no agent reached the internet.
+    for (agent, _) in want {
+        let a = st["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["agent"] == agent)
+            .unwrap();
+        assert_eq!(a["network"]["graded_clean_room"], 1, "{agent}: {st}");
+        assert_eq!(
+            a["network"], ag["summary"]["by_agent"][agent]["network"],
+            "status and aggregate of {agent}: {st} {json}"
+        );
+    }
+    assert_eq!(st["network"], ag["summary"]["total"]["network"], "{st}");
+    let (_, human, _) = on(&url, &["run", "status", &key]);
+    assert!(
+        human.contains(
+            "network    graded in the agent's environment 0, clean room 3; agent reached undeclared hosts: 0 trial(s), 0 host(s); infrastructure by a grading fetch: 0 attempt(s)"
+        ),
+        "{human}"
+    );
 }

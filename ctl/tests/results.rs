@@ -245,6 +245,12 @@ fn the_html_report_of_an_example_sweep_renders_in_headless_chromium() {
         page.contains("absent (0 of 6 attempts reported it)"),
         "no cost reported: absent, never 0"
     );
+    // Where verdicts were graded (core::report::network): the oracle's 4, in a clean room.
+    assert!(
+        page.contains("Grading place and network")
+            && page.contains("<tr><td>oracle</td><td class=\"n\">0</td><td class=\"n\">4</td>"),
+        "grading place per agent"
+    );
     renders_in_chromium(&html, &dir, "run");
 }
 
@@ -294,6 +300,18 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
     assert_eq!(v["conditions"]["checked_from"], "spec");
     assert_eq!(v["conditions"]["blocking"], serde_json::json!([]));
     let c = &v["comparison"];
+    // Every graded verdict of each side was graded in a clean room (core::report::network).
+    let pair = &c["pairing"][0];
+    for (side, agent) in [("left", &pair[0]), ("right", &pair[1])] {
+        let agent = agent.as_str().unwrap();
+        let graded = &c[side]["by_agent"][agent]["rates"]["graded"];
+        assert!(graded.as_u64().unwrap() > 0, "{v}");
+        assert_eq!(
+            &v["network"][side][agent]["graded_clean_room"], graded,
+            "{side} {agent}: {v}"
+        );
+        assert_eq!(v["network"][side][agent]["graded_shared"], 0, "{v}");
+    }
     let flips: Vec<(String, String, u64)> = c["flips"]
         .as_array()
         .unwrap()
@@ -391,6 +409,11 @@ fn compare_two_sweeps_prints_the_expected_flips_and_matching_statistics() {
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(text.contains("solved -> not  pyslug-001 r1"), "{text}");
     assert!(text.contains("not -> solved  pyslug-003 r2"), "{text}");
+    assert!(
+        text.contains("grading place and network (per compared agent):")
+            && text.contains(": graded in the agent's environment 0, clean room "),
+        "{text}"
+    );
     assert!(
         text.contains("excluded    broken-missing-commit r1"),
         "{text}"

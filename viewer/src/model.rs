@@ -143,6 +143,8 @@ impl TrialRow {
             spend: self.spend,
             attempts: self.attempts,
             grading: self.grading,
+            // Not in the viewer's compact rows.
+            network: Default::default(),
             observation: Observation {
                 trial_id: uuid::Uuid::nil(),
                 state: self.state,

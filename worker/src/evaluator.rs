@@ -30,6 +30,7 @@
 //! attempt cancelled, and the worker's shutdown (a signal to the worker while the verifier
 //! died by a signal, or its drain) an infrastructure error.
 
+mod fetches;
 pub mod outputs;
 mod reference;
 mod tripwire;
@@ -37,6 +38,7 @@ mod tripwire;
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec};
 use crate::runtime::{Exposure, Limits, RuntimeKind};
 use akbench_core::clock::Clock;
+use akbench_core::egress::vouch::GradingFetches;
 use akbench_core::grading::blame::{judge, EndedBy, Judgement};
 use akbench_core::grading::verdict::{
     fault, no_verdict, task_fault_cause, Fault, NoVerdict, RewardRead, RunEnd,
@@ -573,16 +575,23 @@ fn run_once(
             ended_by: (by != EndedBy::Itself).then_some(by),
         });
     }
-    // Fails closed: a fetch that failed, and no passing reward, is the network's doing, never
-    // a verdict on the agent (core::egress::contact).
+    // Fails closed: a vouched fetch that failed, and no passing reward, is the network's
+    // doing, never a verdict on the agent; an unvouched one (the agent's code may fetch an
+    // unreachable host on purpose) leaves the verdict standing, with a note
+    // (core::egress::vouch).
     let passing = matches!(&reward, Ok(Some((s, _))) if *s >= task.pass_threshold);
-    if let Some(cause) = akbench_core::egress::grading_fetch_failure(&runtime.egress, passing) {
-        return Run::Machinery {
-            cause,
-            report,
-            fetch_failed: true,
-        };
-    }
+    let fetch_note = match fetches::judge(task, &runtime.egress, passing) {
+        Err(e) => return machinery(e),
+        Ok(GradingFetches::Infrastructure(cause)) => {
+            return Run::Machinery {
+                cause,
+                report,
+                fetch_failed: true,
+            }
+        }
+        Ok(GradingFetches::Stands(note)) => Some(note),
+        Ok(GradingFetches::Clean) => None,
+    };
     // Why the run gave no usable verdict, when it did not (whoever ended it): core's rule,
     // a reward written by a run that ended itself is the only verdict.
     let read = match &reward {
@@ -619,7 +628,10 @@ fn run_once(
         Judgement::AgentIfValidated => {
             return Run::NoVerdict {
                 why: why.unwrap_or(NoVerdict::Limit),
-                cause: missing.unwrap_or_else(|| by.describe().to_string()),
+                cause: noted(
+                    missing.unwrap_or_else(|| by.describe().to_string()),
+                    fetch_note,
+                ),
                 report,
                 report_truncated,
                 exit_code: code,
@@ -667,9 +679,17 @@ fn run_once(
         report_truncated,
         runtime,
         tampered: None,
-        cause: None,
+        cause: fetch_note,
         ended_by: None,
     })
+}
+
+/// `cause`, then the note on fetches not counted as infrastructure, when there is one.
+fn noted(cause: String, note: Option<String>) -> String {
+    match note {
+        Some(n) => format!("{cause}; {n}"),
+        None => cause,
+    }
 }
 
 /// The cause naming why a run gave no verdict (`why`, core's), with its particulars: the

@@ -114,25 +114,44 @@ pub async fn end_trials<'a>(
     trials: impl IntoIterator<Item = &'a PlannedTrial>,
     solved: impl Fn(&PlannedTrial) -> bool,
 ) {
+    end_trials_with(db, store, trials, |tr, id| {
+        let ok = solved(tr);
+        (
+            attempt_record(id, &tr.key, 1, State::Completed, Some(ok)),
+            if ok { "succeeded" } else { "failed" },
+        )
+    })
+    .await
+}
+
+/// As [`end_trials`], each trial's one attempt record (and its bucket) made by `make` from
+/// the trial and the attempt's id; the attempt's terminal state is the record's.
+pub async fn end_trials_with<'a>(
+    db: &tokio_postgres::Client,
+    store: &Store,
+    trials: impl IntoIterator<Item = &'a PlannedTrial>,
+    make: impl Fn(&PlannedTrial, Uuid) -> (akbench_core::record::AttemptRecord, &'static str),
+) {
     let mut ids = Vec::new();
     let mut attempts = Vec::new();
+    let mut states = Vec::new();
     let mut new: Vec<NewRecord> = Vec::new();
     let mut buckets = Vec::new();
     for tr in trials {
-        let ok = solved(tr);
         let id = Uuid::now_v7();
-        let r = serde_json::to_value(attempt_record(id, &tr.key, 1, State::Completed, Some(ok)))
-            .unwrap();
+        let (record, bucket) = make(tr, id);
+        states.push(record.state.as_str().to_string());
+        let r = serde_json::to_value(record).unwrap();
         ids.push(tr.trial_id);
         attempts.push(id);
         new.push((id, digest_of(&r), r.to_string()));
-        buckets.push(if ok { "succeeded" } else { "failed" }.to_string());
+        buckets.push(bucket.to_string());
     }
     db.execute(
         "INSERT INTO attempts (attempt_id, trial_id, number, kind, state, epoch, finished_at, terminal_state)
-         SELECT a, t, 1, 'execute', 'completed', 1, now(), 'completed'
-         FROM unnest($1::uuid[], $2::uuid[]) AS x(a, t)",
-        &[&attempts, &ids],
+         SELECT a, t, 1, 'execute', s, 1, now(), s
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS x(a, t, s)",
+        &[&attempts, &ids, &states],
     )
     .await
     .unwrap();
@@ -154,8 +173,6 @@ pub async fn end_trials<'a>(
     .unwrap();
 }
 
-/// Stamps `trials` as made done at `micros` microseconds since the epoch, exactly (their
-/// work items' `updated_at`: when `ListTrialRows` says they ended).
 pub async fn stamp_ended(db: &tokio_postgres::Client, trials: &[&PlannedTrial], micros: i64) {
     let ids: Vec<Uuid> = trials.iter().map(|t| t.trial_id).collect();
     db.execute(

@@ -127,6 +127,11 @@ pub struct Contact {
     /// The requests read (plain HTTP, intercepted HTTPS), at most [`MAX_REQUESTS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<Exchange>,
+    /// The agent's phase reached for a host the task did not declare
+    /// ([`super::declared::mark_undeclared`]); reports count such trials. Set on the agent's
+    /// contacts only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undeclared: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -218,6 +223,7 @@ impl ContactLog {
             detail: None,
             bytes_from_cache: 0,
             requests: Vec::new(),
+            undeclared: false,
         });
         e.connections += 1;
         e.bytes_up = e.bytes_up.saturating_add(c.bytes_up);
@@ -253,7 +259,8 @@ impl ContactLog {
 /// The fail-closed rule for a grading run: when a fetch of the run failed
 /// ([`Contact::failed_fetch`]) and the run wrote no passing reward, its result is not a
 /// verdict but an infrastructure error; the returned cause names the first failed fetch.
-/// A passing reward stands (the fetch was not needed to pass).
+/// A passing reward stands (the fetch was not needed to pass). Every host counts here; the
+/// evaluator counts only vouched ones ([`super::vouch::judge_grading_fetches`]).
 pub fn grading_fetch_failure(contacts: &[Contact], passing_reward: bool) -> Option<String> {
     if passing_reward {
         return None;

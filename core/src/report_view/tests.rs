@@ -43,7 +43,19 @@ fn usage_causes_matrix_and_timeline() {
         None,
     );
     b2.cause = Some("workspace: commit not found".into());
-    let (r1, r2, rb) = (vec![a1], vec![a2], vec![b1, b2]);
+    a2.grade.as_mut().unwrap().environment = Some("shared".into());
+    let mut b3 = attempt_record(
+        Uuid::now_v7(),
+        "r/b/x/r1",
+        3,
+        State::InfrastructureError,
+        None,
+    );
+    b3.cause = Some(format!(
+        "{}pypi.org failed: pypi.org:443 (1 connection(s), timeout), a known upstream of this worker; no passing reward was written, so this is not a verdict",
+        crate::egress::vouch::FETCH_FAILED_CAUSE
+    ));
+    let (r1, r2, rb) = (vec![a1], vec![a2], vec![b1, b2, b3]);
     let records = [
         TrialAttempts {
             key: "r/a/x/r1",
@@ -67,7 +79,7 @@ fn usage_causes_matrix_and_timeline() {
     let u = &v.usage["x"];
     assert_eq!(
         (u.attempts, u.attempts_with_cost, u.attempts_with_tokens),
-        (4, 2, 1)
+        (5, 2, 1)
     );
     assert_eq!(u.cost_usd, Some(0.75));
     assert_eq!(
@@ -79,7 +91,17 @@ fn usage_causes_matrix_and_timeline() {
         "no record, no usage: absent, not zero"
     );
     assert_eq!(v.infrastructure_causes["workspace: commit not found"], 2);
-    assert_eq!(v.timeline.len(), 4);
+    assert_eq!(v.timeline.len(), 5);
+    let n = &v.network["x"];
+    assert_eq!(
+        (
+            n.graded_shared,
+            n.graded_clean_room,
+            n.fetch_failed_attempts
+        ),
+        (1, 1, 1)
+    );
+    assert!(!v.network.contains_key("y"));
     assert!(v
         .timeline
         .iter()

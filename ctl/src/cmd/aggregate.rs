@@ -53,6 +53,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
                 spend: Spend::of_record(&r),
                 attempts: r.outcome.attempts,
                 grading: GradeFlags::of_record(&r),
+                network: akbench_core::report::network::TrialNetwork::of_record(&r),
                 observation: Observation {
                     trial_id: r.trial.id,
                     state: r.outcome.state,
@@ -86,6 +87,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
     } else {
         outln!("{} records under {}\n", trials.len(), args.dir.display());
         out!("{markdown}");
+        out!("\n{}", summary.network_markdown());
         if let Some(c) = &candidates {
             outln!("\n{c}");
         }

@@ -26,10 +26,19 @@ pub fn run(args: CompareArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
     let left = finder.load(&args.left)?;
     let right = finder.load(&args.right)?;
     let (checked, c) = compute(&left, &right, &Settings::from(&args))?;
+    // Where verdicts were graded, undeclared hosts, grading fetches, per agent of each side
+    // (core::report::network), from the records at hand.
+    let network = (
+        crate::cmd::report::view(&left).network,
+        crate::cmd::report::view(&right).network,
+    );
     if args.store.json {
-        print_json(&to_json(&left, &right, &checked, &c, args.allow_different))?;
+        let mut doc = to_json(&left, &right, &checked, &c, args.allow_different);
+        doc["network"] = json!({"left": network.0, "right": network.1});
+        print_json(&doc)?;
     } else {
         print_human(&left, &right, &checked, &c);
+        print_network(&c, &network);
     }
     Ok(exit::OK)
 }
@@ -94,6 +103,21 @@ fn rates_line(s: &SideRates) -> (String, String) {
 
 fn points(x: f64) -> String {
     format!("{:+.1}", x * 100.0)
+}
+
+type ByAgent = std::collections::BTreeMap<String, akbench_core::report::network::NetworkCounts>;
+
+/// Per compared agent, each side's grading place, undeclared hosts and grading fetches.
+fn print_network(c: &Comparison, (left, right): &(ByAgent, ByAgent)) {
+    outln!("\ngrading place and network (per compared agent):");
+    let line = |side: &ByAgent, a: &str| {
+        side.get(a)
+            .map_or_else(|| "no records".to_string(), |n| n.describe())
+    };
+    for (l, r) in &c.pairing {
+        outln!("  left  {l}: {}", line(left, l));
+        outln!("  right {r}: {}", line(right, r));
+    }
 }
 
 fn print_human(left: &LoadedRun, right: &LoadedRun, checked: &Checked, c: &Comparison) {

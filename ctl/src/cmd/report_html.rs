@@ -240,6 +240,26 @@ fn run_sections(out: &mut String, v: &RunView, n: usize, prefix: &str) {
         }
         out.push_str("</tbody></table>");
     }
+    // Where verdicts were graded, undeclared hosts, grading fetches (core::report::network).
+    let _ = write!(out, "<h2>{prefix}Grading place and network</h2>");
+    if v.network.is_empty() {
+        out.push_str("<p class=\"absent\">No records: nothing to count.</p>");
+    } else {
+        out.push_str("<table><thead><tr><th>agent</th><th>graded in the agent's environment</th><th>graded in a clean room</th><th>trials whose agent reached undeclared hosts</th><th>undeclared hosts</th><th>attempts ended by a grading fetch</th></tr></thead><tbody>");
+        for (a, n) in &v.network {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(a),
+                n.graded_shared,
+                n.graded_clean_room,
+                n.undeclared_trials,
+                n.undeclared_hosts,
+                n.fetch_failed_attempts
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
     let _ = write!(
         out,
         "<h2>{prefix}Timeline of attempts</h2><div class=\"timeline\" id=\"timeline-{n}\"><noscript>The timeline is drawn by the page's script.</noscript></div>"

@@ -111,9 +111,11 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
             "rates": rates_json(a.rates.as_ref()),
             "spend": spend_json(a.spend.as_ref()),
             "flagged": flagged_json(a.flagged.as_ref()),
+            "network": network_counts(a.network.as_ref()),
         })).collect::<Vec<_>>(),
         "spend": spend_json(s.spend.as_ref()),
         "flagged": flagged_json(s.flagged.as_ref()),
+        "network": network_counts(s.network.as_ref()),
         "budget": s.budget,
         "worker_labels": s.worker_labels,
         "placement": s.placement,
@@ -134,6 +136,19 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         "eta": s.eta_unix_ms.map(time),
         "as_of": time(s.as_of_unix_ms),
     })
+}
+
+/// Core's counts of where verdicts were graded, undeclared hosts and grading fetches (its
+/// JSON shape is `run aggregate`'s `network`; its text is core's).
+fn network_counts(n: Option<&pb::Network>) -> akbench_core::report::network::NetworkCounts {
+    let n = n.copied().unwrap_or_default();
+    akbench_core::report::network::NetworkCounts {
+        graded_shared: n.graded_shared,
+        graded_clean_room: n.graded_clean_room,
+        undeclared_trials: n.undeclared_trials,
+        undeclared_hosts: n.undeclared_hosts,
+        fetch_failed_attempts: n.fetch_failed_attempts,
+    }
 }
 
 /// Flagged trials as JSON, the shape of core's `FlagCounts` (`run aggregate`'s `flagged`).
@@ -258,6 +273,11 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "rates      {}", rates_text(s.rates.as_ref()));
     let _ = writeln!(o, "spend      {}", spend_text(s.spend.as_ref()));
     let _ = writeln!(o, "flagged    {}", flagged_text(s.flagged.as_ref()));
+    let _ = writeln!(
+        o,
+        "network    {}",
+        network_counts(s.network.as_ref()).describe()
+    );
     if let Some(b) = &s.budget {
         let _ = writeln!(o, "budget     {}", b.trim_start_matches("budget: "));
     }
@@ -284,6 +304,15 @@ pub fn block(s: &pb::RunStatus) -> String {
                 rates_text(a.rates.as_ref()),
                 spend_text(a.spend.as_ref()),
                 flagged_text(a.flagged.as_ref())
+            );
+        }
+        let _ = writeln!(o, "network by agent");
+        for a in &s.agents {
+            let _ = writeln!(
+                o,
+                "  {:<width$}  {}",
+                a.agent,
+                network_counts(a.network.as_ref()).describe()
             );
         }
     }

@@ -120,6 +120,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .as_ref()
                 .map(akbench_core::grading::integrity::GradeFlags::of_record)
                 .unwrap_or_default(),
+            network: record
+                .as_ref()
+                .map(akbench_core::report::network::TrialNetwork::of_record)
+                .unwrap_or_default(),
         });
     }
     show_result(

@@ -414,7 +414,7 @@ fn outcomes(
     let mut observations = Vec::new();
     let mut report = Vec::new();
     for (t, r) in trials.iter().zip(results) {
-        let (observation, cause, spend, attempts, grading) = match r {
+        let (observation, cause, spend, attempts, grading, network) = match r {
             Some(Ok(o)) => {
                 let rec = &o.record;
                 (
@@ -430,6 +430,7 @@ fn outcomes(
                     akbench_core::spend::Spend::of_record(rec),
                     rec.outcome.attempts,
                     akbench_core::grading::integrity::GradeFlags::of_record(rec),
+                    akbench_core::report::network::TrialNetwork::of_record(rec),
                 )
             }
             _ => continue,
@@ -443,6 +444,7 @@ fn outcomes(
             spend,
             attempts,
             grading,
+            network,
         });
         observations.push(observation);
     }

@@ -229,6 +229,8 @@ pub fn show_result(
         outln!();
         out!("{}", summary.to_markdown());
         outln!();
+        out!("{}", summary.network_markdown());
+        outln!();
         outln!(
             "run {}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
             spec.run_key(),

@@ -502,7 +502,15 @@ pub(super) fn executing(
         stderr_bytes: end.stderr_bytes,
         output_truncated: end.truncated,
         stragglers_killed: end.stragglers_killed + finished.killed_after_end,
-        runtime: Some(finished.facts.clone()),
+        runtime: Some({
+            // Hosts the task did not declare for the agent, marked for reports.
+            let mut facts = finished.facts.clone();
+            akbench_core::egress::declared::mark_undeclared(
+                &req.task.network.agent,
+                &mut facts.egress,
+            );
+            facts
+        }),
     });
     let mut agent_event = agent_verdict(
         &end,

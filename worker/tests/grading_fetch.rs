@@ -1,0 +1,184 @@
+//! The fail-closed rule for grading fetches, vouched (core::egress::vouch), end to end under
+//! the `container` runtime: a real registry, the Debian test image, the worker's egress
+//! proxy. Code the agent leaves, run by the tests, that fetches an unresolvable host on
+//! purpose cannot turn its failing verdict into `infrastructure_error`; a grader whose fetch
+//! of a host the task declares fails (the host is down: its name does not resolve) still
+//! ends `infrastructure_error`.
+
+mod common;
+
+use akbench_core::record::RunRecord;
+use akbench_worker::orchestrator::Silent;
+use akbench_worker::process::CancelToken;
+use akbench_worker::runtime::RuntimeKind;
+use common::registry::{base_tar, missing, Registry};
+use common::{corpus, Corpus};
+use std::fs;
+
+fn runs_here(test: &str) -> bool {
+    match missing() {
+        None => true,
+        Some(why) => {
+            akbench_core::testkit::skip(test, &why);
+            false
+        }
+    }
+}
+
+fn setup() -> (Registry, Corpus) {
+    let reg = Registry::start();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
+    let c = corpus();
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&base_tar(), "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        Some("/app"),
+        None,
+    );
+    (reg, c)
+}
+
+/// Adds task `id` in the test image, graded (clean room) by `test_sh`, with `network`
+/// appended to its `[environment]` and `verifier` to its `[verifier]`.
+fn add_task(c: &Corpus, reg: &Registry, id: &str, test_sh: &str, network: &str, verifier: &str) {
+    c.add_task(
+        id,
+        &c.first_commit,
+        test_sh,
+        &format!(
+            "[environment]\nimage = \"{}/akbench/base:bookworm\"\n{network}",
+            reg.addr
+        ),
+    );
+    let toml = c.tasks().join(id).join("task.toml");
+    let text = fs::read_to_string(&toml).unwrap().replace(
+        "[verifier]\ntimeout_sec = 30\n",
+        &format!("[verifier]\ntimeout_sec = 30\n{verifier}"),
+    );
+    fs::write(&toml, text).unwrap();
+}
+
+fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
+    let t = c.task(task);
+    let a = c.agent(agent);
+    let mut req = c.request(&t, &a, name);
+    req.options.runtime = RuntimeKind::Container;
+    req.options.agent_timeout_sec = Some(60.0);
+    let record = c
+        .orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record;
+    let out = c.root().join("out").join(name).join("a1");
+    let read = |f: &str| fs::read_to_string(out.join(f)).unwrap_or_default();
+    eprintln!(
+        "{name}: state={} ok={:?} cause={:?}\ngrader stdout={}\ngrader stderr={}",
+        record.outcome.state,
+        record.outcome.ok,
+        record.attempts[0].cause,
+        read("evaluator.stdout.log"),
+        read("evaluator.stderr.log"),
+    );
+    record
+}
+
+/// Fetches `$1` through the proxy the sandbox is given (Python's urllib reads
+/// `https_proxy`), printing how it went.
+const FETCH_PY: &str = r#"import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=30)
+    print("fetched", sys.argv[1])
+except Exception as e:
+    print("fetch failed:", sys.argv[1], e)
+"#;
+
+/// The grader runs what the agent left (`check.sh`, when there is one), then checks the
+/// answer: Terminal-Bench's shape of "the tests run the agent's code".
+const RUNS_AGENT_CODE: &str = "cd \"$AKBENCH_WORKSPACE\"\n\
+    if [ -f check.sh ]; then sh check.sh; fi\n\
+    if [ \"$(cat value.txt)\" = 42 ]; then r=1; else r=0; fi\n\
+    echo \"$r\" > \"$AKBENCH_VERIFIER_DIR/reward.txt\"\necho \"graded: reward $r\"\n";
+
+#[test]
+fn an_agents_unresolvable_fetch_during_grading_leaves_a_fail_verdict() {
+    const TEST: &str = "an_agents_unresolvable_fetch_during_grading_leaves_a_fail_verdict";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    add_task(
+        &c,
+        &reg,
+        "hack",
+        RUNS_AGENT_CODE,
+        "network_mode = \"public\"\n",
+        "",
+    );
+    c.add_agent(
+        "cheater",
+        "adapter = \"scripted\"\nscript = \"cheater.sh\"\n",
+        Some(&format!(
+            "cat > fetch.py <<'EOF'\n{FETCH_PY}EOF\n\
+             echo 'python3 fetch.py https://nowhere.invalid/' > check.sh\n"
+        )),
+    );
+    let r = run(&c, "hack", "cheater", "cheater");
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false));
+    let g = r.attempts[0].grade.clone().unwrap();
+    let egress = &g.runtime.as_ref().unwrap().egress;
+    assert!(
+        egress
+            .iter()
+            .any(|c| c.host == "nowhere.invalid" && c.port == 443 && c.failed_fetch()),
+        "{egress:?}"
+    );
+    let cause = g.cause.unwrap_or_default();
+    assert!(
+        cause.starts_with("not counted as infrastructure: the fetch of nowhere.invalid:443")
+            && cause.contains("host not declared by the task nor a known upstream"),
+        "{cause}"
+    );
+}
+
+#[test]
+fn a_grader_whose_declared_host_is_down_is_an_infrastructure_error() {
+    const TEST: &str = "a_grader_whose_declared_host_is_down_is_an_infrastructure_error";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    fs::create_dir_all(c.tasks().join("mirror/tests")).unwrap();
+    add_task(
+        &c,
+        &reg,
+        "mirror",
+        &format!(
+            "out=\"$(python3 \"$AKBENCH_TESTS_DIR/fetch.py\" https://mirror.invalid/tool.tar.gz)\"\necho \"$out\"\n\
+             case \"$out\" in fetched*) ;; *) echo 0 > \"$AKBENCH_VERIFIER_DIR/reward.txt\"; exit 0 ;; esac\n{RUNS_AGENT_CODE}"
+        ),
+        "",
+        "network_mode = \"allowlist\"\nallowed_hosts = [\"mirror.invalid\"]\n",
+    );
+    fs::write(c.tasks().join("mirror/tests/fetch.py"), FETCH_PY).unwrap();
+    let r = run(&c, "mirror", "oracle", "oracle");
+    assert_eq!(r.outcome.state.to_string(), "infrastructure_error");
+    let cause = r.attempts[0].cause.clone().unwrap_or_default();
+    assert!(
+        cause.starts_with("the grader's fetch of mirror.invalid failed: mirror.invalid:443")
+            && cause.contains("declared by the task"),
+        "{cause}"
+    );
+}
