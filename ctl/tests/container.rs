@@ -671,6 +671,21 @@ fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
     // container that works; the grader's fresh container over the same image has no
     // /usr/local/lib/wordfreq.py, so the task is not valid.
     let dir = tmp.path().join("tasks").join(TB);
+    // Graded in a fresh sandbox as the task asks (a task in Harbor's layout that sets no
+    // mode grades in the agent's environment, as Harbor does: core::grading_env).
+    let toml = dir.join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace(
+            "[verifier]\ntimeout_sec = 120.0\n",
+            "[verifier]\ntimeout_sec = 120.0\nenvironment_mode = \"separate\"\n",
+        ),
+    )
+    .unwrap();
+    assert!(std::fs::read_to_string(&toml)
+        .unwrap()
+        .contains("environment_mode = \"separate\""));
     std::fs::write(
         dir.join("solution/solve.sh"),
         "#!/usr/bin/env bash\nset -euo pipefail\ncp /solution/wordfreq.py /usr/local/lib/wordfreq.py\n\

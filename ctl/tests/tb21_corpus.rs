@@ -212,6 +212,10 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry::Registry::start();
     let tasks = corpus(tmp.path(), &reg);
+    eprintln!(
+        "{TEST}: images pushed: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     // One sweep: every task with the oracle and with the no-op agent, on parallel slots.
     let m = tmp.path().join("experiment.yaml");
     std::fs::write(
@@ -275,6 +279,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
     assert_eq!(a["planned"], 2 * CORPUS.len(), "{v}");
     assert_eq!(a["counts"]["succeeded"], CORPUS.len(), "{v}");
     let sweep_secs = started.elapsed().as_secs_f64();
+    eprintln!("{TEST}: images and sweep: {sweep_secs:.1} s");
     // task check: valid for each, the checks on parallel slots too.
     let checks: Vec<(String, i32, Value, String)> = std::thread::scope(|s| {
         let mut out = Vec::new();
@@ -306,18 +311,23 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
         }
         out.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
+    let mut invalid = Vec::new();
     for (t, code, check, stderr) in &checks {
-        assert_eq!(*code, 0, "{t}: {check} {stderr}");
-        assert_eq!(check["valid"], true, "{t}: {check}");
-        assert_eq!(check["reference"], "solved", "{t}: {check}");
-        assert_eq!(check["baseline"], "not_solved", "{t}: {check}");
         let net = if *t == "tb21-ini-to-json" {
             "no-network"
         } else {
             "public"
         };
-        assert_eq!(check["network"]["verifier"]["mode"], net, "{t}: {check}");
+        if *code != 0
+            || check["valid"] != true
+            || check["reference"] != "solved"
+            || check["baseline"] != "not_solved"
+            || check["network"]["verifier"]["mode"] != net
+        {
+            invalid.push(format!("{t}: exit {code}, {check} {stderr}"));
+        }
     }
+    assert!(invalid.is_empty(), "{}", invalid.join("\n"));
     eprintln!(
         "{TEST}: {} trials in {sweep_secs:.1} s (with image pushes), {} task checks, {:.1} s in all",
         2 * CORPUS.len(),

@@ -346,7 +346,7 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = if crate::orchestrator::container::wants_environment(task, grade_in(req)) {
+    let prepared = if crate::orchestrator::container::wants_environment(task, grading_place(req)) {
         // Graded in the environment the agent leaves: started before the agent (without
         // its credentials), kept until grading ends; the agent runs inside it.
         if req.options.runtime != RuntimeKind::Container {
@@ -668,7 +668,7 @@ pub(super) fn evaluating(
     let GradeIn { image, env } = grade_in;
     // An environment started for a healthcheck alone, or kept for a task the run grades
     // in a fresh sandbox, is not graded in.
-    let place = grade_in(req);
+    let place = grading_place(req);
     let env = env.filter(|_| place.shared());
     if !req.options.grade {
         return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
@@ -775,7 +775,7 @@ pub(super) fn evaluating(
 /// Where the attempt is graded: the task's `[verifier] environment_mode` (absent: Harbor's
 /// `shared` for a task in Harbor's layout, `separate` for one with a `[source]`) under the
 /// run's `grading_environment` ([`akbench_core::grading_env::decide`]).
-pub(super) fn grade_in(req: &AttemptRequest<'_>) -> akbench_core::grading_env::GradeIn {
+pub(super) fn grading_place(req: &AttemptRequest<'_>) -> akbench_core::grading_env::GradeIn {
     akbench_core::grading_env::decide(
         req.task.file.verifier.environment_mode.as_deref(),
         req.task.file.source.is_some(),
