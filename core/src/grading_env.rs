@@ -118,7 +118,8 @@ mod tests {
         use GradeIn::*;
         use GradingEnvironment as R;
         // (environment_mode, has [source], run's setting) -> where, recorded
-        let table: [(Option<&str>, bool, R, GradeIn, Option<&str>); 12] = [
+        type Row = (Option<&'static str>, bool, R, GradeIn, Option<&'static str>);
+        let table: [Row; 12] = [
             // Harbor's layout, nothing set: Harbor's default `shared`.
             (None, false, R::Task, Shared, Some("shared")),
             (None, false, R::Separate, SeparateAsked, Some("separate")),
@@ -128,8 +129,20 @@ mod tests {
             // Set explicitly: the task's word, whatever its layout.
             (Some("shared"), true, R::Task, Shared, Some("shared")),
             (Some("shared"), false, R::Task, Shared, Some("shared")),
-            (Some("shared"), true, R::Separate, SeparateAsked, Some("separate")),
-            (Some("shared"), false, R::Separate, SeparateAsked, Some("separate")),
+            (
+                Some("shared"),
+                true,
+                R::Separate,
+                SeparateAsked,
+                Some("separate"),
+            ),
+            (
+                Some("shared"),
+                false,
+                R::Separate,
+                SeparateAsked,
+                Some("separate"),
+            ),
             (Some("separate"), false, R::Task, Separate, None),
             (Some("separate"), true, R::Task, Separate, None),
             (Some("separate"), false, R::Separate, Separate, None),
@@ -138,7 +151,11 @@ mod tests {
         for (mode, source, run, want, recorded) in table {
             let got = decide(mode, source, run);
             assert_eq!(got, want, "{mode:?} source={source} run={run:?}");
-            assert_eq!(got.recorded(), recorded, "{mode:?} source={source} run={run:?}");
+            assert_eq!(
+                got.recorded(),
+                recorded,
+                "{mode:?} source={source} run={run:?}"
+            );
             assert_eq!(got.shared(), want == Shared);
         }
     }

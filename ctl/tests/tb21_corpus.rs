@@ -247,7 +247,10 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
     for r in &records {
         let rec: Value = serde_json::from_slice(&std::fs::read(r).unwrap()).unwrap();
         let task = rec["task"]["release"]["id"].as_str().unwrap().to_string();
-        let agent = rec["agent"]["name"].as_str().unwrap_or_default().to_string();
+        let agent = rec["agent"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let last = rec["attempts"].as_array().and_then(|a| a.last()).cloned();
         let last = last.unwrap_or(Value::Null);
         // Graded in the agent's environment, as Harbor grades (no environment_mode set).
@@ -258,7 +261,10 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
         seen.insert(
             (task, agent),
             (
-                rec["outcome"]["state"].as_str().unwrap_or_default().to_string(),
+                rec["outcome"]["state"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 rec["outcome"]["ok"].clone(),
                 last["cause"].clone(),
                 last["grade"]["report"].clone(),
@@ -341,8 +347,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
 /// server the oracle left running is not there, so the task is not solved.
 #[test]
 fn a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox() {
-    const TEST: &str =
-        "a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox";
+    const TEST: &str = "a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox";
     if !runs_here(TEST) {
         return;
     }

@@ -233,7 +233,10 @@ fn shared_side(
     cancel: &CancelToken,
 ) -> Result<(Side, Option<String>), String> {
     let Some((solution, _)) = &task.reference else {
-        return Ok((Side::NotSolved, Some("the task has no reference solution".into())));
+        return Ok((
+            Side::NotSolved,
+            Some("the task has no reference solution".into()),
+        ));
     };
     std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
     let ws = Workspace::create(&orch.cache, task, &root.join("work"), true, Some(image))

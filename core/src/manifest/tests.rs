@@ -124,7 +124,10 @@ fn bad_values_name_the_field() {
             "from -1000 to 1000",
         ),
         (
-            GOOD.replace("repetitions: 2", "execution:\n  grading_environment: shared"),
+            GOOD.replace(
+                "repetitions: 2",
+                "execution:\n  grading_environment: shared",
+            ),
             "grading_environment",
         ),
     ];

@@ -336,7 +336,11 @@ fn the_grading_environment_is_in_the_spec_and_the_plan_only_when_asked() {
             .iter()
             .all(|t| t.compute.grading_environment == want));
         let json = serde_json::to_string(&plan.trials[0]).unwrap();
-        assert_eq!(json.contains("grading_environment"), !want.is_default(), "{json}");
+        assert_eq!(
+            json.contains("grading_environment"),
+            !want.is_default(),
+            "{json}"
+        );
         let t: crate::plan::PlannedTrial = serde_json::from_str(&json).unwrap();
         assert_eq!(t.compute.grading_environment, want);
     }
