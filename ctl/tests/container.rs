@@ -570,12 +570,18 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
         assert_eq!(record["task"]["image"], pinned.as_str(), "{record}");
         assert_eq!(record["task"]["commit"], "", "{record}");
         assert_eq!(record["task"]["repo"], "", "{record}");
-        // Its pytest file is made into the tripwire twin; the reference fails it as it must.
-        let trip = &record["attempts"][0]["grade"]["tripwire"];
-        if want_ok {
-            assert_eq!(trip["result"], "failed as it must", "{record}");
-            assert_eq!(trip["file"], "test_outputs.py", "{record}");
-        }
+        // As shipped (no environment_mode), it grades as Harbor does, in the environment the
+        // agent left (core::grading_env): one grading run there, its tripwire twin not run (a
+        // second run would meet what the first one changed).
+        let grade = &record["attempts"][0]["grade"];
+        assert_eq!(grade["environment"], "shared", "{record}");
+        assert!(
+            grade["tripwire"]["result"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("not run"),
+            "{record}"
+        );
         let base = record["attempts"][0]["workspace"]["base_commit"]
             .as_str()
             .unwrap_or_default()
