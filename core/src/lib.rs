@@ -25,6 +25,7 @@ pub mod endpoint;
 pub mod evidence;
 pub mod git_index;
 pub mod grading;
+pub mod grading_env;
 pub mod harbor;
 pub mod healthcheck;
 pub mod html;

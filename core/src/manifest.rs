@@ -155,6 +155,11 @@ pub struct ExecutionSection {
     /// the others' weights; default 1, 1 to 1000 ([`crate::dispatch::share`]).
     #[serde(default)]
     pub weight: Option<i64>,
+    /// Where grading happens: `task` (default: where each task says; a task in Harbor's
+    /// layout grades in the agent's environment) or `separate` (a fresh grading sandbox
+    /// for every task, the record saying it was asked; [`crate::grading_env`]).
+    #[serde(default)]
+    pub grading_environment: Option<crate::grading_env::GradingEnvironment>,
 }
 
 /// `execution.concurrency:`.

@@ -168,6 +168,13 @@ pub struct ComputeCondition {
     pub agent_timeout_sec: f64,
     /// Evaluation timeout, seconds.
     pub verifier_timeout_sec: f64,
+    /// Where grading happens (the run's `execution.grading_environment`); left out of the
+    /// JSON when it is the default (`task`), so older plans and digests stay.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::grading_env::GradingEnvironment::is_default"
+    )]
+    pub grading_environment: crate::grading_env::GradingEnvironment,
 }
 
 /// How attempts of a trial are made.

@@ -338,8 +338,11 @@ pub struct Grade {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<crate::grading::blame::EndedBy>,
     /// `shared` when the grade ran in the environment the agent left (the task's
-    /// `verifier.environment_mode = "shared"`: its file-system changes anywhere in the image
-    /// and the processes it left running); absent for a fresh grading sandbox (`separate`).
+    /// `verifier.environment_mode = "shared"`, Harbor's default for a task in its layout:
+    /// its file-system changes anywhere in the image and the processes it left running);
+    /// `separate` when the task grades there but the run asked for a fresh grading sandbox
+    /// (`execution.grading_environment: separate`); absent for a fresh grading sandbox by
+    /// the task's own choice ([`crate::grading_env::GradeIn::recorded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
 }

@@ -254,6 +254,13 @@ pub struct ExecutionPolicy {
     /// default 1.
     #[serde(default = "default_weight", skip_serializing_if = "is_default_weight")]
     pub weight: u32,
+    /// Where grading happens ([`crate::grading_env::GradingEnvironment`]); left out of the
+    /// JSON when it is the default (`task`), so older digests stay.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::grading_env::GradingEnvironment::is_default"
+    )]
+    pub grading_environment: crate::grading_env::GradingEnvironment,
 }
 
 fn is_zero_priority(p: &i32) -> bool {
@@ -608,6 +615,7 @@ pub fn resolve(
                     .map_err(|why| ResolveError::Unsupported(format!("execution.weight {why}")))?,
                 None => 1,
             },
+            grading_environment: manifest.execution.grading_environment.unwrap_or_default(),
         },
         evaluation: EvaluationPolicy {
             grade: manifest.evaluation.grade.unwrap_or(true),

@@ -135,6 +135,7 @@ pub fn synthetic_condition(tasks: usize, agents: usize, repetitions: u32) -> Run
             worker_labels: Vec::new(),
             priority: 0,
             weight: 1,
+            grading_environment: Default::default(),
         },
         evaluation: EvaluationPolicy {
             grade: true,

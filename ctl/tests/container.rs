@@ -570,12 +570,18 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
         assert_eq!(record["task"]["image"], pinned.as_str(), "{record}");
         assert_eq!(record["task"]["commit"], "", "{record}");
         assert_eq!(record["task"]["repo"], "", "{record}");
-        // Its pytest file is made into the tripwire twin; the reference fails it as it must.
-        let trip = &record["attempts"][0]["grade"]["tripwire"];
-        if want_ok {
-            assert_eq!(trip["result"], "failed as it must", "{record}");
-            assert_eq!(trip["file"], "test_outputs.py", "{record}");
-        }
+        // As shipped (no environment_mode), it grades as Harbor does, in the environment the
+        // agent left (core::grading_env): one grading run there, its tripwire twin not run (a
+        // second run would meet what the first one changed).
+        let grade = &record["attempts"][0]["grade"];
+        assert_eq!(grade["environment"], "shared", "{record}");
+        assert!(
+            grade["tripwire"]["result"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("not run"),
+            "{record}"
+        );
         let base = record["attempts"][0]["workspace"]["base_commit"]
             .as_str()
             .unwrap_or_default()
@@ -671,6 +677,21 @@ fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
     // container that works; the grader's fresh container over the same image has no
     // /usr/local/lib/wordfreq.py, so the task is not valid.
     let dir = tmp.path().join("tasks").join(TB);
+    // Graded in a fresh sandbox as the task asks (a task in Harbor's layout that sets no
+    // mode grades in the agent's environment, as Harbor does: core::grading_env).
+    let toml = dir.join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace(
+            "[verifier]\ntimeout_sec = 120.0\n",
+            "[verifier]\ntimeout_sec = 120.0\nenvironment_mode = \"separate\"\n",
+        ),
+    )
+    .unwrap();
+    assert!(std::fs::read_to_string(&toml)
+        .unwrap()
+        .contains("environment_mode = \"separate\""));
     std::fs::write(
         dir.join("solution/solve.sh"),
         "#!/usr/bin/env bash\nset -euo pipefail\ncp /solution/wordfreq.py /usr/local/lib/wordfreq.py\n\

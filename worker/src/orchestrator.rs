@@ -74,6 +74,9 @@ pub struct AttemptOptions {
     pub runtime: RuntimeKind,
     /// Limits the `sandbox` runtime enforces (from the plan's compute condition).
     pub limits: Limits,
+    /// Where grading happens: where the task says (default), or a fresh sandbox for every
+    /// task (the run's `execution.grading_environment`, [`akbench_core::grading_env`]).
+    pub grading_environment: akbench_core::grading_env::GradingEnvironment,
 }
 
 /// The default [`AttemptOptions::provider_grace`]: with the 5 s kill grace and the polling,
@@ -109,6 +112,7 @@ impl AttemptOptions {
                 diff_mb: c.diff_mb,
                 ..self.limits
             },
+            grading_environment: c.grading_environment,
             ..self
         }
     }
@@ -126,6 +130,7 @@ impl Default for AttemptOptions {
             provider_grace: provider_grace_from_env(),
             runtime: RuntimeKind::Sandbox,
             limits: Limits::default(),
+            grading_environment: Default::default(),
         }
     }
 }

@@ -838,6 +838,22 @@ pub(crate) fn run_solution(
     (runtime, image): (RuntimeKind, Option<&Image>),
     cancel: &CancelToken,
 ) -> Result<(), String> {
+    let (spec, exposure) = solution_launch(solution, worktree, home, dir, task, image)?;
+    let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits(task))
+        .map_err(|e| e.to_string())?;
+    wait_solution(prepared, cancel)
+}
+
+/// The process of the task's `solution/solve.sh` in `worktree` and what it is exposed to
+/// (the agent's network; under `container`, a view of `image` with `/solution`).
+pub(crate) fn solution_launch(
+    solution: &Path,
+    worktree: &Path,
+    home: &Path,
+    dir: &Path,
+    task: &Task,
+    image: Option<&Image>,
+) -> Result<(crate::process::ProcessSpec, crate::runtime::Exposure), String> {
     let mut env = crate::process::base_env(home);
     env.insert(
         "AKBENCH_SOLUTION_DIR".into(),
@@ -884,8 +900,14 @@ pub(crate) fn run_solution(
             tools: Vec::new(),
         }),
     };
-    let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits(task))
-        .map_err(|e| e.to_string())?;
+    Ok((spec, exposure))
+}
+
+/// Runs a prepared `solution/solve.sh` to its end; `Err` says how it failed.
+pub(crate) fn wait_solution(
+    prepared: crate::runtime::Prepared,
+    cancel: &CancelToken,
+) -> Result<(), String> {
     let running = match crate::process::spawn(prepared.spec) {
         Ok(r) => r,
         Err(e) => {

@@ -4,8 +4,10 @@
 //! starting point the agent gets (pinned commit plus mutation) with the reference solution
 //! (`solution/solve.sh`) applied, and the same starting point unchanged. A reference that
 //! grading flags as tampering makes the task not valid: no honest solution of it could be
-//! graded solved. The verdict rule is `akbench_core::task_check::judge`; caching is the
-//! caller's.
+//! graded solved. A task graded in the agent's environment (`shared`, Harbor's default for
+//! a task in its layout) is checked there under `container`: the reference runs in the
+//! environment as the agent would, then the grader, no tripwire run. The verdict rule is
+//! `akbench_core::task_check::judge`; caching is the caller's.
 
 use crate::evaluator::{evaluate, EvalPlace, EvalResult, FreshWorkspace, Workspaces};
 use crate::orchestrator::Orchestrator;
@@ -128,9 +130,23 @@ pub fn run(
     };
     let mut notes = Vec::new();
     let mut tripwire = None;
+    // A task graded in the agent's environment (Harbor's default for its layout) is
+    // checked there: the reference runs in the environment, then the grader.
+    let shared = runtime == RuntimeKind::Container
+        && akbench_core::grading_env::decide(
+            task.file.verifier.environment_mode.as_deref(),
+            task.file.source.is_some(),
+            Default::default(),
+        )
+        .shared();
     let mut side = |name: &str, with_solution: bool| -> Result<Side, String> {
         let root = dir.join(name);
         let _ = std::fs::remove_dir_all(&root);
+        if let (true, Some(image)) = (shared, image) {
+            let (side, note) = shared_side(orch, task, image, &root, with_solution, cancel)?;
+            notes.extend(note.map(|n| format!("{name}: {n}")));
+            return Ok(side);
+        }
         let sides = Sides {
             orch,
             task,
@@ -166,26 +182,14 @@ pub fn run(
             cancel,
         );
         drop(ws);
-        Ok(match verdict {
-            EvalResult::Graded(g) => {
-                if with_solution {
-                    tripwire = g.tripwire.as_ref().map(|t| t.result.clone());
-                }
-                if let Some(c) = &g.cause {
-                    notes.push(format!("{name}: {c}"));
-                }
-                match (g.ok, g.tampered) {
-                    (_, true) => Side::Tampered,
-                    (true, false) => Side::Solved,
-                    (false, false) => Side::NotSolved,
-                }
+        if with_solution {
+            if let EvalResult::Graded(g) = &verdict {
+                tripwire = g.tripwire.as_ref().map(|t| t.result.clone());
             }
-            EvalResult::Broken { cause, .. } | EvalResult::FetchFailed { cause, .. } => {
-                notes.push(format!("{name}: {cause}"));
-                Side::NoVerdict
-            }
-            EvalResult::Cancelled => Side::NoVerdict,
-        })
+        }
+        let (side, note) = judged(verdict);
+        notes.extend(note.map(|n| format!("{name}: {n}")));
+        Ok(side)
     };
     let reference = side("reference", true)?;
     let baseline = side("baseline", false)?;
@@ -195,4 +199,85 @@ pub fn run(
         notes,
         tripwire,
     })
+}
+
+/// A grading run's verdict as a side of the check, and what its grader said.
+fn judged(verdict: EvalResult) -> (Side, Option<String>) {
+    match verdict {
+        EvalResult::Graded(g) => (
+            match (g.ok, g.tampered) {
+                (_, true) => Side::Tampered,
+                (true, false) => Side::Solved,
+                (false, false) => Side::NotSolved,
+            },
+            g.cause,
+        ),
+        EvalResult::Broken { cause, .. } | EvalResult::FetchFailed { cause, .. } => {
+            (Side::NoVerdict, Some(cause))
+        }
+        EvalResult::Cancelled => (Side::NoVerdict, None),
+    }
+}
+
+/// One side of the check of a task graded in the agent's environment, as a trial's
+/// attempt makes it: the environment started over `image` (its ENTRYPOINT running), the
+/// reference solution run inside it as the agent (when `with_solution`), then the grader
+/// inside it; no second grading run (a tripwire would meet what the first one changed).
+/// `Err`: the workspace or the environment could not be made here.
+fn shared_side(
+    orch: &Orchestrator,
+    task: &Task,
+    image: &Image,
+    root: &Path,
+    with_solution: bool,
+    cancel: &CancelToken,
+) -> Result<(Side, Option<String>), String> {
+    let Some((solution, _)) = &task.reference else {
+        return Ok((
+            Side::NotSolved,
+            Some("the task has no reference solution".into()),
+        ));
+    };
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let ws = Workspace::create(&orch.cache, task, &root.join("work"), true, Some(image))
+        .map_err(|e| format!("failed to make the workspace: {e}"))?;
+    let home = ws.home.clone();
+    let fresh = crate::regrade::fresh(orch, ws, Vec::new());
+    let (spec, exposure) =
+        crate::regrade::solution_launch(solution, &fresh.path, &home, root, task, Some(image))?;
+    let env = crate::runtime::shared::Env::start(
+        spec.clone(),
+        &exposure,
+        crate::evaluator::grading_limits(task),
+    )
+    .map_err(|e| format!("failed to start the environment: {e}"))?;
+    if with_solution {
+        let solved = env
+            .exec(spec, crate::runtime::shared::ExecAs::Agent)
+            .map_err(|e| e.to_string())
+            .and_then(|p| crate::regrade::wait_solution(p, cancel));
+        if let Err(e) = solved {
+            env.finish();
+            return Ok((Side::NotSolved, Some(e)));
+        }
+    }
+    let verdict = evaluate(
+        task,
+        &EvalPlace {
+            workspace: &fresh.path,
+            eval_root: &root.join("eval"),
+            artifacts_dir: root,
+            log_prefix: "",
+            runtime: RuntimeKind::Container,
+            workspaces: None,
+            withheld: &[],
+            image: Some(image),
+            shared: Some(&env),
+        },
+        orch.clock.as_ref(),
+        cancel,
+    );
+    env.finish();
+    drop(fresh);
+    Ok(judged(verdict))
 }

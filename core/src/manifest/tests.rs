@@ -29,6 +29,23 @@ fn parses_a_minimal_manifest() {
 }
 
 #[test]
+fn the_grading_environment_reads_as_written() {
+    use crate::grading_env::GradingEnvironment;
+    assert_eq!(parse(GOOD).unwrap().execution.grading_environment, None);
+    for (text, want) in [
+        ("task", GradingEnvironment::Task),
+        ("separate", GradingEnvironment::Separate),
+    ] {
+        let m = parse(&GOOD.replace(
+            "repetitions: 2",
+            &format!("execution:\n  grading_environment: {text}"),
+        ))
+        .unwrap();
+        assert_eq!(m.execution.grading_environment, Some(want));
+    }
+}
+
+#[test]
 fn unknown_field_names_the_field_and_the_line() {
     let text = GOOD.replace("repetitions: 2", "repetitions: 2\nrepetitons: 3");
     let e = parse(&text).unwrap_err();
@@ -105,6 +122,13 @@ fn bad_values_name_the_field() {
         (
             GOOD.replace("repetitions: 2", "execution:\n  priority: -1001"),
             "from -1000 to 1000",
+        ),
+        (
+            GOOD.replace(
+                "repetitions: 2",
+                "execution:\n  grading_environment: shared",
+            ),
+            "grading_environment",
         ),
     ];
     for (text, needle) in cases {

@@ -155,6 +155,7 @@ impl Iterator for Expansion<'_> {
                 diff_mb: c.compute.diff_mb,
                 agent_timeout_sec: task.agent_timeout_sec,
                 verifier_timeout_sec: task.verifier_timeout_sec,
+                grading_environment: c.execution.grading_environment,
             },
             repetition: self.repetition,
             family: task.family,

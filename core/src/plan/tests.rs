@@ -227,6 +227,7 @@ fn reference_trials(spec: &ResolvedRunSpec, now: DateTime<Utc>) -> Vec<PlannedTr
                             diff_mb: c.compute.diff_mb,
                             agent_timeout_sec: task.agent_timeout_sec,
                             verifier_timeout_sec: task.verifier_timeout_sec,
+                            grading_environment: c.execution.grading_environment,
                         },
                         repetition,
                         family: task.family,

@@ -305,6 +305,48 @@ fn the_diff_limit_is_in_the_spec_and_the_plan_only_when_not_the_default() {
 }
 
 #[test]
+fn the_grading_environment_is_in_the_spec_and_the_plan_only_when_asked() {
+    use crate::grading_env::GradingEnvironment;
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks, agents) = fixture(tmp.path());
+    let plain = resolve(&manifest(1), &inputs(&tasks, &agents), &clock()).unwrap();
+    assert_eq!(
+        plain.condition.execution.grading_environment,
+        GradingEnvironment::Task
+    );
+    // The default is left out of the JSON: older specs and plans keep their digests.
+    assert!(!crate::digest::canonical_json(&plain).contains("grading_environment"));
+    let mut m = manifest(1);
+    m.execution.grading_environment = Some(GradingEnvironment::Separate);
+    let clean = resolve(&m, &inputs(&tasks, &agents), &clock()).unwrap();
+    assert!(crate::digest::canonical_json(&clean).contains("\"grading_environment\":\"separate\""));
+    assert_ne!(plain.condition_digest, clean.condition_digest);
+    let back: ResolvedRunSpec =
+        serde_json::from_str(&crate::digest::canonical_json(&clean)).unwrap();
+    assert!(back.verify());
+    assert_eq!(back, clean);
+    // Every planned trial carries it to the worker (its compute condition).
+    for (spec, want) in [
+        (&plain, GradingEnvironment::Task),
+        (&clean, GradingEnvironment::Separate),
+    ] {
+        let plan = crate::plan::plan(spec, &clock());
+        assert!(plan
+            .trials
+            .iter()
+            .all(|t| t.compute.grading_environment == want));
+        let json = serde_json::to_string(&plan.trials[0]).unwrap();
+        assert_eq!(
+            json.contains("grading_environment"),
+            !want.is_default(),
+            "{json}"
+        );
+        let t: crate::plan::PlannedTrial = serde_json::from_str(&json).unwrap();
+        assert_eq!(t.compute.grading_environment, want);
+    }
+}
+
+#[test]
 fn container_plans_pin_each_tag_to_a_digest_and_the_digest_changes_the_spec() {
     let tmp = tempfile::tempdir().unwrap();
     let (tasks, agents) = fixture(tmp.path());

@@ -78,10 +78,13 @@ pub(super) fn agent_view(
 }
 
 /// Whether the agent runs in a long-lived environment of the task ([`crate::runtime::shared`]):
-/// the task grades in it (`environment_mode = "shared"`) or declares a healthcheck.
-pub(super) fn wants_environment(task: &akbench_core::task::Task) -> bool {
-    task.file.verifier.environment_mode.as_deref() == Some("shared")
-        || task.file.environment.contains_key("healthcheck")
+/// the attempt grades in it (`place`, [`akbench_core::grading_env::decide`]) or the task
+/// declares a healthcheck.
+pub(super) fn wants_environment(
+    task: &akbench_core::task::Task,
+    place: akbench_core::grading_env::GradeIn,
+) -> bool {
+    place.shared() || task.file.environment.contains_key("healthcheck")
 }
 
 /// Polls the task's `[environment] healthcheck` in `env` until it passes

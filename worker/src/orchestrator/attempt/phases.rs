@@ -352,7 +352,7 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
-    let prepared = if crate::orchestrator::container::wants_environment(task) {
+    let prepared = if crate::orchestrator::container::wants_environment(task, grading_place(req)) {
         // Graded in the environment the agent leaves: started before the agent (without
         // its credentials), kept until grading ends; the agent runs inside it.
         if req.options.runtime != RuntimeKind::Container {
@@ -694,8 +694,10 @@ pub(super) fn evaluating(
     grade_in: GradeIn<'_>,
 ) -> Phase {
     let GradeIn { image, env } = grade_in;
-    // An environment started for a healthcheck alone is not graded in.
-    let env = env.filter(|_| shared_mode(req.task));
+    // An environment started for a healthcheck alone, or kept for a task the run grades
+    // in a fresh sandbox, is not graded in.
+    let place = grading_place(req);
+    let env = env.filter(|_| place.shared());
     if !req.options.grade {
         return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
     }
@@ -761,9 +763,7 @@ pub(super) fn evaluating(
         });
     match evaluated {
         EvalResult::Graded(mut g) => {
-            if env.is_some() {
-                g.environment = Some(SHARED.into());
-            }
+            g.environment = place.recorded().map(String::from);
             r.redactor.value(&mut g, &mut r.redacted);
             let note = crate::regrade::verdict_note(&g);
             r.cause = g.cause.clone();
@@ -800,13 +800,15 @@ pub(super) fn evaluating(
     }
 }
 
-/// The record's name of a grade made in the agent's environment (`grade.environment`).
-pub(super) const SHARED: &str = "shared";
-
-/// Whether `task` grades in the agent's environment (`[verifier] environment_mode =
-/// "shared"`); absent or `separate`: a fresh grading sandbox.
-pub(super) fn shared_mode(task: &akbench_core::task::Task) -> bool {
-    task.file.verifier.environment_mode.as_deref() == Some(SHARED)
+/// Where the attempt is graded: the task's `[verifier] environment_mode` (absent: Harbor's
+/// `shared` for a task in Harbor's layout, `separate` for one with a `[source]`) under the
+/// run's `grading_environment` ([`akbench_core::grading_env::decide`]).
+pub(super) fn grading_place(req: &AttemptRequest<'_>) -> akbench_core::grading_env::GradeIn {
+    akbench_core::grading_env::decide(
+        req.task.file.verifier.environment_mode.as_deref(),
+        req.task.file.source.is_some(),
+        req.options.grading_environment,
+    )
 }
 
 /// FINALIZING: COMPLETED with a grade, else NOT_GRADED.
