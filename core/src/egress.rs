@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 pub mod cache;
 pub mod contact;
-pub mod http;
 pub mod declared;
+pub mod http;
 pub mod offer;
 pub mod request;
 pub mod settings;

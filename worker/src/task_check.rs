@@ -245,15 +245,24 @@ fn shared_side(
     let fresh = crate::regrade::fresh(orch, ws, Vec::new());
     let (spec, exposure) =
         crate::regrade::solution_launch(solution, &fresh.path, &home, root, task, Some(image))?;
+    let trust = crate::runtime::shared::phases_trust(
+        exposure.egress.as_ref(),
+        task.network.verifier.clone(),
+    )?;
     let env = crate::runtime::shared::Env::start(
         spec.clone(),
         &exposure,
         crate::evaluator::grading_limits(task),
+        trust,
     )
     .map_err(|e| format!("failed to start the environment: {e}"))?;
     if with_solution {
         let solved = env
-            .exec(spec, crate::runtime::shared::ExecAs::Agent)
+            .exec(
+                spec,
+                crate::runtime::shared::ExecAs::Agent,
+                exposure.egress.clone(),
+            )
             .map_err(|e| e.to_string())
             .and_then(|p| crate::regrade::wait_solution(p, cancel));
         if let Err(e) = solved {

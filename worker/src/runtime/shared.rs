@@ -132,6 +132,21 @@ pub enum ExecAs {
     },
 }
 
+/// The extra authorities any phase of an environment will trust (the agent's network
+/// `agent`, grading's `grading`), for [`Env::start`] to write into it before the first.
+pub fn phases_trust(
+    agent: Option<&egress::Policy>,
+    grading: akbench_core::egress::NetworkMode,
+) -> Result<Option<trust::Extra>, String> {
+    let grading = egress::Policy::for_phase(grading)?;
+    let trust = [agent, Some(&grading)]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.needs_proxy())
+        .find_map(egress::Policy::trust);
+    Ok(trust)
+}
+
 fn err(reason: impl Into<String>) -> RuntimeError {
     RuntimeError::Container {
         reason: reason.into(),

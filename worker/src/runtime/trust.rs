@@ -265,7 +265,8 @@ mod tests {
         let secret = host.path().join("secret");
         std::fs::write(&secret, "WORKER SECRET\n").unwrap();
         let rel = Path::new("etc/ssl/certs/ca-certificates.crt");
-        let cases: [(&str, Box<dyn Fn(&Path)>); 4] = [
+        type Make<'a> = Box<dyn Fn(&Path) + 'a>;
+        let cases: [(&str, Make); 4] = [
             (
                 "absolute",
                 Box::new(|r: &Path| {

@@ -370,12 +370,11 @@ pub(super) fn starting_agent(
         }
         // The authorities programs of a later phase trust (grading's network may differ
         // from the agent's), written into the environment now.
-        let trust = match runtime::egress::Policy::for_phase(req.task.network.verifier.clone()) {
-            Ok(grading) => [exposure.egress.as_ref(), Some(&grading)]
-                .into_iter()
-                .flatten()
-                .filter(|p| p.needs_proxy())
-                .find_map(runtime::egress::Policy::trust),
+        let trust = match crate::runtime::shared::phases_trust(
+            exposure.egress.as_ref(),
+            req.task.network.verifier.clone(),
+        ) {
+            Ok(t) => t,
             Err(e) => return r.end(Event::InfrastructureFailed, e),
         };
         let env = match crate::runtime::shared::Env::start(keeper, &exposure, req.limits(), trust) {
