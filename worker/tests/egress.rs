@@ -293,7 +293,8 @@ print(\"then\", len(s.recv(100)), \"bytes\")
 
 /// Grading with the task's network (`[environment] network_mode = "public"`): a test script
 /// that downloads from the upstream host grades the reference solution solved, the grade
-/// recording the host; the same script fetching from a closed port ends the attempt
+/// recording the host; the same script fetching from a closed port of a host the operator
+/// vouches for (`AKBENCH_EGRESS_KNOWN_HOSTS`: core::egress::vouch) ends the attempt
 /// `infrastructure_error` naming the fetch, never a verdict on the agent.
 #[test]
 fn a_grader_whose_download_fails_ends_infrastructure_error() {
@@ -309,6 +310,12 @@ fn a_grader_whose_download_fails_ends_infrastructure_error() {
     std::env::set_var(
         akbench_core::egress::settings::HOSTS_ENV,
         format!("up.test={}", u.addr),
+    );
+    // The closed port is a known upstream of this worker: its failure is the
+    // infrastructure's (an unvouched one leaves the verdict: worker/tests/grading_fetch.rs).
+    std::env::set_var(
+        akbench_core::egress::vouch::KNOWN_HOSTS_ENV,
+        "default,up.test:9",
     );
     let c = common::corpus();
     for (id, port, solved) in [("fetch-ok", 8443, Some(true)), ("fetch-fails", 9, None)] {

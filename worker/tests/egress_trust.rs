@@ -92,7 +92,9 @@ fn a_container_trusts_the_extra_ca_through_its_bundle_and_keeps_the_anchor() {
     let script = format!(
         r#"python3 -c '
 import urllib.request
-print("status", urllib.request.urlopen("https://up.test:8443/f", timeout=60).status)
+r = urllib.request.urlopen("https://up.test:8443/f", timeout=60)
+body = r.read()
+print("status", r.status, "bytes", len(body))
 '
 head -c 27 {ANCHOR}; echo
 grep -c "BEGIN CERTIFICATE" {BUNDLE}
