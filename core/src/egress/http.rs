@@ -49,28 +49,7 @@ fn headers<'a>(rest: impl Iterator<Item = &'a str>) -> Result<Vec<(String, Strin
 /// Parses a complete origin-form request head (up to and including the blank line).
 pub fn parse_request(buf: &[u8]) -> Result<OriginRequest, HeadError> {
     let mut l = lines(buf)?;
-    let line = l.next().unwrap_or_default();
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad(format!(
-            "`{}` is not an HTTP request line",
-            crate::limits::elide(line)
-        )));
-    };
-    if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
-        return Err(bad(format!(
-            "unsupported version `{}`",
-            crate::limits::elide(version)
-        )));
-    }
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(bad(format!(
-            "`{}` is not a method",
-            crate::limits::elide(method)
-        )));
-    }
+    let (method, target, version) = super::request::request_line(l.next().unwrap_or_default())?;
     if !target.starts_with('/') {
         return Err(bad(format!(
             "`{}` is not an origin-form target",

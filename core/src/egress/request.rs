@@ -54,11 +54,9 @@ pub fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-/// Parses a complete head (`buf` up to and including the blank line).
-pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
-    let text = std::str::from_utf8(buf).map_err(|_| bad("the request head is not UTF-8"))?;
-    let mut lines = text.split("\r\n");
-    let line = lines.next().unwrap_or_default();
+/// A request line's method, target and version (`METHOD TARGET HTTP/1.x`), checked; the one reading
+/// of a request line (the proxy's heads here, origin-form ones in [`super::http`]).
+pub(super) fn request_line(line: &str) -> Result<(&str, &str, &str), HeadError> {
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -80,6 +78,14 @@ pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
             crate::limits::elide(method)
         )));
     }
+    Ok((method, target, version))
+}
+
+/// Parses a complete head (`buf` up to and including the blank line).
+pub fn parse_head(buf: &[u8]) -> Result<Request, HeadError> {
+    let text = std::str::from_utf8(buf).map_err(|_| bad("the request head is not UTF-8"))?;
+    let mut lines = text.split("\r\n");
+    let (method, target, version) = request_line(lines.next().unwrap_or_default())?;
     if method == "CONNECT" {
         let (host, port) = authority(target, None)?;
         return Ok(Request::Connect { host, port });
