@@ -12,6 +12,15 @@ Harbor runs its `oracle` and `nop` agents on every task with its own docker envi
 does); akbench runs `oracle` and `noop` in one `sweep --local` under `container`. Prints a
 Markdown table: per task, each harness's verdicts and seconds per trial. Exit 1 when a
 verdict differs from the expected one (oracle solves, nop does not) on either side.
+
+The graders fetch curl (Debian's real mirror), uv (its installer from "astral.sh", its
+release from "github.com": the test host of scripts/test_upstream.py, with its own CA) and
+pytest (the real PyPI) while grading. Both harnesses are told of the test host as a machine
+is told of an internal mirror, nothing in the tasks changes: Harbor through a compose file
+given with its own `--extra-docker-compose` (`extra_hosts` for the two names, a CA bundle
+with the test CA and `SSL_CERT_FILE`/`CURL_CA_BUNDLE` pointing at it); akbench through
+`AKBENCH_EGRESS_HOSTS`, `AKBENCH_EGRESS_OPEN_RANGES` and `AKBENCH_EGRESS_UPSTREAM_CA`, with
+its egress cache on (`AKBENCH_EGRESS_CACHE_DIR`, empty when the sweep starts).
 """
 
 import argparse
@@ -27,8 +36,11 @@ import urllib.request
 from datetime import datetime
 from pathlib import Path
 
+from test_upstream import Upstream
+
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "127.0.0.1:5000/akbench/base:bookworm"
+UV_VERSION = "0.9.7"
 
 
 def free_port():
@@ -130,7 +142,23 @@ def seconds(a, b):
     return (parse(b) - parse(a)).total_seconds()
 
 
-def run_harbor(harbor, tasks, work, jobs):
+def harbor_override(work, up):
+    """The compose file Harbor is given: the test host's names and CA in the task's container."""
+    bundle = work / "ca-bundle.pem"
+    bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + up.ca.read_text())
+    bundle.chmod(0o644)
+    hosts = "".join(f'      - "{n}:{up.addr}"\n' for n in up.names)
+    path = work / "harbor-upstream.yaml"
+    path.write_text(
+        "services:\n  main:\n    extra_hosts:\n" + hosts
+        + f"    volumes:\n      - {bundle}:/etc/akbench-test-ca.pem:ro\n"
+        + "    environment:\n      SSL_CERT_FILE: /etc/akbench-test-ca.pem\n"
+        + "      CURL_CA_BUNDLE: /etc/akbench-test-ca.pem\n"
+    )
+    return path
+
+
+def run_harbor(harbor, tasks, work, jobs, up):
     """{(task, agent): (reward or exception, seconds)} from Harbor's own trial results.
 
     A `no-network` task is left out: Harbor's docker environment driven through
@@ -152,7 +180,8 @@ def run_harbor(harbor, tasks, work, jobs):
         with log.open("w") as f:
             subprocess.run(
                 [harbor, "run", "-p", str(tasks), "-a", agent, "--jobs-dir", str(jobs_dir),
-                 "-n", str(jobs), "-e", "harbor_compose1:Compose1DockerEnvironment", "-y"],
+                 "-n", str(jobs), "-e", "harbor_compose1:Compose1DockerEnvironment", "-y",
+                 "--extra-docker-compose", str(harbor_override(work, up))],
                 env=env, stdout=f, stderr=subprocess.STDOUT, cwd=work,
             )
         for path in sorted(jobs_dir.glob("*/*/result.json")):
@@ -168,13 +197,20 @@ def run_harbor(harbor, tasks, work, jobs):
     return out
 
 
-def run_akbench(akbench, tasks, work, jobs, addr):
+def run_akbench(akbench, tasks, work, jobs, addr, up):
     m = work / "experiment.yaml"
     m.write_text(
         "experiment: tb21-corpus\ntasks:\n  include: [\"tb21-*\"]\nagents:\n  conditions:\n"
         "    - descriptor: oracle\n    - descriptor: noop\nexecution:\n  runtime: container\n"
     )
-    env = dict(os.environ, AKBENCH_INSECURE_REGISTRIES=addr)
+    env = dict(
+        os.environ,
+        AKBENCH_INSECURE_REGISTRIES=addr,
+        AKBENCH_EGRESS_HOSTS=",".join(f"{n}={up.addr}" for n in up.names),
+        AKBENCH_EGRESS_OPEN_RANGES=up.range,
+        AKBENCH_EGRESS_UPSTREAM_CA=str(up.ca),
+        AKBENCH_EGRESS_CACHE_DIR=str(work / "egress-cache"),
+    )
     started = time.monotonic()
     subprocess.run(
         [akbench, "sweep", str(m), "--local", "--json", "--jobs", str(jobs),
@@ -209,16 +245,18 @@ def main():
         ["bash", str(ROOT / "scripts/build-test-image")], check=True, capture_output=True, text=True
     ).stdout.strip()
     registry, addr = start_registry(work)
+    up = Upstream(work, UV_VERSION)
     try:
         names = sorted(p.name for p in (ROOT / "examples/tasks").glob("tb21-*"))
         for n in names:
             shutil.copytree(ROOT / "examples/tasks" / n, tasks / n)
             push_task(tasks / n, addr, base_tar, work)
         started = time.monotonic()
-        hb = run_harbor(a.harbor, tasks, work, a.jobs)
+        hb = run_harbor(a.harbor, tasks, work, a.jobs, up)
         hb_wall = time.monotonic() - started
-        ak, ak_wall = run_akbench(a.akbench, tasks, work, a.jobs, addr)
+        ak, ak_wall = run_akbench(a.akbench, tasks, work, a.jobs, addr, up)
     finally:
+        up.close()
         registry.kill()
     want = {"oracle": "solved", "nop": "not solved", "noop": "not solved"}
     for k, v in hb.items():

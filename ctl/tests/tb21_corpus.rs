@@ -7,10 +7,34 @@
 //! graded outside /app (/usr/local/bin, /etc), a server the image's ENTRYPOINT starts, and
 //! a `no-network` task; none sets `environment_mode`, so they grade in the agent's
 //! environment as Harbor does (core::grading_env::unset_default).
+//!
+//! Every task but the `no-network` one grades online, as Terminal-Bench 2.1's test.sh does:
+//! `apt-get install curl` from Debian's real mirror, uv's installer from "astral.sh" and its
+//! release from "github.com" (a test host in a network namespace this test makes, with its
+//! own CA: worker/tests/common/upstream.rs), pytest from the real PyPI. The worker learns
+//! the test host as an operator would tell it of an internal mirror
+//! (`AKBENCH_EGRESS_HOSTS`, `AKBENCH_EGRESS_OPEN_RANGES`, `AKBENCH_EGRESS_UPSTREAM_CA`) and
+//! shares one egress cache (`AKBENCH_EGRESS_CACHE_DIR`) between the sweep and the checks.
 
 #[path = "../../worker/tests/common/registry.rs"]
 #[allow(dead_code)]
 mod registry;
+
+#[path = "../../worker/tests/common/upstream.rs"]
+#[allow(dead_code)]
+mod upstream;
+
+#[path = "../../worker/tests/common/installers.rs"]
+#[allow(dead_code)]
+mod installers;
+
+#[path = "../../worker/tests/common/unprivileged.rs"]
+#[allow(dead_code)]
+mod unprivileged;
+
+#[path = "../../worker/tests/common/rerun.rs"]
+#[allow(dead_code)]
+mod rerun;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -47,6 +71,29 @@ fn runs_here(test: &str) -> bool {
             false
         }
     }
+}
+
+/// The test upstream host ("astral.sh", "github.com") serving uv's installer and release,
+/// linked to this machine's namespace (where the worker keeps the real network for Debian
+/// and PyPI).
+fn upstream() -> upstream::Upstream {
+    installers::uv_tarball(installers::UV_VERSION).unwrap();
+    let u = upstream::Upstream::create_on_host().unwrap();
+    installers::serve_uv(&u, installers::UV_VERSION).unwrap();
+    u
+}
+
+/// What the worker is told of the test host, and the egress cache under `tmp`.
+fn egress_env(u: &upstream::Upstream, tmp: &Path) -> [(&'static str, String); 4] {
+    [
+        ("AKBENCH_EGRESS_HOSTS", u.hosts_env()),
+        ("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16".into()),
+        ("AKBENCH_EGRESS_UPSTREAM_CA", u.ca().display().to_string()),
+        (
+            "AKBENCH_EGRESS_CACHE_DIR",
+            tmp.join("egress-cache").display().to_string(),
+        ),
+    ]
 }
 
 /// What a task's environment/Dockerfile says, read as the corpus writes them: `FROM` the
@@ -160,10 +207,16 @@ fn corpus(tmp: &Path, reg: &registry::Registry) -> PathBuf {
     tasks
 }
 
-fn akbench(args: &[&str], tmp: &Path, reg: &registry::Registry) -> (i32, String, String) {
+fn akbench(
+    args: &[&str],
+    tmp: &Path,
+    reg: &registry::Registry,
+    u: &upstream::Upstream,
+) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
         .args(args)
         .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .envs(egress_env(u, tmp))
         .arg("--agents-root")
         .arg(examples().join("agents"))
         .arg("--tasks-root")
@@ -211,6 +264,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
     let started = std::time::Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry::Registry::start();
+    let u = upstream();
     let tasks = corpus(tmp.path(), &reg);
     eprintln!(
         "{TEST}: images pushed: {:.1} s",
@@ -239,6 +293,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
         ],
         tmp.path(),
         &reg,
+        &u,
     );
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));
@@ -258,6 +313,21 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
             last["grade"]["environment"], "shared",
             "{task} {agent}: {last}"
         );
+        // Graded online: the record lists the hosts the grader fetched from (none for the
+        // `no-network` task).
+        let text = last.to_string();
+        let online = [
+            "\"astral.sh\"",
+            "\"github.com\"",
+            "\"files.pythonhosted.org\"",
+        ];
+        for host in online {
+            assert_eq!(
+                text.contains(host),
+                task != "tb21-ini-to-json",
+                "{task} {agent}: {host} in {last}"
+            );
+        }
         seen.insert(
             (task, agent),
             (
@@ -293,6 +363,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
             let tasks = &tasks;
             let reg = &reg;
             let cache = tmp.path().join("cache");
+            let egress = egress_env(&u, tmp.path());
             out.push(s.spawn(move || {
                 chunk
                     .iter()
@@ -303,6 +374,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
                             .args(["--json", "--cache"])
                             .arg(&cache)
                             .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+                            .envs(egress.clone())
                             .output()
                             .unwrap();
                         (
@@ -329,6 +401,7 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
             || check["reference"] != "solved"
             || check["baseline"] != "not_solved"
             || check["network"]["verifier"]["mode"] != net
+            || check["harbor_name"] != format!("akbench-examples/{t}").as_str()
         {
             invalid.push(format!("{t}: exit {code}, {check} {stderr}"));
         }
@@ -353,6 +426,7 @@ fn a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox() 
     }
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry::Registry::start();
+    let u = upstream();
     let tasks = tmp.path().join("tasks");
     std::fs::create_dir_all(&tasks).unwrap();
     for t in ["tb21-kv-tcp-service", "tb21-median-fix"] {
@@ -384,6 +458,7 @@ fn a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox() 
         ],
         tmp.path(),
         &reg,
+        &u,
     );
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));

@@ -1,10 +1,10 @@
 //! The installers Terminal-Bench 2.1 graders fetch, served by the test upstream host
 //! ([`super::upstream`]) under their real names: `https://astral.sh/uv/VERSION/install.sh`
-//! (a short script doing what the real one does: download the release tarball, unpack `uv`
-//! and `uvx` into `$HOME/.local/bin`, write `$HOME/.local/bin/env`) and
+//! (scripts/test-upstream/uv-install.sh, a short script doing what the real one does) and
 //! `https://github.com/astral-sh/uv/releases/download/VERSION/uv-x86_64-unknown-linux-gnu.tar.gz`,
-//! built from PyPI's `uv` wheel (PyPI is reachable from these machines; the wheel's digest is
-//! checked) and cached under `$CARGO_TARGET_DIR` (built once per version).
+//! built from PyPI's `uv` wheel by scripts/test-upstream/uv-release.py and cached under
+//! `$CARGO_TARGET_DIR` (built once per version). scripts/test_upstream.py serves the same
+//! files for scripts/harbor-corpus.
 //!
 //! The worker reaches them through `AKBENCH_EGRESS_HOSTS` ([`super::upstream::Upstream::hosts_env`]
 //! or its policy); the sandbox trusts the upstream's CA through `AKBENCH_SANDBOX_EXTRA_CA`.
@@ -29,61 +29,16 @@ pub fn tarball_url(version: &str) -> String {
     format!("https://github.com/astral-sh/uv/releases/download/{version}/{UV_TARBALL}")
 }
 
-/// The installer script for `version` (POSIX sh, `curl` or `wget`, as the real one).
+/// The installer script for `version` (POSIX sh, `curl` or `wget`, as the real one):
+/// scripts/test-upstream/uv-install.sh.
 pub fn install_sh(version: &str) -> String {
-    let url = tarball_url(version);
-    format!(
-        r#"#!/bin/sh
-# akbench's test stand-in for astral.sh's uv installer {version}
-set -eu
-url="{url}"
-bin="${{XDG_BIN_HOME:-$HOME/.local/bin}}"
-tmp="$(mktemp -d)"
-if command -v curl >/dev/null 2>&1; then
-  curl -LsSf "$url" -o "$tmp/uv.tar.gz"
-else
-  wget -q -O "$tmp/uv.tar.gz" "$url"
-fi
-tar -xzf "$tmp/uv.tar.gz" -C "$tmp"
-mkdir -p "$bin"
-cp "$tmp/uv-x86_64-unknown-linux-gnu/uv" "$tmp/uv-x86_64-unknown-linux-gnu/uvx" "$bin/"
-chmod +x "$bin/uv" "$bin/uvx"
-cat > "$bin/env" <<'EOF'
-#!/bin/sh
-case ":${{PATH}}:" in
-    *:"$HOME/.local/bin":*) ;;
-    *) export PATH="$HOME/.local/bin:$PATH" ;;
-esac
-EOF
-rm -rf "$tmp"
-echo "everything's installed!"
-"#
-    )
+    include_str!("../../../scripts/test-upstream/uv-install.sh")
+        .replace("@VERSION@", version)
+        .replace("@URL@", &tarball_url(version))
 }
 
 /// Builds the release tarball from PyPI's wheel (digest checked), atomically.
-const BUILD: &str = r#"
-import hashlib, io, json, os, sys, tarfile, urllib.request, zipfile
-v, out = sys.argv[1], sys.argv[2]
-req = urllib.request.Request("https://pypi.org/simple/uv/",
-                             headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-files = json.load(urllib.request.urlopen(req, timeout=120))["files"]
-name = "uv-%s-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl" % v
-f = next(x for x in files if x["filename"] == name)
-data = urllib.request.urlopen(f["url"], timeout=600).read()
-if hashlib.sha256(data).hexdigest() != f["hashes"]["sha256"]:
-    sys.exit("digest mismatch for " + name)
-z = zipfile.ZipFile(io.BytesIO(data))
-tmp = "%s.%d" % (out, os.getpid())
-with tarfile.open(tmp, "w:gz", compresslevel=1) as t:
-    for prog in ["uv", "uvx"]:
-        body = z.read("uv-%s.data/scripts/%s" % (v, prog))
-        info = tarfile.TarInfo("uv-x86_64-unknown-linux-gnu/" + prog)
-        info.size = len(body)
-        info.mode = 0o755
-        t.addfile(info, io.BytesIO(body))
-os.rename(tmp, out)
-"#;
+const BUILD: &str = include_str!("../../../scripts/test-upstream/uv-release.py");
 
 /// The release tarball for `version`, built once under `$CARGO_TARGET_DIR` (call it before
 /// entering the test's worker namespace, which reaches only the test host).

@@ -1,7 +1,7 @@
 #!/bin/bash
 
-# Terminal-Bench 2.1's test.sh shape. Upstream it installs curl and uv from the network
-# and runs `uvx pytest`; this corpus grades offline, with the pytest the image carries.
+# A `no-network` task grades offline, with the pytest its image carries (the other tasks of
+# this corpus fetch curl, uv and pytest at grading time, as Terminal-Bench 2.1's do).
 
 # Check if we're in a valid working directory
 if [ "$PWD" = "/" ]; then

@@ -1,7 +1,15 @@
 #!/bin/bash
 
-# Terminal-Bench 2.1's test.sh shape. Upstream it installs curl and uv from the network
-# and runs `uvx pytest`; this corpus grades offline, with the pytest the image carries.
+# Terminal-Bench 2.1's test.sh, as its tasks ship it: curl from Debian, uv from astral.sh,
+# pytest from PyPI, all at grading time. No `-p 3.13`: this image's Python is Debian
+# bookworm's 3.11, and a pinned 3.13 would make uv download an interpreter from GitHub.
+
+apt-get update
+apt-get install -y curl
+
+curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh
+
+source $HOME/.local/bin/env
 
 # Check if we're in a valid working directory
 if [ "$PWD" = "/" ]; then
@@ -9,7 +17,10 @@ if [ "$PWD" = "/" ]; then
     exit 1
 fi
 
-python3 -m pytest -p no:cacheprovider /tests/test_outputs.py -rA
+uvx \
+  -w pytest==8.4.1 \
+  -w pytest-json-ctrf==0.3.5 \
+  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
 
 
 if [ $? -eq 0 ]; then
