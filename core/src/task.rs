@@ -108,6 +108,12 @@ pub struct TaskFile {
 pub struct AgentSection {
     /// Seconds the agent may run before it is stopped (`timeout`).
     pub timeout_sec: Option<f64>,
+    /// Harbor's `user`: who the agent (and the reference solution) runs as inside the task's
+    /// image (a name or uid of its /etc/passwd, `name:group`, `uid:gid`). Every phase runs as
+    /// the image's `USER`, so the worker takes it when it is that user and refuses another
+    /// (`worker::image::for_task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `[verifier]`.
@@ -135,6 +141,10 @@ pub struct VerifierSection {
     /// agent's environment, under `container`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_mode: Option<String>,
+    /// Harbor's `user`: who grading runs as inside the task's image (as
+    /// [`AgentSection::user`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `[verifier.tripwire]`: a test that must fail, added to the grader's copy of the tests.

@@ -712,77 +712,42 @@ fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
     );
 }
 
-/// The Terminal-Bench 2.1-shaped examples (`examples/tasks/tb21-*`): task.toml as TB 2.1
-/// ships it (schema 1.1, `[task]`, `[metadata]`, `docker_image`, `storage_mb = 10240`,
-/// `gpus = 0`, `allow_internet`, `mcp_servers = []`, empty `[verifier.env]`,
-/// `[environment.env]`, `[solution.env]`), tests/test.sh in TB's shape grading offline.
-const TB21: [&str; 3] = [
-    "tb21-access-log-summary",
-    "tb21-median-fix",
-    "tb21-ini-to-json",
-];
-
+/// Harbor's `[agent] user` / `[verifier] user`: every phase runs as the image's own user, so
+/// a task naming that user (`root` here, the test image's) is checked as any other, and one
+/// naming another user of the image (`nobody`) is refused before anything runs, naming the
+/// field and the fix.
 #[test]
-fn the_terminal_bench_2_1_shaped_examples_load_as_shipped_and_are_valid() {
-    const TEST: &str = "the_terminal_bench_2_1_shaped_examples_load_as_shipped_and_are_valid";
+fn a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise() {
+    const TEST: &str = "a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise";
     if !runs_here(TEST) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry::Registry::start();
-    let tasks = tmp.path().join("tasks");
-    std::fs::create_dir_all(&tasks).unwrap();
-    for t in TB21 {
-        let src = examples().join("tasks").join(t);
-        assert!(Command::new("cp")
-            .arg("-a")
-            .arg(&src)
-            .arg(tasks.join(t))
-            .status()
-            .unwrap()
-            .success());
-        let toml = tasks.join(t).join("task.toml");
-        let text = std::fs::read_to_string(&toml).unwrap();
-        std::fs::write(&toml, text.replace("127.0.0.1:5000", &reg.addr)).unwrap();
-        // The image its Dockerfile describes: the base, then its files in /app (WORKDIR).
-        let files: Vec<(String, String)> = std::fs::read_dir(src.join("environment"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.file_name().is_some_and(|n| n != "Dockerfile"))
-            .map(|p| {
-                (
-                    format!("app/{}", p.file_name().unwrap().to_string_lossy()),
-                    std::fs::read_to_string(&p).unwrap(),
-                )
-            })
-            .collect();
-        let refs: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_str()))
-            .collect();
-        let app = registry::layer(tmp.path(), t, &refs, "gzip");
-        reg.push(
-            &format!("akbench/{t}:20251031"),
-            &[(&registry::base_tar(), "tar"), (&app, "gzip")],
-            &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-            Some("/app"),
-            None,
+    tb_corpus(tmp.path(), &reg);
+    let dir = tmp.path().join("tasks").join(TB);
+    let toml = dir.join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let with = |agent: &str, verifier: &str| {
+        let t = text.replace(
+            "[verifier]\ntimeout_sec = 120.0\n",
+            &format!("[verifier]\ntimeout_sec = 120.0\nuser = {verifier}\n"),
         );
-        let (code, check, stderr) = task_check(&tasks.join(t), &tmp.path().join("cache"), &reg);
-        assert_eq!(code, 0, "{t}: {check} {stderr}");
-        assert_eq!(check["valid"], true, "{t}: {check}");
-        assert_eq!(check["reference"], "solved", "{t}: {check}");
-        assert_eq!(check["baseline"], "not_solved", "{t}: {check}");
-        assert_eq!(
-            check["harbor_name"],
-            format!("akbench-examples/{t}").as_str(),
-            "{check}"
-        );
-        let net = if t == "tb21-ini-to-json" {
-            "no-network"
-        } else {
-            "public"
-        };
-        assert_eq!(check["network"]["verifier"]["mode"], net, "{t}: {check}");
-    }
+        let t = t.replace("[agent]\n", &format!("[agent]\nuser = {agent}\n"));
+        assert!(t.contains("\nuser = ") && !text.contains("\nuser = "), "{t}");
+        std::fs::write(&toml, t).unwrap();
+    };
+    with("\"root\"", "0");
+    let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 0, "{check} {stderr}");
+    assert_eq!(check["valid"], true, "{check}");
+    with("\"root\"", "\"nobody\"");
+    let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_ne!(code, 0, "{check} {stderr}");
+    let said = format!("{check} {stderr}");
+    assert!(
+        said.contains("`verifier.user` = `nobody` (uid 65534, gid 65534) is not the image's user")
+            && said.contains("fix: make `nobody` the image's `USER`"),
+        "{said}"
+    );
 }

@@ -6,7 +6,7 @@
 //! (infrastructure errors only, up to the budget) and writes the record.
 
 mod attempt;
-mod container;
+pub(crate) mod container;
 mod provider_watch;
 
 use crate::adapters::Registry;

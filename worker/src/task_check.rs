@@ -256,6 +256,12 @@ fn shared_side(
         trust,
     )
     .map_err(|e| format!("failed to start the environment: {e}"))?;
+    // Docker's healthcheck, polled before the solution runs, as before a trial's agent: an
+    // environment that never becomes healthy cannot be checked here.
+    if let Err(why) = crate::orchestrator::container::healthcheck(&env, task, &spec, root, cancel) {
+        env.finish();
+        return Err(format!("the environment did not become healthy: {why}"));
+    }
     if with_solution {
         let solved = env
             .exec(

@@ -80,7 +80,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "agent.user",
-        Handling::Refused("remove it: the agent runs as the image's user (its `USER`, root when unset); set `USER` in environment/Dockerfile instead"),
+        Handling::Applied("who the agent and the reference solution run as: every phase runs as the image's own user (`USER`, root when unset), so a name or uid that is that user (in the image's /etc/passwd) takes effect, and another is refused when the image is made ready (fix: make it the image's `USER`)"),
     ),
     (
         "agent.network_mode",
@@ -100,7 +100,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "verifier.user",
-        Handling::Refused("remove it: grading runs as the image's user (its `USER`, root when unset); set `USER` in environment/Dockerfile instead"),
+        Handling::Applied("who grading runs as: every phase runs as the image's own user (`USER`, root when unset), so a name or uid that is that user (in the image's /etc/passwd) takes effect, and another is refused when the image is made ready (fix: make it the image's `USER`)"),
     ),
     (
         "verifier.network_mode",

@@ -700,18 +700,56 @@ fn agent(w: &mut Walk<'_>, t: &Table) -> Result<Table, TaskError> {
                 w.number(&field, v)?;
                 kept.insert(k.clone(), v.clone());
             }
-            "user" if !matches!(v, Value::String(_) | Value::Integer(_)) => {
-                return Err(w.err(
-                    &field,
-                    format!("is a {}, not a user name or uid", v.type_str()),
-                    "remove it",
-                ));
+            "user" => {
+                kept.insert(k.clone(), Value::String(user(w, &field, v)?));
             }
             _ => {}
         }
         w.row(&field)?;
     }
     Ok(kept)
+}
+
+/// A `user` value (a name, `name:group`, a uid or `uid:gid`) as the text the worker resolves
+/// in the image; anything else is refused.
+fn user(w: &Walk<'_>, field: &str, v: &Value) -> Result<String, TaskError> {
+    let text = match v {
+        Value::String(s) => s.trim().to_string(),
+        Value::Integer(n) if *n >= 0 && *n <= i64::from(u32::MAX) => n.to_string(),
+        Value::Integer(n) => {
+            return Err(w.err(
+                field,
+                format!("`{n}` is not a uid"),
+                "set a uid from 0 to 4294967295, a user name, or remove it",
+            ))
+        }
+        other => {
+            return Err(w.err(
+                field,
+                format!("is a {}, not a user name or uid", other.type_str()),
+                "remove it",
+            ))
+        }
+    };
+    let well_formed = !text.is_empty()
+        && text.split(':').count() <= 2
+        && text.split(':').all(|p| {
+            !p.is_empty()
+                && p.len() <= 64
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
+        });
+    if !well_formed {
+        return Err(w.err(
+            field,
+            format!(
+                "`{}` is not a user name or uid",
+                crate::limits::elide(&text)
+            ),
+            "set a user of the image (`agent`, `1000`, `agent:agent`), or remove it",
+        ));
+    }
+    Ok(text)
 }
 
 /// akbench's own keys of `[verifier]`, passed to serde as they are.
@@ -767,12 +805,8 @@ fn verifier(w: &mut Walk<'_>, t: &Table, doc: &Table) -> Result<Table, TaskError
                 }
                 kept.insert(k.clone(), v.clone());
             }
-            "user" if !matches!(v, Value::String(_) | Value::Integer(_)) => {
-                return Err(w.err(
-                    &field,
-                    format!("is a {}, not a user name or uid", v.type_str()),
-                    "remove it",
-                ));
+            "user" => {
+                kept.insert(k.clone(), Value::String(user(w, &field, v)?));
             }
             "collect" => {
                 let Value::Array(hooks) = v else {

@@ -79,9 +79,9 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
             "portable folder name",
         ),
         (
-            "[agent]\nuser = \"agent\"\n",
+            "[agent]\nuser = \"a b\"\n",
             "agent.user",
-            "does not take effect",
+            "not a user name or uid",
         ),
         (
             "[agent]\ntimeout_sec = \"long\"\n",
@@ -103,11 +103,7 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
             "agent.allowed_hosts",
             "not URLs",
         ),
-        (
-            "[verifier]\nuser = 0\n",
-            "verifier.user",
-            "does not take effect",
-        ),
+        ("[verifier]\nuser = -1\n", "verifier.user", "not a uid"),
         (
             "[verifier]\nenv = { A = 1 }\n",
             "verifier.env",
@@ -302,6 +298,17 @@ fn accepted_values_resolve_as_harbor_resolves_them() {
     .unwrap();
     assert_eq!(t.network.agent, NetworkMode::NoNetwork);
     assert_eq!(t.network.verifier, NetworkMode::Public);
+    // Users: names and uids as the text the worker looks up in the image.
+    let t = load(&format!(
+        "[agent]\nuser = \"agent:staff\"\n[verifier]\nuser = 0\n{BASE}"
+    ))
+    .unwrap();
+    assert_eq!(t.file.agent.user.as_deref(), Some("agent:staff"));
+    assert_eq!(t.file.verifier.user.as_deref(), Some("0"));
+    assert!(t
+        .fields
+        .iter()
+        .any(|u| u.field == "verifier.user" && u.handling == "applied"));
     // Unknown keys are kept as ignored, never dropped.
     let t = load(&format!(
         "colour = \"red\"\n[agent]\ntimout_sec = 5\n{BASE}flavour = 1\n"

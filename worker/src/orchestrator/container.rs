@@ -90,7 +90,7 @@ pub(super) fn wants_environment(
 /// Polls the task's `[environment] healthcheck` in `env` until it passes
 /// ([`akbench_core::healthcheck::next`]); the error says why it is unhealthy, with the last
 /// try's output. `template` gives the environment variables, folder and tag of the tries.
-pub(super) fn healthcheck(
+pub(crate) fn healthcheck(
     env: &crate::runtime::shared::Env,
     task: &akbench_core::task::Task,
     template: &crate::process::ProcessSpec,
