@@ -734,7 +734,10 @@ fn a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise() {
             &format!("[verifier]\ntimeout_sec = 120.0\nuser = {verifier}\n"),
         );
         let t = t.replace("[agent]\n", &format!("[agent]\nuser = {agent}\n"));
-        assert!(t.contains("\nuser = ") && !text.contains("\nuser = "), "{t}");
+        assert!(
+            t.contains("\nuser = ") && !text.contains("\nuser = "),
+            "{t}"
+        );
         std::fs::write(&toml, t).unwrap();
     };
     with("\"root\"", "0");
