@@ -272,7 +272,8 @@ def main():
             bad += v not in (want[agent], "refused here")
         hs = sum(s for _, s in h) / 2
         ks = sum(s for _, s in k) / 2
-        print(f"| {n} | {h[0][0]} | {h[1][0]} | {k[0][0]} | {k[1][0]} | {hs:.1f} | {ks:.1f} |")
+        hs = "" if h[0][0] == "refused here" else f"{hs:.1f}"
+        print(f"| {n} | {h[0][0]} | {h[1][0]} | {k[0][0]} | {k[1][0]} | {hs} | {ks:.1f} |")
     hn = sum(1 for v in hb.values() if v[0] != "refused here")
     print(f"\n{a.jobs} trials at once: Harbor {hn} trials in {hb_wall:.0f} s, akbench {len(ak)} trials in {ak_wall:.0f} s (wall)")
     return 1 if bad else 0
