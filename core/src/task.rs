@@ -109,9 +109,9 @@ pub struct AgentSection {
     /// Seconds the agent may run before it is stopped (`timeout`).
     pub timeout_sec: Option<f64>,
     /// Harbor's `user`: who the agent (and the reference solution) runs as inside the task's
-    /// image (a name or uid of its /etc/passwd, `name:group`, `uid:gid`). Every phase runs as
-    /// the image's `USER`, so the worker takes it when it is that user and refuses another
-    /// (`worker::image::for_task`).
+    /// image (a name or uid of its /etc/passwd, `name:group`, `uid:gid`). A user other than
+    /// the image's `USER` runs only in the agent's environment (`worker::runtime::shared`);
+    /// an attempt graded in a fresh container that names one is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }

@@ -712,13 +712,14 @@ fn what_a_solution_changes_outside_the_working_folder_does_not_reach_grading() {
     );
 }
 
-/// Harbor's `[agent] user` / `[verifier] user`: every phase runs as the image's own user, so
-/// a task naming that user (`root` here, the test image's) is checked as any other, and one
-/// naming another user of the image (`nobody`) is refused before anything runs, naming the
-/// field and the fix.
+/// Harbor's `[agent] user` / `[verifier] user` in the agent's environment (Harbor's default
+/// grading): the reference solution runs as `nobody` (it checks its uid and that a file of
+/// the image only root may read stays unreadable, and writes /app, handed to it), the
+/// grader too (test.sh checks its uid before grading); users in a task graded in a fresh
+/// container are refused, naming the field and the fix, as a user the image does not have is.
 #[test]
-fn a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise() {
-    const TEST: &str = "a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise";
+fn a_tasks_users_run_the_agent_and_the_grader_in_its_environment() {
+    const TEST: &str = "a_tasks_users_run_the_agent_and_the_grader_in_its_environment";
     if !runs_here(TEST) {
         return;
     }
@@ -728,29 +729,62 @@ fn a_tasks_user_is_taken_when_it_is_the_images_and_refused_otherwise() {
     let dir = tmp.path().join("tasks").join(TB);
     let toml = dir.join("task.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(!text.contains("\nuser = "), "{text}");
     let with = |agent: &str, verifier: &str| {
-        let t = text.replace(
-            "[verifier]\ntimeout_sec = 120.0\n",
-            &format!("[verifier]\ntimeout_sec = 120.0\nuser = {verifier}\n"),
-        );
-        let t = t.replace("[agent]\n", &format!("[agent]\nuser = {agent}\n"));
-        assert!(
-            t.contains("\nuser = ") && !text.contains("\nuser = "),
-            "{t}"
-        );
+        let t = text
+            .replace(
+                "[verifier]\ntimeout_sec = 120.0\n",
+                &format!("[verifier]\ntimeout_sec = 120.0\n{verifier}"),
+            )
+            .replace("[agent]\n", &format!("[agent]\n{agent}"));
         std::fs::write(&toml, t).unwrap();
     };
-    with("\"root\"", "0");
+    let solve = dir.join("solution/solve.sh");
+    let solution = std::fs::read_to_string(&solve).unwrap();
+    std::fs::write(
+        &solve,
+        solution.replace(
+            "cp /solution/wordfreq.py /app/wordfreq.py",
+            "test \"$(id -u):$(id -g)\" = 65534:65534\n! cat /etc/shadow >/dev/null 2>&1\ncp /solution/wordfreq.py /app/wordfreq.py",
+        ),
+    )
+    .unwrap();
+    let test_sh = dir.join("tests/test.sh");
+    let grader = std::fs::read_to_string(&test_sh).unwrap();
+    std::fs::write(
+        &test_sh,
+        grader.replace(
+            "cd /app ||",
+            "test \"$(id -u)\" = 65534 || { echo 0 > /logs/verifier/reward.txt; exit 0; }\ncd /app ||",
+        ),
+    )
+    .unwrap();
+    with("user = \"nobody\"\n", "user = 65534\n");
     let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
     assert_eq!(code, 0, "{check} {stderr}");
     assert_eq!(check["valid"], true, "{check}");
-    with("\"root\"", "\"nobody\"");
+    assert_eq!(check["reference"], "solved", "{check}");
+    // Graded in a fresh container: refused, with the fix.
+    with(
+        "user = \"nobody\"\n",
+        "user = \"nobody\"\nenvironment_mode = \"separate\"\n",
+    );
     let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
-    assert_ne!(code, 0, "{check} {stderr}");
     let said = format!("{check} {stderr}");
+    assert_ne!(check["valid"], true, "{said}");
     assert!(
-        said.contains("`verifier.user` = `nobody` (uid 65534, gid 65534) is not the image's user")
-            && said.contains("fix: make `nobody` the image's `USER`"),
+        said.contains("`agent.user` (uid 65534, gid 65534) is not the image's user")
+            && said.contains("fix: grade in the agent's environment"),
+        "exit {code}: {said}"
+    );
+    // A user the image does not have.
+    with("user = \"akbench-no-such-user\"\n", "");
+    let (code, check, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    let said = format!("{check} {stderr}");
+    assert_ne!(code, 0, "{said}");
+    assert!(
+        said.contains("`agent.user` = `akbench-no-such-user`")
+            && said.contains("is not in its /etc/passwd"),
         "{said}"
     );
 }

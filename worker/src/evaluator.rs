@@ -480,13 +480,30 @@ fn run_once(
         }),
     };
     let limits = grading_limits(task);
+    let ids = match place.image.map(|i| {
+        crate::runtime::container::phase_ids(i, task.file.verifier.user.as_deref(), "verifier.user")
+            .map(|ids| (i, ids))
+    }) {
+        Some(Err(e)) => return machinery(e),
+        Some(Ok(x)) => Some(x),
+        None => None,
+    };
     let prepared = match place.shared {
-        None => crate::runtime::prepare(place.runtime, spec, &exposure, limits),
+        None => {
+            // Refused before the agent started (orchestrator::attempt::phases); a regrade
+            // or a check meets it here.
+            if let Some(why) = ids.and_then(|(i, ids)| {
+                crate::runtime::container::fresh_refusal(i, ids, "verifier.user")
+            }) {
+                return machinery(why);
+            }
+            crate::runtime::prepare(place.runtime, spec, &exposure, limits)
+        }
         Some(env) => {
             // Harbor's places and the host paths the variables name, in the grader's own
             // mount namespace only.
             let at = |p: &Path| p.display().to_string();
-            env.exec(
+            env.exec_as(
                 spec,
                 crate::runtime::shared::ExecAs::Grader {
                     mounts: vec![
@@ -501,6 +518,8 @@ fn run_once(
                 },
                 // Grading's network, in the environment the agent left.
                 exposure.egress.clone(),
+                ids.map(|(_, ids)| ids),
+                &[],
             )
         }
     };

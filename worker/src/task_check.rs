@@ -263,11 +263,18 @@ fn shared_side(
         return Err(format!("the environment did not become healthy: {why}"));
     }
     if with_solution {
+        let ids = crate::runtime::container::phase_ids(
+            image,
+            task.file.agent.user.as_deref(),
+            "agent.user",
+        )?;
         let solved = env
-            .exec(
+            .exec_as(
                 spec,
                 crate::runtime::shared::ExecAs::Agent,
                 exposure.egress.clone(),
+                Some(ids),
+                &exposure.written(),
             )
             .map_err(|e| e.to_string())
             .and_then(|p| crate::regrade::wait_solution(p, cancel));

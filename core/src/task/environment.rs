@@ -80,7 +80,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "agent.user",
-        Handling::Applied("who the agent and the reference solution run as: every phase runs as the image's own user (`USER`, root when unset), so a name or uid that is that user (in the image's /etc/passwd) takes effect, and another is refused when the image is made ready (fix: make it the image's `USER`)"),
+        Handling::Applied("who the agent and the reference solution run as in the task's image (a name or uid of the image's /etc/passwd, `name:group`, `uid:gid`); another user than the image's `USER` only in the agent's environment (the default grading of a task in Harbor's layout), where it owns the workspace, its home, /logs/agent and /logs/artifacts and nothing else; refused for an attempt graded in a fresh container"),
     ),
     (
         "agent.network_mode",
@@ -100,7 +100,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "verifier.user",
-        Handling::Applied("who grading runs as: every phase runs as the image's own user (`USER`, root when unset), so a name or uid that is that user (in the image's /etc/passwd) takes effect, and another is refused when the image is made ready (fix: make it the image's `USER`)"),
+        Handling::Applied("who grading runs as in the task's image (as `agent.user`); another user than the image's `USER` only in the agent's environment, where it owns /logs/verifier and its home; refused for an attempt graded in a fresh container"),
     ),
     (
         "verifier.network_mode",

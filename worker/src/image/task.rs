@@ -33,25 +33,19 @@ pub fn for_task(store: &Store, task: &Task) -> Result<(Unpacked, Image), TaskIma
     let unpacked = store.ensure(&pinned)?;
     let user = container::image_user(unpacked.run.user.as_deref(), &unpacked.rootfs)
         .map_err(|e| TaskImageError::Refused(format!("task `{}`: {e}", task.release.id)))?;
-    // Harbor's `[agent] user` / `[verifier] user`: every phase runs as the image's own
-    // user, so a task's user takes effect when it is that user (looked up in the image's
-    // files, as `USER` is), and is refused otherwise.
+    // Harbor's `[agent] user` / `[verifier] user`, looked up in the image now (a name it
+    // does not have is the task's error); where each may run: `container::fresh_refusal`.
     for (field, named) in [
         ("agent.user", task.file.agent.user.as_deref()),
         ("verifier.user", task.file.verifier.user.as_deref()),
     ] {
-        let Some(named) = named else { continue };
-        let ids = container::image_user(Some(named), &unpacked.rootfs).map_err(|e| {
-            TaskImageError::Refused(format!(
-                "task `{}`: `{field}` = `{named}`: {e}",
-                task.release.id
-            ))
-        })?;
-        if ids != user {
-            return Err(TaskImageError::Refused(format!(
-                "task `{}`: `{field}` = `{named}` (uid {}, gid {}) is not the image's user (uid {}, gid {}), and akbench runs every phase as the image's user; fix: make `{named}` the image's `USER` in environment/Dockerfile, or remove `{field}`",
-                task.release.id, ids.0, ids.1, user.0, user.1
-            )));
+        if let Some(named) = named {
+            container::image_user(Some(named), &unpacked.rootfs).map_err(|e| {
+                TaskImageError::Refused(format!(
+                    "task `{}`: `{field}` = `{named}`: {e}",
+                    task.release.id
+                ))
+            })?;
         }
     }
     let view = Image {

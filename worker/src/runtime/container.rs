@@ -79,6 +79,32 @@ pub fn image_user(user: Option<&str>, rootfs: &Path) -> Result<(u32, u32), Strin
     user_ids(u, &read("etc/passwd"), &read("etc/group"))
 }
 
+/// The uid and gid inside a phase of a task runs as: `user` (the task's `[agent] user` or
+/// `[verifier] user`, named `field`) looked up in the image's own /etc/passwd and
+/// /etc/group, never in the environment's (which the agent may have changed); `None`: the
+/// image's user.
+pub fn phase_ids(image: &Image, user: Option<&str>, field: &str) -> Result<(u32, u32), String> {
+    match user {
+        None => Ok(image.user),
+        Some(u) => {
+            image_user(Some(u), &image.rootfs).map_err(|e| format!("`{field}` = `{u}`: {e}"))
+        }
+    }
+}
+
+/// Why a phase whose user is `ids` cannot run in a fresh container over `image`: a user
+/// other than the image's runs only inside the agent's environment
+/// ([`super::shared::Env::exec_as`]), so only an attempt graded there may name one (the
+/// agent of an attempt graded in a fresh container runs in one too); `None` when it can.
+pub fn fresh_refusal(image: &Image, ids: (u32, u32), field: &str) -> Option<String> {
+    (ids != image.user).then(|| {
+        format!(
+            "`{field}` (uid {}, gid {}) is not the image's user (uid {}, gid {}), and a phase runs as another user only in the agent's environment; fix: grade in the agent's environment (`[verifier] environment_mode = \"shared\"`, Harbor's default, and no `execution.grading_environment: separate`), make the user the image's `USER`, or remove `{field}`",
+            ids.0, ids.1, image.user.0, image.user.1
+        )
+    })
+}
+
 /// [`image_user`] over the files' text (pure).
 pub fn user_ids(user: &str, passwd: &str, group: &str) -> Result<(u32, u32), String> {
     let (name, grp) = match user.split_once(':') {

@@ -109,6 +109,20 @@ pub struct Exposure {
     pub egress: Option<egress::Policy>,
 }
 
+impl Exposure {
+    /// Every folder the process writes: the writable ones and its container view's mounts
+    /// (`/logs/agent`...), each once.
+    pub fn written(&self) -> Vec<PathBuf> {
+        let mut out = self.writable.clone();
+        for (h, _) in self.container.iter().flat_map(|v| v.mounts.iter()) {
+            if !out.contains(h) {
+                out.push(h.clone());
+            }
+        }
+        out
+    }
+}
+
 /// The runtime could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

@@ -78,6 +78,9 @@ pub struct Env {
     scratch: PathBuf,
     relays: Mutex<Vec<Arc<Relay>>>,
     net: Arc<Mutex<EnvNet>>,
+    /// Folders handed to a phase's own user ([`Env::exec_as`]), given back when the
+    /// environment ends (before its own hand-over is).
+    handed: Mutex<Vec<owner::Handed>>,
 }
 
 /// The environment's network across phases (see the module documentation).
@@ -238,6 +241,7 @@ impl Env {
             scratch: exposure.scratch.clone(),
             relays: Mutex::new(Vec::new()),
             net,
+            handed: Mutex::new(Vec::new()),
         };
         let until = Instant::now() + START_WAIT;
         let pid = loop {
@@ -320,10 +324,40 @@ impl Env {
     /// contacts of its own.
     pub fn exec(
         &self,
-        mut spec: ProcessSpec,
+        spec: ProcessSpec,
         who: ExecAs,
         egress: Option<egress::Policy>,
     ) -> Result<super::Prepared, RuntimeError> {
+        self.exec_as(spec, who, egress, None, &[])
+    }
+
+    /// [`Env::exec`] as `ids` (uid and gid inside: a task's `[agent] user` or `[verifier]
+    /// user`, [`container::phase_ids`]) when they are not the image's user: the program
+    /// switches to them inside the environment's user namespace (its capabilities go with
+    /// root), `own` (the folders the agent writes) and a grader's `writable` are handed to
+    /// them, the agent's until the environment ends. Everything else keeps its owner, so a
+    /// file of the image only root may read stays so for a non-root phase.
+    pub fn exec_as(
+        &self,
+        mut spec: ProcessSpec,
+        who: ExecAs,
+        egress: Option<egress::Policy>,
+        ids: Option<(u32, u32)>,
+        own: &[PathBuf],
+    ) -> Result<super::Prepared, RuntimeError> {
+        let ids = ids.filter(|i| *i != self.view.image.user);
+        let owner = match ids {
+            Some(i) => self.host_user(i)?,
+            None => self.user,
+        };
+        if ids.is_some() && !own.is_empty() {
+            let handed = owner::hand_over(own, owner)
+                .map_err(|(path, source)| RuntimeError::Io { path, source })?;
+            self.handed
+                .lock()
+                .map_err(|e| err(e.to_string()))?
+                .push(handed);
+        }
         let phase_contacts = match egress {
             Some(policy) => {
                 self.enter_phase(policy, &mut spec)?;
@@ -335,7 +369,7 @@ impl Env {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
             .unwrap_or(40);
-        let keep: u64 = if self.view.image.user.0 == 0 {
+        let keep: u64 = if ids.map_or(self.view.image.user.0, |i| i.0) == 0 {
             container::ROOT_CAPS
                 .iter()
                 .filter_map(|c| cap_number(c))
@@ -365,6 +399,7 @@ impl Env {
             mounts: Vec::new(),
             uid: self.user.uid,
             gid: self.user.gid,
+            ids,
             workdir: cstr(&self.view.image.workdir)?,
             keep,
             last_cap,
@@ -444,7 +479,7 @@ impl Env {
                 }
                 let group =
                     cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
-                let handed = match owner::hand_over(&writable, self.user) {
+                let handed = match owner::hand_over(&writable, owner) {
                     Ok(h) => h,
                     Err((path, source)) => {
                         group.remove();
@@ -468,6 +503,28 @@ impl Env {
         };
         spec.hooks.enter = Some(Arc::new(enter));
         Ok(super::Prepared { spec, guard })
+    }
+
+    /// The host ids of `ids` inside the environment's user namespace: the image's user is
+    /// the sandbox user, any other id `n` the range's `base + n` ([`super::subids`]).
+    fn host_user(&self, ids: (u32, u32)) -> Result<owner::SandboxUser, RuntimeError> {
+        let host = |inside: u32, image: u32, sandbox: u32| {
+            if inside == image {
+                Ok(sandbox)
+            } else if inside < self.range.count {
+                Ok(self.range.base + inside)
+            } else {
+                Err(err(format!(
+                    "id {inside} is past the {} ids the environment maps ({}); fix: a user with a smaller id, or a larger range",
+                    self.range.count,
+                    subids::VAR
+                )))
+            }
+        };
+        Ok(owner::SandboxUser {
+            uid: host(ids.0, self.view.image.user.0, self.user.uid)?,
+            gid: host(ids.1, self.view.image.user.1, self.user.gid)?,
+        })
     }
 
     /// Gives the environment `policy`'s network (a new proxy when it differs from the
@@ -514,6 +571,11 @@ impl Env {
         let cancel = CancelToken::new();
         cancel.cancel();
         running.wait(&cancel);
+        if let Ok(mut handed) = self.handed.lock() {
+            while let Some(h) = handed.pop() {
+                h.restore();
+            }
+        }
         let finished = self.guard.take().map(Guard::finish);
         // Every process is gone: the proxy stops (what it recorded since the last program
         // ended belongs to no phase).
@@ -628,6 +690,8 @@ pub struct Enter {
     mounts: Vec<(Arc<OwnedFd>, Vec<CString>)>,
     uid: u32,
     gid: u32,
+    /// The phase's own uid and gid inside, when they are not the image's user.
+    ids: Option<(u32, u32)>,
     workdir: CString,
     keep: u64,
     last_cap: u32,
@@ -760,6 +824,12 @@ impl Enter {
             0,
             0,
         );
+        // The phase's own user: a switch away from root drops every capability.
+        if let Some((uid, gid)) = self.ids {
+            if libc::setresgid(gid, gid, gid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                return fail();
+            }
+        }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return fail();
         }

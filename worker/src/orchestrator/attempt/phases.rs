@@ -352,6 +352,28 @@ pub(super) fn starting_agent(
         scratch: work_root.clone(),
         container,
     };
+    // Who the agent and the grader run as (Harbor's `[agent] user`, `[verifier] user`): a
+    // user other than the image's only inside the agent's environment, so an attempt graded
+    // in a fresh container that asks for one is refused before the agent starts.
+    let mut agent_ids = None;
+    if let Some(i) = image {
+        use crate::runtime::container::{fresh_refusal, phase_ids};
+        let shared = grading_place(req).shared();
+        let ids = phase_ids(i, task.file.agent.user.as_deref(), "agent.user").and_then(|a| {
+            let v = phase_ids(i, task.file.verifier.user.as_deref(), "verifier.user")?;
+            let refused = (!shared)
+                .then(|| {
+                    fresh_refusal(i, a, "agent.user")
+                        .or_else(|| fresh_refusal(i, v, "verifier.user"))
+                })
+                .flatten();
+            refused.map_or(Ok(a), Err)
+        });
+        match ids {
+            Ok(a) => agent_ids = Some(a),
+            Err(e) => return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id)),
+        }
+    }
     let prepared = if crate::orchestrator::container::wants_environment(task, grading_place(req)) {
         // Graded in the environment the agent leaves: started before the agent (without
         // its credentials), kept until grading ends; the agent runs inside it.
@@ -393,10 +415,12 @@ pub(super) fn starting_agent(
             env.finish();
             return r.end(Event::InfrastructureFailed, why);
         }
-        let prepared = env.exec(
+        let prepared = env.exec_as(
             spec,
             crate::runtime::shared::ExecAs::Agent,
             exposure.egress.clone(),
+            agent_ids,
+            &exposure.written(),
         );
         *env_slot = Some(env);
         prepared
