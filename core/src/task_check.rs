@@ -50,6 +50,30 @@ pub struct TaskCheck {
     /// or why the task's solved grades go without one. Absent in checks made before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tripwire: Option<String>,
+    /// Where the two runs graded, as a run's attempts grade the task unless the run asks
+    /// otherwise (`core::grading_env::decide`): `shared` (the agent's environment) or
+    /// `separate` (a fresh sandbox). Absent in checks made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grading: Option<String>,
+    /// For a task graded in the agent's environment: the same check with the clean room a
+    /// run may ask for (`execution.grading_environment: separate`), so a user sees whether
+    /// that grades the task correctly too ([`judge`]; `valid` above stays the default's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub separate: Option<ModeCheck>,
+}
+
+/// The check of one more place of grading ([`TaskCheck::separate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModeCheck {
+    /// The reference solution applied, then graded there.
+    pub reference: Side,
+    /// The starting point, graded unchanged there.
+    pub baseline: Side,
+    /// Whether grading there judges the task correctly ([`judge`]).
+    pub valid: bool,
+    /// Why not (empty when valid).
+    pub problems: Vec<String>,
 }
 
 /// Whether a task is valid given how its two grading runs ended, and why not: the
@@ -78,8 +102,9 @@ pub fn judge(reference: Side, baseline: Side) -> (bool, Vec<String>) {
 }
 
 /// The version of the rules a check grades by: a check cached under older rules is not
-/// read (2: grading as a trial grades, the tripwire twin included).
-pub const CHECK_RULES: u32 = 2;
+/// read (2: grading as a trial grades, the tripwire twin included; 3: a task graded in the
+/// agent's environment is checked in the clean room too, [`TaskCheck::separate`]).
+pub const CHECK_RULES: u32 = 3;
 
 /// The file name a check is cached under in the data dir's `task-checks/` folder: the
 /// task digest's hex, the runtime, under `container` the image digest's hex, and the rules'
@@ -129,11 +154,11 @@ mod tests {
         let i = format!("sha256:{}", "b".repeat(64));
         assert_eq!(
             cache_name(&d, "sandbox", None),
-            format!("{}.sandbox.v2.json", "a".repeat(64))
+            format!("{}.sandbox.v3.json", "a".repeat(64))
         );
         assert_eq!(
             cache_name(&d, "container", Some(&i)),
-            format!("{}.container.{}.v2.json", "a".repeat(64), "b".repeat(64))
+            format!("{}.container.{}.v3.json", "a".repeat(64), "b".repeat(64))
         );
     }
 }

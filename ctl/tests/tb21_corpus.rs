@@ -251,6 +251,18 @@ fn walk_files(dir: &Path, name: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The tasks the clean room grades correctly too (`task check`'s `separate`): those graded
+/// on files in /app alone. The others are graded on a service the agent leaves running or
+/// on files outside /app, which a fresh grading container does not have.
+const CLEAN_ROOM_VALID: [&str; 6] = [
+    "tb21-access-log-summary",
+    "tb21-median-fix",
+    "tb21-ini-to-json",
+    "tb21-contacts-dedupe",
+    "tb21-backup-script-fix",
+    "tb21-sqlite-top-customers",
+];
+
 /// Slots of the sweep and of the task checks.
 const SLOTS: usize = 4;
 
@@ -402,6 +414,8 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
             || check["baseline"] != "not_solved"
             || check["network"]["verifier"]["mode"] != net
             || check["harbor_name"] != format!("akbench-examples/{t}").as_str()
+            || check["grading"] != "shared"
+            || check["separate"]["valid"] != CLEAN_ROOM_VALID.contains(&t.as_str())
         {
             invalid.push(format!("{t}: exit {code}, {check} {stderr}"));
         }

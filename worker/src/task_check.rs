@@ -112,12 +112,13 @@ impl Workspaces for Sides<'_> {
 }
 
 /// Runs both grading runs of `task` under `runtime` (over `image` under `container`),
-/// with scratch folders and the evaluator's logs under `dir`. `Err`: a workspace could not
-/// be made here (an infrastructure problem, not the task's).
+/// with scratch folders and the evaluator's logs under `dir`, graded where an attempt of a
+/// run asking `grading` would be ([`akbench_core::grading_env::decide`]). `Err`: a
+/// workspace could not be made here (an infrastructure problem, not the task's).
 pub fn run(
     orch: &Orchestrator,
     task: &Task,
-    runtime: RuntimeKind,
+    (runtime, grading): (RuntimeKind, akbench_core::grading_env::GradingEnvironment),
     image: Option<&Image>,
     dir: &Path,
     cancel: &CancelToken,
@@ -136,7 +137,7 @@ pub fn run(
         && akbench_core::grading_env::decide(
             task.file.verifier.environment_mode.as_deref(),
             task.file.source.is_some(),
-            Default::default(),
+            grading,
         )
         .shared();
     let mut side = |name: &str, with_solution: bool| -> Result<Side, String> {

@@ -127,6 +127,27 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");
     }
+    if let Some(g) = &check.grading {
+        outln!(
+            "  graded {}",
+            if g == "shared" {
+                "in the agent's environment (shared), as Harbor grades it"
+            } else {
+                "in a fresh sandbox (separate)"
+            }
+        );
+    }
+    if let Some(m) = &check.separate {
+        outln!(
+            "  in a fresh sandbox (a run's `execution.grading_environment: separate`): {}; reference {}, baseline {}",
+            if m.valid { "valid too" } else { "NOT valid" },
+            side(m.reference).unwrap_or_default(),
+            side(m.baseline).unwrap_or_default()
+        );
+        for p in &m.problems {
+            outln!("    - {p}");
+        }
+    }
     print_fields(task);
 }
 

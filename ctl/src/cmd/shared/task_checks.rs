@@ -9,7 +9,7 @@ use akbench_core::bounded_read::{read, Links};
 use akbench_core::clock::SystemClock;
 use akbench_core::manifest::Runtime;
 use akbench_core::task;
-use akbench_core::task_check::{cache_name, judge, TaskCheck};
+use akbench_core::task_check::{cache_name, judge, ModeCheck, TaskCheck};
 use akbench_worker::image::{for_task, Store};
 use akbench_worker::orchestrator::{write_json_atomic, Orchestrator};
 use akbench_worker::process::CancelToken;
@@ -70,36 +70,64 @@ pub fn check_now(
             }
             _ => None,
         };
-    let scratch: PathBuf = orch
-        .work_root
-        .join(format!("task-check-{}", uuid::Uuid::now_v7()));
-    let runs = akbench_worker::task_check::run(
-        orch,
-        task,
-        runtime,
-        held.as_ref().map(|(_, i)| i),
-        &scratch,
-        &CancelToken::new(),
+    use akbench_core::grading_env::{decide, GradingEnvironment};
+    let image = held.as_ref().map(|(_, i)| i);
+    // Where a run's attempts grade the task by default; a task graded in the agent's
+    // environment is checked in the clean room too, which a run may ask for.
+    let grade_in = decide(
+        task.file.verifier.environment_mode.as_deref(),
+        task.file.source.is_some(),
+        GradingEnvironment::Task,
     );
-    let _ = std::fs::remove_dir_all(&scratch);
-    let runs =
-        runs.map_err(|e| anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id))?;
-    let (valid, mut problems) = judge(runs.reference, runs.baseline);
-    if !valid {
-        problems.extend(runs.notes);
-    }
+    let shared = runtime == Runtime::Container && grade_in.shared();
+    let checked = |grading: GradingEnvironment| {
+        let scratch: PathBuf = orch
+            .work_root
+            .join(format!("task-check-{}", uuid::Uuid::now_v7()));
+        let runs = akbench_worker::task_check::run(
+            orch,
+            task,
+            (runtime, grading),
+            image,
+            &scratch,
+            &CancelToken::new(),
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
+        let runs =
+            runs.map_err(|e| anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id))?;
+        let (valid, mut problems) = judge(runs.reference, runs.baseline);
+        if !valid {
+            problems.extend(runs.notes.iter().cloned());
+        }
+        Ok::<_, anyhow::Error>((runs, valid, problems))
+    };
+    let (runs, valid, problems) = checked(GradingEnvironment::Task)?;
+    let separate = match shared {
+        false => None,
+        true => {
+            let (r, valid, problems) = checked(GradingEnvironment::Separate)?;
+            Some(ModeCheck {
+                reference: r.reference,
+                baseline: r.baseline,
+                valid,
+                problems,
+            })
+        }
+    };
     Ok(TaskCheck {
         task: task.release.id.clone(),
         version: task.release.version.clone(),
         digest: task.release.digest.clone(),
         runtime: runtime.as_str().to_string(),
-        image: held.as_ref().map(|(_, i)| i.pinned.clone()),
+        image: image.map(|i| i.pinned.clone()),
         checked_at: orch.clock.now(),
         reference: runs.reference,
         baseline: runs.baseline,
         valid,
         problems,
         tripwire: runs.tripwire,
+        grading: Some(if shared { "shared" } else { "separate" }.to_string()),
+        separate,
     })
 }
 
