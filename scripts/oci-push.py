@@ -2,10 +2,11 @@
 """Pushes an OCI image made of layer files to a registry (plain HTTP, loopback in tests).
 
 Usage: oci-push.py REGISTRY REPOSITORY:TAG [--env K=V]... [--workdir DIR] [--user USER] [--entrypoint JSON]
-                   LAYER[:gzip|:zstd|:tar]...
+                   [--mount-from REPOSITORY] LAYER[:gzip|:zstd|:tar]...
 
 Each LAYER is a tar file, uploaded as it is with the media type its suffix names (default:
-tar). The configuration gets the environment, working directory and user given. Prints
+tar); with --mount-from, a layer that repository of the registry already holds is mounted
+from it instead (the registry API's cross-repository mount), not uploaded again. The configuration gets the environment, working directory and user given. Prints
 the manifest's digest (sha256:...). Standard library only.
 """
 import hashlib
@@ -26,7 +27,7 @@ def request(method, url, data=None, headers=None):
         return r.status, dict(r.headers), r.read()
 
 
-def push_blob(base, repo, path=None, data=None):
+def push_blob(base, repo, path=None, data=None, mount_from=None):
     h = hashlib.sha256()
     size = 0
     if data is None:
@@ -43,6 +44,13 @@ def push_blob(base, repo, path=None, data=None):
         return digest, size
     except urllib.error.HTTPError:
         pass
+    if mount_from:
+        status, _, _ = request(
+            "POST", f"{base}/v2/{repo}/blobs/uploads/?mount={digest}&from={mount_from}"
+        )
+        if status == 201:
+            return digest, size
+        # 202: the registry started an upload instead (it has no such blob there): upload.
     _, headers, _ = request("POST", f"{base}/v2/{repo}/blobs/uploads/")
     loc = headers["Location"]
     if loc.startswith("/"):
@@ -61,7 +69,7 @@ def push_blob(base, repo, path=None, data=None):
 def main(argv):
     registry, ref = argv[0], argv[1]
     repo, tag = ref.rsplit(":", 1)
-    env, workdir, user, entrypoint, layers = [], None, None, None, []
+    env, workdir, user, entrypoint, mount_from, layers = [], None, None, None, None, []
     args = iter(argv[2:])
     for a in args:
         if a == "--env":
@@ -72,13 +80,15 @@ def main(argv):
             user = next(args)
         elif a == "--entrypoint":
             entrypoint = json.loads(next(args))
+        elif a == "--mount-from":
+            mount_from = next(args)
         else:
             path, _, kind = a.partition(":")
             layers.append((path, kind or "tar"))
     base = f"http://{registry}"
     descs, diff_ids = [], []
     for path, kind in layers:
-        digest, size = push_blob(base, repo, path=path)
+        digest, size = push_blob(base, repo, path=path, mount_from=mount_from)
         descs.append({"mediaType": MEDIA[kind], "digest": digest, "size": size})
         diff_ids.append(digest)  # exact for tar layers; informative for compressed ones
     config = {

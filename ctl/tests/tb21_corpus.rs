@@ -134,8 +134,15 @@ fn read_dockerfile(env_dir: &Path) -> Dockerfile {
 
 /// Pushes the image `task`'s Dockerfile describes (the base, then one layer with its
 /// working folder and copied files) as its task.toml's `docker_image`, rewritten to `reg`
-/// (and its Dockerfile's FROM line with it).
-fn push_image(tmp: &Path, reg: &registry::Registry, task: &Path) {
+/// (and its Dockerfile's FROM line with it). `mount_from`: a repository of `reg` already
+/// holding the base layer, mounted from there rather than uploaded again. Returns the
+/// image's repository.
+fn push_image(
+    tmp: &Path,
+    reg: &registry::Registry,
+    task: &Path,
+    mount_from: Option<&str>,
+) -> String {
     let name = task.file_name().unwrap().to_string_lossy().to_string();
     let toml = task.join("task.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
@@ -178,6 +185,9 @@ fn push_image(tmp: &Path, reg: &registry::Registry, task: &Path) {
     if let Some(e) = &d.entrypoint {
         cmd.args(["--entrypoint", e]);
     }
+    if let Some(m) = mount_from {
+        cmd.args(["--mount-from", m]);
+    }
     let out = cmd
         .arg(format!("{}:tar", registry::base_tar().display()))
         .arg(format!("{}:tar", layer.display()))
@@ -188,12 +198,14 @@ fn push_image(tmp: &Path, reg: &registry::Registry, task: &Path) {
         "oci-push {name}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    repo_tag.split(':').next().unwrap_or(repo_tag).to_string()
 }
 
 /// A copy of the corpus under `tmp/tasks`, every image pushed to `reg`.
 fn corpus(tmp: &Path, reg: &registry::Registry) -> PathBuf {
     let tasks = tmp.join("tasks");
     std::fs::create_dir_all(&tasks).unwrap();
+    let mut first: Option<String> = None;
     for t in CORPUS {
         assert!(Command::new("cp")
             .arg("-a")
@@ -202,7 +214,8 @@ fn corpus(tmp: &Path, reg: &registry::Registry) -> PathBuf {
             .status()
             .unwrap()
             .success());
-        push_image(tmp, reg, &tasks.join(t));
+        let repo = push_image(tmp, reg, &tasks.join(t), first.as_deref());
+        first.get_or_insert(repo);
     }
     tasks
 }
@@ -421,6 +434,45 @@ fn the_terminal_bench_2_1_corpus_is_solved_by_the_oracle_and_not_by_a_no_op_agen
         }
     }
     assert!(invalid.is_empty(), "{}", invalid.join("\n"));
+    // A run asking for the clean room is refused for a task the check found graded wrongly
+    // there, naming it and the fix; the /app task beside it is not named.
+    let clean = tmp.path().join("clean-room.yaml");
+    std::fs::write(
+        &clean,
+        "experiment: clean-room\ntasks:\n  ids: [tb21-kv-tcp-service, tb21-median-fix]\nagents:\n  conditions:\n    - descriptor: oracle\nexecution:\n  runtime: container\n  grading_environment: separate\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "plan", "--config"])
+        .arg(&clean)
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--tasks-root")
+        .arg(&tasks)
+        .arg("--store-root")
+        .arg(tmp.path().join("runs-clean"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .output()
+        .unwrap();
+    let (code, stdout, stderr) = (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("task `tb21-kv-tcp-service`")
+            && stderr.contains("not graded correctly in a fresh sandbox")
+            && stderr.contains("remove `grading_environment: separate`")
+            && !stderr.contains("task `tb21-median-fix`"),
+        "{stderr}"
+    );
+    assert!(
+        !tmp.path().join("runs-clean").exists()
+            || walk_files(&tmp.path().join("runs-clean"), "spec.json").is_empty()
+    );
     eprintln!(
         "{TEST}: {} trials in {sweep_secs:.1} s (with image pushes), {} task checks, {:.1} s in all",
         2 * CORPUS.len(),
@@ -451,7 +503,7 @@ fn a_run_asking_for_separate_grading_grades_a_service_task_in_a_fresh_sandbox() 
             .status()
             .unwrap()
             .success());
-        push_image(tmp.path(), &reg, &tasks.join(t));
+        push_image(tmp.path(), &reg, &tasks.join(t), None);
     }
     let m = tmp.path().join("experiment.yaml");
     std::fs::write(

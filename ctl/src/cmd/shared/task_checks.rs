@@ -153,6 +153,8 @@ pub fn record_in_spec(
     run_missing: bool,
 ) -> anyhow::Result<(akbench_core::spec::ResolvedRunSpec, PlannedChecks)> {
     let runtime = spec.condition.execution.runtime;
+    let clean_room = spec.condition.execution.grading_environment
+        == akbench_core::grading_env::GradingEnvironment::Separate;
     let tasks_root = spec.provenance.tasks_root.clone().map(PathBuf::from);
     let orch = Orchestrator::new(cache, Arc::new(SystemClock));
     let mut checks = Vec::new();
@@ -205,7 +207,19 @@ pub fn record_in_spec(
                 continue;
             }
         };
-        if check.valid {
+        // The run asks for the clean room: a task the check found graded wrongly there (a
+        // service or files outside the working folder) refuses the plan too.
+        let clean_room_wrong = check.separate.as_ref().filter(|m| clean_room && !m.valid);
+        if let Some(m) = clean_room_wrong {
+            refused.push(format!(
+                "task `{}` {} (checked {} under {}) is not graded correctly in a fresh sandbox, which the run asks (`execution.grading_environment: separate`): {}; fix: leave the task out of this run, or remove `grading_environment: separate`",
+                check.task,
+                check.version,
+                check.checked_at.to_rfc3339(),
+                check.runtime,
+                m.problems.join("; ")
+            ));
+        } else if check.valid {
             tally.valid += 1;
             checks.push(check);
         } else {
