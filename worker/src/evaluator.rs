@@ -480,25 +480,18 @@ fn run_once(
         }),
     };
     let limits = grading_limits(task);
-    let ids = match place.image.map(|i| {
-        crate::runtime::container::phase_ids(i, task.file.verifier.user.as_deref(), "verifier.user")
-            .map(|ids| (i, ids))
-    }) {
+    // Who grades (refused in a fresh container before the agent started, by
+    // orchestrator::attempt::phases; a regrade or a check meets the refusal here).
+    let ids = match place
+        .image
+        .map(|i| crate::runtime::container::phase_users(i, task, place.shared.is_some()))
+    {
         Some(Err(e)) => return machinery(e),
-        Some(Ok(x)) => Some(x),
+        Some(Ok(u)) => Some(u.verifier),
         None => None,
     };
     let prepared = match place.shared {
-        None => {
-            // Refused before the agent started (orchestrator::attempt::phases); a regrade
-            // or a check meets it here.
-            if let Some(why) = ids.and_then(|(i, ids)| {
-                crate::runtime::container::fresh_refusal(i, ids, "verifier.user")
-            }) {
-                return machinery(why);
-            }
-            crate::runtime::prepare(place.runtime, spec, &exposure, limits)
-        }
+        None => crate::runtime::prepare(place.runtime, spec, &exposure, limits),
         Some(env) => {
             // Harbor's places and the host paths the variables name, in the grader's own
             // mount namespace only.
@@ -518,7 +511,7 @@ fn run_once(
                 },
                 // Grading's network, in the environment the agent left.
                 exposure.egress.clone(),
-                ids.map(|(_, ids)| ids),
+                ids,
                 &[],
             )
         }

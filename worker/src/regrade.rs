@@ -838,14 +838,9 @@ pub(crate) fn run_solution(
     (runtime, image): (RuntimeKind, Option<&Image>),
     cancel: &CancelToken,
 ) -> Result<(), String> {
-    // The solution runs as the agent; a user other than the image's only in the agent's
-    // environment (task_check's shared side).
+    // The solution runs as the agent, here in a fresh container.
     if let Some(i) = image {
-        let ids =
-            crate::runtime::container::phase_ids(i, task.file.agent.user.as_deref(), "agent.user")?;
-        if let Some(why) = crate::runtime::container::fresh_refusal(i, ids, "agent.user") {
-            return Err(why);
-        }
+        crate::runtime::container::phase_users(i, task, false)?;
     }
     let (spec, exposure) = solution_launch(solution, worktree, home, dir, task, image)?;
     let prepared = crate::runtime::prepare(runtime, spec, &exposure, grading_limits(task))

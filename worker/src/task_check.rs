@@ -264,11 +264,7 @@ fn shared_side(
         return Err(format!("the environment did not become healthy: {why}"));
     }
     if with_solution {
-        let ids = crate::runtime::container::phase_ids(
-            image,
-            task.file.agent.user.as_deref(),
-            "agent.user",
-        )?;
+        let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
         let solved = env
             .exec_as(
                 spec,

@@ -21,7 +21,6 @@ mod common;
 
 use akbench_core::egress::{AllowedHost, NetworkMode, Outcome};
 use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::container::Image;
 use akbench_worker::runtime::egress::{PROXY_ADDR, PROXY_PORT};
 use common::upstream::{contact, fetch_all, line, ready, run_in, sandboxed};
 use std::time::Duration;
@@ -222,22 +221,8 @@ fn a_container_reaches_only_its_allowlist_through_the_proxy() {
         return;
     }
     // The registry and the pull on this namespace's loopback, before entering the worker's.
-    let tar = common::registry::base_tar();
-    let reg = common::registry::Registry::start();
-    let digest = reg.push("akbench/base:egress", &[(&tar, "tar")], &[], None, None);
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = akbench_worker::image::Store::from_env(dir.path().join("images")).unwrap();
-    store.insecure = vec![reg.addr.clone()];
-    let r = akbench_core::image::ImageRef::parse(&format!("{}/akbench/base@{digest}", reg.addr))
-        .unwrap();
-    let unpacked = store.ensure(&r).unwrap();
-    let image = Image {
-        pinned: r.pinned(&digest),
-        rootfs: unpacked.rootfs.clone(),
-        run: unpacked.run.clone(),
-        workdir: "/app".into(),
-        user: (0, 0),
-    };
+    let base = common::registry::unpacked_base("egress");
+    let image = base.image.clone();
     let Some(u) = ready(THIS) else {
         return;
     };

@@ -17,7 +17,6 @@
 mod common;
 
 use akbench_core::egress::{AllowedHost, Contact, NetworkMode};
-use akbench_worker::runtime::container::Image;
 use akbench_worker::runtime::egress::intercept::Interception;
 use akbench_worker::runtime::egress::store::Store;
 use akbench_worker::runtime::egress::Policy;
@@ -54,22 +53,8 @@ fn a_second_trial_downloads_at_most_a_tenth_of_the_first() {
         return;
     }
     common::installers::uv_tarball(UV_VERSION).unwrap();
-    let tar = common::registry::base_tar();
-    let reg = common::registry::Registry::start();
-    let digest = reg.push("akbench/base:measure", &[(&tar, "tar")], &[], None, None);
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = akbench_worker::image::Store::from_env(dir.path().join("images")).unwrap();
-    store.insecure = vec![reg.addr.clone()];
-    let r = akbench_core::image::ImageRef::parse(&format!("{}/akbench/base@{digest}", reg.addr))
-        .unwrap();
-    let unpacked = store.ensure(&r).unwrap();
-    let image = Image {
-        pinned: r.pinned(&digest),
-        rootfs: unpacked.rootfs.clone(),
-        run: unpacked.run.clone(),
-        workdir: "/app".into(),
-        user: (0, 0),
-    };
+    let base = common::registry::unpacked_base("measure");
+    let image = base.image.clone();
     let u = Upstream::create_on_host().unwrap();
     serve_uv(&u, UV_VERSION).unwrap();
     let ca = std::fs::read_to_string(u.ca()).unwrap();

@@ -16,7 +16,6 @@
 mod common;
 
 use akbench_core::egress::{NetworkMode, Outcome};
-use akbench_worker::runtime::container::Image;
 use akbench_worker::runtime::trust::{Extra, ANCHOR, BUNDLE};
 use common::installers::{install_url, serve_uv, UV_VERSION};
 use common::upstream::{contact, ready, run_in, sandboxed, Upstream};
@@ -70,22 +69,8 @@ fn a_container_trusts_the_extra_ca_through_its_bundle_and_keeps_the_anchor() {
         akbench_core::testkit::skip(THIS, &why);
         return;
     }
-    let tar = common::registry::base_tar();
-    let reg = common::registry::Registry::start();
-    let digest = reg.push("akbench/base:trust", &[(&tar, "tar")], &[], None, None);
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = akbench_worker::image::Store::from_env(dir.path().join("images")).unwrap();
-    store.insecure = vec![reg.addr.clone()];
-    let r = akbench_core::image::ImageRef::parse(&format!("{}/akbench/base@{digest}", reg.addr))
-        .unwrap();
-    let unpacked = store.ensure(&r).unwrap();
-    let image = Image {
-        pinned: r.pinned(&digest),
-        rootfs: unpacked.rootfs.clone(),
-        run: unpacked.run.clone(),
-        workdir: "/app".into(),
-        user: (0, 0),
-    };
+    let base = common::registry::unpacked_base("trust");
+    let image = base.image.clone();
     let Some(u) = ready(THIS) else {
         return;
     };
@@ -108,7 +93,8 @@ grep -c "BEGIN CERTIFICATE" {BUNDLE}
     let ok = contact(&cs, "up.test", 8443, Outcome::Allowed);
     assert!(ok.bytes_down > 100_000, "{ok:?}");
     // The image's own files are unchanged: the bundle is in this attempt's upper folder.
-    assert!(!unpacked
+    assert!(!base
+        .image
         .rootfs
         .join(ANCHOR.trim_start_matches('/'))
         .exists());

@@ -33,21 +33,6 @@ pub fn for_task(store: &Store, task: &Task) -> Result<(Unpacked, Image), TaskIma
     let unpacked = store.ensure(&pinned)?;
     let user = container::image_user(unpacked.run.user.as_deref(), &unpacked.rootfs)
         .map_err(|e| TaskImageError::Refused(format!("task `{}`: {e}", task.release.id)))?;
-    // Harbor's `[agent] user` / `[verifier] user`, looked up in the image now (a name it
-    // does not have is the task's error); where each may run: `container::fresh_refusal`.
-    for (field, named) in [
-        ("agent.user", task.file.agent.user.as_deref()),
-        ("verifier.user", task.file.verifier.user.as_deref()),
-    ] {
-        if let Some(named) = named {
-            container::image_user(Some(named), &unpacked.rootfs).map_err(|e| {
-                TaskImageError::Refused(format!(
-                    "task `{}`: `{field}` = `{named}`: {e}",
-                    task.release.id
-                ))
-            })?;
-        }
-    }
     let view = Image {
         user,
         pinned: pinned.pinned(&unpacked.digest),
@@ -55,5 +40,14 @@ pub fn for_task(store: &Store, task: &Task) -> Result<(Unpacked, Image), TaskIma
         run: unpacked.run.clone(),
         workdir: container::workdir(task.image_workdir.as_deref(), &unpacked.run),
     };
+    // Harbor's `[agent] user` / `[verifier] user`, looked up in the image now (a name it
+    // does not have is the task's error); where each may run: `container::phase_users`.
+    for (field, named) in [
+        ("agent.user", task.file.agent.user.as_deref()),
+        ("verifier.user", task.file.verifier.user.as_deref()),
+    ] {
+        container::phase_ids(&view, named, field)
+            .map_err(|e| TaskImageError::Refused(format!("task `{}`: {e}", task.release.id)))?;
+    }
     Ok((unpacked, view))
 }

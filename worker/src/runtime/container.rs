@@ -92,17 +92,36 @@ pub fn phase_ids(image: &Image, user: Option<&str>, field: &str) -> Result<(u32,
     }
 }
 
-/// Why a phase whose user is `ids` cannot run in a fresh container over `image`: a user
-/// other than the image's runs only inside the agent's environment
-/// ([`super::shared::Env::exec_as`]), so only an attempt graded there may name one (the
-/// agent of an attempt graded in a fresh container runs in one too); `None` when it can.
-pub fn fresh_refusal(image: &Image, ids: (u32, u32), field: &str) -> Option<String> {
-    (ids != image.user).then(|| {
-        format!(
-            "`{field}` (uid {}, gid {}) is not the image's user (uid {}, gid {}), and a phase runs as another user only in the agent's environment; fix: grade in the agent's environment (`[verifier] environment_mode = \"shared\"`, Harbor's default, and no `execution.grading_environment: separate`), make the user the image's `USER`, or remove `{field}`",
-            ids.0, ids.1, image.user.0, image.user.1
-        )
-    })
+/// The uid and gid inside the agent and the grader of `task` run as in `image`
+/// ([`phase_ids`]), under the one rule of where they may: a user other than the image's
+/// runs only inside the agent's environment ([`super::shared::Env::exec_as`]), so an
+/// attempt graded in a fresh container (`shared` false) that names one is refused, the
+/// error naming the field and the fix.
+pub fn phase_users(
+    image: &Image,
+    task: &akbench_core::task::Task,
+    shared: bool,
+) -> Result<PhaseUsers, String> {
+    let agent = phase_ids(image, task.file.agent.user.as_deref(), "agent.user")?;
+    let verifier = phase_ids(image, task.file.verifier.user.as_deref(), "verifier.user")?;
+    for (field, ids) in [("agent.user", agent), ("verifier.user", verifier)] {
+        if !shared && ids != image.user {
+            return Err(format!(
+                "`{field}` (uid {}, gid {}) is not the image's user (uid {}, gid {}), and a phase runs as another user only in the agent's environment; fix: grade in the agent's environment (`[verifier] environment_mode = \"shared\"`, Harbor's default, and no `execution.grading_environment: separate`), make the user the image's `USER`, or remove `{field}`",
+                ids.0, ids.1, image.user.0, image.user.1
+            ));
+        }
+    }
+    Ok(PhaseUsers { agent, verifier })
+}
+
+/// Who the phases of an attempt run as ([`phase_users`]): uid and gid inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseUsers {
+    /// The agent (and a reference solution).
+    pub agent: (u32, u32),
+    /// The grader.
+    pub verifier: (u32, u32),
 }
 
 /// [`image_user`] over the files' text (pure).

@@ -427,11 +427,9 @@ pub(crate) fn prepare_with(
     let mut writable = exposure.writable.clone();
     let container = match (kind, &exposure.container) {
         (RuntimeKind::Container, Some(view)) => {
+            // Handed over once (the verifier folder is also bound at its host path).
+            writable = exposure.written();
             for (h, _) in &view.mounts {
-                // Handed over once (the verifier folder is also bound at its host path).
-                if !writable.contains(h) {
-                    writable.push(h.clone());
-                }
                 if !disk_roots.contains(h) {
                     disk_roots.push(h.clone());
                 }

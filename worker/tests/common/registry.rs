@@ -195,3 +195,44 @@ pub fn layer(dir: &Path, name: &str, files: &[(&str, &str)], kind: &str) -> Path
     let _ = std::fs::remove_file(&tar);
     dir.join(format!("{name}.tar.{ext}"))
 }
+
+/// The Debian base image pushed to a registry of its own as `akbench/base:TAG` and unpacked
+/// into a store in a temporary folder, as the `container` runtime sees it (workdir `/app`,
+/// root). Keep it alive while the image is used.
+pub struct UnpackedBase {
+    pub image: akbench_worker::runtime::container::Image,
+    pub registry: Registry,
+    _store: tempfile::TempDir,
+}
+
+/// [`UnpackedBase`] with the tag `tag`.
+pub fn unpacked_base(tag: &str) -> UnpackedBase {
+    let tar = base_tar();
+    let registry = Registry::start();
+    let digest = registry.push(
+        &format!("akbench/base:{tag}"),
+        &[(&tar, "tar")],
+        &[],
+        None,
+        None,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = akbench_worker::image::Store::from_env(dir.path().join("images")).unwrap();
+    store.insecure = vec![registry.addr.clone()];
+    let r =
+        akbench_core::image::ImageRef::parse(&format!("{}/akbench/base@{digest}", registry.addr))
+            .unwrap();
+    let unpacked = store.ensure(&r).unwrap();
+    let image = akbench_worker::runtime::container::Image {
+        pinned: r.pinned(&digest),
+        rootfs: unpacked.rootfs.clone(),
+        run: unpacked.run.clone(),
+        workdir: "/app".into(),
+        user: (0, 0),
+    };
+    UnpackedBase {
+        image,
+        registry,
+        _store: dir,
+    }
+}

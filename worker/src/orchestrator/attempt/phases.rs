@@ -357,20 +357,8 @@ pub(super) fn starting_agent(
     // in a fresh container that asks for one is refused before the agent starts.
     let mut agent_ids = None;
     if let Some(i) = image {
-        use crate::runtime::container::{fresh_refusal, phase_ids};
-        let shared = grading_place(req).shared();
-        let ids = phase_ids(i, task.file.agent.user.as_deref(), "agent.user").and_then(|a| {
-            let v = phase_ids(i, task.file.verifier.user.as_deref(), "verifier.user")?;
-            let refused = (!shared)
-                .then(|| {
-                    fresh_refusal(i, a, "agent.user")
-                        .or_else(|| fresh_refusal(i, v, "verifier.user"))
-                })
-                .flatten();
-            refused.map_or(Ok(a), Err)
-        });
-        match ids {
-            Ok(a) => agent_ids = Some(a),
+        match crate::runtime::container::phase_users(i, task, grading_place(req).shared()) {
+            Ok(u) => agent_ids = Some(u.agent),
             Err(e) => return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id)),
         }
     }
