@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod adapters;
+pub mod install;
 
 /// The largest descriptor accepted, in bytes.
 pub const MAX_DESCRIPTOR_BYTES: u64 = crate::bounded_read::ReadKind::Config.cap();
@@ -64,6 +65,12 @@ pub struct AgentDescriptor {
     /// the same ([`crate::endpoint::LOCAL_SERVICE_PORTS`]); default none.
     #[serde(default)]
     pub allow_local_ports: Vec<u16>,
+    /// `[install]`: the agent is installed by akbench (its known package at its pinned
+    /// version, or `package` / `version` given here) into the worker's agent cache and run
+    /// from there, in the sandbox and in any task image, its runtime included. Absent: the
+    /// program is found on `PATH` (or `program`).
+    #[serde(default)]
+    pub install: Option<install::InstallSpec>,
 }
 
 /// The exact agent condition a trial runs under; its digest makes runs comparable.
@@ -293,6 +300,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cases = [
             ("adapter = \"command\"\nbogus = 1\n", "bogus"),
+            (
+                "adapter = \"aider\"\n[install]\npackag = \"aider-chat\"\n",
+                "packag",
+            ),
             (
                 "adapter = \"command\"\ncredentials = [\"sk-123 secret\"]\n",
                 "credentials",

@@ -75,6 +75,40 @@ pub enum Command {
     /// Build and push task images: `akbench image build`.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// The agents akbench installs itself: `akbench agent list`, `akbench agent install`.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+/// `akbench agent ...`
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// The known agents (adapter, package, pinned version, program) and whether each is
+    /// installed in this host's agent cache (AKBENCH_AGENTS_CACHE; default
+    /// /var/cache/akbench/agents for root, else ~/.cache/akbench/agents), and where.
+    List(AgentListArgs),
+    /// Install a known agent (by adapter name) into the agent cache, with its runtime, as a
+    /// worker does for a descriptor with `[install]`; nothing to do when it is there.
+    /// Exit 0 installed, 2 unknown agent or bad version, 3 the install failed.
+    Install(AgentInstallArgs),
+}
+
+/// `akbench agent list`
+#[derive(Debug, clap::Args)]
+pub struct AgentListArgs {
+    /// Print one JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `akbench agent install`
+#[derive(Debug, clap::Args)]
+pub struct AgentInstallArgs {
+    /// The agent's adapter name (`akbench agent list` shows them).
+    pub name: String,
+    /// A version other than the pinned one.
+    #[arg(long)]
+    pub version: Option<String>,
 }
 
 /// `akbench task ...`

@@ -116,6 +116,8 @@ fn command_span(cli: &cli::Cli) -> tracing::Span {
         cli::Command::View(_) => "view".into(),
         cli::Command::Task(_) => "task check".into(),
         cli::Command::Image(_) => "image build".into(),
+        cli::Command::Agent(cli::AgentCommand::List(_)) => "agent list".into(),
+        cli::Command::Agent(cli::AgentCommand::Install(_)) => "agent install".into(),
     };
     tracing::info_span!(
         "akbench",

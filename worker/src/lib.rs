@@ -18,6 +18,7 @@
 //! - [`daemon`]: the worker daemon (`akbench-worker`): the coordinator's session client.
 
 pub mod adapters;
+pub mod agents;
 pub mod baseline;
 pub mod daemon;
 pub mod dial;

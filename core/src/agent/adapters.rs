@@ -56,12 +56,21 @@ pub fn check(
     parameters: &BTreeMap<String, Value>,
 ) -> Result<(), String> {
     let adapter = descriptor.adapter.as_str();
+    if descriptor.install.is_some() && ADAPTERS.contains(&adapter) && super::install::known(adapter).is_none() {
+        return super::install::resolve(adapter, &Default::default()).map(drop);
+    }
     match adapter {
         _ if CLI_AGENTS.iter().any(|(name, _, _)| *name == adapter) => {
             let (_, default_program, argv) = CLI_AGENTS
                 .iter()
                 .find(|(name, _, _)| *name == adapter)
                 .expect("just found");
+            if let Some(spec) = &descriptor.install {
+                if descriptor.program.is_some() {
+                    return Err("field `program`: an installed agent (`[install]`) runs the program of its package; fix: remove `program` or `[install]`".into());
+                }
+                super::install::resolve(adapter, spec)?;
+            }
             let program = descriptor.program.as_deref().unwrap_or(default_program);
             argv(program, model, "plan", parameters, &descriptor.extra_args).map(drop)
         }
@@ -248,6 +257,32 @@ mod tests {
                 "adapter = \"qwen-code\"\nprogram = \"\"",
                 none.clone(),
                 "empty program",
+            ),
+            ("adapter = \"aider\"\n[install]", none.clone(), ""),
+            (
+                "adapter = \"aider\"\n[install]\nversion = \"0.80.0\"",
+                none.clone(),
+                "",
+            ),
+            (
+                "adapter = \"aider\"\n[install]\nversion = \">=0.80\"",
+                none.clone(),
+                "field `install.version`",
+            ),
+            (
+                "adapter = \"aider\"\nprogram = \"/x/aider\"\n[install]",
+                none.clone(),
+                "field `program`",
+            ),
+            (
+                "adapter = \"command\"\ncommand = [\"a\"]\n[install]",
+                none.clone(),
+                "field `install`",
+            ),
+            (
+                "adapter = \"oracle\"\n[install]",
+                none.clone(),
+                "field `install`",
             ),
         ];
         for (text, parameters, want) in cases {

@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod agents;
 pub mod aggregate;
 pub mod certs;
 pub mod compare;
@@ -48,6 +49,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::View(args) => view::run(args, &cli.remote),
         Command::Task(crate::cli::TaskCommand::Check(args)) => task_check::run(args),
         Command::Image(crate::cli::ImageCommand::Build(args)) => images::build(args),
+        Command::Agent(crate::cli::AgentCommand::List(args)) => agents::list(args),
+        Command::Agent(crate::cli::AgentCommand::Install(args)) => agents::install(args),
         Command::Run(RunCommand::Plan(args)) => plan::run(args),
         Command::Run(RunCommand::Inspect(args)) => inspect::run(args),
         Command::Run(RunCommand::Diff(args)) => diff::run(args),

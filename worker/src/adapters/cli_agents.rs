@@ -200,16 +200,48 @@ pub fn qwen_code() -> CliAgentAdapter {
 }
 
 impl CliAgentAdapter {
-    fn build(&self, agent: &Agent, instruction: &str) -> Result<Vec<String>, String> {
+    fn build(
+        &self,
+        agent: &Agent,
+        instruction: &str,
+        program: &str,
+    ) -> Result<Vec<String>, String> {
         let d = &agent.descriptor;
         (self.argv)(
-            d.program.as_deref().unwrap_or(self.default_program),
+            program,
             d.model.as_deref(),
             instruction,
             &d.parameters,
             &d.extra_args,
         )
     }
+
+    /// The agent's entry in the agent cache ([`crate::agents`]): installed now when the
+    /// descriptor asks for it (`[install]`); without `[install]` and `program`, the pinned
+    /// version's entry when it is installed and the program is not on the worker's `PATH`.
+    fn installed(&self, agent: &Agent) -> Result<Option<crate::agents::Installed>, String> {
+        use akbench_core::agent::install;
+        let d = &agent.descriptor;
+        let root = crate::agents::cache_root();
+        if let Some(spec) = &d.install {
+            let i = install::resolve(self.name, spec)?;
+            return crate::agents::install(&root, &i).map(Some);
+        }
+        if d.program.is_some() || on_path(self.default_program) {
+            return Ok(None);
+        }
+        Ok(install::known(self.name)
+            .and_then(|k| crate::agents::find(&root, &install::Install::pinned(k))))
+    }
+}
+
+/// Whether `program` is a file in a folder of the worker's `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .any(|d| std::path::Path::new(d).join(program).is_file())
 }
 
 impl Adapter for CliAgentAdapter {
@@ -218,14 +250,28 @@ impl Adapter for CliAgentAdapter {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
-        let cli = self.build(ctx.agent, &ctx.task.instruction)?;
-        // A program given by path is exposed read-only in the sandbox (one on PATH is part
-        // of the toolchain).
-        let readable = cli
-            .first()
-            .filter(|p| p.starts_with('/'))
-            .map(|p| vec![std::path::PathBuf::from(p)])
-            .unwrap_or_default();
+        let installed = self.installed(ctx.agent)?;
+        let program = match &installed {
+            Some(i) => i.program.display().to_string(),
+            None => ctx
+                .agent
+                .descriptor
+                .program
+                .clone()
+                .unwrap_or_else(|| self.default_program.to_string()),
+        };
+        let cli = self.build(ctx.agent, &ctx.task.instruction, &program)?;
+        // An installed agent's entry, or a program given by path, is exposed read-only in
+        // the sandbox and bound at the same path in a task image (one on PATH is part of
+        // the toolchain).
+        let readable = match &installed {
+            Some(i) => vec![i.dir.clone()],
+            None => cli
+                .first()
+                .filter(|p| p.starts_with('/'))
+                .map(|p| vec![std::path::PathBuf::from(p)])
+                .unwrap_or_default(),
+        };
         let argv = match self.wrapper {
             None => cli,
             Some(script) => ["/bin/sh", "-c", script, self.name]
