@@ -1,0 +1,195 @@
+//! Agents installed by akbench (a descriptor's `[install]`, `akbench_worker::agents`): the
+//! adapter installs the agent's package at its pinned version into the agent cache, with
+//! its runtime (Node.js or Python), and the real CLI solves the example task against the
+//! loopback fake provider in the sandbox and in a task image that has neither the agent
+//! nor its runtime (the Debian test image: python3, git, no node), under the `container`
+//! runtime. The cache is shared by the test runs (`$CARGO_TARGET_DIR/akbench-agents`): an
+//! agent is installed once. Skipped, with a printed notice, where the package registries'
+//! clients (npm, python3 -m venv), patchelf or the container runtime's needs are missing.
+
+mod common;
+
+use akbench_core::lifecycle::State;
+use akbench_core::record::RunRecord;
+use akbench_worker::orchestrator::Silent;
+use akbench_worker::process::CancelToken;
+use akbench_worker::runtime::RuntimeKind;
+use common::fake_provider::{FakeProvider, Mode, FINAL_ANSWER};
+use common::registry::{base_tar, missing, Registry};
+use common::Corpus;
+use std::process::Command;
+
+const FIX: &str = "echo 42 > value.txt";
+
+/// The shared agent cache, under the build's target folder.
+fn cache() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("akbench-agents")
+}
+
+/// Why agents cannot be installed here, if they cannot.
+fn cannot_install() -> Option<String> {
+    let works = |argv: &[&str]| {
+        Command::new(argv[0])
+            .args(&argv[1..])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !works(&["npm", "--version"]) || !works(&["node", "--version"]) {
+        return Some("node and npm are not installed (apt-get install nodejs npm)".into());
+    }
+    if !works(&["/usr/bin/python3", "-c", "import ensurepip"]) {
+        return Some("python3-venv is not installed".into());
+    }
+    if !works(&["patchelf", "--version"]) {
+        return Some("patchelf is not installed (apt-get install patchelf)".into());
+    }
+    None
+}
+
+/// The descriptor of `adapter` installed by akbench, pointed at the fake provider.
+fn descriptor(adapter: &str, p: &FakeProvider) -> String {
+    let body = match adapter {
+        "gemini-cli" => format!(
+            "model = \"gemini-2.5-pro\"\n[env]\nGOOGLE_GEMINI_BASE_URL = \"{}\"\nGEMINI_API_KEY = \"sk-fake\"\n",
+            p.base_url()
+        ),
+        "mini-swe-agent" => format!(
+            "model = \"openai/m1\"\n[env]\nOPENAI_API_BASE = \"{}\"\nOPENAI_API_KEY = \"sk-fake\"\n",
+            p.openai_base_url()
+        ),
+        other => panic!("no descriptor for {other}"),
+    };
+    format!(
+        "adapter = \"{adapter}\"\nnetwork = [\"{}\"]\n{body}[install]\n",
+        p.endpoint()
+    )
+}
+
+fn run(c: &Corpus, task: &str, agent: &str, runtime: RuntimeKind) -> RunRecord {
+    let t = c.task(task);
+    let a = c.agent(agent);
+    let name = format!("{agent}-{task}");
+    let mut req = c.request(&t, &a, &name);
+    req.options.runtime = runtime;
+    // Far beyond what a run takes (the first one installs the agent).
+    req.options.agent_timeout_sec = Some(600.0);
+    let rec = c
+        .orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record;
+    rec.validate().unwrap();
+    rec
+}
+
+fn dump(c: &Corpus, name: &str, rec: &RunRecord) -> String {
+    let dir = c.root().join("out").join(name).join("a1");
+    format!(
+        "record: {}\nstdout:\n{}\nstderr:\n{}",
+        serde_json::to_string_pretty(&rec.attempts[0]).unwrap(),
+        std::fs::read_to_string(dir.join("agent.stdout.log")).unwrap_or_default(),
+        std::fs::read_to_string(dir.join("agent.stderr.log")).unwrap_or_default()
+    )
+}
+
+/// `adapter`, installed by akbench, solves `answer` in the sandbox and `answer-image` in
+/// the test image (which has no node), each with the installed version.
+fn solves_in_the_sandbox_and_in_an_image(adapter: &str, test: &str) {
+    if let Some(why) = cannot_install().or_else(missing) {
+        akbench_core::testkit::skip(test, &why);
+        return;
+    }
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var(akbench_worker::agents::CACHE_ENV, cache()) };
+    let reg = Registry::start();
+    // SAFETY: as above.
+    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
+    let base = base_tar();
+    let listing = Command::new("tar").arg("-tf").arg(&base).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        !listing.lines().any(|l| l.ends_with("bin/node")),
+        "the test image must not have node"
+    );
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&base, "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        Some("/srv/work"),
+        None,
+    );
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    c.add_task(
+        "answer-image",
+        &c.commit,
+        common::TEST_SH,
+        &format!(
+            "[environment]\nimage = \"{}/akbench/base:bookworm\"\n[mutation]\npatch = \"mutation.patch\"\n",
+            reg.addr
+        ),
+    );
+    std::fs::copy(
+        c.tasks().join("answer/mutation.patch"),
+        c.tasks().join("answer-image/mutation.patch"),
+    )
+    .unwrap();
+    let p = FakeProvider::start(Mode::Up, Some(FIX));
+    c.add_agent("agent", &descriptor(adapter, &p), None);
+    let known = akbench_core::agent::install::known(adapter).unwrap();
+    for (task, runtime) in [
+        ("answer", RuntimeKind::Sandbox),
+        ("answer-image", RuntimeKind::Container),
+    ] {
+        let rec = run(&c, task, "agent", runtime);
+        let ctx = || {
+            format!(
+                "{task}: {}\nprovider log {:?}",
+                dump(&c, &format!("agent-{task}"), &rec),
+                p.log()
+            )
+        };
+        assert_eq!(rec.outcome.state, State::Completed, "{}", ctx());
+        assert_eq!(rec.outcome.ok, Some(true), "{}", ctx());
+        let obs = &rec.attempts[0].observations;
+        assert_eq!(obs.final_message.as_deref(), Some(FINAL_ANSWER), "{}", ctx());
+        // The installed CLI's version, asked of the installed program.
+        let traj = c
+            .root()
+            .join("out")
+            .join(format!("agent-{task}"))
+            .join("a1/trajectory.json");
+        let t: akbench_core::trajectory::Trajectory =
+            serde_json::from_str(&std::fs::read_to_string(traj).unwrap()).unwrap();
+        assert_eq!(t.agent.version, known.version, "{}", ctx());
+    }
+    // Installed once, listed as installed.
+    let rows = akbench_worker::agents::list(&cache());
+    let row = rows.iter().find(|r| r.adapter == adapter).unwrap();
+    let dir = row.installed.as_ref().expect("listed as installed");
+    assert!(dir.join("bin").join(known.program).is_file());
+}
+
+#[test]
+fn gemini_cli_installed_solves_in_the_sandbox_and_in_an_image_without_node() {
+    solves_in_the_sandbox_and_in_an_image(
+        "gemini-cli",
+        "gemini_cli_installed_solves_in_the_sandbox_and_in_an_image_without_node",
+    );
+}
+
+#[test]
+fn mini_swe_agent_installed_solves_in_the_sandbox_and_in_an_image() {
+    solves_in_the_sandbox_and_in_an_image(
+        "mini-swe-agent",
+        "mini_swe_agent_installed_solves_in_the_sandbox_and_in_an_image",
+    );
+}
