@@ -115,11 +115,16 @@ fn an_installed_agent_is_listed_with_its_folder_and_runtime() {
     let row = rows.iter().find(|r| r["adapter"] == "gemini-cli").unwrap();
     assert_eq!(
         row["installed"].as_str().map(PathBuf::from),
-        launcher.parent().and_then(Path::parent).map(Path::to_path_buf),
+        launcher
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf),
         "{row}"
     );
     assert!(
-        row["runtime"].as_str().is_some_and(|r| r.starts_with("node v")),
+        row["runtime"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("node v")),
         "{row}"
     );
     let o = akbench(&cache, &["agent", "list"]);

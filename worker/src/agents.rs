@@ -254,20 +254,17 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 )
             })?;
             let first = target.split(|b| *b == b'\n').next().unwrap_or_default();
-            let script = if first.starts_with(b"#!") && String::from_utf8_lossy(first).contains("node") {
-                format!(
-                    "exec {} {} \"$@\"\n",
-                    quote(&dir.join("rt/bin/node")),
-                    quote(&dir.join(&bin))
-                )
-            } else {
-                format!("exec {} \"$@\"\n", quote(&dir.join(&bin)))
-            };
-            (
-                ("node", node),
-                format!("node {}", version.trim()),
-                script,
-            )
+            let script =
+                if first.starts_with(b"#!") && String::from_utf8_lossy(first).contains("node") {
+                    format!(
+                        "exec {} {} \"$@\"\n",
+                        quote(&dir.join("rt/bin/node")),
+                        quote(&dir.join(&bin))
+                    )
+                } else {
+                    format!("exec {} \"$@\"\n", quote(&dir.join(&bin)))
+                };
+            (("node", node), format!("node {}", version.trim()), script)
         }
         Ecosystem::Pypi => {
             // The system's python3 (not a virtual environment's or a shim), its standard
@@ -292,7 +289,16 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
             );
             let lib = tmp.join("rt/lib").join(format!("python{short}"));
             copy_tree(&stdlib, &lib, &|name| {
-                !matches!(name, "test" | "__pycache__" | "site-packages" | "dist-packages" | "idlelib" | "tkinter" | "turtledemo")
+                !matches!(
+                    name,
+                    "test"
+                        | "__pycache__"
+                        | "site-packages"
+                        | "dist-packages"
+                        | "idlelib"
+                        | "tkinter"
+                        | "turtledemo"
+                )
             })?;
             let site = tmp.join("rt/lib/python3/dist-packages");
             // pip from a throwaway virtual environment of that python (ensurepip's): the
@@ -315,7 +321,8 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 "--no-compile",
                 "--target",
             ]);
-            c.arg(&site).arg(format!("{}=={}", install.package, install.version));
+            c.arg(&site)
+                .arg(format!("{}=={}", install.package, install.version));
             run(c)?;
             std::fs::remove_dir_all(&venv).map_err(|e| e.to_string())?;
             let script = site.join("bin").join(&install.program);
@@ -329,13 +336,12 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
             let launcher = format!(
                 "exec {} -s {} \"$@\"\n",
                 quote(&dir.join("rt/bin").join(&exe)),
-                quote(&dir.join("rt/lib/python3/dist-packages/bin").join(&install.program))
+                quote(
+                    &dir.join("rt/lib/python3/dist-packages/bin")
+                        .join(&install.program)
+                )
             );
-            (
-                ("python", python),
-                format!("python {full}"),
-                launcher,
-            )
+            (("python", python), format!("python {full}"), launcher)
         }
     };
     let (kind, interp) = interpreter;
@@ -431,7 +437,10 @@ fn bundle_libraries(tmp: &Path) -> Result<(), String> {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let line = line.trim();
             if let Some((name, rest)) = line.split_once(" => ") {
-                let Some(path) = rest.split_whitespace().next().filter(|p| p.starts_with('/'))
+                let Some(path) = rest
+                    .split_whitespace()
+                    .next()
+                    .filter(|p| p.starts_with('/'))
                 else {
                     continue;
                 };
@@ -458,8 +467,15 @@ fn readable_by_all(d: &Path) -> Result<(), String> {
             continue;
         }
         let p = e.path();
-        let mode = std::fs::metadata(&p).map_err(|e| e.to_string())?.permissions().mode();
-        let add = if t.is_dir() || mode & 0o100 != 0 { 0o555 } else { 0o444 };
+        let mode = std::fs::metadata(&p)
+            .map_err(|e| e.to_string())?
+            .permissions()
+            .mode();
+        let add = if t.is_dir() || mode & 0o100 != 0 {
+            0o555
+        } else {
+            0o444
+        };
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | add))
             .map_err(|e| e.to_string())?;
         if t.is_dir() {

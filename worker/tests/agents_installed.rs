@@ -191,10 +191,9 @@ fn solves_in_the_sandbox_and_in_an_image(adapter: &str, test: &str) {
         let obs = &rec.attempts[0].observations;
         // aider's answer is followed by the file it writes.
         assert!(
-            obs.final_message
-                .as_deref()
-                .is_some_and(|m| m == FINAL_ANSWER
-                    || (adapter == "aider" && m.starts_with(FINAL_ANSWER))),
+            obs.final_message.as_deref().is_some_and(
+                |m| m == FINAL_ANSWER || (adapter == "aider" && m.starts_with(FINAL_ANSWER))
+            ),
             "{}",
             ctx()
         );
@@ -246,6 +245,10 @@ installed_solves! {
 fn every_known_agent_has_a_test_here() {
     let text = include_str!("agents_installed.rs");
     for k in akbench_core::agent::install::KNOWN {
-        assert!(text.contains(&format!(": \"{}\",", k.adapter)), "{}", k.adapter);
+        assert!(
+            text.contains(&format!(": \"{}\",", k.adapter)),
+            "{}",
+            k.adapter
+        );
     }
 }

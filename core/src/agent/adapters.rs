@@ -56,7 +56,10 @@ pub fn check(
     parameters: &BTreeMap<String, Value>,
 ) -> Result<(), String> {
     let adapter = descriptor.adapter.as_str();
-    if descriptor.install.is_some() && ADAPTERS.contains(&adapter) && super::install::known(adapter).is_none() {
+    if descriptor.install.is_some()
+        && ADAPTERS.contains(&adapter)
+        && super::install::known(adapter).is_none()
+    {
         return super::install::resolve(adapter, &Default::default()).map(drop);
     }
     match adapter {

@@ -193,8 +193,7 @@ pub fn resolve(adapter: &str, spec: &InstallSpec) -> Result<Install, String> {
 fn valid_version(v: &str) -> bool {
     v.len() <= 64
         && v.starts_with(|c: char| c.is_ascii_digit())
-        && v
-            .chars()
+        && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
         && !v.contains("..")
 }
@@ -232,7 +231,10 @@ mod tests {
         for (adapter, program, _) in super::super::adapters::CLI_AGENTS {
             let k = known(adapter).unwrap_or_else(|| panic!("{adapter}"));
             assert_eq!(k.program, *program, "{adapter}");
-            assert!(resolve(adapter, &InstallSpec::default()).is_ok(), "{adapter}");
+            assert!(
+                resolve(adapter, &InstallSpec::default()).is_ok(),
+                "{adapter}"
+            );
         }
         assert_eq!(KNOWN.len(), super::super::adapters::CLI_AGENTS.len());
     }
@@ -274,12 +276,20 @@ mod tests {
             ("oracle", spec(None, None), Err("field `install`")),
             ("codex", spec(None, Some("^0.171")), Err("install.version")),
             ("codex", spec(None, Some("latest")), Err("install.version")),
-            ("codex", spec(None, Some("1/../../x")), Err("install.version")),
+            (
+                "codex",
+                spec(None, Some("1/../../x")),
+                Err("install.version"),
+            ),
             ("codex", spec(None, Some("1..2")), Err("install.version")),
             ("codex", spec(Some("@openai"), None), Err("install.package")),
             ("codex", spec(Some("Codex"), None), Err("install.package")),
             ("codex", spec(Some("../x"), None), Err("install.package")),
-            ("aider", spec(Some("aider chat"), None), Err("install.package")),
+            (
+                "aider",
+                spec(Some("aider chat"), None),
+                Err("install.package"),
+            ),
             ("aider", spec(Some(""), None), Err("install.package")),
         ];
         for (adapter, s, want) in cases {
