@@ -305,6 +305,25 @@ mod tests {
     }
 
     #[test]
+    fn the_examples_and_ci_pin_the_known_versions() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let ci = std::fs::read_to_string(repo.join(".ci/run")).unwrap();
+        for k in KNOWN {
+            let a = crate::agent::Agent::load(&repo.join("examples/agents"), k.adapter).unwrap();
+            let spec = a.descriptor.install.clone().expect(k.adapter);
+            assert_eq!(spec.package.as_deref(), Some(k.package), "{}", k.adapter);
+            assert_eq!(spec.version.as_deref(), Some(k.version), "{}", k.adapter);
+            // .ci/run installs the same version on PATH for providers.rs / providers_more.rs.
+            let var = format!(
+                "{}_VERSION={}\n",
+                k.adapter.to_ascii_uppercase().replace('-', "_"),
+                k.version
+            );
+            assert!(ci.contains(&var), "{}: .ci/run lacks {var}", k.adapter);
+        }
+    }
+
+    #[test]
     fn keys_differ_by_package_version_and_platform() {
         let a = Install::pinned(known("codex").unwrap());
         let mut b = a.clone();
