@@ -143,8 +143,15 @@ pub fn install(root: &Path, install: &Install) -> Result<Installed, String> {
         return Ok(i);
     }
     let dir = root.join(&key);
-    let tmp = root.join(format!(".tmp-{key}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    // Under the lock no one else builds this entry: a temporary folder of it is a crashed
+    // install's.
+    let stale = format!(".tmp-{key}-");
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&stale) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let tmp = root.join(format!("{stale}{}", std::process::id()));
     let built = build(&tmp, &dir, install);
     let done = built.and_then(|marker| {
         let text = serde_json::to_string_pretty(&marker).map_err(|e| e.to_string())?;

@@ -252,3 +252,50 @@ fn every_known_agent_has_a_test_here() {
         );
     }
 }
+
+/// Two installs of one entry at once build it once; a crashed install's leftovers (an
+/// entry without its marker, a temporary folder) are replaced; a second install finds it.
+#[test]
+fn concurrent_installs_build_one_entry_and_replace_a_crashed_one() {
+    let test = "concurrent_installs_build_one_entry_and_replace_a_crashed_one";
+    if let Some(why) = cannot_install() {
+        akbench_core::testkit::skip(test, &why);
+        return;
+    }
+    use akbench_core::agent::install::{known, platform, Install};
+    use akbench_worker::agents;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("agents");
+    let what = Install::pinned(known("gemini-cli").unwrap());
+    let key = what.key(&platform());
+    std::fs::create_dir_all(root.join(&key).join("half-written")).unwrap();
+    std::fs::create_dir_all(root.join(format!(".tmp-{key}-4194304/pkg"))).unwrap();
+    assert!(agents::find(&root, &what).is_none());
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| agents::install(&root, &what));
+        let b = s.spawn(|| agents::install(&root, &what));
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    assert_eq!(a, b);
+    assert_eq!(a.dir, root.join(&key));
+    assert!(!a.dir.join("half-written").exists());
+    assert_eq!(a.marker.install, what);
+    assert!(a.marker.runtime.starts_with("node v"), "{:?}", a.marker);
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".lock"))
+        .collect();
+    assert_eq!(left, vec![key.clone()]);
+    let v = Command::new(&a.program).arg("--version").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), what.version);
+    // The entry is readable by anyone (the sandbox's user) and its runtime is its own.
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode()
+    };
+    assert_eq!(mode(&a.program) & 0o555, 0o555);
+    assert_eq!(mode(&a.dir.join("rt/bin/node")) & 0o555, 0o555);
+    assert_eq!(agents::install(&root, &what).unwrap(), a);
+}
