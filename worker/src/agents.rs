@@ -231,7 +231,8 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
     mkdir(&tmp.join("rt/bin"))?;
     mkdir(&tmp.join("rt/lib"))?;
     let spec = format!("{}@{}", install.package, install.version);
-    let (interpreter, runtime, launcher) = match install.ecosystem {
+    // The interpreter, its name in `rt/bin`, what it is, the launcher's command.
+    let (interp, name, runtime, launcher) = match install.ecosystem {
         Ecosystem::Npm => {
             let node = which("node")?;
             let npm = which("npm")?;
@@ -249,6 +250,8 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 "--no-audit",
                 "--omit=dev",
                 "--no-save",
+                // No package's install script runs on the worker (npm 11's default too).
+                "--ignore-scripts",
                 "--prefix",
             ]);
             c.arg(&pkg).arg(&spec);
@@ -271,7 +274,12 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 } else {
                     format!("exec {} \"$@\"\n", quote(&dir.join(&bin)))
                 };
-            (("node", node), format!("node {}", version.trim()), script)
+            (
+                node,
+                "node".to_string(),
+                format!("node {}", version.trim()),
+                script,
+            )
         }
         Ecosystem::Pypi => {
             // The system's python3 (not a virtual environment's or a shim), its standard
@@ -332,6 +340,18 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 .arg(format!("{}=={}", install.package, install.version));
             run(c)?;
             std::fs::remove_dir_all(&venv).map_err(|e| e.to_string())?;
+            // Compiled now (the entry is read-only where the agent runs), the sources named
+            // by their final paths in tracebacks. Only a speed-up: a file that does not
+            // compile (a package's Python 2 example) fails at import as it would anyway.
+            let _ = run({
+                let mut c = Command::new(&python);
+                c.args(["-m", "compileall", "-q", "-j", "0", "-s"])
+                    .arg(tmp)
+                    .arg("-p")
+                    .arg(dir)
+                    .arg(tmp.join("rt/lib"));
+                c
+            });
             let script = site.join("bin").join(&install.program);
             if !script.is_file() {
                 return Err(format!(
@@ -348,16 +368,8 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                         .join(&install.program)
                 )
             );
-            (("python", python), format!("python {full}"), launcher)
+            (python, exe, format!("python {full}"), launcher)
         }
-    };
-    let (kind, interp) = interpreter;
-    let name = match kind {
-        "node" => "node".to_string(),
-        _ => interp
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
     };
     let copied = tmp.join("rt/bin").join(&name);
     std::fs::copy(&interp, &copied).map_err(|e| format!("copy {}: {e}", interp.display()))?;
