@@ -250,8 +250,6 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
                 "--no-audit",
                 "--omit=dev",
                 "--no-save",
-                // No package's install script runs on the worker (npm 11's default too).
-                "--ignore-scripts",
                 "--prefix",
             ]);
             c.arg(&pkg).arg(&spec);
