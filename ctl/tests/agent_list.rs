@@ -32,18 +32,43 @@ fn lists_every_known_agent_and_what_is_installed() {
     );
     let key = pinned.key(&akbench_core::agent::install::platform());
     std::fs::create_dir_all(tmp.path().join(&key).join("bin")).unwrap();
+    // A complete entry of another codex version (its marker as the worker writes it).
+    let mut other = pinned.clone();
+    other.version = "0.1.0".into();
+    let other_dir = tmp
+        .path()
+        .join(other.key(&akbench_core::agent::install::platform()));
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let marker = akbench_worker::agents::Marker {
+        install: other.clone(),
+        platform: akbench_core::agent::install::platform(),
+        runtime: "node v0".into(),
+    };
+    std::fs::write(
+        other_dir.join(akbench_worker::agents::MARKER),
+        serde_json::to_string(&marker).unwrap(),
+    )
+    .unwrap();
     let o = akbench(tmp.path(), &["agent", "list", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     let known = akbench_core::agent::install::KNOWN;
-    assert_eq!(rows.len(), known.len(), "{}", text(&o));
+    assert_eq!(rows.len(), known.len() + 1, "{}", text(&o));
     for (row, k) in rows.iter().zip(known) {
         assert_eq!(row["adapter"], k.adapter);
         assert_eq!(row["package"], k.package);
         assert_eq!(row["version"], k.version);
         assert_eq!(row["ecosystem"], k.ecosystem.as_str());
+        assert_eq!(row["pinned"], true);
         assert!(row["installed"].is_null(), "{row}");
     }
+    let last = &rows[known.len()];
+    assert_eq!(
+        (&last["adapter"], &last["version"], &last["pinned"]),
+        (&"codex".into(), &"0.1.0".into(), &false.into()),
+        "{last}"
+    );
+    assert_eq!(last["installed"], other_dir.display().to_string());
     let o = akbench(tmp.path(), &["agent", "list"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -55,6 +80,12 @@ fn lists_every_known_agent_and_what_is_installed() {
             .unwrap_or_else(|| panic!("{}: {out}", k.adapter));
         assert!(line.contains(k.version) && line.ends_with(" no"), "{line}");
     }
+    assert!(
+        out.lines().any(|l| l.starts_with("codex ")
+            && l.contains("0.1.0 (not pinned)")
+            && l.contains("yes (node v0)")),
+        "{out}"
+    );
 }
 
 #[test]

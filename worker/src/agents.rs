@@ -86,42 +86,75 @@ pub fn find(root: &Path, install: &Install) -> Option<Installed> {
     })
 }
 
-/// One row of `akbench agent list`: a known agent at its pinned version and its entry.
+/// One row of `akbench agent list`: a known agent at its pinned version and its entry, or
+/// another installed entry of a known agent (another version or package).
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     /// The adapter.
-    pub adapter: &'static str,
+    pub adapter: String,
     /// npm or pypi.
     pub ecosystem: Ecosystem,
     /// The package.
-    pub package: &'static str,
-    /// The pinned version.
-    pub version: &'static str,
+    pub package: String,
+    /// The version.
+    pub version: String,
+    /// Whether this is the version akbench pins (else an installed override).
+    pub pinned: bool,
     /// The program.
-    pub program: &'static str,
+    pub program: String,
     /// The entry's folder, when installed.
     pub installed: Option<PathBuf>,
     /// Its bundled runtime, when installed.
     pub runtime: Option<String>,
 }
 
-/// The known agents and whether each is installed under `root`.
+/// The known agents at their pinned versions and whether each is installed under `root`,
+/// then the other complete entries there (sorted by folder).
 pub fn list(root: &Path) -> Vec<Row> {
-    KNOWN
+    let row = |adapter: &str, install: &Install, pinned: bool, found: Option<Installed>| Row {
+        adapter: adapter.to_string(),
+        ecosystem: install.ecosystem,
+        package: install.package.clone(),
+        version: install.version.clone(),
+        pinned,
+        program: install.program.clone(),
+        runtime: found.as_ref().map(|f| f.marker.runtime.clone()),
+        installed: found.map(|f| f.dir),
+    };
+    let mut rows: Vec<Row> = KNOWN
         .iter()
         .map(|k: &KnownAgent| {
-            let found = find(root, &Install::pinned(k));
-            Row {
-                adapter: k.adapter,
-                ecosystem: k.ecosystem,
-                package: k.package,
-                version: k.version,
-                program: k.program,
-                runtime: found.as_ref().map(|f| f.marker.runtime.clone()),
-                installed: found.map(|f| f.dir),
-            }
+            let pinned = Install::pinned(k);
+            row(k.adapter, &pinned, true, find(root, &pinned))
         })
-        .collect()
+        .collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let Some(marker) = std::fs::read_to_string(d.join(MARKER))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Marker>(&t).ok())
+        else {
+            continue;
+        };
+        let Some(found) = find(root, &marker.install).filter(|f| f.dir == d) else {
+            continue;
+        };
+        let Some(k) = KNOWN.iter().find(|k| {
+            k.program == marker.install.program && k.ecosystem == marker.install.ecosystem
+        }) else {
+            continue;
+        };
+        if marker.install != Install::pinned(k) {
+            rows.push(row(k.adapter, &marker.install, false, Some(found)));
+        }
+    }
+    rows
 }
 
 /// Installs `install` under `root` unless it is there; returns the entry. Another process

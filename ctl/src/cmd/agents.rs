@@ -20,6 +20,11 @@ pub fn list(args: crate::cli::AgentListArgs) -> anyhow::Result<i32> {
         "AGENT", "FROM", "PACKAGE", "VERSION", "PROGRAM"
     );
     for r in rows {
+        let version = if r.pinned {
+            r.version.clone()
+        } else {
+            format!("{} (not pinned)", r.version)
+        };
         let installed = match (&r.installed, &r.runtime) {
             (Some(dir), Some(rt)) => format!("yes ({rt}) {}", dir.display()),
             (Some(dir), None) => format!("yes {}", dir.display()),
@@ -30,7 +35,7 @@ pub fn list(args: crate::cli::AgentListArgs) -> anyhow::Result<i32> {
             r.adapter,
             r.ecosystem.as_str(),
             r.package,
-            r.version,
+            version,
             r.program
         );
     }
