@@ -299,3 +299,62 @@ fn concurrent_installs_build_one_entry_and_replace_a_crashed_one() {
     assert_eq!(mode(&a.dir.join("rt/bin/node")) & 0o555, 0o555);
     assert_eq!(agents::install(&root, &what).unwrap(), a);
 }
+
+/// Without `[install]` the program on PATH is run, as before; when it is not on PATH, the
+/// pinned version's installed entry is; `program` always wins.
+#[test]
+fn without_install_the_path_comes_first_then_the_installed_entry() {
+    let test = "without_install_the_path_comes_first_then_the_installed_entry";
+    if let Some(why) = cannot_install() {
+        akbench_core::testkit::skip(test, &why);
+        return;
+    }
+    use akbench_worker::adapters::{LaunchContext, Registry};
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var(akbench_worker::agents::CACHE_ENV, cache()) };
+    let what = akbench_core::agent::install::Install::pinned(
+        akbench_core::agent::install::known("gemini-cli").unwrap(),
+    );
+    let entry = akbench_worker::agents::install(&cache(), &what).unwrap();
+    let c = common::corpus();
+    let t = c.task("answer");
+    // A PATH holding a `gemini` of its own.
+    let bin = c.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("gemini"), "#!/bin/sh\n").unwrap();
+    let program = |toml: &str, path: &std::path::Path| {
+        c.add_agent("g", toml, None);
+        let a = c.agent("g");
+        // SAFETY: as above; nothing else runs in this test's process.
+        unsafe { std::env::set_var("PATH", path) };
+        let launch = Registry::builtin()
+            .resolve(&a)
+            .unwrap()
+            .launch(&LaunchContext {
+                task: &t,
+                agent: &a,
+                workspace: c.root(),
+                home: c.root(),
+                instruction_file: &c.root().join("instruction.md"),
+            })
+            .unwrap();
+        // The gemini wrapper: `/bin/sh -c <script> gemini-cli <program> ...`.
+        (launch.argv[4].clone(), launch.readable)
+    };
+    let plain = "adapter = \"gemini-cli\"\n";
+    assert_eq!(program(plain, &bin), ("gemini".to_string(), vec![]));
+    let empty = c.root().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert_eq!(
+        program(plain, &empty),
+        (entry.program.display().to_string(), vec![entry.dir.clone()])
+    );
+    assert_eq!(
+        program("adapter = \"gemini-cli\"\nprogram = \"/opt/g\"\n", &empty).0,
+        "/opt/g"
+    );
+    assert_eq!(
+        program("adapter = \"gemini-cli\"\n[install]\n", &bin).0,
+        entry.program.display().to_string()
+    );
+}
