@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod adapters;
+pub mod price;
 
 /// The largest descriptor accepted, in bytes.
 pub const MAX_DESCRIPTOR_BYTES: u64 = crate::bounded_read::ReadKind::Config.cap();
@@ -64,6 +65,10 @@ pub struct AgentDescriptor {
     /// the same ([`crate::endpoint::LOCAL_SERVICE_PORTS`]); default none.
     #[serde(default)]
     pub allow_local_ports: Vec<u16>,
+    /// The price of the agent's tokens, for a CLI that reports no cost: the cost is then
+    /// computed from the attempt's token counts and marked so ([`price`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<price::Price>,
 }
 
 /// The exact agent condition a trial runs under; its digest makes runs comparable.

@@ -55,6 +55,9 @@ pub fn check(
     model: Option<&str>,
     parameters: &BTreeMap<String, Value>,
 ) -> Result<(), String> {
+    if let Some(p) = &descriptor.price {
+        p.check()?;
+    }
     let adapter = descriptor.adapter.as_str();
     match adapter {
         _ if CLI_AGENTS.iter().any(|(name, _, _)| *name == adapter) => {
