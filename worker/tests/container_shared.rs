@@ -550,3 +550,64 @@ except Exception as e:
         "grading's record lists its fetch: {grading:?}"
     );
 }
+
+/// The network fails only during the tripwire twin's run: the grader's fetch of a host the
+/// task declares works for the graded run and gets a 503 in the twin's (a flag the first run
+/// leaves in the environment picks the failing path). A failed fetch is not evidence either
+/// way: the solved verdict stands and the tripwire says it had no verdict, where the twin's
+/// failed fetch used to end the grade as an evaluation error.
+#[test]
+fn a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict() {
+    const TEST: &str = "a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict";
+    if !runs_here(TEST) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        akbench_core::testkit::skip(TEST, "network namespaces need root");
+        return;
+    }
+    let u = common::upstream::Upstream::create_on_host().unwrap();
+    fs::create_dir_all(u.www().join("up.test")).unwrap();
+    fs::write(u.www().join("up.test/answer"), "42\n").unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16");
+        std::env::set_var("AKBENCH_EGRESS_HOSTS", u.hosts_env());
+    }
+    let (reg, c) = setup();
+    let grade = format!(
+        "if [ -e /etc/akb-graded-once ]; then path=fail; else touch /etc/akb-graded-once; path=answer; fi\n\
+         got=\"$(python3 -c \"import urllib.request; print(urllib.request.urlopen('http://up.test/$path', timeout=10).read().decode().strip())\" 2>&1)\"\n\
+         echo \"fetched $path: $got\"\n\
+         case \"$got\" in 42) ;; *) echo 0 > /logs/verifier/reward.txt; exit 0 ;; esac\n{PYTEST_GRADER}"
+    );
+    add_shared_task(&c, &reg, "flaky", &grade, "echo 42 > value.txt\n");
+    fs::write(c.tasks().join("flaky/tests/test_answer.py"), PYTEST_ANSWER).unwrap();
+    let toml = c.tasks().join("flaky/task.toml");
+    let text = fs::read_to_string(&toml).unwrap().replace(
+        "environment_mode = \"shared\"\n",
+        "environment_mode = \"shared\"\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"up.test\"]\n",
+    );
+    assert!(text.contains("allowed_hosts"), "{text}");
+    fs::write(&toml, text).unwrap();
+    let r = run(&c, "flaky", "oracle", "oracle");
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    let g = r.attempts[0].grade.clone().unwrap();
+    assert_eq!(g.environment.as_deref(), Some("shared"));
+    assert!(g.ok && !g.tampered, "{g:?}");
+    let result = g
+        .tripwire
+        .as_ref()
+        .map(|t| t.result.clone())
+        .unwrap_or_default();
+    assert!(
+        result.starts_with(akbench_core::grading::TWIN_NO_VERDICT) && result.contains("up.test"),
+        "{result}"
+    );
+}

@@ -250,6 +250,15 @@ fn judge(
 ) -> Result<(String, Option<String>), Tripwire> {
     let seen = match run {
         Run::Cancelled => return Err(Tripwire::Cancelled),
+        // A vouched fetch of the twin's run failed and it wrote no passing reward: what an
+        // honest solution's twin shows too, so not evidence either way; the graded verdict
+        // stands (a second, network-bound run must not turn a solved grade into an
+        // evaluation error).
+        Run::Machinery {
+            cause,
+            fetch_failed: true,
+            ..
+        } => TwinRun::NoVerdict(cause),
         Run::Machinery { cause, .. } => {
             let _ = std::fs::remove_dir_all(hold);
             return Err(Tripwire::Broken(format!("the tripwire run: {cause}")));
