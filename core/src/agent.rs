@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub mod adapters;
 pub mod install;
+pub mod price;
 
 /// The largest descriptor accepted, in bytes.
 pub const MAX_DESCRIPTOR_BYTES: u64 = crate::bounded_read::ReadKind::Config.cap();
@@ -69,8 +70,12 @@ pub struct AgentDescriptor {
     /// version, or `package` / `version` given here) into the worker's agent cache and run
     /// from there, in the sandbox and in any task image, its runtime included. Absent: the
     /// program is found on `PATH` (or `program`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<install::InstallSpec>,
+    /// The price of the agent's tokens, for a CLI that reports no cost: the cost is then
+    /// computed from the attempt's token counts and marked so ([`price`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<price::Price>,
 }
 
 /// The exact agent condition a trial runs under; its digest makes runs comparable.

@@ -242,8 +242,13 @@ pub struct Observations {
     pub cached_input_tokens: Option<u64>,
     /// Output tokens.
     pub output_tokens: Option<u64>,
-    /// Cost in US dollars, as the agent reported it.
+    /// Cost in US dollars, as the agent reported it, or as akbench computed it from the
+    /// tokens and the agent's `[price]` when it reported none (`cost_computed`).
     pub cost_usd: Option<f64>,
+    /// `cost_usd` was computed by akbench from the token counts and the descriptor's
+    /// `[price]` ([`crate::agent::price`]), not reported by the agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_computed: bool,
     /// The agent's final message.
     pub final_message: Option<String>,
     /// The model the agent reported using.

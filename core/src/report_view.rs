@@ -41,6 +41,10 @@ pub struct Usage {
     pub attempts_with_cost: u64,
     /// Sum of the reported costs, USD; `None` when none reported one.
     pub cost_usd: Option<f64>,
+    /// Attempts whose cost akbench computed from the descriptor's `[price]` (counted in
+    /// `attempts_with_cost` and `cost_usd`: `observations.cost_computed`).
+    #[serde(default)]
+    pub attempts_with_computed_cost: u64,
     /// Attempts that reported token counts.
     pub attempts_with_tokens: u64,
     /// Uncached input tokens; `None` when none reported them.
@@ -146,6 +150,7 @@ pub fn build(trials: &[CompareTrial], records: &[TrialAttempts<'_>]) -> RunView 
             let o = &a.observations;
             if o.cost_usd.is_some() {
                 u.attempts_with_cost += 1;
+                u.attempts_with_computed_cost += u64::from(o.cost_computed);
             }
             add(&mut u.cost_usd, o.cost_usd);
             if o.input_tokens.is_some() || o.output_tokens.is_some() {

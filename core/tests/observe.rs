@@ -49,6 +49,7 @@ fn claude_success_multi_turn_uses_the_result_event() {
             cached_input_tokens: Some(84179),
             output_tokens: Some(754),
             cost_usd: Some(0.0931275),
+            cost_computed: false,
             final_message: Some(
                 "Fixed the off-by-one in `tokenize()`: the loop stopped one character early, so \
                  the last token was dropped. `tests/test_parser.py` now passes (14 passed)."
@@ -73,6 +74,7 @@ fn claude_max_turns_is_a_reported_error_without_result_text() {
             cached_input_tokens: Some(43083),
             output_tokens: Some(223),
             cost_usd: Some(0.0412908),
+            cost_computed: false,
             // No `result` text on error subtypes: the last assistant text stands in.
             final_message: Some("Let me look at the build script first.".into()),
             model: Some(SONNET.into()),
@@ -97,6 +99,7 @@ fn claude_api_error_is_reported_by_is_error() {
             cached_input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            cost_computed: false,
             // The error is not the agent's answer.
             final_message: None,
             // The `<synthetic>` message never becomes the model.
@@ -128,6 +131,7 @@ fn claude_killed_midway_sums_assistant_usage_once_per_message() {
             // The repeated msg_01Bg7... counts once, with its last usage (97, not 5).
             output_tokens: Some(97 + 84 + 26 + 61 + 43),
             cost_usd: None,
+            cost_computed: false,
             final_message: Some(
                 "The timeout test expects at most 2 retries; I'll make the count configurable."
                     .into()
@@ -151,6 +155,7 @@ fn claude_junk_lines_are_skipped() {
             cached_input_tokens: Some(31406),
             output_tokens: Some(184),
             cost_usd: Some(0.2140125),
+            cost_computed: false,
             final_message: Some(
                 "Done: `greet()` now returns \"Hello, World!\" and the doc test passes.".into()
             ),
@@ -180,6 +185,7 @@ fn claude_junk_lines_without_the_result_fall_back_to_the_messages() {
             cached_input_tokens: Some(9000 + 11048 + 11358),
             output_tokens: Some(57 + 96 + 31),
             cost_usd: None,
+            cost_computed: false,
             final_message: Some(
                 "Done: `greet()` now returns \"Hello, World!\" and the doc test passes.".into()
             ),
@@ -226,6 +232,7 @@ fn codex_success() {
             cached_input_tokens: Some(39424),
             output_tokens: Some(1877),
             cost_usd: None,
+            cost_computed: false,
             final_message: Some(
                 "Fixed `tokenize()` in src/parser.py: the loop skipped the last character and \
                  never appended the trailing token. `pytest tests/test_parser.py` now passes \
@@ -251,6 +258,7 @@ fn codex_turn_failed() {
             cached_input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            cost_computed: false,
             final_message: Some("I'll start by listing the existing migrations.".into()),
             model: None,
             reported_error: Some(true),
@@ -276,6 +284,7 @@ fn codex_killed_midway() {
             cached_input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            cost_computed: false,
             final_message: Some(
                 "`RING_MAX` was removed from src/config.rs; restoring it as a constant.".into()
             ),
@@ -298,6 +307,7 @@ fn codex_junk_lines_are_skipped_and_a_recovered_error_is_not_reported() {
             cached_input_tokens: Some(17152),
             output_tokens: Some(964),
             cost_usd: None,
+            cost_computed: false,
             // The earlier `--json` item shape (`item_type`, `assistant_message`).
             final_message: Some(
                 "Renamed `get_user` to `fetch_user` across 4 files; `cargo check` is clean.".into()

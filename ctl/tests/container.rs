@@ -571,17 +571,16 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
         assert_eq!(record["task"]["commit"], "", "{record}");
         assert_eq!(record["task"]["repo"], "", "{record}");
         // As shipped (no environment_mode), it grades as Harbor does, in the environment the
-        // agent left (core::grading_env): one grading run there, its tripwire twin not run (a
-        // second run would meet what the first one changed).
+        // agent left (core::grading_env), a solved grade's tripwire twin run there after the
+        // graded run.
         let grade = &record["attempts"][0]["grade"];
         assert_eq!(grade["environment"], "shared", "{record}");
-        assert!(
-            grade["tripwire"]["result"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("not run"),
-            "{record}"
-        );
+        let tripwire = if want_ok {
+            akbench_core::grading::TRIPWIRE_OK
+        } else {
+            "not run: the grade is not solved"
+        };
+        assert_eq!(grade["tripwire"]["result"], tripwire, "{record}");
         let base = record["attempts"][0]["workspace"]["base_commit"]
             .as_str()
             .unwrap_or_default()

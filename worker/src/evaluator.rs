@@ -129,6 +129,22 @@ pub trait Workspaces {
     fn agent_copy(&self, dir: &Path) -> Result<FreshWorkspace, String>;
     /// The baseline with the task's reference solution applied, under `dir`.
     fn reference(&self, dir: &Path, cancel: &CancelToken) -> Result<FreshWorkspace, String>;
+    /// A fresh environment of the task's image, its healthcheck polled, with the task's
+    /// reference solution run in it as the agent, under `dir`: where a grade made in the
+    /// agent's environment grades the reference (the tripwire twin's judge, the check that
+    /// the grader works).
+    fn reference_env(&self, dir: &Path, cancel: &CancelToken) -> Result<ReferenceEnv, String>;
+}
+
+/// A fresh environment of a task's image in which its reference solution ran as the agent,
+/// and the workspace it ran in ([`Workspaces::reference_env`]). The environment ends before
+/// the workspace is removed (field order).
+#[derive(Debug)]
+pub struct ReferenceEnv {
+    /// The environment, with whatever the solution left running.
+    pub env: crate::runtime::shared::Env,
+    /// Its workspace.
+    pub fresh: FreshWorkspace,
 }
 
 /// Where evaluation runs.

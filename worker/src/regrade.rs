@@ -825,6 +825,25 @@ impl Workspaces for Rebuilder<'_> {
         )?;
         Ok(f)
     }
+
+    fn reference_env(
+        &self,
+        dir: &Path,
+        cancel: &CancelToken,
+    ) -> Result<crate::evaluator::ReferenceEnv, String> {
+        let Some(image) = self.image else {
+            return Err("the attempt ran in no task image to start an environment of".into());
+        };
+        reference_env(
+            self.orch,
+            self.task,
+            image,
+            dir,
+            (self.mutation_applied, true),
+            cancel,
+        )?
+        .map_err(|e| format!("the task's reference solution did not run to its end: {e}"))
+    }
 }
 
 /// Runs the task's `solution/solve.sh` in `worktree` (as the oracle does), confined by
@@ -928,6 +947,68 @@ pub(crate) fn wait_solution(
         (None, Some(sig), _) => Err(format!("solution/solve.sh was killed by signal {sig}")),
         (None, None, _) => Err("solution/solve.sh ended without an exit status".into()),
     }
+}
+
+/// A fresh environment of `task`'s image over a fresh starting point under `dir` (with the
+/// task's mutation when `mutation_applied`), its healthcheck polled as before an agent, and
+/// the task's reference solution run in it as the agent when `solution`: where a grade
+/// made in the agent's environment grades the reference. `Ok(Err(why))`: the solution did
+/// not run to its end (the environment is ended); `Err`: the workspace or the environment
+/// could not be made here.
+pub(crate) fn reference_env(
+    orch: &Orchestrator,
+    task: &Task,
+    image: &Image,
+    dir: &Path,
+    (mutation_applied, solution): (bool, bool),
+    cancel: &CancelToken,
+) -> Result<Result<crate::evaluator::ReferenceEnv, String>, String> {
+    let Some((script, _)) = &task.reference else {
+        return Ok(Err("the task has no reference solution".into()));
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let ws = Workspace::create(
+        &orch.cache,
+        task,
+        &dir.join("work"),
+        mutation_applied,
+        Some(image),
+    )
+    .map_err(|e| format!("failed to make the workspace: {e}"))?;
+    let home = ws.home.clone();
+    let fresh = fresh(orch, ws, Vec::new());
+    let (spec, exposure) = solution_launch(script, &fresh.path, &home, dir, task, Some(image))?;
+    let trust = crate::runtime::shared::phases_trust(
+        exposure.egress.as_ref(),
+        task.network.verifier.clone(),
+    )?;
+    let env =
+        crate::runtime::shared::Env::start(spec.clone(), &exposure, grading_limits(task), trust)
+            .map_err(|e| format!("failed to start the environment: {e}"))?;
+    // Docker's healthcheck, polled before the solution runs, as before a trial's agent: an
+    // environment that never becomes healthy cannot be graded in here.
+    if let Err(why) = crate::orchestrator::container::healthcheck(&env, task, &spec, dir, cancel) {
+        env.finish();
+        return Err(format!("the environment did not become healthy: {why}"));
+    }
+    if solution {
+        let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
+        let solved = env
+            .exec_as(
+                spec,
+                crate::runtime::shared::ExecAs::Agent,
+                exposure.egress.clone(),
+                Some(ids),
+                &exposure.written(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|p| wait_solution(p, cancel));
+        if let Err(e) = solved {
+            env.finish();
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(crate::evaluator::ReferenceEnv { env, fresh }))
 }
 
 #[cfg(test)]

@@ -6,10 +6,11 @@
 //! grading flags as tampering makes the task not valid: no honest solution of it could be
 //! graded solved. A task graded in the agent's environment (`shared`, Harbor's default for
 //! a task in its layout) is checked there under `container`: the reference runs in the
-//! environment as the agent would, then the grader, no tripwire run. The verdict rule is
+//! environment as the agent would, then the grader, then the tripwire twin in the same
+//! environment (evaluator::tripwire). The verdict rule is
 //! `akbench_core::task_check::judge`; caching is the caller's.
 
-use crate::evaluator::{evaluate, EvalPlace, EvalResult, FreshWorkspace, Workspaces};
+use crate::evaluator::{evaluate, EvalPlace, EvalResult, FreshWorkspace, ReferenceEnv, Workspaces};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use crate::runtime::container::Image;
@@ -109,6 +110,14 @@ impl Workspaces for Sides<'_> {
     fn reference(&self, dir: &Path, cancel: &CancelToken) -> Result<FreshWorkspace, String> {
         self.make(dir, true, cancel).map_err(Unmade::text)
     }
+
+    fn reference_env(&self, dir: &Path, cancel: &CancelToken) -> Result<ReferenceEnv, String> {
+        let Some(image) = self.image else {
+            return Err("the check runs in no task image to start an environment of".into());
+        };
+        crate::regrade::reference_env(self.orch, self.task, image, dir, (true, true), cancel)?
+            .map_err(|e| format!("the task's reference solution did not run to its end: {e}"))
+    }
 }
 
 /// Runs both grading runs of `task` under `runtime` (over `image` under `container`),
@@ -144,8 +153,11 @@ pub fn run(
         let root = dir.join(name);
         let _ = std::fs::remove_dir_all(&root);
         if let (true, Some(image)) = (shared, image) {
-            let (side, note) = shared_side(orch, task, image, &root, with_solution, cancel)?;
+            let (side, note, twin) = shared_side(orch, task, image, &root, with_solution, cancel)?;
             notes.extend(note.map(|n| format!("{name}: {n}")));
+            if with_solution {
+                tripwire = twin;
+            }
             return Ok(side);
         }
         let sides = Sides {
@@ -221,10 +233,10 @@ fn judged(verdict: EvalResult) -> (Side, Option<String>) {
 }
 
 /// One side of the check of a task graded in the agent's environment, as a trial's
-/// attempt makes it: the environment started over `image` (its ENTRYPOINT running), the
-/// reference solution run inside it as the agent (when `with_solution`), then the grader
-/// inside it; no second grading run (a tripwire would meet what the first one changed).
-/// `Err`: the workspace or the environment could not be made here.
+/// attempt makes it: a fresh environment of its image (its ENTRYPOINT running), the reference solution run inside it as the agent (when `with_solution`),
+/// then the grader inside it, its solved grade checked by the tripwire twin as a trial's
+/// is (after the graded run, in the same environment; the reference on the twin in another
+/// fresh one). `Err`: the workspace or the environment could not be made here.
 fn shared_side(
     orch: &Orchestrator,
     task: &Task,
@@ -232,71 +244,41 @@ fn shared_side(
     root: &Path,
     with_solution: bool,
     cancel: &CancelToken,
-) -> Result<(Side, Option<String>), String> {
-    let Some((solution, _)) = &task.reference else {
-        return Ok((
-            Side::NotSolved,
-            Some("the task has no reference solution".into()),
-        ));
+) -> Result<(Side, Option<String>, Option<String>), String> {
+    let made =
+        crate::regrade::reference_env(orch, task, image, root, (true, with_solution), cancel)?;
+    let r = match made {
+        Ok(r) => r,
+        Err(e) => return Ok((Side::NotSolved, Some(e), None)),
     };
-    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
-    let ws = Workspace::create(&orch.cache, task, &root.join("work"), true, Some(image))
-        .map_err(|e| format!("failed to make the workspace: {e}"))?;
-    let home = ws.home.clone();
-    let fresh = crate::regrade::fresh(orch, ws, Vec::new());
-    let (spec, exposure) =
-        crate::regrade::solution_launch(solution, &fresh.path, &home, root, task, Some(image))?;
-    let trust = crate::runtime::shared::phases_trust(
-        exposure.egress.as_ref(),
-        task.network.verifier.clone(),
-    )?;
-    let env = crate::runtime::shared::Env::start(
-        spec.clone(),
-        &exposure,
-        crate::evaluator::grading_limits(task),
-        trust,
-    )
-    .map_err(|e| format!("failed to start the environment: {e}"))?;
-    // Docker's healthcheck, polled before the solution runs, as before a trial's agent: an
-    // environment that never becomes healthy cannot be checked here.
-    if let Err(why) = crate::orchestrator::container::healthcheck(&env, task, &spec, root, cancel) {
-        env.finish();
-        return Err(format!("the environment did not become healthy: {why}"));
-    }
-    if with_solution {
-        let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
-        let solved = env
-            .exec_as(
-                spec,
-                crate::runtime::shared::ExecAs::Agent,
-                exposure.egress.clone(),
-                Some(ids),
-                &exposure.written(),
-            )
-            .map_err(|e| e.to_string())
-            .and_then(|p| crate::regrade::wait_solution(p, cancel));
-        if let Err(e) = solved {
-            env.finish();
-            return Ok((Side::NotSolved, Some(e)));
-        }
-    }
+    let sides = Sides {
+        orch,
+        task,
+        runtime: RuntimeKind::Container,
+        image: Some(image),
+        with_solution,
+    };
     let verdict = evaluate(
         task,
         &EvalPlace {
-            workspace: &fresh.path,
+            workspace: &r.fresh.path,
             eval_root: &root.join("eval"),
             artifacts_dir: root,
             log_prefix: "",
             runtime: RuntimeKind::Container,
-            workspaces: None,
+            workspaces: Some(&sides),
             withheld: &[],
             image: Some(image),
-            shared: Some(&env),
+            shared: Some(&r.env),
         },
         orch.clock.as_ref(),
         cancel,
     );
-    env.finish();
-    drop(fresh);
-    Ok(judged(verdict))
+    drop(r);
+    let tripwire = match &verdict {
+        EvalResult::Graded(g) => g.tripwire.as_ref().map(|t| t.result.clone()),
+        _ => None,
+    };
+    let (side, note) = judged(verdict);
+    Ok((side, note, tripwire))
 }

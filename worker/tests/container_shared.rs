@@ -2,8 +2,9 @@
 //! default) under the `container` runtime, end to end: a real registry, the Debian test
 //! image, the agent and then the grader in one environment. The grader reaches a TCP
 //! service the agent left running and a file it wrote outside the working folder (the
-//! oracle solves, a no-op agent does not), and a process the agent left that keeps
-//! writing reward files cannot change the verdict.
+//! oracle solves, a no-op agent does not), a process the agent left that keeps
+//! writing reward files cannot change the verdict, and a hook the agent planted in the
+//! environment's Python is caught by the tripwire twin run there.
 
 mod common;
 
@@ -216,6 +217,77 @@ fn a_process_the_agent_left_cannot_change_the_reward() {
     assert!(!g.ok, "the forged reward was read: {g:?}");
     assert_eq!(g.score, 0.0, "{g:?}");
     assert!(g.report.contains("reward now: 0"), "{}", g.report);
+}
+
+/// Harbor's shape of a pytest grader: the hidden tests run by the image's Python, the reward
+/// from pytest's exit status.
+const PYTEST_GRADER: &str = "python3 -m pytest -q -p no:cacheprovider /tests/test_answer.py\n\
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n";
+
+/// The hidden test the twin is made of: value.txt holds 42.
+const PYTEST_ANSWER: &str = "def test_answer():\n    with open(\"value.txt\") as f:\n        assert f.read().strip() == \"42\"\n";
+
+/// The agent plants a `.pth` file in every site folder of the environment's Python, whose
+/// `import` line ends the interpreter with status 0 before any test runs: the grader's
+/// pytest "passes" and the task's own test.sh writes reward 1. The tripwire twin, run in
+/// the same environment after the graded run, passes too, while the reference solution
+/// graded on the twin in a fresh environment fails it: tampering, never solved. The
+/// oracle's grade keeps its tripwire, which fails as it must.
+#[test]
+fn a_hook_the_agent_planted_in_its_environment_is_caught_by_the_tripwire_twin() {
+    const TEST: &str = "a_hook_the_agent_planted_in_its_environment_is_caught_by_the_tripwire_twin";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    add_shared_task(&c, &reg, "hooked", PYTEST_GRADER, "echo 42 > value.txt\n");
+    fs::write(c.tasks().join("hooked/tests/test_answer.py"), PYTEST_ANSWER).unwrap();
+    c.add_agent(
+        "hooker",
+        "adapter = \"scripted\"\nscript = \"hooker.sh\"\n",
+        Some(
+            "for d in $(python3 -c 'import site; print(\" \".join(site.getsitepackages()))'); do\n\
+               mkdir -p \"$d\" && echo 'import os; os._exit(0)' > \"$d/zz_akb.pth\" && echo \"planted in $d\"\n\
+             done\nexit 0\n",
+        ),
+    );
+    let r = run(&c, "hooked", "oracle", "oracle");
+    let g = r.attempts[0].grade.clone().unwrap();
+    assert_eq!(g.environment.as_deref(), Some("shared"));
+    assert!(g.ok && !g.tampered, "{g:?}");
+    let held = g.tripwire.as_ref().map(|t| t.result.clone());
+    assert_eq!(
+        held.as_deref(),
+        Some(akbench_core::grading::TRIPWIRE_OK),
+        "the oracle's twin ran in its environment and failed: {g:?}"
+    );
+
+    let r = run(&c, "hooked", "hooker", "hooker");
+    let stdout =
+        fs::read_to_string(c.root().join("out/hooker/a1/agent.stdout.log")).unwrap_or_default();
+    assert!(stdout.contains("planted in /usr"), "{stdout}");
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    let g = r.attempts[0].grade.clone().unwrap();
+    assert_eq!(g.environment.as_deref(), Some("shared"));
+    assert!(
+        !g.ok && g.tampered,
+        "the planted hook was graded solved: {g:?}"
+    );
+    assert_eq!(g.score, 0.0);
+    let result = g
+        .tripwire
+        .as_ref()
+        .map(|t| t.result.clone())
+        .unwrap_or_default();
+    assert!(
+        result.starts_with("grading tampered") && result.contains("reference solution fails"),
+        "{result}"
+    );
 }
 
 /// Pushes the base image with a layer holding `/usr/local/bin/entry.sh` (a server on
@@ -476,5 +548,66 @@ except Exception as e:
             .iter()
             .any(|c| c.host == "up.test" && c.port == 80 && c.bytes_down > 0),
         "grading's record lists its fetch: {grading:?}"
+    );
+}
+
+/// The network fails only during the tripwire twin's run: the grader's fetch of a host the
+/// task declares works for the graded run and gets a 503 in the twin's (a flag the first run
+/// leaves in the environment picks the failing path). A failed fetch is not evidence either
+/// way: the solved verdict stands and the tripwire says it had no verdict, where the twin's
+/// failed fetch used to end the grade as an evaluation error.
+#[test]
+fn a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict() {
+    const TEST: &str = "a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict";
+    if !runs_here(TEST) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        akbench_core::testkit::skip(TEST, "network namespaces need root");
+        return;
+    }
+    let u = common::upstream::Upstream::create_on_host().unwrap();
+    fs::create_dir_all(u.www().join("up.test")).unwrap();
+    fs::write(u.www().join("up.test/answer"), "42\n").unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16");
+        std::env::set_var("AKBENCH_EGRESS_HOSTS", u.hosts_env());
+    }
+    let (reg, c) = setup();
+    let grade = format!(
+        "if [ -e /etc/akb-graded-once ]; then path=fail; else touch /etc/akb-graded-once; path=answer; fi\n\
+         got=\"$(python3 -c \"import urllib.request; print(urllib.request.urlopen('http://up.test/$path', timeout=10).read().decode().strip())\" 2>&1)\"\n\
+         echo \"fetched $path: $got\"\n\
+         case \"$got\" in 42) ;; *) echo 0 > /logs/verifier/reward.txt; exit 0 ;; esac\n{PYTEST_GRADER}"
+    );
+    add_shared_task(&c, &reg, "flaky", &grade, "echo 42 > value.txt\n");
+    fs::write(c.tasks().join("flaky/tests/test_answer.py"), PYTEST_ANSWER).unwrap();
+    let toml = c.tasks().join("flaky/task.toml");
+    let text = fs::read_to_string(&toml).unwrap().replace(
+        "environment_mode = \"shared\"\n",
+        "environment_mode = \"shared\"\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"up.test\"]\n",
+    );
+    assert!(text.contains("allowed_hosts"), "{text}");
+    fs::write(&toml, text).unwrap();
+    let r = run(&c, "flaky", "oracle", "oracle");
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    let g = r.attempts[0].grade.clone().unwrap();
+    assert_eq!(g.environment.as_deref(), Some("shared"));
+    assert!(g.ok && !g.tampered, "{g:?}");
+    let result = g
+        .tripwire
+        .as_ref()
+        .map(|t| t.result.clone())
+        .unwrap_or_default();
+    assert!(
+        result.starts_with(akbench_core::grading::TWIN_NO_VERDICT) && result.contains("up.test"),
+        "{result}"
     );
 }

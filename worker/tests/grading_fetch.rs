@@ -1,7 +1,8 @@
 //! The fail-closed rule for grading fetches, vouched (core::egress::vouch), end to end under
 //! the `container` runtime: a real registry, the Debian test image, the worker's egress
 //! proxy. Code the agent leaves, run by the tests, that fetches an unresolvable host on
-//! purpose cannot turn its failing verdict into `infrastructure_error`; a grader whose fetch
+//! purpose, or breaks its own exchange with a host the worker vouches for, cannot turn its
+//! failing verdict into `infrastructure_error`; a grader whose fetch
 //! of a host the task declares fails (the host is down: its name does not resolve) still
 //! ends `infrastructure_error`.
 
@@ -151,6 +152,69 @@ fn an_agents_unresolvable_fetch_during_grading_leaves_a_fail_verdict() {
             && cause.contains("host not declared by the task nor a known upstream"),
         "{cause}"
     );
+}
+
+/// Opens a tunnel to a known upstream (`deb.debian.org:443`, vouched by default) through the
+/// proxy the sandbox is given, then sends something else than TLS: the exchange fails at
+/// the proxy's handshake, on purpose.
+const BROKEN_HANDSHAKE_PY: &str = r#"import os, socket, urllib.parse
+p = urllib.parse.urlparse(os.environ.get("https_proxy") or os.environ["HTTPS_PROXY"])
+s = socket.create_connection((p.hostname, p.port), timeout=10)
+s.sendall(b"CONNECT deb.debian.org:443 HTTP/1.1\r\nHost: deb.debian.org:443\r\n\r\n")
+print("proxy said:", s.recv(200).split(b"\r\n")[0])
+s.sendall(b"this is not TLS\r\n\r\n")
+try:
+    print("then:", s.recv(200)[:40])
+except Exception as e:
+    print("then:", e)
+"#;
+
+/// Code the agent leaves breaks its own exchange with a host the worker vouches for (a
+/// handshake that is not TLS): recorded `client_error`, never a failed fetch, so the
+/// failing verdict stands instead of becoming `infrastructure_error`.
+#[test]
+fn an_agents_broken_exchange_with_a_known_upstream_leaves_a_fail_verdict() {
+    const TEST: &str = "an_agents_broken_exchange_with_a_known_upstream_leaves_a_fail_verdict";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    add_task(
+        &c,
+        &reg,
+        "broken",
+        RUNS_AGENT_CODE,
+        "network_mode = \"public\"\n",
+        "",
+    );
+    c.add_agent(
+        "breaker",
+        "adapter = \"scripted\"\nscript = \"breaker.sh\"\n",
+        Some(&format!(
+            "cat > broken.py <<'EOF'\n{BROKEN_HANDSHAKE_PY}EOF\n\
+             echo 'python3 broken.py' > check.sh\n"
+        )),
+    );
+    let r = run(&c, "broken", "breaker", "breaker");
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    assert_eq!(r.outcome.ok, Some(false));
+    let g = r.attempts[0].grade.clone().unwrap();
+    let egress = &g.runtime.as_ref().unwrap().egress;
+    let broken = egress
+        .iter()
+        .find(|c| c.host == "deb.debian.org" && c.port == 443)
+        .unwrap_or_else(|| panic!("the tunnel was not recorded: {egress:?}"));
+    assert_eq!(
+        broken.outcome,
+        akbench_core::egress::Outcome::ClientError,
+        "{broken:?}"
+    );
+    assert!(!broken.failed_fetch(), "{broken:?}");
 }
 
 #[test]

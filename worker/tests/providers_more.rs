@@ -4,7 +4,8 @@
 //! Completions): solved, ran but fixed nothing, provider down and 429 (infrastructure), 500
 //! (gemini-cli, opencode, aider) and 401 (configuration). Each solved run checks tokens, the
 //! final message and a valid ATIF trajectory holding the shell call and its result (aider,
-//! which has no tools: the file it edited); aider's cost is checked with a priced model. Skipped, with a printed notice, where a CLI is not installed
+//! which has no tools: the file it edited); aider's cost is checked with a priced model, and
+//! Gemini CLI's computed from its descriptor's `[price]`. Skipped, with a printed notice, where a CLI is not installed
 //! (`.ci/run` installs them at pinned versions).
 //!
 //! Qwen Code retries a failing provider for about 100 s without printing anything (docs/
@@ -527,6 +528,38 @@ fn aider_provider_401() {
         None,
         Some("provider: the model provider refused the agent's credential: credential refused"),
     );
+}
+
+/// Gemini CLI reports no cost: with a `[price]` in its descriptor, akbench computes it from
+/// the attempt's tokens and marks it computed; without one it stays absent (`case` above).
+#[test]
+fn gemini_cost_is_computed_from_the_descriptors_price() {
+    if !Cli::Gemini.installed() {
+        return;
+    }
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    let p = FakeProvider::start(Mode::Up, None);
+    Cli::Gemini.add(&c, "agent", &p);
+    let file = c.agents().join("agent.toml");
+    let mut toml = std::fs::read_to_string(&file).unwrap();
+    toml.push_str(
+        "[price]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n",
+    );
+    std::fs::write(&file, toml).unwrap();
+    let rec = run(&c, "agent");
+    let ctx = || dump(&c, "agent", &rec);
+    assert_eq!(rec.outcome.state, Completed, "{}", ctx());
+    let obs = &rec.attempts[0].observations;
+    let (input, output) = (obs.input_tokens.unwrap(), obs.output_tokens.unwrap());
+    let cached = obs.cached_input_tokens.unwrap_or(0);
+    assert!(input + output > 0, "{}", ctx());
+    let want = (input as f64 * 2.0 + cached as f64 * 0.5 + output as f64 * 8.0) / 1e6;
+    let got = obs.cost_usd.unwrap_or_else(|| panic!("no cost\n{}", ctx()));
+    assert!((got - want).abs() < 1e-12, "{got} != {want}\n{}", ctx());
+    assert!(obs.cost_computed, "{}", ctx());
+    let json = serde_json::to_value(&rec.attempts[0].observations).unwrap();
+    assert_eq!(json["cost_computed"], serde_json::json!(true));
 }
 
 /// A model litellm's bundled table prices (gpt-4o): aider's own cost is recorded, and is the

@@ -55,6 +55,9 @@ pub fn check(
     model: Option<&str>,
     parameters: &BTreeMap<String, Value>,
 ) -> Result<(), String> {
+    if let Some(p) = &descriptor.price {
+        p.check()?;
+    }
     let adapter = descriptor.adapter.as_str();
     if descriptor.install.is_some()
         && ADAPTERS.contains(&adapter)

@@ -23,8 +23,14 @@ pub enum Outcome {
     /// The connection could not be made before the proxy's deadline.
     Timeout,
     /// The proxy refused it: more tunnels at once than allowed, or a request it cannot
-    /// read (too large a head, not HTTP).
+    /// read (too large a head, not HTTP); or the host's side of an answered request failed
+    /// (no TLS to it, not HTTP back).
     ProxyError,
+    /// The program inside broke the exchange with the host named: its TLS handshake with
+    /// the proxy failed (it does not trust the worker's CA, or sent something else than
+    /// TLS), or the request it sent could not be read (malformed, too large, cut short).
+    /// Its own doing: never the network's fault ([`Contact::failed_fetch`]).
+    ClientError,
 }
 
 impl Outcome {
@@ -37,6 +43,7 @@ impl Outcome {
             Self::ConnectFailed => "connect_failed",
             Self::Timeout => "timeout",
             Self::ProxyError => "proxy_error",
+            Self::ClientError => "client_error",
         }
     }
 }
@@ -138,6 +145,13 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// A host's answer that says it failed, whatever was asked: a 5xx other than 501 (Not
+/// Implemented: the request's method) and 505 (HTTP Version Not Supported: its version),
+/// which answer the form of the request, so the program that sent it chose them.
+pub fn is_server_failure(status: u16) -> bool {
+    (500..600).contains(&status) && status != 501 && status != 505
+}
+
 impl Contact {
     /// Bytes that came from the host (or the cluster's parent cache): `bytes_down` less what
     /// the worker's cache served.
@@ -145,13 +159,16 @@ impl Contact {
         self.bytes_down.saturating_sub(self.bytes_from_cache)
     }
 
-    /// Whether this is a fetch that failed: no connection (DNS, refused, timeout, a proxy
-    /// fault) or a plain-HTTP server error (5xx). A host the phase's network denies is not:
-    /// the task declared that network, and retrying cannot change it.
+    /// Whether this is a fetch that failed on the host's side: no connection (DNS,
+    /// refused, timeout, a proxy fault) or a server error of the host
+    /// ([`is_server_failure`]). Not: a host the phase's network denies (the task declared
+    /// that network, and retrying cannot change it), nor an exchange the program inside
+    /// broke itself ([`Outcome::ClientError`]: code under test could otherwise make any
+    /// vouched host "fail" on purpose).
     pub fn failed_fetch(&self) -> bool {
         match self.outcome {
-            Outcome::Allowed => self.http_statuses.iter().any(|s| (500..600).contains(s)),
-            Outcome::Denied => false,
+            Outcome::Allowed => self.http_statuses.iter().any(|s| is_server_failure(*s)),
+            Outcome::Denied | Outcome::ClientError => false,
             Outcome::DnsFailed
             | Outcome::ConnectFailed
             | Outcome::Timeout

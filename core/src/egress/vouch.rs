@@ -519,6 +519,33 @@ mod tests {
                 'S',
                 "elsewhere.test:443 (1 connection(s), denied: cause) was refused by the task's network",
             ),
+            // The program inside broke its exchange with a known upstream (a handshake it
+            // failed on purpose, a malformed request) or asked it for a method or version
+            // it does not take: its doing, never the network's; the verdict stands.
+            (
+                &NetworkMode::Public,
+                false,
+                vec![contact("deb.debian.org", 443, ClientError, &[])],
+                false,
+                'C',
+                "",
+            ),
+            (
+                &NetworkMode::Public,
+                false,
+                vec![contact("pypi.org", 80, Allowed, &[501, 505])],
+                false,
+                'C',
+                "",
+            ),
+            (
+                &NetworkMode::Public,
+                false,
+                vec![contact("pypi.org", 80, Allowed, &[200, 503])],
+                false,
+                'I',
+                "pypi.org:80",
+            ),
             // A vouched failure wins over unvouched ones; the count names the others.
             (
                 &NetworkMode::Public,

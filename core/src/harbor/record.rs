@@ -98,6 +98,7 @@ pub fn attempt(
             cached_input_tokens: spend.cached_input_tokens,
             output_tokens: spend.output_tokens,
             cost_usd: spend.cost_usd,
+            cost_computed: false,
             model: r
                 .agent_info
                 .as_ref()

@@ -211,6 +211,7 @@ pub fn parse_claude_code(stdout: &str) -> Observations {
         cached_input_tokens: summed(|u| u.cache_read),
         output_tokens: summed(|u| u.output),
         cost_usd: None,
+        cost_computed: false,
         final_message: last_text,
         model: init_model.or(message_model),
         reported_error: None,

@@ -206,6 +206,7 @@ pub fn parse_codex(stdout: &str) -> Observations {
         cached_input_tokens: cached,
         output_tokens: output,
         cost_usd: None,
+        cost_computed: false,
         final_message,
         model: None,
         reported_error,

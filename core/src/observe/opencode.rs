@@ -225,6 +225,7 @@ pub fn parse_opencode(stdout: &str) -> Observations {
         cached_input_tokens: sum(|t| t.cache_read),
         output_tokens: sum(Tokens::produced),
         cost_usd: (cost > 0.0).then_some(cost),
+        cost_computed: false,
         final_message: last_text,
         reported_error: if error.is_some() {
             Some(true)

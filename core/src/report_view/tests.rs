@@ -27,6 +27,8 @@ fn usage_causes_matrix_and_timeline() {
     a1.observations.output_tokens = Some(10);
     let mut a2 = attempt_record(Uuid::now_v7(), "r/a/x/r2", 1, State::Completed, Some(true));
     a2.observations.cost_usd = Some(0.5);
+    // Computed from the agent's price (core::agent::price): counted, and counted as computed.
+    a2.observations.cost_computed = true;
     let mut b1 = attempt_record(
         Uuid::now_v7(),
         "r/b/x/r1",
@@ -82,6 +84,7 @@ fn usage_causes_matrix_and_timeline() {
         (5, 2, 1)
     );
     assert_eq!(u.cost_usd, Some(0.75));
+    assert_eq!(u.attempts_with_computed_cost, 1);
     assert_eq!(
         (u.input_tokens, u.output_tokens, u.cached_input_tokens),
         (Some(100), Some(10), None)

@@ -204,6 +204,10 @@ fn run_sections(out: &mut String, v: &RunView, n: usize, prefix: &str) {
         };
         for (a, u) in &v.usage {
             let cost = match u.cost_usd {
+                Some(c) if u.attempts_with_computed_cost > 0 => format!(
+                    "{c:.4} ({} of {} attempts reported it; computed from the agent's price for {} of them)",
+                    u.attempts_with_cost, u.attempts, u.attempts_with_computed_cost
+                ),
                 Some(c) => format!(
                     "{c:.4} ({} of {} attempts reported it)",
                     u.attempts_with_cost, u.attempts

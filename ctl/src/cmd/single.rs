@@ -133,11 +133,16 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             use akbench_core::spend::{fmt_count, fmt_usd};
             writeln!(
                 out,
-                "tokens: {} input, {} cached, {} output; cost {}{}",
+                "tokens: {} input, {} cached, {} output; cost {}{}{}",
                 fmt_count(spend.input_tokens),
                 fmt_count(spend.cached_input_tokens),
                 fmt_count(spend.output_tokens),
                 fmt_usd(spend.cost_usd),
+                if rec.attempts.iter().any(|a| a.observations.cost_computed) {
+                    " (computed from the agent's [price])"
+                } else {
+                    ""
+                },
                 if rec.outcome.attempts > 1 {
                     " (all attempts)"
                 } else {

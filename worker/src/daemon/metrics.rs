@@ -299,6 +299,7 @@ mod tests {
             input_tokens: Some(100),
             output_tokens: Some(7),
             cost_usd: Some(0.25),
+            cost_computed: false,
             reported_error: Some(true),
             provider_error: Some(akbench_core::observe::ProviderError {
                 kind: akbench_core::observe::ProviderErrorKind::RateLimited,

@@ -3,7 +3,8 @@
 //! is the agent's failure only then: [`reference_check`]), whether the reference's own
 //! reward disagrees with its runner as the agent's did ([`reward_disagreement`]), and how
 //! it fares on a tripwire twin (evaluator::tripwire). One way to make and grade it:
-//! [`grade_reference`].
+//! [`grade_reference`] (for a grade made in the agent's environment, in a fresh environment
+//! of the task's image where the solution ran as the agent).
 
 use super::{run_once, EvalPlace, Run, Verdict};
 use crate::process::CancelToken;
@@ -43,6 +44,37 @@ pub(super) fn grade_reference(
         return Graded::Unavailable(
             "the task has no reference solution to show that the grader works".into(),
         );
+    }
+    if place.shared.is_some() {
+        // Graded in the agent's environment: the reference in a fresh one of its own, as
+        // an agent's attempt is (its ENTRYPOINT, its healthcheck, the solution run as the
+        // agent), graded inside it.
+        let r = match ws.reference_env(dir, cancel) {
+            Ok(r) => r,
+            Err(_) if cancel.is_cancelled() => return Graded::Cancelled,
+            Err(e) => {
+                return Graded::Unavailable(format!(
+                    "the task's reference solution could not be graded in an environment of its own here: {e}"
+                ))
+            }
+        };
+        let inside = EvalPlace {
+            workspace: &r.fresh.path,
+            shared: Some(&r.env),
+            ..place.clone()
+        };
+        let run = run_once(
+            task,
+            &inside,
+            &r.fresh.path,
+            &dir.join("eval"),
+            &format!("{}{log_name}", place.log_prefix),
+            twin,
+            cancel,
+        );
+        drop(r);
+        let _ = std::fs::remove_dir_all(dir);
+        return Graded::Ran(run);
     }
     let fresh = match ws.reference(dir, cancel) {
         Ok(f) => f,

@@ -9,6 +9,15 @@
 //! graded on the same twin: only a twin the reference fails flags the grade
 //! ([`akbench_core::grading::judge_twin`]). The evidence is each run's own reward, never what
 //! the test script prints.
+//!
+//! A grade made in the agent's environment (`shared`) has no fresh copy of the agent's work
+//! (its files outside the workspace and its processes are part of it): the twin runs there,
+//! after the graded run, over the live workspace at the graded run's own paths, and the
+//! reference solution is graded on the twin in a fresh environment of its own. So a planted
+//! interpreter hook, a patched test runner or a reward writer left in the environment meets
+//! the twin as it met the graded run. What it cannot catch: code that tells the second
+//! grading run of an environment from the first (by state it keeps between them) and passes
+//! only the first (docs/tasks.md, "Grading the agent cannot forge").
 
 mod twins;
 
@@ -139,6 +148,53 @@ fn run_twin(
         return Ok(("not run: no fresh workspace to run it in".into(), None));
     };
     let hold = place.eval_root.join(format!("held-{}", random_word(10)));
+    let run = match place.shared {
+        Some(_) => in_the_agents_environment(task, place, twin, &hold, cancel),
+        None => in_a_fresh_copy(task, place, ws, twin, &hold, cancel)?,
+    };
+    judge(task, place, twin, &hold, run, cancel)
+}
+
+/// The twin run in the agent's environment, after the graded run: over the live workspace
+/// (there is no other copy of what the agent left: its files outside the workspace, its
+/// processes), with the tests copy, verifier folder and home at the graded run's own
+/// paths (the graded run's wait under `hold`).
+fn in_the_agents_environment(
+    task: &Task,
+    place: &EvalPlace<'_>,
+    twin: &Twin,
+    hold: &Path,
+    cancel: &CancelToken,
+) -> Run {
+    let slot = place.eval_root.join(super::SLOT);
+    let mut aside = Aside(Vec::new());
+    if std::fs::create_dir_all(hold).is_ok() {
+        let _ = aside.take(&slot, &hold.join("graded-slot"));
+    }
+    let run = run_once(
+        task,
+        place,
+        place.workspace,
+        &slot,
+        &format!("{}tripwire.", place.log_prefix),
+        Some(&twin.files),
+        cancel,
+    );
+    let _ = std::fs::remove_dir_all(&slot);
+    drop(aside);
+    run
+}
+
+/// The twin run over a fresh copy of the agent's work, moved to the graded run's workspace
+/// path when it can be.
+fn in_a_fresh_copy(
+    task: &Task,
+    place: &EvalPlace<'_>,
+    ws: &dyn super::Workspaces,
+    twin: &Twin,
+    hold: &Path,
+    cancel: &CancelToken,
+) -> Result<Run, Tripwire> {
     let fresh = ws.agent_copy(&hold.join("twin")).map_err(|e| {
         Tripwire::Broken(format!("failed to make the tripwire run's workspace: {e}"))
     })?;
@@ -179,10 +235,32 @@ fn run_twin(
     let _ = std::fs::remove_dir_all(&slot);
     drop(aside);
     drop(fresh);
+    Ok(run)
+}
+
+/// What the twin's run shows, the reference solution graded on the same twin when it is
+/// solved; `hold` removed.
+fn judge(
+    task: &Task,
+    place: &EvalPlace<'_>,
+    twin: &Twin,
+    hold: &Path,
+    run: Run,
+    cancel: &CancelToken,
+) -> Result<(String, Option<String>), Tripwire> {
     let seen = match run {
         Run::Cancelled => return Err(Tripwire::Cancelled),
+        // A vouched fetch of the twin's run failed and it wrote no passing reward: what an
+        // honest solution's twin shows too, so not evidence either way; the graded verdict
+        // stands (a second, network-bound run must not turn a solved grade into an
+        // evaluation error).
+        Run::Machinery {
+            cause,
+            fetch_failed: true,
+            ..
+        } => TwinRun::NoVerdict(cause),
         Run::Machinery { cause, .. } => {
-            let _ = std::fs::remove_dir_all(&hold);
+            let _ = std::fs::remove_dir_all(hold);
             return Err(Tripwire::Broken(format!("the tripwire run: {cause}")));
         }
         Run::NoVerdict { cause, .. } => TwinRun::NoVerdict(cause),
@@ -194,12 +272,12 @@ fn run_twin(
     };
     let mut cancelled = false;
     let judged = judge_twin(seen, &twin.what, || {
-        reference_on_twin(task, place, twin, &hold, cancel).unwrap_or_else(|| {
+        reference_on_twin(task, place, twin, hold, cancel).unwrap_or_else(|| {
             cancelled = true;
             ReferenceOnTwin::Unknown("cancelled".into())
         })
     });
-    let _ = std::fs::remove_dir_all(&hold);
+    let _ = std::fs::remove_dir_all(hold);
     if cancelled {
         return Err(Tripwire::Cancelled);
     }

@@ -493,6 +493,8 @@ pub(super) fn executing(
         .read_text(&stderr_path, akbench_core::bounded_read::Links::Refuse)
         .unwrap_or_default();
     r.observations = adapter.observe(&stdout, &stderr);
+    // A CLI that reports no cost: computed from its tokens at the descriptor's price, marked.
+    akbench_core::agent::price::apply(&mut r.observations, req.agent.descriptor.price.as_ref());
     r.write_trajectory(
         &req.artifacts_dir.join(trajectory::FILE_NAME),
         adapter.name(),
@@ -730,8 +732,9 @@ pub(super) fn evaluating(
     let evaluated =
         tracing::info_span!("evaluator", akbench.task.id = %task.release.id).in_scope(|| {
             if let Some(env) = env {
-                // In the agent's environment, its live workspace: no clean room, no second
-                // run (a tripwire or reference run would meet what the first one changed).
+                // In the agent's environment, its live workspace: no clean room; the
+                // tripwire twin runs after the graded run in the same environment, the
+                // reference solution in a fresh one (evaluator::tripwire).
                 return evaluate(
                     task,
                     &EvalPlace {
@@ -740,7 +743,7 @@ pub(super) fn evaluating(
                         artifacts_dir: &req.artifacts_dir,
                         log_prefix: "",
                         runtime: req.options.runtime,
-                        workspaces: None,
+                        workspaces: Some(&rebuilder),
                         withheld: &[],
                         image,
                         shared: Some(env),

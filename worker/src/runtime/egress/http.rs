@@ -164,7 +164,7 @@ pub(super) fn intercept(inside: TcpStream, rest: Vec<u8>, host: &str, port: u16,
                 host,
                 port,
                 None,
-                Answered::failed(Outcome::ProxyError, 502, why, 0),
+                Answered::failed(Outcome::ClientError, 502, why, 0),
             );
         }
     }
@@ -192,7 +192,7 @@ pub(super) fn intercept(inside: TcpStream, rest: Vec<u8>, host: &str, port: u16,
                 host,
                 port,
                 None,
-                Answered::failed(Outcome::ProxyError, 400, why, down),
+                Answered::failed(Outcome::ClientError, 400, why, down),
             );
         }
     };
@@ -206,7 +206,7 @@ pub(super) fn intercept(inside: TcpStream, rest: Vec<u8>, host: &str, port: u16,
                 host,
                 port,
                 None,
-                Answered::failed(Outcome::ProxyError, status, reason, down),
+                Answered::failed(Outcome::ClientError, status, reason, down),
             );
         }
     };
@@ -247,7 +247,7 @@ pub(super) fn intercept(inside: TcpStream, rest: Vec<u8>, host: &str, port: u16,
                 host,
                 port,
                 Some(named),
-                Answered::failed(Outcome::ProxyError, status, reason, down),
+                Answered::failed(Outcome::ClientError, status, reason, down),
             );
         }
     };
