@@ -358,3 +358,100 @@ fn without_install_the_path_comes_first_then_the_installed_entry() {
         entry.program.display().to_string()
     );
 }
+
+/// An installed entry's runtime needs nothing outside the entry: in an empty root (bwrap,
+/// the entry alone bound, no /usr, no /lib, no /bin/sh) its node runs gemini-cli and its
+/// python (the standard library's compiled modules included) runs mini-swe-agent.
+#[test]
+fn installed_runtimes_need_nothing_outside_their_entry() {
+    let test = "installed_runtimes_need_nothing_outside_their_entry";
+    if let Some(why) = cannot_install().or_else(missing) {
+        akbench_core::testkit::skip(test, &why);
+        return;
+    }
+    use akbench_core::agent::install::{known, Install};
+    let install = |adapter: &str| {
+        akbench_worker::agents::install(&cache(), &Install::pinned(known(adapter).unwrap()))
+            .unwrap()
+    };
+    let empty_root = |entry: &std::path::Path, argv: &[String]| {
+        let out = Command::new("bwrap")
+            .args(["--unshare-all", "--die-with-parent", "--tmpfs", "/"])
+            .arg("--ro-bind")
+            .args([entry, entry])
+            .args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
+            .args(["--clearenv", "--setenv", "HOME", "/tmp", "--"])
+            .args(argv)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{argv:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), text)
+    };
+    let s = |p: std::path::PathBuf| p.display().to_string();
+    let gemini = install("gemini-cli");
+    let (out, text) = empty_root(
+        &gemini.dir,
+        &[
+            s(gemini.dir.join("rt/bin/node")),
+            s(gemini.dir.join("pkg/node_modules/.bin/gemini")),
+            "--version".into(),
+        ],
+    );
+    assert_eq!(out.trim(), "0.61.0", "{text}");
+    let (out, text) = empty_root(
+        &gemini.dir,
+        &[
+            s(gemini.dir.join("rt/bin/node")),
+            "-p".into(),
+            "require('fs').existsSync('/usr') + ' ' + process.execPath".into(),
+        ],
+    );
+    assert_eq!(
+        out.trim(),
+        format!("false {}", gemini.dir.join("rt/bin/node").display()),
+        "{text}"
+    );
+    let mini = install("mini-swe-agent");
+    let python = std::fs::read_dir(mini.dir.join("rt/bin"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+        })
+        .unwrap();
+    let (out, text) = empty_root(
+        &mini.dir,
+        &[
+            s(python.clone()),
+            "-c".into(),
+            "import sys, ssl, sqlite3, ctypes, json, os; print(sys.prefix, os.path.exists('/usr'))"
+                .into(),
+        ],
+    );
+    assert_eq!(
+        out.trim(),
+        format!("{} False", mini.dir.join("rt").display()),
+        "{text}"
+    );
+    let (out, text) = empty_root(
+        &mini.dir,
+        &[
+            s(python),
+            "-s".into(),
+            s(mini.dir.join("rt/lib/python3/dist-packages/bin/mini")),
+            "--help".into(),
+        ],
+    );
+    assert!(
+        out.contains("This is mini-swe-agent version 2.4.6."),
+        "{text}"
+    );
+}
