@@ -3,8 +3,9 @@
 //! its runtime (Node.js or Python), and the real CLI solves the example task against the
 //! loopback fake provider in the sandbox and in a task image that has neither the agent
 //! nor its runtime (the Debian test image: python3, git, no node), under the `container`
-//! runtime. The cache is shared by the test runs (`$CARGO_TARGET_DIR/akbench-agents`): an
-//! agent is installed once. Skipped, with a printed notice, where the package registries'
+//! runtime. Also: an entry's runtime runs in an empty root, PATH before the installed
+//! entry without `[install]`, and concurrent installs of one entry. The cache is shared by
+//! the test runs (`$CARGO_TARGET_DIR/akbench-agents`): an agent is installed once. Skipped, with a printed notice, where the package registries'
 //! clients (npm, python3 -m venv), patchelf or the container runtime's needs are missing.
 
 mod common;
