@@ -43,6 +43,7 @@ fn lists_every_known_agent_and_what_is_installed() {
         install: other.clone(),
         platform: akbench_core::agent::install::platform(),
         runtime: "node v0".into(),
+        built_at: Some(other_dir.canonicalize().unwrap()),
     };
     std::fs::write(
         other_dir.join(akbench_worker::agents::MARKER),
@@ -119,6 +120,14 @@ fn shared_cache() -> PathBuf {
         .join("akbench-agents")
 }
 
+/// [`shared_cache`], made and canonical (the installer records entries by their canonical
+/// folder).
+fn shared_cache_made() -> PathBuf {
+    let c = shared_cache();
+    std::fs::create_dir_all(&c).unwrap();
+    c.canonicalize().unwrap()
+}
+
 #[test]
 fn an_installed_agent_is_listed_with_its_folder_and_runtime() {
     let have = |p: &str| {
@@ -134,7 +143,7 @@ fn an_installed_agent_is_listed_with_its_folder_and_runtime() {
         );
         return;
     }
-    let cache = shared_cache();
+    let cache = shared_cache_made();
     let o = akbench(&cache, &["agent", "install", "gemini-cli"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let launcher = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());

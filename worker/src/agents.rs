@@ -61,6 +61,11 @@ pub struct Marker {
     pub platform: String,
     /// The runtime bundled with it (`node v20.20.2`, `python 3.11.2`).
     pub runtime: String,
+    /// The folder it was built at (canonical): its launcher and interpreter name paths
+    /// inside it, so an entry reached at another path (the cache moved, or named through a
+    /// link or `..`) is built again rather than run broken.
+    #[serde(default)]
+    pub built_at: Option<PathBuf>,
 }
 
 /// An installed agent.
@@ -76,10 +81,11 @@ pub struct Installed {
 
 /// The entry of `install` under `root`, when it is complete (its marker names it).
 pub fn find(root: &Path, install: &Install) -> Option<Installed> {
-    let dir = root.join(install.key(&platform()));
+    let dir = root.join(install.key(&platform())).canonicalize().ok()?;
     let text = std::fs::read_to_string(dir.join(MARKER)).ok()?;
     let marker: Marker = serde_json::from_str(&text).ok()?;
-    (marker.install == *install).then(|| Installed {
+    let here = marker.built_at.as_deref() == Some(dir.as_path());
+    (marker.install == *install && here).then(|| Installed {
         program: dir.join("bin").join(&install.program),
         dir,
         marker,
@@ -171,6 +177,10 @@ pub fn install(root: &Path, install: &Install) -> Result<Installed, String> {
         install.version
     );
     mkdir(root).map_err(|e| format!("{what}: {e}"))?;
+    // Canonical: the entry's programs name the paths it is built at.
+    let root = &root
+        .canonicalize()
+        .map_err(|e| format!("{what}: {}: {e}", root.display()))?;
     let _lock = lock(&root.join(format!(".{key}.lock"))).map_err(|e| format!("{what}: {e}"))?;
     if let Some(i) = find(root, install) {
         return Ok(i);
@@ -420,6 +430,7 @@ fn build(tmp: &Path, dir: &Path, install: &Install) -> Result<Marker, String> {
         install: install.clone(),
         platform: platform(),
         runtime,
+        built_at: Some(dir.to_path_buf()),
     })
 }
 

@@ -27,7 +27,10 @@ fn cache() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("akbench-agents")
+    let dir = target.join("akbench-agents");
+    // Canonical (no `..`): the entry's programs report the path they run from.
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap()
 }
 
 /// Why agents cannot be installed here, if they cannot.
@@ -455,4 +458,35 @@ fn installed_runtimes_need_nothing_outside_their_entry() {
         out.contains("This is mini-swe-agent version 2.4.6."),
         "{text}"
     );
+}
+
+/// An install that cannot be made here (the registry has no such version: npm's own error)
+/// ends the attempt `infrastructure_error` before the agent starts, naming the install: the
+/// worker's problem, never the agent's, and retried like any infrastructure failure.
+#[test]
+fn an_install_that_fails_is_an_infrastructure_error() {
+    const TEST: &str = "an_install_that_fails_is_an_infrastructure_error";
+    if let Some(why) = cannot_install() {
+        akbench_core::testkit::skip(TEST, &why);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var(akbench_worker::agents::CACHE_ENV, dir.path()) };
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    let p = FakeProvider::start(Mode::Up, Some(FIX));
+    let toml =
+        descriptor("gemini-cli", &p).replace("[install]\n", "[install]\nversion = \"0.0.1\"\n");
+    c.add_agent("agent", &toml, None);
+    let rec = run(&c, "answer", "agent", RuntimeKind::Sandbox);
+    let ctx = || dump(&c, "agent-answer", &rec);
+    assert_eq!(rec.outcome.state, State::InfrastructureError, "{}", ctx());
+    let cause = rec.attempts[0].cause.clone().unwrap_or_default();
+    assert!(
+        cause.starts_with("failed to install the agent on this worker:") && cause.contains("0.0.1"),
+        "{cause}"
+    );
+    assert!(rec.attempts[0].agent_process.is_none(), "{}", ctx());
+    assert!(p.log().is_empty(), "the agent never started: {:?}", p.log());
 }

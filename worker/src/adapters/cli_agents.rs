@@ -249,6 +249,10 @@ impl Adapter for CliAgentAdapter {
         self.name
     }
 
+    fn prepare(&self, agent: &Agent) -> Result<(), String> {
+        self.installed(agent).map(drop)
+    }
+
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String> {
         let installed = self.installed(ctx.agent)?;
         let program = match &installed {

@@ -57,6 +57,14 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
     fn check_task(&self, _task: &Task) -> Result<(), String> {
         Ok(())
     }
+    /// Makes what the agent needs on this worker before it can be launched (an agent
+    /// installed by akbench: its cache entry, [`crate::agents`]). `Err` is this worker's
+    /// problem (a registry unreachable, a full disk), never the agent's nor its
+    /// descriptor's (those are refused by core's check first): the attempt ends
+    /// `infrastructure_error` and is retried.
+    fn prepare(&self, _agent: &Agent) -> Result<(), String> {
+        Ok(())
+    }
     /// Builds the launch.
     fn launch(&self, ctx: &LaunchContext<'_>) -> Result<Launch, String>;
     /// The command that makes the agent's CLI print its version, asked just before `launch`

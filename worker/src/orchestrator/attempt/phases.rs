@@ -272,6 +272,14 @@ pub(super) fn starting_agent(
             format!("failed to write the instruction: {e}"),
         );
     }
+    // The agent installed by akbench, when it is one: an install that fails here is this
+    // worker's problem (retried), never the agent's.
+    if let Err(e) = adapter.prepare(req.agent) {
+        return r.end(
+            Event::InfrastructureFailed,
+            format!("failed to install the agent on this worker: {e}"),
+        );
+    }
     let launch = match adapter.launch(&crate::adapters::LaunchContext {
         task,
         agent: req.agent,
