@@ -235,24 +235,104 @@ fn lock(path: &Path) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
-/// Runs `cmd`, its output in the error when it fails.
+/// How long one installer command may run (`npm install`, `pip install`, a copy's
+/// `patchelf`): past it, the command's process group is ended (SIGTERM, then SIGKILL 5 s
+/// later) and the install fails, so a hung registry never holds an attempt's slot.
+/// `AKBENCH_AGENT_INSTALL_TIMEOUT_SEC` overrides it.
+pub const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
+
+/// The installer commands' deadline: [`INSTALL_TIMEOUT`] unless the worker's
+/// `AKBENCH_AGENT_INSTALL_TIMEOUT_SEC` sets a positive number of seconds.
+fn install_timeout() -> std::time::Duration {
+    std::env::var("AKBENCH_AGENT_INSTALL_TIMEOUT_SEC")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .unwrap_or(INSTALL_TIMEOUT)
+}
+
+/// A read-write file with no name (made in the temporary folder and unlinked at once).
+fn unnamed_file() -> std::io::Result<std::fs::File> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        ".akbench-install-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
+}
+
+/// Runs `cmd` in a process group of its own, its output read from files (no pipe to fill),
+/// ended with its group past [`install_timeout`]; its stdout, or the tail of its stderr in
+/// the error when it fails.
 fn run(mut cmd: Command) -> Result<String, String> {
+    use std::os::unix::process::CommandExt;
     let shown = format!("{cmd:?}");
-    let out = cmd
+    let out = unnamed_file().map_err(|e| format!("{shown}: {e}"))?;
+    let err = unnamed_file().map_err(|e| format!("{shown}: {e}"))?;
+    let (out2, err2) = (
+        out.try_clone().map_err(|e| e.to_string())?,
+        err.try_clone().map_err(|e| e.to_string())?,
+    );
+    let mut child = cmd
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(out2)
+        .stderr(err2)
+        .process_group(0)
+        .spawn()
         .map_err(|e| format!("{shown}: {e}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
+    let limit = install_timeout();
+    let started = std::time::Instant::now();
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Ok(s),
+            Ok(None) if started.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            Ok(None) => {
+                // SAFETY: signals the child's own process group (never 0: the group of a
+                // spawned child is its pid).
+                unsafe { libc::kill(-group, libc::SIGTERM) };
+                let grace = std::time::Instant::now();
+                while grace.elapsed() < std::time::Duration::from_secs(5) {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                // SAFETY: as above.
+                unsafe { libc::kill(-group, libc::SIGKILL) };
+                let _ = child.wait();
+                break Err(format!(
+                    "{shown} did not finish in {} s and was stopped (AKBENCH_AGENT_INSTALL_TIMEOUT_SEC)",
+                    limit.as_secs_f64()
+                ));
+            }
+            Err(e) => break Err(format!("{shown}: {e}")),
+        }
+    }?;
+    let read = |mut f: std::fs::File| {
+        use std::io::{Read, Seek};
+        let mut v = Vec::new();
+        let _ = f.rewind().and_then(|_| f.read_to_end(&mut v));
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    if !status.success() {
+        let err = read(err);
         let tail: Vec<&str> = err.lines().rev().take(15).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "{shown} exited with {}: {}",
-            out.status,
-            tail.join("\n")
-        ));
+        return Err(format!("{shown} exited with {status}: {}", tail.join("\n")));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(read(out))
 }
 
 /// A program on the worker's `PATH`, resolved to its real file.

@@ -490,3 +490,42 @@ fn an_install_that_fails_is_an_infrastructure_error() {
     assert!(rec.attempts[0].agent_process.is_none(), "{}", ctx());
     assert!(p.log().is_empty(), "the agent never started: {:?}", p.log());
 }
+
+/// An installer that does not finish in its time (`AKBENCH_AGENT_INSTALL_TIMEOUT_SEC`, here
+/// half a second for an npm install that takes seconds) is stopped with its process group:
+/// the attempt ends `infrastructure_error` naming the deadline, and nothing of the entry
+/// is left (no folder, no temporary one).
+#[test]
+fn an_install_past_its_deadline_is_stopped_and_is_an_infrastructure_error() {
+    const TEST: &str = "an_install_past_its_deadline_is_stopped_and_is_an_infrastructure_error";
+    if let Some(why) = cannot_install() {
+        akbench_core::testkit::skip(TEST, &why);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var(akbench_worker::agents::CACHE_ENV, dir.path());
+        std::env::set_var("AKBENCH_AGENT_INSTALL_TIMEOUT_SEC", "0.5");
+    }
+    let c = common::corpus();
+    common::grade_quietly(&c, "answer");
+    let p = FakeProvider::start(Mode::Up, Some(FIX));
+    c.add_agent("agent", &descriptor("gemini-cli", &p), None);
+    let rec = run(&c, "answer", "agent", RuntimeKind::Sandbox);
+    let ctx = || dump(&c, "agent-answer", &rec);
+    assert_eq!(rec.outcome.state, State::InfrastructureError, "{}", ctx());
+    let cause = rec.attempts[0].cause.clone().unwrap_or_default();
+    assert!(
+        cause.starts_with("failed to install the agent on this worker:")
+            && cause.contains("did not finish in 0.5 s and was stopped"),
+        "{cause}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".lock"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
