@@ -304,6 +304,55 @@ mod tests {
         assert!(!b.contains("<details"), "short texts are not folded");
     }
 
+    /// Each of the seven CLI agents' captured output (a real run against the scripted
+    /// provider, core/tests/fixtures/agents) becomes a transcript that shows its every
+    /// step's tool calls by name and its final answer.
+    #[test]
+    fn every_cli_agents_transcript_is_shown() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/agents");
+        for adapter in [
+            "claude-code",
+            "codex",
+            "gemini-cli",
+            "qwen-code",
+            "opencode",
+            "mini-swe-agent",
+            "aider",
+        ] {
+            let stdout =
+                std::fs::read_to_string(fixtures.join(adapter).join("captured_solved.jsonl"))
+                    .unwrap_or_else(|e| panic!("{adapter}: {e}"));
+            let t = trajectory::convert(adapter, &stdout, Some("fix it"), None);
+            let mut html = String::new();
+            render(&mut html, &t, false);
+            let calls: Vec<&str> = t
+                .steps
+                .iter()
+                .flat_map(|s| s.tool_calls.iter().flatten())
+                .map(|c| c.function_name.as_str())
+                .collect();
+            assert!(!calls.is_empty(), "{adapter}: no tool call in {t:?}");
+            for name in calls {
+                assert!(html.contains(&esc(name)), "{adapter}: {name} not shown");
+            }
+            let last = t
+                .steps
+                .iter()
+                .rev()
+                .find(|s| s.source == Source::Agent && !s.message.trim().is_empty())
+                .unwrap_or_else(|| panic!("{adapter}: no agent message"));
+            let head: String = last.message.chars().take(30).collect();
+            assert!(
+                html.contains(&esc(&head)),
+                "{adapter}: final answer not shown: {head}"
+            );
+            assert!(
+                html.contains(&format!("{} steps", t.steps.len())),
+                "{adapter}"
+            );
+        }
+    }
+
     #[test]
     fn long_outputs_are_folded_and_cut() {
         let long = "line\n".repeat(10_000);

@@ -95,8 +95,11 @@ fn descriptor(adapter: &str, p: &FakeProvider) -> String {
         ),
         other => panic!("no descriptor for {other}"),
     };
+    // A price, for the CLIs that report no cost here (core::agent::price): every record
+    // then has a cost, reported or marked computed.
     format!(
-        "adapter = \"{adapter}\"\nnetwork = [\"{}\"]\n{top}{tables}[install]\n",
+        "adapter = \"{adapter}\"\nnetwork = [\"{}\"]\n{top}{tables}\
+         [price]\ninput_per_mtok = 2.0\noutput_per_mtok = 8.0\n[install]\n",
         p.endpoint()
     )
 }
@@ -201,6 +204,15 @@ fn solves_in_the_sandbox_and_in_an_image(adapter: &str, test: &str) {
             "{}",
             ctx()
         );
+        // Tokens, and a cost: Claude Code reports its own; the others report none for the
+        // fake provider's unpriced models, so it is computed from the descriptor's price.
+        assert!(
+            obs.input_tokens.is_some() && obs.output_tokens.is_some(),
+            "{}",
+            ctx()
+        );
+        assert!(obs.cost_usd.is_some_and(|c| c > 0.0), "{}", ctx());
+        assert_eq!(obs.cost_computed, adapter != "claude-code", "{}", ctx());
         // The installed CLI's version, asked of the installed program.
         let traj = c
             .root()
