@@ -28,6 +28,13 @@ const HOMES: &[&str] = &["core/src/bounded_read.rs", "core/src/output.rs"];
 /// reader and writer cannot express with the same guarantees).
 const ALLOWED: &[(&str, &str)] = &[
     (
+        "worker/src/agents.rs",
+        "the agent cache, the worker's own folder: it builds an entry in a temporary folder it \
+         creates (copies of the host's interpreter and the libraries ldd names, a launcher, \
+         the marker written last), renames it into place, and locks with files of its own; \
+         markers are read through bounded_read",
+    ),
+    (
         "worker/src/runtime/egress/store.rs",
         "the worker's egress cache, its own folder: bodies streamed (up to the cache's cap) \
          into temporary files it creates and renames into place, their sha256 checked on \

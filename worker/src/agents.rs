@@ -79,11 +79,20 @@ pub struct Installed {
     pub marker: Marker,
 }
 
+/// The marker of the entry in `dir`, when it has a readable one (read bounded, a link
+/// refused).
+fn read_marker(dir: &Path) -> Option<Marker> {
+    use akbench_core::bounded_read::{Links, ReadKind};
+    let text = ReadKind::Config
+        .read_text(&dir.join(MARKER), Links::Refuse)
+        .ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// The entry of `install` under `root`, when it is complete (its marker names it).
 pub fn find(root: &Path, install: &Install) -> Option<Installed> {
     let dir = root.join(install.key(&platform())).canonicalize().ok()?;
-    let text = std::fs::read_to_string(dir.join(MARKER)).ok()?;
-    let marker: Marker = serde_json::from_str(&text).ok()?;
+    let marker = read_marker(&dir)?;
     let here = marker.built_at.as_deref() == Some(dir.as_path());
     (marker.install == *install && here).then(|| Installed {
         program: dir.join("bin").join(&install.program),
@@ -142,10 +151,7 @@ pub fn list(root: &Path) -> Vec<Row> {
         .collect();
     dirs.sort();
     for d in dirs {
-        let Some(marker) = std::fs::read_to_string(d.join(MARKER))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Marker>(&t).ok())
-        else {
+        let Some(marker) = read_marker(&d) else {
             continue;
         };
         let Some(found) = find(root, &marker.install).filter(|f| f.dir == d) else {

@@ -11,13 +11,17 @@ pub fn list(args: crate::cli::AgentListArgs) -> anyhow::Result<i32> {
     let root = agents::cache_root();
     let rows = agents::list(&root);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(crate::exit::OK);
     }
-    println!("agent cache: {}", root.display());
-    println!(
+    outln!("agent cache: {}", root.display());
+    outln!(
         "{:<16} {:<5} {:<28} {:<10} {:<9} installed",
-        "AGENT", "FROM", "PACKAGE", "VERSION", "PROGRAM"
+        "AGENT",
+        "FROM",
+        "PACKAGE",
+        "VERSION",
+        "PROGRAM"
     );
     for r in rows {
         let version = if r.pinned {
@@ -30,7 +34,7 @@ pub fn list(args: crate::cli::AgentListArgs) -> anyhow::Result<i32> {
             (Some(dir), None) => format!("yes {}", dir.display()),
             _ => "no".to_string(),
         };
-        println!(
+        outln!(
             "{:<16} {:<5} {:<28} {:<10} {:<9} {installed}",
             r.adapter,
             r.ecosystem.as_str(),
@@ -56,7 +60,7 @@ pub fn install(args: crate::cli::AgentInstallArgs) -> anyhow::Result<i32> {
     })?;
     let root = agents::cache_root();
     let done = agents::install(&root, &what).map_err(anyhow::Error::msg)?;
-    println!("{}", done.program.display());
+    outln!("{}", done.program.display());
     eprintln!(
         "akbench: {} {}@{} installed in {} ({})",
         what.ecosystem.as_str(),
