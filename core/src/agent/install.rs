@@ -160,7 +160,7 @@ pub fn resolve(adapter: &str, spec: &InstallSpec) -> Result<Install, String> {
     let Some(k) = known(adapter) else {
         let names: Vec<&str> = KNOWN.iter().map(|k| k.adapter).collect();
         return Err(format!(
-            "field `install`: akbench installs only the agents of the adapters {}, not `{adapter}`; fix: remove `[install]` and put the agent on PATH",
+            "field `install`: akbench installs only the agents of the adapters {}, not `{adapter}`; fix: name one of those adapters (`akbench agent list` shows them), or for another agent remove `[install]` and put it on PATH",
             names.join(", ")
         ));
     };
