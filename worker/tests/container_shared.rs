@@ -611,3 +611,27 @@ fn a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict() {
         "{result}"
     );
 }
+
+/// Every other test of this file again with the worker as an unprivileged user
+/// (common::unprivileged): the environment's overlay mounted in a user namespace of the
+/// worker's own, the agent and the grader entering the environment as that namespace's
+/// owner, the grader in a sibling of the environment's user namespace
+/// (akbench_worker::runtime::userns).
+#[test]
+fn grading_in_the_agents_environment_holds_with_an_unprivileged_worker() {
+    const TEST: &str = "grading_in_the_agents_environment_holds_with_an_unprivileged_worker";
+    if common::unprivileged::is_child() || !runs_here(TEST) {
+        return;
+    }
+    // The image is built (mmdebstrap needs root) before the unprivileged child reads it.
+    let _ = base_tar();
+    // These two make a test host in a network namespace of their own, which needs root
+    // (the test's set-up, not the worker).
+    common::unprivileged::rerun_suite(
+        TEST,
+        &[
+            "each_phase_of_a_shared_environment_gets_its_own_network_and_record",
+            "a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict",
+        ],
+    );
+}

@@ -214,6 +214,11 @@ pub struct OverlayMount {
     /// An idmapped copy of the image (a detached mount) attached at the path of the
     /// overlay's lower folder, first: the worker's files shown as the sandbox user's.
     idmapped: Option<(Arc<OwnedFd>, CString)>,
+    /// A worker that is not root: the user namespace the child makes first (mapping the
+    /// worker's uid and gid onto themselves), which owns the mount namespace the overlay is
+    /// mounted in ([`super::userns::OwnMaps`]). `None` for a root worker, and where the
+    /// child already entered a user namespace of the worker's (the network's).
+    own_userns: Option<Arc<super::userns::OwnMaps>>,
 }
 
 /// A user namespace mapping the worker's uid and gid 0 to the sandbox user's `(uid, gid)`
@@ -420,7 +425,14 @@ impl OverlayMount {
             options: CString::new(options).map_err(|e| e.to_string())?,
             drop_to,
             idmapped: None,
+            own_userns: None,
         })
+    }
+
+    /// Makes the child first make a user namespace of its own, mapping the worker's uid and
+    /// gid onto themselves (a worker that is not root; [`super::userns`]).
+    pub(super) fn in_own_userns(&mut self) {
+        self.own_userns = Some(Arc::new(super::userns::OwnMaps::identity()));
     }
 
     /// Makes the child enter a new mount namespace (propagation private, so nothing reaches
@@ -432,6 +444,12 @@ impl OverlayMount {
         // before fork.
         unsafe {
             cmd.pre_exec(move || {
+                if let Some(maps) = &m.own_userns {
+                    if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    maps.write(libc::AT_FDCWD, c"/proc/self".as_ptr())?;
+                }
                 if libc::unshare(libc::CLONE_NEWNS) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -504,10 +522,17 @@ const LOWER: &str = "container-lower";
 /// image (the worker's files: the cache is never the sandbox user's, so nothing running as
 /// that uid on the host can change what a later trial loads) is the lower layer through an
 /// idmapped mount that shows the worker's files as the sandbox user's.
+///
+/// `own_userns` (a worker that is not root, whose child has not entered a user namespace
+/// of the worker's for the network): the child first makes a user namespace mapping the
+/// worker's own uid and gid, where overlayfs may be mounted without privilege (Linux 5.11
+/// and later). The image's files are then the worker's, which bwrap's user namespace maps
+/// to the image's user.
 pub(super) fn copy_on_write(
     exposure: &super::Exposure,
     view: &View,
     drop_to: Option<&bwrap::DropTo>,
+    own_userns: bool,
 ) -> Result<(OverlayMount, PathBuf), (PathBuf, std::io::Error)> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let s = &exposure.scratch;
@@ -548,6 +573,9 @@ pub(super) fn copy_on_write(
             .map_err(|e| (at.clone(), std::io::Error::other(e.to_string())))?;
         mount.idmapped = Some((Arc::new(tree), at));
     }
+    if own_userns && drop_to.is_none() {
+        mount.in_own_userns();
+    }
     Ok((mount, upper))
 }
 
@@ -578,7 +606,10 @@ pub fn args(plan: &Plan, view: &View, root: &Path, userns: Option<i32>) -> Vec<S
         "--cap-drop".into(),
         "ALL".into(),
     ]);
-    if userns.is_some() && uid == 0 {
+    // The image's root keeps ROOT_CAPS in its own user namespace: the one made for the start
+    // (a root worker), or bwrap's (a worker that is not root, which maps only its own uid:
+    // the capabilities act on nothing but that namespace and the worker's own files).
+    if uid == 0 && (userns.is_some() || plan.drop_to.is_none()) {
         for c in ROOT_CAPS {
             a.extend(["--cap-add".into(), (*c).to_string()]);
         }
@@ -810,7 +841,7 @@ mod tests {
             ro_mounts: vec![],
             tools: vec![],
         };
-        let (mount, upper) = copy_on_write(&exposure, &view, Some(&drop_to)).unwrap();
+        let (mount, upper) = copy_on_write(&exposure, &view, Some(&drop_to), false).unwrap();
         let root = exposure.scratch.join(ROOT).display().to_string();
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args([

@@ -28,6 +28,7 @@ pub mod seccomp;
 pub mod shared;
 pub mod subids;
 pub mod trust;
+pub mod userns;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
@@ -178,9 +179,7 @@ pub fn check(kind: RuntimeKind) -> Result<(), RuntimeError> {
             if bwrap::is_root() {
                 Ok(())
             } else {
-                Err(RuntimeError::Container {
-                    reason: "it mounts a copy-on-write overlay of the image for each process, which needs a root worker here (bubblewrap 0.8 has no --overlay); fix: run the worker as root, or choose `runtime: sandbox`".into(),
-                })
+                userns::probe_overlay().map_err(|reason| RuntimeError::Container { reason })
             }
         }
         RuntimeKind::Sandbox => {
@@ -434,7 +433,11 @@ pub(crate) fn prepare_with(
                     disk_roots.push(h.clone());
                 }
             }
-            match container::copy_on_write(exposure, view, drop_to.as_ref()) {
+            // A worker that is not root mounts the overlay in a user namespace of its own:
+            // the network's when the process has one (made by the worker, entered first),
+            // else one its child makes.
+            let own_userns = network.as_ref().and_then(net::Network::userns_fd).is_none();
+            match container::copy_on_write(exposure, view, drop_to.as_ref(), own_userns) {
                 Ok((mount, upper)) => {
                     if let Some(extra) = &trust {
                         let owner = drop_to.as_ref().map(|d| (d.user.uid, d.user.gid));

@@ -74,7 +74,13 @@ pub struct Env {
     procs: Vec<PathBuf>,
     view: container::View,
     user: owner::SandboxUser,
-    range: subids::SubIds,
+    /// The subordinate ids the environment's other users map to (a root worker); `None`: a
+    /// worker that is not root, whose environment maps only its own uid.
+    range: Option<subids::SubIds>,
+    /// A worker that is not root: the user namespace its child made (or the network's) and
+    /// bwrap made the environment's below ([`super::userns`]); a program joins it first, as
+    /// its owner, to enter the environment's namespaces.
+    outer: Option<Arc<OwnedFd>>,
     scratch: PathBuf,
     relays: Mutex<Vec<Arc<Relay>>>,
     net: Arc<Mutex<EnvNet>>,
@@ -172,13 +178,21 @@ impl Env {
             .container
             .clone()
             .ok_or_else(|| err("grading in the agent's environment (`environment_mode = \"shared\"`) needs `runtime: container`"))?;
-        let drop_to = bwrap::drop_to()
-            .map_err(|reason| RuntimeError::Unavailable { reason })?
-            .ok_or_else(|| err("it needs a root worker"))?;
-        let var = std::env::var(subids::VAR).ok();
-        let range = subids::parse(var.as_deref(), drop_to.user.uid)
-            .and_then(|_| subids::parse(var.as_deref(), drop_to.user.gid))
-            .map_err(err)?;
+        let (user, range) =
+            match bwrap::drop_to().map_err(|reason| RuntimeError::Unavailable { reason })? {
+                Some(drop_to) => {
+                    let var = std::env::var(subids::VAR).ok();
+                    let range = subids::parse(var.as_deref(), drop_to.user.uid)
+                        .and_then(|_| subids::parse(var.as_deref(), drop_to.user.gid))
+                        .map_err(err)?;
+                    (drop_to.user, Some(range))
+                }
+                None => {
+                    // SAFETY: geteuid/getegid have no preconditions.
+                    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+                    (owner::SandboxUser { uid, gid }, None)
+                }
+            };
         // The image's ENTRYPOINT keeps running, with Harbor's command in place of `Cmd`.
         spec.argv = view
             .image
@@ -236,8 +250,9 @@ impl Env {
             }),
             procs,
             view,
-            user: drop_to.user,
+            user,
             range,
+            outer: None,
             scratch: exposure.scratch.clone(),
             relays: Mutex::new(Vec::new()),
             net,
@@ -285,6 +300,20 @@ impl Env {
             Err(e) => {
                 env.end();
                 return Err(e);
+            }
+        }
+        if env.range.is_none() {
+            // bwrap itself (the process started) stays in the user namespace its parent
+            // entered or made; the environment's is below it.
+            let bwrap = env.running.as_ref().map_or(0, Running::pid);
+            match std::fs::File::open(format!("/proc/{bwrap}/ns/user")) {
+                Ok(f) => env.outer = Some(Arc::new(OwnedFd::from(f))),
+                Err(e) => {
+                    env.end();
+                    return Err(err(format!(
+                        "cannot open the user namespace the environment was made in: {e}"
+                    )));
+                }
             }
         }
         Ok(env)
@@ -346,6 +375,12 @@ impl Env {
         own: &[PathBuf],
     ) -> Result<super::Prepared, RuntimeError> {
         let ids = ids.filter(|i| *i != self.view.image.user);
+        if let (Some(i), None) = (ids, self.range) {
+            return Err(err(format!(
+                "the phase runs as uid {} gid {} inside, not the image's user (uid {}, gid {}), and a worker that is not root maps only its own uid into the environment; fix: run the worker as root (it maps the image's other users to subordinate ids), or remove the task's `[agent] user` / `[verifier] user`",
+                i.0, i.1, self.view.image.user.0, self.view.image.user.1
+            )));
+        }
         let owner = match ids {
             Some(i) => self.host_user(i)?,
             None => self.user,
@@ -396,6 +431,8 @@ impl Env {
             cgroup: None,
             ns: self.ns.clone(),
             userns: None,
+            outer: self.outer.clone(),
+            own_maps: None,
             mounts: Vec::new(),
             uid: self.user.uid,
             gid: self.user.gid,
@@ -462,20 +499,48 @@ impl Env {
                 writable,
                 limits,
             } => {
-                let userns = container::user_namespace(self.user, self.view.image.user, self.range)
-                    .map_err(err)?;
-                enter.userns = Some(Arc::new(userns));
+                match self.range {
+                    Some(range) => {
+                        let userns =
+                            container::user_namespace(self.user, self.view.image.user, range)
+                                .map_err(err)?;
+                        enter.userns = Some(Arc::new(userns));
+                    }
+                    // A sibling of the environment's, made by the child as the worker.
+                    None => {
+                        enter.own_maps = Some(super::userns::OwnMaps::to(
+                            self.view.image.user,
+                            (self.user.uid, self.user.gid),
+                        ))
+                    }
+                }
+                if mounts.len() > MAX_GRADER_MOUNTS {
+                    return Err(err(format!(
+                        "the grader has {} folders to bind, more than {MAX_GRADER_MOUNTS}",
+                        mounts.len()
+                    )));
+                }
                 for (host, inside, ro) in &mounts {
-                    let tree = detached_tree(host, *ro).map_err(|e| {
-                        err(format!("cannot bind {} at {inside}: {e}", host.display()))
-                    })?;
+                    // A root worker clones the folder now; a child of a worker that is not
+                    // root clones it once it is in a mount namespace of its own.
+                    let mount = match self.range {
+                        Some(_) => {
+                            EnterMount::Tree(Arc::new(detached_tree(host, *ro).map_err(|e| {
+                                err(format!("cannot bind {} at {inside}: {e}", host.display()))
+                            })?))
+                        }
+                        None => EnterMount::Host {
+                            path: cstr(&host.display().to_string())?,
+                            ro: *ro,
+                        },
+                    };
                     let mut prefixes = Vec::new();
                     let mut at = PathBuf::from("/");
                     for c in Path::new(inside).components().skip(1) {
                         at.push(c);
                         prefixes.push(cstr(&at.display().to_string())?);
                     }
-                    enter.mounts.push((Arc::new(tree), prefixes));
+                    enter.mounts.push((mount, prefixes));
                 }
                 let group =
                     cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
@@ -511,14 +576,18 @@ impl Env {
         let host = |inside: u32, image: u32, sandbox: u32| {
             if inside == image {
                 Ok(sandbox)
-            } else if inside < self.range.count {
-                Ok(self.range.base + inside)
             } else {
-                Err(err(format!(
-                    "id {inside} is past the {} ids the environment maps ({}); fix: a user with a smaller id, or a larger range",
-                    self.range.count,
-                    subids::VAR
-                )))
+                match self.range {
+                    Some(r) if inside < r.count => Ok(r.base + inside),
+                    Some(r) => Err(err(format!(
+                        "id {inside} is past the {} ids the environment maps ({}); fix: a user with a smaller id, or a larger range",
+                        r.count,
+                        subids::VAR
+                    ))),
+                    None => Err(err(format!(
+                        "id {inside} is not mapped: a worker that is not root maps only its own uid into the environment; fix: run the worker as root"
+                    ))),
+                }
             }
         };
         Ok(owner::SandboxUser {
@@ -679,6 +748,24 @@ fn detached_tree(host: &Path, ro: bool) -> std::io::Result<OwnedFd> {
     Ok(tree)
 }
 
+/// The most folders bound for a grader (the child of a worker that is not root keeps their
+/// descriptors in a fixed array: it may not allocate).
+const MAX_GRADER_MOUNTS: usize = 16;
+
+/// A folder bound for the grader.
+#[derive(Debug)]
+enum EnterMount {
+    /// A detached tree the (root) worker cloned.
+    Tree(Arc<OwnedFd>),
+    /// A host folder the child of a worker that is not root clones itself.
+    Host {
+        /// The host path.
+        path: CString,
+        /// Read-only.
+        ro: bool,
+    },
+}
+
 /// What the child of [`Env::exec`] does before it execs (everything prepared before fork).
 #[derive(Debug)]
 pub struct Enter {
@@ -686,8 +773,13 @@ pub struct Enter {
     ns: Arc<Namespaces>,
     /// The grader's own user namespace; `None`: the environment's.
     userns: Option<Arc<OwnedFd>>,
-    /// Detached trees and the folders of their place inside, shortest first.
-    mounts: Vec<(Arc<OwnedFd>, Vec<CString>)>,
+    /// A worker that is not root: the user namespace to join first ([`Env::outer`]).
+    outer: Option<Arc<OwnedFd>>,
+    /// A worker that is not root, for the grader: the maps of the user namespace the child
+    /// makes (a sibling of the environment's) instead of joining one.
+    own_maps: Option<super::userns::OwnMaps>,
+    /// What is bound for the grader and the folders of its place inside, shortest first.
+    mounts: Vec<(EnterMount, Vec<CString>)>,
     uid: u32,
     gid: u32,
     /// The phase's own uid and gid inside, when they are not the image's user.
@@ -734,20 +826,12 @@ impl Enter {
         unsafe { self.enter_unchecked() }
     }
 
+    /// A root worker's child joins the environment: its namespaces as root, the grader's
+    /// folders attached, then the sandbox user in the environment's (or the grader's) user
+    /// namespace.
     #[allow(unsafe_op_in_unsafe_fn)]
-    unsafe fn enter_unchecked(&self) -> std::io::Result<()> {
+    unsafe fn join_as_root(&self) -> std::io::Result<()> {
         let fail = || Err(std::io::Error::last_os_error());
-        if let Some(p) = &self.cgroup {
-            let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return fail();
-            }
-            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-            libc::close(fd);
-            if n != 1 {
-                return fail();
-            }
-        }
         for fd in [&self.ns.net, &self.ns.ipc, &self.ns.uts, &self.ns.mnt] {
             if libc::setns(fd.as_raw_fd(), 0) != 0 {
                 return fail();
@@ -771,7 +855,10 @@ impl Enter {
             // system of its user namespace (its /tmp) refuses an owner it cannot map.
             libc::setfsgid(self.gid);
             libc::setfsuid(self.uid);
-            for (tree, folders) in &self.mounts {
+            for (mount, folders) in &self.mounts {
+                let EnterMount::Tree(tree) = mount else {
+                    continue;
+                };
                 for f in folders {
                     if libc::mkdir(f.as_ptr(), 0o755) != 0
                         && *libc::__errno_location() != libc::EEXIST
@@ -806,6 +893,135 @@ impl Enter {
         let userns = self.userns.as_deref().unwrap_or(&self.ns.user);
         if libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) != 0 {
             return fail();
+        }
+        Ok(())
+    }
+
+    /// The child of a worker that is not root joins the environment ([`super::userns`]): it
+    /// enters the user namespace the environment was made in first (as its owner it holds
+    /// every capability there and below), clones the grader's folders in a mount namespace
+    /// of its own, joins the environment's namespaces and attaches them, then enters the
+    /// environment's user namespace (the agent) or makes a sibling of it with the same map
+    /// (the grader: the environment's processes hold no capability in it).
+    #[allow(unsafe_op_in_unsafe_fn)]
+    unsafe fn join_unprivileged(&self) -> std::io::Result<()> {
+        let fail = || Err(std::io::Error::last_os_error());
+        let Some(outer) = &self.outer else {
+            return Ok(());
+        };
+        // The host's /proc of this process, to write the maps of its own user namespace
+        // once it is in the environment's mount namespace.
+        let proc_self = match self.own_maps {
+            Some(_) => {
+                let fd = libc::open(
+                    c"/proc/self".as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                );
+                if fd < 0 {
+                    return fail();
+                }
+                fd
+            }
+            None => -1,
+        };
+        if libc::setns(outer.as_raw_fd(), libc::CLONE_NEWUSER) != 0 {
+            return fail();
+        }
+        let mut trees = [-1i32; MAX_GRADER_MOUNTS];
+        if !self.mounts.is_empty() {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            for (i, (mount, _)) in self.mounts.iter().enumerate().take(MAX_GRADER_MOUNTS) {
+                if let EnterMount::Host { path, ro } = mount {
+                    trees[i] = super::userns::clone_tree(path.as_ptr(), *ro);
+                    if trees[i] < 0 {
+                        return fail();
+                    }
+                }
+            }
+        }
+        for fd in [&self.ns.net, &self.ns.ipc, &self.ns.uts, &self.ns.mnt] {
+            if libc::setns(fd.as_raw_fd(), 0) != 0 {
+                return fail();
+            }
+        }
+        if !self.mounts.is_empty() {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            if libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            for (i, (_, folders)) in self.mounts.iter().enumerate().take(MAX_GRADER_MOUNTS) {
+                for f in folders {
+                    if libc::mkdir(f.as_ptr(), 0o755) != 0
+                        && *libc::__errno_location() != libc::EEXIST
+                    {
+                        return fail();
+                    }
+                }
+                let Some(at) = folders.last() else { continue };
+                const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+                if libc::syscall(
+                    libc::SYS_move_mount,
+                    trees[i],
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    at.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                ) != 0
+                {
+                    return fail();
+                }
+                libc::close(trees[i]);
+            }
+        }
+        if libc::setns(self.ns.pid.as_raw_fd(), libc::CLONE_NEWPID) != 0 {
+            return fail();
+        }
+        match &self.own_maps {
+            Some(maps) => {
+                if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                    return fail();
+                }
+                let written = maps.write(proc_self, c".".as_ptr());
+                libc::close(proc_self);
+                written?;
+            }
+            None => {
+                if libc::setns(self.ns.user.as_raw_fd(), libc::CLONE_NEWUSER) != 0 {
+                    return fail();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(unsafe_op_in_unsafe_fn)]
+    unsafe fn enter_unchecked(&self) -> std::io::Result<()> {
+        let fail = || Err(std::io::Error::last_os_error());
+        if let Some(p) = &self.cgroup {
+            let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return fail();
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if n != 1 {
+                return fail();
+            }
+        }
+        match self.outer {
+            Some(_) => self.join_unprivileged()?,
+            None => self.join_as_root()?,
         }
         if libc::chdir(self.workdir.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
             return fail();

@@ -20,11 +20,9 @@ pub fn missing() -> Option<String> {
     {
         return Some("`mmdebstrap` is not installed (apt-get install mmdebstrap)".into());
     }
-    if !akbench_worker::runtime::bwrap::is_root() {
-        return Some("the container runtime needs a root worker".into());
-    }
-    if let Err(e) = akbench_worker::runtime::sandbox_available() {
-        return Some(format!("the sandbox does not work here: {e}"));
+    if let Err(e) = akbench_worker::runtime::check(akbench_worker::runtime::RuntimeKind::Container)
+    {
+        return Some(format!("the container runtime does not work here: {e}"));
     }
     None
 }

@@ -18,6 +18,15 @@ use std::path::{Path, PathBuf};
 /// The unprivileged worker's uid and gid (`nobody`).
 pub const UID: u32 = 65534;
 
+/// `common::in_container::IMAGE_ENV` and `IMAGES_ENV` (this file is also included alone).
+const CONTAINER_IMAGE_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGE";
+const CONTAINER_IMAGES_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGES";
+
+/// True in the container rerun's child (`common::in_container`).
+fn in_a_container() -> bool {
+    std::env::var(CONTAINER_IMAGE_ENV).is_ok_and(|v| !v.is_empty())
+}
+
 /// Set in the re-executed child, so it does not re-execute again.
 const CHILD: &str = "AKBENCH_UNPRIVILEGED_WORKER_CHILD";
 
@@ -111,6 +120,13 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
     };
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Under the container rerun: the unprivileged worker's own image cache (the root
+    // worker's is root's), shared by its tests.
+    if in_a_container() {
+        let images = dir.path().join("images");
+        std::fs::create_dir(&images).unwrap();
+        std::os::unix::fs::chown(&images, Some(UID), Some(UID)).unwrap();
+    }
     let procs: Vec<std::ffi::CString> = groups
         .iter()
         .map(|d| {
@@ -168,10 +184,16 @@ fn as_worker_user(test: &str, dir: &Path, procs: &[std::ffi::CString]) -> std::p
         // reading_the_workers_environment_fails looks for it from inside).
         "CARGO_MANIFEST_DIR",
         akbench_core::testkit::REQUIRE_ALL_TESTS_ENV,
+        // Under the container rerun (common::in_container): the image and its registry.
+        CONTAINER_IMAGE_ENV,
+        "AKBENCH_INSECURE_REGISTRIES",
     ] {
         if let Some(v) = std::env::var_os(var) {
             cmd.env(var, v);
         }
+    }
+    if in_a_container() {
+        cmd.env(CONTAINER_IMAGES_ENV, dir.join("images"));
     }
     // The child's HOME is a fresh folder: the toolchain homes the worker would find under
     // its own HOME are named instead, as a deployment's worker environment does.
