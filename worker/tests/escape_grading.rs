@@ -837,10 +837,6 @@ fn the_grading_escape_suite_holds_in_a_container() {
         "the_grading_escape_suite_holds_in_a_container",
         &[
             (
-                "the_grading_escape_suite_holds_with_an_unprivileged_worker",
-                "the container runtime needs a root worker",
-            ),
-            (
                 "the_honest_grade_of_a_rust_task",
                 "the test image has no Rust toolchain (the example Rust task names no image)",
             ),

@@ -502,10 +502,6 @@ fn the_runner_configuration_escape_suite_holds_in_a_container() {
         "the_runner_configuration_escape_suite_holds_in_a_container",
         &[
             (
-                "the_runner_configuration_escape_suite_holds_with_an_unprivileged_worker",
-                "the container runtime needs a root worker",
-            ),
-            (
                 "a_rust_toolchain_file_pointing_at_a_fake_toolchain_is_withheld",
                 "the test image has no Rust toolchain (the example Rust task names no image)",
             ),

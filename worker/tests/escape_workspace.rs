@@ -369,9 +369,6 @@ fn the_workspace_escape_suite_holds_with_an_unprivileged_worker() {
 fn the_workspace_escape_suite_holds_in_a_container() {
     common::in_container::rerun_suite(
         "the_workspace_escape_suite_holds_in_a_container",
-        &[(
-            "the_workspace_escape_suite_holds_with_an_unprivileged_worker",
-            "the container runtime needs a root worker",
-        )],
+        &[],
     );
 }
