@@ -551,6 +551,63 @@ except Exception as e:
     );
 }
 
+/// The agent's phase has no network and grading's has one: the environment's namespace gets
+/// an egress proxy for grading only (a later phase's listener, bound again inside the
+/// namespace: by a forked child when the worker is not root). Needs no test host, so it
+/// also runs in the unprivileged rerun.
+#[test]
+fn a_later_phase_gets_its_own_proxy_in_the_environments_namespace() {
+    const TEST: &str = "a_later_phase_gets_its_own_proxy_in_the_environments_namespace";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (reg, c) = setup();
+    const PROBE: &str = r#"python3 -c '
+import os, socket, urllib.parse
+p = os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY")
+if not p:
+    print("none")
+else:
+    u = urllib.parse.urlparse(p)
+    try:
+        socket.create_connection((u.hostname, u.port), timeout=10).close()
+        print("listening")
+    except OSError as e:
+        print("refused", e)
+'"#;
+    let solve =
+        format!("got=\"$({PROBE})\"\necho \"agent: $got\"\necho \"$got\" > /etc/akb-agent-proxy\n");
+    let grade = format!(
+        "got=\"$({PROBE})\"\necho \"grader: $got\"\nagent=\"$(cat /etc/akb-agent-proxy)\"\necho \"agent had: $agent\"\nif [ \"$got\" = listening ] && [ \"$agent\" = none ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+    );
+    add_shared_task(&c, &reg, "later", &grade, &solve);
+    let toml = c.tasks().join("later/task.toml");
+    let text = fs::read_to_string(&toml)
+        .unwrap()
+        .replace(
+            "environment_mode = \"shared\"\n",
+            "environment_mode = \"shared\"\nnetwork_mode = \"public\"\n",
+        )
+        .replace(
+            "[agent]\ntimeout_sec = 60\n",
+            "[agent]\ntimeout_sec = 60\nnetwork_mode = \"no-network\"\n",
+        );
+    assert!(
+        text.contains("no-network") && text.contains("\"public\""),
+        "{text}"
+    );
+    fs::write(&toml, text).unwrap();
+    let r = run(&c, "later", "oracle", "oracle");
+    assert_eq!(environment(&r).as_deref(), Some("shared"));
+    assert_eq!(
+        r.outcome.ok,
+        Some(true),
+        "{:?} {:?}",
+        r.attempts[0].cause,
+        r.attempts[0].grade
+    );
+}
+
 /// The network fails only during the tripwire twin's run: the grader's fetch of a host the
 /// task declares works for the graded run and gets a 503 in the twin's (a flag the first run
 /// leaves in the environment picks the failing path). A failed fetch is not evidence either

@@ -333,8 +333,5 @@ fn the_collect_suite_holds_with_an_unprivileged_worker() {
 /// Debian test image, what it leaves in the container's working folder (common::in_container).
 #[test]
 fn the_collect_suite_holds_in_a_container() {
-    common::in_container::rerun_suite(
-        "the_collect_suite_holds_in_a_container",
-        &[],
-    );
+    common::in_container::rerun_suite("the_collect_suite_holds_in_a_container", &[]);
 }

@@ -367,8 +367,5 @@ fn the_workspace_escape_suite_holds_with_an_unprivileged_worker() {
 /// (common::in_container).
 #[test]
 fn the_workspace_escape_suite_holds_in_a_container() {
-    common::in_container::rerun_suite(
-        "the_workspace_escape_suite_holds_in_a_container",
-        &[],
-    );
+    common::in_container::rerun_suite("the_workspace_escape_suite_holds_in_a_container", &[]);
 }

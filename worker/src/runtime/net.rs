@@ -146,7 +146,8 @@ impl Network {
     /// nothing: no proxy): the running proxy, if any, is stopped (its open connections end)
     /// and what it recorded since the last take is returned; a proxy for `egress` is started
     /// on the same address inside the namespace. A shared environment's namespace lives
-    /// across phases ([`super::shared`]); only a root worker can enter it again.
+    /// across phases ([`super::shared`]); a worker that is not root enters it again from a
+    /// forked child ([`super::net_user::bind_again`]).
     pub fn set_egress(&mut self, egress: Option<egress::Policy>) -> Result<Vec<Contact>, String> {
         let egress = egress.filter(egress::Policy::needs_proxy);
         let contacts = self
@@ -156,15 +157,15 @@ impl Network {
             .unwrap_or_default();
         self.policy = None;
         if let Some(policy) = egress {
-            if self.userns.is_some() {
-                return Err("a network for a later phase needs a root worker".into());
-            }
             let netns = self.netns.clone();
-            let listener = std::thread::spawn(move || {
-                bind_in(&netns, (egress::PROXY_ADDR, egress::PROXY_PORT))
-            })
-            .join()
-            .map_err(|_| "the namespace thread panicked".to_string())?
+            let at = (egress::PROXY_ADDR, egress::PROXY_PORT);
+            let listener = match &self.userns {
+                // A worker that is not root: a forked child enters the namespaces.
+                Some(userns) => super::net_user::bind_again(userns, &netns, at),
+                None => std::thread::spawn(move || bind_in(&netns, at))
+                    .join()
+                    .map_err(|_| "the namespace thread panicked".to_string())?,
+            }
             .map_err(|e| format!("cannot listen for the egress proxy in the namespace: {e}"))?;
             self.proxy = Some(egress::Proxy::start(listener, policy.clone()));
             self.policy = Some(policy);

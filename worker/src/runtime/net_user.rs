@@ -158,6 +158,120 @@ pub(super) fn make(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
     })
 }
 
+/// A listener at `addr` inside the network namespace `netns` made by [`make`] (owned by
+/// `userns`), bound by a forked child that enters both (a worker that is not root cannot
+/// enter them on a thread of its own: a multi-threaded process cannot join a user
+/// namespace). For a shared environment's later phase ([`super::net::Network::set_egress`]).
+pub(super) fn bind_again(
+    userns: &OwnedFd,
+    netns: &OwnedFd,
+    addr: (Ipv4Addr, u16),
+) -> io::Result<TcpListener> {
+    use std::os::fd::AsRawFd;
+    let sockaddr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.1.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(addr.0).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let (user, net) = (userns.as_raw_fd(), netns.as_raw_fd());
+    let fd_bytes = u32::try_from(std::mem::size_of::<RawFd>()).expect("small");
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
+    let mut cmsg_buf = vec![0u64; space.div_ceil(8)];
+    let mut sv = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both are fresh descriptors we own.
+    let (parent_end, child_end) =
+        unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    // SAFETY: fork in a multi-threaded process: the child calls only async-signal-safe
+    // system calls on data prepared above, allocates nothing, and ends in _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above.
+        unsafe {
+            let errno = || *libc::__errno_location();
+            let mut fds = [-1 as RawFd; 1];
+            let (step, e) = if libc::setns(user, libc::CLONE_NEWUSER) != 0
+                || libc::setns(net, libc::CLONE_NEWNET) != 0
+            {
+                (1, errno())
+            } else {
+                let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+                let one: libc::c_int = 1;
+                if l >= 0 {
+                    libc::setsockopt(
+                        l,
+                        libc::SOL_SOCKET,
+                        libc::SO_REUSEADDR,
+                        (&one as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    );
+                }
+                if l < 0
+                    || libc::bind(
+                        l,
+                        (&sockaddr as *const libc::sockaddr_in).cast(),
+                        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                    ) != 0
+                    || libc::listen(l, 128) != 0
+                {
+                    (6, errno())
+                } else {
+                    fds[0] = l;
+                    (0, 0)
+                }
+            };
+            report(
+                child_end.as_raw_fd(),
+                step,
+                e,
+                if step == 0 { &fds[..] } else { &[] },
+                cmsg_buf.as_mut_ptr().cast(),
+                space,
+            );
+            libc::_exit(0);
+        }
+    }
+    drop(child_end);
+    let received = receive(&parent_end, 1, space);
+    let mut status = 0;
+    // SAFETY: reaps the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let (step, errno, got) = received?;
+    if step != 0 {
+        let what = if step == 1 {
+            "enter the namespaces"
+        } else {
+            "bind a listener"
+        };
+        return Err(io::Error::other(format!(
+            "in the environment's network namespace: failed to {what}: {}",
+            io::Error::from_raw_os_error(errno)
+        )));
+    }
+    got.into_iter()
+        .next()
+        .map(TcpListener::from)
+        .ok_or_else(|| io::Error::other("the namespace child sent no listener"))
+}
+
 /// Writes `data` to the file `path` (the child's own /proc files).
 unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> bool {
     // SAFETY: the caller upholds the function's contract (the forked child).

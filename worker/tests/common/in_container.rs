@@ -18,6 +18,10 @@ pub const IMAGE_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGE";
 /// The image cache every test of the re-executed suite shares.
 pub const IMAGES_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGES";
 
+/// The tests that do not apply in a container (comma-separated), for an unprivileged rerun
+/// inside the re-executed child (`common::unprivileged` skips them too).
+pub const SKIP_ENV: &str = "AKBENCH_TEST_CONTAINER_SKIP";
+
 /// The shared image cache, in the re-executed child; `None` elsewhere.
 pub fn images_dir() -> Option<std::path::PathBuf> {
     image()?;
@@ -68,7 +72,7 @@ pub fn rerun_suite(this: &str, also_skip: &[(&str, &str)]) {
     for test in &tests {
         let started = std::time::Instant::now();
         eprintln!("in a container: {test} ...");
-        let (ok, t) = run_child(test, &pinned, images.path(), &reg.addr);
+        let (ok, t) = run_child(test, &pinned, images.path(), &reg.addr, &skip);
         eprintln!(
             "in a container: {test}: {} in {:.1} s",
             if ok { "passed" } else { "FAILED" },
@@ -95,13 +99,22 @@ pub fn rerun_suite(this: &str, also_skip: &[(&str, &str)]) {
 const CHILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Runs `test` alone in a child under the container runtime; `(passed, its output)`.
-fn run_child(test: &str, pinned: &str, images: &std::path::Path, registry: &str) -> (bool, String) {
+/// `skip`: the tests that do not apply in a container, for the unprivileged rerun the child
+/// may run ([`SKIP_ENV`]).
+fn run_child(
+    test: &str,
+    pinned: &str,
+    images: &std::path::Path,
+    registry: &str,
+    skip: &[&str],
+) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture"])
         .env(IMAGE_ENV, pinned)
         .env(IMAGES_ENV, images)
+        .env(SKIP_ENV, skip.join(","))
         .env("AKBENCH_INSECURE_REGISTRIES", registry)
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap())

@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 /// The unprivileged worker's uid and gid (`nobody`).
 pub const UID: u32 = 65534;
 
-/// `common::in_container::IMAGE_ENV` and `IMAGES_ENV` (this file is also included alone).
+/// `common::in_container::IMAGE_ENV`, `IMAGES_ENV` and `SKIP_ENV` (this file is also included
+/// alone).
 const CONTAINER_IMAGE_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGE";
 const CONTAINER_IMAGES_ENV: &str = "AKBENCH_TEST_CONTAINER_IMAGES";
+const CONTAINER_SKIP_ENV: &str = "AKBENCH_TEST_CONTAINER_SKIP";
 
 /// True in the container rerun's child (`common::in_container`).
 fn in_a_container() -> bool {
@@ -135,7 +137,13 @@ pub fn rerun_suite(this: &str, also_skip: &[&str]) {
         .collect();
     // One process per test, as nextest runs them (a test may set process-wide state, e.g.
     // the worker's shutdown flag).
-    let tests = super::rerun::listed(this, also_skip);
+    // Inside the container rerun, what does not apply in a container is skipped here too.
+    let in_container_skip = std::env::var(CONTAINER_SKIP_ENV).unwrap_or_default();
+    let mut skip: Vec<&str> = also_skip.to_vec();
+    if in_a_container() {
+        skip.extend(in_container_skip.split(',').filter(|t| !t.is_empty()));
+    }
+    let tests = super::rerun::listed(this, &skip);
     let mut failed = Vec::new();
     let mut text = String::new();
     for test in &tests {
