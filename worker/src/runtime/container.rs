@@ -727,6 +727,20 @@ mod tests {
         ));
         assert!(has(&a, &["--chdir", "/app", "--", "bash", "/agents/a.sh"]));
         assert!(!a.iter().any(|x| x.contains("setpriv")));
+        // A root worker with no container user namespace: no capability kept.
+        assert!(!a.contains(&"--cap-add".to_string()));
+        // A worker that is not root (no drop): bwrap's user namespace is the container's,
+        // and the image's root keeps ROOT_CAPS there; a non-root image user keeps none.
+        let mut unprivileged = plan.clone();
+        unprivileged.drop_to = None;
+        let a = args(&unprivileged, &view, Path::new("/w/work/1/root"), None);
+        for c in ROOT_CAPS {
+            assert!(has(&a, &["--cap-add", c]), "{c}");
+        }
+        let mut user_view = view.clone();
+        user_view.image.user = (1000, 1000);
+        let a = args(&unprivileged, &user_view, Path::new("/w/work/1/root"), None);
+        assert!(!a.contains(&"--cap-add".to_string()));
         // Nothing of the host's system or toolchain is bound: the image is the system.
         for p in ["/usr", "/bin", "/lib", "/root/.cargo", "/etc/passwd"] {
             assert!(
