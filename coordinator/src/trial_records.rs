@@ -44,7 +44,7 @@ struct TrialRow {
 impl FromRow for TrialRow {
     fn from_row(row: &Row) -> Result<Self, RowError> {
         let attempt_id: Option<Uuid> = col(row, "attempt_id")?;
-        let state: &str = col(row, "item_state")?;
+        let crate::rows::Label(state) = col(row, "item_state")?;
         Ok(TrialRow {
             trial_id: col(row, "trial_id")?,
             ordinal: col(row, "ordinal")?,
