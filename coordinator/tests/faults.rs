@@ -312,25 +312,6 @@ async fn ending_runs_in_the_database_follows_core_run_states() {
     }
 }
 
-/// The run states the database allows (the `runs.state` check) are exactly core's
-/// `RunState`s.
-#[tokio::test]
-async fn the_databases_run_states_are_cores() {
-    let s = common::scheduler().await;
-    let definition: String = scalar(
-        &s,
-        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
-         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-         WHERE c.conrelid = 'runs'::regclass AND c.contype = 'c' AND a.attname = 'state'",
-    )
-    .await;
-    let mut stored: Vec<&str> = definition.split('\'').skip(1).step_by(2).collect();
-    stored.sort();
-    let mut core: Vec<&str> = RunState::ALL.iter().map(|r| r.as_str()).collect();
-    core.sort();
-    assert_eq!(stored, core, "runs.state check: {definition}");
-}
-
 /// A frozen worker (its stream open, nothing heard past the TTL) loses its leases, gets
 /// nothing new, is not counted as connected, and its trials go to the healthy worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
