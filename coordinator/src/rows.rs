@@ -5,7 +5,7 @@
 //! Rows decoded through [`all`] or [`one`] name their query (its `.sql` file) as well as the
 //! column. `coordinator/tests/typed_rows.rs` fails if a read by column position returns.
 
-use tokio_postgres::types::FromSql;
+use tokio_postgres::types::{FromSql, Kind, Type};
 use tokio_postgres::Row;
 
 /// A row that could not be decoded.
@@ -92,6 +92,25 @@ pub fn col<'a, T: FromSql<'a>>(row: &'a Row, column: &'static str) -> Result<T, 
         .map_err(|source| RowError::Column { column, source })
 }
 
+/// The text of a column that holds a name: `text` (or another string type), or a label of
+/// a PostgreSQL enum type (`run_state`, `item_state`: migration 0036), whose binary form is
+/// the label's text. [`parsed`] reads through it, so a state reads the same whichever it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label<'a>(pub &'a str);
+
+impl<'a> FromSql<'a> for Label<'a> {
+    fn from_sql(
+        _ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Label(std::str::from_utf8(raw)?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(ty.kind(), Kind::Enum(_)) || <&str as FromSql>::accepts(ty)
+    }
+}
+
 /// Column `column` parsed by `parse` (a state name into its enum): an unknown name is an
 /// error naming the value.
 pub fn parsed<T>(
@@ -99,7 +118,7 @@ pub fn parsed<T>(
     column: &'static str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<T, RowError> {
-    let s: &str = col(row, column)?;
+    let Label(s) = col(row, column)?;
     parse(s).ok_or_else(|| RowError::Value {
         column,
         problem: format!("`{s}` is not a known value"),
@@ -112,8 +131,8 @@ pub fn parsed_opt<T>(
     column: &'static str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Option<T>, RowError> {
-    let s: Option<&str> = col(row, column)?;
-    s.map(|s| {
+    let s: Option<Label> = col(row, column)?;
+    s.map(|Label(s)| {
         parse(s).ok_or_else(|| RowError::Value {
             column,
             problem: format!("`{s}` is not a known value"),

@@ -236,6 +236,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "network_counts",
         sql: include_str!("../migrations/0035_network_counts.sql"),
     },
+    Migration {
+        version: 36,
+        name: "state_enums",
+        sql: include_str!("../migrations/0036_state_enums.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

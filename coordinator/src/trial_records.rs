@@ -10,6 +10,7 @@
 //! `not_exported` (why) set, so the client names it and fails.
 
 use akbench_core::digest::{canonical_json, digest_bytes};
+use akbench_core::dispatch::machine::ItemState;
 use akbench_core::lifecycle::State;
 use akbench_core::plan::PlannedTrial;
 use akbench_core::record::{AttemptRecord, Transition};
@@ -44,16 +45,16 @@ struct TrialRow {
 impl FromRow for TrialRow {
     fn from_row(row: &Row) -> Result<Self, RowError> {
         let attempt_id: Option<Uuid> = col(row, "attempt_id")?;
-        let state: &str = col(row, "item_state")?;
+        let state = parsed(row, "item_state", ItemState::parse)?;
         Ok(TrialRow {
             trial_id: col(row, "trial_id")?,
             ordinal: col(row, "ordinal")?,
             key: col(row, "trial_key")?,
             planned: col(row, "planned")?,
             cancelled: match state {
-                "done" => false,
-                "cancelled" => true,
-                other => {
+                ItemState::Done => false,
+                ItemState::Cancelled => true,
+                other @ (ItemState::Ready | ItemState::Leased) => {
                     return Err(RowError::Value {
                         column: "item_state",
                         problem: format!("`{other}` is neither done nor cancelled"),

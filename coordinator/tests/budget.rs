@@ -80,7 +80,11 @@ async fn item_states(s: &Scheduler, run: uuid::Uuid) -> String {
 }
 
 async fn run_state(s: &Scheduler, run: uuid::Uuid) -> String {
-    scalar(s, &format!("SELECT state FROM runs WHERE run_id = '{run}'")).await
+    scalar(
+        s,
+        &format!("SELECT state::text FROM runs WHERE run_id = '{run}'"),
+    )
+    .await
 }
 
 #[tokio::test]

@@ -1194,7 +1194,7 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
     assert_eq!(cancelled.attempts_cancelling, 0, "nothing was running");
     let state: String = c
         .query_one(
-            "SELECT state FROM runs WHERE run_id = $1",
+            "SELECT state::text FROM runs WHERE run_id = $1",
             &[&spec.identity.run_id],
         )
         .await
@@ -1216,7 +1216,7 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
     let (state, queued): (String, i64) = {
         let r = c
             .query_one(
-                "SELECT (SELECT state FROM runs WHERE run_id = $1), \
+                "SELECT (SELECT state::text FROM runs WHERE run_id = $1), \
                  (SELECT count(*) FROM work_items WHERE run_id = $1 AND state = 'ready')",
                 &[&spec.identity.run_id],
             )
@@ -1271,7 +1271,7 @@ async fn cancelling_an_ended_run_changes_nothing_and_grading_it_still_works() {
         .await
         .unwrap();
     let state = |c: deadpool_postgres::Object| async move {
-        c.query_one("SELECT state FROM runs WHERE run_id = $1", &[&run_id])
+        c.query_one("SELECT state::text FROM runs WHERE run_id = $1", &[&run_id])
             .await
             .unwrap()
             .get::<_, String>(0)
@@ -1387,7 +1387,7 @@ async fn the_run_machine_table_holds_on_the_postgresql_path() {
             }
             let state_of = || async {
                 let s: String = c
-                    .query_one("SELECT state FROM runs WHERE run_id = $1", &[&run_id])
+                    .query_one("SELECT state::text FROM runs WHERE run_id = $1", &[&run_id])
                     .await
                     .unwrap()
                     .get(0);

@@ -46,7 +46,7 @@ async fn a_run_is_running_only_once_its_work_items_exist() {
                 let finished = done.load(Ordering::SeqCst);
                 let row = c
                     .query_one(
-                        "SELECT r.state, (SELECT count(*) FROM work_items w WHERE w.run_id = r.run_id) \
+                        "SELECT r.state::text, (SELECT count(*) FROM work_items w WHERE w.run_id = r.run_id) \
                          FROM runs r WHERE r.run_id = $1",
                         &[&run_id],
                     )
@@ -223,7 +223,7 @@ async fn settling_in_the_database_follows_core_dispatch() {
             .remove(0);
         if run != RunState::Running {
             c.execute(
-                "UPDATE runs SET state = $2 WHERE run_id = $1",
+                "UPDATE runs SET state = $2::text::run_state WHERE run_id = $1",
                 &[&seeded.run_id, &run.as_str()],
             )
             .await
@@ -295,13 +295,13 @@ async fn ending_runs_in_the_database_follows_core_run_states() {
                     .unwrap();
             }
             c.execute(
-                "UPDATE runs SET state = $2 WHERE run_id = $1",
+                "UPDATE runs SET state = $2::text::run_state WHERE run_id = $1",
                 &[&seeded.run_id, &state.as_str()],
             )
             .await
             .unwrap();
             s.reap(s.now()).await.unwrap();
-            let got: String = scalar(&s, "SELECT state FROM runs").await;
+            let got: String = scalar(&s, "SELECT state::text FROM runs").await;
             let want = if idle {
                 state.when_idle(true).unwrap_or(state)
             } else {
@@ -310,25 +310,6 @@ async fn ending_runs_in_the_database_follows_core_run_states() {
             assert_eq!(got, want.as_str(), "{state} idle {idle}");
         }
     }
-}
-
-/// The run states the database allows (the `runs.state` check) are exactly core's
-/// `RunState`s.
-#[tokio::test]
-async fn the_databases_run_states_are_cores() {
-    let s = common::scheduler().await;
-    let definition: String = scalar(
-        &s,
-        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
-         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-         WHERE c.conrelid = 'runs'::regclass AND c.contype = 'c' AND a.attname = 'state'",
-    )
-    .await;
-    let mut stored: Vec<&str> = definition.split('\'').skip(1).step_by(2).collect();
-    stored.sort();
-    let mut core: Vec<&str> = RunState::ALL.iter().map(|r| r.as_str()).collect();
-    core.sort();
-    assert_eq!(stored, core, "runs.state check: {definition}");
 }
 
 /// A frozen worker (its stream open, nothing heard past the TTL) loses its leases, gets
@@ -783,7 +764,7 @@ async fn resume_requeues_every_trial_without_an_accepted_outcome() {
     .unwrap();
     let cancelled = s.cancel_run(run.run_id).await.unwrap();
     assert_eq!(cancelled.cancelled_items, 2);
-    let state: String = scalar(&s, "SELECT state FROM runs").await;
+    let state: String = scalar(&s, "SELECT state::text FROM runs").await;
     assert_eq!(state, "cancelled");
 
     let mut requeued = s.resume_run(run.run_id).await.unwrap();
@@ -794,7 +775,7 @@ async fn resume_requeues_every_trial_without_an_accepted_outcome() {
         requeued, want,
         "exactly the trials without an accepted outcome"
     );
-    let state: String = scalar(&s, "SELECT state FROM runs").await;
+    let state: String = scalar(&s, "SELECT state::text FROM runs").await;
     assert_eq!(state, "running");
     // Resuming again re-queues nothing more.
     assert!(s.resume_run(run.run_id).await.unwrap().is_empty());

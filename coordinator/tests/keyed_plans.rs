@@ -162,7 +162,8 @@ async fn keyed_statements_never_walk_a_whole_index() {
     assert!(
         walks.is_empty(),
         "statements that walk a whole index (fix: look the rows up by key and keep the state \
-         test off the partial index, e.g. `w.state COLLATE \"C\" = 'ready'`):\n{}",
+         test off the partial index: bind the state, e.g. `w.state = $6::text::item_state`, \
+         never a constant the index predicate matches):\n{}",
         walks.join("\n")
     );
 }

@@ -65,12 +65,13 @@ async fn agree(s: &Scheduler, run: Uuid, step: &str) {
         let q = q.to_string();
         async move { c.query(&q, &[&run]).await.unwrap() }
     };
-    let states: BTreeMap<String, u64> =
-        raw("SELECT state, count(*)::bigint FROM work_items WHERE run_id = $1 GROUP BY state")
-            .await
-            .iter()
-            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
-            .collect();
+    let states: BTreeMap<String, u64> = raw(
+        "SELECT state::text, count(*)::bigint FROM work_items WHERE run_id = $1 GROUP BY state",
+    )
+    .await
+    .iter()
+    .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+    .collect();
     assert_eq!(
         status.work_items, states,
         "work items by state after: {step}"
@@ -498,7 +499,7 @@ async fn a_run_cancelled_between_the_snapshot_and_the_write_is_decided_again() {
     let c = s.store().client().await.unwrap();
     let item = c
         .query_one(
-            "SELECT state, outcome FROM work_items WHERE trial_id = $1",
+            "SELECT state::text, outcome FROM work_items WHERE trial_id = $1",
             &[&trial],
         )
         .await
@@ -515,7 +516,7 @@ async fn a_run_cancelled_between_the_snapshot_and_the_write_is_decided_again() {
         .get(0);
     assert_eq!(attempts, 1, "not re-queued");
     let run_state: String = c
-        .query_one("SELECT state FROM runs WHERE run_id = $1", &[&run])
+        .query_one("SELECT state::text FROM runs WHERE run_id = $1", &[&run])
         .await
         .unwrap()
         .get(0);

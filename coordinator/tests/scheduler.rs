@@ -80,7 +80,11 @@ async fn stop(s: &Scheduler, a: &Assignment) {
 }
 
 async fn run_state(s: &Scheduler, run: uuid::Uuid) -> String {
-    scalar(s, &format!("SELECT state FROM runs WHERE run_id = '{run}'")).await
+    scalar(
+        s,
+        &format!("SELECT state::text FROM runs WHERE run_id = '{run}'"),
+    )
+    .await
 }
 
 async fn bucket_of(s: &Scheduler, trial: uuid::Uuid) -> Option<String> {

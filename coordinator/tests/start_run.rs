@@ -121,7 +121,7 @@ async fn start_creates_one_item_per_trial_and_workers_receive_the_core_work_item
     let c = handle.store.client().await.unwrap();
     let rows = c
         .query(
-            "SELECT trial_id, ordinal, agent, provider_route, retry_budget, kind, state \
+            "SELECT trial_id, ordinal, agent, provider_route, retry_budget, kind, state::text AS state \
              FROM work_items WHERE run_id = $1",
             &[&spec.identity.run_id],
         )

@@ -520,7 +520,7 @@ async fn start_resume_cancel_and_tokens() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(stdout(&o).contains("0 live attempts"), "{}", text(&o));
     assert_eq!(
-        c.scalar::<String>("SELECT state FROM runs").await,
+        c.scalar::<String>("SELECT state::text FROM runs").await,
         "cancelled"
     );
     // Grading a cancelled run: FAILED_PRECONDITION, exit 2 with the scheduler's message,
@@ -529,7 +529,7 @@ async fn start_resume_cancel_and_tokens() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("was cancelled"), "{}", text(&o));
     assert_eq!(
-        c.scalar::<String>("SELECT state FROM runs").await,
+        c.scalar::<String>("SELECT state::text FROM runs").await,
         "cancelled"
     );
     // Resuming re-queues every trial without an accepted outcome: all of them.
@@ -538,7 +538,7 @@ async fn start_resume_cancel_and_tokens() {
     assert_eq!(json(&o)["requeued"], trials, "{}", text(&o));
     assert!(json(&o)["grading"].is_null(), "no grading asked");
     assert_eq!(
-        c.scalar::<String>("SELECT state FROM runs").await,
+        c.scalar::<String>("SELECT state::text FROM runs").await,
         "running"
     );
     assert_eq!(

@@ -191,7 +191,7 @@ async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     let until = Instant::now() + Duration::from_secs(600);
     loop {
         let state: String = db
-            .query_one("SELECT state FROM runs", &[])
+            .query_one("SELECT state::text FROM runs", &[])
             .await
             .unwrap()
             .get(0);

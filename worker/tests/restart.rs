@@ -105,7 +105,7 @@ async fn a_coordinator_killed_and_restarted_mid_sweep_loses_nothing() {
     let until = Instant::now() + Duration::from_secs(600);
     loop {
         let state: String = db
-            .query_one("SELECT state FROM runs", &[])
+            .query_one("SELECT state::text FROM runs", &[])
             .await
             .unwrap()
             .get(0);

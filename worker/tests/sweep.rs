@@ -193,7 +193,7 @@ impl Sweep {
     async fn run_state(&self) -> String {
         let c = self.handle.as_ref().unwrap().store.client().await.unwrap();
         c.query_one(
-            "SELECT state FROM runs WHERE run_id = $1",
+            "SELECT state::text FROM runs WHERE run_id = $1",
             &[&self.spec.identity.run_id],
         )
         .await

@@ -132,7 +132,7 @@ impl Sweep {
             let c = self.handle().store.client().await.unwrap();
             let state: String = c
                 .query_one(
-                    "SELECT state FROM runs WHERE run_id = $1",
+                    "SELECT state::text FROM runs WHERE run_id = $1",
                     &[&self.spec.identity.run_id],
                 )
                 .await

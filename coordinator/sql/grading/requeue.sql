@@ -9,7 +9,7 @@
 WITH old AS (
     SELECT w.trial_id, w.bucket, w.state, m.to_state, m.to_outcome
     FROM work_items w
-    JOIN unnest($6::text[], $7::text[], $8::text[], $9::text[])
+    JOIN unnest($6::text[]::item_state[], $7::text[], $8::text[]::item_state[], $9::text[])
          AS m (from_state, from_outcome, to_state, to_outcome)
       ON w.state = m.from_state AND w.outcome IS NOT DISTINCT FROM m.from_outcome
     WHERE w.trial_id = ANY ($2::uuid[]) AND w.run_id = $1

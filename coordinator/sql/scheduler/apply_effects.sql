@@ -47,15 +47,15 @@ WITH steps AS (
     UPDATE work_items w
     SET state = s.state, outcome = s.outcome, bucket = s.bucket, ready_at = s.ready_at,
         updated_at = now()
-    FROM unnest($13::uuid[], $14::int4[], $15::text[], $16::text[], $17::text[], $18::text[],
-                $19::timestamptz[], $20::text[])
+    FROM unnest($13::uuid[], $14::int4[], $15::text[]::run_state[], $16::text[]::item_state[],
+                $17::text[], $18::text[], $19::timestamptz[], $20::text[]::item_state[])
          AS s (trial_id, attempts_used, run_state, state, outcome, bucket, ready_at,
                from_state),
          runs r
-    -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
-    -- partial index `work_items_leased`, whose stale estimate of one row made generic plans
-    -- scan every leased item instead of looking the settled ones up by key.
-    WHERE w.trial_id = s.trial_id AND w.state COLLATE "C" = s.from_state
+    -- The state guard is a column of the unnest, never a constant, so the planner cannot
+    -- pick the partial index `work_items_leased` (whose stale estimate of one row once made
+    -- generic plans scan every leased item) over the key lookup (tests/keyed_plans.rs).
+    WHERE w.trial_id = s.trial_id AND w.state = s.from_state
       AND w.attempts_used = s.attempts_used
       AND r.run_id = w.run_id AND r.state = s.run_state
     RETURNING w.trial_id, w.run_id, w.agent, w.state, w.outcome, w.bucket, w.provider_route

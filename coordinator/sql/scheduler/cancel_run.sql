@@ -5,7 +5,7 @@
 WITH items AS (
     UPDATE work_items w
     SET state = m.to_state, outcome = m.to_outcome, updated_at = now()
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+    FROM unnest($2::text[]::item_state[], $3::text[], $4::text[]::item_state[], $5::text[])
          AS m (from_state, from_outcome, to_state, to_outcome)
     WHERE w.run_id = $1 AND w.state = m.from_state
       AND w.outcome IS NOT DISTINCT FROM m.from_outcome

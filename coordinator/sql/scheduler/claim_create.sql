@@ -13,12 +13,12 @@ WITH taken AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $1::text[]) AS t (trial_id, attempt_id, worker_id)
 ), items AS (
     UPDATE work_items w
-    SET state = $7, attempts_used = w.attempts_used + 1, updated_at = now()
+    SET state = $7::text::item_state, attempts_used = w.attempts_used + 1, updated_at = now()
     FROM taken t
-    -- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
-    -- partial index `work_items_ready`: a generic plan made while it held few rows walks all
-    -- of it instead of looking the items up by key (tests/keyed_plans.rs).
-    WHERE w.trial_id = t.trial_id AND w.state COLLATE "C" = $6
+    -- The state guard is a parameter, so a generic plan cannot use the partial index
+    -- `work_items_ready` (a plan made while it held few rows would walk all of it instead of
+    -- looking the items up by key: tests/keyed_plans.rs).
+    WHERE w.trial_id = t.trial_id AND w.state = $6::text::item_state
     RETURNING w.trial_id, w.run_id, w.ordinal, w.attempts_used, w.kind, w.agent, w.document,
               t.attempt_id, t.worker_id
 ), created AS (

@@ -5,8 +5,8 @@
 -- at once: docs/testing.md, "Clocks"); $3 the item state a revoke moves from and $4 the one
 -- it moves to (core's item machine, `ItemEvent::Revoke`).
 UPDATE work_items
-SET state = $4, budget_from = budget_from + 1, ready_at = $2, updated_at = now()
--- `COLLATE "C"` (the same test: text equality is bytewise) keeps the planner off the
--- partial index `work_items_leased`: a generic plan made while it held few rows walks all
--- of it instead of looking the items up by key (tests/keyed_plans.rs).
-WHERE trial_id = ANY ($1::uuid[]) AND state COLLATE "C" = $3
+SET state = $4::text::item_state, budget_from = budget_from + 1, ready_at = $2, updated_at = now()
+-- The state guard is a parameter, so a generic plan cannot use the partial index
+-- `work_items_leased` (a plan made while it held few rows would walk all of it instead of
+-- looking the items up by key: tests/keyed_plans.rs).
+WHERE trial_id = ANY ($1::uuid[]) AND state = $3::text::item_state

@@ -9,7 +9,7 @@
 WITH old AS (
     SELECT w.trial_id, w.state, w.bucket, m.to_state, m.to_outcome
     FROM work_items w
-    JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[])
+    JOIN unnest($3::text[]::item_state[], $4::text[], $5::text[]::item_state[], $6::text[])
          AS m (from_state, from_outcome, to_state, to_outcome)
       ON w.state = m.from_state AND w.outcome IS NOT DISTINCT FROM m.from_outcome
     WHERE w.run_id = $1

@@ -216,10 +216,6 @@ mod tests {
                 continue;
             }
             let rest = s[at + 5..].trim_start();
-            let rest = rest
-                .strip_prefix("collate \"c\"")
-                .unwrap_or(rest)
-                .trim_start();
             let Some(rhs) = rest.strip_prefix('=') else {
                 continue;
             };

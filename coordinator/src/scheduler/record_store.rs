@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use akbench_core::accounting::Bucket;
+use akbench_core::dispatch::machine::ItemState;
 use akbench_core::lifecycle::State;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
@@ -75,7 +76,10 @@ pub(super) async fn store(
 /// the counters).
 async fn rebucket(client: &impl GenericClient, settled: &[Uuid]) -> Result<(), StoreError> {
     let rows = client
-        .query(&client.prepare_cached(LATE_BUCKETS_SQL).await?, &[&settled])
+        .query(
+            &client.prepare_cached(LATE_BUCKETS_SQL).await?,
+            &[&settled, &ItemState::Done.as_str()],
+        )
         .await?;
     let (mut trials, mut old, mut new) = (Vec::new(), Vec::new(), Vec::new());
     for r in &rows {
@@ -92,7 +96,7 @@ async fn rebucket(client: &impl GenericClient, settled: &[Uuid]) -> Result<(), S
         client
             .execute(
                 &client.prepare_cached(REBUCKET_SQL).await?,
-                &[&trials, &old, &new],
+                &[&trials, &old, &new, &ItemState::Done.as_str()],
             )
             .await?;
     }

@@ -202,9 +202,10 @@ pub async fn set_item_state(
         .query_one(
             "WITH old AS (SELECT trial_id, state, bucket FROM work_items \
              WHERE trial_id = ANY ($1::uuid[]) FOR UPDATE), \
-             moved AS (UPDATE work_items w SET state = $2, outcome = $3, cancel_reason = $4, \
-             bucket = NULL, updated_at = now() FROM old o WHERE w.trial_id = o.trial_id \
-             RETURNING w.run_id, w.agent, o.state AS state_old, o.bucket AS bucket_old), \
+             moved AS (UPDATE work_items w SET state = $2::text::item_state, outcome = $3, \
+             cancel_reason = $4, bucket = NULL, updated_at = now() FROM old o \
+             WHERE w.trial_id = o.trial_id \
+             RETURNING w.run_id, w.agent, o.state::text AS state_old, o.bucket AS bucket_old), \
              counted AS (INSERT INTO run_counts (run_id, agent, kind, state, bucket, n) \
              SELECT run_id, agent, 'items', $2, NULL, count(*) FROM moved \
              WHERE $2 IN ('done', 'cancelled') GROUP BY run_id, agent \
