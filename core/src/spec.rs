@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 pub use crate::manifest::{DEFAULT_DIFF_MB, MAX_DIFF_MB};
 
-mod support;
+pub mod support;
 
 /// Schema tag of a spec document.
 pub const SPEC_SCHEMA: &str = "akbench.spec/v1";
@@ -451,7 +451,7 @@ pub fn resolve(
     inputs: &ResolveInputs,
     clock: &dyn Clock,
 ) -> Result<ResolvedRunSpec, ResolveError> {
-    // `container` is refused with the other values akbench cannot honour (core::support).
+    // `container` is refused with the other values akbench cannot honour (core::spec::support).
     let tasks_root = root_of(
         &inputs.tasks_root,
         &manifest.tasks.root,
