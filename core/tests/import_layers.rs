@@ -240,8 +240,7 @@ struct Written {
 fn path_tree(toks: &[Tok], i: &mut usize, prefix: &[String], in_use: bool, out: &mut Vec<Written>) {
     let mut segments = prefix.to_vec();
     let line = toks[*i].line;
-    loop {
-        let Some(t) = toks.get(*i) else { break };
+    while let Some(t) = toks.get(*i) {
         if t.text == "{" {
             *i += 1;
             loop {
