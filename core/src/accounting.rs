@@ -5,9 +5,11 @@
 //! an identical duplicate counts once; conflicting duplicates are quarantined (the trial goes
 //! to the `quarantined` bucket) and make the accounting invalid, as do unexpected identities.
 //! Accepted records stay in plan order. With best-of-N candidates every candidate is a plan
-//! entry accounted here, and [`crate::candidates::account`] adds the per-trial view. The
-//! observations file format lives in
-//! [`observations`].
+//! entry accounted here, and [`candidates_of`] adds the per-trial view (`crate::candidates`).
+//! The observations file format lives in [`observations`].
+//!
+//! Layer: above `candidates`, `plan`, `grading`, `spend`, `buckets` and `rates`, which never
+//! import it.
 
 pub mod observations;
 pub mod stream;
@@ -156,9 +158,29 @@ pub fn reconcile(plan: &RunPlan, observations: &[Observation]) -> RunAccounting 
         })
         .collect();
     let mut a = accountant.finish(observations.len() as u64, index.unexpected());
-    a.candidates = crate::candidates::account(plan, &trials);
+    a.candidates = candidates_of(plan, &trials);
     a.trials = trials;
     a
+}
+
+/// The candidate section for `plan` given its accounted entries (in plan order); `None`
+/// when the plan has no candidates.
+pub fn candidates_of(
+    plan: &RunPlan,
+    entries: &[AccountedTrial],
+) -> Option<crate::candidates::CandidateAccounting> {
+    plan.trials.iter().find(|t| t.candidate.is_some())?;
+    crate::candidates::account_entries(plan.trials.iter().zip(entries).map(|(p, e)| {
+        let o = e.outcome.as_ref();
+        crate::candidates::Entry {
+            candidate: p.candidate.clone(),
+            id: p.trial_id,
+            key: p.key.clone(),
+            bucket: e.bucket,
+            score: o.and_then(|o| o.score),
+            attempt_id: o.and_then(|o| o.attempt_id),
+        }
+    }))
 }
 
 #[cfg(test)]

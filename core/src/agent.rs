@@ -4,6 +4,9 @@
 //! launches the agent and reads its output) and the settings it needs. Credentials are
 //! declared by environment-variable *name*; their values never enter a descriptor, a
 //! condition, a record or a log. See docs/agents.md.
+//!
+//! Layer: imports `observe` and `paths` (and leaves such as `ids`, `limits`), never `task`,
+//! `manifest` or `record`, which import it.
 
 use crate::bounded_read::{read, Links};
 use crate::digest::{digest_bytes, digest_of};
@@ -143,7 +146,7 @@ pub fn is_env_name(s: &str) -> bool {
 impl Agent {
     /// Loads `<agents_root>/<name>.toml`.
     pub fn load(agents_root: &Path, name: &str) -> Result<Agent, AgentError> {
-        let file = crate::task::absolute(&agents_root.join(format!("{name}.toml")));
+        let file = crate::paths::absolute(&agents_root.join(format!("{name}.toml")));
         // Anything by that name (a FIFO, a link) is the descriptor, refused by kind below.
         if !is_valid_name(name) || std::fs::symlink_metadata(&file).is_err() {
             return Err(AgentError::Unknown {
@@ -157,7 +160,7 @@ impl Agent {
 
     /// Loads a descriptor file.
     pub fn load_file(file: &Path) -> Result<Agent, AgentError> {
-        let file = crate::task::absolute(file);
+        let file = crate::paths::absolute(file);
         let invalid = |problem: String| AgentError::Invalid {
             file: file.clone(),
             problem,
@@ -211,7 +214,7 @@ impl Agent {
         let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut descriptor_digest = digest_bytes(&bytes);
         if let Some(script) = &descriptor.script {
-            let p = crate::task::inside(&dir, script).ok_or_else(|| {
+            let p = crate::paths::inside(&dir, script).ok_or_else(|| {
                 invalid(format!(
                     "field `script`: `{script}` leaves the descriptor's folder; fix: give a relative path inside it"
                 ))

@@ -8,42 +8,17 @@
 //! report is never taken as zero: while a capped quantity is unknown for any finished
 //! attempt, the spend against that cap is unknown and no new trial starts (the budget cannot
 //! be shown to hold).
+//!
+//! Layer: above `record` and `manifest`; the cap type [`Budget`] is the manifest's (re-exported
+//! here).
 
-use crate::record::{Observations, RunRecord};
+pub use crate::manifest::Budget;
+use crate::observe::Observations;
+use crate::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
 /// The reason recorded on trials that never started because the budget was spent.
 pub const BUDGET_REASON: &str = "budget";
-
-/// `execution.budget:` (both optional, at least one given, both positive).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Budget {
-    /// Cap on the run's cost in US dollars, as the agents report it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usd: Option<f64>,
-    /// Cap on input + output tokens (uncached input plus output).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<u64>,
-}
-
-impl Budget {
-    /// Why this budget is unusable, if it is.
-    pub fn check(&self) -> Result<(), String> {
-        if self.usd.is_none() && self.tokens.is_none() {
-            return Err("gives neither `usd` nor `tokens`".into());
-        }
-        if let Some(u) = self.usd {
-            if !(u.is_finite() && u > 0.0) {
-                return Err(format!("usd {u} is not a positive amount"));
-            }
-        }
-        if self.tokens == Some(0) {
-            return Err("tokens is 0".into());
-        }
-        Ok(())
-    }
-}
 
 /// What a run's finished attempts spent, for the budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

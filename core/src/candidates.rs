@@ -8,83 +8,21 @@
 //! This module owns what happens above them: [`select`] turns the candidates' buckets into
 //! the planned trial's bucket and selected candidate under a [`Selection`] rule, and
 //! [`pass_at_k`] is the estimator of Chen et al. 2021, `1 - C(n-c, k) / C(n, k)`, computed as
-//! a product so it never overflows. [`account`] builds the candidate section of a run's
-//! accounting. docs/reporting.md documents the estimator and the rules.
+//! a product so it never overflows. [`account_entries`] builds the candidate section of a
+//! run's accounting (`accounting::candidates_of` feeds it the accounted plan entries).
+//! docs/reporting.md documents the estimator and the rules.
+//!
+//! Layer: above `record`, `buckets`, `rates` and `selection`, below `accounting`: it imports no
+//! `accounting` nor `plan` ([`Selection`] and [`CandidateOf`] live in `selection`;
+//! `CandidateOf` is re-exported here).
 
-use crate::accounting::{AccountedTrial, Bucket, BucketCounts};
-use crate::plan::RunPlan;
+use crate::buckets::{Bucket, BucketCounts};
 use crate::rates::Rates;
+pub use crate::selection::CandidateOf;
+use crate::selection::Selection;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use uuid::Uuid;
-
-/// How a planned trial's result is chosen among its candidates.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Selection {
-    /// The lowest-numbered solved candidate; when none solved, the lowest-numbered graded
-    /// one, else the lowest-numbered agent failure or timeout (the trial is unsolved). The
-    /// default.
-    #[default]
-    FirstSolved,
-    /// The graded candidate with the highest score (ties: the lowest number); decided only
-    /// once every candidate is.
-    BestScore,
-    /// No single candidate is the trial's result: every candidate is reported (pass@k); the
-    /// trial counts as solved when any candidate solved, as under `first_solved`.
-    All,
-}
-
-/// The rules, as the manifest spells them.
-pub const SELECTION_RULES: [&str; 3] = ["first_solved", "best_score", "all"];
-
-impl Selection {
-    /// The manifest's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Selection::FirstSolved => "first_solved",
-            Selection::BestScore => "best_score",
-            Selection::All => "all",
-        }
-    }
-
-    /// Parses a manifest name.
-    pub fn parse(s: &str) -> Option<Selection> {
-        match s {
-            "first_solved" => Some(Selection::FirstSolved),
-            "best_score" => Some(Selection::BestScore),
-            "all" => Some(Selection::All),
-            _ => None,
-        }
-    }
-
-    /// True for the default (left out of a spec's JSON so older digests stay).
-    pub fn is_default(&self) -> bool {
-        *self == Selection::default()
-    }
-}
-
-impl fmt::Display for Selection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// On a plan entry that is one candidate of a planned trial: which trial, which candidate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CandidateOf {
-    /// The planned trial's UUIDv7 (shared by its candidates).
-    pub trial_id: Uuid,
-    /// The planned trial's key, `<run key>/<task>/<agent>/r<rep>`.
-    pub trial_key: String,
-    /// This candidate's number, from 1.
-    pub index: u32,
-    /// How many candidates the trial has.
-    pub of: u32,
-    /// The trial's selection rule.
-    pub selection: Selection,
-}
 
 /// One candidate as [`select`] sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -300,40 +238,15 @@ pub struct Entry {
 impl Entry {
     /// A record as an entry (its outcome, its candidate relation).
     pub fn of_record(r: &crate::record::RunRecord) -> Entry {
-        let o = crate::accounting::Observation {
-            trial_id: r.trial.id,
-            state: r.outcome.state,
-            ok: r.outcome.ok,
-            score: r.outcome.score,
-            attempt_id: r.attempts.last().map(|a| a.attempt.id),
-            source: None,
-        };
         Entry {
             candidate: r.candidate.clone(),
             id: r.trial.id,
             key: r.trial.key.clone(),
-            bucket: Bucket::of(&o),
-            score: o.score,
-            attempt_id: o.attempt_id,
+            bucket: Bucket::of_state(r.outcome.state, r.outcome.ok),
+            score: r.outcome.score,
+            attempt_id: r.attempts.last().map(|a| a.attempt.id),
         }
     }
-}
-
-/// The candidate section for `plan` given its accounted entries (in plan order); `None`
-/// when the plan has no candidates.
-pub fn account(plan: &RunPlan, entries: &[AccountedTrial]) -> Option<CandidateAccounting> {
-    plan.trials.iter().find(|t| t.candidate.is_some())?;
-    account_entries(plan.trials.iter().zip(entries).map(|(p, e)| {
-        let o = e.outcome.as_ref();
-        Entry {
-            candidate: p.candidate.clone(),
-            id: p.trial_id,
-            key: p.key.clone(),
-            bucket: e.bucket,
-            score: o.and_then(|o| o.score),
-            attempt_id: o.and_then(|o| o.attempt_id),
-        }
-    }))
 }
 
 /// Groups entries under their planned trials (first seen first, candidates by number) and

@@ -4,6 +4,10 @@
 //! `serde_norway` and the checks that need no other file. Unknown fields are errors that
 //! name the field and the line. Turning a manifest into exact task releases and agent
 //! conditions is [`crate::spec::resolve`]'s job.
+//!
+//! Layer: below `task`, `spec` and `plan`; imports `agent` (environment-variable names) and
+//! leaves. The budget cap ([`Budget`]) and the diff limits live here; `budget` and `spec` re-
+//! export them under their old paths.
 
 use crate::agent::is_env_name;
 use crate::ids::is_valid_name;
@@ -109,7 +113,7 @@ pub struct ComputeSection {
     #[serde(default)]
     pub memory_mb: Option<u64>,
     /// Largest diff an agent may leave, in MiB; default 64, at most 1024
-    /// ([`crate::spec::DEFAULT_DIFF_MB`], [`crate::spec::MAX_DIFF_MB`]).
+    /// ([`DEFAULT_DIFF_MB`], [`MAX_DIFF_MB`]).
     #[serde(default)]
     pub diff_mb: Option<u64>,
     /// Agent timeout in seconds; default: each task's own.
@@ -142,7 +146,7 @@ pub struct ExecutionSection {
     pub concurrency: Concurrency,
     /// Spend cap for the whole run; default none.
     #[serde(default)]
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<Budget>,
     /// Labels a worker must advertise to run this plan's trials (`key` or `key=value`,
     /// see [`crate::placement`]); default none: any worker.
     #[serde(default)]
@@ -553,14 +557,13 @@ impl ExperimentManifest {
             })?;
         }
         if let Some(d) = self.compute.diff_mb {
-            if d == 0 || d > crate::spec::MAX_DIFF_MB {
+            if d == 0 || d > MAX_DIFF_MB {
                 return Err(bad(
                     "compute.diff_mb",
                     format!("{d} MiB is not a usable diff limit"),
                     &format!(
                         "give a whole number of MiB from 1 to {} or drop it for the default {}",
-                        crate::spec::MAX_DIFF_MB,
-                        crate::spec::DEFAULT_DIFF_MB
+                        MAX_DIFF_MB, DEFAULT_DIFF_MB
                     ),
                 ));
             }
@@ -686,6 +689,41 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
         }
     }
     g[gi..].iter().all(|c| *c == '*')
+}
+
+/// Default largest diff an agent may leave, MiB (`compute.diff_mb`).
+pub const DEFAULT_DIFF_MB: u64 = 64;
+/// Largest `compute.diff_mb` a manifest may ask for, MiB.
+pub const MAX_DIFF_MB: u64 = 1024;
+
+/// `execution.budget:` (both optional, at least one given, both positive).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Cap on the run's cost in US dollars, as the agents report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    /// Cap on input + output tokens (uncached input plus output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
+impl Budget {
+    /// Why this budget is unusable, if it is.
+    pub fn check(&self) -> Result<(), String> {
+        if self.usd.is_none() && self.tokens.is_none() {
+            return Err("gives neither `usd` nor `tokens`".into());
+        }
+        if let Some(u) = self.usd {
+            if !(u.is_finite() && u > 0.0) {
+                return Err(format!("usd {u} is not a positive amount"));
+            }
+        }
+        if self.tokens == Some(0) {
+            return Err("tokens is 0".into());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

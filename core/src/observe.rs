@@ -16,13 +16,16 @@
 //! On Linux one argument may not exceed 128 KiB (`MAX_ARG_STRLEN`); longer instructions
 //! must reach the agent another way.
 //!
-//! [`Observations`]: crate::record::Observations
+//! Layer: a leaf: imports nothing from the crate. [`Observations`] lives here
+//! (`observe::observations`, re-exported by `record`), so `agent`, `record`, `budget` and
+//! `spend` take it from below. Checked with the rest by `core/tests/import_layers.rs`.
 
 pub mod aider;
 pub mod claude_code;
 pub mod codex;
 pub mod gemini_cli;
 pub mod mini_swe_agent;
+mod observations;
 pub mod opencode;
 pub mod provider;
 pub mod qwen_code;
@@ -32,6 +35,7 @@ pub use claude_code::{claude_code_argv, parse_claude_code};
 pub use codex::{codex_argv, parse_codex};
 pub use gemini_cli::{gemini_cli_argv, parse_gemini_cli};
 pub use mini_swe_agent::{mini_swe_agent_argv, parse_mini_swe_agent};
+pub use observations::Observations;
 pub use opencode::{opencode_argv, parse_opencode};
 pub use provider::{watch, ProviderError, ProviderErrorKind, Watch};
 pub use qwen_code::{parse_qwen_code, qwen_code_argv};

@@ -24,9 +24,9 @@ pub use membership::{check_membership, MembershipChecker};
 pub use seal::{sealed_head, sealed_plan_digest, PlanHasher, PlanSealer, Sealed};
 pub use summary::SummaryCounter;
 
-use crate::candidates::CandidateOf;
 use crate::clock::Clock;
 use crate::manifest::{Runtime, Visibility};
+use crate::selection::CandidateOf;
 use crate::spec::{EvaluationPolicy, ResolvedRunSpec};
 use crate::task::{Family, TaskRelease};
 use chrono::{DateTime, Utc};

@@ -6,15 +6,23 @@
 //! a separate section so that grading later replaces the grade only. Paths inside a record are
 //! relative to the folder holding `run_record.json`. The schema is documented in
 //! docs/record.md; bump [`SCHEMA_VERSION`] on any incompatible change.
+//!
+//! Layer: above `agent`, `observe`, `task`, `selection` and `paths`; `grading`, `budget`,
+//! `spend`, `candidates` and the accounting import it, never the reverse (who ended a graded
+//! process, [`EndedBy`], lives here for that reason; `grading::blame` re-exports it).
 
 use crate::agent::AgentCondition;
 use crate::lifecycle::State;
+pub use crate::observe::Observations;
 use crate::task::{Family, TaskRelease};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+pub use ended_by::{EndedBy, ALL_ENDERS};
+
+mod ended_by;
 mod step;
 pub mod steps;
 pub mod wire;
@@ -231,39 +239,6 @@ pub struct Provenance {
     pub agent_cli_version: Option<String>,
 }
 
-/// What the agent's adapter read from its output.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Observations {
-    /// Model turns.
-    pub turns: Option<u64>,
-    /// Input tokens (uncached).
-    pub input_tokens: Option<u64>,
-    /// Input tokens served from cache.
-    pub cached_input_tokens: Option<u64>,
-    /// Output tokens.
-    pub output_tokens: Option<u64>,
-    /// Cost in US dollars, as the agent reported it, or as akbench computed it from the
-    /// tokens and the agent's `[price]` when it reported none (`cost_computed`).
-    pub cost_usd: Option<f64>,
-    /// `cost_usd` was computed by akbench from the token counts and the descriptor's
-    /// `[price]` ([`crate::agent::price`]), not reported by the agent.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cost_computed: bool,
-    /// The agent's final message.
-    pub final_message: Option<String>,
-    /// The model the agent reported using.
-    pub model: Option<String>,
-    /// Whether the agent reported an error of its own.
-    pub reported_error: Option<bool>,
-    /// The agent's own error text, when it reported an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_text: Option<String>,
-    /// The model provider failure the agent's stream ended in (an outage, 5xx, 429 or a
-    /// refused credential that the agent did not recover from).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_error: Option<crate::observe::ProviderError>,
-}
-
 /// Verdict of one test in a JUnit report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -341,7 +316,7 @@ pub struct Grade {
     /// (core::grading::blame). Absent when the process ended itself, and in records written
     /// before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_by: Option<crate::grading::blame::EndedBy>,
+    pub ended_by: Option<EndedBy>,
     /// `shared` when the grade ran in the environment the agent left (the task's
     /// `verifier.environment_mode = "shared"`, Harbor's default for a task in its layout:
     /// its file-system changes anywhere in the image and the processes it left running);
@@ -477,7 +452,7 @@ pub struct RunRecord {
     /// is the candidate's identity, `<trial key>/c<i>`); names that trial, the candidate's
     /// number and the selection rule. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candidate: Option<crate::candidates::CandidateOf>,
+    pub candidate: Option<crate::selection::CandidateOf>,
 }
 
 impl RunRecord {
@@ -559,7 +534,7 @@ pub fn resolve_inside(run_dir: &std::path::Path, rel: &str) -> Result<std::path:
             run_dir.display()
         )
     })?;
-    let joined = crate::task::inside(&root, rel).ok_or_else(|| {
+    let joined = crate::paths::inside(&root, rel).ok_or_else(|| {
         format!("`{rel}` is absolute or climbs out with `..`; a run directory may only point inside itself")
     })?;
     let real = joined

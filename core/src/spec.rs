@@ -6,15 +6,18 @@
 //! The spec is canonical JSON with its own digest; credentials appear only as
 //! environment-variable names. The run key's 4 hex come from the digest of the condition,
 //! so resolving the same manifest on the same day gives the same key.
+//!
+//! Layer: above `manifest`, `task`, `agent` and `selection`; the gate of what akbench can
+//! execute (`support`) is its child; `plan` imports `spec`, never the reverse.
 
 use crate::agent::{Agent, AgentCondition, AgentError};
-use crate::candidates::Selection;
 use crate::clock::Clock;
 use crate::digest::{digest_of, sealed_digest};
 use crate::ids::{slug, uuid_v7_at};
 use crate::manifest::{
     glob_match, Concurrency, ExperimentManifest, References, Runtime, Visibility,
 };
+use crate::selection::Selection;
 use crate::task::requirements::{Offered, Requirements};
 use crate::task::{load_by_id, Family, TaskError, TaskRelease};
 use chrono::{DateTime, Utc};
@@ -23,17 +26,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
+pub use crate::manifest::{DEFAULT_DIFF_MB, MAX_DIFF_MB};
+
+pub mod support;
+
 /// Schema tag of a spec document.
 pub const SPEC_SCHEMA: &str = "akbench.spec/v1";
 /// Default CPUs per trial.
 pub const DEFAULT_CPUS: u32 = 1;
 /// Default memory per trial, MiB.
 pub const DEFAULT_MEMORY_MB: u64 = 2048;
-/// Default largest diff an agent may leave, MiB (`compute.diff_mb`).
-pub const DEFAULT_DIFF_MB: u64 = 64;
-/// Largest `compute.diff_mb` a manifest may ask for, MiB.
-pub const MAX_DIFF_MB: u64 = 1024;
-
 /// True for the default diff limit (left out of the JSON, so older digests stay).
 pub fn is_default_diff_mb(mb: &u64) -> bool {
     *mb == DEFAULT_DIFF_MB
@@ -241,7 +243,7 @@ pub struct ExecutionPolicy {
     pub concurrency: Concurrency,
     /// Spend cap; absent (and left out of the JSON, so older digests stay) when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::manifest::Budget>,
     /// Labels a worker must advertise to run the trials ([`crate::placement`]); absent (and
     /// left out of the JSON, so older digests stay) when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -449,7 +451,7 @@ pub fn resolve(
     inputs: &ResolveInputs,
     clock: &dyn Clock,
 ) -> Result<ResolvedRunSpec, ResolveError> {
-    // `container` is refused with the other values akbench cannot honour (core::support).
+    // `container` is refused with the other values akbench cannot honour (core::spec::support).
     let tasks_root = root_of(
         &inputs.tasks_root,
         &manifest.tasks.root,
@@ -572,12 +574,12 @@ pub fn resolve(
             entry.provider_route.clone(),
         ));
     }
-    crate::support::refusal(&crate::support::undeclared_credentials(
+    support::refusal(&support::undeclared_credentials(
         &manifest.credentials,
         &agents,
     ))
     .map_err(ResolveError::Unsupported)?;
-    let selection = crate::support::selection(manifest.execution.selection.as_deref())
+    let selection = support::selection(manifest.execution.selection.as_deref())
         .map_err(|u| ResolveError::Unsupported(u.to_string()))?;
     let needs_egress = tasks.iter().any(|t| t.needs_egress);
     let condition = RunCondition {
@@ -630,7 +632,7 @@ pub fn resolve(
         credentials: credentials.into_iter().collect(),
         references: manifest.references.clone(),
     };
-    crate::support::check_executable(&condition).map_err(ResolveError::Unsupported)?;
+    support::check_executable(&condition).map_err(ResolveError::Unsupported)?;
     let manifest_digest = inputs
         .manifest_path
         .as_deref()

@@ -14,7 +14,8 @@
 //!   trial with an unknown cost is in neither: before, the known cost was divided by every
 //!   solved trial, those of unknown cost too.
 
-use crate::record::{Observations, RunRecord};
+use crate::observe::Observations;
+use crate::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
 /// Tokens and cost of one trial or of a group.

@@ -7,11 +7,15 @@
 //! directory's canonical content). Every key of `task.toml` is first walked as Harbor 0.25
 //! reads it (`fields.rs`: applied, refused with the fix, or kept as ignored); the keys
 //! akbench's own code reads are then deserialized into [`TaskFile`].
+//!
+//! Layer: imports `agent`, `manifest` and `paths` (`absolute` and `inside` are re-exported from
+//! `paths`), never `spec`, `plan` or `record`.
 
 use crate::agent::adapters::{list_placeholders, unknown_placeholder};
 use crate::bounded_read::{read, read_text, Links};
 use crate::digest::Hasher;
 use crate::ids::is_valid_name;
+pub use crate::paths::{absolute, inside};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -848,33 +852,6 @@ fn check_timeout(file: &Path, field: &str, v: Option<f64>, default: f64) -> Resu
             )
         }),
     }
-}
-
-/// Makes `p` absolute against the current directory without resolving symlinks.
-pub fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|c| c.join(p))
-            .unwrap_or_else(|_| p.to_path_buf())
-    }
-}
-
-/// Joins a relative path under `base`, refusing absolute paths and `..` components.
-pub fn inside(base: &Path, rel: &str) -> Option<PathBuf> {
-    let r = Path::new(rel);
-    if r.is_absolute()
-        || r.components().any(|c| {
-            !matches!(
-                c,
-                std::path::Component::Normal(_) | std::path::Component::CurDir
-            )
-        })
-    {
-        return None;
-    }
-    Some(base.join(r))
 }
 
 /// The digest of a directory's canonical content: every entry in byte order of its relative

@@ -598,7 +598,7 @@ fn whole_plan(plan: &RunPlan, observations: &[Observation]) -> RunAccounting {
         });
     }
     let valid = counts.quarantined == 0 && unexpected_order.is_empty();
-    let candidates = crate::candidates::account(plan, &trials);
+    let candidates = super::candidates_of(plan, &trials);
     RunAccounting {
         run_id: plan.run_id,
         run_key: plan.run_key.clone(),

@@ -4,7 +4,7 @@
 //! from an attempt's token counts. A computed cost is marked so in the record
 //! (`observations.cost_computed`), and a cost the agent reported is never replaced.
 
-use crate::record::Observations;
+use crate::observe::Observations;
 use serde::{Deserialize, Serialize};
 
 /// `[price]` of an agent descriptor: US dollars per million tokens.

@@ -3,6 +3,7 @@ use crate::accounting::{reconcile, Observation};
 use crate::clock::SystemClock;
 use crate::lifecycle::State;
 use crate::plan::plan;
+use crate::selection::SELECTION_RULES;
 use crate::testkit::synthetic_spec;
 
 fn close(a: f64, b: f64) -> bool {

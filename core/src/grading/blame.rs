@@ -9,42 +9,8 @@
 //! cancel, the sandbox launcher failing before the graded program started, the host's own
 //! out-of-memory killer. Those never become the agent's `failed`.
 
+pub use crate::record::EndedBy;
 use serde::{Deserialize, Serialize};
-
-/// Who ended a graded process, as the worker saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndedBy {
-    /// The process tree itself: it exited, or died by a signal the harness did not send
-    /// (a crash, or the code under test killing its own test process).
-    Itself,
-    /// The verifier's timeout (`verifier.timeout_sec`).
-    Timeout,
-    /// A limit of the grading run that the tree ran into (`disk_mb`: the disk watch;
-    /// `memory_mb`: the kernel's kill at the run's own memory limit).
-    Limit,
-    /// The host, outside the run's limits: an out-of-memory kill while the run was under its
-    /// own memory limit (or had none), i.e. the host ran out of memory.
-    Host,
-    /// The sandbox launcher (bubblewrap) failed before the graded program started.
-    Launcher,
-    /// The worker, shutting down or draining (a signal to the worker, its drain's grace
-    /// running out).
-    Shutdown,
-    /// A cancel of the trial or its run.
-    Cancel,
-}
-
-/// All enders, for table tests.
-pub const ALL_ENDERS: [EndedBy; 7] = [
-    EndedBy::Itself,
-    EndedBy::Timeout,
-    EndedBy::Limit,
-    EndedBy::Host,
-    EndedBy::Launcher,
-    EndedBy::Shutdown,
-    EndedBy::Cancel,
-];
 
 /// What a grading run ended by `by` becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,23 +63,6 @@ pub fn oom_ender(
     })
 }
 
-impl EndedBy {
-    /// A sentence for the cause, naming who ended the graded process.
-    pub fn describe(self) -> &'static str {
-        match self {
-            EndedBy::Itself => "the graded process tree ended itself",
-            EndedBy::Timeout => "the harness stopped it at the verifier's timeout",
-            EndedBy::Limit => "the harness stopped it at a limit of the grading run",
-            EndedBy::Host => {
-                "the host killed it outside the grading run's limits (the host ran out of memory)"
-            }
-            EndedBy::Launcher => "the sandbox launcher failed before the graded program started",
-            EndedBy::Shutdown => "the worker was shutting down",
-            EndedBy::Cancel => "the trial was cancelled",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +88,7 @@ mod tests {
             (B::Cancel, false, J::Stopped),
         ];
         let mut seen = 0;
-        for by in ALL_ENDERS {
+        for by in crate::record::ALL_ENDERS {
             for verdict in [true, false] {
                 let want = table
                     .iter()

@@ -262,7 +262,7 @@ mod tests {
         }
         // The exit code alone never decides: every exit code without a reward is no verdict.
         for c in -1..300 {
-            for by in super::super::blame::ALL_ENDERS {
+            for by in crate::record::ALL_ENDERS {
                 assert!(
                     no_verdict(end(by, Some(c), None), &RewardRead::Missing).is_some(),
                     "{by:?} exit {c}"

@@ -25,8 +25,8 @@
 
 use super::mini_swe_agent::failure_of_exception;
 use super::provider::{FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, choice_parameter, count, json_objects};
-use crate::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

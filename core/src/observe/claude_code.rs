@@ -29,8 +29,8 @@
 //! which is never taken as the model.
 
 use super::provider::{FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, count, json_objects, sum_present};
-use crate::record::Observations;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

@@ -27,8 +27,8 @@
 //! Codex reports no cost and no model in its JSONL events: both stay `None`.
 
 use super::provider::{status_in, FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, choice_parameter, count, json_objects};
-use crate::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

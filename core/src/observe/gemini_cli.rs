@@ -24,8 +24,8 @@
 //! Gemini CLI reports no cost: `cost_usd` stays `None`.
 
 use super::provider::{status_in, FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, choice_parameter, count};
-use crate::record::Observations;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

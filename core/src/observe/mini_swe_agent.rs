@@ -20,8 +20,8 @@
 //! litellm has no price for, with `MSWEA_COST_TRACKING=ignore_errors`) is taken as unknown.
 
 use super::provider::{FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, count, sum_present};
-use crate::record::Observations;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

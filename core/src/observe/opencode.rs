@@ -25,8 +25,8 @@
 
 use super::gemini_cli::{quoted_code, unreachable_text};
 use super::provider::{FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, count, sum_present};
-use crate::record::Observations;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

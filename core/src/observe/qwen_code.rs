@@ -26,8 +26,8 @@
 use super::claude_code::parse_claude_code;
 use super::gemini_cli::failure_of_message;
 use super::provider::{FailureRun, ProviderErrorKind};
+use super::Observations;
 use super::{check_parameters, check_program_and_model, choice_parameter, count, json_objects};
-use crate::record::Observations;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

@@ -15,8 +15,8 @@
 
 use super::summary::SummaryCounter;
 use super::{PlanSummary, PlannedTrial};
-use crate::candidates::CandidateOf;
 use crate::ids::candidate_key;
+use crate::selection::CandidateOf;
 use sha2::{Digest as _, Sha256};
 use std::collections::HashSet;
 use uuid::Uuid;

@@ -6,8 +6,8 @@
 //! plan's: task x agent x repetition (x candidate), ordinals contiguous from 0.
 
 use super::{AttemptRecipe, ComputeCondition, PlannedTrial, TrialAgent, TrialTaskSource};
-use crate::candidates::CandidateOf;
 use crate::ids::{candidate_key, trial_key, uuid_v7_at};
+use crate::selection::CandidateOf;
 use crate::spec::ResolvedRunSpec;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

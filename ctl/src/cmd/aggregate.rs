@@ -77,7 +77,7 @@ pub fn run(args: AggregateArgs) -> anyhow::Result<i32> {
         akbench_core::output::write(p, to_junit(&trials).as_bytes())?;
     }
     if args.json {
-        crate::cmd::print_json(&serde_json::json!({
+        crate::cmd::shared::common::print_json(&serde_json::json!({
             "records": trials.len(),
             "refused": refused.iter().map(|(f, e)| serde_json::json!({"file": f, "reason": e})).collect::<Vec<_>>(),
             "summary": summary,

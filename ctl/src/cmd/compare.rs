@@ -6,7 +6,7 @@
 //! an unknown run or an unreadable record): nothing is computed then.
 
 use crate::cli::{CompareArgs, RemoteArgs};
-use crate::cmd::print_json;
+use crate::cmd::shared::common::print_json;
 use crate::cmd::shared::compare::{compute, Checked, Settings};
 use crate::cmd::shared::source::{Finder, LoadedRun};
 use crate::exit;

@@ -2,7 +2,7 @@
 //! Exit 0 when identical (identities aside), 1 when they differ.
 
 use crate::cli::DiffArgs;
-use crate::cmd::find_run;
+use crate::cmd::shared::common::find_run;
 use crate::cmd::shared::show;
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::spec_diff::diff;

@@ -42,7 +42,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<i32> {
     let o = &done.record.outcome;
     let cause = done.record.attempts.last().and_then(|a| a.cause.clone());
     if args.json {
-        crate::cmd::print_json(&serde_json::json!({
+        crate::cmd::shared::common::print_json(&serde_json::json!({
             "trial": done.record.trial,
             "state": o.state,
             "ok": o.ok,
@@ -148,7 +148,7 @@ fn run_all(args: &EvaluateArgs, orch: &Orchestrator, mode: WorkspaceMode) -> any
         }
     }
     if args.json {
-        crate::cmd::print_json(&serde_json::json!({
+        crate::cmd::shared::common::print_json(&serde_json::json!({
             "graded": graded,
             "refused": refused,
             "left_alone": skipped,

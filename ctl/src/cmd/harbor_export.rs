@@ -16,7 +16,7 @@
 //! nothing.
 
 use crate::cli::ExportHarborArgs;
-use crate::cmd::{find_run, print_json};
+use crate::cmd::shared::common::{find_run, print_json};
 use crate::exit::{self, InputError};
 use akbench_core::evidence::EvidenceStore;
 use akbench_core::harbor::{ExportManifest, ExportedTrial, EXPORT_MANIFEST, EXPORT_SCHEMA};

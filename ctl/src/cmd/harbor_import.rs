@@ -10,7 +10,7 @@
 //! default.
 
 use crate::cli::ImportHarborArgs;
-use crate::cmd::{find_run, print_json};
+use crate::cmd::shared::common::{find_run, print_json};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{reconcile, ObservedLine};
 use akbench_core::bounded_read::{Links, ReadKind};

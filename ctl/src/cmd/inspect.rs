@@ -1,7 +1,7 @@
 //! `akbench run inspect`: a stored run's condition, plan summary and state.
 
 use crate::cli::InspectArgs;
-use crate::cmd::find_run;
+use crate::cmd::shared::common::find_run;
 use crate::cmd::shared::show;
 use akbench_core::evidence::EvidenceStore;
 

@@ -3,7 +3,7 @@
 //! filtered by experiment, state and creation time. Exit 0 (an empty list too).
 
 use crate::cli::{ListArgs, RemoteArgs};
-use crate::cmd::print_json;
+use crate::cmd::shared::common::print_json;
 use crate::exit::{self, InputError};
 use akbench_core::clock::{Clock, SystemClock};
 use akbench_core::evidence::EvidenceStore;

@@ -4,10 +4,10 @@
 //! grow with the plan.
 
 use crate::cli::PlanArgs;
+use crate::cmd::shared::common::{counts, print_json};
 use crate::cmd::shared::planning::plan_and_store;
 use crate::cmd::shared::show;
 use crate::cmd::shared::task_checks::checks_line;
-use crate::cmd::{counts, print_json};
 
 /// Plans a run.
 pub fn run(args: PlanArgs) -> anyhow::Result<i32> {

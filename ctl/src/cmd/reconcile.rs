@@ -3,8 +3,8 @@
 //! Exit 0 when the accounting is valid, 1 when invalid, 2 for a malformed observations file.
 
 use crate::cli::ReconcileArgs;
-use crate::cmd::find_run;
 use crate::cmd::shared::accounting::show;
+use crate::cmd::shared::common::find_run;
 use akbench_core::accounting::{load_lines, observed_spend, reconcile};
 use akbench_core::evidence::EvidenceStore;
 

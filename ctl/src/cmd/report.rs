@@ -53,7 +53,9 @@ pub fn run(args: ReportArgs, remote: &RemoteArgs) -> anyhow::Result<i32> {
     };
     akbench_core::output::write(&args.html, html.as_bytes())?;
     if args.store.json {
-        crate::cmd::print_json(&serde_json::json!({"html": args.html, "bytes": html.len()}))?;
+        crate::cmd::shared::common::print_json(
+            &serde_json::json!({"html": args.html, "bytes": html.len()}),
+        )?;
     } else {
         outln!("wrote {} ({} bytes)", args.html.display(), html.len());
     }

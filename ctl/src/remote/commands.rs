@@ -2,12 +2,13 @@
 //! the same shapes as the local command (inspect, diff, reconcile) or its own (submit,
 //! start, resume, cancel, status, records; see docs/remote.md).
 
-use super::{block_on, is_over, state_name, submit, view, Client, Remote};
+use super::view::{self, summary_json};
+use super::{block_on, is_over, state_name, submit, Client, Remote};
 use crate::cli::{
-    CancelArgs, DiffArgs, InspectArgs, PlanArgs, ReconcileArgs, RemoteRunArgs, ResumeArgs,
-    ResumeRouteArgs, RunCommand, StatusArgs,
+    CancelArgs, Command, DiffArgs, InspectArgs, PlanArgs, ReconcileArgs, RemoteArgs, RemoteRunArgs,
+    ResumeArgs, ResumeRouteArgs, RunCommand, StatusArgs,
 };
-use crate::cmd::{self, print_json};
+use crate::cmd::shared::{self, common::print_json};
 use crate::exit::{self, InputError};
 use akbench_core::accounting::{load_lines, ObservedLine};
 use akbench_core::evidence::EvidenceStore;
@@ -16,6 +17,40 @@ use akbench_core::spec::ResolvedRunSpec;
 use akbench_core::spec_diff::{Change, ChangeKind, SpecDiff};
 use akbench_proto::v1 as pb;
 use std::io::IsTerminal;
+
+/// What [`dispatch`] did with a command.
+#[derive(Debug)]
+pub enum Dispatch {
+    /// Remote mode ran it.
+    Done(anyhow::Result<i32>),
+    /// Not remote mode, or a command that always runs locally: run it locally.
+    Local(Command),
+}
+
+/// Runs `command` against the coordinator when `--coordinator` is given and the command has
+/// a remote form; otherwise hands it back.
+pub fn dispatch(args: &RemoteArgs, command: Command) -> Dispatch {
+    let Some(url) = args.coordinator.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Dispatch::Local(command);
+    };
+    let Command::Run(rc) = command else {
+        return Dispatch::Local(command);
+    };
+    if !is_remote(&rc) {
+        return Dispatch::Local(Command::Run(rc));
+    }
+    Dispatch::Done(Remote::new(url, args).and_then(|remote| run(&remote, rc)))
+}
+
+/// The error of a remote-only command run without a coordinator (exit 2).
+pub fn needs_coordinator(rc: &RunCommand) -> anyhow::Error {
+    InputError(format!(
+        "failed to run `akbench run {}`: it talks to a coordinator; fix: pass --coordinator URL \
+         or set AKBENCH_COORDINATOR",
+        name(rc)
+    ))
+    .into()
+}
 
 /// Where a `run` subcommand runs when `--coordinator` is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,11 +112,11 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
     // first: bad input fails with exit 2 before anything is sent.
     match rc {
         RunCommand::Plan(args) => {
-            let (spec, ready, dir, checks) = cmd::shared::planning::plan_and_store(&args)?;
+            let (spec, ready, dir, checks) = shared::planning::plan_and_store(&args)?;
             if !args.store.json {
                 eprintln!(
                     "akbench: task checks: {}",
-                    cmd::shared::task_checks::checks_line(&checks)
+                    shared::task_checks::checks_line(&checks)
                 );
             }
             let store = EvidenceStore::new(&args.store.store_root);
@@ -97,7 +132,7 @@ pub fn run(remote: &Remote, rc: RunCommand) -> anyhow::Result<i32> {
         }
         RunCommand::Submit(args) => {
             let store = EvidenceStore::new(&args.store.store_root);
-            let r = cmd::find_head(&store, &args.run)?;
+            let r = shared::common::find_head(&store, &args.run)?;
             let Some(ready) = r.ready.clone() else {
                 return Err(InputError(format!(
                     "failed to submit run {}: it has no ready plan; fix: plan it with \
@@ -164,24 +199,6 @@ where
     })?
 }
 
-/// A run summary as JSON (the shape of the coordinator's HTTP status API).
-pub fn summary_json(s: Option<&pb::RunSummary>) -> serde_json::Value {
-    let Some(s) = s else {
-        return serde_json::Value::Null;
-    };
-    serde_json::json!({
-        "run_id": s.run_id,
-        "run_key": s.run_key,
-        "experiment": s.experiment,
-        "state": state_name(s.state),
-        "spec_digest": s.spec_digest,
-        "plan_digest": s.plan_digest,
-        "trial_count": s.trial_count,
-        "created_at": view::time(s.created_at_unix_ms),
-        "started_at": (s.started_at_unix_ms != 0).then(|| view::time(s.started_at_unix_ms)),
-    })
-}
-
 async fn inspect(c: Client, args: InspectArgs) -> anyhow::Result<i32> {
     let r = c.get_run(&args.run, true).await?;
     let summary = r.run.unwrap_or_default();
@@ -203,7 +220,7 @@ async fn inspect(c: Client, args: InspectArgs) -> anyhow::Result<i32> {
             )
         })?)
     };
-    cmd::shared::show::run(
+    shared::show::run(
         &spec,
         plan.as_ref(),
         &state_name(summary.state),
@@ -249,7 +266,7 @@ async fn diff(c: Client, args: DiffArgs) -> anyhow::Result<i32> {
         });
     }
     let (l, rt) = (r.left.unwrap_or_default(), r.right.unwrap_or_default());
-    cmd::shared::show::diff(
+    shared::show::diff(
         (l.run_key, l.run_id),
         (rt.run_key, rt.run_id),
         &SpecDiff { changes },

@@ -6,8 +6,12 @@
 //!   inside the command ([`block_on`]).
 //! - [`from_status`]: the ONE mapping from a gRPC status (or a failed connection) to an
 //!   error and so to an exit code.
-//! - [`commands`]: the commands; [`view`]: the status projection as text and JSON;
+//! - [`commands`]: the commands and [`commands::dispatch`], which runs a `run` command
+//!   remotely or hands it back; [`view`]: the status projection as text and JSON;
 //!   [`records`]: the record export; [`watch`]: how `run status --watch` draws updates.
+//!
+//! Layer: this file is the client, below `cmd::shared`; it imports nothing from `cmd` and
+//! nothing from its own children (the dispatcher lives in [`commands`], the top layer).
 
 pub mod commands;
 mod reconcile;
@@ -16,7 +20,7 @@ pub mod submit;
 pub mod view;
 pub mod watch;
 
-use crate::cli::{Command, RemoteArgs, RunCommand};
+use crate::cli::RemoteArgs;
 use crate::exit::InputError;
 use akbench_core::bounded_read::{Links, ReadKind};
 use akbench_proto::control_client::ControlClient;
@@ -45,40 +49,6 @@ pub const LONG_RPC_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// given up on when one is not answered within as long again. A coordinator that stops
 /// answering during a stream (`run status --watch`, an export) is noticed within this.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
-
-/// What [`dispatch`] did with a command.
-#[derive(Debug)]
-pub enum Dispatch {
-    /// Remote mode ran it.
-    Done(anyhow::Result<i32>),
-    /// Not remote mode, or a command that always runs locally: run it locally.
-    Local(Command),
-}
-
-/// Runs `command` against the coordinator when `--coordinator` is given and the command has
-/// a remote form; otherwise hands it back.
-pub fn dispatch(args: &RemoteArgs, command: Command) -> Dispatch {
-    let Some(url) = args.coordinator.as_deref().filter(|u| !u.trim().is_empty()) else {
-        return Dispatch::Local(command);
-    };
-    let Command::Run(rc) = command else {
-        return Dispatch::Local(command);
-    };
-    if !commands::is_remote(&rc) {
-        return Dispatch::Local(Command::Run(rc));
-    }
-    Dispatch::Done(Remote::new(url, args).and_then(|remote| commands::run(&remote, rc)))
-}
-
-/// The error of a remote-only command run without a coordinator (exit 2).
-pub fn needs_coordinator(rc: &RunCommand) -> anyhow::Error {
-    InputError(format!(
-        "failed to run `akbench run {}`: it talks to a coordinator; fix: pass --coordinator URL \
-         or set AKBENCH_COORDINATOR",
-        commands::name(rc)
-    ))
-    .into()
-}
 
 /// The coordinator and the credentials to use.
 #[derive(Debug, Clone)]

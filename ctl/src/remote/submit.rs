@@ -14,7 +14,10 @@
 
 use super::{state_name, Client};
 use crate::cli::PlanArgs;
-use crate::cmd::{self, counts, print_json};
+use crate::cmd::shared::{
+    self,
+    common::{counts, print_json},
+};
 use crate::exit;
 use akbench_core::evidence::{EvidenceError, EvidenceStore};
 use akbench_core::plan::RunPlan;
@@ -112,7 +115,7 @@ fn report(
         outln!("run      {}", run.run_key);
         outln!("uuid     {}", run.run_id);
         outln!("stored   {} (local copy)", dir.display());
-        cmd::shared::show::plan_summary(spec, ready);
+        shared::show::plan_summary(spec, ready);
         outln!(
             "state    {} ({})",
             state_name(run.state),

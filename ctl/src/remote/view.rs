@@ -1,7 +1,6 @@
 //! The run progress projection (`RunStatus`) as text and JSON. Every rate goes through
 //! core's [`Pct`]: a rate over nothing is "n/a" (JSON `null`), never 0%.
 
-use super::commands::summary_json;
 use super::state_name;
 use akbench_core::rates::Pct;
 use akbench_proto::v1 as pb;
@@ -354,6 +353,24 @@ pub fn line(s: &pb::RunStatus) -> String {
         eta(s),
         flagged_suffix(s.flagged.as_ref()),
     )
+}
+
+/// A run summary as JSON (the shape of the coordinator's HTTP status API).
+pub fn summary_json(s: Option<&pb::RunSummary>) -> serde_json::Value {
+    let Some(s) = s else {
+        return serde_json::Value::Null;
+    };
+    serde_json::json!({
+        "run_id": s.run_id,
+        "run_key": s.run_key,
+        "experiment": s.experiment,
+        "state": state_name(s.state),
+        "spec_digest": s.spec_digest,
+        "plan_digest": s.plan_digest,
+        "trial_count": s.trial_count,
+        "created_at": time(s.created_at_unix_ms),
+        "started_at": (s.started_at_unix_ms != 0).then(|| time(s.started_at_unix_ms)),
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! An accounting printed (`run reconcile`'s text and JSON and its exit code): the same for a
 //! local run, a coordinator's (whole or streamed, `remote::reconcile`) and a Harbor import.
 
-use crate::cmd::print_json;
+use crate::cmd::shared::common::print_json;
 use akbench_core::accounting::{Bucket, ObservedSpend, RunAccounting, ALL_BUCKETS};
 use akbench_core::rates::Pct;
 

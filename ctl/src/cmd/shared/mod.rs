@@ -1,8 +1,14 @@
 //! What the commands share, and the one place they take it from: a command's module
-//! (`single`, `evaluate`, `sweep`, `up`, ...) imports its helpers from here or from
-//! `cmd` itself (`print_json`, `find_run`, `planning_clock`, ...), never from another
-//! command's module.
+//! (`single`, `evaluate`, `sweep`, `up`, ...) imports its helpers from here, never from
+//! `cmd` itself (which only dispatches) nor from another command's module.
 //!
+//! Layers (checked by `core/tests/import_layers.rs`): `cmd` (the dispatcher) and
+//! `remote::commands` on top; then the command modules and the rest of `remote` (`submit`,
+//! `watch`, `reconcile`, ...); then `shared`; then `remote`'s client (`remote/mod.rs`),
+//! `remote::records` and `remote::view`, which import nothing from `cmd`.
+//!
+//! - [`common`]: a JSON document printed, a summary map as one line, a stored run found,
+//!   the planning clock;
 //! - [`inputs`]: the per-host cache root, a task by id or by path, task images pinned to
 //!   their digests at plan time;
 //! - [`embedded`]: the embedded system's options from the flags (`up`, the default sweep);
@@ -20,6 +26,7 @@
 //!   run and a coordinator's.
 
 pub mod accounting;
+pub mod common;
 pub mod compare;
 pub mod embedded;
 pub mod inputs;

@@ -67,7 +67,7 @@ pub fn resolve_checked(inputs: Inputs<'_>, clock: &dyn Clock) -> anyhow::Result<
 pub fn plan_and_store(
     args: &PlanArgs,
 ) -> anyhow::Result<(ResolvedRunSpec, RunPlan, PathBuf, PlannedChecks)> {
-    let clock = crate::cmd::planning_clock()?;
+    let clock = crate::cmd::shared::common::planning_clock()?;
     let clock = clock.as_ref();
     let Resolved { spec, checks, .. } = resolve_checked(Inputs::of_plan(args), clock)?;
     let store = EvidenceStore::new(&args.store.store_root);

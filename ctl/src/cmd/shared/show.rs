@@ -2,7 +2,7 @@
 //! coordinator (remote mode fetches it and prints it through these): `run inspect`'s run,
 //! `run diff`'s comparison and `run plan`'s summary lines.
 
-use crate::cmd::{counts, print_json};
+use crate::cmd::shared::common::{counts, print_json};
 use akbench_core::evidence::RunOutcome;
 use akbench_core::plan::RunPlan;
 use akbench_core::spec::ResolvedRunSpec;

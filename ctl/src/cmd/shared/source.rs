@@ -112,7 +112,7 @@ impl Finder<'_> {
                 records,
             );
         }
-        let stored = crate::cmd::find_run(self.store, run).map_err(|e| {
+        let stored = crate::cmd::shared::common::find_run(self.store, run).map_err(|e| {
             InputError(format!(
                 "{e:#}\n(`{run}` is not a folder either; fix: give a folder of run records or a run key)"
             ))

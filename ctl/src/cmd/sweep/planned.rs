@@ -64,7 +64,10 @@ impl CheckedRun {
         let draft = if spec.run_key() == planned_key {
             self.draft
         } else {
-            plan(&spec, crate::cmd::planning_clock()?.as_ref())
+            plan(
+                &spec,
+                crate::cmd::shared::common::planning_clock()?.as_ref(),
+            )
         };
         store.put_plan(&draft)?;
         let ready = draft.ready();
@@ -95,7 +98,7 @@ pub fn plan_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Planned
 /// Resolves and plans the run and checks every trial's task and agent; writes nothing. Bad
 /// input fails here (exit 2).
 pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<CheckedRun> {
-    let clock = crate::cmd::planning_clock()?;
+    let clock = crate::cmd::shared::common::planning_clock()?;
     let clock = clock.as_ref();
     let crate::cmd::shared::planning::Resolved {
         spec,
@@ -209,7 +212,7 @@ pub fn show_result(
         },
     )?;
     if args.json {
-        crate::cmd::print_json(&serde_json::json!({
+        crate::cmd::shared::common::print_json(&serde_json::json!({
             "run_key": spec.run_key(),
             "run_id": spec.run_id(),
             "out": args.out,

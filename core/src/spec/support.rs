@@ -7,9 +7,9 @@
 //! happened). `resolve` calls it, so `run plan`, `sweep` and `sweep --local` all refuse the
 //! same things, before anything is written. docs/manifest.md has the full table of fields.
 
-use crate::candidates::Selection;
+use super::{RunCondition, SpecAgent, DEFAULT_PROFILE};
 use crate::manifest::Runtime;
-use crate::spec::{RunCondition, SpecAgent, DEFAULT_PROFILE};
+use crate::selection::Selection;
 use crate::task::Family;
 use std::fmt;
 
@@ -125,7 +125,7 @@ pub fn selection(raw: Option<&str>) -> Result<Selection, Unsupported> {
         value: raw.to_string(),
         fix: format!(
             "the selection rules are {}; use one of them (default first_solved)",
-            crate::candidates::SELECTION_RULES.join(", ")
+            crate::selection::SELECTION_RULES.join(", ")
         ),
     })
 }
