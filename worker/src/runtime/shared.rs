@@ -698,54 +698,15 @@ pub fn cap_number(name: &str) -> Option<u32> {
 /// A detached copy of the folder `host` (read-only when `ro`), to attach in the grader's
 /// mount namespace.
 fn detached_tree(host: &Path, ro: bool) -> std::io::Result<OwnedFd> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
     let path = CString::new(host.as_os_str().as_encoded_bytes())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    // SAFETY: open_tree with a NUL-terminated path; the result is checked.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
-        )
-    };
+    // SAFETY: a NUL-terminated path; the result is checked before it is owned.
+    let fd = unsafe { super::userns::clone_tree(path.as_ptr(), ro) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor this function owns.
-    let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    if ro {
-        let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        // SAFETY: mount_setattr on the descriptor above with a struct of the kernel's layout.
-        if unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                tree.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-                &attr as *const MountAttr,
-                std::mem::size_of::<MountAttr>(),
-            )
-        } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(tree)
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The most folders bound for a grader (the child of a worker that is not root keeps their
@@ -856,28 +817,8 @@ impl Enter {
             libc::setfsgid(self.gid);
             libc::setfsuid(self.uid);
             for (mount, folders) in &self.mounts {
-                let EnterMount::Tree(tree) = mount else {
-                    continue;
-                };
-                for f in folders {
-                    if libc::mkdir(f.as_ptr(), 0o755) != 0
-                        && *libc::__errno_location() != libc::EEXIST
-                    {
-                        return fail();
-                    }
-                }
-                let Some(at) = folders.last() else { continue };
-                const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
-                if libc::syscall(
-                    libc::SYS_move_mount,
-                    tree.as_raw_fd(),
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    at.as_ptr(),
-                    MOVE_MOUNT_F_EMPTY_PATH,
-                ) != 0
-                {
-                    return fail();
+                if let EnterMount::Tree(tree) = mount {
+                    super::userns::attach(tree.as_raw_fd(), folders)?;
                 }
             }
         }
@@ -961,26 +902,7 @@ impl Enter {
                 return fail();
             }
             for (i, (_, folders)) in self.mounts.iter().enumerate().take(MAX_GRADER_MOUNTS) {
-                for f in folders {
-                    if libc::mkdir(f.as_ptr(), 0o755) != 0
-                        && *libc::__errno_location() != libc::EEXIST
-                    {
-                        return fail();
-                    }
-                }
-                let Some(at) = folders.last() else { continue };
-                const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
-                if libc::syscall(
-                    libc::SYS_move_mount,
-                    trees[i],
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    at.as_ptr(),
-                    MOVE_MOUNT_F_EMPTY_PATH,
-                ) != 0
-                {
-                    return fail();
-                }
+                super::userns::attach(trees[i], folders)?;
                 libc::close(trees[i]);
             }
         }

@@ -133,6 +133,36 @@ pub unsafe fn clone_tree(path: *const libc::c_char, ro: bool) -> i32 {
     fd
 }
 
+/// Attaches the detached tree `tree` at the last of `folders` (the path's folders,
+/// shortest first), making the missing ones (mode 0755) in the current mount namespace.
+///
+/// # Safety
+/// Async-signal-safe calls only; the strings NUL-terminated.
+#[allow(unsafe_op_in_unsafe_fn)]
+pub unsafe fn attach(tree: i32, folders: &[std::ffi::CString]) -> std::io::Result<()> {
+    for f in folders {
+        if libc::mkdir(f.as_ptr(), 0o755) != 0 && *libc::__errno_location() != libc::EEXIST {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let Some(at) = folders.last() else {
+        return Ok(());
+    };
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    if libc::syscall(
+        libc::SYS_move_mount,
+        tree,
+        c"".as_ptr(),
+        libc::AT_FDCWD,
+        at.as_ptr(),
+        MOVE_MOUNT_F_EMPTY_PATH,
+    ) != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether a worker that is not root can run the `container` runtime here: a child makes a
 /// user namespace of its own and mounts an overlay in it (probed once per process); the
 /// error names the kernel feature and the fix.
