@@ -78,22 +78,7 @@ pub(super) fn make(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
     let space = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
     let mut cmsg_buf = vec![0u64; space.div_ceil(8)];
     let mut fds: Vec<RawFd> = vec![-1; nfds];
-    let mut sv = [0 as RawFd; 2];
-    // SAFETY: socketpair writes two descriptors into `sv`.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors we own.
-    let (parent_end, child_end) =
-        unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    let (parent_end, child_end) = socket_pair()?;
     // SAFETY: fork in a multi-threaded process: the child below calls only async-signal-safe
     // system calls on the buffers prepared above, allocates nothing, and ends in _exit.
     let pid = unsafe { libc::fork() };
@@ -181,22 +166,7 @@ pub(super) fn bind_again(
     // SAFETY: CMSG_SPACE is a pure size computation.
     let space = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
     let mut cmsg_buf = vec![0u64; space.div_ceil(8)];
-    let mut sv = [0 as RawFd; 2];
-    // SAFETY: socketpair writes two descriptors into `sv`.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors we own.
-    let (parent_end, child_end) =
-        unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    let (parent_end, child_end) = socket_pair()?;
     // SAFETY: fork in a multi-threaded process: the child calls only async-signal-safe
     // system calls on data prepared above, allocates nothing, and ends in _exit.
     let pid = unsafe { libc::fork() };
@@ -270,6 +240,25 @@ pub(super) fn bind_again(
         .next()
         .map(TcpListener::from)
         .ok_or_else(|| io::Error::other("the namespace child sent no listener"))
+}
+
+/// The socket pair a forked child reports on (`(parent's end, child's end)`).
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both are fresh descriptors we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) })
 }
 
 /// Writes `data` to the file `path` (the child's own /proc files).
