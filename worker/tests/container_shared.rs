@@ -26,6 +26,26 @@ fn runs_here(test: &str) -> bool {
     }
 }
 
+/// Task `id`'s agent gets no network and its grading the public one.
+fn agent_offline_grading_public(c: &Corpus, id: &str) {
+    let toml = c.tasks().join(id).join("task.toml");
+    let text = fs::read_to_string(&toml)
+        .unwrap()
+        .replace(
+            "environment_mode = \"shared\"\n",
+            "environment_mode = \"shared\"\nnetwork_mode = \"public\"\n",
+        )
+        .replace(
+            "[agent]\ntimeout_sec = 60\n",
+            "[agent]\ntimeout_sec = 60\nnetwork_mode = \"no-network\"\n",
+        );
+    assert!(
+        text.contains("no-network") && text.contains("\"public\""),
+        "{text}"
+    );
+    fs::write(&toml, text).unwrap();
+}
+
 /// The registry with the Debian base image, and a corpus.
 fn setup() -> (Registry, Corpus) {
     let reg = Registry::start();
@@ -507,22 +527,7 @@ except Exception as e:
         "got=\"$({FETCH})\"\necho \"grader fetched: $got\"\nagent=\"$(cat /etc/akb-agent-fetch)\"\necho \"agent had: $agent\"\ncase \"$agent\" in failed*) a=1;; *) a=0;; esac\nif [ \"$got\" = 42 ] && [ $a = 1 ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
     );
     add_shared_task(&c, &reg, "phases", &grade, &solve);
-    let toml = c.tasks().join("phases/task.toml");
-    let text = fs::read_to_string(&toml)
-        .unwrap()
-        .replace(
-            "environment_mode = \"shared\"\n",
-            "environment_mode = \"shared\"\nnetwork_mode = \"public\"\n",
-        )
-        .replace(
-            "[agent]\ntimeout_sec = 60\n",
-            "[agent]\ntimeout_sec = 60\nnetwork_mode = \"no-network\"\n",
-        );
-    assert!(
-        text.contains("no-network") && text.contains("\"public\""),
-        "{text}"
-    );
-    fs::write(&toml, text).unwrap();
+    agent_offline_grading_public(&c, "phases");
     let r = run(&c, "phases", "oracle", "oracle");
     assert_eq!(r.outcome.ok, Some(true), "{:?}", r.attempts[0].grade);
     assert_eq!(environment(&r).as_deref(), Some("shared"));
@@ -581,22 +586,7 @@ else:
         "got=\"$({PROBE})\"\necho \"grader: $got\"\nagent=\"$(cat /etc/akb-agent-proxy)\"\necho \"agent had: $agent\"\nif [ \"$got\" = listening ] && [ \"$agent\" = none ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
     );
     add_shared_task(&c, &reg, "later", &grade, &solve);
-    let toml = c.tasks().join("later/task.toml");
-    let text = fs::read_to_string(&toml)
-        .unwrap()
-        .replace(
-            "environment_mode = \"shared\"\n",
-            "environment_mode = \"shared\"\nnetwork_mode = \"public\"\n",
-        )
-        .replace(
-            "[agent]\ntimeout_sec = 60\n",
-            "[agent]\ntimeout_sec = 60\nnetwork_mode = \"no-network\"\n",
-        );
-    assert!(
-        text.contains("no-network") && text.contains("\"public\""),
-        "{text}"
-    );
-    fs::write(&toml, text).unwrap();
+    agent_offline_grading_public(&c, "later");
     let r = run(&c, "later", "oracle", "oracle");
     assert_eq!(environment(&r).as_deref(), Some("shared"));
     assert_eq!(
