@@ -421,9 +421,9 @@ fn a_dockerfile_only_task_loads_and_is_told_to_build_its_image() {
     );
 }
 
-/// A multi-step task (`[[steps]]`, issue 46) loads, but no trial of it runs yet: `task
-/// check` is bad input naming its steps and the fix, and a plan holding it is refused
-/// naming the task, its family and the fix, writing nothing.
+/// A multi-step task (`[[steps]]`, issue 46) loads; `task check` is bad input naming its
+/// steps and the fix (a trial of the oracle), and a plan holding it under a runtime other
+/// than `container` is refused naming the task, its family and the fix, writing nothing.
 #[test]
 fn a_multi_step_task_loads_but_is_refused_by_task_check_and_plan_naming_its_steps() {
     let tmp = tempfile::tempdir().unwrap();
@@ -459,7 +459,7 @@ fn a_multi_step_task_loads_but_is_refused_by_task_check_and_plan_naming_its_step
     std::fs::write(
         &manifest,
         format!(
-            "experiment: steps\ntasks:\n  root: tasks\n  include: [\"harbor-steps-*\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: container\n",
+            "experiment: steps\ntasks:\n  root: tasks\n  include: [\"harbor-steps-*\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: sandbox\n",
             examples().join("agents").display()
         ),
     )
@@ -477,8 +477,8 @@ fn a_multi_step_task_loads_but_is_refused_by_task_check_and_plan_naming_its_step
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("family (task harbor-steps-001): lifecycle")
-            && stderr.contains("multi-step (`[[steps]]`) task loads")
-            && stderr.contains("exclude the task"),
+            && stderr.contains("only the container runtime provides")
+            && stderr.contains("execution.runtime: container"),
         "{stderr}"
     );
     assert!(!tmp.path().join("runs").exists());
