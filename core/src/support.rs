@@ -102,17 +102,15 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
                 },
             );
         }
-        if task.family != Family::Artefact {
-            if condition.execution.candidates > 1 {
-                refuse(
-                    &format!("execution.candidates (task {})", task.release.id),
-                    condition.execution.candidates.to_string(),
-                    &format!(
-                        "best-of-N candidates run only for `artefact` tasks (a `{}` task has no diff to select); exclude the task or remove the field",
-                        task.family
-                    ),
-                );
-            }
+        if task.family != Family::Artefact && condition.execution.candidates > 1 {
+            refuse(
+                &format!("execution.candidates (task {})", task.release.id),
+                condition.execution.candidates.to_string(),
+                &format!(
+                    "best-of-N candidates run only for `artefact` tasks (a `{}` task has no diff to select); exclude the task or remove the field",
+                    task.family
+                ),
+            );
         }
     }
     out

@@ -206,24 +206,7 @@ pub fn trial_grade(
     let score = o.score?;
     let report = steps
         .iter()
-        .map(|s| {
-            let rewards = s
-                .rewards
-                .as_ref()
-                .map(|r| {
-                    r.iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_else(|| "-".into());
-            let why = s
-                .gated_stop
-                .as_ref()
-                .map(|g| format!(" (stopped the rest: {g})"))
-                .unwrap_or_default();
-            format!("step {}: {} {rewards}{why}\n", s.name, s.verdict.as_str())
-        })
+        .map(|s| format!("{}\n", line(s)))
         .collect::<String>();
     let tampered = base.tampered.is_some();
     Some(Grade {
@@ -245,6 +228,27 @@ pub fn trial_grade(
         ended_by: None,
         environment: Some("shared".into()),
     })
+}
+
+/// One step in a line: `step NAME: VERDICT KEY=VALUE... (stopped the rest: WHY)`, `-` for
+/// no rewards (the grade's report, `akbench run single`).
+pub fn line(s: &StepResult) -> String {
+    let rewards = s
+        .rewards
+        .as_ref()
+        .map(|r| {
+            r.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "-".into());
+    let why = s
+        .gated_stop
+        .as_ref()
+        .map(|g| format!(" (stopped the rest: {g})"))
+        .unwrap_or_default();
+    format!("step {}: {} {rewards}{why}", s.name, s.verdict.as_str())
 }
 
 /// What [`trial_grade`] takes from the run besides the steps.

@@ -85,7 +85,6 @@ fn step_request<'a>(req: &AttemptRequest<'a>, view: &'a Task, name: &str) -> Att
 
 /// STARTING_AGENT and EXECUTING of a multi-step attempt (see the module documentation);
 /// `r.steps` holds every step, run or not, when it returns, also when it ends the attempt.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     r: &mut Run<'_>,
     req: &AttemptRequest<'_>,
@@ -153,6 +152,12 @@ pub(super) fn run(
         names.join(", "),
         task.reward_strategy.as_str()
     )))?;
+    let place = Place {
+        env,
+        template: &template,
+        scratch: &paths.root,
+        cancel,
+    };
     let mut first_launch = Some(launched);
     let mut spent: Vec<Observations> = Vec::new();
     let mut grading = GradeBase {
@@ -179,7 +184,7 @@ pub(super) fn run(
             return end_in_step(r, i, Event::InfrastructureFailed, e);
         }
         if let Some(dir) = &step.workdir_dir {
-            if let Err(e) = upload(env, dir, &image.workdir, &template, &paths.root, cancel) {
+            if let Err(e) = upload(&place, dir, &image.workdir) {
                 return end_in_step(
                     r,
                     i,
@@ -189,7 +194,7 @@ pub(super) fn run(
             }
         }
         if step.has_setup {
-            match setup(env, &image.workdir, &template, &paths.root, cancel) {
+            match setup(&place, &image.workdir) {
                 Ok(None) => {}
                 Ok(Some(why)) => {
                     r.steps[i].cause = Some(format!("setup.sh {why}"));
@@ -363,19 +368,31 @@ fn refill(folder: &Path, solution: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `argv` in `env` as `who` (no network of its own) from `template`: its exit code
-/// (`None`: killed or timed out) and what it wrote, or why it could not run.
+/// Where the environment's own processes of a step run: the environment, the process
+/// template (no credentials), the folder their logs go to, the attempt's cancel.
+struct Place<'a> {
+    env: &'a Env,
+    template: &'a ProcessSpec,
+    scratch: &'a Path,
+    cancel: &'a CancelToken,
+}
+
+/// Runs `argv` at `place` as `who` (no network of its own): its exit code (`None`: killed or
+/// timed out) and what it wrote, or why it could not run.
 fn exec(
-    env: &Env,
+    place: &Place<'_>,
     who: ExecAs,
     argv: Vec<String>,
-    template: &ProcessSpec,
-    scratch: &Path,
     name: &str,
     timeout: Duration,
-    cancel: &CancelToken,
 ) -> Result<(Option<i32>, String), String> {
-    let mut spec = template.clone();
+    let Place {
+        env,
+        template,
+        scratch,
+        cancel,
+    } = place;
+    let mut spec = ProcessSpec::clone(template);
     spec.argv = argv;
     spec.stdout_path = scratch.join(format!("{name}.stdout.log"));
     spec.stderr_path = scratch.join(format!("{name}.stderr.log"));
@@ -419,14 +436,7 @@ fn quote(s: &str) -> String {
 
 /// Uploads the step's `workdir/` into the working folder (Harbor's `upload_dir`: its files
 /// over what is there), bound read-only for a copy made inside the environment.
-fn upload(
-    env: &Env,
-    dir: &Path,
-    workdir: &str,
-    template: &ProcessSpec,
-    scratch: &Path,
-    cancel: &CancelToken,
-) -> Result<(), String> {
+fn upload(place: &Place<'_>, dir: &Path, workdir: &str) -> Result<(), String> {
     let who = ExecAs::Grader {
         mounts: vec![(dir.to_path_buf(), WORKDIR_MOUNT.into(), true)],
         writable: Vec::new(),
@@ -438,16 +448,7 @@ fn upload(
         quote(workdir.trim_end_matches('/'))
     );
     let argv = vec!["sh".into(), "-c".into(), cmd];
-    match exec(
-        env,
-        who,
-        argv,
-        template,
-        scratch,
-        "step-upload",
-        Duration::from_secs(300),
-        cancel,
-    )? {
+    match exec(place, who, argv, "step-upload", Duration::from_secs(300))? {
         (Some(0), _) => Ok(()),
         (code, said) => Err(format!(
             "failed to upload its workdir/ ({}): {said}",
@@ -459,24 +460,15 @@ fn upload(
 /// Runs the uploaded `setup.sh` with `bash` in the working folder, in the environment as
 /// the agent's processes run (what it starts stays): `Ok(Some(why))` when it failed (the
 /// step's failure, as in Harbor), `Err` when it could not run.
-fn setup(
-    env: &Env,
-    workdir: &str,
-    template: &ProcessSpec,
-    scratch: &Path,
-    cancel: &CancelToken,
-) -> Result<Option<String>, String> {
+fn setup(place: &Place<'_>, workdir: &str) -> Result<Option<String>, String> {
     let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));
     let argv = vec!["bash".into(), script];
     match exec(
-        env,
+        place,
         ExecAs::Agent,
         argv,
-        template,
-        scratch,
         "step-setup",
         Duration::from_secs(600),
-        cancel,
     )? {
         (Some(0), _) => Ok(None),
         (Some(c), said) => Ok(Some(format!("exited with code {c}: {said}"))),
