@@ -4,7 +4,8 @@
 //! a no-op agent fails step one, whose `min_reward` gate stops the rest; a step graded below
 //! its gate stops the steps after it even when the agent would solve them (without the gate
 //! they run); an infrastructure failure in step two ends the attempt, which is retried whole,
-//! and each attempt's record keeps the steps that ran.
+//! and each attempt's record keeps the steps that ran; a multi-step attempt is not graded
+//! again from its final workspace.
 
 mod common;
 
@@ -92,10 +93,11 @@ fn run(c: &Corpus, task: &str, agent: &str, name: &str, retries: u32) -> RunReco
         .record;
     for a in &record.attempts {
         eprintln!(
-            "{name} attempt {}: state={} cause={:?} grade={:?}\nsteps={}",
+            "{name} attempt {}: state={} cause={:?} timings_ms={:?} grade={:?}\nsteps={}",
             a.number,
             a.state,
             a.cause,
+            a.timings_ms,
             a.grade.as_ref().map(|g| (g.ok, g.score, &g.report)),
             serde_json::to_string_pretty(&a.steps).unwrap()
         );
@@ -167,6 +169,17 @@ fn the_oracle_solves_every_step_of_the_example_and_a_no_op_agent_is_stopped_by_t
         fs::read_to_string(out.join("steps/report/artifacts/report.txt")).unwrap(),
         "150\n"
     );
+
+    // Its steps were graded as they ran: grading the attempt again is refused.
+    let err = akbench_worker::regrade::regrade(
+        &c.orchestrator(),
+        &c.root().join("out/oracle"),
+        &c.tasks(),
+        akbench_worker::regrade::WorkspaceMode::Auto,
+        &CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("multi-step attempt"), "{err}");
 
     // A no-op agent: step one graded 0, below its min_reward; the rest do not run.
     let r = run(&c, "steps", "noop", "noop", 0);
