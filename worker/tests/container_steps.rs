@@ -198,7 +198,8 @@ fn the_oracle_solves_every_step_of_the_example_and_a_no_op_agent_is_stopped_by_t
 }
 
 /// Step one's tests always grade 0: with its gate the oracle never reaches step two; without
-/// it, steps two and three run and are solved (the mean is 2/3).
+/// it, steps two and three run and are solved (the mean is 2/3). A gate on a key of step
+/// one's reward.json stops the rest though its `reward` solves it.
 #[test]
 fn a_step_below_its_min_reward_stops_the_steps_after_it() {
     const TEST: &str = "a_step_below_its_min_reward_stops_the_steps_after_it";
@@ -233,6 +234,37 @@ fn a_step_below_its_min_reward_stops_the_steps_after_it() {
     let score = r.outcome.score.unwrap();
     assert!((score - 2.0 / 3.0).abs() < 1e-9, "{score}");
     assert_eq!(r.outcome.ok, Some(false));
+
+    // A gate on a key of the step's reward.json: `reward` 1 solves the step, `tests` 0 is
+    // below its gate, so the rest do not run.
+    fs::write(
+        c.tasks().join("gated/steps/open/tests/test.sh"),
+        "#!/bin/bash\necho '{\"reward\": 1, \"tests\": 0}' > /logs/verifier/reward.json\n",
+    )
+    .unwrap();
+    edit(&c, "gated", "task.toml", |t| {
+        t.replacen(
+            "name = \"open\"\n",
+            "name = \"open\"\nmin_reward = { tests = 1.0 }\n",
+            1,
+        )
+    });
+    let r = run(&c, "gated", "oracle", "keyed", 0);
+    assert_eq!(
+        verdicts(&r, 0),
+        names(&[("open", Solved), ("deposit", NotRun), ("report", NotRun)])
+    );
+    let open = &r.attempts[0].steps[0];
+    assert_eq!(
+        open.rewards.as_ref().map(|m| m.len()),
+        Some(2),
+        "{:?}",
+        open.rewards
+    );
+    assert_eq!(
+        open.gated_stop.as_deref(),
+        Some("tests=0 below min_reward 1")
+    );
 }
 
 /// Step two's healthcheck never passes: the infrastructure's failure ends the attempt; the

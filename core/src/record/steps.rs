@@ -99,6 +99,31 @@ impl StepResult {
     }
 }
 
+/// A step's rewards from its `reward.json` as Harbor reads them (`VerifierResult.rewards`):
+/// every top-level key with a finite number (a boolean or any other value left out); a
+/// bare number is `reward`. `None` when the text is not JSON or holds no such key (the
+/// caller keeps the grade's score as `reward`).
+pub fn rewards_from_json(text: &str) -> Option<BTreeMap<String, f64>> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let out: BTreeMap<String, f64> = match &v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .filter_map(|(k, v)| match v {
+                serde_json::Value::Number(n) => n.as_f64().map(|x| (k.clone(), x)),
+                _ => None,
+            })
+            .filter(|(_, x)| x.is_finite())
+            .collect(),
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .map(|x| BTreeMap::from([("reward".to_string(), x)]))
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    };
+    (!out.is_empty()).then_some(out)
+}
+
 /// The score of a set of rewards, as a one-step grade reads a reward.json: `reward`, else
 /// `score`.
 pub fn score(rewards: &BTreeMap<String, f64>) -> Option<f64> {
@@ -455,6 +480,42 @@ mod tests {
             g.report
         );
         assert!(g.report.contains("step deposit: not_run -"), "{}", g.report);
+    }
+
+    #[test]
+    fn a_reward_json_gives_every_numeric_key() {
+        let m = |v: &[(&str, f64)]| {
+            Some(
+                v.iter()
+                    .map(|(k, x)| (k.to_string(), *x))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        let cases: &[(&str, Option<BTreeMap<String, f64>>)] = &[
+            (
+                r#"{"reward": 1, "tests": 0.5}"#,
+                m(&[("reward", 1.0), ("tests", 0.5)]),
+            ),
+            (
+                r#"{"tests": 1.0, "note": "x", "ok": true}"#,
+                m(&[("tests", 1.0)]),
+            ),
+            ("0.25", m(&[("reward", 0.25)])),
+            (r#"{"note": "x"}"#, None),
+            ("not json", None),
+            ("[1, 2]", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&rewards_from_json(text), want, "{text}");
+        }
+        // A keyed gate reads the key a reward.json gave.
+        let keyed = MinReward::Keys(BTreeMap::from([("tests".to_string(), 1.0)]));
+        let mut s = StepResult {
+            rewards: rewards_from_json(r#"{"reward": 1, "tests": 0.5}"#),
+            ..StepResult::not_run("a")
+        };
+        assert!(end_step(&mut s, Some(&keyed), 1.0, true));
+        assert_eq!(s.verdict, StepVerdict::Solved);
     }
 
     #[test]

@@ -33,11 +33,13 @@ use crate::runtime::container::Image;
 use crate::runtime::shared::{Env, ExecAs};
 use akbench_core::lifecycle::Event;
 use akbench_core::record::steps::{
-    end_step, summed_observations, take_spend, trial_grade, GradeBase, StepResult,
+    end_step, rewards_from_json, summed_observations, take_spend, trial_grade, GradeBase,
+    StepResult,
 };
 use akbench_core::record::Observations;
 use akbench_core::task::steps::test_sources;
 use akbench_core::task::Task;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -272,8 +274,7 @@ pub(super) fn run(
                             grading.tampered =
                                 g.cause.clone().map(|c| format!("step `{}`: {c}", names[i]));
                         }
-                        r.steps[i].rewards =
-                            Some([("reward".to_string(), g.score)].into_iter().collect());
+                        r.steps[i].rewards = Some(step_rewards(&g, &eval_root));
                     }
                     EvalResult::Broken { cause, .. } => {
                         return end_in_step(
@@ -314,6 +315,29 @@ pub(super) fn run(
     }
     r.steps_grading = Some(grading);
     Ok(())
+}
+
+/// A graded step's rewards: every numeric key of the `reward.json` its grading wrote (a
+/// keyed `min_reward` reads them), else its score as `reward` (a `reward.txt`, a grade
+/// without a reward file, or tampering: then 0).
+fn step_rewards(g: &akbench_core::record::Grade, eval_root: &Path) -> BTreeMap<String, f64> {
+    let score = BTreeMap::from([("reward".to_string(), g.score)]);
+    if g.tampered || g.source != "reward_json" {
+        return score;
+    }
+    // The grader's own folder, bound only in its mount namespace.
+    let file = eval_root
+        .join(crate::evaluator::SLOT)
+        .join("verifier")
+        .join("reward.json");
+    akbench_core::bounded_read::read_text(
+        &file,
+        crate::evaluator::outputs::REWARD_CAP,
+        akbench_core::bounded_read::Links::Refuse,
+    )
+    .ok()
+    .and_then(|t| rewards_from_json(&t))
+    .unwrap_or(score)
 }
 
 /// Ends the attempt with `event` while step `i` ran: the step's end time and cause kept.
