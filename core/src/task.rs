@@ -47,7 +47,7 @@ pub enum Family {
     Artefact,
     /// An interactive world; not executable yet.
     Interactive,
-    /// A finite lifecycle; not executable yet.
+    /// A finite lifecycle (`[[steps]]`): its steps run in order in one environment.
     Lifecycle,
 }
 

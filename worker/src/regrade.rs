@@ -198,6 +198,15 @@ pub fn regrade(
             why: why_not(record.outcome.state),
         });
     };
+    // A multi-step attempt's steps were graded as they ran, each in the state the steps
+    // before it left; the final workspace alone cannot grade them again.
+    if !attempt.steps.is_empty() {
+        return Err(RegradeError::NotGradable {
+            run_dir,
+            state: attempt.state,
+            why: "is a multi-step attempt (`[[steps]]`) whose steps were graded as they ran; grading again needs each step's environment, so run the trial again",
+        });
+    }
     if apply(attempt.state, Event::Regrade).is_err() {
         return Err(RegradeError::NotGradable {
             run_dir,

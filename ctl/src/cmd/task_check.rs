@@ -25,12 +25,12 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         .into());
     }
     let mut task = load_task(&dir.display().to_string(), &dir)?;
-    // A multi-step task loads (its steps are shown), but no trial of it runs yet, so there
-    // is nothing to apply its steps' solutions in.
+    // A multi-step task's trials run (worker: orchestrator/attempt/steps.rs), but the
+    // check's two grading runs are one-step; its check is a trial of the oracle.
     if !task.steps.is_empty() {
         let names: Vec<&str> = task.steps.iter().map(|s| s.config.name.as_str()).collect();
         return Err(InputError(format!(
-            "failed to check task `{}`: it is a multi-step task ({} steps: {}; reward strategy `{}`), which loads, but akbench does not run multi-step trials yet (issue 46), so the check cannot apply the steps' solutions; fix: check it with Harbor (`harbor run --agent oracle`)",
+            "failed to check task `{}`: it is a multi-step task ({} steps: {}; reward strategy `{}`), whose steps `task check` does not apply yet; fix: run a trial of it with the oracle under the container runtime (`akbench run single` with `--agent oracle --runtime container`: every step should be solved) and one with a no-op agent (not solved)",
             task.release.id,
             names.len(),
             names.join(", "),
