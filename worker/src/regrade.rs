@@ -986,7 +986,20 @@ pub(crate) fn reference_env(
     .map_err(|e| format!("failed to make the workspace: {e}"))?;
     let home = ws.home.clone();
     let fresh = fresh(orch, ws, Vec::new());
-    let (spec, exposure) = solution_launch(script, &fresh.path, &home, dir, task, Some(image))?;
+    let (spec, mut exposure) = solution_launch(script, &fresh.path, &home, dir, task, Some(image))?;
+    // A step's reference: the steps before it replayed first, each step's solution at its
+    // own path and in turn at `/solution` (a folder refilled per step).
+    let replay = task.step_of.as_ref().map(|s| s.replay.as_slice());
+    let solution_folder = dir.join("solution");
+    if let Some(steps) = replay {
+        exposure
+            .readable
+            .extend(steps.iter().filter_map(|s| s.solution_dir.clone()));
+        if let Some(view) = exposure.container.as_mut() {
+            view.ro_mounts = vec![(solution_folder.clone(), "/solution".into())];
+        }
+        crate::orchestrator::container::stage::refill(&solution_folder, None)?;
+    }
     let trust = crate::runtime::shared::phases_trust(
         exposure.egress.as_ref(),
         task.network.verifier.clone(),
@@ -1002,8 +1015,8 @@ pub(crate) fn reference_env(
     }
     if solution {
         let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
-        let solved = env
-            .exec_as(
+        let solve = |spec: crate::process::ProcessSpec| {
+            env.exec_as(
                 spec,
                 crate::runtime::shared::ExecAs::Agent,
                 exposure.egress.clone(),
@@ -1011,13 +1024,56 @@ pub(crate) fn reference_env(
                 &exposure.written(),
             )
             .map_err(|e| e.to_string())
-            .and_then(|p| wait_solution(p, cancel));
+            .and_then(|p| wait_solution(p, cancel))
+        };
+        let replayed = match replay {
+            None => Ok(()),
+            Some(steps) => {
+                let mut template = spec.clone();
+                template.tag = format!("{}-replay", spec.tag);
+                let place = crate::orchestrator::container::stage::Place {
+                    env: &env,
+                    template: &template,
+                    scratch: dir,
+                    cancel,
+                };
+                crate::orchestrator::container::stage::replay(
+                    &place,
+                    steps,
+                    &image.workdir,
+                    &solution_folder,
+                    &|step, solution| solve(replayed_solution(&spec, step, solution)),
+                )
+            }
+        };
+        let solved = replayed.and_then(|()| solve(spec));
         if let Err(e) = solved {
             env.finish();
             return Ok(Err(e));
         }
     }
     Ok(Ok(crate::evaluator::ReferenceEnv { env, fresh }))
+}
+
+/// The process of an earlier step's solution in a step's reference environment: `spec` (the
+/// step's own solution's) running `solution/solve.sh` of `step`, with its time limit.
+fn replayed_solution(
+    spec: &crate::process::ProcessSpec,
+    step: &akbench_core::task::steps::Step,
+    solution: &Path,
+) -> crate::process::ProcessSpec {
+    let mut s = spec.clone();
+    s.argv = vec![
+        "bash".into(),
+        solution.join("solve.sh").display().to_string(),
+    ];
+    s.env.insert(
+        "AKBENCH_SOLUTION_DIR".into(),
+        solution.display().to_string(),
+    );
+    s.timeout = std::time::Duration::from_secs_f64(step.agent_timeout_sec);
+    s.tag = format!("{}-{}", spec.tag, step.config.name);
+    s
 }
 
 #[cfg(test)]

@@ -294,3 +294,112 @@ fn an_infrastructure_failure_in_step_two_retries_the_whole_trial_and_keeps_its_s
         assert!(a.steps[1].started_at.is_some() && a.steps[1].cause.is_some());
     }
 }
+
+/// The example with each step graded Harbor's common way, pytest over a hidden test file
+/// (`/tests/test_<step>.py`), so a tripwire twin can be made of each step's tests.
+fn pytest_graded(c: &Corpus, id: &str) {
+    let tests = [
+        (
+            "open",
+            "def test_ledger():\n    with open(\"/app/ledger.txt\") as f:\n        assert f.read().strip() == \"balance=100\"\n",
+        ),
+        (
+            "deposit",
+            "import subprocess\n\ndef test_balance():\n    out = subprocess.run([\"/app/bin/balance\"], capture_output=True, text=True).stdout\n    assert out.strip() == \"150\"\n",
+        ),
+        (
+            "report",
+            "def test_report():\n    with open(\"/app/report.txt\") as f:\n        assert f.read().strip() == \"150\"\n",
+        ),
+    ];
+    for (step, test) in tests {
+        let dir = c.tasks().join(id).join("steps").join(step).join("tests");
+        fs::write(dir.join(format!("test_{step}.py")), test).unwrap();
+        fs::write(
+            dir.join("test.sh"),
+            format!(
+                "#!/bin/bash\ncd /app\npython3 -m pytest -q -p no:cacheprovider /tests/test_{step}.py\n\
+                 if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// Each step is graded as a one-step task graded in the agent's environment is: the
+/// oracle's steps each keep a tripwire that failed as it must. An agent that plants a
+/// `.pth` hook in the environment's Python (every pytest run "passes" before a test runs)
+/// is caught in every step: each step's twin, run in the environment after its graded run,
+/// passes too, and the step's reference solution, graded on the twin in a fresh
+/// environment where the steps before it ran first with their solutions, fails it. Without
+/// that replay the reference of `deposit` and `report` could not run (they build on `open`),
+/// and the twin would be `unconfirmed`, the hook's grade solved.
+#[test]
+fn a_hook_planted_in_step_one_is_caught_in_every_step_by_its_tripwire() {
+    const TEST: &str = "a_hook_planted_in_step_one_is_caught_in_every_step_by_its_tripwire";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (_reg, c) = setup("hooked");
+    pytest_graded(&c, "hooked");
+    // No gates: every step runs whatever the one before scored.
+    edit(&c, "hooked", "task.toml", |t| {
+        t.replacen("min_reward = 1.0\n", "", 1)
+            .replacen("min_reward = { reward = 1.0 }\n", "", 1)
+    });
+    let r = run(&c, "hooked", "oracle", "oracle", 0);
+    use StepVerdict::*;
+    assert_eq!(
+        verdicts(&r, 0),
+        names(&[("open", Solved), ("deposit", Solved), ("report", Solved)])
+    );
+    for s in &r.attempts[0].steps {
+        let t = s.tripwire.as_ref().map(|t| t.result.as_str());
+        assert_eq!(t, Some(akbench_core::grading::TRIPWIRE_OK), "{s:?}");
+    }
+    let g = r.attempts[0].grade.clone().unwrap();
+    assert!(g.ok && !g.tampered, "{g:?}");
+    assert_eq!(
+        g.tripwire.as_ref().map(|t| t.result.as_str()),
+        Some(akbench_core::grading::TRIPWIRE_OK),
+        "the trial's grade holds its steps' tripwires: {g:?}"
+    );
+
+    c.add_agent(
+        "hooker",
+        "adapter = \"scripted\"\nscript = \"hooker.sh\"\n",
+        Some(
+            "for d in $(python3 -c 'import site; print(\" \".join(site.getsitepackages()))'); do\n\
+               mkdir -p \"$d\" && echo 'import os; os._exit(0)' > \"$d/zz_akb.pth\" && echo \"planted in $d\"\n\
+             done\nexit 0\n",
+        ),
+    );
+    let r = run(&c, "hooked", "hooker", "hooker", 0);
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    let a = &r.attempts[0];
+    assert_eq!(
+        verdicts(&r, 0),
+        names(&[("open", Failed), ("deposit", Failed), ("report", Failed)]),
+        "the planted hook was graded solved in a step"
+    );
+    for s in &a.steps {
+        let result = s
+            .tripwire
+            .as_ref()
+            .map(|t| t.result.clone())
+            .unwrap_or_default();
+        assert!(
+            result.starts_with("grading tampered") && result.contains("reference solution fails"),
+            "step {}: {result}",
+            s.name
+        );
+    }
+    let g = a.grade.clone().unwrap();
+    assert!(!g.ok && g.tampered, "{g:?}");
+    assert_eq!(g.score, 0.0);
+}

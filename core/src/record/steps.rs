@@ -5,7 +5,8 @@
 //! The gate and the strategy are Harbor's (`core::task::steps`); this module only applies
 //! them to what each step left.
 
-use crate::record::{Grade, Observations};
+use crate::grading::{tripwire_held, TRIPWIRE_OK};
+use crate::record::{Grade, Observations, TripwireFacts};
 use crate::task::steps::{stops_after, trial_rewards, MinReward, RewardStrategy};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,11 @@ pub struct StepResult {
     /// Why the step was not graded (its setup.sh, healthcheck or grading failing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// The tripwire of the step's grade (its twin run in the environment after the graded
+    /// run, judged by the step's reference graded where the steps before it ran); absent
+    /// when the step was not graded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<TripwireFacts>,
 }
 
 impl StepResult {
@@ -95,6 +101,7 @@ impl StepResult {
             artifacts: Vec::new(),
             gated_stop: None,
             cause: None,
+            tripwire: None,
         }
     }
 }
@@ -248,10 +255,57 @@ pub fn trial_grade(
         runtime: None,
         cause: base.tampered,
         tampered,
-        tripwire: None,
+        tripwire: steps_tripwire(steps),
         withheld: Vec::new(),
         ended_by: None,
         environment: Some("shared".into()),
+    })
+}
+
+/// The tripwire of a multi-step attempt's grade, from its steps': a grade counts as checked
+/// by a tripwire only when every step graded solved was. `None` when a solved step was
+/// graded without one; the first solved step whose tripwire did not hold, its result
+/// naming the step; else one that held, naming the steps it covered, its duration the sum
+/// of theirs. With no step solved: the first tripwire that did not hold (a step's twin that
+/// saw tampering), else `None`.
+pub fn steps_tripwire(steps: &[StepResult]) -> Option<TripwireFacts> {
+    let solved: Vec<&StepResult> = steps
+        .iter()
+        .filter(|s| s.verdict == StepVerdict::Solved)
+        .collect();
+    let named = |s: &StepResult, t: &TripwireFacts| TripwireFacts {
+        result: format!("step `{}`: {}", s.name, t.result),
+        ..t.clone()
+    };
+    if solved.is_empty() {
+        // Nothing solved: a tripwire that did not hold (the tampering a step's twin saw)
+        // is kept for the record; one that held says nothing of a grade that is not solved.
+        return steps.iter().find_map(|s| {
+            s.tripwire
+                .as_ref()
+                .filter(|t| !tripwire_held(&t.result))
+                .map(|t| named(s, t))
+        });
+    }
+    let mut duration: Option<u64> = None;
+    for s in &solved {
+        let t = s.tripwire.as_ref()?;
+        if !tripwire_held(&t.result) {
+            return Some(named(s, t));
+        }
+        if let Some(d) = t.duration_ms {
+            duration = Some(duration.unwrap_or(0).saturating_add(d));
+        }
+    }
+    Some(TripwireFacts {
+        name: solved
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        file: String::new(),
+        result: TRIPWIRE_OK.to_string(),
+        duration_ms: duration,
     })
 }
 
@@ -480,6 +534,96 @@ mod tests {
             g.report
         );
         assert!(g.report.contains("step deposit: not_run -"), "{}", g.report);
+    }
+
+    /// A multi-step grade counts as checked by a tripwire only when every solved step was.
+    #[test]
+    fn the_trial_tripwire_holds_only_when_every_solved_step_held() {
+        let held = |d| TripwireFacts {
+            name: String::new(),
+            file: "test_a.py".into(),
+            result: TRIPWIRE_OK.into(),
+            duration_ms: Some(d),
+        };
+        let tampered = TripwireFacts {
+            result: "grading tampered: the agent's code passed the tripwire twin".into(),
+            ..held(5)
+        };
+        let none = TripwireFacts {
+            result: "none: no test to make a twin of".into(),
+            ..held(0)
+        };
+        let step = |name: &str, v: StepVerdict, t: Option<TripwireFacts>| StepResult {
+            verdict: v,
+            tripwire: t,
+            ..StepResult::not_run(name)
+        };
+        use StepVerdict::*;
+        // (steps, want: None, or (result starts with, names, duration))
+        type Want = Option<(&'static str, &'static str, Option<u64>)>;
+        let cases: Vec<(Vec<StepResult>, Want)> = vec![
+            (
+                vec![
+                    step("a", Solved, Some(held(3))),
+                    step("b", Solved, Some(held(4))),
+                ],
+                Some((TRIPWIRE_OK, "a, b", Some(7))),
+            ),
+            // A solved step graded without a tripwire: the trial was not checked.
+            (
+                vec![step("a", Solved, Some(held(3))), step("b", Solved, None)],
+                None,
+            ),
+            // One that did not hold is the trial's, naming the step.
+            (
+                vec![
+                    step("a", Solved, Some(held(3))),
+                    step("b", Solved, Some(none.clone())),
+                ],
+                Some(("step `b`: none:", "", Some(0))),
+            ),
+            // A failed step's tripwire does not count towards a solved trial's.
+            (
+                vec![step("a", Failed, None), step("b", Solved, Some(held(2)))],
+                Some((TRIPWIRE_OK, "b", Some(2))),
+            ),
+            // Nothing solved: the tampering a twin saw is kept; a held one is not.
+            (
+                vec![
+                    step("a", Failed, Some(held(1))),
+                    step("b", Failed, Some(tampered)),
+                ],
+                Some(("step `b`: grading tampered", "", Some(5))),
+            ),
+            (
+                vec![step("a", Failed, Some(held(1))), step("b", NotRun, None)],
+                None,
+            ),
+            (vec![], None),
+        ];
+        for (steps, want) in cases {
+            let got = steps_tripwire(&steps);
+            let what = format!("{steps:?}");
+            match (got, want) {
+                (None, None) => {}
+                (Some(t), Some((result, names, duration))) => {
+                    assert!(t.result.starts_with(result), "{what}: {t:?}");
+                    assert_eq!(tripwire_held(&t.result), result == TRIPWIRE_OK, "{what}");
+                    if result == TRIPWIRE_OK {
+                        assert_eq!(t.name, names, "{what}");
+                    }
+                    assert_eq!(t.duration_ms, duration, "{what}");
+                }
+                (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+            }
+        }
+        // The trial's grade carries it.
+        let mut s = graded("a", 1.0);
+        end_step(&mut s, None, 1.0, true);
+        s.tripwire = Some(held(9));
+        let g = trial_grade(&[s], RewardStrategy::Mean, 1.0, base()).unwrap();
+        assert!(g.ok);
+        assert_eq!(g.tripwire.map(|t| t.result), Some(TRIPWIRE_OK.to_string()));
     }
 
     #[test]

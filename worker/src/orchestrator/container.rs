@@ -3,6 +3,8 @@
 //! `/logs/artifacts`, the worker's agent CLIs read-only), and the healthcheck polled in the
 //! task's environment before the agent starts.
 
+pub(crate) mod stage;
+
 use super::{AttemptRequest, Orchestrator};
 use crate::image::{for_task, Store, TaskImageError, Unpacked};
 use crate::runtime::container::{agent_tools, Image, View};

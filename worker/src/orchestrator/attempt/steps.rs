@@ -17,9 +17,11 @@
 //! `min_reward` gate) and the trial's grade (`mean` or `final`) are core's
 //! ([`akbench_core::record::steps`]); this module applies them.
 //!
-//! A step is graded without the tripwire twin and the reference-solution check: the
-//! reference of a later step needs the steps before it, which a fresh environment does not
-//! have. A cancel or an infrastructure failure in any step ends the attempt (retried whole
+//! A step is graded as a one-step task graded in the agent's environment is: its tripwire
+//! twin runs in the environment after the graded run, and the step's reference solution
+//! (the twin's judge, the check that the grader works) is graded in a fresh environment
+//! where every step before it ran first, each with its own solution
+//! ([`StepReferences`], `orchestrator::container::stage::replay`). A cancel or an infrastructure failure in any step ends the attempt (retried whole
 //! by the trial, never a step alone); the record keeps the steps that ran.
 
 use super::phases::{
@@ -27,10 +29,11 @@ use super::phases::{
 };
 use super::{Phase, Run};
 use crate::evaluator::{copy_tree, evaluate, EvalPlace, EvalResult};
+use crate::orchestrator::container::stage::{before_agent, refill, Place};
 use crate::orchestrator::AttemptRequest;
-use crate::process::{spawn, CancelToken, ProcessSpec};
+use crate::process::CancelToken;
 use crate::runtime::container::Image;
-use crate::runtime::shared::{Env, ExecAs};
+use crate::runtime::shared::Env;
 use akbench_core::lifecycle::Event;
 use akbench_core::record::steps::{
     end_step, rewards_from_json, summed_observations, take_spend, trial_grade, GradeBase,
@@ -41,10 +44,6 @@ use akbench_core::task::steps::test_sources;
 use akbench_core::task::Task;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Where a step's `workdir/` is bound, read-only, while it is copied in.
-const WORKDIR_MOUNT: &str = "/.akbench-step-workdir";
 
 /// Each step as the one-step task its part runs ([`Task::step_view`]), its tests merged
 /// under the attempt's folder.
@@ -185,45 +184,12 @@ pub(super) fn run(
         ) {
             return end_in_step(r, i, Event::InfrastructureFailed, e);
         }
-        if let Some(dir) = &step.workdir_dir {
-            if let Err(e) = upload(&place, dir, &image.workdir) {
-                return end_in_step(
-                    r,
-                    i,
-                    Event::InfrastructureFailed,
-                    format!("step `{}`: {e}", names[i]),
-                );
-            }
-        }
-        if step.has_setup {
-            match setup(&place, &image.workdir) {
-                Ok(None) => {}
-                Ok(Some(why)) => {
-                    r.steps[i].cause = Some(format!("setup.sh {why}"));
-                }
-                Err(e) => {
-                    return end_in_step(
-                        r,
-                        i,
-                        Event::InfrastructureFailed,
-                        format!("step `{}`: {e}", names[i]),
-                    )
-                }
-            }
+        match before_agent(&place, step, &image.workdir) {
+            Ok(None) => {}
+            Ok(Some(why)) => r.steps[i].cause = Some(why),
+            Err(e) => return end_in_step(r, i, Event::InfrastructureFailed, e),
         }
         if r.steps[i].cause.is_none() {
-            if let Some(hc) = &step.config.healthcheck {
-                if let Err(why) =
-                    crate::orchestrator::container::poll(env, hc, &template, &paths.root, cancel)
-                {
-                    return end_in_step(
-                        r,
-                        i,
-                        Event::InfrastructureFailed,
-                        format!("step `{}` healthcheck: {why}", names[i]),
-                    );
-                }
-            }
             // The agent, told the step's instruction.
             let launched = match first_launch.take() {
                 Some(l) => l,
@@ -254,8 +220,14 @@ pub(super) fn run(
                         artifacts_dir: &sreq.artifacts_dir,
                         log_prefix: "",
                         runtime: req.options.runtime,
-                        // No tripwire twin, no reference check (the module's documentation).
-                        workspaces: None,
+                        // The tripwire twin runs here after the graded run; the step's
+                        // reference in a fresh environment that replays the steps before.
+                        workspaces: Some(&StepReferences {
+                            orch: r.orch,
+                            view,
+                            image,
+                            mutation_applied: req.options.apply_mutation,
+                        }),
                         withheld: &[],
                         image: Some(image),
                         shared: Some(env),
@@ -275,6 +247,7 @@ pub(super) fn run(
                                 g.cause.clone().map(|c| format!("step `{}`: {c}", names[i]));
                         }
                         r.steps[i].rewards = Some(step_rewards(&g, &eval_root));
+                        r.steps[i].tripwire = g.tripwire.clone();
                     }
                     EvalResult::Broken { cause, .. } => {
                         return end_in_step(
@@ -315,6 +288,51 @@ pub(super) fn run(
     }
     r.steps_grading = Some(grading);
     Ok(())
+}
+
+/// The other workspaces a step's grade needs: only the reference environment. A step is
+/// graded in the agent's environment, so its tripwire twin runs there and no fresh copy of
+/// the agent's work is made; its reference solution runs in a fresh environment of the
+/// image where the steps before it ran with their solutions (`regrade::reference_env`
+/// replays the view's `StepOf::replay`).
+struct StepReferences<'a> {
+    orch: &'a crate::orchestrator::Orchestrator,
+    view: &'a Task,
+    image: &'a Image,
+    mutation_applied: bool,
+}
+
+impl crate::evaluator::Workspaces for StepReferences<'_> {
+    fn agent_copy(&self, _dir: &Path) -> Result<crate::evaluator::FreshWorkspace, String> {
+        Err(
+            "a step is graded in the agent's environment: there is no fresh copy of its work"
+                .into(),
+        )
+    }
+
+    fn reference(
+        &self,
+        _dir: &Path,
+        _cancel: &CancelToken,
+    ) -> Result<crate::evaluator::FreshWorkspace, String> {
+        Err("a step's reference solution is graded in an environment of its own".into())
+    }
+
+    fn reference_env(
+        &self,
+        dir: &Path,
+        cancel: &CancelToken,
+    ) -> Result<crate::evaluator::ReferenceEnv, String> {
+        crate::regrade::reference_env(
+            self.orch,
+            self.view,
+            self.image,
+            dir,
+            (self.mutation_applied, true),
+            cancel,
+        )?
+        .map_err(|e| format!("the step's reference solution did not run to its end: {e}"))
+    }
 }
 
 /// A graded step's rewards: every numeric key of the `reward.json` its grading wrote (a
@@ -379,125 +397,6 @@ pub(super) fn evaluating(r: &mut Run<'_>, req: &AttemptRequest<'_>) -> Phase {
         }
     }
     Ok(())
-}
-
-/// Empties `folder` and copies `solution` into it.
-fn refill(folder: &Path, solution: Option<&Path>) -> Result<(), String> {
-    let _ = std::fs::remove_dir_all(folder);
-    std::fs::create_dir_all(folder)
-        .map_err(|e| format!("failed to create {}: {e}", folder.display()))?;
-    if let Some(s) = solution {
-        copy_tree(s, folder).map_err(|e| format!("failed to copy the step's solution: {e}"))?;
-    }
-    Ok(())
-}
-
-/// Where the environment's own processes of a step run: the environment, the process
-/// template (no credentials), the folder their logs go to, the attempt's cancel.
-struct Place<'a> {
-    env: &'a Env,
-    template: &'a ProcessSpec,
-    scratch: &'a Path,
-    cancel: &'a CancelToken,
-}
-
-/// Runs `argv` at `place` as `who` (no network of its own): its exit code (`None`: killed or
-/// timed out) and what it wrote, or why it could not run.
-fn exec(
-    place: &Place<'_>,
-    who: ExecAs,
-    argv: Vec<String>,
-    name: &str,
-    timeout: Duration,
-) -> Result<(Option<i32>, String), String> {
-    let Place {
-        env,
-        template,
-        scratch,
-        cancel,
-    } = place;
-    let mut spec = ProcessSpec::clone(template);
-    spec.argv = argv;
-    spec.stdout_path = scratch.join(format!("{name}.stdout.log"));
-    spec.stderr_path = scratch.join(format!("{name}.stderr.log"));
-    spec.timeout = timeout;
-    spec.grace = Duration::from_secs(1);
-    spec.output_cap = 64 * 1024;
-    spec.tag = format!("{}-{name}", template.tag);
-    let prepared = env
-        .exec(spec.clone(), who, None)
-        .map_err(|e| format!("failed to run {name}: {e}"))?;
-    let guard = prepared.guard;
-    let running = match spawn(prepared.spec) {
-        Ok(r) => r,
-        Err(e) => {
-            guard.finish();
-            return Err(format!("failed to run {name}: {e}"));
-        }
-    };
-    let end = running.wait(cancel);
-    guard.finish();
-    if cancel.is_cancelled() {
-        return Err(format!("cancelled while {name} ran"));
-    }
-    let said = [&spec.stdout_path, &spec.stderr_path]
-        .iter()
-        .map(|p| {
-            akbench_core::bounded_read::ReadKind::Log
-                .read_text(p, akbench_core::bounded_read::Links::Refuse)
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join("");
-    let code = if end.timed_out { None } else { end.exit_code };
-    Ok((code, akbench_core::limits::elide(said.trim())))
-}
-
-/// Quotes `s` for `sh`.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Uploads the step's `workdir/` into the working folder (Harbor's `upload_dir`: its files
-/// over what is there), bound read-only for a copy made inside the environment.
-fn upload(place: &Place<'_>, dir: &Path, workdir: &str) -> Result<(), String> {
-    let who = ExecAs::Grader {
-        mounts: vec![(dir.to_path_buf(), WORKDIR_MOUNT.into(), true)],
-        writable: Vec::new(),
-        limits: crate::runtime::Limits::default(),
-    };
-    let cmd = format!(
-        "cp -R {}/. {}/",
-        quote(WORKDIR_MOUNT),
-        quote(workdir.trim_end_matches('/'))
-    );
-    let argv = vec!["sh".into(), "-c".into(), cmd];
-    match exec(place, who, argv, "step-upload", Duration::from_secs(300))? {
-        (Some(0), _) => Ok(()),
-        (code, said) => Err(format!(
-            "failed to upload its workdir/ ({}): {said}",
-            code.map_or("killed or out of time".into(), |c| format!("exit {c}"))
-        )),
-    }
-}
-
-/// Runs the uploaded `setup.sh` with `bash` in the working folder, in the environment as
-/// the agent's processes run (what it starts stays): `Ok(Some(why))` when it failed (the
-/// step's failure, as in Harbor), `Err` when it could not run.
-fn setup(place: &Place<'_>, workdir: &str) -> Result<Option<String>, String> {
-    let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));
-    let argv = vec!["bash".into(), script];
-    match exec(
-        place,
-        ExecAs::Agent,
-        argv,
-        "step-setup",
-        Duration::from_secs(600),
-    )? {
-        (Some(0), _) => Ok(None),
-        (Some(c), said) => Ok(Some(format!("exited with code {c}: {said}"))),
-        (None, said) => Ok(Some(format!("was killed or ran out of time: {said}"))),
-    }
 }
 
 /// Copies the step's `artifacts` (paths in the working folder or under `/logs/artifacts`,
