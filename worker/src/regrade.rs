@@ -961,7 +961,9 @@ pub(crate) fn wait_solution(
 /// A fresh environment of `task`'s image over a fresh starting point under `dir` (with the
 /// task's mutation when `mutation_applied`), its healthcheck polled as before an agent, and
 /// the task's reference solution run in it as the agent when `solution`: where a grade
-/// made in the agent's environment grades the reference. `Ok(Err(why))`: the solution did
+/// made in the agent's environment grades the reference. For a step's view (`Task::step_of`)
+/// the steps before it are replayed first with their solutions, then its own part before
+/// the agent (`orchestrator::container::stage::replay`). `Ok(Err(why))`: the solution did
 /// not run to its end (the environment is ended); `Err`: the workspace or the environment
 /// could not be made here.
 pub(crate) fn reference_env(
@@ -1013,44 +1015,48 @@ pub(crate) fn reference_env(
         env.finish();
         return Err(format!("the environment did not become healthy: {why}"));
     }
-    if solution {
-        let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
-        let solve = |spec: crate::process::ProcessSpec| {
-            env.exec_as(
-                spec,
-                crate::runtime::shared::ExecAs::Agent,
-                exposure.egress.clone(),
-                Some(ids),
-                &exposure.written(),
+    // Who a solution runs as (the task's `[agent] user`), asked only when one runs.
+    let ids = match solution || replay.is_some() {
+        true => Some(crate::runtime::container::phase_users(image, task, true)?.agent),
+        false => None,
+    };
+    let solve = |spec: crate::process::ProcessSpec| {
+        env.exec_as(
+            spec,
+            crate::runtime::shared::ExecAs::Agent,
+            exposure.egress.clone(),
+            ids,
+            &exposure.written(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|p| wait_solution(p, cancel))
+    };
+    // A step's: the steps before it replayed with their solutions and its own part before
+    // the agent, whether or not its own solution runs next.
+    let replayed = match replay {
+        None => Ok(()),
+        Some(steps) => {
+            let mut template = spec.clone();
+            template.tag = format!("{}-replay", spec.tag);
+            let place = crate::orchestrator::container::stage::Place {
+                env: &env,
+                template: &template,
+                scratch: dir,
+                cancel,
+            };
+            crate::orchestrator::container::stage::replay(
+                &place,
+                steps,
+                &image.workdir,
+                &solution_folder,
+                &|step, solution| solve(replayed_solution(&spec, step, solution)),
             )
-            .map_err(|e| e.to_string())
-            .and_then(|p| wait_solution(p, cancel))
-        };
-        let replayed = match replay {
-            None => Ok(()),
-            Some(steps) => {
-                let mut template = spec.clone();
-                template.tag = format!("{}-replay", spec.tag);
-                let place = crate::orchestrator::container::stage::Place {
-                    env: &env,
-                    template: &template,
-                    scratch: dir,
-                    cancel,
-                };
-                crate::orchestrator::container::stage::replay(
-                    &place,
-                    steps,
-                    &image.workdir,
-                    &solution_folder,
-                    &|step, solution| solve(replayed_solution(&spec, step, solution)),
-                )
-            }
-        };
-        let solved = replayed.and_then(|()| solve(spec));
-        if let Err(e) = solved {
-            env.finish();
-            return Ok(Err(e));
         }
+    };
+    let solved = replayed.and_then(|()| if solution { solve(spec) } else { Ok(()) });
+    if let Err(e) = solved {
+        env.finish();
+        return Ok(Err(e));
     }
     Ok(Ok(crate::evaluator::ReferenceEnv { env, fresh }))
 }

@@ -25,22 +25,23 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         .into());
     }
     let mut task = load_task(&dir.display().to_string(), &dir)?;
-    // A multi-step task's trials run (worker: orchestrator/attempt/steps.rs), but the
-    // check's two grading runs are one-step; its check is a trial of the oracle.
+    // A multi-step task is checked step by step, under `container` only (where its steps
+    // run); each step needs a solution, its own or the task's.
     if !task.steps.is_empty() {
-        let names: Vec<&str> = task.steps.iter().map(|s| s.config.name.as_str()).collect();
-        return Err(InputError(format!(
-            "failed to check task `{}`: it is a multi-step task ({} steps: {}; reward strategy `{}`), whose steps `task check` does not apply yet; fix: run a trial of it with the oracle under the container runtime (`akbench run single` with `--agent oracle --runtime container`: every step should be solved) and one with a no-op agent (not solved)",
-            task.release.id,
-            names.len(),
-            names.join(", "),
-            task.reward_strategy.as_str()
-        ))
-        .into());
-    }
-    // The check applies solution/solve.sh: without it there is nothing to check, which is
-    // the task's fault (exit 2), never a "not valid" verdict kept in the cache.
-    if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {
+        if let Some(s) = task
+            .steps
+            .iter()
+            .find(|s| s.solution_dir.is_none() && task.reference.is_none())
+        {
+            return Err(InputError(format!(
+                "failed to check task `{}`: step `{}` has no reference solution (steps/{}/solution/solve.sh, or the task's solution/solve.sh); fix: add one, which the check runs and the step's tests must then solve",
+                task.release.id, s.config.name, s.config.name
+            ))
+            .into());
+        }
+    } else if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {
+        // The check applies solution/solve.sh: without it there is nothing to check, which
+        // is the task's fault (exit 2), never a "not valid" verdict kept in the cache.
         return Err(InputError(format!(
             "failed to check task `{}`: it has no reference solution ({}); fix: add solution/solve.sh, which the check applies and the tests must then solve",
             task.release.id,
@@ -126,6 +127,19 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
     }
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");
+    }
+    for s in &check.steps {
+        outln!(
+            "  step {}: {}; reference {}, baseline {}{}",
+            s.name,
+            if s.valid { "valid" } else { "NOT valid" },
+            side(s.reference).unwrap_or_default(),
+            side(s.baseline).unwrap_or_default(),
+            s.tripwire
+                .as_deref()
+                .map(|t| format!("; tripwire: {t}"))
+                .unwrap_or_default()
+        );
     }
     if let Some(g) = &check.grading {
         outln!(

@@ -28,8 +28,8 @@ use super::phases::{
     launch, spawn_agent, start_env, wait_agent, Checked, StepMounts, WorkspacePaths,
 };
 use super::{Phase, Run};
-use crate::evaluator::{copy_tree, evaluate, EvalPlace, EvalResult};
-use crate::orchestrator::container::stage::{before_agent, refill, Place};
+use crate::evaluator::{evaluate, EvalPlace, EvalResult};
+use crate::orchestrator::container::stage::{before_agent, refill, views, Place};
 use crate::orchestrator::AttemptRequest;
 use crate::process::CancelToken;
 use crate::runtime::container::Image;
@@ -40,35 +40,9 @@ use akbench_core::record::steps::{
     StepResult,
 };
 use akbench_core::record::Observations;
-use akbench_core::task::steps::test_sources;
 use akbench_core::task::Task;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Each step as the one-step task its part runs ([`Task::step_view`]), its tests merged
-/// under the attempt's folder.
-fn views(task: &Task, work_root: &Path) -> Result<Vec<Task>, String> {
-    let mut out = Vec::new();
-    for (i, step) in task.steps.iter().enumerate() {
-        let merged = work_root
-            .join("steps")
-            .join(&step.config.name)
-            .join("tests");
-        for from in test_sources(&task.tests_dir, step) {
-            copy_tree(&from, &merged).map_err(|e| {
-                format!(
-                    "failed to merge the tests of step `{}` from {}: {e}",
-                    step.config.name,
-                    from.display()
-                )
-            })?;
-        }
-        std::fs::create_dir_all(&merged)
-            .map_err(|e| format!("failed to create {}: {e}", merged.display()))?;
-        out.push(task.step_view(i, &merged).map_err(|e| e.to_string())?);
-    }
-    Ok(out)
-}
 
 /// The request of step `view` (named `name`): its task, its artifacts under
 /// `steps/<name>/`.

@@ -8,7 +8,9 @@
 
 use crate::process::{spawn, CancelToken, ProcessSpec};
 use crate::runtime::shared::{Env, ExecAs};
+use akbench_core::task::steps::test_sources;
 use akbench_core::task::steps::Step;
+use akbench_core::task::Task;
 use std::path::Path;
 use std::time::Duration;
 
@@ -201,4 +203,29 @@ pub(crate) fn replay(
         }
     }
     Ok(())
+}
+
+/// Each step as the one-step task its part runs ([`Task::step_view`]), its tests merged
+/// under `work_root` (`steps/<name>/tests`): the attempt's folder, or a task check's.
+pub(crate) fn views(task: &Task, work_root: &Path) -> Result<Vec<Task>, String> {
+    let mut out = Vec::new();
+    for (i, step) in task.steps.iter().enumerate() {
+        let merged = work_root
+            .join("steps")
+            .join(&step.config.name)
+            .join("tests");
+        for from in test_sources(&task.tests_dir, step) {
+            crate::evaluator::copy_tree(&from, &merged).map_err(|e| {
+                format!(
+                    "failed to merge the tests of step `{}` from {}: {e}",
+                    step.config.name,
+                    from.display()
+                )
+            })?;
+        }
+        std::fs::create_dir_all(&merged)
+            .map_err(|e| format!("failed to create {}: {e}", merged.display()))?;
+        out.push(task.step_view(i, &merged).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
 }
