@@ -21,11 +21,11 @@ use crate::rows::col;
 use crate::scheduler::machine::{decide_run, with_moves, ItemEvent, MoveColumns, RunDecision};
 use crate::scheduler::Scheduler;
 use crate::store::{StoreError, Tx};
-use chrono::{DateTime, Utc};
 use akbench_core::dispatch::machine::RunEvent;
 use akbench_core::grading::owing_states;
 use akbench_core::record::AttemptRecord;
 use akbench_core::work::{GradeSource, WorkItem, WorkKind};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");

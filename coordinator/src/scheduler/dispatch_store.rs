@@ -51,10 +51,7 @@ struct ItemRow {
 }
 
 /// Reads `trial`'s item (`None`: no such item).
-async fn item_of(
-    client: &impl GenericClient,
-    trial: Uuid,
-) -> Result<Option<ItemRow>, StoreError> {
+async fn item_of(client: &impl GenericClient, trial: Uuid) -> Result<Option<ItemRow>, StoreError> {
     let rows = client
         .query(&client.prepare_cached(ITEMS_OF_SQL).await?, &[&vec![trial]])
         .await?;

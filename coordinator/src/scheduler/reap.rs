@@ -483,4 +483,3 @@ async fn close_in(
         })
         .collect())
 }
-

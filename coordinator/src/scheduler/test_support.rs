@@ -8,10 +8,10 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{Caps, NewWorkItem, SchedulerError, StoredRun, WorkKind};
+use crate::store::{Store, StoreError};
 use akbench_core::dispatch::machine::{ItemClass, ItemState};
 use akbench_core::dispatch::store::{DispatchStore, ItemAsk, StoreSetup};
 use akbench_core::dispatch::RunState;
-use crate::store::{Store, StoreError};
 
 /// A seeded run: its id and its planned trials in plan order.
 #[derive(Debug, Clone)]
@@ -250,7 +250,11 @@ impl StoreSetup for super::Scheduler {
         items: &[ItemClass],
         retry_budget: u32,
     ) -> Result<StoredRun, SchedulerError> {
-        let n = if state == RunState::Planned { 0 } else { items.len() };
+        let n = if state == RunState::Planned {
+            0
+        } else {
+            items.len()
+        };
         let seeded = seed_run(self.store(), n, "a", &Caps::default()).await?;
         self.register_worker(STORE_WORKER, 1, &Default::default(), "test")
             .await?;

@@ -236,7 +236,13 @@ impl InMemoryDispatch {
     /// Applies what core's item machine decides for `event` on item `i` (guarded by the
     /// class it is in): a ready item becomes ready from `at`, a cancelled one cancelled with
     /// `reason`. Returns the decision.
-    fn apply_item(&mut self, i: usize, event: ItemEvent, at: Instant, reason: &'static str) -> ItemMove {
+    fn apply_item(
+        &mut self,
+        i: usize,
+        event: ItemEvent,
+        at: Instant,
+        reason: &'static str,
+    ) -> ItemMove {
         let from = self.items[i].state;
         let decided = machine::item_on(from.class(), event);
         let ItemMove::To(to) = decided else {
@@ -269,7 +275,13 @@ impl InMemoryDispatch {
 
     /// Settles item `i`'s live attempt that ended in `terminal` at `now` by core's retry
     /// rule (`jitter` in `[0, 1)`); `None` (and nothing changes) when the item is not leased.
-    fn settle_item(&mut self, i: usize, terminal: State, jitter: f64, now: Instant) -> Option<Settlement> {
+    fn settle_item(
+        &mut self,
+        i: usize,
+        terminal: State,
+        jitter: f64,
+        now: Instant,
+    ) -> Option<Settlement> {
         self.now = self.now.max(now);
         let item = &self.items[i];
         let settlement = dispatch::settle(
@@ -307,14 +319,18 @@ impl InMemoryDispatch {
 
     /// Whether an item is ready or leased.
     fn has_work(&self) -> bool {
-        self.items.iter().any(|i| i.state.class().state.is_live_work())
+        self.items
+            .iter()
+            .any(|i| i.state.class().state.is_live_work())
     }
 
     /// Core's idle rule: a run with nothing ready or leased ends (running: finished;
     /// cancelling: cancelled).
     fn end_if_idle(&mut self) {
         if !self.has_work() {
-            if let Ok(RunMove::To(to)) = machine::run_on(self.run, RunEvent::Idle { all_enqueued: true }) {
+            if let Ok(RunMove::To(to)) =
+                machine::run_on(self.run, RunEvent::Idle { all_enqueued: true })
+            {
                 self.run = to;
             }
         }

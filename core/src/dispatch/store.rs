@@ -113,7 +113,8 @@ pub trait DispatchStore {
     ) -> impl Future<Output = Result<ItemMove, Self::Error>>;
 
     /// The run's state.
-    fn run_state(&mut self, run: &Self::Run) -> impl Future<Output = Result<RunState, Self::Error>>;
+    fn run_state(&mut self, run: &Self::Run)
+        -> impl Future<Output = Result<RunState, Self::Error>>;
 
     /// Item `item`'s class (`None`: the run has no such item).
     fn item_class(

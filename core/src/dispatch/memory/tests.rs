@@ -355,8 +355,5 @@ fn the_table_of_runs_and_items_holds_on_the_memory_store() {
         walked.failures.len(),
         walked.failures.join("\n")
     );
-    assert_eq!(
-        (walked.run_cases, walked.item_cases),
-        (153, 110)
-    );
+    assert_eq!((walked.run_cases, walked.item_cases), (153, 110));
 }

@@ -274,8 +274,10 @@ pub async fn walk_runs<S: StoreSetup>(store: &mut S, out: &mut Walked) -> Result
                 }
                 let after = store.run_state(&run).await?;
                 if after != want.run {
-                    out.failures
-                        .push(format!("{case}: run ended {after}, the table says {}", want.run));
+                    out.failures.push(format!(
+                        "{case}: run ended {after}, the table says {}",
+                        want.run
+                    ));
                 }
                 for (i, want_class) in want.items.iter().enumerate() {
                     let got = store.item_class(&run, i).await?;
@@ -338,7 +340,8 @@ pub async fn walk<S: StoreSetup>(store: &mut S) -> Result<Walked, S::Error> {
         for e in RunEvent::ALL {
             let pair = (s.as_str(), format!("{e:?}"));
             if !out.run_pairs.contains(&pair) && !skipped.contains(&pair) {
-                out.failures.push(format!("run pair {pair:?} was never met"));
+                out.failures
+                    .push(format!("run pair {pair:?} was never met"));
             }
         }
     }
