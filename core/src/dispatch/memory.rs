@@ -392,6 +392,7 @@ impl InMemoryDispatch {
 }
 
 mod store;
+pub use store::{Never, BUDGET_STOP_REASON};
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,6 @@
 //! instant the sweep gave. The futures are ready at once.
 
 use super::{InMemoryDispatch, Item, ItemState, CANCEL_REASON};
-use crate::budget::BUDGET_REASON;
 use crate::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent};
 use crate::dispatch::store::{DispatchStore, ItemAsk, RunAsk, RunDecision, StoreSetup};
 use crate::dispatch::RunState;
@@ -12,6 +11,11 @@ use crate::lifecycle::State;
 /// The draw of the backoff jitter for an attempt ended through the trait (the delay is not
 /// what the trait's callers read).
 const JITTER: f64 = 0.5;
+
+/// The reason a budget stop through the trait cancels with: `crate::budget::BUDGET_REASON`
+/// (named here, not imported: `budget` sits above `dispatch`; `budget`'s tests hold the two
+/// equal).
+pub const BUDGET_STOP_REASON: &str = "budget";
 
 /// The memory store cannot fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +70,7 @@ impl DispatchStore for InMemoryDispatch {
             ItemAsk::Cancel | ItemAsk::BudgetStop => {
                 let (event, reason) = match ask {
                     ItemAsk::Cancel => (ItemEvent::Cancel, CANCEL_REASON),
-                    _ => (ItemEvent::BudgetStop, BUDGET_REASON),
+                    _ => (ItemEvent::BudgetStop, BUDGET_STOP_REASON),
                 };
                 let decided = machine::item_on(class, event);
                 self.cancel_items(event, reason);
