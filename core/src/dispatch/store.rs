@@ -55,7 +55,8 @@ pub enum ItemAsk {
     /// The item's live attempt ended in `terminal` (reported, or reaped): the store settles
     /// it with [`super::settle`] (retried or done) over the item's attempts and budget.
     Ended(State),
-    /// The item's lease is taken back before its attempt started, the attempt refunded.
+    /// The run's budget is spent: the leases of its items whose attempts have not started
+    /// are taken back, the attempts refunded (every such item of the run).
     Revoke,
     /// The run's cancel, on its items (every item of the run the machine moves).
     Cancel,

@@ -66,7 +66,14 @@ impl DispatchStore for InMemoryDispatch {
                 Some(_) => ItemMove::To(self.items[item].state.class()),
                 None => ItemMove::Stays,
             },
-            ItemAsk::Revoke => self.apply_item(item, ItemEvent::Revoke, now, CANCEL_REASON),
+            ItemAsk::Revoke => {
+                // Every leased item of the run (none of its attempts is known to have started).
+                let decided = machine::item_on(class, ItemEvent::Revoke);
+                for i in 0..self.items.len() {
+                    self.apply_item(i, ItemEvent::Revoke, now, CANCEL_REASON);
+                }
+                decided
+            }
             ItemAsk::Cancel | ItemAsk::BudgetStop => {
                 let (event, reason) = match ask {
                     ItemAsk::Cancel => (ItemEvent::Cancel, CANCEL_REASON),
