@@ -371,10 +371,27 @@ fn a_hook_planted_in_step_one_is_caught_in_every_step_by_its_tripwire() {
         Some(
             "for d in $(python3 -c 'import site; print(\" \".join(site.getsitepackages()))'); do\n\
                mkdir -p \"$d\" && echo 'import os; os._exit(0)' > \"$d/zz_akb.pth\" && echo \"planted in $d\"\n\
-             done\nexit 0\n",
+             done\n\
+             f=$(mktemp /logs/agent/step.XXXXXX) && ls /logs/agent | wc -l > \"$f\"\n\
+             exit 0\n",
         ),
     );
     let r = run(&c, "hooked", "hooker", "hooker", 0);
+    // Each step's /logs/agent is its own (collected into the step's artifacts, emptied
+    // before the next step, as Harbor does): one file there, which saw only itself.
+    for step in ["open", "deposit", "report"] {
+        let dir = c
+            .root()
+            .join("out/hooker/a1/steps")
+            .join(step)
+            .join("logs/agent");
+        let files: Vec<_> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "{step}: {files:?}");
+        assert_eq!(fs::read_to_string(&files[0]).unwrap().trim(), "1", "{step}");
+    }
     assert_eq!(
         r.outcome.state.to_string(),
         "completed",

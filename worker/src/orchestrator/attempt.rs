@@ -123,6 +123,11 @@ impl<'a> Run<'a> {
     /// only, capped, scrubbed on the way (`akbench_core::artifacts`); what was skipped or
     /// truncated is listed in `logs/collected.txt`.
     fn collect_logs(&mut self, work: &Path, artifacts: &Path) {
+        self.collect_logs_of(work, artifacts, &crate::orchestrator::container::LOGS);
+    }
+
+    /// [`Run::collect_logs`] of the folders `names` of `/logs` only (a step's `agent`).
+    fn collect_logs_of(&mut self, work: &Path, artifacts: &Path, names: &[&str]) {
         use akbench_core::artifacts::{Budget, CAP_BYTES};
         let from = work.join("logs");
         if !from.is_dir() {
@@ -130,7 +135,7 @@ impl<'a> Run<'a> {
         }
         let to = artifacts.join("logs");
         let mut budget = Budget::new(CAP_BYTES);
-        for name in crate::orchestrator::container::LOGS {
+        for &name in names {
             if let Err(e) = crate::scrub::collect(
                 &self.redactor,
                 &from.join(name),

@@ -184,6 +184,13 @@ pub(super) fn run(
             }
             r.steps[i].artifacts =
                 collect_artifacts(r, &sreq, &step.config.artifacts, &image.workdir, paths);
+            // Harbor's per-step `/logs/agent`: what the step's agent wrote there goes to the
+            // step's artifacts (`steps/<name>/logs/agent/`), and the next step's agent
+            // starts with it empty (`MultiStepTrial._reset_agent_logs_for_step`).
+            r.collect_logs_of(&paths.root, &sreq.artifacts_dir, &["agent"]);
+            if let Err(e) = refill(&paths.root.join("logs").join("agent"), None) {
+                return end_in_step(r, i, Event::InfrastructureFailed, e);
+            }
             if req.options.grade {
                 let eval_root = paths.root.join("eval-steps").join(i.to_string());
                 let evaluated = evaluate(
