@@ -876,3 +876,116 @@ fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
         "{problems}"
     );
 }
+
+/// A multi-step task through the coordinator (`akbench sweep` on its private PostgreSQL,
+/// one worker daemon): the oracle's trial succeeds and no-op's fails, and each record the
+/// coordinator exports keeps its attempt's steps as the worker ran them.
+#[test]
+fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps() {
+    const TEST: &str =
+        "a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps";
+    if !runs_here(TEST) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    // The private PostgreSQL may run as user postgres.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let reg = registry::Registry::start();
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&registry::base_tar(), "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        Some("/app"),
+        None,
+    );
+    let dir = tmp.path().join("tasks/harbor-steps-001");
+    std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/harbor-steps-001"))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    std::fs::write(
+        dir.join("task.toml"),
+        toml.replacen(
+            "workdir = \"/app\"",
+            &format!(
+                "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+                reg.addr
+            ),
+            1,
+        ),
+    )
+    .unwrap();
+    let m = tmp.path().join("experiment.yaml");
+    std::fs::write(
+        &m,
+        "experiment: steps\ntasks:\n  ids: [harbor-steps-001]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: noop\nexecution:\n  runtime: container\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = akbench(
+        &[
+            "sweep",
+            &m.display().to_string(),
+            "--json",
+            "--workers",
+            "1",
+            "--slots",
+            "2",
+            "--data-dir",
+            &tmp.path().join("pg").display().to_string(),
+            "--store-root",
+            &tmp.path().join("runs").display().to_string(),
+        ],
+        tmp.path(),
+        &reg,
+    );
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("sweep ended {code}: {stdout}\n{stderr}"));
+    let a = &v["accounting"];
+    assert_eq!(a["planned"], 2, "{v}");
+    assert_eq!(a["counts"]["succeeded"], 1, "{v}");
+    assert_eq!(a["counts"]["failed"], 1, "{v}");
+    let records = walk_files(&tmp.path().join("out"), "run_record.json");
+    assert_eq!(records.len(), 2, "{records:?}");
+    for r in records {
+        let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
+        let agent = rec["agent"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let steps: Vec<(String, String)> = rec["attempts"][0]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap_or_default().to_string(),
+                    s["verdict"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = match agent.as_str() {
+            "oracle" => vec![
+                ("open", "solved"),
+                ("deposit", "solved"),
+                ("report", "solved"),
+            ],
+            "noop" => vec![
+                ("open", "failed"),
+                ("deposit", "not_run"),
+                ("report", "not_run"),
+            ],
+            other => panic!("{}: agent {other}", r.display()),
+        }
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(steps, want, "{agent}: {}", r.display());
+    }
+}
