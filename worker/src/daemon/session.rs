@@ -1,24 +1,36 @@
 //! The session supervisor: one task that owns the connection, the held leases and every
 //! message still owed to the coordinator. Runners report to it over a channel; it sends,
 //! re-sends after a reconnect, and forgets what is acknowledged or revoked.
+//!
+//! It has the shape of nextest's runner dispatcher: each arm of the connection loop's
+//! `select!` only turns what arrived (a runner's report, a coordinator message, the stream
+//! opening or ending, a control request, a timer) into an [`Event`]; the pure state
+//! machine ([`state::State::handle_event`], which is given the time) decides and returns
+//! [`Effect`]s; the loop runs them (send on the stream, start or end an attempt, cancel or
+//! interrupt one, open a session, drop the stream, exit) and sleeps until the timers the
+//! state machine names ([`state::State::timers`]).
+
+mod event;
+mod owed;
+mod refusal;
+mod state;
+#[cfg(test)]
+mod state_tests;
 
 use super::artifacts::{ArtifactError, ArtifactStore};
 use super::config::{ConfigError, WorkerConfig};
-use super::linger;
 use super::metrics::WorkerMetrics;
-use super::runner::{self, Context, Event};
+use super::runner::{self, Context};
 use crate::orchestrator::Orchestrator;
 use crate::process::CancelToken;
 use akbench_core::clock::SystemClock;
-use akbench_core::identity::{
-    after_refusal, certificate_refusal, AfterRefusal, CertificateRefusal, Refused,
-};
-use akbench_core::lease_timing::{jittered, next_reconnect_delay, RECONNECT_FIRST};
-use akbench_core::lifecycle::State;
+use akbench_core::identity::Refused;
 use akbench_proto::v1 as pb;
-use akbench_proto::v1::coordinator_message::Body as In;
 use akbench_proto::v1::worker_message::Body as Out;
 use akbench_proto::workers_client::WorkersClient;
+use event::{Effect, Event, Timer};
+use refusal::Refusal;
+use state::{Settings, State};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -31,15 +43,10 @@ use tonic::transport::Endpoint;
 
 /// How long a draining daemon keeps trying to deliver what it owes once its attempts ended.
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
-/// Heartbeat period until a `Welcome` says otherwise.
-const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// How long opening a session may take (connecting, the TLS handshake, the coordinator's
 /// answer to the `Hello`): a coordinator that accepts the connection and says nothing is
 /// given up on and tried again with the reconnect backoff.
 pub const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the read-only handshake that tells a refused certificate from a closed
-/// connection waits for the coordinator's alert ([`crate::dial_probe`]).
-const CERTIFICATE_PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,38 +221,37 @@ impl Daemon {
     /// The supervisor that runs this daemon (not connected yet), and its control channel.
     fn supervisor(
         self,
-        events_tx: mpsc::UnboundedSender<Event>,
+        events_tx: mpsc::UnboundedSender<runner::Event>,
     ) -> (Supervisor, mpsc::UnboundedReceiver<Control>) {
-        let endpoints = self
+        let (coordinators, endpoints) = self
             .endpoints
             .into_iter()
             .map(|(url, e)| (url, keep_alive(e)))
-            .collect();
+            .unzip();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
+        let settings = Settings {
+            worker_id: self.config.worker_id.clone(),
+            grace: self.config.grace,
+            leases: self.config.leases(),
+            coordinators,
+        };
         let slots = self.config.slots as usize;
         let s = Supervisor {
             config: self.config,
             ctx: self.ctx,
             endpoints,
-            at: 0,
             events_tx,
-            attempts: HashMap::new(),
+            state: State::new(settings, seed),
+            cancels: HashMap::new(),
             tx: None,
-            welcomed: false,
-            backoff: RECONNECT_FIRST,
-            heartbeat_period: DEFAULT_HEARTBEAT,
-            rng: seed | 1,
-            drain: None,
-            flush_deadline: None,
-            status: Status::default(),
+            inbound: None,
+            connecting: None,
             slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             status_tx: self.status_tx,
             instance_id: uuid::Uuid::now_v7().to_string(),
-            refusals: (Refused::Other, 0),
-            fatal: None,
         };
         (s, self.control_rx)
     }
@@ -258,322 +264,166 @@ fn keep_alive(endpoint: Endpoint) -> Endpoint {
         .keep_alive_while_idle(true)
 }
 
-/// One attempt this worker holds, and what it still owes about it.
-#[derive(Debug)]
-struct Entry {
-    epoch: i64,
-    cancel: CancelToken,
-    /// The runner has not sent `Done` yet.
-    running: bool,
-    /// The lease is gone: nothing more is sent; forgotten once the runner ends.
-    lost: bool,
-    /// Unacknowledged transitions, in seq order.
-    transitions: Vec<pb::Transition>,
-    /// Highest seq sent on the current stream.
-    sent_upto: u32,
-    /// When the oldest transition not sent yet was recorded (see [`linger`]).
-    held_since: Option<Instant>,
-    record: Option<pb::RecordUpload>,
-    record_sent: bool,
-    finished: Option<pb::AttemptFinished>,
-    finished_sent: bool,
-    /// Send everything owed again at the next heartbeat (`UNAVAILABLE`).
-    retry: bool,
-    /// W3C trace context of the attempt's span, sent with every report about it.
-    traceparent: String,
-}
-
-impl Entry {
-    fn new(epoch: i64, cancel: CancelToken) -> Self {
-        Self {
-            epoch,
-            cancel,
-            running: true,
-            lost: false,
-            transitions: Vec::new(),
-            sent_upto: 0,
-            held_since: None,
-            record: None,
-            record_sent: false,
-            finished: None,
-            finished_sent: false,
-            retry: false,
-            traceparent: String::new(),
-        }
-    }
-
-    fn settled(&self) -> bool {
-        !self.running
-            && (self.lost
-                || (self.transitions.is_empty()
-                    && self.record.is_none()
-                    && self.finished.is_none()))
-    }
-
-    /// When its unsent transitions are due ([`linger::due`]); `None` when none are held.
-    fn due(&self) -> Option<Instant> {
-        let first = self.transitions.iter().find(|t| t.seq > self.sent_upto)?;
-        let ended = !self.running;
-        Some(linger::due(
-            first.seq,
-            ended,
-            self.held_since.unwrap_or_else(Instant::now),
-        ))
-    }
-
-    fn resend_all(&mut self) {
-        self.sent_upto = 0;
-        self.record_sent = false;
-        self.finished_sent = false;
-        self.retry = false;
-    }
-}
-
-struct Drain {
-    grace_end: Instant,
-    cancelled: bool,
-}
-
-type Connecting = Pin<
-    Box<
-        dyn Future<
-                Output = Result<
-                    (
-                        mpsc::UnboundedSender<pb::WorkerMessage>,
-                        tonic::Streaming<pb::CoordinatorMessage>,
-                    ),
-                    Refusal,
-                >,
-            > + Send,
-    >,
->;
-
-/// Why a session did not open (or ended before its `Welcome`).
-#[derive(Debug, Clone)]
-struct Refusal {
-    why: Refused,
-    message: String,
-}
-
-impl Refusal {
-    /// A failed connection: transient, unless its handshake failed over a certificate.
-    fn transient(message: String) -> Self {
-        match certificate_refusal(&message) {
-            Some(side) => Self::certificate(side, message),
-            None => Self {
-                why: Refused::Other,
-                message,
-            },
-        }
-    }
-
-    /// A failure that did not say why, over TLS: a refused client certificate can read as
-    /// a closed connection (the alert races the first request), so the handshake is made
-    /// again, reading only ([`crate::dial_probe`]); a certificate refusal it sees replaces
-    /// this failure.
-    async fn checked_for_certificate(self, url: &url::Url, tls: &crate::dial::TlsOptions) -> Self {
-        match crate::dial_probe::certificate_verdict(url, tls, CERTIFICATE_PROBE_WAIT).await {
-            crate::dial_probe::Verdict::TlsError(text) => match certificate_refusal(&text) {
-                Some(side) => Self::certificate(side, text),
-                None => self,
-            },
-            crate::dial_probe::Verdict::NothingLearned => self,
-        }
-    }
-
-    fn certificate(side: CertificateRefusal, message: String) -> Self {
-        let fix = match side {
-            CertificateRefusal::Ours => {
-                "the coordinator refused this worker's client certificate; fix: pass \
-                 --tls-cert/--tls-key issued by the CA the coordinator's --client-ca names \
-                 (`akbench certs --out DIR --worker WORKER_ID`), not expired"
-            }
-            CertificateRefusal::Theirs => {
-                "this worker did not accept the coordinator's certificate; fix: pass the CA \
-                 that signed it with --ca-file, and check that it is valid for the \
-                 coordinator URL's host and not expired"
-            }
-        };
-        Self {
-            why: Refused::Certificate,
-            message: format!("the TLS handshake failed: {message}; {fix}"),
-        }
-    }
-
-    fn of(status: &tonic::Status) -> Self {
-        // A transport error's cause (the TLS alert) is only in its sources.
-        let mut text = format!("{:?}: {}", status.code(), status.message());
-        let mut source = std::error::Error::source(status);
-        while let Some(s) = source {
-            let s_text = s.to_string();
-            if !text.contains(&s_text) {
-                text = format!("{text}: {s_text}");
-            }
-            source = s.source();
-        }
-        let why = match status.code() {
-            tonic::Code::Unauthenticated => Refused::Unauthenticated,
-            tonic::Code::PermissionDenied => Refused::PermissionDenied,
-            tonic::Code::AlreadyExists => Refused::IdHeld,
-            _ => return Self::transient(text),
-        };
-        Self { why, message: text }
-    }
-}
-
+/// The connection loop: it owns the I/O that the state machine's effects name.
 struct Supervisor {
     config: WorkerConfig,
     ctx: Arc<Context>,
-    /// The coordinators, in the order tried; `at` is the one sessions open with now (the
-    /// next is tried when a session cannot be opened).
-    endpoints: Vec<(url::Url, Endpoint)>,
-    at: usize,
-    events_tx: mpsc::UnboundedSender<Event>,
-    attempts: HashMap<String, Entry>,
+    /// The coordinators' endpoints, in the order tried (`Effect::Connect` names one).
+    endpoints: Vec<Endpoint>,
+    events_tx: mpsc::UnboundedSender<runner::Event>,
+    state: State,
+    /// The cancel token of every attempt started and still held.
+    cancels: HashMap<String, CancelToken>,
     tx: Option<mpsc::UnboundedSender<pb::WorkerMessage>>,
-    welcomed: bool,
-    backoff: Duration,
-    heartbeat_period: Duration,
-    rng: u64,
-    drain: Option<Drain>,
-    flush_deadline: Option<Instant>,
-    status: Status,
-    status_tx: watch::Sender<Status>,
+    inbound: Option<tonic::Streaming<pb::CoordinatorMessage>>,
+    connecting: Option<Connecting>,
     /// One permit per slot: an assignment runs once it holds one (the prefetched wait).
     slots: Arc<tokio::sync::Semaphore>,
+    status_tx: watch::Sender<Status>,
     /// This process's `Hello.instance_id` (the same on every reconnect).
     instance_id: String,
-    /// The last refusal and how many sessions in a row were refused for it (reset by a
-    /// `Welcome`).
-    refusals: (Refused, u32),
-    /// Set when lasting refusals end the daemon: it exits once no attempt runs.
-    fatal: Option<Exit>,
 }
 
 impl Supervisor {
     async fn run(
         &mut self,
-        mut events: mpsc::UnboundedReceiver<Event>,
+        mut events: mpsc::UnboundedReceiver<runner::Event>,
         mut control: mpsc::UnboundedReceiver<Control>,
     ) -> Exit {
-        let far = || Instant::now() + Duration::from_secs(86_400 * 365);
-        let mut connecting: Option<Connecting> = Some(self.connect());
-        let mut inbound: Option<tonic::Streaming<pb::CoordinatorMessage>> = None;
-        let mut retry_at: Option<Instant> = None;
-        let mut heartbeat = tokio::time::interval(DEFAULT_HEARTBEAT);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut control_open = true;
+        let mut arrived = Some(Event::Started);
         loop {
-            self.publish();
-            if let Some(exit) = self.finished() {
-                // Closing the request stream ends the session on the coordinator.
-                self.tx = None;
-                tracing::info!(?exit, code = exit.code(), "worker exiting");
-                return exit;
+            if let Some(event) = arrived.take() {
+                let effects = self.state.handle_event(event, Instant::now());
+                let exit = self.apply(effects);
+                self.publish();
+                if let Some(exit) = exit {
+                    return exit;
+                }
             }
-            let grace_end = match &self.drain {
-                Some(d) if !d.cancelled => d.grace_end,
-                _ => far(),
-            };
-            let flush_deadline = self.flush_deadline.unwrap_or_else(far);
-            let linger_end = self.next_due();
-            tokio::select! {
+            let timers = self.state.timers(Instant::now());
+            arrived = tokio::select! {
                 biased;
                 c = control.recv(), if control_open => match c {
-                    Some(Control::Drain(reason)) => self.start_drain(&reason),
-                    None => control_open = false,
+                    Some(Control::Drain(reason)) => Some(Event::Drain(reason)),
+                    None => {
+                        control_open = false;
+                        None
+                    }
                 },
                 Some(ev) = events.recv() => {
-                    self.on_event(ev);
+                    let mut batch = vec![ev];
                     while let Ok(ev) = events.try_recv() {
-                        self.on_event(ev);
+                        batch.push(ev);
                     }
-                    self.flush_due();
+                    Some(Event::Runners(batch))
                 }
-                _ = tokio::time::sleep_until(linger_end.unwrap_or_else(far)), if linger_end.is_some() => self.flush_due(),
-                m = next_message(&mut inbound), if inbound.is_some() => match m {
-                    Ok(Some(m)) => {
-                        let welcomed = self.welcomed;
-                        self.on_message(m);
-                        if !welcomed && self.welcomed {
-                            let period = self.heartbeat_period;
-                            heartbeat = tokio::time::interval_at(Instant::now() + period, period);
-                            heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                        }
+                _ = sleep_until(timers.linger) => Some(Event::Timer(Timer::Linger)),
+                m = next_message(&mut self.inbound) => Some(match m {
+                    Ok(Some(m)) => Event::Message(m),
+                    Ok(None) => {
+                        self.inbound = None;
+                        Event::StreamEnded(None)
                     }
-                    Ok(None) | Err(_) => {
-                        let refusal = match (m, self.welcomed) {
-                            (Err(e), false) => Some(Refusal::of(&e)),
-                            (Err(e), true) => {
-                                tracing::warn!("session failed: {e}");
-                                None
-                            }
-                            _ => {
-                                tracing::warn!("session ended by the coordinator");
-                                None
-                            }
-                        };
-                        inbound = None;
-                        retry_at = match refusal {
-                            Some(r) => self.refused(r),
-                            None => Some(self.disconnected()),
-                        };
+                    Err(e) => {
+                        self.inbound = None;
+                        Event::StreamEnded(Some(Refusal::of(&e)))
                     }
-                },
-                r = async { connecting.as_mut().expect("guarded").await }, if connecting.is_some() => {
-                    connecting = None;
-                    match r {
+                }),
+                r = opened(&mut self.connecting) => {
+                    self.connecting = None;
+                    Some(match r {
                         Ok((tx, rx)) => {
                             self.tx = Some(tx);
-                            inbound = Some(rx);
+                            self.inbound = Some(rx);
+                            Event::Opened
                         }
-                        Err(r) => retry_at = self.refused(r),
-                    }
+                        Err(r) => Event::OpenFailed(r),
+                    })
                 }
-                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => {
-                    retry_at = None;
-                    connecting = Some(self.connect());
-                }
-                _ = heartbeat.tick() => self.heartbeat(),
-                _ = tokio::time::sleep_until(grace_end), if grace_end < far() => self.grace_over(),
-                _ = tokio::time::sleep_until(flush_deadline), if self.flush_deadline.is_some() => {
-                    tracing::warn!(owed = self.attempts.len(), "could not deliver everything owed before the deadline");
-                    self.tx = None;
-                    return Exit::Undelivered;
-                }
-            }
+                _ = sleep_until(timers.reconnect) => Some(Event::Timer(Timer::Reconnect)),
+                _ = sleep_until(timers.heartbeat) => Some(Event::Timer(Timer::Heartbeat)),
+                _ = sleep_until(timers.grace) => Some(Event::Timer(Timer::Grace)),
+                _ = sleep_until(timers.flush) => Some(Event::Timer(Timer::Flush)),
+            };
         }
     }
-}
 
-/// The next message of an open stream.
-async fn next_message(
-    inbound: &mut Option<tonic::Streaming<pb::CoordinatorMessage>>,
-) -> Result<Option<pb::CoordinatorMessage>, tonic::Status> {
-    match inbound {
-        Some(s) => s.message().await,
-        None => std::future::pending().await,
+    /// Runs the effects in order; returns the exit when one says to.
+    fn apply(&mut self, effects: Vec<Effect>) -> Option<Exit> {
+        let mut exit = None;
+        for effect in effects {
+            match effect {
+                Effect::Send(body) => {
+                    if let Some(tx) = &self.tx {
+                        let _ = tx.send(pb::WorkerMessage { body: Some(body) });
+                    }
+                }
+                Effect::Connect { at, held } => self.connecting = Some(self.connect(at, held)),
+                Effect::CloseStream => (self.tx, self.inbound) = (None, None),
+                Effect::Start(a) => {
+                    let cancel = CancelToken::new();
+                    self.cancels.insert(a.attempt_id.clone(), cancel.clone());
+                    tokio::spawn(runner::run(
+                        self.ctx.clone(),
+                        a,
+                        cancel,
+                        self.events_tx.clone(),
+                        self.slots.clone(),
+                    ));
+                }
+                Effect::EndUnstarted { assignment, cause } => runner::end_unstarted(
+                    &self.config.worker_id,
+                    &assignment,
+                    akbench_core::lifecycle::State::InfrastructureError,
+                    cause,
+                    &self.events_tx,
+                    &self.ctx.metrics,
+                ),
+                Effect::Cancel(id) => {
+                    if let Some(c) = self.cancels.get(&id) {
+                        c.cancel();
+                    }
+                }
+                Effect::Interrupt { attempt_id, why } => {
+                    if let Some(c) = self.cancels.get(&attempt_id) {
+                        c.interrupt(&why);
+                    }
+                }
+                Effect::CloseSlots => self.slots.close(),
+                Effect::Exit(e) => exit = Some(e),
+            }
+        }
+        let state = &self.state;
+        self.cancels.retain(|id, _| state.holds(id));
+        exit
     }
-}
 
-impl Supervisor {
-    /// The URL of the coordinator sessions open with now.
-    fn coordinator(&self) -> &url::Url {
-        &self.endpoints[self.at].0
+    fn publish(&self) {
+        let s = self.state.status();
+        self.status_tx.send_if_modified(|old| {
+            if *old == s {
+                false
+            } else {
+                *old = s;
+                true
+            }
+        });
     }
 
-    fn connect(&self) -> Connecting {
-        let endpoint = self.endpoints[self.at].1.clone();
+    /// Opens a session with the `at`-th coordinator, presenting `held` in its `Hello`.
+    fn connect(&self, at: usize, held: Vec<pb::HeldLease>) -> Connecting {
+        let endpoint = self.endpoints[at].clone();
         let token = self.config.token.clone();
         let hello = pb::Hello {
             worker_id: self.config.worker_id.clone(),
             slots: self.config.leases(),
             labels: self.config.advertised_labels().into_iter().collect(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            held_leases: self.held_leases(),
+            held_leases: held,
             instance_id: self.instance_id.clone(),
         };
-        tracing::debug!(coordinator = %self.coordinator(), held = hello.held_leases.len(), "connecting");
+        tracing::debug!(coordinator = %self.state.coordinator(), held = hello.held_leases.len(), "connecting");
         let open = async move {
             let channel = endpoint.connect().await.map_err(|e| {
                 let mut s = e.to_string();
@@ -607,7 +457,7 @@ impl Supervisor {
                 .into_inner();
             Ok((tx, stream))
         };
-        let url = self.coordinator().clone();
+        let url = self.state.coordinator().clone();
         let tls = self.config.tls.clone();
         Box::pin(async move {
             let opened = tokio::time::timeout(SESSION_OPEN_TIMEOUT, open)
@@ -628,565 +478,44 @@ impl Supervisor {
             }
         })
     }
+}
 
-    /// A session was refused (or failed to connect): logs why, and returns when to try
-    /// again, or `None` when lasting refusals end the daemon
-    /// ([`akbench_core::identity::after_refusal`]): every running attempt is cancelled and
-    /// the daemon exits once they ended.
-    fn refused(&mut self, r: Refusal) -> Option<Instant> {
-        let in_a_row = if self.refusals.0 == r.why {
-            self.refusals.1 + 1
-        } else {
-            1
-        };
-        self.refusals = (r.why, in_a_row);
-        let exit = match after_refusal(r.why, in_a_row) {
-            AfterRefusal::Retry => {
-                tracing::warn!(coordinator = %self.coordinator(), worker_id = %self.config.worker_id,
-                    "failed to open a session: {}", r.message);
-                if self.endpoints.len() > 1 {
-                    // Another replica may serve: the next listed is tried (the live
-                    // attempts are re-presented to it in its Hello, as after a restart).
-                    self.at = (self.at + 1) % self.endpoints.len();
-                    tracing::info!(coordinator = %self.coordinator(), "trying the next coordinator");
-                }
-                return Some(self.disconnected());
-            }
-            AfterRefusal::Exit(_) if r.why == Refused::IdHeld => Exit::IdHeld,
-            AfterRefusal::Exit(_) if r.why == Refused::Certificate => Exit::CertificateRefused,
-            AfterRefusal::Exit(_) => Exit::CredentialRefused,
-        };
-        tracing::error!(
-            coordinator = %self.coordinator(),
-            worker_id = %self.config.worker_id,
-            attempts = in_a_row,
-            exit_code = exit.code(),
-            "failed to open a session, refused {in_a_row} times in a row: {}; giving up \
-             (fix the worker's credential or --worker-id and start it again)",
-            r.message
-        );
-        self.tx = None;
-        self.welcomed = false;
-        self.fatal = Some(exit);
-        for e in self.attempts.values() {
-            e.cancel.cancel();
-        }
-        None
-    }
-
-    /// Forgets the stream; returns when to try again.
-    fn disconnected(&mut self) -> Instant {
-        self.tx = None;
-        self.welcomed = false;
-        // Exponential backoff with +-20% jitter (core's reconnect schedule, which a
-        // restarted coordinator's grace covers: LeaseTiming::restart_grace).
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let wait = jittered(self.backoff, (self.rng >> 11) as f64 / (1u64 << 53) as f64);
-        self.backoff = next_reconnect_delay(self.backoff, self.heartbeat_period);
-        tracing::info!(retry_in_ms = wait.as_millis() as u64, "reconnecting");
-        Instant::now() + wait
-    }
-
-    fn held_leases(&self) -> Vec<pb::HeldLease> {
-        let mut v: Vec<_> = self
-            .attempts
-            .iter()
-            .filter(|(_, e)| !e.lost)
-            .map(|(id, e)| pb::HeldLease {
-                attempt_id: id.clone(),
-                epoch: e.epoch,
-            })
-            .collect();
-        v.sort_by(|a, b| a.attempt_id.cmp(&b.attempt_id));
-        v
-    }
-
-    fn free_slots(&self) -> u32 {
-        if self.drain.is_some() {
-            return 0;
-        }
-        let used = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
-        self.config.leases().saturating_sub(used)
-    }
-
-    fn send(&self, body: Out) {
-        if let (Some(tx), true) = (&self.tx, self.welcomed) {
-            let _ = tx.send(pb::WorkerMessage { body: Some(body) });
-        }
-    }
-
-    fn publish(&mut self) {
-        let mut held: Vec<(String, i64)> = self
-            .held_leases()
-            .into_iter()
-            .map(|l| (l.attempt_id, l.epoch))
-            .collect();
-        held.sort();
-        self.status.connected = self.welcomed;
-        self.status.draining = self.drain.is_some();
-        self.status.running = self.attempts.values().filter(|e| e.running).count();
-        self.status.held = held;
-        let s = self.status.clone();
-        self.status_tx.send_if_modified(|old| {
-            if *old == s {
-                false
-            } else {
-                *old = s;
-                true
-            }
-        });
-    }
-
-    /// `Some` once draining and nothing is left, or once refused for good and nothing runs.
-    fn finished(&mut self) -> Option<Exit> {
-        if let Some(exit) = self.fatal {
-            return self.attempts.values().all(|e| !e.running).then_some(exit);
-        }
-        self.drain.as_ref()?;
-        if self.attempts.is_empty() {
-            return Some(Exit::Drained);
-        }
-        if self.flush_deadline.is_none() && self.attempts.values().all(|e| !e.running) {
-            self.flush_deadline = Some(Instant::now() + FLUSH_TIMEOUT);
-        }
-        None
-    }
-
-    fn start_drain(&mut self, reason: &str) {
-        match &mut self.drain {
-            Some(d) => {
-                tracing::info!(
-                    reason,
-                    "asked again to drain: cancelling running attempts now"
-                );
-                d.grace_end = Instant::now();
-            }
-            None => {
-                tracing::info!(
-                    reason,
-                    grace_secs = self.config.grace.as_secs_f64(),
-                    running = self.attempts.values().filter(|e| e.running).count(),
-                    "draining"
-                );
-                self.drain = Some(Drain {
-                    grace_end: Instant::now() + self.config.grace,
-                    cancelled: false,
-                });
-                // Prefetched assignments still waiting for a slot never start.
-                self.slots.close();
-                // Advertise no free slots at once.
-                self.heartbeat();
-            }
-        }
-    }
-
-    fn grace_over(&mut self) {
-        if let Some(d) = &mut self.drain {
-            d.cancelled = true;
-        }
-        for (id, e) in &self.attempts {
-            if e.running {
-                tracing::info!(attempt_id = %id, "grace period over: interrupting");
-                // The worker's doing, not a user's cancel: the attempt ends
-                // `infrastructure_error` (core::dispatch::Stop), retried within budget.
-                e.cancel.interrupt(&format!(
-                    "worker {} drained and its grace of {}s ran out",
-                    self.config.worker_id,
-                    self.config.grace.as_secs_f64()
-                ));
-            }
-        }
-    }
-
-    fn heartbeat(&mut self) {
-        if !self.welcomed {
-            return;
-        }
-        let mut retried = false;
-        for e in self.attempts.values_mut() {
-            if e.retry {
-                e.resend_all();
-                retried = true;
-            }
-        }
-        if retried {
-            self.flush();
-        }
-        self.send(Out::Heartbeat(pb::Heartbeat {
-            free_slots: self.free_slots(),
-            leases: self.held_leases(),
-            draining: self.drain.is_some(),
-        }));
-    }
-
-    fn on_event(&mut self, ev: Event) {
-        match ev {
-            Event::Transition {
-                attempt_id,
-                transition,
-                traceparent,
-            } => {
-                if let Some(e) = self.attempts.get_mut(&attempt_id) {
-                    if !e.lost {
-                        e.held_since.get_or_insert_with(Instant::now);
-                        e.transitions.push(transition);
-                        if !traceparent.is_empty() {
-                            e.traceparent = traceparent;
-                        }
-                    }
-                }
-            }
-            Event::Done {
-                attempt_id,
-                record_json,
-                digest,
-                terminal,
-                cause,
-                traceparent,
-            } => {
-                let Some(e) = self.attempts.get_mut(&attempt_id) else {
-                    return;
-                };
-                e.running = false;
-                if !e.lost {
-                    e.record = Some(pb::RecordUpload {
-                        attempt_id: attempt_id.clone(),
-                        epoch: e.epoch,
-                        record_json,
-                        digest,
-                        traceparent: traceparent.clone(),
-                    });
-                    e.finished = Some(pb::AttemptFinished {
-                        attempt_id: attempt_id.clone(),
-                        epoch: e.epoch,
-                        terminal_state: terminal as i32,
-                        cause,
-                        traceparent,
-                    });
-                }
-                self.settle(&attempt_id);
-            }
-        }
-    }
-
-    /// The earliest time an attempt's held transitions are due, while a session is open.
-    fn next_due(&self) -> Option<Instant> {
-        if self.tx.is_none() || !self.welcomed {
-            return None;
-        }
-        self.attempts
-            .values()
-            .filter(|e| !e.lost)
-            .filter_map(Entry::due)
-            .min()
-    }
-
-    /// Sends what is owed and due ([`linger`]): transitions held less than their linger stay
-    /// for the next call.
-    fn flush_due(&mut self) {
-        self.send_owed(Some(Instant::now()));
-    }
-
-    /// Sends everything owed that was not sent on this stream yet.
-    fn flush(&mut self) {
-        self.send_owed(None);
-    }
-
-    /// Sends what was not sent on this stream yet: everything, or with `now`, the
-    /// transitions of attempts whose linger is over (records and finishes always).
-    fn send_owed(&mut self, now: Option<Instant>) {
-        let (Some(tx), true) = (&self.tx, self.welcomed) else {
-            return;
-        };
-        let send = |body| {
-            let _ = tx.send(pb::WorkerMessage { body: Some(body) });
-        };
-        for (id, e) in &mut self.attempts {
-            if e.lost {
-                continue;
-            }
-            let new: Vec<pb::Transition> = e
-                .transitions
-                .iter()
-                .filter(|t| t.seq > e.sent_upto)
-                .cloned()
-                .collect();
-            let due = match now {
-                Some(now) => e.due().is_some_and(|d| d <= now),
-                None => true,
-            };
-            if let (Some(last), true) = (new.last(), due) {
-                e.sent_upto = last.seq;
-                e.held_since = None;
-                send(Out::Transitions(pb::TransitionBatch {
-                    attempt_id: id.clone(),
-                    epoch: e.epoch,
-                    transitions: new,
-                    traceparent: e.traceparent.clone(),
-                }));
-            }
-            if let (Some(r), false) = (&e.record, e.record_sent) {
-                e.record_sent = true;
-                send(Out::Record(r.clone()));
-            }
-            if let (Some(f), false) = (&e.finished, e.finished_sent) {
-                e.finished_sent = true;
-                send(Out::Finished(f.clone()));
-            }
-        }
-    }
-
-    fn settle(&mut self, attempt_id: &str) {
-        if self.attempts.get(attempt_id).is_some_and(Entry::settled) {
-            self.attempts.remove(attempt_id);
-        }
-    }
-
-    fn lose(&mut self, attempt_id: &str, why: &str) {
-        if let Some(e) = self.attempts.get_mut(attempt_id) {
-            if !e.lost {
-                tracing::warn!(
-                    attempt_id,
-                    why,
-                    "lease lost: cancelling the attempt and dropping what it owes"
-                );
-                self.status.lost += 1;
-            }
-            e.lost = true;
-            e.cancel.cancel();
-            e.transitions.clear();
-            e.record = None;
-            e.finished = None;
-        }
-        self.settle(attempt_id);
-    }
-
-    fn on_message(&mut self, m: pb::CoordinatorMessage) {
-        match m.body {
-            Some(In::Welcome(w)) => {
-                self.welcomed = true;
-                self.backoff = RECONNECT_FIRST;
-                self.refusals = (Refused::Other, 0);
-                self.status.sessions += 1;
-                self.heartbeat_period = Duration::from_millis(w.heartbeat_interval_ms.max(50))
-                    .min(DEFAULT_HEARTBEAT * 6);
-                tracing::info!(coordinator = %self.coordinator(), worker_id = %self.config.worker_id,
-                    held = self.attempts.len(), revoked = w.revoked_attempt_ids.len(), "session open");
-                for id in &w.revoked_attempt_ids {
-                    self.lose(id, "revoked by the coordinator at reconnect");
-                }
-                for e in self.attempts.values_mut() {
-                    e.resend_all();
-                }
-                self.flush();
-                if self.drain.is_some() {
-                    self.heartbeat();
-                }
-            }
-            Some(In::Assignment(a)) => self.on_assignment(a),
-            Some(In::Cancel(c)) => {
-                if let Some(e) = self.attempts.get(&c.attempt_id) {
-                    tracing::info!(attempt_id = %c.attempt_id, reason = %c.reason, "cancel");
-                    e.cancel.cancel();
-                }
-            }
-            Some(In::Drain(d)) => self.start_drain(&format!("coordinator: {}", d.reason)),
-            Some(In::Ack(a)) => {
-                let Some(e) = self.attempts.get_mut(&a.attempt_id) else {
-                    return;
-                };
-                match pb::Subject::try_from(a.subject) {
-                    Ok(pb::Subject::Transitions) => e.transitions.retain(|t| t.seq > a.seq),
-                    Ok(pb::Subject::Record) => e.record = None,
-                    Ok(pb::Subject::Finished) => e.finished = None,
-                    _ => {}
-                }
-                self.settle(&a.attempt_id);
-            }
-            Some(In::Refusal(r)) => self.on_refusal(r),
-            None => {}
-        }
-    }
-
-    fn on_refusal(&mut self, r: pb::Refusal) {
-        let code = pb::RefusalCode::try_from(r.code).unwrap_or(pb::RefusalCode::Unspecified);
-        match code {
-            pb::RefusalCode::StaleEpoch | pb::RefusalCode::UnknownAttempt => {
-                self.lose(
-                    &r.attempt_id,
-                    &format!("{}: {}", code.as_str_name(), r.message),
-                );
-            }
-            pb::RefusalCode::Unavailable => {
-                tracing::warn!(attempt_id = %r.attempt_id, "coordinator unavailable, sending again later: {}", r.message);
-                if let Some(e) = self.attempts.get_mut(&r.attempt_id) {
-                    e.retry = true;
-                }
-            }
-            _ => {
-                tracing::error!(attempt_id = %r.attempt_id, code = code.as_str_name(), seq = r.seq,
-                    "message refused, dropped: {}", r.message);
-                let Some(e) = self.attempts.get_mut(&r.attempt_id) else {
-                    return;
-                };
-                match pb::Subject::try_from(r.subject) {
-                    Ok(pb::Subject::Transitions) => e.transitions.clear(),
-                    Ok(pb::Subject::Record) => e.record = None,
-                    Ok(pb::Subject::Finished) => e.finished = None,
-                    _ => {}
-                }
-                self.settle(&r.attempt_id);
-            }
-        }
-    }
-
-    fn on_assignment(&mut self, a: pb::Assignment) {
-        if self.attempts.contains_key(&a.attempt_id) {
-            tracing::warn!(attempt_id = %a.attempt_id, "duplicate assignment ignored");
-            return;
-        }
-        self.status.assignments += 1;
-        let cancel = CancelToken::new();
-        self.attempts
-            .insert(a.attempt_id.clone(), Entry::new(a.epoch, cancel.clone()));
-        if self.drain.is_some() {
-            self.status.not_started += 1;
-            runner::end_unstarted(
-                &self.config.worker_id,
-                &a,
-                State::InfrastructureError,
-                format!(
-                    "worker {} is draining and did not start the attempt",
-                    self.config.worker_id
-                ),
-                &self.events_tx,
-                &self.ctx.metrics,
-            );
-            return;
-        }
-        tokio::spawn(runner::run(
-            self.ctx.clone(),
-            a,
-            cancel,
-            self.events_tx.clone(),
-            self.slots.clone(),
-        ));
+/// The next message of an open stream.
+async fn next_message(
+    inbound: &mut Option<tonic::Streaming<pb::CoordinatorMessage>>,
+) -> Result<Option<pb::CoordinatorMessage>, tonic::Status> {
+    match inbound {
+        Some(s) => s.message().await,
+        None => std::future::pending().await,
     }
 }
 
-#[cfg(test)]
-mod linger_tests {
-    use super::*;
-
-    fn transition(seq: u32) -> Event {
-        Event::Transition {
-            attempt_id: "a".into(),
-            transition: pb::Transition {
-                seq,
-                state: pb::AttemptState::Preparing as i32,
-                at_unix_ms: 1,
-                note: String::new(),
-            },
-            traceparent: String::new(),
-        }
-    }
-
-    /// What was sent: per message, the transition seqs of a batch, or the record's
-    /// or finish's name.
-    fn sent(rx: &mut mpsc::UnboundedReceiver<pb::WorkerMessage>) -> Vec<String> {
-        let mut out = Vec::new();
-        while let Ok(m) = rx.try_recv() {
-            out.push(match m.body {
-                Some(Out::Transitions(b)) => {
-                    assert_eq!((b.attempt_id.as_str(), b.epoch), ("a", 3));
-                    let seqs: Vec<String> =
-                        b.transitions.iter().map(|t| t.seq.to_string()).collect();
-                    seqs.join(",")
-                }
-                Some(Out::Record(_)) => "record".into(),
-                Some(Out::Finished(_)) => "finished".into(),
-                other => format!("{other:?}"),
-            });
-        }
-        out
-    }
-
-    fn held_since(s: &Supervisor) -> Instant {
-        s.attempts["a"].held_since.expect("transitions are held")
-    }
-
-    // Times are given, never read from the clock, so the test does not depend on how fast
-    // the machine runs it.
-    #[tokio::test]
-    async fn transitions_gather_for_the_linger_and_leave_with_the_record_unacknowledged() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let config = WorkerConfig::new(
-            "http://127.0.0.1:1".parse().unwrap(),
-            d.join("cache"),
-            d.join("out"),
-            d.into(),
-            d.into(),
-        );
-        let (events_tx, _events) = mpsc::unbounded_channel();
-        let (mut s, _control) = Daemon::new(config).unwrap().supervisor(events_tx);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        (s.tx, s.welcomed) = (Some(tx), true);
-        s.attempts
-            .insert("a".into(), Entry::new(3, CancelToken::new()));
-
-        // The first transition (the attempt started) goes at once.
-        s.on_event(transition(1));
-        s.send_owed(Some(held_since(&s)));
-        assert_eq!(sent(&mut rx), ["1"]);
-
-        // Later ones wait for the linger, then go as one batch, in order.
-        s.on_event(transition(2));
-        let t = held_since(&s);
-        s.on_event(transition(3));
-        assert_eq!(
-            held_since(&s),
-            t,
-            "the oldest held transition sets the time"
-        );
-        s.send_owed(Some(t + linger::LINGER - Duration::from_millis(1)));
-        assert_eq!(sent(&mut rx), Vec::<String>::new());
-        assert_eq!(s.next_due(), Some(t + linger::LINGER));
-        s.send_owed(Some(t + linger::LINGER));
-        assert_eq!(sent(&mut rx), ["2,3"]);
-        assert_eq!(s.next_due(), None);
-
-        // The attempt ends: what is held goes at once, before the record and the finish.
-        s.on_event(transition(4));
-        let t = held_since(&s);
-        s.send_owed(Some(t));
-        assert_eq!(sent(&mut rx), Vec::<String>::new());
-        s.on_event(Event::Done {
-            attempt_id: "a".into(),
-            record_json: "{}".into(),
-            digest: "d".into(),
-            terminal: pb::AttemptState::Completed,
-            cause: String::new(),
-            traceparent: String::new(),
-        });
-        s.send_owed(Some(t));
-        assert_eq!(sent(&mut rx), ["4", "record", "finished"]);
-
-        // Sent is not stored: every transition stays owed until acknowledged.
-        let e = &s.attempts["a"];
-        let owed: Vec<u32> = e.transitions.iter().map(|t| t.seq).collect();
-        assert_eq!(owed, [1, 2, 3, 4]);
-        assert!(e.record.is_some() && e.finished.is_some());
-        s.on_message(pb::CoordinatorMessage {
-            body: Some(In::Ack(pb::Ack {
-                attempt_id: "a".into(),
-                subject: pb::Subject::Transitions as i32,
-                seq: 3,
-            })),
-        });
-        let owed: Vec<u32> = s.attempts["a"].transitions.iter().map(|t| t.seq).collect();
-        assert_eq!(owed, [4]);
+/// The opened (or refused) session of an open attempt to connect.
+async fn opened(connecting: &mut Option<Connecting>) -> <Connecting as Future>::Output {
+    match connecting {
+        Some(c) => c.await,
+        None => std::future::pending().await,
     }
 }
+
+/// Sleeps until `at`; for ever when `None` (a timer not set).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+type Connecting = Pin<
+    Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        mpsc::UnboundedSender<pb::WorkerMessage>,
+                        tonic::Streaming<pb::CoordinatorMessage>,
+                    ),
+                    Refusal,
+                >,
+            > + Send,
+    >,
+>;
