@@ -43,6 +43,10 @@ pub struct ExportedTrial {
     pub path: String,
     /// Job configuration holding it, relative to the export folder.
     pub job: String,
+    /// The task's steps (`[[steps]]` names, in order); empty for a one-step task. The
+    /// import gives a step Harbor left no result for as `not_run`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
 }
 
 /// `akbench-harbor.json`: what an export holds.
@@ -113,6 +117,23 @@ pub struct StepResult {
     /// The exception that ended the step, when one did.
     #[serde(default)]
     pub exception_info: Option<ExceptionInfo>,
+    /// When the step's agent ran.
+    #[serde(default)]
+    pub agent_execution: Option<TimingInfo>,
+    /// When the step was graded.
+    #[serde(default)]
+    pub verifier: Option<TimingInfo>,
+}
+
+/// Harbor's `TimingInfo`: when a phase started and finished.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TimingInfo {
+    /// Start.
+    #[serde(default)]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// End.
+    #[serde(default)]
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The exception that decides a trial's failure: the trial's own, else the first step's in
@@ -429,6 +450,7 @@ pub fn observation(
 }
 
 pub mod record;
+pub mod steps;
 
 #[cfg(test)]
 mod tests;

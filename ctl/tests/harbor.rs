@@ -351,9 +351,20 @@ fn export_harbor_results_import_and_reconcile() {
     for (i, (exception, rewards, _)) in cases.iter().enumerate().take(5) {
         let path = trials[i]["path"].as_str().unwrap();
         let name = format!("pyslug-{i}");
+        let mut result = harbor_result(path, &name, *exception, rewards.clone());
+        if i == 0 {
+            // Step results (a multi-step trial's) become the imported attempt's steps.
+            result["step_results"] = json!([
+                {"step_name": "first", "agent_result": {"n_input_tokens": 100, "n_cache_tokens": 40, "n_output_tokens": 5, "cost_usd": 0.1},
+                 "verifier_result": {"rewards": {"reward": 1.0}},
+                 "agent_execution": {"started_at": "2026-11-30T11:59:00Z", "finished_at": "2026-11-30T11:59:30Z"},
+                 "verifier": {"started_at": "2026-11-30T11:59:30Z", "finished_at": "2026-11-30T11:59:40Z"}},
+                {"step_name": "second", "verifier_result": {"rewards": {"reward": 0.0}}}
+            ]);
+        }
         write(
             &job_dir.join(format!("{name}__Ab3dE9x/result.json")),
-            &harbor_result(path, &name, *exception, rewards.clone()),
+            &result,
         );
     }
     let obs = t.join("observations.jsonl");
@@ -403,6 +414,18 @@ fn export_harbor_results_import_and_reconcile() {
     );
     let w = ok_json(&o, 0);
     assert_eq!(w["records"].as_array().unwrap().len(), 5, "{w}");
+    // A one-step task's manifest entry names no steps; the step results Harbor wrote are
+    // the attempt's steps, in Harbor's order, judged by the task's threshold.
+    assert!(trials[0].get("steps").is_none(), "{}", trials[0]);
+    let key0 = trials[0]["key"].as_str().unwrap();
+    let rec: Value = read_json(&records.join(key0).join("run_record.json"));
+    let steps = &rec["attempts"][0]["steps"];
+    assert_eq!(steps[0]["name"], "first", "{steps}");
+    assert_eq!(steps[0]["verdict"], "solved", "{steps}");
+    assert_eq!(steps[0]["input_tokens"], 60, "{steps}");
+    assert_eq!(steps[0]["ended_at"], "2026-11-30T11:59:40Z", "{steps}");
+    assert_eq!(steps[1]["verdict"], "failed", "{steps}");
+    assert_eq!(steps.as_array().unwrap().len(), 2, "{steps}");
     let html = t.join("report.html");
     let o = akbench(
         t,

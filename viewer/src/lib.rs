@@ -6,7 +6,8 @@
 //! routes); [`pages`] renders HTML on the server ([`html`] holds escaping and the page frame);
 //! [`source`] is the data-source trait (folder | coordinator) and the cached coordinator
 //! source; [`compare`] is the compare page (two runs paired as `run compare` pairs them);
-//! [`transcript`] renders an attempt's ATIF trajectory on the trial page; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
+//! [`transcript`] renders an attempt's ATIF trajectory on the trial page; [`steps`] a
+//! multi-step attempt's steps there; [`server`] serves pages, `/api/...` JSON and server-sent progress events over any
 //! source. Assets are embedded (`assets/`); nothing is fetched from the network at view time.
 
 pub mod compare;
@@ -16,4 +17,5 @@ pub mod model;
 pub mod pages;
 pub mod server;
 pub mod source;
+pub mod steps;
 pub mod transcript;

@@ -541,6 +541,7 @@ fn attempt(b: &mut String, a: &AttemptRecord, dir: &Artifacts, adapter: &str) {
     if let Some(d) = &a.workspace.diff_path {
         artifact(b, dir, d, "Diff", "diff");
     }
+    crate::steps::render(b, a.number, &a.steps, dir, artifact);
     if let Some(g) = &a.grade {
         let _ = write!(
             b,
@@ -670,7 +671,7 @@ fn timeline(b: &mut String, a: &AttemptRecord) {
 
 /// An artifact of the attempt, read through [`resolve_inside`] (paths in a record are
 /// untrusted) and capped at [`ARTIFACT_CAP`].
-fn artifact(b: &mut String, dir: &Artifacts, rel: &str, title: &str, kind: &str) {
+pub(crate) fn artifact(b: &mut String, dir: &Artifacts, rel: &str, title: &str, kind: &str) {
     let _ = write!(b, "<h3>{}</h3>", esc(title));
     let text = match dir {
         Artifacts::Folder(dir) => {

@@ -4,7 +4,7 @@
 //! imported run. The attempt's transition log walks akbench's lifecycle to the phase where
 //! its end can happen (the agent's outcomes after `executing`, a verifier failure after
 //! `evaluating`, a verdict through `finalizing`), timed by Harbor's `started_at` and
-//! `finished_at`.
+//! `finished_at`. A multi-step trial's `step_results` become the attempt's `steps`.
 
 use super::TrialResult;
 use crate::accounting::Observation;
@@ -34,10 +34,15 @@ pub fn path_to(end: State) -> Vec<State> {
 }
 
 /// The attempt record of Harbor result `r`, imported as observation `o` (its state, verdict
-/// and score) of trial `trial_key`. `now` times a result that carries no timestamps.
+/// and score) of trial `trial_key`. `now` times a result that carries no timestamps. A
+/// multi-step trial's steps are its `step_results` over the task's `planned` step names,
+/// judged by `pass_threshold` (`super::steps`).
+#[allow(clippy::too_many_arguments)]
 pub fn attempt(
     r: &TrialResult,
     o: &Observation,
+    planned: &[String],
+    pass_threshold: f64,
     trial_key: &str,
     attempt_id: Uuid,
     tests_digest: &str,
@@ -116,7 +121,7 @@ pub fn attempt(
         artifacts_dir: "a1".into(),
         graded_from: None,
         redacted: Vec::new(),
-        steps: Vec::new(),
+        steps: super::steps::steps(r, planned, pass_threshold),
         provenance: Some(Provenance {
             worker_id: HARBOR_WORKER.into(),
             host: format!("harbor:{}", r.trial_name),

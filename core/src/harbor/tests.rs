@@ -286,3 +286,107 @@ fn a_step_exception_decides_a_multi_step_trial_as_harbors_failure_cause() {
         State::Completed
     );
 }
+
+/// Harbor's `step_results` become the attempt's steps: verdicts by core's rule and the
+/// threshold, times from the agent and verifier timings, uncached input tokens, the cause
+/// from the exception; planned steps without a result are `not_run`, and the last step that
+/// ran says Harbor stopped there.
+#[test]
+fn step_results_become_the_attempts_steps() {
+    use crate::record::steps::StepVerdict::*;
+    let r = result(json!({
+        "trial_name": "t",
+        "step_results": [
+            {"step_name": "one",
+             "agent_result": {"n_input_tokens": 1000, "n_cache_tokens": 100, "n_output_tokens": 10, "cost_usd": 0.5},
+             "verifier_result": {"rewards": {"reward": 1.0, "<b>": 0.5}},
+             "agent_execution": {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z"},
+             "verifier": {"started_at": "2026-01-01T00:01:00Z", "finished_at": "2026-01-01T00:02:00Z"}},
+            {"step_name": "two",
+             "agent_result": {"n_input_tokens": 50},
+             "verifier_result": {"rewards": {"reward": 0.5}},
+             "agent_execution": {"started_at": "2026-01-01T00:03:00Z", "finished_at": "2026-01-01T00:04:00Z"}},
+            {"step_name": "three",
+             "exception_info": {"exception_type": "RuntimeError", "exception_message": "boom"}},
+        ],
+    }));
+    let planned: Vec<String> = ["one", "two", "three", "four"].map(String::from).to_vec();
+    let s = steps::steps(&r, &planned, 0.5);
+    let t = |x: &str| Some(x.parse::<chrono::DateTime<chrono::Utc>>().unwrap());
+    // (name, verdict, started, ended, input, output, cost, cause, gated)
+    let table = [
+        (
+            "one",
+            Solved,
+            t("2026-01-01T00:00:00Z"),
+            t("2026-01-01T00:02:00Z"),
+            Some(900),
+            Some(10),
+            Some(0.5),
+            None,
+            false,
+        ),
+        (
+            "two",
+            Solved,
+            t("2026-01-01T00:03:00Z"),
+            t("2026-01-01T00:04:00Z"),
+            Some(50),
+            None,
+            None,
+            None,
+            false,
+        ),
+        (
+            "three",
+            NotGraded,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some("harbor: RuntimeError: boom"),
+            true,
+        ),
+        ("four", NotRun, None, None, None, None, None, None, false),
+    ];
+    assert_eq!(s.len(), table.len());
+    for (got, (name, v, start, end, input, output, cost, cause, gated)) in s.iter().zip(table) {
+        assert_eq!(got.name, name);
+        assert_eq!(got.verdict, v, "{name}");
+        assert_eq!((got.started_at, got.ended_at), (start, end), "{name}");
+        assert_eq!(
+            (got.input_tokens, got.output_tokens, got.cost_usd),
+            (input, output, cost),
+            "{name}"
+        );
+        assert_eq!(got.cause.as_deref(), cause, "{name}");
+        assert_eq!(
+            got.gated_stop.is_some(),
+            gated,
+            "{name}: {:?}",
+            got.gated_stop
+        );
+    }
+    assert_eq!(s[0].rewards.as_ref().unwrap()["<b>"], 0.5);
+    assert!(s[2].gated_stop.as_deref().unwrap().contains("RuntimeError"));
+    // The threshold decides the verdict.
+    assert_eq!(steps::steps(&r, &planned, 1.0)[1].verdict, Failed);
+    // Without a plan: Harbor's steps, in its order, none stopped.
+    let s = steps::steps(&r, &[], 1.0);
+    let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["one", "two", "three"]);
+    assert!(s.iter().all(|x| x.gated_stop.is_none()));
+    // A step Harbor ran that the plan does not name is kept after the planned ones.
+    let s = steps::steps(&r, &["two".to_string()], 1.0);
+    let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["two", "one", "three"]);
+    // A one-step trial has no steps.
+    assert!(steps::steps(&result(json!({"trial_name": "t"})), &[], 1.0).is_empty());
+    // A gate: the first step failed its reward, Harbor ran no more.
+    let gated = result(json!({"trial_name": "t", "step_results": [
+        {"step_name": "one", "verifier_result": {"rewards": {"reward": 0.0}}}]}));
+    let s = steps::steps(&gated, &planned[..2], 1.0);
+    assert_eq!((s[0].verdict, s[1].verdict), (Failed, NotRun));
+    assert!(s[0].gated_stop.as_deref().unwrap().contains("min_reward"));
+}

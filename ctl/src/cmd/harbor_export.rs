@@ -126,6 +126,7 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             pass_threshold: task.pass_threshold,
             path,
             job,
+            steps: task.steps.iter().map(|s| s.config.name.clone()).collect(),
         });
     }
     std::fs::create_dir_all(dir.join("jobs"))?;

@@ -6,7 +6,8 @@
 //!
 //! The mapping (rewards to verdicts, exception types to states) is `akbench_core::harbor`.
 //! The pass threshold of each trial comes from the export manifest (`--export DIR`, the
-//! folder `run export-harbor` wrote); without it every task's threshold is 1.0, akbench's
+//! folder `run export-harbor` wrote), and so do a multi-step task's step names (a step
+//! Harbor left no result for is `not_run`); without it every task's threshold is 1.0, akbench's
 //! default.
 
 use crate::cli::ImportHarborArgs;
@@ -46,7 +47,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     if let Some(o) = &args.observations {
         akbench_core::output::check(o)?;
     }
-    let thresholds: HashMap<uuid::Uuid, f64> = match &args.export {
+    let exported: HashMap<uuid::Uuid, (f64, Vec<String>)> = match &args.export {
         Some(e) => {
             let path = e.join(EXPORT_MANIFEST);
             let m: ExportManifest = ReadKind::Record
@@ -69,7 +70,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
             }
             m.trials
                 .iter()
-                .map(|t| (t.trial_id, t.pass_threshold))
+                .map(|t| (t.trial_id, (t.pass_threshold, t.steps.clone())))
                 .collect()
         }
         None => HashMap::new(),
@@ -117,7 +118,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
         };
         match trial_id(&result) {
             Ok(id) => {
-                let threshold = thresholds.get(&id).copied().unwrap_or(1.0);
+                let threshold = exported.get(&id).map_or(1.0, |e| e.0);
                 let (o, why) = observation(&result, id, threshold);
                 let label = match exception(&result) {
                     Some(e) => format!("{} ({}) -> {}", e.exception_type, why, o.state),
@@ -141,7 +142,7 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
     let outcomes: Vec<_> = observations.iter().map(|l| l.observation.clone()).collect();
     let a = reconcile(plan, &outcomes);
     let records = match &args.out {
-        Some(out) => write_records(&r.spec, plan, out, &results, &outcomes)?,
+        Some(out) => write_records(&r.spec, plan, out, &results, &outcomes, &exported)?,
         None => Vec::new(),
     };
     // Tokens and cost over the results read (a value no result reported stays null).
@@ -192,13 +193,15 @@ pub fn run(args: ImportHarborArgs) -> anyhow::Result<i32> {
 
 /// Writes each planned trial that exactly one distinct result names as its run record
 /// (`out/<trial key>/run_record.json`); a trial with conflicting results (quarantined) or
-/// outside the plan gets none. Returns the record files written.
+/// outside the plan gets none. `exported` holds each exported trial's pass threshold and
+/// step names (the export manifest's). Returns the record files written.
 fn write_records(
     spec: &akbench_core::spec::ResolvedRunSpec,
     plan: &akbench_core::plan::RunPlan,
     out: &Path,
     results: &[TrialResult],
     outcomes: &[akbench_core::accounting::Observation],
+    exported: &HashMap<uuid::Uuid, (f64, Vec<String>)>,
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut by_trial: BTreeMap<uuid::Uuid, Vec<usize>> = BTreeMap::new();
     for (i, o) in outcomes.iter().enumerate() {
@@ -221,9 +224,14 @@ fn write_records(
             .find(|x| x.release == t.task)
             .map(|x| x.tests_digest.clone())
             .unwrap_or_default();
+        let (threshold, steps) = exported
+            .get(&t.trial_id)
+            .map_or((1.0, &[][..]), |(p, s)| (*p, &s[..]));
         let attempt = akbench_core::harbor::record::attempt(
             &results[i],
             &outcomes[i],
+            steps,
+            threshold,
             &t.key,
             uuid::Uuid::now_v7(),
             &tests_digest,
