@@ -494,4 +494,35 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("families lifecycle=1"), "{stdout}");
+    // Exporting it to Harbor is refused, naming the task, writing nothing.
+    let key = stdout
+        .lines()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("steps-")))
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+                .to_string()
+        });
+    let key = key.unwrap_or_else(|| panic!("no run key in {stdout}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "export-harbor", &key, "--out"])
+        .arg(tmp.path().join("harbor"))
+        .args([
+            "--base-image",
+            &format!("reg.example/base@sha256:{}", "b".repeat(64)),
+        ])
+        .arg("--store-root")
+        .arg(tmp.path().join("runs"))
+        .arg("--tasks-root")
+        .arg(tmp.path().join("tasks"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("harbor-steps-001 is a multi-step task") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("harbor").exists());
 }

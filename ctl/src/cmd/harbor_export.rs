@@ -71,6 +71,16 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             ))
             .into());
         }
+        // The export writes a one-step task.toml: a multi-step task would run in Harbor as
+        // one step with the first instruction, its verdict not the plan's.
+        if !task.steps.is_empty() {
+            return Err(InputError(format!(
+                "failed to export run {key}: task {} is a multi-step task ({} `[[steps]]`), which export-harbor does not write yet; fix: leave it out of the exported run (its folder is already in Harbor's layout: `harbor run -p` runs it as it is)",
+                t.task.id,
+                task.steps.len()
+            ))
+            .into());
+        }
         tasks.insert(t.task.id.clone(), task);
     }
     let base_image = pinned_base_image(&args.base_image)?;
