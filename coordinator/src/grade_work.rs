@@ -18,13 +18,14 @@
 //! until the grades are in.
 
 use crate::rows::col;
-use crate::scheduler::machine::{decide_run, with_moves, ItemEvent, MoveColumns};
+use crate::scheduler::machine::{decide_run, with_moves, ItemEvent, MoveColumns, RunDecision};
 use crate::scheduler::Scheduler;
-use crate::store::StoreError;
+use crate::store::{StoreError, Tx};
 use akbench_core::dispatch::machine::RunEvent;
 use akbench_core::grading::owing_states;
 use akbench_core::record::AttemptRecord;
 use akbench_core::work::{GradeSource, WorkItem, WorkKind};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");
@@ -111,30 +112,16 @@ pub async fn queue_grading_paged(
                         match grade_document(col(r, "document")?, col(r, "record")?) {
                             Ok((doc, budget)) => {
                                 ids.push(trial);
-                                documents.push(doc);
+                                documents.push(Some(doc));
                                 budgets.push(budget);
                             }
                             Err(why) => out.skipped.push((trial, why)),
                         }
                     }
                     if !ids.is_empty() {
-                        // Core's run machine decides whether the run takes grade work (a
-                        // finished run runs again; a cancelled one refuses it) before any item
-                        // moves, under the run's lock.
-                        let decided =
-                            decide_run(tx, run_id, |_| RunEvent::Grade { has_work: true }, true)
-                                .await?;
-                        if !matches!(decided.map(|d| d.decided), Some(Ok(_))) {
-                            return Ok((out, None));
-                        }
-                        let m = MoveColumns::of(ItemEvent::GradeRequeue);
-                        let row = tx
-                            .query_one(
-                                REQUEUE_SQL,
-                                &with_moves(&[&run_id, &ids, &documents, &budgets, &now], &m),
-                            )
-                            .await?;
-                        out.queued = crate::rows::count(&row, "queued")?;
+                        out.queued = queue_owed(tx, run_id, &ids, &documents, &budgets, now)
+                            .await?
+                            .1;
                     }
                     Ok((out, last))
                 })
@@ -158,6 +145,49 @@ pub async fn queue_grading_paged(
         tracing::info!(%run_id, queued = done.queued, "grading queued");
     }
     Ok(done)
+}
+
+/// Queues `ids` of run `run_id` (owed a grade; their grade work `documents` and retry
+/// `budgets`) in `tx`: core's run machine decides whether the run takes grade work (a
+/// finished run runs again; a cancelled one refuses it) before any item moves, under the
+/// run's lock; then [`requeue_in`]. Returns the decision (`None`: no such run) and how many
+/// were queued.
+pub async fn queue_owed(
+    tx: &Tx<'_>,
+    run_id: Uuid,
+    ids: &[Uuid],
+    documents: &[Option<serde_json::Value>],
+    budgets: &[i32],
+    now: DateTime<Utc>,
+) -> Result<(Option<RunDecision>, u64), StoreError> {
+    let has_work = !ids.is_empty();
+    let decided = decide_run(tx, run_id, |_| RunEvent::Grade { has_work }, true).await?;
+    if !matches!(decided.map(|d| d.decided), Some(Ok(_))) || !has_work {
+        return Ok((decided, 0));
+    }
+    let queued = requeue_in(tx, run_id, ids, documents, budgets, now).await?;
+    Ok((decided, queued))
+}
+
+/// Moves `ids` of run `run_id` to grade work as core's item machine moves a grade requeue
+/// (`requeue.sql`, each guarded by the class it was decided on), ready at `now`. Returns how
+/// many moved.
+pub async fn requeue_in(
+    tx: &Tx<'_>,
+    run_id: Uuid,
+    ids: &[Uuid],
+    documents: &[Option<serde_json::Value>],
+    budgets: &[i32],
+    now: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    let m = MoveColumns::of(ItemEvent::GradeRequeue);
+    let row = tx
+        .query_one(
+            REQUEUE_SQL,
+            &with_moves(&[&run_id, &ids, &documents, &budgets, &now], &m),
+        )
+        .await?;
+    Ok(crate::rows::count(&row, "queued")?)
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@
 //!
 //! Every change of a run's or work item's state is decided by [`machine`] (one table of
 //! states and events, applied by guarded statements); [`memory`] is the same dispatch over
-//! memory (`sweep --local`).
+//! memory (`sweep --local`). Both stores apply it behind one trait, [`store::DispatchStore`],
+//! and one table walks both ([`store::conformance`]).
 //!
 //! Which replica's reaper decides a lease (coordinator replicas on one database) is
 //! [`replica`].
@@ -39,6 +40,7 @@ pub mod machine;
 pub mod memory;
 pub mod replica;
 pub mod share;
+pub mod store;
 
 #[cfg(test)]
 mod tests;

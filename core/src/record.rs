@@ -389,6 +389,10 @@ pub struct AttemptRecord {
     /// coordinator reconstructed without the worker's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// A multi-step task's steps (`[[steps]]`), in order, as far as this attempt ran them
+    /// ([`steps::StepResult`]); empty for a one-step task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<steps::StepResult>,
 }
 
 /// The trial's outcome, taken from its last attempt; or `cancelled` with its reason when its

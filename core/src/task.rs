@@ -47,7 +47,7 @@ pub enum Family {
     Artefact,
     /// An interactive world; not executable yet.
     Interactive,
-    /// A finite lifecycle; not executable yet.
+    /// A finite lifecycle (`[[steps]]`): its steps run in order in one environment.
     Lifecycle,
 }
 
@@ -280,10 +280,27 @@ pub struct Task {
     pub steps: Vec<steps::Step>,
     /// `multi_step_reward_strategy` (`mean` when unset).
     pub reward_strategy: steps::RewardStrategy,
+    /// A step's view ([`Task::step_view`]): which step it is, and the steps its reference
+    /// environment replays (every step up to it); `None` for a task.
+    pub step_of: Option<steps::StepOf>,
 }
 
 /// Where the workspace is inside an image whose task and configuration name no folder.
 pub const DEFAULT_IMAGE_WORKDIR: &str = "/app";
+
+impl Task {
+    /// What a grade of this task is about, for what the worker learns once per process (the
+    /// reference solution solves, a tripwire twin is ineffective, the reference's reward
+    /// disagrees with its runner): the release digest, and for a step's view the step too
+    /// (each step has its own tests and reference, so what one step showed says nothing
+    /// of another).
+    pub fn grading_key(&self) -> String {
+        match &self.step_of {
+            None => self.release.digest.clone(),
+            Some(s) => format!("{}#step-{}", self.release.digest, s.index + 1),
+        }
+    }
+}
 
 /// What was wrong with a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -709,6 +726,7 @@ impl Task {
             image_unbuilt: image_is_unbuilt,
             steps,
             reward_strategy: walked.strategy.unwrap_or_default(),
+            step_of: None,
             fields: uses,
             harbor_name: walked.harbor_name,
             network: walked.network,

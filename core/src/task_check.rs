@@ -60,6 +60,83 @@ pub struct TaskCheck {
     /// that grades the task correctly too ([`judge`]; `valid` above stays the default's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub separate: Option<ModeCheck>,
+    /// For a multi-step task (`[[steps]]`): each step checked in order ([`StepCheck`]);
+    /// `reference`, `baseline` and `valid` above are theirs together ([`judge_steps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepCheck>,
+}
+
+/// The check of one step of a multi-step task: both grading runs made where the step's
+/// trial grades it, in a fresh environment where every step before it ran first with its
+/// solution and the step's own `workdir/`, `setup.sh` and healthcheck ran: the reference
+/// with the step's solution run as the agent, the baseline without it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepCheck {
+    /// The step's name.
+    pub name: String,
+    /// The step's reference solution run, then graded with the step's tests.
+    pub reference: Side,
+    /// The step's starting point (the steps before it solved), graded unchanged.
+    pub baseline: Side,
+    /// [`judge`] of the two.
+    pub valid: bool,
+    /// Why not (empty when valid).
+    pub problems: Vec<String>,
+    /// The tripwire of the reference's grade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<String>,
+}
+
+impl StepCheck {
+    /// Step `name` judged from its two runs.
+    pub fn judged(name: &str, reference: Side, baseline: Side, tripwire: Option<String>) -> Self {
+        let (valid, problems) = judge(reference, baseline);
+        StepCheck {
+            name: name.to_string(),
+            reference,
+            baseline,
+            valid,
+            problems,
+            tripwire,
+        }
+    }
+}
+
+/// A multi-step task's check from its steps': valid when every step is (a step whose
+/// reference does not solve it, or whose starting point already does, makes the task not
+/// valid, as a one-step task's would), its problems each naming its step; the task's
+/// reference side is the first step's that did not solve (else `solved`), its baseline
+/// side the first step's that solved unchanged (else the first step's). No step: not valid.
+pub fn judge_steps(steps: &[StepCheck]) -> (Side, Side, bool, Vec<String>) {
+    let Some(first) = steps.first() else {
+        return (
+            Side::NoVerdict,
+            Side::NoVerdict,
+            false,
+            vec!["the task has no step to check".to_string()],
+        );
+    };
+    let reference = steps
+        .iter()
+        .map(|s| s.reference)
+        .find(|r| *r != Side::Solved)
+        .unwrap_or(Side::Solved);
+    let baseline = steps
+        .iter()
+        .map(|s| s.baseline)
+        .find(|b| *b == Side::Solved)
+        .unwrap_or(first.baseline);
+    let problems: Vec<String> = steps
+        .iter()
+        .flat_map(|s| {
+            s.problems
+                .iter()
+                .map(move |p| format!("step `{}`: {p}", s.name))
+        })
+        .collect();
+    let valid = steps.iter().all(|s| s.valid);
+    (reference, baseline, valid, problems)
 }
 
 /// The check of one more place of grading ([`TaskCheck::separate`]).
@@ -120,6 +197,63 @@ pub fn cache_name(digest: &str, runtime: &str, image_digest: Option<&str>) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_step_task_is_valid_only_when_every_step_is() {
+        use Side::*;
+        let step = |n: &str, r, b| StepCheck::judged(n, r, b, None);
+        // (steps, want reference, baseline, valid, problems naming these steps)
+        let cases: Vec<(Vec<StepCheck>, Side, Side, bool, Vec<&str>)> = vec![
+            (
+                vec![step("a", Solved, NotSolved), step("b", Solved, NotSolved)],
+                Solved,
+                NotSolved,
+                true,
+                vec![],
+            ),
+            (
+                vec![
+                    step("a", Solved, NotSolved),
+                    step("b", NotSolved, NotSolved),
+                ],
+                NotSolved,
+                NotSolved,
+                false,
+                vec!["b"],
+            ),
+            // A step its starting point already solves: a no-op agent scores it.
+            (
+                vec![step("a", Solved, NotSolved), step("b", Solved, Solved)],
+                Solved,
+                Solved,
+                false,
+                vec!["b"],
+            ),
+            (
+                vec![
+                    step("a", Tampered, NoVerdict),
+                    step("b", NoVerdict, NotSolved),
+                ],
+                Tampered,
+                NoVerdict,
+                false,
+                vec!["a", "b"],
+            ),
+            (vec![], NoVerdict, NoVerdict, false, vec![]),
+        ];
+        for (steps, reference, baseline, valid, named) in cases {
+            let (r, b, v, problems) = judge_steps(&steps);
+            assert_eq!((r, b, v), (reference, baseline, valid), "{steps:?}");
+            for n in &named {
+                let prefix = format!("step `{n}`: ");
+                assert!(
+                    problems.iter().any(|p| p.starts_with(&prefix)),
+                    "{n}: {problems:?}"
+                );
+            }
+            assert_eq!(problems.is_empty(), valid, "{problems:?}");
+        }
+    }
 
     #[test]
     fn valid_only_when_the_reference_solves_and_the_baseline_does_not() {

@@ -235,6 +235,7 @@ pub fn attempt_record(
         artifacts_dir: format!("a{number}"),
         graded_from: None,
         redacted: Vec::new(),
+        steps: Vec::new(),
         provenance: None,
     }
 }

@@ -107,6 +107,7 @@ fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, S
         artifacts_dir: format!("a{}", a.number),
         graded_from: None,
         redacted: Vec::new(),
+        steps: Vec::new(),
         // The coordinator knows which worker held the lease, not its host or what ran.
         provenance: a.worker_id.map(|worker_id| Provenance {
             worker_id,

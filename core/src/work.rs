@@ -148,6 +148,7 @@ mod tests {
             artifacts_dir: "a1".into(),
             graded_from: None,
             redacted: Vec::new(),
+            steps: Vec::new(),
             provenance: None,
         }
     }

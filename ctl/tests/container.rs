@@ -787,3 +787,92 @@ fn a_tasks_users_run_the_agent_and_the_grader_in_its_environment() {
         "{said}"
     );
 }
+
+/// A multi-step task (`[[steps]]`) is checked step by step, each as its trial grades it:
+/// the step's reference in a fresh environment where the steps before it ran first with
+/// their solutions, its baseline there without its own. The example is valid (every step:
+/// reference solved, baseline not); a step whose solution is wrong makes the task not
+/// valid, the problem naming the step (and the step after it, whose reference builds on it).
+#[test]
+fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
+    const TEST: &str = "a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = registry::Registry::start();
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&registry::base_tar(), "tar")],
+        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        Some("/app"),
+        None,
+    );
+    let dir = tmp.path().join("tasks/harbor-steps-001");
+    std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/harbor-steps-001"))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    std::fs::write(
+        dir.join("task.toml"),
+        toml.replacen(
+            "workdir = \"/app\"",
+            &format!(
+                "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+                reg.addr
+            ),
+            1,
+        ),
+    )
+    .unwrap();
+    let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 0, "{v}{stderr}");
+    assert_eq!(v["valid"], true, "{v}");
+    let steps = v["steps"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = steps.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["open", "deposit", "report"], "{v}");
+    for s in &steps {
+        assert_eq!(
+            (&s["valid"], &s["reference"], &s["baseline"]),
+            (
+                &Value::Bool(true),
+                &Value::from("solved"),
+                &Value::from("not_solved")
+            ),
+            "{s}"
+        );
+    }
+    // Step `deposit`'s solution deposits the wrong amount: that step is not valid, named.
+    let solve = dir.join("steps/deposit/solution/solve.sh");
+    let text = std::fs::read_to_string(&solve).unwrap();
+    std::fs::write(&solve, text.replace("deposit 50", "deposit 40")).unwrap();
+    let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 1, "{v}{stderr}");
+    assert_eq!(v["valid"], false, "{v}");
+    let verdicts: Vec<(&str, &Value)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), &s["valid"]))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("open", &Value::Bool(true)),
+            ("deposit", &Value::Bool(false)),
+            // Its reference starts where deposit's left the ledger (140, not 150).
+            ("report", &Value::Bool(false))
+        ],
+        "{v}"
+    );
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("step `deposit`: the reference solution does not solve"),
+        "{problems}"
+    );
+}

@@ -198,6 +198,15 @@ pub fn regrade(
             why: why_not(record.outcome.state),
         });
     };
+    // A multi-step attempt's steps were graded as they ran, each in the state the steps
+    // before it left; the final workspace alone cannot grade them again.
+    if !attempt.steps.is_empty() {
+        return Err(RegradeError::NotGradable {
+            run_dir,
+            state: attempt.state,
+            why: "is a multi-step attempt (`[[steps]]`) whose steps were graded as they ran; grading again needs each step's environment, so run the trial again",
+        });
+    }
     if apply(attempt.state, Event::Regrade).is_err() {
         return Err(RegradeError::NotGradable {
             run_dir,
@@ -952,7 +961,9 @@ pub(crate) fn wait_solution(
 /// A fresh environment of `task`'s image over a fresh starting point under `dir` (with the
 /// task's mutation when `mutation_applied`), its healthcheck polled as before an agent, and
 /// the task's reference solution run in it as the agent when `solution`: where a grade
-/// made in the agent's environment grades the reference. `Ok(Err(why))`: the solution did
+/// made in the agent's environment grades the reference. For a step's view (`Task::step_of`)
+/// the steps before it are replayed first with their solutions, then its own part before
+/// the agent (`orchestrator::container::stage::replay`). `Ok(Err(why))`: the solution did
 /// not run to its end (the environment is ended); `Err`: the workspace or the environment
 /// could not be made here.
 pub(crate) fn reference_env(
@@ -977,7 +988,20 @@ pub(crate) fn reference_env(
     .map_err(|e| format!("failed to make the workspace: {e}"))?;
     let home = ws.home.clone();
     let fresh = fresh(orch, ws, Vec::new());
-    let (spec, exposure) = solution_launch(script, &fresh.path, &home, dir, task, Some(image))?;
+    let (spec, mut exposure) = solution_launch(script, &fresh.path, &home, dir, task, Some(image))?;
+    // A step's reference: the steps before it replayed first, each step's solution at its
+    // own path and in turn at `/solution` (a folder refilled per step).
+    let replay = task.step_of.as_ref().map(|s| s.replay.as_slice());
+    let solution_folder = dir.join("solution");
+    if let Some(steps) = replay {
+        exposure
+            .readable
+            .extend(steps.iter().filter_map(|s| s.solution_dir.clone()));
+        if let Some(view) = exposure.container.as_mut() {
+            view.ro_mounts = vec![(solution_folder.clone(), "/solution".into())];
+        }
+        crate::orchestrator::container::stage::refill(&solution_folder, None)?;
+    }
     let trust = crate::runtime::shared::phases_trust(
         exposure.egress.as_ref(),
         task.network.verifier.clone(),
@@ -991,24 +1015,71 @@ pub(crate) fn reference_env(
         env.finish();
         return Err(format!("the environment did not become healthy: {why}"));
     }
-    if solution {
-        let ids = crate::runtime::container::phase_users(image, task, true)?.agent;
-        let solved = env
-            .exec_as(
-                spec,
-                crate::runtime::shared::ExecAs::Agent,
-                exposure.egress.clone(),
-                Some(ids),
-                &exposure.written(),
+    // Who a solution runs as (the task's `[agent] user`), asked only when one runs.
+    let ids = match solution || replay.is_some() {
+        true => Some(crate::runtime::container::phase_users(image, task, true)?.agent),
+        false => None,
+    };
+    let solve = |spec: crate::process::ProcessSpec| {
+        env.exec_as(
+            spec,
+            crate::runtime::shared::ExecAs::Agent,
+            exposure.egress.clone(),
+            ids,
+            &exposure.written(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|p| wait_solution(p, cancel))
+    };
+    // A step's: the steps before it replayed with their solutions and its own part before
+    // the agent, whether or not its own solution runs next.
+    let replayed = match replay {
+        None => Ok(()),
+        Some(steps) => {
+            let mut template = spec.clone();
+            template.tag = format!("{}-replay", spec.tag);
+            let place = crate::orchestrator::container::stage::Place {
+                env: &env,
+                template: &template,
+                scratch: dir,
+                cancel,
+            };
+            crate::orchestrator::container::stage::replay(
+                &place,
+                steps,
+                &image.workdir,
+                &solution_folder,
+                &|step, solution| solve(replayed_solution(&spec, step, solution)),
             )
-            .map_err(|e| e.to_string())
-            .and_then(|p| wait_solution(p, cancel));
-        if let Err(e) = solved {
-            env.finish();
-            return Ok(Err(e));
         }
+    };
+    let solved = replayed.and_then(|()| if solution { solve(spec) } else { Ok(()) });
+    if let Err(e) = solved {
+        env.finish();
+        return Ok(Err(e));
     }
     Ok(Ok(crate::evaluator::ReferenceEnv { env, fresh }))
+}
+
+/// The process of an earlier step's solution in a step's reference environment: `spec` (the
+/// step's own solution's) running `solution/solve.sh` of `step`, with its time limit.
+fn replayed_solution(
+    spec: &crate::process::ProcessSpec,
+    step: &akbench_core::task::steps::Step,
+    solution: &Path,
+) -> crate::process::ProcessSpec {
+    let mut s = spec.clone();
+    s.argv = vec![
+        "bash".into(),
+        solution.join("solve.sh").display().to_string(),
+    ];
+    s.env.insert(
+        "AKBENCH_SOLUTION_DIR".into(),
+        solution.display().to_string(),
+    );
+    s.timeout = std::time::Duration::from_secs_f64(step.agent_timeout_sec);
+    s.tag = format!("{}-{}", spec.tag, step.config.name);
+    s
 }
 
 #[cfg(test)]

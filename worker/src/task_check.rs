@@ -214,6 +214,40 @@ pub fn run(
     })
 }
 
+/// Checks each step of the multi-step task `task` (`[[steps]]`) as its trial grades it:
+/// [`run`] on the step's view (`Task::step_view`, its tests merged under `dir`), in the
+/// agent's environment under `container`, where the reference environment replays the steps
+/// before it (`regrade::reference_env`): the reference side with the step's solution, the
+/// baseline without. Returns each step's name and runs, in order. `Err`: a workspace or an
+/// environment could not be made here, or a step has no solution (the task's problem).
+pub fn run_steps(
+    orch: &Orchestrator,
+    task: &Task,
+    image: &Image,
+    dir: &Path,
+    cancel: &CancelToken,
+) -> Result<Vec<(String, Runs)>, String> {
+    let views = crate::orchestrator::container::stage::views(task, dir)?;
+    let mut out = Vec::new();
+    for (view, step) in views.iter().zip(&task.steps) {
+        let name = &step.config.name;
+        let runs = run(
+            orch,
+            view,
+            (
+                RuntimeKind::Container,
+                akbench_core::grading_env::GradingEnvironment::Task,
+            ),
+            Some(image),
+            &dir.join("check").join(name),
+            cancel,
+        )
+        .map_err(|e| format!("step `{name}`: {e}"))?;
+        out.push((name.clone(), runs));
+    }
+    Ok(out)
+}
+
 /// A grading run's verdict as a side of the check, and what its grader said.
 fn judged(verdict: EvalResult) -> (Side, Option<String>) {
     match verdict {

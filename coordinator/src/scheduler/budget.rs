@@ -133,12 +133,19 @@ pub(super) async fn enforce(
         return Ok(Vec::new());
     }
     let revoked = super::revoke::revoke_unstarted(tx, &spent_runs, &[], now).await?;
+    stop_items(tx, &spent_runs).await?;
+    super::machine::finish_runs(tx, &spent_runs).await?;
+    Ok(revoked)
+}
+
+/// Cancels, in `tx`, the items of `runs` core's item machine moves on a budget stop (the
+/// ready ones, `budget_cancel.sql`, reason "budget").
+pub(super) async fn stop_items(tx: &Tx<'_>, runs: &[Uuid]) -> Result<(), StoreError> {
     let m = super::machine::MoveColumns::of(super::machine::ItemEvent::BudgetStop);
     tx.query(
         &tx.prepare_cached(BUDGET_CANCEL_SQL).await?,
-        &super::machine::with_moves(&[&spent_runs], &m),
+        &super::machine::with_moves(&[&runs], &m),
     )
     .await?;
-    super::machine::finish_runs(tx, &spent_runs).await?;
-    Ok(revoked)
+    Ok(())
 }

@@ -250,6 +250,26 @@ pub(super) async fn claim_many(
     if trials.is_empty() {
         return Ok(got);
     }
+    let created = create_leases(tx, &workers, &trials, ttl_ms, now).await?;
+    for a in created {
+        if let Some(&k) = owner.get(&a.trial_id) {
+            got[k].push(a);
+        }
+    }
+    Ok(got)
+}
+
+/// Leases `trials` (each to the worker of `workers` at its place) as core's item machine
+/// moves a claim (`claim_create.sql`, guarded by the state the claim moves from): a new
+/// attempt and lease each, for `ttl_ms` from `now`. Returns those leased (a trial no longer
+/// ready is left alone).
+pub(super) async fn create_leases(
+    tx: &Tx<'_>,
+    workers: &[&str],
+    trials: &[Uuid],
+    ttl_ms: i64,
+    now: DateTime<Utc>,
+) -> Result<Vec<Assignment>, StoreError> {
     let attempt_ids: Vec<Uuid> = trials.iter().map(|_| Uuid::now_v7()).collect();
     let rows = tx
         .query(
@@ -265,7 +285,7 @@ pub(super) async fn claim_many(
             ],
         )
         .await?;
-    let created = rows::all("claim_create.sql", &rows, |r| {
+    Ok(rows::all("claim_create.sql", &rows, |r| {
         Ok(Assignment {
             attempt_id: col(r, "attempt_id")?,
             trial_id: col(r, "trial_id")?,
@@ -275,13 +295,7 @@ pub(super) async fn claim_many(
             epoch: col(r, "epoch")?,
             document: col(r, "document")?,
         })
-    })?;
-    for a in created {
-        if let Some(&k) = owner.get(&a.trial_id) {
-            got[k].push(a);
-        }
-    }
-    Ok(got)
+    })?)
 }
 
 /// The runs with ready work `worker_id` may serve, with their shares and live leases; their

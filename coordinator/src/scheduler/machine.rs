@@ -4,7 +4,7 @@
 //! (`move_run.sql`, `start_run.sql`). Statements that move many items take
 //! [`MoveColumns::of`] for their event. Nothing here decides a transition.
 
-use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove, RunRefusal};
+use akbench_core::dispatch::machine::{run_on, RunEvent, RunMove};
 use akbench_core::dispatch::RunState;
 use uuid::Uuid;
 
@@ -36,26 +36,7 @@ const END_RUNS_SQL: &str = include_str!("../../sql/scheduler/end_runs.sql");
 const RUN_FOR_UPDATE_SQL: &str = include_str!("../../sql/scheduler/run_for_update.sql");
 const MOVE_RUN_SQL: &str = include_str!("../../sql/scheduler/move_run.sql");
 
-/// What core decided for one run event, and on what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunDecision {
-    /// The run's state the event met (the guard of the move).
-    pub from: RunState,
-    /// Whether it had an item ready or leased.
-    pub has_work: bool,
-    /// The decision.
-    pub decided: Result<RunMove, RunRefusal>,
-}
-
-impl RunDecision {
-    /// The state the run is in after the decision was applied.
-    pub fn state_after(&self) -> RunState {
-        match self.decided {
-            Ok(RunMove::To(to)) => to,
-            _ => self.from,
-        }
-    }
-}
+pub use akbench_core::dispatch::store::RunDecision;
 
 /// Locks run `run_id`, decides the event `event_of` makes of its state and whether it has
 /// work, and applies a move with `move_run.sql` unless `apply` is false (the caller applies

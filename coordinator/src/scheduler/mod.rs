@@ -33,6 +33,8 @@ pub use apply::hook as settle_hook;
 mod budget;
 pub use budget::budget_status;
 mod claim;
+mod dispatch_store;
+pub use dispatch_store::StoredRun;
 mod error;
 pub mod machine;
 mod reap;
@@ -44,6 +46,7 @@ mod revoke;
 mod rounds;
 pub use rounds::{RoundsWritten, ROUND_TOGETHER, ROUND_WRITERS};
 mod routes;
+mod run_moves;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod types;
@@ -309,6 +312,16 @@ impl Scheduler {
         caps: &Caps,
         agents: &[RunAgent],
     ) -> Result<Option<u64>, SchedulerError> {
+        Ok(self.start_run_decided(run_id, caps, agents).await?.1)
+    }
+
+    /// [`Scheduler::start_run`], with what core's run machine decided (`None`: no such run).
+    pub(crate) async fn start_run_decided(
+        &self,
+        run_id: Uuid,
+        caps: &Caps,
+        agents: &[RunAgent],
+    ) -> Result<(Option<machine::RunDecision>, Option<u64>), SchedulerError> {
         let caps = serde_json::to_value(caps)
             .map_err(|e| SchedulerError::malformed("the caps", e.to_string()))?;
         let labels: Arc<[String]> = agents.iter().map(|a| a.label.clone()).collect();
@@ -355,7 +368,7 @@ impl Scheduler {
                         Ok(RunMove::To(to)) => Some((d.from, to)),
                         _ => None,
                     }) else {
-                        return Ok(None);
+                        return Ok((decided, None));
                     };
                     let moved = tx
                         .query_opt(
@@ -364,7 +377,7 @@ impl Scheduler {
                         )
                         .await?;
                     if moved.is_none() {
-                        return Ok(None);
+                        return Ok((decided, None));
                     }
                     let created = tx
                         .query_one(
@@ -372,11 +385,11 @@ impl Scheduler {
                             &[&run_id, &&*labels, &&*routes, &&*documents, &now],
                         )
                         .await?;
-                    Ok(Some(created_count(&created)?))
+                    Ok((decided, Some(created_count(&created)?)))
                 })
             })
             .await?;
-        if let Some(n) = created {
+        if let Some(n) = created.1 {
             self.after_enqueue(n).await;
         }
         Ok(created)

@@ -10,18 +10,14 @@ use super::Heard;
 use super::{CancelReport, Disposition, Reaped, RetryPolicy, Scheduler, SchedulerError};
 use crate::rows::{col, parsed, RowError};
 use crate::store::{StoreError, Tx};
-use akbench_core::dispatch::machine::{RunEvent, RunMove};
 use akbench_core::dispatch::replica::{self, holder, reap_across};
-use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss, RunState};
+use akbench_core::dispatch::{close_lost, Backoff, LeaseFate, Loss};
 
-use super::machine::{decide_run, with_moves, ItemEvent, MoveColumns};
+use super::run_moves::{cancel_in, resume_in};
 
 const REAP_EXPIRED_SQL: &str = include_str!("../../sql/scheduler/reap_expired.sql");
-const CANCEL_RUN_SQL: &str = include_str!("../../sql/scheduler/cancel_run.sql");
-const LIVE_OF_RUN_SQL: &str = include_str!("../../sql/scheduler/live_attempts_of_run.sql");
 const LIVE_OF_CANCELLING_SQL: &str =
     include_str!("../../sql/scheduler/live_attempts_of_cancelling_runs.sql");
-const RESUME_ITEMS_SQL: &str = include_str!("../../sql/scheduler/resume_items.sql");
 const MARK_LOST_SQL: &str = include_str!("../../sql/scheduler/mark_lost.sql");
 const RELEASE_WORKER_SQL: &str = include_str!("../../sql/scheduler/release_worker.sql");
 const EXTEND_HEARD_SQL: &str = include_str!("../../sql/scheduler/extend_heard_leases.sql");
@@ -154,19 +150,7 @@ impl Scheduler {
         let now = self.now();
         let again = self
             .store
-            .tx(|tx| {
-                Box::pin(async move {
-                    let m = MoveColumns::of(ItemEvent::Resume);
-                    let rows = tx
-                        .query(RESUME_ITEMS_SQL, &with_moves(&[&run_id, &now], &m))
-                        .await?;
-                    let ids: Vec<Uuid> =
-                        crate::rows::all("resume_items.sql", &rows, |r| col(r, "trial_id"))?;
-                    // A run with work again runs again (core's run machine decides it).
-                    decide_run(tx, run_id, |has_work| RunEvent::Resume { has_work }, true).await?;
-                    Ok(ids)
-                })
-            })
+            .tx(|tx| Box::pin(async move { Ok(resume_in(tx, run_id, now).await?.0) }))
             .await?;
         requeued.extend(again);
         requeued.sort();
@@ -232,52 +216,7 @@ impl Scheduler {
     pub async fn cancel_run(&self, run_id: Uuid) -> Result<CancelReport, SchedulerError> {
         let report = self
             .store
-            .tx(|tx| {
-                Box::pin(async move {
-                    super::keyed_plans(tx).await?;
-                    let Some(d) = decide_run(tx, run_id, |_| RunEvent::Cancel, true).await? else {
-                        return Ok(None);
-                    };
-                    // A run being cancelled meets a second cancel with nothing new to decide,
-                    // but its waiting items and live attempts are those of a cancel: they are
-                    // cancelled (again) and told to stop. An ended run changes nothing.
-                    let unchanged = match d.decided {
-                        Ok(RunMove::Stays(why)) => Some((d.from, why)),
-                        _ => None,
-                    };
-                    let cancels =
-                        matches!(d.decided, Ok(RunMove::To(_))) || d.from == RunState::Cancelling;
-                    if !cancels {
-                        return Ok(Some(CancelReport {
-                            cancelled_items: 0,
-                            live: Vec::new(),
-                            unchanged,
-                        }));
-                    }
-                    let m = MoveColumns::of(ItemEvent::Cancel);
-                    let row = tx
-                        .query_one(
-                            &tx.prepare_cached(CANCEL_RUN_SQL).await?,
-                            &with_moves(&[&run_id], &m),
-                        )
-                        .await?;
-                    let items: i64 = col(&row, "items")?;
-                    let live: Vec<(Uuid, String)> = tx
-                        .query(&tx.prepare_cached(LIVE_OF_RUN_SQL).await?, &[&run_id])
-                        .await?
-                        .iter()
-                        .map(|r| Ok((col(r, "attempt_id")?, col(r, "worker_id")?)))
-                        .collect::<Result<_, RowError>>()
-                        .map_err(|e| e.in_query("live_attempts_of_run.sql"))?;
-                    // Nothing live: the run ends now, by the one rule of idle runs.
-                    super::machine::finish_runs(tx, &[run_id]).await?;
-                    Ok(Some(CancelReport {
-                        cancelled_items: u64::try_from(items).unwrap_or(0),
-                        live,
-                        unchanged,
-                    }))
-                })
-            })
+            .tx(|tx| Box::pin(async move { Ok(cancel_in(tx, run_id).await?.map(|r| r.1)) }))
             .await?;
         report.ok_or_else(|| SchedulerError::NotFound(format!("run {run_id}")))
     }

@@ -7,8 +7,11 @@ use akbench_core::testkit::attempt_record;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{Caps, NewWorkItem, SchedulerError, WorkKind};
+use super::{Caps, NewWorkItem, SchedulerError, StoredRun, WorkKind};
 use crate::store::{Store, StoreError};
+use akbench_core::dispatch::machine::{ItemClass, ItemState};
+use akbench_core::dispatch::store::{DispatchStore, ItemAsk, StoreSetup};
+use akbench_core::dispatch::RunState;
 
 /// A seeded run: its id and its planned trials in plan order.
 #[derive(Debug, Clone)]
@@ -231,4 +234,73 @@ pub async fn end_idle_runs(store: &Store, runs: &[Uuid]) -> Result<(), StoreErro
             Box::pin(async move { super::machine::finish_runs(tx, &runs).await })
         })
         .await
+}
+
+/// The worker that holds the leases of runs put by [`StoreSetup::put`].
+pub const STORE_WORKER: &str = "dispatch-store";
+
+impl StoreSetup for super::Scheduler {
+    /// A run seeded as [`seed_run`] seeds one (agent `a`), in `state`: its items are
+    /// created by hand ([`insert_items_by_hand`]), a leased one claimed through the product's
+    /// claim statement for [`STORE_WORKER`], a done or cancelled one set by hand
+    /// ([`set_item_state`]); then the run's state is set by hand.
+    async fn put(
+        &mut self,
+        state: RunState,
+        items: &[ItemClass],
+        retry_budget: u32,
+    ) -> Result<StoredRun, SchedulerError> {
+        let n = if state == RunState::Planned {
+            0
+        } else {
+            items.len()
+        };
+        let seeded = seed_run(self.store(), n, "a", &Caps::default()).await?;
+        self.register_worker(STORE_WORKER, 1, &Default::default(), "test")
+            .await?;
+        let client = self.store().client().await?;
+        let budget = i32::try_from(retry_budget).unwrap_or(i32::MAX);
+        if n > 0 {
+            insert_items_by_hand(&client, seeded.run_id).await?;
+            client
+                .execute(
+                    "UPDATE work_items SET retry_budget = $2 WHERE run_id = $1",
+                    &[&seeded.run_id, &budget],
+                )
+                .await
+                .map_err(StoreError::from)?;
+        }
+        let run = StoredRun {
+            run_id: seeded.run_id,
+            trials: seeded.trial_ids,
+            agents: vec![super::RunAgent {
+                label: "a".to_string(),
+                provider_route: None,
+                document: json!({}),
+            }],
+            worker: STORE_WORKER.to_string(),
+        };
+        for (i, c) in items.iter().enumerate().take(n) {
+            match c.state {
+                ItemState::Ready => {}
+                ItemState::Leased => {
+                    self.item_event(&run, i, ItemAsk::Claim).await?;
+                }
+                ItemState::Done | ItemState::Cancelled => {
+                    let reason = (c.state == ItemState::Cancelled).then_some("cancelled");
+                    let outcome = c.outcome.map(State::as_str);
+                    set_item_state(&client, &[run.trials[i]], c.state.as_str(), outcome, reason)
+                        .await?;
+                }
+            }
+        }
+        client
+            .execute(
+                "UPDATE runs SET state = $2::text::run_state WHERE run_id = $1",
+                &[&run.run_id, &state.as_str()],
+            )
+            .await
+            .map_err(StoreError::from)?;
+        Ok(run)
+    }
 }

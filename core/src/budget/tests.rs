@@ -141,3 +141,8 @@ fn status_line_shows_spend_against_the_cap() {
         "budget: cost unknown (1 attempt(s) reported none) of $0.0200 (reached: cost unknown: 1 attempt(s) reported no cost, so the USD cap cannot be shown to hold; no new trial starts)"
     );
 }
+
+#[test]
+fn the_memory_stores_budget_stop_cancels_with_the_budget_reason() {
+    assert_eq!(crate::dispatch::memory::BUDGET_STOP_REASON, BUDGET_REASON);
+}

@@ -10,7 +10,8 @@
 //! an ended run stays as it is) and when the run ends (`RunState::when_idle`). Time and jitter come in as
 //! arguments: nothing here reads a clock or runs anything; `sweep::local` drives it.
 
-use crate::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove};
+use crate::dispatch::machine::{self, ItemClass, ItemEvent, ItemMove, RunEvent, RunMove, Settled};
+use crate::dispatch::store::RunDecision;
 use crate::dispatch::{self, Backoff, CapView, Ended, Live, RunCaps, RunState, Settlement};
 use crate::lifecycle::State;
 use std::collections::BTreeMap;
@@ -53,9 +54,25 @@ struct Item {
     state: ItemState,
     /// Attempts made.
     attempts: u32,
+    /// Attempts made when its retry budget was last renewed (a resume renews it; a revoked
+    /// attempt is given back), as the coordinator's `work_items.budget_from`.
+    budget_from: u32,
     agent: String,
     route: Option<String>,
     retry_budget: u32,
+}
+
+impl ItemState {
+    /// Its class in core's item machine.
+    pub fn class(self) -> ItemClass {
+        let (state, outcome) = match self {
+            ItemState::Ready { .. } => (machine::ItemState::Ready, None),
+            ItemState::Leased => (machine::ItemState::Leased, None),
+            ItemState::Done(s) => (machine::ItemState::Done, Some(s)),
+            ItemState::Cancelled(_) => (machine::ItemState::Cancelled, Some(State::Cancelled)),
+        };
+        ItemClass { state, outcome }
+    }
 }
 
 /// What a free slot does next.
@@ -88,6 +105,8 @@ pub struct InMemoryDispatch {
     live_agent: BTreeMap<String, i64>,
     live_route: BTreeMap<String, i64>,
     backoff: Backoff,
+    /// The latest instant the sweep gave (events of the store trait happen then).
+    now: Instant,
 }
 
 impl InMemoryDispatch {
@@ -106,12 +125,13 @@ impl InMemoryDispatch {
             .map(|t| Item {
                 state: ItemState::Ready { not_before: now },
                 attempts: 0,
+                budget_from: 0,
                 agent: t.agent,
                 route: t.route,
                 retry_budget: t.retry_budget,
             })
             .collect();
-        InMemoryDispatch {
+        let mut d = InMemoryDispatch {
             run: RunState::Running,
             items,
             limits: RunCaps {
@@ -122,23 +142,17 @@ impl InMemoryDispatch {
             live_agent: BTreeMap::new(),
             live_route: BTreeMap::new(),
             backoff,
-        }
+            now,
+        };
+        d.end_if_idle();
+        d
     }
 
     /// The run's state: a running run whose items are all done is finished, a cancelling
-    /// one with nothing live is cancelled (core's idle rule over what is ready and live; the
-    /// sweep ends when [`InMemoryDispatch::next`] says so).
+    /// one with nothing live is cancelled (core's idle rule, applied as soon as the last
+    /// item settles or is cancelled; the sweep ends when [`InMemoryDispatch::next`] says so).
     pub fn run_state(&self) -> RunState {
-        let idle = self.live == 0
-            && !self
-                .items
-                .iter()
-                .any(|i| matches!(i.state, ItemState::Ready { .. }));
-        if idle {
-            self.run.when_idle(true).unwrap_or(self.run)
-        } else {
-            self.run
-        }
+        self.run
     }
 
     /// Item `i`'s state.
@@ -155,6 +169,7 @@ impl InMemoryDispatch {
     /// What a free slot does at `now`: the first ready item in plan order whose backoff
     /// is over, whose route `paused` does not hold, and that fits the caps.
     pub fn next(&mut self, now: Instant, paused: &dyn Fn(&str) -> bool) -> Next {
+        self.now = self.now.max(now);
         if self.run.is_cancelling() {
             return Next::Stop;
         }
@@ -181,17 +196,12 @@ impl InMemoryDispatch {
         }
         match pick {
             Some(i) => {
-                let item = &mut self.items[i];
-                item.state = ItemState::Leased;
-                item.attempts += 1;
-                let number = item.attempts;
-                let (agent, route) = (item.agent.clone(), item.route.clone());
-                self.live += 1;
-                *self.live_agent.entry(agent).or_default() += 1;
-                if let Some(r) = route {
-                    *self.live_route.entry(r).or_default() += 1;
+                // Core's item machine moves a ready item on a claim.
+                self.apply_item(i, ItemEvent::Claim, now, CANCEL_REASON);
+                Next::Lease {
+                    item: i,
+                    number: self.items[i].attempts,
                 }
-                Next::Lease { item: i, number }
             }
             // Nothing ready and nothing live: nothing can ever become ready again.
             None if !any_ready && self.live == 0 => Next::Stop,
@@ -213,56 +223,147 @@ impl InMemoryDispatch {
         self.limits.view(&item.agent, item.route.as_deref(), live)
     }
 
-    /// The live attempt of item `i` ended in `terminal` at `now`: settles it by core's
-    /// retry rule (`jitter` in `[0, 1)`) and frees its place under the caps.
-    pub fn ended(&mut self, i: usize, terminal: State, jitter: f64, now: Instant) -> Settlement {
+    /// Counts item `i` live (`by` 1) or no longer live (`by` -1) under the caps.
+    fn count_live(&mut self, i: usize, by: i64) {
+        let (agent, route) = (self.items[i].agent.clone(), self.items[i].route.clone());
+        self.live += by;
+        *self.live_agent.entry(agent).or_default() += by;
+        if let Some(r) = route {
+            *self.live_route.entry(r).or_default() += by;
+        }
+    }
+
+    /// Applies what core's item machine decides for `event` on item `i` (guarded by the
+    /// class it is in): a ready item becomes ready from `at`, a cancelled one cancelled with
+    /// `reason`. Returns the decision.
+    fn apply_item(
+        &mut self,
+        i: usize,
+        event: ItemEvent,
+        at: Instant,
+        reason: &'static str,
+    ) -> ItemMove {
+        let from = self.items[i].state;
+        let decided = machine::item_on(from.class(), event);
+        let ItemMove::To(to) = decided else {
+            return decided;
+        };
+        if from == ItemState::Leased {
+            self.count_live(i, -1);
+        }
         let item = &mut self.items[i];
-        assert_eq!(
-            item.state,
-            ItemState::Leased,
-            "item {i} ended while not live"
-        );
+        item.state = match (to.state, to.outcome) {
+            (machine::ItemState::Ready, _) => ItemState::Ready { not_before: at },
+            (machine::ItemState::Leased, _) => ItemState::Leased,
+            (machine::ItemState::Done, Some(s)) => ItemState::Done(s),
+            (machine::ItemState::Done, None) => unreachable!("core's machine: done has an outcome"),
+            (machine::ItemState::Cancelled, _) => ItemState::Cancelled(reason),
+        };
+        match event {
+            ItemEvent::Claim => item.attempts += 1,
+            // The revoked attempt never ran: it is given back.
+            ItemEvent::Revoke => item.budget_from += 1,
+            // A resumed trial's budget starts again.
+            ItemEvent::Resume => item.budget_from = item.attempts,
+            _ => {}
+        }
+        if to.state == machine::ItemState::Leased {
+            self.count_live(i, 1);
+        }
+        decided
+    }
+
+    /// Settles item `i`'s live attempt that ended in `terminal` at `now` by core's retry
+    /// rule (`jitter` in `[0, 1)`); `None` (and nothing changes) when the item is not leased.
+    fn settle_item(
+        &mut self,
+        i: usize,
+        terminal: State,
+        jitter: f64,
+        now: Instant,
+    ) -> Option<Settlement> {
+        self.now = self.now.max(now);
+        let item = &self.items[i];
         let settlement = dispatch::settle(
             &Ended {
                 terminal,
-                attempts_used: item.attempts,
+                attempts_used: item.attempts.saturating_sub(item.budget_from),
                 retry_budget: item.retry_budget,
                 run: self.run,
             },
             &self.backoff,
             jitter,
         );
-        item.state = match settlement {
-            Settlement::Retry { after } => ItemState::Ready {
-                not_before: now.checked_add(after).unwrap_or(now),
-            },
-            Settlement::Done(s) => ItemState::Done(s),
+        let (event, at) = match settlement {
+            Settlement::Retry { after } => (
+                ItemEvent::Settle(Settled::Retry),
+                now.checked_add(after).unwrap_or(now),
+            ),
+            Settlement::Done(s) => (ItemEvent::Settle(Settled::Done(s)), now),
         };
-        let (agent, route) = (item.agent.clone(), item.route.clone());
-        self.live -= 1;
-        if let Some(n) = self.live_agent.get_mut(&agent) {
-            *n -= 1;
+        match self.apply_item(i, event, at, CANCEL_REASON) {
+            ItemMove::To(_) => {
+                self.end_if_idle();
+                Some(settlement)
+            }
+            ItemMove::Stays => None,
         }
-        if let Some(n) = route.and_then(|r| self.live_route.get_mut(&r)) {
-            *n -= 1;
+    }
+
+    /// The live attempt of item `i` ended in `terminal` at `now`: settles it by core's
+    /// retry rule (`jitter` in `[0, 1)`) and frees its place under the caps.
+    pub fn ended(&mut self, i: usize, terminal: State, jitter: f64, now: Instant) -> Settlement {
+        self.settle_item(i, terminal, jitter, now)
+            .unwrap_or_else(|| panic!("item {i} ended while not live"))
+    }
+
+    /// Whether an item is ready or leased.
+    fn has_work(&self) -> bool {
+        self.items
+            .iter()
+            .any(|i| i.state.class().state.is_live_work())
+    }
+
+    /// Core's idle rule: a run with nothing ready or leased ends (running: finished;
+    /// cancelling: cancelled).
+    fn end_if_idle(&mut self) {
+        if !self.has_work() {
+            if let Ok(RunMove::To(to)) =
+                machine::run_on(self.run, RunEvent::Idle { all_enqueued: true })
+            {
+                self.run = to;
+            }
         }
-        settlement
+    }
+
+    /// Decides a run event over the run's state and work, and applies the move.
+    fn decide_run(&mut self, event: RunEvent) -> RunDecision {
+        let d = RunDecision {
+            from: self.run,
+            has_work: self.has_work(),
+            decided: machine::run_on(self.run, event),
+        };
+        self.run = d.state_after();
+        d
+    }
+
+    /// A cancel, as the coordinator applies it: the run is decided; when it cancels (or was
+    /// cancelling), its ready items are cancelled and it ends when nothing is live.
+    fn cancel_decided(&mut self) -> (RunDecision, Vec<usize>) {
+        let d = self.decide_run(RunEvent::Cancel);
+        let cancels = matches!(d.decided, Ok(RunMove::To(_))) || d.from == RunState::Cancelling;
+        if !cancels {
+            return (d, Vec::new());
+        }
+        let cancelled = self.cancel_items(ItemEvent::Cancel, CANCEL_REASON);
+        (d, cancelled)
     }
 
     /// Cancels the run (Ctrl-C): it is `cancelling`; every ready item (never started, or
     /// waiting for a retry) is cancelled; live attempts are left to end (the caller stops
-    /// them) and are not retried. Returns the items cancelled.
+    /// them) and are not retried. An ended run stays as it is. Returns the items cancelled.
     pub fn cancel(&mut self) -> Vec<usize> {
-        // Core's run machine, as the coordinator decides a cancel: an ended run stays.
-        self.run = self.run_state();
-        match machine::run_on(self.run, RunEvent::Cancel) {
-            Ok(RunMove::To(to)) => self.run = to,
-            Ok(RunMove::Stays(_)) | Err(_) => {}
-        }
-        if self.run.is_ended() {
-            return Vec::new();
-        }
-        self.cancel_items(ItemEvent::Cancel, CANCEL_REASON)
+        self.cancel_decided().1
     }
 
     /// The run's budget is spent: no item starts again; every ready item is cancelled with
@@ -273,30 +374,13 @@ impl InMemoryDispatch {
     }
 
     /// Moves the items core's item machine cancels on `event` (the ready ones) to
-    /// cancelled with `reason`. Returns them.
+    /// cancelled with `reason`, then applies the idle rule. Returns them.
     fn cancel_items(&mut self, event: ItemEvent, reason: &'static str) -> Vec<usize> {
-        let mut cancelled = Vec::new();
-        for (i, item) in self.items.iter_mut().enumerate() {
-            let class = ItemClass {
-                state: match item.state {
-                    ItemState::Ready { .. } => machine::ItemState::Ready,
-                    ItemState::Leased => machine::ItemState::Leased,
-                    ItemState::Done(_) => machine::ItemState::Done,
-                    ItemState::Cancelled(_) => machine::ItemState::Cancelled,
-                },
-                outcome: match item.state {
-                    ItemState::Done(s) => Some(s),
-                    ItemState::Cancelled(_) => Some(State::Cancelled),
-                    _ => None,
-                },
-            };
-            if let ItemMove::To(to) = machine::item_on(class, event) {
-                if to.state == machine::ItemState::Cancelled {
-                    item.state = ItemState::Cancelled(reason);
-                    cancelled.push(i);
-                }
-            }
-        }
+        let now = self.now;
+        let cancelled = (0..self.items.len())
+            .filter(|&i| matches!(self.apply_item(i, event, now, reason), ItemMove::To(_)))
+            .collect();
+        self.end_if_idle();
         cancelled
     }
 
@@ -306,6 +390,9 @@ impl InMemoryDispatch {
         until.map_or(tick, |u| u.saturating_duration_since(now).min(tick))
     }
 }
+
+mod store;
+pub use store::{Never, BUDGET_STOP_REASON};
 
 #[cfg(test)]
 mod tests;

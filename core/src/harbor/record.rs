@@ -116,6 +116,7 @@ pub fn attempt(
         artifacts_dir: "a1".into(),
         graded_from: None,
         redacted: Vec::new(),
+        steps: Vec::new(),
         provenance: Some(Provenance {
             worker_id: HARBOR_WORKER.into(),
             host: format!("harbor:{}", r.trial_name),

@@ -85,27 +85,32 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
         );
     }
     for task in &condition.tasks {
-        if task.family != Family::Artefact {
+        // A task with `[[steps]]` (core::task::steps) runs its steps in one environment of
+        // its image, which only the container runtime gives.
+        let runs = match task.family {
+            Family::Artefact => true,
+            Family::Lifecycle => condition.execution.runtime == Runtime::Container,
+            Family::Interactive => false,
+        };
+        if !runs {
             refuse(
                 &format!("family (task {})", task.release.id),
                 task.family.to_string(),
                 match task.family {
-                    // A task with `[[steps]]` (core::task::steps): it loads and is planned
-                    // and counted, but its trials do not run yet.
-                    Family::Lifecycle => "only `artefact` tasks execute; a multi-step (`[[steps]]`) task loads, but its trials do not run yet (issue 46): exclude the task (tasks.exclude), or run it with Harbor",
-                    _ => "only `artefact` tasks execute; exclude the task (tasks.exclude)",
+                    Family::Lifecycle => "a multi-step (`[[steps]]`) task runs its steps in one environment of its image, which only the container runtime provides; fix: set `execution.runtime: container`, or exclude the task (tasks.exclude)",
+                    _ => "only `artefact` and multi-step (`lifecycle`) tasks execute; exclude the task (tasks.exclude)",
                 },
             );
-            if condition.execution.candidates > 1 {
-                refuse(
-                    &format!("execution.candidates (task {})", task.release.id),
-                    condition.execution.candidates.to_string(),
-                    &format!(
-                        "best-of-N candidates run only for `artefact` tasks (a `{}` task has no diff to select); exclude the task or remove the field",
-                        task.family
-                    ),
-                );
-            }
+        }
+        if task.family != Family::Artefact && condition.execution.candidates > 1 {
+            refuse(
+                &format!("execution.candidates (task {})", task.release.id),
+                condition.execution.candidates.to_string(),
+                &format!(
+                    "best-of-N candidates run only for `artefact` tasks (a `{}` task has no diff to select); exclude the task or remove the field",
+                    task.family
+                ),
+            );
         }
     }
     out
@@ -226,6 +231,23 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn a_multi_step_task_runs_under_the_container_runtime_only() {
+        let mut c = base();
+        c.tasks[1].family = Family::Lifecycle;
+        let got = unsupported(&c);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].fix.contains("execution.runtime: container"),
+            "{got:?}"
+        );
+        c.execution.runtime = Runtime::Container;
+        for t in &mut c.tasks {
+            t.image = Some("reg.example/t@sha256:0".into());
+        }
+        assert_eq!(unsupported(&c), vec![]);
     }
 
     #[test]

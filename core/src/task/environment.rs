@@ -44,7 +44,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "steps",
-        Handling::Applied("a finite lifecycle (family `lifecycle`): each step is loaded and checked, each of its keys applied, refused naming it, or kept as ignored; planning its trials is refused until akbench runs them (issue 46; docs/tasks.md, \"Multi-step tasks\")"),
+        Handling::Applied("a finite lifecycle (family `lifecycle`): each step is loaded and checked, each of its keys applied, refused naming it, or kept as ignored; its steps run in order in one environment under the container runtime (docs/tasks.md, \"Multi-step tasks\")"),
     ),
     (
         "artifacts",

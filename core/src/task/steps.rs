@@ -107,6 +107,19 @@ pub struct Step {
     pub verifier_timeout_sec: f64,
 }
 
+/// Which step a step's view ([`super::Task::step_view`]) is, and what its reference
+/// environment replays: the reference of step `k` is graded where steps `1..k` ran first
+/// (each step's `workdir/` uploaded, its `setup.sh` run, its healthcheck polled, its
+/// solution run as the agent), since a later step builds on what the earlier ones left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOf {
+    /// The step's index (0 for the first).
+    pub index: usize,
+    /// Every step up to and including this one, in order, each with the solution its
+    /// oracle runs as `solution_dir` (its own, else the task's top-level `solution/`).
+    pub replay: Vec<Step>,
+}
+
 /// Harbor's `validate_step_name`: a name usable as one folder on every host OS.
 pub fn validate_name(name: &str) -> Result<(), String> {
     let invalid_char = |c: char| "<>:\"/\\|?*".contains(c) || (c as u32) < 0x20 || c == '\x7f';
@@ -517,7 +530,8 @@ impl super::Task {
     /// environment (`shared`, Harbor's default for steps), with `merged_tests` (the
     /// [`test_sources`] copied there by the caller) as its tests. Its release is the task's:
     /// the step is part of the trial, not a task of its own. The step's healthcheck is
-    /// [`StepConfig::healthcheck`]; the view has no steps.
+    /// [`StepConfig::healthcheck`]; the view has no steps, and knows which step it is
+    /// ([`StepOf`]: what its reference environment replays).
     pub fn step_view(&self, index: usize, merged_tests: &Path) -> Result<super::Task, TaskError> {
         let step = self.steps.get(index).ok_or_else(|| {
             io(
@@ -542,6 +556,16 @@ impl super::Task {
         t.file.verifier.env.extend(step.config.verifier_env.clone());
         t.file.verifier.environment_mode = Some("shared".into());
         t.family = super::Family::Artefact;
+        // Each replayed step with the solution its oracle runs (its own, else the task's).
+        let top = self.reference.as_ref().map(|(d, _)| d.clone());
+        let replay = self.steps[..=index]
+            .iter()
+            .map(|s| Step {
+                solution_dir: s.solution_dir.clone().or_else(|| top.clone()),
+                ..s.clone()
+            })
+            .collect();
+        t.step_of = Some(StepOf { index, replay });
         t.steps = Vec::new();
         Ok(t)
     }

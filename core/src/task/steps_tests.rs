@@ -408,6 +408,22 @@ fn a_step_runs_as_a_one_step_view_of_the_task() {
         v.release, t.release,
         "the step is part of the task's release"
     );
+    // It knows which step it is, and replays the steps up to it for its reference.
+    let of = v.step_of.as_ref().unwrap();
+    assert_eq!(of.index, 2);
+    assert_eq!(of.replay.len(), 3);
+    for (r, s) in of.replay.iter().zip(&t.steps) {
+        assert_eq!(r.config, s.config);
+        let own = s.solution_dir.clone();
+        let top = t.reference.as_ref().map(|(d, _)| d.clone());
+        assert_eq!(r.solution_dir, own.or(top), "{}", s.config.name);
+    }
+    assert!(t.step_of.is_none());
+    // What the worker learns once per grading key is per step, never per task.
+    assert_eq!(t.grading_key(), t.release.digest);
+    let first = t.step_view(0, &merged).unwrap();
+    assert_ne!(first.grading_key(), v.grading_key());
+    assert_ne!(v.grading_key(), t.grading_key());
     let e = t.step_view(3, &merged).unwrap_err();
     assert!(e.to_string().contains("not a step 4"), "{e}");
 }

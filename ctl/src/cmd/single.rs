@@ -105,6 +105,7 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
             "score": rec.outcome.score,
             "verdict": verdict(rec.outcome.state, rec.outcome.ok),
             "attempts": rec.outcome.attempts,
+            "steps": last.steps,
             "cause": last.cause,
             "workspace": last.workspace.path.as_ref().map(|p| outcome.record_path.parent().unwrap_or(Path::new(".")).join(p)),
             "workspace_kept": last.workspace.kept,
@@ -123,6 +124,10 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
                 .map(|s| format!(" (score {s:.2})"))
                 .unwrap_or_default()
         )?;
+        // A multi-step task's steps, as its last attempt ran them.
+        for step in &last.steps {
+            writeln!(out, "{}", akbench_core::record::steps::line(step))?;
+        }
         if let Some(c) = &last.cause {
             writeln!(out, "cause: {c}")?;
         }

@@ -25,22 +25,23 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
         .into());
     }
     let mut task = load_task(&dir.display().to_string(), &dir)?;
-    // A multi-step task loads (its steps are shown), but no trial of it runs yet, so there
-    // is nothing to apply its steps' solutions in.
+    // A multi-step task is checked step by step, under `container` only (where its steps
+    // run); each step needs a solution, its own or the task's.
     if !task.steps.is_empty() {
-        let names: Vec<&str> = task.steps.iter().map(|s| s.config.name.as_str()).collect();
-        return Err(InputError(format!(
-            "failed to check task `{}`: it is a multi-step task ({} steps: {}; reward strategy `{}`), which loads, but akbench does not run multi-step trials yet (issue 46), so the check cannot apply the steps' solutions; fix: check it with Harbor (`harbor run --agent oracle`)",
-            task.release.id,
-            names.len(),
-            names.join(", "),
-            task.reward_strategy.as_str()
-        ))
-        .into());
-    }
-    // The check applies solution/solve.sh: without it there is nothing to check, which is
-    // the task's fault (exit 2), never a "not valid" verdict kept in the cache.
-    if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {
+        if let Some(s) = task
+            .steps
+            .iter()
+            .find(|s| s.solution_dir.is_none() && task.reference.is_none())
+        {
+            return Err(InputError(format!(
+                "failed to check task `{}`: step `{}` has no reference solution (steps/{}/solution/solve.sh, or the task's solution/solve.sh); fix: add one, which the check runs and the step's tests must then solve",
+                task.release.id, s.config.name, s.config.name
+            ))
+            .into());
+        }
+    } else if task.reference.is_none() || !dir.join("solution/solve.sh").is_file() {
+        // The check applies solution/solve.sh: without it there is nothing to check, which
+        // is the task's fault (exit 2), never a "not valid" verdict kept in the cache.
         return Err(InputError(format!(
             "failed to check task `{}`: it has no reference solution ({}); fix: add solution/solve.sh, which the check applies and the tests must then solve",
             task.release.id,
@@ -126,6 +127,19 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
     }
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");
+    }
+    for s in &check.steps {
+        outln!(
+            "  step {}: {}; reference {}, baseline {}{}",
+            s.name,
+            if s.valid { "valid" } else { "NOT valid" },
+            side(s.reference).unwrap_or_default(),
+            side(s.baseline).unwrap_or_default(),
+            s.tripwire
+                .as_deref()
+                .map(|t| format!("; tripwire: {t}"))
+                .unwrap_or_default()
+        );
     }
     if let Some(g) = &check.grading {
         outln!(

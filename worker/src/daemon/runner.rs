@@ -469,6 +469,7 @@ pub(super) fn synthetic_record(
         artifacts_dir: format!("a{number}"),
         graded_from: None,
         redacted: Vec::new(),
+        steps: Vec::new(),
         provenance: Some(crate::provenance::here(worker_id)),
     }
 }

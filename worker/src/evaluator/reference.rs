@@ -99,7 +99,7 @@ pub(super) fn grade_reference(
     Graded::Ran(run)
 }
 
-/// Task releases (digest, runtime) whose reference solution's grade shows the same
+/// Task releases (their `Task::grading_key`: a step of one is its own) under a runtime whose reference solution's grade shows the same
 /// disagreement between its reward and its runner ([`disagreement`]): `true` when it does.
 static REFERENCE_DISAGREES: Mutex<Option<HashMap<(String, &'static str), bool>>> = Mutex::new(None);
 
@@ -116,7 +116,7 @@ pub(super) fn reward_disagreement(
     let Some(seen) = disagreement(v.ok, v.exit_code, &v.tests) else {
         return Ok(None);
     };
-    let key = (task.release.digest.clone(), place.runtime.as_str());
+    let key = (task.grading_key(), place.runtime.as_str());
     let cached = REFERENCE_DISAGREES
         .lock()
         .ok()
@@ -143,7 +143,7 @@ pub(super) fn reward_disagreement(
     }))
 }
 
-/// Task releases (digest, runtime) whose reference solution this process saw solved.
+/// Task releases (their `Task::grading_key`: a step of one is its own) under a runtime whose reference solution this process saw solved.
 static REFERENCE_SOLVES: Mutex<Option<HashSet<(String, &'static str)>>> = Mutex::new(None);
 
 /// What the same grader makes of the task's reference solution here (once per release and
@@ -154,7 +154,7 @@ pub(super) fn reference_check(
     place: &EvalPlace<'_>,
     cancel: &CancelToken,
 ) -> Option<Reference> {
-    let key = (task.release.digest.clone(), place.runtime.as_str());
+    let key = (task.grading_key(), place.runtime.as_str());
     let seen = |set: &Mutex<Option<HashSet<_>>>| {
         set.lock()
             .map(|s| s.as_ref().is_some_and(|s| s.contains(&key)))

@@ -63,7 +63,8 @@ impl Drop for Aside {
 /// still checked.
 const MAX_TWINS: usize = 8;
 
-/// A test of a task release graded under a runtime: (release digest, runtime, file, test).
+/// A test of a task release (of one step of it) graded under a runtime: (its
+/// `Task::grading_key`, runtime, file, test).
 type TestKey = (String, &'static str, String, String);
 
 /// Tests whose twin the reference solution passed in this process: tried last.
@@ -82,7 +83,7 @@ pub(super) fn run(task: &Task, place: &EvalPlace<'_>, cancel: &CancelToken) -> T
     let mut outcome = None;
     let key = |c: &twins::Candidate| {
         (
-            task.release.digest.clone(),
+            task.grading_key(),
             place.runtime.as_str(),
             c.file.clone(),
             c.test.clone(),

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::time::Instant;
 
 mod phases;
+mod steps;
 use phases::{
     collecting, configuring_runtime, creating_workspace, evaluating, executing, finalizing,
     preparing, starting_agent, validating,
@@ -52,6 +53,10 @@ struct Run<'a> {
     redacted: BTreeSet<String>,
     /// Who runs this attempt and with what, filled in as it is observed.
     provenance: Provenance,
+    /// A multi-step task's steps, as far as they ran ([`steps`]).
+    steps: Vec<akbench_core::record::steps::StepResult>,
+    /// What the steps' grading ran with, once every step that ran is done.
+    steps_grading: Option<akbench_core::record::steps::GradeBase>,
 }
 
 impl<'a> Run<'a> {
@@ -79,6 +84,8 @@ impl<'a> Run<'a> {
             redactor: Redactor::default(),
             redacted: BTreeSet::new(),
             provenance: crate::provenance::here(&orch.worker_id),
+            steps: Vec::new(),
+            steps_grading: None,
         };
         r.record(State::Pending, None);
         r
@@ -353,6 +360,7 @@ pub(super) fn run(
         graded_from: None,
         redacted: r.redacted.into_iter().collect(),
         provenance: Some(r.provenance),
+        steps: r.steps,
     }
 }
 
@@ -372,6 +380,16 @@ fn drive(
     // The agent's environment when the task grades in it: every process of it ends when
     // this returns, before the workspace is removed.
     let mut env = None;
+    if !req.task.steps.is_empty() {
+        // A multi-step task: its steps in one environment, inside EXECUTING; the trial's
+        // grade from theirs.
+        steps::run(r, req, cancel, checked, image, &paths, &mut env)?;
+        let ws = ws_slot.as_ref().expect("workspace exists from here on");
+        collecting(r, req, ws, None)?;
+        r.stop_if_cancelled(cancel)?;
+        steps::evaluating(r, req)?;
+        return finalizing(r);
+    }
     let started = starting_agent(r, req, cancel, checked, image, &paths, &mut env)?;
     let agent_event = executing(r, req, cancel, started)?;
     let ws = ws_slot.as_ref().expect("workspace exists from here on");

@@ -3,6 +3,8 @@
 //! `/logs/artifacts`, the worker's agent CLIs read-only), and the healthcheck polled in the
 //! task's environment before the agent starts.
 
+pub(crate) mod stage;
+
 use super::{AttemptRequest, Orchestrator};
 use crate::image::{for_task, Store, TaskImageError, Unpacked};
 use crate::runtime::container::{agent_tools, Image, View};
@@ -97,12 +99,26 @@ pub(crate) fn healthcheck(
     scratch: &Path,
     cancel: &crate::process::CancelToken,
 ) -> Result<(), String> {
-    use akbench_core::healthcheck::{next, parse, Next};
-    use std::time::{Duration, Instant};
     let Some(v) = task.file.environment.get("healthcheck") else {
         return Ok(());
     };
-    let hc = parse(v).map_err(|e| format!("environment.healthcheck {e}"))?;
+    let hc =
+        akbench_core::healthcheck::parse(v).map_err(|e| format!("environment.healthcheck {e}"))?;
+    poll(env, &hc, template, scratch, cancel)
+}
+
+/// Polls `hc` in `env` until it passes ([`akbench_core::healthcheck::next`]): the task's
+/// healthcheck, or a step's (`[[steps]] healthcheck`, after the step's setup). The error
+/// says why it is unhealthy, with the last try's output.
+pub(crate) fn poll(
+    env: &crate::runtime::shared::Env,
+    hc: &akbench_core::healthcheck::Healthcheck,
+    template: &crate::process::ProcessSpec,
+    scratch: &Path,
+    cancel: &crate::process::CancelToken,
+) -> Result<(), String> {
+    use akbench_core::healthcheck::{next, Next};
+    use std::time::{Duration, Instant};
     let start = Instant::now();
     let mut failures = 0;
     for n in 1u64.. {
@@ -141,7 +157,7 @@ pub(crate) fn healthcheck(
             return Err("cancelled while the healthcheck ran".into());
         }
         let passed = end.exit_code == Some(0) && !end.timed_out;
-        match next(&hc, started_at, passed, &mut failures) {
+        match next(hc, started_at, passed, &mut failures) {
             Next::Healthy => return Ok(()),
             Next::Unhealthy(why) => {
                 let said = [&spec.stdout_path, &spec.stderr_path]

@@ -332,3 +332,28 @@ fn the_machine_table_holds_in_memory() {
     assert!(d.cancel().is_empty());
     assert_eq!(d.run_state(), RunState::Finished);
 }
+
+/// Polls a future of the memory store, which is ready at once.
+fn ready_now<T>(f: impl std::future::Future<Output = T>) -> T {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("the memory store never waits"),
+    }
+}
+
+#[test]
+fn the_table_of_runs_and_items_holds_on_the_memory_store() {
+    use crate::dispatch::store::conformance;
+    let now = Instant::now();
+    let mut d = InMemoryDispatch::new(Vec::new(), &RunCaps::default(), 4, backoff(), now);
+    let walked = ready_now(conformance::walk(&mut d)).unwrap_or_else(|e| match e {});
+    assert!(
+        walked.failures.is_empty(),
+        "{} failures:\n{}",
+        walked.failures.len(),
+        walked.failures.join("\n")
+    );
+    assert_eq!((walked.run_cases, walked.item_cases), (153, 110));
+}

@@ -9,7 +9,7 @@ use akbench_core::bounded_read::{read, Links};
 use akbench_core::clock::SystemClock;
 use akbench_core::manifest::Runtime;
 use akbench_core::task;
-use akbench_core::task_check::{cache_name, judge, ModeCheck, TaskCheck};
+use akbench_core::task_check::{cache_name, judge, judge_steps, ModeCheck, StepCheck, TaskCheck};
 use akbench_worker::image::{for_task, Store};
 use akbench_worker::orchestrator::{write_json_atomic, Orchestrator};
 use akbench_worker::process::CancelToken;
@@ -80,6 +80,16 @@ pub fn check_now(
         GradingEnvironment::Task,
     );
     let shared = runtime == Runtime::Container && grade_in.shared();
+    if !task.steps.is_empty() {
+        let Some(image) = image else {
+            return Err(InputError(format!(
+                "failed to check task `{}`: it is a multi-step task, whose steps run in one environment of its image, under the container runtime only; fix: check it with `--runtime container`",
+                task.release.id
+            ))
+            .into());
+        };
+        return check_steps(orch, task, image);
+    }
     let checked = |grading: GradingEnvironment| {
         let scratch: PathBuf = orch
             .work_root
@@ -128,6 +138,52 @@ pub fn check_now(
         tripwire: runs.tripwire,
         grading: Some(if shared { "shared" } else { "separate" }.to_string()),
         separate,
+        steps: Vec::new(),
+    })
+}
+
+/// The check of a multi-step task (under `container`, the only runtime its steps run in):
+/// each step's two runs ([`akbench_worker::task_check::run_steps`]) judged, the task's from
+/// theirs ([`judge_steps`]).
+fn check_steps(
+    orch: &Orchestrator,
+    task: &task::Task,
+    image: &akbench_worker::runtime::container::Image,
+) -> anyhow::Result<TaskCheck> {
+    let scratch: PathBuf = orch
+        .work_root
+        .join(format!("task-check-{}", uuid::Uuid::now_v7()));
+    let runs =
+        akbench_worker::task_check::run_steps(orch, task, image, &scratch, &CancelToken::new());
+    let _ = std::fs::remove_dir_all(&scratch);
+    let runs =
+        runs.map_err(|e| anyhow::anyhow!("failed to check task `{}`: {e}", task.release.id))?;
+    let steps: Vec<StepCheck> = runs
+        .into_iter()
+        .map(|(name, r)| {
+            let mut c = StepCheck::judged(&name, r.reference, r.baseline, r.tripwire);
+            if !c.valid {
+                c.problems.extend(r.notes);
+            }
+            c
+        })
+        .collect();
+    let (reference, baseline, valid, problems) = judge_steps(&steps);
+    Ok(TaskCheck {
+        task: task.release.id.clone(),
+        version: task.release.version.clone(),
+        digest: task.release.digest.clone(),
+        runtime: Runtime::Container.as_str().to_string(),
+        image: Some(image.pinned.clone()),
+        checked_at: orch.clock.now(),
+        reference,
+        baseline,
+        valid,
+        problems,
+        tripwire: None,
+        grading: Some("shared".to_string()),
+        separate: None,
+        steps,
     })
 }
 

@@ -52,6 +52,13 @@ pub(super) struct Checked {
     pub(super) endpoints: Vec<Endpoint>,
 }
 
+impl Checked {
+    /// Whether the adapter can run `task` (the oracle needs a solution).
+    pub(super) fn check_task(&self, task: &akbench_core::task::Task) -> Result<(), String> {
+        self.adapter.check_task(task)
+    }
+}
+
 /// VALIDATING: adapter, family, task fit, credentials, endpoints, runtime.
 pub(super) fn validating(
     r: &mut Run<'_>,
@@ -66,23 +73,26 @@ pub(super) fn validating(
     };
     r.provenance.adapter = Some(adapter.name().to_string());
     r.provenance.adapter_version = Some(crate::provenance::akbench_version());
-    if task.family != Family::Artefact {
+    // A multi-step task (family `lifecycle`) runs its steps ([`super::steps`]).
+    let runs = task.family == Family::Artefact
+        || (task.family == Family::Lifecycle && !task.steps.is_empty());
+    if !runs {
         return r.end(
             Event::Rejected,
             format!(
-                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact){}",
+                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact and multi-step `lifecycle` tasks){}",
                 task.release.id,
                 task.family,
-                if task.steps.is_empty() {
-                    ""
-                } else {
-                    "; multi-step (`[[steps]]`) trials do not run yet (issue 46): run the task with Harbor"
-                }
+                "",
             ),
         );
     }
-    if let Err(e) = adapter.check_task(task) {
-        return r.end(Event::Rejected, e);
+    // A multi-step task's steps are each checked as the task their part runs
+    // ([`super::steps`]).
+    if task.steps.is_empty() {
+        if let Err(e) = adapter.check_task(task) {
+            return r.end(Event::Rejected, e);
+        }
     }
     let mut secrets = Vec::new();
     for name in &agent.descriptor.credentials {
@@ -168,8 +178,8 @@ pub(super) fn configuring_runtime(
 
 /// Where the workspace put the agent's files.
 pub(super) struct WorkspacePaths {
-    worktree: PathBuf,
-    home: PathBuf,
+    pub(super) worktree: PathBuf,
+    pub(super) home: PathBuf,
     /// The attempt's folder.
     pub(super) root: PathBuf,
 }
@@ -253,6 +263,59 @@ pub(super) fn starting_agent(
     paths: &WorkspacePaths,
     env_slot: &mut Option<crate::runtime::shared::Env>,
 ) -> Phase<Started> {
+    r.advance(None)?;
+    let launched = launch(
+        r,
+        req,
+        cancel,
+        &checked,
+        image,
+        paths,
+        &StepMounts::default(),
+    )?;
+    if crate::orchestrator::container::wants_environment(req.task, grading_place(req)) {
+        // Graded in the environment the agent leaves: started before the agent (without
+        // its credentials), kept until grading ends; the agent runs inside it.
+        let env = start_env(r, req, cancel, &launched, &paths.root)?;
+        *env_slot = Some(env);
+    }
+    spawn_agent(r, req, launched, env_slot.as_ref())
+}
+
+/// What a multi-step attempt adds to its agent's view: the reference solutions of every
+/// step, readable at their host paths when the launch grants the step's (the oracle), and
+/// the folder bound at `/solution` (refilled with the running step's solution).
+#[derive(Default)]
+pub(super) struct StepMounts {
+    pub(super) solutions: Vec<PathBuf>,
+    pub(super) solution_folder: Option<PathBuf>,
+}
+
+/// The agent's launch made ready: its process spec, what it is exposed to, who it runs as.
+pub(super) struct Launched {
+    adapter: Arc<dyn Adapter>,
+    argv: Vec<String>,
+    spec: ProcessSpec,
+    exposure: Exposure,
+    agent_ids: Option<(u32, u32)>,
+    /// The declared credentials' names (left out of the environment's own processes).
+    secret_names: Vec<String>,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    timeout: f64,
+}
+
+/// The instruction, the adapter's launch, the environment with the credentials and what the
+/// runtime exposes: everything but starting the process (the attempt ended on a failure).
+pub(super) fn launch(
+    r: &mut Run<'_>,
+    req: &AttemptRequest<'_>,
+    cancel: &CancelToken,
+    checked: &Checked,
+    image: Option<&Image>,
+    paths: &WorkspacePaths,
+    step_mounts: &StepMounts,
+) -> Phase<Launched> {
     let task = req.task;
     let Checked {
         adapter,
@@ -264,7 +327,6 @@ pub(super) fn starting_agent(
         home,
         root: work_root,
     } = paths;
-    r.advance(None)?;
     let instruction_file = home.join("instruction.md");
     if let Err(e) = std::fs::write(&instruction_file, &task.instruction) {
         return r.end(
@@ -293,7 +355,7 @@ pub(super) fn starting_agent(
     let mut env = base_env(home);
     let env_path = env.get("PATH").cloned().unwrap_or_default();
     env.extend(launch.env.clone());
-    for (k, v) in &secrets {
+    for (k, v) in secrets {
         env.insert(k.clone(), v.clone());
     }
     let timeout = req
@@ -327,16 +389,21 @@ pub(super) fn starting_agent(
     // A linked worktree's repository (until the workspace is a self-contained repository):
     // its own git folder writable, the repository read-only.
     let (git_rw, git_ro) = runtime::linked_git_dirs(worktree);
+    // The reference solution only for an agent its launch grants it (the oracle).
+    let granted = req
+        .task
+        .reference
+        .as_ref()
+        .map(|(d, _)| d.as_path())
+        .filter(|d| launch.readable.iter().any(|r| r == d));
     let container = match image {
         None => None,
         Some(i) => {
-            // The reference solution only for an agent its launch grants it (the oracle).
-            let solution = req
-                .task
-                .reference
-                .as_ref()
-                .map(|(d, _)| d.as_path())
-                .filter(|d| launch.readable.iter().any(|r| r == d));
+            let solution = match (&step_mounts.solution_folder, granted) {
+                (Some(f), Some(_)) => Some(f.as_path()),
+                (None, g) => g,
+                (Some(_), None) => None,
+            };
             match crate::orchestrator::container::agent_view(i, work_root, &env_path, solution) {
                 Ok(v) => Some(v),
                 Err(e) => return r.end(Event::InfrastructureFailed, e),
@@ -349,13 +416,17 @@ pub(super) fn starting_agent(
         Ok(p) => Some(p),
         Err(e) => return r.end(Event::InfrastructureFailed, e),
     };
+    let mut readable = [launch.readable.clone(), git_ro].concat();
+    if granted.is_some() {
+        readable.extend(step_mounts.solutions.iter().cloned());
+    }
     let exposure = Exposure {
         egress,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
         writable,
-        readable: [launch.readable.clone(), git_ro].concat(),
-        endpoints,
+        readable,
+        endpoints: endpoints.clone(),
         // The attempt folder itself (the agent sees none of it but its worktree and home).
         scratch: work_root.clone(),
         container,
@@ -370,58 +441,106 @@ pub(super) fn starting_agent(
             Err(e) => return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id)),
         }
     }
-    let prepared = if crate::orchestrator::container::wants_environment(task, grading_place(req)) {
-        // Graded in the environment the agent leaves: started before the agent (without
-        // its credentials), kept until grading ends; the agent runs inside it.
-        if req.options.runtime != RuntimeKind::Container {
-            return r.end(
-                Event::Rejected,
-                format!(
-                    "task `{}` runs in an environment of its own (`[verifier] environment_mode = \"shared\"` or `[environment] healthcheck`), which only `runtime: container` provides; fix: run it with `--runtime container`, or remove them",
-                    task.release.id
-                ),
-            );
+    Ok(Launched {
+        adapter: adapter.clone(),
+        argv: launch.argv,
+        spec,
+        exposure,
+        agent_ids,
+        secret_names: secrets.iter().map(|(k, _)| k.clone()).collect(),
+        stdout_path,
+        stderr_path,
+        timeout,
+    })
+}
+
+impl Launched {
+    /// The launch's process spec without the credentials (the environment's own
+    /// processes: its keeper, probes, setup scripts).
+    pub(super) fn without_secrets(&self) -> ProcessSpec {
+        let mut spec = self.spec.clone();
+        for k in &self.secret_names {
+            spec.env.remove(k);
         }
-        let mut keeper = spec.clone();
-        for (k, _) in &secrets {
-            keeper.env.remove(k);
-        }
-        // The authorities programs of a later phase trust (grading's network may differ
-        // from the agent's), written into the environment now.
-        let trust = match crate::runtime::shared::phases_trust(
-            exposure.egress.as_ref(),
-            req.task.network.verifier.clone(),
-        ) {
-            Ok(t) => t,
-            Err(e) => return r.end(Event::InfrastructureFailed, e),
-        };
-        let env = match crate::runtime::shared::Env::start(keeper, &exposure, req.limits(), trust) {
+        spec
+    }
+}
+
+/// The task's environment (the agent's launch `launched` gives its view, limits and
+/// network), started and its `[environment] healthcheck` passed: only under `runtime:
+/// container`; failing to start or to get healthy is the infrastructure's.
+pub(super) fn start_env(
+    r: &mut Run<'_>,
+    req: &AttemptRequest<'_>,
+    cancel: &CancelToken,
+    launched: &Launched,
+    work_root: &Path,
+) -> Phase<crate::runtime::shared::Env> {
+    let task = req.task;
+    if req.options.runtime != RuntimeKind::Container {
+        return r.end(
+            Event::Rejected,
+            format!(
+                "task `{}` runs in an environment of its own (`[verifier] environment_mode = \"shared\"`, `[environment] healthcheck` or `[[steps]]`), which only `runtime: container` provides; fix: run it with `--runtime container`, or remove them",
+                task.release.id
+            ),
+        );
+    }
+    let keeper = launched.without_secrets();
+    // The authorities programs of a later phase trust (grading's network may differ
+    // from the agent's), written into the environment now.
+    let trust = match crate::runtime::shared::phases_trust(
+        launched.exposure.egress.as_ref(),
+        req.task.network.verifier.clone(),
+    ) {
+        Ok(t) => t,
+        Err(e) => return r.end(Event::InfrastructureFailed, e),
+    };
+    let env =
+        match crate::runtime::shared::Env::start(keeper, &launched.exposure, req.limits(), trust) {
             Ok(e) => e,
             Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
         };
-        // Docker's healthcheck, polled before the agent starts: failing is the
-        // infrastructure's, never the agent's.
-        let mut probe = spec.clone();
-        for (k, _) in &secrets {
-            probe.env.remove(k);
-        }
-        let healthy =
-            crate::orchestrator::container::healthcheck(&env, task, &probe, work_root, cancel);
-        if let Err(why) = healthy {
-            env.finish();
-            return r.end(Event::InfrastructureFailed, why);
-        }
-        let prepared = env.exec_as(
+    // Docker's healthcheck, polled before the agent starts: failing is the
+    // infrastructure's, never the agent's.
+    let probe = launched.without_secrets();
+    let healthy =
+        crate::orchestrator::container::healthcheck(&env, task, &probe, work_root, cancel);
+    if let Err(why) = healthy {
+        env.finish();
+        return r.end(Event::InfrastructureFailed, why);
+    }
+    Ok(env)
+}
+
+/// Starts the launch's process: inside `env` when the attempt has one, else in the run's
+/// runtime.
+pub(super) fn spawn_agent(
+    r: &mut Run<'_>,
+    req: &AttemptRequest<'_>,
+    launched: Launched,
+    env: Option<&crate::runtime::shared::Env>,
+) -> Phase<Started> {
+    let Launched {
+        adapter,
+        argv,
+        spec,
+        exposure,
+        agent_ids,
+        stdout_path,
+        stderr_path,
+        timeout,
+        ..
+    } = launched;
+    let prepared = match env {
+        Some(env) => env.exec_as(
             spec,
             crate::runtime::shared::ExecAs::Agent,
             exposure.egress.clone(),
             agent_ids,
             &exposure.written(),
-        );
-        *env_slot = Some(env);
-        prepared
-    } else {
-        runtime::prepare(req.options.runtime, spec, &exposure, req.limits())
+        ),
+        None => runtime::prepare(req.options.runtime, spec, &exposure, req.limits()),
     };
     let prepared = match prepared {
         Ok(p) => p,
@@ -443,7 +562,7 @@ pub(super) fn starting_agent(
     };
     Ok(Started {
         adapter,
-        argv: launch.argv,
+        argv,
         running,
         guard,
         stdout_path,
@@ -461,6 +580,21 @@ pub(super) fn executing(
     cancel: &CancelToken,
     started: Started,
 ) -> Phase<Option<(Event, String)>> {
+    let advanced = r.advance(Some(format!("pid {}", started.running.pid())));
+    let agent_event = wait_agent(r, req, cancel, started);
+    advanced?;
+    Ok(agent_event)
+}
+
+/// Waits for the agent's process (watching its model provider) and records what it did
+/// (`r.process`, `r.observations`, its trajectory); returns how its run ends the attempt,
+/// `None` when its work goes on. Every process of the launch is gone when it returns.
+pub(super) fn wait_agent(
+    r: &mut Run<'_>,
+    req: &AttemptRequest<'_>,
+    cancel: &CancelToken,
+    started: Started,
+) -> Option<(Event, String)> {
     let Started {
         adapter,
         argv,
@@ -470,7 +604,6 @@ pub(super) fn executing(
         stderr_path,
         timeout,
     } = started;
-    let advanced = r.advance(Some(format!("pid {}", running.pid())));
     let span = tracing::info_span!(
         "agent.process",
         process.pid = running.pid(),
@@ -490,7 +623,6 @@ pub(super) fn executing(
     });
     // Every process of the attempt is gone once this returns.
     let finished = guard.finish();
-    advanced?;
     for p in [&stdout_path, &stderr_path] {
         r.scrub_file(p);
     }
@@ -570,7 +702,7 @@ pub(super) fn executing(
     if let (Some((Event::Cancel, _)), Some(stop)) = (&agent_event, cancel.stop()) {
         agent_event = Some(stop.end("while the agent ran"));
     }
-    Ok(agent_event)
+    agent_event
 }
 
 /// The last lines the sandbox launcher wrote (`bwrap: ...`) in a stderr, at most 512
