@@ -46,7 +46,12 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "coordinator",
         split: &[],
-        allowed: &[],
+        // The scheduler's DispatchStore (`scheduler/dispatch_store.rs`, issue 48 item 2) calls
+        // grade_work's requeue (`requeue_in`, `queue_owed`), which decides through
+        // `scheduler::machine`: left while `coordinator/src/scheduler/**` is being edited
+        // elsewhere; break it by moving the grade requeue into the scheduler, then remove
+        // this entry.
+        allowed: &[&["grade_work", "scheduler"]],
     },
     Crate {
         dir: "worker",
