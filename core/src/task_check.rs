@@ -203,7 +203,8 @@ mod tests {
         use Side::*;
         let step = |n: &str, r, b| StepCheck::judged(n, r, b, None);
         // (steps, want reference, baseline, valid, problems naming these steps)
-        let cases: Vec<(Vec<StepCheck>, Side, Side, bool, Vec<&str>)> = vec![
+        type Case = (Vec<StepCheck>, Side, Side, bool, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
             (
                 vec![step("a", Solved, NotSolved), step("b", Solved, NotSolved)],
                 Solved,
