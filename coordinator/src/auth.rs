@@ -225,6 +225,18 @@ impl Tokens {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caller(pub Role);
 
+/// Refuses a `Control` call made over a connection that presented a client certificate:
+/// client certificates are worker credentials.
+pub fn refuse_worker_certificate<T>(request: &Request<T>) -> Result<(), Status> {
+    match request.peer_certs() {
+        Some(certs) if !certs.is_empty() => Err(Status::permission_denied(
+            "failed to authorize: a worker certificate may not call the control API; fix: \
+             call it without a client certificate, with an operator or viewer token",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The interceptor of the `Control` service: no or an unknown token is `UNAUTHENTICATED`, a
 /// worker token is `PERMISSION_DENIED`; otherwise the role goes in the extensions for
 /// [`require_operator`].
@@ -232,7 +244,7 @@ pub fn control_interceptor(
     tokens: Tokens,
 ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |mut request: Request<()>| {
-        crate::worker_identity::refuse_worker_certificate(&request)?;
+        refuse_worker_certificate(&request)?;
         let role = tokens.authenticate_metadata(request.metadata())?;
         if role == Role::Worker {
             return Err(Status::permission_denied(

@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::auth::{self, require_operator};
+use crate::client_input;
 use crate::convert;
 use crate::error::ControlError;
 use crate::evidence::{self, RunSummary};
@@ -275,7 +276,7 @@ impl Control for ControlService {
             })?),
         };
         if !r.key_prefix.is_empty() {
-            convert::client_id("list runs", "key_prefix", &r.key_prefix)?;
+            client_input::client_id("list runs", "key_prefix", &r.key_prefix)?;
         }
         let mut runs = evidence::list_runs(&self.store, size + 1, before, &r.key_prefix).await?;
         let next_page_token = if runs.len() > size as usize {
@@ -372,7 +373,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         require_operator(&request, "cancel run")?;
         let r = request.into_inner();
-        convert::client_text("cancel run", "reason", &r.reason)?;
+        client_input::client_text("cancel run", "reason", &r.reason)?;
         let run = self.run(&r.run).await?;
         let cancelled = self.work.cancel(run.run_id, r.reason).await?;
         let run = self.run(&run.run_id.to_string()).await?;
@@ -390,7 +391,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::ResumeRouteResponse>, Status> {
         require_operator(&request, "resume route")?;
         let r = request.into_inner();
-        let route = convert::client_text("resume route", "route", &r.route)?;
+        let route = client_input::client_text("resume route", "route", &r.route)?;
         if route.is_empty() {
             return Err(Status::invalid_argument(
                 "resume route: `route` is empty; name the provider route (as `run status` shows it)",
@@ -525,7 +526,7 @@ impl Control for ControlService {
     ) -> Result<Response<Self::FetchRecordsStream>, Status> {
         let r = request.into_inner();
         for t in &r.trials {
-            convert::client_id("fetch records", "trials", t)?;
+            client_input::client_id("fetch records", "trials", t)?;
         }
         let run = self.run(&r.run).await?;
         let client = self

@@ -575,7 +575,7 @@ pub async fn find_run_with(
     client: &impl deadpool_postgres::GenericClient,
     run: &str,
 ) -> Result<RunSummary, ControlError> {
-    let run = crate::convert::client_id("find run", "run", run)?;
+    let run = crate::client_input::client_id("find run", "run", run)?;
     let row = match Uuid::parse_str(run) {
         Ok(id) => {
             let sql = format!("{SUMMARY_SQL} WHERE c.run_id = $1");

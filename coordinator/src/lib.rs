@@ -10,7 +10,8 @@
 //! - [`evidence`]: specs, plans and planned trials as immutable evidence in PostgreSQL.
 //! - [`status`]: the run progress projection (gRPC, HTTP, web page and TUI show the same).
 //! - [`auth`]: bearer tokens and roles (`worker`, `operator`, `viewer`).
-//! - [`control_service`]: the gRPC `Control` service; [`work_control`] is the scheduler seam.
+//! - [`control_service`]: the gRPC `Control` service; [`work_control`] is the scheduler seam;
+//!   [`client_input`]: the checks of the identifiers and text a request carries.
 //! - [`http`]: the HTTP API, `/metrics`, health checks and the status page; [`metrics`].
 //! - [`devcerts`]: development CA, server and worker certificates (`akbench certs`).
 //! - [`tls`]: TLS of the listeners (certificate reload, client certificates);
@@ -19,6 +20,7 @@
 //! - [`server`]: [`server::Config`] and [`server::serve`], the whole process.
 
 pub mod auth;
+pub mod client_input;
 pub mod conn_guard;
 pub mod control_service;
 pub mod convert;

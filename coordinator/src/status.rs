@@ -22,12 +22,13 @@ use akbench_core::report::network::NetworkCounts;
 use akbench_core::spend::SpendTotals;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::error::ControlError;
 use crate::evidence::{find_run_with, RunSummary};
-use crate::rows::{FromRow, RowError};
-use crate::status_rows::{Clock, CountRow, Counts, Named};
+use crate::rows::{col, parsed, FromRow, RowError};
+use crate::status_rows::{bucket_named, Clock, CountRow, Counts, Named};
 use crate::store::Store;
 
 const COUNTS_SQL: &str = include_str!("../sql/control/status_counts.sql");
@@ -132,6 +133,33 @@ pub struct RecentFailure {
     pub cause: String,
     /// When it was settled.
     pub at: DateTime<Utc>,
+}
+
+impl FromRow for PausedRoute {
+    fn from_row(row: &Row) -> Result<Self, RowError> {
+        let failures: i32 = col(row, "consecutive_failures")?;
+        Ok(PausedRoute {
+            route: col(row, "route")?,
+            consecutive_failures: u32::try_from(failures).map_err(|_| RowError::Value {
+                column: "consecutive_failures",
+                problem: format!("{failures} is not a count"),
+            })?,
+            paused_until: col(row, "paused_until")?,
+            last_error: col(row, "last_error")?,
+        })
+    }
+}
+
+/// `trial, bucket, cause, at`: a recent failure (`status_failures.sql`).
+impl FromRow for RecentFailure {
+    fn from_row(row: &Row) -> Result<Self, RowError> {
+        Ok(RecentFailure {
+            trial: col(row, "trial")?,
+            bucket: parsed(row, "bucket", bucket_named)?.as_str().to_string(),
+            cause: col(row, "cause")?,
+            at: col(row, "at")?,
+        })
+    }
 }
 
 /// A run's progress projection.
@@ -295,14 +323,6 @@ pub fn flags_of_rows(
         );
     }
     Ok(out)
-}
-
-/// The bucket stored under `name` (`Bucket::as_str`) in `work_items.bucket`.
-pub fn bucket_named(name: &str) -> Option<Bucket> {
-    akbench_core::accounting::ALL_BUCKETS
-        .iter()
-        .copied()
-        .find(|b| b.as_str() == name)
 }
 
 fn add(c: &mut BucketCounts, bucket: Bucket, n: u64) {

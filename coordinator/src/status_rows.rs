@@ -1,7 +1,9 @@
-//! The typed rows of the status projection's queries (`sql/control/status_*.sql`,
-//! `sql/routes/paused_routes_of_run.sql`), decoded by column name ([`crate::rows`]): a
-//! negative count, an unknown bucket or a NULL where none belongs is an error, never 0.
-//! The run's counters (`status_counts.sql`, migration 0015) are folded into [`Counts`].
+//! The typed rows of the status projection's queries (`sql/control/status_*.sql`), decoded
+//! by column name ([`crate::rows`]): a negative count, an unknown bucket ([`bucket_named`])
+//! or a NULL where none belongs is an error, never 0. The run's counters
+//! (`status_counts.sql`, migration 0015) are folded into [`Counts`]. The rows that are
+//! also the projection's public values (a paused route, a recent failure) decode in
+//! [`crate::status`], beside their types.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +12,7 @@ use akbench_core::spend::{Spend, SpendTotals};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
-use crate::rows::{col, count, parsed, parsed_opt, FromRow, RowError};
-use crate::status::{bucket_named, PausedRoute, RecentFailure};
+use crate::rows::{col, count, parsed_opt, FromRow, RowError};
 
 /// `name, n`: work items by state, live attempts by lifecycle state.
 #[derive(Debug)]
@@ -52,31 +53,12 @@ impl FromRow for Clock {
     }
 }
 
-impl FromRow for PausedRoute {
-    fn from_row(row: &Row) -> Result<Self, RowError> {
-        let failures: i32 = col(row, "consecutive_failures")?;
-        Ok(PausedRoute {
-            route: col(row, "route")?,
-            consecutive_failures: u32::try_from(failures).map_err(|_| RowError::Value {
-                column: "consecutive_failures",
-                problem: format!("{failures} is not a count"),
-            })?,
-            paused_until: col(row, "paused_until")?,
-            last_error: col(row, "last_error")?,
-        })
-    }
-}
-
-/// `trial, bucket, cause, at`: a recent failure (`status_failures.sql`).
-impl FromRow for RecentFailure {
-    fn from_row(row: &Row) -> Result<Self, RowError> {
-        Ok(RecentFailure {
-            trial: col(row, "trial")?,
-            bucket: parsed(row, "bucket", bucket_named)?.as_str().to_string(),
-            cause: col(row, "cause")?,
-            at: col(row, "at")?,
-        })
-    }
+/// The bucket stored under `name` (`Bucket::as_str`) in `work_items.bucket`.
+pub fn bucket_named(name: &str) -> Option<Bucket> {
+    akbench_core::accounting::ALL_BUCKETS
+        .iter()
+        .copied()
+        .find(|b| b.as_str() == name)
 }
 
 /// One summed key of a run's counters (`status_counts.sql`).

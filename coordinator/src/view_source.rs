@@ -15,9 +15,9 @@ use akbench_core::spec::ResolvedRunSpec;
 use akbench_core::spend::Spend;
 use akbench_proto::v1 as pb;
 use akbench_viewer::live::{Live, PausedRoute};
-use akbench_viewer::model::{bucket_named, CompactTrial, TrialRow};
+use akbench_viewer::model::{bucket_named, CompactTrial, RunItem, TrialRow};
 use akbench_viewer::source::{
-    artifacts_under, run_of_trial, Artifacts, Backend, RunItem, Snapshot, SourceError,
+    artifacts_under, run_of_trial, Artifacts, Backend, Snapshot, SourceError,
 };
 use tokio::sync::mpsc;
 use tonic::Status;

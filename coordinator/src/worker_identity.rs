@@ -16,8 +16,6 @@
 //! - [`bind`]: a worker id belongs to the credential that first registered it
 //!   (`worker_credentials`, migration 0009); a session for that id with another credential
 //!   is refused, so one worker cannot take over another's session and leases.
-//! - [`refuse_worker_certificate`]: a connection that presented a worker certificate may not
-//!   call the `Control` service.
 
 use sha2::{Digest as _, Sha256};
 use tonic::{Request, Status};
@@ -178,18 +176,6 @@ fn check_token(tokens: &Tokens, token: &str) -> Result<String, Status> {
              with a worker token, or without one when it authenticates with its certificate \
              alone",
         )),
-    }
-}
-
-/// Refuses a `Control` call made over a connection that presented a client certificate:
-/// client certificates are worker credentials.
-pub fn refuse_worker_certificate<T>(request: &Request<T>) -> Result<(), Status> {
-    match request.peer_certs() {
-        Some(certs) if !certs.is_empty() => Err(Status::permission_denied(
-            "failed to authorize: a worker certificate may not call the control API; fix: \
-             call it without a client certificate, with an operator or viewer token",
-        )),
-        _ => Ok(()),
     }
 }
 

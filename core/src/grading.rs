@@ -30,6 +30,7 @@ pub use withhold::{
 };
 
 use crate::lifecycle::State;
+use crate::record::TRIPWIRE_OK;
 use serde::{Deserialize, Serialize};
 
 /// How the execution half of an attempt ended.
@@ -130,9 +131,6 @@ pub fn owing_states(kind: crate::lifecycle::WorkKind) -> Vec<&'static str> {
 pub fn is_gradable(state: State) -> bool {
     matches!(state, State::NotGraded | State::Completed)
 }
-
-/// The result of a tripwire that failed as it must.
-pub const TRIPWIRE_OK: &str = "failed as it must";
 
 /// The test to add to a hidden-tests file named `file_name` holding `content` so that it
 /// must fail: `(test name, code to append)`, or `None` when the file is not a test file of a
@@ -237,12 +235,6 @@ pub const TWIN_INEFFECTIVE: &str = "ineffective";
 /// `grade.tripwire.result` of a solved twin the reference could not be checked on.
 pub const TWIN_UNCONFIRMED: &str = "unconfirmed";
 
-/// True when a grade's tripwire result says it was checked by a tripwire that failed as it
-/// must; a solved grade without that is graded without a tripwire (counted by reports).
-pub fn tripwire_held(result: &str) -> bool {
-    result == TRIPWIRE_OK
-}
-
 /// What one trial's end answers about the agent: the exit code of `run single`,
 /// `run execute` and `run evaluate` follows it (README, "Exit codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -288,6 +280,7 @@ pub fn answer(state: State, ok: Option<bool>, graded: bool) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::tripwire_held;
 
     #[test]
     fn the_answer_table() {

@@ -347,6 +347,15 @@ pub struct TripwireFacts {
     pub duration_ms: Option<u64>,
 }
 
+/// The result of a tripwire that failed as it must ([`TripwireFacts::result`]).
+pub const TRIPWIRE_OK: &str = "failed as it must";
+
+/// True when a grade's tripwire result says it was checked by a tripwire that failed as it
+/// must; a solved grade without that is graded without a tripwire (counted by reports).
+pub fn tripwire_held(result: &str) -> bool {
+    result == TRIPWIRE_OK
+}
+
 /// One attempt of a trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {

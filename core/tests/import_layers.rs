@@ -13,27 +13,58 @@
 //! each child module on its own (`crate::cmd::sweep::run` is `cmd::sweep`). An edge is "a
 //! file of node A names node B"; a strongly connected component of more than one node is a
 //! loop, and the test fails naming one cycle of it with the file and line of every edge.
+//! A crate may list loops it still has on purpose (`allowed` in [`CRATES`], each with why);
+//! such an entry must still be a loop with exactly those members, or the test fails asking
+//! to remove it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// A crate checked: its folder and the modules whose children are nodes of their own.
+/// A crate checked: its folder, the modules whose children are nodes of their own, and the
+/// loops it may still have.
 struct Crate {
     dir: &'static str,
     split: &'static [&'static str],
+    /// Loops left on purpose, each as its members: a loop with exactly these members is not
+    /// reported, and one that no longer exists (or that gained or lost a member) fails the
+    /// test, so the list cannot go stale. Each entry says why it is there.
+    allowed: &'static [&'static [&'static str]],
 }
 
-/// The crates checked. The coordinator, the worker and the viewer are not yet: they still have
-/// loops (coordinator: auth/worker_identity, convert/evidence/status/status_rows; worker:
-/// image/process/runtime, orchestrator/regrade; viewer: compare/pages/source).
+/// The crates checked: every crate of the workspace with more than a handful of modules.
 const CRATES: &[Crate] = &[
     Crate {
         dir: "core",
         split: &[],
+        allowed: &[],
     },
     Crate {
         dir: "ctl",
         split: &["cmd", "remote"],
+        allowed: &[],
+    },
+    Crate {
+        dir: "coordinator",
+        split: &[],
+        // The scheduler's DispatchStore (`scheduler/dispatch_store.rs`, issue 48 item 2) calls
+        // grade_work's requeue (`requeue_in`, `queue_owed`), which decides through
+        // `scheduler::machine`: left while `coordinator/src/scheduler/**` is being edited
+        // elsewhere; break it by moving the grade requeue into the scheduler, then remove
+        // this entry.
+        allowed: &[&["grade_work", "scheduler"]],
+    },
+    Crate {
+        dir: "worker",
+        split: &[],
+        // The orchestrator drives the regrade's rebuild (`regrade::Rebuilder`) and the
+        // regrade writes through the orchestrator's `write_json_atomic`: left while both are
+        // being rewritten (issue 48); break it there and remove this entry.
+        allowed: &[&["orchestrator", "regrade"]],
+    },
+    Crate {
+        dir: "viewer",
+        split: &[],
+        allowed: &[],
     },
 ];
 
@@ -739,17 +770,75 @@ fn split_modules_give_each_child_a_node_of_its_own() {
     );
 }
 
+/// The report of one crate's graph: every loop not in `allowed`, and every entry of
+/// `allowed` that is not a loop of the graph (with exactly those members) any more.
+fn check(krate: &str, g: &Graph, allowed: &[&[&str]]) -> String {
+    let mut report = String::new();
+    let found = loops(g);
+    for (members, cycle) in &found {
+        let listed = allowed
+            .iter()
+            .any(|a| a.iter().map(|m| m.to_string()).collect::<BTreeSet<_>>() == *members);
+        if !listed {
+            report.push_str(&describe(krate, g, members, cycle));
+        }
+    }
+    for a in allowed {
+        let want: BTreeSet<String> = a.iter().map(|m| m.to_string()).collect();
+        if !found.iter().any(|(members, _)| *members == want) {
+            report.push_str(&format!(
+                "{krate}: the allowed loop ({}) is not a loop of the crate any more; fix: \
+                 remove it from `allowed` in CRATES (or list the loop's members as they are now)\n",
+                a.join(", ")
+            ));
+        }
+    }
+    report
+}
+
+#[test]
+fn an_allowed_loop_is_left_out_and_a_stale_one_is_named() {
+    let g = graph(
+        &files(&[
+            ("a.rs", "use crate::b::X;"),
+            ("b.rs", "use crate::a::Y;"),
+            ("c.rs", "use crate::d::X;"),
+            ("d.rs", "use crate::c::Y;"),
+        ]),
+        &[],
+    );
+    assert_eq!(check("x", &g, &[&["a", "b"], &["c", "d"]]), "");
+    let one_left = check("x", &g, &[&["a", "b"]]);
+    assert!(
+        one_left.contains("x: an import loop of 2 modules (c, d)"),
+        "{one_left}"
+    );
+    assert!(!one_left.contains("(a, b)"), "{one_left}");
+    let stale = check("x", &g, &[&["a", "b"], &["c", "d"], &["a", "c"]]);
+    assert!(
+        stale.contains("x: the allowed loop (a, c) is not a loop of the crate any more"),
+        "{stale}"
+    );
+    let grown = check("x", &g, &[&["a", "b", "c"], &["c", "d"]]);
+    assert!(
+        grown.contains("an import loop of 2 modules (a, b)"),
+        "{grown}"
+    );
+    assert!(
+        grown.contains("the allowed loop (a, b, c) is not a loop"),
+        "{grown}"
+    );
+}
+
 #[test]
 fn no_crate_has_an_import_loop_between_its_modules() {
     let mut report = String::new();
     for krate in CRATES {
         let files = sources(krate.dir);
-        assert!(files.len() > 10, "found {}'s sources", krate.dir);
+        assert!(files.len() > 5, "found {}'s sources", krate.dir);
         let g = graph(&files, krate.split);
         assert!(g.len() > 5, "{} has modules: {:?}", krate.dir, g.keys());
-        for (members, cycle) in loops(&g) {
-            report.push_str(&describe(krate.dir, &g, &members, &cycle));
-        }
+        report.push_str(&check(krate.dir, &g, krate.allowed));
     }
     assert!(report.is_empty(), "import loops:\n{report}");
 }

@@ -576,7 +576,7 @@ fn a_terminal_bench_task_without_source_runs_in_its_image_as_it_is() {
         let grade = &record["attempts"][0]["grade"];
         assert_eq!(grade["environment"], "shared", "{record}");
         let tripwire = if want_ok {
-            akbench_core::grading::TRIPWIRE_OK
+            akbench_core::record::TRIPWIRE_OK
         } else {
             "not run: the grade is not solved"
         };

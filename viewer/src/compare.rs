@@ -10,8 +10,7 @@
 //! loading and condition check.
 
 use crate::html::{badge, esc, page as frame, pct, url, url_path};
-use crate::model::RunView;
-use crate::source::RunList;
+use crate::model::{RunList, RunView};
 use akbench_core::accounting::{Bucket, ALL_BUCKETS};
 use akbench_core::compare::stats::Interval;
 use akbench_core::compare::{

@@ -437,6 +437,54 @@ pub struct Refused {
     pub reason: String,
 }
 
+/// One run of the runs list.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunItem {
+    /// Run key.
+    pub key: String,
+    /// The run's state: a coordinator's (planned, running, cancelling, cancelled,
+    /// finished), or the local evidence store's (ready, running, finished, interrupted).
+    pub state: Option<String>,
+    /// When the run was created, when known.
+    pub created: Option<chrono::DateTime<chrono::Utc>>,
+    /// Trials done (with a record, or finished on the coordinator).
+    pub done: u64,
+    /// Planned trials, when known.
+    pub planned: Option<u64>,
+    /// Agents.
+    pub agents: Vec<String>,
+    /// Tasks, when known.
+    pub tasks: Option<usize>,
+    /// Pass rate over graded trials.
+    pub pass_rate: Option<f64>,
+    /// Solve rate over the trials with an outcome (folder), or coverage-based (coordinator).
+    pub solve_rate: Option<f64>,
+}
+
+/// The runs list.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunList {
+    /// Runs, newest first.
+    pub runs: Vec<RunItem>,
+    /// Records that were refused (folder sources).
+    pub refused: Vec<Refused>,
+}
+
+impl RunList {
+    /// Orders the runs newest first: by creation time, then (unknown times last) by key,
+    /// descending.
+    pub fn newest_first(mut self) -> RunList {
+        self.runs.sort_by(|a, b| {
+            b.created
+                .is_some()
+                .cmp(&a.created.is_some())
+                .then(b.created.cmp(&a.created))
+                .then(b.key.cmp(&a.key))
+        });
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,5 +684,34 @@ mod tests {
         for (filter, want) in cases {
             assert_eq!(r.filtered(&filter).count(), want, "{filter:?}");
         }
+    }
+
+    #[test]
+    fn runs_are_listed_newest_first_unknown_times_last() {
+        let t = |s: &str| Some(s.parse::<chrono::DateTime<chrono::Utc>>().unwrap());
+        let item = |key: &str, created| RunItem {
+            key: key.into(),
+            state: None,
+            created,
+            done: 0,
+            planned: None,
+            agents: Vec::new(),
+            tasks: None,
+            pass_rate: None,
+            solve_rate: None,
+        };
+        let list = RunList {
+            runs: vec![
+                item("b-old", t("2026-01-01T00:00:00Z")),
+                item("a-unknown", None),
+                item("z-new", t("2026-03-01T00:00:00Z")),
+                item("c-unknown", None),
+                item("a-mid", t("2026-02-01T00:00:00Z")),
+            ],
+            refused: Vec::new(),
+        }
+        .newest_first();
+        let keys: Vec<&str> = list.runs.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["z-new", "a-mid", "b-old", "c-unknown", "a-unknown"]);
     }
 }

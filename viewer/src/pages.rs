@@ -6,18 +6,14 @@
 //! plan ordinal (`?after=`).
 
 use crate::html::{badge, esc, page, pct, progress_bar, url, url_path};
-use crate::model::{RunView, TrialFilter, TrialRow};
-use crate::source::{Artifacts, PageAt, RunList, RunPage, TrialsPage};
+use crate::model::{RunList, RunView, TrialFilter, TrialRow};
+use crate::source::{Artifacts, PageAt, RunPage, TrialsPage, MAX_PER_PAGE, PER_PAGE};
 use akbench_core::accounting::ALL_BUCKETS;
 use akbench_core::record::{resolve_inside, AttemptRecord, RunRecord};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Trials per page unless asked otherwise; pages are capped at [`MAX_PER_PAGE`].
-pub const PER_PAGE: usize = 50;
-/// The largest page served.
-pub const MAX_PER_PAGE: usize = 500;
 /// Tasks per page of the matrix.
 pub const MATRIX_ROWS: usize = 100;
 /// Bytes of a log or diff shown on the trial page.

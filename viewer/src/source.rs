@@ -16,9 +16,8 @@
 
 use crate::compare::{of_views, CompareQuery, Compared};
 use crate::live::Live;
-use crate::model::{Progress, Refused, RunView, TrialRow};
+use crate::model::{Progress, RunItem, RunList, RunView, TrialRow};
 use akbench_core::record::RunRecord;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
@@ -49,53 +48,10 @@ impl SourceError {
     }
 }
 
-/// One run of the runs list.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunItem {
-    /// Run key.
-    pub key: String,
-    /// The run's state: a coordinator's (planned, running, cancelling, cancelled,
-    /// finished), or the local evidence store's (ready, running, finished, interrupted).
-    pub state: Option<String>,
-    /// When the run was created, when known.
-    pub created: Option<chrono::DateTime<chrono::Utc>>,
-    /// Trials done (with a record, or finished on the coordinator).
-    pub done: u64,
-    /// Planned trials, when known.
-    pub planned: Option<u64>,
-    /// Agents.
-    pub agents: Vec<String>,
-    /// Tasks, when known.
-    pub tasks: Option<usize>,
-    /// Pass rate over graded trials.
-    pub pass_rate: Option<f64>,
-    /// Solve rate over the trials with an outcome (folder), or coverage-based (coordinator).
-    pub solve_rate: Option<f64>,
-}
-
-/// The runs list.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RunList {
-    /// Runs, newest first.
-    pub runs: Vec<RunItem>,
-    /// Records that were refused (folder sources).
-    pub refused: Vec<Refused>,
-}
-
-impl RunList {
-    /// Orders the runs newest first: by creation time, then (unknown times last) by key,
-    /// descending.
-    pub fn newest_first(mut self) -> RunList {
-        self.runs.sort_by(|a, b| {
-            b.created
-                .is_some()
-                .cmp(&a.created.is_some())
-                .then(b.created.cmp(&a.created))
-                .then(b.key.cmp(&a.key))
-        });
-        self
-    }
-}
+/// Trials per page unless asked otherwise; pages are capped at [`MAX_PER_PAGE`].
+pub const PER_PAGE: usize = 50;
+/// The largest page served.
+pub const MAX_PER_PAGE: usize = 500;
 
 /// Which page of a run's trials to read when the run is paged ([`TrialsPage`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +66,7 @@ impl Default for PageAt {
     fn default() -> PageAt {
         PageAt {
             after: None,
-            per: crate::pages::PER_PAGE,
+            per: PER_PAGE,
         }
     }
 }
@@ -362,7 +318,7 @@ impl<B: Backend> Source for Coordinated<B> {
         let key = snap.run.clone();
         if snap.live.finished > self.aggregate_max {
             // One page more than shown tells whether there is a next page.
-            let per = at.per.clamp(1, crate::pages::MAX_PER_PAGE);
+            let per = at.per.clamp(1, MAX_PER_PAGE);
             let limit = u32::try_from(per + 1).unwrap_or(u32::MAX);
             let mut trials = self.backend.page(&key, at.after, limit).await?;
             let next = if trials.len() > per {
@@ -475,35 +431,6 @@ mod tests {
             artifacts_under(None, "run-1/t/a/r0"),
             Artifacts::Unavailable(_)
         ));
-    }
-
-    #[test]
-    fn runs_are_listed_newest_first_unknown_times_last() {
-        let t = |s: &str| Some(s.parse::<chrono::DateTime<chrono::Utc>>().unwrap());
-        let item = |key: &str, created| RunItem {
-            key: key.into(),
-            state: None,
-            created,
-            done: 0,
-            planned: None,
-            agents: Vec::new(),
-            tasks: None,
-            pass_rate: None,
-            solve_rate: None,
-        };
-        let list = RunList {
-            runs: vec![
-                item("b-old", t("2026-01-01T00:00:00Z")),
-                item("a-unknown", None),
-                item("z-new", t("2026-03-01T00:00:00Z")),
-                item("c-unknown", None),
-                item("a-mid", t("2026-02-01T00:00:00Z")),
-            ],
-            refused: Vec::new(),
-        }
-        .newest_first();
-        let keys: Vec<&str> = list.runs.iter().map(|r| r.key.as_str()).collect();
-        assert_eq!(keys, ["z-new", "a-mid", "b-old", "c-unknown", "a-unknown"]);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!   environment, capped output, SIGTERM then SIGKILL, no survivors.
 //! - [`runtime`]: `direct` or `sandbox` (bubblewrap, cgroups, forwarded endpoints): what
 //!   the agent and the evaluator can see, reach and use.
+//! - [`root_path`]: a path inside an image's root folder as the image sees it.
 //! - [`adapters`]: the agent registry; the orchestrator contains no agent-specific code.
 //! - [`scrub`]: credential values scrubbed from stored files in constant memory, and the
 //!   agent's `/logs` collected (no links, capped).
@@ -31,6 +32,7 @@ pub mod orchestrator;
 pub mod process;
 pub mod provenance;
 pub mod regrade;
+pub mod root_path;
 pub mod runtime;
 pub mod scrub;
 pub mod spread;

@@ -176,10 +176,19 @@ pub struct ChildHooks {
     pub contained: bool,
     /// An overlay the child mounts in a private mount namespace of its own before it
     /// execs (the `container` runtime's copy-on-write root).
-    pub overlay: Option<crate::runtime::container::OverlayMount>,
+    pub overlay: Option<Arc<dyn PreExec>>,
     /// The steps that start the child inside a shared environment (the `container`
     /// runtime's `environment_mode = "shared"`), registered last.
-    pub enter: Option<Arc<crate::runtime::shared::Enter>>,
+    pub enter: Option<Arc<dyn PreExec>>,
+}
+
+/// Steps a runtime prepares before fork and the child runs between fork and exec
+/// ([`ChildHooks::overlay`], [`ChildHooks::enter`]): the runtime implements them, this
+/// layer only registers them on the command, in that order, after its own hooks.
+pub trait PreExec: std::fmt::Debug + Send + Sync {
+    /// Registers the steps on `cmd` (a `pre_exec` of async-signal-safe system calls on data
+    /// prepared before fork).
+    fn register(self: Arc<Self>, cmd: &mut Command);
 }
 
 /// How the process ended.
@@ -255,10 +264,10 @@ pub fn spawn(spec: ProcessSpec) -> Result<Running, SpawnError> {
         .process_group(0);
     install_hooks(&mut cmd, &spec.hooks)?;
     if let Some(o) = &spec.hooks.overlay {
-        o.install(&mut cmd);
+        o.clone().register(&mut cmd);
     }
     if let Some(e) = &spec.hooks.enter {
-        e.install(&mut cmd);
+        e.clone().register(&mut cmd);
     }
     let mut child: Child = cmd.spawn().map_err(|source| {
         if matches!(

@@ -278,7 +278,7 @@ fn a_hook_the_agent_planted_in_its_environment_is_caught_by_the_tripwire_twin() 
     let held = g.tripwire.as_ref().map(|t| t.result.clone());
     assert_eq!(
         held.as_deref(),
-        Some(akbench_core::grading::TRIPWIRE_OK),
+        Some(akbench_core::record::TRIPWIRE_OK),
         "the oracle's twin ran in its environment and failed: {g:?}"
     );
 

@@ -355,13 +355,13 @@ fn a_hook_planted_in_step_one_is_caught_in_every_step_by_its_tripwire() {
     );
     for s in &r.attempts[0].steps {
         let t = s.tripwire.as_ref().map(|t| t.result.as_str());
-        assert_eq!(t, Some(akbench_core::grading::TRIPWIRE_OK), "{s:?}");
+        assert_eq!(t, Some(akbench_core::record::TRIPWIRE_OK), "{s:?}");
     }
     let g = r.attempts[0].grade.clone().unwrap();
     assert!(g.ok && !g.tampered, "{g:?}");
     assert_eq!(
         g.tripwire.as_ref().map(|t| t.result.as_str()),
-        Some(akbench_core::grading::TRIPWIRE_OK),
+        Some(akbench_core::record::TRIPWIRE_OK),
         "the trial's grade holds its steps' tripwires: {g:?}"
     );
 

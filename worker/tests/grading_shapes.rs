@@ -9,8 +9,8 @@
 
 mod common;
 
-use akbench_core::grading::TRIPWIRE_OK;
 use akbench_core::lifecycle::State;
+use akbench_core::record::TRIPWIRE_OK;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::sandbox_available;

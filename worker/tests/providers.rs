@@ -152,7 +152,7 @@ fn case(cli: Cli, mode: Mode, fix: bool, state: State, ok: Option<bool>, cause: 
         assert!(!g.tampered, "{}", ctx());
         let trip = g.tripwire.as_ref().map(|t| t.result.as_str());
         let want = if fix {
-            akbench_core::grading::TRIPWIRE_OK
+            akbench_core::record::TRIPWIRE_OK
         } else {
             "not run: the grade is not solved"
         };
@@ -387,7 +387,7 @@ fn claude_fixes_every_example_task_and_no_honest_fix_is_flagged() {
         assert!(!g.tampered, "{}", ctx());
         assert_eq!(
             g.tripwire.as_ref().map(|t| t.result.as_str()),
-            Some(akbench_core::grading::TRIPWIRE_OK),
+            Some(akbench_core::record::TRIPWIRE_OK),
             "{}",
             ctx()
         );

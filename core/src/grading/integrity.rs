@@ -19,7 +19,7 @@ pub struct GradeFlags {
     #[serde(default)]
     pub withheld: bool,
     /// The grade is solved, and no tripwire failed as it must beside it
-    /// ([`crate::grading::tripwire_held`]): a verdict the tripwire twin did not check.
+    /// ([`crate::record::tripwire_held`]): a verdict the tripwire twin did not check.
     #[serde(default)]
     pub unguarded: bool,
 }
@@ -34,7 +34,7 @@ impl GradeFlags {
                 && !g
                     .tripwire
                     .as_ref()
-                    .is_some_and(|t| crate::grading::tripwire_held(&t.result)),
+                    .is_some_and(|t| crate::record::tripwire_held(&t.result)),
         })
     }
 
@@ -130,8 +130,9 @@ mod tests {
 
     #[test]
     fn a_solved_grade_is_unguarded_unless_its_tripwire_held() {
-        use crate::grading::{TRIPWIRE_OK, TWIN_INEFFECTIVE, TWIN_NO_VERDICT, TWIN_UNCONFIRMED};
+        use crate::grading::{TWIN_INEFFECTIVE, TWIN_NO_VERDICT, TWIN_UNCONFIRMED};
         use crate::record::TripwireFacts;
+        use crate::record::TRIPWIRE_OK;
         let with = |ok: bool, result: Option<&str>| {
             let mut g = grade(false, &[]);
             g.ok = ok;

@@ -5,7 +5,7 @@
 //! The gate and the strategy are Harbor's (`core::task::steps`); this module only applies
 //! them to what each step left.
 
-use crate::grading::{tripwire_held, TRIPWIRE_OK};
+use crate::record::{tripwire_held, TRIPWIRE_OK};
 use crate::record::{Grade, Observations, TripwireFacts};
 use crate::task::steps::{stops_after, trial_rewards, MinReward, RewardStrategy};
 use chrono::{DateTime, Utc};

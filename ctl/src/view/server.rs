@@ -9,10 +9,8 @@ use super::index::{Index, Scan};
 use crate::cli::RemoteArgs;
 use akbench_core::evidence::EvidenceStore;
 use akbench_viewer::compare::{CompareDoc, CompareQuery, Compared, Conditions};
-use akbench_viewer::model::Progress;
-use akbench_viewer::source::{
-    Artifacts, PageAt, RunItem, RunList, RunPage, Source, SourceError, TrialDoc,
-};
+use akbench_viewer::model::{Progress, RunItem, RunList};
+use akbench_viewer::source::{Artifacts, PageAt, RunPage, Source, SourceError, TrialDoc};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -52,7 +52,7 @@ fn build(task: &Task, image: &Image, tmp: &Path) -> Result<(), BaselineError> {
         problem,
     };
     let rel = Path::new(image.workdir.trim_start_matches('/'));
-    let inside = crate::image::resolve_in_root(&image.rootfs, rel).map_err(|e| {
+    let inside = crate::root_path::resolve(&image.rootfs, rel).map_err(|e| {
         refused(format!(
             "the working folder {} of {} cannot be found in the image: {e}",
             image.workdir, image.pinned

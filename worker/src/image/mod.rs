@@ -21,7 +21,6 @@ mod http;
 mod registry;
 mod task;
 mod unpack;
-pub(crate) use unpack::resolve as resolve_in_root;
 
 pub use registry::{credentials_file, Client};
 pub use task::{for_task, TaskImageError};

@@ -11,12 +11,13 @@
 //! mid-layer, before the disk fills. A parent folder the layer has no entry for is
 //! created as docker and containerd do (mode 0755, the entries' owner).
 
+use crate::root_path::resolve;
 use akbench_core::image::layer::{self, Action, Compression};
 use akbench_core::image::limits::Budget;
 use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Unpacks the layer in `blob` onto `root`, read in the compression its first bytes are in
 /// (`layer::detect`; Docker's manifests call even an uncompressed layer `tar.gzip`).
@@ -270,49 +271,6 @@ fn make_parents(root: &Path, parent: &Path, owner: Option<(u32, u32)>) -> Result
         }
     }
     Ok(())
-}
-
-/// `rel` resolved inside `root` (symbolic links followed, clamped at the root), as a path
-/// relative to `root`.
-pub(crate) fn resolve(root: &Path, rel: &Path) -> Result<PathBuf, String> {
-    let mut out = PathBuf::new();
-    let mut hops = 0;
-    let mut pending: Vec<std::ffi::OsString> = rel
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            Component::Normal(p) => Some(p.to_os_string()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect();
-    while let Some(c) = pending.pop() {
-        if c == ".." {
-            out.pop();
-            continue;
-        }
-        let candidate = out.join(&c);
-        match std::fs::read_link(root.join(&candidate)) {
-            Ok(target) => {
-                hops += 1;
-                if hops > 40 {
-                    return Err("too many levels of symbolic links".into());
-                }
-                if target.is_absolute() {
-                    out = PathBuf::new();
-                }
-                for t in target.components().rev() {
-                    match t {
-                        Component::Normal(p) => pending.push(p.to_os_string()),
-                        Component::ParentDir => pending.push("..".into()),
-                        _ => {}
-                    }
-                }
-            }
-            Err(_) => out = candidate,
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

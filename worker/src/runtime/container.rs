@@ -396,6 +396,12 @@ fn idmapped_tree(lower: &Path, userns: &OwnedFd) -> std::io::Result<OwnedFd> {
     Ok(tree)
 }
 
+impl crate::process::PreExec for OverlayMount {
+    fn register(self: Arc<Self>, cmd: &mut std::process::Command) {
+        self.install(cmd);
+    }
+}
+
 impl OverlayMount {
     /// An overlay of `lower` (read-only) and `upper` (with `work`, same file system) at
     /// `target`; the folders must exist.

@@ -544,7 +544,7 @@ pub(crate) fn prepare_with(
         None => bwrap::args(&plan),
         Some((view, mount)) => {
             spec.env = container::env(view, &spec.env);
-            spec.hooks.overlay = Some(mount.clone());
+            spec.hooks.overlay = Some(Arc::new(mount.clone()));
             let fd = userns.as_ref().map(|f| f.as_raw_fd());
             spec.hooks.inherit_fds.extend(userns.clone());
             container::args(&plan, view, &exposure.scratch.join(container::ROOT), fd)

@@ -768,6 +768,12 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
+impl crate::process::PreExec for Enter {
+    fn register(self: Arc<Self>, cmd: &mut std::process::Command) {
+        self.install(cmd);
+    }
+}
+
 impl Enter {
     /// Registers the steps on `cmd` (after every other pre-exec step).
     pub fn install(self: &Arc<Self>, cmd: &mut std::process::Command) {

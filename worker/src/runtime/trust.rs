@@ -229,7 +229,7 @@ pub fn for_container(
 /// climbing with `..`, must never read the worker's file into the sandbox), the file itself
 /// read without following a link, bounded.
 fn image_bundle(rootfs: &Path, rel: &Path) -> String {
-    let Ok(inside) = crate::image::resolve_in_root(rootfs, rel) else {
+    let Ok(inside) = crate::root_path::resolve(rootfs, rel) else {
         return String::new();
     };
     akbench_core::bounded_read::read_text(
