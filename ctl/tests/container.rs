@@ -788,18 +788,9 @@ fn a_tasks_users_run_the_agent_and_the_grader_in_its_environment() {
     );
 }
 
-/// A multi-step task (`[[steps]]`) is checked step by step, each as its trial grades it:
-/// the step's reference in a fresh environment where the steps before it ran first with
-/// their solutions, its baseline there without its own. The example is valid (every step:
-/// reference solved, baseline not); a step whose solution is wrong makes the task not
-/// valid, the problem naming the step (and the step after it, whose reference builds on it).
-#[test]
-fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
-    const TEST: &str = "a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named";
-    if !runs_here(TEST) {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+/// A registry holding the Debian base image, and a copy of the multi-step example under
+/// `tmp/tasks/harbor-steps-001` naming it (`docker_image`).
+fn steps_task(tmp: &Path) -> (registry::Registry, PathBuf) {
     let reg = registry::Registry::start();
     reg.push(
         "akbench/base:bookworm",
@@ -808,8 +799,8 @@ fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
         Some("/app"),
         None,
     );
-    let dir = tmp.path().join("tasks/harbor-steps-001");
-    std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
+    let dir = tmp.join("tasks/harbor-steps-001");
+    std::fs::create_dir_all(tmp.join("tasks")).unwrap();
     assert!(Command::new("cp")
         .arg("-a")
         .arg(examples().join("tasks/harbor-steps-001"))
@@ -830,6 +821,22 @@ fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
         ),
     )
     .unwrap();
+    (reg, dir)
+}
+
+/// A multi-step task (`[[steps]]`) is checked step by step, each as its trial grades it:
+/// the step's reference in a fresh environment where the steps before it ran first with
+/// their solutions, its baseline there without its own. The example is valid (every step:
+/// reference solved, baseline not); a step whose solution is wrong makes the task not
+/// valid, the problem naming the step (and the step after it, whose reference builds on it).
+#[test]
+fn a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named() {
+    const TEST: &str = "a_multi_step_task_is_checked_step_by_step_and_a_wrong_step_is_named";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, dir) = steps_task(tmp.path());
     let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
     assert_eq!(code, 0, "{v}{stderr}");
     assert_eq!(v["valid"], true, "{v}");
@@ -891,36 +898,7 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
     let tmp = tempfile::tempdir().unwrap();
     // The private PostgreSQL may run as user postgres.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let reg = registry::Registry::start();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&registry::base_tar(), "tar")],
-        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        Some("/app"),
-        None,
-    );
-    let dir = tmp.path().join("tasks/harbor-steps-001");
-    std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
-    assert!(Command::new("cp")
-        .arg("-a")
-        .arg(examples().join("tasks/harbor-steps-001"))
-        .arg(&dir)
-        .status()
-        .unwrap()
-        .success());
-    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
-    std::fs::write(
-        dir.join("task.toml"),
-        toml.replacen(
-            "workdir = \"/app\"",
-            &format!(
-                "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
-                reg.addr
-            ),
-            1,
-        ),
-    )
-    .unwrap();
+    let (reg, _dir) = steps_task(tmp.path());
     let m = tmp.path().join("experiment.yaml");
     std::fs::write(
         &m,

@@ -1049,7 +1049,14 @@ pub(crate) fn reference_env(
                 steps,
                 &image.workdir,
                 &solution_folder,
-                &|step, solution| solve(replayed_solution(&spec, step, solution)),
+                &|step, solution| {
+                    // An earlier step's solution: launched as the step's own is, with its
+                    // folder and time limit.
+                    let (mut s, _) =
+                        solution_launch(solution, &fresh.path, &home, dir, task, Some(image))?;
+                    s.timeout = std::time::Duration::from_secs_f64(step.agent_timeout_sec);
+                    solve(s)
+                },
             )
         }
     };
@@ -1059,27 +1066,6 @@ pub(crate) fn reference_env(
         return Ok(Err(e));
     }
     Ok(Ok(crate::evaluator::ReferenceEnv { env, fresh }))
-}
-
-/// The process of an earlier step's solution in a step's reference environment: `spec` (the
-/// step's own solution's) running `solution/solve.sh` of `step`, with its time limit.
-fn replayed_solution(
-    spec: &crate::process::ProcessSpec,
-    step: &akbench_core::task::steps::Step,
-    solution: &Path,
-) -> crate::process::ProcessSpec {
-    let mut s = spec.clone();
-    s.argv = vec![
-        "bash".into(),
-        solution.join("solve.sh").display().to_string(),
-    ];
-    s.env.insert(
-        "AKBENCH_SOLUTION_DIR".into(),
-        solution.display().to_string(),
-    );
-    s.timeout = std::time::Duration::from_secs_f64(step.agent_timeout_sec);
-    s.tag = format!("{}-{}", spec.tag, step.config.name);
-    s
 }
 
 #[cfg(test)]
