@@ -420,3 +420,47 @@ fn a_hook_planted_in_step_one_is_caught_in_every_step_by_its_tripwire() {
     assert!(!g.ok && g.tampered, "{g:?}");
     assert_eq!(g.score, 0.0);
 }
+
+/// An agent that solves nothing and leaves, in step one, a process writing reward 1 into
+/// every verifier folder it can find (its own `/logs/verifier`, other processes' roots): no
+/// step's grading reads it, so step one fails and its gate stops the rest.
+#[test]
+fn a_reward_writer_left_in_step_one_reaches_no_steps_grading() {
+    const TEST: &str = "a_reward_writer_left_in_step_one_reaches_no_steps_grading";
+    if !runs_here(TEST) {
+        return;
+    }
+    let (_reg, c) = setup("forged");
+    // The grading of step one leaves its reward written for two seconds before it is read.
+    edit(&c, "forged", "steps/open/tests/test.sh", |t| {
+        format!("{t}sleep 2\n")
+    });
+    c.add_agent(
+        "forger",
+        "adapter = \"scripted\"\nscript = \"forger.sh\"\n",
+        Some(
+            "(while true; do\n\
+               mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\n\
+               for f in /proc/[0-9]*/root/logs/verifier; do echo 1 > \"$f/reward.txt\"; done\n\
+               for f in /proc/[0-9]*/root/tmp/*/eval/*/verifier /proc/[0-9]*/root/work*/*/eval*/*/*/verifier; do echo 1 > \"$f/reward.txt\"; done\n\
+               sleep 0.05\n\
+             done) >/dev/null 2>&1 &\n\
+             echo left-running\nexit 0\n",
+        ),
+    );
+    let r = run(&c, "forged", "forger", "forger", 0);
+    assert_eq!(
+        r.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        r.attempts[0].cause
+    );
+    use StepVerdict::*;
+    assert_eq!(
+        verdicts(&r, 0),
+        names(&[("open", Failed), ("deposit", NotRun), ("report", NotRun)]),
+        "the planted reward was read"
+    );
+    assert_eq!(r.outcome.ok, Some(false));
+    assert_eq!(r.outcome.score, Some(0.0));
+}
