@@ -980,6 +980,7 @@ pub use write_image::{image_key, image_key_of, set_image};
 mod links;
 mod load_checks;
 pub mod steps;
+pub mod world;
 
 #[cfg(test)]
 mod tests;
