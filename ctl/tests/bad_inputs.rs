@@ -35,21 +35,29 @@ repetitions: 1
 
 /// Runs akbench in `cwd`; (exit code, stdout + stderr); `None` when it had to be killed.
 fn akbench(args: &[String], cwd: &Path) -> (Option<i32>, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("AKBENCH_STORE_ROOT")
-        .env_remove("AKBENCH_TASKS_ROOT")
-        .env_remove("AKBENCH_AGENTS_ROOT")
-        .env_remove("AKBENCH_OUT")
-        .env_remove("AKBENCH_COORDINATOR")
-        .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z")
-        .env("AKBENCH_CACHE", cwd.join("cache"))
+    guarded(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("AKBENCH_STORE_ROOT")
+            .env_remove("AKBENCH_TASKS_ROOT")
+            .env_remove("AKBENCH_AGENTS_ROOT")
+            .env_remove("AKBENCH_OUT")
+            .env_remove("AKBENCH_COORDINATOR")
+            .env("AKBENCH_PLAN_TIME", "2026-03-04T05:06:07Z")
+            .env("AKBENCH_CACHE", cwd.join("cache")),
+    )
+}
+
+/// Runs `cmd` with no input and its output piped: (exit code, stdout + stderr); `None` for
+/// the code when it was still running after [`PATIENCE`] and had to be killed.
+fn guarded(cmd: &mut Command) -> (Option<i32>, String) {
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start akbench");
+        .expect("start the binary");
     let pid = child.id() as libc::pid_t;
     let (done, wait) = mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
@@ -62,7 +70,7 @@ fn akbench(args: &[String], cwd: &Path) -> (Option<i32>, String) {
             false
         }
     });
-    let out = child.wait_with_output().expect("wait for akbench");
+    let out = child.wait_with_output().expect("wait for the binary");
     let _ = done.send(());
     let killed = watchdog.join().unwrap();
     let text = format!(
@@ -124,12 +132,18 @@ fn fifo(p: &Path) {
 /// A character device with /dev/zero's numbers (the tests run as root), else a symlink to
 /// /dev/zero.
 fn zero_device(p: &Path) {
+    char_device(p, 5, "/dev/zero");
+}
+
+/// A character device with the numbers of memory device `minor` (1, `minor`: /dev/zero is
+/// 5, /dev/full 7), else a symlink to `fallback`, that device's path.
+fn char_device(p: &Path, minor: libc::c_uint, fallback: &str) {
     let _ = std::fs::remove_file(p);
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
-    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) } != 0 {
-        std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, minor)) } != 0 {
+        std::os::unix::fs::symlink(fallback, p).unwrap();
     }
 }
 
@@ -150,6 +164,53 @@ fn append(p: &Path, text: &str) {
     std::fs::write(p, old + text).unwrap();
 }
 
+/// What an outcome misses against a case: the exit code it wanted and the words its
+/// message must hold.
+fn misses(code: Option<i32>, text: &str, want: i32, words: &[&str]) -> Vec<String> {
+    let mut why = Vec::new();
+    if code != Some(want) {
+        why.push(format!(
+            "exit {code:?} (None: blocked, killed), wanted {want}"
+        ));
+    }
+    for w in words {
+        if !text.contains(w) {
+            why.push(format!("no `{w}` in the message"));
+        }
+    }
+    why
+}
+
+/// Notes case `name` in `failures` when it missed (`why` not empty), with its message's start.
+fn note(failures: &mut Vec<String>, name: &str, why: &[String], text: &str) {
+    if !why.is_empty() {
+        let shown: String = text.chars().take(600).collect();
+        failures.push(format!("{name}: {}\n    {shown}", why.join("; ")));
+    }
+}
+
+/// Fails naming every case that missed.
+fn assert_all_passed(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The key of the run planned in `d` (what a case's `{run}` stands for); empty when none is.
+fn run_key(d: &Path) -> String {
+    std::fs::read_dir(d.join("runs"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .next()
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+}
+
 /// One bad input: how to make it, the command, the exit code and the words the message
 /// must hold.
 struct Case {
@@ -162,88 +223,81 @@ struct Case {
 
 const PLAN: &[&str] = &["run", "plan", "--config", "experiment.yaml"];
 
+/// A case of `run plan` refused with exit 2 (a bad input): most of the tables.
+fn plan(name: &'static str, make: fn(&Path), words: &'static [&'static str]) -> Case {
+    Case {
+        name,
+        make,
+        args: PLAN,
+        code: 2,
+        words,
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
         // --- manifest values: ranges with their unit ---
-        Case {
-            name: "memory 2^44 MiB wraps to 0 bytes",
-            make: |d| manifest_with(d, "compute:\n  memory_mb: 17592186044416\n"),
-            args: PLAN,
-            code: 2,
-            words: &["compute.memory_mb", "MiB", "experiment.yaml"],
-        },
-        Case {
-            name: "memory 1 MiB cannot start a process",
-            make: |d| manifest_with(d, "compute:\n  memory_mb: 1\n"),
-            args: PLAN,
-            code: 2,
-            words: &["compute.memory_mb", "MiB"],
-        },
-        Case {
-            name: "a billion cpus",
-            make: |d| manifest_with(d, "compute:\n  cpus: 1000000000\n"),
-            args: PLAN,
-            code: 2,
-            words: &["compute.cpus", "CPUs"],
-        },
-        Case {
-            name: "max_trials 0 would never start",
-            make: |d| manifest_with(d, "execution:\n  concurrency:\n    max_trials: 0\n"),
-            args: PLAN,
-            code: 2,
-            words: &["execution.concurrency.max_trials"],
-        },
-        Case {
-            name: "per-agent cap 0",
-            make: |d| {
+        plan(
+            "memory 2^44 MiB wraps to 0 bytes",
+            |d| manifest_with(d, "compute:\n  memory_mb: 17592186044416\n"),
+            &["compute.memory_mb", "MiB", "experiment.yaml"],
+        ),
+        plan(
+            "memory 1 MiB cannot start a process",
+            |d| manifest_with(d, "compute:\n  memory_mb: 1\n"),
+            &["compute.memory_mb", "MiB"],
+        ),
+        plan(
+            "a billion cpus",
+            |d| manifest_with(d, "compute:\n  cpus: 1000000000\n"),
+            &["compute.cpus", "CPUs"],
+        ),
+        plan(
+            "max_trials 0 would never start",
+            |d| manifest_with(d, "execution:\n  concurrency:\n    max_trials: 0\n"),
+            &["execution.concurrency.max_trials"],
+        ),
+        plan(
+            "per-agent cap 0",
+            |d| {
                 manifest_with(
                     d,
                     "execution:\n  concurrency:\n    per_agent: {oracle: 0}\n",
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["execution.concurrency.per_agent.oracle"],
-        },
-        Case {
-            name: "timeout 1e-300 named briefly",
-            make: |d| manifest_with(d, "compute:\n  agent_timeout_sec: 1e-300\n"),
-            args: PLAN,
-            code: 2,
-            words: &["compute.agent_timeout_sec", "1e-300 seconds"],
-        },
-        Case {
-            name: "a 1 MB experiment name is elided",
-            make: |d| {
+            &["execution.concurrency.per_agent.oracle"],
+        ),
+        plan(
+            "timeout 1e-300 named briefly",
+            |d| manifest_with(d, "compute:\n  agent_timeout_sec: 1e-300\n"),
+            &["compute.agent_timeout_sec", "1e-300 seconds"],
+        ),
+        plan(
+            "a 1 MB experiment name is elided",
+            |d| {
                 let m = MANIFEST.replace(
                     "experiment: demo",
                     &format!("experiment: {}", "x/".repeat(300_000)),
                 );
                 std::fs::write(d.join("experiment.yaml"), m).unwrap();
             },
-            args: PLAN,
-            code: 2,
-            words: &["experiment", "(600000 bytes)"],
-        },
-        Case {
-            name: "a 500 KB unknown visibility is elided",
-            make: |d| manifest_with(d, &format!("visibility: {}\n", "y".repeat(500_000))),
-            args: PLAN,
-            code: 2,
-            words: &["experiment.yaml", "unknown variant", "bytes)"],
-        },
-        Case {
-            name: "a task.toml with a 500 KB bad line is elided",
-            make: |d| {
+            &["experiment", "(600000 bytes)"],
+        ),
+        plan(
+            "a 500 KB unknown visibility is elided",
+            |d| manifest_with(d, &format!("visibility: {}\n", "y".repeat(500_000))),
+            &["experiment.yaml", "unknown variant", "bytes)"],
+        ),
+        plan(
+            "a task.toml with a 500 KB bad line is elided",
+            |d| {
                 append(
                     &d.join("tasks/wordcount-001/task.toml"),
                     &format!("bogus = \"{}\"\n", "z".repeat(500_000)),
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["task.toml", "bogus", "bytes)"],
-        },
+            &["task.toml", "bogus", "bytes)"],
+        ),
         // --- the manifest file ---
         Case {
             name: "manifest is /dev/zero",
@@ -252,76 +306,60 @@ fn cases() -> Vec<Case> {
             code: 2,
             words: &["/dev/zero", "character device"],
         },
-        Case {
-            name: "manifest is a FIFO",
-            make: |d| fifo(&d.join("experiment.yaml")),
-            args: PLAN,
-            code: 2,
-            words: &["experiment.yaml", "FIFO"],
-        },
-        Case {
-            name: "manifest over the cap",
-            make: |d| sparse(&d.join("experiment.yaml"), 2 << 30),
-            args: PLAN,
-            code: 2,
-            words: &["experiment.yaml", "more than the maximum"],
-        },
+        plan(
+            "manifest is a FIFO",
+            |d| fifo(&d.join("experiment.yaml")),
+            &["experiment.yaml", "FIFO"],
+        ),
+        plan(
+            "manifest over the cap",
+            |d| sparse(&d.join("experiment.yaml"), 2 << 30),
+            &["experiment.yaml", "more than the maximum"],
+        ),
         // --- the task folder ---
-        Case {
-            name: "a FIFO in the task's tests",
-            make: |d| fifo(&d.join("tasks/wordcount-001/tests/pipe")),
-            args: PLAN,
-            code: 2,
-            words: &["pipe", "FIFO"],
-        },
-        Case {
-            name: "a device in the task",
-            make: |d| zero_device(&d.join("tasks/wordcount-001/zero")),
-            args: PLAN,
-            code: 2,
-            words: &["wordcount-001"],
-        },
-        Case {
-            name: "a 20 GB sparse file in the task",
-            make: |d| sparse(&d.join("tasks/wordcount-001/tests/big.bin"), 20 << 30),
-            args: PLAN,
-            code: 2,
-            words: &["big.bin", "more than the maximum"],
-        },
-        Case {
-            name: "instruction.md is a FIFO",
-            make: |d| fifo(&d.join("tasks/wordcount-001/instruction.md")),
-            args: PLAN,
-            code: 2,
-            words: &["instruction.md", "FIFO"],
-        },
-        Case {
-            name: "verifier.command with an unknown placeholder",
-            make: |d| {
+        plan(
+            "a FIFO in the task's tests",
+            |d| fifo(&d.join("tasks/wordcount-001/tests/pipe")),
+            &["pipe", "FIFO"],
+        ),
+        plan(
+            "a device in the task",
+            |d| zero_device(&d.join("tasks/wordcount-001/zero")),
+            &["wordcount-001"],
+        ),
+        plan(
+            "a 20 GB sparse file in the task",
+            |d| sparse(&d.join("tasks/wordcount-001/tests/big.bin"), 20 << 30),
+            &["big.bin", "more than the maximum"],
+        ),
+        plan(
+            "instruction.md is a FIFO",
+            |d| fifo(&d.join("tasks/wordcount-001/instruction.md")),
+            &["instruction.md", "FIFO"],
+        ),
+        plan(
+            "verifier.command with an unknown placeholder",
+            |d| {
                 append(
                     &d.join("tasks/wordcount-001/task.toml"),
                     "[verifier]\ncommand = [\"bash\", \"{test_dir}/test.sh\"]\n",
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["verifier.command", "{test_dir}"],
-        },
-        Case {
-            name: "verifier.env key A=B",
-            make: |d| {
+            &["verifier.command", "{test_dir}"],
+        ),
+        plan(
+            "verifier.env key A=B",
+            |d| {
                 append(
                     &d.join("tasks/wordcount-001/task.toml"),
                     "[verifier]\nenv = { \"A=B\" = \"1\" }\n",
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["verifier.env", "A=B"],
-        },
-        Case {
-            name: "a 64-hex commit in a sha1 repository",
-            make: |d| {
+            &["verifier.env", "A=B"],
+        ),
+        plan(
+            "a 64-hex commit in a sha1 repository",
+            |d| {
                 let toml = d.join("tasks/wordcount-001/task.toml");
                 let t = std::fs::read_to_string(&toml).unwrap();
                 let commit = t.split("commit = \"").nth(1).unwrap()[..40].to_string();
@@ -333,71 +371,57 @@ fn cases() -> Vec<Case> {
                 )
                 .unwrap();
             },
-            args: PLAN,
-            code: 2,
-            words: &["source.commit", "sha1"],
-        },
-        Case {
-            name: "a task folder whose name is not UTF-8",
-            make: |d| {
+            &["source.commit", "sha1"],
+        ),
+        plan(
+            "a task folder whose name is not UTF-8",
+            |d| {
                 use std::os::unix::ffi::OsStrExt;
                 let name = std::ffi::OsStr::from_bytes(b"task-\xff");
                 std::fs::create_dir_all(d.join("tasks").join(name)).unwrap();
                 let m = MANIFEST.replace("ids: [wordcount-001]", "include: [\"*\"]");
                 std::fs::write(d.join("experiment.yaml"), m).unwrap();
             },
-            args: PLAN,
-            code: 2,
-            words: &["task-", "not UTF-8"],
-        },
+            &["task-", "not UTF-8"],
+        ),
         // --- agent descriptors ---
-        Case {
-            name: "descriptor is a link to /etc/passwd",
-            make: |d| {
+        plan(
+            "descriptor is a link to /etc/passwd",
+            |d| {
                 let p = d.join("agents/oracle.toml");
                 std::fs::remove_file(&p).unwrap();
                 std::os::unix::fs::symlink("/etc/passwd", p).unwrap();
             },
-            args: PLAN,
-            code: 2,
-            words: &["oracle.toml", "symbolic link"],
-        },
-        Case {
-            name: "descriptor is a FIFO",
-            make: |d| fifo(&d.join("agents/oracle.toml")),
-            args: PLAN,
-            code: 2,
-            words: &["oracle.toml", "FIFO"],
-        },
-        Case {
-            name: "descriptor over the cap",
-            make: |d| sparse(&d.join("agents/oracle.toml"), 2 << 20),
-            args: PLAN,
-            code: 2,
-            words: &["oracle.toml", "more than the maximum"],
-        },
-        Case {
-            name: "network wildcard [::]:1",
-            make: |d| append(&d.join("agents/oracle.toml"), "network = [\"[::]:1\"]\n"),
-            args: PLAN,
-            code: 2,
-            words: &["oracle.toml", "network", "unspecified"],
-        },
-        Case {
-            name: "network to the host's PostgreSQL",
-            make: |d| {
+            &["oracle.toml", "symbolic link"],
+        ),
+        plan(
+            "descriptor is a FIFO",
+            |d| fifo(&d.join("agents/oracle.toml")),
+            &["oracle.toml", "FIFO"],
+        ),
+        plan(
+            "descriptor over the cap",
+            |d| sparse(&d.join("agents/oracle.toml"), 2 << 20),
+            &["oracle.toml", "more than the maximum"],
+        ),
+        plan(
+            "network wildcard [::]:1",
+            |d| append(&d.join("agents/oracle.toml"), "network = [\"[::]:1\"]\n"),
+            &["oracle.toml", "network", "unspecified"],
+        ),
+        plan(
+            "network to the host's PostgreSQL",
+            |d| {
                 append(
                     &d.join("agents/oracle.toml"),
                     "network = [\"127.0.0.1:5432\"]\n",
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["network", "PostgreSQL", "allow_local_ports"],
-        },
-        Case {
-            name: "10,000 endpoints",
-            make: |d| {
+            &["network", "PostgreSQL", "allow_local_ports"],
+        ),
+        plan(
+            "10,000 endpoints",
+            |d| {
                 let list: Vec<String> = (0..10_000)
                     .map(|i| format!("\"h{i}.example:443\""))
                     .collect();
@@ -406,10 +430,8 @@ fn cases() -> Vec<Case> {
                     &format!("network = [{}]\n", list.join(",")),
                 );
             },
-            args: PLAN,
-            code: 2,
-            words: &["network", "maximum 250"],
-        },
+            &["network", "maximum 250"],
+        ),
         // --- flags, bounded the same as the manifest ---
         Case {
             name: "run single --infrastructure-retries 1e9",
@@ -496,18 +518,7 @@ fn every_bad_input_is_refused_at_load_naming_it_and_writing_nothing() {
         let before = snapshot(tmp.path());
         let (code, text) = akbench(&argv(c.args), tmp.path());
         let after = snapshot(tmp.path());
-        let mut why = Vec::new();
-        if code != Some(c.code) {
-            why.push(format!(
-                "exit {code:?} (None: blocked, killed), wanted {}",
-                c.code
-            ));
-        }
-        for w in c.words {
-            if !text.contains(w) {
-                why.push(format!("no `{w}` in the message"));
-            }
-        }
+        let mut why = misses(code, &text, c.code, c.words);
         if text.len() > 4000 {
             why.push(format!("a {}-byte message", text.len()));
         }
@@ -519,17 +530,9 @@ fn every_bad_input_is_refused_at_load_naming_it_and_writing_nothing() {
                 .collect();
             why.push(format!("the folder changed (new: {added:?})"));
         }
-        if !why.is_empty() {
-            let shown: String = text.chars().take(600).collect();
-            failures.push(format!("{}: {}\n    {shown}", c.name, why.join("; ")));
-        }
+        note(&mut failures, c.name, &why, &text);
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }
 
 /// Plans the fixture's run; its folder in the store.
@@ -677,42 +680,16 @@ fn a_run_folder_with_a_special_file_or_a_tampered_plan_is_refused_not_waited_on(
         let tmp = fixture();
         std::fs::write(tmp.path().join("obs.jsonl"), "").ok();
         (c.make)(tmp.path());
-        let run = std::fs::read_dir(tmp.path().join("runs"))
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .next()
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
+        let run = run_key(tmp.path());
         let args: Vec<String> = c.args.iter().map(|a| a.replace("{run}", &run)).collect();
         let before = snapshot(tmp.path());
         let (code, text) = akbench(&args, tmp.path());
         let after = snapshot(tmp.path());
-        let mut why = Vec::new();
-        if code != Some(c.code) {
-            why.push(format!(
-                "exit {code:?} (None: blocked, killed), wanted {}",
-                c.code
-            ));
-        }
-        for w in c.words {
-            if !text.contains(w) {
-                why.push(format!("no `{w}` in the message"));
-            }
-        }
+        let mut why = misses(code, &text, c.code, c.words);
         if before != after {
             why.push("the folder changed".to_string());
         }
-        if !why.is_empty() {
-            let shown: String = text.chars().take(600).collect();
-            failures.push(format!("{}: {}\n    {shown}", c.name, why.join("; ")));
-        }
+        note(&mut failures, c.name, &why, &text);
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }

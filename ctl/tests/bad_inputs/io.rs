@@ -6,7 +6,10 @@
 //! with one line and exit 3, never a panic. (`akbench-coordinator` and `akbench-worker`
 //! with a FIFO as `--token-file`: coordinator/tests/bad_files.rs, worker/tests/bad_files.rs.)
 
-use super::{akbench, argv, fifo, fixture, planned, snapshot, zero_device, PATIENCE};
+use super::{
+    akbench, argv, assert_all_passed, char_device, fifo, fixture, misses, note, planned, run_key,
+    snapshot, zero_device, PATIENCE,
+};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,13 +18,7 @@ use std::time::Instant;
 /// A character device with /dev/full's numbers (the tests run as root), else a symlink to
 /// /dev/full (refused as a link instead; writing through it changes nothing).
 fn full_device(p: &Path) {
-    let _ = std::fs::remove_file(p);
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 7)) } != 0 {
-        std::os::unix::fs::symlink("/dev/full", p).unwrap();
-    }
+    char_device(p, 7, "/dev/full");
 }
 
 /// `run single` of the oracle on the examples' `pyslug-001` into `out/`; the trial folder.
@@ -297,14 +294,7 @@ fn a_special_file_to_read_or_write_is_refused_by_name_and_left_as_it_is() {
         let tmp = fixture();
         let d = tmp.path();
         (c.make)(d);
-        let run = std::fs::read_dir(d.join("runs"))
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .next()
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
+        let run = run_key(d);
         let trial = trial_of(d)
             .map(|t| t.display().to_string())
             .unwrap_or_default();
@@ -316,18 +306,7 @@ fn a_special_file_to_read_or_write_is_refused_by_name_and_left_as_it_is() {
         let before = snapshot(d);
         let (code, text) = akbench(&args, d);
         let after = snapshot(d);
-        let mut why = Vec::new();
-        if code != Some(c.code) {
-            why.push(format!(
-                "exit {code:?} (None: blocked, killed), wanted {}",
-                c.code
-            ));
-        }
-        for w in c.words {
-            if !text.contains(w) {
-                why.push(format!("no `{w}` in the message"));
-            }
-        }
+        let mut why = misses(code, &text, c.code, c.words);
         if text.contains("panicked") {
             why.push("a panic".into());
         }
@@ -339,17 +318,9 @@ fn a_special_file_to_read_or_write_is_refused_by_name_and_left_as_it_is() {
                 why.push(format!("{p} is no longer a FIFO or device"));
             }
         }
-        if !why.is_empty() {
-            let shown: String = text.chars().take(600).collect();
-            failures.push(format!("{}: {}\n    {shown}", c.name, why.join("; ")));
-        }
+        note(&mut failures, c.name, &why, &text);
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }
 
 /// Runs akbench in `cwd` with its standard output on `stdout`; (exit code, stderr), or

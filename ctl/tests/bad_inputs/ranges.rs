@@ -4,10 +4,12 @@
 //! documented exit code, naming the flag or field, its range and the fix, never panicking
 //! and never blocked (each run has the parent's [`super::PATIENCE`]).
 
-use super::{akbench, argv, fifo, fixture, planned, snapshot, Case, PATIENCE};
+use super::{
+    akbench, argv, assert_all_passed, fifo, fixture, guarded, misses, note, plan, planned,
+    snapshot, Case, PLAN,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The path of a workspace binary, built when missing (as worker/tests/e2e does): this
@@ -30,7 +32,7 @@ fn workspace_bin(package: &str, bin: &str) -> PathBuf {
 }
 
 /// Runs `bin` with `env` in `cwd`: (exit code, stdout + stderr, how long it took); `None`
-/// when it was still running after [`PATIENCE`] and had to be killed.
+/// when it was still running after [`super::PATIENCE`] and had to be killed.
 fn run(
     bin: &Path,
     args: &[String],
@@ -44,38 +46,12 @@ fn run(
         .env("AKBENCH_CACHE", cwd.join("cache"))
         .env_remove("AKBENCH_COORDINATOR")
         .env_remove("AKBENCH_LEASE_TTL_MS")
-        .env_remove("AKBENCH_WORKER_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env_remove("AKBENCH_WORKER_TOKEN");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().expect("start the binary");
-    let pid = child.id() as libc::pid_t;
-    let (done, wait) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if wait.recv_timeout(PATIENCE).is_err() {
-            // SAFETY: signals our own child, not reaped yet (the main thread waits on it).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            true
-        } else {
-            false
-        }
-    });
-    let out = child.wait_with_output().expect("wait for the binary");
-    let _ = done.send(());
-    let killed = watchdog.join().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        if killed { None } else { out.status.code() },
-        text,
-        started.elapsed(),
-    )
+    let (code, text) = guarded(&mut cmd);
+    (code, text, started.elapsed())
 }
 
 fn toml_of(d: &Path) -> PathBuf {
@@ -98,7 +74,6 @@ fn solution(d: &Path) {
     std::fs::write(s.join("solve.sh"), "true\n").unwrap();
 }
 
-const PLAN: &[&str] = &["run", "plan", "--config", "experiment.yaml"];
 const TASK_CHECK: &[&str] = &["task", "check", "tasks/wordcount-001"];
 
 /// Bad inputs `akbench` refuses with exit 2, naming them, writing nothing.
@@ -141,28 +116,24 @@ fn cases() -> Vec<Case> {
             words: &["--lease-ttl-ms", "1000 to 86400000 ms"],
         },
         // --- task fields refused at load ---
-        Case {
-            name: "tripwire file outside tests/",
-            make: |d| add_to_toml(d, "[verifier.tripwire]\nfile = \"../task.toml\"\n"),
-            args: PLAN,
-            code: 2,
-            words: &["task.toml", "verifier.tripwire.file", "tests/", "fix:"],
-        },
-        Case {
-            name: "workdir with a NUL",
-            make: |d| {
+        plan(
+            "tripwire file outside tests/",
+            |d| add_to_toml(d, "[verifier.tripwire]\nfile = \"../task.toml\"\n"),
+            &["task.toml", "verifier.tripwire.file", "tests/", "fix:"],
+        ),
+        plan(
+            "workdir with a NUL",
+            |d| {
                 add_to_toml(
                     d,
                     "[environment]\nimage = \"img:1\"\nworkdir = \"/a\\u0000b\"\n",
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["task.toml", "environment.workdir", "0x00"],
-        },
-        Case {
-            name: "workdir with a 300-byte folder name",
-            make: |d| {
+            &["task.toml", "environment.workdir", "0x00"],
+        ),
+        plan(
+            "workdir with a 300-byte folder name",
+            |d| {
                 add_to_toml(
                     d,
                     &format!(
@@ -171,52 +142,38 @@ fn cases() -> Vec<Case> {
                     ),
                 )
             },
-            args: PLAN,
-            code: 2,
-            words: &["environment.workdir", "1 to 255 bytes"],
-        },
-        Case {
-            name: "source.repo that does not exist",
-            make: |d| edit_toml(d, |t| t.replace("repos/x.bundle", "repos/none.git")),
-            args: PLAN,
-            code: 2,
-            words: &["task.toml", "source.repo", "none.git", "fix:"],
-        },
-        Case {
-            name: "source.repo /etc",
-            make: |d| edit_toml(d, |t| t.replace("repos/x.bundle", "/etc")),
-            args: PLAN,
-            code: 2,
-            words: &["source.repo", "not a git repository", "fix:"],
-        },
-        Case {
-            name: "protected path ../x",
-            make: |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"../x\"]\n"),
-            args: PLAN,
-            code: 2,
-            words: &["verifier.protected_paths", "../x", "fix:"],
-        },
-        Case {
-            name: "protected path /etc/passwd",
-            make: |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"/etc/passwd\"]\n"),
-            args: PLAN,
-            code: 2,
-            words: &["verifier.protected_paths", "absolute"],
-        },
-        Case {
-            name: "version with a newline",
-            make: |d| edit_toml(d, |t| t.replace("version = \"1.0\"", "version = \"1\\n2\"")),
-            args: PLAN,
-            code: 2,
-            words: &["task.toml", "version", "control character"],
-        },
-        Case {
-            name: "build_timeout_sec 0.001",
-            make: |d| add_to_toml(d, "[environment]\nbuild_timeout_sec = 0.001\n"),
-            args: PLAN,
-            code: 2,
-            words: &["environment.build_timeout_sec", "1 to 604800 seconds"],
-        },
+            &["environment.workdir", "1 to 255 bytes"],
+        ),
+        plan(
+            "source.repo that does not exist",
+            |d| edit_toml(d, |t| t.replace("repos/x.bundle", "repos/none.git")),
+            &["task.toml", "source.repo", "none.git", "fix:"],
+        ),
+        plan(
+            "source.repo /etc",
+            |d| edit_toml(d, |t| t.replace("repos/x.bundle", "/etc")),
+            &["source.repo", "not a git repository", "fix:"],
+        ),
+        plan(
+            "protected path ../x",
+            |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"../x\"]\n"),
+            &["verifier.protected_paths", "../x", "fix:"],
+        ),
+        plan(
+            "protected path /etc/passwd",
+            |d| add_to_toml(d, "[verifier]\nprotected_paths = [\"/etc/passwd\"]\n"),
+            &["verifier.protected_paths", "absolute"],
+        ),
+        plan(
+            "version with a newline",
+            |d| edit_toml(d, |t| t.replace("version = \"1.0\"", "version = \"1\\n2\"")),
+            &["task.toml", "version", "control character"],
+        ),
+        plan(
+            "build_timeout_sec 0.001",
+            |d| add_to_toml(d, "[environment]\nbuild_timeout_sec = 0.001\n"),
+            &["environment.build_timeout_sec", "1 to 604800 seconds"],
+        ),
         // --- exit codes the README documents ---
         Case {
             name: "task check without solution/solve.sh: bad input, nothing cached",
@@ -257,32 +214,16 @@ fn values_out_of_range_and_fields_refused_at_load_exit_2_naming_them() {
         let before = snapshot(tmp.path());
         let (code, text) = akbench(&argv(c.args), tmp.path());
         let after = snapshot(tmp.path());
-        let mut why = Vec::new();
-        if code != Some(c.code) {
-            why.push(format!("exit {code:?} (None: killed), wanted {}", c.code));
-        }
-        for w in c.words {
-            if !text.contains(w) {
-                why.push(format!("no `{w}` in the message"));
-            }
-        }
+        let mut why = misses(code, &text, c.code, c.words);
         if text.contains("panicked") || text.len() > 4000 {
             why.push(format!("a panic or a {}-byte message", text.len()));
         }
         if before != after {
             why.push("the folder changed".into());
         }
-        if !why.is_empty() {
-            let shown: String = text.chars().take(600).collect();
-            failures.push(format!("{}: {}\n    {shown}", c.name, why.join("; ")));
-        }
+        note(&mut failures, c.name, &why, &text);
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }
 
 #[test]
@@ -372,27 +313,16 @@ fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
     let mut failures = Vec::new();
     for (name, bin, args, env, words) in cases {
         let (code, text, took) = run(bin, &args, tmp.path(), &env);
-        let mut why = Vec::new();
-        if code != Some(2) {
-            why.push(format!("exit {code:?}, wanted 2"));
-        }
-        for w in words {
-            if !text.contains(w) {
-                why.push(format!("no `{w}` in the message"));
-            }
-        }
+        let mut why = misses(code, &text, 2, words);
         if text.contains("panicked") || text.len() > 4000 {
             why.push(format!("a panic or a {}-byte message", text.len()));
         }
         if took > Duration::from_secs(10) {
             why.push(format!("took {took:?}"));
         }
-        if !why.is_empty() {
-            let shown: String = text.chars().take(600).collect();
-            failures.push(format!("{name}: {}\n    {shown}", why.join("; ")));
-        }
+        note(&mut failures, name, &why, &text);
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_all_passed(&failures);
 }
 
 /// A registry answering 500 is the registry's trouble, not the task's: `task check` and
@@ -458,6 +388,25 @@ fn task_check_and_plan_with_a_registry_answering_500_exit_3() {
     );
 }
 
+/// `image build` of the fixture's task pushed to 127.0.0.1:9 with the `docker` builder
+/// first on `PATH` (`env` holds it), as [`run`] answers.
+fn image_build(d: &Path, env: &[(&str, String)]) -> (Option<i32>, String, Duration) {
+    run(
+        Path::new(env!("CARGO_BIN_EXE_akbench")),
+        &argv(&[
+            "image",
+            "build",
+            "tasks/wordcount-001",
+            "--push",
+            "127.0.0.1:9",
+            "--builder",
+            "docker",
+        ]),
+        d,
+        env,
+    )
+}
+
 /// Past `environment.build_timeout_sec`, `image build` stops the builder's whole process
 /// group: a builder whose child sleeps 40 s holding the output open ends within seconds; a
 /// push is stopped the same way at the registry's deadline.
@@ -479,20 +428,7 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let (code, text, took) = run(
-        Path::new(env!("CARGO_BIN_EXE_akbench")),
-        &argv(&[
-            "image",
-            "build",
-            "tasks/wordcount-001",
-            "--push",
-            "127.0.0.1:9",
-            "--builder",
-            "docker",
-        ]),
-        tmp.path(),
-        &[("PATH", path.clone())],
-    );
+    let (code, text, took) = image_build(tmp.path(), &[("PATH", path.clone())]);
     assert_eq!(code, Some(3), "{text:.800}");
     assert!(
         text.contains("build time limit") && text.contains("environment.build_timeout_sec"),
@@ -508,17 +444,7 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
         format!("#!/bin/sh\ntouch {}\nexit 0\n", mark.display()),
     )
     .unwrap();
-    let (code, text, _) = run(
-        Path::new(env!("CARGO_BIN_EXE_akbench")),
-        &argv(&[
-            "image",
-            "build",
-            "tasks/wordcount-001",
-            "--push",
-            "127.0.0.1:9",
-            "--builder",
-            "docker",
-        ]),
+    let (code, text, _) = image_build(
         tmp.path(),
         &[
             ("PATH", path.clone()),
@@ -536,17 +462,7 @@ fn a_build_past_its_time_limit_is_stopped_with_its_children() {
         "#!/bin/sh\ncase \"$1\" in push) sleep 40 & sleep 40;; esac\nexit 0\n",
     )
     .unwrap();
-    let (code, text, took) = run(
-        Path::new(env!("CARGO_BIN_EXE_akbench")),
-        &argv(&[
-            "image",
-            "build",
-            "tasks/wordcount-001",
-            "--push",
-            "127.0.0.1:9",
-            "--builder",
-            "docker",
-        ]),
+    let (code, text, took) = image_build(
         tmp.path(),
         &[
             ("PATH", path),
