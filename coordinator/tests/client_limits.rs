@@ -4,64 +4,12 @@
 //! a status naming the field (never INTERNAL, never a closed connection), and the coordinator
 //! serves the next request.
 
-use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
+mod common;
+
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
-use tokio::sync::oneshot;
-use tonic::transport::Channel;
+use common::control_plane::Coordinator;
 use tonic::Code;
-
-struct Coordinator {
-    handle: Option<ServeHandle>,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Coordinator {
-    async fn open() -> Coordinator {
-        let url = test_support::fresh_database().await;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let handle = serve_with(
-            Config::local(url),
-            Services {
-                work: None,
-                ..Services::default()
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await
-        .expect("serves");
-        Coordinator {
-            handle: Some(handle),
-            stop: Some(stop),
-        }
-    }
-
-    async fn client(&self) -> ControlClient<Channel> {
-        let addr = self.handle.as_ref().unwrap().grpc_addr;
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connects");
-        // The client may send what it likes: the limits under test are the server's.
-        ControlClient::new(channel)
-            .max_encoding_message_size(usize::MAX)
-            .max_decoding_message_size(usize::MAX)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.handle
-            .take()
-            .unwrap()
-            .wait()
-            .await
-            .expect("stops cleanly");
-    }
-}
 
 /// (case, what the coordinator answered, the code wanted, words the message must hold)
 type Outcome = (
@@ -74,7 +22,10 @@ type Outcome = (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identifiers_and_sizes_from_a_client_are_refused_with_a_status_naming_the_field() {
     let c = Coordinator::open().await;
-    let mut client = c.client().await;
+    // The client may send what it likes: the limits under test are the server's.
+    let mut client = ControlClient::new(c.channel().await)
+        .max_encoding_message_size(usize::MAX)
+        .max_decoding_message_size(usize::MAX);
     let huge = "r".repeat(300_000);
     let nul = "demo-20260304-ab12\0x".to_string();
     // (case, status, code wanted, words the message must hold)

@@ -1,133 +1,29 @@
 //! The control plane end to end: a real private PostgreSQL, the coordinator served
 //! in-process on loopback port 0, a tonic client speaking the real proto, and raw HTTP/1.1.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use akbench_coordinator::auth::{Role, Tokens};
-use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
+use akbench_coordinator::server::Config;
 use akbench_coordinator::store::Store;
-use akbench_core::clock::ManualClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{plan, RunPlan};
 use akbench_core::spec::ResolvedRunSpec;
-use akbench_core::testkit::{synthetic_condition, synthetic_spec};
+use akbench_core::testkit::synthetic_condition;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
-use chrono::TimeZone;
+use common::control_plane::{clock, run_docs, submit_request, Coordinator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
-use tonic::{Code, Request};
+use tonic::Code;
 use uuid::Uuid;
 
 const OPERATOR: &str = "operator-token-0123";
 const VIEWER: &str = "viewer-token-4567";
 const WORKER: &str = "worker-token-89ab";
-
-struct Coordinator {
-    handle: Option<ServeHandle>,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Coordinator {
-    async fn start(tokens: Tokens) -> Coordinator {
-        let url = test_support::fresh_database().await;
-        let (stop, stopped) = oneshot::channel::<()>();
-        // The coordinator's own scheduler (`work: None`): no double answers start, resume
-        // or cancel.
-        let handle = serve_with(
-            Config::local(url),
-            Services {
-                work: None,
-                tokens: Some(tokens),
-                ..Services::default()
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await
-        .expect("serves");
-        Coordinator {
-            handle: Some(handle),
-            stop: Some(stop),
-        }
-    }
-
-    async fn open() -> Coordinator {
-        Coordinator::start(Tokens::default()).await
-    }
-
-    fn handle(&self) -> &ServeHandle {
-        self.handle.as_ref().unwrap()
-    }
-
-    fn store(&self) -> &Store {
-        &self.handle().store
-    }
-
-    async fn client(
-        &self,
-        token: Option<&str>,
-    ) -> ControlClient<
-        tonic::service::interceptor::InterceptedService<
-            Channel,
-            impl FnMut(Request<()>) -> Result<Request<()>, tonic::Status> + Clone,
-        >,
-    > {
-        let channel = Channel::from_shared(format!("http://{}", self.handle().grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connects");
-        let header = token.map(|t| {
-            format!("Bearer {t}")
-                .parse::<tonic::metadata::MetadataValue<_>>()
-                .unwrap()
-        });
-        ControlClient::with_interceptor(channel, move |mut r: Request<()>| {
-            if let Some(h) = header.clone() {
-                r.metadata_mut().insert("authorization", h);
-            }
-            Ok(r)
-        })
-        .max_decoding_message_size(512 << 20)
-        .max_encoding_message_size(512 << 20)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.handle
-            .take()
-            .unwrap()
-            .wait()
-            .await
-            .expect("stops cleanly");
-    }
-}
-
-fn clock() -> ManualClock {
-    ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap())
-}
-
-/// A spec with `tasks` x 2 agents x `reps` trials and its ready plan.
-fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
-    let c = clock();
-    let spec = synthetic_spec(tasks, 2, reps, &c);
-    let ready = plan(&spec, &c).ready();
-    (spec, ready)
-}
-
-fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanRequest {
-    pb::SubmitPlanRequest {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_json: canonical_json(plan),
-        plan_digest: plan.digest.clone(),
-    }
-}
 
 /// Submits a run of `tasks` x 2 agents x `reps` trials through `client` and starts it when
 /// `start`: its spec, ready plan, key and id.
@@ -283,8 +179,8 @@ async fn live_attempt(store: &Store, plan: &RunPlan, ordinal: usize, state: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_get_list_and_diff_runs() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec_a, plan_a) = run_docs(2, 2);
     let r = client
         .submit_plan(submit_request(&spec_a, &plan_a))
@@ -404,8 +300,8 @@ async fn submit_get_list_and_diff_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resubmission_is_idempotent_and_conflicts_are_refused() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(2, 1);
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -450,8 +346,8 @@ async fn resubmission_is_idempotent_and_conflicts_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_submissions_are_refused_and_change_nothing() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(2, 1);
     let (other_spec, other_plan) = run_docs(3, 1);
     let good = submit_request(&spec, &ready);
@@ -541,8 +437,8 @@ async fn malformed_submissions_are_refused_and_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_projection_counts_work_attempts_and_outcomes() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -660,27 +556,27 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
     let key = spec.identity.run_key.clone();
     let status = || pb::GetStatusRequest { run: key.clone() };
 
-    let mut anonymous = coordinator.client(None).await;
+    let mut anonymous = coordinator.client_as(None).await;
     let e = anonymous.get_status(status()).await.unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
-    let mut wrong = coordinator.client(Some("operator-token-0124")).await;
+    let mut wrong = coordinator.client_as(Some("operator-token-0124")).await;
     assert_eq!(
         wrong.get_status(status()).await.unwrap_err().code(),
         Code::Unauthenticated
     );
-    let mut worker = coordinator.client(Some(WORKER)).await;
+    let mut worker = coordinator.client_as(Some(WORKER)).await;
     assert_eq!(
         worker.get_status(status()).await.unwrap_err().code(),
         Code::PermissionDenied
     );
 
-    let mut viewer = coordinator.client(Some(VIEWER)).await;
+    let mut viewer = coordinator.client_as(Some(VIEWER)).await;
     let e = viewer
         .submit_plan(submit_request(&spec, &ready))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
-    let mut operator = coordinator.client(Some(OPERATOR)).await;
+    let mut operator = coordinator.client_as(Some(OPERATOR)).await;
     operator
         .submit_plan(submit_request(&spec, &ready))
         .await
@@ -757,7 +653,7 @@ async fn tokens_and_roles_are_enforced_on_grpc_and_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_health_readiness_metrics_and_unknown_runs() {
-    let coordinator = Coordinator::open().await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
     let http = coordinator.handle().http_addr;
     assert_eq!(http_get(http, "/healthz", None).await, (200, "ok\n".into()));
     assert_eq!(
@@ -780,7 +676,7 @@ async fn http_health_readiness_metrics_and_unknown_runs() {
     // The state gauges come from the database: no worker, no lease.
     assert!(text.contains("akbench_workers_connected 0"), "{text}");
     // A status answer is timed, a refused one too (what `run status` waited for).
-    let mut client = coordinator.client(None).await;
+    let mut client = coordinator.client_as(None).await;
     let refused = client
         .get_status(pb::GetStatusRequest {
             run: "nope-20260101-0000".into(),
@@ -803,8 +699,8 @@ async fn http_health_readiness_metrics_and_unknown_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_status_sends_a_new_status_after_a_change_and_ends_with_the_run() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(1, 2); // 4 trials
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -922,7 +818,7 @@ async fn accounting_whole_and_streamed(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_streamed_accounting_equals_the_whole_plan_one() {
     use akbench_core::accounting::{reconcile, Bucket, Observation, RunAccounting};
-    let coordinator = Coordinator::open().await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
     let channel = Channel::from_shared(format!("http://{}", coordinator.handle().grpc_addr))
         .unwrap()
         .connect()
@@ -1013,8 +909,8 @@ async fn the_streamed_accounting_equals_the_whole_plan_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_and_fetch_records() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(2, 1); // 4 trials
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -1141,19 +1037,11 @@ async fn reconcile_and_fetch_records() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resume_requeues() {
-    let url = test_support::fresh_database().await;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let handle = akbench_coordinator::server::serve(Config::local(url), async move {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator
+        .client()
         .await
-        .unwrap();
-    let mut client = ControlClient::new(channel).max_encoding_message_size(64 << 20);
+        .max_encoding_message_size(64 << 20);
     let (spec, ready) = run_docs(3, 2);
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -1173,7 +1061,7 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
         .into_inner();
     assert_eq!(again.work_items_created, 0, "a run starts once");
     // One work item per trial; what workers receive for each is tested in start_run.rs.
-    let c = handle.store.client().await.unwrap();
+    let c = coordinator.store().client().await.unwrap();
     let items: i64 = c
         .query_one(
             "SELECT count(DISTINCT trial_id) FROM work_items WHERE run_id = $1",
@@ -1252,16 +1140,15 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
         .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("cancelled"), "{e:?}");
-    let _ = stop.send(());
-    handle.wait().await.unwrap();
+    coordinator.stop().await;
 }
 
 /// Issue 48: cancelling a run that has ended changes nothing and says so; before, a finished
 /// run was rewritten to `cancelled`, after which `resume --grade` refused it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_ended_run_changes_nothing_and_grading_it_still_works() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (_, ready, key, run_id) = submitted(&mut client, 2, 1, true).await;
     // Every trial executed, none graded; the report path's rule ends the idle run.
     for i in 0..ready.trials.len() {
@@ -1351,8 +1238,8 @@ async fn the_run_machine_table_holds_on_the_postgresql_path() {
         Grade,
         Idle,
     }
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let store = coordinator.store();
     let c = store.client().await.unwrap();
     let mut case = 0usize;
@@ -1478,8 +1365,8 @@ async fn the_run_machine_table_holds_on_the_postgresql_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_records() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -1569,8 +1456,8 @@ async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_record
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_a_paused_provider_route_with_its_last_error() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(2, 1);
     client
         .submit_plan(submit_request(&spec, &ready))
@@ -1673,26 +1560,15 @@ async fn status_shows_a_paused_provider_route_with_its_last_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and_records() {
     // The real scheduler behind Control (its cancel is the one under test).
-    let url = test_support::fresh_database().await;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let handle = akbench_coordinator::server::serve(Config::local(url), async move {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
-    let channel = Channel::from_shared(format!("http://{}", handle.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ControlClient::new(channel);
+    let coordinator = Coordinator::open().await;
+    let mut client = coordinator.client().await;
     let (spec, ready) = run_docs(4, 1); // 4 tasks x 2 agents = 8 trials
     client
         .submit_plan(submit_request(&spec, &ready))
         .await
         .unwrap();
     let key = spec.identity.run_key.clone();
-    let store = handle.store.clone();
+    let store = coordinator.store().clone();
     start_by_hand(&store, ready.run_id).await;
     finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
     finish_trial(&store, &ready, 1, 1, "completed", Some(false)).await;
@@ -1718,7 +1594,12 @@ async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and
         .await
         .unwrap();
 
-    let (_, body) = http_get(handle.http_addr, &format!("/api/runs/{key}/status"), None).await;
+    let (_, body) = http_get(
+        coordinator.handle().http_addr,
+        &format!("/api/runs/{key}/status"),
+        None,
+    )
+    .await;
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status["planned"], 8, "{status}");
     assert_eq!(status["outcomes"]["cancelled"], 6, "{status}");
@@ -1798,16 +1679,15 @@ async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and
         status["rates"],
         "records and status agree"
     );
-    let _ = stop.send(());
-    handle.wait().await.unwrap();
+    coordinator.stop().await;
 }
 
 /// The status projection counts a worker as connected while it heartbeats: heard from
 /// within one lease TTL, not for twice that after it went silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_counts_as_connected_only_while_it_heartbeats() {
-    let coordinator = Coordinator::open().await;
-    let mut client = coordinator.client(None).await;
+    let coordinator = Coordinator::start(Tokens::default()).await;
+    let mut client = coordinator.client_as(None).await;
     let (spec, ready) = run_docs(1, 1);
     client
         .submit_plan(submit_request(&spec, &ready))

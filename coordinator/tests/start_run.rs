@@ -24,6 +24,7 @@ use akbench_core::testkit::{synthetic_agent, synthetic_condition};
 use akbench_core::work::WorkItem;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
+use common::control_plane::submit_request;
 use common::{chain, record};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
@@ -57,15 +58,6 @@ fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
 
 async fn serve_fresh() -> (ServeHandle, oneshot::Sender<()>, ControlClient<Channel>) {
     done_trials::serve(&test_support::fresh_database().await).await
-}
-
-fn submit_request(spec: &ResolvedRunSpec, plan: &RunPlan) -> pb::SubmitPlanRequest {
-    pb::SubmitPlanRequest {
-        spec_json: canonical_json(spec),
-        spec_digest: spec.digest.clone(),
-        plan_json: canonical_json(plan),
-        plan_digest: plan.digest.clone(),
-    }
 }
 
 /// What the coordinator built and stored per item before issue 12 (and what `WorkItem`

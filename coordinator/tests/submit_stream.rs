@@ -2,86 +2,19 @@
 //! in-process on loopback, a tonic client streaming the plan in chunks. A streamed plan is
 //! stored exactly as a whole one; a refused, short or interrupted stream stores nothing.
 
+mod common;
+
 use std::time::Duration;
 
-use akbench_coordinator::pgcluster::test_support;
-use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_coordinator::store::Store;
-use akbench_core::clock::ManualClock;
 use akbench_core::digest::canonical_json;
 use akbench_core::plan::{plan, RunPlan};
 use akbench_core::spec::ResolvedRunSpec;
-use akbench_core::testkit::synthetic_spec;
 use akbench_proto::control_client::ControlClient;
 use akbench_proto::v1 as pb;
-use chrono::TimeZone;
-use tokio::sync::oneshot;
+use common::control_plane::{clock, run_docs, Coordinator};
 use tonic::transport::Channel;
 use tonic::Code;
-
-struct Coordinator {
-    handle: Option<ServeHandle>,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Coordinator {
-    async fn open() -> Coordinator {
-        let url = test_support::fresh_database().await;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let handle = serve_with(
-            Config::local(url),
-            Services {
-                work: None,
-                ..Services::default()
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await
-        .expect("serves");
-        Coordinator {
-            handle: Some(handle),
-            stop: Some(stop),
-        }
-    }
-
-    fn store(&self) -> &Store {
-        &self.handle.as_ref().unwrap().store
-    }
-
-    async fn client(&self) -> ControlClient<Channel> {
-        let addr = self.handle.as_ref().unwrap().grpc_addr;
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connects");
-        ControlClient::new(channel)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.handle
-            .take()
-            .unwrap()
-            .wait()
-            .await
-            .expect("stops cleanly");
-    }
-}
-
-fn clock() -> ManualClock {
-    ManualClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap())
-}
-
-/// A spec with `tasks` x 2 agents x `reps` trials and its ready plan.
-fn run_docs(tasks: usize, reps: u32) -> (ResolvedRunSpec, RunPlan) {
-    let c = clock();
-    let spec = synthetic_spec(tasks, 2, reps, &c);
-    let ready = plan(&spec, &c).ready();
-    (spec, ready)
-}
 
 /// The stream's messages: the head first, then `per` trials a message (the first message
 /// carries the first `per`).

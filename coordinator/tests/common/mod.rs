@@ -1,8 +1,10 @@
-//! Shared helpers of the scheduler and session tests.
+//! Shared helpers of the scheduler, session and control-plane tests.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
+
+pub mod control_plane;
 
 use akbench_coordinator::pgcluster::test_support;
 use akbench_coordinator::scheduler::test_support::{seed_run, SeededRun};
