@@ -439,12 +439,7 @@ async fn malformed_submissions_are_refused_and_change_nothing() {
 async fn status_projection_counts_work_attempts_and_outcomes() {
     let coordinator = Coordinator::start(Tokens::default()).await;
     let mut client = coordinator.client_as(None).await;
-    let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, ready, key, _) = submitted(&mut client, 3, 1, false).await; // 3 tasks x 2 agents = 6 trials
     let http = coordinator.handle().http_addr;
 
     // Before the start: nothing graded, pass rate n/a (null), never 0.
@@ -825,12 +820,7 @@ async fn the_streamed_accounting_equals_the_whole_plan_one() {
         .await
         .expect("connects");
     let mut client = ControlClient::new(channel);
-    let (spec, ready) = run_docs(601, 1); // 1,202 trials: two pages
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, ready, key, _) = submitted(&mut client, 601, 1, false).await; // 1,202 trials: two pages
     let store = coordinator.store().clone();
     start_by_hand(&store, ready.run_id).await;
     finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
@@ -911,12 +901,7 @@ async fn the_streamed_accounting_equals_the_whole_plan_one() {
 async fn reconcile_and_fetch_records() {
     let coordinator = Coordinator::start(Tokens::default()).await;
     let mut client = coordinator.client_as(None).await;
-    let (spec, ready) = run_docs(2, 1); // 4 trials
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (spec, ready, key, _) = submitted(&mut client, 2, 1, false).await; // 4 trials
     let store = coordinator.store().clone();
     start_by_hand(&store, ready.run_id).await;
     finish_trial(&store, &ready, 2, 1, "completed", Some(true)).await;
@@ -1042,12 +1027,7 @@ async fn start_creates_one_work_item_per_trial_once_cancel_ends_the_run_and_resu
         .client()
         .await
         .max_encoding_message_size(64 << 20);
-    let (spec, ready) = run_docs(3, 2);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (spec, ready, key, _) = submitted(&mut client, 3, 2, false).await;
     let started = client
         .start_run(pb::StartRunRequest { run: key.clone() })
         .await
@@ -1367,12 +1347,7 @@ async fn the_run_machine_table_holds_on_the_postgresql_path() {
 async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_records() {
     let coordinator = Coordinator::start(Tokens::default()).await;
     let mut client = coordinator.client_as(None).await;
-    let (spec, ready) = run_docs(3, 1); // 3 tasks x 2 agents = 6 trials
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, ready, key, _) = submitted(&mut client, 3, 1, false).await; // 3 tasks x 2 agents = 6 trials
     let store = coordinator.store();
     start_by_hand(store, ready.run_id).await;
     // agent-00: ordinals 0 and 2; agent-01: ordinal 1. Trial 0 has two attempts (a retried
@@ -1458,12 +1433,7 @@ async fn status_shows_tokens_and_cost_per_agent_equal_to_the_sum_over_the_record
 async fn status_shows_a_paused_provider_route_with_its_last_error() {
     let coordinator = Coordinator::start(Tokens::default()).await;
     let mut client = coordinator.client_as(None).await;
-    let (spec, ready) = run_docs(2, 1);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, ready, key, _) = submitted(&mut client, 2, 1, false).await;
     let store = coordinator.store();
     start_by_hand(store, ready.run_id).await;
     let db = store.client().await.unwrap();
@@ -1562,12 +1532,7 @@ async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and
     // The real scheduler behind Control (its cancel is the one under test).
     let coordinator = Coordinator::open().await;
     let mut client = coordinator.client().await;
-    let (spec, ready) = run_docs(4, 1); // 4 tasks x 2 agents = 8 trials
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, ready, key, _) = submitted(&mut client, 4, 1, false).await; // 4 tasks x 2 agents = 8 trials
     let store = coordinator.store().clone();
     start_by_hand(&store, ready.run_id).await;
     finish_trial(&store, &ready, 0, 1, "completed", Some(true)).await;
@@ -1688,12 +1653,7 @@ async fn a_cancelled_runs_coverage_and_denominator_agree_in_status_reconcile_and
 async fn a_worker_counts_as_connected_only_while_it_heartbeats() {
     let coordinator = Coordinator::start(Tokens::default()).await;
     let mut client = coordinator.client_as(None).await;
-    let (spec, ready) = run_docs(1, 1);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
+    let (_, _, key, _) = submitted(&mut client, 1, 1, false).await;
     let ttl_ms = Config::local(String::new()).lease_ttl_ms as f64;
     let c = coordinator.store().client().await.unwrap();
     // Heard from now, heard from 1.5 TTL ago (silent: frozen), and disconnected.
