@@ -89,6 +89,19 @@ async fn ended(coord: &Coord, trial: Uuid, what: &str, terminal: &str) -> Attemp
     a
 }
 
+/// Attempt `n` of `trial` (from 0: the first) once it has ended, waited for as `what`.
+async fn nth_ended(coord: &Coord, trial: Uuid, n: usize, what: &str) -> AttemptRow {
+    eventually(120, what, || async {
+        coord
+            .attempts(trial)
+            .await
+            .into_iter()
+            .nth(n)
+            .filter(|a| a.terminal.is_some())
+    })
+    .await
+}
+
 /// The stored record of `attempt` (and its digest and JSON), once it arrived.
 async fn record_of(coord: &Coord, attempt: Uuid) -> (AttemptRecord, String, serde_json::Value) {
     eventually(30, "the record", || async { coord.record(attempt).await }).await
@@ -565,15 +578,7 @@ async fn graded(
     coord: &Coord,
     trial: Uuid,
 ) -> (coord::AttemptRow, akbench_core::record::AttemptRecord) {
-    let a = eventually(120, "the grading attempt to end", || async {
-        coord
-            .attempts(trial)
-            .await
-            .into_iter()
-            .nth(1)
-            .filter(|a| a.terminal.is_some())
-    })
-    .await;
+    let a = nth_ended(coord, trial, 1, "the grading attempt to end").await;
     let (record, _, _) = record_of(coord, a.id).await;
     (a, record)
 }
@@ -732,15 +737,7 @@ async fn grading_that_could_not_fetch_the_diff_is_retried_by_grading_again() {
     // The diff is back: grading again grades it (a third attempt, never the agent).
     std::fs::rename(&aside, &diff).unwrap();
     assert_eq!(queue().await.unwrap().queued, 1);
-    let third = eventually(120, "the second grading attempt to end", || async {
-        coord
-            .attempts(trials[0])
-            .await
-            .into_iter()
-            .nth(2)
-            .filter(|a| a.terminal.is_some())
-    })
-    .await;
+    let third = nth_ended(&coord, trials[0], 2, "the second grading attempt to end").await;
     assert_eq!(third.terminal.as_deref(), Some("completed"), "{third:?}");
     let (record, _, _) = record_of(&coord, third.id).await;
     assert_eq!(record.graded_from.map(|g| g.id), Some(executed.id));
