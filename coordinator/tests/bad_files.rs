@@ -2,69 +2,36 @@
 //! name at once (before the database is reached), exit 1, the node left as it is
 //! (docs/limits.md, "Reads").
 
-use std::os::unix::fs::FileTypeExt;
+#[path = "../../worker/tests/common/special_files.rs"]
+mod special_files;
+
+use special_files::{assert_refused_at_once, fifo_and_zero, run_patiently};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// How long a start may take before it counts as blocked (generous: never a timing claim).
-const PATIENCE: Duration = Duration::from_secs(20);
-
-fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    unsafe { libc::mknod(c.as_ptr(), mode, dev) == 0 }
-}
+use std::process::Command;
 
 /// Runs the coordinator in `cwd`; (exit code, output), `None` for the code when killed.
 fn coordinator(args: &[&str], cwd: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench-coordinator"))
-        .args([
-            "--database-url",
-            "postgres://akbench@127.0.0.1:9/none",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("AKBENCH_DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let code = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s.code();
-        }
-        if started.elapsed() > PATIENCE {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (code, text)
+    run_patiently(
+        Command::new(env!("CARGO_BIN_EXE_akbench-coordinator"))
+            .args([
+                "--database-url",
+                "postgres://akbench@127.0.0.1:9/none",
+                "--grpc-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("AKBENCH_DATABASE_URL"),
+    )
 }
 
 #[test]
 fn a_fifo_or_device_as_token_or_tls_file_is_refused_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    assert!(mknod(&d.join("fifo"), libc::S_IFIFO | 0o600, 0));
-    // /dev/zero's numbers (as root); else a link to it, followed for these flags.
-    if !mknod(&d.join("zero"), libc::S_IFCHR | 0o600, libc::makedev(1, 5)) {
-        std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
-    }
+    fifo_and_zero(d);
     let cases: [(&[&str], &[&str]); 4] = [
         (&["--token-file", "fifo"], &["token file", "fifo", "FIFO"]),
         (
@@ -80,21 +47,5 @@ fn a_fifo_or_device_as_token_or_tls_file_is_refused_at_once() {
             &["zero", "character device"],
         ),
     ];
-    let mut failures = Vec::new();
-    for (args, words) in cases {
-        let (code, text) = coordinator(args, d);
-        let missing: Vec<_> = words.iter().filter(|w| !text.contains(**w)).collect();
-        if code != Some(1) || !missing.is_empty() || text.contains("panicked") {
-            failures.push(format!(
-                "{args:?}: exit {code:?} (None: blocked), missing {missing:?}: {text}"
-            ));
-        }
-    }
-    let still = |n: &str| {
-        std::fs::symlink_metadata(d.join(n))
-            .map(|m| m.file_type())
-            .is_ok_and(|t| t.is_fifo() || t.is_char_device() || t.is_symlink())
-    };
-    assert!(still("fifo") && still("zero"), "the nodes are still there");
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_refused_at_once(d, &cases, coordinator);
 }
