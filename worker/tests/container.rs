@@ -9,24 +9,14 @@ mod common;
 use akbench_core::image::ImageRef;
 use akbench_core::record::RunRecord;
 use akbench_worker::image::{ImageError, Store};
-use akbench_worker::orchestrator::Silent;
-use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::RuntimeKind;
-use common::registry::{base_tar, layer, missing, Registry};
-use common::{corpus, Corpus, TEST_SH};
+use common::container_trial::{
+    first_attempt_file, registry_and_corpus, run_in_container, runs_here, DEBIAN_PATH,
+};
+use common::registry::{base_tar, layer, Registry};
+use common::{Corpus, TEST_SH};
 use std::fs;
 
 const MARKER: &str = "only the image has this file";
-
-fn runs_here(test: &str) -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
-}
 
 /// The registry with the base image (Debian minbase, python3, git) plus a gzip layer with
 /// a marker file and a zstd layer, and a corpus whose task `answer-image` runs in it.
@@ -37,10 +27,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = corpus();
+    let (reg, c) = registry_and_corpus();
     let layers = c.root().join("layers");
     fs::create_dir_all(&layers).unwrap();
     let marker = layer(
@@ -58,10 +45,7 @@ fn setup() -> Setup {
     let digest = reg.push(
         "akbench/base:bookworm",
         &[(&base_tar(), "tar"), (&marker, "gzip"), (&extra, "zstd")],
-        &[
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "IMAGE_VAR=from-the-image",
-        ],
+        &[DEBIAN_PATH, "IMAGE_VAR=from-the-image"],
         Some("/srv/work"),
         None,
     );
@@ -83,24 +67,9 @@ fn setup() -> Setup {
 }
 
 fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> (RunRecord, String) {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(60.0);
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
-    let out = c.root().join("out").join(name).join("a1");
-    let stdout = fs::read_to_string(out.join("agent.stdout.log")).unwrap_or_default();
-    let stderr = fs::read_to_string(out.join("agent.stderr.log")).unwrap_or_default();
+    let record = run_in_container(c, task, agent, name, 60.0, 0);
+    let stdout = first_attempt_file(c, name, "agent.stdout.log");
+    let stderr = first_attempt_file(c, name, "agent.stderr.log");
     eprintln!(
         "{name}: state={} ok={:?} cause={:?}\nstdout={stdout}\nstderr={stderr}",
         record.outcome.state, record.outcome.ok, record.attempts[0].cause

@@ -8,11 +8,11 @@
 mod common;
 
 use akbench_core::record::RunRecord;
-use akbench_worker::orchestrator::Silent;
-use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::RuntimeKind;
+use common::container_trial::{
+    first_attempt_file, registry_and_corpus, run_in_container, runs_unless, DEBIAN_PATH,
+};
 use common::registry::{base_tar, missing, Registry};
-use common::{corpus, Corpus};
+use common::Corpus;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -24,13 +24,7 @@ fn runs_here(test: &str) -> bool {
             .find(|p| Command::new(p).arg("--version").output().is_err())
             .map(|p| format!("`{p}` is not installed (apt-get install dpkg-dev)"))
     });
-    match why {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
+    runs_unless(test, why)
 }
 
 /// apt, pointed at the image's local repository only (the sandbox has no network).
@@ -96,17 +90,14 @@ fn repo_layer(dir: &Path) -> std::path::PathBuf {
 
 /// The registry with the Debian base and the repository layer, and a corpus.
 fn setup() -> (Registry, Corpus) {
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = corpus();
+    let (reg, c) = registry_and_corpus();
     let layers = c.root().join("layers");
     fs::create_dir_all(&layers).unwrap();
     let repo = repo_layer(&layers);
     reg.push(
         "akbench/apt:bookworm",
         &[(&base_tar(), "tar"), (&repo, "tar")],
-        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        &[DEBIAN_PATH],
         Some("/app"),
         None,
     );
@@ -114,23 +105,8 @@ fn setup() -> (Registry, Corpus) {
 }
 
 fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> (RunRecord, String) {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(120.0);
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
-    let out = c.root().join("out").join(name).join("a1");
-    let read = |f: &str| fs::read_to_string(out.join(f)).unwrap_or_default();
+    let record = run_in_container(c, task, agent, name, 120.0, 0);
+    let read = |f: &str| first_attempt_file(c, name, f);
     let (stdout, stderr) = (read("agent.stdout.log"), read("agent.stderr.log"));
     eprintln!(
         "{name}: state={} ok={:?} cause={:?}\nstdout={stdout}\nstderr={stderr}\ngrade={:?}",

@@ -12,19 +12,12 @@ use akbench_core::record::RunRecord;
 use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
 use akbench_worker::runtime::RuntimeKind;
-use common::registry::{base_tar, missing, Registry};
-use common::{corpus, Corpus};
+use common::container_trial::{
+    base_registry, first_attempt_file, run_in_container, runs_here, DEBIAN_PATH,
+};
+use common::registry::{base_tar, Registry};
+use common::Corpus;
 use std::fs;
-
-fn runs_here(test: &str) -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
-}
 
 /// Task `id`'s agent gets no network and its grading the public one.
 fn agent_offline_grading_public(c: &Corpus, id: &str) {
@@ -44,22 +37,6 @@ fn agent_offline_grading_public(c: &Corpus, id: &str) {
         "{text}"
     );
     fs::write(&toml, text).unwrap();
-}
-
-/// The registry with the Debian base image, and a corpus.
-fn setup() -> (Registry, Corpus) {
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = corpus();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base_tar(), "tar")],
-        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        Some("/app"),
-        None,
-    );
-    (reg, c)
 }
 
 /// Adds task `id` graded in the agent's environment by `test_sh` (Harbor's shape: it
@@ -85,23 +62,8 @@ fn add_shared_task(c: &Corpus, reg: &Registry, id: &str, test_sh: &str, solve_sh
 }
 
 fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(60.0);
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
-    let out = c.root().join("out").join(name).join("a1");
-    let read = |f: &str| fs::read_to_string(out.join(f)).unwrap_or_default();
+    let record = run_in_container(c, task, agent, name, 60.0, 0);
+    let read = |f: &str| first_attempt_file(c, name, f);
     eprintln!(
         "{name}: state={} ok={:?} cause={:?}\nagent stdout={}\nagent stderr={}\ngrader stdout={}\ngrader stderr={}",
         record.outcome.state,
@@ -158,7 +120,7 @@ fn the_grader_reaches_a_service_the_agent_left_running() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(&c, &reg, "service", ASK_SERVER, START_SERVER);
     let r = run(&c, "service", "oracle", "oracle");
     assert_eq!(r.outcome.ok, Some(true), "{:?}", r.attempts[0].grade);
@@ -178,7 +140,7 @@ fn the_grader_sees_a_file_the_agent_wrote_outside_the_working_folder() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(
         &c,
         &reg,
@@ -203,7 +165,7 @@ fn a_process_the_agent_left_cannot_change_the_reward() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(
         &c,
         &reg,
@@ -259,7 +221,7 @@ fn a_hook_the_agent_planted_in_its_environment_is_caught_by_the_tripwire_twin() 
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(&c, &reg, "hooked", PYTEST_GRADER, "echo 42 > value.txt\n");
     fs::write(c.tasks().join("hooked/tests/test_answer.py"), PYTEST_ANSWER).unwrap();
     c.add_agent(
@@ -331,7 +293,7 @@ fn push_with_entrypoint(reg: &Registry, c: &Corpus) {
         .arg("akbench/entry:bookworm")
         .args([
             "--env",
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            DEBIAN_PATH,
             "--workdir",
             "/app",
             "--entrypoint",
@@ -372,7 +334,7 @@ fn the_images_entrypoint_runs_before_the_agent_and_until_grading_ends() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     push_with_entrypoint(&reg, &c);
     let ask = "python3 -c 'import socket; print(socket.create_connection((\"127.0.0.1\", 7071), timeout=5).recv(9).decode().strip())'";
     add_shared_task(
@@ -414,7 +376,7 @@ fn a_failing_healthcheck_is_an_infrastructure_error_before_the_agent() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(&c, &reg, "sick", ASK_SERVER, START_SERVER);
     set_healthcheck(
         &c,
@@ -443,7 +405,7 @@ fn an_agent_out_of_time_in_a_shared_environment_is_stopped() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_shared_task(&c, &reg, "slow", ASK_SERVER, START_SERVER);
     c.add_agent(
         "sleeper",
@@ -512,7 +474,7 @@ fn each_phase_of_a_shared_environment_gets_its_own_network_and_record() {
         std::env::set_var("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16");
         std::env::set_var("AKBENCH_EGRESS_HOSTS", u.hosts_env());
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     const FETCH: &str = r#"python3 -c '
 import sys, urllib.request
 try:
@@ -566,7 +528,7 @@ fn a_later_phase_gets_its_own_proxy_in_the_environments_namespace() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     const PROBE: &str = r#"python3 -c '
 import os, socket, urllib.parse
 p = os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY")
@@ -622,7 +584,7 @@ fn a_fetch_that_fails_only_in_the_tripwire_run_leaves_the_verdict() {
         std::env::set_var("AKBENCH_EGRESS_OPEN_RANGES", "10.215.0.0/16");
         std::env::set_var("AKBENCH_EGRESS_HOSTS", u.hosts_env());
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     let grade = format!(
         "if [ -e /etc/akb-graded-once ]; then path=fail; else touch /etc/akb-graded-once; path=answer; fi\n\
          got=\"$(python3 -c \"import urllib.request; print(urllib.request.urlopen('http://up.test/$path', timeout=10).read().decode().strip())\" 2>&1)\"\n\

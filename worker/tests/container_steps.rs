@@ -11,38 +11,17 @@ mod common;
 
 use akbench_core::record::steps::StepVerdict;
 use akbench_core::record::RunRecord;
-use akbench_worker::orchestrator::Silent;
 use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::RuntimeKind;
-use common::registry::{base_tar, missing, Registry};
-use common::{corpus, Corpus};
+use common::container_trial::{base_registry, run_in_container, runs_here};
+use common::registry::Registry;
+use common::Corpus;
 use std::fs;
 use std::path::Path;
-
-fn runs_here(test: &str) -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
-}
 
 /// The registry with the Debian base image, a corpus, and the example three-step task
 /// copied into it as `id`, its image the registry's.
 fn setup(id: &str) -> (Registry, Corpus) {
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = corpus();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base_tar(), "tar")],
-        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        Some("/app"),
-        None,
-    );
+    let (reg, c) = base_registry();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/harbor-steps-001");
     let dir = c.tasks().join(id);
     assert!(std::process::Command::new("cp")
@@ -75,22 +54,7 @@ fn edit(c: &Corpus, id: &str, rel: &str, f: impl Fn(&str) -> String) {
 }
 
 fn run(c: &Corpus, task: &str, agent: &str, name: &str, retries: u32) -> RunRecord {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(60.0);
-    req.infrastructure_retries = retries;
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+    let record = run_in_container(c, task, agent, name, 60.0, retries);
     for a in &record.attempts {
         eprintln!(
             "{name} attempt {}: state={} cause={:?} timings_ms={:?} grade={:?}\nsteps={}",

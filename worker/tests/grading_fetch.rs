@@ -9,37 +9,10 @@
 mod common;
 
 use akbench_core::record::RunRecord;
-use akbench_worker::orchestrator::Silent;
-use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::RuntimeKind;
-use common::registry::{base_tar, missing, Registry};
-use common::{corpus, Corpus};
+use common::container_trial::{base_registry, first_attempt_file, run_in_container, runs_here};
+use common::registry::Registry;
+use common::Corpus;
 use std::fs;
-
-fn runs_here(test: &str) -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
-}
-
-fn setup() -> (Registry, Corpus) {
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = corpus();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base_tar(), "tar")],
-        &["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        Some("/app"),
-        None,
-    );
-    (reg, c)
-}
 
 /// Adds task `id` in the test image, graded (clean room) by `test_sh`, with `network`
 /// appended to its `[environment]` and `verifier` to its `[verifier]`.
@@ -62,23 +35,8 @@ fn add_task(c: &Corpus, reg: &Registry, id: &str, test_sh: &str, network: &str, 
 }
 
 fn run(c: &Corpus, task: &str, agent: &str, name: &str) -> RunRecord {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, name);
-    req.options.runtime = RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(60.0);
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
-    let out = c.root().join("out").join(name).join("a1");
-    let read = |f: &str| fs::read_to_string(out.join(f)).unwrap_or_default();
+    let record = run_in_container(c, task, agent, name, 60.0, 0);
+    let read = |f: &str| first_attempt_file(c, name, f);
     eprintln!(
         "{name}: state={} ok={:?} cause={:?}\ngrader stdout={}\ngrader stderr={}",
         record.outcome.state,
@@ -113,7 +71,7 @@ fn an_agents_unresolvable_fetch_during_grading_leaves_a_fail_verdict() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_task(
         &c,
         &reg,
@@ -178,7 +136,7 @@ fn an_agents_broken_exchange_with_a_known_upstream_leaves_a_fail_verdict() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     add_task(
         &c,
         &reg,
@@ -223,7 +181,7 @@ fn a_grader_whose_declared_host_is_down_is_an_infrastructure_error() {
     if !runs_here(TEST) {
         return;
     }
-    let (reg, c) = setup();
+    let (reg, c) = base_registry();
     fs::create_dir_all(c.tasks().join("mirror/tests")).unwrap();
     add_task(
         &c,

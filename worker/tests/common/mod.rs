@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+pub mod container_trial;
 pub mod fake_provider;
 pub mod in_container;
 pub mod installers;
