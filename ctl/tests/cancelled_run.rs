@@ -4,18 +4,18 @@
 //! over the same denominator (core::accounting::Coverage), and every planned trial is
 //! exported, the cancelled ones too (issue 12 saw 100%, 22.5% and 18 of 80).
 
+mod common;
+
+use common::examples;
+
 #[path = "up/mod.rs"]
 mod akbench_up;
 
 use akbench_up::up;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 fn akbench(url: &str, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));

@@ -4,15 +4,15 @@
 //! data folder; `up` raises its open-files limit to the hard one, as the coordinator and
 //! worker daemons do (it serves both in one process).
 
+mod common;
+
+use common::examples;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 /// `akbench up` on `tmp/data/postgres`, in a process group of its own, returned once it
 /// prints that it serves (with its database line).

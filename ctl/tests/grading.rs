@@ -1,13 +1,13 @@
 //! Execute now, grade later: `run execute`, `run evaluate`, `run aggregate` over the example
 //! corpus with the real binary.
 
+mod common;
+
+use common::examples;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 struct Env {
     tmp: tempfile::TempDir,

@@ -5,6 +5,10 @@
 //! agents planned on a real coordinator with a real worker (`akbench up`): `run status`,
 //! `run reconcile` and `run aggregate` over the exported records count the same trials.
 
+mod common;
+
+use common::examples;
+
 #[path = "up/mod.rs"]
 mod akbench_up;
 
@@ -12,10 +16,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 fn akbench(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_akbench"))

@@ -2,12 +2,11 @@
 //! exits 2 naming the fix and leaves task.toml as it was. (Building and pushing with docker
 //! is `container.rs`, which needs a registry and a docker daemon.)
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
+use common::examples;
+
+use std::process::Command;
 
 #[test]
 fn bad_inputs_are_refused_before_anything_is_built() {

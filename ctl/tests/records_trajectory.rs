@@ -2,18 +2,18 @@
 //! up`): the export carries each attempt's `trajectory.json` beside its record, byte for
 //! byte the worker's, so `akbench run trajectory` reads it from the export alone.
 
+mod common;
+
+use common::examples;
+
 #[path = "up/mod.rs"]
 mod akbench_up;
 
 use akbench_up::up;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 fn akbench(url: Option<&str>, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));

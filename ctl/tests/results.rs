@@ -1,13 +1,13 @@
 //! Results people compare: `run compare` over two real sweeps of the example corpus, its
 //! statistics checked against an independent Python computation.
 
+mod common;
+
+use common::{examples, local_sweep};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 /// Writes a scripted agent `name` that applies the reference fix of exactly the tasks in
 /// `solves` (the fix is inlined into its script) and changes nothing elsewhere.
@@ -43,23 +43,7 @@ fn picky_agent(agents: &Path, name: &str, solves: &[&str]) {
 fn sweep(tmp: &Path, agents: &Path, name: &str, manifest: &str) -> String {
     let m = tmp.join(format!("{name}.yaml"));
     std::fs::write(&m, manifest).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
-        .arg("--local")
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(agents)
-        .arg("--store-root")
-        .arg(tmp.join("runs"))
-        .arg("--out")
-        .arg(tmp.join("out"))
-        .arg("--cache")
-        .arg(tmp.join("cache"))
-        .arg("--json")
-        .output()
-        .unwrap();
+    let out = local_sweep(&m, agents, tmp).arg("--json").output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
         panic!(
             "sweep {name} ended {:?}: {}\n{}",

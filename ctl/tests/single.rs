@@ -1,13 +1,13 @@
 //! `akbench run single` end to end over the example corpus: the real binary, real git
 //! bundles, real test suites.
 
+mod common;
+
+use common::examples;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 struct Env {
     tmp: tempfile::TempDir,

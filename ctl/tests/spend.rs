@@ -2,12 +2,16 @@
 //! over the records. The agents are the real `claude-code` and `codex` adapters with a
 //! `program` that prints event streams captured from the real CLIs.
 
+mod common;
+
+use common::local_sweep;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
 mod fake_cli;
-use fake_cli::{fake_agent, repo};
+use fake_cli::fake_agent;
 
 fn records(dir: &Path, out: &mut Vec<Value>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -48,20 +52,7 @@ fn tokens_and_cost_per_agent_equal_the_sum_over_the_records() {
         "experiment: spend\ntasks:\n  ids: [pyslug-001, wordcount-001]\nagents:\n  conditions:\n    - descriptor: cc\n    - descriptor: cx\nrepetitions: 2\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
-        .arg("--local")
-        .arg("--tasks-root")
-        .arg(repo().join("examples/tasks"))
-        .arg("--agents-root")
-        .arg(&agents)
-        .arg("--store-root")
-        .arg(tmp.path().join("runs"))
-        .arg("--out")
-        .arg(tmp.path().join("out"))
-        .arg("--cache")
-        .arg(tmp.path().join("cache"))
+    let out = local_sweep(&m, &agents, tmp.path())
         .arg("--json")
         .output()
         .unwrap();

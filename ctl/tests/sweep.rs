@@ -1,12 +1,12 @@
 //! `akbench sweep` over the example corpus, in-process.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
+use common::{examples, local_sweep};
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
 
 fn sweep(tmp: &Path, manifest: &str) -> (i32, Value) {
     sweep_with(tmp, manifest, true)
@@ -211,20 +211,7 @@ fn a_finished_sweep_prints_the_next_steps() {
         "experiment: next\ntasks:\n  ids: [pyslug-003]\nagents:\n  conditions:\n    - descriptor: oracle\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
-        .arg("--local")
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(examples().join("agents"))
-        .arg("--store-root")
-        .arg(t.join("runs"))
-        .arg("--out")
-        .arg(t.join("out"))
-        .arg("--cache")
-        .arg(t.join("cache"))
+    let out = local_sweep(&m, &examples().join("agents"), t)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -4,13 +4,13 @@
 //! is not valid (exit 1, the problem named); a folder without a reference solution or
 //! without task.toml is bad input (exit 2).
 
+mod common;
+
+use common::examples;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
 
 /// A copy of `pyslug-001` as `tasks/<name>` under `tmp` (the repositories beside them).
 fn task(tmp: &Path, name: &str) -> PathBuf {

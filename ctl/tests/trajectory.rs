@@ -2,12 +2,15 @@
 //! (a recorded transcript as its stdout) stores `trajectory.json`; the command prints it, and
 //! converts the stored stdout when the file is absent (runs recorded before it existed).
 
+mod common;
+
+use common::spawn_view;
+
 use akbench_core::trajectory::{validate, Source, Trajectory};
 use serde_json::Value;
 use std::ffi::OsString;
-use std::io::BufRead as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// Shared with the viewer tests; this file uses only part of it.
 #[allow(dead_code)]
@@ -89,23 +92,12 @@ fn single_fake(tmp: &Path, adapter: &str, fixture: &str) -> std::path::PathBuf {
 
 /// `akbench view <out>` on a free port: the child and its URL.
 fn view(out: &Path) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("view")
-        .arg(out)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
-    (child, url)
+    spawn_view(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .arg("view")
+            .arg(out)
+            .args(["--listen", "127.0.0.1:0"]),
+    )
 }
 
 #[test]

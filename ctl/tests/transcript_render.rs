@@ -4,15 +4,18 @@
 //! with `cargo nextest run -p akbench --test transcript_render --run-ignored only
 //! --no-capture` (figures in docs/PERFORMANCE.md).
 
+mod common;
+
+use common::spawn_view;
+
 /// Shared with the viewer tests; this file uses only part of it.
 #[allow(dead_code)]
 #[path = "view/chromium.rs"]
 mod chromium;
 
-use std::io::BufRead as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const STEPS: usize = 1000;
 const LOADS: usize = 10;
@@ -98,22 +101,12 @@ fn a_thousand_step_transcript_page_in_chromium() {
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(v["record"].as_str().unwrap()).unwrap()).unwrap();
     let key = record["trial"]["key"].as_str().unwrap().to_string();
-    let mut view = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("view")
-        .arg(tmp.path().join("out"))
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(view.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
+    let (mut view, url) = spawn_view(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .arg("view")
+            .arg(tmp.path().join("out"))
+            .args(["--listen", "127.0.0.1:0"]),
+    );
     let page = format!("{url}trials/{key}");
     let mut b = chromium::Browser::start(&bin, &tmp.path().join("chromium"));
     let (mut response, mut loaded, mut laid_out, mut paint) = (vec![], vec![], vec![], vec![]);

@@ -2,24 +2,18 @@
 //! list, a trial page with its diff and test results, and a live run whose progress moves
 //! without a reload. Screenshots go to `<target>/tmp/view-screenshots/`.
 
+mod common;
+
+use common::{examples, local_sweep, no_console_errors, screenshots, spawn_view};
+
 #[path = "view/chromium.rs"]
 mod chromium;
 
 use akbench::view::index::Index;
 use akbench::view::server::{serve, Viewer};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-fn screenshots() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view-screenshots");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
 
 /// `akbench sweep --local` of oracle and fail over one task: two graded trials, each with a
 /// diff and per-test results. Returns the run key.
@@ -30,20 +24,7 @@ fn sweep(tmp: &Path) -> String {
         "experiment: viewer\ntasks:\n  ids: [pyslug-001]\nagents:\n  conditions:\n    - descriptor: oracle\n    - descriptor: fail\nrepetitions: 1\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
-        .arg("--local")
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(examples().join("agents"))
-        .arg("--store-root")
-        .arg(tmp.join("runs"))
-        .arg("--out")
-        .arg(tmp.join("out"))
-        .arg("--cache")
-        .arg(tmp.join("cache"))
+    let out = local_sweep(&m, &examples().join("agents"), tmp)
         .output()
         .unwrap();
     assert_eq!(
@@ -104,14 +85,6 @@ fn start(viewer: Viewer) -> std::net::SocketAddr {
     rx.recv().unwrap()
 }
 
-fn no_console_errors(dom: &str) {
-    assert!(
-        dom.contains("<pre id=\"console-errors\" hidden=\"\"></pre>"),
-        "the page reported script errors: {}",
-        dom.split("console-errors").nth(1).unwrap_or("")
-    );
-}
-
 #[test]
 fn the_runs_list_and_a_trial_page_render_in_chromium() {
     let Some(bin) = chromium::binary() else {
@@ -123,24 +96,14 @@ fn the_runs_list_and_a_trial_page_render_in_chromium() {
     let tmp = tempfile::tempdir().unwrap();
     let key = sweep(tmp.path());
     // The command itself, as a user starts it.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("view")
-        .arg(tmp.path().join("out"))
-        .arg("--store-root")
-        .arg(tmp.path().join("runs"))
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
+    let (mut child, url) = spawn_view(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .arg("view")
+            .arg(tmp.path().join("out"))
+            .arg("--store-root")
+            .arg(tmp.path().join("runs"))
+            .args(["--listen", "127.0.0.1:0"]),
+    );
     let profile = tmp.path().join("chromium");
     let shots = screenshots();
 

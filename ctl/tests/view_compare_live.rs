@@ -4,24 +4,18 @@
 //! not `--local`) appearing in the runs list while it runs. Screenshots go to
 //! `<target>/tmp/view-screenshots/`.
 
+mod common;
+
+use common::{examples, local_sweep, no_console_errors, screenshots, spawn_view};
+
 #[path = "view/chromium.rs"]
 mod chromium;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-fn screenshots() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view-screenshots");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `akbench sweep --local` of `experiment` (YAML) into `tmp/out` and `tmp/runs`; returns the
 /// run key (the run folder created by this sweep).
@@ -29,20 +23,7 @@ fn sweep_local(tmp: &Path, name: &str, experiment: &str) -> String {
     let m = tmp.join(format!("{name}.yaml"));
     std::fs::write(&m, experiment).unwrap();
     let before: Vec<String> = keys(&tmp.join("out"));
-    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("sweep")
-        .arg(&m)
-        .arg("--local")
-        .arg("--tasks-root")
-        .arg(examples().join("tasks"))
-        .arg("--agents-root")
-        .arg(examples().join("agents"))
-        .arg("--store-root")
-        .arg(tmp.join("runs"))
-        .arg("--out")
-        .arg(tmp.join("out"))
-        .arg("--cache")
-        .arg(tmp.join("cache"))
+    let out = local_sweep(&m, &examples().join("agents"), tmp)
         .output()
         .unwrap();
     assert_eq!(
@@ -79,25 +60,15 @@ impl Drop for View {
 }
 
 fn view(tmp: &Path) -> View {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .arg("view")
-        .arg(tmp.join("out"))
-        .arg("--store-root")
-        .arg(tmp.join("runs"))
-        .args(["--listen", "127.0.0.1:0", "--poll-ms", "100"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
+    let (child, url) = spawn_view(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .arg("view")
+            .arg(tmp.join("out"))
+            .arg("--store-root")
+            .arg(tmp.join("runs"))
+            .args(["--listen", "127.0.0.1:0", "--poll-ms", "100"]),
+    );
+    let url = url.trim_end_matches('/').to_string();
     View(child, url)
 }
 
@@ -114,14 +85,6 @@ fn get(base: &str, path: &str) -> (String, String) {
     s.read_to_string(&mut all).unwrap();
     let (head, body) = all.split_once("\r\n\r\n").unwrap();
     (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
-fn no_console_errors(dom: &str) {
-    assert!(
-        dom.contains("<pre id=\"console-errors\" hidden=\"\"></pre>"),
-        "the page reported script errors: {}",
-        dom.split("console-errors").nth(1).unwrap_or("")
-    );
 }
 
 #[test]

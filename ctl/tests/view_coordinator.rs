@@ -6,6 +6,10 @@
 //! cannot change anything through any route. Screenshots go to
 //! `<target>/tmp/view-screenshots/`.
 
+mod common;
+
+use common::{examples, no_console_errors, screenshots, spawn_view};
+
 #[path = "view/chromium.rs"]
 mod chromium;
 
@@ -14,22 +18,12 @@ use akbench_coordinator::server::{serve_with, Config, ServeHandle, Services};
 use akbench_worker::daemon::{Daemon, WorkerConfig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 const OPERATOR: &str = "op-secret-1";
 const VIEWER: &str = "viewer-secret-1";
 const WORKER: &str = "worker-secret-1";
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-fn screenshots() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view-screenshots");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn akbench(url: &str, token: &str, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));
@@ -181,14 +175,6 @@ fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) -> (
     (text[9..12].parse().unwrap(), text)
 }
 
-fn no_console_errors(dom: &str) {
-    assert!(
-        dom.contains("<pre id=\"console-errors\" hidden=\"\"></pre>"),
-        "the page reported script errors: {}",
-        dom.split("console-errors").nth(1).unwrap_or("")
-    );
-}
-
 /// Waits in the page until `expr` is truthy (or 120 s pass) and returns its last value.
 fn wait_for(b: &mut chromium::Browser, expr: &str) -> serde_json::Value {
     b.eval(&format!(
@@ -332,24 +318,14 @@ fn a_live_run_on_a_coordinator_moves_in_chromium_and_its_trial_shows_diff_and_te
     drop(b);
 
     // `akbench view --coordinator`: the same pages from the gRPC API, with the viewer token.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
-        .env_remove("AKBENCH_TOKEN")
-        .args(["view", "--coordinator", &coord.grpc(), "--token", VIEWER])
-        .arg("--artifacts")
-        .arg(&artifacts)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
+    let (mut child, url) = spawn_view(
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .env_remove("AKBENCH_TOKEN")
+            .args(["view", "--coordinator", &coord.grpc(), "--token", VIEWER])
+            .arg("--artifacts")
+            .arg(&artifacts)
+            .args(["--listen", "127.0.0.1:0"]),
+    );
     // The coordinator aggregates compact rows from its database, `view --coordinator` the
     // same rows streamed by `ListTrialRows`: the same summary, causes and trials (buckets,
     // causes, attempts, durations, spend).
