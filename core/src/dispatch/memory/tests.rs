@@ -42,20 +42,30 @@ fn backoff() -> Backoff {
     }
 }
 
+/// [`new_dispatch`] with no routes and no caps.
+fn plain_dispatch(
+    trials: &[PlannedTrial],
+    slots: usize,
+    backoff: Backoff,
+    now: Instant,
+) -> InMemoryDispatch {
+    new_dispatch(
+        trials,
+        &BTreeMap::new(),
+        &Concurrency::default(),
+        slots,
+        backoff,
+        now,
+    )
+}
+
 const NOT_PAUSED: &dyn Fn(&str) -> bool = &|_| false;
 
 #[test]
 fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
     let t = trials(3, 1, 0);
     let now = Instant::now();
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        2,
-        backoff(),
-        now,
-    );
+    let mut d = plain_dispatch(&t, 2, backoff(), now);
     assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 0, number: 1 });
     assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 1, number: 1 });
     // Two slots: the third waits for an attempt to end.
@@ -79,14 +89,7 @@ fn items_lease_in_plan_order_within_the_slots_and_finish_the_run() {
 fn infrastructure_errors_retry_after_the_backoff_within_budget_only() {
     let t = trials(1, 1, 2);
     let now = Instant::now();
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        4,
-        backoff(),
-        now,
-    );
+    let mut d = plain_dispatch(&t, 4, backoff(), now);
     assert_eq!(d.next(now, NOT_PAUSED), Next::Lease { item: 0, number: 1 });
     // Retry 1: 2 s nominal, jitter 0.5 -> 1.5 s.
     assert_eq!(
@@ -120,14 +123,7 @@ fn infrastructure_errors_retry_after_the_backoff_within_budget_only() {
 fn an_attempt_interrupted_while_the_run_is_not_cancelled_is_an_infrastructure_error() {
     let t = trials(1, 1, 0);
     let now = Instant::now();
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        1,
-        backoff(),
-        now,
-    );
+    let mut d = plain_dispatch(&t, 1, backoff(), now);
     d.next(now, NOT_PAUSED);
     assert_eq!(
         d.ended(0, State::Cancelled, 0.0, now),
@@ -139,14 +135,7 @@ fn an_attempt_interrupted_while_the_run_is_not_cancelled_is_an_infrastructure_er
 fn a_cancel_cancels_ready_items_and_live_ones_end_cancelled_never_retried() {
     let t = trials(4, 1, 3);
     let now = Instant::now();
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        2,
-        backoff(),
-        now,
-    );
+    let mut d = plain_dispatch(&t, 2, backoff(), now);
     d.next(now, NOT_PAUSED);
     d.next(now, NOT_PAUSED);
     assert_eq!(d.cancel(), vec![2, 3]);
@@ -200,14 +189,7 @@ fn per_agent_and_route_caps_and_paused_routes_hold_items_back() {
 fn a_spent_budget_cancels_what_did_not_start() {
     let t = trials(3, 1, 0);
     let now = Instant::now();
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        1,
-        backoff(),
-        now,
-    );
+    let mut d = plain_dispatch(&t, 1, backoff(), now);
     d.next(now, NOT_PAUSED);
     assert_eq!(d.cancel_ready("budget"), vec![1, 2]);
     assert_eq!(d.next(now, NOT_PAUSED), Next::Wait(None));
@@ -263,14 +245,7 @@ fn the_machine_table_holds_in_memory() {
     let now = Instant::now();
     // Items 0..4: a claim, a retry, a done, then a cancel over ready, leased and done items.
     let t = trials(5, 1, 1);
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        3,
-        Backoff::NONE,
-        now,
-    );
+    let mut d = plain_dispatch(&t, 3, Backoff::NONE, now);
     for i in 0..3 {
         let before = d.item(i);
         assert!(matches!(d.next(now, NOT_PAUSED), Next::Lease { .. }));
@@ -299,14 +274,7 @@ fn the_machine_table_holds_in_memory() {
     d.ended(2, State::Cancelled, 0.5, now);
     assert_eq!(d.run_state(), RunState::Cancelled, "the idle rule ends it");
     // A budget stop over ready items.
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        1,
-        Backoff::NONE,
-        now,
-    );
+    let mut d = plain_dispatch(&t, 1, Backoff::NONE, now);
     let before: Vec<ItemState> = (0..5).map(|i| d.item(i)).collect();
     d.cancel_ready("budget");
     for (i, b) in before.into_iter().enumerate() {
@@ -314,14 +282,7 @@ fn the_machine_table_holds_in_memory() {
     }
     // A finished run meets a cancel and stays finished (issue 48), as run_on says.
     let t = trials(1, 1, 0);
-    let mut d = new_dispatch(
-        &t,
-        &BTreeMap::new(),
-        &Concurrency::default(),
-        1,
-        Backoff::NONE,
-        now,
-    );
+    let mut d = plain_dispatch(&t, 1, Backoff::NONE, now);
     assert!(matches!(d.next(now, NOT_PAUSED), Next::Lease { .. }));
     d.ended(0, State::Completed, 0.5, now);
     assert_eq!(d.run_state(), RunState::Finished);
