@@ -60,6 +60,26 @@ async fn serve_fresh() -> (ServeHandle, oneshot::Sender<()>, ControlClient<Chann
     done_trials::serve(&test_support::fresh_database().await).await
 }
 
+/// Submits the run of `docs` (a spec and its ready plan) through `client` and starts it;
+/// the documents.
+async fn started(
+    client: &mut ControlClient<Channel>,
+    docs: (ResolvedRunSpec, RunPlan),
+) -> (ResolvedRunSpec, RunPlan) {
+    let (spec, ready) = docs;
+    client
+        .submit_plan(submit_request(&spec, &ready))
+        .await
+        .unwrap();
+    client
+        .start_run(pb::StartRunRequest {
+            run: spec.identity.run_key.clone(),
+        })
+        .await
+        .unwrap();
+    (spec, ready)
+}
+
 /// What the coordinator built and stored per item before issue 12 (and what `WorkItem`
 /// digests are computed over): core's `WorkItem` of the trial and its spec agent.
 fn expected_documents(spec: &ResolvedRunSpec, plan: &RunPlan) -> HashMap<uuid::Uuid, WorkItem> {
@@ -244,16 +264,7 @@ async fn status_never_sees_a_running_run_with_fewer_items_than_trials() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grade_work_of_a_started_run_carries_the_core_work_item() {
     let (handle, stop, mut client) = serve_fresh().await;
-    let (spec, ready) = run_docs(2, 1);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    let key = spec.identity.run_key.clone();
-    client
-        .start_run(pb::StartRunRequest { run: key })
-        .await
-        .unwrap();
+    let (spec, ready) = started(&mut client, run_docs(2, 1)).await;
     let s = Scheduler::new(handle.store.clone());
     s.register_worker("w-grade", 1, &BTreeMap::new(), "test")
         .await
@@ -357,17 +368,7 @@ async fn start_takes_the_retry_budget_from_the_column_and_the_document_without_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_items_refer_to_stored_trials_and_runs_for_good() {
     let (handle, stop, mut client) = serve_fresh().await;
-    let (spec, ready) = run_docs(2, 1);
-    client
-        .submit_plan(submit_request(&spec, &ready))
-        .await
-        .unwrap();
-    client
-        .start_run(pb::StartRunRequest {
-            run: spec.identity.run_key.clone(),
-        })
-        .await
-        .unwrap();
+    let (spec, ready) = started(&mut client, run_docs(2, 1)).await;
     let run_id = spec.identity.run_id;
     let trial = ready.trials[0].trial_id;
     let unknown = uuid::Uuid::now_v7();
@@ -509,17 +510,7 @@ async fn a_cancel_racing_the_queuing_of_grades_leaves_no_ready_work() {
         .unwrap();
     let mut outcomes = Vec::new();
     for round in 0..6u64 {
-        let (spec, ready) = run_docs(4 + round as usize, 1);
-        client
-            .submit_plan(submit_request(&spec, &ready))
-            .await
-            .unwrap();
-        client
-            .start_run(pb::StartRunRequest {
-                run: spec.identity.run_key.clone(),
-            })
-            .await
-            .unwrap();
+        let (spec, _) = started(&mut client, run_docs(4 + round as usize, 1)).await;
         execute_all_ungraded_but_one(&s, "w-race").await;
         let run_id = spec.identity.run_id;
         let grader = s.clone();
