@@ -14,23 +14,11 @@ mod common;
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_core::task::Task;
-use akbench_worker::orchestrator::Silent;
-use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::sandbox_available;
+use common::escape::{assert_honest_grades, sandbox_works, trial};
 use common::{corpus, Corpus};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn sandbox_works(test: &str) -> bool {
-    match sandbox_available() {
-        Ok(()) => true,
-        Err(e) => {
-            akbench_core::testkit::skip(test, &format!("the sandbox does not work here: {e}"));
-            false
-        }
-    }
-}
 
 /// A fresh corpus with the Python task (`py_corpus`), or `None` (said skipped) where the
 /// sandbox does not work.
@@ -117,22 +105,6 @@ fn attack(c: &Corpus, name: &str, python: &str, host: &str) -> RunRecord {
         "mkdir -p tests\n: > tests/__init__.py\ncat > tests/test_evil.py <<'AKBEOF'\n{python}\nAKBEOF\nexit 0\n"
     );
     run_agent(c, name, &script, "pyanswer")
-}
-
-/// One trial of agent `agent` on `t` under the suite's isolating runtime.
-fn trial(c: &Corpus, t: &Task, agent: &str) -> RunRecord {
-    let a = c.agent(agent);
-    let mut req = c.request(t, &a, agent);
-    req.options.runtime = common::in_container::isolated();
-    c.orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record
 }
 
 /// Runs `script` as a scripted agent under `sandbox` on `t`; prints how it ended.
@@ -581,21 +553,7 @@ fn the_honest_grade_of_a_rust_task() {
     }
     let c = corpus();
     let t = wordcount();
-    for (agent, solved) in [("oracle", true), ("noop", false)] {
-        let r = trial(&c, &t, agent);
-        let g = r.attempts[0].grade.as_ref();
-        assert_eq!(
-            (r.outcome.state, r.outcome.ok),
-            (State::Completed, Some(solved)),
-            "{agent}: {:?} {:?}",
-            r.attempts[0].cause,
-            g.map(|g| &g.report)
-        );
-        if solved {
-            let trip = g.unwrap().tripwire.as_ref().unwrap();
-            assert_eq!(trip.result, "failed as it must", "{trip:?}");
-        }
-    }
+    assert_honest_grades(&c, &t);
 }
 
 #[test]

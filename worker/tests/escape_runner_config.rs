@@ -17,23 +17,10 @@ mod common;
 
 use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
-use akbench_core::task::Task;
-use akbench_worker::orchestrator::Silent;
-use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::sandbox_available;
+use common::escape::{assert_honest_grades, sandbox_works, trial};
 use common::{corpus, git, Corpus};
 use std::fs;
 use std::path::{Path, PathBuf};
-
-fn sandbox_works(test: &str) -> bool {
-    match sandbox_available() {
-        Ok(()) => true,
-        Err(e) => {
-            akbench_core::testkit::skip(test, &format!("the sandbox does not work here: {e}"));
-            false
-        }
-    }
-}
 
 /// Host files a planted toolchain or runner configuration could change, with their bytes
 /// (`None`: absent): the toolchain settings of the user running the tests.
@@ -54,22 +41,6 @@ fn host_state() -> Vec<(PathBuf, Option<Vec<u8>>)> {
         (p, bytes)
     })
     .collect()
-}
-
-/// One trial of agent `agent` on `t` under the suite's isolating runtime.
-fn trial(c: &Corpus, t: &Task, agent: &str) -> RunRecord {
-    let a = c.agent(agent);
-    let mut req = c.request(t, &a, agent);
-    req.options.runtime = common::in_container::isolated();
-    c.orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record
 }
 
 /// Runs `script` as a scripted agent under `sandbox` on `task` of `tasks` (the corpus's own
@@ -353,21 +324,7 @@ fn the_honest_grade_of_a_pytest_task() {
         return;
     };
     let t = c.task("pytest-answer");
-    for (agent, solved) in [("oracle", true), ("noop", false)] {
-        let r = trial(&c, &t, agent);
-        let g = r.attempts[0].grade.as_ref();
-        assert_eq!(
-            (r.outcome.state, r.outcome.ok),
-            (State::Completed, Some(solved)),
-            "{agent}: {:?} {:?}",
-            r.attempts[0].cause,
-            g.map(|g| &g.report)
-        );
-        if solved {
-            let trip = g.unwrap().tripwire.as_ref().unwrap();
-            assert_eq!(trip.result, "failed as it must", "{trip:?}");
-        }
-    }
+    assert_honest_grades(&c, &t);
 }
 
 /// A `conftest.py` whose hook reports every test passed. Withheld: not solved.

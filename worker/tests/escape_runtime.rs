@@ -13,21 +13,12 @@ use akbench_core::lifecycle::State;
 use akbench_core::record::RunRecord;
 use akbench_worker::orchestrator::{Silent, TrialRequest};
 use akbench_worker::process::CancelToken;
-use akbench_worker::runtime::{sandbox_available, Limits, RuntimeKind};
+use akbench_worker::runtime::{Limits, RuntimeKind};
+use common::escape::sandbox_works;
 use common::{corpus, Corpus};
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn sandbox_works(test: &str) -> bool {
-    match sandbox_available() {
-        Ok(()) => true,
-        Err(e) => {
-            akbench_core::testkit::skip(test, &format!("the sandbox does not work here: {e}"));
-            false
-        }
-    }
-}
 
 /// A fresh corpus, or `None` (said skipped) where the sandbox does not work.
 fn corpus_if_sandboxed(test: &str) -> Option<Corpus> {

@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 pub mod container_trial;
+pub mod escape;
 pub mod fake_provider;
 pub mod in_container;
 pub mod installers;
