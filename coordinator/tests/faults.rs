@@ -97,28 +97,10 @@ use akbench_core::dispatch::{self, Backoff, Ended, RunState, Settlement};
 use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
-    Heartbeat, HeldLease, Hello, Transition, TransitionBatch,
+    Heartbeat, HeldLease, Hello,
 };
-use common::{chain, enqueued, scalar, serve, Worker};
+use common::{batch, chain, enqueued, scalar, serve, Worker};
 use tokio::sync::mpsc;
-
-fn batch(a: &Assignment, states: &[State], from: u32) -> In {
-    In::Transitions(TransitionBatch {
-        attempt_id: a.attempt_id.clone(),
-        epoch: a.epoch,
-        transitions: states
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Transition {
-                seq: from + i as u32,
-                state: wire_state(*s) as i32,
-                at_unix_ms: 1_767_225_600_000,
-                note: String::new(),
-            })
-            .collect(),
-        ..Default::default()
-    })
-}
 
 fn finished(a: &Assignment, s: State) -> In {
     In::Finished(AttemptFinished {

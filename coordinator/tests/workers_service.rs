@@ -9,29 +9,11 @@ use akbench_coordinator::workers_service::wire_state;
 use akbench_core::lifecycle::State;
 use akbench_proto::v1::{
     coordinator_message::Body as Out, worker_message::Body as In, Assignment, AttemptFinished,
-    HeldLease, Hello, RecordUpload, RefusalCode, Subject, Transition, TransitionBatch,
+    HeldLease, Hello, RecordUpload, RefusalCode, Subject,
 };
-use common::{chain, counts, enqueued, record, scalar, scheduler, serve, Worker};
+use common::{batch, chain, counts, enqueued, record, scalar, scheduler, serve, Worker};
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn batch(a: &Assignment, states: &[State], from: u32) -> In {
-    In::Transitions(TransitionBatch {
-        attempt_id: a.attempt_id.clone(),
-        epoch: a.epoch,
-        transitions: states
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Transition {
-                seq: from + i as u32,
-                state: wire_state(*s) as i32,
-                at_unix_ms: 1_767_225_600_000,
-                note: String::new(),
-            })
-            .collect(),
-        ..Default::default()
-    })
-}
 
 fn finished(a: &Assignment, s: State, cause: &str) -> In {
     In::Finished(AttemptFinished {

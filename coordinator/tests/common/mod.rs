@@ -234,3 +234,22 @@ impl Worker {
             .expect("a body")
     }
 }
+
+/// A batch of `states` of assignment `a`'s attempt, numbered from `from`.
+pub fn batch(a: &akbench_proto::v1::Assignment, states: &[State], from: u32) -> In {
+    In::Transitions(akbench_proto::v1::TransitionBatch {
+        attempt_id: a.attempt_id.clone(),
+        epoch: a.epoch,
+        transitions: states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| akbench_proto::v1::Transition {
+                seq: from + i as u32,
+                state: akbench_coordinator::workers_service::wire_state(*s) as i32,
+                at_unix_ms: 1_767_225_600_000,
+                note: String::new(),
+            })
+            .collect(),
+        ..Default::default()
+    })
+}
