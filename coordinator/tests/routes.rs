@@ -44,6 +44,20 @@ async fn route_row(s: &Scheduler, route: &str) -> (i32, bool, Option<String>) {
     )
 }
 
+/// Lifts every route's pause by hand (its end put a second in the past).
+async fn lift_pauses(s: &Scheduler) {
+    s.store()
+        .client()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE route_pauses SET paused_until = now() - interval '1 second'",
+            &[],
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_failing_route_is_paused_with_growing_backoff_and_resumed_by_a_success() {
     let s = scheduler().await;
@@ -81,16 +95,7 @@ async fn a_failing_route_is_paused_with_growing_backoff_and_resumed_by_a_success
     );
 
     // A second failure (the pause is lifted by hand to let it be claimed) doubles the pause.
-    s.store()
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE route_pauses SET paused_until = now() - interval '1 second'",
-            &[],
-        )
-        .await
-        .unwrap();
+    lift_pauses(&s).await;
     let again = s.claim("w1", 1, TTL).await.unwrap();
     assert_eq!(again[0].run_id, down);
     s.finish(
@@ -106,16 +111,7 @@ async fn a_failing_route_is_paused_with_growing_backoff_and_resumed_by_a_success
     assert!(pause2 > 1.9 * pause1, "{pause1} then {pause2}");
 
     // The provider is back: an attempt that ran against it resumes the route.
-    s.store()
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE route_pauses SET paused_until = now() - interval '1 second'",
-            &[],
-        )
-        .await
-        .unwrap();
+    lift_pauses(&s).await;
     let back = s.claim("w1", 1, TTL).await.unwrap();
     assert_eq!(back[0].run_id, down);
     let at = chrono::Utc::now();
@@ -201,16 +197,7 @@ async fn a_route_pause_holds_for_prefetched_work() {
         "nothing while the route is paused"
     );
     // The pause ends: the trial runs (retries 0: the revoked attempt did not use its budget).
-    s.store()
-        .client()
-        .await
-        .unwrap()
-        .execute(
-            "UPDATE route_pauses SET paused_until = now() - interval '1 second'",
-            &[],
-        )
-        .await
-        .unwrap();
+    lift_pauses(&s).await;
     let again = s.claim("w1", 1, TTL).await.unwrap();
     assert_eq!((again[0].trial_id, again[0].number), (got[1].trial_id, 2));
     let t: Vec<TransitionIn> = chain()
