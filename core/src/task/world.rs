@@ -9,7 +9,7 @@
 //! network ([`World::addresses`]). Reading the compose file, and refusing every key that
 //! could not take effect by name, is [`parse`].
 //!
-//! Layer: imports `image` and `healthcheck` only.
+//! Layer: imports `image`, `healthcheck` and `limits` only.
 
 use crate::healthcheck::Healthcheck;
 use crate::image::ImageRef;
@@ -159,3 +159,11 @@ impl World {
             .collect()
     }
 }
+
+mod parse;
+mod values;
+
+pub use parse::{parse, WorldError, MAX_SIDECARS};
+
+#[cfg(test)]
+mod tests;
