@@ -781,3 +781,32 @@ fn the_top_level_keys_and_the_service_names() {
     assert_eq!(e.service.as_deref(), Some("s32"));
     assert!(e.problem.contains("32"), "{e}");
 }
+
+#[test]
+fn the_summary_names_each_service_its_pinned_image_and_what_it_waits_for() {
+    let w = parse(&format!(
+        "services:\n  main:\n    depends_on: [api]\n  db:\n    image: reg.example/db:16@sha256:{HEX}\n  api:\n    image: {}\n    depends_on:\n      db: {{condition: service_completed_successfully}}\n",
+        img()
+    ))
+    .unwrap();
+    assert_eq!(
+        w.summary_lines(),
+        [
+            format!("db reg.example/db@sha256:{HEX}"),
+            format!(
+                "api {}, depends on db (service_completed_successfully)",
+                img()
+            ),
+            "main (the task's environment), depends on api (service_started)".to_string(),
+        ]
+    );
+    let json = serde_json::to_value(w.summary()).unwrap();
+    assert_eq!(
+        json[0],
+        serde_json::json!({"name": "db", "image": format!("reg.example/db@sha256:{HEX}"), "depends_on": []})
+    );
+    assert_eq!(
+        json[2],
+        serde_json::json!({"name": "main", "depends_on": [{"service": "api", "condition": "service_started"}]})
+    );
+}
