@@ -134,7 +134,7 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
         (
             "mcp_servers = [{ name = \"m\", url = \"http://m\" }]\n",
             "environment.mcp_servers",
-            "sidecar services are not run yet",
+            "does not start",
         ),
         (
             "mcp_servers = {}\n",

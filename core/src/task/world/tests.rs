@@ -154,7 +154,7 @@ fn interpolation_is_refused_and_a_double_dollar_is_a_dollar() {
         api("command: [\"echo\", \"$$PATH\"]").command.unwrap(),
         ["echo", "$PATH"]
     );
-    let e = refused(&format!("services:\n  api:\n    image: ${{IMG}}\n"));
+    let e = refused("services:\n  api:\n    image: ${IMG}\n");
     assert_eq!(e.key, "image");
 }
 
