@@ -190,6 +190,14 @@ fn check_name(name: &str) -> Result<(), WorldError> {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if name == "localhost" {
+        return Err(err(
+            Some(name),
+            "",
+            "is a name every member of the network already gives itself",
+            "rename the service",
+        ));
+    }
     if label {
         Ok(())
     } else {
@@ -221,7 +229,14 @@ fn interpolated(service: &str, key: &str, v: &Value) -> Result<Value, WorldError
             }
             Value::Mapping(out)
         }
-        Value::Tagged(t) => interpolated(service, key, &t.value)?,
+        Value::Tagged(t) => {
+            return Err(err(
+                Some(service),
+                key,
+                format!("has the YAML tag `{}`, which akbench does not apply (compose's `!reset` / `!override` merge files, and akbench reads this one alone)", elide(&t.tag.to_string())),
+                "write the value without the tag",
+            ))
+        }
         other => other.clone(),
     })
 }

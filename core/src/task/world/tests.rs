@@ -586,6 +586,7 @@ fn every_sidecar_key_is_taken_a_no_op_or_refused_by_name() {
         "container_name: api",
         "hostname: api",
         "restart: \"no\"",
+        "restart: no",
         "init: false",
         "labels: [a=b]",
         "pull_policy: always",
@@ -621,6 +622,8 @@ fn every_sidecar_key_is_taken_a_no_op_or_refused_by_name() {
         ("restart: always", "not restarted"),
         ("restart: on-failure", "not restarted"),
         ("init: true", "no init process"),
+        ("command: !reset []", "YAML tag `!reset`"),
+        ("environment: !override {A: b}", "YAML tag `!override`"),
     ] {
         let key = body.split(':').next().unwrap();
         let e = refused(&one(body));
@@ -754,6 +757,11 @@ fn the_top_level_keys_and_the_service_names() {
         ("services:\n  Db:\n    image: x\n", "", "not a DNS label"),
         ("services:\n  -db:\n    image: x\n", "", "not a DNS label"),
         ("services:\n  db_1:\n    image: x\n", "", "not a DNS label"),
+        (
+            "services:\n  localhost:\n    image: x\n",
+            "",
+            "already gives itself",
+        ),
         ("[1, 2]\n", "", "not a mapping of top-level keys"),
         ("services: {\n", "", "not valid YAML"),
         ("services: {}\nservices: {}\n", "", "not valid YAML"),
