@@ -162,6 +162,7 @@ impl World {
 }
 
 mod parse;
+mod service_keys;
 mod summary;
 mod values;
 

@@ -2,11 +2,12 @@
 //! takes effect, is a no-op akbench says so about (docs/tasks.md, "Sidecar services"), or is
 //! refused with a [`WorldError`] naming the service, the key and the fix. `main` is the
 //! task's own environment (Harbor merges the task's file over its base, so `main` may carry
-//! overrides); every other service is a sidecar. The value syntaxes are `values.rs`.
+//! overrides); every other service is a sidecar. The value syntaxes are `values.rs`;
+//! `depends_on` and `healthcheck` are `service_keys.rs`.
 
-use super::values::{duration_sec, interpolate, shell_join, split_words};
-use super::{Condition, Dependency, Service, World, MAIN};
-use crate::healthcheck::{Healthcheck, MAX_SEC};
+use super::service_keys::{depends_on, healthcheck};
+use super::values::{interpolate, split_words};
+use super::{Condition, Service, World, MAIN};
 use crate::image::ImageRef;
 use crate::limits::elide;
 use serde_norway::{Mapping, Value};
@@ -42,7 +43,7 @@ impl WorldError {
     }
 }
 
-fn err(
+pub(super) fn err(
     service: Option<&str>,
     key: &str,
     problem: impl Into<String>,
@@ -163,7 +164,7 @@ pub fn parse(text: &str) -> Result<World, WorldError> {
     Ok(world)
 }
 
-fn key_str<'a>(service: Option<&str>, k: &'a Value) -> Result<&'a str, WorldError> {
+pub(super) fn key_str<'a>(service: Option<&str>, k: &'a Value) -> Result<&'a str, WorldError> {
     k.as_str().ok_or_else(|| {
         err(
             service,
@@ -390,7 +391,7 @@ fn pinned_image(name: &str, v: &Value) -> Result<ImageRef, WorldError> {
     Ok(r)
 }
 
-fn string(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
+pub(super) fn string(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
     v.as_str().map(str::to_string).ok_or_else(|| {
         err(
             Some(name),
@@ -402,7 +403,7 @@ fn string(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
 }
 
 /// A string, number or boolean as compose turns it into text.
-fn scalar(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
+pub(super) fn scalar(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
@@ -416,7 +417,7 @@ fn scalar(name: &str, key: &str, v: &Value) -> Result<String, WorldError> {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -509,202 +510,6 @@ fn environment(name: &str, v: &Value) -> Result<BTreeMap<String, String>, WorldE
         }
     }
     Ok(out)
-}
-
-fn depends_on(name: &str, v: &Value) -> Result<Vec<Dependency>, WorldError> {
-    let key = "depends_on";
-    let mut out: Vec<Dependency> = Vec::new();
-    let mut add = |service: &str, condition: Condition| {
-        if out.iter().any(|d| d.service == service) {
-            return Err(err(
-                Some(name),
-                key,
-                format!("names `{}` twice", elide(service)),
-                "name each service once",
-            ));
-        }
-        out.push(Dependency {
-            service: service.to_string(),
-            condition,
-        });
-        Ok(())
-    };
-    match v {
-        Value::Null => {}
-        Value::Sequence(items) => {
-            for item in items {
-                add(&string(name, key, item)?, Condition::ServiceStarted)?;
-            }
-        }
-        Value::Mapping(m) => {
-            for (k, entry) in m {
-                let target = key_str(Some(name), k)?;
-                let at = format!("{key}.{target}");
-                let mut condition = Condition::ServiceStarted;
-                let Value::Mapping(entry) = entry else {
-                    return Err(err(Some(name), &at, format!("is {}, not a mapping", kind(entry)), "write `condition: service_started` (or service_healthy, service_completed_successfully)"));
-                };
-                for (ek, ev) in entry {
-                    match key_str(Some(name), ek)? {
-                        "condition" => {
-                            condition = match ev.as_str() {
-                                Some("service_started") => Condition::ServiceStarted,
-                                Some("service_healthy") => Condition::ServiceHealthy,
-                                Some("service_completed_successfully") => Condition::ServiceCompletedSuccessfully,
-                                _ => return Err(err(Some(name), &format!("{at}.condition"), format!("`{}` is not a condition", elide(&format!("{ev:?}"))), "use service_started, service_healthy or service_completed_successfully")),
-                            }
-                        }
-                        "required" if ev.as_bool() == Some(true) => {}
-                        "required" => return Err(err(Some(name), &format!("{at}.required"), "is not `true` (akbench starts every service of the file; none is optional)", "remove it, or write `required: true`")),
-                        "restart" => return Err(err(Some(name), &format!("{at}.restart"), "cannot take effect (akbench restarts no service)", "remove it")),
-                        other => return Err(err(Some(name), &format!("{at}.{other}"), "is not a key of a dependency", "use `condition` (and `required: true`) only")),
-                    }
-                }
-                add(target, condition)?;
-            }
-        }
-        other => {
-            return Err(err(
-                Some(name),
-                key,
-                format!("is {}, not a list or a mapping", kind(other)),
-                "list the service names, or map each to its `condition`",
-            ))
-        }
-    }
-    Ok(out)
-}
-
-/// Docker's defaults for a compose healthcheck (a 0 duration means the default too).
-const DOCKER_INTERVAL: f64 = 30.0;
-const DOCKER_TIMEOUT: f64 = 30.0;
-const DOCKER_START_INTERVAL: f64 = 5.0;
-const DOCKER_RETRIES: u32 = 3;
-
-fn healthcheck(name: &str, v: &Value) -> Result<Option<Healthcheck>, WorldError> {
-    let s = Some(name);
-    let Value::Mapping(m) = v else {
-        return Err(err(
-            s,
-            "healthcheck",
-            format!("is {}, not a mapping", kind(v)),
-            "write `healthcheck:` with `test:` and its timings",
-        ));
-    };
-    let mut hc = Healthcheck {
-        command: String::new(),
-        interval_sec: DOCKER_INTERVAL,
-        timeout_sec: DOCKER_TIMEOUT,
-        start_period_sec: 0.0,
-        start_interval_sec: DOCKER_START_INTERVAL,
-        retries: DOCKER_RETRIES,
-    };
-    let mut test: Option<Option<String>> = None;
-    let mut disabled = false;
-    for (k, val) in m {
-        let key = key_str(s, k)?;
-        let at = format!("healthcheck.{key}");
-        let secs = |default: f64| -> Result<f64, WorldError> {
-            let fix = "write a duration such as `10s`, `1m30s` or `500ms`";
-            let text = string(name, &at, val).map_err(|e| err(s, &at, e.problem, fix))?;
-            let x = duration_sec(&text).map_err(|e| err(s, &at, e, fix))?;
-            if x > MAX_SEC {
-                return Err(err(s, &at, format!("`{text}` is longer than a day"), fix));
-            }
-            Ok(if x == 0.0 { default } else { x })
-        };
-        match key {
-            "test" => test = Some(health_test(name, val)?),
-            "disable" => {
-                disabled = val.as_bool().ok_or_else(|| {
-                    err(
-                        s,
-                        &at,
-                        "is not a boolean",
-                        "write `disable: true`, or remove it",
-                    )
-                })?
-            }
-            "interval" => hc.interval_sec = secs(DOCKER_INTERVAL)?,
-            "timeout" => hc.timeout_sec = secs(DOCKER_TIMEOUT)?,
-            "start_period" => hc.start_period_sec = secs(0.0)?,
-            "start_interval" => hc.start_interval_sec = secs(DOCKER_START_INTERVAL)?,
-            "retries" => {
-                hc.retries = match val.as_u64() {
-                    Some(0) => DOCKER_RETRIES,
-                    Some(n) if n <= 1000 => n as u32,
-                    _ => {
-                        return Err(err(
-                            s,
-                            &at,
-                            format!(
-                                "`{}` is not a whole number from 0 to 1000",
-                                elide(&format!("{val:?}"))
-                            ),
-                            "write a count such as `3`",
-                        ))
-                    }
-                }
-            }
-            other if other.starts_with("x-") => {}
-            _ => {
-                return Err(err(
-                    s,
-                    &at,
-                    "is not a key of a healthcheck",
-                    "use test, interval, timeout, start_period, start_interval, retries or disable",
-                ))
-            }
-        }
-    }
-    match (disabled, test) {
-        (true, Some(Some(_))) => Err(err(
-            s,
-            "healthcheck",
-            "sets both `disable: true` and a `test`",
-            "remove one of them",
-        )),
-        (true, _) | (false, Some(None)) => Ok(None),
-        (false, Some(Some(command))) => Ok(Some(Healthcheck { command, ..hc })),
-        (false, None) => Err(err(
-            s,
-            "healthcheck",
-            "has no `test` (akbench does not read the image's HEALTHCHECK)",
-            "write `test: [\"CMD\", ...]`, or remove `healthcheck`",
-        )),
-    }
-}
-
-/// A healthcheck's `test` as one shell command; `None` for `["NONE"]`.
-fn health_test(name: &str, v: &Value) -> Result<Option<String>, WorldError> {
-    let at = "healthcheck.test";
-    let bad = |problem: &str| {
-        err(Some(name), at, problem.to_string(), "write `[\"CMD\", \"prog\", \"arg\"]`, `[\"CMD-SHELL\", \"a shell command\"]`, a string (a shell command), or `[\"NONE\"]`")
-    };
-    let words: Vec<String> = match v {
-        Value::String(s) if s.trim().is_empty() => return Err(bad("is empty")),
-        Value::String(s) => return Ok(Some(s.clone())),
-        Value::Sequence(items) => items
-            .iter()
-            .map(|x| scalar(name, at, x))
-            .collect::<Result<_, _>>()?,
-        other => return Err(bad(&format!("is {}", kind(other)))),
-    };
-    match words.split_first() {
-        Some((first, [])) if first == "NONE" => Ok(None),
-        Some((first, rest)) if first == "CMD" && !rest.is_empty() => Ok(Some(shell_join(rest))),
-        Some((first, [cmd])) if first == "CMD-SHELL" && !cmd.trim().is_empty() => {
-            Ok(Some(cmd.clone()))
-        }
-        Some((first, _)) if ["NONE", "CMD", "CMD-SHELL"].contains(&first.as_str()) => {
-            Err(bad(&format!("`{first}` has the wrong number of arguments")))
-        }
-        Some((first, _)) => Err(bad(&format!(
-            "starts with `{}`, not CMD, CMD-SHELL or NONE",
-            elide(first)
-        ))),
-        None => Err(bad("is an empty list")),
-    }
 }
 
 /// The rules between services: `depends_on` names services of the file (never `main`,
