@@ -166,7 +166,7 @@ mod service_keys;
 mod summary;
 mod values;
 
-pub use parse::{parse, WorldError, MAX_SIDECARS};
+pub use parse::{parse, WorldError, MAX_SIDECARS, REFUSED};
 pub use summary::ServiceSummary;
 
 #[cfg(test)]

@@ -318,19 +318,102 @@ fn no_op(name: &str, key: &str, v: &Value) -> Result<(), WorldError> {
     }
 }
 
+/// The compose keys refused by name, each group with why it cannot take effect and the fix
+/// (docs/tasks.md, "Sidecar services", lists every one).
+pub const REFUSED: &[(&[&str], &str, &str)] = &[
+    (
+        &["build"],
+        "cannot take effect (akbench does not build a service's image)",
+        "build and push the image, then write `image: REGISTRY/REPOSITORY@sha256:...` with the digest the push printed",
+    ),
+    (
+        &["volumes", "tmpfs"],
+        "cannot take effect (akbench gives each service its own file system)",
+        "copy what the service needs into its image",
+    ),
+    (
+        &[
+            "networks",
+            "network_mode",
+            "links",
+            "external_links",
+            "extra_hosts",
+            "dns",
+            "dns_search",
+            "dns_opt",
+            "mac_address",
+            "domainname",
+        ],
+        "cannot take effect (every service is on one private network of the trial and reaches the others by their names)",
+        "remove it; reach a service by its compose name",
+    ),
+    (
+        &[
+            "privileged",
+            "cap_add",
+            "cap_drop",
+            "devices",
+            "security_opt",
+            "pid",
+            "ipc",
+            "userns_mode",
+            "cgroup",
+            "cgroup_parent",
+            "sysctls",
+            "ulimits",
+            "runtime",
+            "isolation",
+        ],
+        "cannot take effect (akbench runs every service unprivileged in its own namespaces)",
+        "remove it; a world that needs it runs with Harbor only",
+    ),
+    (
+        &[
+            "deploy",
+            "cpus",
+            "cpu_count",
+            "cpu_shares",
+            "cpu_quota",
+            "cpuset",
+            "mem_limit",
+            "memswap_limit",
+            "mem_reservation",
+            "shm_size",
+            "oom_score_adj",
+            "pids_limit",
+            "storage_opt",
+            "blkio_config",
+        ],
+        "cannot take effect (the services share the trial's resources)",
+        "remove it; ask for the trial's resources with `[environment] cpus` / `memory_mb` in task.toml",
+    ),
+    (
+        &["env_file"],
+        "cannot take effect (akbench reads no file besides the compose file)",
+        "write the variables in `environment:`",
+    ),
+    (
+        &["secrets", "configs"],
+        "cannot take effect (akbench mounts no file into a service)",
+        "put the file in the service's image",
+    ),
+    (
+        &["profiles"],
+        "cannot take effect (every service of the file runs)",
+        "remove it, and the services that should not run",
+    ),
+];
+
 fn refused(name: &str, key: &str) -> WorldError {
-    let (why, fix): (&str, String) = match key {
-        "build" => ("cannot take effect (akbench does not build a service's image)", "build and push the image, then write `image: REGISTRY/REPOSITORY@sha256:...` with the digest the push printed".into()),
-        "volumes" | "tmpfs" => ("cannot take effect (akbench gives each service its own file system)", "copy what the service needs into its image".into()),
-        "networks" | "network_mode" | "links" | "external_links" | "extra_hosts" | "dns" | "dns_search" | "dns_opt" | "mac_address" | "domainname" => ("cannot take effect (every service is on one private network of the trial and reaches the others by their names)", "remove it; reach a service by its compose name".into()),
-        "privileged" | "cap_add" | "cap_drop" | "devices" | "security_opt" | "pid" | "ipc" | "userns_mode" | "cgroup" | "cgroup_parent" | "sysctls" | "ulimits" | "runtime" | "isolation" => ("cannot take effect (akbench runs every service unprivileged in its own namespaces)", "remove it; a world that needs it runs with Harbor only".into()),
-        "deploy" | "cpus" | "cpu_count" | "cpu_shares" | "cpu_quota" | "cpuset" | "mem_limit" | "memswap_limit" | "mem_reservation" | "shm_size" | "oom_score_adj" | "pids_limit" | "storage_opt" | "blkio_config" => ("cannot take effect (the services share the trial's resources)", "remove it; ask for the trial's resources with `[environment] cpus` / `memory_mb` in task.toml".into()),
-        "env_file" => ("cannot take effect (akbench reads no file besides the compose file)", "write the variables in `environment:`".into()),
-        "secrets" | "configs" => ("cannot take effect (akbench mounts no file into a service)", "put the file in the service's image".into()),
-        "profiles" => ("cannot take effect (every service of the file runs)", "remove it, and the services that should not run".into()),
-        _ => ("is not a key akbench runs a service with", SEE_DOCS.to_string()),
-    };
-    err(Some(name), key, why, fix)
+    match REFUSED.iter().find(|(keys, _, _)| keys.contains(&key)) {
+        Some((_, why, fix)) => err(Some(name), key, *why, *fix),
+        None => err(
+            Some(name),
+            key,
+            "is not a key akbench runs a service with",
+            SEE_DOCS,
+        ),
+    }
 }
 
 fn main(m: &Mapping, world: &mut World) -> Result<(), WorldError> {

@@ -818,3 +818,63 @@ fn the_summary_names_each_service_its_pinned_image_and_what_it_waits_for() {
         serde_json::json!({"name": "main", "depends_on": [{"service": "api", "condition": "service_started"}]})
     );
 }
+
+#[test]
+fn every_refused_key_is_refused_with_its_reason_and_documented() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md")).unwrap();
+    let section = doc
+        .split("### Sidecar services")
+        .nth(1)
+        .expect("a Sidecar services section")
+        .split("\n### ")
+        .next()
+        .unwrap();
+    for (keys, why, fix) in REFUSED {
+        for key in *keys {
+            for owner in ["api", "main"] {
+                let text = format!(
+                    "services:\n  {owner}:\n    {key}: x\n  db:\n    image: {}\n",
+                    img()
+                );
+                let e = refused(&text);
+                assert_eq!(
+                    (e.service.as_deref(), e.key.as_str()),
+                    (Some(owner), *key),
+                    "{e}"
+                );
+                // main's `build` has its own reason (the task's image).
+                if !(owner == "main" && *key == "build") {
+                    assert_eq!((e.problem.as_str(), e.fix.as_str()), (*why, *fix), "{key}");
+                }
+            }
+            assert!(
+                section.contains(&format!("`{key}`")),
+                "docs/tasks.md: `{key}`"
+            );
+        }
+    }
+    for key in [
+        "image",
+        "entrypoint",
+        "command",
+        "environment",
+        "working_dir",
+        "user",
+        "depends_on",
+        "healthcheck",
+        "expose",
+        "ports",
+        "labels",
+        "pull_policy",
+        "container_name",
+        "hostname",
+        "restart",
+        "init",
+    ] {
+        assert!(
+            section.contains(&format!("`{key}`")),
+            "docs/tasks.md: `{key}`"
+        );
+    }
+}
