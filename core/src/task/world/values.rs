@@ -3,7 +3,7 @@
 //! as one string (split into words without a shell, as compose does), `$` interpolation
 //! (refused: akbench fills no variable; `$$` is a literal `$`), and the quoting that turns
 //! a healthcheck's `["CMD", ...]` argv into one `sh -c` command. Pure; table-tested in
-//! `tests.rs`.
+//! `values_tests.rs`.
 
 /// A compose duration in seconds: one or more `<number><unit>` with units `ns`, `us`
 /// (`µs`), `ms`, `s`, `m`, `h` (`1m30s`, `1.5s`, `500ms`); the error says what is wrong.
@@ -181,3 +181,7 @@ pub fn interpolate(s: &str) -> Result<String, String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "values_tests.rs"]
+mod tests;
