@@ -361,3 +361,83 @@ fn a_task_given_by_path_finds_its_repository_beside_it_not_under_tasks_root() {
     assert_eq!(code, 0, "{all}");
     assert_eq!(v["state"], "completed", "{all}");
 }
+
+/// A task with sidecar services (environment/docker-compose.yaml) plans under `container`,
+/// and until the worker starts sidecars its attempt is rejected at VALIDATING naming them
+/// (`invalid_configuration`, no verdict): it never runs without its services. Under
+/// another runtime it is bad input naming the fix.
+#[test]
+fn a_task_with_sidecars_is_rejected_naming_its_services_never_run_without_them() {
+    let env = Env::new();
+    let tasks = env.tmp.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/tb-wordfreq-001"))
+        .arg(&tasks)
+        .status()
+        .unwrap()
+        .success());
+    let dir = tasks.join("tb-wordfreq-001");
+    let hex = "c".repeat(64);
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    std::fs::write(
+        dir.join("task.toml"),
+        toml.replace(
+            "tb-wordfreq-001:1.0\"",
+            &format!("tb-wordfreq-001@sha256:{hex}\""),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("environment/docker-compose.yaml"),
+        format!("services:\n  db:\n    image: reg.example/db@sha256:{hex}\n  cache:\n    image: reg.example/cache@sha256:{hex}\n"),
+    )
+    .unwrap();
+    let run = |runtime: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args([
+                "run",
+                "single",
+                "tb-wordfreq-001",
+                "--agent",
+                "oracle",
+                "--json",
+            ])
+            .args(["--runtime", runtime])
+            .arg("--tasks-root")
+            .arg(&tasks)
+            .arg("--agents-root")
+            .arg(examples().join("agents"))
+            .arg("--out")
+            .arg(env.out())
+            .arg("--cache")
+            .arg(env.tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, v, stderr) = run("container");
+    assert_eq!(code, 4, "{v} {stderr}");
+    assert_eq!(v["state"], "invalid_configuration", "{v}");
+    let cause = v["cause"].as_str().unwrap_or_default();
+    assert!(
+        cause.contains("sidecar services (db, cache;") && cause.contains("fix:"),
+        "{v}"
+    );
+    let rec = env.record(&v);
+    assert!(
+        !states(&rec).contains(&"configuring_runtime".to_string()),
+        "{rec}"
+    );
+    let (code, _, stderr) = run("sandbox");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("only the `container` runtime starts") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+}

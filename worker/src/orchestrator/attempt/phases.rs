@@ -73,7 +73,20 @@ pub(super) fn validating(
     };
     r.provenance.adapter = Some(adapter.name().to_string());
     r.provenance.adapter_version = Some(crate::provenance::akbench_version());
-    // A multi-step task (family `lifecycle`) runs its steps ([`super::steps`]).
+    // A multi-step task (family `lifecycle`) runs its steps ([`super::steps`]). A task
+    // with sidecar services (`interactive`, `Task::world`) is rejected naming them: this
+    // worker does not start them yet, and a task never runs without its services.
+    if let Some(world) = &task.world {
+        let names: Vec<&str> = world.services.iter().map(|s| s.name.as_str()).collect();
+        return r.end(
+            Event::Rejected,
+            format!(
+                "task `{}` has sidecar services ({}; environment/docker-compose.yaml), which this worker does not start yet (a task never runs without its services); fix: run it on a worker that starts sidecars, or leave it out of the run",
+                task.release.id,
+                names.join(", ")
+            ),
+        );
+    }
     let runs = task.family == Family::Artefact
         || (task.family == Family::Lifecycle && !task.steps.is_empty());
     if !runs {
