@@ -911,6 +911,7 @@ pub(crate) fn solution_launch(
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
+        hosts: Vec::new(),
         // The reference solution stands in for an agent: the agent's network.
         egress: Some(crate::runtime::egress::Policy::for_phase(
             task.network.agent.clone(),
@@ -925,6 +926,7 @@ pub(crate) fn solution_launch(
         endpoints: Vec::new(),
         scratch: dir.join("runtime"),
         container: image.map(|i| crate::runtime::container::View {
+            workspace: true,
             image: i.clone(),
             mounts: Vec::new(),
             // Harbor's place of the solution, as its solve.sh files name it.

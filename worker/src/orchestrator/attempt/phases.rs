@@ -421,6 +421,7 @@ pub(super) fn launch(
         readable.extend(step_mounts.solutions.iter().cloned());
     }
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
