@@ -283,6 +283,10 @@ pub struct Task {
     /// A step's view ([`Task::step_view`]): which step it is, and the steps its reference
     /// environment replays (every step up to it); `None` for a task.
     pub step_of: Option<steps::StepOf>,
+    /// The sidecar services of `environment/docker-compose.yaml` ([`world::parse`]); a task
+    /// with them is `interactive`, and runs only under `container`, graded in the agent's
+    /// environment ([`Task::check_runtime`]).
+    pub world: Option<world::World>,
 }
 
 /// Where the workspace is inside an image whose task and configuration name no folder.
@@ -435,7 +439,7 @@ impl Task {
             )),
         })?;
         let walked = fields::walk(&toml_path, &doc)?;
-        load_checks::sidecars(&dir)?;
+        let world = load_checks::world(&dir)?;
         let file =
             TaskFile::deserialize(toml::Value::Table(walked.serde.clone())).map_err(|e| {
                 TaskError {
@@ -446,7 +450,7 @@ impl Task {
                     )),
                 }
             })?;
-        Self::from_file(&dir, &tasks_root, file, walked)
+        Self::from_file(&dir, &tasks_root, file, walked, world)
     }
 
     fn from_file(
@@ -454,6 +458,7 @@ impl Task {
         tasks_root: &Path,
         file: TaskFile,
         walked: fields::Walked,
+        world: Option<world::World>,
     ) -> Result<Task, TaskError> {
         let toml_path = dir.join(TASK_FILE);
         let dir_name = dir
@@ -529,8 +534,23 @@ impl Task {
                 Some((p, crate::digest::digest_bytes(&bytes)))
             }
         };
+        if world.is_some() && multi_step {
+            return Err(TaskError::field(
+                &toml_path,
+                "steps",
+                "are declared, and environment/docker-compose.yaml declares sidecar services: a multi-step task with services does not run yet",
+                "remove the `[[steps]]` or the compose file (or run the task with Harbor)",
+            ));
+        }
         let family =
             match (file.family, multi_step) {
+                (None | Some(Family::Interactive), false) if world.is_some() => Family::Interactive,
+                (Some(f), false) if world.is_some() => return Err(TaskError::field(
+                    &toml_path,
+                    "family",
+                    format!("is `{f}`, but environment/docker-compose.yaml declares sidecar services, which make the task `interactive`"),
+                    "remove `family` (the services make the task interactive), or remove the compose file",
+                )),
                 (None, false) => Family::Artefact,
                 (None, true) | (Some(Family::Lifecycle), true) => Family::Lifecycle,
                 (Some(f), false) => f,
@@ -727,6 +747,7 @@ impl Task {
             steps,
             reward_strategy: walked.strategy.unwrap_or_default(),
             step_of: None,
+            world,
             fields: uses,
             harbor_name: walked.harbor_name,
             network: walked.network,
@@ -743,7 +764,10 @@ impl Task {
     }
 
     /// Refuses a runtime the task cannot run under: an image-only task needs `container`
-    /// (its workspace is in its image). The error names the task and the fix.
+    /// (its workspace is in its image); a task with sidecar services needs `container`
+    /// (which starts them) and grading in the agent's environment (a fresh sandbox cannot
+    /// reach them); `family = "interactive"` without services is refused. The error names
+    /// the task and the fix.
     pub fn check_runtime(&self, container: bool) -> Result<(), String> {
         if self.image_unbuilt {
             return Err(format!(
@@ -751,6 +775,36 @@ impl Task {
                 self.release.id,
                 self.dir.display()
             ));
+        }
+        if self.family == Family::Interactive && self.world.is_none() {
+            return Err(format!(
+                "task `{}` is `family = \"interactive\"` but declares no sidecar services; fix: write its services in environment/docker-compose.yaml, or remove `family`",
+                self.release.id
+            ));
+        }
+        if let Some(w) = &self.world {
+            let names = w
+                .services
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            if !container {
+                return Err(format!(
+                    "task `{}` has sidecar services ({names}; environment/docker-compose.yaml), which only the `container` runtime starts; fix: plan it with `runtime: container` (`--runtime container`), or leave it out of this run's tasks",
+                    self.release.id
+                ));
+            }
+            let mode = crate::grading_env::task_mode(
+                self.file.verifier.environment_mode.as_deref(),
+                self.file.source.is_some(),
+            );
+            if mode != crate::grading_env::EnvironmentMode::Shared {
+                return Err(format!(
+                    "task `{}` has sidecar services ({names}), which a fresh grading sandbox cannot reach; fix: grade it in the agent's environment (`[verifier] environment_mode = \"shared\"` in task.toml)",
+                    self.release.id
+                ));
+            }
         }
         if self.image_only() && !container {
             return Err(format!(

@@ -404,18 +404,85 @@ fn a_dockerfile_only_task_loads_and_is_told_to_build_its_image() {
             && stderr.contains("fix: remove it (or set 0)"),
         "{stderr}"
     );
-    // Sidecars: refused naming the compose file.
-    let dir = copy_edited(tmp.path(), "tb-wordfreq-001", "compose", |t| t);
+}
+
+/// A task with sidecar services (environment/docker-compose.yaml, issue 46) loads; `task
+/// check` lists its services in text and JSON and, as no worker starts them yet, does not
+/// check it without them (exit 3); a compose file it cannot run is bad input naming the
+/// file, the service, the key and the fix.
+#[test]
+fn a_task_with_sidecars_lists_its_services_and_is_never_checked_without_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hex = "c".repeat(64);
+    let dir = copy_edited(tmp.path(), "tb-wordfreq-001", "compose", |t| {
+        t.replace(
+            "docker_image = \"127.0.0.1:5000/akbench/tb-wordfreq-001:1.0\"",
+            &format!("docker_image = \"127.0.0.1:5000/akbench/tb-wordfreq-001@sha256:{hex}\""),
+        )
+    });
+    let compose = dir.join("environment/docker-compose.yaml");
     std::fs::write(
-        dir.join("environment/docker-compose.yaml"),
-        "services: {}\n",
+        &compose,
+        format!(
+            "services:\n  main:\n    depends_on:\n      api: {{condition: service_healthy}}\n  db:\n    image: reg.example/db@sha256:{hex}\n  api:\n    image: reg.example/api@sha256:{hex}\n    depends_on: [db]\n    healthcheck:\n      test: [\"CMD\", \"true\"]\n"
+        ),
+    )
+    .unwrap();
+    let (code, v, stderr) = check(tmp.path(), &dir, &[]);
+    assert_eq!(code, 3, "{v} {stderr}");
+    assert!(
+        stderr.contains("sidecar services (db, api;") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    assert_eq!(v["family"], "interactive", "{v}");
+    assert_eq!(
+        v["services"],
+        serde_json::json!([
+            {"name": "db", "image": format!("reg.example/db@sha256:{hex}"), "depends_on": []},
+            {"name": "api", "image": format!("reg.example/api@sha256:{hex}"),
+             "depends_on": [{"service": "db", "condition": "service_started"}]},
+            {"name": "main", "depends_on": [{"service": "api", "condition": "service_healthy"}]},
+        ]),
+        "{v}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["task", "check"])
+        .arg(&dir)
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("  service db reg.example/db@sha256:{hex}\n"))
+            && text.contains(&format!(
+                "  service api reg.example/api@sha256:{hex}, depends on db (service_started)\n"
+            ))
+            && text.contains(
+                "  service main (the task's environment), depends on api (service_healthy)"
+            ),
+        "{text}"
+    );
+    // Not under another runtime: bad input naming the runtime and the fix.
+    let (code, _, stderr) = check(tmp.path(), &dir, &["--runtime", "sandbox"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("only the `container` runtime starts"),
+        "{stderr}"
+    );
+    // A key that cannot take effect: refused naming the file, the service and the key.
+    std::fs::write(
+        &compose,
+        format!(
+            "services:\n  db:\n    image: reg.example/db@sha256:{hex}\n    volumes: [\"./d:/d\"]\n"
+        ),
     )
     .unwrap();
     let (code, _, stderr) = check(tmp.path(), &dir, &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("environment/docker-compose.yaml")
-            && stderr.contains("sidecar services")
+            && stderr.contains("service `db`: `volumes` cannot take effect")
             && stderr.contains("fix:"),
         "{stderr}"
     );

@@ -90,7 +90,14 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
         let runs = match task.family {
             Family::Artefact => true,
             Family::Lifecycle => condition.execution.runtime == Runtime::Container,
-            Family::Interactive => false,
+            // Sidecars (core::task::world) start only under the container runtime, and
+            // a fresh grading sandbox cannot reach them (the task's own `environment_mode`
+            // is checked by `Task::check_runtime`).
+            Family::Interactive => {
+                condition.execution.runtime == Runtime::Container
+                    && condition.execution.grading_environment
+                        != crate::grading_env::GradingEnvironment::Separate
+            }
         };
         if !runs {
             refuse(
@@ -98,7 +105,8 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
                 task.family.to_string(),
                 match task.family {
                     Family::Lifecycle => "a multi-step (`[[steps]]`) task runs its steps in one environment of its image, which only the container runtime provides; fix: set `execution.runtime: container`, or exclude the task (tasks.exclude)",
-                    _ => "only `artefact` and multi-step (`lifecycle`) tasks execute; exclude the task (tasks.exclude)",
+                    _ if condition.execution.runtime != Runtime::Container => "a task with sidecar services (`interactive`, environment/docker-compose.yaml) runs only under the container runtime, which starts them; fix: set `execution.runtime: container`, or exclude the task (tasks.exclude)",
+                    _ => "a task with sidecar services (`interactive`) is graded in the agent's environment, the only one that reaches them; fix: remove `execution.grading_environment: separate`, or exclude the task (tasks.exclude)",
                 },
             );
         }
@@ -248,6 +256,31 @@ mod tests {
             t.image = Some("reg.example/t@sha256:0".into());
         }
         assert_eq!(unsupported(&c), vec![]);
+    }
+
+    #[test]
+    fn a_task_with_sidecars_runs_under_container_graded_where_the_agent_was() {
+        let mut c = base();
+        c.tasks[0].family = Family::Interactive;
+        let got = unsupported(&c);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].fix.contains("execution.runtime: container"),
+            "{got:?}"
+        );
+        c.execution.runtime = Runtime::Container;
+        for t in &mut c.tasks {
+            t.image = Some("reg.example/t@sha256:0".into());
+        }
+        assert_eq!(unsupported(&c), vec![]);
+        c.execution.grading_environment = crate::grading_env::GradingEnvironment::Separate;
+        let got = unsupported(&c);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].field == "family (task task-00000)"
+                && got[0].fix.contains("grading_environment: separate"),
+            "{got:?}"
+        );
     }
 
     #[test]

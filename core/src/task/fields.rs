@@ -652,7 +652,7 @@ pub(super) fn check_artifacts(
                     if s != "main" {
                         return Err(w.err(
                             &format!("{field}.service"),
-                            format!("`{}` names a sidecar service, and sidecar services are not run yet", crate::limits::elide(s)),
+                            format!("`{}` names a sidecar service, and akbench collects artifacts from the main environment only", crate::limits::elide(s)),
                             "collect from the main environment (remove `service`), or run the task with Harbor",
                         ));
                     }
@@ -1013,7 +1013,7 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
                     return Err(w.err(
                         &field,
                         format!(
-                            "names {} MCP server(s): sidecar services are not run yet",
+                            "names {} MCP server(s), which akbench does not start (only the services of environment/docker-compose.yaml run)",
                             servers.len()
                         ),
                         "run the task with Harbor, or remove the servers (`mcp_servers = []`)",

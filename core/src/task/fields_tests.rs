@@ -134,7 +134,7 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
         (
             "mcp_servers = [{ name = \"m\", url = \"http://m\" }]\n",
             "environment.mcp_servers",
-            "sidecar services are not run yet",
+            "does not start",
         ),
         (
             "mcp_servers = {}\n",
@@ -395,7 +395,7 @@ fn environment_values_are_literals_or_named_references_resolved_on_the_worker() 
 }
 
 #[test]
-fn sidecars_and_syntax_errors_are_refused_with_a_fix() {
+fn syntax_errors_are_refused_with_a_fix_and_an_unbuilt_dockerfile_waits() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
     std::fs::create_dir_all(dir.join("tests")).unwrap();
@@ -403,18 +403,6 @@ fn sidecars_and_syntax_errors_are_refused_with_a_fix() {
     std::fs::write(dir.join("task.toml"), BASE).unwrap();
     std::fs::write(dir.join("instruction.md"), "x\n").unwrap();
     std::fs::write(dir.join("tests/test.sh"), "exit 0\n").unwrap();
-    std::fs::write(
-        dir.join("environment/docker-compose.yaml"),
-        "services: {}\n",
-    )
-    .unwrap();
-    let e = Task::load(&dir, tmp.path()).unwrap_err();
-    assert!(e.file.ends_with("environment/docker-compose.yaml"), "{e}");
-    assert!(
-        e.to_string().contains("sidecar services") && e.to_string().contains("fix:"),
-        "{e}"
-    );
-    std::fs::remove_file(dir.join("environment/docker-compose.yaml")).unwrap();
     std::fs::write(dir.join("task.toml"), "[environment\n").unwrap();
     let e = Task::load(&dir, tmp.path()).unwrap_err().to_string();
     assert!(e.contains("fix: correct the TOML syntax"), "{e}");

@@ -2,9 +2,12 @@
 //! every trial at run time (docs/tasks.md, "Refused when the task loads"): a `version` that
 //! is not one line of printable text, `verifier.protected_paths` that leave the workspace, a
 //! `[verifier.tripwire] file` outside `tests/`, and a local `source.repo` that is missing or
-//! not a git repository or bundle. Each error names the file, the field and the fix.
+//! not a git repository or bundle. Each error names the file, the field and the fix. It also
+//! reads the task's compose file into its [`World`] ([`world`]).
 
+use super::world::World;
 use super::{inside, RepoLocation, TaskError};
+use crate::bounded_read::{read_text, Links};
 use std::path::Path;
 
 /// `version`: [`crate::ranges::TASK_VERSION_BYTES`] long, printable (no newline, no NUL).
@@ -149,21 +152,47 @@ pub(super) fn local_repo(
     }
 }
 
-/// `environment/docker-compose.yaml` (or `.yml`): sidecar services, which are not run yet;
-/// the task is refused naming the file rather than run without its services.
-pub(super) fn sidecars(dir: &Path) -> Result<(), TaskError> {
-    for name in ["docker-compose.yaml", "docker-compose.yml"] {
-        let file = dir.join("environment").join(name);
-        if std::fs::symlink_metadata(&file).is_ok() {
+/// The compose file names a task may have (Harbor reads the first).
+pub const COMPOSE_FILES: [&str; 2] = ["docker-compose.yaml", "docker-compose.yml"];
+
+/// `environment/docker-compose.yaml` (or `.yml`; both is refused): the task's sidecar
+/// services ([`crate::task::world::parse`]), read through `bounded_read`; `None` without
+/// one. The error names the file, the service, the key and the fix.
+pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
+    let present: Vec<_> = COMPOSE_FILES
+        .iter()
+        .map(|n| dir.join("environment").join(n))
+        .filter(|f| std::fs::symlink_metadata(f).is_ok())
+        .collect();
+    let file = match present.as_slice() {
+        [] => return Ok(None),
+        [one] => one.clone(),
+        [yaml, ..] => {
             return Err(TaskError {
-                file,
+                file: yaml.clone(),
                 kind: super::TaskErrorKind::Io(
-                    "declares sidecar services, which akbench does not run yet (a task is never run without its services); fix: run the task with Harbor, or fold what it needs into environment/Dockerfile and remove the compose file".into(),
+                    "and environment/docker-compose.yml are both present; fix: keep one compose file (Harbor reads docker-compose.yaml)".into(),
                 ),
-            });
+            })
         }
-    }
-    Ok(())
+    };
+    let text = read_text(
+        &file,
+        crate::bounded_read::ReadKind::Config.cap(),
+        Links::Follow,
+    )
+    .map_err(|e| TaskError {
+        file: file.clone(),
+        kind: super::TaskErrorKind::Io(format!(
+            "{e}; the compose file must be a regular UTF-8 file"
+        )),
+    })?;
+    crate::task::world::parse(&text)
+        .map(Some)
+        .map_err(|e| TaskError {
+            file,
+            kind: super::TaskErrorKind::Parse(e.to_string()),
+        })
 }
 
 #[cfg(test)]

@@ -188,3 +188,137 @@ fn the_good_values_beside_them_still_load() {
     });
     assert!(t.is_ok(), "{t:?}");
 }
+
+const HEX_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+/// The fixture task with `environment/<name>` holding `compose`, task.toml edited by `edit`.
+fn with_compose(
+    root: &Path,
+    name: &str,
+    compose: &str,
+    edit: impl Fn(String) -> String,
+) -> Result<Task, TaskError> {
+    write_task(root, "t", "1.0");
+    std::fs::create_dir_all(root.join("t/environment")).unwrap();
+    std::fs::write(root.join("t/environment").join(name), compose).unwrap();
+    task_with(root, edit)
+}
+
+fn db(hex: &str) -> String {
+    format!(
+        "services:\n  main:\n    depends_on: [db]\n  db:\n    image: reg.example/db@sha256:{hex}\n"
+    )
+}
+
+#[test]
+fn a_compose_file_loads_as_an_interactive_world_under_container_and_shared_grading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = |t: String| format!("{t}[verifier]\nenvironment_mode = \"shared\"\n");
+    for name in ["docker-compose.yaml", "docker-compose.yml"] {
+        let root = tmp.path().join(name);
+        let t = with_compose(&root, name, &db(HEX_A), shared).unwrap();
+        assert_eq!(t.family, crate::task::Family::Interactive);
+        let w = t.world.as_ref().unwrap();
+        assert_eq!(w.services[0].name, "db");
+        assert_eq!(w.main_depends_on[0].service, "db");
+        t.check_runtime(true).unwrap();
+        let e = t.check_runtime(false).unwrap_err();
+        assert!(
+            e.contains("sidecar services (db;") && e.contains("runtime: container"),
+            "{e}"
+        );
+    }
+    // The fixture has a [source]: graded in a fresh sandbox unless it says `shared`.
+    let t = with_compose(
+        &tmp.path().join("sep"),
+        "docker-compose.yaml",
+        &db(HEX_A),
+        |t| t,
+    )
+    .unwrap();
+    let e = t.check_runtime(true).unwrap_err();
+    assert!(e.contains("environment_mode = \"shared\""), "{e}");
+    // `family = "interactive"` names services it must have.
+    let t = task_with(&tmp.path().join("fam"), |t| {
+        format!("family = \"interactive\"\n{t}")
+    })
+    .unwrap();
+    let e = t.check_runtime(true).unwrap_err();
+    assert!(e.contains("declares no sidecar services"), "{e}");
+}
+
+#[test]
+fn a_compose_file_the_task_cannot_run_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = format!(
+        "services:\n  db:\n    image: reg.example/db@sha256:{HEX_A}\n    volumes: [\"./d:/d\"]\n"
+    );
+    let e = with_compose(&tmp.path().join("a"), "docker-compose.yaml", &bad, |t| t).unwrap_err();
+    assert!(e.file.ends_with("environment/docker-compose.yaml"), "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("service `db`: `volumes` cannot take effect") && shown.contains("fix: "),
+        "{shown}"
+    );
+    // Both names: refused.
+    let root = tmp.path().join("b");
+    write_task(&root, "t", "1.0");
+    std::fs::create_dir_all(root.join("t/environment")).unwrap();
+    std::fs::write(root.join("t/environment/docker-compose.yml"), db(HEX_A)).unwrap();
+    let e = with_compose(&root, "docker-compose.yaml", &db(HEX_A), |t| t).unwrap_err();
+    assert!(e.to_string().contains("both present"), "{e}");
+    // Steps and services together, or another family: refused naming both.
+    let steps = |t: String| format!("{t}[[steps]]\nname = \"one\"\n");
+    let e = with_compose(
+        &tmp.path().join("c"),
+        "docker-compose.yaml",
+        &db(HEX_A),
+        steps,
+    )
+    .unwrap_err();
+    let (field, shown) = field_and_text(&e);
+    assert_eq!(field, "steps", "{shown}");
+    assert!(
+        shown.contains("docker-compose.yaml") && shown.contains("fix:"),
+        "{shown}"
+    );
+    let fam = |t: String| format!("family = \"artefact\"\n{t}");
+    let e = with_compose(
+        &tmp.path().join("d"),
+        "docker-compose.yaml",
+        &db(HEX_A),
+        fam,
+    )
+    .unwrap_err();
+    let (field, shown) = field_and_text(&e);
+    assert_eq!(field, "family", "{shown}");
+    assert!(shown.contains("`interactive`"), "{shown}");
+}
+
+#[test]
+fn a_service_digest_is_part_of_the_release_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = with_compose(
+        &tmp.path().join("a"),
+        "docker-compose.yaml",
+        &db(HEX_A),
+        |t| t,
+    )
+    .unwrap();
+    let again = with_compose(
+        &tmp.path().join("b"),
+        "docker-compose.yaml",
+        &db(HEX_A),
+        |t| t,
+    )
+    .unwrap();
+    let other = with_compose(
+        &tmp.path().join("c"),
+        "docker-compose.yaml",
+        &db(&"b".repeat(64)),
+        |t| t,
+    )
+    .unwrap();
+    assert_eq!(a.release.digest, again.release.digest);
+    assert_ne!(a.release.digest, other.release.digest);
+}

@@ -7,9 +7,10 @@
 //! rules that do not need I/O: the start order ([`World::start_order`]: `depends_on`,
 //! with each dependency's condition) and the names `/etc/hosts` gives each member of the
 //! network ([`World::addresses`]). Reading the compose file, and refusing every key that
-//! could not take effect by name, is [`parse`].
+//! could not take effect by name, is [`parse`]; what `akbench task check` shows of it is
+//! [`World::summary`].
 //!
-//! Layer: imports `image` and `healthcheck` only.
+//! Layer: imports `image`, `healthcheck` and `limits` only.
 
 use crate::healthcheck::Healthcheck;
 use crate::image::ImageRef;
@@ -159,3 +160,13 @@ impl World {
             .collect()
     }
 }
+
+mod parse;
+mod summary;
+mod values;
+
+pub use parse::{parse, WorldError, MAX_SIDECARS};
+pub use summary::ServiceSummary;
+
+#[cfg(test)]
+mod tests;

@@ -71,7 +71,16 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     };
     let (check, was_cached) = match cached {
         Some(c) => (c, true),
-        None => (check_now(&orch, &task, runtime)?, false),
+        None => match check_now(&orch, &task, runtime) {
+            Ok(c) => (c, false),
+            Err(e) => {
+                // What the task's world is, even when it cannot be checked here.
+                if task.world.is_some() {
+                    print_world(&task, args.json);
+                }
+                return Err(e);
+            }
+        },
     };
     if !was_cached {
         keep(&file, &check)?;
@@ -93,6 +102,9 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
         v["network"] = serde_json::to_value(&task.network).expect("networks serialize");
         if let Some(n) = &task.harbor_name {
             v["harbor_name"] = n.clone().into();
+        }
+        if let Some(w) = &task.world {
+            v["services"] = serde_json::to_value(w.summary()).expect("services serialize");
         }
         outln!("{v}");
         return;
@@ -124,6 +136,9 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
     );
     for p in &check.problems {
         outln!("  - {p}");
+    }
+    for line in task.world.iter().flat_map(|w| w.summary_lines()) {
+        outln!("  service {line}");
     }
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");
@@ -180,5 +195,32 @@ fn print_fields(task: &task::Task) {
     );
     for u in task.fields.iter().filter(|u| u.handling == "ignored") {
         outln!("  ignored: {}: {}", u.field, u.why);
+    }
+}
+
+/// The task's sidecar services (`services`, as a check's JSON has them), for a task whose
+/// check could not run.
+fn print_world(task: &task::Task, json: bool) {
+    let Some(w) = &task.world else { return };
+    if json {
+        let v = serde_json::json!({
+            "task": task.release.id,
+            "version": task.release.version,
+            "digest": task.release.digest,
+            "family": task.family,
+            "services": w.summary(),
+        });
+        outln!("{v}");
+        return;
+    }
+    outln!(
+        "task {} {} ({}): {}, not checked",
+        task.release.id,
+        task.release.version,
+        task.release.digest,
+        task.family
+    );
+    for line in w.summary_lines() {
+        outln!("  service {line}");
     }
 }
