@@ -408,3 +408,139 @@ fn a_dependency_that_fails_names_itself_and_nothing_is_left_running() {
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+/// The example task `harbor-sidecar-kv-001` copied into a corpus as `id`: its environment
+/// and its `kv` service's image (environment/kv/kv.py over the Debian test image) pushed
+/// to `reg`, their names written into task.toml and the compose file.
+fn kv_example(reg: &Registry, c: &common::Corpus, id: &str) {
+    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&base_tar(), "tar")],
+        &path,
+        Some("/app"),
+        None,
+    );
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/harbor-sidecar-kv-001");
+    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
+    let app = layer(c.root(), "kv", &[("srv/kv.py", &kv_py)], "tar");
+    let digest = reg.push(
+        "akbench/kv:1",
+        &[(&base_tar(), "tar"), (&app, "tar")],
+        &path,
+        Some("/srv"),
+        None,
+    );
+    let dir = c.tasks().join(id);
+    assert!(std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&example)
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let edit = |rel: &str, from: &str, to: &str| {
+        let p = dir.join(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{rel} has no `{from}`");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "task.toml",
+        "workdir = \"/app\"",
+        &format!(
+            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+            reg.addr
+        ),
+    );
+    edit(
+        "environment/docker-compose.yaml",
+        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        &format!("{}/akbench/kv@{digest}", reg.addr),
+    );
+}
+
+fn trial(c: &common::Corpus, task: &str, agent: &str) -> akbench_core::record::RunRecord {
+    let t = c.task(task);
+    let a = c.agent(agent);
+    let mut req = c.request(&t, &a, agent);
+    req.options.runtime = akbench_worker::runtime::RuntimeKind::Container;
+    req.options.agent_timeout_sec = Some(60.0);
+    req.infrastructure_retries = 0;
+    let record = c
+        .orchestrator()
+        .run_trial(
+            &req,
+            &akbench_core::dispatch::Backoff::NONE,
+            &akbench_worker::orchestrator::Silent,
+            &CancelToken::new(),
+        )
+        .unwrap()
+        .record;
+    for a in &record.attempts {
+        eprintln!(
+            "{agent} attempt {}: state={} cause={:?} grade={:?} services={:?}",
+            a.number,
+            a.state,
+            a.cause,
+            a.grade.as_ref().map(|g| (g.ok, g.score, &g.report)),
+            a.services
+        );
+    }
+    record
+}
+
+/// The example runs as Harbor would run it: the oracle's solution calls the service's API
+/// and the grader reads the state the service holds (solved); a no-op agent leaves the
+/// service as it was (not solved). Each record lists the service with its pinned image,
+/// and says it ran until the trial ended.
+#[test]
+fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_op_agent() {
+    const TEST: &str =
+        "the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_op_agent";
+    if !runs_here(TEST) {
+        return;
+    }
+    let reg = Registry::start();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
+    let c = common::corpus();
+    kv_example(&reg, &c, "kv");
+    let oracle = trial(&c, "kv", "oracle");
+    assert_eq!(
+        oracle.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        oracle.attempts[0].cause
+    );
+    assert_eq!(
+        oracle.outcome.ok,
+        Some(true),
+        "{:?}",
+        oracle.attempts[0].grade
+    );
+    let services = &oracle.attempts[0].services;
+    assert_eq!(services.len(), 1, "{services:?}");
+    assert_eq!(services[0].name, "kv");
+    assert!(
+        services[0]
+            .image
+            .starts_with(&format!("{}/akbench/kv@sha256:", reg.addr)),
+        "{services:?}"
+    );
+    assert!(services[0].ready_ms.is_some(), "{services:?}");
+    assert_eq!(
+        services[0].ended.as_deref(),
+        Some("running until the trial ended (stopped by the worker)")
+    );
+    let noop = trial(&c, "kv", "noop");
+    assert_eq!(
+        noop.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        noop.attempts[0].cause
+    );
+    assert_eq!(noop.outcome.ok, Some(false), "{:?}", noop.attempts[0].grade);
+    assert_eq!(noop.attempts[0].services.len(), 1);
+}

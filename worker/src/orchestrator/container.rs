@@ -14,26 +14,13 @@ use akbench_core::lifecycle::Event;
 use std::path::Path;
 
 /// For a `container` attempt: the task's image, held in use, and the note of the
-/// CONFIGURING_RUNTIME transition; `None` under any other runtime. A task with sidecar
-/// services (`Task::world`) is rejected under every runtime: this worker does not start
-/// them yet, and a task never runs without its services.
+/// CONFIGURING_RUNTIME transition; `None` under any other runtime.
 #[allow(clippy::type_complexity)]
 pub(super) fn image(
     orch: &Orchestrator,
     req: &AttemptRequest<'_>,
     endpoints: &[Endpoint],
 ) -> Result<Option<(Unpacked, Image, String)>, (Event, String)> {
-    if let Some(world) = &req.task.world {
-        let names: Vec<&str> = world.services.iter().map(|s| s.name.as_str()).collect();
-        return Err((
-            Event::Rejected,
-            format!(
-                "task `{}` has sidecar services ({}; environment/docker-compose.yaml), which this worker does not start yet (a task never runs without its services); fix: run it on a worker that starts sidecars, or leave it out of the run",
-                req.task.release.id,
-                names.join(", ")
-            ),
-        ));
-    }
     if req.options.runtime != RuntimeKind::Container {
         return Ok(None);
     }
@@ -94,13 +81,13 @@ pub(super) fn agent_view(
 }
 
 /// Whether the agent runs in a long-lived environment of the task ([`crate::runtime::shared`]):
-/// the attempt grades in it (`place`, [`akbench_core::grading_env::decide`]) or the task
-/// declares a healthcheck.
+/// the attempt grades in it (`place`, [`akbench_core::grading_env::decide`]), the task
+/// declares a healthcheck, or it has sidecar services (they join that environment).
 pub(super) fn wants_environment(
     task: &akbench_core::task::Task,
     place: akbench_core::grading_env::GradeIn,
 ) -> bool {
-    place.shared() || task.file.environment.contains_key("healthcheck")
+    place.shared() || task.file.environment.contains_key("healthcheck") || task.world.is_some()
 }
 
 /// Polls the task's `[environment] healthcheck` in `env` until it passes

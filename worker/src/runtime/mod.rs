@@ -544,7 +544,17 @@ pub(crate) fn prepare_with(
     };
     if network.as_ref().is_some_and(net::Network::has_proxy) {
         // The declared endpoints stay direct: their forwarders serve them.
-        let direct: Vec<&str> = exposure.endpoints.iter().map(|e| e.host.as_str()).collect();
+        let named: Vec<String> = exposure
+            .hosts
+            .iter()
+            .flat_map(|(n, a)| [n.clone(), a.to_string()])
+            .collect();
+        let direct: Vec<&str> = exposure
+            .endpoints
+            .iter()
+            .map(|e| e.host.as_str())
+            .chain(named.iter().map(String::as_str))
+            .collect();
         for (k, v) in egress::env_vars(&direct) {
             spec.env.insert(k.into(), v);
         }

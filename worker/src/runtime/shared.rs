@@ -274,7 +274,18 @@ impl Env {
         let mut guard = prepared.guard;
         let net = Arc::new(Mutex::new(EnvNet {
             network: guard.net.take(),
-            direct: exposure.endpoints.iter().map(|e| e.host.clone()).collect(),
+            // The world's members are reached directly too, never through the proxy.
+            direct: exposure
+                .endpoints
+                .iter()
+                .map(|e| e.host.clone())
+                .chain(
+                    exposure
+                        .hosts
+                        .iter()
+                        .flat_map(|(n, a)| [n.clone(), a.to_string()]),
+                )
+                .collect(),
             trust_vars,
             between: Vec::new(),
         }));
