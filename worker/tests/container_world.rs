@@ -261,21 +261,25 @@ fn start(f: &Fixture, w: &World, name: &str) -> Result<(Env, Facts), String> {
 
 /// Runs `script` (python) in `env` as a probe; its stdout.
 fn run_in(env: &Env, dir: &Path, script: &str) -> String {
+    run_as(
+        env,
+        dir,
+        script,
+        ExecAs::Grader {
+            mounts: Vec::new(),
+            writable: Vec::new(),
+            limits: Limits::default(),
+        },
+    )
+}
+
+/// Runs `script` (python) in `env` as `who`; its stdout.
+fn run_as(env: &Env, dir: &Path, script: &str, who: ExecAs) -> String {
     let mut s = spec(dir, &format!("probe-{}", std::process::id()));
     s.argv = vec!["python3".into(), "-c".into(), script.into()];
     s.stdout_path = dir.join("probe.out");
     s.stderr_path = dir.join("probe.err");
-    let prepared = env
-        .exec(
-            s,
-            ExecAs::Grader {
-                mounts: Vec::new(),
-                writable: Vec::new(),
-                limits: Limits::default(),
-            },
-            None,
-        )
-        .unwrap();
+    let prepared = env.exec(s, who, None).unwrap();
     let running = spawn(prepared.spec).unwrap();
     running.wait(&CancelToken::new());
     prepared.guard.finish();
@@ -318,6 +322,35 @@ fn the_environment_reaches_its_sidecars_by_name_and_nothing_else_not_even_anothe
         "import socket\nfor a in [('127.0.0.1', {registry_port}), ('10.89.1.1', 80), ('1.1.1.1', 80)]:\n  try:\n    socket.create_connection(a, timeout=1); print('reached', a)\n  except OSError:\n    print('no')"
     );
     assert_eq!(run_in(&env, &dir, &probe), "no\nno\nno");
+    // The agent (root in its environment) cannot take a sidecar's place: /etc/hosts is
+    // read-only, the address of `kv` is not its own, and it may not change its links.
+    let kv_addr = w
+        .addresses()
+        .into_iter()
+        .find(|(n, _)| n == "kv")
+        .unwrap()
+        .1;
+    let hijack = r#"
+import fcntl, socket, struct
+try:
+    open("/etc/hosts", "a").write("10.89.0.2 kv\n"); print("hosts written")
+except OSError:
+    print("hosts read-only")
+try:
+    socket.socket().bind(("KV", 7000)); print("bound kv's address")
+except OSError:
+    print("cannot bind")
+try:
+    ifreq = struct.pack("16sH2s4s8s", b"eth0", socket.AF_INET, b"\0\0", socket.inet_aton("KV"), b"\0" * 8)
+    fcntl.ioctl(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), 0x8916, ifreq); print("address changed")
+except OSError:
+    print("cannot change links")
+"#
+    .replace("KV", &kv_addr.to_string());
+    assert_eq!(
+        run_as(&env, &dir, &hijack, ExecAs::Agent),
+        "hosts read-only\ncannot bind\ncannot change links"
+    );
     // A second world of the same task, at the same addresses, is another network: a key
     // set in one world's store is not in the other's.
     let (two, _) = start(&f, &w, "two").unwrap();

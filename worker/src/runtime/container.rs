@@ -630,6 +630,10 @@ pub fn args(plan: &Plan, view: &View, root: &Path, userns: Option<i32>) -> Vec<S
     // The workspace (the plan's working folder) also at the task's folder, where it runs.
     if view.workspace {
         a.extend(["--bind".into(), s(&plan.cwd), view.image.workdir.clone()]);
+    } else {
+        // A service runs in its working folder, made when the image lacks it (as
+        // `docker run -w` makes it).
+        a.extend(["--dir".into(), view.image.workdir.clone()]);
     }
     for (host, inside) in &view.mounts {
         a.extend(["--bind".into(), s(host), inside.clone()]);

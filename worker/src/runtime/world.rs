@@ -296,6 +296,15 @@ impl Waits {
                         .service(&d.service)
                         .ok_or_else(|| format!("service `{}` is not running", d.service))?;
                     let scratch = with.scratch.join(&d.service);
+                    if env.has_exited() {
+                        let code = env.wait_exit().and_then(|e| e.exit_code);
+                        return Err(format!(
+                            "service `{}` ended ({}) before it became healthy (`{who}` waits for it): {}",
+                            d.service,
+                            code.map_or("without an exit code".to_string(), |c| format!("exit code {c}")),
+                            said(&scratch)
+                        ));
+                    }
                     super::health::poll(env, &hc, &template, &scratch, cancel).map_err(|e| {
                         format!(
                             "service `{}` did not become healthy (`{who}` waits for it): {e}",
@@ -328,17 +337,12 @@ impl Waits {
                     }
                     let code = env.wait_exit().and_then(|e| e.exit_code);
                     if code != Some(0) {
-                        let said = akbench_core::bounded_read::ReadKind::Log
-                            .read_text(
-                                &with.scratch.join(&d.service).join("environment.stderr.log"),
-                                akbench_core::bounded_read::Links::Refuse,
-                            )
-                            .unwrap_or_default();
+                        let said = said(&with.scratch.join(&d.service));
                         return Err(format!(
                             "service `{}` ended {} and `{who}` waits for it to complete successfully: {}",
                             d.service,
                             code.map_or("without an exit code".to_string(), |c| format!("with exit code {c}")),
-                            akbench_core::limits::elide(said.trim())
+                            said
                         ));
                     }
                     running.ready(&d.service, at.elapsed().as_millis() as u64);
@@ -347,4 +351,15 @@ impl Waits {
         }
         Ok(())
     }
+}
+
+/// The end of what a service's program wrote to its stderr (`scratch`: its folder).
+fn said(scratch: &std::path::Path) -> String {
+    let text = akbench_core::bounded_read::ReadKind::Log
+        .read_text(
+            &scratch.join("environment.stderr.log"),
+            akbench_core::bounded_read::Links::Refuse,
+        )
+        .unwrap_or_default();
+    akbench_core::limits::elide(text.trim())
 }
