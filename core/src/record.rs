@@ -23,6 +23,7 @@ use uuid::Uuid;
 pub use ended_by::{EndedBy, ALL_ENDERS};
 
 mod ended_by;
+pub mod services;
 mod step;
 pub mod steps;
 pub mod wire;
@@ -402,6 +403,10 @@ pub struct AttemptRecord {
     /// ([`steps::StepResult`]); empty for a one-step task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<steps::StepResult>,
+    /// An interactive world's sidecar services as this attempt started them
+    /// ([`services::ServiceFacts`]); empty for a task without sidecars.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<services::ServiceFacts>,
 }
 
 /// The trial's outcome, taken from its last attempt; or `cancelled` with its reason when its

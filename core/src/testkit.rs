@@ -219,6 +219,7 @@ pub fn attempt_record(
         environment: None,
     });
     crate::record::AttemptRecord {
+        services: Vec::new(),
         attempt: crate::record::Identity {
             id,
             key: format!("{trial_key}/a{number}"),

@@ -91,6 +91,7 @@ fn attempt_of(trial: &PlannedTrial, a: StoredAttempt) -> Result<AttemptRecord, S
         });
     }
     Ok(AttemptRecord {
+        services: Vec::new(),
         attempt: Identity {
             id: a.id,
             key: attempt_key(&trial.key, a.number),

@@ -117,6 +117,7 @@ mod tests {
     fn attempt(path: &[State]) -> AttemptRecord {
         let at = Utc::now();
         AttemptRecord {
+            services: Vec::new(),
             attempt: Identity {
                 id: Uuid::now_v7(),
                 key: "run/t/a/r1/a1".into(),

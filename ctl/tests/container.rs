@@ -967,3 +967,82 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
         assert_eq!(steps, want, "{agent}: {}", r.display());
     }
 }
+
+/// The example with a sidecar (`harbor-sidecar-kv-001`) copied under `tmp/tasks`, its
+/// environment's image and its `kv` service's (environment/kv/kv.py over the Debian test
+/// image) pushed to a fresh registry whose names task.toml and the compose file take.
+fn sidecar_task(tmp: &Path) -> (registry::Registry, PathBuf) {
+    let reg = registry::Registry::start();
+    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    let base = registry::base_tar();
+    reg.push("akbench/base:bookworm", &[(&base, "tar")], &path, Some("/app"), None);
+    let example = examples().join("tasks/harbor-sidecar-kv-001");
+    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
+    let app = registry::layer(tmp, "kv", &[("srv/kv.py", &kv_py)], "tar");
+    let digest = reg.push(
+        "akbench/kv:1",
+        &[(&base, "tar"), (&app, "tar")],
+        &path,
+        Some("/srv"),
+        None,
+    );
+    let dir = tmp.join("tasks/harbor-sidecar-kv-001");
+    std::fs::create_dir_all(tmp.join("tasks")).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&example)
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let edit = |rel: &str, from: &str, to: &str| {
+        let p = dir.join(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{rel} has no `{from}`");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "task.toml",
+        "workdir = \"/app\"",
+        &format!(
+            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+            reg.addr
+        ),
+    );
+    edit(
+        "environment/docker-compose.yaml",
+        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        &format!("{}/akbench/kv@{digest}", reg.addr),
+    );
+    (reg, dir)
+}
+
+/// `task check` of a task with a sidecar starts the service for both sides: the reference
+/// solution, which must use the service's API, is solved; the baseline is not. The check
+/// lists the service (name, pinned image) and `main`'s wait for its health.
+#[test]
+fn a_task_with_a_sidecar_is_checked_valid_with_its_service_running() {
+    const TEST: &str = "a_task_with_a_sidecar_is_checked_valid_with_its_service_running";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, dir) = sidecar_task(tmp.path());
+    let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 0, "{v}{stderr}");
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["family"], "interactive", "{v}");
+    let services = v["services"].as_array().cloned().unwrap_or_default();
+    assert_eq!(services[0]["name"], "kv", "{v}");
+    assert!(
+        services[0]["image"]
+            .as_str()
+            .is_some_and(|i| i.starts_with(&format!("{}/akbench/kv@sha256:", reg.addr))),
+        "{v}"
+    );
+    assert_eq!(
+        services[1],
+        serde_json::json!({"name": "main", "depends_on": [{"service": "kv", "condition": "service_healthy"}]}),
+        "{v}"
+    );
+}

@@ -362,12 +362,11 @@ fn a_task_given_by_path_finds_its_repository_beside_it_not_under_tasks_root() {
     assert_eq!(v["state"], "completed", "{all}");
 }
 
-/// A task with sidecar services (environment/docker-compose.yaml) plans under `container`,
-/// and until the worker starts sidecars its attempt is rejected at VALIDATING naming them
-/// (`invalid_configuration`, no verdict): it never runs without its services. Under
-/// another runtime it is bad input naming the fix.
+/// A task with sidecar services (environment/docker-compose.yaml) is bad input under a
+/// runtime other than `container` (it never runs without its services), naming the fix.
+/// (Under `container` its services start: `worker/tests/container_world.rs`.)
 #[test]
-fn a_task_with_sidecars_is_rejected_naming_its_services_never_run_without_them() {
+fn a_task_with_sidecars_is_bad_input_under_another_runtime() {
     let env = Env::new();
     let tasks = env.tmp.path().join("tasks");
     std::fs::create_dir_all(&tasks).unwrap();
@@ -421,19 +420,6 @@ fn a_task_with_sidecars_is_rejected_naming_its_services_never_run_without_them()
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, v, stderr) = run("container");
-    assert_eq!(code, 4, "{v} {stderr}");
-    assert_eq!(v["state"], "invalid_configuration", "{v}");
-    let cause = v["cause"].as_str().unwrap_or_default();
-    assert!(
-        cause.contains("sidecar services (db, cache;") && cause.contains("fix:"),
-        "{v}"
-    );
-    let rec = env.record(&v);
-    assert!(
-        !states(&rec).contains(&"configuring_runtime".to_string()),
-        "{rec}"
-    );
     let (code, _, stderr) = run("sandbox");
     assert_eq!(code, 2, "{stderr}");
     assert!(

@@ -42,6 +42,7 @@ fn once(dir: &Path, kind: RuntimeKind, image: Option<&Image>, i: usize) -> Durat
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),
@@ -49,6 +50,7 @@ fn once(dir: &Path, kind: RuntimeKind, image: Option<&Image>, i: usize) -> Durat
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.join(format!("rt{i}")),
         container: image.map(|i| View {
+            workspace: true,
             image: i.clone(),
             mounts: Vec::new(),
             ro_mounts: Vec::new(),

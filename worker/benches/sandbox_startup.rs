@@ -35,6 +35,7 @@ fn once(dir: &Path, kind: RuntimeKind, endpoints: &[Endpoint], i: usize) -> (Dur
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),

@@ -476,6 +476,7 @@ fn run_once(
     ]
     .concat();
     let exposure = Exposure {
+        hosts: Vec::new(),
         // The task's network for grading (docs/network.md).
         egress: match crate::runtime::egress::Policy::for_phase(task.network.verifier.clone()) {
             Ok(p) => Some(p),
@@ -488,6 +489,7 @@ fn run_once(
         endpoints: Vec::new(),
         scratch: eval_root.join("runtime"),
         container: place.image.map(|i| crate::runtime::container::View {
+            workspace: true,
             image: i.clone(),
             mounts: vec![(verifier.clone(), "/logs/verifier".into())],
             // Harbor's place of the tests, as its test.sh files name it.

@@ -39,3 +39,4 @@ pub mod spread;
 pub mod task_check;
 pub mod trial;
 pub mod workspace;
+pub mod world_env;

@@ -409,6 +409,11 @@ impl Running {
         self.pid
     }
 
+    /// Whether the leader has exited (it is not reaped until [`Running::wait`]).
+    pub fn has_exited(&self) -> bool {
+        !matches!(self.exited.try_recv(), Err(mpsc::TryRecvError::Empty))
+    }
+
     /// Waits for the end, enforcing the timeout and watching `cancel`. Always leaves no
     /// process of the attempt alive, except for a [`ChildHooks::contained`] child, whose
     /// runtime kills and waits for what is left (its cgroups) once this returned.

@@ -911,6 +911,7 @@ pub(crate) fn solution_launch(
     };
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
+        hosts: Vec::new(),
         // The reference solution stands in for an agent: the agent's network.
         egress: Some(crate::runtime::egress::Policy::for_phase(
             task.network.agent.clone(),
@@ -925,6 +926,7 @@ pub(crate) fn solution_launch(
         endpoints: Vec::new(),
         scratch: dir.join("runtime"),
         container: image.map(|i| crate::runtime::container::View {
+            workspace: true,
             image: i.clone(),
             mounts: Vec::new(),
             // Harbor's place of the solution, as its solve.sh files name it.
@@ -1006,9 +1008,28 @@ pub(crate) fn reference_env(
         exposure.egress.as_ref(),
         task.network.verifier.clone(),
     )?;
-    let env =
-        crate::runtime::shared::Env::start(spec.clone(), &exposure, grading_limits(task), trust)
-            .map_err(|e| format!("failed to start the environment: {e}"))?;
+    // A task with sidecar services is graded with a world of its own (fresh services).
+    let ctx = crate::world_env::WorldCtx {
+        images: &orch.images,
+        scratch: &dir.join("world"),
+        facts: Default::default(),
+        clock: &*orch.clock,
+    };
+    let env = crate::world_env::start(
+        spec.clone(),
+        &exposure,
+        grading_limits(task),
+        trust,
+        task.world.as_ref(),
+        &ctx,
+        cancel,
+    )
+    .map_err(|e| match e {
+        crate::world_env::WorldEnvError::Refused(e)
+        | crate::world_env::WorldEnvError::Failed(e) => {
+            format!("failed to start the environment: {e}")
+        }
+    })?;
     // Docker's healthcheck, polled before the solution runs, as before a trial's agent: an
     // environment that never becomes healthy cannot be graded in here.
     if let Err(why) = crate::orchestrator::container::healthcheck(&env, task, &spec, dir, cancel) {

@@ -60,6 +60,7 @@ fn run(script: &str, limits: Limits, readable: Vec<PathBuf>) -> Ran {
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,

@@ -87,6 +87,7 @@ fn observe(limits: Limits) -> Vec<(i32, String, String)> {
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),
@@ -201,6 +202,7 @@ fn ended(
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,

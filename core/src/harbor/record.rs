@@ -88,6 +88,7 @@ pub fn attempt(
     });
     let duration = u64::try_from((finished - started).num_milliseconds()).unwrap_or(0);
     AttemptRecord {
+        services: Vec::new(),
         attempt: Identity {
             id: attempt_id,
             key: attempt_key(trial_key, 1),

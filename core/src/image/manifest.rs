@@ -138,6 +138,9 @@ pub struct RunConfig {
     /// `Entrypoint` (empty when unset): kept running under a shared environment, with
     /// Harbor's command after it (`sleep infinity`) in place of the image's `Cmd`.
     pub entrypoint: Vec<String>,
+    /// `Cmd` (empty when unset): a sidecar service's program after its entrypoint, unless
+    /// its compose `command` (or `entrypoint`) replaces it.
+    pub cmd: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +160,8 @@ struct RawConfig {
     user: Option<String>,
     #[serde(default)]
     entrypoint: Option<Vec<String>>,
+    #[serde(default)]
+    cmd: Option<Vec<String>>,
 }
 
 /// Reads an image configuration blob.
@@ -181,6 +186,7 @@ pub fn run_config(bytes: &[u8]) -> Result<RunConfig, String> {
         working_dir: nonempty(c.working_dir),
         user: nonempty(c.user),
         entrypoint: c.entrypoint.unwrap_or_default(),
+        cmd: c.cmd.unwrap_or_default(),
     })
 }
 

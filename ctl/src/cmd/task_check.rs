@@ -71,16 +71,7 @@ pub fn run(args: TaskCheckArgs) -> anyhow::Result<i32> {
     };
     let (check, was_cached) = match cached {
         Some(c) => (c, true),
-        None => match check_now(&orch, &task, runtime) {
-            Ok(c) => (c, false),
-            Err(e) => {
-                // What the task's world is, even when it cannot be checked here.
-                if task.world.is_some() {
-                    print_world(&task, args.json);
-                }
-                return Err(e);
-            }
-        },
+        None => (check_now(&orch, &task, runtime)?, false),
     };
     if !was_cached {
         keep(&file, &check)?;
@@ -198,29 +189,3 @@ fn print_fields(task: &task::Task) {
     }
 }
 
-/// The task's sidecar services (`services`, as a check's JSON has them), for a task whose
-/// check could not run.
-fn print_world(task: &task::Task, json: bool) {
-    let Some(w) = &task.world else { return };
-    if json {
-        let v = serde_json::json!({
-            "task": task.release.id,
-            "version": task.release.version,
-            "digest": task.release.digest,
-            "family": task.family,
-            "services": w.summary(),
-        });
-        outln!("{v}");
-        return;
-    }
-    outln!(
-        "task {} {} ({}): {}, not checked",
-        task.release.id,
-        task.release.version,
-        task.release.digest,
-        task.family
-    );
-    for line in w.summary_lines() {
-        outln!("  service {line}");
-    }
-}

@@ -440,6 +440,7 @@ pub(super) fn synthetic_record(
 ) -> AttemptRecord {
     let now = chrono::Utc::now();
     AttemptRecord {
+        services: Vec::new(),
         attempt: Identity {
             id: Uuid::parse_str(attempt_id).unwrap_or(Uuid::nil()),
             key: key.to_string(),

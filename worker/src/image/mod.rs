@@ -23,7 +23,7 @@ mod task;
 mod unpack;
 
 pub use registry::{credentials_file, Client};
-pub use task::{for_task, TaskImageError};
+pub use task::{for_services, for_task, TaskImageError};
 
 use akbench_core::image::layer::compression;
 pub use akbench_core::image::limits::ImageLimits;

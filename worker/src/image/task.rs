@@ -51,3 +51,37 @@ pub fn for_task(store: &Store, task: &Task) -> Result<(Unpacked, Image), TaskIma
     }
     Ok((unpacked, view))
 }
+
+/// The images of `world`'s sidecar services (each pinned by its compose file), in the
+/// compose file's order: (service name, its view, held in use until dropped). A service's
+/// `user:` and `working_dir:` replace its image's.
+pub fn for_services(
+    store: &Store,
+    world: &akbench_core::task::world::World,
+) -> Result<Vec<(String, Image, Unpacked)>, TaskImageError> {
+    world
+        .services
+        .iter()
+        .map(|s| {
+            let unpacked = store.ensure(&s.image)?;
+            let user = container::image_user(
+                s.user.as_deref().or(unpacked.run.user.as_deref()),
+                &unpacked.rootfs,
+            )
+            .map_err(|e| TaskImageError::Refused(format!("service `{}`: {e}", s.name)))?;
+            let workdir = s
+                .working_dir
+                .clone()
+                .or_else(|| unpacked.run.working_dir.clone())
+                .unwrap_or_else(|| "/".into());
+            let image = Image {
+                user,
+                pinned: s.image.pinned(&unpacked.digest),
+                rootfs: unpacked.rootfs.clone(),
+                run: unpacked.run.clone(),
+                workdir,
+            };
+            Ok((s.name.clone(), image, unpacked))
+        })
+        .collect()
+}

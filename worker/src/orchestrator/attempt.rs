@@ -57,6 +57,9 @@ struct Run<'a> {
     steps: Vec<akbench_core::record::steps::StepResult>,
     /// What the steps' grading ran with, once every step that ran is done.
     steps_grading: Option<akbench_core::record::steps::GradeBase>,
+    /// An interactive world's sidecars, as started and ended (written by the running
+    /// world, `runtime::world`, which ends before the record is made).
+    services: std::sync::Arc<std::sync::Mutex<Vec<akbench_core::record::services::ServiceFacts>>>,
 }
 
 impl<'a> Run<'a> {
@@ -86,6 +89,7 @@ impl<'a> Run<'a> {
             provenance: crate::provenance::here(&orch.worker_id),
             steps: Vec::new(),
             steps_grading: None,
+            services: Default::default(),
         };
         r.record(State::Pending, None);
         r
@@ -366,6 +370,7 @@ pub(super) fn run(
         redacted: r.redacted.into_iter().collect(),
         provenance: Some(r.provenance),
         steps: r.steps,
+        services: r.services.lock().map(|s| s.clone()).unwrap_or_default(),
     }
 }
 

@@ -70,6 +70,7 @@ pub(super) fn agent_view(
         mounts.push((host, format!("/logs/{name}")));
     }
     Ok(View {
+        workspace: true,
         image: image.clone(),
         mounts,
         ro_mounts: solution
@@ -80,13 +81,13 @@ pub(super) fn agent_view(
 }
 
 /// Whether the agent runs in a long-lived environment of the task ([`crate::runtime::shared`]):
-/// the attempt grades in it (`place`, [`akbench_core::grading_env::decide`]) or the task
-/// declares a healthcheck.
+/// the attempt grades in it (`place`, [`akbench_core::grading_env::decide`]), the task
+/// declares a healthcheck, or it has sidecar services (they join that environment).
 pub(super) fn wants_environment(
     task: &akbench_core::task::Task,
     place: akbench_core::grading_env::GradeIn,
 ) -> bool {
-    place.shared() || task.file.environment.contains_key("healthcheck")
+    place.shared() || task.file.environment.contains_key("healthcheck") || task.world.is_some()
 }
 
 /// Polls the task's `[environment] healthcheck` in `env` until it passes
@@ -107,90 +108,4 @@ pub(crate) fn healthcheck(
     poll(env, &hc, template, scratch, cancel)
 }
 
-/// Polls `hc` in `env` until it passes ([`akbench_core::healthcheck::next`]): the task's
-/// healthcheck, or a step's (`[[steps]] healthcheck`, after the step's setup). The error
-/// says why it is unhealthy, with the last try's output.
-pub(crate) fn poll(
-    env: &crate::runtime::shared::Env,
-    hc: &akbench_core::healthcheck::Healthcheck,
-    template: &crate::process::ProcessSpec,
-    scratch: &Path,
-    cancel: &crate::process::CancelToken,
-) -> Result<(), String> {
-    use akbench_core::healthcheck::{next, Next};
-    use std::time::{Duration, Instant};
-    let start = Instant::now();
-    let mut failures = 0;
-    for n in 1u64.. {
-        let started_at = start.elapsed().as_secs_f64();
-        let mut spec = template.clone();
-        spec.argv = vec!["sh".into(), "-c".into(), hc.command.clone()];
-        spec.stdout_path = scratch.join("healthcheck.stdout.log");
-        spec.stderr_path = scratch.join("healthcheck.stderr.log");
-        spec.timeout = Duration::from_secs_f64(hc.timeout_sec);
-        spec.grace = Duration::from_secs(1);
-        spec.tag = format!("{}-health-{n}", template.tag);
-        spec.output_cap = 64 * 1024;
-        let prepared = env
-            .exec(
-                spec.clone(),
-                crate::runtime::shared::ExecAs::Grader {
-                    mounts: Vec::new(),
-                    writable: Vec::new(),
-                    limits: crate::runtime::Limits::default(),
-                },
-                // A probe: the environment's network as it is, no proxy of its own.
-                None,
-            )
-            .map_err(|e| format!("failed to run the healthcheck: {e}"))?;
-        let guard = prepared.guard;
-        let running = match crate::process::spawn(prepared.spec) {
-            Ok(r) => r,
-            Err(e) => {
-                guard.finish();
-                return Err(format!("failed to run the healthcheck: {e}"));
-            }
-        };
-        let end = running.wait(cancel);
-        guard.finish();
-        if cancel.is_cancelled() {
-            return Err("cancelled while the healthcheck ran".into());
-        }
-        let passed = end.exit_code == Some(0) && !end.timed_out;
-        match next(hc, started_at, passed, &mut failures) {
-            Next::Healthy => return Ok(()),
-            Next::Unhealthy(why) => {
-                let said = [&spec.stdout_path, &spec.stderr_path]
-                    .iter()
-                    .map(|p| {
-                        akbench_core::bounded_read::ReadKind::Log
-                            .read_text(p, akbench_core::bounded_read::Links::Refuse)
-                            .unwrap_or_default()
-                    })
-                    .collect::<Vec<_>>()
-                    .join("");
-                let last = if end.timed_out {
-                    format!("the last try ran out of its {}s", hc.timeout_sec)
-                } else if let Some(code) = end.exit_code {
-                    format!("the last try exited {code}")
-                } else {
-                    format!("the last try was killed by signal {:?}", end.signal)
-                };
-                return Err(format!(
-                    "{why}; {last}: {}",
-                    akbench_core::limits::elide(said.trim())
-                ));
-            }
-            Next::Retry(secs) => {
-                let until = Instant::now() + Duration::from_secs_f64(secs);
-                while Instant::now() < until {
-                    if cancel.is_cancelled() {
-                        return Err("cancelled while the healthcheck ran".into());
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-    }
-    Ok(())
-}
+pub(crate) use crate::runtime::health::poll;

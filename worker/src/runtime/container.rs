@@ -62,6 +62,9 @@ pub struct View {
     /// Read-only host folders with agent CLIs the image may lack, bound at their host paths
     /// (their `bin/` appended to `PATH`).
     pub tools: Vec<PathBuf>,
+    /// Whether the process's working folder (the workspace) is bound at the image's
+    /// `workdir`; `false` for a sidecar service, which runs in its image's own folder.
+    pub workspace: bool,
 }
 
 /// The uid and gid of the image's `User` (`""`: root; `name`, `uid`, `name:group`,
@@ -625,7 +628,13 @@ pub fn args(plan: &Plan, view: &View, root: &Path, userns: Option<i32>) -> Vec<S
     bwrap::kernel_views(&mut a, plan);
     bwrap::host_paths(&mut a, &view.tools, plan);
     // The workspace (the plan's working folder) also at the task's folder, where it runs.
-    a.extend(["--bind".into(), s(&plan.cwd), view.image.workdir.clone()]);
+    if view.workspace {
+        a.extend(["--bind".into(), s(&plan.cwd), view.image.workdir.clone()]);
+    } else {
+        // A service runs in its working folder, made when the image lacks it (as
+        // `docker run -w` makes it).
+        a.extend(["--dir".into(), view.image.workdir.clone()]);
+    }
     for (host, inside) in &view.mounts {
         a.extend(["--bind".into(), s(host), inside.clone()]);
     }
@@ -691,6 +700,7 @@ mod tests {
             status_fd: Some(11),
         };
         let view = View {
+            workspace: true,
             image: Image {
                 pinned: "r/x@sha256:00".into(),
                 rootfs: "/c/images/roots/00/rootfs".into(),
@@ -850,6 +860,7 @@ mod tests {
             ..Default::default()
         };
         let view = View {
+            workspace: true,
             image: Image {
                 pinned: "r/x@sha256:00".into(),
                 rootfs: lower.clone(),

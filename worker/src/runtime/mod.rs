@@ -21,6 +21,7 @@ pub mod bwrap;
 pub mod cgroup;
 pub mod container;
 pub mod egress;
+pub mod health;
 pub mod net;
 mod net_user;
 pub mod owner;
@@ -29,6 +30,8 @@ pub mod shared;
 pub mod subids;
 pub mod trust;
 pub mod userns;
+pub mod world;
+pub mod world_net;
 
 use crate::process::ProcessSpec;
 use akbench_core::endpoint::Endpoint;
@@ -108,6 +111,9 @@ pub struct Exposure {
     /// The phase's network beyond the endpoints, through the worker's egress proxy
     /// ([`egress`]); `None` (or a policy that reaches nothing): none.
     pub egress: Option<egress::Policy>,
+    /// Names `/etc/hosts` gives beyond the endpoints' (the members of an interactive
+    /// world's network, [`world`]).
+    pub hosts: Vec<(String, std::net::Ipv4Addr)>,
 }
 
 impl Exposure {
@@ -406,7 +412,10 @@ pub(crate) fn prepare_with(
         }
     };
     let hosts = exposure.scratch.join("hosts");
-    let hosts_text = net::hosts_file(network.as_ref().map(|n| n.bound()).unwrap_or_default());
+    let mut hosts_text = net::hosts_file(network.as_ref().map(|n| n.bound()).unwrap_or_default());
+    for (name, addr) in &exposure.hosts {
+        hosts_text.push_str(&format!("{addr} {name}\n"));
+    }
     if let Err(source) = std::fs::write(&hosts, hosts_text) {
         undo(&group, network);
         return Err(RuntimeError::Io {
@@ -535,7 +544,17 @@ pub(crate) fn prepare_with(
     };
     if network.as_ref().is_some_and(net::Network::has_proxy) {
         // The declared endpoints stay direct: their forwarders serve them.
-        let direct: Vec<&str> = exposure.endpoints.iter().map(|e| e.host.as_str()).collect();
+        let named: Vec<String> = exposure
+            .hosts
+            .iter()
+            .flat_map(|(n, a)| [n.clone(), a.to_string()])
+            .collect();
+        let direct: Vec<&str> = exposure
+            .endpoints
+            .iter()
+            .map(|e| e.host.as_str())
+            .chain(named.iter().map(String::as_str))
+            .collect();
         for (k, v) in egress::env_vars(&direct) {
             spec.env.insert(k.into(), v);
         }

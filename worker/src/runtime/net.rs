@@ -212,10 +212,10 @@ impl Network {
     }
 }
 
-type Made = (OwnedFd, Vec<TcpListener>);
+pub(crate) type Made = (OwnedFd, Vec<TcpListener>);
 
 /// Runs on a throwaway thread: after `unshare` the thread belongs to the new namespace.
-fn make_namespace(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
+pub(crate) fn make_namespace(addrs: &[(Ipv4Addr, u16)]) -> io::Result<Made> {
     // SAFETY: unshare affects only the calling thread's network namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());

@@ -87,6 +87,12 @@ pub struct Env {
     /// Folders handed to a phase's own user ([`Env::exec_as`]), given back when the
     /// environment ends (before its own hand-over is).
     handed: Mutex<Vec<owner::Handed>>,
+    /// How its program ended, once it did ([`Env::wait_exit`], or when the environment
+    /// ended).
+    ended: Option<crate::process::ProcessEnd>,
+    /// The interactive world it is a member of: its sidecars end after it
+    /// ([`Env::join_world`]).
+    world: Option<super::world::Running>,
 }
 
 /// The environment's network across phases (see the module documentation).
@@ -119,6 +125,27 @@ impl PhaseContacts {
             out.extend(network.take_contacts());
         }
         out
+    }
+}
+
+/// What [`Env::start_with`] runs, beyond [`Env::start`].
+#[derive(Default)]
+pub struct Start<'a> {
+    /// The program (a sidecar service's entrypoint and command); `None`: the image's
+    /// entrypoint with [`KEEPER`].
+    pub program: Option<Vec<String>>,
+    /// Called with the environment's network namespace before its program starts (links
+    /// it to an interactive world's network).
+    #[allow(clippy::type_complexity)]
+    pub attach: Option<&'a dyn Fn(&OwnedFd) -> Result<(), String>>,
+}
+
+impl std::fmt::Debug for Start<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Start")
+            .field("program", &self.program)
+            .field("attach", &self.attach.is_some())
+            .finish()
     }
 }
 
@@ -169,10 +196,23 @@ impl Env {
     /// environment's file system now). The environment's own program gets no proxy: each
     /// phase's program is given its network by [`Env::exec`].
     pub fn start(
+        spec: ProcessSpec,
+        exposure: &Exposure,
+        limits: Limits,
+        trust: Option<trust::Extra>,
+    ) -> Result<Env, RuntimeError> {
+        Self::start_with(spec, exposure, limits, trust, Start::default())
+    }
+
+    /// [`Env::start`] with `start`'s program and network hook: a sidecar service's program
+    /// in place of [`KEEPER`], and its namespace linked to the world's network before it
+    /// runs ([`super::world`]).
+    pub fn start_with(
         mut spec: ProcessSpec,
         exposure: &Exposure,
         limits: Limits,
         trust: Option<trust::Extra>,
+        start: Start<'_>,
     ) -> Result<Env, RuntimeError> {
         let view = exposure
             .container
@@ -194,14 +234,22 @@ impl Env {
                 }
             };
         // The image's ENTRYPOINT keeps running, with Harbor's command in place of `Cmd`.
-        spec.argv = view
-            .image
-            .run
-            .entrypoint
-            .iter()
-            .cloned()
-            .chain(KEEPER.iter().map(|s| (*s).to_string()))
-            .collect();
+        let service = start.program.is_some();
+        spec.argv = match start.program {
+            Some(argv) => argv,
+            None => view
+                .image
+                .run
+                .entrypoint
+                .iter()
+                .cloned()
+                .chain(KEEPER.iter().map(|s| (*s).to_string()))
+                .collect(),
+        };
+        if spec.argv.is_empty() {
+            return Err(err("the service has no program: its image has no `Entrypoint` or `Cmd` and the compose file no `command`; fix: write `command:` for it"));
+        }
+        let program_text = spec.argv.join(" ");
         spec.stdout_path = exposure.scratch.join("environment.stdout.log");
         spec.stderr_path = exposure.scratch.join("environment.stderr.log");
         spec.timeout = Duration::from_secs(7 * 24 * 3600);
@@ -226,10 +274,38 @@ impl Env {
         let mut guard = prepared.guard;
         let net = Arc::new(Mutex::new(EnvNet {
             network: guard.net.take(),
-            direct: exposure.endpoints.iter().map(|e| e.host.clone()).collect(),
+            // The world's members are reached directly too, never through the proxy.
+            direct: exposure
+                .endpoints
+                .iter()
+                .map(|e| e.host.clone())
+                .chain(
+                    exposure
+                        .hosts
+                        .iter()
+                        .flat_map(|(n, a)| [n.clone(), a.to_string()]),
+                )
+                .collect(),
             trust_vars,
             between: Vec::new(),
         }));
+        if let Some(attach) = start.attach {
+            let netns = net
+                .lock()
+                .ok()
+                .and_then(|n| n.network.as_ref().map(net::Network::netns_fd));
+            let linked = match netns {
+                Some(fd) => attach(&fd),
+                None => Err("the environment has no network namespace".into()),
+            };
+            if let Err(e) = linked {
+                if let Some(n) = net.lock().ok().and_then(|mut n| n.network.take()) {
+                    let _ = n.stop();
+                }
+                guard.finish();
+                return Err(err(e));
+            }
+        }
         let running = match spawn(prepared.spec) {
             Ok(r) => r,
             Err(e) => {
@@ -257,11 +333,18 @@ impl Env {
             relays: Mutex::new(Vec::new()),
             net,
             handed: Mutex::new(Vec::new()),
+            ended: None,
+            world: None,
         };
         let until = Instant::now() + START_WAIT;
         let pid = loop {
             if let Some(pid) = env.program_pid() {
                 break pid;
+            }
+            if service && env.running.as_ref().is_some_and(Running::has_exited) {
+                // A one-shot service ended before it could be entered: its exit is what
+                // counts ([`Env::wait_exit`]).
+                return Ok(env);
             }
             if Instant::now() > until || env.members().is_empty() {
                 let said = akbench_core::bounded_read::ReadKind::Log
@@ -269,8 +352,7 @@ impl Env {
                     .unwrap_or_default();
                 env.end();
                 return Err(err(format!(
-                    "the environment's program (`{}`) did not start: {}",
-                    KEEPER.join(" "),
+                    "the environment's program (`{program_text}`) did not start: {}",
                     akbench_core::limits::elide(said.trim())
                 )));
             }
@@ -635,11 +717,17 @@ impl Env {
             if let Some(n) = network {
                 let _ = n.stop();
             }
+            if let Some(world) = self.world.take() {
+                world.end();
+            }
             return None;
         };
+        // A program still running is stopped; one that ended is only reaped.
         let cancel = CancelToken::new();
-        cancel.cancel();
-        running.wait(&cancel);
+        if !running.has_exited() {
+            cancel.cancel();
+        }
+        self.ended = Some(running.wait(&cancel));
         if let Ok(mut handed) = self.handed.lock() {
             while let Some(h) = handed.pop() {
                 h.restore();
@@ -656,7 +744,40 @@ impl Env {
                 r.end();
             }
         }
+        if let Some(world) = self.world.take() {
+            world.end();
+        }
         finished
+    }
+
+    /// Makes `world` end with this environment, after its own processes.
+    pub fn join_world(&mut self, world: super::world::Running) {
+        self.world = Some(world);
+    }
+
+    /// Whether the environment's program has ended (a one-shot sidecar service).
+    pub fn has_exited(&self) -> bool {
+        self.ended.is_some() || self.running.as_ref().is_none_or(Running::has_exited)
+    }
+
+    /// How its program ended, once it has ([`Env::has_exited`]); the rest of the
+    /// environment's processes end with it.
+    pub fn wait_exit(&mut self) -> Option<&crate::process::ProcessEnd> {
+        if self.ended.is_none() && self.has_exited() {
+            self.end();
+        }
+        self.ended.as_ref()
+    }
+
+    /// Ends the environment like [`Env::finish`] and returns how its program ended.
+    pub fn finish_keeping_end(mut self) -> Option<crate::process::ProcessEnd> {
+        self.end();
+        self.ended.take()
+    }
+
+    /// How its program ended, when it has.
+    pub fn program_end(&self) -> Option<&crate::process::ProcessEnd> {
+        self.ended.as_ref()
     }
 
     /// Ends every process of the environment (its program, what the agent left running)

@@ -300,12 +300,14 @@ pub fn run_in(
         hooks: Default::default(),
     };
     let exposure = Exposure {
+        hosts: Vec::new(),
         writable: vec![ws.clone(), home.clone()],
         readable: vec![u.dir.clone()],
         endpoints: Vec::new(),
         disk_roots: vec![ws.clone(), home.clone()],
         scratch: dir.path().join("rt"),
         container: image.map(|i| View {
+            workspace: true,
             image: i.clone(),
             mounts: Vec::new(),
             ro_mounts: Vec::new(),

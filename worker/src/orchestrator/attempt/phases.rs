@@ -73,30 +73,22 @@ pub(super) fn validating(
     };
     r.provenance.adapter = Some(adapter.name().to_string());
     r.provenance.adapter_version = Some(crate::provenance::akbench_version());
-    // A multi-step task (family `lifecycle`) runs its steps ([`super::steps`]). A task
-    // with sidecar services (`interactive`, `Task::world`) is rejected naming them: this
-    // worker does not start them yet, and a task never runs without its services.
-    if let Some(world) = &task.world {
-        let names: Vec<&str> = world.services.iter().map(|s| s.name.as_str()).collect();
-        return r.end(
-            Event::Rejected,
-            format!(
-                "task `{}` has sidecar services ({}; environment/docker-compose.yaml), which this worker does not start yet (a task never runs without its services); fix: run it on a worker that starts sidecars, or leave it out of the run",
-                task.release.id,
-                names.join(", ")
-            ),
-        );
-    }
-    let runs = task.family == Family::Artefact
-        || (task.family == Family::Lifecycle && !task.steps.is_empty());
+    // A multi-step task (family `lifecycle`) runs its steps ([`super::steps`]); an
+    // interactive one starts its sidecar services with its environment
+    // ([`crate::world_env`]).
+    let runs = match task.family {
+        Family::Artefact => true,
+        Family::Lifecycle => !task.steps.is_empty(),
+        Family::Interactive => task.world.is_some(),
+    };
     if !runs {
         return r.end(
             Event::Rejected,
             format!(
-                "task `{}` is of family `{}`, which this runtime cannot execute yet (only artefact and multi-step `lifecycle` tasks){}",
+                "task `{}` is of family `{}` and declares no {}, so there is nothing to run it with; fix: remove `family` from its task.toml",
                 task.release.id,
                 task.family,
-                "",
+                if task.family == Family::Lifecycle { "`[[steps]]`" } else { "sidecar services (environment/docker-compose.yaml)" },
             ),
         );
     }
@@ -434,6 +426,7 @@ pub(super) fn launch(
         readable.extend(step_mounts.solutions.iter().cloned());
     }
     let exposure = Exposure {
+        hosts: Vec::new(),
         egress,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
@@ -509,11 +502,31 @@ pub(super) fn start_env(
         Ok(t) => t,
         Err(e) => return r.end(Event::InfrastructureFailed, e),
     };
-    let env =
-        match crate::runtime::shared::Env::start(keeper, &launched.exposure, req.limits(), trust) {
-            Ok(e) => e,
-            Err(e) => return r.end(Event::InfrastructureFailed, e.to_string()),
-        };
+    // With sidecar services, they start first and the environment joins their network.
+    let ctx = crate::world_env::WorldCtx {
+        images: &r.orch.images,
+        scratch: &work_root.join("world"),
+        facts: r.services.clone(),
+        clock: &*r.orch.clock,
+    };
+    let started = crate::world_env::start(
+        keeper,
+        &launched.exposure,
+        req.limits(),
+        trust,
+        task.world.as_ref(),
+        &ctx,
+        cancel,
+    );
+    let env = match started {
+        Ok(e) => e,
+        Err(crate::world_env::WorldEnvError::Refused(e)) => {
+            return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id))
+        }
+        Err(crate::world_env::WorldEnvError::Failed(e)) => {
+            return r.end(Event::InfrastructureFailed, e)
+        }
+    };
     // Docker's healthcheck, polled before the agent starts: failing is the
     // infrastructure's, never the agent's.
     let probe = launched.without_secrets();
