@@ -188,4 +188,3 @@ fn print_fields(task: &task::Task) {
         outln!("  ignored: {}: {}", u.field, u.why);
     }
 }
-
