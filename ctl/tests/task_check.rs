@@ -466,12 +466,38 @@ fn a_task_with_sidecars_is_checked_only_with_its_services() {
 /// `container` runtime (its family counted) and refused under another, writing nothing.
 #[test]
 fn a_multi_step_task_is_checked_and_planned_only_under_container() {
+    planned_only_under_container(
+        "harbor-steps-001",
+        "steps",
+        "lifecycle",
+        "harbor-steps-001 is a multi-step task",
+    );
+}
+
+/// A task with sidecar services (issue 46) is checked and planned only under `container`
+/// (its family counted); exporting its run to Harbor is refused naming the task and its
+/// services, writing nothing (the export would drop the services).
+#[test]
+fn a_task_with_sidecars_is_planned_only_under_container_and_not_exported() {
+    planned_only_under_container(
+        "harbor-sidecar-kv-001",
+        "sidecar",
+        "interactive",
+        "harbor-sidecar-kv-001 has sidecar services (kv;",
+    );
+}
+
+/// The example `example` copied with a pinned image: `task check` and a plan under `sandbox`
+/// are bad input naming `container`; planned under `container` as experiment `experiment`
+/// its family is counted; `run export-harbor` of that run is refused with `refusal`, writing
+/// nothing.
+fn planned_only_under_container(example: &str, experiment: &str, family: &str, refusal: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("tasks/harbor-steps-001");
+    let dir = tmp.path().join("tasks").join(example);
     std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
     assert!(Command::new("cp")
         .arg("-a")
-        .arg(examples().join("tasks/harbor-steps-001"))
+        .arg(examples().join("tasks").join(example))
         .arg(&dir)
         .status()
         .unwrap()
@@ -479,7 +505,7 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
     // A pinned image (planning pulls nothing).
     let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
     let pinned = format!(
-        "workdir = \"/app\"\ndocker_image = \"reg.example/steps@sha256:{}\"",
+        "workdir = \"/app\"\ndocker_image = \"reg.example/{experiment}@sha256:{}\"",
         "a".repeat(64)
     );
     std::fs::write(
@@ -487,13 +513,11 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
         toml.replacen("workdir = \"/app\"", &pinned, 1),
     )
     .unwrap();
-    // Its steps run only under `container` (checked step by step there: ctl/tests/container.rs).
+    // It runs only under `container` (checked there: ctl/tests/container.rs).
     let (code, _, stderr) = check(tmp.path(), &dir, &["--runtime", "sandbox"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("harbor-steps-001")
-            && stderr.contains("container")
-            && stderr.contains("fix:"),
+        stderr.contains(example) && stderr.contains("container") && stderr.contains("fix:"),
         "{stderr}"
     );
     assert!(!tmp.path().join("cache/task-checks").exists());
@@ -502,7 +526,7 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
         std::fs::write(
             &manifest,
             format!(
-                "experiment: steps\ntasks:\n  root: tasks\n  include: [\"harbor-steps-*\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: {runtime}\n",
+                "experiment: {experiment}\ntasks:\n  root: tasks\n  include: [\"{example}\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: {runtime}\n",
                 examples().join("agents").display()
             ),
         )
@@ -521,7 +545,7 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("harbor-steps-001") && stderr.contains("runtime: container"),
+        stderr.contains(example) && stderr.contains("runtime: container"),
         "{stderr}"
     );
     assert!(!tmp.path().join("runs-sandbox").exists());
@@ -533,11 +557,14 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("families lifecycle=1"), "{stdout}");
+    assert!(stdout.contains(&format!("families {family}=1")), "{stdout}");
     // Exporting it to Harbor is refused, naming the task, writing nothing.
     let key = stdout
         .lines()
-        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("steps-")))
+        .find_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with(&format!("{experiment}-")))
+        })
         .map(|w| {
             w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
                 .to_string()
@@ -561,7 +588,7 @@ fn a_multi_step_task_is_checked_and_planned_only_under_container() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("harbor-steps-001 is a multi-step task") && stderr.contains("fix:"),
+        stderr.contains(refusal) && stderr.contains("fix:"),
         "{stderr}"
     );
     assert!(!tmp.path().join("harbor").exists());

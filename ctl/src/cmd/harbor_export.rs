@@ -81,6 +81,17 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             ))
             .into());
         }
+        // The export writes one environment of its own and grades in a separate one: a
+        // task's sidecar services would be missing in Harbor, its verdict not the plan's.
+        if let Some(w) = &task.world {
+            let names: Vec<&str> = w.services.iter().map(|s| s.name.as_str()).collect();
+            return Err(InputError(format!(
+                "failed to export run {key}: task {} has sidecar services ({}; environment/docker-compose.yaml), which export-harbor does not write yet; fix: leave it out of the exported run (its folder is already in Harbor's layout: `harbor run -p` runs it as it is)",
+                t.task.id,
+                names.join(", ")
+            ))
+            .into());
+        }
         tasks.insert(t.task.id.clone(), task);
     }
     let base_image = pinned_base_image(&args.base_image)?;
