@@ -384,7 +384,7 @@ pub const REFUSED: &[(&[&str], &str, &str)] = &[
             "storage_opt",
             "blkio_config",
         ],
-        "cannot take effect (the services share the trial's resources)",
+        "cannot take effect (each service runs with the task's own limits, `[environment] cpus` and `memory_mb`)",
         "remove it; ask for the trial's resources with `[environment] cpus` / `memory_mb` in task.toml",
     ),
     (
