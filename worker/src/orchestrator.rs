@@ -10,6 +10,7 @@ mod attempt;
 pub(crate) mod container;
 mod one_trial;
 mod provider_watch;
+pub mod rebuild;
 
 use crate::adapters::Registry;
 use crate::mirror::MirrorCache;
