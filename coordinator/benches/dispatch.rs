@@ -7,7 +7,9 @@
 //! then a raw pgbench loop (one SKIP LOCKED claim+complete per transaction, 8 clients) on the
 //! same cluster with its CPU and WAL bytes per transaction; each pair's ratio, and the median
 //! of the pairs' ratios as the bench's figure (a change of the machine's speed during the run
-//! falls on both sides of a pair).
+//! falls on both sides of a pair). Each latency sample is a run of its own (a run whose items
+//! all settled ends), and the reaper is stopped while a run is seeded and queued (its safety
+//! net ends a running run that has no item yet).
 //!
 //! `cargo bench -p akbench-coordinator --bench dispatch` (about 1.5 min); environment:
 //! `ATTEMPTS` (20000 per pair), `PAIRS` (3), `SESSIONS` (8), `SLOTS` (8), `LATENCY_SAMPLES`
@@ -395,7 +397,7 @@ async fn main() {
             ..Default::default()
         },
     );
-    let _reaper = service.spawn_reaper();
+    let mut reaper = service.spawn_reaper();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = service.clone().into_server();
@@ -430,22 +432,24 @@ async fn main() {
     // the same way and not counted (the first claims and enqueues of each of the pool's
     // connections prepare their statements: 11-28 ms, the slowest samples of every run
     // before they were set apart).
-    let run = seed_run(&store, warmup + samples, "noop", &Caps::default())
-        .await
-        .unwrap();
-    let items = run.items("noop", 0);
+    // Each sample is the one item of a run of its own, seeded before its clock starts: a run
+    // whose items are all settled ends (core's idle rule), so a second item enqueued into
+    // the run of the first would never be claimed. The reaper is stopped meanwhile: its
+    // safety net ends a running run that has no item yet, as a seeded run has until its
+    // enqueue commits.
+    reaper.abort();
+    let _ = (&mut reaper).await;
     let mut warmup_max = Duration::ZERO;
     let mut latencies = Vec::with_capacity(samples);
     // The enqueue's own transaction, part of each sample: with the sample, it tells a slow
     // commit from a slow claim.
     let mut enqueues = Vec::with_capacity(samples);
-    for (n, item) in items.iter().enumerate() {
+    for n in 0..warmup + samples {
+        let run = seed_run(&store, 1, "noop", &Caps::default()).await.unwrap();
+        let items = run.items("noop", 0);
         let before = progress.finished.load(Ordering::Relaxed);
         let t0 = Instant::now();
-        scheduler
-            .enqueue(run.run_id, std::slice::from_ref(item))
-            .await
-            .unwrap();
+        scheduler.enqueue(run.run_id, &items).await.unwrap();
         let enqueued = t0.elapsed();
         wait_until(&progress, |p| p.finished.load(Ordering::Relaxed) > before).await;
         let at = progress.last_assigned.lock().unwrap().unwrap();
@@ -507,6 +511,12 @@ async fn main() {
         // The items are queued before the clock starts and with no session open, as the raw
         // loop's rows are inserted before pgbench runs: both phases time claiming and
         // completing queued work. The sessions open when the clock starts.
+        // The reaper is stopped while the run is seeded and queued (its safety net would end
+        // the run before its items exist), and runs again through the timed phase.
+        if !reaper.is_finished() {
+            reaper.abort();
+            let _ = (&mut reaper).await;
+        }
         let run = seed_run(&store, attempts, "noop", &Caps::default())
             .await
             .unwrap();
@@ -515,6 +525,7 @@ async fn main() {
         let enqueue_started = Instant::now();
         scheduler.enqueue(run.run_id, &items).await.unwrap();
         let enqueue_took = enqueue_started.elapsed();
+        reaper = service.spawn_reaper();
         if stats && last {
             let c = store.client().await.unwrap();
             c.batch_execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")

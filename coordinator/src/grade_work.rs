@@ -15,21 +15,19 @@
 //! page of [`PAGE`] at a time in plan order, each page in one transaction (a large run never
 //! holds every record in memory at once; workers start grading the first page while the next
 //! is queued; calling again after a failure queues what is left). A finished run runs again
-//! until the grades are in.
+//! until the grades are in. The run's decision and the items' move are
+//! `scheduler::grade_requeue`'s (the scheduler's `DispatchStore` applies the same).
 
 use crate::rows::col;
-use crate::scheduler::machine::{decide_run, with_moves, ItemEvent, MoveColumns, RunDecision};
+use crate::scheduler::grade_requeue::queue_owed;
 use crate::scheduler::Scheduler;
-use crate::store::{StoreError, Tx};
-use akbench_core::dispatch::machine::RunEvent;
+use crate::store::StoreError;
 use akbench_core::grading::owing_states;
 use akbench_core::record::AttemptRecord;
 use akbench_core::work::{GradeSource, WorkItem, WorkKind};
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 const OWED_SQL: &str = include_str!("../sql/grading/owed.sql");
-const REQUEUE_SQL: &str = include_str!("../sql/grading/requeue.sql");
 
 /// Trials queued per transaction.
 pub const PAGE: i64 = 500;
@@ -145,49 +143,6 @@ pub async fn queue_grading_paged(
         tracing::info!(%run_id, queued = done.queued, "grading queued");
     }
     Ok(done)
-}
-
-/// Queues `ids` of run `run_id` (owed a grade; their grade work `documents` and retry
-/// `budgets`) in `tx`: core's run machine decides whether the run takes grade work (a
-/// finished run runs again; a cancelled one refuses it) before any item moves, under the
-/// run's lock; then [`requeue_in`]. Returns the decision (`None`: no such run) and how many
-/// were queued.
-pub async fn queue_owed(
-    tx: &Tx<'_>,
-    run_id: Uuid,
-    ids: &[Uuid],
-    documents: &[Option<serde_json::Value>],
-    budgets: &[i32],
-    now: DateTime<Utc>,
-) -> Result<(Option<RunDecision>, u64), StoreError> {
-    let has_work = !ids.is_empty();
-    let decided = decide_run(tx, run_id, |_| RunEvent::Grade { has_work }, true).await?;
-    if !matches!(decided.map(|d| d.decided), Some(Ok(_))) || !has_work {
-        return Ok((decided, 0));
-    }
-    let queued = requeue_in(tx, run_id, ids, documents, budgets, now).await?;
-    Ok((decided, queued))
-}
-
-/// Moves `ids` of run `run_id` to grade work as core's item machine moves a grade requeue
-/// (`requeue.sql`, each guarded by the class it was decided on), ready at `now`. Returns how
-/// many moved.
-pub async fn requeue_in(
-    tx: &Tx<'_>,
-    run_id: Uuid,
-    ids: &[Uuid],
-    documents: &[Option<serde_json::Value>],
-    budgets: &[i32],
-    now: DateTime<Utc>,
-) -> Result<u64, StoreError> {
-    let m = MoveColumns::of(ItemEvent::GradeRequeue);
-    let row = tx
-        .query_one(
-            REQUEUE_SQL,
-            &with_moves(&[&run_id, &ids, &documents, &budgets, &now], &m),
-        )
-        .await?;
-    Ok(crate::rows::count(&row, "queued")?)
 }
 
 #[cfg(test)]

@@ -291,6 +291,94 @@ fn top_level_commas(toks: &[Tok]) -> Vec<&[Tok]> {
     out
 }
 
+/// The index of the first token of `toks` outside parentheses that `is` holds for.
+fn depth_zero(toks: &[Tok], is: impl Fn(&str) -> bool) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, t) in toks.iter().enumerate() {
+        match t.text.as_str() {
+            "(" => depth += 1,
+            ")" => depth -= 1,
+            w if depth == 0 && is(w) => return Some(k),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether one pair of parentheses wraps all of `toks`: the first opens it and closes only at
+/// the last.
+fn wrapped(toks: &[Tok]) -> bool {
+    let mut depth = 0i32;
+    toks.len() >= 2
+        && toks[0].text == "("
+        && toks[toks.len() - 1].text == ")"
+        && toks[..toks.len() - 1].iter().all(|t| {
+            match t.text.as_str() {
+                "(" => depth += 1,
+                ")" => depth -= 1,
+                _ => {}
+            }
+            depth > 0
+        })
+}
+
+/// `toks` without parentheses wrapping all of it (`((a AND b))` is `a AND b`).
+fn unwrapped(mut toks: &[Tok]) -> &[Tok] {
+    while wrapped(toks) {
+        toks = &toks[1..toks.len() - 1];
+    }
+    toks
+}
+
+/// Whether the condition `cond` pins the row's own state (`state`, `alias.state` or
+/// `table.state`) to a state decided in Rust: one of its top-level conjuncts is
+/// `state = $N`, `state = ANY ($N)` or `state = joined.column`. A pin under an `OR` or a
+/// `NOT`, or inside a function, holds for no row in particular (`state = $2 OR true` writes
+/// every row) and is not one.
+fn pins_state(cond: &[Tok], alias: Option<&str>, table: &str) -> bool {
+    let cond = unwrapped(cond);
+    if depth_zero(cond, |t| t == "or").is_some() {
+        return false;
+    }
+    // The conjuncts: split at each top-level AND (a BETWEEN's AND is its own).
+    let mut parts = Vec::new();
+    let (mut from, mut depth, mut between) = (0, 0i32, false);
+    for (k, t) in cond.iter().enumerate() {
+        match t.text.as_str() {
+            "(" => depth += 1,
+            ")" => depth -= 1,
+            "between" if depth == 0 => between = true,
+            "and" if depth == 0 && between => between = false,
+            "and" if depth == 0 => {
+                parts.push(&cond[from..k]);
+                from = k + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&cond[from..]);
+    if parts.len() > 1 {
+        return parts.iter().any(|p| pins_state(p, alias, table));
+    }
+    // One conjunct: `[q.]state = value`, q the statement's alias or table.
+    let (column, rest) = match cond {
+        [q, dot, s, rest @ ..] if dot.text == "." && s.text == "state" => {
+            (Some(q.text.as_str()) == alias || q.text == table, rest)
+        }
+        [s, rest @ ..] if s.text == "state" => (true, rest),
+        _ => return false,
+    };
+    let Some(("=", value)) = rest.split_first().map(|(e, v)| (e.text.as_str(), v)) else {
+        return false;
+    };
+    let any = value.len() > 3
+        && value[0].text == "any"
+        && value[1].text == "("
+        && value[value.len() - 1].text == ")"
+        && decided(&value[2..value.len() - 1]);
+    column && (decided(value) || any)
+}
+
 /// Why the update `toks` (from `UPDATE` to its end) is not a guarded apply, or `None` when it
 /// does not assign `state` at all (`Some(None)`: it is one).
 fn check_update(toks: &[Tok], table: &str) -> Option<Option<String>> {
@@ -337,38 +425,9 @@ fn check_update(toks: &[Tok], table: &str) -> Option<Option<String>> {
         ));
     };
     let guard = &toks[set_end + w + 1..];
-    let own = |k: usize| -> bool {
-        guard[k].text == "state"
-            && match k.checked_sub(2) {
-                Some(q) if guard[k - 1].text == "." => {
-                    Some(&guard[q].text) == alias.as_ref() || guard[q].text == table
-                }
-                _ => k == 0 || guard[k - 1].text != ".",
-            }
-    };
-    let mut k = 0;
-    while k < guard.len() {
-        if own(k) && guard.get(k + 1).is_some_and(|t| t.text == "=") {
-            let rest = &guard[k + 2..];
-            let end = rest
-                .iter()
-                .position(|t| matches!(t.text.as_str(), "and" | "or" | ")" | "returning"))
-                .unwrap_or(rest.len());
-            let rhs = &rest[..end];
-            let any = rest.first().is_some_and(|t| t.text == "any")
-                && rest.get(1).is_some_and(|t| t.text == "(")
-                && {
-                    let close = rest
-                        .iter()
-                        .position(|t| t.text == ")")
-                        .unwrap_or(rest.len());
-                    decided(&rest[2..close])
-                };
-            if decided(rhs) || any {
-                return Some(None);
-            }
-        }
-        k += 1;
+    let guard = &guard[..depth_zero(guard, |t| t == "returning").unwrap_or(guard.len())];
+    if pins_state(guard, alias.as_deref(), table) {
+        return Some(None);
     }
     Some(Some(
         "writes state, but its WHERE does not pin the row's state to the one the move was \
@@ -722,6 +781,93 @@ fn unguarded_or_undecided_writes_are_named_with_their_line() {
         assert_eq!(found[0].1, line, "{sql}");
         let problem = found[0].2.as_deref().unwrap_or("");
         assert!(problem.contains(why), "{sql}: {problem}");
+    }
+}
+
+/// The guard check as it was before pins had to be top-level conjuncts: a `state = <decided>`
+/// (or `= ANY (<decided>)`) of the row anywhere in the WHERE, here to show what it let pass.
+fn pinned_anywhere(sql: &str, alias: Option<&str>) -> bool {
+    let toks = sql_tokens(sql, 1);
+    let table = toks[1].text.as_str();
+    let w = toks.iter().position(|t| t.text == "where").unwrap();
+    let guard = &toks[w + 1..];
+    (0..guard.len()).any(|k| {
+        let own = guard[k].text == "state"
+            && match k.checked_sub(2) {
+                Some(q) if guard[k - 1].text == "." => {
+                    Some(guard[q].text.as_str()) == alias || guard[q].text == table
+                }
+                _ => k == 0 || guard[k - 1].text != ".",
+            };
+        if !own || guard.get(k + 1).is_none_or(|t| t.text != "=") {
+            return false;
+        }
+        let rest = &guard[k + 2..];
+        let end = rest
+            .iter()
+            .position(|t| matches!(t.text.as_str(), "and" | "or" | ")" | "returning"))
+            .unwrap_or(rest.len());
+        let any = rest.first().is_some_and(|t| t.text == "any")
+            && rest.get(1).is_some_and(|t| t.text == "(")
+            && {
+                let close = rest
+                    .iter()
+                    .position(|t| t.text == ")")
+                    .unwrap_or(rest.len());
+                decided(&rest[2..close])
+            };
+        decided(&rest[..end]) || any
+    })
+}
+
+#[test]
+fn a_state_pin_that_is_not_a_top_level_conjunct_is_refused() {
+    let refused = [
+        (
+            "UPDATE runs SET state = $3 WHERE run_id = $1 AND state = $2 OR true",
+            None,
+        ),
+        (
+            "UPDATE runs SET state = $3 WHERE state = $2::text::run_state OR run_id = $1",
+            None,
+        ),
+        (
+            "UPDATE work_items w SET state = m.to_state FROM unnest($2) AS m (from_state, to_state)\n\
+             WHERE w.run_id = $1 AND (w.state = m.from_state OR w.lost_by IS NOT NULL)",
+            Some("w"),
+        ),
+        (
+            "UPDATE work_items SET state = $3 WHERE run_id = $1 AND (true OR state = ANY ($2))",
+            None,
+        ),
+        (
+            "UPDATE runs SET state = $3 WHERE run_id = $1 AND NOT (state = $2)",
+            None,
+        ),
+    ];
+    for (sql, alias) in refused {
+        assert!(
+            pinned_anywhere(sql, alias),
+            "the old check let it pass: {sql}"
+        );
+        let found = problems(sql);
+        assert_eq!(found.len(), 1, "{sql}");
+        let problem = found[0].2.as_deref().unwrap_or("");
+        assert!(
+            problem.contains("its WHERE does not pin the row's state"),
+            "{sql}: {problem:?}"
+        );
+    }
+    // A pin stays one in parentheses, beside a BETWEEN, or before RETURNING.
+    let kept = [
+        "UPDATE runs SET state = $3 WHERE (run_id = $1 AND (state = $2)) RETURNING run_id",
+        "UPDATE work_items SET state = $3 WHERE ready_at BETWEEN $4 AND $5 AND state = ANY ($2)",
+        "UPDATE work_items w SET state = $3 WHERE (w.lost_by IS NULL OR w.run_id = $1) AND w.state = $2",
+    ];
+    for sql in kept {
+        let found = problems(sql);
+        assert_eq!(found.len(), 1, "{sql}");
+        assert_eq!(found[0].2, None, "{sql}");
     }
 }
 

@@ -46,20 +46,12 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "coordinator",
         split: &[],
-        // The scheduler's DispatchStore (`scheduler/dispatch_store.rs`, issue 48 item 2) calls
-        // grade_work's requeue (`requeue_in`, `queue_owed`), which decides through
-        // `scheduler::machine`: left while `coordinator/src/scheduler/**` is being edited
-        // elsewhere; break it by moving the grade requeue into the scheduler, then remove
-        // this entry.
-        allowed: &[&["grade_work", "scheduler"]],
+        allowed: &[],
     },
     Crate {
         dir: "worker",
         split: &[],
-        // The orchestrator drives the regrade's rebuild (`regrade::Rebuilder`) and the
-        // regrade writes through the orchestrator's `write_json_atomic`: left while both are
-        // being rewritten (issue 48); break it there and remove this entry.
-        allowed: &[&["orchestrator", "regrade"]],
+        allowed: &[],
     },
     Crate {
         dir: "viewer",

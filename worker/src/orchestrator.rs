@@ -2,12 +2,15 @@
 //!
 //! It only uses the generic contracts: the adapter registry, the runtime, the
 //! workspace manager and the evaluator. [`Orchestrator::run_attempt`] is the atom the worker
-//! daemon runs for every assignment; [`Orchestrator::run_trial`] adds the local retry loop
-//! (infrastructure errors only, up to the budget) and writes the record.
+//! daemon runs for every assignment; [`Orchestrator::run_trial`] runs a trial on its own
+//! through a one-item in-memory dispatch (`one_trial`: core's retries, backoff and terminal
+//! mapping, as `sweep --local` settles) and writes the record.
 
 mod attempt;
 pub(crate) mod container;
+mod one_trial;
 mod provider_watch;
+pub mod rebuild;
 
 use crate::adapters::Registry;
 use crate::mirror::MirrorCache;
@@ -15,7 +18,7 @@ use crate::process::CancelToken;
 use crate::runtime::{Limits, RuntimeKind};
 use akbench_core::agent::Agent;
 use akbench_core::clock::Clock;
-use akbench_core::dispatch::{self, Backoff, Ended, RunState, Settlement};
+use akbench_core::dispatch::Backoff;
 use akbench_core::ids;
 use akbench_core::record::{
     AttemptRecord, Identity, RunOptions, RunRecord, TaskRef, Transition, RECORD_FILE,
@@ -251,10 +254,11 @@ impl Orchestrator {
         attempt::run(self, req, observer, cancel)
     }
 
-    /// Runs a trial: attempts until one ends in anything but an infrastructure error or the
-    /// retry budget is spent, each retry after `backoff` (core's settle, as the coordinator
-    /// and `sweep --local` retry), then writes `run_record.json` atomically. A cancel during
-    /// a backoff ends the trial with the attempts made.
+    /// Runs a trial: its one work item goes claim -> run -> settle through an
+    /// `InMemoryDispatch` (`one_trial`) until one attempt ends in anything but an
+    /// infrastructure error or the retry budget is spent, each retry after `backoff` (core's
+    /// settle, as the coordinator and `sweep --local` retry), then writes `run_record.json`
+    /// atomically. A cancel during a backoff ends the trial with the attempts made.
     pub fn run_trial(
         &self,
         req: &TrialRequest<'_>,
@@ -263,36 +267,7 @@ impl Orchestrator {
         cancel: &CancelToken,
     ) -> Result<TrialOutcome, RecordWriteError> {
         let started_at = self.clock.now();
-        let mut attempts = Vec::new();
-        let mut number = 1;
-        loop {
-            let a = self.run_attempt(&self.attempt_request(req, number), observer, cancel);
-            // The coordinator's and `sweep --local`'s one rule (core::dispatch::settle):
-            // infrastructure errors only, within the budget, after a bounded jittered
-            // backoff, never once cancelled.
-            let ended = Ended {
-                terminal: a.state,
-                attempts_used: number,
-                retry_budget: req.infrastructure_retries,
-                run: if cancel.is_cancelled() {
-                    RunState::Cancelling
-                } else {
-                    RunState::Running
-                },
-            };
-            attempts.push(a);
-            match dispatch::settle(&ended, backoff, akbench_core::ids::random_unit()) {
-                Settlement::Done(_) => break,
-                Settlement::Retry { after } => {
-                    observer.retrying(number, after);
-                    if !wait_or_cancel(after, cancel) {
-                        break;
-                    }
-                    number += 1;
-                    observer.before_retry(number, cancel);
-                }
-            }
-        }
+        let attempts = one_trial::attempts(self, req, backoff, observer, cancel);
         self.write_trial_record(req, attempts, started_at, None)
     }
 
@@ -418,19 +393,4 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io
         OutputError::Io { source, .. } => source,
         refused => std::io::Error::other(refused.to_string()),
     })
-}
-
-/// Waits `delay` unless `cancel` is set first (checked every 50 ms); true when the wait ran
-/// out uncancelled.
-fn wait_or_cancel(delay: Duration, cancel: &CancelToken) -> bool {
-    const TICK: Duration = Duration::from_millis(50);
-    let until = std::time::Instant::now() + delay;
-    while !cancel.is_cancelled() {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return true;
-        }
-        std::thread::sleep(left.min(TICK));
-    }
-    false
 }

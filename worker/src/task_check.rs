@@ -79,14 +79,14 @@ impl Sides<'_> {
         )
         .map_err(|e| Unmade::Workspace(e.to_string()))?;
         let home = ws.home.clone();
-        let fresh = crate::regrade::fresh(self.orch, ws, Vec::new());
+        let fresh = crate::orchestrator::rebuild::fresh(self.orch, ws, Vec::new());
         if solution {
             let Some((script, _)) = &self.task.reference else {
                 return Err(Unmade::Solution(
                     "the task has no reference solution".into(),
                 ));
             };
-            crate::regrade::run_solution(
+            crate::orchestrator::rebuild::run_solution(
                 script,
                 &fresh.path,
                 &home,
@@ -115,8 +115,15 @@ impl Workspaces for Sides<'_> {
         let Some(image) = self.image else {
             return Err("the check runs in no task image to start an environment of".into());
         };
-        crate::regrade::reference_env(self.orch, self.task, image, dir, (true, true), cancel)?
-            .map_err(|e| format!("the task's reference solution did not run to its end: {e}"))
+        crate::orchestrator::rebuild::reference_env(
+            self.orch,
+            self.task,
+            image,
+            dir,
+            (true, true),
+            cancel,
+        )?
+        .map_err(|e| format!("the task's reference solution did not run to its end: {e}"))
     }
 }
 
@@ -217,7 +224,7 @@ pub fn run(
 /// Checks each step of the multi-step task `task` (`[[steps]]`) as its trial grades it:
 /// [`run`] on the step's view (`Task::step_view`, its tests merged under `dir`), in the
 /// agent's environment under `container`, where the reference environment replays the steps
-/// before it (`regrade::reference_env`): the reference side with the step's solution, the
+/// before it (`orchestrator::rebuild::reference_env`): the reference side with the step's solution, the
 /// baseline without. Returns each step's name and runs, in order. `Err`: a workspace or an
 /// environment could not be made here, or a step has no solution (the task's problem).
 pub fn run_steps(
@@ -279,8 +286,14 @@ fn shared_side(
     with_solution: bool,
     cancel: &CancelToken,
 ) -> Result<(Side, Option<String>, Option<String>), String> {
-    let made =
-        crate::regrade::reference_env(orch, task, image, root, (true, with_solution), cancel)?;
+    let made = crate::orchestrator::rebuild::reference_env(
+        orch,
+        task,
+        image,
+        root,
+        (true, with_solution),
+        cancel,
+    )?;
     let r = match made {
         Ok(r) => r,
         Err(e) => return Ok((Side::NotSolved, Some(e), None)),

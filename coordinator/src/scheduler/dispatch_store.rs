@@ -2,7 +2,7 @@
 //! transaction code and guarded statements (the start, cancel and resume of
 //! `Scheduler::start_run` / `cancel_run` / `resume_run`, `machine::finish_runs`, the claim's
 //! `claim_create.sql`, the settle of `apply`, the revoke of a budget stop, `budget_cancel.sql`,
-//! the grade requeue of `grade_work`), so core's one table (`store::conformance`) walks
+//! the grade requeue of `grade_requeue`), so core's one table (`store::conformance`) walks
 //! PostgreSQL as it walks the memory store. Nothing here decides a transition.
 
 use akbench_core::dispatch::machine::{ItemClass, ItemMove, ItemState};
@@ -133,7 +133,7 @@ async fn item_in(
             resume_items_in(tx, run_id, now).await?;
         }
         ItemAsk::GradeRequeue => {
-            crate::grade_work::requeue_in(
+            super::grade_requeue::requeue_in(
                 tx,
                 run_id,
                 &[trial],
@@ -195,7 +195,7 @@ impl DispatchStore for Scheduler {
                                 documents.push(item.as_ref().and_then(|i| i.document.clone()));
                                 budgets.push(item.map_or(0, |i| i.retry_budget));
                             }
-                            let q = crate::grade_work::queue_owed(
+                            let q = super::grade_requeue::queue_owed(
                                 tx, run_id, &ids, &documents, &budgets, now,
                             );
                             Ok(q.await?.0)

@@ -36,6 +36,7 @@ mod claim;
 mod dispatch_store;
 pub use dispatch_store::StoredRun;
 mod error;
+pub(crate) mod grade_requeue;
 pub mod machine;
 mod reap;
 mod record;

@@ -4,11 +4,13 @@
 //! A run moves with [`run_on`]; a work item with [`item_on`]. Both return the new state, that
 //! nothing changes (and why, so a command can say so), or a refusal naming what the caller
 //! asked for that the state does not allow. The coordinator applies what these decide with
-//! statements guarded by the state they were decided on (`cancel_run.sql`, `end_runs.sql`,
-//! `reopen_run.sql`, ...): a row no longer in that state is left alone. Statements that move
+//! statements guarded by the state they were decided on (`move_run.sql`, `end_runs.sql`,
+//! `cancel_run.sql`, ...; `coordinator/tests/state_writes.rs` lists each with the decision it
+//! applies): a row no longer in that state is left alone. Statements that move
 //! many items at once (a cancel, a budget stop, a resume) take the moves of [`item_moves`],
 //! one per item class ([`ItemClass`]: state and outcome), so the rule of which classes move
-//! lives here too. `sweep --local` applies the same functions to its items in memory.
+//! lives here too. `sweep --local` and `run single` apply the same functions to their items in
+//! memory (`memory::InMemoryDispatch`).
 //!
 //! What settles an item whose attempt ended (retried or done) is [`super::settle`]; this
 //! machine only says which item states such a settle applies to.

@@ -1,4 +1,5 @@
-//! `InMemoryDispatch`: the dispatch of `akbench sweep --local`: this module's policy
+//! `InMemoryDispatch`: the dispatch of `akbench sweep --local` and of a trial run on its own
+//! (`run single`, through the worker's `Orchestrator::run_trial`): this module's policy
 //! (`crate::dispatch`) over an in-memory store instead of the coordinator's PostgreSQL.
 //!
 //! It owns the work items of one run and what is live: which ready item a free slot takes

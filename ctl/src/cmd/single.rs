@@ -1,5 +1,6 @@
 //! `akbench run single` and `akbench run execute`: one trial, locally, through the worker's
-//! orchestrator; `execute` stops before grading and ends `not_graded`.
+//! orchestrator (`Orchestrator::run_trial`: a one-item `InMemoryDispatch`, settled by core as
+//! `sweep --local` settles); `execute` stops before grading and ends `not_graded`.
 
 use crate::cli::SingleArgs;
 use crate::cmd::shared::inputs::{
@@ -86,7 +87,8 @@ pub fn run(args: SingleArgs, grade: bool) -> anyhow::Result<i32> {
         );
     }
     let cancel = CancelToken::new();
-    // Retries back off as the coordinator's and `sweep --local`'s do (core's settle).
+    // The trial is the one work item of an in-memory dispatch, claimed, run and settled as a
+    // `sweep --local` slot's are: core's retries, backoff and terminal mapping.
     let outcome = orch.run_trial(&req, &Backoff::default(), &live, &cancel)?;
     let rec = &outcome.record;
     let last = rec.attempts.last().expect("a trial has an attempt");

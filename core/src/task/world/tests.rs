@@ -519,8 +519,14 @@ fn every_sidecar_key_is_taken_a_no_op_or_refused_by_name() {
         ("pid: host", "unprivileged"),
         ("ipc: host", "unprivileged"),
         ("ulimits: {nofile: 1024}", "unprivileged"),
-        ("deploy: {resources: {}}", "each service runs with the task's own limits"),
-        ("mem_limit: 1g", "each service runs with the task's own limits"),
+        (
+            "deploy: {resources: {}}",
+            "each service runs with the task's own limits",
+        ),
+        (
+            "mem_limit: 1g",
+            "each service runs with the task's own limits",
+        ),
         ("env_file: .env", "write the variables in `environment:`"),
         ("secrets: [token]", "mounts no file"),
         ("configs: [conf]", "mounts no file"),

@@ -5,9 +5,9 @@ use super::{Phase, Run};
 use crate::adapters::Adapter;
 use crate::evaluator::{evaluate, EvalPlace, EvalResult};
 use crate::image::Unpacked;
+use crate::orchestrator::rebuild::{Rebuilder, RecordedWork};
 use crate::orchestrator::AttemptRequest;
 use crate::process::{base_env, spawn, CancelToken, ProcessSpec, Running, SpawnError};
-use crate::regrade::{Rebuilder, RecordedWork};
 use crate::runtime::container::Image;
 use crate::runtime::{self, Exposure, RuntimeKind};
 use crate::workspace::{Collected, Workspace, WorkspaceError};
@@ -878,7 +878,7 @@ pub(super) fn evaluating(
     let place = grading_place(req);
     let env = env.filter(|_| place.shared());
     if !req.options.grade {
-        return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
+        return r.advance(Some(crate::orchestrator::rebuild::NOT_REQUESTED.into()));
     }
     let task = req.task;
     r.advance(None)?;
@@ -945,7 +945,7 @@ pub(super) fn evaluating(
         EvalResult::Graded(mut g) => {
             g.environment = place.recorded().map(String::from);
             r.redactor.value(&mut g, &mut r.redacted);
-            let note = crate::regrade::verdict_note(&g);
+            let note = crate::orchestrator::rebuild::verdict_note(&g);
             r.cause = g.cause.clone();
             r.grade = Some(g);
             r.annotate(note);

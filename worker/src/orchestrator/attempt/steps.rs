@@ -274,7 +274,7 @@ pub(super) fn run(
 /// The other workspaces a step's grade needs: only the reference environment. A step is
 /// graded in the agent's environment, so its tripwire twin runs there and no fresh copy of
 /// the agent's work is made; its reference solution runs in a fresh environment of the
-/// image where the steps before it ran with their solutions (`regrade::reference_env`
+/// image where the steps before it ran with their solutions (`rebuild::reference_env`
 /// replays the view's `StepOf::replay`).
 struct StepReferences<'a> {
     orch: &'a crate::orchestrator::Orchestrator,
@@ -304,7 +304,7 @@ impl crate::evaluator::Workspaces for StepReferences<'_> {
         dir: &Path,
         cancel: &CancelToken,
     ) -> Result<crate::evaluator::ReferenceEnv, String> {
-        crate::regrade::reference_env(
+        crate::orchestrator::rebuild::reference_env(
             self.orch,
             self.view,
             self.image,
@@ -352,7 +352,7 @@ fn end_in_step(r: &mut Run<'_>, i: usize, event: Event, cause: String) -> Phase 
 /// strategy ([`trial_grade`]); none when no step was graded.
 pub(super) fn evaluating(r: &mut Run<'_>, req: &AttemptRequest<'_>) -> Phase {
     if !req.options.grade {
-        return r.advance(Some(crate::regrade::NOT_REQUESTED.into()));
+        return r.advance(Some(crate::orchestrator::rebuild::NOT_REQUESTED.into()));
     }
     r.advance(None)?;
     let Some(base) = r.steps_grading.take() else {
@@ -361,7 +361,7 @@ pub(super) fn evaluating(r: &mut Run<'_>, req: &AttemptRequest<'_>) -> Phase {
     let task = req.task;
     match trial_grade(&r.steps, task.reward_strategy, task.pass_threshold, base) {
         Some(g) => {
-            let note = crate::regrade::verdict_note(&g);
+            let note = crate::orchestrator::rebuild::verdict_note(&g);
             if let Some(c) = g.cause.clone() {
                 r.join_cause(c);
             }

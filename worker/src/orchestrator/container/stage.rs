@@ -3,7 +3,7 @@
 //! `workdir/` uploaded into the working folder, its `setup.sh` run there, its healthcheck
 //! polled. One implementation for the attempt's environment (`orchestrator::attempt::steps`)
 //! and for the fresh environment a step's reference solution is graded in
-//! ([`replay`], used by `regrade::reference_env`): the reference of step `k` is graded where
+//! ([`replay`], used by `rebuild::reference_env`): the reference of step `k` is graded where
 //! steps `1..k` ran first, each with its solution run as the agent.
 
 use crate::process::{spawn, CancelToken, ProcessSpec};
