@@ -122,7 +122,7 @@ const ALLOWED: &[(&str, &str)] = &[
         "the instruction file in the agent's home folder it just created",
     ),
     (
-        "worker/src/regrade.rs",
+        "worker/src/orchestrator/rebuild.rs",
         "diffs written into the scratch folder it created",
     ),
     (
