@@ -968,58 +968,12 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
     }
 }
 
-/// The example with a sidecar (`harbor-sidecar-kv-001`) copied under `tmp/tasks`, its
-/// environment's image and its `kv` service's (environment/kv/kv.py over the Debian test
-/// image) pushed to a fresh registry whose names task.toml and the compose file take.
+/// The example with a sidecar (`harbor-sidecar-kv-001`) under `tmp/tasks`, its images in a
+/// fresh registry ([`registry::kv_example`]).
 fn sidecar_task(tmp: &Path) -> (registry::Registry, PathBuf) {
     let reg = registry::Registry::start();
-    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
-    let base = registry::base_tar();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base, "tar")],
-        &path,
-        Some("/app"),
-        None,
-    );
-    let example = examples().join("tasks/harbor-sidecar-kv-001");
-    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
-    let app = registry::layer(tmp, "kv", &[("srv/kv.py", &kv_py)], "tar");
-    let digest = reg.push(
-        "akbench/kv:1",
-        &[(&base, "tar"), (&app, "tar")],
-        &path,
-        Some("/srv"),
-        None,
-    );
     let dir = tmp.join("tasks/harbor-sidecar-kv-001");
-    std::fs::create_dir_all(tmp.join("tasks")).unwrap();
-    assert!(Command::new("cp")
-        .arg("-a")
-        .arg(&example)
-        .arg(&dir)
-        .status()
-        .unwrap()
-        .success());
-    let edit = |rel: &str, from: &str, to: &str| {
-        let p = dir.join(rel);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains(from), "{rel} has no `{from}`");
-        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
-    };
-    edit(
-        "task.toml",
-        "workdir = \"/app\"",
-        &format!(
-            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
-            reg.addr
-        ),
-    );
-    edit(
-        "environment/docker-compose.yaml",
-        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-        &format!("{}/akbench/kv@{digest}", reg.addr),
-    );
+    registry::kv_example(&reg, tmp, &dir);
     (reg, dir)
 }
 

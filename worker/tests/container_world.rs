@@ -19,21 +19,12 @@ use akbench_worker::runtime::container::{Image, View};
 use akbench_worker::runtime::shared::{Env, ExecAs, Start};
 use akbench_worker::runtime::world::{self, ServiceImage, StartWith};
 use akbench_worker::runtime::{Exposure, Limits};
-use common::registry::{base_tar, layer, missing, Registry};
+use common::container_trial::{registry_and_corpus, run_in_container, runs_here, DEBIAN_PATH};
+use common::registry::{base_tar, kv_example, layer, Registry};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn runs_here(test: &str) -> bool {
-    match missing() {
-        None => true,
-        Some(why) => {
-            akbench_core::testkit::skip(test, &why);
-            false
-        }
-    }
-}
 
 /// The store: a line protocol on TCP 7000 (`SET k v`, `GET k`).
 const STORE: &str = r#"
@@ -85,7 +76,7 @@ fn fixture() -> Fixture {
     // SAFETY: set before any thread of this test reads the environment.
     unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
     let tmp = tempfile::tempdir().unwrap();
-    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    let path = [DEBIAN_PATH];
     let base_digest = reg.push(
         "akbench/base:bookworm",
         &[(&base_tar(), "tar")],
@@ -442,75 +433,8 @@ fn a_dependency_that_fails_names_itself_and_nothing_is_left_running() {
     );
 }
 
-/// The example task `harbor-sidecar-kv-001` copied into a corpus as `id`: its environment
-/// and its `kv` service's image (environment/kv/kv.py over the Debian test image) pushed
-/// to `reg`, their names written into task.toml and the compose file.
-fn kv_example(reg: &Registry, c: &common::Corpus, id: &str) {
-    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base_tar(), "tar")],
-        &path,
-        Some("/app"),
-        None,
-    );
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/harbor-sidecar-kv-001");
-    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
-    let app = layer(c.root(), "kv", &[("srv/kv.py", &kv_py)], "tar");
-    let digest = reg.push(
-        "akbench/kv:1",
-        &[(&base_tar(), "tar"), (&app, "tar")],
-        &path,
-        Some("/srv"),
-        None,
-    );
-    let dir = c.tasks().join(id);
-    assert!(std::process::Command::new("cp")
-        .arg("-a")
-        .arg(&example)
-        .arg(&dir)
-        .status()
-        .unwrap()
-        .success());
-    let edit = |rel: &str, from: &str, to: &str| {
-        let p = dir.join(rel);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains(from), "{rel} has no `{from}`");
-        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
-    };
-    edit(
-        "task.toml",
-        "workdir = \"/app\"",
-        &format!(
-            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
-            reg.addr
-        ),
-    );
-    edit(
-        "environment/docker-compose.yaml",
-        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-        &format!("{}/akbench/kv@{digest}", reg.addr),
-    );
-}
-
-fn trial(c: &common::Corpus, task: &str, agent: &str) -> akbench_core::record::RunRecord {
-    let t = c.task(task);
-    let a = c.agent(agent);
-    let mut req = c.request(&t, &a, agent);
-    req.options.runtime = akbench_worker::runtime::RuntimeKind::Container;
-    req.options.agent_timeout_sec = Some(60.0);
-    req.infrastructure_retries = 0;
-    let record = c
-        .orchestrator()
-        .run_trial(
-            &req,
-            &akbench_core::dispatch::Backoff::NONE,
-            &akbench_worker::orchestrator::Silent,
-            &CancelToken::new(),
-        )
-        .unwrap()
-        .record;
+fn trial(c: &common::Corpus, agent: &str) -> akbench_core::record::RunRecord {
+    let record = run_in_container(c, "kv", agent, agent, 60.0, 0);
     for a in &record.attempts {
         eprintln!(
             "{agent} attempt {}: state={} cause={:?} grade={:?} services={:?}",
@@ -535,12 +459,9 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
     if !runs_here(TEST) {
         return;
     }
-    let reg = Registry::start();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("AKBENCH_INSECURE_REGISTRIES", &reg.addr) };
-    let c = common::corpus();
-    kv_example(&reg, &c, "kv");
-    let oracle = trial(&c, "kv", "oracle");
+    let (reg, c) = registry_and_corpus();
+    kv_example(&reg, c.root(), &c.tasks().join("kv"));
+    let oracle = trial(&c, "oracle");
     assert_eq!(
         oracle.outcome.state.to_string(),
         "completed",
@@ -567,7 +488,7 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
         services[0].ended.as_deref(),
         Some("running until the trial ended (stopped by the worker)")
     );
-    let noop = trial(&c, "kv", "noop");
+    let noop = trial(&c, "noop");
     assert_eq!(
         noop.outcome.state.to_string(),
         "completed",

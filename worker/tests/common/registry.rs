@@ -234,3 +234,57 @@ pub fn unpacked_base(tag: &str) -> UnpackedBase {
         _store: dir,
     }
 }
+
+/// The example task with a sidecar (`examples/tasks/harbor-sidecar-kv-001`) copied to
+/// `dest`, its environment's image (the Debian base as `akbench/base:bookworm`) and its `kv`
+/// service's (environment/kv/kv.py over the base) pushed to `reg`, and their names written
+/// into its task.toml and compose file. `scratch` holds the service's layer.
+pub fn kv_example(reg: &Registry, scratch: &Path, dest: &Path) {
+    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    let base = base_tar();
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&base, "tar")],
+        &path,
+        Some("/app"),
+        None,
+    );
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/harbor-sidecar-kv-001");
+    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
+    let app = layer(scratch, "kv", &[("srv/kv.py", &kv_py)], "tar");
+    let digest = reg.push(
+        "akbench/kv:1",
+        &[(&base, "tar"), (&app, "tar")],
+        &path,
+        Some("/srv"),
+        None,
+    );
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&example)
+        .arg(dest)
+        .status()
+        .unwrap()
+        .success());
+    let edit = |rel: &str, from: &str, to: &str| {
+        let p = dest.join(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{rel} has no `{from}`");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "task.toml",
+        "workdir = \"/app\"",
+        &format!(
+            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+            reg.addr
+        ),
+    );
+    edit(
+        "environment/docker-compose.yaml",
+        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        &format!("{}/akbench/kv@{digest}", reg.addr),
+    );
+}
