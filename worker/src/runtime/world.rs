@@ -97,13 +97,12 @@ impl Running {
             if !stopped {
                 env.wait_exit();
             }
-            let _ = env.finish_keeping_end().map(|end| {
-                if let Ok(mut f) = self.facts.lock() {
-                    if let Some(s) = f.get_mut(i) {
-                        s.ended = Some(ended(end.exit_code, end.signal, stopped));
-                    }
+            let end = env.finish_keeping_end();
+            if let (Some(end), Ok(mut f)) = (end, self.facts.lock()) {
+                if let Some(s) = f.get_mut(i) {
+                    s.ended = Some(ended(end.exit_code, end.signal, stopped));
                 }
-            });
+            }
         }
     }
 }
