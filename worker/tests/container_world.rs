@@ -455,7 +455,8 @@ fn trial(c: &common::Corpus, task: &str, agent: &str) -> akbench_core::record::R
 /// The example runs as Harbor would run it: the oracle's solution calls the service's API
 /// and the grader reads the state the service holds (solved); a no-op agent leaves the
 /// service as it was (not solved). Each record lists the service with its pinned image,
-/// and says it ran until the trial ended.
+/// and says it ran until the trial ended; the service's output is kept in the attempt's
+/// folder.
 #[test]
 fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_op_agent() {
     const TEST: &str =
@@ -498,6 +499,13 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
         services[0].ended.as_deref(),
         Some("running until the trial ended (stopped by the worker)")
     );
+    // The service's output is kept beside the agent's: its request log.
+    assert_eq!(
+        services[0].stderr_path.as_deref(),
+        Some("a1/services/kv.stderr.log")
+    );
+    let said = first_attempt_file(&c, "oracle", "services/kv.stderr.log");
+    assert!(said.contains("\"PUT /keys/release-2.4 "), "{said:?}");
     let noop = trial(&c, "kv", "noop");
     assert_eq!(
         noop.outcome.state.to_string(),
