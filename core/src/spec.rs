@@ -172,6 +172,10 @@ pub struct SpecTask {
     /// the run then requires workers that give the egress proxy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub needs_egress: bool,
+    /// The names of its `[[environment.mcp_servers]]` (`core::task::mcp`): an agent whose
+    /// adapter takes no MCP is refused for it (`spec::support`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
 }
 
 /// One agent condition as planned.
@@ -508,6 +512,7 @@ pub fn resolve(
             .collect();
         tasks.push(SpecTask {
             needs_egress: crate::egress::offer::needs_egress(&t.network),
+            mcp_servers: t.mcp_servers.iter().map(|s| s.name.clone()).collect(),
             family: t.family,
             source_repo: t
                 .file

@@ -287,6 +287,8 @@ pub struct Task {
     /// with them is `interactive`, and runs only under `container`, graded in the agent's
     /// environment ([`Task::check_runtime`]).
     pub world: Option<world::World>,
+    /// `[[environment.mcp_servers]]` ([`mcp::parse`]): handed to the agent as tools.
+    pub mcp_servers: Vec<mcp::McpServer>,
 }
 
 /// Where the workspace is inside an image whose task and configuration name no folder.
@@ -534,6 +536,33 @@ impl Task {
                 Some((p, crate::digest::digest_bytes(&bytes)))
             }
         };
+        // An HTTP MCP server named by a bare host name is a sidecar service: one the compose
+        // file does not declare would leave the agent with a tool that cannot answer.
+        for server in &walked.mcp_servers {
+            let Some(host) = server.host() else { continue };
+            let bare = !host.contains('.') && !host.contains(':') && host != "localhost";
+            let members = world
+                .as_ref()
+                .map(|w| {
+                    w.addresses()
+                        .into_iter()
+                        .map(|(n, _)| n)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            if bare && !members.iter().any(|n| n == host) {
+                return Err(TaskError::field(
+                    &toml_path,
+                    "environment.mcp_servers",
+                    format!(
+                        "server `{}`'s url names host `{host}`, which is not a service of environment/docker-compose.yaml{}",
+                        server.name,
+                        if members.is_empty() { " (the task has none)".to_string() } else { format!(" ({})", members.join(", ")) }
+                    ),
+                    "declare the server's service in environment/docker-compose.yaml, or point the URL at it",
+                ));
+            }
+        }
         if world.is_some() && multi_step {
             return Err(TaskError::field(
                 &toml_path,
@@ -753,6 +782,7 @@ impl Task {
             network: walked.network,
             environment_env: walked.env,
             skills_dir: walked.skills_dir,
+            mcp_servers: walked.mcp_servers,
             file,
         })
     }
@@ -1033,6 +1063,7 @@ mod write_image;
 pub use write_image::{image_key, image_key_of, set_image};
 mod links;
 mod load_checks;
+pub mod mcp;
 pub mod steps;
 pub mod world;
 

@@ -83,6 +83,7 @@ pub fn synthetic_task(id: &str, version: &str, family: Family) -> SpecTask {
         metadata: BTreeMap::new(),
         ignored_fields: Vec::new(),
         needs_egress: false,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -110,6 +110,27 @@ pub fn unsupported(condition: &RunCondition) -> Vec<Unsupported> {
                 },
             );
         }
+        // MCP servers are tools the agent is given (core::task::mcp): an adapter that takes
+        // none would run the task without them, and its failure would be counted as the
+        // agent's (Harbor refuses such an agent too).
+        if !task.mcp_servers.is_empty() {
+            for agent in &condition.agents {
+                let adapter = agent.descriptor.adapter.as_str();
+                let mcp = crate::task::mcp::TAKES_MCP.contains(&adapter)
+                    || crate::task::mcp::IGNORES_MCP.contains(&adapter);
+                if !mcp {
+                    refuse(
+                        &format!("agents (task {}, agent {})", task.release.id, agent.label),
+                        adapter.to_string(),
+                        &format!(
+                            "the task gives its agent MCP servers ({}), and the `{adapter}` adapter takes none (those that do: {}); fix: use one of them, or exclude the task (tasks.exclude)",
+                            crate::limits::elide(&task.mcp_servers.join(", ")),
+                            crate::task::mcp::TAKES_MCP.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
         if task.family != Family::Artefact && condition.execution.candidates > 1 {
             refuse(
                 &format!("execution.candidates (task {})", task.release.id),
@@ -281,6 +302,37 @@ mod tests {
                 && got[0].fix.contains("grading_environment: separate"),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn a_task_with_mcp_servers_refuses_each_agent_that_takes_none() {
+        let mut c = base();
+        c.tasks[1].mcp_servers = vec!["warehouse".into()];
+        let takes = |c: &RunCondition| unsupported(c).is_empty();
+        for (adapter, ok) in [
+            ("claude-code", true),
+            ("codex", true),
+            ("command", true),
+            ("scripted", true),
+            ("oracle", true),
+            ("gemini-cli", false),
+            ("qwen-code", false),
+            ("opencode", false),
+            ("mini-swe-agent", false),
+            ("aider", false),
+        ] {
+            c.agents[0].descriptor.adapter = adapter.into();
+            assert_eq!(takes(&c), ok, "{adapter}");
+            if !ok {
+                let got = unsupported(&c);
+                assert_eq!(got.len(), 1, "{got:?}");
+                assert_eq!(got[0].field, "agents (task task-00001, agent agent-00)");
+                assert!(got[0].fix.contains("warehouse") && got[0].fix.contains("fix:"));
+            }
+        }
+        // Only the task with servers refuses it.
+        c.tasks[1].mcp_servers.clear();
+        assert!(takes(&c));
     }
 
     #[test]

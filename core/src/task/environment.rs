@@ -172,7 +172,7 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
     ),
     (
         "environment.mcp_servers",
-        Handling::Applied("an empty list only; MCP servers are sidecar services, which are not run yet (fix: run the task with Harbor, or remove them)"),
+        Handling::Applied("handed to the agent as tools: claude-code's `--mcp-config`, codex's `mcp_servers`, `AKBENCH_MCP_SERVERS` for a command agent; an HTTP server is usually a sidecar service of environment/docker-compose.yaml, reached by its name; header values come from the worker's environment when the agent starts; adapters that take no MCP are refused at plan"),
     ),
     (
         "environment.env",

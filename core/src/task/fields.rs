@@ -110,6 +110,8 @@ pub(super) struct Walked {
     pub env: BTreeMap<String, EnvValue>,
     pub requirements: Requirements,
     pub skills_dir: Option<String>,
+    /// `[[environment.mcp_servers]]` (`super::mcp`).
+    pub mcp_servers: Vec<super::mcp::McpServer>,
     pub serde: Table,
     /// `[[steps]]` (empty: a one-step task).
     pub steps: Vec<super::steps::StepConfig>,
@@ -470,6 +472,7 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
         env: env.env,
         requirements: env.requirements,
         skills_dir: env.skills_dir,
+        mcp_servers: env.mcp_servers,
         serde,
         steps,
         strategy,
@@ -875,6 +878,7 @@ struct EnvSection {
     env: BTreeMap<String, EnvValue>,
     requirements: Requirements,
     skills_dir: Option<String>,
+    mcp_servers: Vec<super::mcp::McpServer>,
 }
 
 /// An environment table's network baseline: `network_mode` / `allowed_hosts`, else the
@@ -913,6 +917,7 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
     let mut requirements = Requirements::default();
     let mut env = BTreeMap::new();
     let mut skills_dir = None;
+    let mut mcp_servers = Vec::new();
     let mut memory = None;
     let mut storage = None;
     let gpus = match t.get("gpus") {
@@ -1002,23 +1007,14 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
                 ));
             }
             "mcp_servers" => {
-                let Value::Array(servers) = v else {
-                    return Err(w.err(
-                        &field,
-                        format!("is a {}, not a list", v.type_str()),
-                        "write `mcp_servers = []` or remove it",
-                    ));
-                };
-                if !servers.is_empty() {
-                    return Err(w.err(
-                        &field,
-                        format!(
-                            "names {} MCP server(s), which akbench does not start (only the services of environment/docker-compose.yaml run)",
-                            servers.len()
-                        ),
-                        "run the task with Harbor, or remove the servers (`mcp_servers = []`)",
-                    ));
+                let parsed = super::mcp::parse(v).map_err(|e| w.err(&e.field, e.problem, e.fix))?;
+                for replaced in &parsed.replaced {
+                    w.ignore(
+                        replaced,
+                        "a later server of the same name replaces it (Harbor merges servers by name)",
+                    );
                 }
+                mcp_servers = parsed.servers;
             }
             "env" => {
                 let map = w.string_map(&field, v)?;
@@ -1092,6 +1088,7 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
         env,
         requirements,
         skills_dir,
+        mcp_servers,
     })
 }
 

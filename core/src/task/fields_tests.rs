@@ -132,9 +132,14 @@ fn refused_values_name_the_file_the_key_and_the_fix() {
             "does not take effect",
         ),
         (
-            "mcp_servers = [{ name = \"m\", url = \"http://m\" }]\n",
+            "mcp_servers = [{ name = \"m\", url = \"ftp://m\" }]\n",
+            "environment.mcp_servers[0].url",
+            "not an http",
+        ),
+        (
+            "mcp_servers = [{ name = \"m\", url = \"http://m:8000/sse\" }]\n",
             "environment.mcp_servers",
-            "does not start",
+            "server `m`'s url names host `m`, which is not a service",
         ),
         (
             "mcp_servers = {}\n",

@@ -200,19 +200,27 @@ pub fn qwen_code() -> CliAgentAdapter {
 }
 
 impl CliAgentAdapter {
+    /// The CLI's argv: the descriptor's `extra_args`, then the flags that hand it the task's
+    /// MCP servers (`akbench_core::task::mcp`), before the instruction.
     fn build(
         &self,
         agent: &Agent,
-        instruction: &str,
+        task: &akbench_core::task::Task,
         program: &str,
     ) -> Result<Vec<String>, String> {
+        use akbench_core::task::mcp;
         let d = &agent.descriptor;
+        let servers = match self.name {
+            "claude-code" => mcp::claude_code_args(&task.mcp_servers),
+            "codex" => mcp::codex_args(&task.mcp_servers),
+            _ => Vec::new(),
+        };
         (self.argv)(
             program,
             d.model.as_deref(),
-            instruction,
+            &task.instruction,
             &d.parameters,
-            &d.extra_args,
+            &[d.extra_args.clone(), servers].concat(),
         )
     }
 
@@ -264,7 +272,7 @@ impl Adapter for CliAgentAdapter {
                 .clone()
                 .unwrap_or_else(|| self.default_program.to_string()),
         };
-        let cli = self.build(ctx.agent, &ctx.task.instruction, &program)?;
+        let cli = self.build(ctx.agent, ctx.task, &program)?;
         // An installed agent's entry, or a program given by path, is exposed read-only in
         // the sandbox and bound at the same path in a task image (one on PATH is part of
         // the toolchain).

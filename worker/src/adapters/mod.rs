@@ -210,12 +210,17 @@ fn substitute(arg: &str, vars: &[(&str, String)]) -> Result<String, String> {
 /// The environment every adapter gives its agent: the task's `[environment] env` (its
 /// `${VAR}` references resolved from the worker's environment; an unset one without a
 /// default is the error), under the descriptor's `env` and akbench's variables; the task's
-/// `skills_dir` as `AKBENCH_SKILLS_DIR`.
+/// `skills_dir` as `AKBENCH_SKILLS_DIR`; its MCP servers as `AKBENCH_MCP_SERVERS`.
 pub fn common_env(ctx: &LaunchContext<'_>) -> Result<BTreeMap<String, String>, String> {
     let mut env = task_env(ctx.task)?;
     env.extend(ctx.agent.descriptor.env.clone());
     if let Some(dir) = &ctx.task.skills_dir {
         env.insert("AKBENCH_SKILLS_DIR".into(), dir.clone());
+    }
+    // The task's MCP servers (`akbench_core::task::mcp`), for any agent; their header values
+    // are credentials, added with the agent's own by the attempt.
+    if let Some(json) = akbench_core::task::mcp::servers_json(&ctx.task.mcp_servers) {
+        env.insert("AKBENCH_MCP_SERVERS".into(), json);
     }
     env.insert(
         "AKBENCH_INSTRUCTION_FILE".into(),

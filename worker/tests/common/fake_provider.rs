@@ -5,7 +5,8 @@
 //! (`usageMetadata`), far enough for one tool call and a final answer. Every answer reports
 //! 100 prompt tokens (20 of them cached) and 10 output tokens.
 //!
-//! The conversation is scripted: the first request of a conversation (no tool result in it)
+//! The conversation is scripted (or, for Claude Code, scripted to call another tool first:
+//! [`ToolFirst`]): the first request of a conversation (no tool result in it)
 //! is answered with one call of the request's shell tool running [`FakeProvider::fix`] (or,
 //! with no fix, with the final answer at once); a request carrying a tool result gets the
 //! final answer. An agent offering no tool that asks for whole files back (aider's `whole`
@@ -42,6 +43,21 @@ struct Shared {
     fix: Mutex<Option<String>>,
     requests: AtomicU64,
     log: Mutex<Vec<String>>,
+    tool_first: Mutex<Option<ToolFirst>>,
+    tools_seen: Mutex<std::collections::BTreeSet<String>>,
+}
+
+/// A conversation that calls another tool first (an MCP server's, as Claude Code names it:
+/// `mcp__SERVER__TOOL`), then the shell tool with the command `then` makes of that tool's
+/// result text, then answers (Anthropic Messages only; [`FakeProvider::call_tool_first`]).
+#[derive(Clone)]
+pub struct ToolFirst {
+    /// The tool's name.
+    pub tool: String,
+    /// Its input.
+    pub input: Value,
+    /// The shell command to run given the tool's result text.
+    pub then: fn(&str) -> String,
 }
 
 /// A running fake provider.
@@ -71,6 +87,8 @@ impl FakeProvider {
             fix: Mutex::new(fix.map(str::to_string)),
             requests: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            tool_first: Mutex::new(None),
+            tools_seen: Mutex::new(Default::default()),
         });
         let p = FakeProvider {
             addr,
@@ -138,6 +156,22 @@ impl FakeProvider {
         self.shared.requests.load(Ordering::SeqCst)
     }
 
+    /// Scripts the Anthropic conversation as [`ToolFirst`] says (once the tool is offered).
+    pub fn call_tool_first(&self, script: ToolFirst) {
+        *self.shared.tool_first.lock().unwrap() = Some(script);
+    }
+
+    /// The names of every tool offered to the model so far (Anthropic Messages).
+    pub fn tools_seen(&self) -> Vec<String> {
+        self.shared
+            .tools_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     /// `METHOD path -> status` of every request answered so far.
     pub fn log(&self) -> Vec<String> {
         self.shared.log.lock().unwrap().clone()
@@ -181,7 +215,22 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     shared.requests.fetch_add(1, Ordering::SeqCst);
     let mode = *shared.mode.lock().unwrap();
     let fix = shared.fix.lock().unwrap().clone();
-    let (status, content_type, text) = answer(mode, &method, &path, &body, fix.as_deref());
+    if let Some(tools) = body["tools"].as_array() {
+        let mut seen = shared.tools_seen.lock().unwrap();
+        seen.extend(
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .map(str::to_string),
+        );
+    }
+    let tool_first = shared.tool_first.lock().unwrap().clone();
+    let (status, content_type, text) = match tool_first {
+        Some(script) if mode == Mode::Up && method == "POST" && path.ends_with("/v1/messages") => {
+            anthropic_reply(&body, tool_first_block(&body, &script))
+        }
+        _ => answer(mode, &method, &path, &body, fix.as_deref()),
+    };
     shared
         .log
         .lock()
@@ -293,8 +342,45 @@ fn anthropic_tool(body: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The tool results of the conversation's messages, in order, as text.
+fn anthropic_tool_results(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for b in m["content"].as_array().into_iter().flatten() {
+            if b["type"].as_str() != Some("tool_result") {
+                continue;
+            }
+            out.push(match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(""),
+                _ => String::new(),
+            });
+        }
+    }
+    out
+}
+
+/// [`ToolFirst`]'s next block: its tool (when offered), then the shell with the command made
+/// of its result, then the final answer.
+fn tool_first_block(body: &Value, script: &ToolFirst) -> Value {
+    let offered = body["tools"]
+        .as_array()
+        .is_some_and(|ts| ts.iter().any(|t| t["name"].as_str() == Some(&script.tool)));
+    let results = anthropic_tool_results(body);
+    match (offered, results.as_slice(), anthropic_tool(body)) {
+        (true, [], _) => json!({"type": "tool_use", "id": "toolu_fake_mcp", "name": script.tool,
+                               "input": script.input}),
+        (true, [first], Some(shell)) => json!({"type": "tool_use", "id": "toolu_fake_shell",
+            "name": shell, "input": {"command": (script.then)(first), "description": "Write the answer"}}),
+        _ => json!({"type": "text", "text": FINAL_ANSWER}),
+    }
+}
+
 fn anthropic(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
-    let model = body["model"].as_str().unwrap_or("claude-fake").to_string();
     let tool = anthropic_tool(body);
     let block = match (fix, tool) {
         (Some(cmd), Some(tool)) if !anthropic_has_tool_result(body) => json!({
@@ -304,6 +390,12 @@ fn anthropic(body: &Value, fix: Option<&str>) -> (u16, &'static str, String) {
         // Side requests (titles, summaries) and the final answer.
         _ => json!({"type": "text", "text": FINAL_ANSWER}),
     };
+    anthropic_reply(body, block)
+}
+
+/// An Anthropic Messages answer holding one block (streamed when asked).
+fn anthropic_reply(body: &Value, block: Value) -> (u16, &'static str, String) {
+    let model = body["model"].as_str().unwrap_or("claude-fake").to_string();
     let stop = if block["type"] == "tool_use" {
         "tool_use"
     } else {

@@ -112,6 +112,16 @@ pub(super) fn validating(
             ),
         }
     }
+    // The task's MCP header values (`akbench_core::task::mcp`), resolved now from this
+    // worker's environment: credentials like the agent's own (in its environment only,
+    // scrubbed from everything stored), for an agent that is given the servers.
+    if akbench_core::task::mcp::TAKES_MCP.contains(&adapter.name()) {
+        match akbench_core::task::mcp::resolve_headers(&task.mcp_servers, |n| std::env::var(n).ok())
+        {
+            Ok(headers) => secrets.extend(headers),
+            Err(e) => return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id)),
+        }
+    }
     r.redactor = Redactor::new(secrets.iter().cloned());
     r.stop_if_cancelled(cancel)?;
 
