@@ -152,30 +152,28 @@ pub(super) fn local_repo(
     }
 }
 
-/// The compose file names a task may have (Harbor reads the first).
+/// The compose file Harbor reads, and the other name, which is refused.
 pub const COMPOSE_FILES: [&str; 2] = ["docker-compose.yaml", "docker-compose.yml"];
 
-/// `environment/docker-compose.yaml` (or `.yml`; both is refused): the task's sidecar
-/// services ([`crate::task::world::parse`]), read through `bounded_read`; `None` without
-/// one. The error names the file, the service, the key and the fix.
+/// `environment/docker-compose.yaml`: the task's sidecar services
+/// ([`crate::task::world::parse`]), read through `bounded_read`; `None` without one. A
+/// `docker-compose.yml` is refused: Harbor 0.25 reads only the `.yaml` name, so Harbor
+/// would run the task without its services (a verdict akbench's would not match). The
+/// error names the file, the service, the key and the fix.
 pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
-    let present: Vec<_> = COMPOSE_FILES
-        .iter()
-        .map(|n| dir.join("environment").join(n))
-        .filter(|f| std::fs::symlink_metadata(f).is_ok())
-        .collect();
-    let file = match present.as_slice() {
-        [] => return Ok(None),
-        [one] => one.clone(),
-        [yaml, ..] => {
-            return Err(TaskError {
-                file: yaml.clone(),
-                kind: super::TaskErrorKind::Io(
-                    "and environment/docker-compose.yml are both present; fix: keep one compose file (Harbor reads docker-compose.yaml)".into(),
-                ),
-            })
-        }
-    };
+    let [yaml, yml] = COMPOSE_FILES.map(|n| dir.join("environment").join(n));
+    if std::fs::symlink_metadata(&yml).is_ok() {
+        return Err(TaskError {
+            file: yml,
+            kind: super::TaskErrorKind::Io(
+                "is a compose file Harbor 0.25 does not read (it reads only environment/docker-compose.yaml, and would run the task without these services); fix: rename it to docker-compose.yaml (keep one compose file)".into(),
+            ),
+        });
+    }
+    if std::fs::symlink_metadata(&yaml).is_err() {
+        return Ok(None);
+    }
+    let file = yaml;
     let text = read_text(
         &file,
         crate::bounded_read::ReadKind::Config.cap(),

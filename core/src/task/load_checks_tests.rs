@@ -214,7 +214,7 @@ fn db(hex: &str) -> String {
 fn a_compose_file_loads_as_an_interactive_world_under_container_and_shared_grading() {
     let tmp = tempfile::tempdir().unwrap();
     let shared = |t: String| format!("{t}[verifier]\nenvironment_mode = \"shared\"\n");
-    for name in ["docker-compose.yaml", "docker-compose.yml"] {
+    for name in ["docker-compose.yaml"] {
         let root = tmp.path().join(name);
         let t = with_compose(&root, name, &db(HEX_A), shared).unwrap();
         assert_eq!(t.family, crate::task::Family::Interactive);
@@ -260,13 +260,25 @@ fn a_compose_file_the_task_cannot_run_is_refused_naming_it() {
         shown.contains("service `db`: `volumes` cannot take effect") && shown.contains("fix: "),
         "{shown}"
     );
-    // Both names: refused.
+    // `.yml` (which Harbor 0.25 does not read), alone or beside `.yaml`: refused.
+    let e = with_compose(
+        &tmp.path().join("yml"),
+        "docker-compose.yml",
+        &db(HEX_A),
+        |t| t,
+    )
+    .unwrap_err();
+    assert!(e.file.ends_with("environment/docker-compose.yml"), "{e}");
+    assert!(
+        e.to_string().contains("rename it to docker-compose.yaml"),
+        "{e}"
+    );
     let root = tmp.path().join("b");
     write_task(&root, "t", "1.0");
     std::fs::create_dir_all(root.join("t/environment")).unwrap();
     std::fs::write(root.join("t/environment/docker-compose.yml"), db(HEX_A)).unwrap();
     let e = with_compose(&root, "docker-compose.yaml", &db(HEX_A), |t| t).unwrap_err();
-    assert!(e.to_string().contains("both present"), "{e}");
+    assert!(e.to_string().contains("does not read"), "{e}");
     // Steps and services together, or another family: refused naming both.
     let steps = |t: String| format!("{t}[[steps]]\nname = \"one\"\n");
     let e = with_compose(

@@ -563,12 +563,15 @@ pub fn codex_args(servers: &[McpServer]) -> Vec<String> {
     out
 }
 
-/// `AKBENCH_MCP_SERVERS`: the servers as JSON (`name`, `transport`, `url` or `command` and
-/// `args`, `headers` naming each value's variable); `None` without servers.
+/// `AKBENCH_MCP_SERVERS`: the servers as JSON ([`servers_value`]); `None` without servers.
 pub fn servers_json(servers: &[McpServer]) -> Option<String> {
-    if servers.is_empty() {
-        return None;
-    }
+    (!servers.is_empty()).then(|| servers_value(servers).to_string())
+}
+
+/// The servers as a JSON list (`name`, `transport`, `url` or `command` and `args`,
+/// `headers` naming each value's variable): what every agent gets, and what `akbench task
+/// check --json` lists.
+pub fn servers_value(servers: &[McpServer]) -> serde_json::Value {
     let list: Vec<serde_json::Value> = servers
         .iter()
         .enumerate()
@@ -589,7 +592,34 @@ pub fn servers_json(servers: &[McpServer]) -> Option<String> {
             })
         })
         .collect();
-    Some(serde_json::Value::Array(list).to_string())
+    serde_json::Value::Array(list)
+}
+
+impl McpServer {
+    /// One line for `akbench task check`: `warehouse: streamable-http http://warehouse:8000/mcp`
+    /// or `files: stdio python3 /opt/files.py`.
+    pub fn summary_line(&self) -> String {
+        let target = match self.transport {
+            Transport::Stdio => std::iter::once(self.command.as_deref().unwrap_or_default())
+                .chain(self.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Transport::Sse | Transport::StreamableHttp => self.url.clone().unwrap_or_default(),
+        };
+        let headers = if self.headers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (headers: {})",
+                self.headers.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        };
+        format!(
+            "{}: {} {target}{headers}",
+            self.name,
+            self.transport.as_str()
+        )
+    }
 }
 
 #[cfg(test)]

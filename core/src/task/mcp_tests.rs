@@ -259,3 +259,16 @@ fn the_adapter_lists_name_known_adapters_once() {
     }
     assert!(!TAKES_MCP.iter().any(|a| IGNORES_MCP.contains(a)));
 }
+
+#[test]
+fn task_check_lines_name_each_server_and_never_a_header_value() {
+    let lines: Vec<String> = servers().iter().map(McpServer::summary_line).collect();
+    assert_eq!(
+        lines,
+        [
+            "warehouse: streamable-http http://warehouse:8000/mcp (headers: Authorization, X-Team)",
+            "user: sse http://user:8000/sse",
+            "files: stdio python3 /opt/files.py say \"hi\"",
+        ]
+    );
+}

@@ -97,6 +97,9 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
         if let Some(w) = &task.world {
             v["services"] = serde_json::to_value(w.summary()).expect("services serialize");
         }
+        if !task.mcp_servers.is_empty() {
+            v["mcp_servers"] = task::mcp::servers_value(&task.mcp_servers);
+        }
         outln!("{v}");
         return;
     }
@@ -130,6 +133,9 @@ fn print(check: &TaskCheck, task: &task::Task, file: &std::path::Path, cached: b
     }
     for line in task.world.iter().flat_map(|w| w.summary_lines()) {
         outln!("  service {line}");
+    }
+    for server in &task.mcp_servers {
+        outln!("  mcp server {}", server.summary_line());
     }
     if let Some(t) = &check.tripwire {
         outln!("  tripwire: {t}");

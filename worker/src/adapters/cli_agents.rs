@@ -373,6 +373,74 @@ impl Adapter for CliAgentAdapter {
 
 #[cfg(test)]
 mod tests {
+    /// A task (image-only, so nothing to clone) with two MCP servers, and an agent of
+    /// `adapter`, loaded from files as the worker loads them.
+    fn task_and_agent(
+        dir: &std::path::Path,
+        adapter: &str,
+    ) -> (akbench_core::task::Task, akbench_core::agent::Agent) {
+        let t = dir.join("tasks/mcp-task");
+        std::fs::create_dir_all(t.join("tests")).unwrap();
+        std::fs::write(t.join("instruction.md"), "Ask the tools.\n").unwrap();
+        std::fs::write(t.join("tests/test.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::write(
+            t.join("task.toml"),
+            "[environment]\ndocker_image = \"reg.example/t@sha256:0000000000000000000000000000000000000000000000000000000000000000\"\n\
+             [[environment.mcp_servers]]\nname = \"local\"\ntransport = \"streamable-http\"\nurl = \"http://localhost:8000/mcp\"\n\
+             headers = { Authorization = \"Bearer ${MCP_TEST_TOKEN}\" }\n\
+             [[environment.mcp_servers]]\nname = \"files\"\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = [\"/opt/files.py\"]\n",
+        )
+        .unwrap();
+        let task = akbench_core::task::Task::load(&t, &dir.join("tasks")).unwrap();
+        std::fs::create_dir_all(dir.join("agents")).unwrap();
+        std::fs::write(
+            dir.join("agents/a.toml"),
+            format!("adapter = \"{adapter}\"\nprogram = \"/opt/cli\"\n"),
+        )
+        .unwrap();
+        let agent = akbench_core::agent::Agent::load(&dir.join("agents"), "a").unwrap();
+        (task, agent)
+    }
+
+    #[test]
+    fn claude_code_and_codex_get_the_task_s_mcp_servers_before_the_instruction() {
+        use crate::adapters::{Adapter, LaunchContext};
+        let dir = tempfile::tempdir().unwrap();
+        for (adapter, flag) in [
+            (super::claude_code(), "--mcp-config"),
+            (super::codex(), "-c"),
+        ] {
+            let (task, agent) = task_and_agent(dir.path(), adapter.name);
+            let home = dir.path().join("home");
+            let launch = adapter
+                .launch(&LaunchContext {
+                    task: &task,
+                    agent: &agent,
+                    workspace: dir.path(),
+                    home: &home,
+                    instruction_file: &home.join("instruction.md"),
+                })
+                .unwrap();
+            let argv = &launch.argv;
+            let at = argv.iter().position(|a| a == flag).unwrap();
+            let dashes = argv.iter().position(|a| a == "--").unwrap();
+            assert!(at < dashes, "{argv:?}");
+            assert_eq!(argv[dashes + 1], "Ask the tools.\n");
+            let joined = argv.join(" ");
+            assert!(
+                joined.contains("http://localhost:8000/mcp") && joined.contains("/opt/files.py"),
+                "{argv:?}"
+            );
+            assert!(
+                joined.contains("AKBENCH_MCP_AUTH_0_0"),
+                "the header's variable: {argv:?}"
+            );
+            let servers: serde_json::Value =
+                serde_json::from_str(&launch.env["AKBENCH_MCP_SERVERS"]).unwrap();
+            assert_eq!(servers[1]["name"], "files");
+        }
+    }
+
     #[test]
     fn the_mini_wrapper_prints_the_marker_the_parser_looks_for() {
         assert!(super::MINI_WRAPPER.contains(akbench_core::observe::mini_swe_agent::MARKER));
