@@ -968,12 +968,12 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
     }
 }
 
-/// The example with a sidecar (`harbor-sidecar-kv-001`) under `tmp/tasks`, its images in a
-/// fresh registry ([`registry::kv_example`]).
-fn sidecar_task(tmp: &Path) -> (registry::Registry, PathBuf) {
+/// Example `id` with its sidecar `services` under `tmp/tasks`, its images in a fresh
+/// registry ([`registry::sidecar_example`]).
+fn sidecar_task(tmp: &Path, id: &str, services: &[&str]) -> (registry::Registry, PathBuf) {
     let reg = registry::Registry::start();
-    let dir = tmp.join("tasks/harbor-sidecar-kv-001");
-    registry::kv_example(&reg, tmp, &dir);
+    let dir = tmp.join("tasks").join(id);
+    registry::sidecar_example(&reg, tmp, &dir, id, services);
     (reg, dir)
 }
 
@@ -987,7 +987,7 @@ fn a_task_with_a_sidecar_is_checked_valid_with_its_service_running() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (reg, dir) = sidecar_task(tmp.path());
+    let (reg, dir) = sidecar_task(tmp.path(), "harbor-sidecar-kv-001", &["kv"]);
     let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
     assert_eq!(code, 0, "{v}{stderr}");
     assert_eq!(v["valid"], true, "{v}");
@@ -1004,4 +1004,25 @@ fn a_task_with_a_sidecar_is_checked_valid_with_its_service_running() {
         serde_json::json!({"name": "main", "depends_on": [{"service": "kv", "condition": "service_healthy"}]}),
         "{v}"
     );
+}
+
+/// `task check` of the MCP examples (an MCP-tools server; a simulated user) starts each
+/// one's server: the reference solution, an MCP client, solves it; the baseline does not.
+#[test]
+fn the_mcp_examples_are_checked_valid_with_their_servers_running() {
+    const TEST: &str = "the_mcp_examples_are_checked_valid_with_their_servers_running";
+    if !runs_here(TEST) {
+        return;
+    }
+    for (id, service) in [
+        ("harbor-mcp-tools-001", "warehouse"),
+        ("harbor-simulated-user-001", "user"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (reg, dir) = sidecar_task(tmp.path(), id, &[service]);
+        let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+        assert_eq!(code, 0, "{id}: {v}{stderr}");
+        assert_eq!(v["valid"], true, "{id}: {v}");
+        assert_eq!(v["services"][0]["name"], service, "{id}: {v}");
+    }
 }

@@ -487,6 +487,23 @@ fn a_task_with_sidecars_is_planned_only_under_container_and_not_exported() {
     );
 }
 
+/// The MCP examples (an MCP-tools sidecar; a simulated user, issue 46) are sidecar tasks
+/// like the kv example: checked and planned only under `container`, not exported.
+#[test]
+fn the_mcp_examples_are_planned_only_under_container_and_not_exported() {
+    for (example, service) in [
+        ("harbor-mcp-tools-001", "warehouse"),
+        ("harbor-simulated-user-001", "user"),
+    ] {
+        planned_only_under_container(
+            example,
+            service,
+            "interactive",
+            &format!("{example} has sidecar services ({service};"),
+        );
+    }
+}
+
 /// The example `example` copied with a pinned image: `task check` and a plan under `sandbox`
 /// are bad input naming `container`; planned under `container` as experiment `experiment`
 /// its family is counted; `run export-harbor` of that run is refused with `refusal`, writing

@@ -117,6 +117,7 @@ fn once(dir: &Path, images: &Path, image: &Image, world: Option<&World>, i: usiz
         scratch: &root.join("world"),
         facts: Default::default(),
         clock: &clock,
+        logs: None,
     };
     let started = Instant::now();
     let env = start(

@@ -38,6 +38,8 @@ pub struct WorldCtx<'a> {
     pub facts: Arc<Mutex<Vec<ServiceFacts>>>,
     /// The attempt's clock.
     pub clock: &'a dyn Clock,
+    /// Where the services' output is kept (the attempt's output folder), when it is.
+    pub logs: Option<crate::runtime::world::Logs<'a>>,
 }
 
 /// How long a service may take to complete when another waits for that
@@ -78,6 +80,7 @@ pub fn start(
             facts: ctx.facts.clone(),
             clock: ctx.clock,
             completion_wait: COMPLETION_WAIT,
+            logs: ctx.logs,
         },
         cancel,
     )

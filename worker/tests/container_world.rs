@@ -19,8 +19,10 @@ use akbench_worker::runtime::container::{Image, View};
 use akbench_worker::runtime::shared::{Env, ExecAs, Start};
 use akbench_worker::runtime::world::{self, ServiceImage, StartWith};
 use akbench_worker::runtime::{Exposure, Limits};
-use common::container_trial::{registry_and_corpus, run_in_container, runs_here, DEBIAN_PATH};
-use common::registry::{base_tar, kv_example, layer, Registry};
+use common::container_trial::{
+    first_attempt_file, registry_and_corpus, run_in_container, runs_here, DEBIAN_PATH,
+};
+use common::registry::{base_tar, layer, sidecar_example, Registry};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -209,6 +211,7 @@ fn start(f: &Fixture, w: &World, name: &str) -> Result<(Env, Facts), String> {
             facts: facts.clone(),
             clock: &clock,
             completion_wait: Duration::from_secs(60),
+            logs: None,
         },
         &CancelToken::new(),
     )?;
@@ -433,8 +436,9 @@ fn a_dependency_that_fails_names_itself_and_nothing_is_left_running() {
     );
 }
 
-fn trial(c: &common::Corpus, agent: &str) -> akbench_core::record::RunRecord {
-    let record = run_in_container(c, "kv", agent, agent, 60.0, 0);
+/// Trial `agent` (with the agent of that name) of task `task` of corpus `c`.
+fn trial(c: &common::Corpus, task: &str, agent: &str) -> akbench_core::record::RunRecord {
+    let record = run_in_container(c, task, agent, agent, 60.0, 0);
     for a in &record.attempts {
         eprintln!(
             "{agent} attempt {}: state={} cause={:?} grade={:?} services={:?}",
@@ -451,7 +455,8 @@ fn trial(c: &common::Corpus, agent: &str) -> akbench_core::record::RunRecord {
 /// The example runs as Harbor would run it: the oracle's solution calls the service's API
 /// and the grader reads the state the service holds (solved); a no-op agent leaves the
 /// service as it was (not solved). Each record lists the service with its pinned image,
-/// and says it ran until the trial ended.
+/// and says it ran until the trial ended; the service's output is kept in the attempt's
+/// folder.
 #[test]
 fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_op_agent() {
     const TEST: &str =
@@ -460,8 +465,14 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
         return;
     }
     let (reg, c) = registry_and_corpus();
-    kv_example(&reg, c.root(), &c.tasks().join("kv"));
-    let oracle = trial(&c, "oracle");
+    sidecar_example(
+        &reg,
+        c.root(),
+        &c.tasks().join("kv"),
+        "harbor-sidecar-kv-001",
+        &["kv"],
+    );
+    let oracle = trial(&c, "kv", "oracle");
     assert_eq!(
         oracle.outcome.state.to_string(),
         "completed",
@@ -488,7 +499,14 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
         services[0].ended.as_deref(),
         Some("running until the trial ended (stopped by the worker)")
     );
-    let noop = trial(&c, "noop");
+    // The service's output is kept beside the agent's: its request log.
+    assert_eq!(
+        services[0].stderr_path.as_deref(),
+        Some("a1/services/kv.stderr.log")
+    );
+    let said = first_attempt_file(&c, "oracle", "services/kv.stderr.log");
+    assert!(said.contains("\"PUT /keys/release-2.4 "), "{said:?}");
+    let noop = trial(&c, "kv", "noop");
     assert_eq!(
         noop.outcome.state.to_string(),
         "completed",
@@ -497,4 +515,73 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
     );
     assert_eq!(noop.outcome.ok, Some(false), "{:?}", noop.attempts[0].grade);
     assert_eq!(noop.attempts[0].services.len(), 1);
+}
+
+/// Example `id` (whose one service is `service`) run by the oracle and by a no-op agent as
+/// Harbor would run it: the oracle, an MCP client, solves it through the service's tools
+/// (grade 1.0), the no-op agent does not (0.0). Each attempt keeps the service's output
+/// beside the agent's (`a1/services/<service>.stderr.log`, named in the record); the
+/// oracle's shows the tool call `call` (`mcp: tools/call ...`), the no-op's none.
+fn mcp_example(test: &str, id: &str, service: &str, call: &str) {
+    if !runs_here(test) {
+        return;
+    }
+    let (reg, c) = registry_and_corpus();
+    sidecar_example(&reg, c.root(), &c.tasks().join("ex"), id, &[service]);
+    let log = format!("services/{service}.stderr.log");
+    for (agent, solved) in [("oracle", true), ("noop", false)] {
+        let record = trial(&c, "ex", agent);
+        let a = &record.attempts[0];
+        assert_eq!(
+            record.outcome.state.to_string(),
+            "completed",
+            "{agent}: {:?}",
+            a.cause
+        );
+        assert_eq!(record.outcome.ok, Some(solved), "{agent}: {:?}", a.grade);
+        assert_eq!(
+            a.grade.as_ref().map(|g| g.score),
+            Some(if solved { 1.0 } else { 0.0 }),
+            "{agent}: {:?}",
+            a.grade
+        );
+        assert_eq!(a.services.len(), 1, "{agent}: {:?}", a.services);
+        let s = &a.services[0];
+        assert_eq!(s.name, service);
+        assert_eq!(s.stderr_path.as_deref(), Some(format!("a1/{log}").as_str()));
+        assert_eq!(
+            s.stdout_path.as_deref(),
+            Some(format!("a1/services/{service}.stdout.log").as_str())
+        );
+        let said = first_attempt_file(&c, agent, &log);
+        assert!(
+            said.contains("mcp: listening on :8000"),
+            "{agent}: {said:?}"
+        );
+        if solved {
+            assert!(said.contains(call), "{agent}: no `{call}` in {said:?}");
+        } else {
+            assert!(!said.contains("mcp: tools/call"), "{agent}: {said:?}");
+        }
+    }
+}
+
+#[test]
+fn the_mcp_tools_example_is_solved_by_the_oracle_through_its_tools_and_not_by_a_no_op_agent() {
+    mcp_example(
+        "the_mcp_tools_example_is_solved_by_the_oracle_through_its_tools_and_not_by_a_no_op_agent",
+        "harbor-mcp-tools-001",
+        "warehouse",
+        r#"mcp: tools/call get_part {"sku": "HX-2201"}"#,
+    );
+}
+
+#[test]
+fn the_simulated_user_example_is_solved_by_asking_the_user_and_not_by_a_no_op_agent() {
+    mcp_example(
+        "the_simulated_user_example_is_solved_by_asking_the_user_and_not_by_a_no_op_agent",
+        "harbor-simulated-user-001",
+        "user",
+        r#"mcp: tools/call ask_user {"question": "When should the backup run?"}"#,
+    );
 }

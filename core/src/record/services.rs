@@ -1,6 +1,7 @@
 //! What a run record keeps of an interactive world's sidecar services
 //! ([`crate::task::world`]): for each service started for an attempt, its image by digest,
-//! when it started, when its `depends_on` condition was met and how it ended. The rule
+//! when it started, when its `depends_on` condition was met, how it ended and where its
+//! program's output is kept (beside the agent's, bounded the same way). The rule
 //! that words an ending is [`ended`], table-tested.
 
 use chrono::{DateTime, Utc};
@@ -22,6 +23,14 @@ pub struct ServiceFacts {
     /// How it ended ([`ended`]); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Its program's stdout, relative to the record's folder like the agent's
+    /// (`a1/services/NAME.stdout.log`); absent when it was not kept (a reference
+    /// solution's world).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_path: Option<String>,
+    /// Its program's stderr (`a1/services/NAME.stderr.log`), as `stdout_path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_path: Option<String>,
 }
 
 /// How a service's program ended, in words: `exit_code` / `signal` as the process layer

@@ -445,6 +445,8 @@ pub(crate) fn reference_env(
         scratch: &dir.join("world"),
         facts: Default::default(),
         clock: &*orch.clock,
+        // A reference solution's services: their output goes with the scratch folder.
+        logs: None,
     };
     let env = crate::world_env::start(
         spec.clone(),

@@ -250,8 +250,12 @@ impl Env {
             return Err(err("the service has no program: its image has no `Entrypoint` or `Cmd` and the compose file no `command`; fix: write `command:` for it"));
         }
         let program_text = spec.argv.join(" ");
-        spec.stdout_path = exposure.scratch.join("environment.stdout.log");
-        spec.stderr_path = exposure.scratch.join("environment.stderr.log");
+        // A service's output goes where its spec says (`runtime::world`: kept with the
+        // attempt's output); the environment's keeper's to its scratch.
+        if !service {
+            spec.stdout_path = exposure.scratch.join("environment.stdout.log");
+            spec.stderr_path = exposure.scratch.join("environment.stderr.log");
+        }
         spec.timeout = Duration::from_secs(7 * 24 * 3600);
         spec.tag = format!("{}-env", spec.tag);
         let stderr_path = spec.stderr_path.clone();

@@ -122,6 +122,23 @@ pub struct StartWith<'a> {
     pub clock: &'a dyn akbench_core::clock::Clock,
     /// The longest wait for a dependency to complete (`service_completed_successfully`).
     pub completion_wait: std::time::Duration,
+    /// Where the services' output is kept, when it is; else in each service's folder under
+    /// `scratch`, which goes with the attempt's work folder.
+    pub logs: Option<Logs<'a>>,
+}
+
+/// Where a world's services' output is kept (the attempt's output folder):
+/// `<dir>/<service>.stdout.log` and `.stderr.log`, written by the process layer as the
+/// agent's output is, each cut at `cap` bytes, and named `<rel>/<service>.*.log` in the
+/// record ([`ServiceFacts`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Logs<'a> {
+    /// The folder (created when the first service starts).
+    pub dir: &'a std::path::Path,
+    /// The folder as the record names it (relative to the record's folder).
+    pub rel: &'a str,
+    /// The most bytes kept of each stream (the attempt's `output_cap`).
+    pub cap: u64,
 }
 
 /// A service's image as [`start`] takes it: (service name, view, what to hold in use).
@@ -160,6 +177,30 @@ pub fn start(
             .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
         let argv = program(s, &image.run);
         let pinned = image.pinned.clone();
+        let (out, kept) = match &with.logs {
+            Some(l) => {
+                std::fs::create_dir_all(l.dir)
+                    .map_err(|e| format!("cannot create {}: {e}", l.dir.display()))?;
+                let name = |stream: &str| format!("{}.{stream}.log", s.name);
+                (
+                    [l.dir.join(name("stdout")), l.dir.join(name("stderr"))],
+                    Some((
+                        [
+                            format!("{}/{}", l.rel, name("stdout")),
+                            format!("{}/{}", l.rel, name("stderr")),
+                        ],
+                        l.cap,
+                    )),
+                )
+            }
+            None => (
+                [
+                    scratch.join("environment.stdout.log"),
+                    scratch.join("environment.stderr.log"),
+                ],
+                None,
+            ),
+        };
         let exposure = super::Exposure {
             scratch: scratch.clone(),
             container: Some(View {
@@ -176,10 +217,9 @@ pub fn start(
             argv: Vec::new(),
             cwd: scratch.clone(),
             env: s.environment.clone(),
-            // Env::start_with writes the program's output to `environment.*.log` there.
-            stdout_path: scratch.join("environment.stdout.log"),
-            stderr_path: scratch.join("environment.stderr.log"),
-            output_cap: 1 << 20,
+            stdout_path: out[0].clone(),
+            stderr_path: out[1].clone(),
+            output_cap: kept.as_ref().map_or(1 << 20, |k| k.1),
             timeout: std::time::Duration::from_secs(7 * 24 * 3600),
             grace: std::time::Duration::from_secs(2),
             tag: format!("{}-svc-{}", with.tag, s.name),
@@ -210,6 +250,8 @@ pub fn start(
                 started_at,
                 ready_ms: None,
                 ended: None,
+                stdout_path: kept.as_ref().map(|k| k.0[0].clone()),
+                stderr_path: kept.map(|k| k.0[1].clone()),
             },
         );
         waits.started(&s.name, spec);
@@ -301,7 +343,7 @@ impl Waits {
                             "service `{}` ended ({}) before it became healthy (`{who}` waits for it): {}",
                             d.service,
                             code.map_or("without an exit code".to_string(), |c| format!("exit code {c}")),
-                            said(&scratch)
+                            said(&template.stderr_path)
                         ));
                     }
                     super::health::poll(env, &hc, &template, &scratch, cancel).map_err(|e| {
@@ -336,7 +378,7 @@ impl Waits {
                     }
                     let code = env.wait_exit().and_then(|e| e.exit_code);
                     if code != Some(0) {
-                        let said = said(&with.scratch.join(&d.service));
+                        let said = said(&template.stderr_path);
                         return Err(format!(
                             "service `{}` ended {} and `{who}` waits for it to complete successfully: {}",
                             d.service,
@@ -352,13 +394,10 @@ impl Waits {
     }
 }
 
-/// The end of what a service's program wrote to its stderr (`scratch`: its folder).
-fn said(scratch: &std::path::Path) -> String {
+/// The end of what a service's program wrote to its stderr (`path`).
+fn said(path: &std::path::Path) -> String {
     let text = akbench_core::bounded_read::ReadKind::Log
-        .read_text(
-            &scratch.join("environment.stderr.log"),
-            akbench_core::bounded_read::Links::Refuse,
-        )
+        .read_text(path, akbench_core::bounded_read::Links::Refuse)
         .unwrap_or_default();
     akbench_core::limits::elide(text.trim())
 }

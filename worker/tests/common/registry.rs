@@ -235,11 +235,13 @@ pub fn unpacked_base(tag: &str) -> UnpackedBase {
     }
 }
 
-/// The example task with a sidecar (`examples/tasks/harbor-sidecar-kv-001`) copied to
-/// `dest`, its environment's image (the Debian base as `akbench/base:bookworm`) and its `kv`
-/// service's (environment/kv/kv.py over the base) pushed to `reg`, and their names written
-/// into its task.toml and compose file. `scratch` holds the service's layer.
-pub fn kv_example(reg: &Registry, scratch: &Path, dest: &Path) {
+/// The example task `examples/tasks/<id>` with sidecar services copied to `dest`, as its
+/// tests need it: its environment's image (the Debian base as `akbench/base:bookworm`) and
+/// each service's of `services` (`environment/<service>/Dockerfile`: its `COPY FILE DEST`
+/// lines over the base, as `akbench/<service>`) pushed to `reg`, and their names written into
+/// its task.toml and compose file (whose placeholder is
+/// `127.0.0.1:5000/akbench/<service>@sha256:0…0`). `scratch` holds the services' layers.
+pub fn sidecar_example(reg: &Registry, scratch: &Path, dest: &Path, id: &str, services: &[&str]) {
     let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
     let base = base_tar();
     reg.push(
@@ -249,17 +251,38 @@ pub fn kv_example(reg: &Registry, scratch: &Path, dest: &Path) {
         Some("/app"),
         None,
     );
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tasks/harbor-sidecar-kv-001");
-    let kv_py = std::fs::read_to_string(example.join("environment/kv/kv.py")).unwrap();
-    let app = layer(scratch, "kv", &[("srv/kv.py", &kv_py)], "tar");
-    let digest = reg.push(
-        "akbench/kv:1",
-        &[(&base, "tar"), (&app, "tar")],
-        &path,
-        Some("/srv"),
-        None,
-    );
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/tasks")
+        .join(id);
+    let mut digests = Vec::new();
+    for svc in services {
+        let folder = example.join("environment").join(svc);
+        let dockerfile = std::fs::read_to_string(folder.join("Dockerfile")).unwrap();
+        let files: Vec<(String, String)> = dockerfile
+            .lines()
+            .filter_map(|l| l.strip_prefix("COPY "))
+            .map(|rest| {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                assert_eq!(parts.len(), 2, "{svc}'s Dockerfile: `COPY {rest}`");
+                let content = std::fs::read_to_string(folder.join(parts[0])).unwrap();
+                (parts[1].trim_start_matches('/').to_string(), content)
+            })
+            .collect();
+        assert!(!files.is_empty(), "{svc}'s Dockerfile copies nothing");
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        let app = layer(scratch, svc, &files, "tar");
+        let digest = reg.push(
+            &format!("akbench/{svc}:1"),
+            &[(&base, "tar"), (&app, "tar")],
+            &path,
+            Some("/srv"),
+            None,
+        );
+        digests.push((svc, digest));
+    }
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     assert!(Command::new("cp")
         .arg("-a")
@@ -282,9 +305,11 @@ pub fn kv_example(reg: &Registry, scratch: &Path, dest: &Path) {
             reg.addr
         ),
     );
-    edit(
-        "environment/docker-compose.yaml",
-        "127.0.0.1:5000/akbench/kv@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-        &format!("{}/akbench/kv@{digest}", reg.addr),
-    );
+    for (svc, digest) in digests {
+        edit(
+            "environment/docker-compose.yaml",
+            &format!("127.0.0.1:5000/akbench/{svc}@sha256:{}", "0".repeat(64)),
+            &format!("{}/akbench/{svc}@{digest}", reg.addr),
+        );
+    }
 }

@@ -291,7 +291,7 @@ pub(super) fn starting_agent(
     if crate::orchestrator::container::wants_environment(req.task, grading_place(req)) {
         // Graded in the environment the agent leaves: started before the agent (without
         // its credentials), kept until grading ends; the agent runs inside it.
-        let env = start_env(r, req, cancel, &launched, &paths.root)?;
+        let env = start_env(r, req, req, cancel, &launched, &paths.root)?;
         *env_slot = Some(env);
     }
     spawn_agent(r, req, launched, env_slot.as_ref())
@@ -485,9 +485,13 @@ impl Launched {
 /// The task's environment (the agent's launch `launched` gives its view, limits and
 /// network), started and its `[environment] healthcheck` passed: only under `runtime:
 /// container`; failing to start or to get healthy is the infrastructure's.
+///
+/// `attempt` is the attempt's own request (a step's `req` has its artifacts under
+/// `steps/NAME/`; the services' output is the attempt's, in its `services/`).
 pub(super) fn start_env(
     r: &mut Run<'_>,
     req: &AttemptRequest<'_>,
+    attempt: &AttemptRequest<'_>,
     cancel: &CancelToken,
     launched: &Launched,
     work_root: &Path,
@@ -512,12 +516,20 @@ pub(super) fn start_env(
         Ok(t) => t,
         Err(e) => return r.end(Event::InfrastructureFailed, e),
     };
-    // With sidecar services, they start first and the environment joins their network.
+    // With sidecar services, they start first and the environment joins their network;
+    // their output is kept beside the agent's (`services/NAME.*.log`).
+    let logs_dir = attempt.artifacts_dir.join("services");
+    let logs_rel = format!("{}/services", attempt.artifacts_rel);
     let ctx = crate::world_env::WorldCtx {
         images: &r.orch.images,
         scratch: &work_root.join("world"),
         facts: r.services.clone(),
         clock: &*r.orch.clock,
+        logs: Some(crate::runtime::world::Logs {
+            dir: &logs_dir,
+            rel: &logs_rel,
+            cap: attempt.options.output_cap,
+        }),
     };
     let started = crate::world_env::start(
         keeper,

@@ -119,7 +119,7 @@ pub(super) fn run(
     let launched = launch(r, &first, cancel, &checked, Some(image), paths, &mounts)?;
     // The environment's own processes (upload, setup.sh, probes): without the credentials.
     let template = launched.without_secrets();
-    let env = start_env(r, &first, cancel, &launched, &paths.root)?;
+    let env = start_env(r, &first, req, cancel, &launched, &paths.root)?;
     let env = &*env_slot.insert(env);
     r.advance(Some(format!(
         "{} steps in one environment: {}; reward strategy `{}`",
