@@ -1026,3 +1026,89 @@ fn the_mcp_examples_are_checked_valid_with_their_servers_running() {
         assert_eq!(v["services"][0]["name"], service, "{id}: {v}");
     }
 }
+
+/// A worker killed with SIGKILL while an interactive world's agent runs (`akbench run
+/// single`, the worker in-process) leaves nothing behind: its sidecar service dies with it
+/// (each member of the world is a bwrap sandbox that dies with its parent), as do the
+/// agent and its environment. Found by a marker the service's command carries and by the
+/// trial's folder, which every sandbox's command line names. (Checked failing: without
+/// `--die-with-parent` the service, the environment and the agent all survive.)
+#[test]
+fn a_worker_killed_during_a_world_attempt_leaves_no_service_running() {
+    const TEST: &str = "a_worker_killed_during_a_world_attempt_leaves_no_service_running";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, dir) = sidecar_task(tmp.path(), "harbor-sidecar-kv-001", &["kv"]);
+    let marker = format!("akbench-kill-marker-{}", std::process::id());
+    let compose = dir.join("environment/docker-compose.yaml");
+    let text = std::fs::read_to_string(&compose).unwrap();
+    let from = "command: [\"python3\", \"/srv/kv.py\"]";
+    assert!(text.contains(from), "{text}");
+    std::fs::write(
+        &compose,
+        text.replace(
+            from,
+            &format!("command: [\"python3\", \"/srv/kv.py\", \"{marker}\"]"),
+        ),
+    )
+    .unwrap();
+    let pgrep = |pattern: &str| {
+        let out = Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(["run", "single", "harbor-sidecar-kv-001", "--agent", "hang"])
+        .args(["--runtime", "container", "--agent-timeout", "600"])
+        .env("AKBENCH_INSECURE_REGISTRIES", &reg.addr)
+        .arg("--agents-root")
+        .arg(examples().join("agents"))
+        .arg("--tasks-root")
+        .arg(tmp.path().join("tasks"))
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .arg("--cache")
+        .arg(tmp.path().join("cache"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // The agent runs once its output says so; the service runs before it.
+    let started = std::time::Instant::now();
+    let agent_runs = || {
+        walk_files(&tmp.path().join("out"), "agent.stdout.log")
+            .iter()
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("hang: started")))
+    };
+    while !agent_runs() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "the agent never started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "akbench ended early");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(!pgrep(&marker).is_empty(), "the service is not running");
+    // SIGKILL to akbench alone: no handler runs, its sandboxes see their parent die.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Nothing of the attempt is left: every sandbox's command line names the trial's
+    // folder (the environment's keeper, the agent, the service).
+    let folder = tmp.path().display().to_string();
+    let gone = std::time::Instant::now();
+    while !pgrep(&marker).is_empty() || !pgrep(&folder).is_empty() {
+        assert!(
+            gone.elapsed() < std::time::Duration::from_secs(20),
+            "the world outlived the killed worker: service {:?}, sandboxes {:?}",
+            pgrep(&marker),
+            pgrep(&folder)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

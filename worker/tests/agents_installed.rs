@@ -541,3 +541,105 @@ fn an_install_past_its_deadline_is_stopped_and_is_an_infrastructure_error() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The bins a scripted model writes from `get_part`'s answers (one JSON object per call,
+/// the text Claude Code hands back as the tool's result).
+fn bins_from_parts(results: &[String]) -> String {
+    let lines: Vec<String> = results
+        .iter()
+        .map(|r| {
+            let json = r.find('{').zip(r.rfind('}')).map(|(a, b)| &r[a..=b]);
+            let v: serde_json::Value = json
+                .and_then(|j| serde_json::from_str(j).ok())
+                .unwrap_or_default();
+            match (v["sku"].as_str(), v["bin"].as_str()) {
+                (Some(sku), Some(bin)) => format!("'{sku} {bin}'"),
+                _ => format!("'unreadable result: {}'", r.replace('\'', "")),
+            }
+        })
+        .collect();
+    format!("printf '%s\\n' {} > /app/bins.txt", lines.join(" "))
+}
+
+/// The real Claude Code, installed by akbench, in the MCP-tools example's world (its
+/// environment over the Debian test image, which has no node, and the `warehouse` MCP
+/// server as a sidecar): it is handed the task's `[[environment.mcp_servers]]`, the model is
+/// offered the server's tools, calls `get_part` three times through Claude Code's MCP
+/// client, writes the bins with its shell tool, and the task's grader passes. The server's
+/// own log (kept in the attempt's folder) shows each call.
+#[test]
+fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
+    let test = "claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools";
+    if let Some(why) = cannot_install() {
+        akbench_core::testkit::skip(test, &why);
+        return;
+    }
+    if !common::container_trial::runs_here(test) {
+        return;
+    }
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var(akbench_worker::agents::CACHE_ENV, cache()) };
+    let (reg, c) = common::container_trial::registry_and_corpus();
+    common::registry::sidecar_example(
+        &reg,
+        c.root(),
+        &c.tasks().join("mcp"),
+        "harbor-mcp-tools-001",
+        &["warehouse"],
+    );
+    let p = FakeProvider::start(Mode::Up, None);
+    let skus = ["HX-2201", "GS-0450", "BR-7716"];
+    p.call_tool_first(common::fake_provider::ToolFirst {
+        calls: skus
+            .iter()
+            .map(|s| {
+                (
+                    "mcp__warehouse__get_part".to_string(),
+                    serde_json::json!({ "sku": s }),
+                )
+            })
+            .collect(),
+        then: bins_from_parts,
+    });
+    // Tool search off: the MCP tools are offered with the others, not behind a search.
+    let agent =
+        descriptor("claude-code", &p).replace("[env]\n", "[env]\nENABLE_TOOL_SEARCH = \"false\"\n");
+    c.add_agent("claude", &agent, None);
+    let rec =
+        common::container_trial::run_in_container(&c, "mcp", "claude", "claude-mcp", 600.0, 0);
+    let log = common::container_trial::first_attempt_file(
+        &c,
+        "claude-mcp",
+        "services/warehouse.stderr.log",
+    );
+    let ctx = || {
+        format!(
+            "{}\nprovider log {:?}\ntools offered {:?}\nserver log:\n{log}",
+            dump(&c, "claude-mcp", &rec),
+            p.log(),
+            p.tools_seen()
+        )
+    };
+    assert!(
+        p.tools_seen()
+            .iter()
+            .any(|t| t == "mcp__warehouse__get_part")
+            && p.tools_seen()
+                .iter()
+                .any(|t| t == "mcp__warehouse__search_parts"),
+        "{}",
+        ctx()
+    );
+    for sku in skus {
+        let call = format!("mcp: tools/call get_part {{\"sku\": \"{sku}\"}}");
+        assert!(log.contains(&call), "no `{call}`: {}", ctx());
+    }
+    assert_eq!(rec.outcome.state, State::Completed, "{}", ctx());
+    assert_eq!(rec.outcome.ok, Some(true), "{}", ctx());
+    assert_eq!(
+        rec.attempts[0].observations.final_message.as_deref(),
+        Some(FINAL_ANSWER),
+        "{}",
+        ctx()
+    );
+}

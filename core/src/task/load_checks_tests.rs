@@ -214,20 +214,19 @@ fn db(hex: &str) -> String {
 fn a_compose_file_loads_as_an_interactive_world_under_container_and_shared_grading() {
     let tmp = tempfile::tempdir().unwrap();
     let shared = |t: String| format!("{t}[verifier]\nenvironment_mode = \"shared\"\n");
-    for name in ["docker-compose.yaml"] {
-        let root = tmp.path().join(name);
-        let t = with_compose(&root, name, &db(HEX_A), shared).unwrap();
-        assert_eq!(t.family, crate::task::Family::Interactive);
-        let w = t.world.as_ref().unwrap();
-        assert_eq!(w.services[0].name, "db");
-        assert_eq!(w.main_depends_on[0].service, "db");
-        t.check_runtime(true).unwrap();
-        let e = t.check_runtime(false).unwrap_err();
-        assert!(
-            e.contains("sidecar services (db;") && e.contains("runtime: container"),
-            "{e}"
-        );
-    }
+    let name = "docker-compose.yaml";
+    let root = tmp.path().join(name);
+    let t = with_compose(&root, name, &db(HEX_A), shared).unwrap();
+    assert_eq!(t.family, crate::task::Family::Interactive);
+    let w = t.world.as_ref().unwrap();
+    assert_eq!(w.services[0].name, "db");
+    assert_eq!(w.main_depends_on[0].service, "db");
+    t.check_runtime(true).unwrap();
+    let e = t.check_runtime(false).unwrap_err();
+    assert!(
+        e.contains("sidecar services (db;") && e.contains("runtime: container"),
+        "{e}"
+    );
     // The fixture has a [source]: graded in a fresh sandbox unless it says `shared`.
     let t = with_compose(
         &tmp.path().join("sep"),

@@ -47,17 +47,16 @@ struct Shared {
     tools_seen: Mutex<std::collections::BTreeSet<String>>,
 }
 
-/// A conversation that calls another tool first (an MCP server's, as Claude Code names it:
-/// `mcp__SERVER__TOOL`), then the shell tool with the command `then` makes of that tool's
-/// result text, then answers (Anthropic Messages only; [`FakeProvider::call_tool_first`]).
+/// A conversation that calls other tools first (an MCP server's, as Claude Code names them:
+/// `mcp__SERVER__TOOL`), one after the other, then the shell tool with the command `then`
+/// makes of their result texts, then answers (Anthropic Messages only;
+/// [`FakeProvider::call_tool_first`]).
 #[derive(Clone)]
 pub struct ToolFirst {
-    /// The tool's name.
-    pub tool: String,
-    /// Its input.
-    pub input: Value,
-    /// The shell command to run given the tool's result text.
-    pub then: fn(&str) -> String,
+    /// Each call: the tool's name and its input.
+    pub calls: Vec<(String, Value)>,
+    /// The shell command to run given the calls' result texts, in order.
+    pub then: fn(&[String]) -> String,
 }
 
 /// A running fake provider.
@@ -364,18 +363,22 @@ fn anthropic_tool_results(body: &Value) -> Vec<String> {
     out
 }
 
-/// [`ToolFirst`]'s next block: its tool (when offered), then the shell with the command made
-/// of its result, then the final answer.
+/// [`ToolFirst`]'s next block: its next call (when the tool is offered), then the shell with
+/// the command made of the results, then the final answer.
 fn tool_first_block(body: &Value, script: &ToolFirst) -> Value {
-    let offered = body["tools"]
-        .as_array()
-        .is_some_and(|ts| ts.iter().any(|t| t["name"].as_str() == Some(&script.tool)));
+    let offered = |name: &str| {
+        body["tools"]
+            .as_array()
+            .is_some_and(|ts| ts.iter().any(|t| t["name"].as_str() == Some(name)))
+    };
     let results = anthropic_tool_results(body);
-    match (offered, results.as_slice(), anthropic_tool(body)) {
-        (true, [], _) => json!({"type": "tool_use", "id": "toolu_fake_mcp", "name": script.tool,
-                               "input": script.input}),
-        (true, [first], Some(shell)) => json!({"type": "tool_use", "id": "toolu_fake_shell",
-            "name": shell, "input": {"command": (script.then)(first), "description": "Write the answer"}}),
+    let k = results.len();
+    match (script.calls.get(k), anthropic_tool(body)) {
+        (Some((tool, input)), _) if offered(tool) => json!({"type": "tool_use",
+            "id": format!("toolu_fake_call_{k}"), "name": tool, "input": input}),
+        (None, Some(shell)) if k == script.calls.len() => json!({"type": "tool_use",
+            "id": "toolu_fake_shell", "name": shell,
+            "input": {"command": (script.then)(&results), "description": "Write the answer"}}),
         _ => json!({"type": "text", "text": FINAL_ANSWER}),
     }
 }
