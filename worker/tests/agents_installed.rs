@@ -561,15 +561,50 @@ fn bins_from_parts(results: &[String]) -> String {
     format!("printf '%s\\n' {} > /app/bins.txt", lines.join(" "))
 }
 
-/// The real Claude Code, installed by akbench, in the MCP-tools example's world (its
-/// environment over the Debian test image, which has no node, and the `warehouse` MCP
-/// server as a sidecar): it is handed the task's `[[environment.mcp_servers]]`, the model is
-/// offered the server's tools, calls `get_part` three times through Claude Code's MCP
-/// client, writes the bins with its shell tool, and the task's grader passes. The server's
-/// own log (kept in the attempt's folder) shows each call.
-#[test]
-fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
-    let test = "claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools";
+/// The backup settings a scripted model writes from the simulated user's answers (its
+/// `ask_user` results, in the order asked: schedule, retention, target).
+fn backup_from_answers(results: &[String]) -> String {
+    let words: Vec<&str> = results
+        .iter()
+        .flat_map(|r| r.split(|c: char| c.is_whitespace() || c == '"'))
+        .collect();
+    let time = words
+        .iter()
+        .find_map(|w| {
+            let (h, m) = w.trim_end_matches(['.', ',']).split_once(':')?;
+            Some((h.parse::<u32>().ok()?, m.parse::<u32>().ok()?))
+        })
+        .map(|(h, m)| format!("{m} {h} * * *"))
+        .unwrap_or_default();
+    let days = words
+        .windows(2)
+        .find(|w| w[1].starts_with("days"))
+        .and_then(|w| w[0].parse::<u32>().ok())
+        .unwrap_or(0);
+    let target = words
+        .iter()
+        .find(|w| w.starts_with("/mnt"))
+        .map(|w| w.trim_end_matches(['.', ',']))
+        .unwrap_or_default();
+    let json = serde_json::json!({"schedule": time, "retention_days": days, "target": target});
+    format!("printf '%s' '{json}' > /app/backup.json")
+}
+
+/// The real Claude Code, installed by akbench, in an MCP example's world (its environment
+/// over the Debian test image, which has no node, and the MCP server as a sidecar): it is
+/// handed the task's `[[environment.mcp_servers]]`, the model is offered the server's tools
+/// (`offered`), makes `calls` through Claude Code's own MCP client, writes the answer with
+/// its shell tool (`then`), and the task's grader passes. The server's log (kept in the
+/// attempt's folder) shows each call (`logged`).
+fn claude_code_in_an_mcp_world(
+    test: &str,
+    example: &str,
+    service: &str,
+    offered: &[&str],
+    calls: &[(&str, serde_json::Value)],
+    then: fn(&[String]) -> String,
+    logged: &[&str],
+) {
     if let Some(why) = cannot_install() {
         akbench_core::testkit::skip(test, &why);
         return;
@@ -580,26 +615,14 @@ fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
     // SAFETY: set before any thread of this test reads the environment.
     unsafe { std::env::set_var(akbench_worker::agents::CACHE_ENV, cache()) };
     let (reg, c) = common::container_trial::registry_and_corpus();
-    common::registry::sidecar_example(
-        &reg,
-        c.root(),
-        &c.tasks().join("mcp"),
-        "harbor-mcp-tools-001",
-        &["warehouse"],
-    );
+    common::registry::sidecar_example(&reg, c.root(), &c.tasks().join("mcp"), example, &[service]);
     let p = FakeProvider::start(Mode::Up, None);
-    let skus = ["HX-2201", "GS-0450", "BR-7716"];
     p.call_tool_first(common::fake_provider::ToolFirst {
-        calls: skus
+        calls: calls
             .iter()
-            .map(|s| {
-                (
-                    "mcp__warehouse__get_part".to_string(),
-                    serde_json::json!({ "sku": s }),
-                )
-            })
+            .map(|(tool, input)| (format!("mcp__{service}__{tool}"), input.clone()))
             .collect(),
-        then: bins_from_parts,
+        then,
     });
     // Tool search off: the MCP tools are offered with the others, not behind a search.
     let agent =
@@ -610,7 +633,7 @@ fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
     let log = common::container_trial::first_attempt_file(
         &c,
         "claude-mcp",
-        "services/warehouse.stderr.log",
+        &format!("services/{service}.stderr.log"),
     );
     let ctx = || {
         format!(
@@ -620,19 +643,16 @@ fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
             p.tools_seen()
         )
     };
-    assert!(
-        p.tools_seen()
-            .iter()
-            .any(|t| t == "mcp__warehouse__get_part")
-            && p.tools_seen()
-                .iter()
-                .any(|t| t == "mcp__warehouse__search_parts"),
-        "{}",
-        ctx()
-    );
-    for sku in skus {
-        let call = format!("mcp: tools/call get_part {{\"sku\": \"{sku}\"}}");
-        assert!(log.contains(&call), "no `{call}`: {}", ctx());
+    for tool in offered {
+        let name = format!("mcp__{service}__{tool}");
+        assert!(
+            p.tools_seen().contains(&name),
+            "{name} not offered: {}",
+            ctx()
+        );
+    }
+    for line in logged {
+        assert!(log.contains(line), "no `{line}`: {}", ctx());
     }
     assert_eq!(rec.outcome.state, State::Completed, "{}", ctx());
     assert_eq!(rec.outcome.ok, Some(true), "{}", ctx());
@@ -641,5 +661,45 @@ fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
         Some(FINAL_ANSWER),
         "{}",
         ctx()
+    );
+}
+
+/// harbor-mcp-tools-001 over streamable HTTP: three `get_part` calls.
+#[test]
+fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
+    let skus = ["HX-2201", "GS-0450", "BR-7716"];
+    claude_code_in_an_mcp_world(
+        "claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools",
+        "harbor-mcp-tools-001",
+        "warehouse",
+        &["get_part", "search_parts"],
+        &skus.map(|s| ("get_part", serde_json::json!({ "sku": s }))),
+        bins_from_parts,
+        &skus
+            .map(|s| format!("mcp: tools/call get_part {{\"sku\": \"{s}\"}}"))
+            .each_ref()
+            .map(String::as_str),
+    );
+}
+
+/// harbor-simulated-user-001 over SSE: the simulated user is asked three questions.
+#[test]
+fn claude_code_asks_the_simulated_user_over_sse_and_solves() {
+    let questions = [
+        "When should the backup run?",
+        "How many days of backups should be kept?",
+        "Which folder should the backups go to?",
+    ];
+    claude_code_in_an_mcp_world(
+        "claude_code_asks_the_simulated_user_over_sse_and_solves",
+        "harbor-simulated-user-001",
+        "user",
+        &["ask_user"],
+        &questions.map(|q| ("ask_user", serde_json::json!({ "question": q }))),
+        backup_from_answers,
+        &questions
+            .map(|q| format!("mcp: tools/call ask_user {{\"question\": \"{q}\"}}"))
+            .each_ref()
+            .map(String::as_str),
     );
 }

@@ -143,9 +143,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if q is None:
                 return self.send(404, b"no such session")
             reply = handle_all(self.body())
-            self.send(202, b"Accepted")
+            # The reply goes on the stream first: a client may close this request's
+            # connection as soon as it has sent it.
             if reply is not None:
                 q.put(reply)
+            try:
+                self.send(202, b"Accepted")
+            except OSError:
+                self.close_connection = True
             return None
         return self.send(404, b"not found")
 
