@@ -547,6 +547,7 @@ fn an_install_past_its_deadline_is_stopped_and_is_an_infrastructure_error() {
 fn bins_from_parts(results: &[String]) -> String {
     let lines: Vec<String> = results
         .iter()
+        .map(|r| tool_text(r))
         .map(|r| {
             let json = r.find('{').zip(r.rfind('}')).map(|(a, b)| &r[a..=b]);
             let v: serde_json::Value = json
@@ -559,6 +560,24 @@ fn bins_from_parts(results: &[String]) -> String {
         })
         .collect();
     format!("printf '%s\\n' {} > /app/bins.txt", lines.join(" "))
+}
+
+/// A tool result's text: as Claude Code hands it back (the text itself), or wrapped as an MCP
+/// `CallToolResult` (`{"content": [{"type": "text", "text": ...}]}`, as codex may).
+fn tool_text(r: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
+    let parts = v["content"]
+        .as_array()
+        .or(v["Ok"]["content"].as_array())
+        .or(v.as_array());
+    match parts {
+        Some(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        None => r.to_string(),
+    }
 }
 
 /// The backup settings a scripted model writes from the simulated user's answers (its
@@ -590,21 +609,39 @@ fn backup_from_answers(results: &[String]) -> String {
     format!("printf '%s' '{json}' > /app/backup.json")
 }
 
-/// The real Claude Code, installed by akbench, in an MCP example's world (its environment
-/// over the Debian test image, which has no node, and the MCP server as a sidecar): it is
-/// handed the task's `[[environment.mcp_servers]]`, the model is offered the server's tools
-/// (`offered`), makes `calls` through Claude Code's own MCP client, writes the answer with
-/// its shell tool (`then`), and the task's grader passes. The server's log (kept in the
-/// attempt's folder) shows each call (`logged`).
-fn claude_code_in_an_mcp_world(
-    test: &str,
-    example: &str,
-    service: &str,
-    offered: &[&str],
-    calls: &[(&str, serde_json::Value)],
+/// One agent in one MCP example's world: see [`agent_in_an_mcp_world`].
+struct McpCase<'a> {
+    adapter: &'a str,
+    test: &'a str,
+    example: &'a str,
+    service: &'a str,
+    /// The server's tools the model must be offered.
+    offered: &'a [&'a str],
+    /// The tool calls the scripted model makes, in order.
+    calls: Vec<(&'a str, serde_json::Value)>,
+    /// The shell command it then runs, made of the calls' results.
     then: fn(&[String]) -> String,
-    logged: &[&str],
-) {
+    /// Lines the server's log must hold.
+    logged: Vec<String>,
+}
+
+/// The real agent of `case.adapter` (Claude Code, codex), installed by akbench, in an MCP
+/// example's world (its environment over the Debian test image, which has no node, and the
+/// MCP server as a sidecar): it is handed the task's `[[environment.mcp_servers]]`, the
+/// model is offered the server's tools, makes its calls through the agent's own MCP client,
+/// writes the answer with the shell tool, and the task's grader passes. The server's log
+/// (kept in the attempt's folder) shows each call.
+fn agent_in_an_mcp_world(case: McpCase<'_>) {
+    let McpCase {
+        adapter,
+        test,
+        example,
+        service,
+        offered,
+        calls,
+        then,
+        logged,
+    } = case;
     if let Some(why) = cannot_install() {
         akbench_core::testkit::skip(test, &why);
         return;
@@ -624,34 +661,36 @@ fn claude_code_in_an_mcp_world(
             .collect(),
         then,
     });
-    // Tool search off: the MCP tools are offered with the others, not behind a search.
+    // Claude Code's tool search off: the MCP tools are offered with the others.
     let agent =
-        descriptor("claude-code", &p).replace("[env]\n", "[env]\nENABLE_TOOL_SEARCH = \"false\"\n");
-    c.add_agent("claude", &agent, None);
-    let rec =
-        common::container_trial::run_in_container(&c, "mcp", "claude", "claude-mcp", 600.0, 0);
+        descriptor(adapter, &p).replace("[env]\n", "[env]\nENABLE_TOOL_SEARCH = \"false\"\n");
+    c.add_agent("agent", &agent, None);
+    let rec = common::container_trial::run_in_container(&c, "mcp", "agent", "agent-mcp", 600.0, 0);
     let log = common::container_trial::first_attempt_file(
         &c,
-        "claude-mcp",
+        "agent-mcp",
         &format!("services/{service}.stderr.log"),
     );
     let ctx = || {
         format!(
-            "{}\nprovider log {:?}\ntools offered {:?}\nserver log:\n{log}",
-            dump(&c, "claude-mcp", &rec),
+            "{}\nprovider log {:?}\ntools offered {:?}\nthe server's: {}\nserver log:\n{log}",
+            dump(&c, "agent-mcp", &rec),
             p.log(),
-            p.tools_seen()
+            p.tools_seen(),
+            p.tool_spec(&format!("mcp__{service}"))
         )
     };
+    // Claude Code offers `mcp__SERVER__TOOL`; codex a `namespace` tool `mcp__SERVER`
+    // holding the server's functions.
+    let namespace = p.tool_spec(&format!("mcp__{service}"));
     for tool in offered {
-        let name = format!("mcp__{service}__{tool}");
-        assert!(
-            p.tools_seen().contains(&name),
-            "{name} not offered: {}",
-            ctx()
-        );
+        let flat = p.tools_seen().contains(&format!("mcp__{service}__{tool}"));
+        let nested = namespace["tools"]
+            .as_array()
+            .is_some_and(|fs| fs.iter().any(|f| f["name"] == *tool));
+        assert!(flat || nested, "{tool} not offered: {}", ctx());
     }
-    for line in logged {
+    for line in &logged {
         assert!(log.contains(line), "no `{line}`: {}", ctx());
     }
     assert_eq!(rec.outcome.state, State::Completed, "{}", ctx());
@@ -662,24 +701,55 @@ fn claude_code_in_an_mcp_world(
         "{}",
         ctx()
     );
+    // The agent that ran is the one asked for (its CLI's version is recorded).
+    assert_eq!(
+        rec.attempts[0]
+            .provenance
+            .as_ref()
+            .and_then(|p| p.adapter.as_deref()),
+        Some(adapter),
+        "{}",
+        ctx()
+    );
 }
 
+const SKUS: [&str; 3] = ["HX-2201", "GS-0450", "BR-7716"];
+
 /// harbor-mcp-tools-001 over streamable HTTP: three `get_part` calls.
+fn warehouse_case<'a>(adapter: &'a str, test: &'a str) -> McpCase<'a> {
+    McpCase {
+        adapter,
+        test,
+        example: "harbor-mcp-tools-001",
+        service: "warehouse",
+        offered: &["get_part", "search_parts"],
+        calls: SKUS
+            .iter()
+            .map(|s| ("get_part", serde_json::json!({ "sku": s })))
+            .collect(),
+        then: bins_from_parts,
+        logged: SKUS
+            .iter()
+            .map(|s| format!("mcp: tools/call get_part {{\"sku\": \"{s}\"}}"))
+            .collect(),
+    }
+}
+
 #[test]
 fn claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
-    let skus = ["HX-2201", "GS-0450", "BR-7716"];
-    claude_code_in_an_mcp_world(
+    agent_in_an_mcp_world(warehouse_case(
+        "claude-code",
         "claude_code_reaches_the_task_s_mcp_server_and_solves_with_its_tools",
-        "harbor-mcp-tools-001",
-        "warehouse",
-        &["get_part", "search_parts"],
-        &skus.map(|s| ("get_part", serde_json::json!({ "sku": s }))),
-        bins_from_parts,
-        &skus
-            .map(|s| format!("mcp: tools/call get_part {{\"sku\": \"{s}\"}}"))
-            .each_ref()
-            .map(String::as_str),
-    );
+    ));
+}
+
+/// codex over streamable HTTP (its `-c mcp_servers.warehouse={ url = ... }`).
+#[test]
+fn codex_reaches_the_task_s_mcp_server_and_solves_with_its_tools() {
+    agent_in_an_mcp_world(warehouse_case(
+        "codex",
+        "codex_reaches_the_task_s_mcp_server_and_solves_with_its_tools",
+    ));
 }
 
 /// harbor-simulated-user-001 over SSE: the simulated user is asked three questions.
@@ -690,16 +760,20 @@ fn claude_code_asks_the_simulated_user_over_sse_and_solves() {
         "How many days of backups should be kept?",
         "Which folder should the backups go to?",
     ];
-    claude_code_in_an_mcp_world(
-        "claude_code_asks_the_simulated_user_over_sse_and_solves",
-        "harbor-simulated-user-001",
-        "user",
-        &["ask_user"],
-        &questions.map(|q| ("ask_user", serde_json::json!({ "question": q }))),
-        backup_from_answers,
-        &questions
+    agent_in_an_mcp_world(McpCase {
+        adapter: "claude-code",
+        test: "claude_code_asks_the_simulated_user_over_sse_and_solves",
+        example: "harbor-simulated-user-001",
+        service: "user",
+        offered: &["ask_user"],
+        calls: questions
+            .iter()
+            .map(|q| ("ask_user", serde_json::json!({ "question": q })))
+            .collect(),
+        then: backup_from_answers,
+        logged: questions
+            .iter()
             .map(|q| format!("mcp: tools/call ask_user {{\"question\": \"{q}\"}}"))
-            .each_ref()
-            .map(String::as_str),
-    );
+            .collect(),
+    });
 }

@@ -45,12 +45,14 @@ struct Shared {
     log: Mutex<Vec<String>>,
     tool_first: Mutex<Option<ToolFirst>>,
     tools_seen: Mutex<std::collections::BTreeSet<String>>,
+    tool_specs: Mutex<std::collections::BTreeMap<String, Value>>,
 }
 
 /// A conversation that calls other tools first (an MCP server's, as Claude Code names them:
 /// `mcp__SERVER__TOOL`), one after the other, then the shell tool with the command `then`
 /// makes of their result texts, then answers (Anthropic Messages only;
-/// [`FakeProvider::call_tool_first`]).
+/// [`FakeProvider::call_tool_first`]); for the OpenAI Responses API (codex) the call goes to the
+/// offered function whose name ends with the tool's.
 #[derive(Clone)]
 pub struct ToolFirst {
     /// Each call: the tool's name and its input.
@@ -88,6 +90,7 @@ impl FakeProvider {
             log: Mutex::new(Vec::new()),
             tool_first: Mutex::new(None),
             tools_seen: Mutex::new(Default::default()),
+            tool_specs: Mutex::new(Default::default()),
         });
         let p = FakeProvider {
             addr,
@@ -171,6 +174,17 @@ impl FakeProvider {
             .collect()
     }
 
+    /// The last spec offered of the tool `name` (`Null` when never offered).
+    pub fn tool_spec(&self, name: &str) -> Value {
+        self.shared
+            .tool_specs
+            .lock()
+            .unwrap()
+            .get(name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
     /// `METHOD path -> status` of every request answered so far.
     pub fn log(&self) -> Vec<String> {
         self.shared.log.lock().unwrap().clone()
@@ -222,12 +236,23 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
                 .filter_map(|t| t["name"].as_str())
                 .map(str::to_string),
         );
+        let mut specs = shared.tool_specs.lock().unwrap();
+        for t in tools {
+            if let Some(n) = t["name"].as_str() {
+                specs.insert(n.to_string(), t.clone());
+            }
+        }
     }
     let tool_first = shared.tool_first.lock().unwrap().clone();
     let (status, content_type, text) = match tool_first {
         Some(script) if mode == Mode::Up && method == "POST" && path.ends_with("/v1/messages") => {
             anthropic_reply(&body, tool_first_block(&body, &script))
         }
+        Some(script) if mode == Mode::Up && method == "POST" && path.ends_with("/responses") => (
+            200,
+            SSE,
+            openai_reply(&body, openai_tool_first(&body, &script)),
+        ),
         _ => answer(mode, &method, &path, &body, fix.as_deref()),
     };
     shared
@@ -493,16 +518,87 @@ fn openai_shell_call(body: &Value, cmd: &str) -> Option<(String, String)> {
     None
 }
 
+/// The function call outputs of a Responses conversation, in order, as text.
+fn openai_tool_results(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| {
+            i["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("call_output"))
+        })
+        .map(|i| match &i["output"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// [`ToolFirst`]'s next item for a Responses conversation: its next call, then the shell,
+/// then `None` (the final answer). A call goes to the offered function whose name ends with
+/// the call's tool, or, as codex offers an MCP server's tools, to the function of that name
+/// in the `namespace` tool named `mcp__SERVER` (the third value: the namespace).
+fn openai_tool_first(body: &Value, script: &ToolFirst) -> Option<(String, String, Option<String>)> {
+    let tools: Vec<&Value> = body["tools"].as_array().into_iter().flatten().collect();
+    let results = openai_tool_results(body);
+    let k = results.len();
+    match script.calls.get(k) {
+        Some((tool, input)) => {
+            let short = tool.trim_start_matches("mcp__");
+            if let Some(t) = tools
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .find(|n| *n == tool || n.ends_with(short))
+            {
+                return Some((t.to_string(), input.to_string(), None));
+            }
+            let (server, function) = short.split_once("__")?;
+            let namespace = format!("mcp__{server}");
+            tools
+                .iter()
+                .find(|t| t["type"] == "namespace" && t["name"] == namespace.as_str())?["tools"]
+                .as_array()?
+                .iter()
+                .any(|f| f["name"] == function)
+                .then(|| (function.to_string(), input.to_string(), Some(namespace)))
+        }
+        None if k == script.calls.len() => {
+            openai_shell_call(body, &(script.then)(&results)).map(|(n, a)| (n, a, None))
+        }
+        None => None,
+    }
+}
+
 fn openai_stream(body: &Value, fix: Option<&str>) -> String {
-    let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
-    let id = format!("resp_fake_{}", uuid::Uuid::now_v7().simple());
     let call = match fix {
         Some(cmd) if !openai_has_tool_result(body) => openai_shell_call(body, cmd),
         _ => None,
     };
+    openai_reply(body, call.map(|(n, a)| (n, a, None)))
+}
+
+/// A streamed Responses answer: one function call (name, arguments, namespace), or (`None`)
+/// the final answer.
+fn openai_reply(body: &Value, call: Option<(String, String, Option<String>)>) -> String {
+    let model = body["model"].as_str().unwrap_or("gpt-fake").to_string();
+    let id = format!("resp_fake_{}", uuid::Uuid::now_v7().simple());
+    let n = openai_tool_results(body).len();
     let item = match &call {
-        Some((name, args)) => json!({"type": "function_call", "id": "fc_fake_1",
-            "call_id": "call_fake_1", "name": name, "arguments": args, "status": "completed"}),
+        Some((name, args, namespace)) => {
+            let mut item = json!({"type": "function_call", "id": format!("fc_fake_{n}"),
+                "call_id": format!("call_fake_{n}"), "name": name, "arguments": args, "status": "completed"});
+            if let Some(ns) = namespace {
+                item["namespace"] = ns.clone().into();
+            }
+            item
+        }
         None => {
             json!({"type": "message", "id": "msg_fake_1", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": FINAL_ANSWER, "annotations": []}]})
