@@ -72,29 +72,33 @@ fn add<T: std::ops::Add<Output = T> + Copy>(sum: &mut Option<T>, x: Option<T>) {
 /// multi-step when any of its trials recorded steps; its steps are listed in the order
 /// trials recorded them (by name, first seen first).
 pub fn task_steps(trials: &[TrialSteps<'_>]) -> Vec<TaskSteps> {
-    let mut tasks: BTreeMap<&str, (u64, Vec<StepCounts>, BTreeMap<String, (f64, u64)>)> =
-        BTreeMap::new();
-    for t in trials {
-        let (n, _, _) = tasks.entry(t.task).or_default();
-        *n += 1;
+    /// One task's trials, its steps and, beside each, its graded scores' sum and count.
+    #[derive(Default)]
+    struct Acc {
+        trials: u64,
+        steps: Vec<StepCounts>,
+        scores: Vec<(f64, u64)>,
     }
+    let mut tasks: BTreeMap<&str, Acc> = BTreeMap::new();
     for t in trials {
-        let (_, steps, rewards) = tasks.get_mut(t.task).expect("counted above");
+        let acc = tasks.entry(t.task).or_default();
+        acc.trials += 1;
         for s in t.steps {
-            let i = match steps.iter().position(|c| c.name == s.name) {
+            let i = match acc.steps.iter().position(|c| c.name == s.name) {
                 Some(i) => i,
                 None => {
-                    steps.push(StepCounts {
+                    acc.steps.push(StepCounts {
                         name: s.name.clone(),
                         ..StepCounts::default()
                     });
-                    steps.len() - 1
+                    acc.scores.push((0.0, 0));
+                    acc.steps.len() - 1
                 }
             };
-            let c = &mut steps[i];
             if s.verdict == StepVerdict::NotRun {
                 continue;
             }
+            let c = &mut acc.steps[i];
             c.reached += 1;
             let graded = matches!(s.verdict, StepVerdict::Solved | StepVerdict::Failed);
             c.passed +=
@@ -102,9 +106,8 @@ pub fn task_steps(trials: &[TrialSteps<'_>]) -> Vec<TaskSteps> {
             c.stopped += u64::from(s.gated_stop.is_some());
             c.not_graded += u64::from(s.verdict == StepVerdict::NotGraded);
             if let Some(r) = s.rewards.as_ref().and_then(score) {
-                let e = rewards.entry(s.name.clone()).or_default();
-                e.0 += r;
-                e.1 += 1;
+                acc.scores[i].0 += r;
+                acc.scores[i].1 += 1;
             }
             if s.input_tokens.is_some() || s.output_tokens.is_some() {
                 c.with_tokens += 1;
@@ -117,15 +120,15 @@ pub fn task_steps(trials: &[TrialSteps<'_>]) -> Vec<TaskSteps> {
     }
     tasks
         .into_iter()
-        .filter(|(_, (_, steps, _))| !steps.is_empty())
-        .map(|(task, (trials, mut steps, rewards))| {
-            for c in &mut steps {
-                c.mean_reward = rewards.get(&c.name).map(|(sum, n)| sum / *n as f64);
+        .filter(|(_, acc)| !acc.steps.is_empty())
+        .map(|(task, mut acc)| {
+            for (c, (sum, n)) in acc.steps.iter_mut().zip(&acc.scores) {
+                c.mean_reward = (*n > 0).then(|| sum / *n as f64);
             }
             TaskSteps {
                 task: task.to_string(),
-                trials,
-                steps,
+                trials: acc.trials,
+                steps: acc.steps,
             }
         })
         .collect()
@@ -186,7 +189,7 @@ mod tests {
 
     /// (steps of each trial of task `t`, want per step: (name, reached, passed, stopped,
     /// not graded, mean reward)).
-    type Want = Vec<(&'static str, u64, u64, u64, u64, Option<f64>)>;
+    type Want<'a> = Vec<(&'a str, u64, u64, u64, u64, Option<f64>)>;
 
     #[test]
     fn each_step_counts_the_trials_that_reached_passed_and_stopped_there() {
@@ -254,7 +257,7 @@ mod tests {
             let got = task_steps(&trials);
             assert_eq!(got.len(), 1, "{got:?}");
             assert_eq!(got[0].trials, runs.len() as u64);
-            let got: Vec<(&str, u64, u64, u64, u64, Option<f64>)> = got[0]
+            let got: Want<'_> = got[0]
                 .steps
                 .iter()
                 .map(|s| {
