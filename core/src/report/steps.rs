@@ -138,7 +138,10 @@ pub fn task_steps(trials: &[TrialSteps<'_>]) -> Vec<TaskSteps> {
 /// steps; empty when there is no multi-step task. `n/a` for what no trial reported.
 pub fn to_markdown(tasks: &[TaskSteps]) -> String {
     let mut out = String::new();
-    for t in tasks {
+    for (n, t) in tasks.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
         let _ = writeln!(
             out,
             "steps of {} ({} trial{})\n",
@@ -147,13 +150,13 @@ pub fn to_markdown(tasks: &[TaskSteps]) -> String {
             if t.trials == 1 { "" } else { "s" }
         );
         out.push_str(
-            "| step | reached | passed | stopped here | not graded | mean reward | tokens in/out | cost |\n",
+            "| step | reached | passed | stopped here | not graded | mean reward | input tokens | output tokens | cost |\n",
         );
-        out.push_str("|---|---|---|---|---|---|---|---|\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (i, s) in t.steps.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "| {}. {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+                "| {}. {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 i + 1,
                 s.name,
                 s.reached,
@@ -167,7 +170,6 @@ pub fn to_markdown(tasks: &[TaskSteps]) -> String {
                 crate::spend::fmt_usd(s.cost_usd),
             );
         }
-        out.push('\n');
     }
     out
 }
@@ -336,9 +338,22 @@ mod tests {
         assert_eq!((none.input_tokens, none.cost_usd), (None, None));
         let md = to_markdown(&task_steps(&trials[1..2]));
         assert!(
-            md.contains("| 1. a | 1 | 1 | 0 | 0 | 1.000 | n/a/n/a | n/a |"),
+            md.contains("| 1. a | 1 | 1 | 0 | 0 | 1.000 | n/a | n/a | n/a |"),
             "{md}"
         );
         assert!(md.starts_with("steps of t (1 trial)\n"), "{md}");
+        let md = to_markdown(&task_steps(&trials));
+        assert!(
+            md.contains("| 1. a | 3 | 3 | 0 | 0 | 1.000 | 150 | 15 | $0.5000 |\n"),
+            "{md}"
+        );
+        // Two tasks: one blank line between their tables, none after the last.
+        let other = [TrialSteps {
+            task: "u",
+            steps: &a,
+        }];
+        let md = to_markdown(&task_steps(&[trials[0], other[0]]));
+        assert!(md.contains("$0.5000 |\n\nsteps of u (1 trial)\n"), "{md}");
+        assert!(md.ends_with("$0.5000 |\n"), "{md}");
     }
 }
