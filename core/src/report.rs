@@ -5,6 +5,7 @@
 //! a tripwire that failed as it must ([`crate::grading::integrity`]).
 
 pub mod network;
+pub mod steps;
 
 use crate::accounting::{Bucket, BucketCounts, Observation};
 use crate::grading::integrity::{FlagCounts, GradeFlags};

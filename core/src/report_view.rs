@@ -3,12 +3,14 @@
 //! (absent stays absent: a sum only over the attempts that reported it, with how many did),
 //! infrastructure errors by cause, every attempt's span for the timeline, and per agent
 //! where its verdicts were graded, the undeclared hosts its agent reached for and the
-//! attempts a grading fetch ended ([`crate::report::network`]).
+//! attempts a grading fetch ended ([`crate::report::network`]), and per multi-step task what
+//! its steps' trials reached, passed and where they stopped ([`crate::report::steps`]).
 
 use crate::accounting::Bucket;
 use crate::compare::{CompareTrial, SideRates};
 use crate::record::AttemptRecord;
 use crate::report::network::{NetworkAcc, NetworkCounts, TrialNetwork};
+use crate::report::steps::{task_steps, TaskSteps, TrialSteps};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -101,6 +103,10 @@ pub struct RunView {
     /// trials whose agent reached for undeclared hosts, attempts ended by a grading fetch.
     #[serde(default)]
     pub network: BTreeMap<String, NetworkCounts>,
+    /// Per multi-step task, its steps over the trials (by their last attempts); empty when
+    /// the run has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<TaskSteps>,
 }
 
 /// Builds the view of a run from its trials and the recorded attempts (matched by key).
@@ -109,6 +115,21 @@ pub fn build(trials: &[CompareTrial], records: &[TrialAttempts<'_>]) -> RunView 
         .iter()
         .map(|t| (t.key.as_str(), t.agent.as_str()))
         .collect();
+    let task_of: BTreeMap<&str, &str> = trials
+        .iter()
+        .map(|t| (t.key.as_str(), t.task.as_str()))
+        .collect();
+    let steps = task_steps(
+        &records
+            .iter()
+            .filter_map(|r| {
+                Some(TrialSteps {
+                    task: task_of.get(r.key)?,
+                    steps: r.attempts.last().map_or(&[][..], |a| &a.steps),
+                })
+            })
+            .collect::<Vec<_>>(),
+    );
     let mut by_agent_counts: BTreeMap<String, crate::accounting::BucketCounts> = BTreeMap::new();
     let mut total = crate::accounting::BucketCounts::default();
     let mut matrix: BTreeMap<String, BTreeMap<String, Vec<Cell>>> = BTreeMap::new();
@@ -217,6 +238,7 @@ pub fn build(trials: &[CompareTrial], records: &[TrialAttempts<'_>]) -> RunView 
         infrastructure_causes: causes,
         timeline,
         network: network.into_iter().map(|(a, n)| (a, n.finish())).collect(),
+        steps,
     }
 }
 

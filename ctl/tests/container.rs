@@ -930,6 +930,37 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
     assert_eq!(a["counts"]["failed"], 1, "{v}");
     let records = walk_files(&tmp.path().join("out"), "run_record.json");
     assert_eq!(records.len(), 2, "{records:?}");
+    // Per step, from the records themselves: (reached, passed, stopped here).
+    let mut from_records: Vec<(String, u64, u64, u64)> = Vec::new();
+    for r in &records {
+        let rec: Value = serde_json::from_slice(&std::fs::read(r).unwrap()).unwrap();
+        let last = rec["attempts"].as_array().and_then(|a| a.last()).unwrap();
+        for s in last["steps"].as_array().unwrap() {
+            let name = s["name"].as_str().unwrap().to_string();
+            let i = match from_records.iter().position(|c| c.0 == name) {
+                Some(i) => i,
+                None => {
+                    from_records.push((name, 0, 0, 0));
+                    from_records.len() - 1
+                }
+            };
+            let verdict = s["verdict"].as_str().unwrap();
+            let stopped = s.get("gated_stop").is_some();
+            let c = &mut from_records[i];
+            c.1 += u64::from(verdict != "not_run");
+            c.2 += u64::from(verdict == "solved" || (verdict == "failed" && !stopped));
+            c.3 += u64::from(stopped);
+        }
+    }
+    assert_eq!(
+        from_records,
+        [
+            ("open".to_string(), 2, 1, 1),
+            ("deposit".to_string(), 1, 1, 0),
+            ("report".to_string(), 1, 1, 0)
+        ]
+    );
+    steps_are_reported(tmp.path(), &from_records);
     for r in records {
         let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
         let agent = rec["agent"]["name"]
@@ -966,6 +997,71 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
         .collect();
         assert_eq!(steps, want, "{agent}: {}", r.display());
     }
+}
+
+/// `run aggregate` (JSON and text) and `run report` over the records under `tmp/out` of one
+/// run of harbor-steps-001 show its steps with the counts `want` read from the records
+/// (name, reached, passed, stopped here).
+fn steps_are_reported(tmp: &Path, want: &[(String, u64, u64, u64)]) {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(args)
+            .current_dir(tmp)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let v: Value = serde_json::from_str(&run(&["run", "aggregate", "out", "--json"])).unwrap();
+    let tasks = v["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(tasks.len(), 1, "{v}");
+    assert_eq!(
+        (&tasks[0]["task"], &tasks[0]["trials"]),
+        (&Value::from("harbor-steps-001"), &Value::from(2)),
+        "{v}"
+    );
+    let got: Vec<(String, u64, u64, u64)> = tasks[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["reached"].as_u64().unwrap(),
+                s["passed"].as_u64().unwrap(),
+                s["stopped"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{v}");
+    // The oracle's open scored 1 and the no-op's 0.
+    assert_eq!(tasks[0]["steps"][0]["mean_reward"], 0.5, "{v}");
+    let text = run(&["run", "aggregate", "out"]);
+    assert!(
+        text.contains("steps of harbor-steps-001 (2 trials)"),
+        "{text}"
+    );
+    for (i, (name, reached, passed, stopped)) in want.iter().enumerate() {
+        let row = format!(
+            "| {}. {name} | {reached} | {passed} | {stopped} | 0 |",
+            i + 1
+        );
+        assert!(text.contains(&row), "{row} not in\n{text}");
+    }
+    run(&["run", "report", "out", "--html", "report.html"]);
+    let html = std::fs::read_to_string(tmp.join("report.html")).unwrap();
+    assert!(html.contains("Steps of harbor-steps-001"), "{html}");
+    let first = format!(
+        "<tr><td>1. open</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
+        want[0].1, want[0].2, want[0].3
+    );
+    assert!(html.contains(&first), "{first} not in the report");
 }
 
 /// Example `id` with its sidecar `services` under `tmp/tasks`, its images in a fresh

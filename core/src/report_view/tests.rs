@@ -112,3 +112,102 @@ fn usage_causes_matrix_and_timeline() {
     assert_eq!(v.by_agent["x"].rates.pass_rate, Some(0.5));
     assert_eq!(v.by_agent["y"].rates.pass_rate, None);
 }
+
+/// A multi-step task's steps count by each trial's last attempt (an infra-only retry
+/// restarts the whole trial: the first attempt's steps are history); a run without one has
+/// no steps section.
+#[test]
+fn steps_count_by_the_last_attempt_and_only_for_multi_step_tasks() {
+    use crate::record::steps::{StepResult, StepVerdict};
+    let step = |name: &str, v: StepVerdict, r: Option<f64>| StepResult {
+        verdict: v,
+        rewards: r.map(|r| BTreeMap::from([("reward".to_string(), r)])),
+        ..StepResult::not_run(name)
+    };
+    let trials = vec![
+        t("s", "oracle", 1, Bucket::Succeeded),
+        t("s", "noop", 1, Bucket::Failed),
+        t("one", "oracle", 1, Bucket::Succeeded),
+    ];
+    let mut crashed = attempt_record(
+        Uuid::now_v7(),
+        "r/s/oracle/r1",
+        1,
+        State::InfrastructureError,
+        None,
+    );
+    crashed.steps = vec![
+        step("open", StepVerdict::Solved, Some(1.0)),
+        step("deposit", StepVerdict::NotGraded, None),
+    ];
+    let mut solved = attempt_record(
+        Uuid::now_v7(),
+        "r/s/oracle/r1",
+        2,
+        State::Completed,
+        Some(true),
+    );
+    solved.steps = vec![
+        step("open", StepVerdict::Solved, Some(1.0)),
+        step("deposit", StepVerdict::Solved, Some(1.0)),
+    ];
+    let mut gated = attempt_record(
+        Uuid::now_v7(),
+        "r/s/noop/r1",
+        1,
+        State::Completed,
+        Some(false),
+    );
+    gated.steps = vec![
+        StepResult {
+            gated_stop: Some("reward=0 below min_reward 1".into()),
+            ..step("open", StepVerdict::Failed, Some(0.0))
+        },
+        step("deposit", StepVerdict::NotRun, None),
+    ];
+    let one = attempt_record(
+        Uuid::now_v7(),
+        "r/one/oracle/r1",
+        1,
+        State::Completed,
+        Some(true),
+    );
+    let (ro, rn, r1) = (vec![crashed, solved], vec![gated], vec![one]);
+    let records = [
+        TrialAttempts {
+            key: "r/s/oracle/r1",
+            attempts: &ro,
+        },
+        TrialAttempts {
+            key: "r/s/noop/r1",
+            attempts: &rn,
+        },
+        TrialAttempts {
+            key: "r/one/oracle/r1",
+            attempts: &r1,
+        },
+    ];
+    let v = build(&trials, &records);
+    assert_eq!(v.steps.len(), 1, "{:?}", v.steps);
+    assert_eq!((v.steps[0].task.as_str(), v.steps[0].trials), ("s", 2));
+    let counts: Vec<(&str, u64, u64, u64, u64)> = v.steps[0]
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.reached,
+                s.passed,
+                s.stopped,
+                s.not_graded,
+            )
+        })
+        .collect();
+    assert_eq!(counts, [("open", 2, 1, 1, 0), ("deposit", 1, 1, 0, 0)]);
+    let json = serde_json::to_value(&v).unwrap();
+    assert_eq!(json["steps"][0]["steps"][0]["mean_reward"], 0.5);
+    // Without a multi-step task: no section, and none in the JSON.
+    let v = build(&trials[2..], &records[2..]);
+    assert!(v.steps.is_empty());
+    assert!(serde_json::to_value(&v).unwrap().get("steps").is_none());
+}

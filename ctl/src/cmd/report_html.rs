@@ -151,6 +151,45 @@ fn legend() -> String {
     s
 }
 
+/// Per multi-step task, a table of its steps over the trials (`core::report::steps`);
+/// nothing for a run without one.
+fn steps_section(out: &mut String, v: &RunView, prefix: &str) {
+    for t in &v.steps {
+        let _ = write!(
+            out,
+            "<h2>{prefix}Steps of {}</h2><p class=\"meta\">{} trials, each counted by its last attempt.</p><table><thead><tr><th>step</th><th>reached</th><th>passed</th><th>stopped here</th><th>not graded</th><th>mean reward</th><th>input tokens</th><th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>",
+            esc(&t.task),
+            t.trials
+        );
+        for (i, s) in t.steps.iter().enumerate() {
+            let absent = |n: u64| {
+                format!(
+                    "<span class=\"absent\">absent ({n} of {} reported it)</span>",
+                    s.reached
+                )
+            };
+            let tok = |x: Option<u64>| x.map_or_else(|| absent(s.with_tokens), |t| t.to_string());
+            let _ = write!(
+                out,
+                "<tr><td>{}. {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                i + 1,
+                esc(&s.name),
+                s.reached,
+                s.passed,
+                s.stopped,
+                s.not_graded,
+                s.mean_reward
+                    .map_or_else(|| "n/a".to_string(), |r| format!("{r:.3}")),
+                tok(s.input_tokens),
+                tok(s.output_tokens),
+                s.cost_usd
+                    .map_or_else(|| absent(s.with_cost), |c| format!("{c:.4}")),
+            );
+        }
+        out.push_str("</tbody></table><p class=\"meta\">Passed: graded solved, or graded at or above its min_reward (or the step has no gate). Stopped here: its gate, or a failure before grading, ended the trial's remaining steps.</p>");
+    }
+}
+
 /// The sections of one run's view; `n` numbers its timeline.
 fn run_sections(out: &mut String, v: &RunView, n: usize, prefix: &str) {
     let _ = write!(out, "<h2>{prefix}Rates per agent</h2>{RATES_HEAD}");
@@ -264,6 +303,7 @@ fn run_sections(out: &mut String, v: &RunView, n: usize, prefix: &str) {
         }
         out.push_str("</tbody></table>");
     }
+    steps_section(out, v, prefix);
     let _ = write!(
         out,
         "<h2>{prefix}Timeline of attempts</h2><div class=\"timeline\" id=\"timeline-{n}\"><noscript>The timeline is drawn by the page's script.</noscript></div>"
