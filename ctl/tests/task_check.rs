@@ -489,6 +489,93 @@ fn the_mcp_examples_are_planned_only_under_container_and_exported() {
     }
 }
 
+/// A multi-step task export-harbor cannot write faithfully (an akbench `[verifier] command`,
+/// which Harbor would not run) is refused naming the task, the key and the fix, writing
+/// nothing.
+#[test]
+fn a_multi_step_task_harbor_would_grade_otherwise_is_not_exported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = tmp.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let dir = tasks.join("harbor-steps-001");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/harbor-steps-001"))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    let toml = toml
+        .replacen(
+            "workdir = \"/app\"",
+            &format!(
+                "workdir = \"/app\"\ndocker_image = \"reg.example/s@sha256:{}\"",
+                "a".repeat(64)
+            ),
+            1,
+        )
+        .replacen(
+            "[verifier]\n",
+            "[verifier]\ncommand = [\"bash\", \"{tests_dir}/test.sh\"]\n",
+            1,
+        );
+    std::fs::write(dir.join("task.toml"), toml).unwrap();
+    let manifest = tmp.path().join("e.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "experiment: steps\ntasks:\n  root: tasks\n  include: [\"harbor-steps-001\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: container\n",
+            examples().join("agents").display()
+        ),
+    )
+    .unwrap();
+    let akbench = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(args)
+            .arg("--store-root")
+            .arg(tmp.path().join("runs"))
+            .arg("--cache")
+            .arg(tmp.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    let out = akbench(&[
+        "run",
+        "plan",
+        "--json",
+        "--config",
+        manifest.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let harbor = tmp.path().join("harbor");
+    let out = akbench(&[
+        "run",
+        "export-harbor",
+        plan["run_key"].as_str().unwrap(),
+        "--out",
+        harbor.to_str().unwrap(),
+        "--base-image",
+        &format!("reg.example/base@sha256:{}", "b".repeat(64)),
+        "--tasks-root",
+        tasks.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("task harbor-steps-001 is a multi-step task (3 `[[steps]]`) with a `[verifier] command`")
+            && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    assert!(!harbor.exists());
+}
+
 /// The example `example` copied with a pinned image: `task check` and a plan under `sandbox`
 /// are bad input naming `container`; planned under `container` as experiment `experiment`
 /// its family is counted; `run export-harbor` of that run writes the task in Harbor's

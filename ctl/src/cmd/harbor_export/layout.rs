@@ -48,7 +48,7 @@ pub fn check(run_key: &str, task: &Task, t: &PlannedTrial) -> Result<String, Inp
     }
     let Some(image) = &t.task_source.image else {
         return Err(InputError(format!(
-            "failed to export run {run_key}: task {id} is {what} whose image the plan does not pin (its environment/Dockerfile is not built); fix: build and push it (`akbench image build`), name it in `[environment] docker_image`, and plan the run again"
+            "failed to export run {run_key}: task {id} is {what} whose image the plan does not pin (its environment/Dockerfile is not built); fix: build and push it (`akbench image build TASK --push REGISTRY`, which writes the image into task.toml) and plan the run again"
         )));
     };
     match ImageRef::parse(image) {
