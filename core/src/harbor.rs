@@ -449,6 +449,7 @@ pub fn observation(
     )
 }
 
+pub mod layout_toml;
 pub mod record;
 pub mod steps;
 

@@ -74,6 +74,12 @@ const ALLOWED: &[(&str, &str)] = &[
          renamed onto --out as a whole; the task files it copies were loaded and checked",
     ),
     (
+        "ctl/src/cmd/harbor_export/layout.rs",
+        "the same export's Harbor-layout tasks: writes and copies inside the staging folder \
+         harbor_export.rs created; the task folder it copies was loaded and checked (the task \
+         loader refuses a link out of it, a FIFO or device, a file over its cap)",
+    ),
+    (
         "worker/src/evaluator/outputs.rs",
         "verifier outputs: opened O_NOFOLLOW|O_NONBLOCK, fstat-checked and capped like the \
          one reader, plus a single-link check, each failure a tampering verdict",

@@ -463,52 +463,124 @@ fn a_task_with_sidecars_is_checked_only_with_its_services() {
 
 /// A multi-step task (`[[steps]]`, issue 46) loads; `task check` under another runtime than
 /// `container` is bad input naming the fix; a plan holding it is made under the
-/// `container` runtime (its family counted) and refused under another, writing nothing.
+/// `container` runtime (its family counted) and refused under another, writing nothing; its
+/// run exports to Harbor with its steps.
 #[test]
 fn a_multi_step_task_is_checked_and_planned_only_under_container() {
-    planned_only_under_container(
-        "harbor-steps-001",
-        "steps",
-        "lifecycle",
-        "harbor-steps-001 is a multi-step task",
-    );
+    planned_only_under_container("harbor-steps-001", "steps", "lifecycle");
 }
 
 /// A task with sidecar services (issue 46) is checked and planned only under `container`
-/// (its family counted); exporting its run to Harbor is refused naming the task and its
-/// services, writing nothing (the export would drop the services).
+/// (its family counted); its run exports to Harbor with its compose file and services.
 #[test]
-fn a_task_with_sidecars_is_planned_only_under_container_and_not_exported() {
-    planned_only_under_container(
-        "harbor-sidecar-kv-001",
-        "sidecar",
-        "interactive",
-        "harbor-sidecar-kv-001 has sidecar services (kv;",
-    );
+fn a_task_with_sidecars_is_planned_only_under_container_and_exported() {
+    planned_only_under_container("harbor-sidecar-kv-001", "sidecar", "interactive");
 }
 
 /// The MCP examples (an MCP-tools sidecar; a simulated user, issue 46) are sidecar tasks
-/// like the kv example: checked and planned only under `container`, not exported.
+/// like the kv example: checked and planned only under `container`, exported with them.
 #[test]
-fn the_mcp_examples_are_planned_only_under_container_and_not_exported() {
+fn the_mcp_examples_are_planned_only_under_container_and_exported() {
     for (example, service) in [
         ("harbor-mcp-tools-001", "warehouse"),
         ("harbor-simulated-user-001", "user"),
     ] {
-        planned_only_under_container(
-            example,
-            service,
-            "interactive",
-            &format!("{example} has sidecar services ({service};"),
-        );
+        planned_only_under_container(example, service, "interactive");
     }
+}
+
+/// A multi-step task export-harbor cannot write faithfully (an akbench `[verifier] command`,
+/// which Harbor would not run) is refused naming the task, the key and the fix, writing
+/// nothing.
+#[test]
+fn a_multi_step_task_harbor_would_grade_otherwise_is_not_exported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = tmp.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let dir = tasks.join("harbor-steps-001");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(examples().join("tasks/harbor-steps-001"))
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success());
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+    let toml = toml
+        .replacen(
+            "workdir = \"/app\"",
+            &format!(
+                "workdir = \"/app\"\ndocker_image = \"reg.example/s@sha256:{}\"",
+                "a".repeat(64)
+            ),
+            1,
+        )
+        .replacen(
+            "[verifier]\n",
+            "[verifier]\ncommand = [\"bash\", \"{tests_dir}/test.sh\"]\n",
+            1,
+        );
+    std::fs::write(dir.join("task.toml"), toml).unwrap();
+    let manifest = tmp.path().join("e.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "experiment: steps\ntasks:\n  root: tasks\n  include: [\"harbor-steps-001\"]\nagents:\n  root: {}\n  conditions:\n    - descriptor: oracle\nrepetitions: 1\nexecution:\n  runtime: container\n",
+            examples().join("agents").display()
+        ),
+    )
+    .unwrap();
+    let akbench = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_akbench"))
+            .args(args)
+            .arg("--store-root")
+            .arg(tmp.path().join("runs"))
+            .arg("--cache")
+            .arg(tmp.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    let out = akbench(&[
+        "run",
+        "plan",
+        "--json",
+        "--config",
+        manifest.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let harbor = tmp.path().join("harbor");
+    let out = akbench(&[
+        "run",
+        "export-harbor",
+        plan["run_key"].as_str().unwrap(),
+        "--out",
+        harbor.to_str().unwrap(),
+        "--base-image",
+        &format!("reg.example/base@sha256:{}", "b".repeat(64)),
+        "--tasks-root",
+        tasks.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("task harbor-steps-001 is a multi-step task (3 `[[steps]]`) with a `[verifier] command`")
+            && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    assert!(!harbor.exists());
 }
 
 /// The example `example` copied with a pinned image: `task check` and a plan under `sandbox`
 /// are bad input naming `container`; planned under `container` as experiment `experiment`
-/// its family is counted; `run export-harbor` of that run is refused with `refusal`, writing
-/// nothing.
-fn planned_only_under_container(example: &str, experiment: &str, family: &str, refusal: &str) {
+/// its family is counted; `run export-harbor` of that run writes the task in Harbor's
+/// layout ([`exported_as_harbor_reads_it`]).
+fn planned_only_under_container(example: &str, experiment: &str, family: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tasks").join(example);
     std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
@@ -575,7 +647,7 @@ fn planned_only_under_container(example: &str, experiment: &str, family: &str, r
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(&format!("families {family}=1")), "{stdout}");
-    // Exporting it to Harbor is refused, naming the task, writing nothing.
+    // Its run exports to Harbor in Harbor's layout.
     let key = stdout
         .lines()
         .find_map(|l| {
@@ -603,10 +675,104 @@ fn planned_only_under_container(example: &str, experiment: &str, family: &str, r
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(refusal) && stderr.contains("fix:"),
-        "{stderr}"
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let image = format!("reg.example/{experiment}@sha256:{}", "a".repeat(64));
+    exported_as_harbor_reads_it(&dir, &tmp.path().join("harbor"), &key, &image);
+}
+
+/// The export `out` of run `key` holds one trial of the task `task` (its image pinned as
+/// `image`) in Harbor's layout: every file of the task copied byte for byte (its steps'
+/// instructions, tests, solutions, workdirs and setup scripts; its compose file and each
+/// service's build folder) but task.toml and environment/Dockerfile; the Dockerfile
+/// `FROM` the pinned image; task.toml the task's own (its `[[steps]]`, strategy, artifacts
+/// and network as written) with what the plan fixed written over it and the image key
+/// dropped; the manifest names the steps.
+fn exported_as_harbor_reads_it(task: &Path, out: &Path, key: &str, image: &str) {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("akbench-harbor.json")).unwrap()).unwrap();
+    let trials = manifest["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 1, "{manifest}");
+    let trial = out.join(trials[0]["path"].as_str().unwrap());
+    fn files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    files(task, task, &mut want);
+    files(&trial, &trial, &mut got);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "the same files");
+    for f in &want {
+        let p = f.to_str().unwrap();
+        if p == "task.toml" || p == "environment/Dockerfile" {
+            continue;
+        }
+        assert_eq!(
+            std::fs::read(trial.join(f)).unwrap(),
+            std::fs::read(task.join(f)).unwrap(),
+            "{p} copied as it is"
+        );
+    }
+    let mode =
+        |p: &Path| std::os::unix::fs::PermissionsExt::mode(&p.metadata().unwrap().permissions());
+    for f in want
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "sh"))
+    {
+        assert_eq!(mode(&trial.join(f)), mode(&task.join(f)), "{}", f.display());
+    }
+    let docker = std::fs::read_to_string(trial.join("environment/Dockerfile")).unwrap();
+    assert!(docker.contains(&format!("\nFROM {image}\n")), "{docker}");
+    let read =
+        |p: &Path| -> toml::Table { toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let (mut original, mut exported) = (
+        read(&task.join("task.toml")),
+        read(&trial.join("task.toml")),
     );
-    assert!(!tmp.path().join("harbor").exists());
+    assert_eq!(
+        exported["metadata"]["akbench_run_key"].as_str(),
+        Some(key),
+        "{exported}"
+    );
+    assert_eq!(
+        exported["metadata"]["akbench_trial_id"].as_str(),
+        trials[0]["trial_id"].as_str()
+    );
+    assert!(exported["task"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("akbench/"));
+    // Apart from what the plan fixed (the same values here), the task's own task.toml.
+    for t in [&mut original, &mut exported] {
+        t.remove("task");
+        t.remove("version");
+        let meta = t
+            .get_mut("metadata")
+            .and_then(|m| m.as_table_mut())
+            .unwrap();
+        meta.retain(|k, _| !k.starts_with("akbench_"));
+        let env = t["environment"].as_table_mut().unwrap();
+        env.remove("docker_image");
+        env.remove("cpus");
+        env.remove("memory_mb");
+    }
+    assert_eq!(exported, original);
+    let steps: Vec<&str> = original
+        .get("steps")
+        .and_then(|s| s.as_array())
+        .map(|s| s.iter().map(|s| s["name"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    let listed: Vec<&str> = trials[0]
+        .get("steps")
+        .and_then(|s| s.as_array())
+        .map(|s| s.iter().map(|s| s.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert_eq!(listed, steps);
 }

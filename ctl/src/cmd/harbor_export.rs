@@ -13,7 +13,8 @@
 //! configuration per agent condition (`DIR/jobs/<agent label>.json`, `n_attempts: 1`) lists
 //! that agent's trials; the manifest `DIR/akbench-harbor.json` lists every trial. Everything
 //! is written to a temporary folder beside DIR and renamed into place: an error leaves
-//! nothing.
+//! nothing. A multi-step task or one with sidecar services is written in Harbor's own
+//! layout from the task image the plan pinned ([`layout`]).
 
 use crate::cli::ExportHarborArgs;
 use crate::cmd::shared::common::{find_run, print_json};
@@ -28,6 +29,8 @@ use akbench_worker::mirror::MirrorCache;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod layout;
 
 /// Exports a planned run.
 pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
@@ -59,6 +62,7 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     };
     // Every task, loaded and checked against the exact release the plan holds.
     let mut tasks: BTreeMap<String, Task> = BTreeMap::new();
+    let mut layout_images: BTreeMap<String, String> = BTreeMap::new();
     for t in &plan.trials {
         if tasks.contains_key(&t.task.id) {
             continue;
@@ -71,26 +75,10 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             ))
             .into());
         }
-        // The export writes a one-step task.toml: a multi-step task would run in Harbor as
-        // one step with the first instruction, its verdict not the plan's.
-        if !task.steps.is_empty() {
-            return Err(InputError(format!(
-                "failed to export run {key}: task {} is a multi-step task ({} `[[steps]]`), which export-harbor does not write yet; fix: leave it out of the exported run (its folder is already in Harbor's layout: `harbor run -p` runs it as it is)",
-                t.task.id,
-                task.steps.len()
-            ))
-            .into());
-        }
-        // The export writes one environment of its own and grades in a separate one: a
-        // task's sidecar services would be missing in Harbor, its verdict not the plan's.
-        if let Some(w) = &task.world {
-            let names: Vec<&str> = w.services.iter().map(|s| s.name.as_str()).collect();
-            return Err(InputError(format!(
-                "failed to export run {key}: task {} has sidecar services ({}; environment/docker-compose.yaml), which export-harbor does not write yet; fix: leave it out of the exported run (its folder is already in Harbor's layout: `harbor run -p` runs it as it is)",
-                t.task.id,
-                names.join(", ")
-            ))
-            .into());
+        // A multi-step task or one with sidecars is written in Harbor's own layout, from
+        // the image the plan pinned (`layout`); what cannot be written faithfully is refused.
+        if layout::applies(&task) {
+            layout_images.insert(t.task.id.clone(), layout::check(&key, &task, t)?);
         }
         tasks.insert(t.task.id.clone(), task);
     }
@@ -100,7 +88,10 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
         crate::cmd::shared::inputs::cache_root(args.cache.as_deref()).join("mirrors"),
     );
     let mut baselines: BTreeMap<String, Baseline> = BTreeMap::new();
-    for (id, task) in &tasks {
+    for (id, task) in tasks
+        .iter()
+        .filter(|(id, _)| !layout_images.contains_key(*id))
+    {
         let b = mirrors.baseline(task, true).map_err(|e| -> anyhow::Error {
             let message = format!("failed to export run {key}: task {id}: {e}");
             match e {
@@ -128,11 +119,16 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     for t in &plan.trials {
         let task = &tasks[&t.task.id];
         let path = format!("trials/{}", t.trial_id);
-        let env = Environment {
-            base_image: &base_image,
-            baseline: &baselines[&t.task.id],
-        };
-        write_task(&dir.join(&path), task, t, &key, &env)?;
+        match layout_images.get(&t.task.id) {
+            Some(image) => layout::write_task(&dir.join(&path), task, t, &key, image)?,
+            None => {
+                let env = Environment {
+                    base_image: &base_image,
+                    baseline: &baselines[&t.task.id],
+                };
+                write_task(&dir.join(&path), task, t, &key, &env)?;
+            }
+        }
         let job = format!("jobs/{}.json", t.agent.label);
         jobs.entry(t.agent.label.clone())
             .or_default()
