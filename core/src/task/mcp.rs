@@ -438,13 +438,26 @@ pub fn header_var(s: usize, h: usize) -> String {
     format!("AKBENCH_MCP_AUTH_{s}_{h}")
 }
 
-/// Every header's variable and resolved value (`lookup` reads the worker's environment), or
-/// the first that cannot be resolved, naming the server, the header and the variable. The
-/// values are credentials for the attempt: kept out of records and logs.
+/// One header resolved for the agent: the variable it travels in, its value, and whether it
+/// is a credential (a credential header's name, as Harbor counts them): only those are
+/// scrubbed from what is stored, so a plain value such as `X-Team: search` does not blank
+/// every "search" in the attempt's logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedHeader {
+    /// `AKBENCH_MCP_AUTH_<s>_<h>` ([`header_var`]).
+    pub var: String,
+    /// The resolved value.
+    pub value: String,
+    /// A credential: kept out of records and logs.
+    pub secret: bool,
+}
+
+/// Every header resolved (`lookup` reads the worker's environment), or the first that
+/// cannot be, naming the server, the header and the variable.
 pub fn resolve_headers(
     servers: &[McpServer],
     lookup: impl Fn(&str) -> Option<String>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<ResolvedHeader>, String> {
     let mut out = Vec::new();
     for (s, server) in servers.iter().enumerate() {
         for (h, (name, value)) in server.headers.iter().enumerate() {
@@ -470,7 +483,11 @@ pub fn resolve_headers(
                 }
                 resolved = resolved.replacen(&written, &got, 1);
             }
-            out.push((header_var(s, h), resolved));
+            out.push(ResolvedHeader {
+                var: header_var(s, h),
+                value: resolved,
+                secret: credential_header(name),
+            });
         }
     }
     Ok(out)

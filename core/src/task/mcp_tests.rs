@@ -172,8 +172,17 @@ fn headers_resolve_into_their_variables_or_name_what_is_missing() {
     assert_eq!(
         got,
         [
-            (header_var(0, 0), "Bearer sk-abc".to_string()),
-            (header_var(0, 1), "search".to_string()),
+            ResolvedHeader {
+                var: header_var(0, 0),
+                value: "Bearer sk-abc".into(),
+                secret: true,
+            },
+            // Not a credential's name: given to the agent, not scrubbed from logs.
+            ResolvedHeader {
+                var: header_var(0, 1),
+                value: "search".into(),
+                secret: false,
+            },
         ]
     );
     let e = resolve_headers(&s, |_| None).unwrap_err();

@@ -33,6 +33,9 @@ pub struct CliAgentAdapter {
     /// A `/bin/sh -c` script printing the CLI's version (`$0` is the program), for a CLI
     /// without `--version`; `None`: `<program> --version`.
     version: Option<&'static str>,
+    /// The flags that hand the CLI a task's MCP servers (`akbench_core::task::mcp`);
+    /// `None` for a CLI that takes none (planning refuses it for such a task).
+    mcp: Option<fn(&[akbench_core::task::mcp::McpServer]) -> Vec<String>>,
 }
 
 /// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
@@ -111,6 +114,7 @@ pub fn claude_code() -> CliAgentAdapter {
         env: &[],
         wrapper: None,
         version: None,
+        mcp: Some(akbench_core::task::mcp::claude_code_args),
     }
 }
 
@@ -125,6 +129,7 @@ pub fn codex() -> CliAgentAdapter {
         env: &[],
         wrapper: None,
         version: None,
+        mcp: Some(akbench_core::task::mcp::codex_args),
     }
 }
 
@@ -139,6 +144,7 @@ pub fn gemini_cli() -> CliAgentAdapter {
         env: GEMINI_ENV,
         wrapper: Some(GEMINI_WRAPPER),
         version: None,
+        mcp: None,
     }
 }
 
@@ -153,6 +159,7 @@ pub fn opencode() -> CliAgentAdapter {
         env: OPENCODE_ENV,
         wrapper: Some(JOIN_STDERR_WRAPPER),
         version: None,
+        mcp: None,
     }
 }
 
@@ -167,6 +174,7 @@ pub fn mini_swe_agent() -> CliAgentAdapter {
         env: MINI_ENV,
         wrapper: Some(MINI_WRAPPER),
         version: Some(MINI_VERSION),
+        mcp: None,
     }
 }
 
@@ -182,6 +190,7 @@ pub fn aider() -> CliAgentAdapter {
         env: AIDER_ENV,
         wrapper: Some(AIDER_WRAPPER),
         version: Some(AIDER_VERSION),
+        mcp: None,
     }
 }
 
@@ -196,6 +205,7 @@ pub fn qwen_code() -> CliAgentAdapter {
         env: &[],
         wrapper: None,
         version: None,
+        mcp: None,
     }
 }
 
@@ -208,13 +218,8 @@ impl CliAgentAdapter {
         task: &akbench_core::task::Task,
         program: &str,
     ) -> Result<Vec<String>, String> {
-        use akbench_core::task::mcp;
         let d = &agent.descriptor;
-        let servers = match self.name {
-            "claude-code" => mcp::claude_code_args(&task.mcp_servers),
-            "codex" => mcp::codex_args(&task.mcp_servers),
-            _ => Vec::new(),
-        };
+        let servers = self.mcp.map(|f| f(&task.mcp_servers)).unwrap_or_default();
         (self.argv)(
             program,
             d.model.as_deref(),
@@ -438,6 +443,24 @@ mod tests {
             let servers: serde_json::Value =
                 serde_json::from_str(&launch.env["AKBENCH_MCP_SERVERS"]).unwrap();
             assert_eq!(servers[1]["name"], "files");
+        }
+    }
+
+    /// The CLIs that are handed MCP servers are the ones core's plan-time rule lets run a
+    /// task with servers (`akbench_core::task::mcp::TAKES_MCP`).
+    #[test]
+    fn the_clis_given_mcp_servers_are_those_planning_allows() {
+        use akbench_core::task::mcp::TAKES_MCP;
+        for a in [
+            super::claude_code(),
+            super::codex(),
+            super::gemini_cli(),
+            super::qwen_code(),
+            super::opencode(),
+            super::mini_swe_agent(),
+            super::aider(),
+        ] {
+            assert_eq!(a.mcp.is_some(), TAKES_MCP.contains(&a.name), "{}", a.name);
         }
     }
 

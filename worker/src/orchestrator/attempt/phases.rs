@@ -46,8 +46,10 @@ pub(super) fn preparing(
 /// What VALIDATING found.
 pub(super) struct Checked {
     adapter: Arc<dyn Adapter>,
-    /// The declared credentials and their values.
+    /// The declared credentials and their values (and MCP credential headers').
     secrets: Vec<(String, String)>,
+    /// The agent's other variables resolved here (MCP headers that are no credential).
+    plain: Vec<(String, String)>,
     /// The network endpoints the agent may reach.
     pub(super) endpoints: Vec<Endpoint>,
 }
@@ -113,12 +115,18 @@ pub(super) fn validating(
         }
     }
     // The task's MCP header values (`akbench_core::task::mcp`), resolved now from this
-    // worker's environment: credentials like the agent's own (in its environment only,
-    // scrubbed from everything stored), for an agent that is given the servers.
+    // worker's environment, for an agent that is given the servers: a credential header's
+    // value is a secret like the agent's own (scrubbed from everything stored, left out of
+    // the environment's own processes); the others are plain variables of the agent.
+    let mut plain = Vec::new();
     if akbench_core::task::mcp::TAKES_MCP.contains(&adapter.name()) {
         match akbench_core::task::mcp::resolve_headers(&task.mcp_servers, |n| std::env::var(n).ok())
         {
-            Ok(headers) => secrets.extend(headers),
+            Ok(headers) => {
+                for h in headers {
+                    if h.secret { &mut secrets } else { &mut plain }.push((h.var, h.value));
+                }
+            }
             Err(e) => return r.end(Event::Rejected, format!("task `{}`: {e}", task.release.id)),
         }
     }
@@ -147,6 +155,7 @@ pub(super) fn validating(
     Ok(Checked {
         adapter,
         secrets,
+        plain,
         endpoints,
     })
 }
@@ -335,6 +344,7 @@ pub(super) fn launch(
     let Checked {
         adapter,
         secrets,
+        plain,
         endpoints,
     } = checked;
     let WorkspacePaths {
@@ -370,7 +380,7 @@ pub(super) fn launch(
     let mut env = base_env(home);
     let env_path = env.get("PATH").cloned().unwrap_or_default();
     env.extend(launch.env.clone());
-    for (k, v) in secrets {
+    for (k, v) in secrets.iter().chain(plain) {
         env.insert(k.clone(), v.clone());
     }
     let timeout = req
