@@ -35,8 +35,11 @@ pub struct CliAgentAdapter {
     version: Option<&'static str>,
     /// The flags that hand the CLI a task's MCP servers (`akbench_core::task::mcp`);
     /// `None` for a CLI that takes none (planning refuses it for such a task).
-    mcp: Option<fn(&[akbench_core::task::mcp::McpServer]) -> Vec<String>>,
+    mcp: Option<McpFlags>,
 }
+
+/// Builds a CLI's flags for a task's MCP servers (`akbench_core::task::mcp`).
+type McpFlags = fn(&[akbench_core::task::mcp::McpServer]) -> Vec<String>;
 
 /// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
 /// 2.4.6.`.
