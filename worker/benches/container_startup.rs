@@ -43,6 +43,7 @@ fn once(dir: &Path, kind: RuntimeKind, image: Option<&Image>, i: usize) -> Durat
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),

@@ -36,6 +36,7 @@ fn once(dir: &Path, kind: RuntimeKind, endpoints: &[Endpoint], i: usize) -> (Dur
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),

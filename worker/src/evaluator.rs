@@ -477,6 +477,7 @@ fn run_once(
     .concat();
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         // The task's network for grading (docs/network.md).
         egress: match crate::runtime::egress::Policy::for_phase(task.network.verifier.clone()) {
             Ok(p) => Some(p),

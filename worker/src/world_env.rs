@@ -3,7 +3,9 @@
 //! ([`crate::runtime::world::start`]), then the environment started as a member of the
 //! world's network, with every member's name in its `/etc/hosts` and the compose file's
 //! `main` variables as its own (every program started in it sees them, as in a container
-//! Docker started with them). The world ends with the environment. A task without a world
+//! Docker started with them). The services and the environment share one cgroup budget with
+//! the task's limits ([`crate::runtime::cgroup::Budget`]): a world of n services uses at most
+//! the trial's compute, not n + 1 times it. The world ends with the environment. A task without a world
 //! gets [`Env::start`] unchanged. One function for the trial's environment and for the
 //! fresh environment a reference solution is graded in (`regrade`).
 
@@ -70,12 +72,17 @@ pub fn start(
         .into_iter()
         .map(|(n, i, u)| (n, i, Box::new(u) as Box<dyn std::any::Any + Send>))
         .collect();
+    // One budget for the whole world: the services and the environment (with the agent and
+    // what it leaves running) share the task's limits, as one trial's compute.
+    let budget = crate::runtime::cgroup::Budget::create(&format!("{}-world", keeper.tag), &limits)
+        .map_err(|e| WorldEnvError::Failed(format!("the world's cgroup: {e}")))?;
     let running = crate::runtime::world::start(
         world,
         images,
         &crate::runtime::world::StartWith {
             scratch: ctx.scratch,
             limits,
+            budget: Some(budget.clone()),
             tag: &keeper.tag,
             facts: ctx.facts.clone(),
             clock: ctx.clock,
@@ -86,6 +93,7 @@ pub fn start(
     )
     .map_err(|e| WorldEnvError::Failed(format!("sidecar services: {e}")))?;
     let mut exposure = exposure.clone();
+    exposure.budget = Some(budget);
     exposure.hosts.extend(world.addresses());
     if let Some(view) = exposure.container.as_mut() {
         view.image.run.env.extend(

@@ -5,7 +5,8 @@
 //! store), and the task's environment linked to them. A program in the environment reaches
 //! the API by its name and the API the store; nothing outside the world is reachable (the
 //! host's registry on its loopback, a namespace of another world); the record keeps each
-//! service's image, start, readiness and ending; a dependency that fails names itself.
+//! service's image, start, readiness and ending; a dependency that fails names itself; the
+//! services and the environment share the task's limits (one budget for the world).
 
 mod common;
 
@@ -13,12 +14,12 @@ use akbench_core::healthcheck::Healthcheck;
 use akbench_core::image::ImageRef;
 use akbench_core::record::services::ServiceFacts;
 use akbench_core::task::world::{Condition, Dependency, Service, World};
-use akbench_worker::image::{for_services, Store};
+use akbench_worker::image::Store;
 use akbench_worker::process::{spawn, CancelToken, ProcessSpec};
 use akbench_worker::runtime::container::{Image, View};
-use akbench_worker::runtime::shared::{Env, ExecAs, Start};
-use akbench_worker::runtime::world::{self, ServiceImage, StartWith};
+use akbench_worker::runtime::shared::{Env, ExecAs};
 use akbench_worker::runtime::{Exposure, Limits};
+use akbench_worker::world_env;
 use common::container_trial::{
     first_attempt_file, registry_and_corpus, run_in_container, runs_here, DEBIAN_PATH,
 };
@@ -188,33 +189,19 @@ fn spec(dir: &Path, tag: &str) -> ProcessSpec {
     }
 }
 
-/// Starts `w` and the task's environment (the base image) in it; returns the environment
-/// (the world ends with it) and the facts.
+/// Starts `w` and the task's environment (the base image) in it, as a trial does
+/// ([`world_env::start`]); returns the environment (the world ends with it) and the facts.
 fn start(f: &Fixture, w: &World, name: &str) -> Result<(Env, Facts), String> {
+    start_with(f, w, name, Limits::default())
+}
+
+/// [`start`] with the task's `limits`.
+fn start_with(f: &Fixture, w: &World, name: &str, limits: Limits) -> Result<(Env, Facts), String> {
     let root = f.tmp.path().join(name);
     std::fs::create_dir_all(root.join("work")).unwrap();
-    let images: Vec<ServiceImage> = for_services(&f.store, w)
-        .unwrap()
-        .into_iter()
-        .map(|(n, i, u)| (n, i, Box::new(u) as Box<dyn std::any::Any + Send>))
-        .collect();
     let facts = Arc::new(Mutex::new(Vec::new()));
     let clock = akbench_core::clock::SystemClock;
     let tag = format!("akbench-world-{name}-{}", std::process::id());
-    let running = world::start(
-        w,
-        images,
-        &StartWith {
-            scratch: &root.join("world"),
-            limits: Limits::default(),
-            tag: &tag,
-            facts: facts.clone(),
-            clock: &clock,
-            completion_wait: Duration::from_secs(60),
-            logs: None,
-        },
-        &CancelToken::new(),
-    )?;
     let unpacked = f.store.ensure(&f.base).unwrap();
     let exposure = Exposure {
         scratch: root.join("rt"),
@@ -231,25 +218,27 @@ fn start(f: &Fixture, w: &World, name: &str) -> Result<(Env, Facts), String> {
             tools: Vec::new(),
             workspace: true,
         }),
-        hosts: w.addresses(),
         writable: vec![root.join("work")],
         ..Default::default()
     };
-    let main_addr = w.addresses()[0].1;
-    let hub = running.hub();
-    let attach = |fd: &std::os::fd::OwnedFd| hub.attach(fd, main_addr);
-    let mut env = Env::start_with(
+    let env = world_env::start(
         spec(&root.join("work"), &format!("{tag}-main")),
         &exposure,
-        Limits::default(),
+        limits,
         None,
-        Start {
-            program: None,
-            attach: Some(&attach),
+        Some(w),
+        &world_env::WorldCtx {
+            images: &f.tmp.path().join("images"),
+            scratch: &root.join("world"),
+            facts: facts.clone(),
+            clock: &clock,
+            logs: None,
         },
+        &CancelToken::new(),
     )
-    .map_err(|e| e.to_string())?;
-    env.join_world(running);
+    .map_err(|e| match e {
+        world_env::WorldEnvError::Refused(m) | world_env::WorldEnvError::Failed(m) => m,
+    })?;
     Ok((env, facts))
 }
 
@@ -303,10 +292,12 @@ fn the_environment_reaches_its_sidecars_by_name_and_nothing_else_not_even_anothe
     let dir = f.tmp.path().join("reach/probe");
     std::fs::create_dir_all(&dir).unwrap();
     // The API by its name, which asks the store by its name: the seed job's value.
+    // `main` waits only for the API to start (`service_started`), not to listen: the
+    // probe, like an agent, tries again while the connection is refused (up to 20 s).
     let got = run_in(
         &env,
         &dir,
-        "import urllib.request; print(urllib.request.urlopen('http://api:8080/greeting', timeout=5).read().decode())",
+        "import time, urllib.request\nfor i in range(200):\n  try:\n    print(urllib.request.urlopen('http://api:8080/greeting', timeout=5).read().decode()); break\n  except OSError as e:\n    if 'refused' not in str(e) or i == 199: raise\n    time.sleep(0.1)",
     );
     assert_eq!(got, "hello-from-seed");
     // The host's registry (on the host's loopback) is not reachable, nor is any address
@@ -433,6 +424,71 @@ fn a_dependency_that_fails_names_itself_and_nothing_is_left_running() {
         left.stdout.is_empty(),
         "left running: {}",
         String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// A world is one trial's compute: its services and the environment (the agent and what
+/// it leaves running) share the task's limits. A service holding 160 MiB leaves the agent
+/// less than 160 more under `memory_mb = 256`, though each alone is within it (with a
+/// group of its own per service, as before the shared budget, the agent got them: this
+/// test failed so); 48 MiB it gets. The agent makes itself the OOM killer's first choice,
+/// so the kernel's pick is known: the service lives on.
+#[test]
+fn the_services_and_the_environment_share_the_task_s_memory() {
+    if !runs_here("the_services_and_the_environment_share_the_task_s_memory") {
+        return;
+    }
+    let f = fixture();
+    let mut hog = service(&f, "hog", "store.py", &[]);
+    hog.command = Some(vec![
+        "python3".into(),
+        "-c".into(),
+        "import time\nheld = b'\\x01' * (160 << 20)\nopen('/tmp/held', 'w').write('1')\ntime.sleep(1e6)".into(),
+    ]);
+    hog.healthcheck = Some(Healthcheck {
+        command: "test -f /tmp/held".into(),
+        interval_sec: 0.2,
+        timeout_sec: 5.0,
+        start_period_sec: 0.0,
+        start_interval_sec: 0.2,
+        retries: 100,
+    });
+    let w = World {
+        services: vec![hog],
+        main_depends_on: vec![Dependency {
+            service: "hog".into(),
+            condition: Condition::ServiceHealthy,
+        }],
+        main_environment: BTreeMap::new(),
+    };
+    let limits = Limits {
+        memory_mb: Some(256),
+        ..Limits::default()
+    };
+    let (env, facts) = start_with(&f, &w, "budget", limits).unwrap();
+    let dir = f.tmp.path().join("budget/probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ask = |mb: u32| {
+        run_as(
+            &env,
+            &dir,
+            &format!("open('/proc/self/oom_score_adj', 'w').write('1000')\nx = b'\\x01' * ({mb} << 20)\nprint('got', {mb})"),
+            ExecAs::Agent,
+        )
+    };
+    assert_eq!(ask(48), "got 48", "the agent's share of the world's memory");
+    let big = ask(160);
+    assert!(
+        !big.contains("got"),
+        "the agent had 160 MiB beside the service's 160 under memory_mb = 256: {big}"
+    );
+    assert_eq!(ask(48), "got 48", "the world's memory after the kill");
+    drop(env);
+    let hog = facts.lock().unwrap()[0].clone();
+    assert_eq!(
+        hog.ended.as_deref(),
+        Some("running until the trial ended (stopped by the worker)"),
+        "the service, not the agent, was killed: {hog:?}"
     );
 }
 

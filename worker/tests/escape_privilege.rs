@@ -61,6 +61,7 @@ fn run(script: &str, limits: Limits, readable: Vec<PathBuf>) -> Ran {
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,

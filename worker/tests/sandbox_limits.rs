@@ -88,6 +88,7 @@ fn observe(limits: Limits) -> Vec<(i32, String, String)> {
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable: Vec::new(),
@@ -203,6 +204,7 @@ fn ended(
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress: None,
         writable: vec![ws.clone(), home.clone()],
         readable,

@@ -343,6 +343,7 @@ pub(crate) fn solution_launch(
     let (git_rw, git_ro) = crate::runtime::linked_git_dirs(worktree);
     let exposure = crate::runtime::Exposure {
         hosts: Vec::new(),
+        budget: None,
         // The reference solution stands in for an agent: the agent's network.
         egress: Some(crate::runtime::egress::Policy::for_phase(
             task.network.agent.clone(),

@@ -6,6 +6,12 @@
 //! groups before it execs bwrap (so every descendant is inside), the groups tell which limit
 //! was hit, and [`Group::kill_all_and_wait`] is how the runtime knows every process of the
 //! attempt is gone.
+//!
+//! A [`Budget`] is one group the members of an interactive world share: the environment
+//! (keeper, agent and what it leaves running) and each sidecar service are groups nested in
+//! it ([`Group::create_in`]), so the world together stays within the task's limits, as one
+//! trial's compute. Each member keeps its own limits and counters (which one was killed);
+//! the budget's counts whether the limit reached was the shared one.
 
 use super::Limits;
 use std::path::{Path, PathBuf};
@@ -30,6 +36,31 @@ struct Inner {
     flavor: Flavor,
     /// memory, pids, cpu folders (v1), or the single folder (v2).
     dirs: Vec<PathBuf>,
+    /// The budget this group is nested in, kept until the group is gone.
+    budget: Option<Arc<Budget>>,
+}
+
+/// The group the members of an interactive world share (see the module's doc): made with
+/// the task's limits, removed when the last holder drops it (after its members' groups).
+#[derive(Debug)]
+pub struct Budget(Group);
+
+impl Budget {
+    /// Makes the group `akbench/<tag>` with `limits`, for members to be nested in.
+    pub fn create(tag: &str, limits: &Limits) -> Result<Arc<Budget>, String> {
+        Group::create(tag, limits).map(|g| Arc::new(Budget(g)))
+    }
+
+    /// Pids alive in the budget's own group (members live in theirs).
+    pub fn members(&self) -> Vec<i32> {
+        self.0.members()
+    }
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
 }
 
 /// Counters read after the end.
@@ -113,9 +144,10 @@ pub fn probe() -> Result<(), String> {
 }
 
 /// Removes groups left by a worker that was killed (`kill -9` leaves its empty groups):
-/// those older than a minute; a group still in use is never empty that long and the kernel
-/// refuses to remove a group with members.
-fn remove_stale(dir: &Path) {
+/// those older than a minute, a [`Budget`]'s members before it (`depth` 1: one level of
+/// nesting); a group still in use is never empty that long and the kernel refuses to
+/// remove a group with members.
+fn remove_stale(dir: &Path, depth: u8) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -128,6 +160,9 @@ fn remove_stale(dir: &Path) {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(60));
         if old {
+            if depth > 0 {
+                remove_stale(&e.path(), depth - 1);
+            }
             let _ = std::fs::remove_dir(e.path());
         }
     }
@@ -159,14 +194,35 @@ impl Group {
         let mut dirs = Vec::new();
         for p in &parents {
             if sweep_stale {
-                remove_stale(&p.join("akbench"));
+                remove_stale(&p.join("akbench"), 1);
             }
-            let d = p.join("akbench").join(tag);
-            std::fs::create_dir_all(&d)
-                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
-            dirs.push(d);
+            dirs.push(p.join("akbench").join(tag));
         }
-        let g = Group(Arc::new(Inner { flavor, dirs }));
+        Self::made(flavor, dirs, None, limits)
+    }
+
+    /// Makes the group `<budget>/<tag>`, nested in `budget`, with `limits` of its own.
+    pub fn create_in(budget: &Arc<Budget>, tag: &str, limits: &Limits) -> Result<Group, String> {
+        let b = &budget.0 .0;
+        let dirs = b.dirs.iter().map(|d| d.join(tag)).collect();
+        Self::made(b.flavor, dirs, Some(budget.clone()), limits)
+    }
+
+    fn made(
+        flavor: Flavor,
+        dirs: Vec<PathBuf>,
+        budget: Option<Arc<Budget>>,
+        limits: &Limits,
+    ) -> Result<Group, String> {
+        for d in &dirs {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+        let g = Group(Arc::new(Inner {
+            flavor,
+            dirs,
+            budget,
+        }));
         if let Err(e) = g.set_limits(limits) {
             g.remove();
             return Err(e);
@@ -261,8 +317,25 @@ impl Group {
         killed
     }
 
-    /// Which limits the group ran into.
+    /// Which limits the group ran into. A member of a [`Budget`]: its own kills and refused
+    /// forks (the kernel counts them where the process was), and its limit reached when
+    /// either its own or the budget's was (v2 counts `oom` only in the group whose limit it
+    /// was, so a world over its shared memory would otherwise look like the host's OOM).
     pub fn limits_hit(&self) -> Hits {
+        let own = self.own_hits();
+        match &self.0.budget {
+            Some(b) => Hits {
+                limit_reached: own
+                    .limit_reached
+                    .zip(b.0.own_hits().limit_reached)
+                    .map(|(a, b)| a.saturating_add(b)),
+                ..own
+            },
+            None => own,
+        }
+    }
+
+    fn own_hits(&self) -> Hits {
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
         let d = &self.0.dirs;
         match self.0.flavor {

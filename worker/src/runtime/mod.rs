@@ -114,6 +114,9 @@ pub struct Exposure {
     /// Names `/etc/hosts` gives beyond the endpoints' (the members of an interactive
     /// world's network, [`world`]).
     pub hosts: Vec<(String, std::net::Ipv4Addr)>,
+    /// The shared group of an interactive world's members ([`cgroup::Budget`]): the
+    /// process's group is nested in it, so the world together keeps the task's limits.
+    pub budget: Option<Arc<cgroup::Budget>>,
 }
 
 impl Exposure {
@@ -392,7 +395,11 @@ pub(crate) fn prepare_with(
         path: PathBuf::from("pipe"),
         source,
     })?;
-    let group = cgroup::Group::create(&spec.tag, &limits).map_err(RuntimeError::Cgroup)?;
+    let group = match &exposure.budget {
+        Some(b) => cgroup::Group::create_in(b, &spec.tag, &limits),
+        None => cgroup::Group::create(&spec.tag, &limits),
+    }
+    .map_err(RuntimeError::Cgroup)?;
     let egress = exposure.egress.clone().filter(egress::Policy::needs_proxy);
     let network = if exposure.endpoints.is_empty() && egress.is_none() && environment.is_none() {
         None

@@ -114,6 +114,9 @@ pub struct StartWith<'a> {
     pub scratch: &'a std::path::Path,
     /// Each service's limits.
     pub limits: super::Limits,
+    /// The world's shared group, each service's nested in it (so the services and the
+    /// environment together keep the task's limits).
+    pub budget: Option<Arc<super::cgroup::Budget>>,
     /// The attempt's tag (each service's is `<tag>-svc-<name>`).
     pub tag: &'a str,
     /// Where the services' facts go.
@@ -211,6 +214,7 @@ pub fn start(
                 workspace: false,
             }),
             hosts: addresses.iter().map(|(n, a)| (n.clone(), *a)).collect(),
+            budget: with.budget.clone(),
             ..Default::default()
         };
         let spec = crate::process::ProcessSpec {

@@ -301,6 +301,7 @@ pub fn run_in(
     };
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         writable: vec![ws.clone(), home.clone()],
         readable: vec![u.dir.clone()],
         endpoints: Vec::new(),

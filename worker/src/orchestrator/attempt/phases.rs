@@ -447,6 +447,7 @@ pub(super) fn launch(
     }
     let exposure = Exposure {
         hosts: Vec::new(),
+        budget: None,
         egress,
         // Every writable place counts in the disk limit (the linked git folder too).
         disk_roots: writable.clone(),
