@@ -315,10 +315,10 @@ mod tests {
             ("command", true),
             ("scripted", true),
             ("oracle", true),
-            ("gemini-cli", false),
-            ("qwen-code", false),
-            ("opencode", false),
-            ("mini-swe-agent", false),
+            ("gemini-cli", true),
+            ("qwen-code", true),
+            ("opencode", true),
+            ("mini-swe-agent", true),
             ("aider", false),
         ] {
             c.agents[0].descriptor.adapter = adapter.into();

@@ -82,10 +82,23 @@ impl McpServer {
     }
 }
 
-/// The adapters that take a task's MCP servers: claude-code and codex get them in their own
-/// configuration; `command` and `scripted` agents get [`servers_json`] and use it as they
-/// will. The oracle runs the reference solution and ignores them (as Harbor's oracle does).
-pub const TAKES_MCP: &[&str] = &["claude-code", "codex", "command", "scripted"];
+/// The adapters that take a task's MCP servers, as Harbor 0.25's agents with
+/// `capabilities.mcp_servers` do: claude-code, codex, gemini-cli, qwen-code and opencode get
+/// them in their own configuration ([`clients`]); mini-swe-agent, which has no MCP client,
+/// gets Harbor's note in its instruction ([`instruction_note`]); `command` and `scripted`
+/// agents get [`servers_json`] and use it as they will. The oracle runs the reference
+/// solution and ignores them (as Harbor's oracle does). aider takes none (Harbor has no
+/// aider agent with MCP): planning refuses it for such a task.
+pub const TAKES_MCP: &[&str] = &[
+    "claude-code",
+    "codex",
+    "gemini-cli",
+    "qwen-code",
+    "opencode",
+    "mini-swe-agent",
+    "command",
+    "scripted",
+];
 
 /// Adapters that run a task without its MCP servers by design.
 pub const IGNORES_MCP: &[&str] = &["oracle"];
@@ -493,93 +506,6 @@ pub fn resolve_headers(
     Ok(out)
 }
 
-/// claude-code's `--mcp-config` (its `mcpServers` JSON, a header's value given as
-/// `${VARIABLE}`, which claude-code expands from its environment); empty without servers.
-pub fn claude_code_args(servers: &[McpServer]) -> Vec<String> {
-    if servers.is_empty() {
-        return Vec::new();
-    }
-    let mut map = serde_json::Map::new();
-    for (s, server) in servers.iter().enumerate() {
-        let entry = match server.transport {
-            Transport::Stdio => serde_json::json!({
-                "type": "stdio",
-                "command": server.command,
-                "args": server.args,
-            }),
-            Transport::Sse | Transport::StreamableHttp => {
-                let mut e = serde_json::json!({
-                    "type": if server.transport == Transport::Sse { "sse" } else { "http" },
-                    "url": server.url,
-                });
-                if !server.headers.is_empty() {
-                    let h: serde_json::Map<String, serde_json::Value> = server
-                        .headers
-                        .keys()
-                        .enumerate()
-                        .map(|(h, k)| (k.clone(), format!("${{{}}}", header_var(s, h)).into()))
-                        .collect();
-                    e["headers"] = h.into();
-                }
-                e
-            }
-        };
-        map.insert(server.name.clone(), entry);
-    }
-    let config = serde_json::json!({ "mcpServers": map });
-    vec!["--mcp-config".into(), config.to_string()]
-}
-
-/// A TOML basic string (JSON's escapes are TOML's).
-fn toml_string(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
-}
-
-/// codex's `-c mcp_servers.NAME={...}` overrides (its config.toml `[mcp_servers.NAME]`: `url`
-/// with `env_http_headers` naming each header's variable, or `command` and `args`); empty
-/// without servers.
-pub fn codex_args(servers: &[McpServer]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (s, server) in servers.iter().enumerate() {
-        let table = match server.transport {
-            Transport::Stdio => format!(
-                "{{ command = {}, args = [{}] }}",
-                toml_string(server.command.as_deref().unwrap_or_default()),
-                server
-                    .args
-                    .iter()
-                    .map(|a| toml_string(a))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Transport::Sse | Transport::StreamableHttp => {
-                let mut t = format!(
-                    "{{ url = {}",
-                    toml_string(server.url.as_deref().unwrap_or_default())
-                );
-                if !server.headers.is_empty() {
-                    let h: Vec<String> = server
-                        .headers
-                        .keys()
-                        .enumerate()
-                        .map(|(h, k)| {
-                            format!("{} = {}", toml_string(k), toml_string(&header_var(s, h)))
-                        })
-                        .collect();
-                    t.push_str(&format!(", env_http_headers = {{ {} }}", h.join(", ")));
-                }
-                t.push_str(" }");
-                t
-            }
-        };
-        out.push("-c".into());
-        // A bare key: codex splits the key path on dots and keeps quotes as part of the
-        // name (checked with codex 0.171's `mcp list`); names are letters, digits, `-`, `_`.
-        out.push(format!("mcp_servers.{}={table}", server.name));
-    }
-    out
-}
-
 /// `AKBENCH_MCP_SERVERS`: the servers as JSON ([`servers_value`]); `None` without servers.
 pub fn servers_json(servers: &[McpServer]) -> Option<String> {
     (!servers.is_empty()).then(|| servers_value(servers).to_string())
@@ -638,6 +564,11 @@ impl McpServer {
         )
     }
 }
+
+mod clients;
+pub use clients::{
+    claude_code_args, codex_args, gemini_settings, instruction_note, opencode_config,
+};
 
 #[cfg(test)]
 #[path = "mcp_tests.rs"]

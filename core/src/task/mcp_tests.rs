@@ -251,6 +251,47 @@ fn codex_gets_config_overrides_that_are_toml() {
 }
 
 #[test]
+fn gemini_and_qwen_get_mcp_servers_settings_with_sse_named_as_sse() {
+    assert_eq!(
+        gemini_settings(&servers()).unwrap(),
+        serde_json::json!({
+            "warehouse": {"httpUrl": "http://warehouse:8000/mcp",
+                "headers": {"Authorization": "${AKBENCH_MCP_AUTH_0_0}", "X-Team": "${AKBENCH_MCP_AUTH_0_1}"}},
+            // Not Harbor's bare `url`: Gemini CLI 0.61 reads that as streamable HTTP.
+            "user": {"url": "http://user:8000/sse", "type": "sse"},
+            "files": {"command": "python3", "args": ["/opt/files.py", "say \"hi\""]},
+        })
+    );
+    assert_eq!(gemini_settings(&[]), None);
+}
+
+#[test]
+fn opencode_gets_its_mcp_config_with_env_references_for_header_values() {
+    assert_eq!(
+        opencode_config(&servers()).unwrap(),
+        serde_json::json!({"mcp": {
+            "warehouse": {"type": "remote", "url": "http://warehouse:8000/mcp", "oauth": false,
+                "headers": {"Authorization": "{env:AKBENCH_MCP_AUTH_0_0}", "X-Team": "{env:AKBENCH_MCP_AUTH_0_1}"}},
+            "user": {"type": "remote", "url": "http://user:8000/sse", "oauth": false},
+            "files": {"type": "local", "command": ["python3", "/opt/files.py", "say \"hi\""]},
+        }})
+    );
+    assert_eq!(opencode_config(&[]), None);
+}
+
+#[test]
+fn mini_swe_agent_gets_harbor_s_note_word_for_word() {
+    assert_eq!(
+        instruction_note(&servers()),
+        "\n\nMCP Servers:\nThe following MCP servers are available for this task.\n\
+         - warehouse: streamable-http transport, url: http://warehouse:8000/mcp\n\
+         - user: sse transport, url: http://user:8000/sse\n\
+         - files: stdio transport, command: python3 /opt/files.py say \"hi\"\n"
+    );
+    assert_eq!(instruction_note(&[]), "");
+}
+
+#[test]
 fn every_agent_gets_the_servers_as_json() {
     let v: serde_json::Value = serde_json::from_str(&servers_json(&servers()).unwrap()).unwrap();
     assert_eq!(v[0]["name"], "warehouse");

@@ -33,13 +33,29 @@ pub struct CliAgentAdapter {
     /// A `/bin/sh -c` script printing the CLI's version (`$0` is the program), for a CLI
     /// without `--version`; `None`: `<program> --version`.
     version: Option<&'static str>,
-    /// The flags that hand the CLI a task's MCP servers (`akbench_core::task::mcp`);
-    /// `None` for a CLI that takes none (planning refuses it for such a task).
-    mcp: Option<McpFlags>,
+    /// How the CLI is handed a task's MCP servers (`akbench_core::task::mcp`); `None` for a
+    /// CLI that takes none (planning refuses it for such a task).
+    mcp: Option<McpDelivery>,
 }
 
-/// Builds a CLI's flags for a task's MCP servers (`akbench_core::task::mcp`).
-type McpFlags = fn(&[akbench_core::task::mcp::McpServer]) -> Vec<String>;
+use akbench_core::task::mcp::McpServer;
+
+/// How a CLI is handed a task's MCP servers, each built by `akbench_core::task::mcp`.
+#[derive(Debug, Clone, Copy)]
+enum McpDelivery {
+    /// Flags before the instruction (claude-code, codex).
+    Flags(fn(&[McpServer]) -> Vec<String>),
+    /// A JSON configuration in the variable named: opencode reads `OPENCODE_CONFIG_CONTENT`
+    /// (merged into one the descriptor sets); Gemini CLI's and Qwen Code's wrappers write
+    /// [`MCP_SETTINGS_VAR`] into the agent's own `settings.json`.
+    Env(&'static str, fn(&[McpServer]) -> Option<serde_json::Value>),
+    /// Harbor's note appended to the instruction (mini-swe-agent has no MCP client).
+    Instruction,
+}
+
+/// The `mcpServers` object the Gemini CLI and Qwen Code wrappers write into the agent's
+/// `settings.json` ([`GEMINI_WRAPPER`], [`QWEN_WRAPPER`]).
+pub const MCP_SETTINGS_VAR: &str = "AKBENCH_MCP_SETTINGS";
 
 /// mini-swe-agent has no `--version`; its `--help` starts `This is mini-swe-agent version
 /// 2.4.6.`.
@@ -72,8 +88,13 @@ const AIDER_ENV: &[(&str, &str)] = &[
 /// the provider is given by `GOOGLE_GEMINI_BASE_URL`, Gemini CLI 0.61 takes the auth type
 /// `gateway`, which its headless mode then refuses ("Invalid auth method selected."): the
 /// API key auth is selected in the agent's (private, empty) `~/.gemini/settings.json`
-/// unless one exists.
-pub const GEMINI_WRAPPER: &str = r#"if [ -n "${GOOGLE_GEMINI_BASE_URL:-}" ] && [ ! -e "$HOME/.gemini/settings.json" ]; then mkdir -p "$HOME/.gemini" && printf '%s\n' '{"security":{"auth":{"selectedType":"gemini-api-key"}}}' > "$HOME/.gemini/settings.json"; fi; exec "$@" 2>&1"#;
+/// unless one exists; the task's MCP servers ([`MCP_SETTINGS_VAR`]) are its `mcpServers`.
+pub const GEMINI_WRAPPER: &str = r#"f="$HOME/.gemini/settings.json"; if [ ! -e "$f" ]; then a=; m=; c=; [ -n "${GOOGLE_GEMINI_BASE_URL:-}" ] && a='"security":{"auth":{"selectedType":"gemini-api-key"}}'; [ -n "${AKBENCH_MCP_SETTINGS:-}" ] && m="\"mcpServers\":$AKBENCH_MCP_SETTINGS"; [ -n "$a" ] && [ -n "$m" ] && c=,; if [ -n "$a$m" ]; then mkdir -p "$HOME/.gemini" && printf '{%s%s%s}\n' "$a" "$c" "$m" > "$f"; fi; fi; exec "$@" 2>&1"#;
+
+/// Qwen Code's wrapper: the task's MCP servers ([`MCP_SETTINGS_VAR`]) written as the
+/// `mcpServers` of the agent's (private, empty) `~/.qwen/settings.json` unless one exists;
+/// its output as it is.
+pub const QWEN_WRAPPER: &str = r#"f="$HOME/.qwen/settings.json"; if [ -n "${AKBENCH_MCP_SETTINGS:-}" ] && [ ! -e "$f" ]; then mkdir -p "$HOME/.qwen" && printf '{"mcpServers":%s}\n' "$AKBENCH_MCP_SETTINGS" > "$f"; fi; exec "$@""#;
 
 /// opencode's wrapper: stderr (its log, where its provider retries are) joined to stdout.
 pub const JOIN_STDERR_WRAPPER: &str = r#"exec "$@" 2>&1"#;
@@ -117,7 +138,9 @@ pub fn claude_code() -> CliAgentAdapter {
         env: &[],
         wrapper: None,
         version: None,
-        mcp: Some(akbench_core::task::mcp::claude_code_args),
+        mcp: Some(McpDelivery::Flags(
+            akbench_core::task::mcp::claude_code_args,
+        )),
     }
 }
 
@@ -132,7 +155,7 @@ pub fn codex() -> CliAgentAdapter {
         env: &[],
         wrapper: None,
         version: None,
-        mcp: Some(akbench_core::task::mcp::codex_args),
+        mcp: Some(McpDelivery::Flags(akbench_core::task::mcp::codex_args)),
     }
 }
 
@@ -147,7 +170,10 @@ pub fn gemini_cli() -> CliAgentAdapter {
         env: GEMINI_ENV,
         wrapper: Some(GEMINI_WRAPPER),
         version: None,
-        mcp: None,
+        mcp: Some(McpDelivery::Env(
+            MCP_SETTINGS_VAR,
+            akbench_core::task::mcp::gemini_settings,
+        )),
     }
 }
 
@@ -162,7 +188,10 @@ pub fn opencode() -> CliAgentAdapter {
         env: OPENCODE_ENV,
         wrapper: Some(JOIN_STDERR_WRAPPER),
         version: None,
-        mcp: None,
+        mcp: Some(McpDelivery::Env(
+            "OPENCODE_CONFIG_CONTENT",
+            akbench_core::task::mcp::opencode_config,
+        )),
     }
 }
 
@@ -177,7 +206,7 @@ pub fn mini_swe_agent() -> CliAgentAdapter {
         env: MINI_ENV,
         wrapper: Some(MINI_WRAPPER),
         version: Some(MINI_VERSION),
-        mcp: None,
+        mcp: Some(McpDelivery::Instruction),
     }
 }
 
@@ -206,9 +235,12 @@ pub fn qwen_code() -> CliAgentAdapter {
         parse: observe::parse_qwen_code,
         root_env: &[],
         env: &[],
-        wrapper: None,
+        wrapper: Some(QWEN_WRAPPER),
         version: None,
-        mcp: None,
+        mcp: Some(McpDelivery::Env(
+            MCP_SETTINGS_VAR,
+            akbench_core::task::mcp::gemini_settings,
+        )),
     }
 }
 
@@ -222,11 +254,18 @@ impl CliAgentAdapter {
         program: &str,
     ) -> Result<Vec<String>, String> {
         let d = &agent.descriptor;
-        let servers = self.mcp.map(|f| f(&task.mcp_servers)).unwrap_or_default();
+        let (servers, note) = match self.mcp {
+            Some(McpDelivery::Flags(f)) => (f(&task.mcp_servers), String::new()),
+            Some(McpDelivery::Instruction) => (
+                Vec::new(),
+                akbench_core::task::mcp::instruction_note(&task.mcp_servers),
+            ),
+            Some(McpDelivery::Env(..)) | None => (Vec::new(), String::new()),
+        };
         (self.argv)(
             program,
             d.model.as_deref(),
-            &task.instruction,
+            &format!("{}{note}", task.instruction),
             &d.parameters,
             &[d.extra_args.clone(), servers].concat(),
         )
@@ -301,6 +340,16 @@ impl Adapter for CliAgentAdapter {
                 .collect(),
         };
         let mut env = common_env(ctx)?;
+        if let Some(McpDelivery::Env(var, config)) = self.mcp {
+            if let Some(mut value) = config(&ctx.task.mcp_servers) {
+                // A configuration the descriptor gives in the same variable keeps its own
+                // keys; the task's servers are added to its table of them.
+                if let Some(own) = env.get(var) {
+                    value = merged(var, own, value)?;
+                }
+                env.insert(var.to_string(), value.to_string());
+            }
+        }
         for (k, v) in self.env {
             env.entry((*k).to_string())
                 .or_insert_with(|| (*v).to_string());
@@ -379,6 +428,33 @@ impl Adapter for CliAgentAdapter {
     }
 }
 
+/// `own` (the descriptor's JSON object in `var`) with `servers` merged in: each top-level
+/// table of `servers` (`mcp`) joined to the same table of `own`, a server of the task's
+/// replacing one of the same name.
+fn merged(var: &str, own: &str, servers: serde_json::Value) -> Result<serde_json::Value, String> {
+    let mut own: serde_json::Value = serde_json::from_str(own)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .ok_or_else(|| {
+            format!("the agent's `{var}` is not a JSON object, so the task's MCP servers cannot be added to it; fix: write it as a JSON object, or leave it out")
+        })?;
+    for (key, table) in servers.as_object().into_iter().flatten() {
+        let slot = own.as_object_mut().map(|o| {
+            o.entry(key.clone())
+                .or_insert_with(|| serde_json::json!({}))
+        });
+        match (slot.and_then(|s| s.as_object_mut()), table.as_object()) {
+            (Some(slot), Some(table)) => slot.extend(table.clone()),
+            _ => {
+                return Err(format!(
+                    "the agent's `{var}` has `{key}` that is not a JSON object; fix: make it an object, or leave it out"
+                ))
+            }
+        }
+    }
+    Ok(own)
+}
+
 #[cfg(test)]
 mod tests {
     /// A task (image-only, so nothing to clone) with two MCP servers, and an agent of
@@ -446,6 +522,131 @@ mod tests {
             let servers: serde_json::Value =
                 serde_json::from_str(&launch.env["AKBENCH_MCP_SERVERS"]).unwrap();
             assert_eq!(servers[1]["name"], "files");
+        }
+    }
+
+    #[test]
+    fn gemini_qwen_opencode_and_mini_swe_agent_get_the_task_s_mcp_servers() {
+        use crate::adapters::{Adapter, LaunchContext};
+        let dir = tempfile::tempdir().unwrap();
+        for adapter in [
+            super::gemini_cli(),
+            super::qwen_code(),
+            super::opencode(),
+            super::mini_swe_agent(),
+        ] {
+            let (task, agent) = task_and_agent(dir.path(), adapter.name);
+            let home = dir.path().join("home");
+            let launch = adapter
+                .launch(&LaunchContext {
+                    task: &task,
+                    agent: &agent,
+                    workspace: dir.path(),
+                    home: &home,
+                    instruction_file: &home.join("instruction.md"),
+                })
+                .unwrap();
+            let json = |var: &str| -> serde_json::Value {
+                serde_json::from_str(&launch.env[var]).unwrap()
+            };
+            let joined = launch.argv.join(" ");
+            match adapter.name {
+                "gemini-cli" | "qwen-code" => {
+                    let v = json(super::MCP_SETTINGS_VAR);
+                    assert_eq!(v["local"]["httpUrl"], "http://localhost:8000/mcp");
+                    assert_eq!(
+                        v["local"]["headers"]["Authorization"],
+                        "${AKBENCH_MCP_AUTH_0_0}"
+                    );
+                    assert_eq!(v["files"]["args"][0], "/opt/files.py");
+                }
+                "opencode" => {
+                    let v = json("OPENCODE_CONFIG_CONTENT");
+                    assert_eq!(
+                        v["mcp"]["local"]["headers"]["Authorization"],
+                        "{env:AKBENCH_MCP_AUTH_0_0}"
+                    );
+                    assert_eq!(v["mcp"]["files"]["command"][1], "/opt/files.py");
+                }
+                _ => {
+                    assert!(
+                        joined.contains("Ask the tools.\n\n\nMCP Servers:\n")
+                            && joined.contains("- local: streamable-http transport, url: http://localhost:8000/mcp\n"),
+                        "{joined}"
+                    );
+                    assert!(!launch.env.contains_key(super::MCP_SETTINGS_VAR));
+                }
+            }
+            // Never a header's value, only its variable.
+            assert!(
+                !format!("{:?}", launch.env).contains("Bearer"),
+                "{}",
+                adapter.name
+            );
+        }
+    }
+
+    /// The wrappers write the agent's settings.json: the API key auth when a base URL is set
+    /// (Gemini CLI), the task's servers as `mcpServers`; nothing when neither; never over a
+    /// file that is there.
+    #[test]
+    fn the_gemini_and_qwen_wrappers_write_settings_with_the_task_s_servers() {
+        let servers = r#"{"w":{"httpUrl":"http://w:8000/mcp"}}"#;
+        for (wrapper, folder) in [
+            (super::GEMINI_WRAPPER, ".gemini"),
+            (super::QWEN_WRAPPER, ".qwen"),
+        ] {
+            for (base, mcp) in [(false, false), (true, false), (false, true), (true, true)] {
+                let home = tempfile::tempdir().unwrap();
+                let mut c = std::process::Command::new("/bin/sh");
+                c.args(["-c", wrapper, "cli", "true"])
+                    .env("HOME", home.path());
+                c.env_remove("GOOGLE_GEMINI_BASE_URL")
+                    .env_remove(super::MCP_SETTINGS_VAR);
+                if base {
+                    c.env("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:9");
+                }
+                if mcp {
+                    c.env(super::MCP_SETTINGS_VAR, servers);
+                }
+                assert!(c.status().unwrap().success());
+                let file = home.path().join(folder).join("settings.json");
+                let auth = base && folder == ".gemini";
+                if !auth && !mcp {
+                    assert!(!file.exists(), "{folder} {base} {mcp}");
+                    continue;
+                }
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+                assert_eq!(
+                    v["security"]["auth"]["selectedType"].is_string(),
+                    auth,
+                    "{v}"
+                );
+                assert_eq!(v["mcpServers"]["w"]["httpUrl"].is_string(), mcp, "{v}");
+                // A settings file that is there is kept.
+                std::fs::write(&file, "{}").unwrap();
+                assert!(c.status().unwrap().success());
+                assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_descriptor_s_opencode_config_keeps_its_keys_and_gains_the_servers() {
+        let servers = serde_json::json!({"mcp": {"w": {"type": "remote"}}});
+        let own = r#"{"provider": {"p": {}}, "mcp": {"mine": {"type": "local"}, "w": {"old": 1}}}"#;
+        let m = super::merged("OPENCODE_CONFIG_CONTENT", own, servers.clone()).unwrap();
+        assert_eq!(
+            m,
+            serde_json::json!({"provider": {"p": {}}, "mcp": {"mine": {"type": "local"}, "w": {"type": "remote"}}})
+        );
+        for bad in ["[1]", "not json", r#"{"mcp": 3}"#] {
+            let e = super::merged("OPENCODE_CONFIG_CONTENT", bad, servers.clone()).unwrap_err();
+            assert!(
+                e.contains("OPENCODE_CONFIG_CONTENT") && e.contains("fix:"),
+                "{e}"
+            );
         }
     }
 

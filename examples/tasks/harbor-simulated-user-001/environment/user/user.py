@@ -127,8 +127,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         url = urllib.parse.urlsplit(self.path)
+        # The body is read whatever the answer: one left unread on a kept-alive connection
+        # would be taken for the next request (opencode POSTs to /sse before it GETs it).
+        data = self.body()
         if url.path == "/mcp":
-            reply = handle_all(self.body())
+            reply = handle_all(data)
             if reply is None:
                 return self.send(202)
             first = reply[0] if isinstance(reply, list) else reply
@@ -142,7 +145,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 q = SESSIONS.get(sid)
             if q is None:
                 return self.send(404, b"no such session")
-            reply = handle_all(self.body())
+            reply = handle_all(data)
             # The reply goes on the stream first: a client may close this request's
             # connection as soon as it has sent it.
             if reply is not None:
