@@ -54,8 +54,9 @@ pub struct ExportedTrial {
 pub struct ExportManifest {
     /// Always [`EXPORT_SCHEMA`].
     pub schema: String,
-    /// The pinned image (`REF@sha256:DIGEST`) every exported environment starts from (absent
-    /// in exports made before it was recorded).
+    /// The pinned image (`REF@sha256:DIGEST`) every environment exported from its baseline
+    /// starts from (absent in exports made before it was recorded, and when every task was
+    /// exported from its own image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_image: Option<String>,
     /// Run key.

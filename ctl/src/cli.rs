@@ -352,9 +352,11 @@ pub struct ExportHarborArgs {
     pub tasks_root: Option<PathBuf>,
     /// The image every exported environment starts FROM: `REF@sha256:DIGEST`, or a tag that
     /// is resolved to its digest through the registry (as plans pin task images). It must
-    /// hold bash, git, python3 (or what the tasks' verifiers run) and `useradd`.
+    /// hold bash, git, python3 (or what the tasks' verifiers run) and `useradd`. Needed only
+    /// when the run has a task exported from its baseline (a multi-step or sidecar task is
+    /// exported from its own pinned image).
     #[arg(long, env = "AKBENCH_HARBOR_BASE_IMAGE")]
-    pub base_image: String,
+    pub base_image: Option<String>,
     /// Per-host cache (the task repositories' mirrors and baselines); default as `run single`.
     #[arg(long, env = "AKBENCH_CACHE")]
     pub cache: Option<PathBuf>,

@@ -316,6 +316,35 @@ fn export_harbor_results_import_and_reconcile() {
         assert!(err.contains("--base-image"), "{bad}: {err}");
         assert!(!elsewhere.exists(), "{bad}: nothing written");
     }
+    // Without a base image, a run with tasks exported from their baseline is refused,
+    // naming them and the flag, and writes nothing.
+    let elsewhere = t.join("harbor-no-base");
+    let tasks_root = examples().join("tasks");
+    let args = [
+        "run",
+        "export-harbor",
+        key.as_str(),
+        "--out",
+        elsewhere.to_str().unwrap(),
+        "--tasks-root",
+        tasks_root.to_str().unwrap(),
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_akbench"))
+        .args(args)
+        .arg("--store-root")
+        .arg(t.join("runs"))
+        .env_remove("AKBENCH_HARBOR_BASE_IMAGE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--base-image")
+            && err.contains("fix:")
+            && err.contains("exported from their baseline"),
+        "{err}"
+    );
+    assert!(!elsewhere.exists(), "nothing written");
     // Exporting over a non-empty folder is refused and changes nothing.
     assert_exit(&export(t, &key, &out, BASE, &[]), 2);
 

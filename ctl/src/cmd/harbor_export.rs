@@ -82,7 +82,25 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
         }
         tasks.insert(t.task.id.clone(), task);
     }
-    let base_image = pinned_base_image(&args.base_image)?;
+    // The base image is for tasks exported from their baseline; a run of only multi-step
+    // or sidecar tasks (each from its own pinned image) needs none.
+    let from_baseline: Vec<&String> = tasks
+        .keys()
+        .filter(|id| !layout_images.contains_key(*id))
+        .collect();
+    let base_image = match (&args.base_image, from_baseline.is_empty()) {
+        (Some(given), _) => Some(pinned_base_image(given)?),
+        (None, true) => None,
+        (None, false) => {
+            return Err(InputError(format!(
+                "failed to export run {key}: task(s) {} are exported from their baseline onto a base image, and none was given; fix: pass --base-image REF@sha256:DIGEST (or set AKBENCH_HARBOR_BASE_IMAGE): an image with bash, git, python3 and useradd",
+                akbench_core::limits::elide(
+                    &from_baseline.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            ))
+            .into())
+        }
+    };
     // Each task's baseline, built (or reused) in the per-host cache as a worker builds it.
     let mirrors = MirrorCache::new(
         crate::cmd::shared::inputs::cache_root(args.cache.as_deref()).join("mirrors"),
@@ -123,7 +141,9 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
             Some(image) => layout::write_task(&dir.join(&path), task, t, &key, image)?,
             None => {
                 let env = Environment {
-                    base_image: &base_image,
+                    base_image: base_image
+                        .as_deref()
+                        .expect("a base image when a task is exported from its baseline"),
                     baseline: &baselines[&t.task.id],
                 };
                 write_task(&dir.join(&path), task, t, &key, &env)?;
@@ -168,7 +188,7 @@ pub fn run(args: ExportHarborArgs) -> anyhow::Result<i32> {
     }
     let manifest = ExportManifest {
         schema: EXPORT_SCHEMA.into(),
-        base_image: Some(base_image.clone()),
+        base_image: base_image.clone(),
         run_key: key.clone(),
         run_id: plan.run_id,
         plan_digest: plan.digest.clone(),
