@@ -560,7 +560,7 @@ async fn chaos_check() {
         db_url,
         grpc,
         http,
-        coordinator_bin: e2e::workspace_bin("akbench-coordinator", "akbench-coordinator"),
+        coordinator_bin: e2e::workspace_bin("akbench-coordinator"),
         coordinator: None,
         workers: (0..WORKERS).map(|_| None).collect(),
         began: Instant::now(),

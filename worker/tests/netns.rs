@@ -204,29 +204,26 @@ async fn a_sweep_across_network_namespaces_over_tls_survives_a_cut_link() {
     let url = format!("https://{grpc}");
     let mut procs = Procs(Vec::new());
     procs.0.push(
-        net.command(
-            "coord",
-            &e2e::workspace_bin("akbench-coordinator", "akbench-coordinator"),
-        )
-        .arg("--database-url")
-        .arg(&socket_url)
-        .args(["--grpc-listen", &grpc])
-        .args(["--http-listen", &format!("{}:7401", net.addr("coord"))])
-        .arg("--tls-cert")
-        .arg(&server_cert)
-        .arg("--tls-key")
-        .arg(&server_key)
-        .arg("--client-ca")
-        .arg(&ca_file)
-        .arg("--require-worker-certs")
-        .arg("--token-file")
-        .arg(&tokens)
-        .args(["--lease-ttl-ms", "3000"])
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .unwrap(),
+        net.command("coord", &e2e::workspace_bin("akbench-coordinator"))
+            .arg("--database-url")
+            .arg(&socket_url)
+            .args(["--grpc-listen", &grpc])
+            .args(["--http-listen", &format!("{}:7401", net.addr("coord"))])
+            .arg("--tls-cert")
+            .arg(&server_cert)
+            .arg("--tls-key")
+            .arg(&server_key)
+            .arg("--client-ca")
+            .arg(&ca_file)
+            .arg("--require-worker-certs")
+            .arg("--token-file")
+            .arg(&tokens)
+            .args(["--lease-ttl-ms", "3000"])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .unwrap(),
     );
-    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let ctl = e2e::workspace_bin("akbench");
     let akbench = |args: &[&str]| -> Output {
         net.command("coord", &ctl)
             .current_dir(dir)

@@ -18,7 +18,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {
-    let bin = e2e::workspace_bin("akbench-coordinator", "akbench-coordinator");
+    let bin = e2e::workspace_bin("akbench-coordinator");
     e2e::coordinator_command(&bin, url, grpc, http, 5_000)
         .spawn()
         .unwrap()
@@ -52,7 +52,7 @@ async fn count(db: &tokio_postgres::Client, q: &str, worker: &str) -> i64 {
 
 /// `akbench --coordinator <list> run ARGS... --json`: exit code and JSON output.
 fn akbench(coordinators: &str, args: &[&str]) -> (i32, serde_json::Value) {
-    let out = Command::new(e2e::workspace_bin("akbench", "akbench"))
+    let out = Command::new(e2e::workspace_bin("akbench"))
         .arg("--coordinator")
         .arg(coordinators)
         .arg("run")
@@ -75,7 +75,7 @@ fn akbench(coordinators: &str, args: &[&str]) -> (i32, serde_json::Value) {
 async fn a_worker_and_a_coordinator_killed_in_one_run_lose_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     // Built before the run: the watch below starts mid-run and must not wait for a build.
-    let akbench_bin = e2e::workspace_bin("akbench", "akbench");
+    let akbench_bin = e2e::workspace_bin("akbench");
     let url = test_support::fresh_database().await;
     let [grpc_a, http_a, grpc_b, http_b] = e2e::restartable_addrs();
     // A first: it migrates the database; B then starts on the migrated one.

@@ -14,7 +14,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn coordinator_bin() -> PathBuf {
-    e2e::workspace_bin("akbench-coordinator", "akbench-coordinator")
+    e2e::workspace_bin("akbench-coordinator")
 }
 
 fn start_coordinator(url: &str, grpc: SocketAddr, http: SocketAddr) -> Child {

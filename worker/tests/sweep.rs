@@ -313,7 +313,7 @@ async fn three_worker_processes_run_a_sweep_to_valid_accounting() {
     let url = format!("http://{}", s.handle.as_ref().unwrap().grpc_addr);
     let key = s.spec.identity.run_key.clone();
     let out = s.tmp.path().join("exported");
-    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let ctl = e2e::workspace_bin("akbench");
     let v = akbench_json(&ctl, &["run", "reconcile", &key, "--coordinator", &url]);
     assert_eq!(v["valid"], true, "{v}");
     let v = akbench_json(
@@ -402,7 +402,7 @@ async fn a_worker_killed_mid_attempt_is_rescued_and_counted_as_infrastructure() 
     // coordinator stored, and every trial record validates.
     let url = format!("http://{}", s.handle.as_ref().unwrap().grpc_addr);
     let out = s.tmp.path().join("exported");
-    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let ctl = e2e::workspace_bin("akbench");
     akbench_json(
         &ctl,
         &[
@@ -604,7 +604,7 @@ async fn an_execute_only_sweep_graded_later_matches_a_grading_sweep() {
     // `akbench run grade` through the CLI against the same coordinator.
     let url = format!("http://{}", a.handle.as_ref().unwrap().grpc_addr);
     let key = a.spec.identity.run_key.clone();
-    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let ctl = e2e::workspace_bin("akbench");
     let v = akbench_json(&ctl, &["run", "grade", &key, "--coordinator", &url]);
     assert_eq!(v["grading"], 4, "{v}");
     assert_eq!(v["not_gradable"], 0, "{v}");

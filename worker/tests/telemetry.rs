@@ -547,7 +547,7 @@ async fn every_attempt_is_one_trace_across_processes_and_ctl_continues_into_the_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A ctl command against the coordinator, exporting too.
-    let ctl = e2e::workspace_bin("akbench", "akbench");
+    let ctl = e2e::workspace_bin("akbench");
     let out = Command::new(&ctl)
         .args(["run", "status", &s.spec.identity.run_key, "--coordinator"])
         .arg(format!("http://{}", s.handle().grpc_addr))

@@ -12,24 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The path of a workspace binary, built when missing (as worker/tests/e2e does): this
-/// crate's tests have only `akbench`'s path from cargo.
-fn workspace_bin(package: &str, bin: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join(bin);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["build", "--quiet", "-p", package, "--bin", bin])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "failed to build {bin}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
-}
+// A workspace binary built from the current tree, this crate's tests having only
+// `akbench`'s path from cargo (the build is a no-op after the workspace's test build).
+#[path = "../../../worker/tests/common/workspace_bin.rs"]
+mod workspace_bin;
+use workspace_bin::workspace_bin;
 
 /// Runs `bin` with `env` in `cwd`: (exit code, stdout + stderr, how long it took); `None`
 /// when it was still running after [`super::PATIENCE`] and had to be killed.
@@ -252,8 +239,8 @@ type BinCase<'a> = (
 /// exit 2 (a bad command line), the flag and the range named, no panic, at once.
 #[test]
 fn the_worker_and_the_coordinator_refuse_out_of_range_flags_at_once() {
-    let worker = workspace_bin("akbench-worker", "akbench-worker");
-    let coordinator = workspace_bin("akbench-coordinator", "akbench-coordinator");
+    let worker = workspace_bin("akbench-worker");
+    let coordinator = workspace_bin("akbench-coordinator");
     let tmp = tempfile::tempdir().unwrap();
     let base = |extra: &[&str]| {
         let mut a = argv(&[

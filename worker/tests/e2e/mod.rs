@@ -20,27 +20,9 @@ pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
-/// A binary of this workspace from another package (`akbench`, `akbench-coordinator`), built
-/// from the current tree every time: `cargo build` is a quick no-op when it is fresh, and a
-/// narrower `cargo test -p akbench-worker` would otherwise run a stale binary from an earlier
-/// build of the other crates.
-pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join(bin);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["build", "--quiet", "-p", package, "--bin", bin])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "failed to build {bin}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(path.is_file(), "{} missing after the build", path.display());
-    path
-}
+#[path = "../common/workspace_bin.rs"]
+mod workspace_bin;
+pub use workspace_bin::workspace_bin;
 
 /// Writes `manifest` to `dir/experiment.yaml` and resolves and plans it over the example
 /// corpus: the spec and the ready plan.
