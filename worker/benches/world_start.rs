@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 fn service(image: &ImageRef, name: &str, port: u16, deps: &[(&str, Condition)]) -> Service {
     Service {
         name: name.into(),
-        image: image.clone(),
+        image: Some(image.clone()),
+        build: None,
         entrypoint: None,
         command: Some(vec![
             "python3".into(),
@@ -104,7 +105,8 @@ fn once(dir: &Path, images: &Path, image: &Image, world: Option<&World>, i: usiz
         scratch: root.join("rt"),
         container: Some(View {
             workspace: true,
-            image: image.clone(),
+            image: Some(image.clone()),
+            build: None,
             mounts: Vec::new(),
             ro_mounts: Vec::new(),
             tools: Vec::new(),
