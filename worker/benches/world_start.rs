@@ -105,8 +105,7 @@ fn once(dir: &Path, images: &Path, image: &Image, world: Option<&World>, i: usiz
         scratch: root.join("rt"),
         container: Some(View {
             workspace: true,
-            image: Some(image.clone()),
-            build: None,
+            image: image.clone(),
             mounts: Vec::new(),
             ro_mounts: Vec::new(),
             tools: Vec::new(),
