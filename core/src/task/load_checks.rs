@@ -158,8 +158,10 @@ pub const COMPOSE_FILES: [&str; 2] = ["docker-compose.yaml", "docker-compose.yml
 /// `environment/docker-compose.yaml`: the task's sidecar services
 /// ([`crate::task::world::parse`]), read through `bounded_read`; `None` without one. A
 /// `docker-compose.yml` is refused: Harbor 0.25 reads only the `.yaml` name, so Harbor
-/// would run the task without its services (a verdict akbench's would not match). The
-/// error names the file, the service, the key and the fix.
+/// would run the task without its services (a verdict akbench's would not match). A
+/// `build:` service's context must be a folder and its Dockerfile a file, both inside
+/// environment/ once links are followed. The error names the file, the service, the key
+/// and the fix.
 pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
     let [yaml, yml] = COMPOSE_FILES.map(|n| dir.join("environment").join(n));
     if std::fs::symlink_metadata(&yml).is_ok() {

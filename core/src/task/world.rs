@@ -7,8 +7,9 @@
 //! rules that do not need I/O: the start order ([`World::start_order`]: `depends_on`,
 //! with each dependency's condition) and the names `/etc/hosts` gives each member of the
 //! network ([`World::addresses`]). Reading the compose file, and refusing every key that
-//! could not take effect by name, is [`parse`]; what `akbench task check` shows of it is
-//! [`World::summary`].
+//! could not take effect by name, is [`parse`] (a service's `build:` is `build.rs`; its
+//! pin, written into task.toml by `akbench image build`, is [`World::pin_built`]); what
+//! `akbench task check` shows of it is [`World::summary`].
 //!
 //! Layer: imports `image`, `healthcheck` and `limits` only.
 
