@@ -106,7 +106,7 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         }
     }
     // Refused before anything is built when task.toml cannot take the images.
-    let zero = format!("@sha256:{}", "0".repeat(64));
+    let zero = format!("sha256:{}", "0".repeat(64));
     let pins = |digests: &[String]| -> (Option<String>, Vec<(String, String)>) {
         let mut main_pin = None;
         let mut svc = Vec::new();
@@ -130,7 +130,7 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
             akbench_core::task::set_service_images(&text, svc)
         }
     };
-    let (m, svc) = pins(&vec![zero[1..].to_string(); jobs.len()]);
+    let (m, svc) = pins(&vec![zero; jobs.len()]);
     edit(&m, &svc)
         .map_err(|e| InputError(format!("failed to build: {}: {e}", toml_path.display())))?;
     let builder = match &args.builder {
