@@ -441,7 +441,30 @@ impl Task {
             )),
         })?;
         let walked = fields::walk(&toml_path, &doc)?;
-        let world = load_checks::world(&dir)?;
+        let mut world = load_checks::world(&dir)?;
+        match &mut world {
+            Some(w) => w.pin_built(&walked.service_images).map_err(|e| {
+                TaskError::field(
+                    &toml_path,
+                    &format!(
+                        "environment.service_images.{}",
+                        e.service.as_deref().unwrap_or_default()
+                    ),
+                    e.problem,
+                    e.fix,
+                )
+            })?,
+            None => {
+                if let Some(name) = walked.service_images.keys().next() {
+                    return Err(TaskError::field(
+                        &toml_path,
+                        &format!("environment.service_images.{name}"),
+                        "names a sidecar service, but the task has no environment/docker-compose.yaml",
+                        "remove `[environment.service_images]`, or write the services in environment/docker-compose.yaml",
+                    ));
+                }
+            }
+        }
         let file =
             TaskFile::deserialize(toml::Value::Table(walked.serde.clone())).map_err(|e| {
                 TaskError {
@@ -796,12 +819,30 @@ impl Task {
     /// Refuses a runtime the task cannot run under: an image-only task needs `container`
     /// (its workspace is in its image); a task with sidecar services needs `container`
     /// (which starts them) and grading in the agent's environment (a fresh sandbox cannot
-    /// reach them); `family = "interactive"` without services is refused. The error names
-    /// the task and the fix.
+    /// reach them); `family = "interactive"` without services is refused, and so is a
+    /// service built from `build:` whose pin `akbench image build` has not written yet.
+    /// The error names the task and the fix.
     pub fn check_runtime(&self, container: bool) -> Result<(), String> {
+        let services = self
+            .world
+            .as_ref()
+            .map(|w| w.unbuilt().join(", "))
+            .unwrap_or_default();
         if self.image_unbuilt {
+            let and = if services.is_empty() {
+                String::new()
+            } else {
+                format!(", nor have its sidecar services built from `build:` ({services})")
+            };
             return Err(format!(
-                "task `{}` has no image yet: it names none and environment/Dockerfile has not been built; fix: run `akbench image build {} --push REGISTRY`, which builds it and writes the image into task.toml",
+                "task `{}` has no image yet: it names none and environment/Dockerfile has not been built{and}; fix: run `akbench image build {} --push REGISTRY`, which builds it and writes the image into task.toml",
+                self.release.id,
+                self.dir.display()
+            ));
+        }
+        if !services.is_empty() {
+            return Err(format!(
+                "task `{}` has sidecar services built from `build:` with no image yet ({services}); fix: run `akbench image build {} --push REGISTRY`, which builds them and writes their images into task.toml (`[environment.service_images]`)",
                 self.release.id,
                 self.dir.display()
             ));
@@ -1060,7 +1101,7 @@ pub use fields::{resolve_env, size_to_mb, EnvValue, FieldUse, SCHEMA_VERSIONS};
 mod hash;
 pub mod requirements;
 mod write_image;
-pub use write_image::{image_key, image_key_of, set_image};
+pub use write_image::{image_key, image_key_of, set_image, set_service_images};
 mod links;
 mod load_checks;
 pub mod mcp;

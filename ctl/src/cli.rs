@@ -163,7 +163,8 @@ pub enum ImageCommand {
 /// `akbench image build`
 #[derive(Debug, clap::Args)]
 pub struct ImageBuildArgs {
-    /// The task folder (holding task.toml and environment/Dockerfile).
+    /// The task folder (holding task.toml, and environment/Dockerfile or sidecar services
+    /// written with `build:` in environment/docker-compose.yaml).
     pub dir: PathBuf,
     /// The registry to push to, `host[:port]` (plain HTTP only for loopback, as the
     /// builder allows).

@@ -467,14 +467,14 @@ fn a_task_with_sidecars_is_checked_only_with_its_services() {
 /// run exports to Harbor with its steps.
 #[test]
 fn a_multi_step_task_is_checked_and_planned_only_under_container() {
-    planned_only_under_container("harbor-steps-001", "steps", "lifecycle");
+    planned_only_under_container("harbor-steps-001", "steps", "lifecycle", &[]);
 }
 
 /// A task with sidecar services (issue 46) is checked and planned only under `container`
 /// (its family counted); its run exports to Harbor with its compose file and services.
 #[test]
 fn a_task_with_sidecars_is_planned_only_under_container_and_exported() {
-    planned_only_under_container("harbor-sidecar-kv-001", "sidecar", "interactive");
+    planned_only_under_container("harbor-sidecar-kv-001", "sidecar", "interactive", &["kv"]);
 }
 
 /// The MCP examples (an MCP-tools sidecar; a simulated user, issue 46) are sidecar tasks
@@ -485,7 +485,7 @@ fn the_mcp_examples_are_planned_only_under_container_and_exported() {
         ("harbor-mcp-tools-001", "warehouse"),
         ("harbor-simulated-user-001", "user"),
     ] {
-        planned_only_under_container(example, service, "interactive");
+        planned_only_under_container(example, service, "interactive", &[service]);
     }
 }
 
@@ -580,7 +580,7 @@ fn a_multi_step_task_harbor_would_grade_otherwise_is_not_exported() {
 /// are bad input naming `container`; planned under `container` as experiment `experiment`
 /// its family is counted; `run export-harbor` of that run writes the task in Harbor's
 /// layout ([`exported_as_harbor_reads_it`]).
-fn planned_only_under_container(example: &str, experiment: &str, family: &str) {
+fn planned_only_under_container(example: &str, experiment: &str, family: &str, built: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tasks").join(example);
     std::fs::create_dir_all(tmp.path().join("tasks")).unwrap();
@@ -602,14 +602,6 @@ fn planned_only_under_container(example: &str, experiment: &str, family: &str) {
         toml.replacen("workdir = \"/app\"", &pinned, 1),
     )
     .unwrap();
-    // It runs only under `container` (checked there: ctl/tests/container.rs).
-    let (code, _, stderr) = check(tmp.path(), &dir, &["--runtime", "sandbox"]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains(example) && stderr.contains("container") && stderr.contains("fix:"),
-        "{stderr}"
-    );
-    assert!(!tmp.path().join("cache/task-checks").exists());
     let plan = |runtime: &str, store: &str| {
         let manifest = tmp.path().join(format!("{runtime}.yaml"));
         std::fs::write(
@@ -630,6 +622,40 @@ fn planned_only_under_container(example: &str, experiment: &str, family: &str) {
             .output()
             .unwrap()
     };
+    // Services built from `build:` (the examples, as Harbor authors write them): refused
+    // by `task check` and plans until `akbench image build` has pinned them in task.toml.
+    if !built.is_empty() {
+        let (code, _, stderr) = check(tmp.path(), &dir, &["--runtime", "container"]);
+        assert_eq!(code, 2, "{stderr}");
+        let out = plan("container", "runs-unbuilt");
+        let planned = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{planned}");
+        for stderr in [stderr.as_str(), &planned] {
+            assert!(
+                stderr.contains(&format!("no image yet ({})", built.join(", ")))
+                    && stderr.contains("fix: run `akbench image build"),
+                "{stderr}"
+            );
+        }
+        assert!(!tmp.path().join("runs-unbuilt").exists());
+        let mut toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+        toml.push_str("\n[environment.service_images]\n");
+        for s in built {
+            toml.push_str(&format!(
+                "{s} = \"reg.example/{s}@sha256:{}\"\n",
+                "c".repeat(64)
+            ));
+        }
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+    }
+    // It runs only under `container` (checked there: ctl/tests/container.rs).
+    let (code, _, stderr) = check(tmp.path(), &dir, &["--runtime", "sandbox"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(example) && stderr.contains("container") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("cache/task-checks").exists());
     let out = plan("sandbox", "runs-sandbox");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 fn service(image: &ImageRef, name: &str, port: u16, deps: &[(&str, Condition)]) -> Service {
     Service {
         name: name.into(),
-        image: image.clone(),
+        image: Some(image.clone()),
+        build: None,
         entrypoint: None,
         command: Some(vec![
             "python3".into(),

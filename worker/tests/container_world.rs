@@ -118,7 +118,8 @@ fn fixture() -> Fixture {
 fn service(f: &Fixture, name: &str, script: &str, deps: &[(&str, Condition)]) -> Service {
     Service {
         name: name.into(),
-        image: f.services.clone(),
+        image: Some(f.services.clone()),
+        build: None,
         entrypoint: None,
         command: Some(vec!["python3".into(), format!("/srv/{script}")]),
         environment: BTreeMap::from([("PYTHONUNBUFFERED".into(), "1".into())]),

@@ -175,6 +175,10 @@ pub const HARBOR_FIELDS: &[(&str, Handling)] = &[
         Handling::Applied("handed to the agent as tools: claude-code's `--mcp-config`, codex's `mcp_servers`, `AKBENCH_MCP_SERVERS` for a command agent; an HTTP server is usually a sidecar service of environment/docker-compose.yaml, reached by its name; header values come from the worker's environment when the agent starts; adapters that take no MCP are refused at plan"),
     ),
     (
+        "environment.service_images",
+        Handling::Applied("written by `akbench image build`: the image of each sidecar service the compose file builds (`build:`), pinned by digest (`kv = \"REGISTRY/akbench/TASK-kv:VERSION@sha256:...\"`); akbench runs the service over it, and Harbor, which ignores the key, builds the service from `build:`"),
+    ),
+    (
         "environment.env",
         Handling::Applied("the environment of every process of the task in its image (agent, solution, tests): a literal value as written; `${VAR}` and `${VAR:-default}` kept as named references, resolved from the worker's environment when an attempt starts (never stored)"),
     ),

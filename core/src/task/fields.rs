@@ -112,6 +112,9 @@ pub(super) struct Walked {
     pub skills_dir: Option<String>,
     /// `[[environment.mcp_servers]]` (`super::mcp`).
     pub mcp_servers: Vec<super::mcp::McpServer>,
+    /// `[environment.service_images]`: the pins `akbench image build` wrote for the
+    /// compose file's `build:` services (`super::world::World::pin_built`).
+    pub service_images: BTreeMap<String, crate::image::ImageRef>,
     pub serde: Table,
     /// `[[steps]]` (empty: a one-step task).
     pub steps: Vec<super::steps::StepConfig>,
@@ -473,6 +476,7 @@ pub(super) fn walk(path: &Path, doc: &Table) -> Result<Walked, TaskError> {
         requirements: env.requirements,
         skills_dir: env.skills_dir,
         mcp_servers: env.mcp_servers,
+        service_images: env.service_images,
         serde,
         steps,
         strategy,
@@ -879,6 +883,7 @@ struct EnvSection {
     requirements: Requirements,
     skills_dir: Option<String>,
     mcp_servers: Vec<super::mcp::McpServer>,
+    service_images: BTreeMap<String, crate::image::ImageRef>,
 }
 
 /// An environment table's network baseline: `network_mode` / `allowed_hosts`, else the
@@ -918,6 +923,7 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
     let mut env = BTreeMap::new();
     let mut skills_dir = None;
     let mut mcp_servers = Vec::new();
+    let mut service_images = BTreeMap::new();
     let mut memory = None;
     let mut storage = None;
     let gpus = match t.get("gpus") {
@@ -1030,6 +1036,26 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
                     }
                 }
             }
+            "service_images" => {
+                for (name, text) in w.table(&field, v)? {
+                    let at = format!("{field}.{name}");
+                    let text = w.string(&at, text)?;
+                    let pin = crate::image::ImageRef::parse(text)
+                        .ok()
+                        .filter(|r| r.digest.is_some())
+                        .ok_or_else(|| {
+                            w.err(
+                                &at,
+                                format!(
+                                    "`{}` is not an image pinned by digest",
+                                    crate::limits::elide(text)
+                                ),
+                                "run `akbench image build TASK --push REGISTRY`, which writes `REGISTRY/REPOSITORY:TAG@sha256:...`",
+                            )
+                        })?;
+                    service_images.insert(name.clone(), pin);
+                }
+            }
             "skills_dir" => {
                 let s = w.string(&field, v)?;
                 if !s.starts_with('/')
@@ -1089,6 +1115,7 @@ fn environment(w: &mut Walk<'_>, t: &Table) -> Result<EnvSection, TaskError> {
         requirements,
         skills_dir,
         mcp_servers,
+        service_images,
     })
 }
 

@@ -158,8 +158,10 @@ pub const COMPOSE_FILES: [&str; 2] = ["docker-compose.yaml", "docker-compose.yml
 /// `environment/docker-compose.yaml`: the task's sidecar services
 /// ([`crate::task::world::parse`]), read through `bounded_read`; `None` without one. A
 /// `docker-compose.yml` is refused: Harbor 0.25 reads only the `.yaml` name, so Harbor
-/// would run the task without its services (a verdict akbench's would not match). The
-/// error names the file, the service, the key and the fix.
+/// would run the task without its services (a verdict akbench's would not match). A
+/// `build:` service's context must be a folder and its Dockerfile a file, both inside
+/// environment/ once links are followed. The error names the file, the service, the key
+/// and the fix.
 pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
     let [yaml, yml] = COMPOSE_FILES.map(|n| dir.join("environment").join(n));
     if std::fs::symlink_metadata(&yml).is_ok() {
@@ -185,12 +187,49 @@ pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
             "{e}; the compose file must be a regular UTF-8 file"
         )),
     })?;
-    crate::task::world::parse(&text)
-        .map(Some)
-        .map_err(|e| TaskError {
-            file,
-            kind: super::TaskErrorKind::Parse(e.to_string()),
-        })
+    let world = crate::task::world::parse(&text).map_err(|e| TaskError {
+        file: file.clone(),
+        kind: super::TaskErrorKind::Parse(e.to_string()),
+    })?;
+    build_paths(&dir.join("environment"), &world).map_err(|e| TaskError {
+        file,
+        kind: super::TaskErrorKind::Parse(e),
+    })?;
+    Ok(Some(world))
+}
+
+/// Each `build:` service's context is a folder and its Dockerfile a file, both inside
+/// `env` once links are followed (the parse has checked their text).
+fn build_paths(env: &Path, world: &World) -> Result<(), String> {
+    let root = env
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", env.display()))?;
+    for s in &world.services {
+        let Some(b) = &s.build else { continue };
+        for (key, rel, folder) in [
+            ("build.context", &b.context, true),
+            ("build.dockerfile", &b.dockerfile, false),
+        ] {
+            let path = env.join(rel);
+            let real = path
+                .canonicalize()
+                .ok()
+                .filter(|r| r.starts_with(&root) && if folder { r.is_dir() } else { r.is_file() });
+            if real.is_none() {
+                return Err(format!(
+                    "service `{}`: `{key}` names environment/{rel}, which is not a {} inside environment/; fix: {}",
+                    s.name,
+                    if folder { "folder" } else { "file" },
+                    if folder {
+                        "give the service a folder of environment/ with its Dockerfile (`build: ./SERVICE`)"
+                    } else {
+                        "write the service's Dockerfile there, or name it with `build.dockerfile` (relative to the context)"
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -333,3 +333,141 @@ fn a_service_digest_is_part_of_the_release_digest() {
     assert_eq!(a.release.digest, again.release.digest);
     assert_ne!(a.release.digest, other.release.digest);
 }
+
+/// A world whose `kv` is built from `environment/kv` (a folder with a Dockerfile), with
+/// task.toml edited by `edit` (graded in the shared environment).
+fn built_kv(
+    root: &Path,
+    compose: &str,
+    edit: impl Fn(String) -> String,
+) -> Result<Task, TaskError> {
+    write_task(root, "t", "1.0");
+    let env = root.join("t/environment");
+    std::fs::create_dir_all(env.join("kv")).unwrap();
+    std::fs::write(env.join("kv/Dockerfile"), "FROM scratch\n").unwrap();
+    std::fs::write(env.join("docker-compose.yaml"), compose).unwrap();
+    task_with(root, |t| {
+        edit(format!("{t}[verifier]\nenvironment_mode = \"shared\"\n"))
+    })
+}
+
+const KV: &str = "services:\n  main:\n    depends_on: [kv]\n  kv:\n    build: ./kv\n";
+
+fn pinned(t: String, image: &str) -> String {
+    format!("{t}[environment.service_images]\nkv = \"{image}\"\n")
+}
+
+#[test]
+fn a_built_service_runs_once_its_pin_is_in_task_toml_and_is_refused_until_then() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = built_kv(&tmp.path().join("a"), KV, |t| t).unwrap();
+    assert_eq!(t.family, crate::task::Family::Interactive);
+    assert_eq!(t.world.as_ref().unwrap().unbuilt(), ["kv"]);
+    let e = t.check_runtime(true).unwrap_err();
+    assert!(
+        e.contains("no image yet (kv)")
+            && e.contains("fix: run `akbench image build")
+            && e.contains("[environment.service_images]"),
+        "{e}"
+    );
+    let image = format!("127.0.0.1:5000/akbench/t-kv:1.0@sha256:{HEX_A}");
+    let p = built_kv(&tmp.path().join("b"), KV, |t| pinned(t, &image)).unwrap();
+    assert!(p.world.as_ref().unwrap().unbuilt().is_empty());
+    assert_eq!(
+        p.world.as_ref().unwrap().services[0]
+            .image
+            .as_ref()
+            .map(|i| i.to_string()),
+        Some(image.clone())
+    );
+    p.check_runtime(true).unwrap();
+    // The pin is part of the release: another pin, another digest.
+    let other = image.replace(HEX_A, &"b".repeat(64));
+    let q = built_kv(&tmp.path().join("c"), KV, |t| pinned(t, &other)).unwrap();
+    assert_ne!(p.release.digest, q.release.digest);
+    // A pin the task cannot use is refused naming the field.
+    let db = "services:\n  kv:\n    build: ./kv\n  db:\n    image: reg.example/db@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n";
+    for (i, (compose, edit, field, needle)) in [
+        (
+            db,
+            format!("[environment.service_images]\ndb = \"{image}\"\n"),
+            "environment.service_images.db",
+            "akbench does not build it",
+        ),
+        (
+            KV,
+            "[environment.service_images]\nweb = \"x\"\n".to_string(),
+            "environment.service_images.web",
+            "not an image pinned by digest",
+        ),
+        (
+            KV,
+            format!("[environment.service_images]\nweb = \"{image}\"\n"),
+            "environment.service_images.web",
+            "defines no such sidecar",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let e = built_kv(&tmp.path().join(format!("bad{i}")), compose, |t| {
+            format!("{t}{edit}")
+        })
+        .unwrap_err();
+        let (f, shown) = field_and_text(&e);
+        assert_eq!(f, field, "{shown}");
+        assert!(shown.contains(needle) && shown.contains("fix"), "{shown}");
+    }
+    // A pin without a compose file.
+    let e = task_with(&tmp.path().join("none"), |t| pinned(t, &image)).unwrap_err();
+    let (f, shown) = field_and_text(&e);
+    assert_eq!(f, "environment.service_images.kv", "{shown}");
+    assert!(
+        shown.contains("no environment/docker-compose.yaml"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_build_context_or_dockerfile_missing_or_leaving_environment_is_refused_at_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (compose, setup, needle)) in [
+        (
+            "services:\n  kv:\n    build: ./store\n",
+            None,
+            "`build.context` names environment/store, which is not a folder",
+        ),
+        (
+            "services:\n  kv:\n    build: {context: ./kv, dockerfile: Other}\n",
+            None,
+            "`build.dockerfile` names environment/kv/Other, which is not a file",
+        ),
+        (
+            "services:\n  kv:\n    build: ./out\n",
+            Some("out"),
+            "`build.context` names environment/out, which is not a folder inside environment/",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let root = tmp.path().join(format!("r{i}"));
+        if let Some(link) = setup {
+            // A link from environment/ to a folder of the task outside it (with a
+            // Dockerfile); a link leaving the task is refused by the loader already.
+            let outside = root.join("t/elsewhere");
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::write(outside.join("Dockerfile"), "FROM scratch\n").unwrap();
+            std::fs::create_dir_all(root.join("t/environment")).unwrap();
+            std::os::unix::fs::symlink("../elsewhere", root.join("t/environment").join(link))
+                .unwrap();
+        }
+        let e = built_kv(&root, compose, |t| t).unwrap_err();
+        assert!(e.file.ends_with("environment/docker-compose.yaml"), "{e}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains("service `kv`") && shown.contains(needle) && shown.contains("fix: "),
+            "{shown}"
+        );
+    }
+}

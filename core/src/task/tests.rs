@@ -525,6 +525,8 @@ fn every_harbor_field_takes_effect_is_refused_naming_it_and_the_fix_or_is_kept_a
         "environment.gpu_types" => "[\"h100\"]",
         "environment.tpu" => "{ type = \"v6e\", topology = \"2x4\" }",
         "environment.mcp_servers" => "[]",
+        // A pin needs a compose file's `build:` service (world::tests, load_checks_tests).
+        "environment.service_images" => "{}",
         "environment.env" => "{ A = \"1\", B = \"${HOST_B:-x}\" }",
         "environment.skills_dir" => "\"/skills\"",
         "environment.healthcheck" => "{ command = \"true\" }",

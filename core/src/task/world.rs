@@ -7,8 +7,9 @@
 //! rules that do not need I/O: the start order ([`World::start_order`]: `depends_on`,
 //! with each dependency's condition) and the names `/etc/hosts` gives each member of the
 //! network ([`World::addresses`]). Reading the compose file, and refusing every key that
-//! could not take effect by name, is [`parse`]; what `akbench task check` shows of it is
-//! [`World::summary`].
+//! could not take effect by name, is [`parse`] (a service's `build:` is `build.rs`; its
+//! pin, written into task.toml by `akbench image build`, is [`World::pin_built`]); what
+//! `akbench task check` shows of it is [`World::summary`].
 //!
 //! Layer: imports `image`, `healthcheck` and `limits` only.
 
@@ -38,8 +39,15 @@ pub struct World {
 pub struct Service {
     /// The compose service name: a DNS label, resolved by every member of the network.
     pub name: String,
-    /// Its image, pinned by digest (`registry/repository@sha256:...`).
-    pub image: ImageRef,
+    /// Its image, pinned by digest (`registry/repository@sha256:...`): the compose file's
+    /// `image:`, or for a service with [`Service::build`] the pin `akbench image build`
+    /// wrote into task.toml ([`World::pin_built`]); `None`: built from `build:` and not
+    /// built yet (the task does not run until it is).
+    pub image: Option<ImageRef>,
+    /// `build:` of a service whose image akbench builds (`akbench image build`); `None`
+    /// when the compose file pins the image by digest (the pin wins; Harbor still builds
+    /// from `build:`) or the service has no `build:`.
+    pub build: Option<Build>,
     /// `entrypoint:` as argv (a string is split as compose splits it); `None`: the image's.
     pub entrypoint: Option<Vec<String>>,
     /// `command:` as argv; `None`: the image's `Cmd`.
@@ -55,6 +63,17 @@ pub struct Service {
     /// `healthcheck:` (its test as one shell command); `None`: the image's is not read
     /// and the service counts as healthy once started.
     pub healthcheck: Option<Healthcheck>,
+}
+
+/// A service's `build:`, both paths relative to the task's `environment/` folder,
+/// normalised (no `.` or `..` component; the folder itself is `.`), never leaving it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Build {
+    /// The build context (`build: ./kv` or `build: {context: ./kv}`): `kv`.
+    pub context: String,
+    /// The Dockerfile (`dockerfile:`, relative to the context; `Dockerfile` when unset):
+    /// `kv/Dockerfile`.
+    pub dockerfile: String,
 }
 
 /// One `depends_on` entry.
@@ -134,6 +153,50 @@ impl World {
         Ok(order)
     }
 
+    /// The services built from `build:` that have no image yet, in the compose file's order.
+    pub fn unbuilt(&self) -> Vec<&str> {
+        self.services
+            .iter()
+            .filter(|s| s.image.is_none())
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// Gives each service built by akbench its pin from task.toml
+    /// (`[environment.service_images]`, written by `akbench image build`). A pin for a
+    /// service the compose file does not define, or does not build (no `build:`, or its
+    /// own `image:` pinned by digest, which wins), is refused naming the service.
+    pub fn pin_built(&mut self, pins: &BTreeMap<String, ImageRef>) -> Result<(), WorldError> {
+        for (name, pin) in pins {
+            let Some(s) = self.services.iter_mut().find(|s| &s.name == name) else {
+                return Err(parse::err(
+                    Some(name),
+                    "",
+                    "has a pinned image in task.toml (`[environment.service_images]`), but the compose file defines no such sidecar",
+                    "remove the line, or run `akbench image build` again after renaming the service",
+                ));
+            };
+            if s.build.is_none() {
+                return Err(parse::err(
+                    Some(name),
+                    "",
+                    "has a pinned image in task.toml (`[environment.service_images]`), but akbench does not build it (it has no `build:`, or the compose file pins its `image:` by digest, which wins)",
+                    "remove the line from `[environment.service_images]`",
+                ));
+            }
+            if pin.digest.is_none() {
+                return Err(parse::err(
+                    Some(name),
+                    "",
+                    format!("has the image `{pin}` in task.toml (`[environment.service_images]`), not pinned by digest"),
+                    "run `akbench image build TASK --push REGISTRY`, which writes it pinned",
+                ));
+            }
+            s.image = Some(pin.clone());
+        }
+        Ok(())
+    }
+
     /// The service named `name`.
     pub fn service(&self, name: &str) -> Option<&Service> {
         self.services.iter().find(|s| s.name == name)
@@ -161,11 +224,13 @@ impl World {
     }
 }
 
+mod build;
 mod parse;
 mod service_keys;
 mod summary;
 mod values;
 
+pub use build::BUILD_KEYS_REFUSED;
 pub use parse::{parse, WorldError, MAX_SIDECARS, REFUSED};
 pub use summary::ServiceSummary;
 

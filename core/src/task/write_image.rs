@@ -1,6 +1,7 @@
 //! Writing a built image into `task.toml` (`akbench image build`): `environment.image` (or
 //! Harbor's `environment.docker_image`, when that is the key the task uses) set to the
-//! pushed reference, every other line (comments, order, formatting) kept as written.
+//! pushed reference, and each built sidecar's pin in `[environment.service_images]`, every
+//! other line (comments, order, formatting) kept as written.
 
 /// The key of `[environment]` `akbench image build` writes the image to: the one the task
 /// uses (`docker_image` or `image`); for a task naming none, Harbor's `docker_image` when the
@@ -86,6 +87,79 @@ pub fn set_image(text: &str, image: &str) -> Result<String, String> {
     Ok(written)
 }
 
+/// `text` (a task.toml) with each `(service, pinned image)` of `pins` in
+/// `[environment.service_images]`: a service's existing line replaced, else added right
+/// below the section header, else the section appended. Refused when the file does not
+/// parse or writes the table in another form (inline table, dotted keys); the result is
+/// checked to parse with exactly those pins.
+pub fn set_service_images(text: &str, pins: &[(String, String)]) -> Result<String, String> {
+    const HEADER: &str = "[environment.service_images]";
+    let parsed: toml::Table =
+        toml::from_str(text).map_err(|e| format!("task.toml does not parse: {e}"))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().position(|l| {
+        let t = l.trim();
+        t == HEADER || t.starts_with(HEADER) && t[HEADER.len()..].trim_start().starts_with('#')
+    });
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let written =
+        |name: &str, image: &str| format!("{name} = {}", toml::Value::String(image.to_string()));
+    match header {
+        Some(h) => {
+            for (name, image) in pins.iter().rev() {
+                let end = (h + 1..out.len())
+                    .find(|&i| out[i].trim_start().starts_with('['))
+                    .unwrap_or(out.len());
+                let existing = (h + 1..end).find(|&i| {
+                    let t = out[i].trim_start();
+                    let t = t
+                        .strip_prefix('"')
+                        .and_then(|r| r.strip_prefix(name.as_str()))
+                        .and_then(|r| r.strip_prefix('"'))
+                        .or_else(|| t.strip_prefix(name.as_str()));
+                    t.is_some_and(|rest| rest.trim_start().starts_with('='))
+                });
+                match existing {
+                    Some(i) => out[i] = written(name, image),
+                    None => out.insert(h + 1, written(name, image)),
+                }
+            }
+        }
+        None if parsed
+            .get("environment")
+            .and_then(|e| e.get("service_images"))
+            .is_some() =>
+        {
+            return Err("`environment.service_images` is written as an inline table or dotted keys; fix: write it as an `[environment.service_images]` section, or set the images by hand".into());
+        }
+        None => {
+            if out.last().is_some_and(|l| !l.trim().is_empty()) {
+                out.push(String::new());
+            }
+            out.push(HEADER.into());
+            out.extend(pins.iter().map(|(n, i)| written(n, i)));
+        }
+    }
+    let mut edited = out.join("\n");
+    edited.push('\n');
+    let check: toml::Table = toml::from_str(&edited).map_err(|e| {
+        format!(
+            "the edited task.toml does not parse ({e}); set `[environment.service_images]` by hand"
+        )
+    })?;
+    for (name, image) in pins {
+        let got = check
+            .get("environment")
+            .and_then(|e| e.get("service_images"))
+            .and_then(|t| t.get(name))
+            .and_then(|v| v.as_str());
+        if got != Some(image.as_str()) {
+            return Err(format!("the edited task.toml does not hold the image of service `{name}`; set `[environment.service_images]` by hand"));
+        }
+    }
+    Ok(edited)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +202,49 @@ mod tests {
             ),
         ] {
             assert_eq!(set_image(before, IMG).unwrap(), after, "{before}");
+        }
+    }
+
+    #[test]
+    fn service_pins_are_replaced_added_or_their_section_appended_and_the_rest_kept() {
+        let pins = |names: &[&str]| -> Vec<(String, String)> {
+            names
+                .iter()
+                .map(|n| (n.to_string(), IMG.to_string()))
+                .collect()
+        };
+        for (before, names, after) in [
+            (
+                "version = \"1.0\"\n[environment]\nworkdir = \"/app\"\n",
+                &["kv", "db"][..],
+                format!("version = \"1.0\"\n[environment]\nworkdir = \"/app\"\n\n[environment.service_images]\nkv = \"{IMG}\"\ndb = \"{IMG}\"\n"),
+            ),
+            (
+                // An existing line (quoted or bare) replaced, a new one added, the rest kept.
+                "version = \"1.0\"\n[environment.service_images] # built\n\"kv\" = \"old@sha256:1\"\nweb = \"w\"\n[verifier]\ntimeout_sec = 1.0\n",
+                &["kv", "db"][..],
+                format!("version = \"1.0\"\n[environment.service_images] # built\ndb = \"{IMG}\"\nkv = \"{IMG}\"\nweb = \"w\"\n[verifier]\ntimeout_sec = 1.0\n"),
+            ),
+            (
+                // `kv2` is another service, not `kv`.
+                "version = \"1.0\"\n[environment.service_images]\nkv2 = \"x\"\n",
+                &["kv"][..],
+                format!("version = \"1.0\"\n[environment.service_images]\nkv = \"{IMG}\"\nkv2 = \"x\"\n"),
+            ),
+        ] {
+            assert_eq!(set_service_images(before, &pins(names)).unwrap(), after, "{before}");
+        }
+        for (text, needle) in [
+            (
+                "[environment]\nservice_images = { kv = \"x\" }\n",
+                "inline table",
+            ),
+            ("[environment]\nservice_images.kv = \"x\"\n", "dotted keys"),
+            ("environment = { workdir = \"/app\" }\n", "does not parse"),
+            ("version = \n", "does not parse"),
+        ] {
+            let e = set_service_images(text, &pins(&["kv"])).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
         }
     }
 

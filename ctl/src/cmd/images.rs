@@ -1,21 +1,40 @@
-//! `akbench image build`: a task's image built, pushed, and pinned in its task.toml. Images
+//! `akbench image build`: a task's image, and the images of the sidecar services its
+//! compose file builds (`build:`), built, pushed, and pinned in its task.toml. Images
 //! pinned at plan time are `shared::inputs`'s (docs/container.md).
 
 use crate::cmd::shared::inputs::{load_task, resolver};
 use crate::exit::InputError;
 
-/// `akbench image build DIR --push REGISTRY`: builds `environment/Dockerfile` with the
-/// builder found (docker, podman, buildah), pushes it, resolves the pushed tag to its
-/// manifest digest as plans do, and writes `environment.image` (`REGISTRY/NAME:TAG@digest`)
-/// into the task's task.toml.
+/// One image to build: the service it is for (`None`: the task's own), the reference it
+/// is pushed to, its context and Dockerfile.
+struct Job {
+    service: Option<String>,
+    written: String,
+    context: std::path::PathBuf,
+    dockerfile: std::path::PathBuf,
+}
+
+/// `akbench image build DIR --push REGISTRY`: builds `environment/Dockerfile` (when the
+/// task has one) and every sidecar service with `build:` with the builder found (docker,
+/// podman, buildah), pushes each, resolves each pushed tag to its manifest digest as plans
+/// do, and writes them into the task's task.toml: `environment.image`
+/// (`REGISTRY/NAME:TAG@digest`) and `[environment.service_images]`
+/// (`SERVICE = "REGISTRY/NAME-SERVICE:TAG@digest"`).
 pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
     use akbench_core::image::ImageRef;
     let dir = akbench_core::task::absolute(&args.dir);
     let task = load_task(&dir.display().to_string(), &dir)?;
     let context = dir.join("environment");
-    if !context.join("Dockerfile").is_file() {
+    let main = context.join("Dockerfile").is_file();
+    let services: Vec<(String, akbench_core::task::world::Build)> = task
+        .world
+        .iter()
+        .flat_map(|w| &w.services)
+        .filter_map(|s| s.build.clone().map(|b| (s.name.clone(), b)))
+        .collect();
+    if !main && services.is_empty() {
         return Err(InputError(format!(
-            "failed to build the image of task `{}`: {} is missing; fix: write the task's environment as environment/Dockerfile (or name a prebuilt image in `environment.image`)",
+            "failed to build the image of task `{}`: {} is missing, and no service of environment/docker-compose.yaml has `build:`; fix: write the task's environment as environment/Dockerfile (or name a prebuilt image in `environment.image`)",
             task.release.id,
             context.join("Dockerfile").display()
         ))
@@ -37,14 +56,33 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         .tag
         .clone()
         .unwrap_or_else(|| task.release.version.clone());
-    let written = format!("{registry}/{name}:{tag}");
-    let target = ImageRef::parse(&written).map_err(|e| {
-        InputError(format!(
-            "failed to build: `{}` is not an image reference ({e}); fix: pass --name (lowercase path) and --tag ([A-Za-z0-9_.-], the task's version is the default)",
-            akbench_core::limits::elide(&written)
-        ))
-    })?;
-    if let (Some(existing), false) = (&task.image, args.json) {
+    let reference = |written: String| -> anyhow::Result<(String, ImageRef)> {
+        let r = ImageRef::parse(&written).map_err(|e| {
+            InputError(format!(
+                "failed to build: `{}` is not an image reference ({e}); fix: pass --name (lowercase path) and --tag ([A-Za-z0-9_.-], the task's version is the default)",
+                akbench_core::limits::elide(&written)
+            ))
+        })?;
+        Ok((written, r))
+    };
+    let mut jobs = Vec::new();
+    if main {
+        jobs.push(Job {
+            service: None,
+            written: reference(format!("{registry}/{name}:{tag}"))?.0,
+            context: context.clone(),
+            dockerfile: context.join("Dockerfile"),
+        });
+    }
+    for (service, b) in &services {
+        jobs.push(Job {
+            service: Some(service.clone()),
+            written: reference(format!("{registry}/{name}-{service}:{tag}"))?.0,
+            context: context.join(&b.context),
+            dockerfile: context.join(&b.dockerfile),
+        });
+    }
+    if let (Some(existing), true, false) = (&task.image, main, args.json) {
         eprintln!(
             "akbench: the image the task names now, {existing}, is replaced by the one built"
         );
@@ -54,13 +92,46 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         .load_text(&toml_path, akbench_core::bounded_read::Links::Follow)?;
     let key = akbench_core::task::image_key_of(&text);
     if !args.json {
-        eprintln!(
-            "akbench: the image will be written to `environment.{key}` in {}",
-            toml_path.display()
-        );
+        if main {
+            eprintln!(
+                "akbench: the image will be written to `environment.{key}` in {}",
+                toml_path.display()
+            );
+        }
+        if !services.is_empty() {
+            eprintln!(
+                "akbench: the services' images will be written to `[environment.service_images]` in {}",
+                toml_path.display()
+            );
+        }
     }
-    // Refused before anything is built when task.toml cannot take the image.
-    akbench_core::task::set_image(&text, &format!("{written}@sha256:{}", "0".repeat(64)))
+    // Refused before anything is built when task.toml cannot take the images.
+    let zero = format!("sha256:{}", "0".repeat(64));
+    let pins = |digests: &[String]| -> (Option<String>, Vec<(String, String)>) {
+        let mut main_pin = None;
+        let mut svc = Vec::new();
+        for (job, digest) in jobs.iter().zip(digests) {
+            let pinned = format!("{}@{digest}", job.written);
+            match &job.service {
+                None => main_pin = Some(pinned),
+                Some(s) => svc.push((s.clone(), pinned)),
+            }
+        }
+        (main_pin, svc)
+    };
+    let edit = |main_pin: &Option<String>, svc: &[(String, String)]| -> Result<String, String> {
+        let text = match main_pin {
+            Some(p) => akbench_core::task::set_image(&text, p)?,
+            None => text.clone(),
+        };
+        if svc.is_empty() {
+            Ok(text)
+        } else {
+            akbench_core::task::set_service_images(&text, svc)
+        }
+    };
+    let (m, svc) = pins(&vec![zero; jobs.len()]);
+    edit(&m, &svc)
         .map_err(|e| InputError(format!("failed to build: {}: {e}", toml_path.display())))?;
     let builder = match &args.builder {
         Some(b) => b.clone(),
@@ -81,52 +152,77 @@ pub fn build(args: crate::cli::ImageBuildArgs) -> anyhow::Result<i32> {
         .pull
         .as_secs_f64();
     let timeout = akbench_core::task::build_timeout_sec(&task.file.environment).unwrap_or(600.0);
-    let ctx = context.display().to_string();
-    let (build_argv, push_argv): (Vec<&str>, Vec<&str>) = match builder.as_str() {
-        "buildah" => (
-            vec!["buildah", "bud", "-t", &written, &ctx],
-            vec!["buildah", "push", &written],
-        ),
-        b => (
-            vec![b, "build", "-t", &written, &ctx],
-            vec![b, "push", &written],
-        ),
-    };
-    if !args.json {
-        eprintln!("akbench: building {written} from {ctx} with {builder}");
+    for job in &jobs {
+        let ctx = job.context.display().to_string();
+        let file = job.dockerfile.display().to_string();
+        let w = job.written.as_str();
+        let (build_argv, push_argv): (Vec<&str>, Vec<&str>) = match builder.as_str() {
+            "buildah" => (
+                vec!["buildah", "bud", "-t", w, "-f", &file, &ctx],
+                vec!["buildah", "push", w],
+            ),
+            b => (
+                vec![b, "build", "-t", w, "-f", &file, &ctx],
+                vec![b, "push", w],
+            ),
+        };
+        if !args.json {
+            eprintln!("akbench: building {w} from {ctx} with {builder}");
+        }
+        step(
+            &build_argv,
+            Limit(timeout, "build time limit (environment.build_timeout_sec)"),
+        )?;
+        if !args.json {
+            eprintln!("akbench: pushing {w}");
+        }
+        step(
+            &push_argv,
+            Limit(
+                push_deadline,
+                "registry deadline (AKBENCH_PULL_TIMEOUT_SEC, 30 minutes unless set)",
+            ),
+        )?;
     }
-    step(
-        &build_argv,
-        Limit(timeout, "build time limit (environment.build_timeout_sec)"),
-    )?;
-    if !args.json {
-        eprintln!("akbench: pushing {written}");
-    }
-    step(
-        &push_argv,
-        Limit(
-            push_deadline,
-            "registry deadline (AKBENCH_PULL_TIMEOUT_SEC, 30 minutes unless set)",
-        ),
-    )?;
-    // The digest a plan would pin: the tag resolved through akbench's own registry client.
+    // The digests a plan would pin: each tag resolved through akbench's own registry client.
     let store = resolver()?;
-    let digest = store.resolve(&target).map_err(|e| {
-        anyhow::anyhow!("failed to read back the pushed image {written}: {e} (a plain-HTTP registry must be listed in AKBENCH_INSECURE_REGISTRIES)")
-    })?;
-    let pinned = format!("{written}@{digest}");
-    let edited = akbench_core::task::set_image(&text, &pinned)
+    let mut digests = Vec::new();
+    for job in &jobs {
+        let digest = store.resolve(&reference(job.written.clone())?.1).map_err(|e| {
+            anyhow::anyhow!("failed to read back the pushed image {}: {e} (a plain-HTTP registry must be listed in AKBENCH_INSECURE_REGISTRIES)", job.written)
+        })?;
+        digests.push(digest);
+    }
+    let (main_pin, svc) = pins(&digests);
+    let edited = edit(&main_pin, &svc)
         .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", toml_path.display()))?;
     akbench_core::output::write(&toml_path, edited.as_bytes())?;
     let field = format!("environment.{key}");
     if args.json {
+        let digest = main.then(|| digests[0].clone());
+        let services: Vec<_> = svc
+            .iter()
+            .zip(&digests[usize::from(main)..])
+            .map(|((s, image), digest)| serde_json::json!({"service": s, "image": image, "digest": digest}))
+            .collect();
         outln!(
             "{}",
-            serde_json::json!({"task": task.release.id, "image": pinned, "digest": digest, "builder": builder, "task_toml": toml_path, "field": field})
+            serde_json::json!({"task": task.release.id, "image": main_pin, "digest": digest, "builder": builder, "task_toml": toml_path, "field": main.then_some(field), "services": services, "services_field": "environment.service_images"})
         );
     } else {
-        outln!("{pinned}");
-        eprintln!("akbench: wrote `{field}` into {}", toml_path.display());
+        if let Some(p) = &main_pin {
+            outln!("{p}");
+            eprintln!("akbench: wrote `{field}` into {}", toml_path.display());
+        }
+        for (s, p) in &svc {
+            outln!("{s} {p}");
+        }
+        if !svc.is_empty() {
+            eprintln!(
+                "akbench: wrote `[environment.service_images]` into {}",
+                toml_path.display()
+            );
+        }
     }
     Ok(crate::exit::OK)
 }

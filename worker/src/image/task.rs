@@ -63,7 +63,13 @@ pub fn for_services(
         .services
         .iter()
         .map(|s| {
-            let unpacked = store.ensure(&s.image)?;
+            let Some(pin) = &s.image else {
+                return Err(TaskImageError::Refused(format!(
+                    "service `{}` is built from `build:` and has no image yet; fix: run `akbench image build TASK --push REGISTRY`, which writes it into task.toml",
+                    s.name
+                )));
+            };
+            let unpacked = store.ensure(pin)?;
             let user = container::image_user(
                 s.user.as_deref().or(unpacked.run.user.as_deref()),
                 &unpacked.rootfs,
@@ -76,7 +82,7 @@ pub fn for_services(
                 .unwrap_or_else(|| "/".into());
             let image = Image {
                 user,
-                pinned: s.image.pinned(&unpacked.digest),
+                pinned: pin.pinned(&unpacked.digest),
                 rootfs: unpacked.rootfs.clone(),
                 run: unpacked.run.clone(),
                 workdir,

@@ -237,51 +237,19 @@ pub fn unpacked_base(tag: &str) -> UnpackedBase {
 
 /// The example task `examples/tasks/<id>` with sidecar services copied to `dest`, as its
 /// tests need it: its environment's image (the Debian base as `akbench/base:bookworm`) and
-/// each service's of `services` (`environment/<service>/Dockerfile`: its `COPY FILE DEST`
-/// lines over the base, as `akbench/<service>`) pushed to `reg`, and their names written into
-/// its task.toml and compose file (whose placeholder is
-/// `127.0.0.1:5000/akbench/<service>@sha256:0…0`). `scratch` holds the services' layers.
+/// each service's of `services` (built from `environment/<service>/`, [`service_image`],
+/// as `akbench/<service>:1`) pushed to `reg`, and their names written into its task.toml
+/// (`docker_image`, and each service's pin in `[environment.service_images]`, where
+/// `akbench image build` writes it). `scratch` holds the services' layers.
 pub fn sidecar_example(reg: &Registry, scratch: &Path, dest: &Path, id: &str, services: &[&str]) {
-    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
-    let base = base_tar();
-    reg.push(
-        "akbench/base:bookworm",
-        &[(&base, "tar")],
-        &path,
-        Some("/app"),
-        None,
-    );
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/tasks")
         .join(id);
-    let mut digests = Vec::new();
+    let mut pins = String::from("\n[environment.service_images]\n");
     for svc in services {
-        let folder = example.join("environment").join(svc);
-        let dockerfile = std::fs::read_to_string(folder.join("Dockerfile")).unwrap();
-        let files: Vec<(String, String)> = dockerfile
-            .lines()
-            .filter_map(|l| l.strip_prefix("COPY "))
-            .map(|rest| {
-                let parts: Vec<&str> = rest.split_whitespace().collect();
-                assert_eq!(parts.len(), 2, "{svc}'s Dockerfile: `COPY {rest}`");
-                let content = std::fs::read_to_string(folder.join(parts[0])).unwrap();
-                (parts[1].trim_start_matches('/').to_string(), content)
-            })
-            .collect();
-        assert!(!files.is_empty(), "{svc}'s Dockerfile copies nothing");
-        let files: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_str()))
-            .collect();
-        let app = layer(scratch, svc, &files, "tar");
-        let digest = reg.push(
-            &format!("akbench/{svc}:1"),
-            &[(&base, "tar"), (&app, "tar")],
-            &path,
-            Some("/srv"),
-            None,
-        );
-        digests.push((svc, digest));
+        let name = format!("akbench/{svc}:1");
+        let digest = service_image(reg, scratch, &example, svc, &name);
+        pins.push_str(&format!("{svc} = \"{}/{name}@{digest}\"\n", reg.addr));
     }
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     assert!(Command::new("cp")
@@ -291,25 +259,64 @@ pub fn sidecar_example(reg: &Registry, scratch: &Path, dest: &Path, id: &str, se
         .status()
         .unwrap()
         .success());
-    let edit = |rel: &str, from: &str, to: &str| {
-        let p = dest.join(rel);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains(from), "{rel} has no `{from}`");
-        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
-    };
-    edit(
-        "task.toml",
-        "workdir = \"/app\"",
+    let p = dest.join("task.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let from = "workdir = \"/app\"";
+    assert!(text.contains(from), "task.toml has no `{from}`");
+    let text = text.replacen(
+        from,
         &format!(
-            "workdir = \"/app\"\ndocker_image = \"{}/akbench/base:bookworm\"",
+            "{from}\ndocker_image = \"{}/akbench/base:bookworm\"",
             reg.addr
         ),
+        1,
     );
-    for (svc, digest) in digests {
-        edit(
-            "environment/docker-compose.yaml",
-            &format!("127.0.0.1:5000/akbench/{svc}@sha256:{}", "0".repeat(64)),
-            &format!("{}/akbench/{svc}@{digest}", reg.addr),
-        );
-    }
+    std::fs::write(&p, text + &pins).unwrap();
+}
+
+/// The image of sidecar `svc` of the example task folder `example`, pushed to `reg` as
+/// `name` (`repository:tag`) as its `environment/<svc>/Dockerfile` describes it: the
+/// Debian base (pushed as `akbench/base:bookworm` too), then its `COPY FILE DEST` lines as
+/// one layer, working folder /srv. `scratch` holds the layer. Returns the pushed digest.
+pub fn service_image(
+    reg: &Registry,
+    scratch: &Path,
+    example: &Path,
+    svc: &str,
+    name: &str,
+) -> String {
+    let path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    let base = base_tar();
+    reg.push(
+        "akbench/base:bookworm",
+        &[(&base, "tar")],
+        &path,
+        Some("/app"),
+        None,
+    );
+    let folder = example.join("environment").join(svc);
+    let dockerfile = std::fs::read_to_string(folder.join("Dockerfile")).unwrap();
+    let files: Vec<(String, String)> = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .map(|rest| {
+            let parts: Vec<&str> = rest.split_whitespace().collect();
+            assert_eq!(parts.len(), 2, "{svc}'s Dockerfile: `COPY {rest}`");
+            let content = std::fs::read_to_string(folder.join(parts[0])).unwrap();
+            (parts[1].trim_start_matches('/').to_string(), content)
+        })
+        .collect();
+    assert!(!files.is_empty(), "{svc}'s Dockerfile copies nothing");
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let app = layer(scratch, svc, &files, "tar");
+    reg.push(
+        name,
+        &[(&base, "tar"), (&app, "tar")],
+        &path,
+        Some("/srv"),
+        None,
+    )
 }

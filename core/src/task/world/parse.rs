@@ -244,7 +244,7 @@ fn interpolated(service: &str, key: &str, v: &Value) -> Result<Value, WorldError
 
 fn sidecar(name: &str, m: &Mapping) -> Result<Service, WorldError> {
     let s = Some(name);
-    let mut image = None;
+    let (mut image, mut build) = (None, None);
     let (mut entrypoint, mut command, mut working_dir, mut user) = (None, None, None, None);
     let (mut environment_, mut depends, mut health) = (BTreeMap::new(), Vec::new(), None);
     for (k, raw) in m {
@@ -254,7 +254,8 @@ fn sidecar(name: &str, m: &Mapping) -> Result<Service, WorldError> {
         }
         let v = interpolated(name, key, raw)?;
         match key {
-            "image" => image = Some(pinned_image(name, &v)?),
+            "image" => image = Some(v),
+            "build" => build = Some(super::build::build(name, &v)?),
             "entrypoint" => entrypoint = argv(name, key, &v)?,
             "command" => command = argv(name, key, &v)?,
             "environment" => environment_ = environment(name, &v)?,
@@ -276,17 +277,28 @@ fn sidecar(name: &str, m: &Mapping) -> Result<Service, WorldError> {
             _ => no_op(name, key, &v)?,
         }
     }
-    let Some(image) = image else {
-        return Err(err(
-            s,
-            "image",
-            "is missing",
-            "name the service's image pinned by digest: `image: REGISTRY/REPOSITORY@sha256:...`",
-        ));
+    // With `build:`, compose's `image:` names what it builds: a pin by digest wins (akbench
+    // runs it; Harbor still builds), any other name is left to Harbor and akbench builds.
+    let image = match (image, &build) {
+        (None, None) => {
+            return Err(err(
+                s,
+                "image",
+                "is missing",
+                "name the service's image pinned by digest (`image: REGISTRY/REPOSITORY@sha256:...`), or build it from a folder of environment/ (`build: ./SERVICE`, then `akbench image build TASK --push REGISTRY`)",
+            ))
+        }
+        (Some(v), None) => Some(pinned_image(name, &v)?),
+        (Some(v), Some(_)) => ImageRef::parse(&string(name, "image", &v)?)
+            .ok()
+            .filter(|r| r.digest.is_some()),
+        (None, Some(_)) => None,
     };
+    let build = build.filter(|_| image.is_none());
     Ok(Service {
         name: name.to_string(),
         image,
+        build,
         entrypoint,
         command,
         environment: environment_,
@@ -321,11 +333,6 @@ fn no_op(name: &str, key: &str, v: &Value) -> Result<(), WorldError> {
 /// The compose keys refused by name, each group with why it cannot take effect and the fix
 /// (docs/tasks.md, "Sidecar services", lists every one).
 pub const REFUSED: &[(&[&str], &str, &str)] = &[
-    (
-        &["build"],
-        "cannot take effect (akbench does not build a service's image)",
-        "build and push the image, then write `image: REGISTRY/REPOSITORY@sha256:...` with the digest the push printed",
-    ),
     (
         &["volumes", "tmpfs"],
         "cannot take effect (akbench gives each service its own file system)",

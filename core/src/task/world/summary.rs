@@ -1,5 +1,5 @@
-//! What `akbench task check` shows of a world: each service's name, pinned image and
-//! `depends_on`, and what `main` waits for, as text lines and as JSON.
+//! What `akbench task check` shows of a world: each service's name, pinned image (or the
+//! folder it is built from, while unbuilt) and `depends_on`, and what `main` waits for, as text lines and as JSON.
 
 use super::{Dependency, World, MAIN};
 use serde::Serialize;
@@ -12,6 +12,9 @@ pub struct ServiceSummary {
     /// Its image pinned by digest; `None` for `main` (the task's image).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The build context under environment/ of a service akbench builds (`build:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
     /// The services it waits for, each with its condition.
     pub depends_on: Vec<Dependency>,
 }
@@ -24,10 +27,11 @@ impl World {
             .iter()
             .map(|s| ServiceSummary {
                 name: s.name.clone(),
-                image: Some(match &s.image.digest {
-                    Some(d) => s.image.pinned(d),
-                    None => s.image.to_string(),
+                image: s.image.as_ref().map(|i| match &i.digest {
+                    Some(d) => i.pinned(d),
+                    None => i.to_string(),
                 }),
+                build: s.build.as_ref().map(|b| b.context.clone()),
                 depends_on: s.depends_on.clone(),
             })
             .collect();
@@ -35,6 +39,7 @@ impl World {
             out.push(ServiceSummary {
                 name: MAIN.to_string(),
                 image: None,
+                build: None,
                 depends_on: self.main_depends_on.clone(),
             });
         }
@@ -58,10 +63,14 @@ impl World {
                         format!("{} ({c})", d.service)
                     })
                     .collect::<Vec<_>>();
+                let image = match (&s.image, &s.build) {
+                    (Some(i), _) => i.clone(),
+                    (None, Some(b)) => format!("(built from environment/{b}; not built yet)"),
+                    (None, None) => "(the task's environment)".into(),
+                };
                 format!(
-                    "{} {}{}",
+                    "{} {image}{}",
                     s.name,
-                    s.image.as_deref().unwrap_or("(the task's environment)"),
                     if deps.is_empty() {
                         String::new()
                     } else {

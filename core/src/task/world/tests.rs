@@ -125,7 +125,7 @@ services:
     assert_eq!(names, ["db", "api"]);
     let db = &w.services[0];
     assert_eq!(
-        db.image.digest.as_deref(),
+        db.image.as_ref().unwrap().digest.as_deref(),
         Some(format!("sha256:{HEX}").as_str())
     );
     assert_eq!(
@@ -139,9 +139,9 @@ services:
     let a = &w.services[1];
     assert_eq!(
         (
-            a.image.registry.as_str(),
-            a.image.repository.as_str(),
-            a.image.tag.as_deref()
+            a.image.as_ref().unwrap().registry.as_str(),
+            a.image.as_ref().unwrap().repository.as_str(),
+            a.image.as_ref().unwrap().tag.as_deref()
         ),
         ("reg.example:5000", "team/api", Some("1.2"))
     );
@@ -484,7 +484,10 @@ fn a_sidecar_image_must_be_pinned_by_digest() {
         "services:\n  db:\n    image: postgres@sha256:{HEX}\n"
     ))
     .unwrap();
-    assert_eq!(w.services[0].image.repository, "library/postgres");
+    assert_eq!(
+        w.services[0].image.as_ref().unwrap().repository,
+        "library/postgres"
+    );
 }
 
 #[test]
@@ -504,7 +507,6 @@ fn every_sidecar_key_is_taken_a_no_op_or_refused_by_name() {
         api(body);
     }
     for (body, needle) in [
-        ("build: .", "build and push the image, then write `image:"),
         ("volumes: [\"./data:/data\"]", "its own file system"),
         ("tmpfs: /run", "its own file system"),
         ("networks: [back]", "one private network"),
@@ -792,4 +794,197 @@ fn every_refused_key_is_refused_with_its_reason_and_documented() {
             "docs/tasks.md: `{key}`"
         );
     }
+}
+
+/// A file with one sidecar `kv` whose lines are `body` (no `image:` unless it says so).
+fn kv(body: &str) -> String {
+    let mut s = "services:\n  kv:\n".to_string();
+    for l in body.lines() {
+        s.push_str("    ");
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn a_sidecar_built_from_a_folder_of_environment_reads_its_context_and_dockerfile() {
+    let b = |context: &str, dockerfile: &str| {
+        Some(Build {
+            context: context.into(),
+            dockerfile: dockerfile.into(),
+        })
+    };
+    for (body, build) in [
+        ("build: ./kv", b("kv", "kv/Dockerfile")),
+        ("build: kv/", b("kv", "kv/Dockerfile")),
+        ("build: .", b(".", "Dockerfile")),
+        ("build: ./services/../kv", b("kv", "kv/Dockerfile")),
+        ("build: {context: ./kv}", b("kv", "kv/Dockerfile")),
+        (
+            "build:\n  context: kv\n  dockerfile: docker/Dockerfile.kv\n  x-note: 1",
+            b("kv", "kv/docker/Dockerfile.kv"),
+        ),
+        (
+            "build: {context: ./kv, dockerfile: ../kv.Dockerfile}",
+            b("kv", "kv.Dockerfile"),
+        ),
+        // An `image:` beside `build:` that is a name, not a pin: compose's tag for the
+        // build, and akbench builds it.
+        ("image: team/kv:dev\nbuild: ./kv", b("kv", "kv/Dockerfile")),
+    ] {
+        let w = parse(&kv(body)).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(w.services[0].build, build, "{body}");
+        assert_eq!(w.services[0].image, None, "{body}");
+        assert_eq!(w.unbuilt(), ["kv"], "{body}");
+    }
+    // A pin by digest beside `build:` wins: akbench runs it and builds nothing.
+    let w = parse(&kv(&format!("image: {}\nbuild: ./kv", img()))).unwrap();
+    assert_eq!(w.services[0].build, None);
+    assert_eq!(w.services[0].image.as_ref().unwrap().to_string(), img());
+    assert!(w.unbuilt().is_empty());
+    // The summary shows where an unbuilt service comes from.
+    let w = parse(&kv("build: ./kv")).unwrap();
+    assert_eq!(
+        w.summary_lines(),
+        ["kv (built from environment/kv; not built yet)"]
+    );
+    assert_eq!(
+        serde_json::to_value(w.summary()).unwrap()[0],
+        serde_json::json!({"name": "kv", "build": "kv", "depends_on": []})
+    );
+}
+
+#[test]
+fn a_build_that_leaves_environment_or_takes_other_keys_is_refused_by_name() {
+    for (body, key, needle) in [
+        (
+            "build: ..",
+            "build.context",
+            "leaves the task's environment/",
+        ),
+        (
+            "build: ./kv/../../x",
+            "build.context",
+            "leaves the task's environment/",
+        ),
+        ("build: /srv/kv", "build.context", "absolute path"),
+        (
+            "build: https://github.com/a/b.git#main",
+            "build.context",
+            "remote context",
+        ),
+        (
+            "build: git@github.com:a/b.git",
+            "build.context",
+            "remote context",
+        ),
+        ("build: \"\"", "build.context", "empty"),
+        (
+            "build: {context: kv, dockerfile: ../../Dockerfile}",
+            "build.dockerfile",
+            "leaves the task's environment/",
+        ),
+        (
+            "build: {context: kv, dockerfile: /Dockerfile}",
+            "build.dockerfile",
+            "absolute path",
+        ),
+        (
+            "build: {dockerfile: Dockerfile}",
+            "build.context",
+            "is missing",
+        ),
+        ("build: {context: [kv]}", "build.context", "not a string"),
+        ("build: [kv]", "build", "not a folder or a mapping"),
+        (
+            "build: {context: kv, args: {A: b}}",
+            "build.args",
+            "`ARG`'s default",
+        ),
+        (
+            "build: {context: kv, target: run}",
+            "build.target",
+            "last one",
+        ),
+        (
+            "build: {context: kv, dockerfile_inline: FROM x}",
+            "build.dockerfile_inline",
+            "`dockerfile:`",
+        ),
+        (
+            "build: {context: kv, ssh: [default]}",
+            "build.ssh",
+            "context and Dockerfile only",
+        ),
+        (
+            "build: {context: kv, frobnicate: 1}",
+            "build.frobnicate",
+            "context and Dockerfile only",
+        ),
+    ] {
+        let e = refused(&kv(body));
+        assert_eq!(
+            (e.service.as_deref(), e.key.as_str()),
+            (Some("kv"), key),
+            "{body}: {e}"
+        );
+        assert!(
+            e.to_string().contains(needle) && e.to_string().contains("; fix: "),
+            "{body}: {e}"
+        );
+    }
+    // Neither `image:` nor `build:`: the fix names both.
+    let e = refused(&kv("command: [x]"));
+    assert_eq!(e.key, "image");
+    assert!(e.fix.contains("build: ./SERVICE"), "{e}");
+    // Every refused build key is documented.
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md")).unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `build` | takes effect |"))
+        .expect("docs/tasks.md: the sidecar's `build` row");
+    for (keys, _) in BUILD_KEYS_REFUSED {
+        for key in *keys {
+            assert!(
+                row.contains(&format!("`build.{key}`")) || row.contains(&format!("`{key}`")),
+                "docs/tasks.md's `build` row: `{key}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_built_service_takes_its_pin_from_task_toml_and_a_stray_pin_is_refused() {
+    let pin = |text: &str| crate::image::ImageRef::parse(text).unwrap();
+    let pins = |list: &[(&str, &str)]| -> BTreeMap<String, crate::image::ImageRef> {
+        list.iter().map(|(n, i)| (n.to_string(), pin(i))).collect()
+    };
+    let text = format!(
+        "services:\n  kv:\n    build: ./kv\n  db:\n    image: {}\n  web:\n    image: {}\n    build: ./web\n",
+        img(),
+        img()
+    );
+    let built = format!("127.0.0.1:5000/akbench/t-kv:1.0@sha256:{HEX}");
+    let mut w = parse(&text).unwrap();
+    assert_eq!(w.unbuilt(), ["kv"]);
+    w.pin_built(&pins(&[("kv", &built)])).unwrap();
+    assert!(w.unbuilt().is_empty());
+    assert_eq!(w.services[0].image, Some(pin(&built)));
+    for (name, needle) in [
+        ("db", "akbench does not build it"),
+        ("web", "akbench does not build it"),
+        ("cache", "defines no such sidecar"),
+    ] {
+        let mut w = parse(&text).unwrap();
+        let e = w.pin_built(&pins(&[(name, &built)])).unwrap_err();
+        assert_eq!(e.service.as_deref(), Some(name));
+        assert!(e.problem.contains(needle), "{name}: {e}");
+    }
+    let mut w = parse(&text).unwrap();
+    let e = w
+        .pin_built(&pins(&[("kv", "127.0.0.1:5000/akbench/t-kv:1.0")]))
+        .unwrap_err();
+    assert!(e.problem.contains("not pinned by digest"), "{e}");
 }

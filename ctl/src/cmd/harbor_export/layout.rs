@@ -6,9 +6,10 @@
 //! and each service's build folder), its `task.toml` with what the plan fixed written over
 //! it (`akbench_core::harbor::layout_toml`), and `environment/Dockerfile` replaced by one
 //! line `FROM` the task image the plan pinned by digest. The compose file's service images
-//! are pinned by digest in the task itself (the loader refuses a tag), and the export
-//! checked the task is the exact release the plan holds, so they are the images the plan
-//! bound.
+//! are pinned by digest in the task itself (the compose file, or task.toml's
+//! `[environment.service_images]` for a `build:` service, which Harbor builds from its
+//! folder; the loader refuses a tag), and the export checked the task is the exact release
+//! the plan holds, so they are the images the plan bound.
 
 use super::copy_dir;
 use crate::exit::InputError;
