@@ -965,7 +965,7 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
         ]
     );
     steps_are_reported(tmp.path(), &from_records);
-    status_shows_the_steps_as_aggregate(tmp.path(), v["run_key"].as_str().unwrap());
+    status_shows_the_steps_as_aggregate(tmp.path(), &v);
     for r in records {
         let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
         let agent = rec["agent"]["name"]
@@ -1069,10 +1069,12 @@ fn steps_are_reported(tmp: &Path, want: &[(String, u64, u64, u64)]) {
     assert!(html.contains(&first), "{first} not in the report");
 }
 
-/// `run status` of the sweep's run `key`, its database served again (`akbench up` on the
-/// sweep's data folder): its steps, JSON `steps` and the text's steps section, are `run
-/// aggregate`'s over the records the sweep exported under `tmp/out`.
-fn status_shows_the_steps_as_aggregate(tmp: &Path, key: &str) {
+/// The sweep's `--json` (`sweep`) and `run status` of its run, its database served again
+/// (`akbench up` on the sweep's data folder): their steps (JSON `steps`, and the status
+/// text's steps section) are `run aggregate`'s over the records the sweep exported under
+/// `tmp/out`.
+fn status_shows_the_steps_as_aggregate(tmp: &Path, sweep: &Value) {
+    let key = sweep["run_key"].as_str().unwrap();
     let (_up, url) = akbench_up::up(tmp, &examples().join("agents"));
     let run = |args: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));
@@ -1099,6 +1101,7 @@ fn status_shows_the_steps_as_aggregate(tmp: &Path, key: &str) {
     assert_eq!(status["finished"], 2, "{status}");
     assert!(status["steps"].is_array(), "{status}");
     assert_eq!(status["steps"], aggregate["steps"], "{status}\n{aggregate}");
+    assert_eq!(sweep["steps"], aggregate["steps"], "{sweep}");
     // The text: the same section, from its first heading to the end of the last table.
     let section = |text: &str| -> String {
         let at = text
