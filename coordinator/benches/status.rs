@@ -5,7 +5,8 @@
 //! `status::run_status` (what `GetStatus` answers, without the gRPC hop or a CLI process)
 //! called `CALLS` times (default 50): every call in order, the first (which opens the pooled
 //! connections) apart, p50 and p99 of the rest, and the projection's outcome counts checked
-//! against what was written. Then, on the same run, one page of the viewer's compact
+//! against what was written; the per-step rows' part of it (`status_steps::run_steps`, a run
+//! without multi-step tasks) `CALLS` times apart. Then, on the same run, one page of the viewer's compact
 //! trial rows (`view_source::trial_rows_page`: what `ListTrialRows` with `after`/`limit`
 //! reads per page, 50 rows after the middle ordinal) `CALLS` times, and once the whole run's
 //! rows in one query (the unpaged read `ListTrialRows` made before it paged).
@@ -106,6 +107,27 @@ async fn main() {
         pick(0.99),
         times[times.len() - 1],
         s.running
+    );
+
+    // The per-step rows' part of each call (`status_steps`, issue 46) on this run, which has
+    // no multi-step task: one query over the empty partial index `submissions_steps`.
+    let client = store.client().await.expect("a connection");
+    let mut times: Vec<Duration> = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let steps = akbench_coordinator::status_steps::run_steps(&client, s.run.run_id)
+            .await
+            .expect("steps");
+        times.push(t.elapsed());
+        assert!(steps.is_empty());
+    }
+    times.sort();
+    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "the steps part of a status of this run without steps ({calls} calls): p50 {:.2?} p99 {:.2?} max {:.2?}",
+        pick(0.5),
+        pick(0.99),
+        times[times.len() - 1]
     );
 
     // The viewer's run page of this run: one page of compact rows after the middle ordinal.

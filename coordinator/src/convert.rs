@@ -123,6 +123,7 @@ pub fn status(s: &RunStatus) -> pb::RunStatus {
         spend: Some(spend(&s.spend)),
         flagged: Some(flagged(&s.flagged)),
         network: Some(network(&s.network)),
+        steps: akbench_proto::steps::to_wire(&s.steps),
         budget: s.budget.as_ref().map(|b| b.line()),
         worker_labels: s.worker_labels.clone(),
         placement: s.placement.clone(),

@@ -42,6 +42,7 @@ pub mod status;
 pub mod status_network;
 mod status_rows;
 pub mod status_share;
+pub mod status_steps;
 pub mod store;
 pub mod tls;
 pub mod trial_records;

@@ -219,6 +219,11 @@ pub struct RunStatus {
     /// leases and the share they are (`crate::status_share`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<crate::status_share::RunShare>,
+    /// Per multi-step task, its steps over its done trials (`crate::status_steps`, core's
+    /// `report::steps`, as `run aggregate` counts them); empty, and left out of the JSON, for a
+    /// run without multi-step tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<akbench_core::report::steps::TaskSteps>,
     /// Trials finished per minute over the recent window; `None` when none finished in it.
     pub throughput_per_minute: Option<f64>,
     /// When the remaining trials should be done at that throughput.
@@ -243,6 +248,7 @@ impl RunStatus {
             || self.paused_routes != before.paused_routes
             || self.budget != before.budget
             || self.placement != before.placement
+            || self.steps != before.steps
     }
 }
 
@@ -439,6 +445,15 @@ pub async fn run_status(
     let share = crate::status_share::run_share(&client, id)
         .await
         .map_err(ControlError::store(ACTION))?;
+    let steps = crate::status_steps::run_steps(&client, id)
+        .await
+        .map_err(|e| match e {
+            crate::status_steps::StepsError::Store(e) => ControlError::store(ACTION)(e),
+            crate::status_steps::StepsError::Row(e) => ControlError::Corrupt {
+                run: summary.run_key.clone(),
+                problem: e.to_string(),
+            },
+        })?;
     let budget = if has_budget(&client, id).await.map_err(db)? {
         crate::scheduler::budget_status(&client, id)
             .await
@@ -576,6 +591,7 @@ pub async fn run_status(
         placement,
         share,
         agents,
+        steps,
         throughput_per_minute,
         eta,
         as_of,

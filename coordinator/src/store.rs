@@ -241,6 +241,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "state_enums",
         sql: include_str!("../migrations/0036_state_enums.sql"),
     },
+    Migration {
+        version: 37,
+        name: "submission_steps",
+        sql: include_str!("../migrations/0037_submission_steps.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -9,6 +9,9 @@
 #[allow(dead_code)]
 mod registry;
 
+#[path = "up/mod.rs"]
+mod akbench_up;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -914,8 +917,9 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
             "1",
             "--slots",
             "2",
+            // `tmp/data`: where `akbench_up::up` serves it again for `run status`.
             "--data-dir",
-            &tmp.path().join("pg").display().to_string(),
+            &tmp.path().join("data").display().to_string(),
             "--store-root",
             &tmp.path().join("runs").display().to_string(),
         ],
@@ -961,6 +965,7 @@ fn a_multi_step_task_runs_through_the_coordinator_and_its_records_keep_the_steps
         ]
     );
     steps_are_reported(tmp.path(), &from_records);
+    status_shows_the_steps_as_aggregate(tmp.path(), &v);
     for r in records {
         let rec: Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
         let agent = rec["agent"]["name"]
@@ -1062,6 +1067,56 @@ fn steps_are_reported(tmp: &Path, want: &[(String, u64, u64, u64)]) {
         want[0].1, want[0].2, want[0].3
     );
     assert!(html.contains(&first), "{first} not in the report");
+}
+
+/// The sweep's `--json` (`sweep`) and `run status` of its run, its database served again
+/// (`akbench up` on the sweep's data folder): their steps (JSON `steps`, and the status
+/// text's steps section) are `run aggregate`'s over the records the sweep exported under
+/// `tmp/out`.
+fn status_shows_the_steps_as_aggregate(tmp: &Path, sweep: &Value) {
+    let key = sweep["run_key"].as_str().unwrap();
+    let (_up, url) = akbench_up::up(tmp, &examples().join("agents"));
+    let run = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_akbench"));
+        for v in ["AKBENCH_COORDINATOR", "AKBENCH_TOKEN", "AKBENCH_STORE_ROOT"] {
+            c.env_remove(v);
+        }
+        // `run aggregate` reads the records, never the coordinator.
+        if args[1] == "status" {
+            c.arg("--coordinator").arg(&url);
+        }
+        let out = c.args(args).current_dir(tmp).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let json = |args: &[&str]| -> Value { serde_json::from_str(&run(args)).unwrap() };
+    let status = json(&["run", "status", key, "--json"]);
+    let aggregate = json(&["run", "aggregate", "out", "--json"]);
+    assert_eq!(status["finished"], 2, "{status}");
+    assert!(status["steps"].is_array(), "{status}");
+    assert_eq!(status["steps"], aggregate["steps"], "{status}\n{aggregate}");
+    assert_eq!(sweep["steps"], aggregate["steps"], "{sweep}");
+    // The text: the same section, from its first heading to the end of the last table.
+    let section = |text: &str| -> String {
+        let at = text
+            .find("steps of ")
+            .unwrap_or_else(|| panic!("no steps section in\n{text}"));
+        let s = &text[at..];
+        let end = s.rfind("|\n").map_or(s.len(), |i| i + 2);
+        s[..end].to_string()
+    };
+    let (status, aggregate) = (
+        run(&["run", "status", key]),
+        run(&["run", "aggregate", "out"]),
+    );
+    assert_eq!(section(&status), section(&aggregate), "{status}");
+    assert!(status.contains("| 1. open | 2 | 1 | 1 | 0 |"), "{status}");
 }
 
 /// Example `id` with its sidecar `services` under `tmp/tasks`, its images in a fresh

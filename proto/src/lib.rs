@@ -1,8 +1,8 @@
 //! akbench wire protocol: the generated prost messages and tonic clients and servers for the
 //! `Control` service (used by the `akbench` CLI) and the `Workers` service (one bidirectional
 //! `Session` stream per worker), and the one conversion of core's lifecycle states to and from
-//! the wire's ([`state`]), and how a plan is cut into `SubmitPlanStream` messages
-//! ([`plan_chunks`]). No other logic lives here.
+//! the wire's ([`state`]), of core's per-step counts of multi-step tasks ([`steps`]), and how a
+//! plan is cut into `SubmitPlanStream` messages ([`plan_chunks`]). No other logic lives here.
 //!
 //! The `.proto` sources are under `akbench/v1/` in this crate and are compiled at build time
 //! with protox, so no system `protoc` is needed.
@@ -20,6 +20,7 @@ pub mod v1 {
 
 pub mod plan_chunks;
 pub mod state;
+pub mod steps;
 
 pub use v1::{control_client, control_server, workers_client, workers_server};
 

@@ -1,5 +1,7 @@
 //! The run progress projection (`RunStatus`) as text and JSON. Every rate goes through
-//! core's [`Pct`]: a rate over nothing is "n/a" (JSON `null`), never 0%.
+//! core's [`Pct`]: a rate over nothing is "n/a" (JSON `null`), never 0%. A run with
+//! multi-step tasks gets `run aggregate`'s steps section (text and JSON `steps`, core's
+//! `report::steps`); a run without prints no trace of it.
 
 use super::state_name;
 use akbench_core::rates::Pct;
@@ -90,7 +92,7 @@ fn rates_text(r: Option<&pb::Rates>) -> String {
 /// One status as JSON (the shape of the coordinator's `/api/runs/{run}/status`; absent
 /// rates, throughput and ETA are `null`).
 pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "run": summary_json(s.run.as_ref()),
         "planned": s.planned,
         "queued": s.queued,
@@ -134,7 +136,13 @@ pub fn status_json(s: &pb::RunStatus) -> serde_json::Value {
         "throughput_per_minute": s.throughput_per_minute,
         "eta": s.eta_unix_ms.map(time),
         "as_of": time(s.as_of_unix_ms),
-    })
+    });
+    // Only for a run with multi-step tasks, in `run aggregate`'s shape (core's `TaskSteps`).
+    if !s.steps.is_empty() {
+        v["steps"] =
+            serde_json::to_value(akbench_proto::steps::from_wire(&s.steps)).unwrap_or_default();
+    }
+    v
 }
 
 /// Core's counts of where verdicts were graded, undeclared hosts and grading fetches (its
@@ -318,6 +326,14 @@ pub fn block(s: &pb::RunStatus) -> String {
     let _ = writeln!(o, "throughput {}", throughput(s));
     let _ = writeln!(o, "eta        {}", eta(s));
     let _ = writeln!(o, "as of      {}", time(s.as_of_unix_ms));
+    // A run with multi-step tasks: `run aggregate`'s steps section (core's renderer).
+    if !s.steps.is_empty() {
+        let _ = write!(
+            o,
+            "\n{}",
+            akbench_core::report::steps::to_markdown(&akbench_proto::steps::from_wire(&s.steps))
+        );
+    }
     o
 }
 

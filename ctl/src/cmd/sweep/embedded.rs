@@ -92,7 +92,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .map(|t| (t.trial_id.to_string(), t))
         .collect();
     let accounting: akbench_core::accounting::RunAccounting = serde_json::from_value(report)?;
-    let mut report_trials = Vec::new();
+    let mut results = super::planned::Results::default();
     for t in &accounting.trials {
         let (Some(p), Some(outcome)) = (trials.get(&t.trial_id.to_string()), &t.outcome) else {
             continue;
@@ -105,7 +105,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .join(akbench_core::record::RECORD_FILE),
         )
         .ok();
-        report_trials.push(ReportTrial {
+        let line = ReportTrial {
             key: p.key.clone(),
             agent: p.agent.label.clone(),
             task: p.task.id.clone(),
@@ -124,14 +124,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
                 .as_ref()
                 .map(akbench_core::report::network::TrialNetwork::of_record)
                 .unwrap_or_default(),
-        });
+        };
+        results.push(line, record.as_ref());
     }
     show_result(
         &store,
         &spec,
         &args,
         &accounting,
-        &report_trials,
+        &results,
         started,
         interrupted,
     )?;

@@ -9,7 +9,7 @@
 //! `cancelled`, no attempt). With `execution.budget`, no attempt starts once `core::budget`
 //! says the cap is spent; the trials left are cancelled with the reason "budget".
 
-use super::planned::{plan_run, show_result, PlannedSweep};
+use super::planned::{plan_run, show_result, PlannedSweep, Results};
 use super::routes::{LocalRoutes, RouteObserver};
 use crate::cli::SweepArgs;
 use crate::cmd::shared::candidates_suffix;
@@ -404,19 +404,19 @@ impl<'a> LocalRunner<'a> {
     }
 }
 
-/// Every trial's observation and report line, in plan order, from its record (a cancelled
-/// trial's says `cancelled` and why); a trial whose record could not be written has none (it
-/// is missing).
+/// Every trial's observation and report line (and its steps), in plan order, from its record
+/// (a cancelled trial's says `cancelled` and why); a trial whose record could not be written
+/// has none (it is missing).
 fn outcomes(
     trials: &[PlannedTrial],
     results: Vec<Option<Result<TrialOutcome, String>>>,
-) -> (Vec<Observation>, Vec<ReportTrial>) {
+) -> (Vec<Observation>, Results) {
     let mut observations = Vec::new();
-    let mut report = Vec::new();
+    let mut report = Results::default();
     for (t, r) in trials.iter().zip(results) {
-        let (observation, cause, spend, attempts, grading, network) = match r {
+        let (observation, cause, spend, attempts, grading, network, rec) = match r {
             Some(Ok(o)) => {
-                let rec = &o.record;
+                let rec = o.record;
                 (
                     Observation {
                         trial_id: rec.trial.id,
@@ -427,15 +427,16 @@ fn outcomes(
                         source: Some(o.record_path.display().to_string()),
                     },
                     rec.cause(),
-                    akbench_core::spend::Spend::of_record(rec),
+                    akbench_core::spend::Spend::of_record(&rec),
                     rec.outcome.attempts,
-                    akbench_core::grading::integrity::GradeFlags::of_record(rec),
-                    akbench_core::report::network::TrialNetwork::of_record(rec),
+                    akbench_core::grading::integrity::GradeFlags::of_record(&rec),
+                    akbench_core::report::network::TrialNetwork::of_record(&rec),
+                    rec,
                 )
             }
             _ => continue,
         };
-        report.push(ReportTrial {
+        let line = ReportTrial {
             key: t.key.clone(),
             agent: t.agent.label.clone(),
             task: t.task.id.clone(),
@@ -445,7 +446,8 @@ fn outcomes(
             attempts,
             grading,
             network,
-        });
+        };
+        report.push(line, Some(&rec));
         observations.push(observation);
     }
     (observations, report)

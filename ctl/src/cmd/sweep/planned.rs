@@ -181,18 +181,53 @@ pub fn check_run(args: &SweepArgs, orch: &Orchestrator) -> anyhow::Result<Checke
     })
 }
 
+/// What a sweep's records say, for its result: each trial's report line, and each trial's
+/// task with its last attempt's steps (empty for a one-step task), for the steps tables of
+/// its multi-step tasks (`akbench_core::report::steps`, as `run aggregate` counts them).
+#[derive(Debug, Default)]
+pub struct Results {
+    /// Report lines, in plan order.
+    pub trials: Vec<ReportTrial>,
+    /// (task, the last attempt's steps) of each trial with a record.
+    pub steps: Vec<(String, Vec<akbench_core::record::steps::StepResult>)>,
+}
+
+impl Results {
+    /// Adds a trial's line and, from its record, its task and last attempt's steps.
+    pub fn push(&mut self, trial: ReportTrial, record: Option<&akbench_core::record::RunRecord>) {
+        if let Some(r) = record {
+            self.steps.push((
+                trial.task.clone(),
+                r.attempts
+                    .last()
+                    .map(|a| a.steps.clone())
+                    .unwrap_or_default(),
+            ));
+        }
+        self.trials.push(trial);
+    }
+}
+
 /// Records the run's outcome beside its evidence and prints the accounting and the results
-/// table (or one JSON document): shared by the local and the embedded sweep.
+/// table (or one JSON document), with a steps table per multi-step task (JSON `steps`, only
+/// when there is one): shared by the local and the embedded sweep.
 pub fn show_result(
     store: &EvidenceStore,
     spec: &akbench_core::spec::ResolvedRunSpec,
     args: &SweepArgs,
     accounting: &akbench_core::accounting::RunAccounting,
-    trials: &[ReportTrial],
+    results: &Results,
     started: Instant,
     interrupted: bool,
 ) -> anyhow::Result<()> {
-    let summary = summarize(trials);
+    let summary = summarize(&results.trials);
+    let steps = akbench_core::report::steps::task_steps(
+        &results
+            .steps
+            .iter()
+            .map(|(task, steps)| akbench_core::report::steps::TrialSteps { task, steps })
+            .collect::<Vec<_>>(),
+    );
     let records = args.out.join(spec.run_key());
     store.put_outcome(
         spec.run_key(),
@@ -212,7 +247,7 @@ pub fn show_result(
         },
     )?;
     if args.json {
-        crate::cmd::shared::common::print_json(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "run_key": spec.run_key(),
             "run_id": spec.run_id(),
             "out": args.out,
@@ -227,13 +262,21 @@ pub fn show_result(
                 "candidates": accounting.candidates,
             },
             "summary": summary,
-        }))?;
+        });
+        if !steps.is_empty() {
+            doc["steps"] = serde_json::to_value(&steps)?;
+        }
+        crate::cmd::shared::common::print_json(&doc)?;
     } else {
         outln!();
         out!("{}", summary.to_markdown());
         outln!();
         out!("{}", summary.network_markdown());
         outln!();
+        if !steps.is_empty() {
+            out!("{}", akbench_core::report::steps::to_markdown(&steps));
+            outln!();
+        }
         outln!(
             "run {}: {} planned, {} with an outcome, accounting {}{} ({:.1}s)",
             spec.run_key(),
