@@ -486,25 +486,33 @@ mod tests {
         (task, agent)
     }
 
+    /// `adapter`'s launch of the task of [`task_and_agent`] under `dir`.
+    fn launched(
+        adapter: &super::CliAgentAdapter,
+        dir: &std::path::Path,
+    ) -> crate::adapters::Launch {
+        use crate::adapters::{Adapter, LaunchContext};
+        let (task, agent) = task_and_agent(dir, adapter.name);
+        let home = dir.join("home");
+        adapter
+            .launch(&LaunchContext {
+                task: &task,
+                agent: &agent,
+                workspace: dir,
+                home: &home,
+                instruction_file: &home.join("instruction.md"),
+            })
+            .unwrap()
+    }
+
     #[test]
     fn claude_code_and_codex_get_the_task_s_mcp_servers_before_the_instruction() {
-        use crate::adapters::{Adapter, LaunchContext};
         let dir = tempfile::tempdir().unwrap();
         for (adapter, flag) in [
             (super::claude_code(), "--mcp-config"),
             (super::codex(), "-c"),
         ] {
-            let (task, agent) = task_and_agent(dir.path(), adapter.name);
-            let home = dir.path().join("home");
-            let launch = adapter
-                .launch(&LaunchContext {
-                    task: &task,
-                    agent: &agent,
-                    workspace: dir.path(),
-                    home: &home,
-                    instruction_file: &home.join("instruction.md"),
-                })
-                .unwrap();
+            let launch = launched(&adapter, dir.path());
             let argv = &launch.argv;
             let at = argv.iter().position(|a| a == flag).unwrap();
             let dashes = argv.iter().position(|a| a == "--").unwrap();
@@ -527,7 +535,6 @@ mod tests {
 
     #[test]
     fn gemini_qwen_opencode_and_mini_swe_agent_get_the_task_s_mcp_servers() {
-        use crate::adapters::{Adapter, LaunchContext};
         let dir = tempfile::tempdir().unwrap();
         for adapter in [
             super::gemini_cli(),
@@ -535,17 +542,7 @@ mod tests {
             super::opencode(),
             super::mini_swe_agent(),
         ] {
-            let (task, agent) = task_and_agent(dir.path(), adapter.name);
-            let home = dir.path().join("home");
-            let launch = adapter
-                .launch(&LaunchContext {
-                    task: &task,
-                    agent: &agent,
-                    workspace: dir.path(),
-                    home: &home,
-                    instruction_file: &home.join("instruction.md"),
-                })
-                .unwrap();
+            let launch = launched(&adapter, dir.path());
             let json = |var: &str| -> serde_json::Value {
                 serde_json::from_str(&launch.env[var]).unwrap()
             };
