@@ -315,6 +315,9 @@ pub enum TaskErrorKind {
     Io(String),
     /// The TOML did not parse or did not match the schema.
     Parse(String),
+    /// A refusal akbench wrote whole (the compose file's: service, key, problem and fix),
+    /// each value it quotes already cut short: shown as it is, never cut, so its fix stays.
+    Refused(String),
     /// A field has a bad value.
     Field {
         /// Dotted field path, e.g. `source.commit`.
@@ -340,6 +343,10 @@ fn render_kind(kind: &TaskErrorKind) -> String {
     match kind {
         TaskErrorKind::Io(e) => e.clone(),
         TaskErrorKind::Parse(e) => crate::limits::elide_lines(e.trim_end()),
+        // Whole, so the fix stays; cut as a parse error is only if a value it quotes was
+        // not (it never is past this bound).
+        TaskErrorKind::Refused(e) if e.len() <= 2000 => e.clone(),
+        TaskErrorKind::Refused(e) => crate::limits::elide_lines(e),
         TaskErrorKind::Field {
             field,
             problem,

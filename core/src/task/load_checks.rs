@@ -189,11 +189,11 @@ pub(super) fn world(dir: &Path) -> Result<Option<World>, TaskError> {
     })?;
     let world = crate::task::world::parse(&text).map_err(|e| TaskError {
         file: file.clone(),
-        kind: super::TaskErrorKind::Parse(e.to_string()),
+        kind: super::TaskErrorKind::Refused(e.to_string()),
     })?;
     build_paths(&dir.join("environment"), &world).map_err(|e| TaskError {
         file,
-        kind: super::TaskErrorKind::Parse(e),
+        kind: super::TaskErrorKind::Refused(e),
     })?;
     Ok(Some(world))
 }

@@ -259,6 +259,14 @@ fn a_compose_file_the_task_cannot_run_is_refused_naming_it() {
         shown.contains("service `db`: `volumes` cannot take effect") && shown.contains("fix: "),
         "{shown}"
     );
+    // A long refusal keeps its whole fix (it was cut mid-fix, as a parse error's text is).
+    let far = "services:\n  kv:\n    build: ../../../../somewhere/far/away/from/the/task/kv\n";
+    let e = with_compose(&tmp.path().join("far"), "docker-compose.yaml", far, |t| t).unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        shown.ends_with("relative to it: `./SERVICE`") && shown.len() > 200,
+        "{shown}"
+    );
     // `.yml` (which Harbor 0.25 does not read), alone or beside `.yaml`: refused.
     let e = with_compose(
         &tmp.path().join("yml"),
