@@ -268,8 +268,16 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         500 => "Internal Server Error",
         _ => "Status",
     };
+    // A rate limit says when to come back, as real providers do (`retry-after-ms` is the
+    // OpenAI SDK's): a short wait, so a CLI's own retries take seconds, not minutes (Qwen
+    // Code's took 100 s without it before it reported the limit).
+    let retry_after = if status == 429 {
+        "retry-after: 1\r\nretry-after-ms: 50\r\n"
+    } else {
+        ""
+    };
     let response = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\nrequest-id: req_fake\r\nx-request-id: req_fake\r\n\r\n{text}",
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\nrequest-id: req_fake\r\nx-request-id: req_fake\r\n{retry_after}\r\n{text}",
         text.len()
     );
     stream.write_all(response.as_bytes()).await?;
