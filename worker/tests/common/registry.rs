@@ -34,6 +34,8 @@ pub struct Registry {
     pub addr: String,
     /// Where it keeps its blobs.
     pub storage: PathBuf,
+    /// Its log (errors only), shown when a push fails.
+    log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -70,16 +72,18 @@ impl Registry {
             ),
         )
         .unwrap();
+        let log = dir.path().join("registry.log");
         let child = Command::new(REGISTRY)
             .args(["serve", &config.display().to_string()])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let r = Registry {
             child,
             addr,
             storage,
+            log,
             _dir: dir,
         };
         // Ready once it accepts connections and answers the API's base.
@@ -127,11 +131,21 @@ impl Registry {
             cmd.arg(format!("{}:{kind}", p.display()));
         }
         let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "oci-push: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            // The registry's side of it (a full disk shows there as a reset connection here).
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            let free = Command::new("df")
+                .args(["-h", &self.storage.display().to_string()])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            panic!(
+                "oci-push: {}\nthe registry's log, last lines:\n{}\n{free}",
+                String::from_utf8_lossy(&out.stderr),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
