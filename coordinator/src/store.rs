@@ -246,6 +246,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "submission_steps",
         sql: include_str!("../migrations/0037_submission_steps.sql"),
     },
+    Migration {
+        version: 38,
+        name: "deciding_attempts",
+        sql: include_str!("../migrations/0038_deciding_attempts.sql"),
+    },
 ];
 
 /// Why a store operation failed, by what the caller can do about it.

@@ -8,15 +8,10 @@ SELECT w.agent,
        count(*) FILTER (WHERE s.grade_withheld)::bigint AS withheld,
        count(*) FILTER (WHERE s.grade_unguarded)::bigint AS unguarded
 FROM submissions s
-JOIN attempts a ON a.attempt_id = s.attempt_id
+JOIN deciding_attempts a ON a.attempt_id = s.attempt_id
 JOIN work_items w ON w.trial_id = a.trial_id
 WHERE (s.grade_tampered OR s.grade_withheld OR s.grade_unguarded)
   AND w.run_id = $1
   AND w.state = 'done'
-  AND NOT EXISTS (
-      SELECT 1
-      FROM attempts b
-      WHERE b.trial_id = a.trial_id AND b.finished_at IS NOT NULL AND b.number > a.number
-  )
 GROUP BY w.agent
 ORDER BY w.agent

@@ -7,15 +7,11 @@
 WITH concerned AS (
     SELECT w.agent, w.trial_id, s.attempt_id, s.grade_shared, s.agent_undeclared,
            s.fetch_failed, s.record,
-           NOT EXISTS (
-               SELECT 1
-               FROM attempts b
-               WHERE b.trial_id = a.trial_id AND b.finished_at IS NOT NULL
-                 AND b.number > a.number
-           ) AS deciding
+           d.attempt_id IS NOT NULL AS deciding
     FROM submissions s
     JOIN attempts a ON a.attempt_id = s.attempt_id
     JOIN work_items w ON w.trial_id = a.trial_id
+    LEFT JOIN deciding_attempts d ON d.attempt_id = s.attempt_id
     WHERE (s.grade_shared OR s.agent_undeclared OR s.fetch_failed)
       AND w.run_id = $1
       AND w.state = 'done'

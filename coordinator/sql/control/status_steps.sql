@@ -6,15 +6,10 @@
 -- are counted by status_step_trials.sql.
 SELECT p.task_id AS task, (s.record -> 'steps')::text AS steps
 FROM submissions s
-JOIN attempts a ON a.attempt_id = s.attempt_id
+JOIN deciding_attempts a ON a.attempt_id = s.attempt_id
 JOIN work_items w ON w.trial_id = a.trial_id
 JOIN planned_trials p ON p.trial_id = w.trial_id
 WHERE s.record ? 'steps'
   AND w.run_id = $1
   AND w.state = 'done'
-  AND NOT EXISTS (
-      SELECT 1
-      FROM attempts b
-      WHERE b.trial_id = a.trial_id AND b.finished_at IS NOT NULL AND b.number > a.number
-  )
 ORDER BY w.ordinal
