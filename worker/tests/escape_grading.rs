@@ -378,9 +378,11 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
 
 /// The pid of the main grading run's verifier (`python3 .../run_tests.py` under `root`),
 /// waited for while the trial runs on another thread.
-fn verifier_pid(root: &Path) -> i32 {
+fn verifier_pid(root: &Path, done: &std::sync::atomic::AtomicBool) -> Option<i32> {
     let root = root.display().to_string();
-    loop {
+    // Until the trial has ended: one that never graded (it failed before, e.g. on a full
+    // disk) has no verifier to find, and the test fails saying so instead of hanging.
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
         for e in fs::read_dir("/proc").unwrap().flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
                 continue;
@@ -388,11 +390,12 @@ fn verifier_pid(root: &Path) -> i32 {
             let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
             if cmd.contains("run_tests.py") && cmd.contains(&root) && cmd.contains("/eval/run/") {
-                return pid;
+                return Some(pid);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    None
 }
 
 /// A worker told to stop (SIGTERM from a service manager, which signals every process of
@@ -411,11 +414,16 @@ fn a_verifier_killed_by_the_workers_shutdown_is_not_the_agents_failure() {
     };
     // The agent's test module waits while grading runs it (never on its own end).
     let root = c.root().to_path_buf();
-    let killer = std::thread::spawn(move || {
-        let pid = verifier_pid(&root);
-        akbench_worker::process::note_shutdown("SIGTERM");
-        // SAFETY: kill(2) on the verifier process found above; no memory involved.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let pid = verifier_pid(&root, &done)?;
+            akbench_worker::process::note_shutdown("SIGTERM");
+            // SAFETY: kill(2) on the verifier process found above; no memory involved.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            Some(pid)
+        }
     });
     let r = attack(
         &c,
@@ -426,7 +434,13 @@ if os.environ.get("AKBENCH_VERIFIER_DIR"):
         time.sleep(3600)"#,
         "unused",
     );
-    killer.join().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.join().unwrap();
+    assert!(
+        killed.is_some(),
+        "the trial ended before its verifier ran: {:?}",
+        r.attempts[0].cause
+    );
     assert_eq!(
         r.outcome.state,
         State::InfrastructureError,
