@@ -593,14 +593,9 @@ impl Task {
                 ));
             }
         }
-        if world.is_some() && multi_step {
-            return Err(TaskError::field(
-                &toml_path,
-                "steps",
-                "are declared, and environment/docker-compose.yaml declares sidecar services: a multi-step task with services does not run yet",
-                "remove the `[[steps]]` or the compose file (or run the task with Harbor)",
-            ));
-        }
+        // A multi-step task may have sidecar services too (Harbor runs its steps in one
+        // compose project): its family is `lifecycle`, and its services start with its one
+        // environment and live through every step (worker's attempt::steps).
         let family =
             match (file.family, multi_step) {
                 (None | Some(Family::Interactive), false) if world.is_some() => Family::Interactive,

@@ -1157,6 +1157,38 @@ fn a_task_with_a_sidecar_is_checked_valid_with_its_service_running() {
     );
 }
 
+/// `task check` of a multi-step task beside a sidecar (`harbor-steps-sidecar-001`): each
+/// step's reference is solved with the service holding what the steps before it wrote (a
+/// fresh service per check side, every earlier step replayed), each baseline is not; the
+/// check lists the service.
+#[test]
+fn a_multi_step_task_with_a_sidecar_is_checked_valid_step_by_step() {
+    const TEST: &str = "a_multi_step_task_with_a_sidecar_is_checked_valid_step_by_step";
+    if !runs_here(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, dir) = sidecar_task(tmp.path(), "harbor-steps-sidecar-001", &["kv"]);
+    let (code, v, stderr) = task_check(&dir, &tmp.path().join("cache"), &reg);
+    assert_eq!(code, 0, "{v}{stderr}");
+    assert_eq!(v["valid"], true, "{v}");
+    let steps = v["steps"].as_array().cloned().unwrap_or_default();
+    let names: Vec<_> = steps.iter().map(|s| s["name"].clone()).collect();
+    assert_eq!(names, ["approve", "ship"], "{v}");
+    for s in &steps {
+        assert_eq!(
+            (&s["valid"], &s["reference"], &s["baseline"]),
+            (
+                &Value::Bool(true),
+                &Value::from("solved"),
+                &Value::from("not_solved")
+            ),
+            "{s}"
+        );
+    }
+    assert_eq!(v["services"][0]["name"], "kv", "{v}");
+}
+
 /// `task check` of the MCP examples (an MCP-tools server; a simulated user) starts each
 /// one's server: the reference solution, an MCP client, solves it; the baseline does not.
 #[test]

@@ -574,6 +574,71 @@ fn the_sidecar_example_is_solved_by_the_oracle_through_the_api_and_not_by_a_no_o
     assert_eq!(noop.attempts[0].services.len(), 1);
 }
 
+/// A multi-step task beside a sidecar (`harbor-steps-sidecar-001`), as Harbor runs it: the
+/// service starts once with the environment and keeps its state through both steps (step
+/// two's grader reads the key step one's solution wrote), so the oracle passes both; a
+/// no-op agent fails step one, whose gate stops step two. Each record lists the one
+/// service, which ran until the trial ended.
+#[test]
+fn the_steps_of_a_task_with_a_sidecar_share_the_one_service() {
+    const TEST: &str = "the_steps_of_a_task_with_a_sidecar_share_the_one_service";
+    if !runs_here(TEST) {
+        return;
+    }
+    use akbench_core::record::steps::StepVerdict::{Failed, NotRun, Solved};
+    let (reg, c) = registry_and_corpus();
+    sidecar_example(
+        &reg,
+        c.root(),
+        &c.tasks().join("steps-kv"),
+        "harbor-steps-sidecar-001",
+        &["kv"],
+    );
+    let oracle = trial(&c, "steps-kv", "oracle");
+    let a = &oracle.attempts[0];
+    assert_eq!(
+        oracle.outcome.state.to_string(),
+        "completed",
+        "{:?}",
+        a.cause
+    );
+    assert_eq!(oracle.outcome.ok, Some(true), "{:?} {:?}", a.grade, a.steps);
+    let steps: Vec<_> = a
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), s.verdict))
+        .collect();
+    assert_eq!(
+        steps,
+        [("approve", Solved), ("ship", Solved)],
+        "{:?}",
+        a.steps
+    );
+    assert_eq!(
+        a.services.len(),
+        1,
+        "one service for both steps: {:?}",
+        a.services
+    );
+    assert_eq!(
+        a.services[0].ended.as_deref(),
+        Some("running until the trial ended (stopped by the worker)")
+    );
+    let said = first_attempt_file(&c, "oracle", "services/kv.stderr.log");
+    assert!(said.contains("\"PUT /keys/release-2.4-status "), "{said:?}");
+    let noop = trial(&c, "steps-kv", "noop");
+    let a = &noop.attempts[0];
+    assert_eq!(noop.outcome.state.to_string(), "completed", "{:?}", a.cause);
+    assert_eq!(noop.outcome.ok, Some(false), "{:?}", a.grade);
+    assert_eq!(a.steps[0].name, "approve");
+    assert_eq!(a.steps[0].verdict, Failed, "{:?}", a.steps);
+    assert_eq!(
+        a.steps[1].verdict, NotRun,
+        "the gate stops step two: {:?}",
+        a.steps
+    );
+}
+
 /// Example `id` (whose one service is `service`) run by the oracle and by a no-op agent as
 /// Harbor would run it: the oracle, an MCP client, solves it through the service's tools
 /// (grade 1.0), the no-op agent does not (0.0). Each attempt keeps the service's output

@@ -102,6 +102,39 @@ fn a_multi_step_task_loads_as_a_lifecycle_with_its_steps_in_order() {
     assert_ne!(before, after);
 }
 
+/// Steps and sidecar services together (Harbor runs the steps in one compose project): a
+/// lifecycle with its world; each step's view keeps the world (its services live through
+/// every step); a `family` naming `interactive` is refused, the steps making it a lifecycle.
+#[test]
+fn a_multi_step_task_with_sidecars_is_a_lifecycle_with_its_world() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = steps_task(tmp.path(), &[("one", true), ("two", true)], false, "");
+    fs::create_dir_all(dir.join("environment")).unwrap();
+    let hex = "a".repeat(64);
+    fs::write(
+        dir.join("environment/docker-compose.yaml"),
+        format!("services:\n  main:\n    depends_on: [kv]\n  kv:\n    image: reg.example/kv@sha256:{hex}\n"),
+    )
+    .unwrap();
+    let t = Task::load(&dir, tmp.path()).unwrap();
+    assert_eq!(t.family, Family::Lifecycle);
+    assert_eq!(t.world.as_ref().unwrap().services[0].name, "kv");
+    let view = t.step_view(1, &dir.join("steps/two/tests")).unwrap();
+    assert_eq!(
+        view.world, t.world,
+        "step two runs beside the same services"
+    );
+    let toml = fs::read_to_string(dir.join("task.toml")).unwrap();
+    fs::write(
+        dir.join("task.toml"),
+        format!("family = \"interactive\"\n{toml}"),
+    )
+    .unwrap();
+    let (field, fix, _) = field_and_fix(Task::load(&dir, tmp.path()).unwrap_err());
+    assert_eq!(field, "family");
+    assert!(fix.contains("the steps make the task a lifecycle"), "{fix}");
+}
+
 #[test]
 fn a_one_step_task_keeps_the_strategy_as_ignored() {
     let tmp = tempfile::tempdir().unwrap();
