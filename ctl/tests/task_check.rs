@@ -477,6 +477,14 @@ fn a_task_with_sidecars_is_planned_only_under_container_and_exported() {
     planned_only_under_container("harbor-sidecar-kv-001", "sidecar", "interactive", &["kv"]);
 }
 
+/// A multi-step task with a sidecar (`harbor-steps-sidecar-001`) is a lifecycle: checked and
+/// planned only under `container` once its service is built, exported with its steps,
+/// compose file and the service's folder.
+#[test]
+fn a_multi_step_task_with_a_sidecar_is_planned_only_under_container_and_exported() {
+    planned_only_under_container("harbor-steps-sidecar-001", "stepkv", "lifecycle", &["kv"]);
+}
+
 /// The MCP examples (an MCP-tools sidecar; a simulated user, issue 46) are sidecar tasks
 /// like the kv example: checked and planned only under `container`, exported with them.
 #[test]
