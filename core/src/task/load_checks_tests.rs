@@ -286,21 +286,8 @@ fn a_compose_file_the_task_cannot_run_is_refused_naming_it() {
     std::fs::write(root.join("t/environment/docker-compose.yml"), db(HEX_A)).unwrap();
     let e = with_compose(&root, "docker-compose.yaml", &db(HEX_A), |t| t).unwrap_err();
     assert!(e.to_string().contains("does not read"), "{e}");
-    // Steps and services together, or another family: refused naming both.
-    let steps = |t: String| format!("{t}[[steps]]\nname = \"one\"\n");
-    let e = with_compose(
-        &tmp.path().join("c"),
-        "docker-compose.yaml",
-        &db(HEX_A),
-        steps,
-    )
-    .unwrap_err();
-    let (field, shown) = field_and_text(&e);
-    assert_eq!(field, "steps", "{shown}");
-    assert!(
-        shown.contains("docker-compose.yaml") && shown.contains("fix:"),
-        "{shown}"
-    );
+    // Another family: refused naming both (steps and services together are a lifecycle:
+    // task::steps::tests).
     let fam = |t: String| format!("family = \"artefact\"\n{t}");
     let e = with_compose(
         &tmp.path().join("d"),
